@@ -1,1 +1,42 @@
-fn main(){}
+//! `corral`: run untrusted code safely and grade it.
+
+mod doctor;
+mod run;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "corral",
+    version,
+    about = "Run untrusted code in a fully isolated Linux sandbox and report what it used.",
+    long_about = "Run untrusted code in a fully isolated Linux sandbox and report what it used.\n\n\
+        Each run gets its own mount, PID, IPC, UTS, network and cgroup namespaces, a minimal read-only \
+        root, an unprivileged user with no capabilities, a seccomp filter and Landlock, and limits on \
+        CPU, wall time, memory, processes, output and disk. Run `corral doctor` to see what this host offers."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one command in a fresh sandbox.
+    Run(run::RunArgs),
+    /// Report what isolation this host supports, and try a real sandbox.
+    Doctor(doctor::DoctorArgs),
+}
+
+fn main() {
+    // A sandbox's init is this same binary; dispatch before anything else starts (no threads yet).
+    if std::env::args_os().nth(1).is_some_and(|a| a == corral_sandbox::init::INIT_ARG) {
+        corral_sandbox::init::main();
+    }
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Run(args) => run::main(args),
+        Command::Doctor(args) => doctor::main(args),
+    };
+    std::process::exit(code);
+}

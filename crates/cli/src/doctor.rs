@@ -1,0 +1,67 @@
+//! `corral doctor`: what this host offers, plus a real sandboxed run to prove it.
+
+use std::sync::Arc;
+
+use clap::Args;
+use corral_sandbox::{Host, InitProgram, RunSpec, Status};
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn main(args: DoctorArgs) -> i32 {
+    let report = corral_sandbox::doctor::probe();
+    let smoke = smoke_test(report.ready());
+    let ready = report.ready() && smoke.is_ok();
+    if args.json {
+        let v = serde_json::json!({
+            "ready": ready,
+            "level": report.level(),
+            "checks": report.checks,
+            "sandbox_smoke_test": match &smoke { Ok(s) => serde_json::json!({"ok": true, "detail": s}), Err(e) => serde_json::json!({"ok": false, "detail": e}) },
+        });
+        println!("{v:#}");
+    } else {
+        for c in &report.checks {
+            let mark = if c.ok { "ok  " } else if c.required { "FAIL" } else { "warn" };
+            println!("{mark}  {:<16} {}", c.name, c.detail);
+        }
+        match &smoke {
+            Ok(s) => println!("ok    {:<16} {s}", "sandbox"),
+            Err(e) => println!("FAIL  {:<16} {e}", "sandbox"),
+        }
+        println!();
+        if ready {
+            println!("isolation: {}", report.level());
+        } else {
+            println!("isolation: NONE — corral refuses to run programs on this host until the FAIL lines are fixed");
+        }
+    }
+    if ready {
+        0
+    } else {
+        1
+    }
+}
+
+/// Builds a real sandbox and runs `id -u` in it.
+fn smoke_test(ready: bool) -> Result<String, String> {
+    if !ready {
+        return Err("skipped: a required feature is missing".into());
+    }
+    let host = Arc::new(InitProgram::current_exe().and_then(Host::new).map_err(|e| e.to_string())?);
+    let spec = RunSpec::new(vec!["/bin/sh".into(), "-c".into(), "id -u".into()]);
+    let o = corral_sandbox::run_fresh(&host, &spec, &mut corral_sandbox::NoSink);
+    match o.status {
+        Status::Ok => Ok(format!(
+            "ran `id -u` as uid {} in {} ms (cgroup {})",
+            o.stdout.text().trim(),
+            o.usage.wall_time_ms,
+            host.cgroup_version()
+        )),
+        _ => Err(format!("{}: {}{}", o.status.as_str(), o.error.unwrap_or_default(), o.stderr.text())),
+    }
+}

@@ -1,0 +1,175 @@
+//! `corral run`: one command in a fresh sandbox.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use corral_sandbox::{Host, InitProgram, LimitsRequest, Millis, Mount, OutputSink, RunSpec, Size, Status, Stdin};
+
+/// Exit code for a sandbox that could not do its job (like `docker run`'s 125).
+pub const SANDBOX_ERROR_EXIT: i32 = 125;
+/// Exit code for bad usage.
+pub const USAGE_EXIT: i32 = 2;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Durations: 100ms, 2s, 1m (a bare number is seconds). Sizes: 512K, 64M, 1G (binary units).\n\n\
+    Exit status: without --json, the program's own exit code (128+N when killed by signal N), with a \
+    one-line reason on stderr when a limit ended it; 125 when the sandbox itself failed. With --json, 0 \
+    whenever the sandbox did its job, 125 on sandbox_error.",
+    trailing_var_arg = true
+)]
+pub struct RunArgs {
+    /// Print one JSON object with the status, output and resource use instead of passing output through.
+    #[arg(long)]
+    json: bool,
+    /// Copy this folder's contents into the working directory (/home/sandbox) before running.
+    #[arg(long, value_name = "PATH")]
+    dir: Option<PathBuf>,
+    /// Feed this file as standard input (default: empty).
+    #[arg(long, value_name = "FILE")]
+    stdin: Option<PathBuf>,
+    /// Add an environment variable (repeatable). The environment is otherwise minimal.
+    #[arg(long = "env", value_name = "K=V")]
+    env: Vec<String>,
+    /// Make a host path visible read-only (repeatable).
+    #[arg(long = "ro-bind", value_name = "SRC[:DST]")]
+    ro_bind: Vec<String>,
+    /// Make a host path visible read-write (repeatable).
+    #[arg(long = "bind", value_name = "SRC[:DST]")]
+    bind: Vec<String>,
+    /// Share the host's network (default: no network at all).
+    #[arg(long)]
+    network: bool,
+    /// After the run, copy the working directory's regular files and folders to this host folder.
+    #[arg(long, value_name = "DIR")]
+    copy_out: Option<PathBuf>,
+    /// CPU time of the whole process tree [default: 5s].
+    #[arg(long, value_name = "DURATION")]
+    cpu_time: Option<Millis>,
+    /// Wall-clock time [default: 10s].
+    #[arg(long, value_name = "DURATION")]
+    wall_time: Option<Millis>,
+    /// Memory of the whole process tree, swap disabled [default: 256M].
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<Size>,
+    /// Processes and threads at once [default: 64].
+    #[arg(long, value_name = "N")]
+    pids: Option<u64>,
+    /// Captured stdout + stderr [default: 1M].
+    #[arg(long, value_name = "SIZE")]
+    output: Option<Size>,
+    /// Size of the working directory, /tmp and /dev/shm (each) [default: 64M].
+    #[arg(long, value_name = "SIZE")]
+    disk: Option<Size>,
+    /// Open files per process [default: 256].
+    #[arg(long, value_name = "N")]
+    open_files: Option<u64>,
+    /// Largest file a process may write [default: 64M].
+    #[arg(long, value_name = "SIZE")]
+    file_size: Option<Size>,
+    /// The program and its arguments (after `--`).
+    #[arg(required = true, value_name = "PROGRAM [ARGS]...", num_args = 1..)]
+    command: Vec<String>,
+}
+
+fn usage(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("corral run: {msg}");
+    USAGE_EXIT
+}
+
+impl RunArgs {
+    fn spec(&self) -> Result<RunSpec, String> {
+        let mut spec = RunSpec::new(self.command.clone());
+        for e in &self.env {
+            spec.env.push(corral_sandbox::spec::parse_env(e).map_err(|e| e.to_string())?);
+        }
+        if let Some(dir) = &self.dir {
+            if !dir.is_dir() {
+                return Err(format!("--dir {}: not a folder", dir.display()));
+            }
+            spec.dir = Some(dir.clone());
+        }
+        if let Some(f) = &self.stdin {
+            std::fs::File::open(f).map_err(|e| format!("--stdin {}: {e}", f.display()))?;
+            spec.stdin = Stdin::File(f.clone());
+        }
+        for m in &self.ro_bind {
+            spec.mounts.push(Mount::parse(m, false).map_err(|e| e.to_string())?);
+        }
+        for m in &self.bind {
+            spec.mounts.push(Mount::parse(m, true).map_err(|e| e.to_string())?);
+        }
+        for m in &spec.mounts {
+            if !m.src.exists() {
+                return Err(format!("bind source {} does not exist", m.src.display()));
+            }
+        }
+        spec.network = self.network;
+        spec.copy_out = self.copy_out.clone();
+        let req = LimitsRequest {
+            cpu_time: self.cpu_time,
+            wall_time: self.wall_time,
+            memory: self.memory,
+            pids: self.pids,
+            output: self.output,
+            disk: self.disk,
+            open_files: self.open_files,
+            file_size: self.file_size,
+        };
+        spec.limits = req.resolve(&corral_sandbox::Limits::default()).map_err(|e| e.to_string())?;
+        spec.validate().map_err(|e| e.to_string())?;
+        Ok(spec)
+    }
+}
+
+/// Passes the program's output through to ours as it arrives.
+struct PassThrough;
+
+impl OutputSink for PassThrough {
+    fn stdout(&mut self, data: &[u8]) {
+        let mut o = std::io::stdout().lock();
+        let _ = o.write_all(data);
+        let _ = o.flush();
+    }
+    fn stderr(&mut self, data: &[u8]) {
+        let mut e = std::io::stderr().lock();
+        let _ = e.write_all(data);
+        let _ = e.flush();
+    }
+}
+
+pub fn main(args: RunArgs) -> i32 {
+    let spec = match args.spec() {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
+    let host = match InitProgram::current_exe().and_then(Host::new) {
+        Ok(h) => Arc::new(h),
+        Err(e) => {
+            let outcome = corral_sandbox::Outcome::sandbox_error(spec.limits.clone(), e.to_string());
+            return report(&args, &outcome);
+        }
+    };
+    let outcome = if args.json {
+        corral_sandbox::run_fresh(&host, &spec, &mut corral_sandbox::NoSink)
+    } else {
+        corral_sandbox::run_fresh(&host, &spec, &mut PassThrough)
+    };
+    report(&args, &outcome)
+}
+
+fn report(args: &RunArgs, outcome: &corral_sandbox::Outcome) -> i32 {
+    if args.json {
+        println!("{}", outcome.to_json());
+        return if outcome.status == Status::SandboxError { SANDBOX_ERROR_EXIT } else { 0 };
+    }
+    if let Some(reason) = outcome.reason() {
+        eprintln!("corral: {reason}");
+    }
+    if outcome.status == Status::SandboxError {
+        return SANDBOX_ERROR_EXIT;
+    }
+    outcome.shell_code()
+}

@@ -1,0 +1,170 @@
+//! `corral doctor`: what this host offers and what isolation corral can give on it.
+
+use serde::Serialize;
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    /// Needed for full isolation; a missing required feature makes corral refuse to run.
+    pub required: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    /// True when every required feature is present.
+    pub fn ready(&self) -> bool {
+        self.checks.iter().all(|c| c.ok || !c.required)
+    }
+
+    /// A one-phrase summary of the isolation level.
+    pub fn level(&self) -> &'static str {
+        if !self.ready() {
+            "none: corral will refuse to run programs here"
+        } else if self.checks.iter().all(|c| c.ok) {
+            "full: namespaces, pivot_root, cgroups, seccomp with notification, Landlock"
+        } else {
+            "strong: every required layer is present; optional layers are missing (see above)"
+        }
+    }
+}
+
+fn check(name: &'static str, required: bool, result: Result<String, String>) -> Check {
+    match result {
+        Ok(detail) => Check { name, ok: true, required, detail },
+        Err(detail) => Check { name, ok: false, required, detail },
+    }
+}
+
+/// Probes the running kernel. Does not create anything persistent.
+pub fn probe() -> Report {
+    let mut checks = Vec::new();
+    let root = nix::unistd::geteuid().is_root();
+    checks.push(check(
+        "privileges",
+        true,
+        if root {
+            Ok("running as root: namespaces and cgroups are set up directly".into())
+        } else {
+            Err("not root: rootless mode (user namespaces + delegated cgroup v2) is not implemented yet; run corral as root".into())
+        },
+    ));
+    checks.push(check("kernel", false, Ok(nix::sys::utsname::uname().map(|u| format!("{} {}", u.sysname().to_string_lossy(), u.release().to_string_lossy())).unwrap_or_default())));
+    let ns: Vec<&str> = ["mnt", "pid", "ipc", "uts", "net", "cgroup", "user"]
+        .into_iter()
+        .filter(|n| std::path::Path::new(&format!("/proc/self/ns/{n}")).exists())
+        .collect();
+    checks.push(check(
+        "namespaces",
+        true,
+        if ns.len() >= 6 { Ok(ns.join(" ")) } else { Err(format!("only {} available", ns.join(" "))) },
+    ));
+    let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces").ok().and_then(|s| s.trim().parse::<u64>().ok());
+    checks.push(check(
+        "user namespaces",
+        false,
+        match userns {
+            Some(n) if n > 0 => Ok(format!("max_user_namespaces = {n}")),
+            _ => Err("disabled (needed only for rootless mode)".into()),
+        },
+    ));
+    checks.push(check(
+        "cgroups",
+        true,
+        match corral_cgroups::probe() {
+            Ok(p) => describe_cgroups(&p),
+            Err(e) => Err(e.to_string()),
+        },
+    ));
+    checks.push(check("seccomp", true, seccomp_status()));
+    let abi = crate::landlock::kernel_abi();
+    checks.push(check(
+        "landlock",
+        false,
+        if abi > 0 {
+            Ok(format!("ABI {abi}{}", if abi >= 6 { " (filesystem + signal and abstract-socket scoping)" } else { " (filesystem)" }))
+        } else {
+            Err("not available (kernel built without it or not in the lsm= list); mount namespaces still confine files".into())
+        },
+    ));
+    let fss = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    checks.push(check(
+        "tmpfs",
+        true,
+        if fss.contains("\ttmpfs") { Ok("available".into()) } else { Err("tmpfs is missing".into()) },
+    ));
+    checks.push(check(
+        "overlayfs",
+        false,
+        if fss.contains("\toverlay") { Ok("available".into()) } else { Err("not available (not used yet)".into()) },
+    ));
+    checks.push(check("openat2", true, openat2_status()));
+    checks.push(check("pidfd", false, pidfd_status()));
+    checks.push(check("clone3", false, clone3_status()));
+    Report { checks }
+}
+
+fn describe_cgroups(p: &corral_cgroups::Probe) -> Result<String, String> {
+    let v1: Vec<String> = p.v1.iter().flat_map(|h| h.controllers.iter().filter(|c| !c.starts_with("name=")).cloned()).collect();
+    let v2 = p.v2.as_ref().map(|h| h.controllers.join(" ")).unwrap_or_else(|| "not mounted".into());
+    let mounted = format!("v1 controllers: [{}]; v2 controllers: [{}]", v1.join(" "), v2);
+    match (p.selected, &p.problem) {
+        (Some(v), _) => Ok(format!("using {v} — {mounted}")),
+        (None, Some(problem)) => Err(format!("{problem} — {mounted}")),
+        (None, None) => Err(format!("no usable hierarchy — {mounted}")),
+    }
+}
+
+fn seccomp_status() -> Result<String, String> {
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
+    if !status.lines().any(|l| l.starts_with("Seccomp:")) {
+        return Err("the kernel has no seccomp".into());
+    }
+    let mut sizes = [0u16; 3];
+    // SAFETY: SECCOMP_GET_NOTIF_SIZES writes three u16 into the array we own.
+    let rc = unsafe { libc::syscall(libc::SYS_seccomp, 3u32 /* SECCOMP_GET_NOTIF_SIZES */, 0u32, sizes.as_mut_ptr()) };
+    if rc != 0 {
+        return Err("seccomp user notification (Linux 5.0+) is missing; blocked syscalls could not be reported".into());
+    }
+    match corral_seccomp::CompiledFilter::compile(&corral_seccomp::Profile::default_profile()) {
+        Ok(f) => Ok(format!("filter with user notification; default profile compiles to {} instructions", f.as_bytes().len() / 8)),
+        Err(e) => Err(format!("compiling the default profile failed: {e}")),
+    }
+}
+
+fn openat2_status() -> Result<String, String> {
+    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+    let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_CLOEXEC).resolve(ResolveFlag::RESOLVE_BENEATH);
+    openat2(nix::fcntl::AT_FDCWD, ".", how)
+        .map(|_| "available (host-side file access never follows sandbox links)".to_string())
+        .map_err(|e| format!("unavailable ({e}); needs Linux 5.6+"))
+}
+
+fn pidfd_status() -> Result<String, String> {
+    // SAFETY: pidfd_open on our own pid returns a descriptor we close at once.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, std::process::id(), 0) };
+    if fd < 0 {
+        return Err(format!("unavailable ({})", std::io::Error::last_os_error()));
+    }
+    // SAFETY: closing the descriptor we just got.
+    unsafe { libc::close(fd as i32) };
+    Ok("available".into())
+}
+
+fn clone3_status() -> Result<String, String> {
+    // A zero-sized argument is rejected with EINVAL when clone3 exists, ENOSYS when not.
+    // SAFETY: clone3 with a null pointer and size 0 cannot create a process.
+    let rc = unsafe { libc::syscall(libc::SYS_clone3, std::ptr::null::<u8>(), 0usize) };
+    let err = std::io::Error::last_os_error();
+    if rc < 0 && err.raw_os_error() == Some(libc::ENOSYS) {
+        Err("unavailable".into())
+    } else {
+        Ok("available".into())
+    }
+}

@@ -1,0 +1,78 @@
+//! `Host`: what a process needs once to make sandboxes — the cgroup manager, the compiled seccomp
+//! programs and the path of the init binary. Built once, shared by every sandbox.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+use corral_seccomp::{CompiledFilter, Profile};
+
+use crate::error::SandboxError;
+
+/// How to start a sandbox's init: a program and the hidden argument that makes it one.
+#[derive(Debug, Clone)]
+pub struct InitProgram {
+    pub path: PathBuf,
+    pub arg: String,
+}
+
+impl InitProgram {
+    /// The running executable itself, which must call `corral_sandbox::init::main()` when its
+    /// first argument is [`crate::init::INIT_ARG`].
+    pub fn current_exe() -> Result<Self, SandboxError> {
+        let path = std::env::current_exe().map_err(|e| SandboxError::io("finding the corral executable", e))?;
+        Ok(InitProgram { path, arg: crate::init::INIT_ARG.to_string() })
+    }
+}
+
+pub struct Host {
+    pub(crate) cgroups: Box<dyn corral_cgroups::Manager>,
+    pub(crate) init: InitProgram,
+    filter_offline: OnceLock<Result<CompiledFilter, String>>,
+    filter_online: OnceLock<Result<CompiledFilter, String>>,
+    next_id: AtomicU32,
+    pub(crate) landlock: bool,
+}
+
+impl Host {
+    /// Detects cgroups and prepares to start sandboxes with `init`. Fails when this host cannot
+    /// give full isolation (run `corral doctor` to see why).
+    pub fn new(init: InitProgram) -> Result<Self, SandboxError> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(SandboxError::Init(
+                "corral needs root (or CAP_SYS_ADMIN) to build sandboxes on this host; rootless mode is not available yet — see `corral doctor`"
+                    .into(),
+            ));
+        }
+        let cgroups = corral_cgroups::detect()?;
+        Ok(Host {
+            cgroups,
+            init,
+            filter_offline: OnceLock::new(),
+            filter_online: OnceLock::new(),
+            next_id: AtomicU32::new(0),
+            landlock: true,
+        })
+    }
+
+    /// The seccomp program, compiled on first use and then reused for every run.
+    pub(crate) fn filter(&self, network: bool) -> Result<&CompiledFilter, SandboxError> {
+        let cell = if network { &self.filter_online } else { &self.filter_offline };
+        cell.get_or_init(|| {
+            CompiledFilter::compile(&Profile::default_profile().with_network(network)).map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| SandboxError::Init(format!("compiling the seccomp profile: {e}")))
+    }
+
+    /// A name unique within this host for a sandbox or run (cgroup names, uids).
+    pub(crate) fn unique(&self) -> (u32, String) {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        (n, format!("{pid}-{n}"))
+    }
+
+    pub fn cgroup_version(&self) -> corral_cgroups::Version {
+        self.cgroups.version()
+    }
+}

@@ -1,0 +1,154 @@
+//! Host-side file work on a sandbox's working directory, done so that nothing the program planted
+//! (symlinks, hardlinks, FIFOs, devices, `..`) can make the host read or write elsewhere.
+//!
+//! Every lookup goes through `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+//! | RESOLVE_NO_XDEV)` relative to a directory descriptor, names come one component at a time from
+//! `readdir`, and only regular files with one link and directories are ever opened for content.
+//! This is the class of bug behind the Judge0 escapes (CVE-2024-28185/28189) and go-judge #176.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{fstat, mkdirat, Mode, SFlag};
+use nix::unistd::{fchownat, FchownatFlags, Gid, Uid};
+
+use crate::error::SandboxError;
+
+fn resolve() -> ResolveFlag {
+    ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS | ResolveFlag::RESOLVE_NO_XDEV
+}
+
+/// Opens `name` (one path component) beneath `dir` without following anything.
+fn open_beneath(dir: BorrowedFd<'_>, name: &Path, flags: OFlag, mode: Mode) -> nix::Result<OwnedFd> {
+    openat2(dir, name, OpenHow::new().flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW).mode(mode).resolve(resolve()))
+}
+
+fn pathio(path: &Path, why: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Path { path: path.to_path_buf(), why: why.to_string() }
+}
+
+/// Copies the contents of the host folder `src` into the sandbox directory `dst`, owned by the
+/// sandbox user. Files keep their permission bits minus setuid/setgid; symlinks are copied as
+/// symlinks (they resolve inside the sandbox); other special files are skipped.
+pub fn copy_in(src: &Path, dst: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<(), SandboxError> {
+    let meta = std::fs::metadata(src).map_err(|e| pathio(src, e))?;
+    if !meta.is_dir() {
+        return Err(pathio(src, "not a directory"));
+    }
+    let dst = open_beneath(dst, Path::new("."), OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())
+        .map_err(|e| pathio(src, format!("opening the working directory: {e}")))?;
+    copy_in_dir(src, dst.as_fd(), uid, gid, 0)
+}
+
+fn copy_in_dir(src: &Path, dst: BorrowedFd<'_>, uid: u32, gid: u32, depth: usize) -> Result<(), SandboxError> {
+    if depth > 64 {
+        return Err(pathio(src, "folders nested more than 64 deep"));
+    }
+    let owner = (Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)));
+    for entry in std::fs::read_dir(src).map_err(|e| pathio(src, e))? {
+        let entry = entry.map_err(|e| pathio(src, e))?;
+        let path = entry.path();
+        let name = Path::new(entry.file_name().as_os_str()).to_path_buf();
+        let ft = entry.file_type().map_err(|e| pathio(&path, e))?;
+        if ft.is_symlink() {
+            let target = std::fs::read_link(&path).map_err(|e| pathio(&path, e))?;
+            nix::unistd::symlinkat(&target, dst, &name).map_err(|e| pathio(&path, e))?;
+            fchownat(dst, &name, owner.0, owner.1, FchownatFlags::AT_SYMLINK_NOFOLLOW).map_err(|e| pathio(&path, e))?;
+        } else if ft.is_dir() {
+            let mode = std::fs::metadata(&path).map_err(|e| pathio(&path, e))?.permissions().mode() & 0o777;
+            mkdirat(dst, &name, Mode::from_bits_truncate(mode | 0o700)).map_err(|e| pathio(&path, e))?;
+            let sub = open_beneath(dst, &name, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty()).map_err(|e| pathio(&path, e))?;
+            nix::unistd::fchown(&sub, owner.0, owner.1).map_err(|e| pathio(&path, e))?;
+            copy_in_dir(&path, sub.as_fd(), uid, gid, depth + 1)?;
+        } else if ft.is_file() {
+            let mut from = File::open(&path).map_err(|e| pathio(&path, e))?;
+            let mode = from.metadata().map_err(|e| pathio(&path, e))?.mode() & 0o777;
+            let to = open_beneath(dst, &name, OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL, Mode::from_bits_truncate(mode))
+                .map_err(|e| pathio(&path, e))?;
+            nix::unistd::fchown(&to, owner.0, owner.1).map_err(|e| pathio(&path, e))?;
+            let mut to = File::from(to);
+            std::io::copy(&mut from, &mut to).map_err(|e| pathio(&path, format!("copying into the sandbox: {e}")))?;
+            // fchown cleared nothing we want; make sure no setuid/setgid bit survives.
+            to.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| pathio(&path, e))?;
+        }
+        // FIFOs, sockets and devices of the source are not copied.
+    }
+    Ok(())
+}
+
+/// Copies the sandbox directory `src` to the host folder `dst` (created if missing). Returns the
+/// relative paths that were skipped because they were not plain files or folders.
+pub fn copy_out(src: BorrowedFd<'_>, dst: &Path, max_bytes: u64) -> Result<Vec<String>, SandboxError> {
+    std::fs::create_dir_all(dst).map_err(|e| pathio(dst, e))?;
+    let dst_fd = nix::fcntl::open(dst, OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| pathio(dst, e))?;
+    let src = open_beneath(src, Path::new("."), OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())
+        .map_err(|e| pathio(dst, format!("opening the working directory: {e}")))?;
+    let mut skipped = Vec::new();
+    let mut budget = max_bytes;
+    copy_out_dir(src, dst_fd.as_fd(), "", &mut skipped, &mut budget, 0)?;
+    Ok(skipped)
+}
+
+fn copy_out_dir(
+    src: OwnedFd,
+    dst: BorrowedFd<'_>,
+    prefix: &str,
+    skipped: &mut Vec<String>,
+    budget: &mut u64,
+    depth: usize,
+) -> Result<(), SandboxError> {
+    let dir_fd = src.try_clone().map_err(|e| SandboxError::io("dup", e))?;
+    let mut dir = nix::dir::Dir::from_fd(dir_fd).map_err(|e| SandboxError::io("reading the working directory", e.into()))?;
+    let names: Vec<std::ffi::OsString> = dir
+        .iter()
+        .filter_map(|e| e.ok())
+        .map(|e| std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
+        .filter(|n| n != "." && n != "..")
+        .collect();
+    for name in names {
+        let rel = format!("{prefix}{}", name.to_string_lossy());
+        let name = Path::new(&name);
+        // O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: never adopt a terminal.
+        let fd = match open_beneath(src.as_fd(), name, OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(_) => {
+                skipped.push(rel);
+                continue;
+            }
+        };
+        let st = fstat(&fd).map_err(|e| SandboxError::io(format!("stat {rel}"), e.into()))?;
+        let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        if kind == SFlag::S_IFDIR && depth < 64 {
+            let _ = mkdirat(dst, name, Mode::from_bits_truncate(0o755));
+            let sub_dst = open_beneath(dst, name, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())
+                .map_err(|e| SandboxError::io(format!("creating {rel}"), e.into()))?;
+            copy_out_dir(fd, sub_dst.as_fd(), &format!("{rel}/"), skipped, budget, depth + 1)?;
+        } else if kind == SFlag::S_IFREG && st.st_nlink == 1 && (st.st_size as u64) <= *budget {
+            *budget -= st.st_size as u64;
+            let mode = Mode::from_bits_truncate(st.st_mode & 0o755);
+            let out = open_beneath(dst, name, OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC, mode)
+                .map_err(|e| SandboxError::io(format!("creating {rel}"), e.into()))?;
+            let mut from = File::from(fd).take(st.st_size as u64);
+            let mut to = File::from(out);
+            std::io::copy(&mut from, &mut to).map_err(|e| SandboxError::io(format!("copying {rel}"), e))?;
+            to.flush().map_err(|e| SandboxError::io(format!("copying {rel}"), e))?;
+        } else {
+            skipped.push(rel);
+        }
+    }
+    Ok(())
+}
+
+/// Bytes used on the filesystem holding `dir` (the working directory's tmpfs).
+pub fn used_bytes(dir: BorrowedFd<'_>) -> u64 {
+    match nix::sys::statfs::fstatfs(dir) {
+        Ok(s) => (s.blocks().saturating_sub(s.blocks_free())) * s.block_size() as u64,
+        Err(_) => 0,
+    }
+}

@@ -1,0 +1,322 @@
+//! The sandbox's init: the only code of ours that runs inside a sandbox.
+//!
+//! The supervisor starts it by re-executing the corral binary (`corral __sandbox-init`) with the
+//! control socket as fd 3, so it begins single-threaded and owns nothing of the caller's state.
+//! It unshares the namespaces, forks PID 1 of the new PID namespace (the "keeper" parent just waits
+//! for it), builds the root, and then serves requests: fork + exec a program, report its end, and
+//! kill everything it left behind. When PID 1 exits the kernel kills every process in the namespace.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::signal::{kill, SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, ForkResult, Pid};
+
+use crate::error::SandboxError;
+use crate::exec;
+use crate::protocol::{self, Event, Request, Setup};
+
+/// The hidden subcommand the supervisor runs.
+pub const INIT_ARG: &str = "__sandbox-init";
+/// The control socket's number in init.
+pub const CONTROL_FD: RawFd = 3;
+
+/// Entry point of `corral __sandbox-init`. Never returns.
+pub fn main() -> ! {
+    // SAFETY: the supervisor passes the control socket as fd 3 and nothing else in this fresh
+    // process has taken ownership of it.
+    let ctl = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
+    let code = match run(ctl) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("corral init: {e}");
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
+fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
+    let Some((setup, _)) = protocol::recv::<Setup>(ctl.as_fd())? else {
+        return Ok(());
+    };
+    let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
+    if !setup.network {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    if let Err(e) = unshare(flags) {
+        let error = format!("unshare({flags:?}): {e}");
+        protocol::send(ctl.as_fd(), &Event::Failed { error: error.clone() }, &[])?;
+        return Err(SandboxError::Init(error));
+    }
+    // SAFETY: this process is single-threaded (a fresh exec that started no threads), so the child
+    // may run arbitrary code.
+    match unsafe { fork() }.map_err(|e| SandboxError::io("fork of PID 1", e.into()))? {
+        ForkResult::Parent { child } => keeper(child, ctl),
+        ForkResult::Child => {
+            // If the keeper dies, PID 1 dies, and with it the namespace.
+            // SAFETY: plain prctl with integer arguments.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+            let code = match pid1(&setup, ctl.as_fd()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    let _ = protocol::send(ctl.as_fd(), &Event::Failed { error: e.to_string() }, &[]);
+                    1
+                }
+            };
+            std::process::exit(code)
+        }
+    }
+}
+
+/// The parent outside the PID namespace only waits, so the supervisor sees one child to reap.
+fn keeper(child: Pid, ctl: OwnedFd) -> Result<(), SandboxError> {
+    drop(ctl);
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, c)) => std::process::exit(c),
+            Ok(WaitStatus::Signaled(..)) => std::process::exit(1),
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => std::process::exit(1),
+        }
+    }
+}
+
+fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
+    let _ = nix::unistd::sethostname(&setup.hostname);
+    if !setup.network {
+        exec::loopback_up();
+    }
+    crate::rootfs::build(setup)?;
+    let filter = corral_seccomp::CompiledFilter::from_bytes(setup.seccomp.clone())?;
+    let work = nix::fcntl::open(
+        crate::spec::WORKDIR,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| SandboxError::io("opening the working directory", e.into()))?;
+    let landlock_abi = setup.landlock.then(crate::landlock::kernel_abi);
+    protocol::send(ctl, &Event::Ready { landlock_abi }, &[work.as_raw_fd()])?;
+    drop(work);
+
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    mask.thread_block().map_err(|e| SandboxError::io("blocking SIGCHLD", e.into()))?;
+    let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(|e| SandboxError::io("signalfd", e.into()))?;
+
+    let mut current: Option<Running> = None;
+    loop {
+        let listener = current.as_ref().and_then(|r| r.listener.as_ref().map(|l| l.as_fd()));
+        let mut fds = vec![PollFd::new(ctl, PollFlags::POLLIN), PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
+        if let Some(l) = listener {
+            fds.push(PollFd::new(l, PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(SandboxError::io("poll", e.into())),
+        }
+        let ready = |i: usize, fds: &[PollFd]| fds.get(i).and_then(|f| f.revents()).is_some_and(|r| !r.is_empty());
+        let (ctl_ready, sig_ready, notif_ready) = (ready(0, &fds), ready(1, &fds), ready(2, &fds));
+        drop(fds);
+
+        if notif_ready {
+            if let Some(run) = current.as_mut() {
+                run.on_notification(ctl);
+            }
+        }
+        if sig_ready {
+            while sigfd.read_signal().ok().flatten().is_some() {}
+            if let Some(run) = current.as_mut() {
+                run.reap()?;
+            } else {
+                reap_all_nonblocking();
+            }
+        }
+        if ctl_ready {
+            let Some((req, fds)) = protocol::recv::<Request>(ctl)? else {
+                // The supervisor is gone: end the sandbox.
+                return Ok(());
+            };
+            match req {
+                Request::Run { argv, env, rlimits } => {
+                    if current.is_some() {
+                        protocol::send(ctl, &Event::Failed { error: "a run is already in progress".into() }, &[])?;
+                        continue;
+                    }
+                    match start(setup, &filter, &argv, &env, &rlimits, fds) {
+                        Ok(run) => {
+                            protocol::send(ctl, &Event::Started, &[])?;
+                            current = Some(run);
+                        }
+                        Err(error) => {
+                            reap_all_nonblocking();
+                            protocol::send(ctl, &Event::Failed { error }, &[])?;
+                        }
+                    }
+                }
+                Request::Kill => {
+                    if let Some(run) = current.as_mut() {
+                        run.kill_all();
+                    }
+                }
+                Request::Exit => return Ok(()),
+            }
+        }
+        if let Some(done) = current.as_mut().and_then(Running::finished) {
+            current = None;
+            protocol::send(ctl, &done, &[])?;
+        }
+    }
+}
+
+/// A program running in this sandbox.
+struct Running {
+    pid: Pid,
+    started: Instant,
+    listener: Option<OwnedFd>,
+    blocked: Option<String>,
+    /// How the main program ended, once it has been reaped: (exit code, signal).
+    ended: Option<(Option<i32>, Option<i32>)>,
+    wall_ns: u64,
+}
+
+impl Running {
+    fn on_notification(&mut self, ctl: BorrowedFd<'_>) {
+        let Some(l) = self.listener.as_ref() else { return };
+        match corral_seccomp::receive(l.as_fd()) {
+            Ok(n) => {
+                let name = corral_seccomp::syscall_name(n.syscall_nr, n.arch);
+                if self.blocked.is_none() {
+                    let _ = protocol::send(ctl, &Event::Blocked { syscall: name.clone() }, &[]);
+                    self.blocked = Some(name);
+                }
+                // Kill first, answer second: the offending thread never returns to user space.
+                // SIGKILL is queued for every process; the answer unblocks the thread into its death.
+                let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+                let _ = corral_seccomp::respond_errno(l.as_fd(), n.id, libc::EPERM);
+                self.kill_all();
+            }
+            // Every filtered process is gone; the listener has nothing more to say.
+            Err(_) => self.listener = None,
+        }
+    }
+
+    fn record(&mut self, status: WaitStatus) {
+        let ended = match status {
+            WaitStatus::Exited(pid, code) if pid == self.pid => (Some(code), None),
+            WaitStatus::Signaled(pid, sig, _) if pid == self.pid => (None, Some(sig as i32)),
+            _ => return,
+        };
+        if self.ended.is_none() {
+            self.wall_ns = self.started.elapsed().as_nanos() as u64;
+            self.ended = Some(ended);
+        }
+    }
+
+    /// Reaps what exited without blocking.
+    fn reap(&mut self) -> Result<(), SandboxError> {
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+                Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => return Ok(()),
+                Ok(s) => self.record(s),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(SandboxError::io("waitpid", e.into())),
+            }
+        }
+    }
+
+    /// SIGKILLs every process in this PID namespace except PID 1, and reaps them all.
+    fn kill_all(&mut self) {
+        // kill(-1) from PID 1 reaches every other process of the namespace, stopped ones included.
+        // Repeat while processes remain: a fork racing the first kill can leave a newborn behind.
+        for _ in 0..1000 {
+            let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+            loop {
+                match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::__WALL)) {
+                    Ok(s) => self.record(s),
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => break,
+                }
+            }
+            if kill(Pid::from_raw(-1), None).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Once the main program has ended: everything it started dies too, then `Finished`.
+    fn finished(&mut self) -> Option<Event> {
+        let (exit_code, signal) = self.ended?;
+        // Whatever the program started — daemons, stopped children, orphans — dies with it.
+        self.kill_all();
+        Some(Event::Finished { exit_code, signal, wall_ns: self.wall_ns })
+    }
+}
+
+fn reap_all_nonblocking() {
+    while let Ok(s) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+        if s == WaitStatus::StillAlive {
+            break;
+        }
+    }
+}
+
+/// Forks the program's process and waits until it has exec'd (or failed to set up).
+fn start(
+    setup: &Setup,
+    filter: &corral_seccomp::CompiledFilter,
+    argv: &[String],
+    env: &[(String, String)],
+    rlimits: &protocol::Rlimits,
+    fds: Vec<OwnedFd>,
+) -> Result<Running, String> {
+    if fds.len() < 3 {
+        return Err(format!("expected at least 3 descriptors, got {}", fds.len()));
+    }
+    let plan = exec::Plan::new(setup, argv, env, rlimits).map_err(|e| e.to_string())?;
+    let (mine, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
+        .map_err(|e| format!("socketpair: {e}"))?;
+    let started = Instant::now();
+    // SAFETY: PID 1 is single-threaded, so the child may allocate and run ordinary code.
+    match unsafe { fork() } {
+        Err(e) => Err(format!("fork: {e}")),
+        Ok(ForkResult::Child) => {
+            drop(mine);
+            exec::child(&plan, filter, &fds, theirs)
+        }
+        Ok(ForkResult::Parent { child }) => {
+            drop(theirs);
+            drop(fds);
+            // The child sends its seccomp listener, or an error; end-of-file means it exec'd.
+            let mut listener = None;
+            loop {
+                match protocol::recv::<exec::ChildReport>(mine.as_fd()) {
+                    Ok(None) => break,
+                    Ok(Some((exec::ChildReport::Listener, mut got))) => listener = got.pop(),
+                    Ok(Some((exec::ChildReport::Error(e), _))) => {
+                        let _ = kill(child, Signal::SIGKILL);
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        let _ = kill(child, Signal::SIGKILL);
+                        return Err(format!("reading the child's report: {e}"));
+                    }
+                }
+            }
+            if listener.is_none() {
+                // No listener means no seccomp filter; the child must have died before exec.
+                let _ = kill(child, Signal::SIGKILL);
+                return Err("the program's process ended before its seccomp filter was installed".into());
+            }
+            Ok(Running { pid: child, started, listener, blocked: None, ended: None, wall_ns: 0 })
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Landlock: a second wall around the filesystem view, applied to each program right before exec.
+//!
+//! Mount namespaces already decide *what exists*; Landlock decides *what may be done* with it, so
+//! a bug in the mount setup (or a path bound writable by mistake) still cannot be written. With ABI
+//! 6+ it also scopes signals and abstract unix sockets to the sandbox's own processes.
+
+use landlock::{
+    Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    RulesetStatus, Scope, ABI,
+};
+
+use crate::spec::{Mount, WORKDIR};
+
+/// Newest ABI we know how to use; older kernels get the subset they support (best effort).
+const TARGET: ABI = ABI::V6;
+
+/// What the kernel offers, as a number (0 = none).
+pub fn kernel_abi() -> i32 {
+    // SAFETY: landlock_create_ruleset with LANDLOCK_CREATE_RULESET_VERSION only returns a number.
+    let v = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
+    if v < 0 {
+        0
+    } else {
+        v as i32
+    }
+}
+
+/// Restricts the calling process (and its future children). Returns whether Landlock enforced
+/// anything; an error means the kernel has Landlock but refused the ruleset — the caller fails closed.
+pub fn restrict(mounts: &[Mount]) -> Result<bool, String> {
+    let all = AccessFs::from_all(TARGET);
+    let read = AccessFs::from_read(TARGET);
+    let dev_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
+    let mut rules: Vec<(String, landlock::BitFlags<AccessFs>)> = Vec::new();
+    for p in ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc"] {
+        rules.push((p.into(), read));
+    }
+    rules.push(("/proc".into(), AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::WriteFile));
+    rules.push(("/dev".into(), AccessFs::ReadDir.into()));
+    for d in ["null", "zero", "full", "random", "urandom"] {
+        rules.push((format!("/dev/{d}"), dev_rw));
+    }
+    // Listing / is harmless (everything in it is ours) and many tools stat their way up to it.
+    rules.push(("/".into(), AccessFs::ReadDir.into()));
+    for p in [WORKDIR, "/tmp", "/dev/shm"] {
+        rules.push((p.into(), all));
+    }
+    for m in mounts {
+        rules.push((m.dst.to_string_lossy().into_owned(), if m.writable { all } else { read }));
+    }
+
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(all)
+        .map_err(|e| e.to_string())?
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)
+        .map_err(|e| e.to_string())?
+        .create()
+        .map_err(|e| e.to_string())?;
+    for (path, access) in rules {
+        // Missing optional system folders (e.g. /lib32) are simply not granted.
+        let Ok(fd) = PathFd::new(&path) else { continue };
+        ruleset = ruleset.add_rule(PathBeneath::new(fd, access)).map_err(|e| format!("{path}: {e}"))?;
+    }
+    let status = ruleset.restrict_self().map_err(|e| e.to_string())?;
+    Ok(status.ruleset != RulesetStatus::NotEnforced)
+}

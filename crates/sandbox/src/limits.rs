@@ -1,0 +1,302 @@
+//! Resource limits: one type for the CLI flags, the `--batch` JSON, the HTTP API and the reported result.
+//!
+//! Durations are written like `100ms`, `2s`, `1m` (a bare number means seconds); sizes like `512K`,
+//! `64M`, `1G` (binary multiples; a bare number means bytes). The same strings come back in results.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::error::SpecError;
+
+/// A size in bytes that serializes as a human string (`64M`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Size(pub u64);
+
+/// A duration that serializes as a human string (`1s`, `100ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Millis(pub Duration);
+
+impl Size {
+    pub const fn mib(n: u64) -> Self {
+        Size(n * 1024 * 1024)
+    }
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+}
+
+impl Millis {
+    pub const fn ms(n: u64) -> Self {
+        Millis(Duration::from_millis(n))
+    }
+    pub fn duration(self) -> Duration {
+        self.0
+    }
+}
+
+impl std::str::FromStr for Size {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
+        let t = s.trim();
+        if t.is_empty() {
+            return Err(SpecError::BadSize(s.to_string()));
+        }
+        // parse-size reads "64M" as 64 * 10^6; sandboxes speak binary units, so ask for binary.
+        let cfg = parse_size::Config::new().with_binary();
+        cfg.parse_size(t)
+            .map(Size)
+            .map_err(|_| SpecError::BadSize(s.to_string()))
+    }
+}
+
+impl std::str::FromStr for Millis {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
+        let t = s.trim();
+        if let Ok(secs) = t.parse::<f64>() {
+            if secs.is_finite() && secs >= 0.0 && secs < 1e9 {
+                return Ok(Millis(Duration::from_secs_f64(secs)));
+            }
+            return Err(SpecError::BadDuration(s.to_string()));
+        }
+        humantime::parse_duration(t)
+            .map(Millis)
+            .map_err(|_| SpecError::BadDuration(s.to_string()))
+    }
+}
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [(u64, &str); 4] = [(1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+        for (mult, suffix) in UNITS {
+            if self.0 >= mult && self.0 % mult == 0 {
+                return write!(f, "{}{}", self.0 / mult, suffix);
+            }
+        }
+        write!(f, "{}", self.0)
+    }
+}
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        if ms >= 1000 && ms % 1000 == 0 {
+            write!(f, "{}s", ms / 1000)
+        } else {
+            write!(f, "{ms}ms")
+        }
+    }
+}
+
+macro_rules! string_serde {
+    ($t:ty, $what:literal) => {
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl Visitor<'_> for V {
+                    type Value = $t;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str($what)
+                    }
+                    fn visit_str<E: de::Error>(self, v: &str) -> Result<$t, E> {
+                        v.parse().map_err(E::custom)
+                    }
+                    fn visit_u64<E: de::Error>(self, v: u64) -> Result<$t, E> {
+                        v.to_string().parse().map_err(E::custom)
+                    }
+                    fn visit_i64<E: de::Error>(self, v: i64) -> Result<$t, E> {
+                        if v < 0 {
+                            return Err(E::custom(format!("{v} is negative")));
+                        }
+                        v.to_string().parse().map_err(E::custom)
+                    }
+                    fn visit_f64<E: de::Error>(self, v: f64) -> Result<$t, E> {
+                        v.to_string().parse().map_err(E::custom)
+                    }
+                }
+                d.deserialize_any(V)
+            }
+        }
+    };
+}
+string_serde!(Size, "a size such as \"64M\" or a number of bytes");
+string_serde!(Millis, "a duration such as \"100ms\" or \"2s\", or a number of seconds");
+
+/// Every limit a run is held to. Field names match the CLI flags and the HTTP API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// CPU time of the whole process tree.
+    pub cpu_time: Millis,
+    /// Wall-clock time from start to end.
+    pub wall_time: Millis,
+    /// Memory (RSS + page cache + kernel memory) of the whole tree; swap is disabled.
+    pub memory: Size,
+    /// Processes and threads alive at once.
+    pub pids: u64,
+    /// Captured stdout + stderr; more ends the run with `output_limit`.
+    pub output: Size,
+    /// Size of the writable working directory (a tmpfs); `/tmp` and `/dev/shm` get the same cap.
+    pub disk: Size,
+    /// Open file descriptors per process (RLIMIT_NOFILE).
+    pub open_files: u64,
+    /// Largest file a process may write (RLIMIT_FSIZE).
+    pub file_size: Size,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            cpu_time: Millis::ms(5_000),
+            wall_time: Millis::ms(10_000),
+            memory: Size::mib(256),
+            pids: 64,
+            output: Size::mib(1),
+            disk: Size::mib(64),
+            open_files: 256,
+            file_size: Size::mib(64),
+        }
+    }
+}
+
+/// A partial set of limits, as a request gives them; missing keys take the defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_time: Option<Millis>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_time: Option<Millis>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Size>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Size>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<Size>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_files: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_size: Option<Size>,
+}
+
+impl LimitsRequest {
+    /// Fills missing values from `defaults`, then checks each value is within sane bounds.
+    pub fn resolve(&self, defaults: &Limits) -> Result<Limits, SpecError> {
+        let l = Limits {
+            cpu_time: self.cpu_time.unwrap_or(defaults.cpu_time),
+            wall_time: self.wall_time.unwrap_or(defaults.wall_time),
+            memory: self.memory.unwrap_or(defaults.memory),
+            pids: self.pids.unwrap_or(defaults.pids),
+            output: self.output.unwrap_or(defaults.output),
+            disk: self.disk.unwrap_or(defaults.disk),
+            open_files: self.open_files.unwrap_or(defaults.open_files),
+            file_size: self.file_size.unwrap_or(defaults.file_size),
+        };
+        l.validate()?;
+        Ok(l)
+    }
+}
+
+impl Limits {
+    /// Rejects values no sandbox can honour (zero time, a few bytes of memory, absurd counts).
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let bad = |key: &'static str, why: &str| Err(SpecError::BadLimit { key, why: why.to_string() });
+        if self.cpu_time.0 < Duration::from_millis(1) {
+            return bad("cpu_time", "must be at least 1ms");
+        }
+        if self.wall_time.0 < Duration::from_millis(1) {
+            return bad("wall_time", "must be at least 1ms");
+        }
+        if self.cpu_time.0 > Duration::from_secs(86_400) || self.wall_time.0 > Duration::from_secs(86_400) {
+            return bad("wall_time", "must be at most 24h");
+        }
+        if self.memory.0 < 4 << 20 {
+            return bad("memory", "must be at least 4M");
+        }
+        if self.pids == 0 || self.pids > 1 << 22 {
+            return bad("pids", "must be between 1 and 4194304");
+        }
+        if self.disk.0 < 64 << 10 {
+            return bad("disk", "must be at least 64K");
+        }
+        if self.open_files < 4 || self.open_files > 1 << 20 {
+            return bad("open_files", "must be between 4 and 1048576");
+        }
+        if self.output.0 > 1 << 30 {
+            return bad("output", "must be at most 1G");
+        }
+        Ok(())
+    }
+
+    /// Each limit capped at `caps` (a request may ask for less, never more).
+    pub fn clamp_to(&self, caps: &Limits) -> Limits {
+        Limits {
+            cpu_time: self.cpu_time.min(caps.cpu_time),
+            wall_time: self.wall_time.min(caps.wall_time),
+            memory: self.memory.min(caps.memory),
+            pids: self.pids.min(caps.pids),
+            output: self.output.min(caps.output),
+            disk: self.disk.min(caps.disk),
+            open_files: self.open_files.min(caps.open_files),
+            file_size: self.file_size.min(caps.file_size),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints_units() {
+        assert_eq!("64M".parse::<Size>().unwrap(), Size(64 << 20));
+        assert_eq!("512K".parse::<Size>().unwrap(), Size(512 << 10));
+        assert_eq!("1000".parse::<Size>().unwrap(), Size(1000));
+        assert_eq!(Size(64 << 20).to_string(), "64M");
+        assert_eq!(Size(1000).to_string(), "1000");
+        assert_eq!("100ms".parse::<Millis>().unwrap(), Millis::ms(100));
+        assert_eq!("2s".parse::<Millis>().unwrap(), Millis::ms(2000));
+        assert_eq!("1.5".parse::<Millis>().unwrap(), Millis::ms(1500));
+        assert_eq!(Millis::ms(2000).to_string(), "2s");
+        assert_eq!(Millis::ms(150).to_string(), "150ms");
+        assert!("fast".parse::<Millis>().is_err());
+        assert!("-1".parse::<Millis>().is_err());
+        assert!("lots".parse::<Size>().is_err());
+    }
+
+    #[test]
+    fn request_json_roundtrip() {
+        let r: LimitsRequest =
+            serde_json::from_str(r#"{"cpu_time":"1s","wall_time":"100ms","memory":"64M","pids":16,"output":"1M"}"#)
+                .unwrap();
+        let l = r.resolve(&Limits::default()).unwrap();
+        assert_eq!(l.cpu_time, Millis::ms(1000));
+        assert_eq!(l.memory, Size::mib(64));
+        let back = serde_json::to_value(&l).unwrap();
+        assert_eq!(back["wall_time"], "100ms");
+        assert_eq!(back["memory"], "64M");
+        assert_eq!(back["pids"], 16);
+        assert!(serde_json::from_str::<LimitsRequest>(r#"{"cpu":"1s"}"#).is_err());
+        assert!(serde_json::from_str::<LimitsRequest>(r#"{"memory":-5}"#).is_err());
+    }
+
+    #[test]
+    fn rejects_absurd_limits_and_clamps() {
+        let mut l = Limits::default();
+        l.memory = Size(1000);
+        assert!(l.validate().is_err());
+        let caps = Limits { pids: 8, ..Limits::default() };
+        let big = Limits { pids: 1000, ..Limits::default() };
+        assert_eq!(big.clamp_to(&caps).pids, 8);
+    }
+}

@@ -1,0 +1,120 @@
+//! Messages between the supervisor (host side) and a sandbox's init, over a `SOCK_SEQPACKET` socketpair.
+//!
+//! Each message is one JSON datagram; file descriptors ride along as `SCM_RIGHTS`. Seqpacket keeps
+//! message boundaries, so no framing code is needed, and a peer that dies shows up as end-of-file.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::error::SandboxError;
+
+/// Largest message: argv + env + a seccomp program fit easily.
+const MAX_MSG: usize = 256 * 1024;
+const MAX_FDS: usize = 16;
+
+/// How the sandbox is built, sent once when init starts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Setup {
+    pub uid: u32,
+    pub gid: u32,
+    pub hostname: String,
+    pub network: bool,
+    /// Size of the working-directory tmpfs, and of `/tmp` and `/dev/shm`.
+    pub disk_bytes: u64,
+    pub inodes: u64,
+    pub mounts: Vec<crate::spec::Mount>,
+    /// Host `/etc` entries bound read-only into the curated `/etc`.
+    pub etc_entries: Vec<String>,
+    /// The compiled seccomp program (raw `sock_filter` array).
+    pub seccomp: Vec<u8>,
+    /// Apply Landlock when the kernel has it.
+    pub landlock: bool,
+}
+
+/// Resource limits applied with setrlimit in the child, as a backstop to cgroups and the supervisor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Rlimits {
+    pub nofile: u64,
+    pub fsize: u64,
+    pub cpu_secs: u64,
+    pub nproc: u64,
+}
+
+/// Supervisor → init.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Request {
+    /// Start a program. Fds: stdin, stdout, stderr, then one `cgroup.procs` per hierarchy.
+    Run { argv: Vec<String>, env: Vec<(String, String)>, rlimits: Rlimits },
+    /// Kill every process of the current run.
+    Kill,
+    /// Tear the sandbox down.
+    Exit,
+}
+
+/// Init → supervisor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Event {
+    /// The root is built. Fd: the working directory (`O_PATH`).
+    Ready { landlock_abi: Option<i32> },
+    /// The program was exec'd.
+    Started,
+    /// The program attempted a syscall the profile forbids; the run is being killed.
+    Blocked { syscall: String },
+    /// The program ended and every process of the run is dead and reaped.
+    Finished { exit_code: Option<i32>, signal: Option<i32>, wall_ns: u64 },
+    /// Setting up failed; nothing ran (or the run was stopped before exec).
+    Failed { error: String },
+}
+
+pub fn send<T: Serialize>(sock: BorrowedFd<'_>, msg: &T, fds: &[RawFd]) -> Result<(), SandboxError> {
+    let body = serde_json::to_vec(msg).map_err(|e| SandboxError::Protocol(e.to_string()))?;
+    if body.len() > MAX_MSG {
+        return Err(SandboxError::Protocol(format!("message of {} bytes is too large", body.len())));
+    }
+    let iov = [IoSlice::new(&body)];
+    let cmsg = [ControlMessage::ScmRights(fds)];
+    let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &cmsg };
+    loop {
+        match sendmsg::<()>(sock.as_raw_fd(), &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None) {
+            Ok(_) => return Ok(()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(SandboxError::io("sending to the sandbox peer", e.into())),
+        }
+    }
+}
+
+/// Receives one message; `Ok(None)` means the peer closed the socket.
+pub fn recv<T: DeserializeOwned>(sock: BorrowedFd<'_>) -> Result<Option<(T, Vec<OwnedFd>)>, SandboxError> {
+    let mut buf = vec![0u8; MAX_MSG];
+    let mut cmsg_space = nix::cmsg_space!([RawFd; MAX_FDS]);
+    let (len, fds) = loop {
+        let mut iov = [IoSliceMut::new(&mut buf)];
+        match recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut cmsg_space), MsgFlags::MSG_CMSG_CLOEXEC) {
+            Ok(msg) => {
+                let mut fds = Vec::new();
+                for c in msg.cmsgs().map_err(|e| SandboxError::io("reading control data", e.into()))? {
+                    if let ControlMessageOwned::ScmRights(raw) = c {
+                        for fd in raw {
+                            // SAFETY: the kernel just installed this descriptor in our table for us; nobody else owns it.
+                            fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+                        }
+                    }
+                }
+                if msg.flags.contains(MsgFlags::MSG_TRUNC) || msg.flags.contains(MsgFlags::MSG_CTRUNC) {
+                    return Err(SandboxError::Protocol("message truncated".into()));
+                }
+                break (msg.bytes, fds);
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(SandboxError::io("receiving from the sandbox peer", e.into())),
+        }
+    };
+    if len == 0 {
+        return Ok(None);
+    }
+    let msg = serde_json::from_slice(&buf[..len]).map_err(|e| SandboxError::Protocol(e.to_string()))?;
+    Ok(Some((msg, fds)))
+}

@@ -1,0 +1,261 @@
+//! Builds the sandbox's minimal root inside its fresh mount namespace, then `pivot_root`s into it.
+//!
+//! Layout: read-only binds of the host's system folders; a curated `/etc` (synthetic passwd, group,
+//! hosts; read-only binds of what programs need to start, e.g. the loader cache and `alternatives`);
+//! an own `/proc` with `hidepid` and the kernel's sensitive files masked; a minimal `/dev`; fresh
+//! size-limited tmpfs for `/tmp`, `/dev/shm` and the working directory. Nothing else of the host exists.
+
+use std::fs;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::unistd::{chdir, chown, pivot_root, Gid, Uid};
+
+use crate::error::SandboxError;
+use crate::protocol::Setup;
+use crate::spec::WORKDIR;
+
+/// Host folders bound read-only (when present). Symlinks (merged /usr) are copied as symlinks.
+const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt"];
+
+/// Host `/etc` entries that programs and toolchains read at start-up. Everything else of `/etc`
+/// (shadow, ssh keys, the host's own configuration) stays out.
+pub const DEFAULT_ETC: &[&str] = &[
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "fonts",
+    "gai.conf",
+    "host.conf",
+    "inputrc",
+    "java-11-openjdk",
+    "java-17-openjdk",
+    "java-21-openjdk",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "localtime",
+    "mime.types",
+    "os-release",
+    "profile",
+    "protocols",
+    "python3",
+    "python3.11",
+    "python3.12",
+    "services",
+    "ssl",
+    "timezone",
+    "xdg",
+];
+
+/// Masked like runc/Docker do: files that leak host kernel state or allow poking at it.
+const PROC_MASKED_FILES: &[&str] =
+    &["kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "kallsyms", "latency_stats", "kpagecount", "kpageflags", "kpagecgroup", "config.gz"];
+const PROC_MASKED_DIRS: &[&str] = &["acpi", "scsi", "asound", "firmware", "driver"];
+const PROC_READONLY: &[&str] = &["sys", "irq", "bus", "fs"];
+
+fn err(what: String) -> impl FnOnce(nix::Error) -> SandboxError {
+    move |e| SandboxError::io(what, e.into())
+}
+
+fn ioerr(what: String) -> impl FnOnce(std::io::Error) -> SandboxError {
+    move |e| SandboxError::io(what, e)
+}
+
+fn tmpfs(target: &Path, flags: MsFlags, opts: &str) -> Result<(), SandboxError> {
+    mount(Some("tmpfs"), target, Some("tmpfs"), flags, Some(opts))
+        .map_err(err(format!("mounting a tmpfs on {}", target.display())))
+}
+
+/// Bind `src` at `dst` (created as a file or folder to match), then remount with `flags` added.
+fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<(), SandboxError> {
+    let meta = fs::metadata(src).map_err(ioerr(format!("bind source {}", src.display())))?;
+    if meta.is_dir() {
+        fs::create_dir_all(dst).map_err(ioerr(format!("creating {}", dst.display())))?;
+    } else {
+        if let Some(p) = dst.parent() {
+            fs::create_dir_all(p).map_err(ioerr(format!("creating {}", p.display())))?;
+        }
+        fs::write(dst, b"").map_err(ioerr(format!("creating {}", dst.display())))?;
+    }
+    mount(Some(src), dst, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+        .map_err(err(format!("binding {} to {}", src.display(), dst.display())))?;
+    // A bind mount takes its flags only from a remount; without it the mount would be writable.
+    mount(None::<&str>, dst, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REMOUNT | flags, None::<&str>)
+        .map_err(err(format!("remounting {} with restrictions", dst.display())))
+}
+
+fn write_file(path: &Path, contents: &str) -> Result<(), SandboxError> {
+    fs::write(path, contents).map_err(ioerr(format!("writing {}", path.display())))
+}
+
+/// Copies a host symlink (e.g. `/bin -> usr/bin`) into the new root.
+fn copy_symlink(src: &Path, dst: &Path) -> Result<(), SandboxError> {
+    let target = fs::read_link(src).map_err(ioerr(format!("reading link {}", src.display())))?;
+    symlink(&target, dst).map_err(ioerr(format!("creating link {}", dst.display())))
+}
+
+/// Builds the root under a fresh tmpfs and makes it `/`. Runs as PID 1 of the new PID namespace,
+/// in the new mount namespace, before any untrusted code exists.
+pub fn build(setup: &Setup) -> Result<(), SandboxError> {
+    let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    // Nothing we mount may propagate back to the host.
+    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+        .map_err(err("making mounts private".into()))?;
+
+    // The new root is a small tmpfs over the host's /tmp, visible only in this namespace.
+    let root = PathBuf::from("/tmp");
+    tmpfs(&root, MsFlags::MS_NOSUID | MsFlags::MS_NODEV, "size=4m,nr_inodes=4096,mode=0755")?;
+    let r = |p: &str| root.join(p.trim_start_matches('/'));
+
+    for dir in SYSTEM_DIRS {
+        let host = Path::new(dir);
+        match fs::symlink_metadata(host) {
+            Ok(m) if m.file_type().is_symlink() => copy_symlink(host, &r(dir))?,
+            Ok(m) if m.is_dir() => bind(host, &r(dir), ro)?,
+            _ => {}
+        }
+    }
+
+    build_etc(setup, &r("/etc"))?;
+    build_dev(setup, &r("/dev"))?;
+
+    // /proc of the new PID namespace; hidepid=invisible hides processes of other users (init).
+    let proc_dir = r("/proc");
+    fs::create_dir_all(&proc_dir).map_err(ioerr("creating /proc".into()))?;
+    mount(
+        Some("proc"),
+        &proc_dir,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("hidepid=invisible"),
+    )
+    .map_err(err("mounting /proc".into()))?;
+    mask_proc(&proc_dir, &r("/dev/null"))?;
+
+    // Scratch space: /tmp (with /var/tmp pointing at it) and the working directory.
+    let scratch = format!("size={},nr_inodes={},mode=1777", setup.disk_bytes, setup.inodes);
+    let tmp = r("/tmp");
+    fs::create_dir_all(&tmp).map_err(ioerr("creating /tmp".into()))?;
+    tmpfs(&tmp, MsFlags::MS_NOSUID | MsFlags::MS_NODEV, &scratch)?;
+    fs::create_dir_all(r("/var")).map_err(ioerr("creating /var".into()))?;
+    symlink("/tmp", r("/var/tmp")).map_err(ioerr("creating /var/tmp".into()))?;
+
+    let work = r(WORKDIR);
+    fs::create_dir_all(&work).map_err(ioerr(format!("creating {WORKDIR}")))?;
+    tmpfs(
+        &work,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &format!("size={},nr_inodes={},mode=0700,uid={},gid={}", setup.disk_bytes, setup.inodes, setup.uid, setup.gid),
+    )?;
+
+    for m in &setup.mounts {
+        let dst = r(&m.dst.to_string_lossy());
+        let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        if !m.writable {
+            flags |= MsFlags::MS_RDONLY;
+        }
+        bind(&m.src, &dst, flags)?;
+    }
+
+    // Switch roots: pivot_root(".", ".") stacks the old root under the new one; detaching it leaves
+    // no path back to the host.
+    chdir(&root).map_err(err("entering the new root".into()))?;
+    pivot_root(".", ".").map_err(err("pivot_root".into()))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(err("detaching the host root".into()))?;
+    chdir("/").map_err(err("entering /".into()))?;
+    // The root tmpfs itself becomes read-only; only the scratch mounts stay writable.
+    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV, None::<&str>)
+        .map_err(err("making / read-only".into()))?;
+    Ok(())
+}
+
+fn build_etc(setup: &Setup, etc: &Path) -> Result<(), SandboxError> {
+    fs::create_dir_all(etc).map_err(ioerr("creating /etc".into()))?;
+    let host_etc = Path::new("/etc");
+    for name in &setup.etc_entries {
+        if name.contains('/') || name.starts_with('.') {
+            continue;
+        }
+        let host = host_etc.join(name);
+        match fs::symlink_metadata(&host) {
+            Ok(m) if m.file_type().is_symlink() => copy_symlink(&host, &etc.join(name))?,
+            Ok(_) => bind(&host, &etc.join(name), MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV)?,
+            Err(_) => {}
+        }
+    }
+    let (uid, gid) = (setup.uid, setup.gid);
+    write_file(
+        &etc.join("passwd"),
+        &format!("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:{WORKDIR}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"),
+    )?;
+    write_file(&etc.join("group"), &format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n"))?;
+    write_file(&etc.join("hosts"), &format!("127.0.0.1\tlocalhost {h}\n::1\tlocalhost ip6-localhost {h}\n", h = setup.hostname))?;
+    write_file(&etc.join("hostname"), &format!("{}\n", setup.hostname))?;
+    write_file(&etc.join("nsswitch.conf"), "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n")?;
+    if setup.network {
+        if let Ok(conf) = fs::read_to_string("/etc/resolv.conf") {
+            write_file(&etc.join("resolv.conf"), &conf)?;
+        }
+    } else {
+        write_file(&etc.join("resolv.conf"), "")?;
+    }
+    Ok(())
+}
+
+fn build_dev(setup: &Setup, dev: &Path) -> Result<(), SandboxError> {
+    fs::create_dir_all(dev).map_err(ioerr("creating /dev".into()))?;
+    tmpfs(dev, MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755")?;
+    for node in ["null", "zero", "full", "random", "urandom"] {
+        bind(&Path::new("/dev").join(node), &dev.join(node), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC)?;
+    }
+    for (name, target) in [("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")] {
+        symlink(target, dev.join(name)).map_err(ioerr(format!("creating /dev/{name}")))?;
+    }
+    let shm = dev.join("shm");
+    fs::create_dir_all(&shm).map_err(ioerr("creating /dev/shm".into()))?;
+    tmpfs(
+        &shm,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &format!("size={},nr_inodes={},mode=1777", setup.disk_bytes, setup.inodes),
+    )?;
+    // /dev itself stays writable for nobody: the tmpfs is root-owned 0755; remount it read-only.
+    mount(None::<&str>, dev, None::<&str>, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some("size=64k,nr_inodes=64,mode=0755"))
+        .map_err(err("making /dev read-only".into()))?;
+    Ok(())
+}
+
+fn mask_proc(proc_dir: &Path, dev_null: &Path) -> Result<(), SandboxError> {
+    for f in PROC_MASKED_FILES {
+        let p = proc_dir.join(f);
+        if p.exists() {
+            mount(Some(dev_null), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+                .map_err(err(format!("masking /proc/{f}")))?;
+        }
+    }
+    for d in PROC_MASKED_DIRS {
+        let p = proc_dir.join(d);
+        if p.is_dir() {
+            tmpfs(&p, MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC, "size=0,mode=0555")?;
+        }
+    }
+    for d in PROC_READONLY {
+        let p = proc_dir.join(d);
+        if p.exists() {
+            mount(Some(&p), &p, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+                .map_err(err(format!("binding /proc/{d}")))?;
+            mount(None::<&str>, &p, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC, None::<&str>)
+                .map_err(err(format!("making /proc/{d} read-only")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets the working directory's owner (the tmpfs `uid=` option already does; kept for binds).
+pub fn chown_workdir(uid: u32, gid: u32) -> Result<(), SandboxError> {
+    chown(WORKDIR, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid))).map_err(err(format!("chown {WORKDIR}")))?;
+    fs::set_permissions(WORKDIR, fs::Permissions::from_mode(0o700)).map_err(ioerr(format!("chmod {WORKDIR}")))
+}

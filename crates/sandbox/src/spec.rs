@@ -1,0 +1,265 @@
+//! `RunSpec`: what to run. The CLI flags, a `--batch` line and (later) an HTTP body all become one.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SpecError;
+use crate::limits::{Limits, LimitsRequest};
+
+/// Where the sandboxed program lives: its working directory, which is also `$HOME`.
+pub const WORKDIR: &str = "/home/sandbox";
+/// The PATH the program sees.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A host path made visible inside the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mount {
+    /// Absolute host path.
+    pub src: PathBuf,
+    /// Absolute path inside the sandbox.
+    pub dst: PathBuf,
+    /// Read-write bind (`--bind`) instead of read-only (`--ro-bind`).
+    #[serde(default)]
+    pub writable: bool,
+}
+
+impl Mount {
+    /// Parses `SRC[:DST]` as given to `--ro-bind` / `--bind`.
+    pub fn parse(arg: &str, writable: bool) -> Result<Mount, SpecError> {
+        let (src, dst) = match arg.split_once(':') {
+            Some((s, d)) => (s, d),
+            None => (arg, arg),
+        };
+        let m = Mount { src: PathBuf::from(src), dst: PathBuf::from(dst), writable };
+        m.validate()?;
+        Ok(m)
+    }
+
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let bad = |why: &str| Err(SpecError::BadMount { mount: format!("{}:{}", self.src.display(), self.dst.display()), why: why.into() });
+        if !self.src.is_absolute() {
+            return bad("the source must be an absolute host path");
+        }
+        if !self.dst.is_absolute() {
+            return bad("the destination must be an absolute path inside the sandbox");
+        }
+        if self.dst.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+            return bad("the destination may not contain '..'");
+        }
+        let dst = self.dst.to_string_lossy();
+        for reserved in ["/proc", "/dev", "/sys"] {
+            if dst == reserved || dst.starts_with(&format!("{reserved}/")) {
+                return bad("the destination may not be under /proc, /dev or /sys");
+            }
+        }
+        if self.dst == Path::new("/") {
+            return bad("the destination may not be /");
+        }
+        Ok(())
+    }
+}
+
+/// Standard input of the program.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stdin {
+    /// Reading gives end-of-file at once.
+    #[default]
+    Empty,
+    /// A host file, opened by corral and handed to the program as fd 0.
+    File(PathBuf),
+    /// These bytes.
+    Bytes(Vec<u8>),
+}
+
+/// Everything about one run of one command in a sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSpec {
+    /// Program and arguments; the program is looked up in PATH inside the sandbox when it has no `/`.
+    pub argv: Vec<String>,
+    /// Extra environment variables on top of the minimal one.
+    pub env: Vec<(String, String)>,
+    pub stdin: Stdin,
+    /// Host folder whose contents are copied into the working directory before the run.
+    pub dir: Option<PathBuf>,
+    /// Extra bind mounts.
+    pub mounts: Vec<Mount>,
+    /// Share the host's network instead of an empty network namespace.
+    pub network: bool,
+    pub limits: Limits,
+    /// After the run, copy the working directory's regular files and folders here.
+    pub copy_out: Option<PathBuf>,
+}
+
+impl RunSpec {
+    pub fn new(argv: Vec<String>) -> Self {
+        RunSpec {
+            argv,
+            env: Vec::new(),
+            stdin: Stdin::Empty,
+            dir: None,
+            mounts: Vec::new(),
+            network: false,
+            limits: Limits::default(),
+            copy_out: None,
+        }
+    }
+
+    /// Checks everything a sandbox would otherwise fail on later, with a message that names the field.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.argv.is_empty() || self.argv[0].is_empty() {
+            return Err(SpecError::EmptyCommand);
+        }
+        for a in &self.argv {
+            if a.contains('\0') {
+                return Err(SpecError::NulByte("argv"));
+            }
+        }
+        for (k, v) in &self.env {
+            parse_env_key(k)?;
+            if v.contains('\0') {
+                return Err(SpecError::NulByte("env"));
+            }
+        }
+        for m in &self.mounts {
+            m.validate()?;
+        }
+        self.limits.validate()
+    }
+
+    /// The complete environment of the program: minimal defaults, then the spec's own variables.
+    pub fn environment(&self) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = [
+            ("PATH", DEFAULT_PATH),
+            ("HOME", WORKDIR),
+            ("PWD", WORKDIR),
+            ("USER", "sandbox"),
+            ("LOGNAME", "sandbox"),
+            ("SHELL", "/bin/sh"),
+            ("TMPDIR", "/tmp"),
+            ("LANG", "C.UTF-8"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        for (k, v) in &self.env {
+            env.retain(|(ek, _)| ek != k);
+            env.push((k.clone(), v.clone()));
+        }
+        env
+    }
+}
+
+/// Parses `K=V` as given to `--env`.
+pub fn parse_env(arg: &str) -> Result<(String, String), SpecError> {
+    let (k, v) = arg.split_once('=').ok_or_else(|| SpecError::BadEnv(arg.to_string()))?;
+    parse_env_key(k)?;
+    Ok((k.to_string(), v.to_string()))
+}
+
+fn parse_env_key(k: &str) -> Result<(), SpecError> {
+    let ok = !k.is_empty()
+        && !k.starts_with(|c: char| c.is_ascii_digit())
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(SpecError::BadEnv(k.to_string()))
+    }
+}
+
+/// The JSON form of a run, as one `--batch` line gives it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpecJson {
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    #[serde(default)]
+    pub stdin_file: Option<PathBuf>,
+    #[serde(default)]
+    pub stdin: Option<String>,
+    #[serde(default)]
+    pub ro_bind: Vec<String>,
+    #[serde(default)]
+    pub bind: Vec<String>,
+    #[serde(default)]
+    pub network: bool,
+    #[serde(default)]
+    pub limits: LimitsRequest,
+    #[serde(default)]
+    pub copy_out: Option<PathBuf>,
+}
+
+impl RunSpecJson {
+    /// Turns the JSON form into a spec; relative paths are taken relative to `base`.
+    pub fn into_spec(self, base: &Path, defaults: &Limits) -> Result<RunSpec, SpecError> {
+        let rel = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+        let mut spec = RunSpec::new(self.argv);
+        spec.env = self.env.into_iter().collect();
+        spec.dir = self.dir.map(rel);
+        spec.stdin = match (self.stdin_file, self.stdin) {
+            (Some(_), Some(_)) => return Err(SpecError::Conflict("stdin", "stdin_file")),
+            (Some(f), None) => Stdin::File(rel(f)),
+            (None, Some(s)) => Stdin::Bytes(s.into_bytes()),
+            (None, None) => Stdin::Empty,
+        };
+        for m in &self.ro_bind {
+            spec.mounts.push(Mount::parse(m, false)?);
+        }
+        for m in &self.bind {
+            spec.mounts.push(Mount::parse(m, true)?);
+        }
+        spec.network = self.network;
+        spec.limits = self.limits.resolve(defaults)?;
+        spec.copy_out = self.copy_out.map(rel);
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounts_parse_and_refuse_bad_destinations() {
+        let m = Mount::parse("/data:/srv/data", false).unwrap();
+        assert_eq!(m.dst, PathBuf::from("/srv/data"));
+        assert!(Mount::parse("relative", false).is_err());
+        assert!(Mount::parse("/x:/proc/sys", true).is_err());
+        assert!(Mount::parse("/x:/a/../etc", true).is_err());
+        assert!(Mount::parse("/x:/", true).is_err());
+    }
+
+    #[test]
+    fn env_is_minimal_and_overridable() {
+        let mut s = RunSpec::new(vec!["true".into()]);
+        s.env.push(("LANG".into(), "fr_FR.UTF-8".into()));
+        let env = s.environment();
+        assert_eq!(env.iter().filter(|(k, _)| k == "LANG").count(), 1);
+        assert!(env.iter().any(|(k, v)| k == "LANG" && v == "fr_FR.UTF-8"));
+        assert!(parse_env("1BAD=x").is_err());
+        assert!(parse_env("NOEQ").is_err());
+        assert_eq!(parse_env("A=b=c").unwrap(), ("A".into(), "b=c".into()));
+    }
+
+    #[test]
+    fn batch_line_becomes_spec() {
+        let j: RunSpecJson = serde_json::from_str(
+            r#"{"argv": ["./a.out"], "dir": "sub1", "stdin_file": "in1.txt", "limits": {"cpu_time": "1s", "wall_time": "100ms", "memory": "64M", "pids": 16, "output": "1M"}}"#,
+        )
+        .unwrap();
+        let s = j.into_spec(Path::new("/base"), &Limits::default()).unwrap();
+        assert_eq!(s.dir, Some(PathBuf::from("/base/sub1")));
+        assert_eq!(s.stdin, Stdin::File(PathBuf::from("/base/in1.txt")));
+        assert_eq!(s.limits.pids, 16);
+        assert!(serde_json::from_str::<RunSpecJson>(r#"{"argv":[],"bogus":1}"#).is_err());
+        let empty: RunSpecJson = serde_json::from_str(r#"{"argv":[]}"#).unwrap();
+        assert!(empty.into_spec(Path::new("/"), &Limits::default()).is_err());
+    }
+}
