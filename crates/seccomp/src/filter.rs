@@ -1,0 +1,248 @@
+//! Compiling the profile to classic BPF, shipping it, installing it.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+use libseccomp::{ScmpAction, ScmpFilterContext, ScmpSyscall};
+
+use crate::profile::{self, Action, Profile};
+use crate::Error;
+
+/// Size of one `struct sock_filter` instruction.
+pub const INSN_SIZE: usize = 8;
+/// The kernel's limit on the length of one filter program.
+pub const MAX_INSNS: usize = libc::BPF_MAXINSNS as usize;
+
+const _: () = assert!(std::mem::size_of::<libc::sock_filter>() == INSN_SIZE);
+const _: () = assert!(std::mem::align_of::<libc::sock_filter>() <= INSN_SIZE);
+
+/// A profile compiled to a seccomp-bpf program for the native architecture.
+///
+/// The bytes ([`as_bytes`](Self::as_bytes)) are the raw `struct sock_filter`
+/// array in native byte order; they are only meaningful on a machine of the
+/// same architecture, which is the case for host → sandbox-init shipping.
+#[derive(Clone)]
+pub struct CompiledFilter {
+    // Kept as typed instructions (not `Vec<u8>`) so the array handed to the
+    // kernel is properly aligned.
+    insns: Vec<libc::sock_filter>,
+}
+
+impl PartialEq for CompiledFilter {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for CompiledFilter {}
+
+impl fmt::Debug for CompiledFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledFilter")
+            .field("instructions", &self.insns.len())
+            .finish()
+    }
+}
+
+fn seccomp_err(
+    context: impl Into<String>,
+) -> impl FnOnce(libseccomp::error::SeccompError) -> Error {
+    let context = context.into();
+    move |source| Error::Seccomp { context, source }
+}
+
+fn scmp_action(action: Action) -> ScmpAction {
+    match action {
+        Action::KillAndReport => ScmpAction::Notify,
+        Action::Errno(e) => ScmpAction::Errno(e),
+    }
+}
+
+impl CompiledFilter {
+    /// Compiles `profile` with libseccomp. Do this once per process (it
+    /// takes a few milliseconds) and ship [`as_bytes`](Self::as_bytes).
+    ///
+    /// The filter covers the native architecture only; syscalls made through
+    /// any other ABI (i386 `int 0x80` on x86_64, x32 syscall numbers, arm32
+    /// on aarch64) take the bad-architecture action, which is the same
+    /// user notification as [`Action::KillAndReport`].
+    pub fn compile(profile: &Profile) -> Result<CompiledFilter, Error> {
+        let mut ctx =
+            ScmpFilterContext::new(ScmpAction::Allow).map_err(seccomp_err("creating filter"))?;
+        ctx.set_act_badarch(ScmpAction::Notify)
+            .map_err(seccomp_err("setting the bad-architecture action"))?;
+        // Binary tree of syscall numbers rather than a linear scan: the
+        // common (allowed) path stays short.
+        ctx.set_ctl_optimize(2)
+            .map_err(seccomp_err("setting the optimization level"))?;
+
+        for rule in profile::rule_specs(profile) {
+            let Some(nr) = profile::resolve(rule.syscall) else {
+                continue;
+            };
+            let action = scmp_action(rule.action);
+            let syscall = ScmpSyscall::from(nr);
+            let context = || format!("adding rule for {}", rule.syscall);
+            if rule.alternatives.is_empty() {
+                ctx.add_rule_exact(action, syscall)
+                    .map_err(seccomp_err(context()))?;
+            }
+            for conds in &rule.alternatives {
+                ctx.add_rule_conditional_exact(action, syscall, conds)
+                    .map_err(seccomp_err(context()))?;
+            }
+        }
+
+        Self::from_bytes(export_bpf(&ctx)?)
+    }
+
+    /// The raw `struct sock_filter` array, to ship over a socket.
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: `sock_filter` is `#[repr(C)] { u16, u8, u8, u32 }`: 8 bytes
+        // (asserted above) without padding, so every byte of the vector's
+        // initialized elements is an initialized `u8`; the length is the
+        // element count times the element size, and `u8` has alignment 1.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.insns.as_ptr().cast::<u8>(),
+                self.insns.len() * INSN_SIZE,
+            )
+        }
+    }
+
+    /// Rebuilds a filter from [`as_bytes`](Self::as_bytes) output. Checks the
+    /// length is a non-zero multiple of 8 bytes and at most
+    /// [`MAX_INSNS`] instructions; the kernel verifies the rest on install.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<CompiledFilter, Error> {
+        if bytes.is_empty() {
+            return Err(Error::InvalidProgram("empty program".into()));
+        }
+        if bytes.len() % INSN_SIZE != 0 {
+            return Err(Error::InvalidProgram(format!(
+                "length {} is not a multiple of {INSN_SIZE}",
+                bytes.len()
+            )));
+        }
+        let n = bytes.len() / INSN_SIZE;
+        if n > MAX_INSNS {
+            return Err(Error::InvalidProgram(format!(
+                "{n} instructions, more than the kernel's limit of {MAX_INSNS}"
+            )));
+        }
+        let insns = bytes
+            .chunks_exact(INSN_SIZE)
+            .map(|c| libc::sock_filter {
+                code: u16::from_ne_bytes([c[0], c[1]]),
+                jt: c[2],
+                jf: c[3],
+                k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+            })
+            .collect();
+        Ok(CompiledFilter { insns })
+    }
+
+    /// Number of BPF instructions.
+    pub fn instruction_count(&self) -> usize {
+        self.insns.len()
+    }
+
+    /// Installs the filter on the calling thread with
+    /// `SECCOMP_FILTER_FLAG_NEW_LISTENER` and returns the listener fd.
+    ///
+    /// Meant for a freshly forked, single-threaded child right before
+    /// `execve` (so no `TSYNC`): it is async-signal-safe — one raw
+    /// `seccomp(2)` syscall on the already built program, no allocation, no
+    /// locks.
+    ///
+    /// Requirements and caveats:
+    /// * `prctl(PR_SET_NO_NEW_PRIVS, 1)` must already be set (or the caller
+    ///   must have `CAP_SYS_ADMIN`), otherwise the kernel answers `EACCES`.
+    /// * Only one filter in a process's filter stack can have a listener:
+    ///   installing while an ancestor filter already has one fails with
+    ///   `EBUSY`.
+    /// * The returned fd is the caller's (`O_CLOEXEC` is set by the kernel).
+    ///   Hand it to the supervisor and close it before `execve`: whoever holds
+    ///   the listener can answer the notifications, including with "continue".
+    /// * If every copy of the listener is closed, notified syscalls fail with
+    ///   `ENOSYS` instead — still blocked, just not reported.
+    ///
+    /// On failure returns the `errno`.
+    pub fn install_with_listener(&self) -> Result<RawFd, i32> {
+        let prog = libc::sock_fprog {
+            // from_bytes/compile guarantee 1..=MAX_INSNS (4096) instructions.
+            len: self.insns.len() as libc::c_ushort,
+            filter: self.insns.as_ptr().cast_mut(),
+        };
+        // SAFETY: seccomp(SECCOMP_SET_MODE_FILTER, flags, &prog) reads `prog`
+        // and the instruction array it points to, both alive for the call;
+        // the kernel does not write through `filter`.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                &prog as *const libc::sock_fprog,
+            )
+        };
+        if rc < 0 {
+            Err(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EINVAL))
+        } else {
+            Ok(rc as RawFd)
+        }
+    }
+
+    /// Runs the program on a syscall the way the kernel would and returns
+    /// its verdict, without installing anything. Useful for `corral doctor`
+    /// and for tests; `arch` is an `AUDIT_ARCH_*` value (see
+    /// [`crate::AUDIT_ARCH_NATIVE`]).
+    pub fn evaluate(&self, arch: u32, nr: i32, args: [u64; 6]) -> Verdict {
+        crate::bpf::run(&self.insns, arch, nr, 0, args)
+    }
+}
+
+/// Outcome of running the filter on one syscall (see
+/// [`CompiledFilter::evaluate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// `SECCOMP_RET_ALLOW`.
+    Allow,
+    /// `SECCOMP_RET_USER_NOTIF` ([`Action::KillAndReport`]).
+    Notify,
+    /// `SECCOMP_RET_ERRNO` with this errno.
+    Errno(i32),
+    /// `SECCOMP_RET_KILL_PROCESS`.
+    KillProcess,
+    /// `SECCOMP_RET_KILL_THREAD`.
+    KillThread,
+    /// `SECCOMP_RET_TRAP`.
+    Trap,
+    /// Any other return value (trace, log, ...), raw.
+    Other(u32),
+    /// The program is not one the kernel would accept (bad instruction,
+    /// out-of-bounds jump or load, running off the end).
+    Invalid,
+}
+
+fn export_bpf(ctx: &ScmpFilterContext) -> Result<Vec<u8>, Error> {
+    // libseccomp 2.5 can only export to an fd (export_bpf_mem needs 2.6).
+    // A memfd avoids the pipe-capacity deadlock and touches no filesystem.
+    // SAFETY: memfd_create takes a NUL-terminated name and flags; no memory
+    // is retained.
+    let fd = unsafe { libc::memfd_create(c"corral-seccomp-bpf".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(Error::Io(std::io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` was just returned by memfd_create and is owned by nobody
+    // else.
+    let mut file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    ctx.export_bpf(&file)
+        .map_err(seccomp_err("exporting BPF"))?;
+    file.seek(SeekFrom::Start(0))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}

@@ -1,0 +1,356 @@
+//! The rule table of the default profile.
+
+use std::fmt;
+
+use libseccomp::{ScmpArgCompare, ScmpCompareOp, ScmpSyscall};
+
+use crate::patterns::{self, Pattern};
+
+/// What the profile does when a syscall matches one of its rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// `SECCOMP_RET_USER_NOTIF`: the syscall is suspended and the supervisor
+    /// is notified; it records the syscall, kills the sandboxed process tree
+    /// and answers `EPERM`. Without a listener the kernel fails the syscall
+    /// with `ENOSYS`.
+    KillAndReport,
+    /// `SECCOMP_RET_ERRNO`: the syscall fails quietly with this errno.
+    Errno(i32),
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::KillAndReport => f.write_str("kill and report"),
+            Action::Errno(e) => match errno_name(*e) {
+                Some(name) => write!(f, "fail with {name}"),
+                None => write!(f, "fail with errno {e}"),
+            },
+        }
+    }
+}
+
+fn errno_name(e: i32) -> Option<&'static str> {
+    Some(match e {
+        libc::EPERM => "EPERM",
+        libc::ENOSYS => "ENOSYS",
+        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
+        libc::EACCES => "EACCES",
+        _ => return None,
+    })
+}
+
+/// The configurable knobs of the seccomp profile.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Profile {
+    allow_network: bool,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Self::default_profile()
+    }
+}
+
+impl Profile {
+    /// The default profile: network off (see [`Profile::with_network`]).
+    pub fn default_profile() -> Self {
+        Profile {
+            allow_network: false,
+        }
+    }
+
+    /// Whether the sandbox has network access.
+    ///
+    /// `AF_UNIX`, `AF_INET` and `AF_INET6` sockets are allowed either way: the
+    /// network namespace is what cuts the sandbox off, and loopback inside it
+    /// is useful. With network on, `socket(AF_NETLINK, _, NETLINK_ROUTE)` is
+    /// additionally allowed so that `getifaddrs()` and friends can list the
+    /// interfaces (reading routing state needs no privilege; changing it needs
+    /// `CAP_NET_ADMIN`, which the sandbox does not have). Other netlink
+    /// protocols stay blocked.
+    pub fn with_network(mut self, on: bool) -> Self {
+        self.allow_network = on;
+        self
+    }
+
+    /// See [`Profile::with_network`].
+    pub fn allow_network(&self) -> bool {
+        self.allow_network
+    }
+}
+
+/// One rule of the profile, for documentation and `corral doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleInfo {
+    /// Syscall name.
+    pub syscall: &'static str,
+    /// Its number on the native architecture.
+    pub nr: i32,
+    /// What happens when the rule matches.
+    pub action: Action,
+    /// When it matches, in words; empty if the rule is unconditional.
+    pub condition: &'static str,
+}
+
+/// A rule as compiled: the syscall, its action, and alternatives (OR) of
+/// conjunctions (AND) of argument comparisons. No alternatives means
+/// unconditional.
+pub(crate) struct RuleSpec {
+    pub syscall: &'static str,
+    pub action: Action,
+    pub condition: &'static str,
+    pub alternatives: Vec<Vec<ScmpArgCompare>>,
+}
+
+/// `CLONE_NEW*` flags that `clone()` can carry (`CLONE_NEWTIME` only fits in
+/// `clone3()`/`unshare()`, both of which are blocked as a whole).
+pub(crate) const CLONE_NS_FLAGS: [(u64, &str); 7] = [
+    (libc::CLONE_NEWNS as u64, "CLONE_NEWNS"),
+    (libc::CLONE_NEWUTS as u64, "CLONE_NEWUTS"),
+    (libc::CLONE_NEWIPC as u64, "CLONE_NEWIPC"),
+    (libc::CLONE_NEWUSER as u64, "CLONE_NEWUSER"),
+    (libc::CLONE_NEWPID as u64, "CLONE_NEWPID"),
+    (libc::CLONE_NEWNET as u64, "CLONE_NEWNET"),
+    (libc::CLONE_NEWCGROUP as u64, "CLONE_NEWCGROUP"),
+];
+
+/// Socket families every profile allows.
+pub(crate) const ALLOWED_FAMILIES: [u32; 3] = [
+    libc::AF_UNIX as u32,
+    libc::AF_INET as u32,
+    libc::AF_INET6 as u32,
+];
+
+/// The family filter covers the low 8 bits of the domain argument. The kernel
+/// itself rejects `domain < 0 || domain >= NPROTO` (`AF_MAX`, 46 on Linux 6.x)
+/// with `EAFNOSUPPORT`, so values whose low byte is an allowed family but
+/// that have higher bits set are refused by the kernel either way.
+const FAMILY_BITS: u32 = 8;
+
+/// Personalities allowed: `PER_LINUX`, `PER_LINUX | ADDR_NO_RANDOMIZE` and
+/// the query value `0xffffffff`.
+const ADDR_NO_RANDOMIZE_BIT: u32 = 18;
+const _: () = assert!(1 << ADDR_NO_RANDOMIZE_BIT == 0x0040000);
+
+/// Syscalls that are only ever an escape attempt or a kernel-attack-surface
+/// probe for an unprivileged sandboxed program: notify unconditionally.
+/// Names unknown on the build architecture are skipped.
+const NOTIFY_ALWAYS: &[&str] = &[
+    // Inspecting or controlling other processes.
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_getfd",
+    // Namespaces and mounts.
+    "unshare",
+    "setns",
+    "mount",
+    "umount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "open_tree_attr",
+    "mount_setattr",
+    // Kernel keyrings.
+    "keyctl",
+    "add_key",
+    "request_key",
+    // Large kernel attack surface, not needed by ordinary programs.
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    // Kernel and system administration.
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "create_module",
+    "get_kernel_syms",
+    "query_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "syslog",
+    "lookup_dcookie",
+    "nfsservctl",
+    "uselib",
+    "_sysctl",
+    "vhangup",
+    // File handles bypass path-based confinement.
+    "open_by_handle_at",
+    "name_to_handle_at",
+    // Raw hardware access (x86 only).
+    "iopl",
+    "ioperm",
+    "vm86",
+    "vm86old",
+    // Setting the system clock.
+    "settimeofday",
+    "clock_settime",
+    "clock_settime64",
+];
+
+/// Syscalls newer than the libseccomp we build against (2.5.4) knows,
+/// with their number on the architectures we support. Since Linux 5.1 all
+/// architectures share numbers for new syscalls (x86_64 included).
+const RAW_NUMBERS: &[(&str, i32)] = &[("open_tree_attr", 467)];
+
+/// Resolves a syscall name on the native architecture; `None` if it does
+/// not exist there.
+pub(crate) fn resolve(name: &'static str) -> Option<i32> {
+    match ScmpSyscall::from_name(name) {
+        Ok(s) if i32::from(s) >= 0 => Some(i32::from(s)),
+        // libseccomp returns negative pseudo numbers for syscalls that exist
+        // on other architectures only, and an error for names it does not
+        // know at all.
+        _ => RAW_NUMBERS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, nr)| nr),
+    }
+}
+
+/// Name of a native syscall number that libseccomp does not know.
+pub(crate) fn raw_name(nr: i32) -> Option<&'static str> {
+    RAW_NUMBERS.iter().find(|(_, n)| *n == nr).map(|&(n, _)| n)
+}
+
+fn lo32_patterns(arg: u32, patterns: &[Pattern]) -> Vec<Vec<ScmpArgCompare>> {
+    patterns
+        .iter()
+        .map(|p| vec![masked32(arg, p.mask, p.value)])
+        .collect()
+}
+
+/// `arg & mask == value` on the low 32 bits only: the kernel reads these
+/// arguments as `int`/`unsigned int`, so whatever is in the upper half of the
+/// register must not let a value slip past the filter.
+fn masked32(arg: u32, mask: u32, value: u32) -> ScmpArgCompare {
+    ScmpArgCompare::new(
+        arg,
+        ScmpCompareOp::MaskedEqual(u64::from(mask)),
+        u64::from(value),
+    )
+}
+
+/// The whole rule table for `profile`, including rules for syscalls that do
+/// not exist on the native architecture (the compiler skips those).
+pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
+    let mut rules = Vec::new();
+    let mut push = |syscall, action, condition, alternatives| {
+        rules.push(RuleSpec {
+            syscall,
+            action,
+            condition,
+            alternatives,
+        })
+    };
+
+    for &name in NOTIFY_ALWAYS {
+        push(name, Action::KillAndReport, "", Vec::new());
+    }
+
+    push(
+        "clone",
+        Action::KillAndReport,
+        "flags contain any CLONE_NEW* namespace flag",
+        CLONE_NS_FLAGS
+            .iter()
+            .map(|&(flag, _)| {
+                vec![ScmpArgCompare::new(
+                    0,
+                    ScmpCompareOp::MaskedEqual(flag),
+                    flag,
+                )]
+            })
+            .collect(),
+    );
+
+    push(
+        "personality",
+        Action::KillAndReport,
+        "persona is not PER_LINUX (0), PER_LINUX|ADDR_NO_RANDOMIZE (0x40000) or the query 0xffffffff",
+        lo32_patterns(
+            0,
+            &patterns::all_but_zero_bit_and_ones(ADDR_NO_RANDOMIZE_BIT),
+        ),
+    );
+
+    // Probed by common runtimes, which fall back: fail quietly.
+    push(
+        "clone3",
+        Action::Errno(libc::ENOSYS),
+        "always (flags live in memory the filter cannot read; glibc falls back to clone)",
+        Vec::new(),
+    );
+    for name in ["io_uring_setup", "io_uring_enter", "io_uring_register"] {
+        push(
+            name,
+            Action::Errno(libc::ENOSYS),
+            "always (libuv and others fall back)",
+            Vec::new(),
+        );
+    }
+
+    let eafnosupport = Action::Errno(libc::EAFNOSUPPORT);
+    if profile.allow_network {
+        let mut allowed = ALLOWED_FAMILIES.to_vec();
+        allowed.push(libc::AF_NETLINK as u32);
+        let mut alternatives = lo32_patterns(0, &patterns::low_bits_except(FAMILY_BITS, &allowed));
+        alternatives.push(vec![
+            masked32(0, u32::MAX, libc::AF_NETLINK as u32),
+            // Full 64-bit comparison: any bit set anywhere counts as "not
+            // NETLINK_ROUTE", which can only block more.
+            ScmpArgCompare::new(2, ScmpCompareOp::NotEqual, libc::NETLINK_ROUTE as u64),
+        ]);
+        push(
+            "socket",
+            eafnosupport,
+            "domain is not AF_UNIX, AF_INET, AF_INET6 or AF_NETLINK with protocol NETLINK_ROUTE",
+            alternatives,
+        );
+    } else {
+        push(
+            "socket",
+            eafnosupport,
+            "domain is not AF_UNIX, AF_INET or AF_INET6",
+            lo32_patterns(
+                0,
+                &patterns::low_bits_except(FAMILY_BITS, &ALLOWED_FAMILIES),
+            ),
+        );
+    }
+    push(
+        "socketpair",
+        eafnosupport,
+        "domain is not AF_UNIX, AF_INET or AF_INET6",
+        lo32_patterns(
+            0,
+            &patterns::low_bits_except(FAMILY_BITS, &ALLOWED_FAMILIES),
+        ),
+    );
+
+    push(
+        "ioctl",
+        Action::Errno(libc::EPERM),
+        "request is TIOCSTI or TIOCLINUX (terminal input injection)",
+        [libc::TIOCSTI, libc::TIOCLINUX]
+            .iter()
+            .map(|&req| vec![masked32(1, u32::MAX, req as u32)])
+            .collect(),
+    );
+
+    rules
+}
