@@ -1,0 +1,538 @@
+//! Shared helpers for the containment and correctness integration tests.
+//!
+//! Every test runs the real `corral` binary (`CARGO_BIN_EXE_corral`) with
+//! `run --json`, parses the one JSON object it prints and inspects the host
+//! afterwards.  Hostile programs live in `tests/containment/` at the workspace
+//! root; C programs are compiled with the host's gcc into the test's own
+//! temporary directory, which is then handed to the sandbox with `--dir`.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Tests that only look at their own run take this lock shared; the tests
+/// that check global host state (mounts, cgroup directories) take it
+/// exclusively, so no other sandbox of this test binary runs meanwhile.
+static HOST_LOCK: RwLock<()> = RwLock::new(());
+
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    HOST_LOCK.read().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    HOST_LOCK.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The hostile programs' folder.
+pub fn programs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/containment")
+}
+
+pub fn corral_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_corral")
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A marker unique to this test process and call, usable in argv and file
+/// names (letters, digits and '_' only).
+pub fn marker(tag: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("corralmark_{tag}_{}_{n}_{nanos}", std::process::id())
+}
+
+/// A fresh host temporary directory (removed on drop).
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("corral-test-")
+        .tempdir()
+        .expect("create temp dir")
+}
+
+/// Compile `tests/containment/<name>.c` into `<dir>/<name>` with the host gcc.
+pub fn compile(name: &str, dir: &Path) -> PathBuf {
+    let src = programs_dir().join(format!("{name}.c"));
+    let out = dir.join(name);
+    let res = Command::new("gcc")
+        .args(["-O1", "-Wall", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(["-lpthread", "-lrt"])
+        .output()
+        .expect("gcc must be installed on the host to build the hostile programs");
+    assert!(
+        res.status.success(),
+        "compiling {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&res.stderr)
+    );
+    make_world_readable(&out, 0o755);
+    out
+}
+
+/// Copy `tests/containment/<name>` (a script) into `dir`.
+pub fn copy_program(name: &str, dir: &Path) -> PathBuf {
+    let src = programs_dir().join(name);
+    let dst = dir.join(name);
+    fs::copy(&src, &dst).unwrap_or_else(|e| panic!("copy {}: {e}", src.display()));
+    make_world_readable(&dst, 0o755);
+    dst
+}
+
+pub fn make_world_readable(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A working-dir folder for `--dir`: a temp dir whose mode lets any uid read
+/// it (the sandbox user is unprivileged).
+pub fn workdir() -> tempfile::TempDir {
+    let d = tempdir();
+    make_world_readable(d.path(), 0o755);
+    d
+}
+
+/// What one `corral` invocation produced.
+#[derive(Debug)]
+pub struct Raw {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub elapsed: Duration,
+}
+
+/// Run a prepared command (stdout/stderr piped by this function) with a hard
+/// timeout.  Panics if corral does not exit in time (after killing it), or if
+/// after its exit some other process still holds its stdout/stderr open
+/// (a process escaped the run's cleanup).
+pub fn run_command(mut cmd: Command, timeout: Duration) -> Raw {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("spawn corral");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel::<(u8, Vec<u8>)>();
+    let tx2 = tx.clone();
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = out.read_to_end(&mut b);
+        let _ = tx.send((1, b));
+    });
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = err.read_to_end(&mut b);
+        let _ = tx2.send((2, b));
+    });
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait corral") {
+            break st;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "corral did not finish within {timeout:?} (killed it); command: {:?}",
+                cmd
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let elapsed = start.elapsed();
+    let mut stdout = None;
+    let mut stderr = None;
+    let drain_deadline = Instant::now() + Duration::from_secs(10);
+    while stdout.is_none() || stderr.is_none() {
+        let left = drain_deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((1, b)) => stdout = Some(b),
+            Ok((_, b)) => stderr = Some(b),
+            Err(_) => panic!(
+                "corral exited ({status}) but its stdout/stderr stayed open for 10 s: \
+                 some process outlived the run and holds them. command: {cmd:?}"
+            ),
+        }
+    }
+    Raw {
+        status,
+        stdout: stdout.unwrap(),
+        stderr: stderr.unwrap(),
+        elapsed,
+    }
+}
+
+/// A base `corral run` command with an empty environment except PATH (tests
+/// add what they need).
+pub fn corral_cmd() -> Command {
+    let mut c = Command::new(corral_bin());
+    c.stdin(Stdio::null());
+    c
+}
+
+/// The parsed result of `corral run --json ...`.
+#[derive(Debug)]
+pub struct Outcome {
+    pub json: Value,
+    pub raw: Raw,
+}
+
+impl Outcome {
+    pub fn status(&self) -> &str {
+        self.json["status"].as_str().unwrap_or("<missing status>")
+    }
+    pub fn stdout(&self) -> &str {
+        self.json["stdout"].as_str().unwrap_or("")
+    }
+    pub fn stderr(&self) -> &str {
+        self.json["stderr"].as_str().unwrap_or("")
+    }
+    pub fn int(&self, k: &str) -> Option<i64> {
+        self.json[k].as_i64()
+    }
+    pub fn lines(&self) -> Vec<&str> {
+        self.stdout().lines().collect()
+    }
+    /// A short description for assertion messages.
+    pub fn describe(&self) -> String {
+        let mut j = self.json.clone();
+        for k in ["stdout", "stderr", "script"] {
+            if let Some(s) = j[k].as_str() {
+                if s.len() > 3000 {
+                    let mut cut = 3000;
+                    while !s.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    j[k] = Value::String(format!("{}...<{} bytes>", &s[..cut], s.len()));
+                }
+            }
+        }
+        for k in ["stdout_base64", "stderr_base64"] {
+            if let Some(s) = j[k].as_str() {
+                if s.len() > 200 {
+                    j[k] = Value::String(format!("<{} base64 chars>", s.len()));
+                }
+            }
+        }
+        let stderr = String::from_utf8_lossy(&self.raw.stderr);
+        let stderr: String = stderr.chars().take(2000).collect();
+        format!(
+            "corral exit: {}, elapsed {:?}\njson: {}\ncorral stderr: {}",
+            self.raw.status,
+            self.raw.elapsed,
+            serde_json::to_string_pretty(&j).unwrap(),
+            stderr
+        )
+    }
+    #[track_caller]
+    pub fn assert_status(&self, want: &str) {
+        assert_eq!(self.status(), want, "unexpected status\n{}", self.describe());
+    }
+    #[track_caller]
+    pub fn assert_status_in(&self, want: &[&str]) {
+        assert!(
+            want.contains(&self.status()),
+            "status {:?} not one of {want:?}\n{}",
+            self.status(),
+            self.describe()
+        );
+    }
+    /// The JSON `limits.<k>` as a plain number (pids, open_files), accepting
+    /// an integer or a numeric string.
+    pub fn limit(&self, k: &str) -> Option<i64> {
+        let v = &self.json["limits"][k];
+        v.as_i64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+    }
+    /// `limits.<k>` as bytes: an integer, or a string such as "64M" (binary units).
+    pub fn limit_bytes(&self, k: &str) -> Option<i64> {
+        let v = &self.json["limits"][k];
+        if let Some(n) = v.as_i64() {
+            return Some(n);
+        }
+        let s = v.as_str()?.trim();
+        let (num, mult) = match s.chars().last()? {
+            'K' | 'k' => (&s[..s.len() - 1], 1i64 << 10),
+            'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
+            'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
+            'T' | 't' => (&s[..s.len() - 1], 1 << 40),
+            _ => (s, 1),
+        };
+        num.trim().parse::<i64>().ok().map(|n| n * mult)
+    }
+    /// `limits.<k>` as milliseconds: an integer (taken as ms), or a string
+    /// such as "100ms", "2s", "1m".
+    pub fn limit_ms(&self, k: &str) -> Option<i64> {
+        let v = &self.json["limits"][k];
+        if let Some(n) = v.as_i64() {
+            return Some(n);
+        }
+        let s = v.as_str()?.trim();
+        if let Some(n) = s.strip_suffix("ms") {
+            return n.trim().parse().ok();
+        }
+        if let Some(n) = s.strip_suffix('s') {
+            return n.trim().parse::<f64>().ok().map(|x| (x * 1000.0).round() as i64);
+        }
+        if let Some(n) = s.strip_suffix('m') {
+            return n.trim().parse::<f64>().ok().map(|x| (x * 60000.0).round() as i64);
+        }
+        s.parse::<f64>().ok().map(|x| (x * 1000.0).round() as i64)
+    }
+    #[track_caller]
+    pub fn assert_no_escape(&self) {
+        let text = format!("{}\n{}", self.stdout(), self.stderr());
+        assert!(
+            !text.contains("ESCAPED"),
+            "the hostile program reports an escape\n{}",
+            self.describe()
+        );
+    }
+}
+
+/// Run `corral run --json <args>` and parse its JSON.  Panics with a clear
+/// message if corral exits non-zero or prints something that is not one JSON
+/// object.
+pub fn run_json_with(mut cmd: Command, args: &[&str], timeout: Duration) -> Outcome {
+    cmd.arg("run").arg("--json").args(args);
+    let raw = run_command(cmd, timeout);
+    let text = String::from_utf8_lossy(&raw.stdout).to_string();
+    let json: Value = match serde_json::from_str(text.trim()) {
+        Ok(v) => v,
+        Err(e) => panic!(
+            "corral run --json did not print one JSON object ({e}); exit {}; args {args:?}\n\
+             stdout: {}\nstderr: {}",
+            raw.status,
+            text.chars().take(3000).collect::<String>(),
+            String::from_utf8_lossy(&raw.stderr).chars().take(3000).collect::<String>()
+        ),
+    };
+    let out = Outcome { json, raw };
+    if out.status() != "sandbox_error" {
+        assert!(
+            out.raw.status.success(),
+            "corral --json must exit 0 when the sandbox did its job\n{}",
+            out.describe()
+        );
+    }
+    out
+}
+
+pub fn run_json(args: &[&str], timeout: Duration) -> Outcome {
+    run_json_with(corral_cmd(), args, timeout)
+}
+
+/// Every host process whose cmdline contains `needle`, as (pid, cmdline).
+pub fn host_procs_with(needle: &str) -> Vec<(i32, String)> {
+    let me = std::process::id() as i32;
+    let mut found = Vec::new();
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmd) = fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) {
+            found.push((pid, cmd));
+        }
+    }
+    found
+}
+
+/// Assert that no host process carries `marker` in its cmdline.  Leftovers are
+/// SIGKILLed (so a failing test does not leave them running) and reported.
+#[track_caller]
+pub fn assert_no_host_procs(marker: &str) {
+    let left = host_procs_with(marker);
+    if !left.is_empty() {
+        let mut desc = String::new();
+        for (pid, cmd) in &left {
+            let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let state = status
+                .lines()
+                .filter(|l| l.starts_with("State") || l.starts_with("Uid") || l.starts_with("PPid"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            desc.push_str(&format!("  pid {pid}: {cmd} ({state})\n"));
+            // SAFETY: kill(2) on a pid we just found; worst case ESRCH.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        panic!("processes of the run outlived it on the host (now killed):\n{desc}");
+    }
+}
+
+/// The host's mount table lines (mount point + source), for before/after
+/// comparisons.
+pub fn host_mounts() -> BTreeSet<String> {
+    fs::read_to_string("/proc/self/mountinfo")
+        .expect("read /proc/self/mountinfo")
+        .lines()
+        .map(|l| {
+            // drop the mount id / parent id, which are not interesting
+            l.split_whitespace().skip(2).collect::<Vec<_>>().join(" ")
+        })
+        .collect()
+}
+
+/// Assert that no host mount mentions `needle` (e.g. a test's temp dir).
+#[track_caller]
+pub fn assert_no_host_mount_mentions(needle: &str) {
+    let bad: Vec<String> = host_mounts().into_iter().filter(|l| l.contains(needle)).collect();
+    assert!(bad.is_empty(), "host mount table mentions {needle} after the run:\n{}", bad.join("\n"));
+}
+
+/// All directories whose name contains "corral" under the cgroup hierarchies
+/// (depth-limited), with their child directories.
+pub fn corral_cgroup_dirs() -> Vec<(PathBuf, Vec<PathBuf>)> {
+    fn walk(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, Vec<PathBuf>)>) {
+        if depth == 0 {
+            return;
+        }
+        let Ok(rd) = fs::read_dir(dir) else { return };
+        for e in rd.flatten() {
+            let Ok(ft) = e.file_type() else { continue };
+            if !ft.is_dir() {
+                continue;
+            }
+            let p = e.path();
+            if e.file_name().to_string_lossy().contains("corral") {
+                let kids: Vec<PathBuf> = fs::read_dir(&p)
+                    .map(|rd| {
+                        rd.flatten()
+                            .filter(|k| k.file_type().map(|t| t.is_dir()).unwrap_or(false))
+                            .map(|k| k.path())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.push((p, kids));
+            } else {
+                walk(&p, depth - 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(Path::new("/sys/fs/cgroup"), 5, &mut out);
+    out
+}
+
+/// Describe a cgroup directory's processes (for failure messages).
+pub fn describe_cgroup(dir: &Path) -> String {
+    let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    let mut s = format!("{}:", dir.display());
+    for pid in procs.split_whitespace() {
+        let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        s.push_str(&format!(" [{pid}: {}]", String::from_utf8_lossy(&cmd).replace('\0', " ")));
+    }
+    s
+}
+
+/// The cgroup paths (controller list -> path) of a host process.
+pub fn proc_cgroups(pid: i32) -> Vec<(String, String)> {
+    fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.splitn(3, ':');
+            let _id = it.next()?;
+            let ctrl = it.next()?.to_string();
+            let path = it.next()?.to_string();
+            Some((ctrl, path))
+        })
+        .collect()
+}
+
+/// The mount point of a cgroup v1 controller (e.g. "memory") or of the
+/// unified hierarchy (ctrl "").
+pub fn cgroup_mount(ctrl: &str) -> Option<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    for l in info.lines() {
+        let (pre, post) = l.split_once(" - ")?;
+        let mut post_it = post.split_whitespace();
+        let fstype = post_it.next()?;
+        let _src = post_it.next()?;
+        let opts = post_it.next().unwrap_or("");
+        let mp = pre.split_whitespace().nth(4)?;
+        if ctrl.is_empty() && fstype == "cgroup2" {
+            return Some(PathBuf::from(mp));
+        }
+        if fstype == "cgroup" && !ctrl.is_empty() {
+            if opts.split(',').any(|o| o == ctrl) {
+                return Some(PathBuf::from(mp));
+            }
+        }
+    }
+    None
+}
+
+/// Minimal standard base64 decoder (the JSON's *_base64 fields).
+pub fn b64decode(s: &str) -> Vec<u8> {
+    fn val(c: u8) -> u32 {
+        match c {
+            b'A'..=b'Z' => (c - b'A') as u32,
+            b'a'..=b'z' => (c - b'a' + 26) as u32,
+            b'0'..=b'9' => (c - b'0' + 52) as u32,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => panic!("invalid base64 character {:?}", c as char),
+        }
+    }
+    let clean: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=').collect();
+    let mut out = Vec::with_capacity(clean.len() * 3 / 4);
+    for chunk in clean.chunks(4) {
+        let mut acc = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            acc |= val(c) << (18 - 6 * i);
+        }
+        out.push((acc >> 16) as u8);
+        if chunk.len() > 2 {
+            out.push((acc >> 8) as u8);
+        }
+        if chunk.len() > 3 {
+            out.push(acc as u8);
+        }
+    }
+    out
+}
+
+/// Start a host process whose cmdline carries `marker`: `sh -c 'sleep 60; :' marker`.
+pub fn spawn_host_sleeper(marker: &str) -> std::process::Child {
+    Command::new("/bin/sh")
+        .args(["-c", "sleep 60; :"])
+        .arg(marker)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn host sleeper")
+}
+
+pub fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+pub const PY: &str = "/usr/bin/python3";
+pub const SH: &str = "/bin/sh";
+pub fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}

@@ -1,0 +1,1206 @@
+//! Containment tests: every hostile program in `tests/containment/` is run
+//! through `corral run --json` with tight limits; each test asserts that the
+//! attack failed (the specific status and/or the program's own report) and
+//! that the host is unchanged afterwards (no leftover process carrying the
+//! test's marker, no leftover files, no host mount of the test's folders, and
+//! — in `host_state_unchanged_after_attacks`, which runs alone — no new host
+//! mounts and no leftover cgroups).
+//!
+//! Hostile programs print "ESCAPED..." when an attack worked and
+//! "BLOCKED..." when it failed; no test accepts an "ESCAPED" line.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The working dir as `--dir` argument.
+fn d(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+/// Run `corral run --json ARGS` and return the outcome (timeout = generous).
+fn run(args: &[String], timeout: Duration) -> Outcome {
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    run_json(&a, timeout)
+}
+
+fn strs(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// Common host-side checks after a run that used `marker` in argv and `dir`
+/// as its --dir: no process left, no host mount of the folder.
+#[track_caller]
+fn host_unchanged(marker: &str, dir: &Path) {
+    assert_no_host_procs(marker);
+    assert_no_host_mount_mentions(dir.to_str().unwrap());
+}
+
+fn has_line(o: &Outcome, prefix: &str) -> bool {
+    o.stdout().lines().any(|l| l.starts_with(prefix))
+}
+
+fn statvfs_free(path: &str) -> u64 {
+    let c = std::ffi::CString::new(path).unwrap();
+    // SAFETY: zeroed statvfs is a valid out-parameter; c is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: see above.
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    assert_eq!(r, 0, "statvfs {path}");
+    st.f_bavail as u64 * st.f_frsize as u64
+}
+
+// ---------------------------------------------------------------- bombs
+
+#[test]
+fn fork_bomb_is_capped_by_pids_limit() {
+    let _g = shared();
+    let w = workdir();
+    compile("forkbomb", w.path());
+    let m = marker("forkbomb");
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--pids", "16", "--wall-time", "5s", "--cpu-time", "5s", "--memory", "128M",
+            "--", "./forkbomb", &m]),
+        secs(60),
+    );
+    o.assert_no_escape();
+    o.assert_status("ok");
+    let line = o
+        .lines()
+        .into_iter()
+        .find(|l| l.starts_with("BLOCKED: fork failed"))
+        .unwrap_or_else(|| panic!("fork bomb did not report a failed fork\n{}", o.describe()))
+        .to_string();
+    assert!(line.contains("errno=EAGAIN"), "fork must fail with EAGAIN: {line}\n{}", o.describe());
+    let n: usize = line.rsplit("after ").next().unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    assert!(n < 16, "the parent alone forked {n} children under --pids 16\n{}", o.describe());
+    assert_eq!(o.limit("pids"), Some(16), "limits.pids\n{}", o.describe());
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn shell_fork_bomb_is_stopped_and_leaves_nothing() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("forkbomb.sh", w.path());
+    let m = marker("shbomb");
+    let start = Instant::now();
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--pids", "16", "--wall-time", "3s", "--cpu-time", "3s", "--memory", "128M",
+            "--", SH, "forkbomb.sh", &m]),
+        secs(60),
+    );
+    // The bomb never ends by itself: only a limit can end it.
+    o.assert_status_in(&["wall_time_limit", "time_limit"]);
+    assert!(start.elapsed() < secs(20), "corral took {:?} to stop a fork bomb with --wall-time 3s", start.elapsed());
+    host_unchanged(&m, w.path());
+    // the host can still fork
+    let st = Command::new("/bin/true").status().expect("host can still spawn processes");
+    assert!(st.success());
+}
+
+#[test]
+fn thread_bomb_is_capped_by_pids_limit() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("threadbomb.py", w.path());
+    let m = marker("threadbomb");
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--pids", "16", "--wall-time", "10s", "--cpu-time", "5s", "--memory", "512M",
+            "--", PY, "threadbomb.py", &m]),
+        secs(60),
+    );
+    o.assert_no_escape();
+    o.assert_status("ok");
+    let line = o
+        .lines()
+        .into_iter()
+        .find(|l| l.starts_with("BLOCKED: can't start thread after"))
+        .unwrap_or_else(|| panic!("thread bomb did not report a failure\n{}", o.describe()))
+        .to_string();
+    let n: usize = line
+        .trim_start_matches("BLOCKED: can't start thread after ")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(n < 16, "started {n} threads under --pids 16\n{}", o.describe());
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn memory_bomb_hits_memory_limit() {
+    let _g = shared();
+    let w = workdir();
+    compile("membomb", w.path());
+    let m = marker("membomb");
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--memory", "64M", "--pids", "16", "--wall-time", "20s", "--cpu-time", "10s",
+            "--", "./membomb", &m]),
+        secs(90),
+    );
+    o.assert_no_escape();
+    o.assert_status("memory_limit");
+    let peak = o.int("memory_peak_bytes");
+    if let Some(peak) = peak {
+        // the peak may slightly exceed the limit (kernel memory, page cache) but not by much
+        assert!(peak <= 96 * 1024 * 1024, "memory_peak_bytes {peak} far above --memory 64M\n{}", o.describe());
+    } else {
+        panic!("memory_peak_bytes missing or not an integer\n{}", o.describe());
+    }
+    host_unchanged(&m, w.path());
+}
+
+// ---------------------------------------------------------------- disk
+
+#[test]
+fn disk_fill_in_working_dir_gets_enospc() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("diskfill.py", w.path());
+    let m = marker("diskfill");
+    let root_free = statvfs_free("/");
+    let shm_free = statvfs_free("/dev/shm");
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--disk", "8M", "--memory", "256M", "--wall-time", "20s", "--cpu-time", "10s",
+            "--", PY, "diskfill.py", "/home/sandbox", "2048", &m]),
+        secs(90),
+    );
+    o.assert_no_escape();
+    o.assert_status("ok");
+    let line = o
+        .lines()
+        .into_iter()
+        .find(|l| l.starts_with("BLOCKED: "))
+        .unwrap_or_else(|| panic!("disk fill did not report a failure\n{}", o.describe()))
+        .to_string();
+    assert!(line.starts_with("BLOCKED: ENOSPC"), "expected ENOSPC, got {line}\n{}", o.describe());
+    let wrote: u64 = line.rsplit("wrote=").next().unwrap().trim().parse().unwrap();
+    assert!(wrote <= 8 * 1024 * 1024, "wrote {wrote} bytes into an 8M working dir\n{}", o.describe());
+    // the host's disk and shared memory did not absorb the data
+    let root_after = statvfs_free("/");
+    let shm_after = statvfs_free("/dev/shm");
+    assert!(root_after + (512 << 20) > root_free, "host / lost {} MiB", (root_free - root_after) >> 20);
+    assert!(shm_after + (512 << 20) > shm_free, "host /dev/shm lost {} MiB", (shm_free - shm_after) >> 20);
+    // nothing of the working dir came back to the host folder
+    let names: Vec<_> = fs::read_dir(w.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(names.len(), 1, "the host --dir folder changed: {names:?}");
+    host_unchanged(&m, w.path());
+}
+
+/// Filling the in-sandbox tmpfs mounts must stop (ENOSPC or the memory
+/// limit, as tmpfs pages are charged to the run) long before 2 GiB.
+fn fill_tmpfs(path: &str) {
+    let _g = shared();
+    let w = workdir();
+    copy_program("diskfill.py", w.path());
+    let m = marker("tmpfill");
+    let root_free = statvfs_free("/");
+    let shm_free = statvfs_free("/dev/shm");
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--disk", "8M", "--memory", "128M", "--wall-time", "30s", "--cpu-time", "20s",
+            "--", PY, "diskfill.py", path, "2048", &m]),
+        secs(120),
+    );
+    o.assert_no_escape();
+    o.assert_status_in(&["ok", "memory_limit"]);
+    if o.status() == "ok" {
+        assert!(has_line(&o, "BLOCKED: ENOSPC"), "filling {path}: expected ENOSPC\n{}", o.describe());
+    }
+    let root_after = statvfs_free("/");
+    let shm_after = statvfs_free("/dev/shm");
+    assert!(root_after + (512 << 20) > root_free, "host / lost {} MiB", (root_free - root_after) >> 20);
+    assert!(shm_after + (512 << 20) > shm_free, "host /dev/shm lost {} MiB", (shm_free - shm_after) >> 20);
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn disk_fill_in_tmp_is_bounded() {
+    fill_tmpfs("/tmp");
+}
+
+#[test]
+fn disk_fill_in_dev_shm_is_bounded() {
+    fill_tmpfs("/dev/shm");
+}
+
+#[test]
+fn disk_fill_in_var_tmp_is_bounded() {
+    fill_tmpfs("/var/tmp");
+}
+
+#[test]
+fn inode_exhaustion_gets_enospc() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("inodes.py", w.path());
+    let m = marker("inodes");
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--disk", "8M", "--memory", "512M", "--wall-time", "60s", "--cpu-time", "30s",
+            "--", PY, "inodes.py", "/home/sandbox", "1000000", &m]),
+        secs(150),
+    );
+    o.assert_no_escape();
+    o.assert_status("ok");
+    let line = o
+        .lines()
+        .into_iter()
+        .find(|l| l.starts_with("BLOCKED: "))
+        .unwrap_or_else(|| panic!("inode exhaustion did not report a failure\n{}", o.describe()))
+        .to_string();
+    assert!(line.starts_with("BLOCKED: ENOSPC"), "expected ENOSPC from the inode limit, got {line}\n{}", o.describe());
+    host_unchanged(&m, w.path());
+}
+
+// ---------------------------------------------------------------- output
+
+fn output_flood(mode: &str) {
+    let _g = shared();
+    let w = workdir();
+    compile("outflood", w.path());
+    let m = marker("outflood");
+    let start = Instant::now();
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--output", "1M", "--wall-time", "20s", "--cpu-time", "10s",
+            "--", "./outflood", &m, mode]),
+        secs(90),
+    );
+    o.assert_status("output_limit");
+    assert!(start.elapsed() < secs(15), "output flood took {:?} to stop", start.elapsed());
+    let limit = o.limit_bytes("output").unwrap_or_else(|| panic!("limits.output missing\n{}", o.describe()));
+    assert_eq!(limit, 1 << 20, "limits.output is not 1M\n{}", o.describe());
+    let (field, trunc, ch) = if mode == "stderr" {
+        ("stderr", "stderr_truncated", 'E')
+    } else {
+        ("stdout", "stdout_truncated", 'A')
+    };
+    let s = o.json[field].as_str().unwrap_or_else(|| panic!("{field} missing\n{}", o.describe()));
+    assert!(s.len() as i64 <= limit, "{field} holds {} bytes, more than the {limit} byte limit", s.len());
+    assert!(s.len() >= 64 * 1024, "{field} holds only {} bytes of a flood", s.len());
+    assert!(s.chars().all(|c| c == ch), "{field} contains bytes the program never wrote");
+    assert_eq!(o.json[trunc], serde_json::Value::Bool(true), "{trunc} must be true\n{}", o.describe());
+    if let Some(script) = o.json["script"].as_str() {
+        assert!(script.len() as i64 <= 2 * limit, "script holds {} bytes", script.len());
+    }
+    // corral's own output stays bounded too
+    assert!(
+        o.raw.stdout.len() as i64 <= 5 * limit,
+        "corral printed {} bytes for a {limit} byte output limit",
+        o.raw.stdout.len()
+    );
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn output_flood_on_stdout_is_capped() {
+    output_flood("stdout");
+}
+
+#[test]
+fn output_flood_on_stderr_is_capped() {
+    output_flood("stderr");
+}
+
+// ---------------------------------------------------------------- time
+
+#[test]
+fn cpu_spin_hits_time_limit() {
+    let _g = shared();
+    let w = workdir();
+    compile("cpuspin", w.path());
+    let m = marker("cpuspin");
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--cpu-time", "1s", "--wall-time", "20s", "--", "./cpuspin", &m, "spin"]),
+        secs(90),
+    );
+    o.assert_status("time_limit");
+    let cpu = o.int("cpu_time_ms").unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
+    assert!(cpu >= 500, "killed after only {cpu} ms of CPU with --cpu-time 1s\n{}", o.describe());
+    assert!(cpu <= 1500, "used {cpu} ms of CPU with --cpu-time 1s\n{}", o.describe());
+    assert_eq!(o.limit_ms("cpu_time"), Some(1000), "limits.cpu_time (ms)\n{}", o.describe());
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn cpu_limit_cannot_be_evaded_by_forking() {
+    let _g = shared();
+    let w = workdir();
+    compile("cpuspin", w.path());
+    let m = marker("cpufork");
+    // 8 children x 0.9 s of CPU each = 7.2 s, no child ever reaches 1 s
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--cpu-time", "1s", "--wall-time", "30s", "--pids", "32",
+            "--", "./cpuspin", &m, "fork", "8"]),
+        secs(90),
+    );
+    o.assert_no_escape();
+    o.assert_status("time_limit");
+    let cpu = o.int("cpu_time_ms").unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
+    assert!(cpu <= 2000, "the run used {cpu} ms of CPU with --cpu-time 1s\n{}", o.describe());
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn cpu_limit_counts_all_threads() {
+    let _g = shared();
+    let w = workdir();
+    compile("cpuspin", w.path());
+    let m = marker("cputhreads");
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--cpu-time", "1s", "--wall-time", "30s", "--pids", "32",
+            "--", "./cpuspin", &m, "threads", "4"]),
+        secs(90),
+    );
+    o.assert_no_escape();
+    o.assert_status("time_limit");
+    let cpu = o.int("cpu_time_ms").unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
+    assert!(cpu <= 2000, "the run used {cpu} ms of CPU with --cpu-time 1s\n{}", o.describe());
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn sleep_past_wall_limit() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("sleeper.sh", w.path());
+    let m = marker("sleeper");
+    let start = Instant::now();
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--wall-time", "1s", "--cpu-time", "5s", "--", SH, "sleeper.sh", &m]),
+        secs(60),
+    );
+    o.assert_no_escape();
+    o.assert_status("wall_time_limit");
+    let wall = o.int("wall_time_ms").unwrap_or_else(|| panic!("wall_time_ms missing\n{}", o.describe()));
+    assert!((900..=3000).contains(&wall), "wall_time_ms {wall} for --wall-time 1s\n{}", o.describe());
+    assert!(start.elapsed() < secs(10), "corral took {:?} for --wall-time 1s", start.elapsed());
+    assert!(o.stdout().contains("SLEEPING"), "the program did not start\n{}", o.describe());
+    host_unchanged(&m, w.path());
+}
+
+// ---------------------------------------------------------------- process escape
+
+#[test]
+fn daemonized_orphan_does_not_outlive_the_run() {
+    let _g = shared();
+    let w = workdir();
+    compile("daemon", w.path());
+    let m = marker("daemon");
+    let start = Instant::now();
+    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "20s", "--", "./daemon", &m]), secs(60));
+    o.assert_status("ok");
+    assert!(o.stdout().contains("DAEMON STARTED"), "the daemon did not start\n{}", o.describe());
+    // the run ends with the main program, not at the wall limit
+    assert!(start.elapsed() < secs(15), "corral waited {:?} for a daemon", start.elapsed());
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn stopped_child_does_not_outlive_the_run() {
+    let _g = shared();
+    let w = workdir();
+    compile("stopped", w.path());
+    let m = marker("stopchild");
+    let start = Instant::now();
+    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "20s", "--", "./stopped", &m, "child"]), secs(60));
+    o.assert_status("ok");
+    assert!(o.stdout().contains("CHILD STOPPED 1"), "the child did not stop itself\n{}", o.describe());
+    assert!(start.elapsed() < secs(15), "corral waited {:?} for a stopped child", start.elapsed());
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn stopped_main_program_ends_at_wall_limit() {
+    let _g = shared();
+    let w = workdir();
+    compile("stopped", w.path());
+    let m = marker("stopself");
+    let start = Instant::now();
+    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "2s", "--", "./stopped", &m, "self"]), secs(60));
+    o.assert_no_escape();
+    o.assert_status("wall_time_limit");
+    assert!(start.elapsed() < secs(15), "corral took {:?} with --wall-time 2s", start.elapsed());
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn host_process_cannot_be_killed_or_traced() {
+    let _g = shared();
+    let w = workdir();
+    compile("killhost", w.path());
+    let m = marker("killhost");
+    let host_m = marker("hostvictim");
+    let mut victim = spawn_host_sleeper(&host_m);
+    let vpid = victim.id().to_string();
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--pids", "16", "--", "./killhost", &m, &vpid]),
+        secs(60),
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let alive = victim.try_wait().expect("try_wait").is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(alive, "the host process {vpid} was killed from inside the sandbox\n{}", o.describe());
+    o.assert_no_escape();
+    assert!(has_line(&o, "BLOCKED: kill-hostpid"), "kill(hostpid) not reported blocked\n{}", o.describe());
+    assert!(has_line(&o, "ALIVE after kill-init"), "program did not survive its own kill(-1)/kill(1)\n{}", o.describe());
+    // ptrace: killed by seccomp (preferred) or refused
+    o.assert_status_in(&["blocked_syscall", "ok"]);
+    if o.status() == "blocked_syscall" {
+        assert_eq!(o.json["blocked_syscall"].as_str(), Some("ptrace"), "{}", o.describe());
+    } else {
+        assert!(has_line(&o, "BLOCKED: ptrace-hostpid"), "{}", o.describe());
+        assert!(has_line(&o, "BLOCKED: ptrace-init"), "{}", o.describe());
+    }
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn host_processes_are_invisible() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("procs.py", w.path());
+    let m = marker("procs");
+    let host_m = marker("hostvisible");
+    let mut victim = spawn_host_sleeper(&host_m);
+    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--", PY, "procs.py", &m]), secs(60));
+    let _ = victim.kill();
+    let _ = victim.wait();
+    o.assert_status("ok");
+    assert!(o.stdout().contains("DONE"), "{}", o.describe());
+    assert!(!o.stdout().contains(&host_m), "a host process is visible in the sandbox\n{}", o.describe());
+    let procs: Vec<&str> = o.lines().into_iter().filter(|l| l.starts_with("PROC ")).collect();
+    assert!(procs.len() <= 4, "the sandbox sees {} processes: {procs:#?}", procs.len());
+    for l in &procs {
+        for bad in ["cargo", "containment-", "corral run", "/sbin/init", "systemd", "process_api"] {
+            assert!(!l.contains(bad), "host process visible in the sandbox: {l}");
+        }
+    }
+    host_unchanged(&m, w.path());
+}
+
+// ---------------------------------------------------------------- files
+
+/// Host fixtures for the secret-reading test, removed on drop.
+struct HostSecrets {
+    secret: String,
+    files: Vec<PathBuf>,
+    dirs: Vec<PathBuf>,
+}
+
+impl Drop for HostSecrets {
+    fn drop(&mut self) {
+        for f in &self.files {
+            let _ = fs::remove_file(f);
+        }
+        for d in &self.dirs {
+            let _ = fs::remove_dir_all(d);
+        }
+    }
+}
+
+#[test]
+fn host_secrets_are_not_readable() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("readsecrets.py", w.path());
+    let m = marker("secrets");
+    let secret = format!("TOPSECRET_{m}");
+    let mut hs = HostSecrets { secret: secret.clone(), files: vec![], dirs: vec![] };
+    // world-readable secrets in places the sandbox must not see at all
+    let homedir = PathBuf::from(format!("/home/corraltest_{m}"));
+    fs::create_dir(&homedir).unwrap();
+    fs::set_permissions(&homedir, fs::Permissions::from_mode(0o755)).unwrap();
+    hs.dirs.push(homedir.clone());
+    let mut secret_files = vec![homedir.join("secret.txt")];
+    for dir in ["/root", "/work", "/srv", "/var", "/var/tmp", "/tmp", "/opt"] {
+        if Path::new(dir).is_dir() {
+            secret_files.push(Path::new(dir).join(format!("corraltest_{m}.txt")));
+        }
+    }
+    for f in &secret_files {
+        fs::write(f, &hs.secret).unwrap();
+        fs::set_permissions(f, fs::Permissions::from_mode(0o644)).unwrap();
+        if !f.starts_with(&homedir) {
+            hs.files.push(f.clone());
+        }
+    }
+    let host_shadow = fs::read("/etc/shadow").expect("the host must have /etc/shadow for this test");
+    let mut args = strs(&["--dir", &d(w.path()), "--wall-time", "20s", "--", PY, "readsecrets.py"]);
+    let mut targets: Vec<String> = strs(&[
+        "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/ssh", "/root", "/home", "/work", "/work/main", "/srv",
+        "/var", "/mnt", "/media", "/opt", "/boot",
+    ]);
+    for e in fs::read_dir("/home").unwrap().flatten() {
+        targets.push(e.path().to_str().unwrap().to_string());
+    }
+    for f in &secret_files {
+        targets.push(f.to_str().unwrap().to_string());
+    }
+    args.extend(targets.iter().cloned());
+    let o = run(&args, secs(60));
+    o.assert_status("ok");
+    let out = format!("{}\n{}", o.stdout(), o.stderr());
+    let secret_hex: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
+    assert!(!out.contains(&secret) && !out.contains(&secret_hex), "a host secret was read\n{}", o.describe());
+    // parts of the host's shadow file (password hashes) must not show up
+    let shadow_hex: String = host_shadow.iter().take(64).map(|b| format!("{b:02x}")).collect();
+    assert!(!out.contains(&shadow_hex), "/etc/shadow of the host was read\n{}", o.describe());
+
+    let line_for = |path: &str| -> String {
+        o.lines()
+            .into_iter()
+            .find(|l| {
+                let mut it = l.split_whitespace();
+                let _kind = it.next();
+                it.next() == Some(path)
+            })
+            .unwrap_or_else(|| panic!("no report for {path}\n{}", o.describe()))
+            .to_string()
+    };
+    let listed = |l: &str| -> Vec<String> {
+        let json = l.splitn(3, ' ').nth(2).unwrap();
+        serde_json::from_str(json).unwrap()
+    };
+    for p in ["/etc/shadow", "/etc/gshadow", "/etc/shadow-"] {
+        let l = line_for(p);
+        assert!(l.starts_with("BLOCKED"), "{p} is readable in the sandbox: {l}");
+    }
+    for f in &secret_files {
+        let p = f.to_str().unwrap();
+        let l = line_for(p);
+        assert!(l.starts_with("BLOCKED"), "host file {p} is visible in the sandbox: {l}");
+    }
+    for e in fs::read_dir("/home").unwrap().flatten() {
+        let p = e.path().to_str().unwrap().to_string();
+        let l = line_for(&p);
+        assert!(l.starts_with("BLOCKED"), "host home {p} is visible in the sandbox: {l}");
+    }
+    // directories: absent, unreadable, or without host content
+    let allowed: &[(&str, &[&str])] = &[
+        ("/root", &[]),
+        ("/home", &["sandbox"]),
+        ("/work", &[]),
+        ("/work/main", &[]),
+        ("/srv", &[]),
+        ("/var", &["tmp"]),
+        ("/mnt", &[]),
+        ("/media", &[]),
+        ("/opt", &[]),
+        ("/boot", &[]),
+        ("/etc/ssh", &[]),
+    ];
+    for (p, ok) in allowed {
+        let l = line_for(p);
+        if l.starts_with("LISTED") {
+            let entries = listed(&l);
+            let extra: Vec<&String> = entries.iter().filter(|e| !ok.contains(&e.as_str())).collect();
+            assert!(extra.is_empty(), "{p} shows host entries {extra:?} in the sandbox: {l}");
+        }
+    }
+    drop(hs);
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn writes_outside_working_dir_fail() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("writeout.sh", w.path());
+    let m = marker("writeout");
+    let dirs = [
+        "/", "/usr", "/usr/bin", "/usr/lib", "/usr/local", "/bin", "/lib", "/etc", "/proc", "/proc/sys/kernel", "/dev",
+        "/home", "/var", "/sys",
+    ];
+    let files = [
+        "/etc/passwd", "/etc/hosts", "/etc/group", "/usr/bin/env", "/bin/sh", "/proc/sys/kernel/core_pattern",
+        "/proc/sys/kernel/hostname", "/proc/sys/kernel/domainname", "/proc/sys/vm/drop_caches",
+        "/proc/sys/kernel/modprobe", "/proc/sysrq-trigger", "/proc/1/mem",
+    ];
+    let core_before = fs::read("/proc/sys/kernel/core_pattern").unwrap();
+    let host_before = fs::read("/proc/sys/kernel/hostname").unwrap();
+    let mut args = strs(&["--dir", &d(w.path()), "--wall-time", "20s", "--", SH, "writeout.sh", &m, "-d"]);
+    args.extend(strs(&dirs));
+    args.push("/home/sandbox".into()); // control: must work
+    args.push("/tmp".into()); // control: must work
+    args.push("-f".into());
+    args.extend(strs(&files));
+    let o = run(&args, secs(60));
+    o.assert_status("ok");
+    for l in o.lines() {
+        let control = l.ends_with(" /home/sandbox") || l.ends_with(" /tmp");
+        if control {
+            assert!(l.starts_with("ESCAPED"), "control write failed (the test is broken or the workdir is not writable): {l}\n{}", o.describe());
+        } else {
+            assert!(l.starts_with("BLOCKED"), "write outside the working dir succeeded: {l}\n{}", o.describe());
+        }
+    }
+    let n = o.lines().len();
+    assert_eq!(n, (dirs.len() + 2) * 2 + files.len(), "not every attempt was reported\n{}", o.describe());
+    // and on the host nothing appeared / changed
+    let mut leftovers = vec![];
+    for dir in dirs {
+        for p in [format!("{dir}/corral-escape-{m}"), format!("{dir}/corral-escape-dir-{m}")] {
+            let p = p.replace("//", "/");
+            if fs::symlink_metadata(&p).is_ok() {
+                let _ = fs::remove_file(&p);
+                let _ = fs::remove_dir(&p);
+                leftovers.push(p);
+            }
+        }
+    }
+    assert!(leftovers.is_empty(), "files created on the host: {leftovers:?}");
+    assert_eq!(fs::read("/proc/sys/kernel/core_pattern").unwrap(), core_before);
+    assert_eq!(fs::read("/proc/sys/kernel/hostname").unwrap(), host_before);
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn nothing_persists_between_runs() {
+    let _g = shared();
+    let w = workdir();
+    compile("persist", w.path());
+    let m = marker("persist");
+    let key = "434f5252";
+    let key_dec = u32::from_str_radix(key, 16).unwrap().to_string();
+    let first = run(&strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--", "./persist", &m, "create", key]), secs(60));
+    first.assert_status_in(&["ok", "blocked_syscall"]);
+    for p in ["/tmp", "/dev/shm", "/var/tmp"] {
+        assert!(
+            has_line(&first, &format!("CREATED {p}/persist-{m}")),
+            "the first run could not create a file in {p} (it must be writable)\n{}",
+            first.describe()
+        );
+    }
+    let second = run(&strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--", "./persist", &m, "check", key]), secs(60));
+    second.assert_status_in(&["ok", "blocked_syscall"]);
+    for l in second.lines() {
+        assert!(!l.starts_with("SEEN"), "state of the first run is visible in the second: {l}\n{}", second.describe());
+    }
+    for p in ["/tmp", "/dev/shm", "/var/tmp"] {
+        assert!(has_line(&second, &format!("GONE {p}/persist-{m}")), "{}", second.describe());
+        assert!(
+            fs::symlink_metadata(format!("{p}/persist-{m}")).is_err(),
+            "{p}/persist-{m} exists on the host"
+        );
+    }
+    // the host's SysV IPC namespace has no object with the key
+    for f in ["/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem"] {
+        let t = fs::read_to_string(f).unwrap_or_default();
+        for l in t.lines().skip(1) {
+            assert_ne!(l.split_whitespace().next(), Some(key_dec.as_str()), "host {f} has the sandbox's key: {l}");
+        }
+    }
+    // and no POSIX message queue of that name on the host
+    let name = std::ffi::CString::new(format!("/persist-{m}")).unwrap();
+    // SAFETY: valid C string; O_RDONLY without O_CREAT takes no further args.
+    let q = unsafe { libc::mq_open(name.as_ptr(), libc::O_RDONLY) };
+    if q >= 0 {
+        // SAFETY: q is a valid mqd_t we just opened; unlink the leftover.
+        unsafe {
+            libc::mq_close(q);
+            libc::mq_unlink(name.as_ptr());
+        }
+        panic!("the sandbox created POSIX message queue /persist-{m} on the host");
+    }
+    host_unchanged(&m, w.path());
+}
+
+// ---------------------------------------------------------------- network
+
+#[test]
+fn network_is_off_by_default() {
+    use std::os::linux::net::SocketAddrExt;
+    let _g = shared();
+    let w = workdir();
+    copy_program("netconnect.py", w.path());
+    let m = marker("net");
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let udp = std::net::UdpSocket::bind(("127.0.0.1", port)).expect("bind udp on the same port");
+    udp.set_nonblocking(true).unwrap();
+    let abs_name = format!("corral-test-{m}");
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(abs_name.as_bytes()).unwrap();
+    let abs = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    abs.set_nonblocking(true).unwrap();
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--wall-time", "20s", "--", PY, "netconnect.py", "127.0.0.1", &port.to_string(), &abs_name]),
+        secs(60),
+    );
+    o.assert_status("ok");
+    assert!(has_line(&o, "BLOCKED tcp"), "TCP connect to the host loopback was not blocked\n{}", o.describe());
+    assert!(has_line(&o, "BLOCKED abstract"), "the host's abstract unix socket is reachable\n{}", o.describe());
+    // whatever the program thinks, nothing reached the host
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(tcp.accept().is_err(), "the host listener accepted a connection from the sandbox");
+    let mut buf = [0u8; 256];
+    assert!(udp.recv_from(&mut buf).is_err(), "a UDP datagram from the sandbox reached the host");
+    assert!(abs.accept().is_err(), "the host abstract socket accepted a connection from the sandbox");
+    host_unchanged(&m, w.path());
+}
+
+// ---------------------------------------------------------------- syscalls
+
+fn blocked_syscall(name: &str, expect_syscall: &str, allow_errno: &[&str]) {
+    let _g = shared();
+    let w = workdir();
+    compile("syscalls", w.path());
+    let m = marker(name);
+    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--", "./syscalls", &m, name]), secs(60));
+    o.assert_no_escape();
+    assert!(o.stdout().contains(&format!("TRYING {name}")), "the program did not get to the syscall\n{}", o.describe());
+    if allow_errno.is_empty() || o.status() != "ok" {
+        o.assert_status("blocked_syscall");
+        assert_eq!(
+            o.json["blocked_syscall"].as_str(),
+            Some(expect_syscall),
+            "blocked_syscall must name the syscall\n{}",
+            o.describe()
+        );
+        assert!(o.json["exit_code"].is_null(), "exit_code must be null when killed\n{}", o.describe());
+    } else {
+        let l = o
+            .lines()
+            .into_iter()
+            .find(|l| l.starts_with("BLOCKED: "))
+            .unwrap_or_else(|| panic!("no report from the program\n{}", o.describe()))
+            .to_string();
+        assert!(
+            allow_errno.iter().any(|e| l.contains(&format!(" {e} "))),
+            "{name} failed with an unexpected error: {l} (allowed: killed, or {allow_errno:?})\n{}",
+            o.describe()
+        );
+    }
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn mount_is_blocked() {
+    blocked_syscall("mount", "mount", &[]);
+}
+#[test]
+fn umount2_is_blocked() {
+    blocked_syscall("umount2", "umount2", &[]);
+}
+#[test]
+fn unshare_is_blocked() {
+    blocked_syscall("unshare", "unshare", &[]);
+}
+#[test]
+fn unshare_user_namespace_is_blocked() {
+    blocked_syscall("unshare_user", "unshare", &[]);
+}
+#[test]
+fn setns_is_blocked() {
+    blocked_syscall("setns", "setns", &[]);
+}
+#[test]
+fn pivot_root_is_blocked() {
+    blocked_syscall("pivot_root", "pivot_root", &["EPERM"]);
+}
+#[test]
+fn chroot_is_blocked() {
+    blocked_syscall("chroot", "chroot", &["EPERM"]);
+}
+#[test]
+fn clone_new_user_namespace_is_blocked() {
+    blocked_syscall("clone_newuser", "clone", &["EPERM"]);
+}
+#[test]
+fn keyctl_is_blocked() {
+    blocked_syscall("keyctl", "keyctl", &[]);
+}
+#[test]
+fn add_key_is_blocked() {
+    blocked_syscall("add_key", "add_key", &[]);
+}
+#[test]
+fn bpf_is_blocked() {
+    blocked_syscall("bpf", "bpf", &[]);
+}
+#[test]
+fn userfaultfd_is_blocked() {
+    blocked_syscall("userfaultfd", "userfaultfd", &[]);
+}
+#[test]
+fn perf_event_open_is_blocked() {
+    blocked_syscall("perf_event_open", "perf_event_open", &[]);
+}
+#[test]
+fn io_uring_setup_is_blocked_or_enosys() {
+    blocked_syscall("io_uring_setup", "io_uring_setup", &["ENOSYS"]);
+}
+
+fn foreign_abi(mode: &str) {
+    let _g = shared();
+    let w = workdir();
+    let bin = compile("abi", w.path());
+    // Precondition on the host: is this ABI reachable at all?
+    let host = Command::new(&bin).args(["host", mode]).output().unwrap();
+    let host_out = String::from_utf8_lossy(&host.stdout).to_string();
+    if mode == "i386" {
+        assert!(
+            host_out.contains("ESCAPED: i386 unshare returned 0"),
+            "precondition: the host kernel must run i386 syscalls (CONFIG_IA32_EMULATION) for this test to \
+             mean anything; host run printed: {host_out}"
+        );
+    }
+    let m = marker(mode);
+    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--", "./abi", &m, mode]), secs(60));
+    o.assert_no_escape();
+    assert!(o.stdout().contains(&format!("TRYING {mode}")), "{}", o.describe());
+    // killed and reported by seccomp, or refused with an error
+    o.assert_status_in(&["blocked_syscall", "ok"]);
+    if o.status() == "ok" {
+        assert!(has_line(&o, &format!("BLOCKED: {mode}")), "{}", o.describe());
+    } else {
+        let name = o.json["blocked_syscall"].as_str().unwrap_or("");
+        assert!(!name.is_empty(), "blocked_syscall must say what was blocked\n{}", o.describe());
+    }
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn i386_syscall_abi_is_blocked() {
+    foreign_abi("i386");
+}
+
+#[test]
+fn x32_syscall_abi_is_blocked() {
+    foreign_abi("x32");
+}
+
+// ---------------------------------------------------------------- privileges
+
+#[test]
+fn setuid_binaries_give_no_privilege() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("setuid.sh", w.path());
+    let probe = compile("suid_probe", w.path());
+    let id_suid = w.path().join("id-suid");
+    fs::copy("/usr/bin/id", &id_suid).expect("copy /usr/bin/id");
+    for p in [&probe, &id_suid] {
+        std::os::unix::fs::chown(p, Some(0), Some(0)).unwrap();
+        fs::set_permissions(p, fs::Permissions::from_mode(0o4755)).unwrap();
+    }
+    // the same probe, root-owned setuid, bind-mounted from the host
+    let suid_dir = workdir();
+    let probe2 = compile("suid_probe", suid_dir.path());
+    fs::set_permissions(&probe2, fs::Permissions::from_mode(0o4755)).unwrap();
+    assert_eq!(fs::metadata(&probe2).unwrap().mode() & 0o4000, 0o4000);
+    let m = marker("setuid");
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--ro-bind", &format!("{}:/opt/suid", d(suid_dir.path())), "--wall-time", "20s",
+            "--pids", "32", "--", SH, "setuid.sh", &m, "/opt/suid/suid_probe"]),
+        secs(60),
+    );
+    o.assert_status("ok");
+    o.assert_no_escape();
+    let probes = o.stdout().matches("BLOCKED: euid=").count();
+    assert_eq!(probes, 2, "both setuid probes must have run and reported\n{}", o.describe());
+    assert!(has_line(&o, "BLOCKED: ./id-suid -u"), "{}", o.describe());
+    let uid_line = o.lines().into_iter().find(|l| l.starts_with("UID ")).unwrap_or_else(|| panic!("{}", o.describe())).to_string();
+    assert_ne!(uid_line, "UID 0", "the sandbox runs as root");
+    assert_no_host_mount_mentions(suid_dir.path().to_str().unwrap());
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn init_environ_and_host_secrets_do_not_leak() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("environ.py", w.path());
+    let m = marker("environ");
+    let secret = format!("hunter2_{m}");
+    let mut cmd = corral_cmd();
+    cmd.env("SECRET_TOKEN", &secret).env("AWS_SECRET_ACCESS_KEY", &secret);
+    let o = run_json_with(
+        cmd,
+        &["--dir", &d(w.path()), "--wall-time", "20s", "--", PY, "environ.py", &m],
+        secs(60),
+    );
+    o.assert_status("ok");
+    let all = serde_json::to_string(&o.json).unwrap();
+    assert!(!all.contains(&secret), "corral's environment leaked into the sandbox\n{}", o.describe());
+    assert!(!all.contains("SECRET_TOKEN"), "corral's environment leaked into the sandbox\n{}", o.describe());
+    assert!(o.stdout().contains("ENV HOME=/home/sandbox"), "{}", o.describe());
+    // init's environment is not readable, unless pid 1 is the program itself
+    let cmd1 = o.lines().into_iter().find(|l| l.starts_with("PROC 1 cmdline")).map(str::to_string);
+    let pid1_is_program = cmd1.as_deref().map(|l| l.contains("environ.py")).unwrap_or(false);
+    if !pid1_is_program {
+        let l = o
+            .lines()
+            .into_iter()
+            .find(|l| l.starts_with("PROC 1 environ"))
+            .unwrap_or_else(|| panic!("{}", o.describe()))
+            .to_string();
+        assert!(l.starts_with("PROC 1 environ BLOCKED"), "/proc/1/environ (the sandbox's init) is readable: {l}");
+    }
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn inherited_file_descriptors_are_not_visible() {
+    let _g = shared();
+    let w = workdir();
+    compile("listfds", w.path());
+    let m = marker("fds");
+    let secret = w.path().join("host-secret.txt");
+    fs::write(&secret, "inherited secret\n").unwrap();
+    let c = std::ffi::CString::new(secret.to_str().unwrap()).unwrap();
+    // SAFETY: plain open(2)/pipe(2)/fcntl(2) calls; fds are closed below.
+    let (fd_file, fd_hi, pipe) = unsafe {
+        let f = libc::open(c.as_ptr(), libc::O_RDWR); // no O_CLOEXEC on purpose
+        assert!(f >= 0);
+        let hi = libc::fcntl(f, libc::F_DUPFD, 200); // inheritable high fd too
+        assert!(hi >= 200);
+        let mut p = [0i32; 2];
+        assert_eq!(libc::pipe(p.as_mut_ptr()), 0);
+        (f, hi, p)
+    };
+    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--", "./listfds", &m]), secs(60));
+    // SAFETY: closing the fds opened above.
+    unsafe {
+        libc::close(fd_file);
+        libc::close(fd_hi);
+        libc::close(pipe[0]);
+        libc::close(pipe[1]);
+    }
+    o.assert_status("ok");
+    assert!(o.stdout().contains("DONE"), "{}", o.describe());
+    let fds: Vec<&str> = o.lines().into_iter().filter(|l| l.starts_with("FD ")).collect();
+    let nums: BTreeSet<i32> = fds.iter().map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
+    assert_eq!(nums, BTreeSet::from([0, 1, 2]), "the program sees other fds than 0,1,2: {fds:#?}");
+    assert!(!has_line(&o, "USED"), "{}", o.describe());
+    assert!(!o.stdout().contains("host-secret"), "{}", o.describe());
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "inherited secret\n", "the host file was written through an fd");
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn copy_out_skips_planted_traps() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("plant.sh", w.path());
+    let m = marker("plant");
+    let out = tempdir();
+    let dest = out.path().join("out");
+    fs::create_dir(&dest).unwrap();
+    let host_shadow = fs::read("/etc/shadow").expect("the host must have /etc/shadow for this test");
+    let start = Instant::now();
+    let o = run(
+        &strs(&["--dir", &d(w.path()), "--copy-out", &d(&dest), "--wall-time", "10s", "--pids", "32", "--disk", "16M",
+            "--", SH, "plant.sh", &m]),
+        secs(90),
+    );
+    assert!(start.elapsed() < secs(60), "copy-out took {:?}", start.elapsed());
+    o.assert_status("ok");
+    for name in ["ok.txt", "out.txt", "etcdir", "zero", "a.txt", "result.txt", "sock", "race"] {
+        assert!(has_line(&o, &format!("PLANTED {name}")), "the program could not plant {name}\n{}", o.describe());
+    }
+    assert_eq!(fs::read_to_string(dest.join("ok.txt")).ok().as_deref(), Some("fine\n"), "ok.txt was not copied out\n{}", o.describe());
+    assert_eq!(fs::read_to_string(dest.join("sub/inner.txt")).ok().as_deref(), Some("inner\n"), "sub/inner.txt was not copied out");
+    for name in ["out.txt", "sub/deep", "etcdir", "zero", "kmsg", "a.txt", "b.txt", "result.txt", "sock"] {
+        assert!(fs::symlink_metadata(dest.join(name)).is_err(), "{name} was copied out\n{}", o.describe());
+    }
+    // nothing special anywhere in DIR, and no secret
+    fn walk(p: &Path, shadow: &[u8], found: &mut Vec<String>) {
+        for e in fs::read_dir(p).unwrap().flatten() {
+            let md = fs::symlink_metadata(e.path()).unwrap();
+            let ft = md.file_type();
+            let path = e.path().display().to_string();
+            if ft.is_dir() {
+                walk(&e.path(), shadow, found);
+            } else if ft.is_file() {
+                let data = fs::read(e.path()).unwrap();
+                if !shadow.is_empty() && (data == shadow || data.windows(16).any(|w| shadow.windows(16).any(|s| s == w) && w.contains(&b'$'))) {
+                    found.push(format!("{path}: holds /etc/shadow contents"));
+                }
+                if md.nlink() > 1 {
+                    found.push(format!("{path}: hard link (nlink {})", md.nlink()));
+                }
+            } else {
+                let kind = if ft.is_symlink() {
+                    "symlink"
+                } else if ft.is_fifo() {
+                    "fifo"
+                } else if ft.is_socket() {
+                    "socket"
+                } else {
+                    "device"
+                };
+                found.push(format!("{path}: {kind}"));
+            }
+        }
+    }
+    let mut bad = vec![];
+    walk(&dest, &host_shadow, &mut bad);
+    assert!(bad.is_empty(), "copy-out produced: {bad:#?}\n{}", o.describe());
+    if let Ok(md) = fs::symlink_metadata(dest.join("race")) {
+        assert!(md.file_type().is_file());
+        assert_eq!(fs::read_to_string(dest.join("race")).unwrap(), "innocent\n");
+    }
+    let skipped = serde_json::to_string(&o.json["copy_out_skipped"]).unwrap();
+    assert!(!o.json["copy_out_skipped"].is_null(), "copy_out_skipped missing\n{}", o.describe());
+    for name in ["out.txt", "deep", "etcdir", "zero", "kmsg", "a.txt", "b.txt", "result.txt", "sock"] {
+        assert!(skipped.contains(name), "{name} is not listed in copy_out_skipped: {skipped}");
+    }
+    // nothing was written next to DIR either
+    let siblings: Vec<_> = fs::read_dir(out.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(siblings.len(), 1, "copy-out wrote outside DIR: {siblings:?}");
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn proc_and_sys_are_masked() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("procmask.py", w.path());
+    let m = marker("procmask");
+    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "20s", "--", PY, "procmask.py", &m]), secs(60));
+    o.assert_status("ok");
+    let line = |p: &str, op: &str| -> String {
+        o.lines()
+            .into_iter()
+            .find(|l| l.starts_with(&format!("{p} {op} ")))
+            .unwrap_or_else(|| panic!("no report for {p} {op}\n{}", o.describe()))
+            .to_string()
+    };
+    for p in ["/proc/kcore", "/proc/kmsg"] {
+        let l = line(p, "read");
+        assert!(l.contains(" BLOCKED "), "{p} is readable: {l}");
+    }
+    let keys = line("/proc/keys", "read");
+    if !keys.contains(" BLOCKED ") {
+        // readable: only the sandbox user's own keys may show, none of root's
+        assert!(!keys.contains(" 0     0 ") && !keys.contains(".builtin"), "/proc/keys shows host keys: {keys}");
+    }
+    let ks = o
+        .lines()
+        .into_iter()
+        .find(|l| l.starts_with("/proc/kallsyms"))
+        .unwrap_or_else(|| panic!("{}", o.describe()))
+        .to_string();
+    assert!(ks.contains("BLOCKED") || ks.ends_with("NONZERO=0"), "kernel addresses leak: {ks}");
+    for p in [
+        "/proc/sysrq-trigger", "/proc/sys/kernel/core_pattern", "/proc/sys/kernel/hostname", "/proc/sys/vm/drop_caches",
+        "/proc/sys/kernel/modprobe", "/sys/kernel/mm/transparent_hugepage/enabled", "/sys/fs/cgroup/cgroup.procs",
+    ] {
+        let l = line(p, "open-write");
+        assert!(l.contains(" BLOCKED "), "{p} is writable: {l}");
+    }
+    host_unchanged(&m, w.path());
+}
+
+// ---------------------------------------------------------------- global host state
+
+/// Runs alone (exclusive lock): the host mount table is unchanged, the run's
+/// own cgroups are removed, and corral's base cgroup directories are empty
+/// after a series of attacks.
+#[test]
+fn host_state_unchanged_after_attacks() {
+    let _g = exclusive();
+    let mounts_before = host_mounts();
+    let w = workdir();
+    copy_program("sleeper.sh", w.path());
+    compile("forkbomb", w.path());
+    compile("daemon", w.path());
+    compile("stopped", w.path());
+
+    // 1. a run's own cgroups: observe them while it runs, check they are gone after.
+    let m = marker("cgroupwatch");
+    let dir = d(w.path());
+    let m2 = m.clone();
+    let h = std::thread::spawn(move || {
+        run(&strs(&["--dir", &dir, "--wall-time", "3s", "--pids", "16", "--memory", "64M", "--", SH, "sleeper.sh", &m2]), secs(60))
+    });
+    let deadline = Instant::now() + secs(10);
+    let mut sandboxed: Option<(i32, Vec<(String, String)>)> = None;
+    while Instant::now() < deadline && sandboxed.is_none() {
+        for (pid, cmd) in host_procs_with(&m) {
+            if cmd.starts_with("/bin/sh sleeper.sh") {
+                let cg = proc_cgroups(pid);
+                if !cg.is_empty() {
+                    sandboxed = Some((pid, cg));
+                    break;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = h.join().unwrap();
+    o.assert_status("wall_time_limit");
+    let (pid, cgs) = sandboxed.expect("never saw the sandboxed program on the host within 10 s");
+    let mine = proc_cgroups(std::process::id() as i32);
+    let mut checked = vec![];
+    for ctrl in ["memory", "pids"] {
+        let find = |v: &Vec<(String, String)>| {
+            v.iter()
+                .find(|(c, _)| c.split(',').any(|x| x == ctrl))
+                .or_else(|| v.iter().find(|(c, _)| c.is_empty()))
+                .cloned()
+        };
+        let theirs = find(&cgs).unwrap_or_else(|| panic!("pid {pid} has no {ctrl} cgroup: {cgs:?}"));
+        let ours = find(&mine);
+        assert_ne!(
+            Some(&theirs),
+            ours.as_ref(),
+            "the sandboxed program (pid {pid}) shares the test's {ctrl} cgroup: no per-run cgroup"
+        );
+        let mount = cgroup_mount(if theirs.0.is_empty() { "" } else { ctrl }).expect("cgroup mount");
+        let dir = mount.join(theirs.1.trim_start_matches('/'));
+        checked.push(dir.clone());
+    }
+    for dir in &checked {
+        assert!(!dir.exists(), "the run's cgroup {} still exists after the run: {}", dir.display(), describe_cgroup(dir));
+    }
+    assert_no_host_procs(&m);
+
+    // 2. a few more attacks that leave processes behind
+    let m = marker("hoststate");
+    let base = ["--dir", w.path().to_str().unwrap(), "--pids", "16", "--memory", "64M"];
+    let mut a = strs(&base);
+    a.extend(strs(&["--wall-time", "3s", "--", "./forkbomb", &m]));
+    run(&a, secs(60)).assert_status("ok");
+    let mut a = strs(&base);
+    a.extend(strs(&["--wall-time", "10s", "--", "./daemon", &m]));
+    run(&a, secs(60)).assert_status("ok");
+    let mut a = strs(&base);
+    a.extend(strs(&["--wall-time", "10s", "--", "./stopped", &m, "child"]));
+    run(&a, secs(60)).assert_status("ok");
+    let mut a = strs(&base);
+    a.extend(strs(&["--wall-time", "2s", "--", "./stopped", &m, "self"]));
+    run(&a, secs(60)).assert_status("wall_time_limit");
+    assert_no_host_procs(&m);
+
+    // 3. global: mount table and corral's cgroup base dirs
+    let mounts_after = host_mounts();
+    let added: Vec<_> = mounts_after.difference(&mounts_before).collect();
+    let removed: Vec<_> = mounts_before.difference(&mounts_after).collect();
+    assert!(added.is_empty() && removed.is_empty(), "host mounts changed:\nadded {added:#?}\nremoved {removed:#?}");
+    let mut leftovers = vec![];
+    for (base, kids) in corral_cgroup_dirs() {
+        for k in kids {
+            leftovers.push(format!("{} (base {})", describe_cgroup(&k), base.display()));
+        }
+    }
+    assert!(leftovers.is_empty(), "leftover cgroups under corral's base dirs:\n{}", leftovers.join("\n"));
+}
+
+#[allow(dead_code)]
+fn read_all(mut r: impl Read) -> String {
+    let mut s = String::new();
+    let _ = r.read_to_string(&mut s);
+    s
+}

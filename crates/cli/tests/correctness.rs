@@ -1,0 +1,543 @@
+//! Correctness tests of `corral run`: exit codes, signals, limits and their
+//! statuses, time accounting, stdin, output capture, isolation between
+//! concurrent runs, environment, bind mounts, and the sandbox's identity
+//! (uid, capabilities, no_new_privs, seccomp).  Non-hostile programs, mostly
+//! inline shell/Python; the hostile ones are in `containment.rs`.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn d(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+fn run(args: &[&str]) -> Outcome {
+    run_json(args, secs(90))
+}
+
+fn py(code: &str, extra: &[&str]) -> Outcome {
+    let mut a: Vec<&str> = extra.to_vec();
+    a.extend(["--", PY, "-c", code]);
+    run(&a)
+}
+
+fn sh(code: &str, extra: &[&str]) -> Outcome {
+    let mut a: Vec<&str> = extra.to_vec();
+    a.extend(["--", SH, "-c", code]);
+    run(&a)
+}
+
+/// `corral run` without --json: (exit code, stdout, stderr).
+fn run_plain(args: &[&str]) -> (Option<i32>, Vec<u8>, Vec<u8>) {
+    let mut c = corral_cmd();
+    c.arg("run").args(args);
+    let r = run_command(c, secs(90));
+    (r.status.code(), r.stdout, r.stderr)
+}
+
+// ---------------------------------------------------------------- exit codes and signals
+
+#[test]
+fn exit_code_zero_is_ok() {
+    let _g = shared();
+    let o = sh("exit 0", &["--wall-time", "10s"]);
+    o.assert_status("ok");
+    assert_eq!(o.json["exit_code"], 0, "{}", o.describe());
+    assert!(o.json["signal"].is_null(), "{}", o.describe());
+}
+
+#[test]
+fn exit_code_3_is_nonzero_exit() {
+    let _g = shared();
+    let o = sh("exit 3", &["--wall-time", "10s"]);
+    o.assert_status("nonzero_exit");
+    assert_eq!(o.json["exit_code"], 3, "{}", o.describe());
+    assert!(o.json["signal"].is_null(), "{}", o.describe());
+}
+
+#[test]
+fn exit_code_255_is_nonzero_exit() {
+    let _g = shared();
+    let o = sh("exit 255", &["--wall-time", "10s"]);
+    o.assert_status("nonzero_exit");
+    assert_eq!(o.json["exit_code"], 255, "{}", o.describe());
+}
+
+#[test]
+fn exit_codes_pass_through_without_json() {
+    let _g = shared();
+    for code in [0, 3, 255] {
+        let (c, out, _) = run_plain(&["--wall-time", "10s", "--", SH, "-c", &format!("echo hello; exit {code}")]);
+        assert_eq!(c, Some(code), "corral without --json must exit with the program's code");
+        assert_eq!(String::from_utf8_lossy(&out), "hello\n", "stdout must pass through unchanged");
+    }
+}
+
+#[test]
+fn sigsegv_is_signaled_11() {
+    let _g = shared();
+    let code = "import os, signal\nprint('before', flush=True)\nos.kill(os.getpid(), signal.SIGSEGV)";
+    let o = py(code, &["--wall-time", "10s"]);
+    o.assert_status("signaled");
+    assert_eq!(o.json["signal"], 11, "{}", o.describe());
+    assert!(o.json["exit_code"].is_null(), "exit_code must be null when signaled\n{}", o.describe());
+    assert_eq!(o.stdout(), "before\n", "{}", o.describe());
+    let (c, out, _) = run_plain(&["--wall-time", "10s", "--", PY, "-c", code]);
+    assert_eq!(c, Some(139), "corral without --json must exit 128+11");
+    assert_eq!(String::from_utf8_lossy(&out), "before\n");
+}
+
+#[test]
+fn sigterm_is_signaled_15() {
+    let _g = shared();
+    let o = sh("kill -TERM $$; sleep 5", &["--wall-time", "10s"]);
+    o.assert_status("signaled");
+    assert_eq!(o.json["signal"], 15, "{}", o.describe());
+}
+
+#[test]
+fn usage_error_exits_nonzero() {
+    let _g = shared();
+    let mut c = corral_cmd();
+    c.args(["run", "--json", "--memory", "banana", "--", "/bin/true"]);
+    let r = run_command(c, secs(30));
+    assert!(!r.status.success(), "a bad --memory value must be a usage error");
+}
+
+// ---------------------------------------------------------------- limits
+
+#[test]
+fn limits_object_reflects_the_options() {
+    let _g = shared();
+    let o = sh(
+        "true",
+        &["--cpu-time", "1500ms", "--wall-time", "2s", "--memory", "64M", "--pids", "16", "--output", "512K", "--disk",
+            "8M", "--open-files", "64", "--file-size", "1M"],
+    );
+    o.assert_status("ok");
+    assert_eq!(o.limit_ms("cpu_time"), Some(1500), "{}", o.describe());
+    assert_eq!(o.limit_ms("wall_time"), Some(2000), "{}", o.describe());
+    assert_eq!(o.limit_bytes("memory"), Some(64 << 20), "{}", o.describe());
+    assert_eq!(o.limit("pids"), Some(16), "{}", o.describe());
+    assert_eq!(o.limit_bytes("output"), Some(512 << 10), "{}", o.describe());
+    assert_eq!(o.limit_bytes("disk"), Some(8 << 20), "{}", o.describe());
+    assert_eq!(o.limit("open_files"), Some(64), "{}", o.describe());
+    assert_eq!(o.limit_bytes("file_size"), Some(1 << 20), "{}", o.describe());
+}
+
+#[test]
+fn limits_have_defaults() {
+    let _g = shared();
+    let o = sh("true", &[]);
+    o.assert_status("ok");
+    for k in ["cpu_time", "wall_time", "memory", "pids", "output", "disk", "open_files", "file_size"] {
+        assert!(!o.json["limits"][k].is_null(), "limits.{k} missing\n{}", o.describe());
+    }
+    for k in ["cpu_time_ms", "wall_time_ms", "memory_peak_bytes"] {
+        assert!(o.json[k].is_u64(), "{k} missing\n{}", o.describe());
+    }
+}
+
+#[test]
+fn cpu_time_limit_status() {
+    let _g = shared();
+    let o = py("while True: pass", &["--cpu-time", "500ms", "--wall-time", "20s"]);
+    o.assert_status("time_limit");
+    let cpu = o.int("cpu_time_ms").unwrap();
+    assert!((250..=1000).contains(&cpu), "cpu_time_ms {cpu} for --cpu-time 500ms\n{}", o.describe());
+}
+
+#[test]
+fn wall_time_limit_status() {
+    let _g = shared();
+    let start = Instant::now();
+    let o = run(&["--wall-time", "500ms", "--", "/bin/sleep", "10"]);
+    o.assert_status("wall_time_limit");
+    let wall = o.int("wall_time_ms").unwrap();
+    assert!((400..=2500).contains(&wall), "wall_time_ms {wall} for --wall-time 500ms\n{}", o.describe());
+    assert!(start.elapsed() < secs(8));
+}
+
+#[test]
+fn memory_limit_status() {
+    let _g = shared();
+    let o = py("x = b'x' * (300 << 20)\nprint('ESCAPED')", &["--memory", "64M", "--wall-time", "20s"]);
+    o.assert_status("memory_limit");
+    assert!(!o.stdout().contains("ESCAPED"), "{}", o.describe());
+}
+
+#[test]
+fn output_limit_status() {
+    let _g = shared();
+    let o = py("import sys\nsys.stdout.write('x' * 5000)", &["--output", "1K", "--wall-time", "20s"]);
+    o.assert_status("output_limit");
+    assert_eq!(o.json["stdout_truncated"], true, "{}", o.describe());
+    assert!(o.stdout().len() <= 1024, "{}", o.describe());
+    assert!(o.stdout().chars().all(|c| c == 'x'), "{}", o.describe());
+}
+
+#[test]
+fn open_files_limit() {
+    let _g = shared();
+    let code = "import errno, os\nfds = []\ntry:\n    while len(fds) < 10000:\n        fds.append(os.open('/dev/null', os.O_RDONLY))\n    print('ESCAPED', len(fds))\nexcept OSError as e:\n    print('BLOCKED', errno.errorcode[e.errno], max(fds) if fds else -1)";
+    let o = py(code, &["--open-files", "32", "--wall-time", "20s"]);
+    o.assert_status("ok");
+    let l = o.stdout().trim().to_string();
+    assert!(l.starts_with("BLOCKED EMFILE"), "{}", o.describe());
+    let max: i64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(max < 32, "opened fd {max} with --open-files 32");
+}
+
+#[test]
+fn file_size_limit() {
+    let _g = shared();
+    // Python ignores SIGXFSZ, so the write fails with EFBIG instead of a kill.
+    let code = "import errno, os\ntry:\n    with open('big', 'wb', buffering=0) as f:\n        for _ in range(64):\n            f.write(b'z' * 16384)\n    print('ESCAPED')\nexcept OSError as e:\n    print('BLOCKED', errno.errorcode[e.errno], os.path.getsize('big'))";
+    let o = py(code, &["--file-size", "64K", "--wall-time", "20s"]);
+    o.assert_status("ok");
+    let l = o.stdout().trim().to_string();
+    assert!(l.starts_with("BLOCKED EFBIG"), "{}", o.describe());
+    let size: i64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(size <= 64 << 10, "file grew to {size} bytes with --file-size 64K");
+}
+
+#[test]
+fn pids_limit() {
+    let _g = shared();
+    let code = "import os, errno\nn = 0\ntry:\n    while n < 1000:\n        if os.fork() == 0:\n            import time; time.sleep(30)\n        n += 1\n    print('ESCAPED', n)\nexcept OSError as e:\n    print('BLOCKED', errno.errorcode[e.errno], n)";
+    let o = py(code, &["--pids", "8", "--wall-time", "20s"]);
+    o.assert_status("ok");
+    let l = o.stdout().trim().to_string();
+    assert!(l.starts_with("BLOCKED EAGAIN"), "{}", o.describe());
+    let n: i64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(n < 8, "forked {n} children with --pids 8");
+}
+
+#[test]
+fn disk_limit() {
+    let _g = shared();
+    let code = "import errno\ntry:\n    with open('small', 'wb') as f: f.write(b's' * 100000)\n    with open('big', 'wb') as f: f.write(b'b' * (4 << 20))\n    print('ESCAPED')\nexcept OSError as e:\n    print('BLOCKED', errno.errorcode[e.errno])";
+    let o = py(code, &["--disk", "1M", "--wall-time", "20s"]);
+    o.assert_status("ok");
+    assert_eq!(o.stdout().trim(), "BLOCKED ENOSPC", "{}", o.describe());
+}
+
+// ---------------------------------------------------------------- time accounting
+
+#[test]
+fn sleep_counts_wall_not_cpu() {
+    let _g = exclusive();
+    let o = run(&["--wall-time", "10s", "--", "/bin/sleep", "1"]);
+    o.assert_status("ok");
+    let wall = o.int("wall_time_ms").unwrap();
+    let cpu = o.int("cpu_time_ms").unwrap();
+    assert!((900..=3000).contains(&wall), "wall_time_ms {wall} for sleep 1\n{}", o.describe());
+    assert!(cpu < 300, "cpu_time_ms {cpu} for sleep 1\n{}", o.describe());
+}
+
+#[test]
+fn spin_counts_cpu_close_to_wall() {
+    let _g = exclusive();
+    let o = py(
+        "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 1.0: pass",
+        &["--wall-time", "10s", "--cpu-time", "5s"],
+    );
+    o.assert_status("ok");
+    let wall = o.int("wall_time_ms").unwrap();
+    let cpu = o.int("cpu_time_ms").unwrap();
+    assert!((900..=3000).contains(&wall), "wall_time_ms {wall}\n{}", o.describe());
+    assert!(cpu >= wall / 2 && cpu <= wall + 200, "cpu_time_ms {cpu} vs wall_time_ms {wall}\n{}", o.describe());
+}
+
+// ---------------------------------------------------------------- stdin / output
+
+#[test]
+fn stdin_comes_from_file() {
+    let _g = shared();
+    let t = tempdir();
+    let f = t.path().join("input.txt");
+    let mut data = String::new();
+    for i in 0..30000 {
+        data.push_str(&format!("line {i}\n"));
+    }
+    fs::write(&f, &data).unwrap();
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o644)).unwrap();
+    let o = run(&["--stdin", &d(&f), "--wall-time", "20s", "--", "/bin/cat"]);
+    o.assert_status("ok");
+    assert_eq!(o.stdout().len(), data.len(), "{}", o.describe());
+    assert!(o.stdout() == data, "stdin was not passed byte-exact");
+}
+
+#[test]
+fn default_stdin_is_empty() {
+    let _g = shared();
+    // corral's own stdin holds data: it must not reach the program
+    let t = tempdir();
+    let f = t.path().join("hoststdin");
+    fs::write(&f, "HOST STDIN DATA\n").unwrap();
+    let mut c = corral_cmd();
+    c.stdin(Stdio::from(fs::File::open(&f).unwrap()));
+    let o = run_json_with(
+        c,
+        &["--wall-time", "10s", "--", PY, "-c",
+            "import sys, time\nt = time.monotonic()\nd = sys.stdin.buffer.read()\nprint(len(d), time.monotonic() - t < 1.0)"],
+        secs(60),
+    );
+    o.assert_status("ok");
+    assert_eq!(o.stdout(), "0 True\n", "{}", o.describe());
+}
+
+#[test]
+fn large_output_is_captured_exactly() {
+    let _g = shared();
+    let o = py(
+        "import sys\nsys.stdout.write(''.join('%07d\\n' % i for i in range(65536)))",
+        &["--output", "1M", "--wall-time", "20s"],
+    );
+    o.assert_status("ok");
+    let expected: String = (0..65536).map(|i| format!("{i:07}\n")).collect();
+    assert_eq!(expected.len(), 512 * 1024);
+    assert_eq!(o.stdout().len(), expected.len(), "{}", o.describe());
+    assert!(o.stdout() == expected, "512 KiB of output not captured byte-exact");
+    assert_eq!(o.json["stdout_truncated"], false, "{}", o.describe());
+}
+
+#[test]
+fn invalid_utf8_output_is_base64() {
+    let _g = shared();
+    let bytes: &[u8] = b"ok \xff\xfe\x80 end\n\x00\xc3";
+    let o = py(
+        "import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe\\x80 end\\n\\x00\\xc3')\nsys.stderr.write('plain\\n')",
+        &["--wall-time", "10s"],
+    );
+    o.assert_status("ok");
+    let b64 = o.json["stdout_base64"].as_str().unwrap_or_else(|| panic!("stdout_base64 missing\n{}", o.describe()));
+    assert_eq!(b64decode(b64), bytes, "stdout_base64 does not decode to the exact bytes");
+    assert!(o.stdout().starts_with("ok "), "{}", o.describe());
+    assert!(o.stdout().contains('\u{fffd}'), "{}", o.describe());
+    assert_eq!(o.stderr(), "plain\n");
+    assert!(o.json.get("stderr_base64").is_none(), "stderr_base64 present for valid UTF-8\n{}", o.describe());
+}
+
+#[test]
+fn stdout_and_stderr_are_separate_and_interleaved_in_script() {
+    let _g = shared();
+    let o = sh("echo OUT1; echo ERR1 >&2; sleep 0.2; echo OUT2", &["--wall-time", "10s"]);
+    o.assert_status("ok");
+    assert_eq!(o.stdout(), "OUT1\nOUT2\n", "{}", o.describe());
+    assert_eq!(o.stderr(), "ERR1\n", "{}", o.describe());
+    let script = o.json["script"].as_str().unwrap_or("");
+    let (a, b, c) = (script.find("OUT1"), script.find("ERR1"), script.find("OUT2"));
+    assert!(a.is_some() && b.is_some() && c.is_some(), "script: {script:?}");
+    assert!(b < c, "script not in arrival order: {script:?}");
+}
+
+// ---------------------------------------------------------------- isolation between runs
+
+#[test]
+fn concurrent_runs_cannot_see_each_other() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("procs.py", w.path());
+    let markers: Vec<String> = (0..20).map(|i| marker(&format!("conc{i}"))).collect();
+    let handles: Vec<_> = markers
+        .iter()
+        .map(|m| {
+            let m = m.clone();
+            let dir = d(w.path());
+            std::thread::spawn(move || {
+                let file = format!("mine-{m}");
+                run_json(
+                    &["--dir", &dir, "--wall-time", "60s", "--", PY, "procs.py", &m, "2", &file],
+                    secs(120),
+                )
+            })
+        })
+        .collect();
+    let outs: Vec<Outcome> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    for (i, o) in outs.iter().enumerate() {
+        o.assert_status("ok");
+        assert!(o.stdout().contains("DONE"), "{}", o.describe());
+        assert!(o.stdout().contains(&format!("TMP mine-{}", markers[i])), "run {i} lost its own /tmp file\n{}", o.describe());
+        for (j, m) in markers.iter().enumerate() {
+            if i != j {
+                assert!(!o.stdout().contains(m.as_str()), "run {i} sees run {j}'s file or process\n{}", o.describe());
+            }
+        }
+    }
+    for m in &markers {
+        assert_no_host_procs(m);
+    }
+}
+
+// ---------------------------------------------------------------- environment
+
+#[test]
+fn env_option_passes_variables() {
+    let _g = shared();
+    let o = run(&["--env", "FOO=bar baz", "--env", "EMPTY=", "--wall-time", "10s", "--", "/usr/bin/env"]);
+    o.assert_status("ok");
+    let lines: BTreeSet<&str> = o.stdout().lines().collect();
+    assert!(lines.contains("FOO=bar baz"), "{}", o.describe());
+    assert!(lines.contains("EMPTY="), "{}", o.describe());
+}
+
+#[test]
+fn environment_is_minimal() {
+    let _g = shared();
+    let mut c = corral_cmd();
+    c.env("HOST_ONLY_VARIABLE", "host-value-xyz");
+    let o = run_json_with(c, &["--wall-time", "10s", "--", "/usr/bin/env"], secs(60));
+    o.assert_status("ok");
+    let allowed = [
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "TMPDIR", "TZ", "PWD", "HOSTNAME",
+        "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
+    ];
+    let mut keys = BTreeSet::new();
+    for l in o.stdout().lines() {
+        let (k, v) = l.split_once('=').unwrap_or((l, ""));
+        keys.insert(k.to_string());
+        assert!(allowed.contains(&k), "unexpected variable in the sandbox: {l}\n{}", o.describe());
+        assert!(!v.contains("/root") && !v.contains("/work") && !v.contains("host-value"), "host value leaked: {l}");
+    }
+    assert!(keys.contains("PATH"), "{}", o.describe());
+    assert!(o.stdout().lines().any(|l| l == "HOME=/home/sandbox"), "{}", o.describe());
+}
+
+#[test]
+fn working_dir_is_home_sandbox_with_dir_contents() {
+    let _g = shared();
+    let w = workdir();
+    fs::write(w.path().join("given.txt"), "given\n").unwrap();
+    fs::create_dir(w.path().join("sub")).unwrap();
+    fs::write(w.path().join("sub/inner.txt"), "inner\n").unwrap();
+    let o = sh("pwd; echo $HOME; cat given.txt sub/inner.txt; echo new > new.txt && echo WROTE", &["--dir", &d(w.path()), "--wall-time", "10s"]);
+    o.assert_status("ok");
+    assert_eq!(o.stdout(), "/home/sandbox\n/home/sandbox\ngiven\ninner\nWROTE\n", "{}", o.describe());
+    assert!(!w.path().join("new.txt").exists(), "the --dir folder on the host was written to");
+}
+
+// ---------------------------------------------------------------- mounts
+
+fn shared_host_dir() -> tempfile::TempDir {
+    let t = tempdir();
+    fs::set_permissions(t.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let f = t.path().join("data.txt");
+    fs::write(&f, "host data\n").unwrap();
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o666)).unwrap();
+    t
+}
+
+#[test]
+fn ro_bind_is_visible_read_only() {
+    let _g = shared();
+    let t = shared_host_dir();
+    let spec = format!("{}:/data", d(t.path()));
+    let o = sh(
+        "cat /data/data.txt; (echo x > /data/new.txt) 2>/dev/null && echo WROTE || echo NOWRITE; (echo y >> /data/data.txt) 2>/dev/null && echo APPENDED || echo NOAPPEND",
+        &["--ro-bind", &spec, "--wall-time", "10s"],
+    );
+    o.assert_status("ok");
+    assert_eq!(o.stdout(), "host data\nNOWRITE\nNOAPPEND\n", "{}", o.describe());
+    assert_eq!(fs::read_to_string(t.path().join("data.txt")).unwrap(), "host data\n");
+    assert!(!t.path().join("new.txt").exists());
+    assert_no_host_mount_mentions(t.path().to_str().unwrap());
+}
+
+#[test]
+fn ro_bind_without_destination_uses_same_path() {
+    let _g = shared();
+    let t = shared_host_dir();
+    let p = d(t.path());
+    let o = sh(&format!("cat {p}/data.txt"), &["--ro-bind", &p, "--wall-time", "10s"]);
+    o.assert_status("ok");
+    assert_eq!(o.stdout(), "host data\n", "{}", o.describe());
+    assert_no_host_mount_mentions(&p);
+}
+
+#[test]
+fn bind_is_visible_read_write() {
+    let _g = shared();
+    let t = shared_host_dir();
+    let spec = format!("{}:/data", d(t.path()));
+    let o = sh("cat /data/data.txt; echo from sandbox > /data/out.txt && echo WROTE", &["--bind", &spec, "--wall-time", "10s"]);
+    o.assert_status("ok");
+    assert_eq!(o.stdout(), "host data\nWROTE\n", "{}", o.describe());
+    assert_eq!(fs::read_to_string(t.path().join("out.txt")).unwrap(), "from sandbox\n");
+    assert_no_host_mount_mentions(t.path().to_str().unwrap());
+}
+
+// ---------------------------------------------------------------- identity
+
+#[test]
+fn unprivileged_no_caps_no_new_privs_seccomp() {
+    let _g = shared();
+    let o = run(&["--wall-time", "10s", "--", "/bin/cat", "/proc/self/status"]);
+    o.assert_status("ok");
+    let field = |k: &str| -> String {
+        o.stdout()
+            .lines()
+            .find(|l| l.starts_with(&format!("{k}:")))
+            .unwrap_or_else(|| panic!("{k} missing from /proc/self/status\n{}", o.describe()))
+            .split_once(':')
+            .unwrap()
+            .1
+            .trim()
+            .to_string()
+    };
+    for id in field("Uid").split_whitespace() {
+        assert_ne!(id, "0", "the program runs with uid 0: Uid {}", field("Uid"));
+    }
+    for id in field("Gid").split_whitespace() {
+        assert_ne!(id, "0", "the program runs with gid 0: Gid {}", field("Gid"));
+    }
+    for cap in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+        assert_eq!(u64::from_str_radix(&field(cap), 16).unwrap(), 0, "{cap} is {}", field(cap));
+    }
+    assert_eq!(field("NoNewPrivs"), "1");
+    assert_eq!(field("Seccomp"), "2");
+    let groups = field("Groups");
+    assert!(!groups.split_whitespace().any(|g| g == "0"), "member of group 0: {groups}");
+}
+
+// ---------------------------------------------------------------- network opt-in
+
+#[test]
+fn network_opt_in_reaches_host_loopback() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("netconnect.py", w.path());
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    l.set_nonblocking(true).unwrap();
+    let acc = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match l.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    let mut b = String::new();
+                    let _ = s.read_to_string(&mut b);
+                    return Some(b);
+                }
+                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => return None,
+            }
+        }
+    });
+    let o = run(&["--network", "--dir", &d(w.path()), "--wall-time", "20s", "--", PY, "netconnect.py", "127.0.0.1", &port.to_string()]);
+    o.assert_status("ok");
+    assert!(o.stdout().contains("CONNECTED tcp"), "--network did not allow a host loopback connection\n{}", o.describe());
+    let got = acc.join().unwrap();
+    assert_eq!(got.as_deref(), Some("hello from the sandbox\n"), "the host listener got no connection");
+}
