@@ -67,8 +67,21 @@ fn fork_bomb_is_capped_by_pids_limit() {
     compile("forkbomb", w.path());
     let m = marker("forkbomb");
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--pids", "16", "--wall-time", "5s", "--cpu-time", "5s", "--memory", "128M",
-            "--", "./forkbomb", &m]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--pids",
+            "16",
+            "--wall-time",
+            "5s",
+            "--cpu-time",
+            "5s",
+            "--memory",
+            "128M",
+            "--",
+            "./forkbomb",
+            &m,
+        ]),
         secs(60),
     );
     o.assert_no_escape();
@@ -79,9 +92,25 @@ fn fork_bomb_is_capped_by_pids_limit() {
         .find(|l| l.starts_with("BLOCKED: fork failed"))
         .unwrap_or_else(|| panic!("fork bomb did not report a failed fork\n{}", o.describe()))
         .to_string();
-    assert!(line.contains("errno=EAGAIN"), "fork must fail with EAGAIN: {line}\n{}", o.describe());
-    let n: usize = line.rsplit("after ").next().unwrap().split_whitespace().next().unwrap().parse().unwrap();
-    assert!(n < 16, "the parent alone forked {n} children under --pids 16\n{}", o.describe());
+    assert!(
+        line.contains("errno=EAGAIN"),
+        "fork must fail with EAGAIN: {line}\n{}",
+        o.describe()
+    );
+    let n: usize = line
+        .rsplit("after ")
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        n < 16,
+        "the parent alone forked {n} children under --pids 16\n{}",
+        o.describe()
+    );
     assert_eq!(o.limit("pids"), Some(16), "limits.pids\n{}", o.describe());
     host_unchanged(&m, w.path());
 }
@@ -94,16 +123,36 @@ fn shell_fork_bomb_is_stopped_and_leaves_nothing() {
     let m = marker("shbomb");
     let start = Instant::now();
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--pids", "16", "--wall-time", "3s", "--cpu-time", "3s", "--memory", "128M",
-            "--", SH, "forkbomb.sh", &m]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--pids",
+            "16",
+            "--wall-time",
+            "3s",
+            "--cpu-time",
+            "3s",
+            "--memory",
+            "128M",
+            "--",
+            SH,
+            "forkbomb.sh",
+            &m,
+        ]),
         secs(60),
     );
     // The bomb never ends by itself: only a limit can end it.
     o.assert_status_in(&["wall_time_limit", "time_limit"]);
-    assert!(start.elapsed() < secs(20), "corral took {:?} to stop a fork bomb with --wall-time 3s", start.elapsed());
+    assert!(
+        start.elapsed() < secs(20),
+        "corral took {:?} to stop a fork bomb with --wall-time 3s",
+        start.elapsed()
+    );
     host_unchanged(&m, w.path());
     // the host can still fork
-    let st = Command::new("/bin/true").status().expect("host can still spawn processes");
+    let st = Command::new("/bin/true")
+        .status()
+        .expect("host can still spawn processes");
     assert!(st.success());
 }
 
@@ -114,8 +163,22 @@ fn thread_bomb_is_capped_by_pids_limit() {
     copy_program("threadbomb.py", w.path());
     let m = marker("threadbomb");
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--pids", "16", "--wall-time", "10s", "--cpu-time", "5s", "--memory", "512M",
-            "--", PY, "threadbomb.py", &m]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--pids",
+            "16",
+            "--wall-time",
+            "10s",
+            "--cpu-time",
+            "5s",
+            "--memory",
+            "512M",
+            "--",
+            PY,
+            "threadbomb.py",
+            &m,
+        ]),
         secs(60),
     );
     o.assert_no_escape();
@@ -133,7 +196,11 @@ fn thread_bomb_is_capped_by_pids_limit() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(n < 16, "started {n} threads under --pids 16\n{}", o.describe());
+    assert!(
+        n < 16,
+        "started {n} threads under --pids 16\n{}",
+        o.describe()
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -144,8 +211,21 @@ fn memory_bomb_hits_memory_limit() {
     compile("membomb", w.path());
     let m = marker("membomb");
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--memory", "64M", "--pids", "16", "--wall-time", "20s", "--cpu-time", "10s",
-            "--", "./membomb", &m]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--memory",
+            "64M",
+            "--pids",
+            "16",
+            "--wall-time",
+            "20s",
+            "--cpu-time",
+            "10s",
+            "--",
+            "./membomb",
+            &m,
+        ]),
         secs(90),
     );
     o.assert_no_escape();
@@ -153,9 +233,16 @@ fn memory_bomb_hits_memory_limit() {
     let peak = o.int("memory_peak_bytes");
     if let Some(peak) = peak {
         // the peak may slightly exceed the limit (kernel memory, page cache) but not by much
-        assert!(peak <= 96 * 1024 * 1024, "memory_peak_bytes {peak} far above --memory 64M\n{}", o.describe());
+        assert!(
+            peak <= 96 * 1024 * 1024,
+            "memory_peak_bytes {peak} far above --memory 64M\n{}",
+            o.describe()
+        );
     } else {
-        panic!("memory_peak_bytes missing or not an integer\n{}", o.describe());
+        panic!(
+            "memory_peak_bytes missing or not an integer\n{}",
+            o.describe()
+        );
     }
     host_unchanged(&m, w.path());
 }
@@ -171,8 +258,24 @@ fn disk_fill_in_working_dir_gets_enospc() {
     let root_free = statvfs_free("/");
     let shm_free = statvfs_free("/dev/shm");
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--disk", "8M", "--memory", "256M", "--wall-time", "20s", "--cpu-time", "10s",
-            "--", PY, "diskfill.py", "/home/sandbox", "2048", &m]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--disk",
+            "8M",
+            "--memory",
+            "256M",
+            "--wall-time",
+            "20s",
+            "--cpu-time",
+            "10s",
+            "--",
+            PY,
+            "diskfill.py",
+            "/home/sandbox",
+            "2048",
+            &m,
+        ]),
         secs(90),
     );
     o.assert_no_escape();
@@ -183,16 +286,42 @@ fn disk_fill_in_working_dir_gets_enospc() {
         .find(|l| l.starts_with("BLOCKED: "))
         .unwrap_or_else(|| panic!("disk fill did not report a failure\n{}", o.describe()))
         .to_string();
-    assert!(line.starts_with("BLOCKED: ENOSPC"), "expected ENOSPC, got {line}\n{}", o.describe());
-    let wrote: u64 = line.rsplit("wrote=").next().unwrap().trim().parse().unwrap();
-    assert!(wrote <= 8 * 1024 * 1024, "wrote {wrote} bytes into an 8M working dir\n{}", o.describe());
+    assert!(
+        line.starts_with("BLOCKED: ENOSPC"),
+        "expected ENOSPC, got {line}\n{}",
+        o.describe()
+    );
+    let wrote: u64 = line
+        .rsplit("wrote=")
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        wrote <= 8 * 1024 * 1024,
+        "wrote {wrote} bytes into an 8M working dir\n{}",
+        o.describe()
+    );
     // the host's disk and shared memory did not absorb the data
     let root_after = statvfs_free("/");
     let shm_after = statvfs_free("/dev/shm");
-    assert!(root_after + (512 << 20) > root_free, "host / lost {} MiB", (root_free - root_after) >> 20);
-    assert!(shm_after + (512 << 20) > shm_free, "host /dev/shm lost {} MiB", (shm_free - shm_after) >> 20);
+    assert!(
+        root_after + (512 << 20) > root_free,
+        "host / lost {} MiB",
+        (root_free - root_after) >> 20
+    );
+    assert!(
+        shm_after + (512 << 20) > shm_free,
+        "host /dev/shm lost {} MiB",
+        (shm_free - shm_after) >> 20
+    );
     // nothing of the working dir came back to the host folder
-    let names: Vec<_> = fs::read_dir(w.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    let names: Vec<_> = fs::read_dir(w.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
     assert_eq!(names.len(), 1, "the host --dir folder changed: {names:?}");
     host_unchanged(&m, w.path());
 }
@@ -207,19 +336,47 @@ fn fill_tmpfs(path: &str) {
     let root_free = statvfs_free("/");
     let shm_free = statvfs_free("/dev/shm");
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--disk", "8M", "--memory", "128M", "--wall-time", "30s", "--cpu-time", "20s",
-            "--", PY, "diskfill.py", path, "2048", &m]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--disk",
+            "8M",
+            "--memory",
+            "128M",
+            "--wall-time",
+            "30s",
+            "--cpu-time",
+            "20s",
+            "--",
+            PY,
+            "diskfill.py",
+            path,
+            "2048",
+            &m,
+        ]),
         secs(120),
     );
     o.assert_no_escape();
     o.assert_status_in(&["ok", "memory_limit"]);
     if o.status() == "ok" {
-        assert!(has_line(&o, "BLOCKED: ENOSPC"), "filling {path}: expected ENOSPC\n{}", o.describe());
+        assert!(
+            has_line(&o, "BLOCKED: ENOSPC"),
+            "filling {path}: expected ENOSPC\n{}",
+            o.describe()
+        );
     }
     let root_after = statvfs_free("/");
     let shm_after = statvfs_free("/dev/shm");
-    assert!(root_after + (512 << 20) > root_free, "host / lost {} MiB", (root_free - root_after) >> 20);
-    assert!(shm_after + (512 << 20) > shm_free, "host /dev/shm lost {} MiB", (shm_free - shm_after) >> 20);
+    assert!(
+        root_after + (512 << 20) > root_free,
+        "host / lost {} MiB",
+        (root_free - root_after) >> 20
+    );
+    assert!(
+        shm_after + (512 << 20) > shm_free,
+        "host /dev/shm lost {} MiB",
+        (shm_free - shm_after) >> 20
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -245,8 +402,24 @@ fn inode_exhaustion_gets_enospc() {
     copy_program("inodes.py", w.path());
     let m = marker("inodes");
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--disk", "8M", "--memory", "512M", "--wall-time", "60s", "--cpu-time", "30s",
-            "--", PY, "inodes.py", "/home/sandbox", "1000000", &m]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--disk",
+            "8M",
+            "--memory",
+            "512M",
+            "--wall-time",
+            "60s",
+            "--cpu-time",
+            "30s",
+            "--",
+            PY,
+            "inodes.py",
+            "/home/sandbox",
+            "1000000",
+            &m,
+        ]),
         secs(150),
     );
     o.assert_no_escape();
@@ -255,9 +428,18 @@ fn inode_exhaustion_gets_enospc() {
         .lines()
         .into_iter()
         .find(|l| l.starts_with("BLOCKED: "))
-        .unwrap_or_else(|| panic!("inode exhaustion did not report a failure\n{}", o.describe()))
+        .unwrap_or_else(|| {
+            panic!(
+                "inode exhaustion did not report a failure\n{}",
+                o.describe()
+            )
+        })
         .to_string();
-    assert!(line.starts_with("BLOCKED: ENOSPC"), "expected ENOSPC from the inode limit, got {line}\n{}", o.describe());
+    assert!(
+        line.starts_with("BLOCKED: ENOSPC"),
+        "expected ENOSPC from the inode limit, got {line}\n{}",
+        o.describe()
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -270,26 +452,66 @@ fn output_flood(mode: &str) {
     let m = marker("outflood");
     let start = Instant::now();
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--output", "1M", "--wall-time", "20s", "--cpu-time", "10s",
-            "--", "./outflood", &m, mode]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--output",
+            "1M",
+            "--wall-time",
+            "20s",
+            "--cpu-time",
+            "10s",
+            "--",
+            "./outflood",
+            &m,
+            mode,
+        ]),
         secs(90),
     );
     o.assert_status("output_limit");
-    assert!(start.elapsed() < secs(15), "output flood took {:?} to stop", start.elapsed());
-    let limit = o.limit_bytes("output").unwrap_or_else(|| panic!("limits.output missing\n{}", o.describe()));
+    assert!(
+        start.elapsed() < secs(15),
+        "output flood took {:?} to stop",
+        start.elapsed()
+    );
+    let limit = o
+        .limit_bytes("output")
+        .unwrap_or_else(|| panic!("limits.output missing\n{}", o.describe()));
     assert_eq!(limit, 1 << 20, "limits.output is not 1M\n{}", o.describe());
     let (field, trunc, ch) = if mode == "stderr" {
         ("stderr", "stderr_truncated", 'E')
     } else {
         ("stdout", "stdout_truncated", 'A')
     };
-    let s = o.json[field].as_str().unwrap_or_else(|| panic!("{field} missing\n{}", o.describe()));
-    assert!(s.len() as i64 <= limit, "{field} holds {} bytes, more than the {limit} byte limit", s.len());
-    assert!(s.len() >= 64 * 1024, "{field} holds only {} bytes of a flood", s.len());
-    assert!(s.chars().all(|c| c == ch), "{field} contains bytes the program never wrote");
-    assert_eq!(o.json[trunc], serde_json::Value::Bool(true), "{trunc} must be true\n{}", o.describe());
+    let s = o.json[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} missing\n{}", o.describe()));
+    assert!(
+        s.len() as i64 <= limit,
+        "{field} holds {} bytes, more than the {limit} byte limit",
+        s.len()
+    );
+    assert!(
+        s.len() >= 64 * 1024,
+        "{field} holds only {} bytes of a flood",
+        s.len()
+    );
+    assert!(
+        s.chars().all(|c| c == ch),
+        "{field} contains bytes the program never wrote"
+    );
+    assert_eq!(
+        o.json[trunc],
+        serde_json::Value::Bool(true),
+        "{trunc} must be true\n{}",
+        o.describe()
+    );
     if let Some(script) = o.json["script"].as_str() {
-        assert!(script.len() as i64 <= 2 * limit, "script holds {} bytes", script.len());
+        assert!(
+            script.len() as i64 <= 2 * limit,
+            "script holds {} bytes",
+            script.len()
+        );
     }
     // corral's own output stays bounded too
     assert!(
@@ -319,14 +541,40 @@ fn cpu_spin_hits_time_limit() {
     compile("cpuspin", w.path());
     let m = marker("cpuspin");
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--cpu-time", "1s", "--wall-time", "20s", "--", "./cpuspin", &m, "spin"]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--cpu-time",
+            "1s",
+            "--wall-time",
+            "20s",
+            "--",
+            "./cpuspin",
+            &m,
+            "spin",
+        ]),
         secs(90),
     );
     o.assert_status("time_limit");
-    let cpu = o.int("cpu_time_ms").unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
-    assert!(cpu >= 500, "killed after only {cpu} ms of CPU with --cpu-time 1s\n{}", o.describe());
-    assert!(cpu <= 1500, "used {cpu} ms of CPU with --cpu-time 1s\n{}", o.describe());
-    assert_eq!(o.limit_ms("cpu_time"), Some(1000), "limits.cpu_time (ms)\n{}", o.describe());
+    let cpu = o
+        .int("cpu_time_ms")
+        .unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
+    assert!(
+        cpu >= 500,
+        "killed after only {cpu} ms of CPU with --cpu-time 1s\n{}",
+        o.describe()
+    );
+    assert!(
+        cpu <= 1500,
+        "used {cpu} ms of CPU with --cpu-time 1s\n{}",
+        o.describe()
+    );
+    assert_eq!(
+        o.limit_ms("cpu_time"),
+        Some(1000),
+        "limits.cpu_time (ms)\n{}",
+        o.describe()
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -338,14 +586,33 @@ fn cpu_limit_cannot_be_evaded_by_forking() {
     let m = marker("cpufork");
     // 8 children x 0.9 s of CPU each = 7.2 s, no child ever reaches 1 s
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--cpu-time", "1s", "--wall-time", "30s", "--pids", "32",
-            "--", "./cpuspin", &m, "fork", "8"]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--cpu-time",
+            "1s",
+            "--wall-time",
+            "30s",
+            "--pids",
+            "32",
+            "--",
+            "./cpuspin",
+            &m,
+            "fork",
+            "8",
+        ]),
         secs(90),
     );
     o.assert_no_escape();
     o.assert_status("time_limit");
-    let cpu = o.int("cpu_time_ms").unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
-    assert!(cpu <= 2000, "the run used {cpu} ms of CPU with --cpu-time 1s\n{}", o.describe());
+    let cpu = o
+        .int("cpu_time_ms")
+        .unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
+    assert!(
+        cpu <= 2000,
+        "the run used {cpu} ms of CPU with --cpu-time 1s\n{}",
+        o.describe()
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -356,14 +623,33 @@ fn cpu_limit_counts_all_threads() {
     compile("cpuspin", w.path());
     let m = marker("cputhreads");
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--cpu-time", "1s", "--wall-time", "30s", "--pids", "32",
-            "--", "./cpuspin", &m, "threads", "4"]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--cpu-time",
+            "1s",
+            "--wall-time",
+            "30s",
+            "--pids",
+            "32",
+            "--",
+            "./cpuspin",
+            &m,
+            "threads",
+            "4",
+        ]),
         secs(90),
     );
     o.assert_no_escape();
     o.assert_status("time_limit");
-    let cpu = o.int("cpu_time_ms").unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
-    assert!(cpu <= 2000, "the run used {cpu} ms of CPU with --cpu-time 1s\n{}", o.describe());
+    let cpu = o
+        .int("cpu_time_ms")
+        .unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
+    assert!(
+        cpu <= 2000,
+        "the run used {cpu} ms of CPU with --cpu-time 1s\n{}",
+        o.describe()
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -375,15 +661,40 @@ fn sleep_past_wall_limit() {
     let m = marker("sleeper");
     let start = Instant::now();
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--wall-time", "1s", "--cpu-time", "5s", "--", SH, "sleeper.sh", &m]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "1s",
+            "--cpu-time",
+            "5s",
+            "--",
+            SH,
+            "sleeper.sh",
+            &m,
+        ]),
         secs(60),
     );
     o.assert_no_escape();
     o.assert_status("wall_time_limit");
-    let wall = o.int("wall_time_ms").unwrap_or_else(|| panic!("wall_time_ms missing\n{}", o.describe()));
-    assert!((900..=3000).contains(&wall), "wall_time_ms {wall} for --wall-time 1s\n{}", o.describe());
-    assert!(start.elapsed() < secs(10), "corral took {:?} for --wall-time 1s", start.elapsed());
-    assert!(o.stdout().contains("SLEEPING"), "the program did not start\n{}", o.describe());
+    let wall = o
+        .int("wall_time_ms")
+        .unwrap_or_else(|| panic!("wall_time_ms missing\n{}", o.describe()));
+    assert!(
+        (900..=3000).contains(&wall),
+        "wall_time_ms {wall} for --wall-time 1s\n{}",
+        o.describe()
+    );
+    assert!(
+        start.elapsed() < secs(10),
+        "corral took {:?} for --wall-time 1s",
+        start.elapsed()
+    );
+    assert!(
+        o.stdout().contains("SLEEPING"),
+        "the program did not start\n{}",
+        o.describe()
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -396,11 +707,30 @@ fn daemonized_orphan_does_not_outlive_the_run() {
     compile("daemon", w.path());
     let m = marker("daemon");
     let start = Instant::now();
-    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "20s", "--", "./daemon", &m]), secs(60));
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "20s",
+            "--",
+            "./daemon",
+            &m,
+        ]),
+        secs(60),
+    );
     o.assert_status("ok");
-    assert!(o.stdout().contains("DAEMON STARTED"), "the daemon did not start\n{}", o.describe());
+    assert!(
+        o.stdout().contains("DAEMON STARTED"),
+        "the daemon did not start\n{}",
+        o.describe()
+    );
     // the run ends with the main program, not at the wall limit
-    assert!(start.elapsed() < secs(15), "corral waited {:?} for a daemon", start.elapsed());
+    assert!(
+        start.elapsed() < secs(15),
+        "corral waited {:?} for a daemon",
+        start.elapsed()
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -411,10 +741,30 @@ fn stopped_child_does_not_outlive_the_run() {
     compile("stopped", w.path());
     let m = marker("stopchild");
     let start = Instant::now();
-    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "20s", "--", "./stopped", &m, "child"]), secs(60));
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "20s",
+            "--",
+            "./stopped",
+            &m,
+            "child",
+        ]),
+        secs(60),
+    );
     o.assert_status("ok");
-    assert!(o.stdout().contains("CHILD STOPPED 1"), "the child did not stop itself\n{}", o.describe());
-    assert!(start.elapsed() < secs(15), "corral waited {:?} for a stopped child", start.elapsed());
+    assert!(
+        o.stdout().contains("CHILD STOPPED 1"),
+        "the child did not stop itself\n{}",
+        o.describe()
+    );
+    assert!(
+        start.elapsed() < secs(15),
+        "corral waited {:?} for a stopped child",
+        start.elapsed()
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -425,10 +775,26 @@ fn stopped_main_program_ends_at_wall_limit() {
     compile("stopped", w.path());
     let m = marker("stopself");
     let start = Instant::now();
-    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "2s", "--", "./stopped", &m, "self"]), secs(60));
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "2s",
+            "--",
+            "./stopped",
+            &m,
+            "self",
+        ]),
+        secs(60),
+    );
     o.assert_no_escape();
     o.assert_status("wall_time_limit");
-    assert!(start.elapsed() < secs(15), "corral took {:?} with --wall-time 2s", start.elapsed());
+    assert!(
+        start.elapsed() < secs(15),
+        "corral took {:?} with --wall-time 2s",
+        start.elapsed()
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -442,21 +808,49 @@ fn host_process_cannot_be_killed_or_traced() {
     let mut victim = spawn_host_sleeper(&host_m);
     let vpid = victim.id().to_string();
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--pids", "16", "--", "./killhost", &m, &vpid]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "10s",
+            "--pids",
+            "16",
+            "--",
+            "./killhost",
+            &m,
+            &vpid,
+        ]),
         secs(60),
     );
     std::thread::sleep(Duration::from_millis(200));
     let alive = victim.try_wait().expect("try_wait").is_none();
     let _ = victim.kill();
     let _ = victim.wait();
-    assert!(alive, "the host process {vpid} was killed from inside the sandbox\n{}", o.describe());
+    assert!(
+        alive,
+        "the host process {vpid} was killed from inside the sandbox\n{}",
+        o.describe()
+    );
     o.assert_no_escape();
-    assert!(has_line(&o, "BLOCKED: kill-hostpid"), "kill(hostpid) not reported blocked\n{}", o.describe());
-    assert!(has_line(&o, "ALIVE after kill-init"), "program did not survive its own kill(-1)/kill(1)\n{}", o.describe());
+    assert!(
+        has_line(&o, "BLOCKED: kill-hostpid"),
+        "kill(hostpid) not reported blocked\n{}",
+        o.describe()
+    );
+    assert!(
+        has_line(&o, "ALIVE after kill-init"),
+        "program did not survive its own kill(-1)/kill(1)\n{}",
+        o.describe()
+    );
     // ptrace: killed by seccomp (preferred) or refused
     o.assert_status_in(&["blocked_syscall", "ok"]);
     if o.status() == "blocked_syscall" {
-        assert_eq!(o.json["blocked_syscall"].as_str(), Some("ptrace"), "{}", o.describe());
+        assert_eq!(
+            o.json["blocked_syscall"].as_str(),
+            Some("ptrace"),
+            "{}",
+            o.describe()
+        );
     } else {
         assert!(has_line(&o, "BLOCKED: ptrace-hostpid"), "{}", o.describe());
         assert!(has_line(&o, "BLOCKED: ptrace-init"), "{}", o.describe());
@@ -472,16 +866,47 @@ fn host_processes_are_invisible() {
     let m = marker("procs");
     let host_m = marker("hostvisible");
     let mut victim = spawn_host_sleeper(&host_m);
-    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--", PY, "procs.py", &m]), secs(60));
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "10s",
+            "--",
+            PY,
+            "procs.py",
+            &m,
+        ]),
+        secs(60),
+    );
     let _ = victim.kill();
     let _ = victim.wait();
     o.assert_status("ok");
     assert!(o.stdout().contains("DONE"), "{}", o.describe());
-    assert!(!o.stdout().contains(&host_m), "a host process is visible in the sandbox\n{}", o.describe());
-    let procs: Vec<&str> = o.lines().into_iter().filter(|l| l.starts_with("PROC ")).collect();
-    assert!(procs.len() <= 4, "the sandbox sees {} processes: {procs:#?}", procs.len());
+    assert!(
+        !o.stdout().contains(&host_m),
+        "a host process is visible in the sandbox\n{}",
+        o.describe()
+    );
+    let procs: Vec<&str> = o
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("PROC "))
+        .collect();
+    assert!(
+        procs.len() <= 4,
+        "the sandbox sees {} processes: {procs:#?}",
+        procs.len()
+    );
     for l in &procs {
-        for bad in ["cargo", "containment-", "corral run", "/sbin/init", "systemd", "process_api"] {
+        for bad in [
+            "cargo",
+            "containment-",
+            "corral run",
+            "/sbin/init",
+            "systemd",
+            "process_api",
+        ] {
             assert!(!l.contains(bad), "host process visible in the sandbox: {l}");
         }
     }
@@ -515,7 +940,11 @@ fn host_secrets_are_not_readable() {
     copy_program("readsecrets.py", w.path());
     let m = marker("secrets");
     let secret = format!("TOPSECRET_{m}");
-    let mut hs = HostSecrets { secret: secret.clone(), files: vec![], dirs: vec![] };
+    let mut hs = HostSecrets {
+        secret: secret.clone(),
+        files: vec![],
+        dirs: vec![],
+    };
     // world-readable secrets in places the sandbox must not see at all
     let homedir = PathBuf::from(format!("/home/corraltest_{m}"));
     fs::create_dir(&homedir).unwrap();
@@ -534,11 +963,32 @@ fn host_secrets_are_not_readable() {
             hs.files.push(f.clone());
         }
     }
-    let host_shadow = fs::read("/etc/shadow").expect("the host must have /etc/shadow for this test");
-    let mut args = strs(&["--dir", &d(w.path()), "--wall-time", "20s", "--", PY, "readsecrets.py"]);
+    let host_shadow =
+        fs::read("/etc/shadow").expect("the host must have /etc/shadow for this test");
+    let mut args = strs(&[
+        "--dir",
+        &d(w.path()),
+        "--wall-time",
+        "20s",
+        "--",
+        PY,
+        "readsecrets.py",
+    ]);
     let mut targets: Vec<String> = strs(&[
-        "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/ssh", "/root", "/home", "/work", "/work/main", "/srv",
-        "/var", "/mnt", "/media", "/opt", "/boot",
+        "/etc/shadow",
+        "/etc/gshadow",
+        "/etc/shadow-",
+        "/etc/ssh",
+        "/root",
+        "/home",
+        "/work",
+        "/work/main",
+        "/srv",
+        "/var",
+        "/mnt",
+        "/media",
+        "/opt",
+        "/boot",
     ]);
     for e in fs::read_dir("/home").unwrap().flatten() {
         targets.push(e.path().to_str().unwrap().to_string());
@@ -551,10 +1001,22 @@ fn host_secrets_are_not_readable() {
     o.assert_status("ok");
     let out = format!("{}\n{}", o.stdout(), o.stderr());
     let secret_hex: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
-    assert!(!out.contains(&secret) && !out.contains(&secret_hex), "a host secret was read\n{}", o.describe());
+    assert!(
+        !out.contains(&secret) && !out.contains(&secret_hex),
+        "a host secret was read\n{}",
+        o.describe()
+    );
     // parts of the host's shadow file (password hashes) must not show up
-    let shadow_hex: String = host_shadow.iter().take(64).map(|b| format!("{b:02x}")).collect();
-    assert!(!out.contains(&shadow_hex), "/etc/shadow of the host was read\n{}", o.describe());
+    let shadow_hex: String = host_shadow
+        .iter()
+        .take(64)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(
+        !out.contains(&shadow_hex),
+        "/etc/shadow of the host was read\n{}",
+        o.describe()
+    );
 
     let line_for = |path: &str| -> String {
         o.lines()
@@ -573,17 +1035,26 @@ fn host_secrets_are_not_readable() {
     };
     for p in ["/etc/shadow", "/etc/gshadow", "/etc/shadow-"] {
         let l = line_for(p);
-        assert!(l.starts_with("BLOCKED"), "{p} is readable in the sandbox: {l}");
+        assert!(
+            l.starts_with("BLOCKED"),
+            "{p} is readable in the sandbox: {l}"
+        );
     }
     for f in &secret_files {
         let p = f.to_str().unwrap();
         let l = line_for(p);
-        assert!(l.starts_with("BLOCKED"), "host file {p} is visible in the sandbox: {l}");
+        assert!(
+            l.starts_with("BLOCKED"),
+            "host file {p} is visible in the sandbox: {l}"
+        );
     }
     for e in fs::read_dir("/home").unwrap().flatten() {
         let p = e.path().to_str().unwrap().to_string();
         let l = line_for(&p);
-        assert!(l.starts_with("BLOCKED"), "host home {p} is visible in the sandbox: {l}");
+        assert!(
+            l.starts_with("BLOCKED"),
+            "host home {p} is visible in the sandbox: {l}"
+        );
     }
     // directories: absent, unreadable, or without host content
     let allowed: &[(&str, &[&str])] = &[
@@ -603,8 +1074,14 @@ fn host_secrets_are_not_readable() {
         let l = line_for(p);
         if l.starts_with("LISTED") {
             let entries = listed(&l);
-            let extra: Vec<&String> = entries.iter().filter(|e| !ok.contains(&e.as_str())).collect();
-            assert!(extra.is_empty(), "{p} shows host entries {extra:?} in the sandbox: {l}");
+            let extra: Vec<&String> = entries
+                .iter()
+                .filter(|e| !ok.contains(&e.as_str()))
+                .collect();
+            assert!(
+                extra.is_empty(),
+                "{p} shows host entries {extra:?} in the sandbox: {l}"
+            );
         }
     }
     drop(hs);
@@ -618,17 +1095,48 @@ fn writes_outside_working_dir_fail() {
     copy_program("writeout.sh", w.path());
     let m = marker("writeout");
     let dirs = [
-        "/", "/usr", "/usr/bin", "/usr/lib", "/usr/local", "/bin", "/lib", "/etc", "/proc", "/proc/sys/kernel", "/dev",
-        "/home", "/var", "/sys",
+        "/",
+        "/usr",
+        "/usr/bin",
+        "/usr/lib",
+        "/usr/local",
+        "/bin",
+        "/lib",
+        "/etc",
+        "/proc",
+        "/proc/sys/kernel",
+        "/dev",
+        "/home",
+        "/var",
+        "/sys",
     ];
     let files = [
-        "/etc/passwd", "/etc/hosts", "/etc/group", "/usr/bin/env", "/bin/sh", "/proc/sys/kernel/core_pattern",
-        "/proc/sys/kernel/hostname", "/proc/sys/kernel/domainname", "/proc/sys/vm/drop_caches",
-        "/proc/sys/kernel/modprobe", "/proc/sysrq-trigger", "/proc/1/mem",
+        "/etc/passwd",
+        "/etc/hosts",
+        "/etc/group",
+        "/usr/bin/env",
+        "/bin/sh",
+        "/proc/sys/kernel/core_pattern",
+        "/proc/sys/kernel/hostname",
+        "/proc/sys/kernel/domainname",
+        "/proc/sys/vm/drop_caches",
+        "/proc/sys/kernel/modprobe",
+        "/proc/sysrq-trigger",
+        "/proc/1/mem",
     ];
     let core_before = fs::read("/proc/sys/kernel/core_pattern").unwrap();
     let host_before = fs::read("/proc/sys/kernel/hostname").unwrap();
-    let mut args = strs(&["--dir", &d(w.path()), "--wall-time", "20s", "--", SH, "writeout.sh", &m, "-d"]);
+    let mut args = strs(&[
+        "--dir",
+        &d(w.path()),
+        "--wall-time",
+        "20s",
+        "--",
+        SH,
+        "writeout.sh",
+        &m,
+        "-d",
+    ]);
     args.extend(strs(&dirs));
     args.push("/home/sandbox".into()); // control: must work
     args.push("/tmp".into()); // control: must work
@@ -639,17 +1147,33 @@ fn writes_outside_working_dir_fail() {
     for l in o.lines() {
         let control = l.ends_with(" /home/sandbox") || l.ends_with(" /tmp");
         if control {
-            assert!(l.starts_with("ESCAPED"), "control write failed (the test is broken or the workdir is not writable): {l}\n{}", o.describe());
+            assert!(
+                l.starts_with("ESCAPED"),
+                "control write failed (the test is broken or the workdir is not writable): {l}\n{}",
+                o.describe()
+            );
         } else {
-            assert!(l.starts_with("BLOCKED"), "write outside the working dir succeeded: {l}\n{}", o.describe());
+            assert!(
+                l.starts_with("BLOCKED"),
+                "write outside the working dir succeeded: {l}\n{}",
+                o.describe()
+            );
         }
     }
     let n = o.lines().len();
-    assert_eq!(n, (dirs.len() + 2) * 2 + files.len(), "not every attempt was reported\n{}", o.describe());
+    assert_eq!(
+        n,
+        (dirs.len() + 2) * 2 + files.len(),
+        "not every attempt was reported\n{}",
+        o.describe()
+    );
     // and on the host nothing appeared / changed
     let mut leftovers = vec![];
     for dir in dirs {
-        for p in [format!("{dir}/corral-escape-{m}"), format!("{dir}/corral-escape-dir-{m}")] {
+        for p in [
+            format!("{dir}/corral-escape-{m}"),
+            format!("{dir}/corral-escape-dir-{m}"),
+        ] {
             let p = p.replace("//", "/");
             if fs::symlink_metadata(&p).is_ok() {
                 let _ = fs::remove_file(&p);
@@ -658,8 +1182,14 @@ fn writes_outside_working_dir_fail() {
             }
         }
     }
-    assert!(leftovers.is_empty(), "files created on the host: {leftovers:?}");
-    assert_eq!(fs::read("/proc/sys/kernel/core_pattern").unwrap(), core_before);
+    assert!(
+        leftovers.is_empty(),
+        "files created on the host: {leftovers:?}"
+    );
+    assert_eq!(
+        fs::read("/proc/sys/kernel/core_pattern").unwrap(),
+        core_before
+    );
     assert_eq!(fs::read("/proc/sys/kernel/hostname").unwrap(), host_before);
     host_unchanged(&m, w.path());
 }
@@ -672,7 +1202,20 @@ fn nothing_persists_between_runs() {
     let m = marker("persist");
     let key = "434f5252";
     let key_dec = u32::from_str_radix(key, 16).unwrap().to_string();
-    let first = run(&strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--", "./persist", &m, "create", key]), secs(60));
+    let first = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "10s",
+            "--",
+            "./persist",
+            &m,
+            "create",
+            key,
+        ]),
+        secs(60),
+    );
     first.assert_status_in(&["ok", "blocked_syscall"]);
     for p in ["/tmp", "/dev/shm", "/var/tmp"] {
         assert!(
@@ -681,23 +1224,52 @@ fn nothing_persists_between_runs() {
             first.describe()
         );
     }
-    let second = run(&strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--", "./persist", &m, "check", key]), secs(60));
+    let second = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "10s",
+            "--",
+            "./persist",
+            &m,
+            "check",
+            key,
+        ]),
+        secs(60),
+    );
     second.assert_status_in(&["ok", "blocked_syscall"]);
     for l in second.lines() {
-        assert!(!l.starts_with("SEEN"), "state of the first run is visible in the second: {l}\n{}", second.describe());
+        assert!(
+            !l.starts_with("SEEN"),
+            "state of the first run is visible in the second: {l}\n{}",
+            second.describe()
+        );
     }
     for p in ["/tmp", "/dev/shm", "/var/tmp"] {
-        assert!(has_line(&second, &format!("GONE {p}/persist-{m}")), "{}", second.describe());
+        assert!(
+            has_line(&second, &format!("GONE {p}/persist-{m}")),
+            "{}",
+            second.describe()
+        );
         assert!(
             fs::symlink_metadata(format!("{p}/persist-{m}")).is_err(),
             "{p}/persist-{m} exists on the host"
         );
     }
     // the host's SysV IPC namespace has no object with the key
-    for f in ["/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem"] {
+    for f in [
+        "/proc/sysvipc/shm",
+        "/proc/sysvipc/msg",
+        "/proc/sysvipc/sem",
+    ] {
         let t = fs::read_to_string(f).unwrap_or_default();
         for l in t.lines().skip(1) {
-            assert_ne!(l.split_whitespace().next(), Some(key_dec.as_str()), "host {f} has the sandbox's key: {l}");
+            assert_ne!(
+                l.split_whitespace().next(),
+                Some(key_dec.as_str()),
+                "host {f} has the sandbox's key: {l}"
+            );
         }
     }
     // and no POSIX message queue of that name on the host
@@ -734,18 +1306,46 @@ fn network_is_off_by_default() {
     let abs = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
     abs.set_nonblocking(true).unwrap();
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--wall-time", "20s", "--", PY, "netconnect.py", "127.0.0.1", &port.to_string(), &abs_name]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "20s",
+            "--",
+            PY,
+            "netconnect.py",
+            "127.0.0.1",
+            &port.to_string(),
+            &abs_name,
+        ]),
         secs(60),
     );
     o.assert_status("ok");
-    assert!(has_line(&o, "BLOCKED tcp"), "TCP connect to the host loopback was not blocked\n{}", o.describe());
-    assert!(has_line(&o, "BLOCKED abstract"), "the host's abstract unix socket is reachable\n{}", o.describe());
+    assert!(
+        has_line(&o, "BLOCKED tcp"),
+        "TCP connect to the host loopback was not blocked\n{}",
+        o.describe()
+    );
+    assert!(
+        has_line(&o, "BLOCKED abstract"),
+        "the host's abstract unix socket is reachable\n{}",
+        o.describe()
+    );
     // whatever the program thinks, nothing reached the host
     std::thread::sleep(Duration::from_millis(300));
-    assert!(tcp.accept().is_err(), "the host listener accepted a connection from the sandbox");
+    assert!(
+        tcp.accept().is_err(),
+        "the host listener accepted a connection from the sandbox"
+    );
     let mut buf = [0u8; 256];
-    assert!(udp.recv_from(&mut buf).is_err(), "a UDP datagram from the sandbox reached the host");
-    assert!(abs.accept().is_err(), "the host abstract socket accepted a connection from the sandbox");
+    assert!(
+        udp.recv_from(&mut buf).is_err(),
+        "a UDP datagram from the sandbox reached the host"
+    );
+    assert!(
+        abs.accept().is_err(),
+        "the host abstract socket accepted a connection from the sandbox"
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -756,9 +1356,25 @@ fn blocked_syscall(name: &str, expect_syscall: &str, allow_errno: &[&str]) {
     let w = workdir();
     compile("syscalls", w.path());
     let m = marker(name);
-    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--", "./syscalls", &m, name]), secs(60));
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "10s",
+            "--",
+            "./syscalls",
+            &m,
+            name,
+        ]),
+        secs(60),
+    );
     o.assert_no_escape();
-    assert!(o.stdout().contains(&format!("TRYING {name}")), "the program did not get to the syscall\n{}", o.describe());
+    assert!(
+        o.stdout().contains(&format!("TRYING {name}")),
+        "the program did not get to the syscall\n{}",
+        o.describe()
+    );
     if allow_errno.is_empty() || o.status() != "ok" {
         o.assert_status("blocked_syscall");
         assert_eq!(
@@ -767,7 +1383,11 @@ fn blocked_syscall(name: &str, expect_syscall: &str, allow_errno: &[&str]) {
             "blocked_syscall must name the syscall\n{}",
             o.describe()
         );
-        assert!(o.json["exit_code"].is_null(), "exit_code must be null when killed\n{}", o.describe());
+        assert!(
+            o.json["exit_code"].is_null(),
+            "exit_code must be null when killed\n{}",
+            o.describe()
+        );
     } else {
         let l = o
             .lines()
@@ -856,16 +1476,40 @@ fn foreign_abi(mode: &str) {
         );
     }
     let m = marker(mode);
-    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--", "./abi", &m, mode]), secs(60));
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "10s",
+            "--",
+            "./abi",
+            &m,
+            mode,
+        ]),
+        secs(60),
+    );
     o.assert_no_escape();
-    assert!(o.stdout().contains(&format!("TRYING {mode}")), "{}", o.describe());
+    assert!(
+        o.stdout().contains(&format!("TRYING {mode}")),
+        "{}",
+        o.describe()
+    );
     // killed and reported by seccomp, or refused with an error
     o.assert_status_in(&["blocked_syscall", "ok"]);
     if o.status() == "ok" {
-        assert!(has_line(&o, &format!("BLOCKED: {mode}")), "{}", o.describe());
+        assert!(
+            has_line(&o, &format!("BLOCKED: {mode}")),
+            "{}",
+            o.describe()
+        );
     } else {
         let name = o.json["blocked_syscall"].as_str().unwrap_or("");
-        assert!(!name.is_empty(), "blocked_syscall must say what was blocked\n{}", o.describe());
+        assert!(
+            !name.is_empty(),
+            "blocked_syscall must say what was blocked\n{}",
+            o.describe()
+        );
     }
     host_unchanged(&m, w.path());
 }
@@ -901,16 +1545,39 @@ fn setuid_binaries_give_no_privilege() {
     assert_eq!(fs::metadata(&probe2).unwrap().mode() & 0o4000, 0o4000);
     let m = marker("setuid");
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--ro-bind", &format!("{}:/opt/suid", d(suid_dir.path())), "--wall-time", "20s",
-            "--pids", "32", "--", SH, "setuid.sh", &m, "/opt/suid/suid_probe"]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--ro-bind",
+            &format!("{}:/opt/suid", d(suid_dir.path())),
+            "--wall-time",
+            "20s",
+            "--pids",
+            "32",
+            "--",
+            SH,
+            "setuid.sh",
+            &m,
+            "/opt/suid/suid_probe",
+        ]),
         secs(60),
     );
     o.assert_status("ok");
     o.assert_no_escape();
     let probes = o.stdout().matches("BLOCKED: euid=").count();
-    assert_eq!(probes, 2, "both setuid probes must have run and reported\n{}", o.describe());
+    assert_eq!(
+        probes,
+        2,
+        "both setuid probes must have run and reported\n{}",
+        o.describe()
+    );
     assert!(has_line(&o, "BLOCKED: ./id-suid -u"), "{}", o.describe());
-    let uid_line = o.lines().into_iter().find(|l| l.starts_with("UID ")).unwrap_or_else(|| panic!("{}", o.describe())).to_string();
+    let uid_line = o
+        .lines()
+        .into_iter()
+        .find(|l| l.starts_with("UID "))
+        .unwrap_or_else(|| panic!("{}", o.describe()))
+        .to_string();
     assert_ne!(uid_line, "UID 0", "the sandbox runs as root");
     assert_no_host_mount_mentions(suid_dir.path().to_str().unwrap());
     host_unchanged(&m, w.path());
@@ -924,20 +1591,49 @@ fn init_environ_and_host_secrets_do_not_leak() {
     let m = marker("environ");
     let secret = format!("hunter2_{m}");
     let mut cmd = corral_cmd();
-    cmd.env("SECRET_TOKEN", &secret).env("AWS_SECRET_ACCESS_KEY", &secret);
+    cmd.env("SECRET_TOKEN", &secret)
+        .env("AWS_SECRET_ACCESS_KEY", &secret);
     let o = run_json_with(
         cmd,
-        &["--dir", &d(w.path()), "--wall-time", "20s", "--", PY, "environ.py", &m],
+        &[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "20s",
+            "--",
+            PY,
+            "environ.py",
+            &m,
+        ],
         secs(60),
     );
     o.assert_status("ok");
     let all = serde_json::to_string(&o.json).unwrap();
-    assert!(!all.contains(&secret), "corral's environment leaked into the sandbox\n{}", o.describe());
-    assert!(!all.contains("SECRET_TOKEN"), "corral's environment leaked into the sandbox\n{}", o.describe());
-    assert!(o.stdout().contains("ENV HOME=/home/sandbox"), "{}", o.describe());
+    assert!(
+        !all.contains(&secret),
+        "corral's environment leaked into the sandbox\n{}",
+        o.describe()
+    );
+    assert!(
+        !all.contains("SECRET_TOKEN"),
+        "corral's environment leaked into the sandbox\n{}",
+        o.describe()
+    );
+    assert!(
+        o.stdout().contains("ENV HOME=/home/sandbox"),
+        "{}",
+        o.describe()
+    );
     // init's environment is not readable, unless pid 1 is the program itself
-    let cmd1 = o.lines().into_iter().find(|l| l.starts_with("PROC 1 cmdline")).map(str::to_string);
-    let pid1_is_program = cmd1.as_deref().map(|l| l.contains("environ.py")).unwrap_or(false);
+    let cmd1 = o
+        .lines()
+        .into_iter()
+        .find(|l| l.starts_with("PROC 1 cmdline"))
+        .map(str::to_string);
+    let pid1_is_program = cmd1
+        .as_deref()
+        .map(|l| l.contains("environ.py"))
+        .unwrap_or(false);
     if !pid1_is_program {
         let l = o
             .lines()
@@ -945,7 +1641,10 @@ fn init_environ_and_host_secrets_do_not_leak() {
             .find(|l| l.starts_with("PROC 1 environ"))
             .unwrap_or_else(|| panic!("{}", o.describe()))
             .to_string();
-        assert!(l.starts_with("PROC 1 environ BLOCKED"), "/proc/1/environ (the sandbox's init) is readable: {l}");
+        assert!(
+            l.starts_with("PROC 1 environ BLOCKED"),
+            "/proc/1/environ (the sandbox's init) is readable: {l}"
+        );
     }
     host_unchanged(&m, w.path());
 }
@@ -969,7 +1668,18 @@ fn inherited_file_descriptors_are_not_visible() {
         assert_eq!(libc::pipe(p.as_mut_ptr()), 0);
         (f, hi, p)
     };
-    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "10s", "--", "./listfds", &m]), secs(60));
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "10s",
+            "--",
+            "./listfds",
+            &m,
+        ]),
+        secs(60),
+    );
     // SAFETY: closing the fds opened above.
     unsafe {
         libc::close(fd_file);
@@ -979,12 +1689,27 @@ fn inherited_file_descriptors_are_not_visible() {
     }
     o.assert_status("ok");
     assert!(o.stdout().contains("DONE"), "{}", o.describe());
-    let fds: Vec<&str> = o.lines().into_iter().filter(|l| l.starts_with("FD ")).collect();
-    let nums: BTreeSet<i32> = fds.iter().map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
-    assert_eq!(nums, BTreeSet::from([0, 1, 2]), "the program sees other fds than 0,1,2: {fds:#?}");
+    let fds: Vec<&str> = o
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("FD "))
+        .collect();
+    let nums: BTreeSet<i32> = fds
+        .iter()
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(
+        nums,
+        BTreeSet::from([0, 1, 2]),
+        "the program sees other fds than 0,1,2: {fds:#?}"
+    );
     assert!(!has_line(&o, "USED"), "{}", o.describe());
     assert!(!o.stdout().contains("host-secret"), "{}", o.describe());
-    assert_eq!(fs::read_to_string(&secret).unwrap(), "inherited secret\n", "the host file was written through an fd");
+    assert_eq!(
+        fs::read_to_string(&secret).unwrap(),
+        "inherited secret\n",
+        "the host file was written through an fd"
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -997,22 +1722,79 @@ fn copy_out_skips_planted_traps() {
     let out = tempdir();
     let dest = out.path().join("out");
     fs::create_dir(&dest).unwrap();
-    let host_shadow = fs::read("/etc/shadow").expect("the host must have /etc/shadow for this test");
+    let host_shadow =
+        fs::read("/etc/shadow").expect("the host must have /etc/shadow for this test");
     let start = Instant::now();
     let o = run(
-        &strs(&["--dir", &d(w.path()), "--copy-out", &d(&dest), "--wall-time", "10s", "--pids", "32", "--disk", "16M",
-            "--", SH, "plant.sh", &m]),
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--copy-out",
+            &d(&dest),
+            "--wall-time",
+            "10s",
+            "--pids",
+            "32",
+            "--disk",
+            "16M",
+            "--",
+            SH,
+            "plant.sh",
+            &m,
+        ]),
         secs(90),
     );
-    assert!(start.elapsed() < secs(60), "copy-out took {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < secs(60),
+        "copy-out took {:?}",
+        start.elapsed()
+    );
     o.assert_status("ok");
-    for name in ["ok.txt", "out.txt", "etcdir", "zero", "a.txt", "result.txt", "sock", "race"] {
-        assert!(has_line(&o, &format!("PLANTED {name}")), "the program could not plant {name}\n{}", o.describe());
+    for name in [
+        "ok.txt",
+        "out.txt",
+        "etcdir",
+        "zero",
+        "a.txt",
+        "result.txt",
+        "sock",
+        "race",
+    ] {
+        assert!(
+            has_line(&o, &format!("PLANTED {name}")),
+            "the program could not plant {name}\n{}",
+            o.describe()
+        );
     }
-    assert_eq!(fs::read_to_string(dest.join("ok.txt")).ok().as_deref(), Some("fine\n"), "ok.txt was not copied out\n{}", o.describe());
-    assert_eq!(fs::read_to_string(dest.join("sub/inner.txt")).ok().as_deref(), Some("inner\n"), "sub/inner.txt was not copied out");
-    for name in ["out.txt", "sub/deep", "etcdir", "zero", "kmsg", "a.txt", "b.txt", "result.txt", "sock"] {
-        assert!(fs::symlink_metadata(dest.join(name)).is_err(), "{name} was copied out\n{}", o.describe());
+    assert_eq!(
+        fs::read_to_string(dest.join("ok.txt")).ok().as_deref(),
+        Some("fine\n"),
+        "ok.txt was not copied out\n{}",
+        o.describe()
+    );
+    assert_eq!(
+        fs::read_to_string(dest.join("sub/inner.txt"))
+            .ok()
+            .as_deref(),
+        Some("inner\n"),
+        "sub/inner.txt was not copied out"
+    );
+    for name in [
+        "out.txt",
+        "sub/deep",
+        "etcdir",
+        "zero",
+        "kmsg",
+        "a.txt",
+        "b.txt",
+        "result.txt",
+        "sock",
+    ] {
+        assert!(
+            fs::symlink_metadata(dest.join(name)).is_err(),
+            "{name} was copied out\n{}",
+            o.describe()
+        );
     }
     // nothing special anywhere in DIR, and no secret
     fn walk(p: &Path, shadow: &[u8], found: &mut Vec<String>) {
@@ -1024,7 +1806,12 @@ fn copy_out_skips_planted_traps() {
                 walk(&e.path(), shadow, found);
             } else if ft.is_file() {
                 let data = fs::read(e.path()).unwrap();
-                if !shadow.is_empty() && (data == shadow || data.windows(16).any(|w| shadow.windows(16).any(|s| s == w) && w.contains(&b'$'))) {
+                if !shadow.is_empty()
+                    && (data == shadow
+                        || data
+                            .windows(16)
+                            .any(|w| shadow.windows(16).any(|s| s == w) && w.contains(&b'$')))
+                {
                     found.push(format!("{path}: holds /etc/shadow contents"));
                 }
                 if md.nlink() > 1 {
@@ -1046,19 +1833,48 @@ fn copy_out_skips_planted_traps() {
     }
     let mut bad = vec![];
     walk(&dest, &host_shadow, &mut bad);
-    assert!(bad.is_empty(), "copy-out produced: {bad:#?}\n{}", o.describe());
+    assert!(
+        bad.is_empty(),
+        "copy-out produced: {bad:#?}\n{}",
+        o.describe()
+    );
     if let Ok(md) = fs::symlink_metadata(dest.join("race")) {
         assert!(md.file_type().is_file());
         assert_eq!(fs::read_to_string(dest.join("race")).unwrap(), "innocent\n");
     }
     let skipped = serde_json::to_string(&o.json["copy_out_skipped"]).unwrap();
-    assert!(!o.json["copy_out_skipped"].is_null(), "copy_out_skipped missing\n{}", o.describe());
-    for name in ["out.txt", "deep", "etcdir", "zero", "kmsg", "a.txt", "b.txt", "result.txt", "sock"] {
-        assert!(skipped.contains(name), "{name} is not listed in copy_out_skipped: {skipped}");
+    assert!(
+        !o.json["copy_out_skipped"].is_null(),
+        "copy_out_skipped missing\n{}",
+        o.describe()
+    );
+    for name in [
+        "out.txt",
+        "deep",
+        "etcdir",
+        "zero",
+        "kmsg",
+        "a.txt",
+        "b.txt",
+        "result.txt",
+        "sock",
+    ] {
+        assert!(
+            skipped.contains(name),
+            "{name} is not listed in copy_out_skipped: {skipped}"
+        );
     }
     // nothing was written next to DIR either
-    let siblings: Vec<_> = fs::read_dir(out.path()).unwrap().flatten().map(|e| e.file_name()).collect();
-    assert_eq!(siblings.len(), 1, "copy-out wrote outside DIR: {siblings:?}");
+    let siblings: Vec<_> = fs::read_dir(out.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        siblings.len(),
+        1,
+        "copy-out wrote outside DIR: {siblings:?}"
+    );
     host_unchanged(&m, w.path());
 }
 
@@ -1068,7 +1884,19 @@ fn proc_and_sys_are_masked() {
     let w = workdir();
     copy_program("procmask.py", w.path());
     let m = marker("procmask");
-    let o = run(&strs(&["--dir", &d(w.path()), "--wall-time", "20s", "--", PY, "procmask.py", &m]), secs(60));
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "20s",
+            "--",
+            PY,
+            "procmask.py",
+            &m,
+        ]),
+        secs(60),
+    );
     o.assert_status("ok");
     let line = |p: &str, op: &str| -> String {
         o.lines()
@@ -1084,7 +1912,10 @@ fn proc_and_sys_are_masked() {
     let keys = line("/proc/keys", "read");
     if !keys.contains(" BLOCKED ") {
         // readable: only the sandbox user's own keys may show, none of root's
-        assert!(!keys.contains(" 0     0 ") && !keys.contains(".builtin"), "/proc/keys shows host keys: {keys}");
+        assert!(
+            !keys.contains(" 0     0 ") && !keys.contains(".builtin"),
+            "/proc/keys shows host keys: {keys}"
+        );
     }
     let ks = o
         .lines()
@@ -1092,10 +1923,18 @@ fn proc_and_sys_are_masked() {
         .find(|l| l.starts_with("/proc/kallsyms"))
         .unwrap_or_else(|| panic!("{}", o.describe()))
         .to_string();
-    assert!(ks.contains("BLOCKED") || ks.ends_with("NONZERO=0"), "kernel addresses leak: {ks}");
+    assert!(
+        ks.contains("BLOCKED") || ks.ends_with("NONZERO=0"),
+        "kernel addresses leak: {ks}"
+    );
     for p in [
-        "/proc/sysrq-trigger", "/proc/sys/kernel/core_pattern", "/proc/sys/kernel/hostname", "/proc/sys/vm/drop_caches",
-        "/proc/sys/kernel/modprobe", "/sys/kernel/mm/transparent_hugepage/enabled", "/sys/fs/cgroup/cgroup.procs",
+        "/proc/sysrq-trigger",
+        "/proc/sys/kernel/core_pattern",
+        "/proc/sys/kernel/hostname",
+        "/proc/sys/vm/drop_caches",
+        "/proc/sys/kernel/modprobe",
+        "/sys/kernel/mm/transparent_hugepage/enabled",
+        "/sys/fs/cgroup/cgroup.procs",
     ] {
         let l = line(p, "open-write");
         assert!(l.contains(" BLOCKED "), "{p} is writable: {l}");
@@ -1123,7 +1962,23 @@ fn host_state_unchanged_after_attacks() {
     let dir = d(w.path());
     let m2 = m.clone();
     let h = std::thread::spawn(move || {
-        run(&strs(&["--dir", &dir, "--wall-time", "3s", "--pids", "16", "--memory", "64M", "--", SH, "sleeper.sh", &m2]), secs(60))
+        run(
+            &strs(&[
+                "--dir",
+                &dir,
+                "--wall-time",
+                "3s",
+                "--pids",
+                "16",
+                "--memory",
+                "64M",
+                "--",
+                SH,
+                "sleeper.sh",
+                &m2,
+            ]),
+            secs(60),
+        )
     });
     let deadline = Instant::now() + secs(10);
     let mut sandboxed: Option<(i32, Vec<(String, String)>)> = None;
@@ -1151,25 +2006,39 @@ fn host_state_unchanged_after_attacks() {
                 .or_else(|| v.iter().find(|(c, _)| c.is_empty()))
                 .cloned()
         };
-        let theirs = find(&cgs).unwrap_or_else(|| panic!("pid {pid} has no {ctrl} cgroup: {cgs:?}"));
+        let theirs =
+            find(&cgs).unwrap_or_else(|| panic!("pid {pid} has no {ctrl} cgroup: {cgs:?}"));
         let ours = find(&mine);
         assert_ne!(
             Some(&theirs),
             ours.as_ref(),
             "the sandboxed program (pid {pid}) shares the test's {ctrl} cgroup: no per-run cgroup"
         );
-        let mount = cgroup_mount(if theirs.0.is_empty() { "" } else { ctrl }).expect("cgroup mount");
+        let mount =
+            cgroup_mount(if theirs.0.is_empty() { "" } else { ctrl }).expect("cgroup mount");
         let dir = mount.join(theirs.1.trim_start_matches('/'));
         checked.push(dir.clone());
     }
     for dir in &checked {
-        assert!(!dir.exists(), "the run's cgroup {} still exists after the run: {}", dir.display(), describe_cgroup(dir));
+        assert!(
+            !dir.exists(),
+            "the run's cgroup {} still exists after the run: {}",
+            dir.display(),
+            describe_cgroup(dir)
+        );
     }
     assert_no_host_procs(&m);
 
     // 2. a few more attacks that leave processes behind
     let m = marker("hoststate");
-    let base = ["--dir", w.path().to_str().unwrap(), "--pids", "16", "--memory", "64M"];
+    let base = [
+        "--dir",
+        w.path().to_str().unwrap(),
+        "--pids",
+        "16",
+        "--memory",
+        "64M",
+    ];
     let mut a = strs(&base);
     a.extend(strs(&["--wall-time", "3s", "--", "./forkbomb", &m]));
     run(&a, secs(60)).assert_status("ok");
@@ -1177,7 +2046,14 @@ fn host_state_unchanged_after_attacks() {
     a.extend(strs(&["--wall-time", "10s", "--", "./daemon", &m]));
     run(&a, secs(60)).assert_status("ok");
     let mut a = strs(&base);
-    a.extend(strs(&["--wall-time", "10s", "--", "./stopped", &m, "child"]));
+    a.extend(strs(&[
+        "--wall-time",
+        "10s",
+        "--",
+        "./stopped",
+        &m,
+        "child",
+    ]));
     run(&a, secs(60)).assert_status("ok");
     let mut a = strs(&base);
     a.extend(strs(&["--wall-time", "2s", "--", "./stopped", &m, "self"]));
@@ -1188,14 +2064,21 @@ fn host_state_unchanged_after_attacks() {
     let mounts_after = host_mounts();
     let added: Vec<_> = mounts_after.difference(&mounts_before).collect();
     let removed: Vec<_> = mounts_before.difference(&mounts_after).collect();
-    assert!(added.is_empty() && removed.is_empty(), "host mounts changed:\nadded {added:#?}\nremoved {removed:#?}");
+    assert!(
+        added.is_empty() && removed.is_empty(),
+        "host mounts changed:\nadded {added:#?}\nremoved {removed:#?}"
+    );
     let mut leftovers = vec![];
     for (base, kids) in corral_cgroup_dirs() {
         for k in kids {
             leftovers.push(format!("{} (base {})", describe_cgroup(&k), base.display()));
         }
     }
-    assert!(leftovers.is_empty(), "leftover cgroups under corral's base dirs:\n{}", leftovers.join("\n"));
+    assert!(
+        leftovers.is_empty(),
+        "leftover cgroups under corral's base dirs:\n{}",
+        leftovers.join("\n")
+    );
 }
 
 #[allow(dead_code)]

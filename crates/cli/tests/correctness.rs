@@ -76,20 +76,40 @@ fn exit_code_255_is_nonzero_exit() {
 fn exit_codes_pass_through_without_json() {
     let _g = shared();
     for code in [0, 3, 255] {
-        let (c, out, _) = run_plain(&["--wall-time", "10s", "--", SH, "-c", &format!("echo hello; exit {code}")]);
-        assert_eq!(c, Some(code), "corral without --json must exit with the program's code");
-        assert_eq!(String::from_utf8_lossy(&out), "hello\n", "stdout must pass through unchanged");
+        let (c, out, _) = run_plain(&[
+            "--wall-time",
+            "10s",
+            "--",
+            SH,
+            "-c",
+            &format!("echo hello; exit {code}"),
+        ]);
+        assert_eq!(
+            c,
+            Some(code),
+            "corral without --json must exit with the program's code"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "hello\n",
+            "stdout must pass through unchanged"
+        );
     }
 }
 
 #[test]
 fn sigsegv_is_signaled_11() {
     let _g = shared();
-    let code = "import os, signal\nprint('before', flush=True)\nos.kill(os.getpid(), signal.SIGSEGV)";
+    let code =
+        "import os, signal\nprint('before', flush=True)\nos.kill(os.getpid(), signal.SIGSEGV)";
     let o = py(code, &["--wall-time", "10s"]);
     o.assert_status("signaled");
     assert_eq!(o.json["signal"], 11, "{}", o.describe());
-    assert!(o.json["exit_code"].is_null(), "exit_code must be null when signaled\n{}", o.describe());
+    assert!(
+        o.json["exit_code"].is_null(),
+        "exit_code must be null when signaled\n{}",
+        o.describe()
+    );
     assert_eq!(o.stdout(), "before\n", "{}", o.describe());
     let (c, out, _) = run_plain(&["--wall-time", "10s", "--", PY, "-c", code]);
     assert_eq!(c, Some(139), "corral without --json must exit 128+11");
@@ -110,7 +130,10 @@ fn usage_error_exits_nonzero() {
     let mut c = corral_cmd();
     c.args(["run", "--json", "--memory", "banana", "--", "/bin/true"]);
     let r = run_command(c, secs(30));
-    assert!(!r.status.success(), "a bad --memory value must be a usage error");
+    assert!(
+        !r.status.success(),
+        "a bad --memory value must be a usage error"
+    );
 }
 
 // ---------------------------------------------------------------- limits
@@ -120,8 +143,24 @@ fn limits_object_reflects_the_options() {
     let _g = shared();
     let o = sh(
         "true",
-        &["--cpu-time", "1500ms", "--wall-time", "2s", "--memory", "64M", "--pids", "16", "--output", "512K", "--disk",
-            "8M", "--open-files", "64", "--file-size", "1M"],
+        &[
+            "--cpu-time",
+            "1500ms",
+            "--wall-time",
+            "2s",
+            "--memory",
+            "64M",
+            "--pids",
+            "16",
+            "--output",
+            "512K",
+            "--disk",
+            "8M",
+            "--open-files",
+            "64",
+            "--file-size",
+            "1M",
+        ],
     );
     o.assert_status("ok");
     assert_eq!(o.limit_ms("cpu_time"), Some(1500), "{}", o.describe());
@@ -131,7 +170,12 @@ fn limits_object_reflects_the_options() {
     assert_eq!(o.limit_bytes("output"), Some(512 << 10), "{}", o.describe());
     assert_eq!(o.limit_bytes("disk"), Some(8 << 20), "{}", o.describe());
     assert_eq!(o.limit("open_files"), Some(64), "{}", o.describe());
-    assert_eq!(o.limit_bytes("file_size"), Some(1 << 20), "{}", o.describe());
+    assert_eq!(
+        o.limit_bytes("file_size"),
+        Some(1 << 20),
+        "{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -139,8 +183,21 @@ fn limits_have_defaults() {
     let _g = shared();
     let o = sh("true", &[]);
     o.assert_status("ok");
-    for k in ["cpu_time", "wall_time", "memory", "pids", "output", "disk", "open_files", "file_size"] {
-        assert!(!o.json["limits"][k].is_null(), "limits.{k} missing\n{}", o.describe());
+    for k in [
+        "cpu_time",
+        "wall_time",
+        "memory",
+        "pids",
+        "output",
+        "disk",
+        "open_files",
+        "file_size",
+    ] {
+        assert!(
+            !o.json["limits"][k].is_null(),
+            "limits.{k} missing\n{}",
+            o.describe()
+        );
     }
     for k in ["cpu_time_ms", "wall_time_ms", "memory_peak_bytes"] {
         assert!(o.json[k].is_u64(), "{k} missing\n{}", o.describe());
@@ -150,10 +207,17 @@ fn limits_have_defaults() {
 #[test]
 fn cpu_time_limit_status() {
     let _g = shared();
-    let o = py("while True: pass", &["--cpu-time", "500ms", "--wall-time", "20s"]);
+    let o = py(
+        "while True: pass",
+        &["--cpu-time", "500ms", "--wall-time", "20s"],
+    );
     o.assert_status("time_limit");
     let cpu = o.int("cpu_time_ms").unwrap();
-    assert!((250..=1000).contains(&cpu), "cpu_time_ms {cpu} for --cpu-time 500ms\n{}", o.describe());
+    assert!(
+        (250..=1000).contains(&cpu),
+        "cpu_time_ms {cpu} for --cpu-time 500ms\n{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -163,14 +227,21 @@ fn wall_time_limit_status() {
     let o = run(&["--wall-time", "500ms", "--", "/bin/sleep", "10"]);
     o.assert_status("wall_time_limit");
     let wall = o.int("wall_time_ms").unwrap();
-    assert!((400..=2500).contains(&wall), "wall_time_ms {wall} for --wall-time 500ms\n{}", o.describe());
+    assert!(
+        (400..=2500).contains(&wall),
+        "wall_time_ms {wall} for --wall-time 500ms\n{}",
+        o.describe()
+    );
     assert!(start.elapsed() < secs(8));
 }
 
 #[test]
 fn memory_limit_status() {
     let _g = shared();
-    let o = py("x = b'x' * (300 << 20)\nprint('ESCAPED')", &["--memory", "64M", "--wall-time", "20s"]);
+    let o = py(
+        "x = b'x' * (300 << 20)\nprint('ESCAPED')",
+        &["--memory", "64M", "--wall-time", "20s"],
+    );
     o.assert_status("memory_limit");
     assert!(!o.stdout().contains("ESCAPED"), "{}", o.describe());
 }
@@ -178,7 +249,10 @@ fn memory_limit_status() {
 #[test]
 fn output_limit_status() {
     let _g = shared();
-    let o = py("import sys\nsys.stdout.write('x' * 5000)", &["--output", "1K", "--wall-time", "20s"]);
+    let o = py(
+        "import sys\nsys.stdout.write('x' * 5000)",
+        &["--output", "1K", "--wall-time", "20s"],
+    );
     o.assert_status("output_limit");
     assert_eq!(o.json["stdout_truncated"], true, "{}", o.describe());
     assert!(o.stdout().len() <= 1024, "{}", o.describe());
@@ -207,7 +281,10 @@ fn file_size_limit() {
     let l = o.stdout().trim().to_string();
     assert!(l.starts_with("BLOCKED EFBIG"), "{}", o.describe());
     let size: i64 = l.rsplit(' ').next().unwrap().parse().unwrap();
-    assert!(size <= 64 << 10, "file grew to {size} bytes with --file-size 64K");
+    assert!(
+        size <= 64 << 10,
+        "file grew to {size} bytes with --file-size 64K"
+    );
 }
 
 #[test]
@@ -240,7 +317,11 @@ fn sleep_counts_wall_not_cpu() {
     o.assert_status("ok");
     let wall = o.int("wall_time_ms").unwrap();
     let cpu = o.int("cpu_time_ms").unwrap();
-    assert!((900..=3000).contains(&wall), "wall_time_ms {wall} for sleep 1\n{}", o.describe());
+    assert!(
+        (900..=3000).contains(&wall),
+        "wall_time_ms {wall} for sleep 1\n{}",
+        o.describe()
+    );
     assert!(cpu < 300, "cpu_time_ms {cpu} for sleep 1\n{}", o.describe());
 }
 
@@ -254,8 +335,16 @@ fn spin_counts_cpu_close_to_wall() {
     o.assert_status("ok");
     let wall = o.int("wall_time_ms").unwrap();
     let cpu = o.int("cpu_time_ms").unwrap();
-    assert!((900..=3000).contains(&wall), "wall_time_ms {wall}\n{}", o.describe());
-    assert!(cpu >= wall / 2 && cpu <= wall + 200, "cpu_time_ms {cpu} vs wall_time_ms {wall}\n{}", o.describe());
+    assert!(
+        (900..=3000).contains(&wall),
+        "wall_time_ms {wall}\n{}",
+        o.describe()
+    );
+    assert!(
+        cpu >= wall / 2 && cpu <= wall + 200,
+        "cpu_time_ms {cpu} vs wall_time_ms {wall}\n{}",
+        o.describe()
+    );
 }
 
 // ---------------------------------------------------------------- stdin / output
@@ -307,7 +396,10 @@ fn large_output_is_captured_exactly() {
     let expected: String = (0..65536).map(|i| format!("{i:07}\n")).collect();
     assert_eq!(expected.len(), 512 * 1024);
     assert_eq!(o.stdout().len(), expected.len(), "{}", o.describe());
-    assert!(o.stdout() == expected, "512 KiB of output not captured byte-exact");
+    assert!(
+        o.stdout() == expected,
+        "512 KiB of output not captured byte-exact"
+    );
     assert_eq!(o.json["stdout_truncated"], false, "{}", o.describe());
 }
 
@@ -320,24 +412,44 @@ fn invalid_utf8_output_is_base64() {
         &["--wall-time", "10s"],
     );
     o.assert_status("ok");
-    let b64 = o.json["stdout_base64"].as_str().unwrap_or_else(|| panic!("stdout_base64 missing\n{}", o.describe()));
-    assert_eq!(b64decode(b64), bytes, "stdout_base64 does not decode to the exact bytes");
+    let b64 = o.json["stdout_base64"]
+        .as_str()
+        .unwrap_or_else(|| panic!("stdout_base64 missing\n{}", o.describe()));
+    assert_eq!(
+        b64decode(b64),
+        bytes,
+        "stdout_base64 does not decode to the exact bytes"
+    );
     assert!(o.stdout().starts_with("ok "), "{}", o.describe());
     assert!(o.stdout().contains('\u{fffd}'), "{}", o.describe());
     assert_eq!(o.stderr(), "plain\n");
-    assert!(o.json.get("stderr_base64").is_none(), "stderr_base64 present for valid UTF-8\n{}", o.describe());
+    assert!(
+        o.json.get("stderr_base64").is_none(),
+        "stderr_base64 present for valid UTF-8\n{}",
+        o.describe()
+    );
 }
 
 #[test]
 fn stdout_and_stderr_are_separate_and_interleaved_in_script() {
     let _g = shared();
-    let o = sh("echo OUT1; echo ERR1 >&2; sleep 0.2; echo OUT2", &["--wall-time", "10s"]);
+    let o = sh(
+        "echo OUT1; echo ERR1 >&2; sleep 0.2; echo OUT2",
+        &["--wall-time", "10s"],
+    );
     o.assert_status("ok");
     assert_eq!(o.stdout(), "OUT1\nOUT2\n", "{}", o.describe());
     assert_eq!(o.stderr(), "ERR1\n", "{}", o.describe());
     let script = o.json["script"].as_str().unwrap_or("");
-    let (a, b, c) = (script.find("OUT1"), script.find("ERR1"), script.find("OUT2"));
-    assert!(a.is_some() && b.is_some() && c.is_some(), "script: {script:?}");
+    let (a, b, c) = (
+        script.find("OUT1"),
+        script.find("ERR1"),
+        script.find("OUT2"),
+    );
+    assert!(
+        a.is_some() && b.is_some() && c.is_some(),
+        "script: {script:?}"
+    );
     assert!(b < c, "script not in arrival order: {script:?}");
 }
 
@@ -357,7 +469,18 @@ fn concurrent_runs_cannot_see_each_other() {
             std::thread::spawn(move || {
                 let file = format!("mine-{m}");
                 run_json(
-                    &["--dir", &dir, "--wall-time", "60s", "--", PY, "procs.py", &m, "2", &file],
+                    &[
+                        "--dir",
+                        &dir,
+                        "--wall-time",
+                        "60s",
+                        "--",
+                        PY,
+                        "procs.py",
+                        &m,
+                        "2",
+                        &file,
+                    ],
                     secs(120),
                 )
             })
@@ -367,10 +490,18 @@ fn concurrent_runs_cannot_see_each_other() {
     for (i, o) in outs.iter().enumerate() {
         o.assert_status("ok");
         assert!(o.stdout().contains("DONE"), "{}", o.describe());
-        assert!(o.stdout().contains(&format!("TMP mine-{}", markers[i])), "run {i} lost its own /tmp file\n{}", o.describe());
+        assert!(
+            o.stdout().contains(&format!("TMP mine-{}", markers[i])),
+            "run {i} lost its own /tmp file\n{}",
+            o.describe()
+        );
         for (j, m) in markers.iter().enumerate() {
             if i != j {
-                assert!(!o.stdout().contains(m.as_str()), "run {i} sees run {j}'s file or process\n{}", o.describe());
+                assert!(
+                    !o.stdout().contains(m.as_str()),
+                    "run {i} sees run {j}'s file or process\n{}",
+                    o.describe()
+                );
             }
         }
     }
@@ -384,7 +515,16 @@ fn concurrent_runs_cannot_see_each_other() {
 #[test]
 fn env_option_passes_variables() {
     let _g = shared();
-    let o = run(&["--env", "FOO=bar baz", "--env", "EMPTY=", "--wall-time", "10s", "--", "/usr/bin/env"]);
+    let o = run(&[
+        "--env",
+        "FOO=bar baz",
+        "--env",
+        "EMPTY=",
+        "--wall-time",
+        "10s",
+        "--",
+        "/usr/bin/env",
+    ]);
     o.assert_status("ok");
     let lines: BTreeSet<&str> = o.stdout().lines().collect();
     assert!(lines.contains("FOO=bar baz"), "{}", o.describe());
@@ -399,18 +539,41 @@ fn environment_is_minimal() {
     let o = run_json_with(c, &["--wall-time", "10s", "--", "/usr/bin/env"], secs(60));
     o.assert_status("ok");
     let allowed = [
-        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "TMPDIR", "TZ", "PWD", "HOSTNAME",
-        "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "TERM",
+        "LANG",
+        "LC_ALL",
+        "TMPDIR",
+        "TZ",
+        "PWD",
+        "HOSTNAME",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONUNBUFFERED",
     ];
     let mut keys = BTreeSet::new();
     for l in o.stdout().lines() {
         let (k, v) = l.split_once('=').unwrap_or((l, ""));
         keys.insert(k.to_string());
-        assert!(allowed.contains(&k), "unexpected variable in the sandbox: {l}\n{}", o.describe());
-        assert!(!v.contains("/root") && !v.contains("/work") && !v.contains("host-value"), "host value leaked: {l}");
+        assert!(
+            allowed.contains(&k),
+            "unexpected variable in the sandbox: {l}\n{}",
+            o.describe()
+        );
+        assert!(
+            !v.contains("/root") && !v.contains("/work") && !v.contains("host-value"),
+            "host value leaked: {l}"
+        );
     }
     assert!(keys.contains("PATH"), "{}", o.describe());
-    assert!(o.stdout().lines().any(|l| l == "HOME=/home/sandbox"), "{}", o.describe());
+    assert!(
+        o.stdout().lines().any(|l| l == "HOME=/home/sandbox"),
+        "{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -420,10 +583,21 @@ fn working_dir_is_home_sandbox_with_dir_contents() {
     fs::write(w.path().join("given.txt"), "given\n").unwrap();
     fs::create_dir(w.path().join("sub")).unwrap();
     fs::write(w.path().join("sub/inner.txt"), "inner\n").unwrap();
-    let o = sh("pwd; echo $HOME; cat given.txt sub/inner.txt; echo new > new.txt && echo WROTE", &["--dir", &d(w.path()), "--wall-time", "10s"]);
+    let o = sh(
+        "pwd; echo $HOME; cat given.txt sub/inner.txt; echo new > new.txt && echo WROTE",
+        &["--dir", &d(w.path()), "--wall-time", "10s"],
+    );
     o.assert_status("ok");
-    assert_eq!(o.stdout(), "/home/sandbox\n/home/sandbox\ngiven\ninner\nWROTE\n", "{}", o.describe());
-    assert!(!w.path().join("new.txt").exists(), "the --dir folder on the host was written to");
+    assert_eq!(
+        o.stdout(),
+        "/home/sandbox\n/home/sandbox\ngiven\ninner\nWROTE\n",
+        "{}",
+        o.describe()
+    );
+    assert!(
+        !w.path().join("new.txt").exists(),
+        "the --dir folder on the host was written to"
+    );
 }
 
 // ---------------------------------------------------------------- mounts
@@ -447,8 +621,16 @@ fn ro_bind_is_visible_read_only() {
         &["--ro-bind", &spec, "--wall-time", "10s"],
     );
     o.assert_status("ok");
-    assert_eq!(o.stdout(), "host data\nNOWRITE\nNOAPPEND\n", "{}", o.describe());
-    assert_eq!(fs::read_to_string(t.path().join("data.txt")).unwrap(), "host data\n");
+    assert_eq!(
+        o.stdout(),
+        "host data\nNOWRITE\nNOAPPEND\n",
+        "{}",
+        o.describe()
+    );
+    assert_eq!(
+        fs::read_to_string(t.path().join("data.txt")).unwrap(),
+        "host data\n"
+    );
     assert!(!t.path().join("new.txt").exists());
     assert_no_host_mount_mentions(t.path().to_str().unwrap());
 }
@@ -458,7 +640,10 @@ fn ro_bind_without_destination_uses_same_path() {
     let _g = shared();
     let t = shared_host_dir();
     let p = d(t.path());
-    let o = sh(&format!("cat {p}/data.txt"), &["--ro-bind", &p, "--wall-time", "10s"]);
+    let o = sh(
+        &format!("cat {p}/data.txt"),
+        &["--ro-bind", &p, "--wall-time", "10s"],
+    );
     o.assert_status("ok");
     assert_eq!(o.stdout(), "host data\n", "{}", o.describe());
     assert_no_host_mount_mentions(&p);
@@ -469,10 +654,16 @@ fn bind_is_visible_read_write() {
     let _g = shared();
     let t = shared_host_dir();
     let spec = format!("{}:/data", d(t.path()));
-    let o = sh("cat /data/data.txt; echo from sandbox > /data/out.txt && echo WROTE", &["--bind", &spec, "--wall-time", "10s"]);
+    let o = sh(
+        "cat /data/data.txt; echo from sandbox > /data/out.txt && echo WROTE",
+        &["--bind", &spec, "--wall-time", "10s"],
+    );
     o.assert_status("ok");
     assert_eq!(o.stdout(), "host data\nWROTE\n", "{}", o.describe());
-    assert_eq!(fs::read_to_string(t.path().join("out.txt")).unwrap(), "from sandbox\n");
+    assert_eq!(
+        fs::read_to_string(t.path().join("out.txt")).unwrap(),
+        "from sandbox\n"
+    );
     assert_no_host_mount_mentions(t.path().to_str().unwrap());
 }
 
@@ -501,12 +692,20 @@ fn unprivileged_no_caps_no_new_privs_seccomp() {
         assert_ne!(id, "0", "the program runs with gid 0: Gid {}", field("Gid"));
     }
     for cap in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
-        assert_eq!(u64::from_str_radix(&field(cap), 16).unwrap(), 0, "{cap} is {}", field(cap));
+        assert_eq!(
+            u64::from_str_radix(&field(cap), 16).unwrap(),
+            0,
+            "{cap} is {}",
+            field(cap)
+        );
     }
     assert_eq!(field("NoNewPrivs"), "1");
     assert_eq!(field("Seccomp"), "2");
     let groups = field("Groups");
-    assert!(!groups.split_whitespace().any(|g| g == "0"), "member of group 0: {groups}");
+    assert!(
+        !groups.split_whitespace().any(|g| g == "0"),
+        "member of group 0: {groups}"
+    );
 }
 
 // ---------------------------------------------------------------- network opt-in
@@ -530,14 +729,35 @@ fn network_opt_in_reaches_host_loopback() {
                     let _ = s.read_to_string(&mut b);
                     return Some(b);
                 }
-                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
                 Err(_) => return None,
             }
         }
     });
-    let o = run(&["--network", "--dir", &d(w.path()), "--wall-time", "20s", "--", PY, "netconnect.py", "127.0.0.1", &port.to_string()]);
+    let o = run(&[
+        "--network",
+        "--dir",
+        &d(w.path()),
+        "--wall-time",
+        "20s",
+        "--",
+        PY,
+        "netconnect.py",
+        "127.0.0.1",
+        &port.to_string(),
+    ]);
     o.assert_status("ok");
-    assert!(o.stdout().contains("CONNECTED tcp"), "--network did not allow a host loopback connection\n{}", o.describe());
+    assert!(
+        o.stdout().contains("CONNECTED tcp"),
+        "--network did not allow a host loopback connection\n{}",
+        o.describe()
+    );
     let got = acc.join().unwrap();
-    assert_eq!(got.as_deref(), Some("hello from the sandbox\n"), "the host listener got no connection");
+    assert_eq!(
+        got.as_deref(),
+        Some("hello from the sandbox\n"),
+        "the host listener got no connection"
+    );
 }

@@ -238,7 +238,12 @@ impl Outcome {
     }
     #[track_caller]
     pub fn assert_status(&self, want: &str) {
-        assert_eq!(self.status(), want, "unexpected status\n{}", self.describe());
+        assert_eq!(
+            self.status(),
+            want,
+            "unexpected status\n{}",
+            self.describe()
+        );
     }
     #[track_caller]
     pub fn assert_status_in(&self, want: &[&str]) {
@@ -253,7 +258,8 @@ impl Outcome {
     /// an integer or a numeric string.
     pub fn limit(&self, k: &str) -> Option<i64> {
         let v = &self.json["limits"][k];
-        v.as_i64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        v.as_i64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
     }
     /// `limits.<k>` as bytes: an integer, or a string such as "64M" (binary units).
     pub fn limit_bytes(&self, k: &str) -> Option<i64> {
@@ -283,10 +289,18 @@ impl Outcome {
             return n.trim().parse().ok();
         }
         if let Some(n) = s.strip_suffix('s') {
-            return n.trim().parse::<f64>().ok().map(|x| (x * 1000.0).round() as i64);
+            return n
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .map(|x| (x * 1000.0).round() as i64);
         }
         if let Some(n) = s.strip_suffix('m') {
-            return n.trim().parse::<f64>().ok().map(|x| (x * 60000.0).round() as i64);
+            return n
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .map(|x| (x * 60000.0).round() as i64);
         }
         s.parse::<f64>().ok().map(|x| (x * 1000.0).round() as i64)
     }
@@ -315,7 +329,10 @@ pub fn run_json_with(mut cmd: Command, args: &[&str], timeout: Duration) -> Outc
              stdout: {}\nstderr: {}",
             raw.status,
             text.chars().take(3000).collect::<String>(),
-            String::from_utf8_lossy(&raw.stderr).chars().take(3000).collect::<String>()
+            String::from_utf8_lossy(&raw.stderr)
+                .chars()
+                .take(3000)
+                .collect::<String>()
         ),
     };
     let out = Outcome { json, raw };
@@ -398,8 +415,15 @@ pub fn host_mounts() -> BTreeSet<String> {
 /// Assert that no host mount mentions `needle` (e.g. a test's temp dir).
 #[track_caller]
 pub fn assert_no_host_mount_mentions(needle: &str) {
-    let bad: Vec<String> = host_mounts().into_iter().filter(|l| l.contains(needle)).collect();
-    assert!(bad.is_empty(), "host mount table mentions {needle} after the run:\n{}", bad.join("\n"));
+    let bad: Vec<String> = host_mounts()
+        .into_iter()
+        .filter(|l| l.contains(needle))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "host mount table mentions {needle} after the run:\n{}",
+        bad.join("\n")
+    );
 }
 
 /// All directories whose name contains "corral" under the cgroup hierarchies
@@ -442,7 +466,10 @@ pub fn describe_cgroup(dir: &Path) -> String {
     let mut s = format!("{}:", dir.display());
     for pid in procs.split_whitespace() {
         let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        s.push_str(&format!(" [{pid}: {}]", String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        s.push_str(&format!(
+            " [{pid}: {}]",
+            String::from_utf8_lossy(&cmd).replace('\0', " ")
+        ));
     }
     s
 }
@@ -497,7 +524,10 @@ pub fn b64decode(s: &str) -> Vec<u8> {
             _ => panic!("invalid base64 character {:?}", c as char),
         }
     }
-    let clean: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=').collect();
+    let clean: Vec<u8> = s
+        .bytes()
+        .filter(|c| !c.is_ascii_whitespace() && *c != b'=')
+        .collect();
     let mut out = Vec::with_capacity(clean.len() * 3 / 4);
     for chunk in clean.chunks(4) {
         let mut acc = 0u32;
