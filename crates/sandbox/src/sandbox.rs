@@ -192,7 +192,8 @@ impl Sandbox {
             fsize: limits.file_size.bytes(),
             // The kernel's own CPU limit is a backstop a little past ours.
             cpu_secs: limits.cpu_time.duration().as_secs() + 2,
-            nproc: limits.pids.max(1),
+            // Above the pids cgroup limit, so the cgroup (which reports hits) bites first.
+            nproc: limits.pids.saturating_add(8),
         };
         let run = Request::Run { argv: spec.argv.clone(), env: spec.environment(), rlimits };
         protocol::send(self.ctl.as_fd(), &run, &fds)?;
