@@ -1,0 +1,279 @@
+//! Small, strict file helpers for cgroupfs.
+//!
+//! cgroupfs is not a normal filesystem: control files exist exactly when the kernel provides them,
+//! a write is applied (or rejected) as one unit, and a directory "full" of files can be removed
+//! with plain rmdir. These helpers therefore never create files, write each value with a single
+//! `write(2)` and treat a short write as an error, and attach the path to every error.
+
+use std::collections::BTreeMap;
+use std::fs::{DirBuilder, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::Error;
+
+/// Reads a whole control file.
+pub(crate) fn read(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Reads a file that may legitimately be absent on older kernels.
+pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, Error> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(Error::Read {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Writes `value` to an existing control file with one `write(2)`.
+///
+/// O_TRUNC is what `echo v > file` does; kernfs ignores it, and it keeps the fake trees used in
+/// tests honest. There is no O_CREAT: a missing file means the controller is absent, and that must
+/// surface as an error rather than as a stray regular file.
+pub(crate) fn write(path: &Path, value: &str) -> Result<(), Error> {
+    let err = |source| Error::Write {
+        path: path.to_owned(),
+        value: value.to_owned(),
+        source,
+    };
+    #[cfg(test)]
+    if let Some(e) = crate::testfs::write_fault(path, value) {
+        return Err(err(e));
+    }
+    let mut f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(err)?;
+    let n = f.write(value.as_bytes()).map_err(err)?;
+    if n != value.len() {
+        return Err(err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            format!("short write: {n} of {} bytes", value.len()),
+        )));
+    }
+    Ok(())
+}
+
+/// Writes only if the file exists (for knobs that older kernels or configs lack).
+/// Returns whether it was written.
+pub(crate) fn write_if_exists(path: &Path, value: &str) -> Result<bool, Error> {
+    match write(path, value) {
+        Ok(()) => Ok(true),
+        Err(Error::Write { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens `cgroup.procs` write-only and close-on-exec, for a child to join by writing "0".
+pub(crate) fn open_procs(dir: &Path) -> Result<OwnedFd, Error> {
+    let path = dir.join("cgroup.procs");
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(&path)
+        .map(OwnedFd::from)
+        .map_err(|source| Error::Open { path, source })
+}
+
+/// Creates one cgroup directory (mode 0755). EEXIST is returned as an error; callers decide.
+pub(crate) fn mkdir(path: &Path) -> Result<(), Error> {
+    DirBuilder::new()
+        .mode(0o755)
+        .create(path)
+        .map_err(|source| Error::Mkdir {
+            path: path.to_owned(),
+            source,
+        })?;
+    #[cfg(test)]
+    crate::testfs::after_mkdir(path);
+    Ok(())
+}
+
+/// `mkdir -p` that stops at `floor` (which must exist, e.g. the mount point). Returns whether the
+/// final directory was created by this call.
+pub(crate) fn mkdir_p(floor: &Path, path: &Path) -> Result<bool, Error> {
+    if path.is_dir() {
+        return Ok(false);
+    }
+    if path == floor {
+        return Err(Error::Mkdir {
+            path: path.to_owned(),
+            source: io::Error::from(io::ErrorKind::NotFound),
+        });
+    }
+    if let Some(parent) = path.parent() {
+        if parent.starts_with(floor) {
+            mkdir_p(floor, parent)?;
+        }
+    }
+    match mkdir(path) {
+        Ok(()) => Ok(true),
+        // Somebody else (another corral process) created it concurrently.
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// How long `rmdir_retry` keeps retrying EBUSY: exiting tasks leave their cgroup asynchronously.
+pub(crate) const RMDIR_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Removes a cgroup directory, retrying EBUSY a few ms at a time for up to [`RMDIR_TIMEOUT`].
+/// A directory that is already gone counts as removed.
+pub(crate) fn rmdir_retry(path: &Path) -> Result<(), Error> {
+    let start = Instant::now();
+    loop {
+        #[cfg(test)]
+        crate::testfs::before_rmdir(path);
+        match std::fs::remove_dir(path) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && start.elapsed() < RMDIR_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(source) => {
+                return Err(Error::Rmdir {
+                    path: path.to_owned(),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+/// One rmdir attempt, errors ignored: for removing corral's base when it may still be in use
+/// (then the kernel refuses with EBUSY and nothing happens).
+pub(crate) fn rmdir_if_unused(path: &Path) {
+    #[cfg(test)]
+    crate::testfs::before_rmdir(path);
+    let _ = std::fs::remove_dir(path);
+}
+
+/// Sub-cgroups of `dir` (recursively), deepest first, so they can be removed in order.
+/// Sandboxed code normally cannot create them, but if it could, they must not survive us.
+pub(crate) fn subdirs_post_order(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for entry in rd.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let p = entry.path();
+                out.extend(subdirs_post_order(&p));
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Parses a single unsigned integer file (e.g. `cpuacct.usage`, `memory.peak`).
+pub(crate) fn parse_u64(path: &Path, text: &str) -> Result<u64, Error> {
+    let t = text.trim();
+    t.parse::<u64>().map_err(|_| Error::Parse {
+        path: path.to_owned(),
+        reason: format!("expected an unsigned integer, got {t:?}"),
+    })
+}
+
+/// Reads and parses a single unsigned integer file.
+pub(crate) fn read_u64(path: &Path) -> Result<u64, Error> {
+    parse_u64(path, &read(path)?)
+}
+
+/// A "flat keyed" file (`key value` per line: memory.events, pids.events, cpu.stat,
+/// memory.oom_control). Values are kept as text and parsed on lookup, so an unexpected new line
+/// in some future kernel cannot break reading the keys we do understand.
+pub(crate) struct KeyedFile<'a> {
+    path: &'a Path,
+    entries: BTreeMap<&'a str, &'a str>,
+}
+
+impl<'a> KeyedFile<'a> {
+    pub(crate) fn parse(path: &'a Path, text: &'a str) -> Result<Self, Error> {
+        let mut entries = BTreeMap::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let mut it = line.split_whitespace();
+            match (it.next(), it.next(), it.next()) {
+                (Some(k), Some(v), None) => {
+                    entries.insert(k, v);
+                }
+                _ => {
+                    return Err(Error::Parse {
+                        path: path.to_owned(),
+                        reason: format!("expected `key value`, got {line:?}"),
+                    })
+                }
+            }
+        }
+        Ok(KeyedFile { path, entries })
+    }
+
+    /// The value of `key` as u64; `None` if the key is absent (older kernels lack some keys).
+    pub(crate) fn get(&self, key: &str) -> Result<Option<u64>, Error> {
+        match self.entries.get(key) {
+            None => Ok(None),
+            Some(v) => v.parse::<u64>().map(Some).map_err(|_| Error::Parse {
+                path: self.path.to_owned(),
+                reason: format!("value of {key:?} is not an unsigned integer: {v:?}"),
+            }),
+        }
+    }
+
+    /// Like [`get`](Self::get) with absent keys read as 0.
+    pub(crate) fn get_or_zero(&self, key: &str) -> Result<u64, Error> {
+        Ok(self.get(key)?.unwrap_or(0))
+    }
+}
+
+/// Parses `cgroup.procs` content: one pid per line.
+pub(crate) fn parse_pids(path: &Path, text: &str) -> Result<Vec<i32>, Error> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| match l.parse::<i32>() {
+            // Never let 0 or a negative number through: kill(0)/kill(-1) would hit our own
+            // process group or every process we may signal.
+            Ok(pid) if pid > 0 => Ok(pid),
+            _ => Err(Error::Parse {
+                path: path.to_owned(),
+                reason: format!("bad pid {l:?}"),
+            }),
+        })
+        .collect()
+}
+
+/// Pids in `dir` and all its sub-cgroups. A sub-cgroup vanishing meanwhile is not an error.
+pub(crate) fn pids_recursive(dir: &Path, out: &mut Vec<i32>) -> Result<(), Error> {
+    let path = dir.join("cgroup.procs");
+    out.extend(parse_pids(&path, &read(&path)?)?);
+    for sub in subdirs_post_order(dir) {
+        let p = sub.join("cgroup.procs");
+        match read_optional(&p)? {
+            Some(text) => out.extend(parse_pids(&p, &text)?),
+            None => continue,
+        }
+    }
+    Ok(())
+}
+
+/// Splits a space-separated controller list (`cgroup.controllers`, `cgroup.subtree_control`).
+/// A leading '+' is tolerated so a fake tree holding what we wrote reads back the same.
+pub(crate) fn controller_list(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .map(|c| c.trim_start_matches('+').to_owned())
+        .collect()
+}
