@@ -106,6 +106,15 @@ pub fn build(setup: &Setup) -> Result<(), SandboxError> {
     mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
         .map_err(err("making mounts private".into()))?;
 
+    // Bind sources are opened before anything is mounted: the new root covers the host's /tmp,
+    // and a source under it (or a path swapped for a symlink meanwhile) must still be the one asked for.
+    let mut sources = Vec::new();
+    for m in &setup.mounts {
+        let fd = nix::fcntl::open(&m.src, nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
+            .map_err(err(format!("bind source {}", m.src.display())))?;
+        sources.push(fd);
+    }
+
     // The new root is a small tmpfs over the host's /tmp, visible only in this namespace.
     let root = PathBuf::from("/tmp");
     tmpfs(&root, MsFlags::MS_NOSUID | MsFlags::MS_NODEV, "size=4m,nr_inodes=4096,mode=0755")?;
@@ -152,14 +161,16 @@ pub fn build(setup: &Setup) -> Result<(), SandboxError> {
         &format!("size={},nr_inodes={},mode=0700,uid={},gid={}", setup.disk_bytes, setup.inodes, setup.uid, setup.gid),
     )?;
 
-    for m in &setup.mounts {
+    for (m, fd) in setup.mounts.iter().zip(&sources) {
+        let src = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(fd)));
         let dst = r(&m.dst.to_string_lossy());
         let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         if !m.writable {
             flags |= MsFlags::MS_RDONLY;
         }
-        bind(&m.src, &dst, flags)?;
+        bind(&src, &dst, flags)?;
     }
+    drop(sources);
 
     // Switch roots: pivot_root(".", ".") stacks the old root under the new one; detaching it leaves
     // no path back to the host.
