@@ -73,14 +73,30 @@ fn tmpfs(target: &Path, flags: MsFlags, opts: &str) -> Result<(), SandboxError> 
 /// Bind `src` at `dst` (created as a file or folder to match), then remount with `flags` added.
 fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<(), SandboxError> {
     let meta = fs::metadata(src).map_err(ioerr(format!("bind source {}", src.display())))?;
-    if meta.is_dir() {
-        fs::create_dir_all(dst).map_err(ioerr(format!("creating {}", dst.display())))?;
+    let made = if meta.is_dir() {
+        fs::create_dir_all(dst)
     } else {
-        if let Some(p) = dst.parent() {
-            fs::create_dir_all(p).map_err(ioerr(format!("creating {}", p.display())))?;
+        dst.parent().map(fs::create_dir_all).unwrap_or(Ok(())).and_then(|_| {
+            if dst.exists() {
+                Ok(())
+            } else {
+                fs::write(dst, b"")
+            }
+        })
+    };
+    made.map_err(|e| {
+        let inside = dst.strip_prefix("/tmp").map(|p| Path::new("/").join(p)).unwrap_or_else(|_| dst.to_path_buf());
+        if e.raw_os_error() == Some(libc::EROFS) {
+            SandboxError::Path {
+                path: inside,
+                why: "cannot create this mount point inside a read-only system folder of the sandbox (/usr, /bin, /lib*, /opt, /etc); \
+                      pick a destination elsewhere, e.g. /mnt/NAME or /srv/NAME"
+                    .into(),
+            }
+        } else {
+            SandboxError::io(format!("creating mount point {}", inside.display()), e)
         }
-        fs::write(dst, b"").map_err(ioerr(format!("creating {}", dst.display())))?;
-    }
+    })?;
     mount(Some(src), dst, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
         .map_err(err(format!("binding {} to {}", src.display(), dst.display())))?;
     // A bind mount takes its flags only from a remount; without it the mount would be writable.
