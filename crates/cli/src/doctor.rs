@@ -26,7 +26,13 @@ pub fn main(args: DoctorArgs) -> i32 {
         println!("{v:#}");
     } else {
         for c in &report.checks {
-            let mark = if c.ok { "ok  " } else if c.required { "FAIL" } else { "warn" };
+            let mark = if c.ok {
+                "ok  "
+            } else if c.required {
+                "FAIL"
+            } else {
+                "warn"
+            };
             println!("{mark}  {:<16} {}", c.name, c.detail);
         }
         match &smoke {
@@ -52,7 +58,11 @@ fn smoke_test(ready: bool) -> Result<String, String> {
     if !ready {
         return Err("skipped: a required feature is missing".into());
     }
-    let host = Arc::new(InitProgram::current_exe().and_then(Host::new).map_err(|e| e.to_string())?);
+    let host = Arc::new(
+        InitProgram::current_exe()
+            .and_then(Host::new)
+            .map_err(|e| e.to_string())?,
+    );
     let spec = RunSpec::new(vec!["/bin/sh".into(), "-c".into(), "id -u".into()]);
     let o = corral_sandbox::run_fresh(&host, &spec, &mut corral_sandbox::NoSink);
     match o.status {
@@ -62,6 +72,11 @@ fn smoke_test(ready: bool) -> Result<String, String> {
             o.usage.wall_time_ms,
             host.cgroup_version()
         )),
-        _ => Err(format!("{}: {}{}", o.status.as_str(), o.error.unwrap_or_default(), o.stderr.text())),
+        _ => Err(format!(
+            "{}: {}{}",
+            o.status.as_str(),
+            o.error.unwrap_or_default(),
+            o.stderr.text()
+        )),
     }
 }

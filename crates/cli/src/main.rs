@@ -23,19 +23,22 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run one command in a fresh sandbox.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Report what isolation this host supports, and try a real sandbox.
     Doctor(doctor::DoctorArgs),
 }
 
 fn main() {
     // A sandbox's init is this same binary; dispatch before anything else starts (no threads yet).
-    if std::env::args_os().nth(1).is_some_and(|a| a == corral_sandbox::init::INIT_ARG) {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == corral_sandbox::init::INIT_ARG)
+    {
         corral_sandbox::init::main();
     }
     let cli = Cli::parse();
     let code = match cli.command {
-        Command::Run(args) => run::main(args),
+        Command::Run(args) => run::main(*args),
         Command::Doctor(args) => doctor::main(args),
     };
     std::process::exit(code);

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use corral_sandbox::{Host, InitProgram, LimitsRequest, Millis, Mount, OutputSink, RunSpec, Size, Status, Stdin};
+use corral_sandbox::{
+    Host, InitProgram, LimitsRequest, Millis, Mount, OutputSink, RunSpec, Size, Status, Stdin,
+};
 
 /// Exit code for a sandbox that could not do its job (like `docker run`'s 125).
 pub const SANDBOX_ERROR_EXIT: i32 = 125;
@@ -83,7 +85,8 @@ impl RunArgs {
     fn spec(&self) -> Result<RunSpec, String> {
         let mut spec = RunSpec::new(self.command.clone());
         for e in &self.env {
-            spec.env.push(corral_sandbox::spec::parse_env(e).map_err(|e| e.to_string())?);
+            spec.env
+                .push(corral_sandbox::spec::parse_env(e).map_err(|e| e.to_string())?);
         }
         if let Some(dir) = &self.dir {
             if !dir.is_dir() {
@@ -96,10 +99,12 @@ impl RunArgs {
             spec.stdin = Stdin::File(f.clone());
         }
         for m in &self.ro_bind {
-            spec.mounts.push(Mount::parse(m, false).map_err(|e| e.to_string())?);
+            spec.mounts
+                .push(Mount::parse(m, false).map_err(|e| e.to_string())?);
         }
         for m in &self.bind {
-            spec.mounts.push(Mount::parse(m, true).map_err(|e| e.to_string())?);
+            spec.mounts
+                .push(Mount::parse(m, true).map_err(|e| e.to_string())?);
         }
         for m in &spec.mounts {
             if !m.src.exists() {
@@ -118,7 +123,9 @@ impl RunArgs {
             open_files: self.open_files,
             file_size: self.file_size,
         };
-        spec.limits = req.resolve(&corral_sandbox::Limits::default()).map_err(|e| e.to_string())?;
+        spec.limits = req
+            .resolve(&corral_sandbox::Limits::default())
+            .map_err(|e| e.to_string())?;
         spec.validate().map_err(|e| e.to_string())?;
         Ok(spec)
     }
@@ -148,7 +155,8 @@ pub fn main(args: RunArgs) -> i32 {
     let host = match InitProgram::current_exe().and_then(Host::new) {
         Ok(h) => Arc::new(h),
         Err(e) => {
-            let outcome = corral_sandbox::Outcome::sandbox_error(spec.limits.clone(), e.to_string());
+            let outcome =
+                corral_sandbox::Outcome::sandbox_error(spec.limits.clone(), e.to_string());
             return report(&args, &outcome);
         }
     };
@@ -163,7 +171,11 @@ pub fn main(args: RunArgs) -> i32 {
 fn report(args: &RunArgs, outcome: &corral_sandbox::Outcome) -> i32 {
     if args.json {
         println!("{}", outcome.to_json());
-        return if outcome.status == Status::SandboxError { SANDBOX_ERROR_EXIT } else { 0 };
+        return if outcome.status == Status::SandboxError {
+            SANDBOX_ERROR_EXIT
+        } else {
+            0
+        };
     }
     if let Some(reason) = outcome.reason() {
         eprintln!("corral: {reason}");

@@ -33,7 +33,13 @@ pub struct Capture {
 
 impl Capture {
     pub fn new(cap: u64) -> Self {
-        Capture { cap, total: 0, stdout: Captured::default(), stderr: Captured::default(), script: Captured::default() }
+        Capture {
+            cap,
+            total: 0,
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+            script: Captured::default(),
+        }
     }
 
     /// Records `data`; returns `false` once the cap is exceeded (the run must end).
@@ -70,7 +76,16 @@ mod tests {
         assert!(c.push(Stream::Stdout, b"hello"));
         assert!(c.push(Stream::Stderr, b"oops"));
         assert!(!c.push(Stream::Stdout, b"world"));
-        assert_eq!(c.stdout.bytes, b"hello0".get(..5).unwrap().iter().copied().chain(*b"w").collect::<Vec<_>>());
+        assert_eq!(
+            c.stdout.bytes,
+            b"hello0"
+                .get(..5)
+                .unwrap()
+                .iter()
+                .copied()
+                .chain(*b"w")
+                .collect::<Vec<_>>()
+        );
         assert_eq!(c.stderr.bytes, b"oops");
         assert_eq!(c.script.bytes, b"hellooopsw");
         assert!(c.stdout.truncated && !c.stderr.truncated && c.script.truncated);

@@ -37,8 +37,18 @@ impl Report {
 
 fn check(name: &'static str, required: bool, result: Result<String, String>) -> Check {
     match result {
-        Ok(detail) => Check { name, ok: true, required, detail },
-        Err(detail) => Check { name, ok: false, required, detail },
+        Ok(detail) => Check {
+            name,
+            ok: true,
+            required,
+            detail,
+        },
+        Err(detail) => Check {
+            name,
+            ok: false,
+            required,
+            detail,
+        },
     }
 }
 
@@ -55,7 +65,19 @@ pub fn probe() -> Report {
             Err("not root: rootless mode (user namespaces + delegated cgroup v2) is not implemented yet; run corral as root".into())
         },
     ));
-    checks.push(check("kernel", false, Ok(nix::sys::utsname::uname().map(|u| format!("{} {}", u.sysname().to_string_lossy(), u.release().to_string_lossy())).unwrap_or_default())));
+    checks.push(check(
+        "kernel",
+        false,
+        Ok(nix::sys::utsname::uname()
+            .map(|u| {
+                format!(
+                    "{} {}",
+                    u.sysname().to_string_lossy(),
+                    u.release().to_string_lossy()
+                )
+            })
+            .unwrap_or_default()),
+    ));
     let ns: Vec<&str> = ["mnt", "pid", "ipc", "uts", "net", "cgroup", "user"]
         .into_iter()
         .filter(|n| std::path::Path::new(&format!("/proc/self/ns/{n}")).exists())
@@ -63,9 +85,15 @@ pub fn probe() -> Report {
     checks.push(check(
         "namespaces",
         true,
-        if ns.len() >= 6 { Ok(ns.join(" ")) } else { Err(format!("only {} available", ns.join(" "))) },
+        if ns.len() >= 6 {
+            Ok(ns.join(" "))
+        } else {
+            Err(format!("only {} available", ns.join(" ")))
+        },
     ));
-    let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces").ok().and_then(|s| s.trim().parse::<u64>().ok());
+    let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
     checks.push(check(
         "user namespaces",
         false,
@@ -97,12 +125,20 @@ pub fn probe() -> Report {
     checks.push(check(
         "tmpfs",
         true,
-        if fss.contains("\ttmpfs") { Ok("available".into()) } else { Err("tmpfs is missing".into()) },
+        if fss.contains("\ttmpfs") {
+            Ok("available".into())
+        } else {
+            Err("tmpfs is missing".into())
+        },
     ));
     checks.push(check(
         "overlayfs",
         false,
-        if fss.contains("\toverlay") { Ok("available".into()) } else { Err("not available (not used yet)".into()) },
+        if fss.contains("\toverlay") {
+            Ok("available".into())
+        } else {
+            Err("not available (not used yet)".into())
+        },
     ));
     checks.push(check("openat2", true, openat2_status()));
     checks.push(check("pidfd", false, pidfd_status()));
@@ -111,9 +147,24 @@ pub fn probe() -> Report {
 }
 
 fn describe_cgroups(p: &corral_cgroups::Probe) -> Result<String, String> {
-    let v1: Vec<String> = p.v1.iter().flat_map(|h| h.controllers.iter().filter(|c| !c.starts_with("name=")).cloned()).collect();
-    let v2 = p.v2.as_ref().map(|h| h.controllers.join(" ")).unwrap_or_else(|| "not mounted".into());
-    let mounted = format!("v1 controllers: [{}]; v2 controllers: [{}]", v1.join(" "), v2);
+    let v1: Vec<String> =
+        p.v1.iter()
+            .flat_map(|h| {
+                h.controllers
+                    .iter()
+                    .filter(|c| !c.starts_with("name="))
+                    .cloned()
+            })
+            .collect();
+    let v2 =
+        p.v2.as_ref()
+            .map(|h| h.controllers.join(" "))
+            .unwrap_or_else(|| "not mounted".into());
+    let mounted = format!(
+        "v1 controllers: [{}]; v2 controllers: [{}]",
+        v1.join(" "),
+        v2
+    );
     match (p.selected, &p.problem) {
         (Some(v), _) => Ok(format!("using {v} — {mounted}")),
         (None, Some(problem)) => Err(format!("{problem} — {mounted}")),
@@ -128,19 +179,31 @@ fn seccomp_status() -> Result<String, String> {
     }
     let mut sizes = [0u16; 3];
     // SAFETY: SECCOMP_GET_NOTIF_SIZES writes three u16 into the array we own.
-    let rc = unsafe { libc::syscall(libc::SYS_seccomp, 3u32 /* SECCOMP_GET_NOTIF_SIZES */, 0u32, sizes.as_mut_ptr()) };
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            3u32, /* SECCOMP_GET_NOTIF_SIZES */
+            0u32,
+            sizes.as_mut_ptr(),
+        )
+    };
     if rc != 0 {
         return Err("seccomp user notification (Linux 5.0+) is missing; blocked syscalls could not be reported".into());
     }
     match corral_seccomp::CompiledFilter::compile(&corral_seccomp::Profile::default_profile()) {
-        Ok(f) => Ok(format!("filter with user notification; default profile compiles to {} instructions", f.as_bytes().len() / 8)),
+        Ok(f) => Ok(format!(
+            "filter with user notification; default profile compiles to {} instructions",
+            f.as_bytes().len() / 8
+        )),
         Err(e) => Err(format!("compiling the default profile failed: {e}")),
     }
 }
 
 fn openat2_status() -> Result<String, String> {
     use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
-    let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_CLOEXEC).resolve(ResolveFlag::RESOLVE_BENEATH);
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH);
     openat2(nix::fcntl::AT_FDCWD, ".", how)
         .map(|_| "available (host-side file access never follows sandbox links)".to_string())
         .map_err(|e| format!("unavailable ({e}); needs Linux 5.6+"))

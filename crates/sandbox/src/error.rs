@@ -34,7 +34,11 @@ pub enum SandboxError {
     #[error("seccomp: {0}")]
     Seccomp(#[from] corral_seccomp::Error),
     #[error("{what}: {source}")]
-    Io { what: String, #[source] source: std::io::Error },
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{path}: {why}")]
     Path { path: PathBuf, why: String },
     #[error("sandbox init failed: {0}")]
@@ -45,7 +49,10 @@ pub enum SandboxError {
 
 impl SandboxError {
     pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
-        SandboxError::Io { what: what.into(), source }
+        SandboxError::Io {
+            what: what.into(),
+            source,
+        }
     }
 }
 

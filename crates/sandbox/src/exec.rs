@@ -33,20 +33,35 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn new(setup: &Setup, argv: &[String], env: &[(String, String)], rlimits: &Rlimits) -> Result<Plan, String> {
+    pub fn new(
+        setup: &Setup,
+        argv: &[String],
+        env: &[(String, String)],
+        rlimits: &Rlimits,
+    ) -> Result<Plan, String> {
         let cstr = |s: &str| CString::new(s).map_err(|_| format!("{s:?} contains a NUL byte"));
         let program = argv.first().ok_or("empty command")?.clone();
         // execvp semantics with the sandbox's PATH, not ours.
         let candidates = if program.contains('/') {
             vec![cstr(&program)?]
         } else {
-            let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or(crate::spec::DEFAULT_PATH);
-            path.split(':').filter(|d| !d.is_empty()).map(|d| cstr(&format!("{d}/{program}"))).collect::<Result<_, _>>()?
+            let path = env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.as_str())
+                .unwrap_or(crate::spec::DEFAULT_PATH);
+            path.split(':')
+                .filter(|d| !d.is_empty())
+                .map(|d| cstr(&format!("{d}/{program}")))
+                .collect::<Result<_, _>>()?
         };
         Ok(Plan {
             candidates,
             argv: argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?,
-            envp: env.iter().map(|(k, v)| cstr(&format!("{k}={v}"))).collect::<Result<_, _>>()?,
+            envp: env
+                .iter()
+                .map(|(k, v)| cstr(&format!("{k}={v}")))
+                .collect::<Result<_, _>>()?,
             uid: setup.uid,
             gid: setup.gid,
             rlimits: rlimits.clone(),
@@ -58,7 +73,12 @@ impl Plan {
 }
 
 /// Runs in the forked child. `fds` are stdin, stdout, stderr, then `cgroup.procs` files.
-pub fn child(plan: &Plan, filter: &corral_seccomp::CompiledFilter, fds: &[OwnedFd], report: OwnedFd) -> ! {
+pub fn child(
+    plan: &Plan,
+    filter: &corral_seccomp::CompiledFilter,
+    fds: &[OwnedFd],
+    report: OwnedFd,
+) -> ! {
     match prepare(plan, fds) {
         Ok(()) => {}
         Err(e) => fail(&report, e),
@@ -67,7 +87,13 @@ pub fn child(plan: &Plan, filter: &corral_seccomp::CompiledFilter, fds: &[OwnedF
     // setup syscalls are not subject to it.
     let listener = match filter.install_with_listener() {
         Ok(fd) => fd,
-        Err(errno) => fail(&report, format!("installing the seccomp filter: {}", nix::errno::Errno::from_raw(errno))),
+        Err(errno) => fail(
+            &report,
+            format!(
+                "installing the seccomp filter: {}",
+                nix::errno::Errno::from_raw(errno)
+            ),
+        ),
     };
     if protocol::send(report.as_fd(), &ChildReport::Listener, &[listener]).is_err() {
         // SAFETY: _exit is always safe; PID 1 sees no listener and fails the run.
@@ -95,7 +121,11 @@ pub fn child(plan: &Plan, filter: &corral_seccomp::CompiledFilter, fds: &[OwnedF
         }
     }
     // The program could not be started: say so on its stderr like a shell, exit 127 / 126.
-    let msg = format!("corral: {}: {}\n", plan.program, nix::errno::Errno::from_raw(last).desc());
+    let msg = format!(
+        "corral: {}: {}\n",
+        plan.program,
+        nix::errno::Errno::from_raw(last).desc()
+    );
     // SAFETY: write to fd 2 from a buffer we own.
     unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
     let code = if last == libc::ENOENT { 127 } else { 126 };
@@ -119,14 +149,21 @@ fn check(what: &str, rc: libc::c_long) -> Result<(), String> {
 
 fn prepare(plan: &Plan, fds: &[OwnedFd]) -> Result<(), String> {
     // Signals: PID 1 blocks SIGCHLD and Rust ignores SIGPIPE; the program must start with defaults.
-    SigSet::empty().thread_set_mask().map_err(|e| format!("sigprocmask: {e}"))?;
+    SigSet::empty()
+        .thread_set_mask()
+        .map_err(|e| format!("sigprocmask: {e}"))?;
     let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
     for sig in Signal::iterator() {
         if matches!(sig, Signal::SIGKILL | Signal::SIGSTOP) {
             continue;
         }
         // SAFETY: installing SIG_DFL has no handler code that could run.
-        let _ = unsafe { sigaction(sig, &SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty())) };
+        let _ = unsafe {
+            sigaction(
+                sig,
+                &SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty()),
+            )
+        };
     }
     nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
 
@@ -136,11 +173,20 @@ fn prepare(plan: &Plan, fds: &[OwnedFd]) -> Result<(), String> {
         let n = unsafe { libc::write(procs.as_raw_fd(), b"0".as_ptr().cast(), 1) };
         check("joining the run's cgroup", n as libc::c_long)?;
     }
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP).map_err(|e| format!("unshare(CLONE_NEWCGROUP): {e}"))?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
+        .map_err(|e| format!("unshare(CLONE_NEWCGROUP): {e}"))?;
 
-    set_rlimit(libc::RLIMIT_NOFILE, plan.rlimits.nofile, plan.rlimits.nofile)?;
+    set_rlimit(
+        libc::RLIMIT_NOFILE,
+        plan.rlimits.nofile,
+        plan.rlimits.nofile,
+    )?;
     set_rlimit(libc::RLIMIT_FSIZE, plan.rlimits.fsize, plan.rlimits.fsize)?;
-    set_rlimit(libc::RLIMIT_CPU, plan.rlimits.cpu_secs, plan.rlimits.cpu_secs + 1)?;
+    set_rlimit(
+        libc::RLIMIT_CPU,
+        plan.rlimits.cpu_secs,
+        plan.rlimits.cpu_secs + 1,
+    )?;
     set_rlimit(libc::RLIMIT_NPROC, plan.rlimits.nproc, plan.rlimits.nproc)?;
     set_rlimit(libc::RLIMIT_CORE, 0, 0)?;
     set_rlimit(libc::RLIMIT_MEMLOCK, 64 << 10, 64 << 10)?;
@@ -153,7 +199,10 @@ fn prepare(plan: &Plan, fds: &[OwnedFd]) -> Result<(), String> {
 
     drop_privileges(plan.uid, plan.gid)?;
     // SAFETY: prctl with integer arguments.
-    check("PR_SET_NO_NEW_PRIVS", unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } as libc::c_long)?;
+    check(
+        "PR_SET_NO_NEW_PRIVS",
+        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } as libc::c_long,
+    )?;
     if plan.landlock && crate::landlock::kernel_abi() > 0 {
         match crate::landlock::restrict(&plan.mounts) {
             Ok(true) => {}
@@ -168,16 +217,21 @@ fn dup_to(from: RawFd, to: RawFd) -> Result<(), String> {
     if from == to {
         // Clear close-on-exec, which dup2 would have cleared for us.
         // SAFETY: fcntl on a descriptor we own.
-        return check("fcntl", unsafe { libc::fcntl(from, libc::F_SETFD, 0) } as libc::c_long);
+        return check("fcntl", unsafe { libc::fcntl(from, libc::F_SETFD, 0) }
+            as libc::c_long);
     }
     // SAFETY: dup2 onto 0..2, which this process owns; the source is a live descriptor.
     check("dup2", unsafe { libc::dup2(from, to) } as libc::c_long)
 }
 
 fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> Result<(), String> {
-    let lim = libc::rlimit { rlim_cur: soft, rlim_max: hard.max(soft) };
+    let lim = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard.max(soft),
+    };
     // SAFETY: setrlimit reads the struct we pass.
-    check("setrlimit", unsafe { libc::setrlimit(resource, &lim) } as libc::c_long)
+    check("setrlimit", unsafe { libc::setrlimit(resource, &lim) }
+        as libc::c_long)
 }
 
 /// Becomes the sandbox user with no capabilities left anywhere (effective, permitted, inheritable,
@@ -193,13 +247,24 @@ fn drop_privileges(uid: u32, gid: u32) -> Result<(), String> {
         unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
     }
     // SAFETY: prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) };
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
     // SAFETY: setgroups with an empty list.
-    check("setgroups", unsafe { libc::setgroups(0, std::ptr::null()) } as libc::c_long)?;
+    check("setgroups", unsafe { libc::setgroups(0, std::ptr::null()) }
+        as libc::c_long)?;
     // SAFETY: plain id-changing syscalls.
-    check("setresgid", unsafe { libc::setresgid(gid, gid, gid) } as libc::c_long)?;
+    check("setresgid", unsafe { libc::setresgid(gid, gid, gid) }
+        as libc::c_long)?;
     // SAFETY: as above.
-    check("setresuid", unsafe { libc::setresuid(uid, uid, uid) } as libc::c_long)?;
+    check("setresuid", unsafe { libc::setresuid(uid, uid, uid) }
+        as libc::c_long)?;
     // Leaving uid 0 clears the permitted and effective sets; prove it rather than trust it.
     // SAFETY: setuid(0) only tests whether we could regain root; it must fail.
     if unsafe { libc::setuid(0) } == 0 {

@@ -20,8 +20,12 @@ impl InitProgram {
     /// The running executable itself, which must call `corral_sandbox::init::main()` when its
     /// first argument is [`crate::init::INIT_ARG`].
     pub fn current_exe() -> Result<Self, SandboxError> {
-        let path = std::env::current_exe().map_err(|e| SandboxError::io("finding the corral executable", e))?;
-        Ok(InitProgram { path, arg: crate::init::INIT_ARG.to_string() })
+        let path = std::env::current_exe()
+            .map_err(|e| SandboxError::io("finding the corral executable", e))?;
+        Ok(InitProgram {
+            path,
+            arg: crate::init::INIT_ARG.to_string(),
+        })
     }
 }
 
@@ -57,9 +61,14 @@ impl Host {
 
     /// The seccomp program, compiled on first use and then reused for every run.
     pub(crate) fn filter(&self, network: bool) -> Result<&CompiledFilter, SandboxError> {
-        let cell = if network { &self.filter_online } else { &self.filter_offline };
+        let cell = if network {
+            &self.filter_online
+        } else {
+            &self.filter_offline
+        };
         cell.get_or_init(|| {
-            CompiledFilter::compile(&Profile::default_profile().with_network(network)).map_err(|e| e.to_string())
+            CompiledFilter::compile(&Profile::default_profile().with_network(network))
+                .map_err(|e| e.to_string())
         })
         .as_ref()
         .map_err(|e| SandboxError::Init(format!("compiling the seccomp profile: {e}")))

@@ -20,16 +20,34 @@ use nix::unistd::{fchownat, FchownatFlags, Gid, Uid};
 use crate::error::SandboxError;
 
 fn resolve() -> ResolveFlag {
-    ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS | ResolveFlag::RESOLVE_NO_XDEV
+    ResolveFlag::RESOLVE_BENEATH
+        | ResolveFlag::RESOLVE_NO_SYMLINKS
+        | ResolveFlag::RESOLVE_NO_MAGICLINKS
+        | ResolveFlag::RESOLVE_NO_XDEV
 }
 
 /// Opens `name` (one path component) beneath `dir` without following anything.
-fn open_beneath(dir: BorrowedFd<'_>, name: &Path, flags: OFlag, mode: Mode) -> nix::Result<OwnedFd> {
-    openat2(dir, name, OpenHow::new().flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW).mode(mode).resolve(resolve()))
+fn open_beneath(
+    dir: BorrowedFd<'_>,
+    name: &Path,
+    flags: OFlag,
+    mode: Mode,
+) -> nix::Result<OwnedFd> {
+    openat2(
+        dir,
+        name,
+        OpenHow::new()
+            .flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+            .mode(mode)
+            .resolve(resolve()),
+    )
 }
 
 fn pathio(path: &Path, why: impl std::fmt::Display) -> SandboxError {
-    SandboxError::Path { path: path.to_path_buf(), why: why.to_string() }
+    SandboxError::Path {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    }
 }
 
 /// Copies the contents of the host folder `src` into the sandbox directory `dst`, owned by the
@@ -40,12 +58,23 @@ pub fn copy_in(src: &Path, dst: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<()
     if !meta.is_dir() {
         return Err(pathio(src, "not a directory"));
     }
-    let dst = open_beneath(dst, Path::new("."), OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())
-        .map_err(|e| pathio(src, format!("opening the working directory: {e}")))?;
+    let dst = open_beneath(
+        dst,
+        Path::new("."),
+        OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+        Mode::empty(),
+    )
+    .map_err(|e| pathio(src, format!("opening the working directory: {e}")))?;
     copy_in_dir(src, dst.as_fd(), uid, gid, 0)
 }
 
-fn copy_in_dir(src: &Path, dst: BorrowedFd<'_>, uid: u32, gid: u32, depth: usize) -> Result<(), SandboxError> {
+fn copy_in_dir(
+    src: &Path,
+    dst: BorrowedFd<'_>,
+    uid: u32,
+    gid: u32,
+    depth: usize,
+) -> Result<(), SandboxError> {
     if depth > 64 {
         return Err(pathio(src, "folders nested more than 64 deep"));
     }
@@ -58,23 +87,48 @@ fn copy_in_dir(src: &Path, dst: BorrowedFd<'_>, uid: u32, gid: u32, depth: usize
         if ft.is_symlink() {
             let target = std::fs::read_link(&path).map_err(|e| pathio(&path, e))?;
             nix::unistd::symlinkat(&target, dst, &name).map_err(|e| pathio(&path, e))?;
-            fchownat(dst, &name, owner.0, owner.1, FchownatFlags::AT_SYMLINK_NOFOLLOW).map_err(|e| pathio(&path, e))?;
+            fchownat(
+                dst,
+                &name,
+                owner.0,
+                owner.1,
+                FchownatFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .map_err(|e| pathio(&path, e))?;
         } else if ft.is_dir() {
-            let mode = std::fs::metadata(&path).map_err(|e| pathio(&path, e))?.permissions().mode() & 0o777;
-            mkdirat(dst, &name, Mode::from_bits_truncate(mode | 0o700)).map_err(|e| pathio(&path, e))?;
-            let sub = open_beneath(dst, &name, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty()).map_err(|e| pathio(&path, e))?;
+            let mode = std::fs::metadata(&path)
+                .map_err(|e| pathio(&path, e))?
+                .permissions()
+                .mode()
+                & 0o777;
+            mkdirat(dst, &name, Mode::from_bits_truncate(mode | 0o700))
+                .map_err(|e| pathio(&path, e))?;
+            let sub = open_beneath(
+                dst,
+                &name,
+                OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+                Mode::empty(),
+            )
+            .map_err(|e| pathio(&path, e))?;
             nix::unistd::fchown(&sub, owner.0, owner.1).map_err(|e| pathio(&path, e))?;
             copy_in_dir(&path, sub.as_fd(), uid, gid, depth + 1)?;
         } else if ft.is_file() {
             let mut from = File::open(&path).map_err(|e| pathio(&path, e))?;
             let mode = from.metadata().map_err(|e| pathio(&path, e))?.mode() & 0o777;
-            let to = open_beneath(dst, &name, OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL, Mode::from_bits_truncate(mode))
-                .map_err(|e| pathio(&path, e))?;
+            let to = open_beneath(
+                dst,
+                &name,
+                OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
+                Mode::from_bits_truncate(mode),
+            )
+            .map_err(|e| pathio(&path, e))?;
             nix::unistd::fchown(&to, owner.0, owner.1).map_err(|e| pathio(&path, e))?;
             let mut to = File::from(to);
-            std::io::copy(&mut from, &mut to).map_err(|e| pathio(&path, format!("copying into the sandbox: {e}")))?;
+            std::io::copy(&mut from, &mut to)
+                .map_err(|e| pathio(&path, format!("copying into the sandbox: {e}")))?;
             // fchown cleared nothing we want; make sure no setuid/setgid bit survives.
-            to.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| pathio(&path, e))?;
+            to.set_permissions(std::fs::Permissions::from_mode(mode))
+                .map_err(|e| pathio(&path, e))?;
         }
         // FIFOs, sockets and devices of the source are not copied.
     }
@@ -83,12 +137,25 @@ fn copy_in_dir(src: &Path, dst: BorrowedFd<'_>, uid: u32, gid: u32, depth: usize
 
 /// Copies the sandbox directory `src` to the host folder `dst` (created if missing). Returns the
 /// relative paths that were skipped because they were not plain files or folders.
-pub fn copy_out(src: BorrowedFd<'_>, dst: &Path, max_bytes: u64) -> Result<Vec<String>, SandboxError> {
+pub fn copy_out(
+    src: BorrowedFd<'_>,
+    dst: &Path,
+    max_bytes: u64,
+) -> Result<Vec<String>, SandboxError> {
     std::fs::create_dir_all(dst).map_err(|e| pathio(dst, e))?;
-    let dst_fd = nix::fcntl::open(dst, OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
-        .map_err(|e| pathio(dst, e))?;
-    let src = open_beneath(src, Path::new("."), OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())
-        .map_err(|e| pathio(dst, format!("opening the working directory: {e}")))?;
+    let dst_fd = nix::fcntl::open(
+        dst,
+        OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| pathio(dst, e))?;
+    let src = open_beneath(
+        src,
+        Path::new("."),
+        OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+        Mode::empty(),
+    )
+    .map_err(|e| pathio(dst, format!("opening the working directory: {e}")))?;
     let mut skipped = Vec::new();
     let mut budget = max_bytes;
     copy_out_dir(src, dst_fd.as_fd(), "", &mut skipped, &mut budget, 0)?;
@@ -104,7 +171,8 @@ fn copy_out_dir(
     depth: usize,
 ) -> Result<(), SandboxError> {
     let dir_fd = src.try_clone().map_err(|e| SandboxError::io("dup", e))?;
-    let mut dir = nix::dir::Dir::from_fd(dir_fd).map_err(|e| SandboxError::io("reading the working directory", e.into()))?;
+    let mut dir = nix::dir::Dir::from_fd(dir_fd)
+        .map_err(|e| SandboxError::io("reading the working directory", e.into()))?;
     let names: Vec<std::ffi::OsString> = dir
         .iter()
         .filter_map(|e| e.ok())
@@ -115,7 +183,12 @@ fn copy_out_dir(
         let rel = format!("{prefix}{}", name.to_string_lossy());
         let name = Path::new(&name);
         // O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: never adopt a terminal.
-        let fd = match open_beneath(src.as_fd(), name, OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY, Mode::empty()) {
+        let fd = match open_beneath(
+            src.as_fd(),
+            name,
+            OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY,
+            Mode::empty(),
+        ) {
             Ok(fd) => fd,
             Err(_) => {
                 skipped.push(rel);
@@ -126,18 +199,37 @@ fn copy_out_dir(
         let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
         if kind == SFlag::S_IFDIR && depth < 64 {
             let _ = mkdirat(dst, name, Mode::from_bits_truncate(0o755));
-            let sub_dst = open_beneath(dst, name, OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())
-                .map_err(|e| SandboxError::io(format!("creating {rel}"), e.into()))?;
-            copy_out_dir(fd, sub_dst.as_fd(), &format!("{rel}/"), skipped, budget, depth + 1)?;
+            let sub_dst = open_beneath(
+                dst,
+                name,
+                OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+                Mode::empty(),
+            )
+            .map_err(|e| SandboxError::io(format!("creating {rel}"), e.into()))?;
+            copy_out_dir(
+                fd,
+                sub_dst.as_fd(),
+                &format!("{rel}/"),
+                skipped,
+                budget,
+                depth + 1,
+            )?;
         } else if kind == SFlag::S_IFREG && st.st_nlink == 1 && (st.st_size as u64) <= *budget {
             *budget -= st.st_size as u64;
             let mode = Mode::from_bits_truncate(st.st_mode & 0o755);
-            let out = open_beneath(dst, name, OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC, mode)
-                .map_err(|e| SandboxError::io(format!("creating {rel}"), e.into()))?;
+            let out = open_beneath(
+                dst,
+                name,
+                OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC,
+                mode,
+            )
+            .map_err(|e| SandboxError::io(format!("creating {rel}"), e.into()))?;
             let mut from = File::from(fd).take(st.st_size as u64);
             let mut to = File::from(out);
-            std::io::copy(&mut from, &mut to).map_err(|e| SandboxError::io(format!("copying {rel}"), e))?;
-            to.flush().map_err(|e| SandboxError::io(format!("copying {rel}"), e))?;
+            std::io::copy(&mut from, &mut to)
+                .map_err(|e| SandboxError::io(format!("copying {rel}"), e))?;
+            to.flush()
+                .map_err(|e| SandboxError::io(format!("copying {rel}"), e))?;
         } else {
             skipped.push(rel);
         }

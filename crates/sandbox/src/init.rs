@@ -45,13 +45,22 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
     let Some((setup, _)) = protocol::recv::<Setup>(ctl.as_fd())? else {
         return Ok(());
     };
-    let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
+    let mut flags = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS;
     if !setup.network {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     if let Err(e) = unshare(flags) {
         let error = format!("unshare({flags:?}): {e}");
-        protocol::send(ctl.as_fd(), &Event::Failed { error: error.clone() }, &[])?;
+        protocol::send(
+            ctl.as_fd(),
+            &Event::Failed {
+                error: error.clone(),
+            },
+            &[],
+        )?;
         return Err(SandboxError::Init(error));
     }
     // SAFETY: this process is single-threaded (a fresh exec that started no threads), so the child
@@ -65,7 +74,13 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
             let code = match pid1(&setup, ctl.as_fd()) {
                 Ok(()) => 0,
                 Err(e) => {
-                    let _ = protocol::send(ctl.as_fd(), &Event::Failed { error: e.to_string() }, &[]);
+                    let _ = protocol::send(
+                        ctl.as_fd(),
+                        &Event::Failed {
+                            error: e.to_string(),
+                        },
+                        &[],
+                    );
                     1
                 }
             };
@@ -107,14 +122,20 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
 
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
-    mask.thread_block().map_err(|e| SandboxError::io("blocking SIGCHLD", e.into()))?;
+    mask.thread_block()
+        .map_err(|e| SandboxError::io("blocking SIGCHLD", e.into()))?;
     let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(|e| SandboxError::io("signalfd", e.into()))?;
 
     let mut current: Option<Running> = None;
     loop {
-        let listener = current.as_ref().and_then(|r| r.listener.as_ref().map(|l| l.as_fd()));
-        let mut fds = vec![PollFd::new(ctl, PollFlags::POLLIN), PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
+        let listener = current
+            .as_ref()
+            .and_then(|r| r.listener.as_ref().map(|l| l.as_fd()));
+        let mut fds = vec![
+            PollFd::new(ctl, PollFlags::POLLIN),
+            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+        ];
         if let Some(l) = listener {
             fds.push(PollFd::new(l, PollFlags::POLLIN));
         }
@@ -123,7 +144,11 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(SandboxError::io("poll", e.into())),
         }
-        let ready = |i: usize, fds: &[PollFd]| fds.get(i).and_then(|f| f.revents()).is_some_and(|r| !r.is_empty());
+        let ready = |i: usize, fds: &[PollFd]| {
+            fds.get(i)
+                .and_then(|f| f.revents())
+                .is_some_and(|r| !r.is_empty())
+        };
         let (ctl_ready, sig_ready, notif_ready) = (ready(0, &fds), ready(1, &fds), ready(2, &fds));
         drop(fds);
 
@@ -148,7 +173,13 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
             match req {
                 Request::Run { argv, env, rlimits } => {
                     if current.is_some() {
-                        protocol::send(ctl, &Event::Failed { error: "a run is already in progress".into() }, &[])?;
+                        protocol::send(
+                            ctl,
+                            &Event::Failed {
+                                error: "a run is already in progress".into(),
+                            },
+                            &[],
+                        )?;
                         continue;
                     }
                     match start(setup, &filter, &argv, &env, &rlimits, fds) {
@@ -190,12 +221,20 @@ struct Running {
 
 impl Running {
     fn on_notification(&mut self, ctl: BorrowedFd<'_>) {
-        let Some(l) = self.listener.as_ref() else { return };
+        let Some(l) = self.listener.as_ref() else {
+            return;
+        };
         match corral_seccomp::receive(l.as_fd()) {
             Ok(n) => {
                 let name = corral_seccomp::syscall_name(n.syscall_nr, n.arch);
                 if self.blocked.is_none() {
-                    let _ = protocol::send(ctl, &Event::Blocked { syscall: name.clone() }, &[]);
+                    let _ = protocol::send(
+                        ctl,
+                        &Event::Blocked {
+                            syscall: name.clone(),
+                        },
+                        &[],
+                    );
                     self.blocked = Some(name);
                 }
                 // Kill first, answer second: the offending thread never returns to user space.
@@ -224,7 +263,10 @@ impl Running {
     /// Reaps what exited without blocking.
     fn reap(&mut self) -> Result<(), SandboxError> {
         loop {
-            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+            match waitpid(
+                Pid::from_raw(-1),
+                Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL),
+            ) {
                 Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => return Ok(()),
                 Ok(s) => self.record(s),
                 Err(nix::errno::Errno::EINTR) => continue,
@@ -257,12 +299,19 @@ impl Running {
         let (exit_code, signal) = self.ended?;
         // Whatever the program started — daemons, stopped children, orphans — dies with it.
         self.kill_all();
-        Some(Event::Finished { exit_code, signal, wall_ns: self.wall_ns })
+        Some(Event::Finished {
+            exit_code,
+            signal,
+            wall_ns: self.wall_ns,
+        })
     }
 }
 
 fn reap_all_nonblocking() {
-    while let Ok(s) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+    while let Ok(s) = waitpid(
+        Pid::from_raw(-1),
+        Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL),
+    ) {
         if s == WaitStatus::StillAlive {
             break;
         }
@@ -279,11 +328,19 @@ fn start(
     fds: Vec<OwnedFd>,
 ) -> Result<Running, String> {
     if fds.len() < 3 {
-        return Err(format!("expected at least 3 descriptors, got {}", fds.len()));
+        return Err(format!(
+            "expected at least 3 descriptors, got {}",
+            fds.len()
+        ));
     }
     let plan = exec::Plan::new(setup, argv, env, rlimits).map_err(|e| e.to_string())?;
-    let (mine, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
-        .map_err(|e| format!("socketpair: {e}"))?;
+    let (mine, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| format!("socketpair: {e}"))?;
     let started = Instant::now();
     // SAFETY: PID 1 is single-threaded, so the child may allocate and run ordinary code.
     match unsafe { fork() } {
@@ -314,9 +371,18 @@ fn start(
             if listener.is_none() {
                 // No listener means no seccomp filter; the child must have died before exec.
                 let _ = kill(child, Signal::SIGKILL);
-                return Err("the program's process ended before its seccomp filter was installed".into());
+                return Err(
+                    "the program's process ended before its seccomp filter was installed".into(),
+                );
             }
-            Ok(Running { pid: child, started, listener, blocked: None, ended: None, wall_ns: 0 })
+            Ok(Running {
+                pid: child,
+                started,
+                listener,
+                blocked: None,
+                ended: None,
+                wall_ns: 0,
+            })
         }
     }
 }

@@ -5,8 +5,8 @@
 //! 6+ it also scopes signals and abstract unix sockets to the sandbox's own processes.
 
 use landlock::{
-    Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus, Scope, ABI,
+    Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
 use crate::spec::{Mount, WORKDIR};
@@ -17,7 +17,14 @@ const TARGET: ABI = ABI::V6;
 /// What the kernel offers, as a number (0 = none).
 pub fn kernel_abi() -> i32 {
     // SAFETY: landlock_create_ruleset with LANDLOCK_CREATE_RULESET_VERSION only returns a number.
-    let v = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
     if v < 0 {
         0
     } else {
@@ -32,10 +39,15 @@ pub fn restrict(mounts: &[Mount]) -> Result<bool, String> {
     let read = AccessFs::from_read(TARGET);
     let dev_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
     let mut rules: Vec<(String, landlock::BitFlags<AccessFs>)> = Vec::new();
-    for p in ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc"] {
+    for p in [
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc",
+    ] {
         rules.push((p.into(), read));
     }
-    rules.push(("/proc".into(), AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::WriteFile));
+    rules.push((
+        "/proc".into(),
+        AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::WriteFile,
+    ));
     rules.push(("/dev".into(), AccessFs::ReadDir.into()));
     for d in ["null", "zero", "full", "random", "urandom"] {
         rules.push((format!("/dev/{d}"), dev_rw));
@@ -46,7 +58,10 @@ pub fn restrict(mounts: &[Mount]) -> Result<bool, String> {
         rules.push((p.into(), all));
     }
     for m in mounts {
-        rules.push((m.dst.to_string_lossy().into_owned(), if m.writable { all } else { read }));
+        rules.push((
+            m.dst.to_string_lossy().into_owned(),
+            if m.writable { all } else { read },
+        ));
     }
 
     let mut ruleset = Ruleset::default()
@@ -60,7 +75,9 @@ pub fn restrict(mounts: &[Mount]) -> Result<bool, String> {
     for (path, access) in rules {
         // Missing optional system folders (e.g. /lib32) are simply not granted.
         let Ok(fd) = PathFd::new(&path) else { continue };
-        ruleset = ruleset.add_rule(PathBeneath::new(fd, access)).map_err(|e| format!("{path}: {e}"))?;
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| format!("{path}: {e}"))?;
     }
     let status = ruleset.restrict_self().map_err(|e| e.to_string())?;
     Ok(status.ruleset != RulesetStatus::NotEnforced)

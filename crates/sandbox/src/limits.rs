@@ -57,7 +57,7 @@ impl std::str::FromStr for Millis {
     fn from_str(s: &str) -> Result<Self, SpecError> {
         let t = s.trim();
         if let Ok(secs) = t.parse::<f64>() {
-            if secs.is_finite() && secs >= 0.0 && secs < 1e9 {
+            if secs.is_finite() && (0.0..1e9).contains(&secs) {
                 return Ok(Millis(Duration::from_secs_f64(secs)));
             }
             return Err(SpecError::BadDuration(s.to_string()));
@@ -70,9 +70,14 @@ impl std::str::FromStr for Millis {
 
 impl fmt::Display for Size {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(u64, &str); 4] = [(1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+        const UNITS: [(u64, &str); 4] = [
+            (1 << 40, "T"),
+            (1 << 30, "G"),
+            (1 << 20, "M"),
+            (1 << 10, "K"),
+        ];
         for (mult, suffix) in UNITS {
-            if self.0 >= mult && self.0 % mult == 0 {
+            if self.0 >= mult && self.0.is_multiple_of(mult) {
                 return write!(f, "{}{}", self.0 / mult, suffix);
             }
         }
@@ -83,7 +88,7 @@ impl fmt::Display for Size {
 impl fmt::Display for Millis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0.as_millis();
-        if ms >= 1000 && ms % 1000 == 0 {
+        if ms >= 1000 && ms.is_multiple_of(1000) {
             write!(f, "{}s", ms / 1000)
         } else {
             write!(f, "{ms}ms")
@@ -128,7 +133,10 @@ macro_rules! string_serde {
     };
 }
 string_serde!(Size, "a size such as \"64M\" or a number of bytes");
-string_serde!(Millis, "a duration such as \"100ms\" or \"2s\", or a number of seconds");
+string_serde!(
+    Millis,
+    "a duration such as \"100ms\" or \"2s\", or a number of seconds"
+);
 
 /// Every limit a run is held to. Field names match the CLI flags and the HTTP API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,14 +218,21 @@ impl LimitsRequest {
 impl Limits {
     /// Rejects values no sandbox can honour (zero time, a few bytes of memory, absurd counts).
     pub fn validate(&self) -> Result<(), SpecError> {
-        let bad = |key: &'static str, why: &str| Err(SpecError::BadLimit { key, why: why.to_string() });
+        let bad = |key: &'static str, why: &str| {
+            Err(SpecError::BadLimit {
+                key,
+                why: why.to_string(),
+            })
+        };
         if self.cpu_time.0 < Duration::from_millis(1) {
             return bad("cpu_time", "must be at least 1ms");
         }
         if self.wall_time.0 < Duration::from_millis(1) {
             return bad("wall_time", "must be at least 1ms");
         }
-        if self.cpu_time.0 > Duration::from_secs(86_400) || self.wall_time.0 > Duration::from_secs(86_400) {
+        if self.cpu_time.0 > Duration::from_secs(86_400)
+            || self.wall_time.0 > Duration::from_secs(86_400)
+        {
             return bad("wall_time", "must be at most 24h");
         }
         if self.memory.0 < 4 << 20 {
@@ -276,9 +291,10 @@ mod tests {
 
     #[test]
     fn request_json_roundtrip() {
-        let r: LimitsRequest =
-            serde_json::from_str(r#"{"cpu_time":"1s","wall_time":"100ms","memory":"64M","pids":16,"output":"1M"}"#)
-                .unwrap();
+        let r: LimitsRequest = serde_json::from_str(
+            r#"{"cpu_time":"1s","wall_time":"100ms","memory":"64M","pids":16,"output":"1M"}"#,
+        )
+        .unwrap();
         let l = r.resolve(&Limits::default()).unwrap();
         assert_eq!(l.cpu_time, Millis::ms(1000));
         assert_eq!(l.memory, Size::mib(64));
@@ -292,11 +308,19 @@ mod tests {
 
     #[test]
     fn rejects_absurd_limits_and_clamps() {
-        let mut l = Limits::default();
-        l.memory = Size(1000);
+        let l = Limits {
+            memory: Size(1000),
+            ..Limits::default()
+        };
         assert!(l.validate().is_err());
-        let caps = Limits { pids: 8, ..Limits::default() };
-        let big = Limits { pids: 1000, ..Limits::default() };
+        let caps = Limits {
+            pids: 8,
+            ..Limits::default()
+        };
+        let big = Limits {
+            pids: 1000,
+            ..Limits::default()
+        };
         assert_eq!(big.clamp_to(&caps).pids, 8);
     }
 }

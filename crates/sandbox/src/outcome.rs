@@ -126,7 +126,10 @@ impl Outcome {
                 "blocked system call: {}",
                 self.blocked_syscall.as_deref().unwrap_or("unknown")
             ),
-            Status::SandboxError => format!("sandbox error: {}", self.error.as_deref().unwrap_or("unknown")),
+            Status::SandboxError => format!(
+                "sandbox error: {}",
+                self.error.as_deref().unwrap_or("unknown")
+            ),
         })
     }
 
@@ -167,7 +170,10 @@ impl Outcome {
             o.insert("reason".into(), r.into());
         }
         if !self.copy_out_skipped.is_empty() {
-            o.insert("copy_out_skipped".into(), self.copy_out_skipped.clone().into());
+            o.insert(
+                "copy_out_skipped".into(),
+                self.copy_out_skipped.clone().into(),
+            );
         }
         v
     }

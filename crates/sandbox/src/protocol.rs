@@ -47,7 +47,11 @@ pub struct Rlimits {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Request {
     /// Start a program. Fds: stdin, stdout, stderr, then one `cgroup.procs` per hierarchy.
-    Run { argv: Vec<String>, env: Vec<(String, String)>, rlimits: Rlimits },
+    Run {
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        rlimits: Rlimits,
+    },
     /// Kill every process of the current run.
     Kill,
     /// Tear the sandbox down.
@@ -64,15 +68,26 @@ pub enum Event {
     /// The program attempted a syscall the profile forbids; the run is being killed.
     Blocked { syscall: String },
     /// The program ended and every process of the run is dead and reaped.
-    Finished { exit_code: Option<i32>, signal: Option<i32>, wall_ns: u64 },
+    Finished {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        wall_ns: u64,
+    },
     /// Setting up failed; nothing ran (or the run was stopped before exec).
     Failed { error: String },
 }
 
-pub fn send<T: Serialize>(sock: BorrowedFd<'_>, msg: &T, fds: &[RawFd]) -> Result<(), SandboxError> {
+pub fn send<T: Serialize>(
+    sock: BorrowedFd<'_>,
+    msg: &T,
+    fds: &[RawFd],
+) -> Result<(), SandboxError> {
     let body = serde_json::to_vec(msg).map_err(|e| SandboxError::Protocol(e.to_string()))?;
     if body.len() > MAX_MSG {
-        return Err(SandboxError::Protocol(format!("message of {} bytes is too large", body.len())));
+        return Err(SandboxError::Protocol(format!(
+            "message of {} bytes is too large",
+            body.len()
+        )));
     }
     let iov = [IoSlice::new(&body)];
     let cmsg = [ControlMessage::ScmRights(fds)];
@@ -87,15 +102,25 @@ pub fn send<T: Serialize>(sock: BorrowedFd<'_>, msg: &T, fds: &[RawFd]) -> Resul
 }
 
 /// Receives one message; `Ok(None)` means the peer closed the socket.
-pub fn recv<T: DeserializeOwned>(sock: BorrowedFd<'_>) -> Result<Option<(T, Vec<OwnedFd>)>, SandboxError> {
+pub fn recv<T: DeserializeOwned>(
+    sock: BorrowedFd<'_>,
+) -> Result<Option<(T, Vec<OwnedFd>)>, SandboxError> {
     let mut buf = vec![0u8; MAX_MSG];
     let mut cmsg_space = nix::cmsg_space!([RawFd; MAX_FDS]);
     let (len, fds) = loop {
         let mut iov = [IoSliceMut::new(&mut buf)];
-        match recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut cmsg_space), MsgFlags::MSG_CMSG_CLOEXEC) {
+        match recvmsg::<()>(
+            sock.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg_space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
             Ok(msg) => {
                 let mut fds = Vec::new();
-                for c in msg.cmsgs().map_err(|e| SandboxError::io("reading control data", e.into()))? {
+                for c in msg
+                    .cmsgs()
+                    .map_err(|e| SandboxError::io("reading control data", e.into()))?
+                {
                     if let ControlMessageOwned::ScmRights(raw) = c {
                         for fd in raw {
                             // SAFETY: the kernel just installed this descriptor in our table for us; nobody else owns it.
@@ -103,18 +128,26 @@ pub fn recv<T: DeserializeOwned>(sock: BorrowedFd<'_>) -> Result<Option<(T, Vec<
                         }
                     }
                 }
-                if msg.flags.contains(MsgFlags::MSG_TRUNC) || msg.flags.contains(MsgFlags::MSG_CTRUNC) {
+                if msg.flags.contains(MsgFlags::MSG_TRUNC)
+                    || msg.flags.contains(MsgFlags::MSG_CTRUNC)
+                {
                     return Err(SandboxError::Protocol("message truncated".into()));
                 }
                 break (msg.bytes, fds);
             }
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(SandboxError::io("receiving from the sandbox peer", e.into())),
+            Err(e) => {
+                return Err(SandboxError::io(
+                    "receiving from the sandbox peer",
+                    e.into(),
+                ))
+            }
         }
     };
     if len == 0 {
         return Ok(None);
     }
-    let msg = serde_json::from_slice(&buf[..len]).map_err(|e| SandboxError::Protocol(e.to_string()))?;
+    let msg =
+        serde_json::from_slice(&buf[..len]).map_err(|e| SandboxError::Protocol(e.to_string()))?;
     Ok(Some((msg, fds)))
 }

@@ -17,7 +17,9 @@ use crate::protocol::Setup;
 use crate::spec::WORKDIR;
 
 /// Host folders bound read-only (when present). Symlinks (merged /usr) are copied as symlinks.
-const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt"];
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
+];
 
 /// Host `/etc` entries that programs and toolchains read at start-up. Everything else of `/etc`
 /// (shadow, ssh keys, the host's own configuration) stays out.
@@ -52,8 +54,19 @@ pub const DEFAULT_ETC: &[&str] = &[
 ];
 
 /// Masked like runc/Docker do: files that leak host kernel state or allow poking at it.
-const PROC_MASKED_FILES: &[&str] =
-    &["kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "kallsyms", "latency_stats", "kpagecount", "kpageflags", "kpagecgroup", "config.gz"];
+const PROC_MASKED_FILES: &[&str] = &[
+    "kcore",
+    "keys",
+    "timer_list",
+    "sched_debug",
+    "sysrq-trigger",
+    "kallsyms",
+    "latency_stats",
+    "kpagecount",
+    "kpageflags",
+    "kpagecgroup",
+    "config.gz",
+];
 const PROC_MASKED_DIRS: &[&str] = &["acpi", "scsi", "asound", "firmware", "driver"];
 const PROC_READONLY: &[&str] = &["sys", "irq", "bus", "fs"];
 
@@ -76,13 +89,16 @@ fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<(), SandboxError> {
     let made = if meta.is_dir() {
         fs::create_dir_all(dst)
     } else {
-        dst.parent().map(fs::create_dir_all).unwrap_or(Ok(())).and_then(|_| {
-            if dst.exists() {
-                Ok(())
-            } else {
-                fs::write(dst, b"")
-            }
-        })
+        dst.parent()
+            .map(fs::create_dir_all)
+            .unwrap_or(Ok(()))
+            .and_then(|_| {
+                if dst.exists() {
+                    Ok(())
+                } else {
+                    fs::write(dst, b"")
+                }
+            })
     };
     made.map_err(|e| {
         let inside = dst.strip_prefix("/tmp").map(|p| Path::new("/").join(p)).unwrap_or_else(|_| dst.to_path_buf());
@@ -97,11 +113,30 @@ fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<(), SandboxError> {
             SandboxError::io(format!("creating mount point {}", inside.display()), e)
         }
     })?;
-    mount(Some(src), dst, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
-        .map_err(err(format!("binding {} to {}", src.display(), dst.display())))?;
+    mount(
+        Some(src),
+        dst,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(err(format!(
+        "binding {} to {}",
+        src.display(),
+        dst.display()
+    )))?;
     // A bind mount takes its flags only from a remount; without it the mount would be writable.
-    mount(None::<&str>, dst, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REMOUNT | flags, None::<&str>)
-        .map_err(err(format!("remounting {} with restrictions", dst.display())))
+    mount(
+        None::<&str>,
+        dst,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | flags,
+        None::<&str>,
+    )
+    .map_err(err(format!(
+        "remounting {} with restrictions",
+        dst.display()
+    )))
 }
 
 fn write_file(path: &Path, contents: &str) -> Result<(), SandboxError> {
@@ -119,21 +154,35 @@ fn copy_symlink(src: &Path, dst: &Path) -> Result<(), SandboxError> {
 pub fn build(setup: &Setup) -> Result<(), SandboxError> {
     let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     // Nothing we mount may propagate back to the host.
-    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
-        .map_err(err("making mounts private".into()))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(err("making mounts private".into()))?;
 
     // Bind sources are opened before anything is mounted: the new root covers the host's /tmp,
     // and a source under it (or a path swapped for a symlink meanwhile) must still be the one asked for.
     let mut sources = Vec::new();
     for m in &setup.mounts {
-        let fd = nix::fcntl::open(&m.src, nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty())
-            .map_err(err(format!("bind source {}", m.src.display())))?;
+        let fd = nix::fcntl::open(
+            &m.src,
+            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(err(format!("bind source {}", m.src.display())))?;
         sources.push(fd);
     }
 
     // The new root is a small tmpfs over the host's /tmp, visible only in this namespace.
     let root = PathBuf::from("/tmp");
-    tmpfs(&root, MsFlags::MS_NOSUID | MsFlags::MS_NODEV, "size=4m,nr_inodes=4096,mode=0755")?;
+    tmpfs(
+        &root,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "size=4m,nr_inodes=4096,mode=0755",
+    )?;
     let r = |p: &str| root.join(p.trim_start_matches('/'));
 
     for dir in SYSTEM_DIRS {
@@ -162,7 +211,10 @@ pub fn build(setup: &Setup) -> Result<(), SandboxError> {
     mask_proc(&proc_dir, &r("/dev/null"))?;
 
     // Scratch space: /tmp (with /var/tmp pointing at it) and the working directory.
-    let scratch = format!("size={},nr_inodes={},mode=1777", setup.disk_bytes, setup.inodes);
+    let scratch = format!(
+        "size={},nr_inodes={},mode=1777",
+        setup.disk_bytes, setup.inodes
+    );
     let tmp = r("/tmp");
     fs::create_dir_all(&tmp).map_err(ioerr("creating /tmp".into()))?;
     tmpfs(&tmp, MsFlags::MS_NOSUID | MsFlags::MS_NODEV, &scratch)?;
@@ -174,11 +226,17 @@ pub fn build(setup: &Setup) -> Result<(), SandboxError> {
     tmpfs(
         &work,
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        &format!("size={},nr_inodes={},mode=0700,uid={},gid={}", setup.disk_bytes, setup.inodes, setup.uid, setup.gid),
+        &format!(
+            "size={},nr_inodes={},mode=0700,uid={},gid={}",
+            setup.disk_bytes, setup.inodes, setup.uid, setup.gid
+        ),
     )?;
 
     for (m, fd) in setup.mounts.iter().zip(&sources) {
-        let src = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(fd)));
+        let src = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(fd)
+        ));
         let dst = r(&m.dst.to_string_lossy());
         let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         if !m.writable {
@@ -195,8 +253,14 @@ pub fn build(setup: &Setup) -> Result<(), SandboxError> {
     umount2(".", MntFlags::MNT_DETACH).map_err(err("detaching the host root".into()))?;
     chdir("/").map_err(err("entering /".into()))?;
     // The root tmpfs itself becomes read-only; only the scratch mounts stay writable.
-    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV, None::<&str>)
-        .map_err(err("making / read-only".into()))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        None::<&str>,
+    )
+    .map_err(err("making / read-only".into()))?;
     Ok(())
 }
 
@@ -210,7 +274,11 @@ fn build_etc(setup: &Setup, etc: &Path) -> Result<(), SandboxError> {
         let host = host_etc.join(name);
         match fs::symlink_metadata(&host) {
             Ok(m) if m.file_type().is_symlink() => copy_symlink(&host, &etc.join(name))?,
-            Ok(_) => bind(&host, &etc.join(name), MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV)?,
+            Ok(_) => bind(
+                &host,
+                &etc.join(name),
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            )?,
             Err(_) => {}
         }
     }
@@ -219,10 +287,22 @@ fn build_etc(setup: &Setup, etc: &Path) -> Result<(), SandboxError> {
         &etc.join("passwd"),
         &format!("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:{WORKDIR}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"),
     )?;
-    write_file(&etc.join("group"), &format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n"))?;
-    write_file(&etc.join("hosts"), &format!("127.0.0.1\tlocalhost {h}\n::1\tlocalhost ip6-localhost {h}\n", h = setup.hostname))?;
+    write_file(
+        &etc.join("group"),
+        &format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n"),
+    )?;
+    write_file(
+        &etc.join("hosts"),
+        &format!(
+            "127.0.0.1\tlocalhost {h}\n::1\tlocalhost ip6-localhost {h}\n",
+            h = setup.hostname
+        ),
+    )?;
     write_file(&etc.join("hostname"), &format!("{}\n", setup.hostname))?;
-    write_file(&etc.join("nsswitch.conf"), "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n")?;
+    write_file(
+        &etc.join("nsswitch.conf"),
+        "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n",
+    )?;
     if setup.network {
         if let Ok(conf) = fs::read_to_string("/etc/resolv.conf") {
             write_file(&etc.join("resolv.conf"), &conf)?;
@@ -235,11 +315,24 @@ fn build_etc(setup: &Setup, etc: &Path) -> Result<(), SandboxError> {
 
 fn build_dev(setup: &Setup, dev: &Path) -> Result<(), SandboxError> {
     fs::create_dir_all(dev).map_err(ioerr("creating /dev".into()))?;
-    tmpfs(dev, MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755")?;
+    tmpfs(
+        dev,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "size=64k,nr_inodes=64,mode=0755",
+    )?;
     for node in ["null", "zero", "full", "random", "urandom"] {
-        bind(&Path::new("/dev").join(node), &dev.join(node), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC)?;
+        bind(
+            &Path::new("/dev").join(node),
+            &dev.join(node),
+            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        )?;
     }
-    for (name, target) in [("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")] {
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
         symlink(target, dev.join(name)).map_err(ioerr(format!("creating /dev/{name}")))?;
     }
     let shm = dev.join("shm");
@@ -247,11 +340,20 @@ fn build_dev(setup: &Setup, dev: &Path) -> Result<(), SandboxError> {
     tmpfs(
         &shm,
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        &format!("size={},nr_inodes={},mode=1777", setup.disk_bytes, setup.inodes),
+        &format!(
+            "size={},nr_inodes={},mode=1777",
+            setup.disk_bytes, setup.inodes
+        ),
     )?;
     // /dev itself stays writable for nobody: the tmpfs is root-owned 0755; remount it read-only.
-    mount(None::<&str>, dev, None::<&str>, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some("size=64k,nr_inodes=64,mode=0755"))
-        .map_err(err("making /dev read-only".into()))?;
+    mount(
+        None::<&str>,
+        dev,
+        None::<&str>,
+        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("size=64k,nr_inodes=64,mode=0755"),
+    )
+    .map_err(err("making /dev read-only".into()))?;
     Ok(())
 }
 
@@ -259,23 +361,50 @@ fn mask_proc(proc_dir: &Path, dev_null: &Path) -> Result<(), SandboxError> {
     for f in PROC_MASKED_FILES {
         let p = proc_dir.join(f);
         if p.exists() {
-            mount(Some(dev_null), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-                .map_err(err(format!("masking /proc/{f}")))?;
+            mount(
+                Some(dev_null),
+                &p,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .map_err(err(format!("masking /proc/{f}")))?;
         }
     }
     for d in PROC_MASKED_DIRS {
         let p = proc_dir.join(d);
         if p.is_dir() {
-            tmpfs(&p, MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC, "size=0,mode=0555")?;
+            tmpfs(
+                &p,
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                "size=0,mode=0555",
+            )?;
         }
     }
     for d in PROC_READONLY {
         let p = proc_dir.join(d);
         if p.exists() {
-            mount(Some(&p), &p, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
-                .map_err(err(format!("binding /proc/{d}")))?;
-            mount(None::<&str>, &p, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC, None::<&str>)
-                .map_err(err(format!("making /proc/{d} read-only")))?;
+            mount(
+                Some(&p),
+                &p,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None::<&str>,
+            )
+            .map_err(err(format!("binding /proc/{d}")))?;
+            mount(
+                None::<&str>,
+                &p,
+                None::<&str>,
+                MsFlags::MS_BIND
+                    | MsFlags::MS_REMOUNT
+                    | MsFlags::MS_RDONLY
+                    | MsFlags::MS_NOSUID
+                    | MsFlags::MS_NODEV
+                    | MsFlags::MS_NOEXEC,
+                None::<&str>,
+            )
+            .map_err(err(format!("making /proc/{d} read-only")))?;
         }
     }
     Ok(())
@@ -283,6 +412,8 @@ fn mask_proc(proc_dir: &Path, dev_null: &Path) -> Result<(), SandboxError> {
 
 /// Sets the working directory's owner (the tmpfs `uid=` option already does; kept for binds).
 pub fn chown_workdir(uid: u32, gid: u32) -> Result<(), SandboxError> {
-    chown(WORKDIR, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid))).map_err(err(format!("chown {WORKDIR}")))?;
-    fs::set_permissions(WORKDIR, fs::Permissions::from_mode(0o700)).map_err(ioerr(format!("chmod {WORKDIR}")))
+    chown(WORKDIR, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))
+        .map_err(err(format!("chown {WORKDIR}")))?;
+    fs::set_permissions(WORKDIR, fs::Permissions::from_mode(0o700))
+        .map_err(ioerr(format!("chmod {WORKDIR}")))
 }

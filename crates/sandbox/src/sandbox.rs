@@ -64,8 +64,13 @@ impl Sandbox {
         // A uid of its own per sandbox (like isolate's boxes), far from real users.
         let uid = 60_000 + (std::process::id().wrapping_mul(31).wrapping_add(n) % 30_000);
         let filter = host.filter(config.network)?;
-        let (mine, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)
-            .map_err(|e| SandboxError::io("socketpair", e.into()))?;
+        let (mine, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| SandboxError::io("socketpair", e.into()))?;
         let child_fd = theirs.as_raw_fd();
         let mut cmd = Command::new(&host.init.path);
         cmd.arg(&host.init.arg)
@@ -88,9 +93,19 @@ impl Sandbox {
                 Ok(())
             });
         }
-        let keeper = cmd.spawn().map_err(|e| SandboxError::io(format!("starting {}", host.init.path.display()), e))?;
+        let keeper = cmd
+            .spawn()
+            .map_err(|e| SandboxError::io(format!("starting {}", host.init.path.display()), e))?;
         drop(theirs);
-        let mut sandbox = Sandbox { host: host.clone(), keeper: Some(keeper), ctl: mine, workdir: placeholder_fd()?, uid, gid: uid, landlock_abi: None };
+        let mut sandbox = Sandbox {
+            host: host.clone(),
+            keeper: Some(keeper),
+            ctl: mine,
+            workdir: placeholder_fd()?,
+            uid,
+            gid: uid,
+            landlock_abi: None,
+        };
         let setup = Setup {
             uid,
             gid: uid,
@@ -99,7 +114,10 @@ impl Sandbox {
             disk_bytes: config.disk_bytes,
             inodes: config.inodes,
             mounts: config.mounts.clone(),
-            etc_entries: crate::rootfs::DEFAULT_ETC.iter().map(|s| s.to_string()).collect(),
+            etc_entries: crate::rootfs::DEFAULT_ETC
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             seccomp: filter.as_bytes().to_vec(),
             landlock: host.landlock,
         };
@@ -111,8 +129,12 @@ impl Sandbox {
                 Ok(sandbox)
             }
             Some((Event::Failed { error }, _)) => Err(SandboxError::Init(error)),
-            Some((other, _)) => Err(SandboxError::Protocol(format!("expected Ready, got {other:?}"))),
-            None => Err(SandboxError::Init("the sandbox init exited while building the sandbox".into())),
+            Some((other, _)) => Err(SandboxError::Protocol(format!(
+                "expected Ready, got {other:?}"
+            ))),
+            None => Err(SandboxError::Init(
+                "the sandbox init exited while building the sandbox".into(),
+            )),
         }
     }
 
@@ -125,7 +147,11 @@ impl Sandbox {
         crate::hostfs::copy_in(dir, self.workdir(), self.uid, self.gid)
     }
 
-    pub fn copy_out(&self, dest: &std::path::Path, max_bytes: u64) -> Result<Vec<String>, SandboxError> {
+    pub fn copy_out(
+        &self,
+        dest: &std::path::Path,
+        max_bytes: u64,
+    ) -> Result<Vec<String>, SandboxError> {
         crate::hostfs::copy_out(self.workdir(), dest, max_bytes)
     }
 
@@ -137,13 +163,20 @@ impl Sandbox {
         }
     }
 
-    fn run_inner(&mut self, spec: &RunSpec, sink: &mut dyn OutputSink) -> Result<Outcome, SandboxError> {
+    fn run_inner(
+        &mut self,
+        spec: &RunSpec,
+        sink: &mut dyn OutputSink,
+    ) -> Result<Outcome, SandboxError> {
         spec.validate()?;
         let limits = &spec.limits;
         let (_, name) = self.host.unique();
         let cg = self.host.cgroups.create(
             &format!("run-{name}"),
-            &corral_cgroups::Limits { memory_bytes: Some(limits.memory.bytes()), pids: Some(limits.pids) },
+            &corral_cgroups::Limits {
+                memory_bytes: Some(limits.memory.bytes()),
+                pids: Some(limits.pids),
+            },
         )?;
         let result = self.supervise(spec, cg.as_ref(), sink);
         let usage = cg.usage();
@@ -175,7 +208,10 @@ impl Sandbox {
                 (r, None, Vec::new())
             }
             Stdin::File(path) => {
-                let f = File::open(path).map_err(|e| SandboxError::Path { path: path.clone(), why: format!("cannot open stdin file: {e}") })?;
+                let f = File::open(path).map_err(|e| SandboxError::Path {
+                    path: path.clone(),
+                    why: format!("cannot open stdin file: {e}"),
+                })?;
                 (OwnedFd::from(f), None, Vec::new())
             }
             Stdin::Bytes(b) => {
@@ -195,24 +231,35 @@ impl Sandbox {
             // Above the pids cgroup limit, so the cgroup (which reports hits) bites first.
             nproc: limits.pids.saturating_add(8),
         };
-        let run = Request::Run { argv: spec.argv.clone(), env: spec.environment(), rlimits };
+        let run = Request::Run {
+            argv: spec.argv.clone(),
+            env: spec.environment(),
+            rlimits,
+        };
         protocol::send(self.ctl.as_fd(), &run, &fds)?;
         drop((stdin_r, out_w, err_w, procs));
         match self.next_event()? {
             Event::Started => {}
             Event::Failed { error } => return Err(SandboxError::Init(error)),
-            other => return Err(SandboxError::Protocol(format!("expected Started, got {other:?}"))),
+            other => {
+                return Err(SandboxError::Protocol(format!(
+                    "expected Started, got {other:?}"
+                )))
+            }
         }
         let start = Instant::now();
         set_nonblocking(out_r.as_fd())?;
         set_nonblocking(err_r.as_fd())?;
 
-        let cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
         let cpu_limit = limits.cpu_time.duration();
         let wall_deadline = start + limits.wall_time.duration();
         let mut cpu_check = start + cpu_limit / cpus;
         let mut capture = Capture::new(limits.output.bytes());
-        let mut outs: [Option<(OwnedFd, Stream)>; 2] = [Some((out_r, Stream::Stdout)), Some((err_r, Stream::Stderr))];
+        let mut outs: [Option<(OwnedFd, Stream)>; 2] =
+            [Some((out_r, Stream::Stdout)), Some((err_r, Stream::Stderr))];
         let mut stdin_pos = 0usize;
         let mut killed_for: Option<Status> = None;
         let mut blocked: Option<String> = None;
@@ -241,7 +288,8 @@ impl Sandbox {
                         self.kill()?;
                     } else {
                         // The earliest moment the budget could run out with every CPU busy.
-                        cpu_check = now + ((cpu_limit - used) / cpus).max(Duration::from_micros(500));
+                        cpu_check =
+                            now + ((cpu_limit - used) / cpus).max(Duration::from_micros(500));
                     }
                 }
             }
@@ -270,7 +318,10 @@ impl Sandbox {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => return Err(SandboxError::io("ppoll", e.into())),
             }
-            let revents: Vec<bool> = pfds.iter().map(|p| p.revents().is_some_and(|r| !r.is_empty())).collect();
+            let revents: Vec<bool> = pfds
+                .iter()
+                .map(|p| p.revents().is_some_and(|r| !r.is_empty()))
+                .collect();
             drop(pfds);
 
             for (slot, idx) in which.iter().enumerate() {
@@ -288,7 +339,8 @@ impl Sandbox {
                             Stream::Stdout => sink.stdout(data),
                             Stream::Stderr => sink.stderr(data),
                         }
-                        if !capture.push(stream, data) && killed_for.is_none() && finished.is_none() {
+                        if !capture.push(stream, data) && killed_for.is_none() && finished.is_none()
+                        {
                             killed_for = Some(Status::OutputLimit);
                             self.kill()?;
                         }
@@ -315,7 +367,11 @@ impl Sandbox {
             if revents[0] {
                 match self.next_event()? {
                     Event::Blocked { syscall } => blocked = Some(syscall),
-                    Event::Finished { exit_code, signal, wall_ns } => {
+                    Event::Finished {
+                        exit_code,
+                        signal,
+                        wall_ns,
+                    } => {
                         finished = Some((exit_code, signal, wall_ns));
                         stdin_w = None;
                         drain_deadline = Some(Instant::now() + Duration::from_secs(2));
@@ -354,7 +410,9 @@ impl Sandbox {
     fn next_event(&self) -> Result<Event, SandboxError> {
         match protocol::recv::<Event>(self.ctl.as_fd())? {
             Some((e, _)) => Ok(e),
-            None => Err(SandboxError::Init("the sandbox init exited unexpectedly".into())),
+            None => Err(SandboxError::Init(
+                "the sandbox init exited unexpectedly".into(),
+            )),
         }
     }
 }
@@ -405,13 +463,18 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
 }
 
 fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<(), SandboxError> {
-    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL).map_err(|e| SandboxError::io("fcntl", e.into()))?);
-    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).map_err(|e| SandboxError::io("fcntl", e.into()))?;
+    let flags = OFlag::from_bits_truncate(
+        fcntl(fd, FcntlArg::F_GETFL).map_err(|e| SandboxError::io("fcntl", e.into()))?,
+    );
+    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))
+        .map_err(|e| SandboxError::io("fcntl", e.into()))?;
     Ok(())
 }
 
 fn placeholder_fd() -> Result<OwnedFd, SandboxError> {
-    File::open("/").map(OwnedFd::from).map_err(|e| SandboxError::io("opening /", e))
+    File::open("/")
+        .map(OwnedFd::from)
+        .map_err(|e| SandboxError::io("opening /", e))
 }
 
 /// Runs `spec` in a fresh sandbox: build, copy the folder in, run, copy out, tear down.

@@ -32,20 +32,33 @@ impl Mount {
             Some((s, d)) => (s, d),
             None => (arg, arg),
         };
-        let m = Mount { src: PathBuf::from(src), dst: PathBuf::from(dst), writable };
+        let m = Mount {
+            src: PathBuf::from(src),
+            dst: PathBuf::from(dst),
+            writable,
+        };
         m.validate()?;
         Ok(m)
     }
 
     pub fn validate(&self) -> Result<(), SpecError> {
-        let bad = |why: &str| Err(SpecError::BadMount { mount: format!("{}:{}", self.src.display(), self.dst.display()), why: why.into() });
+        let bad = |why: &str| {
+            Err(SpecError::BadMount {
+                mount: format!("{}:{}", self.src.display(), self.dst.display()),
+                why: why.into(),
+            })
+        };
         if !self.src.is_absolute() {
             return bad("the source must be an absolute host path");
         }
         if !self.dst.is_absolute() {
             return bad("the destination must be an absolute path inside the sandbox");
         }
-        if self.dst.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+        if self
+            .dst
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
             return bad("the destination may not contain '..'");
         }
         let dst = self.dst.to_string_lossy();
@@ -154,7 +167,9 @@ impl RunSpec {
 
 /// Parses `K=V` as given to `--env`.
 pub fn parse_env(arg: &str) -> Result<(String, String), SpecError> {
-    let (k, v) = arg.split_once('=').ok_or_else(|| SpecError::BadEnv(arg.to_string()))?;
+    let (k, v) = arg
+        .split_once('=')
+        .ok_or_else(|| SpecError::BadEnv(arg.to_string()))?;
     parse_env_key(k)?;
     Ok((k.to_string(), v.to_string()))
 }

@@ -119,7 +119,7 @@ impl CompiledFilter {
         if bytes.is_empty() {
             return Err(Error::InvalidProgram("empty program".into()));
         }
-        if bytes.len() % INSN_SIZE != 0 {
+        if !bytes.len().is_multiple_of(INSN_SIZE) {
             return Err(Error::InvalidProgram(format!(
                 "length {} is not a multiple of {INSN_SIZE}",
                 bytes.len()

@@ -503,10 +503,8 @@ pub fn cgroup_mount(ctrl: &str) -> Option<PathBuf> {
         if ctrl.is_empty() && fstype == "cgroup2" {
             return Some(PathBuf::from(mp));
         }
-        if fstype == "cgroup" && !ctrl.is_empty() {
-            if opts.split(',').any(|o| o == ctrl) {
-                return Some(PathBuf::from(mp));
-            }
+        if fstype == "cgroup" && !ctrl.is_empty() && opts.split(',').any(|o| o == ctrl) {
+            return Some(PathBuf::from(mp));
         }
     }
     None
