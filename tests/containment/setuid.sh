@@ -5,8 +5,8 @@
 # in the working dir), every EXTRA_SUID_PROGRAM given (e.g. the same probe
 # bind-mounted read-only from the host), and the system's setuid helpers
 # (su, passwd, newgrp, mount) where present, each asked to print `id -u`.
-# Every line that comes out as uid 0 is reported as "ESCAPED: <how>"; the
-# script ends with "UID <id -u>".
+# Every line that comes out as uid 0 is reported as "ESCAPED: <how>"; then
+# "UID <id -u>", then a mount(8) attempt (the sandbox may kill the run there).
 marker=$1; shift
 check() { # $1 = description, $2 = output
     if printf '%s\n' "$2" | grep -qx '0'; then echo "ESCAPED: $1 gave uid 0"; else echo "BLOCKED: $1"; fi
@@ -28,8 +28,9 @@ if [ -x /usr/bin/passwd ]; then
     if /usr/bin/passwd -S root </dev/null >/dev/null 2>&1; then echo "ESCAPED: passwd -S root worked"; else echo "BLOCKED: passwd -S root"; fi
 fi
 [ -x /usr/bin/newgrp ] && check "newgrp root" "$(echo 'id -u' | /usr/bin/newgrp root 2>&1)"
+echo "UID $(id -u)"
+# last, because the sandbox may kill the whole run on the mount(2) call
 if [ -x /bin/mount ]; then
     mkdir -p mnt
     if /bin/mount -t tmpfs none mnt 2>/dev/null; then echo "ESCAPED: mount(8) mounted a tmpfs"; else echo "BLOCKED: mount(8)"; fi
 fi
-echo "UID $(id -u)"
