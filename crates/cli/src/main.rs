@@ -1,5 +1,6 @@
 //! `corral`: run untrusted code safely and grade it.
 
+mod batch;
 mod doctor;
 mod run;
 

@@ -71,8 +71,18 @@ pub struct RunArgs {
     /// Largest file a process may write [default: 64M].
     #[arg(long, value_name = "SIZE")]
     file_size: Option<Size>,
+    /// Build a new sandbox for every run instead of reusing warm ones from the pool.
+    #[arg(long)]
+    fresh: bool,
+    /// Run every line of this JSONL file (one run spec per line, the JSON form of these flags) and
+    /// print one result line each, in input order. Relative paths are relative to the file's folder.
+    #[arg(long, value_name = "SPECS.jsonl", conflicts_with_all = ["dir", "stdin", "copy_out"])]
+    batch: Option<PathBuf>,
+    /// With --batch: runs at once.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "batch")]
+    parallel: usize,
     /// The program and its arguments (after `--`).
-    #[arg(required = true, value_name = "PROGRAM [ARGS]...", num_args = 1..)]
+    #[arg(required_unless_present = "batch", value_name = "PROGRAM [ARGS]...", num_args = 1..)]
     command: Vec<String>,
 }
 
@@ -82,6 +92,20 @@ fn usage(msg: impl std::fmt::Display) -> i32 {
 }
 
 impl RunArgs {
+    /// The limits given as flags (the defaults for `--batch` lines).
+    fn limits_request(&self) -> LimitsRequest {
+        LimitsRequest {
+            cpu_time: self.cpu_time,
+            wall_time: self.wall_time,
+            memory: self.memory,
+            pids: self.pids,
+            output: self.output,
+            disk: self.disk,
+            open_files: self.open_files,
+            file_size: self.file_size,
+        }
+    }
+
     fn spec(&self) -> Result<RunSpec, String> {
         let mut spec = RunSpec::new(self.command.clone());
         for e in &self.env {
@@ -113,17 +137,8 @@ impl RunArgs {
         }
         spec.network = self.network;
         spec.copy_out = self.copy_out.clone();
-        let req = LimitsRequest {
-            cpu_time: self.cpu_time,
-            wall_time: self.wall_time,
-            memory: self.memory,
-            pids: self.pids,
-            output: self.output,
-            disk: self.disk,
-            open_files: self.open_files,
-            file_size: self.file_size,
-        };
-        spec.limits = req
+        spec.limits = self
+            .limits_request()
             .resolve(&corral_sandbox::Limits::default())
             .map_err(|e| e.to_string())?;
         spec.validate().map_err(|e| e.to_string())?;
@@ -148,6 +163,12 @@ impl OutputSink for PassThrough {
 }
 
 pub fn main(args: RunArgs) -> i32 {
+    if let Some(file) = &args.batch {
+        if !args.command.is_empty() {
+            return usage("give either --batch or a command, not both");
+        }
+        return crate::batch::main(file, args.parallel, args.fresh, &args.limits_request());
+    }
     let spec = match args.spec() {
         Ok(s) => s,
         Err(e) => return usage(e),
@@ -160,10 +181,19 @@ pub fn main(args: RunArgs) -> i32 {
             return report(&args, &outcome);
         }
     };
+    // One run: a pool with no idle room builds one sandbox and tears it down afterwards.
+    let pool = corral_sandbox::Pool::new(
+        host,
+        corral_sandbox::PoolConfig {
+            max_idle: 0,
+            fresh: args.fresh,
+            ..Default::default()
+        },
+    );
     let outcome = if args.json {
-        corral_sandbox::run_fresh(&host, &spec, &mut corral_sandbox::NoSink)
+        pool.run(&spec, &mut corral_sandbox::NoSink)
     } else {
-        corral_sandbox::run_fresh(&host, &spec, &mut PassThrough)
+        pool.run(&spec, &mut PassThrough)
     };
     report(&args, &outcome)
 }

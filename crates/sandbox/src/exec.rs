@@ -72,7 +72,7 @@ impl Plan {
     }
 }
 
-/// Runs in the forked child. `fds` are stdin, stdout, stderr, then `cgroup.procs` files.
+/// Runs in the forked child. `fds` are stdin, stdout, stderr.
 pub fn child(
     plan: &Plan,
     filter: &corral_seccomp::CompiledFilter,
@@ -167,12 +167,7 @@ fn prepare(plan: &Plan, fds: &[OwnedFd]) -> Result<(), String> {
     }
     nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
 
-    // Join the run's cgroups (while still root), then hide the cgroup tree behind a namespace.
-    for procs in &fds[3..] {
-        // SAFETY: writing a 1-byte buffer to a descriptor we own.
-        let n = unsafe { libc::write(procs.as_raw_fd(), b"0".as_ptr().cast(), 1) };
-        check("joining the run's cgroup", n as libc::c_long)?;
-    }
+    // The cgroup (joined by PID 1) is hidden behind a namespace of its own.
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
         .map_err(|e| format!("unshare(CLONE_NEWCGROUP): {e}"))?;
 

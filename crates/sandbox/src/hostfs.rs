@@ -237,6 +237,58 @@ fn copy_out_dir(
     Ok(())
 }
 
+/// Reads the regular file at `rel` (relative, no `..`) beneath `dir`: `Ok(None)` when it does not
+/// exist or is anything but a plain file with one link; at most `max` bytes.
+pub fn read_file(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    max: u64,
+) -> Result<Option<Vec<u8>>, SandboxError> {
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return Err(pathio(rel, "must be a relative path without '..'"));
+    }
+    let fd = match open_beneath(
+        dir,
+        rel,
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(_) => return Ok(None),
+    };
+    let st =
+        fstat(&fd).map_err(|e| SandboxError::io(format!("stat {}", rel.display()), e.into()))?;
+    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    if kind != SFlag::S_IFREG || st.st_nlink != 1 {
+        return Ok(None);
+    }
+    let mut data = Vec::new();
+    File::from(fd)
+        .take(max)
+        .read_to_end(&mut data)
+        .map_err(|e| SandboxError::io(format!("reading {}", rel.display()), e))?;
+    Ok(Some(data))
+}
+
+/// Whether `rel` exists beneath `dir` (as anything, links included), without following links.
+pub fn exists(dir: BorrowedFd<'_>, rel: &Path) -> bool {
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return false;
+    }
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(resolve());
+    openat2(dir, rel, how).is_ok()
+}
+
 /// Bytes used on the filesystem holding `dir` (the working directory's tmpfs).
 pub fn used_bytes(dir: BorrowedFd<'_>) -> u64 {
     match nix::sys::statfs::fstatfs(dir) {

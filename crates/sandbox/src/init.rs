@@ -42,7 +42,7 @@ pub fn main() -> ! {
 }
 
 fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
-    let Some((setup, _)) = protocol::recv::<Setup>(ctl.as_fd())? else {
+    let Some((setup, cgroup_procs)) = protocol::recv::<Setup>(ctl.as_fd())? else {
         return Ok(());
     };
     let mut flags = CloneFlags::CLONE_NEWNS
@@ -71,7 +71,7 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
             // If the keeper dies, PID 1 dies, and with it the namespace.
             // SAFETY: plain prctl with integer arguments.
             unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-            let code = match pid1(&setup, ctl.as_fd()) {
+            let code = match join_cgroup(&cgroup_procs).and_then(|()| pid1(&setup, ctl.as_fd())) {
                 Ok(()) => 0,
                 Err(e) => {
                     let _ = protocol::send(
@@ -87,6 +87,15 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
             std::process::exit(code)
         }
     }
+}
+
+/// PID 1 enters the sandbox's cgroup before anything else; every program inherits it.
+fn join_cgroup(procs: &[OwnedFd]) -> Result<(), SandboxError> {
+    for f in procs {
+        nix::unistd::write(f, b"0")
+            .map_err(|e| SandboxError::io("joining the sandbox cgroup", e.into()))?;
+    }
+    Ok(())
 }
 
 /// The parent outside the PID namespace only waits, so the supervisor sees one child to reap.
@@ -105,20 +114,19 @@ fn keeper(child: Pid, ctl: OwnedFd) -> Result<(), SandboxError> {
 
 fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
     let _ = nix::unistd::sethostname(&setup.hostname);
+    // Kept open from before /proc/sys becomes read-only: a reset restarts PID numbering with it,
+    // so a run cannot count how many processes the previous one made.
+    let last_pid = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/sys/kernel/ns_last_pid")
+        .map_err(|e| SandboxError::io("opening ns_last_pid", e))?;
     if !setup.network {
         exec::loopback_up();
     }
     crate::rootfs::build(setup)?;
     let filter = corral_seccomp::CompiledFilter::from_bytes(setup.seccomp.clone())?;
-    let work = nix::fcntl::open(
-        crate::spec::WORKDIR,
-        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .map_err(|e| SandboxError::io("opening the working directory", e.into()))?;
     let landlock_abi = setup.landlock.then(crate::landlock::kernel_abi);
-    protocol::send(ctl, &Event::Ready { landlock_abi }, &[work.as_raw_fd()])?;
-    drop(work);
+    send_ready(ctl, landlock_abi)?;
 
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
@@ -193,6 +201,27 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                         }
                     }
                 }
+                Request::Signal { signal } => {
+                    if let (Some(run), Ok(sig)) = (current.as_ref(), Signal::try_from(signal)) {
+                        // The program leads its own process group (setsid), like a shell job.
+                        let _ = kill(Pid::from_raw(-run.pid.as_raw()), sig);
+                    }
+                }
+                Request::Reset { disk_bytes, inodes } => {
+                    if current.is_some() {
+                        protocol::send(
+                            ctl,
+                            &Event::Failed {
+                                error: "reset during a run".into(),
+                            },
+                            &[],
+                        )?;
+                        continue;
+                    }
+                    // A sandbox that cannot be made as good as new must not be reused: exit.
+                    reset(setup, disk_bytes, inodes, &last_pid)?;
+                    send_ready(ctl, landlock_abi)?;
+                }
                 Request::Kill => {
                     if let Some(run) = current.as_mut() {
                         run.kill_all();
@@ -206,6 +235,47 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
             protocol::send(ctl, &done, &[])?;
         }
     }
+}
+
+fn send_ready(ctl: BorrowedFd<'_>, landlock_abi: Option<i32>) -> Result<(), SandboxError> {
+    let work = nix::fcntl::open(
+        crate::spec::WORKDIR,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| SandboxError::io("opening the working directory", e.into()))?;
+    protocol::send(ctl, &Event::Ready { landlock_abi }, &[work.as_raw_fd()])
+}
+
+/// Everything a program could have left behind goes: processes (already dead), files in the
+/// scratch mounts, SysV IPC and POSIX queues (new IPC namespace), sockets and their lingering
+/// state (new network namespace), and the PID counter.
+fn reset(
+    setup: &Setup,
+    disk_bytes: u64,
+    inodes: u64,
+    last_pid: &std::fs::File,
+) -> Result<(), SandboxError> {
+    reap_all_nonblocking();
+    if kill(Pid::from_raw(-1), None).is_ok() {
+        return Err(SandboxError::Init(
+            "processes survived the run; refusing to reuse the sandbox".into(),
+        ));
+    }
+    crate::rootfs::reset_scratch(setup.uid, setup.gid, disk_bytes, inodes)?;
+    let mut flags = CloneFlags::CLONE_NEWIPC;
+    if !setup.network {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(|e| SandboxError::io("fresh IPC/network namespaces", e.into()))?;
+    if !setup.network {
+        exec::loopback_up();
+    }
+    use std::os::unix::fs::FileExt;
+    last_pid
+        .write_at(b"1", 0)
+        .map_err(|e| SandboxError::io("restarting PID numbering", e))?;
+    Ok(())
 }
 
 /// A program running in this sandbox.

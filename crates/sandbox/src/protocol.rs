@@ -15,7 +15,9 @@ use crate::error::SandboxError;
 const MAX_MSG: usize = 256 * 1024;
 const MAX_FDS: usize = 16;
 
-/// How the sandbox is built, sent once when init starts.
+/// How the sandbox is built, sent once when init starts. Fds: one `cgroup.procs` per hierarchy,
+/// which PID 1 joins before anything else. Fds: one `cgroup.procs` per hierarchy,
+/// which PID 1 joins before anything else.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Setup {
     pub uid: u32,
@@ -46,14 +48,19 @@ pub struct Rlimits {
 /// Supervisor → init.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Request {
-    /// Start a program. Fds: stdin, stdout, stderr, then one `cgroup.procs` per hierarchy.
+    /// Start a program. Fds: stdin, stdout, stderr.
     Run {
         argv: Vec<String>,
         env: Vec<(String, String)>,
         rlimits: Rlimits,
     },
+    /// Send a signal to the current program's process group.
+    Signal { signal: i32 },
     /// Kill every process of the current run.
     Kill,
+    /// Make the sandbox as good as new for another user: fresh working directory, `/tmp` and
+    /// `/dev/shm`, fresh IPC and network namespaces, PID numbering restarted. Answered by `Ready`.
+    Reset { disk_bytes: u64, inodes: u64 },
     /// Tear the sandbox down.
     Exit,
 }

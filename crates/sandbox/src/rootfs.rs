@@ -195,7 +195,7 @@ pub fn build(setup: &Setup) -> Result<(), SandboxError> {
     }
 
     build_etc(setup, &r("/etc"))?;
-    build_dev(setup, &r("/dev"))?;
+    build_dev(&r("/dev"))?;
 
     // /proc of the new PID namespace; hidepid=invisible hides processes of other users (init).
     let proc_dir = r("/proc");
@@ -210,27 +210,12 @@ pub fn build(setup: &Setup) -> Result<(), SandboxError> {
     .map_err(err("mounting /proc".into()))?;
     mask_proc(&proc_dir, &r("/dev/null"))?;
 
-    // Scratch space: /tmp (with /var/tmp pointing at it) and the working directory.
-    let scratch = format!(
-        "size={},nr_inodes={},mode=1777",
-        setup.disk_bytes, setup.inodes
-    );
-    let tmp = r("/tmp");
-    fs::create_dir_all(&tmp).map_err(ioerr("creating /tmp".into()))?;
-    tmpfs(&tmp, MsFlags::MS_NOSUID | MsFlags::MS_NODEV, &scratch)?;
+    // Scratch space: /tmp (with /var/tmp pointing at it), /dev/shm and the working directory.
+    fs::create_dir_all(r("/tmp")).map_err(ioerr("creating /tmp".into()))?;
     fs::create_dir_all(r("/var")).map_err(ioerr("creating /var".into()))?;
     symlink("/tmp", r("/var/tmp")).map_err(ioerr("creating /var/tmp".into()))?;
-
-    let work = r(WORKDIR);
-    fs::create_dir_all(&work).map_err(ioerr(format!("creating {WORKDIR}")))?;
-    tmpfs(
-        &work,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        &format!(
-            "size={},nr_inodes={},mode=0700,uid={},gid={}",
-            setup.disk_bytes, setup.inodes, setup.uid, setup.gid
-        ),
-    )?;
+    fs::create_dir_all(r(WORKDIR)).map_err(ioerr(format!("creating {WORKDIR}")))?;
+    mount_scratch(&root, setup.uid, setup.gid, setup.disk_bytes, setup.inodes)?;
 
     for (m, fd) in setup.mounts.iter().zip(&sources) {
         let src = PathBuf::from(format!(
@@ -313,7 +298,7 @@ fn build_etc(setup: &Setup, etc: &Path) -> Result<(), SandboxError> {
     Ok(())
 }
 
-fn build_dev(setup: &Setup, dev: &Path) -> Result<(), SandboxError> {
+fn build_dev(dev: &Path) -> Result<(), SandboxError> {
     fs::create_dir_all(dev).map_err(ioerr("creating /dev".into()))?;
     tmpfs(
         dev,
@@ -335,16 +320,7 @@ fn build_dev(setup: &Setup, dev: &Path) -> Result<(), SandboxError> {
     ] {
         symlink(target, dev.join(name)).map_err(ioerr(format!("creating /dev/{name}")))?;
     }
-    let shm = dev.join("shm");
-    fs::create_dir_all(&shm).map_err(ioerr("creating /dev/shm".into()))?;
-    tmpfs(
-        &shm,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        &format!(
-            "size={},nr_inodes={},mode=1777",
-            setup.disk_bytes, setup.inodes
-        ),
-    )?;
+    fs::create_dir_all(dev.join("shm")).map_err(ioerr("creating /dev/shm".into()))?;
     // /dev itself stays writable for nobody: the tmpfs is root-owned 0755; remount it read-only.
     mount(
         None::<&str>,
@@ -408,6 +384,39 @@ fn mask_proc(proc_dir: &Path, dev_null: &Path) -> Result<(), SandboxError> {
         }
     }
     Ok(())
+}
+
+/// Mounts fresh, empty, size-limited tmpfs on `/tmp`, `/dev/shm` and the working directory under
+/// `root` (the new root while building, `/` afterwards).
+fn mount_scratch(
+    root: &Path,
+    uid: u32,
+    gid: u32,
+    disk: u64,
+    inodes: u64,
+) -> Result<(), SandboxError> {
+    let r = |p: &str| root.join(p.trim_start_matches('/'));
+    let shared = format!("size={disk},nr_inodes={inodes},mode=1777");
+    tmpfs(&r("/tmp"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, &shared)?;
+    tmpfs(
+        &r("/dev/shm"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &shared,
+    )?;
+    tmpfs(
+        &r(WORKDIR),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &format!("size={disk},nr_inodes={inodes},mode=0700,uid={uid},gid={gid}"),
+    )
+}
+
+/// Replaces the scratch mounts with fresh ones: whatever a previous program wrote is gone, not
+/// deleted file by file (a fresh tmpfs is provably empty).
+pub fn reset_scratch(uid: u32, gid: u32, disk: u64, inodes: u64) -> Result<(), SandboxError> {
+    for p in ["/tmp", "/dev/shm", WORKDIR] {
+        umount2(p, MntFlags::MNT_DETACH).map_err(err(format!("unmounting {p}")))?;
+    }
+    mount_scratch(Path::new("/"), uid, gid, disk, inodes)
 }
 
 /// Sets the working directory's owner (the tmpfs `uid=` option already does; kept for binds).

@@ -1,12 +1,7 @@
-//! `Sandbox`: one isolated environment (namespaces, root, working directory) served by its init,
-//! and the supervisor loop that runs a program in it — output capture, time limits, the verdict.
-//!
-//! The supervisor is event-driven: one `ppoll` over the output pipes, the init's socket and the
-//! next deadline (wall limit, or the moment the CPU budget could first run out). Nothing polls on
-//! a fixed tick, so a limit fires within a millisecond or so of being reached.
+//! `Sandbox`: one isolated environment (namespaces, root, working directory, cgroup) served by its
+//! init. Programs run in it one at a time through [`Execution`]; between users it is reset.
 
 use std::fs::File;
-use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -14,20 +9,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
-use nix::poll::{PollFd, PollFlags};
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-use nix::sys::time::TimeSpec;
 
-use crate::capture::{Capture, OutputSink, Stream};
+use crate::capture::OutputSink;
 use crate::error::SandboxError;
+use crate::execution::Execution;
 use crate::host::Host;
-use crate::limits::Limits;
-use crate::outcome::{Outcome, Status, Usage};
+use crate::outcome::{Outcome, Status};
 use crate::protocol::{self, Event, Request, Rlimits, Setup};
 use crate::spec::{Mount, RunSpec, Stdin};
 
-/// The shape of a sandbox: what is fixed when it is built.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The shape of a sandbox: what is fixed when it is built. Runs with the same shape can share a
+/// pooled sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SandboxConfig {
     pub network: bool,
     pub mounts: Vec<Mount>,
@@ -49,21 +43,38 @@ impl SandboxConfig {
 
 /// A live sandbox. Dropping it ends every process in it and removes everything it created.
 pub struct Sandbox {
-    host: Arc<Host>,
+    config: SandboxConfig,
     keeper: Option<Child>,
     ctl: OwnedFd,
     workdir: OwnedFd,
+    cgroup: Option<Box<dyn corral_cgroups::Cgroup>>,
     uid: u32,
     gid: u32,
+    runs: u64,
+    leases: u64,
+    baseline: Option<corral_cgroups::Baseline>,
+    pending_reset: Option<(u64, u64)>,
+    /// Set when something went wrong; a broken sandbox is never reused.
+    broken: bool,
     pub landlock_abi: Option<i32>,
 }
 
 impl Sandbox {
     pub fn create(host: &Arc<Host>, config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
-        let (n, _) = host.unique();
+        let (n, name) = host.unique();
         // A uid of its own per sandbox (like isolate's boxes), far from real users.
         let uid = 60_000 + (std::process::id().wrapping_mul(31).wrapping_add(n) % 30_000);
         let filter = host.filter(config.network)?;
+        // The sandbox's PID 1 joins this cgroup once; every program it starts inherits it, so no
+        // run pays for a cgroup migration (an RCU grace period on cgroup v1).
+        let cgroup = host.cgroups.create(
+            &format!("sbx-{name}"),
+            &corral_cgroups::Limits {
+                memory_bytes: None,
+                pids: None,
+            },
+        )?;
+        let procs = cgroup.procs_files()?;
         let (mine, theirs) = socketpair(
             AddressFamily::Unix,
             SockType::SeqPacket,
@@ -93,17 +104,32 @@ impl Sandbox {
                 Ok(())
             });
         }
-        let keeper = cmd
-            .spawn()
-            .map_err(|e| SandboxError::io(format!("starting {}", host.init.path.display()), e))?;
+        let keeper = match cmd.spawn() {
+            Ok(k) => k,
+            Err(e) => {
+                let _ = cgroup.destroy();
+                return Err(SandboxError::io(
+                    format!("starting {}", host.init.path.display()),
+                    e,
+                ));
+            }
+        };
         drop(theirs);
         let mut sandbox = Sandbox {
-            host: host.clone(),
+            config: config.clone(),
             keeper: Some(keeper),
             ctl: mine,
-            workdir: placeholder_fd()?,
+            workdir: File::open("/")
+                .map(OwnedFd::from)
+                .map_err(|e| SandboxError::io("opening /", e))?,
+            cgroup: Some(cgroup),
             uid,
             gid: uid,
+            runs: 0,
+            leases: 0,
+            baseline: None,
+            pending_reset: None,
+            broken: true,
             landlock_abi: None,
         };
         let setup = Setup {
@@ -121,11 +147,14 @@ impl Sandbox {
             seccomp: filter.as_bytes().to_vec(),
             landlock: host.landlock,
         };
-        protocol::send(sandbox.ctl.as_fd(), &setup, &[])?;
+        let fds: Vec<_> = procs.iter().map(|f| f.as_raw_fd()).collect();
+        protocol::send(sandbox.ctl.as_fd(), &setup, &fds)?;
+        drop(procs);
         match protocol::recv::<Event>(sandbox.ctl.as_fd())? {
             Some((Event::Ready { landlock_abi }, mut fds)) if fds.len() == 1 => {
                 sandbox.workdir = fds.pop().expect("one descriptor");
                 sandbox.landlock_abi = landlock_abi;
+                sandbox.broken = false;
                 Ok(sandbox)
             }
             Some((Event::Failed { error }, _)) => Err(SandboxError::Init(error)),
@@ -136,6 +165,28 @@ impl Sandbox {
                 "the sandbox init exited while building the sandbox".into(),
             )),
         }
+    }
+
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
+    /// Runs started in this sandbox since it was built.
+    pub fn runs(&self) -> u64 {
+        self.runs
+    }
+
+    /// Times this sandbox was leased from a pool.
+    pub fn leases(&self) -> u64 {
+        self.leases
+    }
+
+    pub(crate) fn count_lease(&mut self) {
+        self.leases += 1;
+    }
+
+    pub fn is_broken(&self) -> bool {
+        self.broken
     }
 
     /// The working directory, for host-side copies (see [`crate::hostfs`]).
@@ -155,54 +206,66 @@ impl Sandbox {
         crate::hostfs::copy_out(self.workdir(), dest, max_bytes)
     }
 
-    /// Runs one program to its end (or its limit) and reports what happened.
-    pub fn run(&mut self, spec: &RunSpec, sink: &mut dyn OutputSink) -> Outcome {
-        match self.run_inner(spec, sink) {
-            Ok(o) => o,
-            Err(e) => Outcome::sandbox_error(spec.limits.clone(), e.to_string()),
+    /// Reads one regular file of the working directory (never through a link), at most `max` bytes.
+    pub fn read_file(
+        &self,
+        rel: &std::path::Path,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>, SandboxError> {
+        crate::hostfs::read_file(self.workdir(), rel, max)
+    }
+
+    /// Makes the sandbox as good as new for the next user (see [`Request::Reset`]); on failure the
+    /// sandbox is broken and must be dropped.
+    pub fn reset(&mut self, disk_bytes: u64, inodes: u64) -> Result<(), SandboxError> {
+        self.begin_reset(disk_bytes, inodes)?;
+        self.finish_reset()
+    }
+
+    /// Asks init to reset and returns at once; init works while the caller goes on.
+    pub fn begin_reset(&mut self, disk_bytes: u64, inodes: u64) -> Result<(), SandboxError> {
+        self.broken = true;
+        self.send(&Request::Reset { disk_bytes, inodes })?;
+        self.pending_reset = Some((disk_bytes, inodes));
+        Ok(())
+    }
+
+    /// Collects the answer to [`Sandbox::begin_reset`] (no-op when none is pending).
+    pub fn finish_reset(&mut self) -> Result<(), SandboxError> {
+        let Some((disk_bytes, inodes)) = self.pending_reset.take() else {
+            return Ok(());
+        };
+        match protocol::recv::<Event>(self.ctl.as_fd())? {
+            Some((Event::Ready { .. }, mut fds)) if fds.len() == 1 => {
+                self.workdir = fds.pop().expect("one descriptor");
+                self.config.disk_bytes = disk_bytes;
+                self.config.inodes = inodes;
+                self.broken = false;
+                Ok(())
+            }
+            Some((Event::Failed { error }, _)) => Err(SandboxError::Init(error)),
+            Some((other, _)) => Err(SandboxError::Protocol(format!(
+                "expected Ready after reset, got {other:?}"
+            ))),
+            None => Err(SandboxError::Init(
+                "the sandbox init exited during reset".into(),
+            )),
         }
     }
 
-    fn run_inner(
-        &mut self,
-        spec: &RunSpec,
-        sink: &mut dyn OutputSink,
-    ) -> Result<Outcome, SandboxError> {
+    /// Starts a program. The returned [`Execution`] must be driven to its end before the next one.
+    pub fn start(&mut self, spec: &RunSpec) -> Result<Execution<'_>, SandboxError> {
         spec.validate()?;
-        let limits = &spec.limits;
-        let (_, name) = self.host.unique();
-        let cg = self.host.cgroups.create(
-            &format!("run-{name}"),
-            &corral_cgroups::Limits {
-                memory_bytes: Some(limits.memory.bytes()),
-                pids: Some(limits.pids),
-            },
-        )?;
-        let result = self.supervise(spec, cg.as_ref(), sink);
-        let usage = cg.usage();
-        let destroyed = cg.destroy();
-        let (mut outcome, killed_for) = result?;
-        let usage = usage?;
-        destroyed?;
-        outcome.usage.cpu_time_ms = usage.cpu_time.as_millis() as u64;
-        outcome.usage.memory_peak_bytes = usage.memory_peak_bytes;
-        outcome.usage.pids_peak = usage.pids_peak;
-        outcome.usage.pids_limit_hit = usage.pids_limit_hit;
-        outcome.usage.disk_used_bytes = crate::hostfs::used_bytes(self.workdir());
-        outcome.status = verdict(&outcome, killed_for, usage.oom_killed, limits);
-        Ok(outcome)
-    }
-
-    fn supervise(
-        &mut self,
-        spec: &RunSpec,
-        cg: &dyn corral_cgroups::Cgroup,
-        sink: &mut dyn OutputSink,
-    ) -> Result<(Outcome, Option<Status>), SandboxError> {
-        let limits = &spec.limits;
+        self.finish_reset()?;
+        if self.broken {
+            return Err(SandboxError::Init(
+                "this sandbox is broken and cannot run anything".into(),
+            ));
+        }
+        let limits = spec.limits.clone();
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
-        let (stdin_r, mut stdin_w, stdin_data) = match &spec.stdin {
+        let (stdin_r, stdin_w, stdin_data) = match &spec.stdin {
             Stdin::Empty => {
                 let (r, _w) = pipe()?;
                 (r, None, Vec::new())
@@ -219,10 +282,29 @@ impl Sandbox {
                 set_nonblocking(w.as_fd())?;
                 (r, Some(w), b.clone())
             }
+            Stdin::Pipe => {
+                let (r, w) = pipe()?;
+                set_nonblocking(w.as_fd())?;
+                (r, Some(w), Vec::new())
+            }
         };
-        let procs = cg.procs_files()?;
-        let mut fds = vec![stdin_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
-        fds.extend(procs.iter().map(|f| f.as_raw_fd()));
+        let cg = self
+            .cgroup
+            .as_ref()
+            .ok_or_else(|| SandboxError::Init("no cgroup".into()))?;
+        // The sandbox's PID 1 lives in the cgroup too: the limits leave room for exactly what it
+        // already holds (one process, its resident memory), and usage is counted from here.
+        let baseline = cg.begin_run()?;
+        cg.set_limits(&corral_cgroups::Limits {
+            memory_bytes: Some(
+                limits
+                    .memory
+                    .bytes()
+                    .saturating_add(baseline.resident_bytes),
+            ),
+            pids: Some(limits.pids.saturating_add(1)),
+        })?;
+        self.baseline = Some(baseline);
         let rlimits = Rlimits {
             nofile: limits.open_files,
             fsize: limits.file_size.bytes(),
@@ -236,8 +318,14 @@ impl Sandbox {
             env: spec.environment(),
             rlimits,
         };
-        protocol::send(self.ctl.as_fd(), &run, &fds)?;
-        drop((stdin_r, out_w, err_w, procs));
+        self.runs += 1;
+        self.broken = true; // until the run ends cleanly
+        protocol::send(
+            self.ctl.as_fd(),
+            &run,
+            &[stdin_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
+        )?;
+        drop((stdin_r, out_w, err_w));
         match self.next_event()? {
             Event::Started => {}
             Event::Failed { error } => return Err(SandboxError::Init(error)),
@@ -247,167 +335,66 @@ impl Sandbox {
                 )))
             }
         }
-        let start = Instant::now();
         set_nonblocking(out_r.as_fd())?;
         set_nonblocking(err_r.as_fd())?;
+        let mut exec = Execution::new(self, limits, out_r, err_r, stdin_w);
+        if !stdin_data.is_empty() {
+            exec.write_stdin(&stdin_data);
+        }
+        if !matches!(spec.stdin, Stdin::Pipe) {
+            exec.close_stdin();
+        }
+        Ok(exec)
+    }
 
-        let cpus = std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1);
-        let cpu_limit = limits.cpu_time.duration();
-        let wall_deadline = start + limits.wall_time.duration();
-        let mut cpu_check = start + cpu_limit / cpus;
-        let mut capture = Capture::new(limits.output.bytes());
-        let mut outs: [Option<(OwnedFd, Stream)>; 2] =
-            [Some((out_r, Stream::Stdout)), Some((err_r, Stream::Stderr))];
-        let mut stdin_pos = 0usize;
-        let mut killed_for: Option<Status> = None;
-        let mut blocked: Option<String> = None;
-        let mut finished: Option<(Option<i32>, Option<i32>, u64)> = None;
-        let mut drain_deadline: Option<Instant> = None;
-        let mut buf = vec![0u8; 64 * 1024];
-
-        loop {
-            if finished.is_some() && outs.iter().all(Option::is_none) {
-                break;
-            }
-            let now = Instant::now();
-            if let Some(d) = drain_deadline {
-                if now >= d {
-                    break; // every process is dead; a pipe still open can only be a leak of ours
-                }
-            }
-            if finished.is_none() && killed_for.is_none() {
-                if now >= wall_deadline {
-                    killed_for = Some(Status::WallTimeLimit);
-                    self.kill()?;
-                } else if now >= cpu_check {
-                    let used = cg.cpu_time()?;
-                    if used >= cpu_limit {
-                        killed_for = Some(Status::TimeLimit);
-                        self.kill()?;
-                    } else {
-                        // The earliest moment the budget could run out with every CPU busy.
-                        cpu_check =
-                            now + ((cpu_limit - used) / cpus).max(Duration::from_micros(500));
-                    }
-                }
-            }
-            let deadline = if let Some(d) = drain_deadline {
-                d
-            } else if finished.is_none() && killed_for.is_none() {
-                wall_deadline.min(cpu_check)
-            } else {
-                now + Duration::from_secs(5)
-            };
-            let timeout = deadline.saturating_duration_since(Instant::now());
-
-            let mut pfds = vec![PollFd::new(self.ctl.as_fd(), PollFlags::POLLIN)];
-            let mut which = vec![None];
-            for (i, o) in outs.iter().enumerate() {
-                if let Some((fd, _)) = o {
-                    pfds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
-                    which.push(Some(i));
-                }
-            }
-            let stdin_slot = stdin_w.as_ref().map(|w| {
-                pfds.push(PollFd::new(w.as_fd(), PollFlags::POLLOUT));
-                pfds.len() - 1
-            });
-            match nix::poll::ppoll(&mut pfds, Some(TimeSpec::from_duration(timeout)), None) {
-                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => return Err(SandboxError::io("ppoll", e.into())),
-            }
-            let revents: Vec<bool> = pfds
-                .iter()
-                .map(|p| p.revents().is_some_and(|r| !r.is_empty()))
-                .collect();
-            drop(pfds);
-
-            for (slot, idx) in which.iter().enumerate() {
-                let Some(i) = idx else { continue };
-                if !revents[slot] {
-                    continue;
-                }
-                let (fd, stream) = outs[*i].as_ref().expect("polled stream is open");
-                let stream = *stream;
-                match nix::unistd::read(fd.as_fd(), &mut buf) {
-                    Ok(0) => outs[*i] = None,
-                    Ok(n) => {
-                        let data = &buf[..n];
-                        match stream {
-                            Stream::Stdout => sink.stdout(data),
-                            Stream::Stderr => sink.stderr(data),
-                        }
-                        if !capture.push(stream, data) && killed_for.is_none() && finished.is_none()
-                        {
-                            killed_for = Some(Status::OutputLimit);
-                            self.kill()?;
-                        }
-                    }
-                    Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => {}
-                    Err(_) => outs[*i] = None,
-                }
-            }
-            if let (Some(slot), Some(w)) = (stdin_slot, stdin_w.as_ref()) {
-                if revents[slot] {
-                    match nix::unistd::write(w, &stdin_data[stdin_pos..]) {
-                        Ok(n) => stdin_pos += n,
-                        Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => {}
-                        Err(_) => stdin_pos = stdin_data.len(),
-                    }
-                    if stdin_pos >= stdin_data.len() {
-                        stdin_w = None;
-                    }
-                }
-            }
-            if stdin_w.is_some() && stdin_pos >= stdin_data.len() {
-                stdin_w = None;
-            }
-            if revents[0] {
-                match self.next_event()? {
-                    Event::Blocked { syscall } => blocked = Some(syscall),
-                    Event::Finished {
-                        exit_code,
-                        signal,
-                        wall_ns,
-                    } => {
-                        finished = Some((exit_code, signal, wall_ns));
-                        stdin_w = None;
-                        drain_deadline = Some(Instant::now() + Duration::from_secs(2));
-                    }
-                    Event::Failed { error } => return Err(SandboxError::Init(error)),
-                    other => return Err(SandboxError::Protocol(format!("unexpected {other:?}"))),
-                }
+    /// Runs one program to its end (or its limit) and reports what happened.
+    pub fn run(&mut self, spec: &RunSpec, sink: &mut dyn OutputSink) -> Outcome {
+        let result = self.start(spec).and_then(|e| e.finish(sink));
+        match result {
+            Ok(o) => o,
+            Err(e) => {
+                self.broken = true;
+                Outcome::sandbox_error(spec.limits.clone(), e.to_string())
             }
         }
-        let (exit_code, signal, wall_ns) = finished.expect("loop ends only after Finished");
-        let usage = Usage {
-            wall_time_ms: wall_ns / 1_000_000,
-            output_bytes: capture.total(),
-            ..Usage::default()
-        };
-        let outcome = Outcome {
-            status: Status::Ok,
-            exit_code,
-            signal,
-            usage,
-            stdout: capture.stdout,
-            stderr: capture.stderr,
-            script: capture.script,
-            blocked_syscall: blocked,
-            limits: limits.clone(),
-            error: None,
-            copy_out_skipped: Vec::new(),
-        };
-        Ok((outcome, killed_for))
     }
 
-    fn kill(&self) -> Result<(), SandboxError> {
-        protocol::send(self.ctl.as_fd(), &Request::Kill, &[])
+    pub(crate) fn run_finished(&mut self) {
+        self.broken = false;
     }
 
-    fn next_event(&self) -> Result<Event, SandboxError> {
+    pub(crate) fn control(&self) -> BorrowedFd<'_> {
+        self.ctl.as_fd()
+    }
+
+    pub(crate) fn send(&self, req: &Request) -> Result<(), SandboxError> {
+        protocol::send(self.ctl.as_fd(), req, &[])
+    }
+
+    fn accounting(
+        &self,
+    ) -> Result<(&dyn corral_cgroups::Cgroup, &corral_cgroups::Baseline), SandboxError> {
+        match (self.cgroup.as_deref(), self.baseline.as_ref()) {
+            (Some(cg), Some(b)) => Ok((cg, b)),
+            _ => Err(SandboxError::Init("no run is being accounted".into())),
+        }
+    }
+
+    /// CPU time of the current run so far (the whole process tree).
+    pub(crate) fn cpu_time(&self) -> Result<Duration, SandboxError> {
+        let (cg, b) = self.accounting()?;
+        Ok(cg.cpu_time_since(b)?)
+    }
+
+    /// What the current run used; memory is what it added on top of PID 1's resident share.
+    pub(crate) fn run_usage(&self) -> Result<corral_cgroups::Usage, SandboxError> {
+        let (cg, b) = self.accounting()?;
+        let mut u = cg.usage_since(b)?;
+        u.memory_peak_bytes = u.memory_peak_bytes.saturating_sub(b.resident_bytes);
+        Ok(u)
+    }
+
+    pub(crate) fn next_event(&self) -> Result<Event, SandboxError> {
         match protocol::recv::<Event>(self.ctl.as_fd())? {
             Some((e, _)) => Ok(e),
             None => Err(SandboxError::Init(
@@ -431,30 +418,13 @@ impl Drop for Sandbox {
                         let _ = keeper.wait();
                         break;
                     }
-                    Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+                    Ok(None) => std::thread::sleep(Duration::from_micros(200)),
                 }
             }
         }
-    }
-}
-
-/// Decides the status; the first limit that fired wins, then what the kernel tells us.
-fn verdict(o: &Outcome, killed_for: Option<Status>, oom_killed: bool, limits: &Limits) -> Status {
-    if let Some(s) = killed_for {
-        return s;
-    }
-    if o.blocked_syscall.is_some() {
-        return Status::BlockedSyscall;
-    }
-    if oom_killed && o.exit_code != Some(0) {
-        return Status::MemoryLimit;
-    }
-    let cpu_over = o.usage.cpu_time_ms >= limits.cpu_time.duration().as_millis() as u64;
-    match (o.exit_code, o.signal) {
-        (_, Some(s)) if s == libc::SIGXCPU || (s == libc::SIGKILL && cpu_over) => Status::TimeLimit,
-        (_, Some(_)) => Status::Signaled,
-        (Some(0), _) => Status::Ok,
-        _ => Status::NonzeroExit,
+        if let Some(cg) = self.cgroup.take() {
+            let _ = cg.destroy();
+        }
     }
 }
 
@@ -471,12 +441,6 @@ fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<(), SandboxError> {
     Ok(())
 }
 
-fn placeholder_fd() -> Result<OwnedFd, SandboxError> {
-    File::open("/")
-        .map(OwnedFd::from)
-        .map_err(|e| SandboxError::io("opening /", e))
-}
-
 /// Runs `spec` in a fresh sandbox: build, copy the folder in, run, copy out, tear down.
 pub fn run_fresh(host: &Arc<Host>, spec: &RunSpec, sink: &mut dyn OutputSink) -> Outcome {
     let fail = |e: SandboxError| Outcome::sandbox_error(spec.limits.clone(), e.to_string());
@@ -487,6 +451,12 @@ pub fn run_fresh(host: &Arc<Host>, spec: &RunSpec, sink: &mut dyn OutputSink) ->
         Ok(s) => s,
         Err(e) => return fail(e),
     };
+    run_in(&mut sandbox, spec, sink)
+}
+
+/// Copy in, run, copy out — in an existing sandbox.
+pub fn run_in(sandbox: &mut Sandbox, spec: &RunSpec, sink: &mut dyn OutputSink) -> Outcome {
+    let fail = |e: SandboxError| Outcome::sandbox_error(spec.limits.clone(), e.to_string());
     if let Some(dir) = &spec.dir {
         if let Err(e) = sandbox.copy_in(dir) {
             return fail(e);
@@ -500,11 +470,4 @@ pub fn run_fresh(host: &Arc<Host>, spec: &RunSpec, sink: &mut dyn OutputSink) ->
         }
     }
     outcome
-}
-
-#[allow(dead_code)]
-fn read_all(mut f: File) -> std::io::Result<Vec<u8>> {
-    let mut v = Vec::new();
-    f.read_to_end(&mut v)?;
-    Ok(v)
 }

@@ -13,7 +13,7 @@ pub const WORKDIR: &str = "/home/sandbox";
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// A host path made visible inside the sandbox.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Mount {
     /// Absolute host path.
@@ -85,6 +85,8 @@ pub enum Stdin {
     File(PathBuf),
     /// These bytes.
     Bytes(Vec<u8>),
+    /// A pipe the caller writes to while the program runs ([`crate::Execution::write_stdin`]).
+    Pipe,
 }
 
 /// Everything about one run of one command in a sandbox.

@@ -1,0 +1,121 @@
+//! `corral run --batch`: many runs from one process, through the warm pool, results in input order.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::sync::{mpsc, Arc, Mutex};
+
+use corral_sandbox::{Host, InitProgram, LimitsRequest, Pool, PoolConfig, RunSpecJson};
+
+/// Runs every line of `file`; prints one JSON line per input line. Returns the exit code.
+pub fn main(file: &Path, parallel: usize, fresh: bool, defaults: &LimitsRequest) -> i32 {
+    let reader: Box<dyn BufRead + Send> = if file == Path::new("-") {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        match std::fs::File::open(file) {
+            Ok(f) => Box::new(std::io::BufReader::new(f)),
+            Err(e) => {
+                eprintln!("corral run: --batch {}: {e}", file.display());
+                return crate::run::USAGE_EXIT;
+            }
+        }
+    };
+    let base = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let defaults = match defaults.resolve(&corral_sandbox::Limits::default()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("corral run: {e}");
+            return crate::run::USAGE_EXIT;
+        }
+    };
+    let host = match InitProgram::current_exe().and_then(Host::new) {
+        Ok(h) => Arc::new(h),
+        Err(e) => {
+            eprintln!("corral run: sandbox error: {e}");
+            return crate::run::SANDBOX_ERROR_EXIT;
+        }
+    };
+    let parallel = parallel.max(1);
+    let pool = Pool::new(
+        host,
+        PoolConfig {
+            max_idle: parallel,
+            fresh,
+            ..Default::default()
+        },
+    );
+
+    // Lines are read lazily by the workers, so a huge file is never held in memory at once.
+    let lines = Arc::new(Mutex::new(reader.lines().enumerate()));
+    let (tx, rx) = mpsc::channel::<(usize, String)>();
+    let mut workers = Vec::new();
+    for _ in 0..parallel {
+        let (lines, tx, pool, base, defaults) = (
+            lines.clone(),
+            tx.clone(),
+            pool.clone(),
+            base.clone(),
+            defaults.clone(),
+        );
+        workers.push(std::thread::spawn(move || loop {
+            let next = lines.lock().ok().and_then(|mut it| it.next());
+            let Some((i, line)) = next else { break };
+            let result = match line {
+                Ok(line) => run_line(&pool, &line, i + 1, &base, &defaults),
+                Err(e) => bad_line(i + 1, &format!("cannot read the line: {e}")),
+            };
+            if tx.send((i, result)).is_err() {
+                break;
+            }
+        }));
+    }
+    drop(tx);
+    let mut pending = BTreeMap::new();
+    let mut next = 0usize;
+    let mut out = std::io::stdout().lock();
+    for (i, result) in rx {
+        pending.insert(i, result);
+        while let Some(r) = pending.remove(&next) {
+            if writeln!(out, "{r}").and_then(|_| out.flush()).is_err() {
+                return 1; // stdout closed: nobody is listening
+            }
+            next += 1;
+        }
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+    0
+}
+
+fn run_line(
+    pool: &Arc<Pool>,
+    line: &str,
+    number: usize,
+    base: &Path,
+    defaults: &corral_sandbox::Limits,
+) -> String {
+    if line.trim().is_empty() {
+        return bad_line(number, "empty line");
+    }
+    let parsed: RunSpecJson = match serde_json::from_str(line) {
+        Ok(p) => p,
+        Err(e) => return bad_line(number, &e.to_string()),
+    };
+    let spec = match parsed.into_spec(base, defaults) {
+        Ok(s) => s,
+        Err(e) => return bad_line(number, &e.to_string()),
+    };
+    pool.run(&spec, &mut corral_sandbox::NoSink)
+        .to_json()
+        .to_string()
+}
+
+/// The result line of an input line that is not a valid run spec: the batch goes on.
+fn bad_line(number: usize, error: &str) -> String {
+    serde_json::json!({"status": "invalid_spec", "line": number, "error": format!("line {number}: {error}")}).to_string()
+}

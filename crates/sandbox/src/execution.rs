@@ -1,0 +1,374 @@
+//! `Execution`: one program running in a sandbox, driven step by step.
+//!
+//! Batch runs drive it to the end in one call ([`Execution::finish`]); interactive users (check
+//! steps that wait for a prompt, a WebSocket terminal) call [`Execution::step`] with a deadline,
+//! feed stdin as they go, and read the output captured so far. Everything waits in one `ppoll`
+//! over the output pipes, the init's socket and the next deadline (wall limit, or the earliest
+//! moment the CPU budget could run out, re-armed from the cgroup's CPU counter) — no fixed tick,
+//! so a limit fires within a millisecond or so of being reached.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags};
+use nix::sys::time::TimeSpec;
+
+use crate::capture::{Capture, OutputSink, Stream};
+use crate::error::SandboxError;
+use crate::limits::Limits;
+use crate::outcome::{Outcome, Status, Usage};
+use crate::protocol::{Event, Request};
+use crate::sandbox::Sandbox;
+
+/// How long output may keep trickling in after every process is dead (only a leaked pipe could).
+const DRAIN: Duration = Duration::from_secs(2);
+
+pub struct Execution<'s> {
+    sandbox: &'s mut Sandbox,
+    limits: Limits,
+    start: Instant,
+    wall_deadline: Instant,
+    cpu_check: Instant,
+    cpus: u32,
+    capture: Capture,
+    outs: [Option<(OwnedFd, Stream)>; 2],
+    stdin: Option<OwnedFd>,
+    pending_stdin: Vec<u8>,
+    close_stdin_when_flushed: bool,
+    killed_for: Option<Status>,
+    blocked: Option<String>,
+    finished: Option<(Option<i32>, Option<i32>, u64)>,
+    drain_deadline: Option<Instant>,
+    done: bool,
+    buf: Vec<u8>,
+}
+
+impl<'s> Execution<'s> {
+    pub(crate) fn new(
+        sandbox: &'s mut Sandbox,
+        limits: Limits,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+        stdin: Option<OwnedFd>,
+    ) -> Self {
+        let start = Instant::now();
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
+        Execution {
+            sandbox,
+            wall_deadline: start + limits.wall_time.duration(),
+            cpu_check: start + limits.cpu_time.duration() / cpus,
+            cpus,
+            capture: Capture::new(limits.output.bytes()),
+            limits,
+            start,
+            outs: [
+                Some((stdout, Stream::Stdout)),
+                Some((stderr, Stream::Stderr)),
+            ],
+            stdin,
+            pending_stdin: Vec::new(),
+            close_stdin_when_flushed: false,
+            killed_for: None,
+            blocked: None,
+            finished: None,
+            drain_deadline: None,
+            done: false,
+            buf: vec![0u8; 64 * 1024],
+        }
+    }
+
+    /// Queues bytes for the program's standard input (written as the pipe accepts them).
+    pub fn write_stdin(&mut self, data: &[u8]) {
+        if self.stdin.is_some() {
+            self.pending_stdin.extend_from_slice(data);
+        }
+    }
+
+    /// Closes standard input once everything queued has been written (the program then sees EOF).
+    pub fn close_stdin(&mut self) {
+        self.close_stdin_when_flushed = true;
+        if self.pending_stdin.is_empty() {
+            self.stdin = None;
+        }
+    }
+
+    /// Sends a signal to the program's process group (like Ctrl-C in a terminal for SIGINT).
+    pub fn signal(&mut self, signal: i32) -> Result<(), SandboxError> {
+        if self.finished.is_none() {
+            self.sandbox.send(&Request::Signal { signal })?;
+        }
+        Ok(())
+    }
+
+    /// Kills the whole run now (reported as `signaled`, unless a limit already fired).
+    pub fn kill(&mut self) -> Result<(), SandboxError> {
+        if self.finished.is_none() {
+            self.sandbox.send(&Request::Kill)?;
+        }
+        Ok(())
+    }
+
+    /// Output captured so far.
+    pub fn stdout_so_far(&self) -> &[u8] {
+        &self.capture.stdout.bytes
+    }
+    pub fn stderr_so_far(&self) -> &[u8] {
+        &self.capture.stderr.bytes
+    }
+    pub fn elapsed(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// True once the main program has ended (output may still be draining).
+    pub fn has_exited(&self) -> bool {
+        self.finished.is_some()
+    }
+
+    /// Waits for events until `until` (or, with `None`, until something happens), forwarding
+    /// output to `sink`. Returns `Some(outcome)` once the run is over.
+    pub fn step(
+        &mut self,
+        until: Option<Instant>,
+        sink: &mut dyn OutputSink,
+    ) -> Result<Option<Outcome>, SandboxError> {
+        loop {
+            if let Some(o) = self.try_complete()? {
+                return Ok(Some(o));
+            }
+            let progressed = self.turn(until, sink)?;
+            if let Some(o) = self.try_complete()? {
+                return Ok(Some(o));
+            }
+            if progressed || until.is_some_and(|u| Instant::now() >= u) {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Drives the run to its end.
+    pub fn finish(mut self, sink: &mut dyn OutputSink) -> Result<Outcome, SandboxError> {
+        self.close_stdin();
+        loop {
+            if let Some(o) = self.step(None, sink)? {
+                return Ok(o);
+            }
+        }
+    }
+
+    fn enforce_limits(&mut self, now: Instant) -> Result<(), SandboxError> {
+        if self.finished.is_some() || self.killed_for.is_some() {
+            return Ok(());
+        }
+        if now >= self.wall_deadline {
+            self.killed_for = Some(Status::WallTimeLimit);
+            return self.sandbox.send(&Request::Kill);
+        }
+        if now >= self.cpu_check {
+            let limit = self.limits.cpu_time.duration();
+            let used = self.sandbox.cpu_time()?;
+            if used >= limit {
+                self.killed_for = Some(Status::TimeLimit);
+                return self.sandbox.send(&Request::Kill);
+            }
+            // The earliest moment the budget could run out with every CPU busy.
+            self.cpu_check = now + ((limit - used) / self.cpus).max(Duration::from_micros(500));
+        }
+        Ok(())
+    }
+
+    /// One `ppoll` and the handling of what it reported. Returns whether anything happened that a
+    /// caller may want to look at (output, exit).
+    fn turn(
+        &mut self,
+        until: Option<Instant>,
+        sink: &mut dyn OutputSink,
+    ) -> Result<bool, SandboxError> {
+        let now = Instant::now();
+        self.enforce_limits(now)?;
+        let mut deadline = match self.drain_deadline {
+            Some(d) => d,
+            None if self.finished.is_none() && self.killed_for.is_none() => {
+                self.wall_deadline.min(self.cpu_check)
+            }
+            None => now + Duration::from_secs(5),
+        };
+        if let Some(u) = until {
+            deadline = deadline.min(u);
+        }
+        let timeout = deadline.saturating_duration_since(now);
+
+        let ctl = self.sandbox.control();
+        let mut pfds = vec![PollFd::new(ctl, PollFlags::POLLIN)];
+        let mut slots = Vec::new();
+        for (i, o) in self.outs.iter().enumerate() {
+            if let Some((fd, _)) = o {
+                slots.push((pfds.len(), i));
+                pfds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            }
+        }
+        let stdin_slot = match (&self.stdin, self.pending_stdin.is_empty()) {
+            (Some(w), false) => {
+                pfds.push(PollFd::new(w.as_fd(), PollFlags::POLLOUT));
+                Some(pfds.len() - 1)
+            }
+            _ => None,
+        };
+        match nix::poll::ppoll(&mut pfds, Some(TimeSpec::from_duration(timeout)), None) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(SandboxError::io("ppoll", e.into())),
+        }
+        let ready: Vec<bool> = pfds
+            .iter()
+            .map(|p| p.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
+        drop(pfds);
+
+        let mut progressed = false;
+        for (slot, i) in slots {
+            if ready[slot] {
+                progressed |= self.read_stream(i, sink)?;
+            }
+        }
+        if let Some(slot) = stdin_slot {
+            if ready[slot] {
+                self.flush_stdin();
+            }
+        }
+        if ready[0] {
+            progressed = true;
+            match self.sandbox.next_event()? {
+                Event::Blocked { syscall } => self.blocked = Some(syscall),
+                Event::Finished {
+                    exit_code,
+                    signal,
+                    wall_ns,
+                } => {
+                    self.finished = Some((exit_code, signal, wall_ns));
+                    self.stdin = None;
+                    self.drain_deadline = Some(Instant::now() + DRAIN);
+                }
+                Event::Failed { error } => return Err(SandboxError::Init(error)),
+                other => {
+                    return Err(SandboxError::Protocol(format!(
+                        "unexpected {other:?} during a run"
+                    )))
+                }
+            }
+        }
+        Ok(progressed)
+    }
+
+    fn read_stream(&mut self, i: usize, sink: &mut dyn OutputSink) -> Result<bool, SandboxError> {
+        let Some((fd, stream)) = self.outs[i].as_ref() else {
+            return Ok(false);
+        };
+        let stream = *stream;
+        match nix::unistd::read(fd.as_fd(), &mut self.buf) {
+            Ok(0) => {
+                self.outs[i] = None;
+                Ok(true)
+            }
+            Ok(n) => {
+                let data = &self.buf[..n];
+                match stream {
+                    Stream::Stdout => sink.stdout(data),
+                    Stream::Stderr => sink.stderr(data),
+                }
+                if !self.capture.push(stream, data)
+                    && self.killed_for.is_none()
+                    && self.finished.is_none()
+                {
+                    self.killed_for = Some(Status::OutputLimit);
+                    self.sandbox.send(&Request::Kill)?;
+                }
+                Ok(true)
+            }
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => Ok(false),
+            Err(_) => {
+                self.outs[i] = None;
+                Ok(true)
+            }
+        }
+    }
+
+    fn flush_stdin(&mut self) {
+        let Some(w) = self.stdin.as_ref() else { return };
+        match nix::unistd::write(w, &self.pending_stdin) {
+            Ok(n) => {
+                self.pending_stdin.drain(..n);
+            }
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => {}
+            // The program closed its stdin: what it did not read is dropped, like a shell pipe.
+            Err(_) => {
+                self.pending_stdin.clear();
+                self.stdin = None;
+            }
+        }
+        if self.pending_stdin.is_empty() && self.close_stdin_when_flushed {
+            self.stdin = None;
+        }
+    }
+
+    /// Once the program ended and output drained (or the drain timed out), builds the outcome.
+    fn try_complete(&mut self) -> Result<Option<Outcome>, SandboxError> {
+        if self.done {
+            return Err(SandboxError::Protocol("the run is already over".into()));
+        }
+        let Some((exit_code, signal, wall_ns)) = self.finished else {
+            return Ok(None);
+        };
+        let drained = self.outs.iter().all(Option::is_none);
+        if !drained && self.drain_deadline.is_some_and(|d| Instant::now() < d) {
+            return Ok(None);
+        }
+        self.done = true;
+        let usage = self.sandbox.run_usage()?;
+        self.sandbox.run_finished();
+        let mut outcome = Outcome {
+            status: Status::Ok,
+            exit_code,
+            signal,
+            usage: Usage {
+                cpu_time_ms: usage.cpu_time.as_millis() as u64,
+                wall_time_ms: wall_ns / 1_000_000,
+                memory_peak_bytes: usage.memory_peak_bytes,
+                pids_peak: usage.pids_peak,
+                pids_limit_hit: usage.pids_limit_hit,
+                disk_used_bytes: crate::hostfs::used_bytes(self.sandbox.workdir()),
+                output_bytes: self.capture.total(),
+            },
+            stdout: std::mem::take(&mut self.capture.stdout),
+            stderr: std::mem::take(&mut self.capture.stderr),
+            script: std::mem::take(&mut self.capture.script),
+            blocked_syscall: self.blocked.take(),
+            limits: self.limits.clone(),
+            error: None,
+            copy_out_skipped: Vec::new(),
+        };
+        outcome.status = verdict(&outcome, self.killed_for, usage.oom_killed);
+        Ok(Some(outcome))
+    }
+}
+
+/// Decides the status; the limit corral enforced wins, then a blocked syscall, then what the
+/// kernel tells us.
+fn verdict(o: &Outcome, killed_for: Option<Status>, oom_killed: bool) -> Status {
+    if let Some(s) = killed_for {
+        return s;
+    }
+    if o.blocked_syscall.is_some() {
+        return Status::BlockedSyscall;
+    }
+    if oom_killed && o.exit_code != Some(0) {
+        return Status::MemoryLimit;
+    }
+    let cpu_over = o.usage.cpu_time_ms >= o.limits.cpu_time.duration().as_millis() as u64;
+    match (o.exit_code, o.signal) {
+        (_, Some(s)) if s == libc::SIGXCPU || (s == libc::SIGKILL && cpu_over) => Status::TimeLimit,
+        (_, Some(_)) => Status::Signaled,
+        (Some(0), _) => Status::Ok,
+        _ => Status::NonzeroExit,
+    }
+}

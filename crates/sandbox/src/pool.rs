@@ -1,0 +1,149 @@
+//! `Pool`: warm sandboxes, so a run costs a fork + exec instead of building namespaces and a root.
+//!
+//! A run takes an idle sandbox of the same shape (network, mounts, disk size) or builds one,
+//! runs, and gives it back. Giving back starts a complete reset in the sandbox's init — fresh
+//! scratch mounts, fresh IPC and network namespaces, PID numbering restarted, every process dead —
+//! while the caller already has its result; the next user collects the reset's answer first. A
+//! sandbox whose reset fails, or that served `recycle_after` runs, is destroyed, never reused.
+
+use std::sync::{Arc, Mutex};
+
+use crate::capture::OutputSink;
+use crate::error::SandboxError;
+use crate::host::Host;
+use crate::outcome::Outcome;
+use crate::sandbox::{run_in, Sandbox, SandboxConfig};
+use crate::spec::RunSpec;
+
+/// How the pool behaves.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// Idle sandboxes kept at most (beyond that, returned sandboxes are destroyed).
+    pub max_idle: usize,
+    /// A sandbox is destroyed after this many leases (0 = never).
+    pub recycle_after: u64,
+    /// Build a new sandbox for every run instead of reusing (the pool then only bounds nothing).
+    pub fresh: bool,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            max_idle: 8,
+            recycle_after: 1000,
+            fresh: false,
+        }
+    }
+}
+
+pub struct Pool {
+    host: Arc<Host>,
+    config: PoolConfig,
+    idle: Mutex<Vec<Sandbox>>,
+}
+
+impl Pool {
+    pub fn new(host: Arc<Host>, config: PoolConfig) -> Arc<Pool> {
+        Arc::new(Pool {
+            host,
+            config,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn host(&self) -> &Arc<Host> {
+        &self.host
+    }
+
+    /// Builds `n` sandboxes of this shape ahead of time.
+    pub fn prewarm(&self, shape: &SandboxConfig, n: usize) -> Result<(), SandboxError> {
+        for _ in 0..n {
+            let s = Sandbox::create(&self.host, shape)?;
+            self.give_back(s);
+        }
+        Ok(())
+    }
+
+    /// Idle sandboxes right now.
+    pub fn idle(&self) -> usize {
+        self.idle.lock().map(|v| v.len()).unwrap_or(0)
+    }
+
+    /// A sandbox of this shape for exclusive use: several runs in sequence share its working
+    /// directory (compile, then run the tests). Dropping the lease gives it back.
+    pub fn lease(self: &Arc<Self>, shape: &SandboxConfig) -> Result<Lease, SandboxError> {
+        if !self.config.fresh {
+            while let Some(mut s) = self.take_idle(shape) {
+                // Collect the reset that started when it was given back; a failure retires it.
+                if s.finish_reset().is_ok() {
+                    return Ok(Lease {
+                        pool: self.clone(),
+                        sandbox: Some(s),
+                    });
+                }
+            }
+        }
+        let s = Sandbox::create(&self.host, shape)?;
+        Ok(Lease {
+            pool: self.clone(),
+            sandbox: Some(s),
+        })
+    }
+
+    /// One run, start to end, in a pooled sandbox (copy in, run, copy out, give back).
+    pub fn run(self: &Arc<Self>, spec: &RunSpec, sink: &mut dyn OutputSink) -> Outcome {
+        if let Err(e) = spec.validate() {
+            return Outcome::sandbox_error(spec.limits.clone(), e.to_string());
+        }
+        match self.lease(&SandboxConfig::for_spec(spec)) {
+            Ok(mut lease) => run_in(lease.sandbox(), spec, sink),
+            Err(e) => Outcome::sandbox_error(spec.limits.clone(), e.to_string()),
+        }
+    }
+
+    fn take_idle(&self, shape: &SandboxConfig) -> Option<Sandbox> {
+        let mut idle = self.idle.lock().ok()?;
+        let i = idle.iter().position(|s| s.config() == shape)?;
+        Some(idle.swap_remove(i))
+    }
+
+    fn give_back(&self, mut s: Sandbox) {
+        let retire = self.config.fresh
+            || s.is_broken()
+            || (self.config.recycle_after > 0 && s.leases() >= self.config.recycle_after);
+        if retire {
+            return; // dropped: the sandbox and everything in it are destroyed
+        }
+        let Ok(mut idle) = self.idle.lock() else {
+            return;
+        };
+        if idle.len() >= self.config.max_idle {
+            return;
+        }
+        let (disk, inodes) = (s.config().disk_bytes, s.config().inodes);
+        if s.begin_reset(disk, inodes).is_ok() {
+            idle.push(s);
+        }
+    }
+}
+
+/// Exclusive use of one sandbox; given back (and reset) when dropped.
+pub struct Lease {
+    pool: Arc<Pool>,
+    sandbox: Option<Sandbox>,
+}
+
+impl Lease {
+    pub fn sandbox(&mut self) -> &mut Sandbox {
+        self.sandbox.as_mut().expect("present until drop")
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(mut s) = self.sandbox.take() {
+            s.count_lease();
+            self.pool.give_back(s);
+        }
+    }
+}
