@@ -4,7 +4,8 @@
  * Usage: ./syscalls MARKER NAME
  * NAME is one of: mount umount2 unshare unshare_user setns pivot_root chroot
  * keyctl add_key bpf userfaultfd io_uring_setup perf_event_open
- * clone_newuser.  The program issues that raw system call with arguments that
+ * clone_newuser open_by_handle_at init_module reboot syslog
+ * process_vm_readv kexec_load.  The program issues that raw system call with arguments that
  * would succeed (or at least reach the kernel's own checks) if the sandbox let
  * it through.  The sandbox's seccomp filter is expected to kill the program
  * and report status blocked_syscall with the syscall's name (io_uring_setup
@@ -24,6 +25,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,6 +113,25 @@ int main(int argc, char **argv) {
         if (r > 0) waitpid((pid_t)r, NULL, 0);
         return rep(n, r);
     }
+    if (!strcmp(n, "open_by_handle_at")) {
+        /* "shocker": open the filesystem root by handle, bypassing the mount tree */
+        struct { unsigned int bytes; int type; unsigned char h[8]; } fh = {8, 1, {2, 0, 0, 0, 0, 0, 0, 0}};
+        int mfd = open("/", O_RDONLY | O_DIRECTORY);
+        return rep(n, syscall(SYS_open_by_handle_at, mfd, &fh, O_RDONLY));
+    }
+    if (!strcmp(n, "init_module")) return rep(n, syscall(SYS_init_module, NULL, 0, ""));
+    if (!strcmp(n, "reboot")) /* wrong magic: EINVAL even for root */
+        return rep(n, syscall(SYS_reboot, 0x1, 0x2, 0x3, NULL));
+    if (!strcmp(n, "syslog")) {
+        static char buf[4096];
+        return rep(n, syscall(SYS_syslog, 3 /* SYSLOG_ACTION_READ_ALL */, buf, (int)sizeof buf));
+    }
+    if (!strcmp(n, "process_vm_readv")) {
+        char buf[16];
+        struct iovec l = {buf, sizeof buf}, r = {(void *)0x400000, sizeof buf};
+        return rep(n, syscall(SYS_process_vm_readv, 1, &l, 1, &r, 1, 0));
+    }
+    if (!strcmp(n, "kexec_load")) return rep(n, syscall(SYS_kexec_load, 0, 0, NULL, 0));
     printf("unknown syscall %s\n", n);
     return 2;
 }

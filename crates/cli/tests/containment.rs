@@ -988,6 +988,9 @@ fn host_secrets_are_not_readable() {
         "/mnt",
         "/media",
         "/boot",
+        "/proc/1/root/etc/shadow",
+        "/proc/1/root/root",
+        "/proc/1/cwd",
     ]);
     for e in fs::read_dir("/home").unwrap().flatten() {
         targets.push(e.path().to_str().unwrap().to_string());
@@ -1032,7 +1035,14 @@ fn host_secrets_are_not_readable() {
         let json = l.splitn(3, ' ').nth(2).unwrap();
         serde_json::from_str(json).unwrap()
     };
-    for p in ["/etc/shadow", "/etc/gshadow", "/etc/shadow-"] {
+    for p in [
+        "/etc/shadow",
+        "/etc/gshadow",
+        "/etc/shadow-",
+        "/proc/1/root/etc/shadow",
+        "/proc/1/root/root",
+        "/proc/1/cwd",
+    ] {
         let l = line_for(p);
         assert!(
             l.starts_with("BLOCKED"),
@@ -1452,6 +1462,30 @@ fn userfaultfd_is_blocked() {
 #[test]
 fn perf_event_open_is_blocked() {
     blocked_syscall("perf_event_open", "perf_event_open", &[]);
+}
+#[test]
+fn open_by_handle_at_is_blocked() {
+    blocked_syscall("open_by_handle_at", "open_by_handle_at", &[]);
+}
+#[test]
+fn init_module_is_blocked() {
+    blocked_syscall("init_module", "init_module", &[]);
+}
+#[test]
+fn reboot_is_blocked() {
+    blocked_syscall("reboot", "reboot", &[]);
+}
+#[test]
+fn syslog_is_blocked() {
+    blocked_syscall("syslog", "syslog", &[]);
+}
+#[test]
+fn process_vm_readv_is_blocked() {
+    blocked_syscall("process_vm_readv", "process_vm_readv", &[]);
+}
+#[test]
+fn kexec_load_is_blocked() {
+    blocked_syscall("kexec_load", "kexec_load", &[]);
 }
 #[test]
 fn io_uring_setup_is_blocked_or_enosys() {
@@ -1954,6 +1988,132 @@ fn proc_and_sys_are_masked() {
             "{p} is writable: {l}"
         );
     }
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn process_group_kill_does_not_reach_host() {
+    use std::os::unix::process::CommandExt;
+    let _g = shared();
+    let w = workdir();
+    compile("killpgrp", w.path());
+    let m = marker("killpgrp");
+    // A host process leads a process group; corral joins that group, so
+    // kill(0)/kill(-pgid) from a program still in corral's group would hit it.
+    let host_m = marker("pgrpvictim");
+    let mut victim = Command::new("/bin/sh")
+        .args(["-c", "sleep 60; :"])
+        .arg(&host_m)
+        .process_group(0)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut cmd = corral_cmd();
+    cmd.process_group(victim.id() as i32);
+    let o = run_json_with(
+        cmd,
+        &[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "10s",
+            "--",
+            "./killpgrp",
+            &m,
+        ],
+        secs(60),
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let alive = victim.try_wait().unwrap().is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(
+        alive,
+        "a host process in corral's process group was killed from the sandbox\n{}",
+        o.describe()
+    );
+    o.assert_no_escape();
+    assert!(
+        o.stdout().contains("KILL own group next"),
+        "{}",
+        o.describe()
+    );
+    o.assert_status("signaled");
+    assert_eq!(o.json["signal"], 9, "{}", o.describe());
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn orphan_holding_stdout_does_not_hang_the_run() {
+    let _g = shared();
+    let w = workdir();
+    compile("daemon", w.path());
+    let m = marker("keepstdio");
+    let start = Instant::now();
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "20s",
+            "--",
+            "./daemon",
+            &m,
+            "keepstdio",
+        ]),
+        secs(60),
+    );
+    o.assert_status("ok");
+    assert!(o.stdout().contains("DAEMON STARTED"), "{}", o.describe());
+    assert!(
+        start.elapsed() < secs(15),
+        "corral waited {:?} for an orphan holding its stdout",
+        start.elapsed()
+    );
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn network_opt_in_does_not_expose_host_abstract_sockets() {
+    // With --network the sandbox shares the host's network namespace, where
+    // abstract unix sockets live (the containerd-shim escape, CVE-2020-15257):
+    // they must stay unreachable.
+    use std::os::linux::net::SocketAddrExt;
+    let _g = shared();
+    let w = workdir();
+    copy_program("netconnect.py", w.path());
+    let m = marker("netabs");
+    let abs_name = format!("corral-test-{m}");
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(abs_name.as_bytes()).unwrap();
+    let abs = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    abs.set_nonblocking(true).unwrap();
+    let o = run(
+        &strs(&[
+            "--network",
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "20s",
+            "--",
+            PY,
+            "netconnect.py",
+            "127.0.0.1",
+            "9",
+            &abs_name,
+        ]),
+        secs(60),
+    );
+    o.assert_status("ok");
+    assert!(
+        has_line(&o, "BLOCKED abstract"),
+        "a host abstract unix socket is reachable with --network\n{}",
+        o.describe()
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        abs.accept().is_err(),
+        "the host abstract socket accepted a connection from the sandbox"
+    );
     host_unchanged(&m, w.path());
 }
 
