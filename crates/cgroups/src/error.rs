@@ -83,6 +83,22 @@ pub enum Error {
     #[error("invalid cgroup name {0:?}: use 1-128 characters from [A-Za-z0-9_-]")]
     InvalidName(String),
 
+    /// A memory limit below the cgroup's current usage was refused: the kernel could not reclaim
+    /// enough (v1 `memory.limit_in_bytes` answers EBUSY; on v2 `memory.reclaim` gave up). The
+    /// previous limits are still in place.
+    #[error(
+        "cannot lower the memory limit of {path} to {limit} bytes: {usage} bytes are in use and \
+         the kernel could not reclaim enough ({source}); stop processes in the cgroup or choose a \
+         higher limit"
+    )]
+    MemoryLimitBelowUsage {
+        path: PathBuf,
+        limit: u64,
+        usage: u64,
+        #[source]
+        source: io::Error,
+    },
+
     /// A leaf with this name already exists; names must be unique per run.
     #[error("cgroup {0} already exists")]
     Exists(PathBuf),
@@ -114,7 +130,8 @@ impl Error {
             | Error::Open { source, .. }
             | Error::Mkdir { source, .. }
             | Error::Rmdir { source, .. }
-            | Error::Delegation { source, .. } => source.raw_os_error(),
+            | Error::Delegation { source, .. }
+            | Error::MemoryLimitBelowUsage { source, .. } => source.raw_os_error(),
             _ => None,
         }
     }

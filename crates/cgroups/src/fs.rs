@@ -6,10 +6,10 @@
 //! `write(2)` and treat a short write as an error, and attach the path to every error.
 
 use std::collections::BTreeMap;
-use std::fs::{DirBuilder, OpenOptions};
+use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -64,6 +64,66 @@ pub(crate) fn write(path: &Path, value: &str) -> Result<(), Error> {
         )));
     }
     Ok(())
+}
+
+/// Opens an existing control file read-write, writes `value` with one `write(2)` and returns the
+/// still open file: for knobs whose effect is local to the open file (v2 `memory.peak`'s reset,
+/// Linux 6.12+), read back later through the same fd with [`pread_u64`].
+pub(crate) fn open_and_write(path: &Path, value: &str) -> Result<File, Error> {
+    let err = |source| Error::Write {
+        path: path.to_owned(),
+        value: value.to_owned(),
+        source,
+    };
+    #[cfg(test)]
+    if let Some(e) = crate::testfs::write_fault(path, value) {
+        return Err(err(e));
+    }
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(err)?;
+    #[cfg(test)]
+    if let Some(result) = crate::testfs::fd_local_write(path, &f, value) {
+        return result.map(|()| f).map_err(err);
+    }
+    let n = f.write(value.as_bytes()).map_err(err)?;
+    if n != value.len() {
+        return Err(err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            format!("short write: {n} of {} bytes", value.len()),
+        )));
+    }
+    Ok(f)
+}
+
+/// Reads a single unsigned integer from offset 0 of an open control file (`pread`, so the file
+/// position does not matter and the kernel regenerates the content on every call). `path` is for
+/// error messages only.
+pub(crate) fn pread_u64(file: &File, path: &Path) -> Result<u64, Error> {
+    let mut buf = [0u8; 64];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            return Err(Error::Parse {
+                path: path.to_owned(),
+                reason: "longer than 64 bytes".to_owned(),
+            });
+        }
+        let n = file
+            .read_at(&mut buf[len..], len as u64)
+            .map_err(|source| Error::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+        if n == 0 {
+            break;
+        }
+        len += n;
+    }
+    parse_u64(path, &String::from_utf8_lossy(&buf[..len]))
 }
 
 /// Writes only if the file exists (for knobs that older kernels or configs lack).
@@ -188,6 +248,14 @@ pub(crate) fn parse_u64(path: &Path, text: &str) -> Result<u64, Error> {
 /// Reads and parses a single unsigned integer file.
 pub(crate) fn read_u64(path: &Path) -> Result<u64, Error> {
     parse_u64(path, &read(path)?)
+}
+
+/// Like [`read_u64`] for a file that older kernels (or configs) lack: `None` if absent.
+pub(crate) fn read_optional_u64(path: &Path) -> Result<Option<u64>, Error> {
+    match read_optional(path)? {
+        Some(t) => parse_u64(path, &t).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// A "flat keyed" file (`key value` per line: memory.events, pids.events, cpu.stat,

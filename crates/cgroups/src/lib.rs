@@ -8,6 +8,12 @@
 //!
 //! Both backends only ever open control files the kernel already provides (no file creation in
 //! cgroupfs), write each value in one `write(2)`, and name the path in every error.
+//!
+//! Moving a process into a cgroup is expensive on some kernels (a v1 migration waits for an RCU
+//! grace period, ~24 ms on 6.18), so a long-lived sandbox can instead keep ONE cgroup that its
+//! init joins once, and measure each run inside it: [`Cgroup::set_limits`] for the run's limits,
+//! [`Cgroup::begin_run`] to reset/snapshot the counters, then [`Cgroup::cpu_time_since`] and
+//! [`Cgroup::usage_since`].
 
 mod detect;
 mod error;
@@ -78,13 +84,15 @@ pub struct Limits {
     pub pids: Option<u64>,
 }
 
-/// What a run consumed, read from the leaf after (or while) it ran.
+/// What a run consumed, read from the leaf after (or while) it ran: by [`Cgroup::usage`] over the
+/// cgroup's whole life, by [`Cgroup::usage_since`] since a [`Baseline`].
 #[derive(Debug, Clone, Default)]
 pub struct Usage {
     /// Total CPU (user+sys) of every process that was in the cgroup, exited ones included.
     pub cpu_time: Duration,
     /// v1 `memory.max_usage_in_bytes`; v2 `memory.peak` (falls back to `memory.current` on
-    /// kernels before 5.19, which is then only a lower bound).
+    /// kernels before 5.19, which is then only a lower bound). Includes page cache and whatever
+    /// long-lived processes in the cgroup use (see [`Baseline::resident_bytes`]).
     pub memory_peak_bytes: u64,
     /// The kernel OOM killer killed something in the cgroup.
     pub oom_killed: bool,
@@ -93,10 +101,55 @@ pub struct Usage {
     /// OOM kill, or a recorded peak within 2 MiB of the limit — the last because kernels with
     /// memsw limits may count no failures at all (seen on 6.18).
     pub memory_limit_hit: bool,
-    /// v2 `pids.peak` where the kernel has it; always `None` on v1.
+    /// `pids.peak` where the kernel has it (v2, and v1 on recent kernels such as 6.18), else
+    /// `None`. Always the cgroup's lifetime maximum: the kernel offers no way to reset it, so
+    /// [`Cgroup::usage_since`] reports the same lifetime value.
     pub pids_peak: Option<u64>,
     /// A fork/clone failed because of `pids.max`.
     pub pids_limit_hit: bool,
+}
+
+/// The start of one run inside a long-lived cgroup, from [`Cgroup::begin_run`]; pass it to
+/// [`Cgroup::usage_since`] and [`Cgroup::cpu_time_since`] to learn what that run used.
+///
+/// Holds the counters that cannot be reset (snapshotted) and, on v2 with Linux 6.12+, an open
+/// `memory.peak` whose peak was reset for this fd only (closed when the baseline is dropped).
+/// Only meaningful for the cgroup that returned it.
+#[derive(Debug)]
+pub struct Baseline {
+    /// Memory already charged to the cgroup when the run began (v1 `memory.usage_in_bytes`, v2
+    /// `memory.current`): the long-lived processes plus page cache left behind by earlier runs.
+    /// A run's `memory_peak_bytes` includes it; subtract it for what the run added on top.
+    pub resident_bytes: u64,
+    /// `usage_since(..).memory_peak_bytes` is the cgroup's lifetime peak, not this run's: v2
+    /// kernels before 6.12 cannot reset `memory.peak` (and before 5.19 it is `memory.current`).
+    /// Always false on v1, where `memory.max_usage_in_bytes` is reset.
+    pub peak_is_lifetime: bool,
+    /// The cgroup directory it belongs to (v1: the memory one), to catch mix-ups in debug builds.
+    dir: std::path::PathBuf,
+    /// CPU counter at the start (v1: right after resetting it, so normally ~0).
+    cpu: Duration,
+    /// OOM kill counter (v1 `memory.oom_control` oom_kill, v2 `memory.events` oom_kill).
+    oom_kills: u64,
+    /// `pids.events` max.
+    pids_max_events: u64,
+    memory: MemoryBaseline,
+}
+
+#[derive(Debug)]
+enum MemoryBaseline {
+    V1 {
+        /// `memory.failcnt` right after resetting it.
+        failcnt: u64,
+        /// `memory.memsw.failcnt` right after resetting it (0 without swap accounting).
+        memsw_failcnt: u64,
+    },
+    V2 {
+        /// `memory.events` max.
+        max_events: u64,
+        /// `memory.peak` opened read-write with its fd-local peak reset, if the kernel could.
+        peak: Option<std::fs::File>,
+    },
 }
 
 /// Creates per-run cgroups under corral's base cgroup. Obtained from [`detect()`].
@@ -123,6 +176,7 @@ pub trait Cgroup: Send {
     /// after the child drops privileges.
     fn procs_files(&self) -> Result<Vec<OwnedFd>, Error>;
     /// CPU time used so far (cheap: one read; the supervisor calls it on its CPU-limit timer).
+    /// On v1, since the last [`begin_run`](Cgroup::begin_run), which resets the counter.
     fn cpu_time(&self) -> Result<Duration, Error>;
     /// Everything in [`Usage`]; several reads.
     fn usage(&self) -> Result<Usage, Error>;
@@ -138,6 +192,43 @@ pub trait Cgroup: Send {
     fn destroy(self: Box<Self>) -> Result<(), Error>;
     /// The leaf directories (one per distinct hierarchy).
     fn paths(&self) -> Vec<PathBuf>;
+
+    /// Changes the memory and pids limits of a live cgroup (e.g. between two runs of a
+    /// long-lived sandbox). `None` means unlimited, as in [`Manager::create`].
+    ///
+    /// v1 keeps `memory.memsw.limit_in_bytes` equal to the memory limit, writing memsw first when
+    /// the limit grows and memory first when it shrinks (the kernel requires memsw >= memory at
+    /// every step); if the second write fails the first is undone. A memory limit below what the
+    /// cgroup uses and the kernel cannot reclaim is refused with
+    /// [`Error::MemoryLimitBelowUsage`] and leaves the old limits in place: v1 answers EBUSY;
+    /// v2 would reclaim and then OOM-kill, so when `memory.current` is above the new limit
+    /// corral first asks `memory.reclaim` (5.19+) for the difference and refuses if the kernel
+    /// cannot free it. Kernels without `memory.reclaim` get the plain write (which may OOM-kill).
+    /// Lowering `pids.max` below the current count is allowed; it only stops further forks.
+    fn set_limits(&self, limits: &Limits) -> Result<(), Error>;
+    /// Marks the start of a run in a long-lived cgroup: resets what the kernel can reset and
+    /// snapshots the rest, for [`usage_since`](Cgroup::usage_since).
+    ///
+    /// v1 resets `memory.max_usage_in_bytes`, `memory.failcnt` (and their memsw twins) and
+    /// `cpuacct.usage` (so [`cpu_time`](Cgroup::cpu_time) and [`usage`](Cgroup::usage) count
+    /// from here afterwards, except oom_kill and pids events). v2 opens `memory.peak` and resets
+    /// the peak for that fd only (6.12+; otherwise [`Baseline::peak_is_lifetime`]). Snapshots:
+    /// CPU, OOM kills, `pids.events` max, v2 `memory.events` max and the current memory usage
+    /// ([`Baseline::resident_bytes`]).
+    fn begin_run(&self) -> Result<Baseline, Error>;
+    /// What happened since `baseline` was taken: CPU since then; the memory peak since then
+    /// (v1 `memory.max_usage_in_bytes` after its reset; v2 the fd-local `memory.peak`, or the
+    /// lifetime peak when [`Baseline::peak_is_lifetime`]); `oom_killed`, `memory_limit_hit`
+    /// and `pids_limit_hit` when their counters grew (v1 also counts a peak within 2 MiB of the
+    /// limit as a hit, see [`Usage::memory_limit_hit`]); `pids_peak` is the lifetime value.
+    fn usage_since(&self, baseline: &Baseline) -> Result<Usage, Error>;
+    /// CPU time since `baseline` (cheap: one read; for the supervisor's CPU-limit timer).
+    fn cpu_time_since(&self, baseline: &Baseline) -> Result<Duration, Error>;
+    /// Memory currently charged to the cgroup (v1 `memory.usage_in_bytes`, v2
+    /// `memory.current`), page cache included.
+    fn memory_current(&self) -> Result<u64, Error>;
+    /// Number of tasks (processes and threads) currently in the cgroup (`pids.current`).
+    fn pids_current(&self) -> Result<u64, Error>;
 }
 
 /// Settings that normally come from the environment, injectable for tests.

@@ -20,6 +20,11 @@ pub(crate) fn fail_writes_to(path: &Path, errno: i32) {
     FAULT.with(|f| *f.borrow_mut() = Some((path.to_owned(), errno, None)));
 }
 
+/// Removes the injected failure.
+pub(crate) fn clear_write_fault() {
+    FAULT.with(|f| *f.borrow_mut() = None);
+}
+
 /// Restricts the injected failure to values containing `needle`.
 pub(crate) fn fail_only_if_contains(needle: &str) {
     FAULT.with(|f| {
@@ -29,16 +34,69 @@ pub(crate) fn fail_only_if_contains(needle: &str) {
     });
 }
 
-/// Called by `fs::write` before writing.
+/// Called by `fs::write` before writing: an injected failure, or a rule the fake kernel enforces.
 pub(crate) fn write_fault(path: &Path, value: &str) -> Option<std::io::Error> {
-    FAULT.with(|f| match f.borrow().as_ref() {
+    let injected = FAULT.with(|f| match f.borrow().as_ref() {
         Some((p, errno, needle))
             if p == path && needle.as_ref().is_none_or(|n| value.contains(n.as_str())) =>
         {
             Some(std::io::Error::from_raw_os_error(*errno))
         }
         _ => None,
-    })
+    });
+    if injected.is_some() || FAKE.with(|k| k.borrow().is_none()) {
+        return injected;
+    }
+    v1_memsw_invariant(path, value)
+}
+
+/// What v1 `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes` show when unlimited
+/// (PAGE_COUNTER_MAX pages); writing `-1` sets it.
+const V1_UNLIMITED: u64 = 9223372036854771712;
+
+/// The v1 kernel refuses (EINVAL) any write that would leave memsw below memory.
+fn v1_memsw_invariant(path: &Path, value: &str) -> Option<std::io::Error> {
+    let parse = |s: &str| match s.trim() {
+        "-1" => Some(V1_UNLIMITED),
+        t => t.parse::<u64>().ok(),
+    };
+    let read = |name: &str| parse(&std::fs::read_to_string(path.parent()?.join(name)).ok()?);
+    let new = parse(value)?;
+    let ok = match path.file_name()?.to_str()? {
+        "memory.limit_in_bytes" => new <= read("memory.memsw.limit_in_bytes")?,
+        "memory.memsw.limit_in_bytes" => new >= read("memory.limit_in_bytes")?,
+        _ => return None,
+    };
+    (!ok).then(|| std::io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Name under which the fake keeps the inode behind the last fd-local `memory.peak` reset, so a
+/// test can set the value that fd reads (the kernel keeps such a peak per open file).
+pub(crate) const FD_LOCAL_PEAK: &str = "memory.peak.fd-local";
+
+/// Called by `fs::open_and_write` with the opened file. For a fake v2 `memory.peak` this emulates
+/// the kernel's fd-local reset (Linux 6.12+): from now on the fd reads a peak starting at
+/// `memory.current`, while the path keeps showing the lifetime peak. The fd's inode is renamed to
+/// [`FD_LOCAL_PEAK`] and a fresh `memory.peak` with the old content takes its place.
+pub(crate) fn fd_local_write(
+    path: &Path,
+    f: &std::fs::File,
+    _value: &str,
+) -> Option<std::io::Result<()>> {
+    use std::os::unix::fs::FileExt;
+    let active = FAKE.with(|k| k.borrow().is_some());
+    if !active || path.file_name()? != "memory.peak" {
+        return None;
+    }
+    let dir = path.parent()?;
+    Some((|| {
+        let lifetime = std::fs::read(path)?;
+        let current = std::fs::read(dir.join("memory.current"))?;
+        std::fs::rename(path, dir.join(FD_LOCAL_PEAK))?;
+        std::fs::write(path, lifetime)?;
+        f.set_len(0)?;
+        f.write_all_at(&current, 0)
+    })())
 }
 
 /// What the fake "kernel" mounts where.
@@ -122,6 +180,7 @@ impl FakeKernel {
             put(dir, "memory.max", "max\n");
             put(dir, "memory.current", "0\n");
             put(dir, "memory.peak", "0\n");
+            put(dir, "memory.reclaim", "");
             put(dir, "memory.oom.group", "0\n");
             put(
                 dir,
@@ -162,6 +221,7 @@ impl FakeKernel {
                 put(dir, "memory.memsw.limit_in_bytes", "9223372036854771712\n");
                 put(dir, "memory.memsw.failcnt", "0\n");
                 put(dir, "memory.memsw.max_usage_in_bytes", "0\n");
+                put(dir, "memory.memsw.usage_in_bytes", "0\n");
             }
         }
         if has("pids") && !root {

@@ -431,7 +431,8 @@ fn v1_usage_parsing() {
     let u = cg.usage().unwrap();
     assert_eq!(u.cpu_time, Duration::ZERO);
     assert!(!u.oom_killed && !u.memory_limit_hit && !u.pids_limit_hit);
-    assert_eq!(u.pids_peak, None);
+    // Recent kernels (6.18) have pids.peak on v1 too.
+    assert_eq!(u.pids_peak, Some(0));
 
     h.set(
         "sys/fs/cgroup/cpuacct/corral/u/cpuacct.usage",
@@ -444,11 +445,15 @@ fn v1_usage_parsing() {
         "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
     );
     h.set("sys/fs/cgroup/pids/corral/u/pids.events", "max 3\n");
+    h.set("sys/fs/cgroup/pids/corral/u/pids.peak", "16\n");
     assert_eq!(cg.cpu_time().unwrap(), Duration::from_nanos(1_234_567_890));
     let u = cg.usage().unwrap();
     assert_eq!(u.memory_peak_bytes, 64 * MIB);
     assert!(u.oom_killed && u.memory_limit_hit && u.pids_limit_hit);
-    assert_eq!(u.pids_peak, None, "v1 never reports pids_peak");
+    assert_eq!(u.pids_peak, Some(16));
+    // Older kernels have no pids.peak on v1.
+    std::fs::remove_file(h.p("sys/fs/cgroup/pids/corral/u/pids.peak")).unwrap();
+    assert_eq!(cg.usage().unwrap().pids_peak, None);
 
     // Pre-4.13 kernels: no oom_kill counter; failures plus an ongoing OOM count as a kill.
     h.set(
@@ -486,6 +491,240 @@ fn v1_usage_parsing() {
     let e = cg.cpu_time().unwrap_err();
     assert!(matches!(e, Error::Parse { .. }));
     assert!(e.to_string().contains("corral/u/cpuacct.usage"), "{e}");
+    cg.destroy().unwrap();
+}
+
+#[test]
+fn v1_set_limits_keeps_memsw_at_or_above_memory() {
+    let h = this_host(true);
+    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
+    let cg = m.create("live", &limits(64 * MIB, 16)).unwrap();
+    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/live");
+    let both = || {
+        (
+            h.read(&format!("{mem}/memory.limit_in_bytes")),
+            h.read(&format!("{mem}/memory.memsw.limit_in_bytes")),
+        )
+    };
+    // The fake kernel refuses (EINVAL) any step that leaves memsw below memory, like the real
+    // one, so a wrong order fails here.
+    cg.set_limits(&limits(128 * MIB, 32)).unwrap();
+    assert_eq!(both(), ("134217728".into(), "134217728".into()));
+    assert_eq!(h.read("sys/fs/cgroup/pids/corral/live/pids.max"), "32");
+    cg.set_limits(&limits(32 * MIB, 4)).unwrap();
+    assert_eq!(both(), ("33554432".into(), "33554432".into()));
+    assert_eq!(h.read("sys/fs/cgroup/pids/corral/live/pids.max"), "4");
+    cg.set_limits(&Limits::default()).unwrap();
+    assert_eq!(both(), ("-1".into(), "-1".into()));
+    assert_eq!(h.read("sys/fs/cgroup/pids/corral/live/pids.max"), "max");
+    // From unlimited (shown as "-1" by the fake, a huge number by the kernel) down again.
+    cg.set_limits(&limits(16 * MIB, 8)).unwrap();
+    assert_eq!(both(), ("16777216".into(), "16777216".into()));
+    h.set(
+        &format!("{mem}/memory.limit_in_bytes"),
+        "9223372036854771712\n",
+    );
+    h.set(
+        &format!("{mem}/memory.memsw.limit_in_bytes"),
+        "9223372036854771712\n",
+    );
+    cg.set_limits(&limits(MIB, 8)).unwrap();
+    assert_eq!(both(), ("1048576".into(), "1048576".into()));
+    cg.destroy().unwrap();
+}
+
+#[test]
+fn v1_set_limits_without_swap_accounting() {
+    let h = this_host(false);
+    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
+    let cg = m.create("noswap", &limits(64 * MIB, 16)).unwrap();
+    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/noswap");
+    cg.set_limits(&limits(128 * MIB, 16)).unwrap();
+    assert_eq!(h.read(&format!("{mem}/memory.limit_in_bytes")), "134217728");
+    cg.set_limits(&limits(8 * MIB, 16)).unwrap();
+    assert_eq!(h.read(&format!("{mem}/memory.limit_in_bytes")), "8388608");
+    assert!(!h.p(&format!("{mem}/memory.memsw.limit_in_bytes")).exists());
+    cg.destroy().unwrap();
+}
+
+#[test]
+fn v1_set_limits_below_usage_is_refused_and_changes_nothing() {
+    let h = this_host(true);
+    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
+    let cg = m.create("busy", &limits(64 * MIB, 16)).unwrap();
+    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/busy");
+    let limit_file = h.p(&format!("{mem}/memory.limit_in_bytes"));
+    h.set(&format!("{mem}/memory.usage_in_bytes"), "52428800\n");
+    // The kernel cannot reclaim enough: EBUSY on memory.limit_in_bytes (written first when
+    // shrinking), so memsw was never touched.
+    testfs::fail_writes_to(&limit_file, libc::EBUSY);
+    let e = cg.set_limits(&limits(32 * MIB, 16)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::MemoryLimitBelowUsage { limit, usage, .. }
+                if limit == 32 * MIB && usage == 50 * MIB
+        ),
+        "{e}"
+    );
+    assert_eq!(e.raw_os_error(), Some(libc::EBUSY));
+    let msg = e.to_string();
+    assert!(msg.contains(&limit_file.display().to_string()), "{msg}");
+    assert!(msg.contains("52428800 bytes are in use"), "{msg}");
+    assert_eq!(h.read(&format!("{mem}/memory.limit_in_bytes")), "67108864");
+    assert_eq!(
+        h.read(&format!("{mem}/memory.memsw.limit_in_bytes")),
+        "67108864"
+    );
+    cg.destroy().unwrap();
+}
+
+#[test]
+fn v1_set_limits_undoes_the_first_write_when_the_second_fails() {
+    let h = this_host(true);
+    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
+    let cg = m.create("undo", &limits(64 * MIB, 16)).unwrap();
+    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/undo");
+    let both = || {
+        (
+            h.read(&format!("{mem}/memory.limit_in_bytes")),
+            h.read(&format!("{mem}/memory.memsw.limit_in_bytes")),
+        )
+    };
+    let old = ("67108864".to_owned(), "67108864".to_owned());
+    // Shrinking: memory goes first and succeeds, memsw is refused (swap in use).
+    h.set(&format!("{mem}/memory.memsw.usage_in_bytes"), "50331648\n");
+    testfs::fail_writes_to(
+        &h.p(&format!("{mem}/memory.memsw.limit_in_bytes")),
+        libc::EBUSY,
+    );
+    testfs::fail_only_if_contains("33554432");
+    let e = cg.set_limits(&limits(32 * MIB, 16)).unwrap_err();
+    assert!(
+        matches!(e, Error::MemoryLimitBelowUsage { usage, .. } if usage == 48 * MIB),
+        "{e}"
+    );
+    assert_eq!(both(), old);
+    // Growing: memsw goes first, memory fails for some other reason.
+    testfs::fail_writes_to(&h.p(&format!("{mem}/memory.limit_in_bytes")), libc::EIO);
+    let e = cg.set_limits(&limits(128 * MIB, 16)).unwrap_err();
+    assert!(matches!(e, Error::Write { .. }), "{e}");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    assert_eq!(both(), old);
+    cg.destroy().unwrap();
+}
+
+fn assert_send<T: Send>() {}
+
+#[test]
+fn v1_begin_run_resets_counters_and_usage_since_is_per_run() {
+    assert_send::<Baseline>();
+    let h = this_host(true);
+    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
+    let cg = m.create("sbx", &limits(64 * MIB, 16)).unwrap();
+    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/sbx");
+    let set_mem = |file: &str, v: &str| h.set(&format!("{mem}/{file}"), v);
+    let cpuacct = "sys/fs/cgroup/cpuacct/corral/sbx/cpuacct.usage";
+    let pids = "sys/fs/cgroup/pids/corral/sbx";
+    // What an earlier run left behind.
+    h.set(cpuacct, "5000000000\n");
+    set_mem("memory.max_usage_in_bytes", "67108864\n");
+    set_mem("memory.memsw.max_usage_in_bytes", "67108864\n");
+    set_mem("memory.failcnt", "7\n");
+    set_mem("memory.memsw.failcnt", "3\n");
+    set_mem(
+        "memory.oom_control",
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+    );
+    set_mem("memory.usage_in_bytes", "10485760\n");
+    h.set(&format!("{pids}/pids.events"), "max 2\n");
+    h.set(&format!("{pids}/pids.peak"), "16\n");
+    h.set(&format!("{pids}/pids.current"), "1\n");
+    let before = cg.usage().unwrap();
+    assert!(before.oom_killed && before.memory_limit_hit && before.pids_limit_hit);
+
+    let b = cg.begin_run().unwrap();
+    assert_eq!(b.resident_bytes, 10 * MIB);
+    assert!(!b.peak_is_lifetime);
+    for file in [
+        "memory.max_usage_in_bytes",
+        "memory.memsw.max_usage_in_bytes",
+        "memory.failcnt",
+        "memory.memsw.failcnt",
+    ] {
+        assert_eq!(h.read(&format!("{mem}/{file}")), "0", "{file}");
+    }
+    assert_eq!(h.read(cpuacct), "0");
+    let u = cg.usage_since(&b).unwrap();
+    assert_eq!(u.cpu_time, Duration::ZERO);
+    assert!(
+        !u.oom_killed && !u.memory_limit_hit && !u.pids_limit_hit,
+        "{u:?}"
+    );
+    assert_eq!(u.pids_peak, Some(16), "lifetime");
+
+    // The run: 300 ms CPU, a 20 MiB peak, two more tasks.
+    h.set(cpuacct, "300000000\n");
+    set_mem("memory.max_usage_in_bytes", "20971520\n");
+    h.set(&format!("{pids}/pids.current"), "3\n");
+    assert_eq!(cg.cpu_time_since(&b).unwrap(), Duration::from_millis(300));
+    assert_eq!(cg.memory_current().unwrap(), 10 * MIB);
+    assert_eq!(cg.pids_current().unwrap(), 3);
+    let u = cg.usage_since(&b).unwrap();
+    assert_eq!(u.cpu_time, Duration::from_millis(300));
+    assert_eq!(u.memory_peak_bytes, 20 * MIB);
+    assert!(
+        !u.oom_killed && !u.memory_limit_hit && !u.pids_limit_hit,
+        "{u:?}"
+    );
+
+    // Counters that cannot be reset count when they grow.
+    set_mem(
+        "memory.oom_control",
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+    );
+    h.set(&format!("{pids}/pids.events"), "max 5\n");
+    let u = cg.usage_since(&b).unwrap();
+    assert!(
+        u.oom_killed && u.memory_limit_hit && u.pids_limit_hit,
+        "{u:?}"
+    );
+    // A failure counted after the reset alone is a limit hit; a peak at the limit too.
+    set_mem(
+        "memory.oom_control",
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+    );
+    set_mem("memory.failcnt", "1\n");
+    let u = cg.usage_since(&b).unwrap();
+    assert!(!u.oom_killed && u.memory_limit_hit, "{u:?}");
+    set_mem("memory.failcnt", "0\n");
+    set_mem("memory.max_usage_in_bytes", "67000000\n");
+    assert!(cg.usage_since(&b).unwrap().memory_limit_hit);
+
+    // The next run starts from scratch again.
+    let b2 = cg.begin_run().unwrap();
+    let u = cg.usage_since(&b2).unwrap();
+    assert_eq!(u.cpu_time, Duration::ZERO);
+    assert_eq!(u.memory_peak_bytes, 0);
+    assert!(
+        !u.oom_killed && !u.memory_limit_hit && !u.pids_limit_hit,
+        "{u:?}"
+    );
+    cg.destroy().unwrap();
+}
+
+#[test]
+fn v1_begin_run_without_swap_accounting_or_pids_peak() {
+    let h = this_host(false);
+    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
+    let cg = m.create("plain", &limits(64 * MIB, 16)).unwrap();
+    std::fs::remove_file(h.p("sys/fs/cgroup/pids/corral/plain/pids.peak")).unwrap();
+    let b = cg.begin_run().unwrap();
+    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/plain");
+    assert!(!h.p(&format!("{mem}/memory.memsw.failcnt")).exists());
+    let u = cg.usage_since(&b).unwrap();
+    assert_eq!(u.pids_peak, None);
+    assert!(!u.memory_limit_hit);
     cg.destroy().unwrap();
 }
 
@@ -919,5 +1158,177 @@ fn v2_usage_parsing() {
     h.set(&format!("{leaf}/cpu.stat"), "user_usec 1\n");
     let e = cg.cpu_time().unwrap_err();
     assert!(e.to_string().contains("corral/u/cpu.stat"), "{e}");
+    cg.destroy().unwrap();
+}
+
+fn container_cgroup(h: &Host, name: &str) -> (Box<dyn Manager>, Box<dyn Cgroup>) {
+    let m = detect_with(
+        CONTAINER_V2_MOUNTINFO,
+        CONTAINER_V2_CGROUP,
+        h.root(),
+        &no_env(),
+    )
+    .unwrap();
+    let cg = m.create(name, &limits(64 * MIB, 16)).unwrap();
+    (m, cg)
+}
+
+#[test]
+fn v2_begin_run_uses_an_fd_local_peak_and_snapshots() {
+    let h = pure_v2(true, true);
+    let (_m, cg) = container_cgroup(&h, "sbx");
+    let leaf = "sys/fs/cgroup/corral/sbx";
+    let f = |file: &str| format!("{leaf}/{file}");
+    // What the init and an earlier run left behind.
+    h.set(
+        &f("cpu.stat"),
+        "usage_usec 5000000\nuser_usec 0\nsystem_usec 0\n",
+    );
+    h.set(&f("memory.current"), "8388608\n");
+    h.set(&f("memory.peak"), "104857600\n");
+    h.set(
+        &f("memory.events"),
+        "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\noom_group_kill 1\n",
+    );
+    h.set(&f("pids.events"), "max 2\n");
+    h.set(&f("pids.peak"), "12\n");
+    h.set(&f("pids.current"), "1\n");
+
+    let b = cg.begin_run().unwrap();
+    assert!(!b.peak_is_lifetime);
+    assert_eq!(b.resident_bytes, 8 * MIB);
+    // The fd-local peak starts at the current usage; the path still shows the lifetime peak.
+    assert_eq!(h.read(&f(testfs::FD_LOCAL_PEAK)), "8388608");
+    assert_eq!(h.read(&f("memory.peak")), "104857600");
+    let u = cg.usage_since(&b).unwrap();
+    assert_eq!(u.cpu_time, Duration::ZERO);
+    assert_eq!(u.memory_peak_bytes, 8 * MIB);
+    assert!(
+        !u.oom_killed && !u.memory_limit_hit && !u.pids_limit_hit,
+        "{u:?}"
+    );
+    assert_eq!(u.pids_peak, Some(12), "lifetime");
+
+    // The run.
+    h.set(
+        &f("cpu.stat"),
+        "usage_usec 5300000\nuser_usec 0\nsystem_usec 0\n",
+    );
+    h.set(&f(testfs::FD_LOCAL_PEAK), "20971520\n");
+    h.set(&f("pids.current"), "4\n");
+    assert_eq!(cg.cpu_time_since(&b).unwrap(), Duration::from_millis(300));
+    assert_eq!(cg.memory_current().unwrap(), 8 * MIB);
+    assert_eq!(cg.pids_current().unwrap(), 4);
+    let u = cg.usage_since(&b).unwrap();
+    assert_eq!(u.cpu_time, Duration::from_millis(300));
+    assert_eq!(u.memory_peak_bytes, 20 * MIB);
+    assert!(
+        !u.oom_killed && !u.memory_limit_hit && !u.pids_limit_hit,
+        "{u:?}"
+    );
+    // usage() is still over the cgroup's life.
+    let life = cg.usage().unwrap();
+    assert_eq!(life.memory_peak_bytes, 100 * MIB);
+    assert_eq!(life.cpu_time, Duration::from_millis(5300));
+    assert!(life.oom_killed && life.memory_limit_hit && life.pids_limit_hit);
+
+    h.set(
+        &f("memory.events"),
+        "low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\noom_group_kill 2\n",
+    );
+    assert!(cg.usage_since(&b).unwrap().oom_killed);
+    assert!(!cg.usage_since(&b).unwrap().memory_limit_hit);
+    h.set(
+        &f("memory.events"),
+        "low 0\nhigh 0\nmax 9\noom 2\noom_kill 2\noom_group_kill 2\n",
+    );
+    h.set(&f("pids.events"), "max 3\n");
+    let u = cg.usage_since(&b).unwrap();
+    assert!(
+        u.oom_killed && u.memory_limit_hit && u.pids_limit_hit,
+        "{u:?}"
+    );
+
+    // A second run gets its own fd; the first baseline keeps reading its own.
+    let b2 = cg.begin_run().unwrap();
+    h.set(&f(testfs::FD_LOCAL_PEAK), "12582912\n");
+    assert_eq!(cg.usage_since(&b2).unwrap().memory_peak_bytes, 12 * MIB);
+    assert_eq!(cg.usage_since(&b).unwrap().memory_peak_bytes, 20 * MIB);
+    let u = cg.usage_since(&b2).unwrap();
+    assert!(
+        !u.oom_killed && !u.memory_limit_hit && !u.pids_limit_hit,
+        "{u:?}"
+    );
+    drop(b);
+    drop(b2);
+    cg.destroy().unwrap();
+}
+
+#[test]
+fn v2_begin_run_falls_back_to_the_lifetime_peak() {
+    let h = pure_v2(true, true);
+    let (_m, cg) = container_cgroup(&h, "old");
+    let leaf = "sys/fs/cgroup/corral/old";
+    let f = |file: &str| format!("{leaf}/{file}");
+    h.set(&f("memory.peak"), "104857600\n");
+    // Before 6.12 memory.peak cannot be written.
+    testfs::fail_writes_to(&h.p(&f("memory.peak")), libc::EINVAL);
+    let b = cg.begin_run().unwrap();
+    assert!(b.peak_is_lifetime);
+    assert_eq!(cg.usage_since(&b).unwrap().memory_peak_bytes, 100 * MIB);
+    assert_eq!(h.read(&f("memory.peak")), "104857600");
+    // Before 5.19 there is no memory.peak at all: memory.current is all there is.
+    std::fs::remove_file(h.p(&f("memory.peak"))).unwrap();
+    std::fs::remove_file(h.p(&f("pids.peak"))).unwrap();
+    h.set(&f("memory.current"), "4096\n");
+    let b = cg.begin_run().unwrap();
+    assert!(b.peak_is_lifetime);
+    let u = cg.usage_since(&b).unwrap();
+    assert_eq!(u.memory_peak_bytes, 4096);
+    assert_eq!(u.pids_peak, None);
+    cg.destroy().unwrap();
+}
+
+#[test]
+fn v2_set_limits_reclaims_before_lowering() {
+    let h = pure_v2(true, true);
+    let (_m, cg) = container_cgroup(&h, "live");
+    let leaf = "sys/fs/cgroup/corral/live";
+    let f = |file: &str| format!("{leaf}/{file}");
+    cg.set_limits(&limits(128 * MIB, 32)).unwrap();
+    assert_eq!(h.read(&f("memory.max")), "134217728");
+    assert_eq!(h.read(&f("pids.max")), "32");
+    assert_eq!(h.read(&f("memory.reclaim")), "", "nothing to reclaim");
+    cg.set_limits(&Limits::default()).unwrap();
+    assert_eq!(h.read(&f("memory.max")), "max");
+    assert_eq!(h.read(&f("pids.max")), "max");
+    assert_eq!(h.read(&f("memory.swap.max")), "0");
+
+    // 50 MiB in use, 32 MiB wanted: ask the kernel to reclaim the 18 MiB first.
+    h.set(&f("memory.current"), "52428800\n");
+    cg.set_limits(&limits(32 * MIB, 16)).unwrap();
+    assert_eq!(h.read(&f("memory.reclaim")), (18 * MIB).to_string());
+    assert_eq!(h.read(&f("memory.max")), "33554432");
+
+    // It cannot (anonymous memory, no swap): refused, limit unchanged, nothing OOM-killed.
+    testfs::fail_writes_to(&h.p(&f("memory.reclaim")), libc::EAGAIN);
+    let e = cg.set_limits(&limits(16 * MIB, 16)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::MemoryLimitBelowUsage { limit, usage, .. }
+                if limit == 16 * MIB && usage == 50 * MIB
+        ),
+        "{e}"
+    );
+    assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
+    assert!(e.to_string().contains("corral/live/memory.max"), "{e}");
+    assert_eq!(h.read(&f("memory.max")), "33554432");
+
+    // Before 5.19 (no memory.reclaim): the plain write, as at creation.
+    testfs::clear_write_fault();
+    std::fs::remove_file(h.p(&f("memory.reclaim"))).unwrap();
+    cg.set_limits(&limits(16 * MIB, 16)).unwrap();
+    assert_eq!(h.read(&f("memory.max")), "16777216");
     cg.destroy().unwrap();
 }

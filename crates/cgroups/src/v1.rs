@@ -7,7 +7,9 @@ use std::time::Duration;
 use crate::detect::{cg_join, v1_for, V1Hierarchy};
 use crate::fs::{self, KeyedFile};
 use crate::leaf::Leaf;
-use crate::{validate_name, Cgroup, Error, Limits, Manager, Usage, Version};
+use crate::{
+    validate_name, Baseline, Cgroup, Error, Limits, Manager, MemoryBaseline, Usage, Version,
+};
 
 /// "Unlimited" for v1 memory files.
 const V1_MEMORY_UNLIMITED: &str = "-1";
@@ -223,34 +225,152 @@ pub(crate) struct V1Cgroup {
 }
 
 impl V1Cgroup {
+    /// The limits at creation, plus `memory.swappiness=0`.
     fn apply(&self, limits: &Limits) -> Result<(), Error> {
-        let mem = limits
-            .memory_bytes
-            .map_or_else(|| V1_MEMORY_UNLIMITED.to_owned(), |b| b.to_string());
-        // memory first: memsw must never be below it, and both start unlimited.
-        fs::write(&self.memory.join("memory.limit_in_bytes"), &mem)?;
-        // memory+swap = memory means no swap at all. Absent without swap accounting
-        // (CONFIG_MEMCG_SWAP off or swapaccount=0); then swappiness=0 is all we can do.
-        fs::write_if_exists(&self.memory.join("memory.memsw.limit_in_bytes"), &mem)?;
+        self.set_memory_limit(limits.memory_bytes)?;
         // Refused in some setups (e.g. the root cgroup, or a parent with use_hierarchy); it
         // only makes the kernel prefer dropping page cache over swapping, so ignore failure.
         let _ = fs::write(&self.memory.join("memory.swappiness"), "0");
-        let pids = limits
-            .pids
-            .map_or_else(|| "max".to_owned(), |n| n.to_string());
-        fs::write(&self.pids.join("pids.max"), &pids)?;
+        self.set_pids_limit(limits.pids)
+    }
+
+    fn set_pids_limit(&self, pids: Option<u64>) -> Result<(), Error> {
+        let pids = pids.map_or_else(|| "max".to_owned(), |n| n.to_string());
+        fs::write(&self.pids.join("pids.max"), &pids)
+    }
+
+    /// Sets `memory.limit_in_bytes` and, where it exists, `memory.memsw.limit_in_bytes` to the
+    /// same value: memory+swap = memory means no swap at all. The memsw file is absent without
+    /// swap accounting (CONFIG_MEMCG_SWAP off or swapaccount=0); then swappiness=0 is all we can
+    /// do.
+    ///
+    /// The kernel insists on memsw >= memory after every single write, so a growing limit is
+    /// written to memsw first and a shrinking one to memory first; if the second write fails,
+    /// the first is undone so the old pair stays in force.
+    fn set_memory_limit(&self, bytes: Option<u64>) -> Result<(), Error> {
+        let value = bytes.map_or_else(|| V1_MEMORY_UNLIMITED.to_owned(), |b| b.to_string());
+        let limit = bytes.unwrap_or(u64::MAX);
+        let mem = self.memory.join("memory.limit_in_bytes");
+        let memsw = self.memory.join("memory.memsw.limit_in_bytes");
+        let Some(old_memsw) = fs::read_optional(&memsw)? else {
+            return self.write_memory_limit(&mem, &value, limit, "memory.usage_in_bytes");
+        };
+        let old_mem = fs::read(&mem)?;
+        // The kernel shows "unlimited" as a huge number; tolerate "-1" as well.
+        let old_limit = match old_mem.trim() {
+            V1_MEMORY_UNLIMITED => u64::MAX,
+            text => fs::parse_u64(&mem, text)?,
+        };
+        let growing = limit >= old_limit;
+        let mem_step = (&mem, "memory.usage_in_bytes", old_mem.trim());
+        let memsw_step = (&memsw, "memory.memsw.usage_in_bytes", old_memsw.trim());
+        let (first, second) = if growing {
+            (memsw_step, mem_step)
+        } else {
+            (mem_step, memsw_step)
+        };
+        self.write_memory_limit(first.0, &value, limit, first.1)?;
+        if let Err(e) = self.write_memory_limit(second.0, &value, limit, second.1) {
+            let _ = fs::write(first.0, first.2);
+            return Err(e);
+        }
         Ok(())
     }
-}
 
-impl V1Cgroup {
+    /// One limit write, with EBUSY (usage above the new limit and nothing left to reclaim)
+    /// turned into [`Error::MemoryLimitBelowUsage`] naming the usage from `usage_file`.
+    fn write_memory_limit(
+        &self,
+        path: &Path,
+        value: &str,
+        limit: u64,
+        usage_file: &str,
+    ) -> Result<(), Error> {
+        match fs::write(path, value) {
+            Err(Error::Write { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) => {
+                Err(Error::MemoryLimitBelowUsage {
+                    path: path.to_owned(),
+                    limit,
+                    usage: fs::read_u64(&self.memory.join(usage_file)).unwrap_or(0),
+                    source,
+                })
+            }
+            other => other,
+        }
+    }
+
     /// A number from a memory file that may be absent (memsw without swap accounting).
     fn read_optional_u64(&self, file: &str) -> Result<Option<u64>, Error> {
-        let path = self.memory.join(file);
-        match fs::read_optional(&path)? {
-            Some(t) => fs::parse_u64(&path, &t).map(Some),
-            None => Ok(None),
-        }
+        fs::read_optional_u64(&self.memory.join(file))
+    }
+
+    /// `memory.oom_control`: the oom_kill counter (absent before Linux 4.13) and under_oom.
+    fn oom_control(&self) -> Result<(Option<u64>, u64), Error> {
+        let path = self.memory.join("memory.oom_control");
+        let text = fs::read(&path)?;
+        let oom = KeyedFile::parse(&path, &text)?;
+        Ok((oom.get("oom_kill")?, oom.get_or_zero("under_oom")?))
+    }
+
+    /// [`Usage`] relative to `base` (counter growth since then), or over the cgroup's life.
+    fn measure(&self, base: Option<&Baseline>) -> Result<Usage, Error> {
+        let (cpu0, oom0, pids0, fail0, memsw_fail0) = match base {
+            None => (Duration::ZERO, 0, 0, 0, 0),
+            Some(b) => {
+                debug_assert_eq!(b.dir, self.memory, "baseline of another cgroup");
+                let (fail, memsw_fail) = match b.memory {
+                    MemoryBaseline::V1 {
+                        failcnt,
+                        memsw_failcnt,
+                    } => (failcnt, memsw_failcnt),
+                    MemoryBaseline::V2 { .. } => (0, 0),
+                };
+                (b.cpu, b.oom_kills, b.pids_max_events, fail, memsw_fail)
+            }
+        };
+        let cpu_time = self.cpu_time()?.saturating_sub(cpu0);
+        // After begin_run's reset: the peak since then (starting at the usage at that moment).
+        let memory_peak_bytes = fs::read_u64(&self.memory.join("memory.max_usage_in_bytes"))?;
+        let failcnt = fs::read_u64(&self.memory.join("memory.failcnt"))?.saturating_sub(fail0);
+        // With memsw limited to the same value, the memory+swap counter is the one that trips,
+        // and recent kernels (seen on 6.18) keep no failcnt for it: memory.memsw.failcnt stays
+        // 0, and so does memory.failcnt. So a peak at the limit counts as hitting it too.
+        let memsw_failcnt = self
+            .read_optional_u64("memory.memsw.failcnt")?
+            .unwrap_or(0)
+            .saturating_sub(memsw_fail0);
+        let at_limit = |peak: Option<u64>, limit: Option<u64>| match (peak, limit) {
+            (Some(p), Some(l)) => p.saturating_add(near_limit_margin(l)) >= l,
+            _ => false,
+        };
+        let mem_at_limit = at_limit(
+            Some(memory_peak_bytes),
+            self.read_optional_u64("memory.limit_in_bytes")?,
+        );
+        let memsw_at_limit = at_limit(
+            self.read_optional_u64("memory.memsw.max_usage_in_bytes")?,
+            self.read_optional_u64("memory.memsw.limit_in_bytes")?,
+        );
+        let (oom_kill, under_oom) = self.oom_control()?;
+        let oom_killed = match oom_kill {
+            Some(n) => n > oom0,
+            // Kernels before 4.13 have no counter: an ongoing OOM after failures is the best
+            // evidence left.
+            None => failcnt > 0 && under_oom > 0,
+        };
+        Ok(Usage {
+            cpu_time,
+            memory_peak_bytes,
+            oom_killed,
+            memory_limit_hit: failcnt > 0
+                || memsw_failcnt > 0
+                || mem_at_limit
+                || memsw_at_limit
+                || oom_killed,
+            // Recent kernels (6.18 has it) offer pids.peak on v1 too; it is never reset.
+            pids_peak: fs::read_optional_u64(&self.pids.join("pids.peak"))?,
+            pids_limit_hit: pids_events_max(&self.pids)? > pids0,
+        })
     }
 }
 
@@ -265,46 +385,7 @@ impl Cgroup for V1Cgroup {
     }
 
     fn usage(&self) -> Result<Usage, Error> {
-        let cpu_time = self.cpu_time()?;
-        let memory_peak_bytes = fs::read_u64(&self.memory.join("memory.max_usage_in_bytes"))?;
-        let failcnt = fs::read_u64(&self.memory.join("memory.failcnt"))?;
-        // With memsw limited to the same value, the memory+swap counter is the one that trips,
-        // and recent kernels (seen on 6.18) keep no failcnt for it: memory.memsw.failcnt stays
-        // 0, and so does memory.failcnt. So a peak at the limit counts as hitting it too.
-        let memsw_failcnt = self.read_optional_u64("memory.memsw.failcnt")?.unwrap_or(0);
-        let at_limit = |peak: Option<u64>, limit: Option<u64>| match (peak, limit) {
-            (Some(p), Some(l)) => p.saturating_add(near_limit_margin(l)) >= l,
-            _ => false,
-        };
-        let mem_at_limit = at_limit(
-            Some(memory_peak_bytes),
-            self.read_optional_u64("memory.limit_in_bytes")?,
-        );
-        let memsw_at_limit = at_limit(
-            self.read_optional_u64("memory.memsw.max_usage_in_bytes")?,
-            self.read_optional_u64("memory.memsw.limit_in_bytes")?,
-        );
-        let oom_path = self.memory.join("memory.oom_control");
-        let oom_text = fs::read(&oom_path)?;
-        let oom = KeyedFile::parse(&oom_path, &oom_text)?;
-        let oom_killed = match oom.get("oom_kill")? {
-            Some(n) => n > 0,
-            // Kernels before 4.13 have no counter: an ongoing OOM after failures is the best
-            // evidence left.
-            None => failcnt > 0 && oom.get_or_zero("under_oom")? > 0,
-        };
-        Ok(Usage {
-            cpu_time,
-            memory_peak_bytes,
-            oom_killed,
-            memory_limit_hit: failcnt > 0
-                || memsw_failcnt > 0
-                || mem_at_limit
-                || memsw_at_limit
-                || oom_killed,
-            pids_peak: None,
-            pids_limit_hit: pids_events_max(&self.pids)?,
-        })
+        self.measure(None)
     }
 
     fn pids(&self) -> Result<Vec<i32>, Error> {
@@ -324,6 +405,51 @@ impl Cgroup for V1Cgroup {
     fn paths(&self) -> Vec<PathBuf> {
         self.leaf.dirs.clone()
     }
+
+    fn set_limits(&self, limits: &Limits) -> Result<(), Error> {
+        self.set_memory_limit(limits.memory_bytes)?;
+        self.set_pids_limit(limits.pids)
+    }
+
+    fn begin_run(&self) -> Result<Baseline, Error> {
+        let mem = |file: &str| self.memory.join(file);
+        // Writing 0 sets a peak to the current usage and zeroes a failure or CPU counter.
+        fs::write(&mem("memory.max_usage_in_bytes"), "0")?;
+        fs::write_if_exists(&mem("memory.memsw.max_usage_in_bytes"), "0")?;
+        fs::write(&mem("memory.failcnt"), "0")?;
+        fs::write_if_exists(&mem("memory.memsw.failcnt"), "0")?;
+        fs::write(&self.cpuacct.join("cpuacct.usage"), "0")?;
+        // Snapshot anyway: the long-lived processes keep running (and counting) meanwhile, and
+        // the oom_kill and pids.events counters cannot be reset.
+        Ok(Baseline {
+            resident_bytes: self.memory_current()?,
+            peak_is_lifetime: false,
+            dir: self.memory.clone(),
+            cpu: self.cpu_time()?,
+            oom_kills: self.oom_control()?.0.unwrap_or(0),
+            pids_max_events: pids_events_max(&self.pids)?,
+            memory: MemoryBaseline::V1 {
+                failcnt: fs::read_u64(&mem("memory.failcnt"))?,
+                memsw_failcnt: self.read_optional_u64("memory.memsw.failcnt")?.unwrap_or(0),
+            },
+        })
+    }
+
+    fn usage_since(&self, baseline: &Baseline) -> Result<Usage, Error> {
+        self.measure(Some(baseline))
+    }
+
+    fn cpu_time_since(&self, baseline: &Baseline) -> Result<Duration, Error> {
+        Ok(self.cpu_time()?.saturating_sub(baseline.cpu))
+    }
+
+    fn memory_current(&self) -> Result<u64, Error> {
+        fs::read_u64(&self.memory.join("memory.usage_in_bytes"))
+    }
+
+    fn pids_current(&self) -> Result<u64, Error> {
+        fs::read_u64(&self.pids.join("pids.current"))
+    }
 }
 
 /// How close to a v1 limit the recorded peak must come to count as hitting it. The peak
@@ -334,11 +460,12 @@ pub(crate) fn near_limit_margin(limit: u64) -> u64 {
     (2 * 1024 * 1024).min(limit / 8)
 }
 
-/// `pids.events` "max N" > 0: a fork failed on pids.max. Absent before Linux 4.3 or so.
-pub(crate) fn pids_events_max(dir: &Path) -> Result<bool, Error> {
+/// `pids.events` "max N": how many forks failed on pids.max (0 if the file is absent, before
+/// Linux 4.3 or so).
+pub(crate) fn pids_events_max(dir: &Path) -> Result<u64, Error> {
     let path = dir.join("pids.events");
     match fs::read_optional(&path)? {
-        Some(text) => Ok(KeyedFile::parse(&path, &text)?.get_or_zero("max")? > 0),
-        None => Ok(false),
+        Some(text) => KeyedFile::parse(&path, &text)?.get_or_zero("max"),
+        None => Ok(0),
     }
 }

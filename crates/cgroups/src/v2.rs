@@ -25,7 +25,9 @@ use crate::detect::{cg_join, cg_parent, V2Hierarchy, V2_REQUIRED};
 use crate::fs::{self, KeyedFile};
 use crate::leaf::Leaf;
 use crate::v1::pids_events_max;
-use crate::{validate_name, Cgroup, Error, Limits, Manager, Usage, Version};
+use crate::{
+    validate_name, Baseline, Cgroup, Error, Limits, Manager, MemoryBaseline, Usage, Version,
+};
 
 /// Name of the cgroup the supervisor moves itself into.
 pub(crate) const SUPERVISOR: &str = "corral-supervisor";
@@ -299,22 +301,100 @@ pub(crate) struct V2Cgroup {
 }
 
 impl V2Cgroup {
+    /// The limits at creation, plus no swap and group OOM kills.
     fn apply(&self, limits: &Limits) -> Result<(), Error> {
-        let mem = limits
-            .memory_bytes
-            .map_or_else(|| "max".to_owned(), |b| b.to_string());
-        fs::write(&self.dir.join("memory.max"), &mem)?;
+        fs::write(
+            &self.dir.join("memory.max"),
+            &memory_max(limits.memory_bytes),
+        )?;
         // Absent without swap accounting (CONFIG_SWAP off, or swapaccount=0).
         fs::write_if_exists(&self.dir.join("memory.swap.max"), "0")?;
         // One OOM kill takes the whole run down instead of leaving a half-dead process tree
         // (Linux 4.19+).
         fs::write_if_exists(&self.dir.join("memory.oom.group"), "1")?;
-        let pids = limits
-            .pids
-            .map_or_else(|| "max".to_owned(), |n| n.to_string());
-        fs::write(&self.dir.join("pids.max"), &pids)?;
-        Ok(())
+        self.set_pids_limit(limits.pids)
     }
+
+    fn set_pids_limit(&self, pids: Option<u64>) -> Result<(), Error> {
+        let pids = pids.map_or_else(|| "max".to_owned(), |n| n.to_string());
+        fs::write(&self.dir.join("pids.max"), &pids)
+    }
+
+    /// Lowers or raises `memory.max` of a live cgroup without letting the kernel OOM-kill to
+    /// enforce it: lowering it below `memory.current` makes the write itself reclaim and, if
+    /// that is not enough, OOM-kill (the whole cgroup, with memory.oom.group=1). So reclaim the
+    /// excess first through `memory.reclaim` (5.19+), which fails with EAGAIN instead.
+    fn set_memory_limit(&self, bytes: Option<u64>) -> Result<(), Error> {
+        if let Some(limit) = bytes {
+            let current = self.memory_current()?;
+            if current > limit {
+                let reclaim = self.dir.join("memory.reclaim");
+                match fs::write(&reclaim, &(current - limit).to_string()) {
+                    Ok(()) => {}
+                    Err(Error::Write { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(Error::Write { source, .. }) => {
+                        return Err(Error::MemoryLimitBelowUsage {
+                            path: self.dir.join("memory.max"),
+                            limit,
+                            usage: self.memory_current().unwrap_or(current),
+                            source,
+                        })
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        fs::write(&self.dir.join("memory.max"), &memory_max(bytes))
+    }
+
+    /// [`Usage`] relative to `base` (counter growth since then), or over the cgroup's life.
+    fn measure(&self, base: Option<&Baseline>) -> Result<Usage, Error> {
+        let (cpu0, oom0, pids0) = base.map_or((Duration::ZERO, 0, 0), |b| {
+            debug_assert_eq!(b.dir, self.dir, "baseline of another cgroup");
+            (b.cpu, b.oom_kills, b.pids_max_events)
+        });
+        let (max0, peak_file) = match base.map(|b| &b.memory) {
+            Some(MemoryBaseline::V2 { max_events, peak }) => (*max_events, peak.as_ref()),
+            _ => (0, None),
+        };
+        let cpu_time = self.cpu_time()?.saturating_sub(cpu0);
+        let peak_path = self.dir.join("memory.peak");
+        let memory_peak_bytes = match peak_file {
+            // Peak since begin_run's fd-local reset.
+            Some(f) => fs::pread_u64(f, &peak_path)?,
+            None => match fs::read_optional_u64(&peak_path)? {
+                Some(peak) => peak,
+                // memory.peak is 5.19+; the current usage is the best lower bound we have.
+                None => self.memory_current()?,
+            },
+        };
+        let events_path = self.dir.join("memory.events");
+        let events_text = fs::read(&events_path)?;
+        let events = KeyedFile::parse(&events_path, &events_text)?;
+        Ok(Usage {
+            cpu_time,
+            memory_peak_bytes,
+            oom_killed: events.get_or_zero("oom_kill")? > oom0,
+            memory_limit_hit: events.get_or_zero("max")? > max0,
+            // Lifetime: the kernel has no reset for pids.peak.
+            pids_peak: fs::read_optional_u64(&self.dir.join("pids.peak"))?,
+            pids_limit_hit: pids_events_max(&self.dir)? > pids0,
+        })
+    }
+
+    /// (`oom_kill`, `max`) from `memory.events`.
+    fn memory_events(&self) -> Result<(u64, u64), Error> {
+        let path = self.dir.join("memory.events");
+        let text = fs::read(&path)?;
+        let events = KeyedFile::parse(&path, &text)?;
+        Ok((events.get_or_zero("oom_kill")?, events.get_or_zero("max")?))
+    }
+}
+
+/// The `memory.max` value for a limit.
+fn memory_max(bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "max".to_owned(), |b| b.to_string())
 }
 
 impl Cgroup for V2Cgroup {
@@ -335,28 +415,7 @@ impl Cgroup for V2Cgroup {
     }
 
     fn usage(&self) -> Result<Usage, Error> {
-        let cpu_time = self.cpu_time()?;
-        let memory_peak_bytes = match fs::read_optional(&self.dir.join("memory.peak"))? {
-            Some(t) => fs::parse_u64(&self.dir.join("memory.peak"), &t)?,
-            // memory.peak is 5.19+; the current usage is the best lower bound we have.
-            None => fs::read_u64(&self.dir.join("memory.current"))?,
-        };
-        let events_path = self.dir.join("memory.events");
-        let events_text = fs::read(&events_path)?;
-        let events = KeyedFile::parse(&events_path, &events_text)?;
-        let peak_path = self.dir.join("pids.peak");
-        let pids_peak = match fs::read_optional(&peak_path)? {
-            Some(t) => Some(fs::parse_u64(&peak_path, &t)?),
-            None => None,
-        };
-        Ok(Usage {
-            cpu_time,
-            memory_peak_bytes,
-            oom_killed: events.get_or_zero("oom_kill")? > 0,
-            memory_limit_hit: events.get_or_zero("max")? > 0,
-            pids_peak,
-            pids_limit_hit: pids_events_max(&self.dir)?,
-        })
+        self.measure(None)
     }
 
     fn pids(&self) -> Result<Vec<i32>, Error> {
@@ -373,5 +432,43 @@ impl Cgroup for V2Cgroup {
 
     fn paths(&self) -> Vec<PathBuf> {
         self.leaf.dirs.clone()
+    }
+
+    fn set_limits(&self, limits: &Limits) -> Result<(), Error> {
+        self.set_memory_limit(limits.memory_bytes)?;
+        self.set_pids_limit(limits.pids)
+    }
+
+    fn begin_run(&self) -> Result<Baseline, Error> {
+        // Linux 6.12+: writing to an open memory.peak resets the peak seen through that fd (to
+        // the current usage), leaving other readers alone. Older kernels refuse to open it for
+        // writing or the write itself; then only the lifetime peak is left.
+        let peak = fs::open_and_write(&self.dir.join("memory.peak"), "reset\n").ok();
+        let (oom_kills, max_events) = self.memory_events()?;
+        Ok(Baseline {
+            resident_bytes: self.memory_current()?,
+            peak_is_lifetime: peak.is_none(),
+            dir: self.dir.clone(),
+            cpu: self.cpu_time()?,
+            oom_kills,
+            pids_max_events: pids_events_max(&self.dir)?,
+            memory: MemoryBaseline::V2 { max_events, peak },
+        })
+    }
+
+    fn usage_since(&self, baseline: &Baseline) -> Result<Usage, Error> {
+        self.measure(Some(baseline))
+    }
+
+    fn cpu_time_since(&self, baseline: &Baseline) -> Result<Duration, Error> {
+        Ok(self.cpu_time()?.saturating_sub(baseline.cpu))
+    }
+
+    fn memory_current(&self) -> Result<u64, Error> {
+        fs::read_u64(&self.dir.join("memory.current"))
+    }
+
+    fn pids_current(&self) -> Result<u64, Error> {
+        fs::read_u64(&self.dir.join("pids.current"))
     }
 }
