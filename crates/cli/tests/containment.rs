@@ -2117,6 +2117,168 @@ fn network_opt_in_does_not_expose_host_abstract_sockets() {
     host_unchanged(&m, w.path());
 }
 
+/// Run `corral run --batch FILE <flags>` and parse one JSON object per line.
+fn run_batch(
+    lines: &[serde_json::Value],
+    flags: &[&str],
+    dir: &Path,
+) -> (Vec<serde_json::Value>, Raw) {
+    let file = dir.join("batch.jsonl");
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    fs::write(&file, text).unwrap();
+    let mut c = corral_cmd();
+    c.args(["run", "--batch", file.to_str().unwrap()])
+        .args(flags);
+    let raw = run_command(c, secs(180));
+    let out = String::from_utf8_lossy(&raw.stdout).to_string();
+    assert!(
+        raw.status.success(),
+        "corral run --batch failed: {}\nstdout: {out}\nstderr: {}",
+        raw.status,
+        String::from_utf8_lossy(&raw.stderr)
+    );
+    let res: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad result line {l:?}: {e}")))
+        .collect();
+    assert_eq!(
+        res.len(),
+        lines.len(),
+        "one result per batch line expected:\n{out}"
+    );
+    (res, raw)
+}
+
+fn brief(v: &serde_json::Value) -> String {
+    let mut v = v.clone();
+    for k in ["script", "limits"] {
+        v.as_object_mut().map(|o| o.remove(k));
+    }
+    v.to_string()
+}
+
+/// Consecutive runs of a batch reuse warm sandboxes from the pool: nothing a
+/// run leaves behind (files, processes, IPC objects, CPU/memory/pids usage)
+/// may be visible to or charged to the next run.
+#[test]
+fn warm_pool_runs_do_not_share_state() {
+    use serde_json::json;
+    let _g = shared();
+    let w = workdir();
+    compile("persist", w.path());
+    compile("daemon", w.path());
+    compile("forkbomb", w.path());
+    copy_program("procs.py", w.path());
+    let dir = d(w.path());
+    let m = marker("pool");
+    let key = "434f5253";
+    let lines = vec![
+        json!({"argv": ["./persist", &m, "create", key], "dir": &dir}),
+        json!({"argv": ["./daemon", &m], "dir": &dir}),
+        json!({"argv": ["./forkbomb", &m], "dir": &dir}),
+        json!({"argv": ["/bin/sh", "-c", "echo left > /home/sandbox/left-behind.txt; echo left > /tmp/left-behind.txt; x=$(head -c 100000000 /dev/zero | tr '\\0' x); sleep 0.3"], "dir": &dir}),
+        json!({"argv": ["/usr/bin/python3", "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.7: pass"], "dir": &dir}),
+        // the checks, in the (warm) sandbox that ran the above
+        json!({"argv": ["./persist", &m, "check", key], "dir": &dir}),
+        json!({"argv": ["/usr/bin/python3", "procs.py", "check"], "dir": &dir}),
+        json!({"argv": ["/bin/sh", "-c", "ls -a /home/sandbox /tmp /dev/shm"]}),
+        json!({"argv": ["/usr/bin/python3", "-c", "import os\nn = 0\ntry:\n    while n < 10:\n        if os.fork() == 0:\n            os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('FORK FAILED', n, e)\nprint('FORKED', n)"]}),
+        json!({"argv": ["/bin/true"]}),
+    ];
+    let (res, _raw) = run_batch(
+        &lines,
+        &[
+            "--parallel",
+            "1",
+            "--pids",
+            "16",
+            "--memory",
+            "256M",
+            "--wall-time",
+            "10s",
+            "--cpu-time",
+            "5s",
+        ],
+        w.path(),
+    );
+    let st = |i: usize| res[i]["status"].as_str().unwrap_or("").to_string();
+    let out = |i: usize| res[i]["stdout"].as_str().unwrap_or("").to_string();
+    for i in 0..5 {
+        assert_eq!(
+            st(i),
+            "ok",
+            "setup line {} failed: {}",
+            i + 1,
+            brief(&res[i])
+        );
+    }
+    // files and IPC objects
+    assert_eq!(st(5), "ok", "{}", brief(&res[5]));
+    assert!(
+        !out(5).contains("SEEN"),
+        "a later run sees an earlier run's objects: {}",
+        brief(&res[5])
+    );
+    assert!(out(5).contains("GONE /tmp/persist"), "{}", brief(&res[5]));
+    // processes
+    assert_eq!(st(6), "ok", "{}", brief(&res[6]));
+    assert!(out(6).contains("DONE"), "{}", brief(&res[6]));
+    assert!(
+        !out(6).contains(&m),
+        "a later run sees an earlier run's processes: {}",
+        brief(&res[6])
+    );
+    // scratch space
+    assert_eq!(st(7), "ok", "{}", brief(&res[7]));
+    assert!(
+        !out(7).contains("left-behind"),
+        "a later run sees an earlier run's files: {}",
+        brief(&res[7])
+    );
+    assert!(
+        !out(7).contains("persist-"),
+        "a later run sees an earlier run's files: {}",
+        brief(&res[7])
+    );
+    // the pids budget is whole again (the fork bomb's orphans are gone)
+    assert_eq!(st(8), "ok", "{}", brief(&res[8]));
+    assert!(
+        out(8).contains("FORKED 10"),
+        "the pids budget is still used by an earlier run: {}",
+        brief(&res[8])
+    );
+    // usage is per run
+    let cpu = res[9]["cpu_time_ms"].as_i64().unwrap_or(i64::MAX);
+    assert!(
+        cpu < 300,
+        "/bin/true charged {cpu} ms of CPU (earlier runs' usage leaks in): {}",
+        brief(&res[9])
+    );
+    let mem = res[9]["memory_peak_bytes"].as_i64().unwrap_or(i64::MAX);
+    assert!(
+        mem < 50 << 20,
+        "/bin/true charged a memory peak of {mem} bytes: {}",
+        brief(&res[9])
+    );
+    assert_no_host_procs(&m);
+    let key_dec = u32::from_str_radix(key, 16).unwrap().to_string();
+    for f in [
+        "/proc/sysvipc/shm",
+        "/proc/sysvipc/msg",
+        "/proc/sysvipc/sem",
+    ] {
+        let t = fs::read_to_string(f).unwrap_or_default();
+        for l in t.lines().skip(1) {
+            assert_ne!(
+                l.split_whitespace().next(),
+                Some(key_dec.as_str()),
+                "host {f} has the sandbox's key: {l}"
+            );
+        }
+    }
+    assert_no_host_mount_mentions(&dir);
+}
+
 // ---------------------------------------------------------------- global host state
 
 /// Runs alone (exclusive lock): the host mount table is unchanged, the run's
