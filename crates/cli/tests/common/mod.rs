@@ -474,6 +474,55 @@ pub fn describe_cgroup(dir: &Path) -> String {
     s
 }
 
+/// The pids in a cgroup directory.
+pub fn cgroup_pids(dir: &Path) -> Vec<i32> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn ppid_of(pid: i32) -> Option<i32> {
+    let st = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    st.lines()
+        .find(|l| l.starts_with("PPid:"))
+        .and_then(|l| l[5..].trim().parse().ok())
+}
+
+/// True when some process of the cgroup descends from a live `corral`
+/// supervisor process (not a sandbox init) that is not a descendant of this
+/// test process: a concurrent corral run of someone else.  After this test
+/// waited for all its own corral processes, a cgroup of ours can only hold
+/// orphans (whose ancestry reaches pid 1 without a corral supervisor).
+pub fn cgroup_held_by_live_foreign_corral(dir: &Path) -> bool {
+    let me = std::process::id() as i32;
+    for pid in cgroup_pids(dir) {
+        let mut cur = pid;
+        let mut supervisor = false;
+        for _ in 0..64 {
+            let Some(pp) = ppid_of(cur) else { break };
+            if pp <= 1 {
+                break;
+            }
+            if pp == me {
+                return false;
+            }
+            let cmd = fs::read(format!("/proc/{pp}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd);
+            let argv0 = cmd.split('\0').next().unwrap_or("");
+            if argv0.ends_with("corral") && !cmd.contains("__sandbox-init") {
+                supervisor = true;
+            }
+            cur = pp;
+        }
+        if supervisor {
+            return true;
+        }
+    }
+    false
+}
+
 /// The cgroup paths (controller list -> path) of a host process.
 pub fn proc_cgroups(pid: i32) -> Vec<(String, String)> {
     fs::read_to_string(format!("/proc/{pid}/cgroup"))
