@@ -1921,6 +1921,76 @@ fn copy_out_skips_planted_traps() {
 }
 
 #[test]
+fn copy_out_of_sparse_files_is_bounded() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("sparse.sh", w.path());
+    let m = marker("sparse");
+    let out = tempdir();
+    let dest = out.path().join("out");
+    let root_free = statvfs_free("/");
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--copy-out",
+            &d(&dest),
+            "--disk",
+            "8M",
+            "--file-size",
+            "2G",
+            "--wall-time",
+            "30s",
+            "--",
+            SH,
+            "sparse.sh",
+            &m,
+        ]),
+        secs(120),
+    );
+    o.assert_status("ok");
+    assert!(
+        has_line(&o, "SPARSE "),
+        "the program could not create its sparse files\n{}",
+        o.describe()
+    );
+    assert_eq!(
+        fs::read_to_string(dest.join("small.txt")).ok().as_deref(),
+        Some("small\n"),
+        "small.txt was not copied out\n{}",
+        o.describe()
+    );
+    fn total(p: &Path) -> (u64, u64) {
+        let (mut apparent, mut blocks) = (0, 0);
+        for e in fs::read_dir(p).unwrap().flatten() {
+            let md = fs::symlink_metadata(e.path()).unwrap();
+            if md.is_dir() {
+                let (a, b) = total(&e.path());
+                apparent += a;
+                blocks += b;
+            } else {
+                apparent += md.len();
+                blocks += md.blocks() * 512;
+            }
+        }
+        (apparent, blocks)
+    }
+    let (apparent, used) = total(&dest);
+    assert!(
+        apparent <= 8 << 20 && used <= 8 << 20,
+        "copy-out wrote {apparent} bytes ({used} bytes on disk) for an 8M working dir\n{}",
+        o.describe()
+    );
+    let root_after = statvfs_free("/");
+    assert!(
+        root_after + (256 << 20) > root_free,
+        "host / lost {} MiB",
+        (root_free - root_after) >> 20
+    );
+    host_unchanged(&m, w.path());
+}
+
+#[test]
 fn proc_and_sys_are_masked() {
     let _g = shared();
     let w = workdir();
