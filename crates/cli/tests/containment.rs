@@ -532,6 +532,43 @@ fn output_flood_on_stderr_is_capped() {
     output_flood("stderr");
 }
 
+#[test]
+fn output_flood_on_both_streams_is_capped_together() {
+    let _g = shared();
+    let w = workdir();
+    compile("outflood", w.path());
+    let m = marker("outboth");
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--output",
+            "1M",
+            "--wall-time",
+            "20s",
+            "--",
+            "./outflood",
+            &m,
+            "both",
+        ]),
+        secs(90),
+    );
+    o.assert_status("output_limit");
+    let limit = o.limit_bytes("output").unwrap();
+    let (out, err) = (o.stdout().len() as i64, o.stderr().len() as i64);
+    assert!(
+        out + err <= limit,
+        "stdout {out} + stderr {err} bytes exceed the {limit} byte output limit (stdout + stderr together)"
+    );
+    assert!(o.stdout().chars().all(|c| c == 'A') && o.stderr().chars().all(|c| c == 'E'));
+    assert!(
+        o.json["stdout_truncated"] == true || o.json["stderr_truncated"] == true,
+        "{}",
+        o.describe()
+    );
+    host_unchanged(&m, w.path());
+}
+
 // ---------------------------------------------------------------- time
 
 #[test]
@@ -1987,6 +2024,105 @@ fn copy_out_of_sparse_files_is_bounded() {
         "host / lost {} MiB",
         (root_free - root_after) >> 20
     );
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn terminal_input_cannot_be_injected() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let _g = shared();
+    let w = workdir();
+    compile("tiocsti", w.path());
+    let m = marker("tiocsti");
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty fills two fds; null name/termios/winsize are allowed.
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(
+        r, 0,
+        "openpty failed: the host needs /dev/ptmx for this test"
+    );
+    // SAFETY: both fds were just returned by openpty and are owned here.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    // raw mode: injected characters become readable at once and are not echoed
+    // SAFETY: termios is plain data; tcgetattr/tcsetattr on our own pty fd.
+    unsafe {
+        let mut t: libc::termios = std::mem::zeroed();
+        assert_eq!(
+            libc::tcgetattr(std::os::fd::AsRawFd::as_raw_fd(&slave), &mut t),
+            0
+        );
+        libc::cfmakeraw(&mut t);
+        assert_eq!(
+            libc::tcsetattr(std::os::fd::AsRawFd::as_raw_fd(&slave), libc::TCSANOW, &t),
+            0
+        );
+    }
+    // corral without --json, the terminal as its stdin, stdout and stderr
+    let mut c = Command::new(corral_bin());
+    c.args([
+        "run",
+        "--dir",
+        &d(w.path()),
+        "--wall-time",
+        "10s",
+        "--",
+        "./tiocsti",
+        &m,
+    ]);
+    c.stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave.try_clone().unwrap());
+    let mut child = c.spawn().expect("spawn corral");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > secs(60) {
+            let _ = child.kill();
+            panic!("corral did not finish within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let read_all = |fd: &OwnedFd| -> Vec<u8> {
+        let raw = std::os::fd::AsRawFd::as_raw_fd(fd);
+        // SAFETY: fcntl/read on an fd we own, into a local buffer.
+        unsafe {
+            let fl = libc::fcntl(raw, libc::F_GETFL);
+            libc::fcntl(raw, libc::F_SETFL, fl | libc::O_NONBLOCK);
+            let mut out = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = libc::read(raw, buf.as_mut_ptr().cast(), buf.len());
+                if n <= 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n as usize]);
+            }
+            out
+        }
+    };
+    let shown = String::from_utf8_lossy(&read_all(&master)).to_string();
+    let injected = read_all(&slave);
+    assert!(
+        injected.is_empty(),
+        "the sandbox injected {:?} into the host terminal's input (corral exit {status}); output: {shown}",
+        String::from_utf8_lossy(&injected)
+    );
+    assert!(!shown.contains("ESCAPED"), "output: {shown}");
+    assert!(
+        shown.contains("BLOCKED: TIOCSTI") || shown.contains("NOTTY"),
+        "the program did not report (corral exit {status}); output: {shown}"
+    );
+    assert_eq!(status.code(), Some(0), "output: {shown}");
     host_unchanged(&m, w.path());
 }
 
