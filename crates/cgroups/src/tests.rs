@@ -930,7 +930,7 @@ fn v2_systemd_session_moves_itself_and_delegates() {
     assert_eq!(cg.paths(), [h.p(&leaf)]);
     assert_eq!(h.read(&format!("{leaf}/memory.max")), "67108864");
     assert_eq!(h.read(&format!("{leaf}/memory.swap.max")), "0");
-    assert_eq!(h.read(&format!("{leaf}/memory.oom.group")), "1");
+    assert_eq!(h.read(&format!("{leaf}/memory.oom.group")), "0");
     assert_eq!(h.read(&format!("{leaf}/pids.max")), "16");
     assert_eq!(cg.procs_files().unwrap().len(), 1);
 

@@ -10,7 +10,7 @@
 //! <own>                      subtree_control: cpu memory pids   (no processes)
 //! ├── corral-supervisor      the supervisor process, all its threads
 //! └── corral                 subtree_control: cpu memory pids   (no processes)
-//!     ├── <run-1>            memory.max, memory.swap.max=0, memory.oom.group=1, pids.max
+//!     ├── <run-1>            memory.max, memory.swap.max=0, memory.oom.group=0, pids.max
 //!     └── <run-2>
 //! ```
 //!
@@ -309,9 +309,10 @@ impl V2Cgroup {
         )?;
         // Absent without swap accounting (CONFIG_SWAP off, or swapaccount=0).
         fs::write_if_exists(&self.dir.join("memory.swap.max"), "0")?;
-        // One OOM kill takes the whole run down instead of leaving a half-dead process tree
-        // (Linux 4.19+).
-        fs::write_if_exists(&self.dir.join("memory.oom.group"), "1")?;
+        // No group OOM kill: the sandbox's long-lived PID 1 shares this cgroup and must survive
+        // its programs' OOM (it cannot always exempt itself: oom_score_adj -1000 needs
+        // CAP_SYS_RESOURCE). PID 1 ends the rest of the run itself once the program dies.
+        fs::write_if_exists(&self.dir.join("memory.oom.group"), "0")?;
         self.set_pids_limit(limits.pids)
     }
 

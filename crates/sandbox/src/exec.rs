@@ -28,7 +28,6 @@ pub struct Plan {
     gid: u32,
     rlimits: Rlimits,
     landlock: bool,
-    mounts: Vec<crate::spec::Mount>,
     program: String,
 }
 
@@ -66,7 +65,6 @@ impl Plan {
             gid: setup.gid,
             rlimits: rlimits.clone(),
             landlock: setup.landlock,
-            mounts: setup.mounts.clone(),
             program,
         })
     }
@@ -76,10 +74,11 @@ impl Plan {
 pub fn child(
     plan: &Plan,
     filter: &corral_seccomp::CompiledFilter,
+    landlock: Option<&landlock::RulesetCreated>,
     fds: &[OwnedFd],
     report: OwnedFd,
 ) -> ! {
-    match prepare(plan, fds) {
+    match prepare(plan, landlock, fds) {
         Ok(()) => {}
         Err(e) => fail(&report, e),
     }
@@ -147,24 +146,23 @@ fn check(what: &str, rc: libc::c_long) -> Result<(), String> {
     }
 }
 
-fn prepare(plan: &Plan, fds: &[OwnedFd]) -> Result<(), String> {
-    // Signals: PID 1 blocks SIGCHLD and Rust ignores SIGPIPE; the program must start with defaults.
-    SigSet::empty()
-        .thread_set_mask()
+fn prepare(
+    plan: &Plan,
+    landlock: Option<&landlock::RulesetCreated>,
+    fds: &[OwnedFd],
+) -> Result<(), String> {
+    // PID 1 set every disposition to default at start except SIGPIPE, and blocks SIGCHLD.
+    // SAFETY: installing SIG_DFL has no handler code that could run.
+    let _ = unsafe {
+        sigaction(
+            Signal::SIGPIPE,
+            &SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty()),
+        )
+    };
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
         .map_err(|e| format!("sigprocmask: {e}"))?;
-    let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
-    for sig in Signal::iterator() {
-        if matches!(sig, Signal::SIGKILL | Signal::SIGSTOP) {
-            continue;
-        }
-        // SAFETY: installing SIG_DFL has no handler code that could run.
-        let _ = unsafe {
-            sigaction(
-                sig,
-                &SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty()),
-            )
-        };
-    }
+    // PID 1 is exempt from the OOM killer; the program must not be.
+    std::fs::write("/proc/self/oom_score_adj", b"0").map_err(|e| format!("oom_score_adj: {e}"))?;
     nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
 
     // The cgroup (joined by PID 1) is hidden behind a namespace of its own.
@@ -198,12 +196,12 @@ fn prepare(plan: &Plan, fds: &[OwnedFd]) -> Result<(), String> {
         "PR_SET_NO_NEW_PRIVS",
         unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } as libc::c_long,
     )?;
-    if plan.landlock && crate::landlock::kernel_abi() > 0 {
-        match crate::landlock::restrict(&plan.mounts) {
-            Ok(true) => {}
-            Ok(false) => return Err("Landlock is available but enforced nothing".into()),
-            Err(e) => return Err(format!("Landlock: {e}")),
+    match (landlock, plan.landlock) {
+        (Some(ruleset), _) => crate::landlock::apply(ruleset)?,
+        (None, true) if crate::landlock::kernel_abi() > 0 => {
+            return Err("the Landlock ruleset is missing".into())
         }
+        (None, _) => {}
     }
     Ok(())
 }
@@ -230,17 +228,9 @@ fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> Resu
 }
 
 /// Becomes the sandbox user with no capabilities left anywhere (effective, permitted, inheritable,
-/// ambient, bounding) and no supplementary groups.
+/// ambient; the bounding set is already empty) and no supplementary groups.
 fn drop_privileges(uid: u32, gid: u32) -> Result<(), String> {
-    // The bounding set can only shrink while we still hold CAP_SETPCAP, i.e. before setuid.
-    let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse::<libc::c_ulong>().ok())
-        .unwrap_or(40);
-    for cap in 0..=last {
-        // SAFETY: prctl with integer arguments.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
-    }
+    // PID 1 emptied the bounding set once (see `drop_bounding_set`); this child inherited it.
     // SAFETY: prctl with integer arguments.
     unsafe {
         libc::prctl(
@@ -287,5 +277,43 @@ pub fn loopback_up() {
             libc::ioctl(sock, libc::SIOCSIFFLAGS, &req);
         }
         libc::close(sock);
+    }
+}
+
+/// Empties the capability bounding set of the calling process (PID 1): no program it starts can
+/// ever gain a capability through exec, whatever file capabilities or setuid bits it meets.
+/// PID 1 keeps its own effective capabilities for building and resetting the sandbox.
+pub fn drop_bounding_set() -> Result<(), String> {
+    let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse::<libc::c_ulong>().ok())
+        .unwrap_or(63);
+    for cap in 0..=last {
+        // SAFETY: prctl with integer arguments.
+        let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+        if rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            return Err(format!(
+                "dropping capability {cap} from the bounding set: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Sets every signal disposition to the default except SIGPIPE (which PID 1 keeps ignored), so
+/// nothing the host ignored (e.g. SIGHUP under nohup) is inherited by programs.
+pub fn default_signals() {
+    for sig in Signal::iterator() {
+        if matches!(sig, Signal::SIGKILL | Signal::SIGSTOP | Signal::SIGPIPE) {
+            continue;
+        }
+        // SAFETY: installing SIG_DFL has no handler code that could run.
+        let _ = unsafe {
+            sigaction(
+                sig,
+                &SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty()),
+            )
+        };
     }
 }

@@ -124,6 +124,15 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
         exec::loopback_up();
     }
     crate::rootfs::build(setup)?;
+    exec::default_signals();
+    exec::drop_bounding_set().map_err(SandboxError::Init)?;
+    // The OOM killer should pick a program, never PID 1 (best effort: needs CAP_SYS_RESOURCE).
+    let _ = std::fs::write("/proc/self/oom_score_adj", b"-1000");
+    let mut landlock = if setup.landlock {
+        crate::landlock::prepare(&setup.mounts).map_err(SandboxError::Init)?
+    } else {
+        None
+    };
     let filter = corral_seccomp::CompiledFilter::from_bytes(setup.seccomp.clone())?;
     let landlock_abi = setup.landlock.then(crate::landlock::kernel_abi);
     send_ready(ctl, landlock_abi)?;
@@ -190,7 +199,15 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                         )?;
                         continue;
                     }
-                    match start(setup, &filter, &argv, &env, &rlimits, fds) {
+                    match start(
+                        setup,
+                        &filter,
+                        landlock.as_ref(),
+                        &argv,
+                        &env,
+                        &rlimits,
+                        fds,
+                    ) {
                         Ok(run) => {
                             protocol::send(ctl, &Event::Started, &[])?;
                             current = Some(run);
@@ -220,6 +237,11 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                     }
                     // A sandbox that cannot be made as good as new must not be reused: exit.
                     reset(setup, disk_bytes, inodes, &last_pid)?;
+                    // The scratch mounts are new inodes: the Landlock rules must name them again.
+                    if setup.landlock {
+                        landlock =
+                            crate::landlock::prepare(&setup.mounts).map_err(SandboxError::Init)?;
+                    }
                     send_ready(ctl, landlock_abi)?;
                 }
                 Request::Kill => {
@@ -392,6 +414,7 @@ fn reap_all_nonblocking() {
 fn start(
     setup: &Setup,
     filter: &corral_seccomp::CompiledFilter,
+    landlock: Option<&landlock::RulesetCreated>,
     argv: &[String],
     env: &[(String, String)],
     rlimits: &protocol::Rlimits,
@@ -417,7 +440,7 @@ fn start(
         Err(e) => Err(format!("fork: {e}")),
         Ok(ForkResult::Child) => {
             drop(mine);
-            exec::child(&plan, filter, &fds, theirs)
+            exec::child(&plan, filter, landlock, &fds, theirs)
         }
         Ok(ForkResult::Parent { child }) => {
             drop(theirs);

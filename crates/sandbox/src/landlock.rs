@@ -6,7 +6,7 @@
 
 use landlock::{
     Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
 use crate::spec::{Mount, WORKDIR};
@@ -32,9 +32,13 @@ pub fn kernel_abi() -> i32 {
     }
 }
 
-/// Restricts the calling process (and its future children). Returns whether Landlock enforced
-/// anything; an error means the kernel has Landlock but refused the ruleset — the caller fails closed.
-pub fn restrict(mounts: &[Mount]) -> Result<bool, String> {
+/// Builds the ruleset for the sandbox's current filesystem (once per sandbox, and again after each
+/// reset, since the fresh scratch mounts are new inodes). `Ok(None)` when the kernel has no Landlock.
+/// Applying it to each program is then a single syscall ([`apply`]).
+pub fn prepare(mounts: &[Mount]) -> Result<Option<RulesetCreated>, String> {
+    if kernel_abi() <= 0 {
+        return Ok(None);
+    }
     let all = AccessFs::from_all(TARGET);
     let read = AccessFs::from_read(TARGET);
     let dev_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
@@ -79,6 +83,19 @@ pub fn restrict(mounts: &[Mount]) -> Result<bool, String> {
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| format!("{path}: {e}"))?;
     }
-    let status = ruleset.restrict_self().map_err(|e| e.to_string())?;
-    Ok(status.ruleset != RulesetStatus::NotEnforced)
+    Ok(Some(ruleset))
+}
+
+/// Restricts the calling process (and its future children) with a prepared ruleset. An error
+/// means the kernel refused it — the caller fails closed.
+pub fn apply(ruleset: &RulesetCreated) -> Result<(), String> {
+    let status = ruleset
+        .try_clone()
+        .map_err(|e| e.to_string())?
+        .restrict_self()
+        .map_err(|e| e.to_string())?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err("Landlock is available but enforced nothing".into());
+    }
+    Ok(())
 }
