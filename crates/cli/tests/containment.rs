@@ -396,6 +396,107 @@ fn disk_fill_in_var_tmp_is_bounded() {
 }
 
 #[test]
+fn tmpfs_data_counts_against_memory_limit() {
+    // A big --disk but a small --memory: data in the in-memory /dev/shm is
+    // host RAM and must be charged to the run.
+    let _g = shared();
+    let w = workdir();
+    copy_program("diskfill.py", w.path());
+    let m = marker("shmmem");
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--disk",
+            "1G",
+            "--memory",
+            "64M",
+            "--wall-time",
+            "30s",
+            "--",
+            PY,
+            "diskfill.py",
+            "/dev/shm",
+            "512",
+            &m,
+        ]),
+        secs(120),
+    );
+    o.assert_no_escape();
+    o.assert_status_in(&["memory_limit", "ok"]);
+    if o.status() == "ok" {
+        let line = o
+            .lines()
+            .into_iter()
+            .find(|l| l.starts_with("BLOCKED: "))
+            .unwrap_or_else(|| panic!("{}", o.describe()))
+            .to_string();
+        let wrote: i64 = line
+            .rsplit("wrote=")
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            wrote <= 80 << 20,
+            "wrote {wrote} bytes of tmpfs data under --memory 64M\n{}",
+            o.describe()
+        );
+    }
+    host_unchanged(&m, w.path());
+}
+
+#[test]
+fn pipe_buffers_count_against_memory_limit() {
+    let _g = shared();
+    let w = workdir();
+    copy_program("pipebomb.py", w.path());
+    let m = marker("pipebomb");
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--memory",
+            "64M",
+            "--pids",
+            "16",
+            "--open-files",
+            "1024",
+            "--wall-time",
+            "30s",
+            "--",
+            PY,
+            "pipebomb.py",
+            &m,
+            "8",
+        ]),
+        secs(120),
+    );
+    o.assert_status_in(&["memory_limit", "ok"]);
+    let buffered: i64 = o
+        .lines()
+        .into_iter()
+        .filter_map(|l| l.strip_prefix("BUFFERED "))
+        .map(|n| n.trim().parse::<i64>().unwrap())
+        .sum();
+    assert!(
+        buffered <= 128 << 20,
+        "{} MiB of pipe buffers held under --memory 64M\n{}",
+        buffered >> 20,
+        o.describe()
+    );
+    if let Some(peak) = o.int("memory_peak_bytes") {
+        assert!(
+            peak <= 96 << 20,
+            "memory_peak_bytes {peak} under --memory 64M\n{}",
+            o.describe()
+        );
+    }
+    host_unchanged(&m, w.path());
+}
+
+#[test]
 fn inode_exhaustion_gets_enospc() {
     let _g = shared();
     let w = workdir();

@@ -761,3 +761,107 @@ fn network_opt_in_reaches_host_loopback() {
         "the host listener got no connection"
     );
 }
+
+// ---------------------------------------------------------------- layout
+
+#[test]
+fn root_dev_and_etc_are_minimal() {
+    let _g = shared();
+    let o = sh(
+        "echo ROOT $(ls -A /); echo DEV $(ls -A /dev); echo ETC $(ls -A /etc); echo x > /dev/null && echo NULL_OK; head -c 4 /dev/zero | od -An -tx1; head -c 16 /dev/urandom | wc -c",
+        &["--wall-time", "10s"],
+    );
+    o.assert_status("ok");
+    let line = |p: &str| -> Vec<String> {
+        o.stdout()
+            .lines()
+            .find(|l| l.starts_with(p))
+            .unwrap_or_else(|| panic!("{}", o.describe()))
+            .split_whitespace()
+            .skip(1)
+            .map(str::to_string)
+            .collect()
+    };
+    let root_ok = [
+        "bin", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "opt", "proc", "sbin",
+        "tmp", "usr", "var",
+    ];
+    for e in line("ROOT") {
+        assert!(
+            root_ok.contains(&e.as_str()),
+            "unexpected /{e} in the sandbox root"
+        );
+    }
+    let dev_ok = [
+        "null", "zero", "full", "random", "urandom", "shm", "fd", "stdin", "stdout", "stderr",
+        "mqueue",
+    ];
+    for e in line("DEV") {
+        assert!(
+            dev_ok.contains(&e.as_str()),
+            "unexpected /dev/{e} in the sandbox"
+        );
+    }
+    let etc = line("ETC");
+    for bad in [
+        "shadow",
+        "gshadow",
+        "shadow-",
+        "gshadow-",
+        "sudoers",
+        "sudoers.d",
+        "ssh",
+        "machine-id",
+        "crontab",
+        "security",
+    ] {
+        assert!(
+            !etc.iter().any(|e| e == bad),
+            "/etc/{bad} is in the sandbox: {etc:?}"
+        );
+    }
+    for need in ["passwd", "group", "hosts"] {
+        assert!(
+            etc.iter().any(|e| e == need),
+            "/etc/{need} missing: {etc:?}"
+        );
+    }
+    assert!(o.stdout().contains("NULL_OK"), "{}", o.describe());
+    assert!(o.stdout().contains(" 00 00 00 00"), "{}", o.describe());
+    assert!(
+        o.stdout().lines().any(|l| l.trim() == "16"),
+        "{}",
+        o.describe()
+    );
+}
+
+#[test]
+fn passwd_is_synthetic() {
+    let _g = shared();
+    let o = run(&[
+        "--wall-time",
+        "10s",
+        "--",
+        "/bin/cat",
+        "/etc/passwd",
+        "/etc/group",
+    ]);
+    o.assert_status("ok");
+    let host = fs::read_to_string("/etc/passwd").unwrap();
+    for l in host.lines() {
+        let user = l.split(':').next().unwrap();
+        if ["root", "nobody", "sandbox"].contains(&user) || user.is_empty() {
+            continue;
+        }
+        assert!(
+            !o.stdout()
+                .lines()
+                .any(|s| s.starts_with(&format!("{user}:"))),
+            "host user {user} is listed in the sandbox's /etc/passwd or group"
+        );
+    }
+    assert!(
+        !o.stdout().contains("$6$") && !o.stdout().contains("$y$"),
+        "password hashes in the sandbox's passwd"
+    );
+}
