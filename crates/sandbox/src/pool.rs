@@ -101,10 +101,15 @@ impl Pool {
         }
     }
 
+    /// An idle sandbox of this shape, preferring one whose reset has already finished (so the
+    /// caller does not wait for it); otherwise the one given back first.
     fn take_idle(&self, shape: &SandboxConfig) -> Option<Sandbox> {
         let mut idle = self.idle.lock().ok()?;
-        let i = idle.iter().position(|s| s.config() == shape)?;
-        Some(idle.swap_remove(i))
+        let i = idle
+            .iter()
+            .position(|s| s.config() == shape && s.reset_done())
+            .or_else(|| idle.iter().position(|s| s.config() == shape))?;
+        Some(idle.remove(i))
     }
 
     fn give_back(&self, mut s: Sandbox) {

@@ -230,6 +230,18 @@ impl Sandbox {
         Ok(())
     }
 
+    /// True when no reset is pending, or its answer is already waiting (collecting it won't block).
+    pub fn reset_done(&self) -> bool {
+        if self.pending_reset.is_none() {
+            return true;
+        }
+        let mut fds = [nix::poll::PollFd::new(
+            self.ctl.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO), Ok(n) if n > 0)
+    }
+
     /// Collects the answer to [`Sandbox::begin_reset`] (no-op when none is pending).
     pub fn finish_reset(&mut self) -> Result<(), SandboxError> {
         let Some((disk_bytes, inodes)) = self.pending_reset.take() else {
