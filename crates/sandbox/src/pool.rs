@@ -6,7 +6,7 @@
 //! while the caller already has its result; the next user collects the reset's answer first. A
 //! sandbox whose reset fails, or that served `recycle_after` runs, is destroyed, never reused.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use crate::capture::OutputSink;
 use crate::error::SandboxError;
@@ -22,8 +22,10 @@ pub struct PoolConfig {
     pub max_idle: usize,
     /// A sandbox is destroyed after this many leases (0 = never).
     pub recycle_after: u64,
-    /// Build a new sandbox for every run instead of reusing (the pool then only bounds nothing).
+    /// Build a new sandbox for every run instead of reusing.
     pub fresh: bool,
+    /// Sandboxes leased at once; further leases wait (0 = no bound).
+    pub max_active: usize,
 }
 
 impl Default for PoolConfig {
@@ -32,6 +34,7 @@ impl Default for PoolConfig {
             max_idle: 8,
             recycle_after: 1000,
             fresh: false,
+            max_active: 0,
         }
     }
 }
@@ -40,6 +43,9 @@ pub struct Pool {
     host: Arc<Host>,
     config: PoolConfig,
     idle: Mutex<Vec<Sandbox>>,
+    /// Leases out right now, and a signal for those waiting on `max_active`.
+    active: Mutex<usize>,
+    freed: Condvar,
 }
 
 impl Pool {
@@ -48,7 +54,35 @@ impl Pool {
             host,
             config,
             idle: Mutex::new(Vec::new()),
+            active: Mutex::new(0),
+            freed: Condvar::new(),
         })
+    }
+
+    /// Leases out right now.
+    pub fn active(&self) -> usize {
+        self.active.lock().map(|a| *a).unwrap_or(0)
+    }
+
+    /// Waits for a free slot under `max_active`, then takes it.
+    fn enter(&self) {
+        let Ok(mut active) = self.active.lock() else {
+            return;
+        };
+        while self.config.max_active > 0 && *active >= self.config.max_active {
+            match self.freed.wait(active) {
+                Ok(a) => active = a,
+                Err(_) => return,
+            }
+        }
+        *active += 1;
+    }
+
+    fn leave(&self) {
+        if let Ok(mut active) = self.active.lock() {
+            *active = active.saturating_sub(1);
+        }
+        self.freed.notify_one();
     }
 
     pub fn host(&self) -> &Arc<Host> {
@@ -72,6 +106,7 @@ impl Pool {
     /// A sandbox of this shape for exclusive use: several runs in sequence share its working
     /// directory (compile, then run the tests). Dropping the lease gives it back.
     pub fn lease(self: &Arc<Self>, shape: &SandboxConfig) -> Result<Lease, SandboxError> {
+        self.enter();
         if !self.config.fresh {
             while let Some(mut s) = self.take_idle(shape) {
                 // Collect the reset that started when it was given back; a failure retires it.
@@ -83,11 +118,16 @@ impl Pool {
                 }
             }
         }
-        let s = Sandbox::create(&self.host, shape)?;
-        Ok(Lease {
-            pool: self.clone(),
-            sandbox: Some(s),
-        })
+        match Sandbox::create(&self.host, shape) {
+            Ok(s) => Ok(Lease {
+                pool: self.clone(),
+                sandbox: Some(s),
+            }),
+            Err(e) => {
+                self.leave();
+                Err(e)
+            }
+        }
     }
 
     /// One run, start to end, in a pooled sandbox (copy in, run, copy out, give back).
@@ -150,5 +190,6 @@ impl Drop for Lease {
             s.count_lease();
             self.pool.give_back(s);
         }
+        self.pool.leave();
     }
 }
