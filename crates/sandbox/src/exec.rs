@@ -192,10 +192,8 @@ fn prepare(
 
     drop_privileges(plan.uid, plan.gid)?;
     // SAFETY: prctl with integer arguments.
-    check(
-        "PR_SET_NO_NEW_PRIVS",
-        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } as libc::c_long,
-    )?;
+    let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    check("PR_SET_NO_NEW_PRIVS", rc as libc::c_long)?;
     match (landlock, plan.landlock) {
         (Some(ruleset), _) => crate::landlock::apply(ruleset)?,
         (None, true) if crate::landlock::kernel_abi() > 0 => {

@@ -34,6 +34,8 @@ pub struct Execution<'s> {
     outs: [Option<(OwnedFd, Stream)>; 2],
     stdin: Option<OwnedFd>,
     pending_stdin: Vec<u8>,
+    /// The answer to the last `ProbeStdin`, once it arrived.
+    stdin_wait: Option<bool>,
     close_stdin_when_flushed: bool,
     killed_for: Option<Status>,
     blocked: Option<String>,
@@ -69,6 +71,7 @@ impl<'s> Execution<'s> {
             ],
             stdin,
             pending_stdin: Vec::new(),
+            stdin_wait: None,
             close_stdin_when_flushed: false,
             killed_for: None,
             blocked: None,
@@ -119,6 +122,20 @@ impl<'s> Execution<'s> {
     }
     pub fn elapsed(&self) -> Duration {
         self.start.elapsed()
+    }
+
+    /// Asks the kernel whether the program is blocked reading its standard input right now
+    /// (false once it has ended). Other events that arrive meanwhile are handled as usual.
+    pub fn waiting_for_stdin(&mut self, sink: &mut dyn OutputSink) -> Result<bool, SandboxError> {
+        if self.finished.is_some() {
+            return Ok(false);
+        }
+        self.stdin_wait = None;
+        self.sandbox.send(&Request::ProbeStdin)?;
+        while self.stdin_wait.is_none() && self.finished.is_none() {
+            self.turn(None, sink)?;
+        }
+        Ok(self.stdin_wait.take().unwrap_or(false))
     }
 
     /// True once the main program has ended (output may still be draining).
@@ -240,6 +257,7 @@ impl<'s> Execution<'s> {
             progressed = true;
             match self.sandbox.next_event()? {
                 Event::Blocked { syscall } => self.blocked = Some(syscall),
+                Event::StdinWait { waiting } => self.stdin_wait = Some(waiting),
                 Event::Finished {
                     exit_code,
                     signal,

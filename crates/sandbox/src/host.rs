@@ -34,7 +34,6 @@ pub struct Host {
     pub(crate) init: InitProgram,
     filter_offline: OnceLock<Result<CompiledFilter, String>>,
     filter_online: OnceLock<Result<CompiledFilter, String>>,
-    next_id: AtomicU32,
     pub(crate) landlock: bool,
 }
 
@@ -54,7 +53,6 @@ impl Host {
             init,
             filter_offline: OnceLock::new(),
             filter_online: OnceLock::new(),
-            next_id: AtomicU32::new(0),
             landlock: true,
         })
     }
@@ -74,9 +72,11 @@ impl Host {
         .map_err(|e| SandboxError::Init(format!("compiling the seccomp profile: {e}")))
     }
 
-    /// A name unique within this host for a sandbox or run (cgroup names, uids).
+    /// A name unique on this machine for a sandbox (cgroup names, uids): the process id and a
+    /// counter shared by every `Host` of the process.
     pub(crate) fn unique(&self) -> (u32, String) {
-        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         (n, format!("{pid}-{n}"))
     }

@@ -249,6 +249,10 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                         run.kill_all();
                     }
                 }
+                Request::ProbeStdin => {
+                    let waiting = current.is_some() && crate::stdin_probe::any_waiting_on_stdin();
+                    protocol::send(ctl, &Event::StdinWait { waiting }, &[])?;
+                }
                 Request::Exit => return Ok(()),
             }
         }

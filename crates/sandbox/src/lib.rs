@@ -27,6 +27,7 @@ pub mod protocol;
 pub mod rootfs;
 pub mod sandbox;
 pub mod spec;
+pub mod stdin_probe;
 
 pub use capture::{NoSink, OutputSink};
 pub use error::{SandboxError, SpecError};

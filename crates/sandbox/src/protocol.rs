@@ -58,6 +58,8 @@ pub enum Request {
     Signal { signal: i32 },
     /// Kill every process of the current run.
     Kill,
+    /// Is some process of the current run blocked reading its standard input? Answered by `StdinWait`.
+    ProbeStdin,
     /// Make the sandbox as good as new for another user: fresh working directory, `/tmp` and
     /// `/dev/shm`, fresh IPC and network namespaces, PID numbering restarted. Answered by `Ready`.
     Reset { disk_bytes: u64, inodes: u64 },
@@ -74,6 +76,8 @@ pub enum Event {
     Started,
     /// The program attempted a syscall the profile forbids; the run is being killed.
     Blocked { syscall: String },
+    /// Answer to `ProbeStdin`.
+    StdinWait { waiting: bool },
     /// The program ended and every process of the run is dead and reaped.
     Finished {
         exit_code: Option<i32>,
