@@ -1,7 +1,9 @@
 //! `corral`: run untrusted code safely and grade it.
 
 mod batch;
+mod check;
 mod doctor;
+mod languages;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +29,10 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Report what isolation this host supports, and try a real sandbox.
     Doctor(doctor::DoctorArgs),
+    /// Grade a submission folder against a check suite.
+    Check(Box<check::CheckArgs>),
+    /// List the languages checks can use, and whether this host has them.
+    Languages(languages::LanguagesArgs),
 }
 
 fn main() {
@@ -41,6 +47,8 @@ fn main() {
     let code = match cli.command {
         Command::Run(args) => run::main(*args),
         Command::Doctor(args) => doctor::main(args),
+        Command::Check(args) => check::main(*args),
+        Command::Languages(args) => languages::main(args),
     };
     std::process::exit(code);
 }

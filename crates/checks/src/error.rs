@@ -1,0 +1,73 @@
+//! Typed errors of the checks library.
+
+use std::path::PathBuf;
+
+/// A suite file that cannot be used. The message names the file, and where known the line and key.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file does not parse or has the wrong shape (unknown key, wrong type, …).
+    #[error("{}{}: {message}", path.display(), location.map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default())]
+    Parse {
+        path: PathBuf,
+        /// Line and column (1-based) when the parser knows them.
+        location: Option<(usize, usize)>,
+        message: String,
+    },
+    /// The file parses but means something impossible (unknown dependency, cycle, bad regex, …).
+    #[error("{}: {message}", path.display())]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// A language registry file that cannot be used, or a language that cannot be found.
+#[derive(Debug, thiserror::Error)]
+pub enum LanguageError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("{origin}: language {id:?}: {message}")]
+    Invalid {
+        origin: String,
+        id: String,
+        message: String,
+    },
+    #[error("unknown language {0:?} (see `corral languages`)")]
+    Unknown(String),
+}
+
+/// Grading could not proceed (as opposed to a check that failed).
+#[derive(Debug, thiserror::Error)]
+pub enum GradeError {
+    #[error("submission {}: {why}", path.display())]
+    Submission { path: PathBuf, why: String },
+    #[error("language {id:?} needed by check {check:?} is unavailable on this host: {why}")]
+    LanguageUnavailable {
+        id: String,
+        check: String,
+        why: String,
+    },
+    #[error(transparent)]
+    Language(#[from] LanguageError),
+    #[error("invalid limits for check {check:?}: {source}")]
+    Limits {
+        check: String,
+        #[source]
+        source: corral_sandbox::SpecError,
+    },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,384 @@
+//! The language registry: how to compile and run a program in each language inside a sandbox.
+//!
+//! The built-in entries live in `data/languages.toml` (embedded in the binary). An operator file of
+//! the same shape adds languages or replaces entries by id. A language whose toolchain is missing on
+//! this host is *unavailable* — reported, never a crash.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use corral_sandbox::{
+    Limits, LimitsRequest, Mount, NoSink, Pool, RunSpec, SandboxConfig, Status, Stdin,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::error::LanguageError;
+
+/// The built-in registry file.
+pub const BUILTIN: &str = include_str!("../data/languages.toml");
+
+/// One language as the registry file describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Language {
+    /// The table key (`c`, `java`, …).
+    #[serde(skip_deserializing, default)]
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Conventional source file name of a one-file program.
+    pub source: String,
+    /// Builds `source` (a `/bin/sh -c` command in the working directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile: Option<String>,
+    /// Runs the program.
+    pub run: String,
+    /// Extra read-only host paths, `SRC` or `SRC:DST`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// Extra environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// A command whose first line of output is the toolchain's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Default limits this toolchain needs (a suite's own limits still win).
+    #[serde(default)]
+    pub limits: LimitsRequest,
+    /// Programs or absolute host paths that must exist; default: the first word of `compile`
+    /// and `run` unless it starts with `./`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegistryFile {
+    #[serde(default)]
+    languages: BTreeMap<String, Language>,
+}
+
+/// Whether a language can be used on this host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LanguageStatus {
+    pub id: String,
+    pub name: String,
+    pub available: bool,
+    /// Why it is unavailable (or why the version could not be read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    pub source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compile: Option<String>,
+    pub run: String,
+}
+
+/// All known languages, by id.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    languages: BTreeMap<String, Language>,
+}
+
+impl Registry {
+    /// The built-in languages only.
+    pub fn builtin() -> Self {
+        let mut r = Registry::default();
+        r.merge_str(BUILTIN, "built-in languages.toml")
+            .expect("the built-in registry is valid (tested)");
+        r
+    }
+
+    /// The built-in languages, then `extra` (an operator file) on top.
+    pub fn load(extra: Option<&Path>) -> Result<Self, LanguageError> {
+        let mut r = Registry::builtin();
+        if let Some(path) = extra {
+            let text = std::fs::read_to_string(path).map_err(|source| LanguageError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            r.merge_str(&text, &path.display().to_string())?;
+        }
+        Ok(r)
+    }
+
+    /// Adds the languages of a registry file (TOML); an id already known is replaced whole.
+    pub fn merge_str(&mut self, text: &str, origin: &str) -> Result<(), LanguageError> {
+        let file: RegistryFile = toml::from_str(text).map_err(|e| LanguageError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        for (id, mut lang) in file.languages {
+            lang.id = id.clone();
+            let bad = |message: String| LanguageError::Invalid {
+                origin: origin.to_string(),
+                id: id.clone(),
+                message,
+            };
+            if id.is_empty()
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '+')
+            {
+                return Err(bad("ids are letters, digits, '-', '_' and '+'".into()));
+            }
+            if lang.run.trim().is_empty() {
+                return Err(bad("`run` is empty".into()));
+            }
+            lang.mounts().map_err(bad)?;
+            lang.limits
+                .resolve(&Limits::default())
+                .map_err(|e| bad(e.to_string()))?;
+            for (k, v) in &lang.env {
+                corral_sandbox::spec::parse_env(&format!("{k}={v}"))
+                    .map_err(|e| bad(e.to_string()))?;
+            }
+            self.languages.insert(id, lang);
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, id: &str) -> Result<&Language, LanguageError> {
+        self.languages
+            .get(id)
+            .ok_or_else(|| LanguageError::Unknown(id.to_string()))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Language> {
+        self.languages.values()
+    }
+
+    /// Every language with its status; versions are read by running each `version` command in a
+    /// sandbox from `pool` (without a pool, only the host-side checks are made).
+    pub fn probe(&self, pool: Option<&Arc<Pool>>) -> Vec<LanguageStatus> {
+        let langs: Vec<&Language> = self.iter().collect();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = langs
+                .iter()
+                .map(|l| s.spawn(move || l.probe(pool)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("probe thread"))
+                .collect()
+        })
+    }
+}
+
+impl Language {
+    /// The read-only mounts this language needs.
+    pub fn mounts(&self) -> Result<Vec<Mount>, String> {
+        self.paths
+            .iter()
+            .map(|p| Mount::parse(p, false).map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    /// Environment variables as `RunSpec` takes them.
+    pub fn env_pairs(&self) -> Vec<(String, String)> {
+        self.env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The limits of a run in this language: corral's defaults, then the language's.
+    pub fn default_limits(&self) -> Limits {
+        self.limits.resolve(&Limits::default()).unwrap_or_default()
+    }
+
+    /// What must exist on the host for this language to work.
+    pub fn required(&self) -> Vec<String> {
+        if let Some(r) = &self.requires {
+            return r.clone();
+        }
+        let mut out = Vec::new();
+        for cmd in self.compile.iter().chain(std::iter::once(&self.run)) {
+            if let Some(first) = cmd.split_whitespace().next() {
+                if !first.starts_with("./") && !out.iter().any(|o| o == first) {
+                    out.push(first.to_string());
+                }
+            }
+        }
+        out
+    }
+
+    /// Host-side availability: every mount source and required program exists. `Err` says why not.
+    pub fn check_host(&self) -> Result<(), String> {
+        let mounts = self.mounts()?;
+        for m in &mounts {
+            if !m.src.exists() {
+                return Err(format!("{} does not exist on this host", m.src.display()));
+            }
+        }
+        let path_var = self
+            .env
+            .get("PATH")
+            .cloned()
+            .unwrap_or_else(|| corral_sandbox::spec::DEFAULT_PATH.to_string());
+        for req in self.required() {
+            if req.contains('/') {
+                let host = to_host(Path::new(&req), &mounts);
+                if !host.exists() {
+                    return Err(format!("{req} not found"));
+                }
+                continue;
+            }
+            let found = path_var.split(':').filter(|d| !d.is_empty()).any(|d| {
+                let candidate = to_host(&Path::new(d).join(&req), &mounts);
+                is_executable(&candidate)
+            });
+            if !found {
+                return Err(format!("{req} not found in PATH ({path_var})"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Availability and version. The version command runs in a sandbox, which also proves that the
+    /// toolchain works there.
+    pub fn probe(&self, pool: Option<&Arc<Pool>>) -> LanguageStatus {
+        let mut st = LanguageStatus {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            available: true,
+            reason: None,
+            version: None,
+            source: self.source.clone(),
+            compile: self.compile.clone(),
+            run: self.run.clone(),
+        };
+        if let Err(why) = self.check_host() {
+            st.available = false;
+            st.reason = Some(why);
+            return st;
+        }
+        let (Some(cmd), Some(pool)) = (&self.version, pool) else {
+            return st;
+        };
+        let mut spec = RunSpec::new(vec!["/bin/sh".into(), "-c".into(), cmd.clone()]);
+        spec.env = self.env_pairs();
+        spec.stdin = Stdin::Empty;
+        spec.mounts = self.mounts().unwrap_or_default();
+        spec.limits = self.default_limits();
+        let shape = SandboxConfig::for_spec(&spec);
+        let outcome = match pool.lease(&shape) {
+            Ok(mut lease) => lease.sandbox().run(&spec, &mut NoSink),
+            Err(e) => {
+                st.reason = Some(format!("version unknown: {e}"));
+                return st;
+            }
+        };
+        let text = format!("{}{}", outcome.stdout.text(), outcome.stderr.text());
+        let first = text.lines().map(str::trim).find(|l| !l.is_empty());
+        match (outcome.status, first) {
+            (Status::Ok, Some(line)) => st.version = Some(line.to_string()),
+            (Status::SandboxError, _) => {
+                st.reason = Some(format!(
+                    "version unknown: {}",
+                    outcome.reason().unwrap_or_default()
+                ))
+            }
+            _ => {
+                st.available = false;
+                st.reason = Some(format!(
+                    "`{cmd}` failed in the sandbox ({}): {}",
+                    outcome
+                        .reason()
+                        .unwrap_or_else(|| format!("exit code {}", outcome.shell_code())),
+                    first.unwrap_or("no output")
+                ));
+            }
+        }
+        st
+    }
+}
+
+/// Where a path inside the sandbox lives on the host (through the language's mounts; system
+/// folders are the host's own).
+fn to_host(inside: &Path, mounts: &[Mount]) -> PathBuf {
+    for m in mounts {
+        if let Ok(rest) = inside.strip_prefix(&m.dst) {
+            return m.src.join(rest);
+        }
+    }
+    inside.to_path_buf()
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_registry_has_the_promised_languages() {
+        let r = Registry::builtin();
+        for id in ["c", "cpp", "python", "java", "javascript", "rust", "bash"] {
+            let l = r.get(id).unwrap();
+            assert_eq!(l.id, id);
+        }
+        let java = r.get("java").unwrap().default_limits();
+        assert!(java.pids >= 64 && java.memory.bytes() >= 512 << 20);
+        assert_eq!(r.get("c").unwrap().required(), vec!["gcc".to_string()]);
+        assert_eq!(
+            r.get("python").unwrap().required(),
+            vec!["/usr/bin/python3".to_string()]
+        );
+    }
+
+    #[test]
+    fn operator_file_adds_and_replaces() {
+        let mut r = Registry::builtin();
+        r.merge_str(
+            "[languages.c]\nname = \"C (clang)\"\nsource = \"a.c\"\ncompile = \"clang a.c\"\nrun = \"./a.out\"\n\
+             [languages.ghost]\nname = \"Ghost\"\nsource = \"x.g\"\nrun = \"ghostc-does-not-exist x.g\"\n",
+            "ops.toml",
+        )
+        .unwrap();
+        assert_eq!(r.get("c").unwrap().name, "C (clang)");
+        let ghost = r.get("ghost").unwrap();
+        let st = ghost.probe(None);
+        assert!(!st.available);
+        assert!(st.reason.unwrap().contains("ghostc-does-not-exist"));
+        let missing_path = r
+            .merge_str(
+                "[languages.x]\nname = \"X\"\nsource = \"x\"\nrun = \"true\"\npaths = [\"/definitely/not/here\"]\n",
+                "ops.toml",
+            )
+            .map(|_| r.get("x").unwrap().check_host());
+        assert!(missing_path
+            .unwrap()
+            .unwrap_err()
+            .contains("/definitely/not/here"));
+    }
+
+    #[test]
+    fn bad_operator_files_are_errors_naming_the_origin() {
+        let mut r = Registry::builtin();
+        let e = r
+            .merge_str("[languages.x]\nname = \"X\"\nsource = \"x\"\n", "ops.toml")
+            .unwrap_err();
+        assert!(e.to_string().contains("ops.toml"), "{e}");
+        let e = r
+            .merge_str(
+                "[languages.x]\nname = \"X\"\nsource = \"x\"\nrun = \"x\"\nbogus = 1\n",
+                "ops.toml",
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e = r
+            .merge_str(
+                "[languages.x]\nname = \"X\"\nsource = \"x\"\nrun = \"x\"\npaths = [\"rel\"]\n",
+                "ops.toml",
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("absolute"), "{e}");
+        assert!(matches!(r.get("nope"), Err(LanguageError::Unknown(_))));
+    }
+}

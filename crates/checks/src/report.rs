@@ -1,0 +1,451 @@
+//! Results of a graded submission and their exports: corral's JSON (CS50 Check's shape plus points,
+//! timings and integrity), strict CS50 JSON, Gradescope's `results.json` and check50-style text.
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+/// What a step expected or what actually happened: CS50 Check's `{type, value}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Observation {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub value: Value,
+    /// For output matchers: `contains`, `regex`, `exact` or `file`.
+    #[serde(rename = "match", skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
+}
+
+impl Observation {
+    pub fn new(kind: &str, value: impl Into<Value>) -> Self {
+        Observation {
+            kind: kind.to_string(),
+            value: value.into(),
+            matcher: None,
+        }
+    }
+}
+
+/// One step of a check's script: what was expected, what happened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScriptEntry {
+    pub expected: Observation,
+    pub actual: Observation,
+}
+
+/// The result of one check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckResult {
+    pub id: String,
+    pub description: String,
+    pub dependencies: Vec<String>,
+    /// `Some(true)` passed, `Some(false)` failed, `None` skipped (a dependency did not pass).
+    pub result: Option<bool>,
+    pub script: Vec<ScriptEntry>,
+    /// Points earned.
+    pub points: f64,
+    pub max_points: f64,
+    pub time_ms: u64,
+    pub hidden: bool,
+    /// Why it failed or was skipped, in one line (check50's rationale).
+    pub message: Option<String>,
+    /// Set when corral itself failed (sandbox error): the check could not be judged.
+    pub error: Option<String>,
+}
+
+/// A protected assignment file that the submission had in another version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IntegrityFlag {
+    pub path: String,
+    /// `modified`, `link`, `not_a_file`.
+    pub reason: String,
+}
+
+/// The integrity section (mograder's integrity check): protected files the submission replaced.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Integrity {
+    pub ok: bool,
+    pub flagged: Vec<IntegrityFlag>,
+}
+
+/// Who reads the output: students never see hidden checks' expected/actual values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Student,
+    Staff,
+}
+
+/// Everything learned about one submission.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub suite: String,
+    /// In suite order.
+    pub results: Vec<CheckResult>,
+    pub integrity: Integrity,
+}
+
+/// Text shown for a skipped check (check50's wording).
+pub const SKIPPED: &str = "can't check until a frown turns upside down";
+/// The message students get for a failed hidden check.
+pub const HIDDEN_FAILED: &str = "hidden check failed";
+
+fn num(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        json!(x as i64)
+    } else {
+        json!(x)
+    }
+}
+
+impl CheckResult {
+    /// The script as `view` may see it.
+    pub fn visible_script(&self, view: View) -> &[ScriptEntry] {
+        if self.hidden && view == View::Student {
+            &[]
+        } else {
+            &self.script
+        }
+    }
+
+    /// The one-line explanation as `view` may see it.
+    pub fn visible_message(&self, view: View) -> Option<String> {
+        match (self.hidden && view == View::Student, self.result) {
+            (true, Some(false)) => Some(
+                self.error
+                    .as_ref()
+                    .map(|_| "could not be checked (sandbox error)".to_string())
+                    .unwrap_or_else(|| HIDDEN_FAILED.to_string()),
+            ),
+            (true, _) => self.result.is_none().then(|| SKIPPED.to_string()),
+            (false, _) => self.message.clone(),
+        }
+    }
+
+    fn cs50_json(&self, view: View) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("dependencies".into(), json!(self.dependencies));
+        m.insert("description".into(), json!(self.description));
+        m.insert("result".into(), json!(self.result));
+        m.insert(
+            "script".into(),
+            serde_json::to_value(self.visible_script(view)).expect("serializable"),
+        );
+        m
+    }
+}
+
+impl Report {
+    pub fn score(&self) -> f64 {
+        self.results.iter().map(|r| r.points).sum()
+    }
+
+    pub fn max_score(&self) -> f64 {
+        self.results.iter().map(|r| r.max_points).sum()
+    }
+
+    /// Every check passed.
+    pub fn passed(&self) -> bool {
+        self.results.iter().all(|r| r.result == Some(true))
+    }
+
+    /// Some check could not be judged because corral failed.
+    pub fn has_errors(&self) -> bool {
+        self.results.iter().any(|r| r.error.is_some())
+    }
+
+    /// corral's JSON: CS50 Check's `{"results": {...}}` with added fields per check (`points`,
+    /// `max_points`, `time_ms`, `hidden`, `message`, `error`) and at the top (`suite`, `score`,
+    /// `max_score`, `passed`, `integrity`).
+    pub fn to_json(&self, view: View) -> Value {
+        let mut results = Map::new();
+        for r in &self.results {
+            let mut m = r.cs50_json(view);
+            m.insert("points".into(), num(r.points));
+            m.insert("max_points".into(), num(r.max_points));
+            m.insert("time_ms".into(), json!(r.time_ms));
+            m.insert("hidden".into(), json!(r.hidden));
+            if let Some(msg) = r.visible_message(view) {
+                m.insert("message".into(), json!(msg));
+            }
+            if let Some(e) = &r.error {
+                m.insert("error".into(), json!(e));
+            }
+            results.insert(r.id.clone(), Value::Object(m));
+        }
+        json!({
+            "suite": self.suite,
+            "results": results,
+            "score": num(self.score()),
+            "max_score": num(self.max_score()),
+            "passed": self.passed(),
+            "integrity": self.integrity,
+        })
+    }
+
+    /// Exactly CS50 Check's shape: `{"results": {id: {dependencies, description, result, script}}}`.
+    pub fn to_cs50(&self, view: View) -> Value {
+        let results: Map<String, Value> = self
+            .results
+            .iter()
+            .map(|r| (r.id.clone(), Value::Object(r.cs50_json(view))))
+            .collect();
+        json!({ "results": results })
+    }
+
+    /// Gradescope's `results.json`. Hidden checks are `after_published`; their output has no
+    /// expected/actual values unless `view` is staff.
+    pub fn to_gradescope(&self, view: View) -> Value {
+        let tests: Vec<Value> = self
+            .results
+            .iter()
+            .map(|r| {
+                let mut out = Vec::new();
+                if let Some(m) = r.visible_message(view) {
+                    out.push(m);
+                }
+                for e in r.visible_script(view) {
+                    if e.expected != e.actual {
+                        out.push(format!(
+                            "expected {}: {}, actual {}: {}",
+                            e.expected.kind,
+                            show(&e.expected.value, 2000),
+                            e.actual.kind,
+                            show(&e.actual.value, 2000)
+                        ));
+                    }
+                }
+                json!({
+                    "name": r.description,
+                    "number": r.id,
+                    "score": num(r.points),
+                    "max_score": num(r.max_points),
+                    "status": if r.result == Some(true) { "passed" } else { "failed" },
+                    "output": out.join("\n"),
+                    "visibility": if r.hidden { "after_published" } else { "visible" },
+                })
+            })
+            .collect();
+        let mut output = format!(
+            "{} of {} checks passed.",
+            self.results
+                .iter()
+                .filter(|r| r.result == Some(true))
+                .count(),
+            self.results.len()
+        );
+        if !self.integrity.ok {
+            output.push_str("\nProtected assignment files were replaced by the submission: ");
+            output.push_str(
+                &self
+                    .integrity
+                    .flagged
+                    .iter()
+                    .map(|f| format!("{} ({})", f.path, f.reason))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+        }
+        json!({
+            "score": num(self.score()),
+            "output": output,
+            "visibility": "visible",
+            "stdout_visibility": "hidden",
+            "tests": tests,
+            "extra_data": {
+                "suite": self.suite,
+                "max_score": num(self.max_score()),
+                "integrity": self.integrity,
+            },
+        })
+    }
+
+    /// check50-style text: ✓ (green) / ✗ (red) / `:|` (yellow, skipped), the description, and for
+    /// failures the reason and "expected X, not Y".
+    pub fn render_text(&self, view: View, color: bool) -> String {
+        let paint = |code: &str, s: &str| {
+            if color {
+                format!("\x1b[{code}m{s}\x1b[0m")
+            } else {
+                s.to_string()
+            }
+        };
+        let mut out = String::new();
+        for r in &self.results {
+            let (mark, code) = match r.result {
+                Some(true) => ("\u{2713}", "32"),
+                Some(false) => ("\u{2717}", "31"),
+                None => (":|", "33"),
+            };
+            let points = if r.max_points > 0.0 {
+                format!(" [{}/{}]", fmt_num(r.points), fmt_num(r.max_points))
+            } else {
+                String::new()
+            };
+            let hidden = if r.hidden { " (hidden)" } else { "" };
+            out.push_str(&paint(
+                code,
+                &format!("{mark} {}{hidden}{points}", r.description),
+            ));
+            out.push('\n');
+            if let Some(m) = r.visible_message(view) {
+                if r.result != Some(true) {
+                    out.push_str(&format!("    {}\n", paint(code, &m)));
+                }
+            }
+            let said = r
+                .visible_message(view)
+                .is_some_and(|m| m.starts_with("expected"));
+            if r.result == Some(false) && !said {
+                if let Some(e) = r.visible_script(view).last() {
+                    if e.expected.kind == e.actual.kind && e.expected.value != e.actual.value {
+                        out.push_str(&format!(
+                            "    expected {}, not {}\n",
+                            show(&e.expected.value, 200),
+                            show(&e.actual.value, 200)
+                        ));
+                    }
+                }
+            }
+        }
+        if !self.integrity.ok {
+            out.push_str(&paint(
+                "31",
+                "!! protected assignment files were replaced by the submission (the assignment's copies were used):",
+            ));
+            out.push('\n');
+            for f in &self.integrity.flagged {
+                out.push_str(&format!("    {} ({})\n", f.path, f.reason));
+            }
+        }
+        out.push_str(&format!(
+            "score: {}/{}\n",
+            fmt_num(self.score()),
+            fmt_num(self.max_score())
+        ));
+        out
+    }
+}
+
+fn fmt_num(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// A value for a human: strings quoted with escapes (so newlines show), at most `max` characters.
+pub fn show(v: &Value, max: usize) -> String {
+    match v {
+        Value::String(s) => {
+            let mut q = format!("{s:?}");
+            if q.chars().count() > max {
+                q = q.chars().take(max).collect::<String>() + "...\"";
+            }
+            q
+        }
+        Value::Null => "nothing".into(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(id: &str, r: Option<bool>, hidden: bool) -> CheckResult {
+        let script = if r.is_none() {
+            vec![]
+        } else {
+            vec![ScriptEntry {
+                expected: Observation::new("stdout", "secret answer 42"),
+                actual: Observation::new("stdout", "41"),
+            }]
+        };
+        CheckResult {
+            id: id.into(),
+            description: format!("{id} works"),
+            dependencies: vec![],
+            result: r,
+            script,
+            points: if r == Some(true) { 2.0 } else { 0.0 },
+            max_points: 2.0,
+            time_ms: 5,
+            hidden,
+            message: match r {
+                None => Some(SKIPPED.to_string()),
+                Some(true) => None,
+                Some(false) => Some("expected \"secret answer 42\", not \"41\"".into()),
+            },
+            error: None,
+        }
+    }
+
+    fn report() -> Report {
+        Report {
+            suite: "t".into(),
+            results: vec![
+                result("a", Some(true), false),
+                result("b", Some(false), true),
+                result("c", None, false),
+            ],
+            integrity: Integrity {
+                ok: true,
+                flagged: vec![],
+            },
+        }
+    }
+
+    #[test]
+    fn hidden_details_never_reach_students() {
+        let r = report();
+        for text in [
+            r.to_json(View::Student).to_string(),
+            r.to_cs50(View::Student).to_string(),
+            r.to_gradescope(View::Student).to_string(),
+        ] {
+            // "a" is visible, so its copy of the secret shows; count exactly that one.
+            assert_eq!(text.matches("secret answer 42").count(), 1, "{text}");
+        }
+        // Text shows expected/actual only for failures, and "b" (the failure) is hidden.
+        let text = r.render_text(View::Student, false);
+        assert!(!text.contains("secret answer 42"), "{text}");
+        assert!(r
+            .render_text(View::Staff, false)
+            .contains("secret answer 42"));
+        assert_eq!(
+            r.to_json(View::Staff)["results"]["b"]["script"][0]["expected"]["value"],
+            "secret answer 42"
+        );
+        let gs = r.to_gradescope(View::Student);
+        assert_eq!(gs["tests"][1]["visibility"], "after_published");
+        assert_eq!(gs["tests"][0]["visibility"], "visible");
+        assert_eq!(gs["score"], 2);
+    }
+
+    #[test]
+    fn cs50_shape_is_exact() {
+        let v = report().to_cs50(View::Staff);
+        let obj = v.as_object().unwrap();
+        assert_eq!(obj.keys().collect::<Vec<_>>(), vec!["results"]);
+        let a = v["results"]["a"].as_object().unwrap();
+        assert_eq!(
+            a.keys().collect::<Vec<_>>(),
+            vec!["dependencies", "description", "result", "script"]
+        );
+        assert!(v["results"]["c"]["result"].is_null());
+        let j = report().to_json(View::Student);
+        assert_eq!(j["score"], 2);
+        assert_eq!(j["max_score"], 6);
+        assert_eq!(j["results"]["c"]["message"], SKIPPED);
+    }
+
+    #[test]
+    fn text_looks_like_check50() {
+        let t = report().render_text(View::Student, false);
+        assert!(t.contains("\u{2713} a works [2/2]"), "{t}");
+        assert!(t.contains("\u{2717} b works (hidden) [0/2]"), "{t}");
+        assert!(t.contains(HIDDEN_FAILED), "{t}");
+        assert!(t.contains(":| c works"), "{t}");
+        assert!(t.contains("score: 2/6"), "{t}");
+    }
+}

