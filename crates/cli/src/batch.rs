@@ -8,7 +8,13 @@ use std::sync::{mpsc, Arc, Mutex};
 use corral_sandbox::{Host, InitProgram, LimitsRequest, Pool, PoolConfig, RunSpecJson};
 
 /// Runs every line of `file`; prints one JSON line per input line. Returns the exit code.
-pub fn main(file: &Path, parallel: usize, fresh: bool, defaults: &LimitsRequest) -> i32 {
+pub fn main(
+    file: &Path,
+    parallel: usize,
+    pool_size: usize,
+    fresh: bool,
+    defaults: &LimitsRequest,
+) -> i32 {
     let reader: Box<dyn BufRead + Send> = if file == Path::new("-") {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
@@ -40,14 +46,25 @@ pub fn main(file: &Path, parallel: usize, fresh: bool, defaults: &LimitsRequest)
         }
     };
     let parallel = parallel.max(1);
+    // Spares: while a sandbox resets after its run, its worker takes another that is ready.
     let pool = Pool::new(
         host,
         PoolConfig {
-            max_idle: parallel,
+            max_idle: pool_size.max(1),
             fresh,
             ..Default::default()
         },
     );
+    if !fresh {
+        // Warm sandboxes of the default shape; lines with another shape build their own.
+        let mut probe = corral_sandbox::RunSpec::new(vec!["true".into()]);
+        probe.limits = defaults.clone();
+        let shape = corral_sandbox::SandboxConfig::for_spec(&probe);
+        if let Err(e) = pool.prewarm(&shape, pool_size.max(1)) {
+            eprintln!("corral run: sandbox error: {e}");
+            return crate::run::SANDBOX_ERROR_EXIT;
+        }
+    }
 
     // Lines are read lazily by the workers, so a huge file is never held in memory at once.
     let lines = Arc::new(Mutex::new(reader.lines().enumerate()));

@@ -81,6 +81,10 @@ pub struct RunArgs {
     /// With --batch: runs at once.
     #[arg(long, value_name = "N", default_value_t = 1, requires = "batch")]
     parallel: usize,
+    /// With --batch: warm sandboxes kept (default: two per parallel run, so one resets while the
+    /// other runs). `--pool-size 1 --parallel 1` makes every line reuse the same sandbox.
+    #[arg(long, value_name = "N", requires = "batch")]
+    pool_size: Option<usize>,
     /// The program and its arguments (after `--`).
     #[arg(required_unless_present = "batch", value_name = "PROGRAM [ARGS]...", num_args = 1..)]
     command: Vec<String>,
@@ -167,7 +171,14 @@ pub fn main(args: RunArgs) -> i32 {
         if !args.command.is_empty() {
             return usage("give either --batch or a command, not both");
         }
-        return crate::batch::main(file, args.parallel, args.fresh, &args.limits_request());
+        let pool_size = args.pool_size.unwrap_or(2 * args.parallel.max(1));
+        return crate::batch::main(
+            file,
+            args.parallel,
+            pool_size,
+            args.fresh,
+            &args.limits_request(),
+        );
     }
     let spec = match args.spec() {
         Ok(s) => s,

@@ -2424,7 +2424,9 @@ fn network_opt_in_does_not_expose_host_abstract_sockets() {
     host_unchanged(&m, w.path());
 }
 
-/// Run `corral run --batch FILE <flags>` and parse one JSON object per line.
+/// Run `corral run --batch FILE --pool-size 1 <flags>` and parse one JSON object per line. With one
+/// warm sandbox every line reuses the same one (asserted), so each later line really runs where
+/// the earlier lines ran, after a reset.
 fn run_batch(
     lines: &[serde_json::Value],
     flags: &[&str],
@@ -2434,7 +2436,7 @@ fn run_batch(
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     fs::write(&file, text).unwrap();
     let mut c = corral_cmd();
-    c.args(["run", "--batch", file.to_str().unwrap()])
+    c.args(["run", "--batch", file.to_str().unwrap(), "--pool-size", "1"])
         .args(flags);
     let raw = run_command(c, secs(180));
     let out = String::from_utf8_lossy(&raw.stdout).to_string();
@@ -2452,6 +2454,15 @@ fn run_batch(
         res.len(),
         lines.len(),
         "one result per batch line expected:\n{out}"
+    );
+    let ids: std::collections::BTreeSet<String> = res
+        .iter()
+        .filter_map(|r| r["sandbox"]["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        ids.len(),
+        1,
+        "every line must reuse the one warm sandbox: {ids:?}\n{out}"
     );
     (res, raw)
 }
@@ -2510,14 +2521,8 @@ fn warm_pool_runs_do_not_share_state() {
     );
     let st = |i: usize| res[i]["status"].as_str().unwrap_or("").to_string();
     let out = |i: usize| res[i]["stdout"].as_str().unwrap_or("").to_string();
-    for i in 0..5 {
-        assert_eq!(
-            st(i),
-            "ok",
-            "setup line {} failed: {}",
-            i + 1,
-            brief(&res[i])
-        );
+    for (i, line) in res.iter().enumerate().take(5) {
+        assert_eq!(st(i), "ok", "setup line {} failed: {}", i + 1, brief(line));
     }
     // files and IPC objects
     assert_eq!(st(5), "ok", "{}", brief(&res[5]));

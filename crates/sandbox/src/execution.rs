@@ -364,6 +364,7 @@ impl<'s> Execution<'s> {
             limits: self.limits.clone(),
             error: None,
             copy_out_skipped: Vec::new(),
+            sandbox: None,
         };
         outcome.status = verdict(&outcome, self.killed_for, usage.oom_killed);
         Ok(Some(outcome))

@@ -44,7 +44,7 @@ pub fn prepare(mounts: &[Mount]) -> Result<Option<RulesetCreated>, String> {
     let dev_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
     let mut rules: Vec<(String, landlock::BitFlags<AccessFs>)> = Vec::new();
     for p in [
-        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc",
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
     ] {
         rules.push((p.into(), read));
     }

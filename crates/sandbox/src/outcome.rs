@@ -85,6 +85,8 @@ pub struct Outcome {
     pub error: Option<String>,
     /// Files of the working directory not copied out because they were not plain files or folders.
     pub copy_out_skipped: Vec<String>,
+    /// Which sandbox ran it, and how many leases that sandbox had served before (0 = brand new).
+    pub sandbox: Option<(String, u64)>,
 }
 
 impl Outcome {
@@ -101,6 +103,7 @@ impl Outcome {
             limits,
             error: Some(error),
             copy_out_skipped: Vec::new(),
+            sandbox: None,
         }
     }
 
@@ -168,6 +171,12 @@ impl Outcome {
         }
         if let Some(r) = self.reason() {
             o.insert("reason".into(), r.into());
+        }
+        if let Some((id, leases)) = &self.sandbox {
+            o.insert(
+                "sandbox".into(),
+                serde_json::json!({"id": id, "previous_leases": leases}),
+            );
         }
         if !self.copy_out_skipped.is_empty() {
             o.insert(

@@ -136,7 +136,13 @@ impl Pool {
             return Outcome::sandbox_error(spec.limits.clone(), e.to_string());
         }
         match self.lease(&SandboxConfig::for_spec(spec)) {
-            Ok(mut lease) => run_in(lease.sandbox(), spec, sink),
+            Ok(mut lease) => {
+                let s = lease.sandbox();
+                let who = (s.id().to_string(), s.leases());
+                let mut outcome = run_in(s, spec, sink);
+                outcome.sandbox = Some(who);
+                outcome
+            }
             Err(e) => Outcome::sandbox_error(spec.limits.clone(), e.to_string()),
         }
     }

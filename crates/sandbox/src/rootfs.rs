@@ -6,11 +6,11 @@
 //! size-limited tmpfs for `/tmp`, `/dev/shm` and the working directory. Nothing else of the host exists.
 
 use std::fs;
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use nix::unistd::{chdir, chown, pivot_root, Gid, Uid};
+use nix::unistd::{chdir, pivot_root};
 
 use crate::error::SandboxError;
 use crate::protocol::Setup;
@@ -18,7 +18,7 @@ use crate::spec::WORKDIR;
 
 /// Host folders bound read-only (when present). Symlinks (merged /usr) are copied as symlinks.
 const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
 
 /// Host `/etc` entries that programs and toolchains read at start-up. Everything else of `/etc`
@@ -60,6 +60,7 @@ const PROC_MASKED_FILES: &[&str] = &[
     "timer_list",
     "sched_debug",
     "sysrq-trigger",
+    "key-users",
     "kallsyms",
     "latency_stats",
     "kpagecount",
@@ -105,7 +106,7 @@ fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<(), SandboxError> {
         if e.raw_os_error() == Some(libc::EROFS) {
             SandboxError::Path {
                 path: inside,
-                why: "cannot create this mount point inside a read-only system folder of the sandbox (/usr, /bin, /lib*, /opt, /etc); \
+                why: "cannot create this mount point inside a read-only system folder of the sandbox (/usr, /bin, /sbin, /lib*, /etc); \
                       pick a destination elsewhere, e.g. /mnt/NAME or /srv/NAME"
                     .into(),
             }
@@ -417,12 +418,4 @@ pub fn reset_scratch(uid: u32, gid: u32, disk: u64, inodes: u64) -> Result<(), S
         umount2(p, MntFlags::MNT_DETACH).map_err(err(format!("unmounting {p}")))?;
     }
     mount_scratch(Path::new("/"), uid, gid, disk, inodes)
-}
-
-/// Sets the working directory's owner (the tmpfs `uid=` option already does; kept for binds).
-pub fn chown_workdir(uid: u32, gid: u32) -> Result<(), SandboxError> {
-    chown(WORKDIR, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))
-        .map_err(err(format!("chown {WORKDIR}")))?;
-    fs::set_permissions(WORKDIR, fs::Permissions::from_mode(0o700))
-        .map_err(ioerr(format!("chmod {WORKDIR}")))
 }

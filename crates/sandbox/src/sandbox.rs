@@ -43,6 +43,7 @@ impl SandboxConfig {
 
 /// A live sandbox. Dropping it ends every process in it and removes everything it created.
 pub struct Sandbox {
+    id: String,
     config: SandboxConfig,
     keeper: Option<Child>,
     ctl: OwnedFd,
@@ -116,6 +117,7 @@ impl Sandbox {
         };
         drop(theirs);
         let mut sandbox = Sandbox {
+            id: name.clone(),
             config: config.clone(),
             keeper: Some(keeper),
             ctl: mine,
@@ -165,6 +167,11 @@ impl Sandbox {
                 "the sandbox init exited while building the sandbox".into(),
             )),
         }
+    }
+
+    /// A name for logs and results, unique on this machine.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     pub fn config(&self) -> &SandboxConfig {
