@@ -563,8 +563,9 @@ impl Runner<'_> {
     fn stdin(&mut self, live: &mut Live<'_>, input: &Input) -> Result<bool, SandboxError> {
         let (bytes, shown) = match input {
             Input::Line(s) => (format!("{s}\n").into_bytes(), Value::from(s.clone())),
-            Input::Text(s) => (s.clone().into_bytes(), Value::from(s.clone())),
-            Input::File(f) => match read_limited(&self.suite.dir.join(f)) {
+            Input::Text(s, _) => (s.clone().into_bytes(), Value::from(s.clone())),
+            Input::Eof => (Vec::new(), Value::Null),
+            Input::File(f, _) => match read_limited(&self.suite.dir.join(f)) {
                 Ok(b) => {
                     let shown = clip(&b);
                     (b, shown)
@@ -575,10 +576,13 @@ impl Runner<'_> {
                 }
             },
         };
-        if live.outcome.is_none() {
+        if live.outcome.is_none() && !bytes.is_empty() {
             live.exec.write_stdin(&bytes);
         }
-        let obs = Observation::new("stdin", shown);
+        if input.closes() {
+            live.exec.close_stdin();
+        }
+        let obs = Observation::new(if input.closes() { "eof" } else { "stdin" }, shown);
         self.entry(obs.clone(), obs);
         Ok(true)
     }
@@ -608,6 +612,10 @@ impl Runner<'_> {
                 }
             },
         };
+        if matches!(how, How::Whole(_)) {
+            // The whole output is only known at the end: let a program reading to EOF finish.
+            live.exec.close_stdin();
+        }
         let key = stream.key();
         let mut expected = Observation::new(
             key,
@@ -675,11 +683,16 @@ impl Runner<'_> {
         }
     }
 
-    /// When the program was ended by a limit or a signal: the one-line reason.
+    /// When the program was ended by a limit or a signal, or failed: the one-line reason.
     fn ended_message(&self, live: &Live<'_>) -> Option<String> {
         let o = live.outcome.as_ref()?;
         match o.status {
-            Status::Ok | Status::NonzeroExit => None,
+            Status::Ok => None,
+            Status::NonzeroExit => Some(format!(
+                "the program exited with code {}{}",
+                o.exit_code.unwrap_or(-1),
+                stderr_tail(o)
+            )),
             Status::Signaled => Some(format!(
                 "the program was killed by {}",
                 signal_name(o.signal.unwrap_or(0))
@@ -710,7 +723,7 @@ impl Runner<'_> {
                 }
                 (
                     Observation::new("exit", c),
-                    format!("expected exit code {code}, not {c}"),
+                    format!("expected exit code {code}, not {c}{}", stderr_tail(o)),
                 )
             }
             Status::Signaled => {
@@ -798,6 +811,25 @@ impl Runner<'_> {
         );
         self.fail(expected, actual, msg)
     }
+}
+
+/// The first lines of a program's standard error, to show why it failed (compiler errors, …).
+fn stderr_tail(o: &Outcome) -> String {
+    let text = o.stderr.text();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut tail: String = lines[..lines.len().min(6)].join("\n");
+    if tail.len() > 1000 {
+        let mut cut = 1000;
+        while !tail.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        tail.truncate(cut);
+        tail.push_str("...");
+    }
+    format!("\n{tail}")
 }
 
 fn read_limited(p: &Path) -> std::io::Result<Vec<u8>> {

@@ -288,7 +288,13 @@ impl Report {
             out.push('\n');
             if let Some(m) = r.visible_message(view) {
                 if r.result != Some(true) {
-                    out.push_str(&format!("    {}\n", paint(code, &m)));
+                    let mut lines = m.lines();
+                    if let Some(first) = lines.next() {
+                        out.push_str(&format!("    {}\n", paint(code, first)));
+                    }
+                    for l in lines {
+                        out.push_str(&format!("      {l}\n"));
+                    }
                 }
             }
             let said = r

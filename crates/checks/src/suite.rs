@@ -116,10 +116,22 @@ pub enum Command {
 pub enum Input {
     /// A line: the text and a newline.
     Line(String),
-    /// Exactly this text (no newline added).
-    Text(String),
-    /// The bytes of an assignment file.
-    File(String),
+    /// Exactly this text (no newline added); `true`: then close stdin (end of file).
+    Text(String, bool),
+    /// The bytes of an assignment file; `true`: then close stdin.
+    File(String, bool),
+    /// Close stdin: the program reads end of file.
+    Eof,
+}
+
+impl Input {
+    /// Whether the step ends the program's input.
+    pub fn closes(&self) -> bool {
+        matches!(
+            self,
+            Input::Eof | Input::Text(_, true) | Input::File(_, true)
+        )
+    }
 }
 
 /// How output is matched. See the README for the exact semantics.
@@ -340,6 +352,8 @@ struct RawInput {
     text: Option<String>,
     #[serde(default)]
     file: Option<String>,
+    #[serde(default)]
+    eof: bool,
 }
 
 impl<'de> Deserialize<'de> for Input {
@@ -348,7 +362,7 @@ impl<'de> Deserialize<'de> for Input {
         impl<'de> Visitor<'de> for V {
             type Value = Input;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a line of text, {text: ...} or {file: ...}")
+                f.write_str("a line of text, {text: ...}, {file: ...} or {eof: true}")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Input, E> {
                 Ok(Input::Line(v.to_string()))
@@ -364,11 +378,12 @@ impl<'de> Deserialize<'de> for Input {
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Input, A::Error> {
                 let raw = RawInput::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                match (raw.text, raw.file) {
-                    (Some(t), None) => Ok(Input::Text(t)),
-                    (None, Some(f)) => Ok(Input::File(f)),
+                match (raw.text, raw.file, raw.eof) {
+                    (Some(t), None, eof) => Ok(Input::Text(t, eof)),
+                    (None, Some(f), eof) => Ok(Input::File(f, eof)),
+                    (None, None, true) => Ok(Input::Eof),
                     _ => Err(de::Error::custom(
-                        "stdin: give exactly one of `text` or `file`",
+                        "stdin: give `text` or `file` (not both), and/or `eof: true`",
                     )),
                 }
             }
@@ -571,16 +586,19 @@ impl Suite {
                     {
                         return Err(at(format!("{}: needs a `run` step before it", step_key(s))))
                     }
-                    Step::Stdin(Input::File(f)) => {
+                    Step::Stdin(Input::File(f, _)) => {
                         assignment_path("stdin.file", f).map_err(at)?;
                     }
                     Step::Stdout(Matcher::File(f)) | Step::Stderr(Matcher::File(f)) => {
                         assignment_path(&format!("{}.file", step_key(s)), f).map_err(at)?;
                     }
                     Step::Exists(p) | Step::NotExists(p) => {
+                        // A file step waits for the program's end; talking to it needs a new run.
+                        running = false;
                         relative(p).map_err(|why| at(format!("{}: {p:?} {why}", step_key(s))))?;
                     }
                     Step::Diff { actual, expected } => {
+                        running = false;
                         relative(actual)
                             .map_err(|why| at(format!("diff.actual: {actual:?} {why}")))?;
                         assignment_path("diff.expected", expected).map_err(at)?;

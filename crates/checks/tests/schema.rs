@@ -1,0 +1,73 @@
+//! `schemas/suite.schema.json` accepts the example suites and rejects what the parser rejects.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn validator() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(root().join("schemas/suite.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    jsonschema::validator_for(&schema).expect("the schema itself is valid")
+}
+
+fn yaml(text: &str) -> Value {
+    serde_yaml::from_str(text).unwrap()
+}
+
+fn errors(v: &jsonschema::Validator, instance: &Value) -> Vec<String> {
+    v.iter_errors(instance)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect()
+}
+
+#[test]
+fn example_suites_validate() {
+    let v = validator();
+    let mut n = 0;
+    for entry in std::fs::read_dir(root().join("examples")).unwrap() {
+        let path = entry.unwrap().path().join("suite.yaml");
+        if !path.exists() {
+            continue;
+        }
+        let instance = yaml(&std::fs::read_to_string(&path).unwrap());
+        let errs = errors(&v, &instance);
+        assert!(errs.is_empty(), "{}: {errs:#?}", path.display());
+        n += 1;
+    }
+    assert!(n >= 3, "found {n} example suites");
+}
+
+#[test]
+fn schema_rejects_what_the_parser_rejects() {
+    let v = validator();
+    let ok = yaml(
+        "name: x\ntimeout: 3s\nlimits: {memory: 64M, cpu_time: 1.5}\nchecks:\n  - id: a\n    steps:\n      - run: [ls, -l]\n      - stdin: {text: \"1\\n\", eof: true}\n      - stdout: {regex: x}\n      - exit: 0\n",
+    );
+    assert!(errors(&v, &ok).is_empty(), "{:#?}", errors(&v, &ok));
+    for bad in [
+        "name: x\nbogus: 1\nchecks: [{id: a, steps: [{run: ls}]}]\n",
+        "name: x\nchecks: []\n",
+        "checks: [{id: a, steps: [{run: ls}]}]\n",
+        "name: x\nchecks: [{id: a, steps: [{run: ls, exit: 0}]}]\n",
+        "name: x\nchecks: [{id: a, steps: [{stdoot: hi}]}]\n",
+        "name: x\nchecks: [{id: a, steps: [{run: ls}, {stdout: {regex: a, exact: b}}]}]\n",
+        "name: x\nchecks: [{id: a, steps: [{run: ls}, {exit: zero}]}]\n",
+        "name: x\nchecks: [{id: a, steps: [{exists: ../x}]}]\n",
+        "name: x\nchecks: [{id: a, steps: [{exists: /etc/passwd}]}]\n",
+        "name: x\nchecks: [{id: a, pointz: 1, steps: [{run: ls}]}]\n",
+        "name: x\nchecks: [{id: a, limits: {memry: 1M}, steps: [{run: ls}]}]\n",
+        "name: x\nchecks: [{id: \"a b\", steps: [{run: ls}]}]\n",
+        "name: x\nchecks: [{id: a, steps: [{run: ls}, {stdin: {text: a, file: b}}]}]\n",
+        "name: x\nchecks: [{id: a, steps: []}]\n",
+        "name: x\nchecks: [{id: a, steps: [{diff: {actual: a}}]}]\n",
+    ] {
+        assert!(
+            !errors(&v, &yaml(bad)).is_empty(),
+            "schema accepted:\n{bad}"
+        );
+    }
+}

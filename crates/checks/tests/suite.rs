@@ -1,0 +1,238 @@
+//! Suite files: what parses, and errors that name the file, the line and the key.
+
+use std::path::{Path, PathBuf};
+
+use corral_checks::suite::{CheckKind, Command, Input, Matcher, Step, Suite};
+use corral_checks::SuiteError;
+
+/// Writes `text` as `suite.yaml` (or `.json`) in a fresh assignment folder with a few files.
+fn suite_file(text: &str, name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("expected.txt"), "hello, World\n").unwrap();
+    std::fs::write(dir.path().join("in.txt"), "1 2 3\n").unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+fn parse(text: &str) -> Result<Suite, SuiteError> {
+    let (_d, p) = suite_file(text, "suite.yaml");
+    Suite::load(&p)
+}
+
+fn err(text: &str) -> String {
+    parse(text).expect_err("should be rejected").to_string()
+}
+
+const BRIEF: &str = r#"
+name: hello
+files:
+  - {path: expected.txt, protected: true}
+checks:
+  - id: exists
+    description: hello.c exists
+    steps:
+      - exists: hello.c
+  - id: compiles
+    description: hello.c compiles
+    depends: [exists]
+    steps:
+      - run: gcc -o hello hello.c
+      - exit: 0
+  - id: greets
+    description: greets the user by name
+    depends: [compiles]
+    points: 2
+    hidden: false
+    timeout: 5s
+    steps:
+      - run: ./hello
+      - stdout: {regex: "Name: "}
+      - stdin: "David"
+      - stdout: "hello, David"
+      - exit: 0
+  - id: writes
+    depends: [compiles]
+    limits: {memory: 64M, pids: 8}
+    steps:
+      - run: [./hello, --save, out.txt]
+      - stdin: {file: in.txt, eof: true}
+      - diff: {actual: out.txt, expected: expected.txt}
+      - not_exists: core
+      - stderr: {exact: ""}
+"#;
+
+#[test]
+fn the_documented_shape_parses() {
+    // `stderr` after a file step needs a run before it: check that first, then the real suite.
+    let e = err(BRIEF);
+    assert!(
+        e.contains("\"writes\"") && e.contains("steps[4].stderr"),
+        "{e}"
+    );
+    let text = BRIEF.replace("      - stderr: {exact: \"\"}\n", "");
+    let s = parse(&text).unwrap();
+    assert_eq!(s.name, "hello");
+    assert_eq!(s.checks.len(), 4);
+    assert!(s.files[0].protected);
+    let greets = s.check("greets").unwrap();
+    assert_eq!(greets.points, 2.0);
+    assert_eq!(greets.depends, vec!["compiles".to_string()]);
+    assert_eq!(s.timeout_of(greets).as_secs(), 5);
+    assert_eq!(s.check("exists").unwrap().points, 1.0);
+    assert_eq!(s.check("writes").unwrap().description, "writes");
+    let CheckKind::Steps(steps) = &greets.kind else {
+        panic!("steps")
+    };
+    assert!(matches!(&steps[0], Step::Run(Command::Shell(c)) if c == "./hello"));
+    assert!(matches!(&steps[1], Step::Stdout(Matcher::Regex(r)) if r.as_str() == "Name: "));
+    assert!(matches!(&steps[2], Step::Stdin(Input::Line(l)) if l == "David"));
+    assert!(matches!(&steps[3], Step::Stdout(Matcher::Contains(t)) if t == "hello, David"));
+    assert!(matches!(&steps[4], Step::Exit(0)));
+    let CheckKind::Steps(steps) = &s.check("writes").unwrap().kind else {
+        panic!("steps")
+    };
+    assert!(matches!(&steps[0], Step::Run(Command::Argv(a)) if a.len() == 3));
+    assert!(matches!(&steps[1], Step::Stdin(i @ Input::File(_, true)) if i.closes()));
+    assert!(matches!(&steps[2], Step::Diff { actual, .. } if actual == "out.txt"));
+    assert_eq!(s.max_score(), 5.0);
+}
+
+#[test]
+fn json_suites_are_accepted() {
+    let json = r#"{"name": "j", "checks": [{"id": "a", "steps": [{"run": "true"}, {"exit": 0}]}]}"#;
+    let (_d, p) = suite_file(json, "suite.json");
+    let s = Suite::load(&p).unwrap();
+    assert_eq!(s.checks[0].id, "a");
+    let bad = r#"{"name": "j", "checks": [{"id": "a", "steps": [{"run": "true", "exit": 0}]}]}"#;
+    let (_d, p) = suite_file(bad, "suite.json");
+    let e = Suite::load(&p).unwrap_err().to_string();
+    assert!(e.contains("suite.json:1:"), "{e}");
+    assert!(e.contains("checks[0].steps[0]"), "{e}");
+    assert!(e.contains("exactly one key"), "{e}");
+}
+
+#[test]
+fn unknown_keys_name_file_line_and_key() {
+    let text = "name: x\nchecks:\n  - id: a\n    steps:\n      - run: ls\n    pointz: 3\n";
+    let e = err(text);
+    assert!(e.contains("suite.yaml:6:"), "{e}");
+    assert!(e.contains("checks[0]"), "{e}");
+    assert!(e.contains("unknown field `pointz`"), "{e}");
+
+    let e = err("name: x\nbogus: 1\nchecks: []\n");
+    assert!(
+        e.contains("suite.yaml:2:") && e.contains("unknown field `bogus`"),
+        "{e}"
+    );
+
+    let e = err("name: x\nchecks:\n  - id: a\n    steps:\n      - run: ls\n      - stdoot: hi\n");
+    assert!(e.contains("suite.yaml:6:"), "{e}");
+    assert!(e.contains("checks[0].steps[1]"), "{e}");
+    assert!(e.contains("unknown variant `stdoot`"), "{e}");
+
+    let e = err(
+        "name: x\nchecks:\n  - id: a\n    steps:\n      - run: ls\n      - stdout: {regexp: x}\n",
+    );
+    assert!(
+        e.contains("checks[0].steps[1].stdout") && e.contains("regexp"),
+        "{e}"
+    );
+
+    let e = err("name: x\nchecks:\n  - id: a\n    limits: {memry: 1M}\n    steps: [{run: ls}]\n");
+    assert!(e.contains("checks[0].limits") && e.contains("memry"), "{e}");
+}
+
+#[test]
+fn wrong_types_and_bad_values_are_located() {
+    let e = err("name: x\nchecks:\n  - id: a\n    steps:\n      - run: ls\n      - exit: zero\n");
+    assert!(
+        e.contains("suite.yaml:6:") && e.contains("steps[1].exit"),
+        "{e}"
+    );
+    let e = err("name: x\nchecks:\n  - id: a\n    steps:\n      - run: ls\n      - stdout: {regex: \"(\"}\n");
+    assert!(
+        e.contains("suite.yaml:6:") && e.contains("invalid regex"),
+        "{e}"
+    );
+    let e = err("name: x\nchecks:\n  - id: a\n    timeout: soon\n    steps: [{run: ls}]\n");
+    assert!(e.contains("suite.yaml:4:") && e.contains("timeout"), "{e}");
+    let e = err("name: x\nchecks:\n  - id: a\n    steps:\n      - run: ls\n      - stdout: {regex: a, exact: b}\n");
+    assert!(e.contains("exactly one of"), "{e}");
+    let e = err("name: x\nchecks:\n  - id: a\n    limits: {memory: 1K}\n    steps: [{run: ls}]\n");
+    assert!(e.contains("\"a\"") && e.contains("memory"), "{e}");
+}
+
+#[test]
+fn dependency_errors_name_the_ids() {
+    let e = err("name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    depends: [c]\n    steps: [{run: ls}]\n");
+    assert!(e.contains("suite.yaml:5:"), "{e}");
+    assert!(
+        e.contains("check \"b\"") && e.contains("unknown check \"c\""),
+        "{e}"
+    );
+
+    let e = err("name: x\nchecks:\n  - id: a\n    depends: [c]\n    steps: [{run: ls}]\n  - id: b\n    depends: [a]\n    steps: [{run: ls}]\n  - id: c\n    depends: [b]\n    steps: [{run: ls}]\n");
+    assert!(e.contains("cycle a -> c -> b -> a"), "{e}");
+
+    let e = err("name: x\nchecks:\n  - id: a\n    depends: [a]\n    steps: [{run: ls}]\n");
+    assert!(e.contains("itself"), "{e}");
+
+    let e = err(
+        "name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: a\n    steps: [{run: ls}]\n",
+    );
+    assert!(e.contains("check \"a\"") && e.contains("two checks"), "{e}");
+}
+
+#[test]
+fn steps_and_paths_are_checked() {
+    let e = err("name: x\nchecks:\n  - id: a\n    steps: [{stdin: hi}]\n");
+    assert!(
+        e.contains("steps[0].stdin: needs a `run` step before it"),
+        "{e}"
+    );
+    let e = err("name: x\nchecks:\n  - id: a\n    steps: [{exists: ../etc/passwd}]\n");
+    assert!(e.contains("'..'"), "{e}");
+    let e = err("name: x\nchecks:\n  - id: a\n    steps: [{exists: /etc/passwd}]\n");
+    assert!(e.contains("relative"), "{e}");
+    let e =
+        err("name: x\nchecks:\n  - id: a\n    steps: [{diff: {actual: o, expected: nope.txt}}]\n");
+    assert!(
+        e.contains("diff.expected") && e.contains("not in the assignment folder"),
+        "{e}"
+    );
+    let e =
+        err("name: x\nfiles: [{path: missing.txt}]\nchecks:\n  - id: a\n    steps: [{run: ls}]\n");
+    assert!(
+        e.contains("files[0].path") && e.contains("missing.txt"),
+        "{e}"
+    );
+    let e = err("name: x\nchecks:\n  - id: a\n    steps: []\n");
+    assert!(e.contains("steps: must not be empty"), "{e}");
+    let e = err("name: x\nchecks:\n  - id: a\n    description: no steps\n");
+    assert!(e.contains("missing `steps`"), "{e}");
+    let e = err("name: x\nchecks: []\n");
+    assert!(e.contains("at least one check"), "{e}");
+    let e = err("name: x\nchecks:\n  - id: \"a b\"\n    steps: [{run: ls}]\n");
+    assert!(e.contains("checks[0].id"), "{e}");
+}
+
+#[test]
+fn a_missing_suite_file_is_named() {
+    let e = Suite::load(Path::new("/nonexistent/suite.yaml")).unwrap_err();
+    assert!(e.to_string().contains("/nonexistent/suite.yaml"), "{e}");
+}
+
+#[test]
+fn the_examples_parse() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let suite = entry.unwrap().path().join("suite.yaml");
+        if suite.exists() {
+            Suite::load(&suite).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+    }
+    assert!(n >= 3, "expected at least three example suites, found {n}");
+}
