@@ -1,0 +1,598 @@
+//! `corral check` and `corral languages` end to end: every example submission is graded in real
+//! sandboxes and the per-check results (true / false / null), the exit code, the JSON shape (CS50
+//! Check's), hidden checks, integrity flags and the other formats are asserted.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn corral(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .env_remove("CORRAL_LANGUAGES")
+        .output()
+        .expect("run corral")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `corral check --json` on an example submission: (exit code, JSON, raw stdout).
+fn check(example: &str, case: &str, extra: &[&str]) -> (i32, Value, String) {
+    let suite = root().join(format!("examples/{example}/suite.yaml"));
+    let sub = root().join(format!("examples/{example}/submissions/{case}"));
+    assert!(sub.is_dir(), "{} missing", sub.display());
+    let mut args = vec!["check", "--json"];
+    args.extend_from_slice(extra);
+    let (s, d) = (suite.to_str().unwrap(), sub.to_str().unwrap());
+    args.extend([s, d]);
+    let out = corral(&args);
+    let stdout = text(&out.stdout);
+    let json: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "{example}/{case}: not JSON ({e}):\n{stdout}\nstderr:\n{}",
+            text(&out.stderr)
+        )
+    });
+    (out.status.code().expect("exited"), json, stdout)
+}
+
+/// The per-check results, `Some(bool)` or `None` (skipped).
+fn results(json: &Value) -> BTreeMap<String, Option<bool>> {
+    json["results"]
+        .as_object()
+        .expect("results object")
+        .iter()
+        .map(|(k, v)| (k.clone(), v["result"].as_bool()))
+        .collect()
+}
+
+fn expect(pairs: &[(&str, Option<bool>)]) -> BTreeMap<String, Option<bool>> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+const T: Option<bool> = Some(true);
+const F: Option<bool> = Some(false);
+const N: Option<bool> = None;
+
+/// CS50 Check's result shape (the seed), with corral's additions allowed only where documented.
+fn assert_seed_shape(json: &Value, strict: bool) {
+    let top = json.as_object().expect("top-level object");
+    assert!(top.contains_key("results"), "{json}");
+    if strict {
+        assert_eq!(top.len(), 1, "cs50 format has only `results`: {json}");
+    } else {
+        for k in top.keys() {
+            assert!(
+                [
+                    "results",
+                    "suite",
+                    "score",
+                    "max_score",
+                    "passed",
+                    "integrity"
+                ]
+                .contains(&k.as_str()),
+                "unexpected top-level key {k}"
+            );
+        }
+        assert!(json["score"].is_number() && json["max_score"].is_number());
+        assert!(json["integrity"]["ok"].is_boolean());
+        assert!(json["integrity"]["flagged"].is_array());
+    }
+    for (id, r) in json["results"].as_object().expect("results object") {
+        let o = r.as_object().expect("result object");
+        for k in ["dependencies", "description", "result", "script"] {
+            assert!(o.contains_key(k), "{id}: missing {k}");
+        }
+        let allowed: &[&str] = if strict {
+            &["dependencies", "description", "result", "script"]
+        } else {
+            &[
+                "dependencies",
+                "description",
+                "result",
+                "script",
+                "points",
+                "max_points",
+                "time_ms",
+                "hidden",
+                "message",
+                "error",
+            ]
+        };
+        for k in o.keys() {
+            assert!(allowed.contains(&k.as_str()), "{id}: unexpected key {k}");
+        }
+        assert!(o["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(Value::is_string));
+        assert!(o["description"].is_string());
+        assert!(o["result"].is_boolean() || o["result"].is_null());
+        let script = o["script"].as_array().expect("script array");
+        if o["result"].is_null() {
+            assert!(script.is_empty(), "{id}: a skipped check ran steps");
+        }
+        for e in script {
+            for side in ["expected", "actual"] {
+                let s = &e[side];
+                assert!(s["type"].is_string(), "{id}: {side}.type in {e}");
+                assert!(s.get("value").is_some(), "{id}: {side}.value in {e}");
+            }
+        }
+        if !strict {
+            assert!(o["points"].as_f64().unwrap() <= o["max_points"].as_f64().unwrap());
+            assert!(o["time_ms"].is_u64() && o["hidden"].is_boolean());
+        }
+    }
+}
+
+fn grade(example: &str, cases: &[(&str, i32, &[(&str, Option<bool>)])]) {
+    let mut failures = Vec::new();
+    for (case, code, want) in cases {
+        let (got_code, json, _) = check(example, case, &[]);
+        assert_seed_shape(&json, false);
+        let got = results(&json);
+        if got != expect(want) || got_code != *code {
+            failures.push(format!(
+                "{example}/{case}: exit {got_code} (want {code}), results {got:?}\nwant {:?}\n{}",
+                expect(want),
+                serde_json::to_string_pretty(&json).unwrap()
+            ));
+        }
+        // The score is the points of the passed checks.
+        let score: f64 = json["results"]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter(|r| r["result"] == Value::Bool(true))
+            .map(|r| r["max_points"].as_f64().unwrap())
+            .sum();
+        assert_eq!(json["score"].as_f64().unwrap(), score, "{example}/{case}");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+const HELLO: [&str; 5] = ["exists", "compiles", "greets", "greets_full_name", "writes"];
+
+fn hello(r: [Option<bool>; 5]) -> Vec<(&'static str, Option<bool>)> {
+    HELLO.iter().copied().zip(r).collect()
+}
+
+#[test]
+fn hello_submissions() {
+    let cases: Vec<(&str, i32, Vec<(&str, Option<bool>)>)> = vec![
+        ("correct", 0, hello([T, T, T, T, T])),
+        ("no_compile", 1, hello([T, F, N, N, N])),
+        ("missing_file", 1, hello([F, N, N, N, N])),
+        ("wrong_output", 1, hello([T, T, F, F, F])),
+        ("crashes", 1, hello([T, T, F, F, F])),
+        ("infinite_loop", 1, hello([T, T, F, F, F])),
+        ("prints_too_much", 1, hello([T, T, F, F, F])),
+        ("fork_bomb", 1, hello([T, T, F, F, F])),
+        // Greets correctly, but plants a link instead of writing the file: never followed.
+        ("hostile", 1, hello([T, T, T, T, F])),
+        // Its own expected.txt is ignored (and flagged); its output does not match the real one.
+        ("replaces_protected", 1, hello([T, T, T, T, F])),
+    ];
+    let cases: Vec<(&str, i32, &[(&str, Option<bool>)])> = cases
+        .iter()
+        .map(|(c, code, r)| (*c, *code, r.as_slice()))
+        .collect();
+    grade("hello", &cases);
+}
+
+#[test]
+fn sum_submissions() {
+    let ids = ["compiles", "small", "lines", "file", "large", "empty"];
+    let row = |r: [Option<bool>; 6]| -> Vec<(&str, Option<bool>)> {
+        ids.iter().copied().zip(r).collect()
+    };
+    let cases = [
+        ("correct", 0, row([T, T, T, T, T, T])),
+        ("int_overflow", 1, row([T, T, T, T, F, T])),
+        ("first_line_only", 1, row([T, T, F, F, T, T])),
+        ("never_ends", 1, row([T, F, F, F, F, F])),
+        ("warning", 1, row([F, N, N, N, N, N])),
+        // Spawns processes up to the pids limit, then answers correctly: contained, and correct.
+        ("fork_bomb", 0, row([T, T, T, T, T, T])),
+    ];
+    let cases: Vec<(&str, i32, &[(&str, Option<bool>)])> = cases
+        .iter()
+        .map(|(c, code, r)| (*c, *code, r.as_slice()))
+        .collect();
+    grade("sum", &cases);
+}
+
+#[test]
+fn java_submissions() {
+    let ids = ["compiles", "greets", "stranger"];
+    let row = |r: [Option<bool>; 3]| -> Vec<(&str, Option<bool>)> {
+        ids.iter().copied().zip(r).collect()
+    };
+    let cases = [
+        ("correct", 0, row([T, T, T])),
+        ("no_compile", 1, row([F, N, N])),
+        ("wrong_class", 1, row([F, N, N])),
+        ("throws", 1, row([T, T, F])),
+    ];
+    let cases: Vec<(&str, i32, &[(&str, Option<bool>)])> = cases
+        .iter()
+        .map(|(c, code, r)| (*c, *code, r.as_slice()))
+        .collect();
+    grade("hello-java", &cases);
+}
+
+#[test]
+fn failures_say_what_was_expected_and_what_happened() {
+    let (_, json, _) = check("hello", "wrong_output", &[]);
+    let greets = &json["results"]["greets"];
+    let last = greets["script"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["expected"]["type"], "stdout");
+    assert_eq!(last["expected"]["value"], "hello, David");
+    assert_eq!(last["actual"]["type"], "stdout");
+    assert_eq!(last["actual"]["value"], "goodbye, David\n");
+    let (_, json, _) = check("hello", "no_compile", &[]);
+    let last = json["results"]["compiles"]["script"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last["expected"],
+        serde_json::json!({"type": "exit", "value": 0})
+    );
+    assert_eq!(
+        last["actual"],
+        serde_json::json!({"type": "exit", "value": 1})
+    );
+    assert!(json["results"]["compiles"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("error"));
+    let (_, json, _) = check("hello", "crashes", &[]);
+    let last = json["results"]["writes"]["script"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["actual"]["type"], "signal");
+    assert!(last["actual"]["value"]
+        .as_str()
+        .unwrap()
+        .contains("SIGSEGV"));
+}
+
+#[test]
+fn hidden_checks_do_not_leak_to_students() {
+    let secret = "Grace Hopper";
+    let suite = root().join("examples/hello/suite.yaml");
+    for case in ["correct", "wrong_output"] {
+        let sub = root().join(format!("examples/hello/submissions/{case}"));
+        let (s, d) = (suite.to_str().unwrap(), sub.to_str().unwrap());
+        for format in ["text", "json", "cs50", "gradescope"] {
+            let out = corral(&["check", "--format", format, "--no-color", s, d]);
+            let stdout = text(&out.stdout);
+            assert!(!stdout.contains(secret), "{case} {format} leaks:\n{stdout}");
+            let staff = corral(&["check", "--staff", "--format", format, s, d]);
+            if format != "text" || case == "wrong_output" {
+                assert!(
+                    text(&staff.stdout).contains(secret),
+                    "{case} {format} --staff hides it:\n{}",
+                    text(&staff.stdout)
+                );
+            }
+        }
+    }
+    let (_, json, _) = check("hello", "wrong_output", &[]);
+    let hidden = &json["results"]["greets_full_name"];
+    assert_eq!(hidden["hidden"], true);
+    assert_eq!(hidden["result"], false);
+    assert_eq!(hidden["script"], serde_json::json!([]));
+}
+
+#[test]
+fn cs50_format_is_exactly_the_seed_shape() {
+    let suite = root().join("examples/hello/suite.yaml");
+    let sub = root().join("examples/hello/submissions/no_compile");
+    let out = corral(&[
+        "check",
+        "--format",
+        "cs50",
+        suite.to_str().unwrap(),
+        sub.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_seed_shape(&json, true);
+    assert_eq!(
+        json["results"]["compiles"]["dependencies"],
+        serde_json::json!(["exists"])
+    );
+    assert_eq!(
+        json["results"]["compiles"]["description"],
+        "hello.c compiles"
+    );
+    assert!(json["results"]["greets"]["result"].is_null());
+}
+
+#[test]
+fn gradescope_results_json() {
+    let suite = root().join("examples/hello/suite.yaml");
+    let sub = root().join("examples/hello/submissions/wrong_output");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("results.json");
+    let out = corral(&[
+        "check",
+        "--format",
+        "gradescope",
+        "-o",
+        file.to_str().unwrap(),
+        suite.to_str().unwrap(),
+        sub.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(json["score"], 2); // exists + compiles
+    let tests = json["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 5);
+    for t in tests {
+        for k in [
+            "name",
+            "score",
+            "max_score",
+            "status",
+            "output",
+            "visibility",
+        ] {
+            assert!(t.get(k).is_some(), "missing {k} in {t}");
+        }
+    }
+    let by_name = |n: &str| tests.iter().find(|t| t["name"] == n).unwrap().clone();
+    let greets = by_name("greets the user by name");
+    assert_eq!(greets["status"], "failed");
+    assert_eq!(greets["max_score"], 2);
+    assert_eq!(greets["visibility"], "visible");
+    assert!(greets["output"]
+        .as_str()
+        .unwrap()
+        .contains("goodbye, David"));
+    let hidden = by_name("greets a name with a space in it");
+    assert_eq!(hidden["visibility"], "after_published");
+    assert_eq!(by_name("hello.c compiles")["status"], "passed");
+}
+
+#[test]
+fn text_output_looks_like_check50() {
+    let suite = root().join("examples/hello/suite.yaml");
+    let sub = root().join("examples/hello/submissions/no_compile");
+    let out = corral(&[
+        "check",
+        "--no-color",
+        suite.to_str().unwrap(),
+        sub.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let t = text(&out.stdout);
+    assert!(t.contains("\u{2713} hello.c exists [1/1]"), "{t}");
+    assert!(t.contains("\u{2717} hello.c compiles [0/1]"), "{t}");
+    assert!(t.contains("expected exit code 0, not 1"), "{t}");
+    assert!(t.contains(":| greets the user by name [0/2]"), "{t}");
+    assert!(
+        t.contains("can't check until a frown turns upside down"),
+        "{t}"
+    );
+    assert!(t.contains("score: 1/6"), "{t}");
+    assert!(!t.contains("\x1b["), "colors with --no-color");
+}
+
+#[test]
+fn protected_files_are_flagged_and_never_taken_from_the_submission() {
+    let (_, json, _) = check("hello", "replaces_protected", &[]);
+    assert_eq!(json["integrity"]["ok"], false);
+    assert_eq!(
+        json["integrity"]["flagged"],
+        serde_json::json!([{"path": "expected.txt", "reason": "modified"}])
+    );
+    // The submission wrote its own expected.txt's text; the check compared with the assignment's.
+    let writes = &json["results"]["writes"];
+    assert!(writes["message"]
+        .as_str()
+        .unwrap()
+        .contains("differs from expected.txt"));
+    let (_, json, _) = check("hello", "correct", &[]);
+    assert_eq!(
+        json["integrity"],
+        serde_json::json!({"ok": true, "flagged": []})
+    );
+}
+
+#[test]
+fn hostile_submission_reads_nothing_and_its_link_is_not_followed() {
+    let (_, json, stdout) = check("hello", "hostile", &["--staff"]);
+    assert!(!stdout.contains("LEAKED"), "{stdout}");
+    let writes = &json["results"]["writes"];
+    assert_eq!(writes["result"], false);
+    let last = writes["script"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        last["actual"],
+        serde_json::json!({"type": "missing", "value": "out.txt"})
+    );
+}
+
+#[test]
+fn bad_suites_and_usage_exit_2_with_a_located_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.yaml");
+    std::fs::write(
+        &suite,
+        "name: x\nchecks:\n  - id: a\n    steps:\n      - run: ls\n      - exitt: 0\n",
+    )
+    .unwrap();
+    let sub = root().join("examples/hello/submissions/correct");
+    let out = corral(&["check", suite.to_str().unwrap(), sub.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("suite.yaml:6:"), "{err}");
+    assert!(
+        err.contains("checks[0].steps[1]") && err.contains("exitt"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+
+    std::fs::write(
+        &suite,
+        "name: x\nchecks:\n  - id: a\n    depends: [b]\n    steps: [{run: ls}]\n  - id: b\n    depends: [a]\n    steps: [{run: ls}]\n",
+    )
+    .unwrap();
+    let out = corral(&["check", suite.to_str().unwrap(), sub.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("cycle a -> b -> a"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let good = root().join("examples/hello/suite.yaml");
+    let out = corral(&["check", good.to_str().unwrap(), "/nonexistent/submission"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("/nonexistent/submission"));
+
+    let out = corral(&["check", good.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn unknown_and_unavailable_languages_are_reported_not_crashed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ops = dir.path().join("languages.toml");
+    std::fs::write(
+        &ops,
+        "[languages.cobol]\nname = \"COBOL\"\nsource = \"main.cob\"\ncompile = \"cobc-not-installed -x main.cob\"\nrun = \"./main\"\n",
+    )
+    .unwrap();
+    let out = corral(&["languages", "--json", "--languages", ops.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let find = |id: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["id"] == id)
+            .unwrap_or_else(|| panic!("{id} missing from {list}"))
+            .clone()
+    };
+    let cobol = find("cobol");
+    assert_eq!(cobol["available"], false);
+    assert!(cobol["reason"]
+        .as_str()
+        .unwrap()
+        .contains("cobc-not-installed"));
+
+    let suite = dir.path().join("suite.yaml");
+    std::fs::write(
+        &suite,
+        "name: x\nlanguage: cobol\nchecks:\n  - id: a\n    steps: [{run: ./main}]\n",
+    )
+    .unwrap();
+    let sub = root().join("examples/hello/submissions/correct");
+    let (s, d) = (suite.to_str().unwrap(), sub.to_str().unwrap());
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["check", s, d])
+        .env("CORRAL_LANGUAGES", &ops)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("\"cobol\"") && err.contains("unavailable"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &suite,
+        "name: x\nlanguage: klingon\nchecks:\n  - id: a\n    steps: [{run: ./main}]\n",
+    )
+    .unwrap();
+    let out = corral(&["check", s, d]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("unknown language \"klingon\""));
+}
+
+/// Every built-in language compiles and runs a hello-world in a sandbox with its registry entry.
+/// Rust is optional (it lives under root's rustup, which CI machines may lack): when unavailable,
+/// the reason must name the missing path, and its check must be refused cleanly.
+#[test]
+fn every_builtin_language_runs_hello_world() {
+    let out = corral(&["languages", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let programs: [(&str, &str); 7] = [
+        ("c", "#include <stdio.h>\nint main(void) { puts(\"hello from c\"); return 0; }\n"),
+        ("cpp", "#include <iostream>\nint main() { std::cout << \"hello from cpp\" << std::endl; }\n"),
+        ("python", "print('hello from python')\n"),
+        ("java", "public class Main { public static void main(String[] a) { System.out.println(\"hello from java\"); } }\n"),
+        ("javascript", "console.log('hello from javascript');\n"),
+        ("rust", "fn main() { println!(\"hello from rust\"); }\n"),
+        ("bash", "echo \"hello from bash\"\n"),
+    ];
+    for (id, program) in programs {
+        let entry = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["id"] == id)
+            .unwrap_or_else(|| panic!("{id} missing"))
+            .clone();
+        if entry["available"] != true {
+            assert_eq!(id, "rust", "required language {id} unavailable: {entry}");
+            assert!(
+                entry["reason"].as_str().unwrap().contains("rust"),
+                "{entry}"
+            );
+            continue;
+        }
+        assert!(entry["version"].is_string(), "{id}: no version: {entry}");
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let source = entry["source"].as_str().unwrap();
+        std::fs::write(sub.join(source), program).unwrap();
+        let mut suite = format!("name: {id}\nlanguage: {id}\ntimeout: 60s\nchecks:\n");
+        let mut run_depends = String::new();
+        if let Some(compile) = entry["compile"].as_str() {
+            suite.push_str(&format!(
+                "  - id: compiles\n    steps:\n      - run: {compile:?}\n      - exit: 0\n"
+            ));
+            run_depends = "    depends: [compiles]\n".into();
+        }
+        let run = entry["run"].as_str().unwrap();
+        suite.push_str(&format!(
+            "  - id: runs\n{run_depends}    steps:\n      - run: {run:?}\n      - stdout: {{exact: \"hello from {id}\"}}\n      - exit: 0\n"
+        ));
+        let suite_path = dir.path().join("suite.yaml");
+        std::fs::write(&suite_path, &suite).unwrap();
+        let out = corral(&[
+            "check",
+            "--json",
+            "--staff",
+            suite_path.to_str().unwrap(),
+            sub.to_str().unwrap(),
+        ]);
+        let json: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{id}: {e}: {}", text(&out.stderr)));
+        assert_eq!(out.status.code(), Some(0), "{id}:\n{suite}\n{json:#}");
+        assert_eq!(json["results"]["runs"]["result"], true, "{id}: {json:#}");
+    }
+}
