@@ -136,7 +136,12 @@ fn assert_seed_shape(json: &Value, strict: bool) {
     }
 }
 
-fn grade(example: &str, cases: &[(&str, i32, &[(&str, Option<bool>)])]) {
+/// Expected results of one submission, check id by check id.
+type Row = Vec<(&'static str, Option<bool>)>;
+/// A submission folder, the exit code `corral check` must give, and the results.
+type Case = (&'static str, i32, Row);
+
+fn grade(example: &str, cases: &[Case]) {
     let mut failures = Vec::new();
     for (case, code, want) in cases {
         let (got_code, json, _) = check(example, case, &[]);
@@ -164,13 +169,13 @@ fn grade(example: &str, cases: &[(&str, i32, &[(&str, Option<bool>)])]) {
 
 const HELLO: [&str; 5] = ["exists", "compiles", "greets", "greets_full_name", "writes"];
 
-fn hello(r: [Option<bool>; 5]) -> Vec<(&'static str, Option<bool>)> {
+fn hello(r: [Option<bool>; 5]) -> Row {
     HELLO.iter().copied().zip(r).collect()
 }
 
 #[test]
 fn hello_submissions() {
-    let cases: Vec<(&str, i32, Vec<(&str, Option<bool>)>)> = vec![
+    let cases: Vec<Case> = vec![
         ("correct", 0, hello([T, T, T, T, T])),
         ("no_compile", 1, hello([T, F, N, N, N])),
         ("missing_file", 1, hello([F, N, N, N, N])),
@@ -184,19 +189,13 @@ fn hello_submissions() {
         // Its own expected.txt is ignored (and flagged); its output does not match the real one.
         ("replaces_protected", 1, hello([T, T, T, T, F])),
     ];
-    let cases: Vec<(&str, i32, &[(&str, Option<bool>)])> = cases
-        .iter()
-        .map(|(c, code, r)| (*c, *code, r.as_slice()))
-        .collect();
     grade("hello", &cases);
 }
 
 #[test]
 fn sum_submissions() {
     let ids = ["compiles", "small", "lines", "file", "large", "empty"];
-    let row = |r: [Option<bool>; 6]| -> Vec<(&str, Option<bool>)> {
-        ids.iter().copied().zip(r).collect()
-    };
+    let row = |r: [Option<bool>; 6]| -> Row { ids.iter().copied().zip(r).collect() };
     let cases = [
         ("correct", 0, row([T, T, T, T, T, T])),
         ("int_overflow", 1, row([T, T, T, T, F, T])),
@@ -206,29 +205,19 @@ fn sum_submissions() {
         // Spawns processes up to the pids limit, then answers correctly: contained, and correct.
         ("fork_bomb", 0, row([T, T, T, T, T, T])),
     ];
-    let cases: Vec<(&str, i32, &[(&str, Option<bool>)])> = cases
-        .iter()
-        .map(|(c, code, r)| (*c, *code, r.as_slice()))
-        .collect();
     grade("sum", &cases);
 }
 
 #[test]
 fn java_submissions() {
     let ids = ["compiles", "greets", "stranger"];
-    let row = |r: [Option<bool>; 3]| -> Vec<(&str, Option<bool>)> {
-        ids.iter().copied().zip(r).collect()
-    };
+    let row = |r: [Option<bool>; 3]| -> Row { ids.iter().copied().zip(r).collect() };
     let cases = [
         ("correct", 0, row([T, T, T])),
         ("no_compile", 1, row([F, N, N])),
         ("wrong_class", 1, row([F, N, N])),
         ("throws", 1, row([T, T, F])),
     ];
-    let cases: Vec<(&str, i32, &[(&str, Option<bool>)])> = cases
-        .iter()
-        .map(|(c, code, r)| (*c, *code, r.as_slice()))
-        .collect();
     grade("hello-java", &cases);
 }
 
