@@ -5,6 +5,8 @@ mod check;
 mod doctor;
 mod languages;
 mod run;
+mod serve;
+mod token;
 
 use clap::{Parser, Subcommand};
 
@@ -33,6 +35,10 @@ enum Command {
     Check(Box<check::CheckArgs>),
     /// List the languages checks can use, and whether this host has them.
     Languages(languages::LanguagesArgs),
+    /// Serve the HTTP API (upload, run, check, interactive runs over WebSocket).
+    Serve(Box<serve::ServeArgs>),
+    /// Manage API tokens of `corral serve`.
+    Token(token::TokenArgs),
 }
 
 fn main() {
@@ -49,6 +55,8 @@ fn main() {
         Command::Doctor(args) => doctor::main(args),
         Command::Check(args) => check::main(*args),
         Command::Languages(args) => languages::main(args),
+        Command::Serve(args) => serve::main(*args),
+        Command::Token(args) => token::main(args),
     };
     std::process::exit(code);
 }

@@ -1,0 +1,144 @@
+//! `corral serve`: the HTTP service (see the README's "HTTP service" section).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use corral_sandbox::{Host, InitProgram, Limits, Millis, Pool, PoolConfig};
+use corral_server::Config;
+use corral_store::SqliteStore;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Configuration: the TOML file (--config), then CORRAL_* environment variables \
+    (CORRAL_LISTEN, CORRAL_DATA, CORRAL_DATABASE_URL, CORRAL_PARALLELISM, CORRAL_SANDBOX_TTL, \
+    CORRAL_RETENTION, CORRAL_DEV_NO_AUTH), then these flags. Logs: RUST_LOG-style filter in CORRAL_LOG."
+)]
+pub struct ServeArgs {
+    /// A TOML configuration file (keys as in the README: listen, data_dir, caps, default_limits, …).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:8080; port 0 picks a free port].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Data folder: database, uploaded files, temporary files [default: ./corral-data].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Database URL [default: sqlite://DATA/corral.db].
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+    /// Runs at once [default: the number of CPUs].
+    #[arg(long, value_name = "N")]
+    parallelism: Option<usize>,
+    /// Runs waiting for a slot before new ones are refused with 503 [default: 64].
+    #[arg(long, value_name = "N")]
+    queue: Option<usize>,
+    /// Idle time before a kept sandbox is destroyed [default: 5m].
+    #[arg(long, value_name = "DURATION")]
+    sandbox_ttl: Option<Millis>,
+    /// Serve without authentication: every caller is one admin. Local development only.
+    #[arg(long)]
+    dev_no_auth: bool,
+    /// Print logs as JSON lines.
+    #[arg(long)]
+    log_json: bool,
+}
+
+fn init_logs(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+pub fn main(args: ServeArgs) -> i32 {
+    match serve(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("corral serve: {e:#}");
+            1
+        }
+    }
+}
+
+fn config(args: &ServeArgs) -> anyhow::Result<Config> {
+    let mut c = Config::load(args.config.as_deref())?;
+    if let Some(v) = &args.listen {
+        c.listen = v.clone();
+    }
+    if let Some(v) = &args.data {
+        c.data_dir = v.clone();
+    }
+    if let Some(v) = &args.database_url {
+        c.database_url = Some(v.clone());
+    }
+    if let Some(v) = args.parallelism {
+        c.parallelism = v;
+    }
+    if let Some(v) = args.queue {
+        c.queue = v;
+    }
+    if let Some(v) = args.sandbox_ttl {
+        c.sandbox_ttl = v;
+    }
+    if args.dev_no_auth {
+        c.dev_no_auth = true;
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    init_logs(args.log_json);
+    let config = config(&args)?;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    // Sandboxes are started by executing this binary as their init (never by forking the server).
+    let host = Arc::new(
+        Host::new(InitProgram::current_exe()?)
+            .context("this host cannot build sandboxes; run `corral doctor` to see why")?,
+    );
+    let pool = Pool::new(
+        host,
+        PoolConfig {
+            max_idle: config.parallelism * 2,
+            ..PoolConfig::default()
+        },
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let store = SqliteStore::open(&config.database_url(), &config.data_dir.join("blobs"))
+            .await
+            .with_context(|| format!("opening the store {}", config.database_url()))?;
+        let store: Arc<dyn corral_store::Store> = Arc::new(store);
+        if config.dev_no_auth {
+            eprintln!(
+                "corral serve: WARNING: --dev-no-auth: no authentication, every caller is an admin"
+            );
+        } else if let Some(token) = corral_server::first_admin_token(store.as_ref()).await? {
+            eprintln!(
+                "corral serve: first start: admin token (shown once, stored hashed): {token}"
+            );
+        }
+        let listener = corral_server::bind(&config.listen).await?;
+        let addr = listener.local_addr().context("reading the bound address")?;
+        let caps: Limits = config.caps()?;
+        let state = corral_server::AppState::new(config, store, pool)?;
+        eprintln!(
+            "corral serve: listening on http://{addr} (caps: cpu {} wall {} memory {} pids {})",
+            caps.cpu_time, caps.wall_time, caps.memory, caps.pids
+        );
+        corral_server::serve(state, listener, corral_server::shutdown_signal()).await?;
+        anyhow::Ok(())
+    })
+}

@@ -1,0 +1,105 @@
+//! `corral token create --data DIR --role ROLE`: a new API token, printed on stdout.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use corral_server::Config;
+use corral_store::{Role, SqliteStore, Store};
+
+#[derive(Args, Debug)]
+pub struct TokenArgs {
+    #[command(subcommand)]
+    command: TokenCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum TokenCommand {
+    /// Create a token and print it (it is stored only as a hash: keep it).
+    Create(CreateArgs),
+    /// Revoke a token by its public id.
+    Revoke(RevokeArgs),
+}
+
+#[derive(Args, Debug)]
+struct StoreArgs {
+    /// A TOML configuration file (for data_dir / database_url).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The server's data folder [default: ./corral-data].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Database URL [default: sqlite://DATA/corral.db].
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct CreateArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// admin (tokens, suites), staff (suites, hidden results) or student (upload, run, check).
+    #[arg(long, value_name = "ROLE")]
+    role: Role,
+    /// A label for people: who holds it.
+    #[arg(long, default_value = "")]
+    name: String,
+}
+
+#[derive(Args, Debug)]
+struct RevokeArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The token's public id.
+    id: String,
+}
+
+pub fn main(args: TokenArgs) -> i32 {
+    match run(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("corral token: {e:#}");
+            1
+        }
+    }
+}
+
+async fn open(s: &StoreArgs) -> anyhow::Result<SqliteStore> {
+    let mut c = Config::load(s.config.as_deref())?;
+    if let Some(d) = &s.data {
+        c.data_dir = d.clone();
+    }
+    if let Some(u) = &s.database_url {
+        c.database_url = Some(u.clone());
+    }
+    std::fs::create_dir_all(&c.data_dir)
+        .with_context(|| format!("creating {}", c.data_dir.display()))?;
+    SqliteStore::open(&c.database_url(), &c.data_dir.join("blobs"))
+        .await
+        .with_context(|| format!("opening the store {}", c.database_url()))
+}
+
+fn run(args: TokenArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        match args.command {
+            TokenCommand::Create(a) => {
+                let store = open(&a.store).await?;
+                let t = store.create_token(a.role, &a.name).await?;
+                store.close().await;
+                eprintln!("corral token: created {} token {}", t.info.role, t.info.id);
+                println!("{}", t.secret);
+            }
+            TokenCommand::Revoke(a) => {
+                let store = open(&a.store).await?;
+                let found = store.revoke_token(&a.id).await?;
+                store.close().await;
+                anyhow::ensure!(found, "no live token with id {}", a.id);
+                eprintln!("corral token: revoked {}", a.id);
+            }
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,109 @@
+//! Authentication (`Authorization: Bearer TOKEN`, or `?token=` on `/ws` where browsers cannot set
+//! headers), roles and per-token rate limits, as one middleware in front of the protected routes.
+
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::Response;
+use corral_store::Role;
+
+use crate::error::ApiError;
+use crate::state::SharedState;
+
+/// Who is calling. Everything a caller owns is keyed by `id` (the token's public id).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub id: String,
+    pub role: Role,
+}
+
+impl Caller {
+    pub fn require_staff(&self) -> Result<(), ApiError> {
+        if self.role.is_staff() {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("this needs a staff or admin token"))
+        }
+    }
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        if self.role == Role::Admin {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("this needs an admin token"))
+        }
+    }
+}
+
+fn query_token(req: &Request) -> Option<String> {
+    req.uri().query()?.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k == "token").then(|| v.to_string())
+    })
+}
+
+fn bearer(req: &Request) -> Result<Option<String>, ApiError> {
+    let Some(h) = req.headers().get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let h = h
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("the Authorization header is not text"))?;
+    match h.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => {
+            Ok(Some(token.trim().to_string()))
+        }
+        _ => Err(ApiError::unauthorized("use `Authorization: Bearer TOKEN`")),
+    }
+}
+
+pub async fn authenticate(
+    State(state): State<SharedState>,
+    mut req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let caller = if state.config.dev_no_auth {
+        Caller {
+            id: "dev".into(),
+            role: Role::Admin,
+        }
+    } else {
+        let token = match bearer(&req)? {
+            Some(t) => Some(t),
+            None if req.uri().path() == "/ws" => query_token(&req),
+            None => None,
+        };
+        let Some(token) = token else {
+            return Err(ApiError::unauthorized(
+                "this needs a token: `Authorization: Bearer TOKEN` (create one with `corral token create`)",
+            ));
+        };
+        if token.len() > 256 {
+            return Err(ApiError::unauthorized("unknown or revoked token"));
+        }
+        let info = state
+            .store
+            .token_by_secret(&token)
+            .await?
+            .ok_or_else(|| ApiError::unauthorized("unknown or revoked token"))?;
+        Caller {
+            id: info.id,
+            role: info.role,
+        }
+    };
+    let rate = match caller.role {
+        Role::Student => state.config.rate_limit.student,
+        Role::Staff => state.config.rate_limit.staff,
+        Role::Admin => state.config.rate_limit.admin,
+    };
+    if let Err(wait) = state.limiter.check(&caller.id, rate) {
+        state
+            .metrics
+            .rejected
+            .with_label_values(&["rate_limited"])
+            .inc();
+        return Err(ApiError::rate_limited(wait));
+    }
+    tracing::debug!(caller = %caller.id, role = %caller.role, "authenticated");
+    req.extensions_mut().insert(caller);
+    Ok(next.run(req).await)
+}

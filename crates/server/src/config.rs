@@ -1,0 +1,268 @@
+//! Server configuration: a TOML file, then `CORRAL_*` environment variables, then command-line
+//! flags (applied by the CLI), each overriding the one before.
+
+use std::path::{Path, PathBuf};
+
+use corral_sandbox::{Limits, LimitsRequest, Millis, Size};
+use serde::Deserialize;
+
+use crate::error::ServerError;
+
+/// Requests per minute and burst for one token.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rate {
+    /// Sustained requests per minute; 0 means unlimited.
+    pub per_minute: u32,
+    /// Requests allowed at once after a quiet period.
+    pub burst: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimits {
+    pub student: Rate,
+    pub staff: Rate,
+    pub admin: Rate,
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        RateLimits {
+            student: Rate {
+                per_minute: 120,
+                burst: 60,
+            },
+            staff: Rate {
+                per_minute: 1200,
+                burst: 300,
+            },
+            admin: Rate {
+                per_minute: 0,
+                burst: 0,
+            },
+        }
+    }
+}
+
+/// What one upload may hold.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UploadLimits {
+    /// Files in one upload.
+    pub max_files: usize,
+    /// Bytes of all files together (after unpacking an archive).
+    pub max_bytes: Size,
+    /// Folders deep (`a/b/c.txt` is 3).
+    pub max_depth: usize,
+}
+
+impl Default for UploadLimits {
+    fn default() -> Self {
+        UploadLimits {
+            max_files: 1000,
+            max_bytes: Size::mib(32),
+            max_depth: 16,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address to listen on (`127.0.0.1:8080`; port 0 picks a free one).
+    pub listen: String,
+    /// Folder for the database, the blobs and temporary files.
+    pub data_dir: PathBuf,
+    /// Database URL; default `sqlite://DATA/corral.db`.
+    pub database_url: Option<String>,
+    /// No authentication at all: every caller is the same admin. For local development only.
+    pub dev_no_auth: bool,
+    /// Runs at once (default: the number of CPUs).
+    pub parallelism: usize,
+    /// Runs waiting for a free slot; more are refused with 503.
+    pub queue: usize,
+    /// Sandboxes kept for follow-up runs, in total and per caller.
+    pub max_sandboxes: usize,
+    pub max_sandboxes_per_caller: usize,
+    /// Idle time after which a kept sandbox is destroyed.
+    pub sandbox_ttl: Millis,
+    /// Uploads older than this are deleted (suites' files are kept).
+    pub retention: Millis,
+    /// Limits of a run that does not ask for its own.
+    pub default_limits: LimitsRequest,
+    /// The most any run may get; a request asking for more gets this (and is told).
+    pub caps: LimitsRequest,
+    pub upload: UploadLimits,
+    /// Largest JSON request body.
+    pub max_json_bytes: Size,
+    pub rate_limit: RateLimits,
+    /// Folder of suites loaded at start (`ID/suite.yaml` + files); default `DATA/suites`.
+    pub suites_dir: Option<PathBuf>,
+    /// How long shutdown waits for running programs before killing them.
+    pub shutdown_grace: Millis,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:8080".into(),
+            data_dir: PathBuf::from("corral-data"),
+            database_url: None,
+            dev_no_auth: false,
+            parallelism: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+            queue: 64,
+            max_sandboxes: 64,
+            max_sandboxes_per_caller: 4,
+            sandbox_ttl: Millis::ms(5 * 60 * 1000),
+            retention: Millis::ms(7 * 24 * 3600 * 1000),
+            default_limits: LimitsRequest::default(),
+            caps: LimitsRequest::default(),
+            upload: UploadLimits::default(),
+            max_json_bytes: Size::mib(2),
+            rate_limit: RateLimits::default(),
+            suites_dir: None,
+            shutdown_grace: Millis::ms(20_000),
+        }
+    }
+}
+
+/// The platform caps when the configuration sets none.
+pub fn builtin_caps() -> Limits {
+    Limits {
+        cpu_time: Millis::ms(10_000),
+        wall_time: Millis::ms(60_000),
+        memory: Size::mib(512),
+        pids: 128,
+        output: Size::mib(4),
+        disk: Size::mib(128),
+        open_files: 1024,
+        file_size: Size::mib(128),
+    }
+}
+
+impl Config {
+    /// Reads a TOML file (when given), then applies the environment.
+    pub fn load(file: Option<&Path>) -> Result<Config, ServerError> {
+        let mut c = match file {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| ServerError::Config(format!("reading {}: {e}", p.display())))?;
+                toml::from_str(&text)
+                    .map_err(|e| ServerError::Config(format!("{}: {e}", p.display())))?
+            }
+            None => Config::default(),
+        };
+        c.apply_env(|k| std::env::var(k).ok())?;
+        Ok(c)
+    }
+
+    /// `CORRAL_LISTEN`, `CORRAL_DATA`, `CORRAL_DATABASE_URL`, `CORRAL_PARALLELISM`,
+    /// `CORRAL_SANDBOX_TTL`, `CORRAL_RETENTION`, `CORRAL_DEV_NO_AUTH`.
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ServerError> {
+        let bad = |k: &str, v: &str, e: &dyn std::fmt::Display| {
+            ServerError::Config(format!("{k}={v:?}: {e}"))
+        };
+        if let Some(v) = get("CORRAL_LISTEN") {
+            self.listen = v;
+        }
+        if let Some(v) = get("CORRAL_DATA") {
+            self.data_dir = v.into();
+        }
+        if let Some(v) = get("CORRAL_DATABASE_URL") {
+            self.database_url = Some(v);
+        }
+        if let Some(v) = get("CORRAL_PARALLELISM") {
+            self.parallelism = v.parse().map_err(|e| bad("CORRAL_PARALLELISM", &v, &e))?;
+        }
+        if let Some(v) = get("CORRAL_SANDBOX_TTL") {
+            self.sandbox_ttl = v.parse().map_err(|e| bad("CORRAL_SANDBOX_TTL", &v, &e))?;
+        }
+        if let Some(v) = get("CORRAL_RETENTION") {
+            self.retention = v.parse().map_err(|e| bad("CORRAL_RETENTION", &v, &e))?;
+        }
+        if let Some(v) = get("CORRAL_DEV_NO_AUTH") {
+            self.dev_no_auth = matches!(v.as_str(), "1" | "true" | "yes");
+        }
+        Ok(())
+    }
+
+    pub fn database_url(&self) -> String {
+        self.database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("corral.db").display()))
+    }
+
+    pub fn caps(&self) -> Result<Limits, ServerError> {
+        self.caps
+            .resolve(&builtin_caps())
+            .map_err(|e| ServerError::Config(format!("caps: {e}")))
+    }
+
+    /// Default limits, never above the caps.
+    pub fn default_limits(&self) -> Result<Limits, ServerError> {
+        let caps = self.caps()?;
+        Ok(self
+            .default_limits
+            .resolve(&Limits::default())
+            .map_err(|e| ServerError::Config(format!("default_limits: {e}")))?
+            .clamp_to(&caps))
+    }
+
+    /// Checks the values that would otherwise fail later.
+    pub fn validate(&self) -> Result<(), ServerError> {
+        self.caps()?;
+        self.default_limits()?;
+        let bad = |m: &str| Err(ServerError::Config(m.into()));
+        if self.parallelism == 0 {
+            return bad("parallelism must be at least 1");
+        }
+        if self.max_sandboxes == 0 || self.max_sandboxes_per_caller == 0 {
+            return bad("max_sandboxes and max_sandboxes_per_caller must be at least 1");
+        }
+        if self.upload.max_files == 0 || self.upload.max_depth == 0 {
+            return bad("upload.max_files and upload.max_depth must be at least 1");
+        }
+        if self.sandbox_ttl.duration().is_zero() {
+            return bad("sandbox_ttl must be more than 0");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_env_and_defaults() {
+        let c: Config = toml::from_str(
+            r#"
+            listen = "0.0.0.0:9000"
+            parallelism = 3
+            sandbox_ttl = "2m"
+            [caps]
+            memory = "128M"
+            [default_limits]
+            memory = "1G"
+            [rate_limit.student]
+            per_minute = 10
+            burst = 5
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.parallelism, 3);
+        assert_eq!(c.sandbox_ttl, Millis::ms(120_000));
+        assert_eq!(c.default_limits().unwrap().memory, Size::mib(128));
+        assert_eq!(c.caps().unwrap().pids, 128);
+        assert_eq!(c.rate_limit.student.per_minute, 10);
+        let mut c = c;
+        c.apply_env(|k| (k == "CORRAL_DATA").then(|| "/srv/corral".to_string()))
+            .unwrap();
+        assert_eq!(c.database_url(), "sqlite:///srv/corral/corral.db");
+        assert!(toml::from_str::<Config>("bogus = 1").is_err());
+        c.validate().unwrap();
+    }
+}

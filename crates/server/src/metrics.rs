@@ -1,0 +1,106 @@
+//! Prometheus metrics, served as text at `/metrics`.
+
+use std::time::Duration;
+
+use corral_sandbox::{Outcome, Status};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+
+pub struct Metrics {
+    registry: Registry,
+    pub runs: IntCounterVec,
+    pub run_seconds: Histogram,
+    pub queued: IntGauge,
+    pub in_flight: IntGauge,
+    pub oom: IntCounter,
+    pub timeouts: IntCounter,
+    pub held_sandboxes: IntGauge,
+    pub pool_idle: IntGauge,
+    pub pool_active: IntGauge,
+    pub rejected: IntCounterVec,
+    pub uploads: IntCounter,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new_custom(Some("corral".into()), None).expect("valid prefix");
+        let runs = IntCounterVec::new(
+            Opts::new("runs_total", "Finished runs by status"),
+            &["status"],
+        )
+        .expect("valid metric");
+        let run_seconds = Histogram::with_opts(
+            HistogramOpts::new("run_duration_seconds", "Wall time of runs, start to result")
+                .buckets(vec![
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                ]),
+        )
+        .expect("valid metric");
+        let g = |n: &str, h: &str| IntGauge::new(n, h).expect("valid metric");
+        let c = |n: &str, h: &str| IntCounter::new(n, h).expect("valid metric");
+        let m = Metrics {
+            runs,
+            run_seconds,
+            queued: g("runs_queued", "Runs waiting for a free slot"),
+            in_flight: g("runs_in_flight", "Runs executing now"),
+            oom: c("oom_total", "Runs ended by the memory limit"),
+            timeouts: c("timeouts_total", "Runs ended by the CPU or wall time limit"),
+            held_sandboxes: g(
+                "held_sandboxes",
+                "Sandboxes kept for follow-up runs (busy or idle)",
+            ),
+            pool_idle: g("pool_idle_sandboxes", "Warm sandboxes in the pool"),
+            pool_active: g("pool_active_sandboxes", "Sandboxes leased from the pool"),
+            rejected: IntCounterVec::new(
+                Opts::new(
+                    "rejected_total",
+                    "Requests refused by overload or rate limits",
+                ),
+                &["reason"],
+            )
+            .expect("valid metric"),
+            uploads: c("uploads_total", "Uploads stored"),
+            registry,
+        };
+        for x in [
+            Box::new(m.runs.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(m.run_seconds.clone()),
+            Box::new(m.queued.clone()),
+            Box::new(m.in_flight.clone()),
+            Box::new(m.oom.clone()),
+            Box::new(m.timeouts.clone()),
+            Box::new(m.held_sandboxes.clone()),
+            Box::new(m.pool_idle.clone()),
+            Box::new(m.pool_active.clone()),
+            Box::new(m.rejected.clone()),
+            Box::new(m.uploads.clone()),
+        ] {
+            m.registry.register(x).expect("metric registered once");
+        }
+        m
+    }
+
+    pub fn observe(&self, o: &Outcome, elapsed: Duration) {
+        self.runs.with_label_values(&[o.status.as_str()]).inc();
+        self.run_seconds.observe(elapsed.as_secs_f64());
+        match o.status {
+            Status::MemoryLimit => self.oom.inc(),
+            Status::TimeLimit | Status::WallTimeLimit => self.timeouts.inc(),
+            _ => {}
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

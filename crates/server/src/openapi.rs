@@ -1,0 +1,70 @@
+//! The OpenAPI 3 document, generated from the handlers' annotations and the body types.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::error::ErrorBody;
+use crate::types::*;
+
+struct Security;
+
+impl Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "An API token (`corral token create`, or POST /tokens as an admin)",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "corral",
+        description = "Run untrusted code in isolated Linux sandboxes: upload files, run commands \
+            (then more commands in the same sandbox), run check suites, drive interactive programs \
+            over a WebSocket. The CS50 Sandbox API, extended.",
+        license(name = "Apache-2.0")
+    ),
+    paths(
+        crate::api::upload,
+        crate::api::get_upload,
+        crate::api::run,
+        crate::api::delete_sandbox,
+        crate::ws::ws,
+        crate::api::create_token,
+        crate::api::revoke_token,
+        crate::api::whoami,
+        crate::api::health,
+        crate::api::metrics,
+        crate::api::languages,
+        crate::api::openapi,
+    ),
+    components(schemas(
+        ErrorBody, RunRequest, RunResponse, Cmd, SandboxRef, LimitsDoc, LimitValue, UploadResponse,
+        UploadForm, UploadInfo, FileInfo, TokenRequest, TokenResponse, RoleName, WhoAmI, Health,
+        LanguageInfo, WsClientMessage, WsServerMessage,
+    )),
+    modifiers(&Security),
+    tags(
+        (name = "sandbox", description = "Upload, run, interactive runs"),
+        (name = "checks", description = "Check suites and grading"),
+        (name = "admin", description = "Tokens"),
+        (name = "meta", description = "Health, metrics, languages, this document"),
+    )
+)]
+pub struct ApiDoc;
+
+pub fn document() -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_string();
+    doc
+}

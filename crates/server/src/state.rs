@@ -1,0 +1,70 @@
+//! What every request handler shares.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use corral_sandbox::{Limits, Pool};
+use corral_store::Store;
+
+use crate::config::Config;
+use crate::error::ServerError;
+use crate::metrics::Metrics;
+use crate::ratelimit::RateLimiter;
+use crate::runner::Runner;
+use crate::sandboxes::Registry;
+
+pub struct AppState {
+    pub config: Config,
+    pub caps: Limits,
+    pub defaults: Limits,
+    pub store: Arc<dyn Store>,
+    pub pool: Arc<Pool>,
+    pub sandboxes: Registry,
+    pub runner: Runner,
+    pub metrics: Arc<Metrics>,
+    pub limiter: RateLimiter,
+    /// Temporary folders (materialised uploads) live here.
+    pub tmp_dir: PathBuf,
+    /// Fires once when the server starts shutting down.
+    pub shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+pub type SharedState = Arc<AppState>;
+
+impl AppState {
+    pub fn new(
+        config: Config,
+        store: Arc<dyn Store>,
+        pool: Arc<Pool>,
+    ) -> Result<SharedState, ServerError> {
+        config.validate()?;
+        let metrics = Arc::new(Metrics::new());
+        let tmp_dir = config.data_dir.join("tmp");
+        std::fs::create_dir_all(&tmp_dir).map_err(|e| ServerError::Io {
+            what: format!("creating {}", tmp_dir.display()),
+            source: e,
+        })?;
+        let (shutdown, _) = tokio::sync::watch::channel(false);
+        Ok(Arc::new(AppState {
+            caps: config.caps()?,
+            defaults: config.default_limits()?,
+            store,
+            pool,
+            sandboxes: Registry::new(
+                config.max_sandboxes,
+                config.max_sandboxes_per_caller,
+                config.sandbox_ttl.duration(),
+            ),
+            runner: Runner::new(config.parallelism, config.queue, metrics.clone()),
+            metrics,
+            limiter: RateLimiter::default(),
+            tmp_dir,
+            shutdown,
+            config,
+        }))
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}

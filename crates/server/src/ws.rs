@@ -1,0 +1,448 @@
+//! `/ws`: interactive runs. The client sends `run`, `stdin`, `signal` and `kill` messages; the
+//! server streams `stdout` / `stderr` as produced, says `stdin` when the program blocks reading its
+//! standard input (asked of the kernel through `/proc/PID/syscall` once output has gone quiet), and
+//! ends with `exit`. Closing the socket kills the run.
+//!
+//! The program is driven by one blocking thread ([`drive`]) that steps the `Execution` with short
+//! deadlines and talks to the socket task over channels.
+
+use std::sync::mpsc as std_mpsc;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::response::Response;
+use axum::Extension;
+use corral_sandbox::{Outcome, OutputSink, RunSpec, Sandbox, Stdin};
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ErrorBody};
+use crate::run::{execute, prepare, RunInput};
+use crate::state::SharedState;
+use crate::types::{RunResponse, WsClientMessage, WsServerMessage};
+
+/// How often the driver looks at control messages while the program runs.
+const TICK: Duration = Duration::from_millis(20);
+/// Quiet time before asking whether the program waits for input; doubled while it does not.
+const FIRST_PROBE: Duration = Duration::from_millis(10);
+const MAX_PROBE: Duration = Duration::from_millis(500);
+/// Standard input a client may send to one run.
+const MAX_STDIN: usize = 16 << 20;
+const MAX_MESSAGE: usize = 1 << 20;
+
+enum Ctl {
+    Stdin(Vec<u8>),
+    Eof,
+    Signal(i32),
+    Kill,
+}
+
+/// Interactive runs over a WebSocket.
+///
+/// Client messages (JSON, `type` field): `{"type": "run", "cmd", "sandbox", "limits"}`,
+/// `{"type": "stdin", "data", "eof"}`, `{"type": "signal", "name": "SIGINT"}`, `{"type": "kill"}`.
+/// Server messages: `{"type": "stdout" | "stderr", "data"}`, `{"type": "stdin"}` (the program
+/// waits for input), `{"type": "exit", "code", "status", "stdout", "stderr", "sandbox", …}` and
+/// `{"type": "error", "error", "message"}`. Browsers may pass the token as `?token=`.
+#[utoipa::path(
+    get, path = "/ws", tag = "sandbox",
+    params(("token" = Option<String>, Query, description = "The API token, for clients that cannot set headers")),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "Not a WebSocket upgrade request", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn ws(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "not_websocket",
+            format!("{}: connect with a WebSocket client", e.body_text()),
+        )
+    })?;
+    Ok(upgrade
+        .max_message_size(MAX_MESSAGE)
+        .on_upgrade(move |socket| session(st, caller, socket)))
+}
+
+fn json(msg: &WsServerMessage) -> Message {
+    Message::Text(serde_json::to_string(msg).unwrap_or_default().into())
+}
+
+fn error(code: &str, message: impl Into<String>) -> WsServerMessage {
+    WsServerMessage::Error {
+        error: code.into(),
+        message: message.into(),
+    }
+}
+
+fn signal_number(name: &str) -> Option<i32> {
+    let n = name.trim().to_ascii_uppercase();
+    let n = n.strip_prefix("SIG").unwrap_or(&n);
+    Some(match n {
+        "INT" => libc::SIGINT,
+        "TERM" => libc::SIGTERM,
+        "KILL" => libc::SIGKILL,
+        "QUIT" => libc::SIGQUIT,
+        "HUP" => libc::SIGHUP,
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        _ => return None,
+    })
+}
+
+/// A message for the socket, and whether it ends the run.
+type Event = (WsServerMessage, bool);
+
+struct Running {
+    ctl: std_mpsc::Sender<Ctl>,
+    stdin_sent: usize,
+}
+
+async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
+    let (mut tx, mut rx) = socket.split();
+    let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(64);
+    let mut running: Option<Running> = None;
+    let mut shutdown = st.shutdown.subscribe();
+    loop {
+        tokio::select! {
+            msg = rx.next() => {
+                let text = match msg {
+                    Some(Ok(Message::Text(t))) => t.to_string(),
+                    Some(Ok(Message::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                    // Closed or broken: the run (if any) is killed when `running` drops its sender.
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+                };
+                let reply = match serde_json::from_str::<WsClientMessage>(&text) {
+                    Err(e) => Some(error("bad_message", format!("not a valid message: {e}"))),
+                    Ok(m) => handle(&st, &caller, m, &mut running, &ev_tx).await,
+                };
+                if let Some(r) = reply {
+                    if tx.send(json(&r)).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            ev = ev_rx.recv() => {
+                let Some((ev, ends)) = ev else { break };
+                if ends {
+                    running = None;
+                }
+                if tx.send(json(&ev)).await.is_err() {
+                    break;
+                }
+            }
+            _ = shutdown.changed() => {
+                if let Some(r) = &running {
+                    let _ = r.ctl.send(Ctl::Kill);
+                }
+                let _ = tx.send(json(&error("shutting_down", "the server is shutting down"))).await;
+                // Let the exit event of a killed run through, then close.
+                let deadline = tokio::time::sleep(Duration::from_secs(5));
+                tokio::pin!(deadline);
+                while running.is_some() {
+                    tokio::select! {
+                        ev = ev_rx.recv() => match ev {
+                            Some((ev, ends)) => {
+                                if ends { running = None; }
+                                let _ = tx.send(json(&ev)).await;
+                            }
+                            None => break,
+                        },
+                        _ = &mut deadline => break,
+                    }
+                }
+                let _ = tx.send(Message::Close(None)).await;
+                break;
+            }
+        }
+    }
+    if let Some(r) = running {
+        let _ = r.ctl.send(Ctl::Kill);
+    }
+}
+
+async fn handle(
+    st: &SharedState,
+    caller: &Caller,
+    msg: WsClientMessage,
+    running: &mut Option<Running>,
+    ev_tx: &mpsc::Sender<Event>,
+) -> Option<WsServerMessage> {
+    let send = |r: &Running, c: Ctl| {
+        let _ = r.ctl.send(c);
+    };
+    match msg {
+        WsClientMessage::Run {
+            cmd,
+            sandbox,
+            limits,
+            env,
+        } => {
+            if running.is_some() {
+                return Some(error(
+                    "busy",
+                    "a program is already running on this socket; wait for its exit",
+                ));
+            }
+            let input = RunInput {
+                cmd,
+                sandbox,
+                stdin: Stdin::Pipe,
+                limits,
+                env,
+            };
+            let prepared = match prepare(st, caller, input).await {
+                Ok(p) => p,
+                Err(e) => return Some(error(e.code, e.message)),
+            };
+            let clamped = prepared.clamped.clone();
+            let (ctl_tx, ctl_rx) = std_mpsc::channel();
+            *running = Some(Running {
+                ctl: ctl_tx,
+                stdin_sent: 0,
+            });
+            let st = st.clone();
+            let ev_tx = ev_tx.clone();
+            tokio::spawn(async move {
+                let out_tx = ev_tx.clone();
+                let result = execute(&st, prepared, move |sb, spec| {
+                    drive(sb, spec, ctl_rx, out_tx)
+                })
+                .await;
+                let msg = match result {
+                    Ok((outcome, sandbox)) => WsServerMessage::Exit(Box::new(RunResponse::new(
+                        &outcome, sandbox, clamped,
+                    ))),
+                    // Not run at all (overload, shutdown): the client may try again.
+                    Err(e) => error(e.code, e.message),
+                };
+                let _ = ev_tx.send((msg, true)).await;
+            });
+            None
+        }
+        WsClientMessage::Stdin { data, eof } => {
+            let Some(r) = running.as_mut() else {
+                return Some(error("not_running", "no program is running"));
+            };
+            r.stdin_sent += data.len();
+            if r.stdin_sent > MAX_STDIN {
+                return Some(error("too_large", "more than 16M of standard input"));
+            }
+            if !data.is_empty() {
+                send(r, Ctl::Stdin(data.into_bytes()));
+            }
+            if eof {
+                send(r, Ctl::Eof);
+            }
+            None
+        }
+        WsClientMessage::Signal { name } => {
+            let Some(r) = running.as_ref() else {
+                return Some(error("not_running", "no program is running"));
+            };
+            match signal_number(&name) {
+                Some(n) => {
+                    send(r, Ctl::Signal(n));
+                    None
+                }
+                None => Some(error(
+                    "bad_signal",
+                    format!("unknown signal {name:?}: use SIGINT, SIGTERM, SIGKILL, SIGQUIT, SIGHUP, SIGUSR1 or SIGUSR2"),
+                )),
+            }
+        }
+        WsClientMessage::Kill => {
+            let Some(r) = running.as_ref() else {
+                return Some(error("not_running", "no program is running"));
+            };
+            send(r, Ctl::Kill);
+            None
+        }
+    }
+}
+
+/// Forwards output chunks to the socket task (blocking when it lags: back-pressure on the
+/// program), decoding UTF-8 across chunk boundaries.
+struct ChannelSink {
+    tx: mpsc::Sender<Event>,
+    pending: [Vec<u8>; 2],
+    active: bool,
+}
+
+/// Appends `data` to `pending` and returns the longest decodable text, keeping an incomplete
+/// UTF-8 sequence at the end for the next chunk (invalid bytes become U+FFFD).
+fn decode(pending: &mut Vec<u8>, data: &[u8]) -> String {
+    pending.extend_from_slice(data);
+    let mut out = String::new();
+    let mut rest: &[u8] = pending;
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(s) => {
+                out.push_str(s);
+                rest = &[];
+                break;
+            }
+            Err(e) => {
+                let (good, bad) = rest.split_at(e.valid_up_to());
+                out.push_str(std::str::from_utf8(good).unwrap_or_default());
+                match e.error_len() {
+                    Some(n) => {
+                        out.push('\u{FFFD}');
+                        rest = &bad[n..];
+                    }
+                    None => {
+                        rest = bad;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let keep = rest.to_vec();
+    *pending = keep;
+    out
+}
+
+impl ChannelSink {
+    fn push(&mut self, i: usize, data: &[u8]) {
+        self.active = true;
+        let text = decode(&mut self.pending[i], data);
+        if text.is_empty() {
+            return;
+        }
+        let msg = if i == 0 {
+            WsServerMessage::Stdout { data: text }
+        } else {
+            WsServerMessage::Stderr { data: text }
+        };
+        let _ = self.tx.blocking_send((msg, false));
+    }
+}
+
+impl OutputSink for ChannelSink {
+    fn stdout(&mut self, data: &[u8]) {
+        self.push(0, data);
+    }
+    fn stderr(&mut self, data: &[u8]) {
+        self.push(1, data);
+    }
+}
+
+/// Drives one interactive run on a blocking thread.
+fn drive(
+    sb: &mut Sandbox,
+    spec: &RunSpec,
+    ctl: std_mpsc::Receiver<Ctl>,
+    tx: mpsc::Sender<Event>,
+) -> Outcome {
+    let mut sink = ChannelSink {
+        tx: tx.clone(),
+        pending: [Vec::new(), Vec::new()],
+        active: false,
+    };
+    let mut exec = match sb.start(spec) {
+        Ok(e) => e,
+        Err(e) => return Outcome::sandbox_error(spec.limits.clone(), e.to_string()),
+    };
+    let fail = |e: corral_sandbox::SandboxError| {
+        Outcome::sandbox_error(spec.limits.clone(), e.to_string())
+    };
+    let mut probe_every = FIRST_PROBE;
+    let mut next_probe = Instant::now() + probe_every;
+    let mut announced = false;
+    let mut killed = false;
+    loop {
+        loop {
+            let c = match ctl.try_recv() {
+                Ok(c) => c,
+                Err(std_mpsc::TryRecvError::Empty) => break,
+                Err(std_mpsc::TryRecvError::Disconnected) => Ctl::Kill,
+            };
+            let r = match c {
+                Ctl::Stdin(d) => {
+                    exec.write_stdin(&d);
+                    announced = false;
+                    probe_every = FIRST_PROBE;
+                    next_probe = Instant::now() + probe_every;
+                    Ok(())
+                }
+                Ctl::Eof => {
+                    exec.close_stdin();
+                    Ok(())
+                }
+                Ctl::Signal(n) => exec.signal(n),
+                Ctl::Kill if killed => Ok(()),
+                Ctl::Kill => {
+                    killed = true;
+                    exec.kill()
+                }
+            };
+            if let Err(e) = r {
+                return fail(e);
+            }
+            if killed {
+                break;
+            }
+        }
+        let now = Instant::now();
+        let mut until = now + TICK;
+        if !announced && !killed {
+            until = until.min(next_probe.max(now + Duration::from_millis(1)));
+        }
+        match exec.step(Some(until), &mut sink) {
+            Ok(Some(o)) => return o,
+            Ok(None) => {}
+            Err(e) => return fail(e),
+        }
+        if std::mem::take(&mut sink.active) {
+            // Output arrived: the program is not (yet) waiting.
+            announced = false;
+            probe_every = FIRST_PROBE;
+            next_probe = Instant::now() + probe_every;
+            continue;
+        }
+        if !announced && !killed && Instant::now() >= next_probe {
+            match exec.waiting_for_stdin(&mut sink) {
+                Ok(true) => {
+                    announced = true;
+                    let _ = tx.blocking_send((WsServerMessage::Stdin {}, false));
+                }
+                Ok(false) => {
+                    probe_every = (probe_every * 2).min(MAX_PROBE);
+                    next_probe = Instant::now() + probe_every;
+                }
+                Err(e) => return fail(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_split_across_chunks() {
+        let mut p = Vec::new();
+        let bytes = "héllo".as_bytes();
+        let a = decode(&mut p, &bytes[..2]);
+        let b = decode(&mut p, &bytes[2..]);
+        assert_eq!(format!("{a}{b}"), "héllo");
+        assert_eq!(decode(&mut p, &[0xff, b'a']), "\u{FFFD}a");
+        assert!(p.is_empty());
+        assert_eq!(signal_number("SIGINT"), Some(libc::SIGINT));
+        assert_eq!(signal_number("term"), Some(libc::SIGTERM));
+        assert_eq!(signal_number("SIGSEGV"), None);
+    }
+}
