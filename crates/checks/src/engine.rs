@@ -17,7 +17,7 @@ use corral_sandbox::{
 use serde_json::Value;
 
 use crate::error::GradeError;
-use crate::languages::Registry;
+use crate::languages::{Language, Registry};
 use crate::report::{CheckResult, Observation, Report, ScriptEntry, SKIPPED};
 use crate::stage;
 use crate::suite::{Check, CheckKind, Command, Input, Matcher, Step, Suite};
@@ -51,6 +51,35 @@ pub struct Plan {
     pub mounts: Vec<Mount>,
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
+    /// The check's language, for `{compile}`, `{run}` and `{source}` in commands.
+    pub language: Option<Language>,
+}
+
+impl Plan {
+    /// A command with the language placeholders replaced.
+    pub fn expand(&self, cmd: &Command) -> Command {
+        let Some(lang) = &self.language else {
+            return cmd.clone();
+        };
+        match cmd {
+            Command::Shell(s) => Command::Shell(
+                s.replace("{compile}", lang.compile.as_deref().unwrap_or("true"))
+                    .replace("{run}", &lang.run)
+                    .replace("{source}", &lang.source),
+            ),
+            Command::Argv(a) => Command::Argv(
+                a.iter()
+                    .map(|x| {
+                        if x == "{source}" {
+                            lang.source.clone()
+                        } else {
+                            x.clone()
+                        }
+                    })
+                    .collect(),
+            ),
+        }
+    }
 }
 
 /// Resolves language, limits and timeout of every check; fails on an unknown or unavailable
@@ -60,9 +89,17 @@ pub fn plan(suite: &Suite, registry: &Registry) -> Result<Vec<Plan>, GradeError>
         .checks
         .iter()
         .map(|check| {
+            let mut language = None;
             let (base, mounts, env) = match suite.language_of(check) {
                 Some(id) => {
                     let lang = registry.get(id)?;
+                    if lang.compile.is_none() && uses(check, "{compile}") {
+                        return Err(GradeError::NoCompile {
+                            id: id.to_string(),
+                            check: check.id.clone(),
+                        });
+                    }
+                    language = Some(lang.clone());
                     lang.check_host()
                         .map_err(|why| GradeError::LanguageUnavailable {
                             id: id.to_string(),
@@ -88,9 +125,18 @@ pub fn plan(suite: &Suite, registry: &Registry) -> Result<Vec<Plan>, GradeError>
                 mounts,
                 env,
                 timeout: suite.timeout_of(check),
+                language,
             })
         })
         .collect()
+}
+
+/// Whether a `run` step of the check mentions `placeholder`.
+fn uses(check: &Check, placeholder: &str) -> bool {
+    let CheckKind::Steps(steps) = &check.kind;
+    steps
+        .iter()
+        .any(|s| matches!(s, Step::Run(Command::Shell(c)) if c.contains(placeholder)))
 }
 
 /// Grades the submission in `submission` (a host folder) against `suite`.
@@ -488,6 +534,7 @@ impl Runner<'_> {
 
     /// A `run` step and the process steps after it.
     fn segment(&mut self, sb: &mut Sandbox, steps: &[Step], at: usize, cmd: &Command) -> Flow {
+        let cmd = &self.plan.expand(cmd);
         let mut spec = RunSpec::new(cmd.argv());
         spec.env = self.plan.env.clone();
         spec.stdin = Stdin::Pipe;

@@ -577,9 +577,20 @@ impl Suite {
                 return Err(check_err(&id, "steps: must not be empty".into()));
             }
             let mut running = false;
+            let language = rc.language.as_ref().or(raw.language.as_ref());
             for (j, s) in steps.iter().enumerate() {
                 let at = |m: String| check_err(&id, format!("steps[{j}].{m}"));
                 match s {
+                    Step::Run(Command::Shell(c))
+                        if language.is_none()
+                            && ["{compile}", "{run}", "{source}"]
+                                .iter()
+                                .any(|p| c.contains(p)) =>
+                    {
+                        return Err(at(format!(
+                            "run: {c:?} uses a language placeholder but neither the check nor the suite names a `language`"
+                        )))
+                    }
                     Step::Run(_) => running = true,
                     Step::Stdin(_) | Step::Stdout(_) | Step::Stderr(_) | Step::Exit(_)
                         if !running =>

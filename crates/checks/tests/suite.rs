@@ -211,6 +211,12 @@ fn steps_and_paths_are_checked() {
     assert!(e.contains("steps: must not be empty"), "{e}");
     let e = err("name: x\nchecks:\n  - id: a\n    description: no steps\n");
     assert!(e.contains("missing `steps`"), "{e}");
+    let e = err("name: x\nchecks:\n  - id: a\n    steps: [{run: \"{compile}\"}]\n");
+    assert!(e.contains("steps[0].run") && e.contains("language"), "{e}");
+    assert!(
+        parse("name: x\nlanguage: c\nchecks:\n  - id: a\n    steps: [{run: \"{compile}\"}]\n")
+            .is_ok()
+    );
     let e = err("name: x\nchecks: []\n");
     assert!(e.contains("at least one check"), "{e}");
     let e = err("name: x\nchecks:\n  - id: \"a b\"\n    steps: [{run: ls}]\n");

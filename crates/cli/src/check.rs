@@ -117,6 +117,7 @@ pub fn main(args: CheckArgs) -> i32 {
             e @ (GradeError::Submission { .. }
             | GradeError::Language(_)
             | GradeError::LanguageUnavailable { .. }
+            | GradeError::NoCompile { .. }
             | GradeError::Limits { .. }),
         ) => {
             eprintln!("corral check: {e}");

@@ -560,15 +560,15 @@ fn every_builtin_language_runs_hello_world() {
         std::fs::write(sub.join(source), program).unwrap();
         let mut suite = format!("name: {id}\nlanguage: {id}\ntimeout: 60s\nchecks:\n");
         let mut run_depends = String::new();
-        if let Some(compile) = entry["compile"].as_str() {
-            suite.push_str(&format!(
-                "  - id: compiles\n    steps:\n      - run: {compile:?}\n      - exit: 0\n"
-            ));
+        // The registry's own commands, through the `{compile}` / `{run}` placeholders.
+        if entry["compile"].is_string() {
+            suite.push_str(
+                "  - id: compiles\n    steps:\n      - run: \"{compile}\"\n      - exit: 0\n",
+            );
             run_depends = "    depends: [compiles]\n".into();
         }
-        let run = entry["run"].as_str().unwrap();
         suite.push_str(&format!(
-            "  - id: runs\n{run_depends}    steps:\n      - run: {run:?}\n      - stdout: {{exact: \"hello from {id}\"}}\n      - exit: 0\n"
+            "  - id: runs\n{run_depends}    steps:\n      - run: \"{{run}}\"\n      - stdout: {{exact: \"hello from {id}\"}}\n      - exit: 0\n"
         ));
         let suite_path = dir.path().join("suite.yaml");
         std::fs::write(&suite_path, &suite).unwrap();
