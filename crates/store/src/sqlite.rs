@@ -126,7 +126,8 @@ impl Store for SqliteStore {
         Ok(n as u64)
     }
 
-    async fn create_upload(&self, owner: &str, files: Vec<NewFile>) -> Result<Upload> {
+    async fn create_upload(&self, owner: &str, mut files: Vec<NewFile>) -> Result<Upload> {
+        files.sort_by(|a, b| a.path.cmp(&b.path));
         let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
         crate::check_tree(&paths)?;
         // Contents first: a blob without a row is garbage; a row without its blob is never made.

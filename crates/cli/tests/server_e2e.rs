@@ -1,0 +1,424 @@
+//! `corral serve` end to end: the real binary on a loopback port, spoken to over HTTP (reqwest) and
+//! WebSocket (tokio-tungstenite). The seed's CS50 Sandbox examples literally, kept sandboxes and
+//! their expiry, interactive runs with stdin prompts and SIGINT, limit caps, the worst containment
+//! cases through `/run`, and graceful shutdown.
+//!
+//! Tests that need no sandbox (auth, bad input, OpenAPI) live in `crates/server/tests/api.rs`.
+
+mod server_support;
+
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use server_support::*;
+use tokio_tungstenite::tungstenite::Message;
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn ws_connect(s: &Server, token: &str) -> Ws {
+    let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws?token={token}", s.addr))
+        .await
+        .expect("WebSocket connect");
+    ws
+}
+
+async fn ws_send(ws: &mut Ws, v: Value) {
+    ws.send(Message::Text(v.to_string().into())).await.unwrap();
+}
+
+/// The next JSON message (60 s at most: a hung server fails the test instead of hanging it).
+async fn ws_next(ws: &mut Ws) -> Value {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(60), ws.next())
+            .await
+            .expect("no WebSocket message within 60 s")
+            .expect("the socket closed")
+            .expect("WebSocket error");
+        match m {
+            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+            Message::Close(_) => panic!("the server closed the socket"),
+            _ => continue,
+        }
+    }
+}
+
+/// Reads messages until `pred` matches one, returning the stdout seen on the way and that message.
+async fn ws_until(ws: &mut Ws, what: &str, pred: impl Fn(&Value) -> bool) -> (String, Value) {
+    let mut out = String::new();
+    loop {
+        let m = ws_next(ws).await;
+        if pred(&m) {
+            return (out, m);
+        }
+        match m["type"].as_str() {
+            Some("stdout") => out.push_str(m["data"].as_str().unwrap()),
+            Some("stderr") => {}
+            Some("stdin") => {}
+            Some("exit") | Some("error") => {
+                panic!("waiting for {what}, got {m}\nstdout so far: {out:?}")
+            }
+            _ => panic!("unexpected message {m}"),
+        }
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn seed_hello_compiles_then_runs_in_the_returned_sandbox() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        assert!(
+            s.admin.starts_with("corral_"),
+            "the first start prints an admin token"
+        );
+        let t = s.token("student").await;
+        let id = s.upload(&t, &[("hello.c", SEED_HELLO.as_bytes())]).await;
+        let r = s
+            .run_ok(
+                &t,
+                json!({"cmd": "cc -o hello hello.c", "sandbox": {"homedir": id}}),
+            )
+            .await;
+        // CS50 Sandbox's keys, plus corral's.
+        for k in ["code", "sandbox", "script", "stderr", "stdout", "status"] {
+            assert!(r.get(k).is_some(), "{k} missing: {r}");
+        }
+        assert_eq!(r["code"], 0, "{r}");
+        assert_eq!(r["status"], "ok");
+        let sandbox = r["sandbox"]
+            .as_str()
+            .expect("a sandbox id to continue in")
+            .to_string();
+        assert!(sandbox.len() >= 32, "sandbox ids carry at least 128 bits");
+        let r = s
+            .run_ok(&t, json!({"cmd": "./hello", "sandbox": {"id": sandbox}}))
+            .await;
+        assert_eq!(r["code"], 0, "{r}");
+        assert_eq!(r["stdout"], "hello, world\n");
+        assert_eq!(r["script"], "hello, world\n");
+        assert_eq!(r["stderr"], "");
+        assert_eq!(r["sandbox"], sandbox.as_str());
+        // argv form, and the upload is still pristine for a new sandbox.
+        let r = s
+            .run_ok(&t, json!({"cmd": ["ls"], "sandbox": {"homedir": id}}))
+            .await;
+        assert_eq!(r["stdout"], "hello.c\n");
+        assert_ne!(
+            r["sandbox"],
+            sandbox.as_str(),
+            "a homedir run gets a new sandbox"
+        );
+    });
+    assert!(s.stop().success());
+}
+
+#[test]
+fn seed_failing_exit_and_wrong_stdout_are_reported() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let fails = "int main(void) { return 1; }\n";
+        let id = s.upload(&t, &[("hello.c", fails.as_bytes())]).await;
+        let r = s
+            .run_ok(
+                &t,
+                json!({"cmd": "cc -o hello hello.c && ./hello", "sandbox": {"homedir": id}}),
+            )
+            .await;
+        assert_eq!(r["code"], 1, "{r}");
+        assert_eq!(r["status"], "nonzero_exit");
+        let goodbye = "#include <stdio.h>\nint main(void) { printf(\"goodbye, world\\n\"); }\n";
+        let id = s.upload(&t, &[("hello.c", goodbye.as_bytes())]).await;
+        let r = s
+            .run_ok(
+                &t,
+                json!({"cmd": "cc -o hello hello.c && ./hello", "sandbox": {"homedir": id}}),
+            )
+            .await;
+        assert_eq!(r["code"], 0);
+        assert_eq!(r["stdout"], "goodbye, world\n");
+        // A compile error: code 1 and the compiler's message in stderr.
+        let broken = "int main(void) { return }\n";
+        let id = s.upload(&t, &[("hello.c", broken.as_bytes())]).await;
+        let r = s
+            .run_ok(
+                &t,
+                json!({"cmd": "cc -o hello hello.c", "sandbox": {"homedir": id}}),
+            )
+            .await;
+        assert_eq!(r["code"], 1, "{r}");
+        assert!(r["stderr"].as_str().unwrap().contains("error"), "{r}");
+        // stdin, and program output stays an inert JSON string.
+        let r = s
+            .run_ok(
+                &t,
+                json!({"cmd": "cat", "stdin": "<script>alert(1)</script>"}),
+            )
+            .await;
+        assert_eq!(r["stdout"], "<script>alert(1)</script>");
+    });
+}
+
+#[test]
+fn interactive_run_prompts_for_stdin_over_websocket() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let prog = "name = input('What is your name? ')\nprint('hello, ' + name)\n";
+        let id = s.upload(&t, &[("hello.py", prog.as_bytes())]).await;
+        let mut ws = ws_connect(&s, &t).await;
+        ws_send(
+            &mut ws,
+            json!({"type": "run", "cmd": "python3 hello.py", "sandbox": {"homedir": id}}),
+        )
+        .await;
+        let (out, _) = ws_until(&mut ws, "the stdin event", |m| m["type"] == "stdin").await;
+        assert_eq!(out, "What is your name? ");
+        ws_send(&mut ws, json!({"type": "stdin", "data": "David\n"})).await;
+        let (out, exit) = ws_until(&mut ws, "exit", |m| m["type"] == "exit").await;
+        assert_eq!(out, "hello, David\n");
+        assert_eq!(exit["code"], 0, "{exit}");
+        assert_eq!(exit["status"], "ok");
+        assert_eq!(exit["stdout"], "What is your name? hello, David\n");
+        let sandbox = exit["sandbox"].as_str().unwrap().to_string();
+        // A second run on the same socket, in the same sandbox.
+        ws_send(
+            &mut ws,
+            json!({"type": "run", "cmd": ["ls"], "sandbox": {"id": sandbox}}),
+        )
+        .await;
+        let (out, exit) = ws_until(&mut ws, "exit", |m| m["type"] == "exit").await;
+        assert_eq!(out, "hello.py\n");
+        assert_eq!(exit["sandbox"], sandbox.as_str());
+        // Bad messages get an error and the socket stays usable.
+        ws_send(&mut ws, json!({"type": "warp"})).await;
+        assert_eq!(ws_next(&mut ws).await["type"], "error");
+        ws_send(&mut ws, json!({"type": "stdin", "data": "x"})).await;
+        assert_eq!(ws_next(&mut ws).await["error"], "not_running");
+    });
+}
+
+#[test]
+fn sigint_over_websocket_interrupts_and_closing_kills() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let prog = "import signal, sys, time\n\
+            def stop(*_):\n    print('interrupted', flush=True)\n    sys.exit(3)\n\
+            signal.signal(signal.SIGINT, stop)\n\
+            print('ready', flush=True)\n\
+            time.sleep(30)\n";
+        let id = s.upload(&t, &[("wait.py", prog.as_bytes())]).await;
+        let mut ws = ws_connect(&s, &t).await;
+        ws_send(
+            &mut ws,
+            json!({"type": "run", "cmd": ["python3", "wait.py"], "sandbox": {"homedir": id}, "limits": {"wall_time": "20s"}}),
+        )
+        .await;
+        ws_until(&mut ws, "ready", |m| m["type"] == "stdout" && m["data"].as_str().unwrap().contains("ready")).await;
+        ws_send(&mut ws, json!({"type": "signal", "name": "SIGINT"})).await;
+        let (out, exit) = ws_until(&mut ws, "exit", |m| m["type"] == "exit").await;
+        assert!(out.contains("interrupted"), "{out:?} {exit}");
+        assert_eq!(exit["code"], 3, "{exit}");
+
+        // Closing the socket kills the run: the slot is free again and nothing is left running.
+        let marker = format!("corral_ws_close_{}", std::process::id());
+        let mut ws = ws_connect(&s, &t).await;
+        ws_send(
+            &mut ws,
+            json!({"type": "run", "cmd": ["/bin/sh", "-c", "echo started; sleep 50", &marker], "limits": {"wall_time": "40s"}}),
+        )
+        .await;
+        ws_until(&mut ws, "started", |m| m["type"] == "stdout").await;
+        assert_eq!(s.health().await["runs_in_flight"], 1);
+        ws.close(None).await.unwrap();
+        drop(ws);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while s.health().await["runs_in_flight"] != 0 {
+            assert!(Instant::now() < deadline, "closing the socket did not end the run");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(host_procs_with(&marker).is_empty(), "the killed run left processes");
+    });
+}
+
+#[test]
+fn kept_sandboxes_are_reused_then_expire() {
+    let s = Server::start("sandbox_ttl = \"1s\"\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let other = s.token("student").await;
+        let r = s.run_ok(&t, json!({"cmd": "echo kept > note.txt"})).await;
+        let id = r["sandbox"].as_str().unwrap().to_string();
+        let r = s
+            .run_ok(&t, json!({"cmd": "cat note.txt", "sandbox": {"id": id}}))
+            .await;
+        assert_eq!(r["stdout"], "kept\n");
+        // Someone else cannot use it.
+        let (st, _) = s
+            .run(
+                &other,
+                json!({"cmd": "cat note.txt", "sandbox": {"id": id}}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+        // Idle past the TTL: gone (the files with it). Only /health is polled: a run would use it.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while s.health().await["held_sandboxes"] != 0 {
+            assert!(Instant::now() < deadline, "the sandbox never expired");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let (st, v) = s
+            .run(&t, json!({"cmd": "true", "sandbox": {"id": id}}))
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+        // Deleting one explicitly.
+        let r = s.run_ok(&t, json!({"cmd": "true"})).await;
+        let id = r["sandbox"].as_str().unwrap();
+        let del = client()
+            .delete(s.url(&format!("/sandboxes/{id}")))
+            .bearer_auth(&t)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(del.status(), StatusCode::NO_CONTENT);
+        let (st, _) = s
+            .run(&t, json!({"cmd": "true", "sandbox": {"id": id}}))
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+    });
+}
+
+#[test]
+fn requests_above_the_caps_get_the_caps_and_are_told() {
+    let cfg = "[caps]\nmemory = \"64M\"\npids = 16\nwall_time = \"5s\"\n[default_limits]\ncpu_time = \"2s\"\n";
+    let s = Server::start(cfg, &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let r = s
+            .run_ok(
+                &t,
+                json!({"cmd": "true", "limits": {"memory": "1G", "pids": 1000, "wall_time": "3s", "cpu_time": 1}}),
+            )
+            .await;
+        assert_eq!(r["limits"]["memory"], "64M", "{r}");
+        assert_eq!(r["limits"]["pids"], 16);
+        assert_eq!(r["limits"]["wall_time"], "3s", "asking for less is fine");
+        assert_eq!(r["limits"]["cpu_time"], "1s");
+        let mut clamped: Vec<&str> = r["limits_clamped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        clamped.sort();
+        assert_eq!(clamped, ["memory", "pids"]);
+        let r = s.run_ok(&t, json!({"cmd": "true"})).await;
+        assert_eq!(r["limits"]["cpu_time"], "2s", "configured default: {r}");
+        assert_eq!(r["limits"]["memory"], "64M", "defaults are capped too");
+        assert_eq!(r["limits_clamped"], json!([]));
+    });
+}
+
+#[test]
+fn worst_containment_cases_through_run() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let marker = format!("corral_e2e_bomb_{}", std::process::id());
+        // The classic shell fork bomb: only a limit can end it.
+        let id = s.upload(&t, &[("forkbomb.sh", &containment("forkbomb.sh"))]).await;
+        let r = s
+            .run_ok(
+                &t,
+                json!({"cmd": ["/bin/bash", "forkbomb.sh", &marker], "sandbox": {"homedir": id},
+                       "limits": {"pids": 16, "wall_time": "3s", "cpu_time": "3s", "memory": "128M"}}),
+            )
+            .await;
+        assert!(
+            ["wall_time_limit", "time_limit"].contains(&r["status"].as_str().unwrap()),
+            "fork bomb: {r}"
+        );
+        assert!(host_procs_with(&marker).is_empty(), "the fork bomb left processes");
+        // A memory bomb: compiled in the sandbox, run in the same sandbox with less memory.
+        let id = s.upload(&t, &[("membomb.c", &containment("membomb.c"))]).await;
+        let r = s
+            .run_ok(&t, json!({"cmd": "cc -O1 -o membomb membomb.c", "sandbox": {"homedir": id}}))
+            .await;
+        assert_eq!(r["code"], 0, "compiling membomb.c: {r}");
+        let sb = r["sandbox"].as_str().unwrap();
+        let r = s
+            .run_ok(
+                &t,
+                json!({"cmd": ["./membomb", &marker], "sandbox": {"id": sb}, "limits": {"memory": "64M"}}),
+            )
+            .await;
+        assert_eq!(r["status"], "memory_limit", "{r}");
+        assert!(!r["stdout"].as_str().unwrap().contains("ESCAPED"), "{r}");
+        // An infinite loop.
+        let r = s
+            .run_ok(&t, json!({"cmd": "while :; do :; done", "limits": {"cpu_time": "1s", "wall_time": "10s"}}))
+            .await;
+        assert_eq!(r["status"], "time_limit", "{r}");
+        // A sleeper.
+        let r = s
+            .run_ok(&t, json!({"cmd": "sleep 30", "limits": {"wall_time": "1s"}}))
+            .await;
+        assert_eq!(r["status"], "wall_time_limit", "{r}");
+        // An output flood.
+        let r = s
+            .run_ok(&t, json!({"cmd": "yes", "limits": {"output": "64K"}}))
+            .await;
+        assert_eq!(r["status"], "output_limit", "{r}");
+        assert_eq!(r["stdout_truncated"], true);
+        assert!(host_procs_with(&marker).is_empty());
+        let h = s.health().await;
+        assert_eq!(h["runs_in_flight"], 0, "{h}");
+        let m = reqwest::get(s.url("/metrics")).await.unwrap().text().await.unwrap();
+        assert!(m.contains("corral_runs_total{status=\"memory_limit\"} 1"), "{m}");
+        assert!(m.contains("corral_oom_total 1"), "{m}");
+        assert!(m.contains("corral_timeouts_total 3"), "{m}");
+    });
+}
+
+#[test]
+fn sigterm_stops_cleanly_and_keeps_data() {
+    let dir = tempfile::Builder::new()
+        .prefix("corral-serve-keep-")
+        .tempdir()
+        .unwrap();
+    let s = Server::start_in(dir.path(), "", &[]);
+    let (t, id) = rt().block_on(async {
+        let t = s.token("student").await;
+        let id = s.upload(&t, &[("a.txt", b"persisted")]).await;
+        let r = s.run_ok(&t, json!({"cmd": "true"})).await;
+        assert!(r["sandbox"].is_string());
+        (t, id)
+    });
+    let log = s.log();
+    let status = s.stop();
+    assert!(status.success(), "exit status {status}\n{log}");
+    // A second server on the same data: the token and the upload are still there, and no new
+    // admin token is printed.
+    let s2 = Server::start_in(dir.path(), "", &[]);
+    assert!(
+        s2.admin.is_empty(),
+        "a second start must not make another admin token"
+    );
+    rt().block_on(async {
+        let r = s2
+            .run_ok(&t, json!({"cmd": "cat a.txt", "sandbox": {"homedir": id}}))
+            .await;
+        assert_eq!(r["stdout"], "persisted");
+    });
+    assert!(s2.stop().success());
+}

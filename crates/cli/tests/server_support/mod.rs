@@ -1,0 +1,252 @@
+//! Starting the real `corral serve` (the binary under test) on a loopback port and talking to it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::multipart::{Form, Part};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+pub struct Server {
+    child: Option<Child>,
+    pub base: String,
+    pub addr: String,
+    pub admin: String,
+    pub data: std::path::PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// `corral serve --config CONFIG --data TMP --listen 127.0.0.1:0`, waiting for its address.
+    pub fn start(config_toml: &str, args: &[&str]) -> Server {
+        let tmp = tempfile::Builder::new()
+            .prefix("corral-serve-test-")
+            .tempdir()
+            .unwrap();
+        let mut s = Server::start_in(tmp.path(), config_toml, args);
+        s._tmp = Some(tmp);
+        s
+    }
+
+    /// The same with a data folder the caller keeps (to restart on the same data).
+    pub fn start_in(data: &Path, config_toml: &str, args: &[&str]) -> Server {
+        let cfg = data.join("config.toml");
+        std::fs::write(&cfg, config_toml).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--data")
+            .arg(data)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("CORRAL_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start corral serve");
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                log2.lock().unwrap().push_str(&line);
+                log2.lock().unwrap().push('\n');
+                let _ = tx.send(line);
+            }
+        });
+        let mut admin = String::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let addr = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(t) = line
+                        .split("admin token (shown once, stored hashed): ")
+                        .nth(1)
+                    {
+                        admin = t.trim().to_string();
+                    }
+                    if let Some(rest) = line.split("listening on http://").nth(1) {
+                        break rest.split_whitespace().next().unwrap().to_string();
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!(
+                        "corral serve did not start listening; its log:\n{}",
+                        log.lock().unwrap()
+                    );
+                }
+            }
+        };
+        Server {
+            child: Some(child),
+            base: format!("http://{addr}"),
+            addr,
+            admin,
+            data: data.to_path_buf(),
+            _tmp: None,
+            log,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// A new token with this role, made by the first admin over the API.
+    pub async fn token(&self, role: &str) -> String {
+        let r = client()
+            .post(self.url("/tokens"))
+            .bearer_auth(&self.admin)
+            .json(&json!({"role": role}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+        let v: Value = r.json().await.unwrap();
+        v["token"].as_str().unwrap().to_string()
+    }
+
+    pub async fn upload(&self, token: &str, files: &[(&str, &[u8])]) -> String {
+        let mut f = Form::new().percent_encode_noop();
+        for (name, data) in files {
+            f = f.part(
+                "files",
+                Part::bytes(data.to_vec()).file_name(name.to_string()),
+            );
+        }
+        let r = client()
+            .post(self.url("/upload"))
+            .bearer_auth(token)
+            .multipart(f)
+            .send()
+            .await
+            .unwrap();
+        let st = r.status();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(st, StatusCode::OK, "upload: {v}");
+        v["id"].as_str().unwrap().to_string()
+    }
+
+    /// POST /run; status and JSON body.
+    pub async fn run(&self, token: &str, body: Value) -> (StatusCode, Value) {
+        let r = client()
+            .post(self.url("/run"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let st = r.status();
+        let text = r.text().await.unwrap();
+        let v =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
+        (st, v)
+    }
+
+    /// POST /run that must succeed.
+    pub async fn run_ok(&self, token: &str, body: Value) -> Value {
+        let (st, v) = self.run(token, body).await;
+        assert_eq!(st, StatusCode::OK, "run: {v}\nserver log:\n{}", self.log());
+        v
+    }
+
+    pub async fn health(&self) -> Value {
+        let r = reqwest::get(self.url("/health")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "the server must still be up");
+        r.json().await.unwrap()
+    }
+
+    /// SIGTERM, then waits for a clean exit.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "corral serve did not stop within 60 s of SIGTERM:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
+pub fn containment(name: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/containment")
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Host processes whose command line contains `needle` (none may outlive a run).
+pub fn host_procs_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if e.file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+            .is_none()
+        {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) {
+            found.push(cmd);
+        }
+    }
+    found
+}
+
+pub const SEED_HELLO: &str =
+    "#include <stdio.h>\n\nint main(void)\n{\n    printf(\"hello, world\\n\");\n}\n";

@@ -1,0 +1,715 @@
+//! The HTTP API without running programs: the real server (router, auth, store) in this process on
+//! a loopback port, spoken to over HTTP with reqwest. Authentication and ownership, tokens, rate
+//! limits, every kind of bad input (malformed JSON, wrong types, oversize bodies, traversal names,
+//! links in archives — all clean 4xx with a JSON body, the server still up), and the OpenAPI
+//! document.
+//!
+//! Runs that build real sandboxes are tested end to end through the `corral` binary in
+//! `crates/cli/tests/server_e2e.rs` (the sandbox init is that binary). Here the pool's init program
+//! is `$CORRAL_BIN` when set, else a path that is never executed because no test here runs a
+//! program; the host must still support sandboxes (root, cgroups), like every test of this
+//! workspace.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
+use corral_server::{AppState, Config};
+use corral_store::{Role, SqliteStore, Store};
+use reqwest::multipart::{Form, Part};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+struct TestServer {
+    base: String,
+    store: Arc<dyn Store>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    async fn start(edit: impl FnOnce(&mut Config)) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config {
+            data_dir: dir.path().to_path_buf(),
+            listen: "127.0.0.1:0".into(),
+            ..Config::default()
+        };
+        edit(&mut config);
+        let store = SqliteStore::open(&config.database_url(), &dir.path().join("blobs"))
+            .await
+            .unwrap();
+        let store: Arc<dyn Store> = Arc::new(store);
+        let init = InitProgram {
+            path: std::env::var_os("CORRAL_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/nonexistent/corral-not-used-here")),
+            arg: "__sandbox-init".into(),
+        };
+        let host = Arc::new(
+            Host::new(init).expect("this host must support sandboxes (see corral doctor)"),
+        );
+        let pool = Pool::new(host, PoolConfig::default());
+        let listener = corral_server::bind(&config.listen).await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let state = AppState::new(config, store.clone(), pool).unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            corral_server::serve(state, listener, async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        TestServer {
+            base: format!("http://{addr}"),
+            store,
+            stop: Some(tx),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+
+    async fn token(&self, role: Role) -> String {
+        self.store.create_token(role, "test").await.unwrap().secret
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap();
+    }
+
+    /// The server still answers.
+    async fn assert_up(&self) {
+        let r = reqwest::get(self.url("/health")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+/// Status and JSON body; every response of this API is JSON, errors included.
+async fn json_of(r: reqwest::Response) -> (StatusCode, Value) {
+    let status = r.status();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let text = r.text().await.unwrap();
+    let v: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{status}: not JSON ({e}), content-type {ct:?}: {text}"));
+    assert!(
+        ct.starts_with("application/json"),
+        "{status}: content-type {ct:?}"
+    );
+    if !status.is_success() {
+        assert!(
+            v["error"].is_string() && v["message"].is_string(),
+            "{status}: error body without error/message: {v}"
+        );
+    }
+    (status, v)
+}
+
+fn form(files: &[(&str, &[u8])]) -> Form {
+    let mut f = Form::new().percent_encode_noop();
+    for (name, data) in files {
+        f = f.part(
+            "files",
+            Part::bytes(data.to_vec()).file_name(name.to_string()),
+        );
+    }
+    f
+}
+
+async fn upload(s: &TestServer, token: &str, f: Form) -> (StatusCode, Value) {
+    json_of(
+        client()
+            .post(s.url("/upload"))
+            .bearer_auth(token)
+            .multipart(f)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+fn tar_with(entries: &[(&str, tar::EntryType, &[u8], Option<&str>)]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (name, kind, data, link) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(*kind);
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        // Raw names, so the test can plant what a hostile archive would (`..`, absolute paths).
+        let raw = &mut h.as_old_mut().name;
+        raw.fill(0);
+        raw[..name.len()].copy_from_slice(name.as_bytes());
+        if let Some(l) = link {
+            let lk = &mut h.as_old_mut().linkname;
+            lk[..l.len()].copy_from_slice(l.as_bytes());
+        }
+        h.set_cksum();
+        b.append(&h, *data).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auth_is_required_and_tokens_have_roles() {
+    let s = TestServer::start(|_| {}).await;
+    let c = client();
+    // No token, a wrong scheme, an unknown token: 401 with a JSON body.
+    let (st, _) = json_of(c.get(s.url("/whoami")).send().await.unwrap()).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    let (st, _) = json_of(
+        c.get(s.url("/whoami"))
+            .header("authorization", "Basic dXNlcjpwYXNz")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    let (st, _) = json_of(
+        c.get(s.url("/whoami"))
+            .bearer_auth("corral_0000")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    // ?token= is for the WebSocket only.
+    let student = s.token(Role::Student).await;
+    let (st, _) = json_of(
+        c.get(s.url(&format!("/whoami?token={student}")))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    let (st, me) = json_of(
+        c.get(s.url("/whoami"))
+            .bearer_auth(&student)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(me["role"], "student");
+    // Students and staff cannot make tokens; admins can, and revoke them.
+    let staff = s.token(Role::Staff).await;
+    for t in [&student, &staff] {
+        let (st, _) = json_of(
+            c.post(s.url("/tokens"))
+                .bearer_auth(t)
+                .json(&json!({"role": "admin"}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(st, StatusCode::FORBIDDEN);
+    }
+    let admin = s.token(Role::Admin).await;
+    let (st, made) = json_of(
+        c.post(s.url("/tokens"))
+            .bearer_auth(&admin)
+            .json(&json!({"role": "staff", "name": "ta"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{made}");
+    let new = made["token"].as_str().unwrap();
+    let (st, me) = json_of(
+        c.get(s.url("/whoami"))
+            .bearer_auth(new)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((st, me["role"].as_str()), (StatusCode::OK, Some("staff")));
+    let r = c
+        .delete(s.url(&format!("/tokens/{}", made["id"].as_str().unwrap())))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let (st, _) = json_of(
+        c.get(s.url("/whoami"))
+            .bearer_auth(new)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED, "a revoked token still works");
+    let (st, _) = json_of(
+        c.post(s.url("/tokens"))
+            .bearer_auth(&admin)
+            .json(&json!({"role": "superuser"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_caller_never_sees_another_callers_upload() {
+    let s = TestServer::start(|_| {}).await;
+    let (a, b) = (s.token(Role::Student).await, s.token(Role::Student).await);
+    let (st, up) = upload(&s, &a, form(&[("hello.c", b"int main(void){return 0;}\n")])).await;
+    assert_eq!(st, StatusCode::OK, "{up}");
+    assert_eq!(up["files"], json!(["hello.c"]));
+    let id = up["id"].as_str().unwrap();
+    assert!(id.len() >= 32, "upload ids carry at least 128 bits: {id}");
+    let c = client();
+    let (st, mine) = json_of(
+        c.get(s.url(&format!("/uploads/{id}")))
+            .bearer_auth(&a)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(mine["files"][0]["path"], "hello.c");
+    // B: not found, exactly like an id that does not exist.
+    let (st, theirs) = json_of(
+        c.get(s.url(&format!("/uploads/{id}")))
+            .bearer_auth(&b)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{theirs}");
+    let (st, _) = json_of(
+        c.post(s.url("/run"))
+            .bearer_auth(&b)
+            .json(&json!({"cmd": "cat hello.c", "sandbox": {"homedir": id}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, _) = json_of(
+        c.post(s.url("/run"))
+            .bearer_auth(&b)
+            .json(&json!({"cmd": "ls", "sandbox": {"id": "0123456789abcdef0123456789abcdef"}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, _) = json_of(
+        c.delete(s.url("/sandboxes/0123456789abcdef0123456789abcdef"))
+            .bearer_auth(&b)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn uploads_keep_folders_and_refuse_bad_names() {
+    let s = TestServer::start(|c| {
+        c.upload.max_files = 5;
+        c.upload.max_depth = 3;
+        c.upload.max_bytes = corral_sandbox::Size(64 << 10);
+    })
+    .await;
+    let t = s.token(Role::Student).await;
+    let (st, up) = upload(
+        &s,
+        &t,
+        form(&[
+            ("src/main.c", b"x"),
+            ("README", b"y"),
+            ("src/lib/a.h", b"z"),
+        ]),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{up}");
+    assert_eq!(up["files"], json!(["README", "src/lib/a.h", "src/main.c"]));
+    for bad in [
+        "../evil",
+        "a/../../evil",
+        "/etc/passwd",
+        "a\\b",
+        "a//b",
+        "./x/./y",
+        "a/b/c/d",
+        "",
+        "nul\0byte",
+    ] {
+        let (st, body) = upload(&s, &t, form(&[(bad, b"data")])).await;
+        assert!(st == StatusCode::BAD_REQUEST, "name {bad:?}: {st} {body}");
+    }
+    // A file and a folder of the same name; the same name twice.
+    let (st, _) = upload(&s, &t, form(&[("a", b"1"), ("a/b", b"2")])).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    let (st, _) = upload(&s, &t, form(&[("a", b"1"), ("a", b"2")])).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    // Too many files, too many bytes (in one file and in all), no files at all.
+    let many: Vec<(String, Vec<u8>)> = (0..6).map(|i| (format!("f{i}"), vec![b'x'])).collect();
+    let refs: Vec<(&str, &[u8])> = many
+        .iter()
+        .map(|(n, d)| (n.as_str(), d.as_slice()))
+        .collect();
+    let (st, _) = upload(&s, &t, form(&refs)).await;
+    assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE);
+    let big = vec![b'x'; 65 << 10];
+    let (st, _) = upload(&s, &t, form(&[("big", &big)])).await;
+    assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE);
+    let half = vec![b'x'; 40 << 10];
+    let (st, _) = upload(&s, &t, form(&[("a", &half), ("b", &half)])).await;
+    assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE);
+    let (st, _) = upload(&s, &t, Form::new()).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    let (st, _) = upload(&s, &t, Form::new().text("note", "not a file")).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    // Not multipart at all.
+    let (st, _) = json_of(
+        client()
+            .post(s.url("/upload"))
+            .bearer_auth(&t)
+            .body("plain")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(st.is_client_error(), "{st}");
+    s.assert_up().await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn archives_unpack_but_links_and_specials_are_refused() {
+    let s = TestServer::start(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    let arch = |data: Vec<u8>| Form::new().part("archive", Part::bytes(data).file_name("sub.tar"));
+    let good = tar_with(&[
+        ("dir/", tar::EntryType::Directory, b"", None),
+        ("dir/a.txt", tar::EntryType::Regular, b"hello", None),
+        ("./b.txt", tar::EntryType::Regular, b"world", None),
+    ]);
+    let (st, up) = upload(&s, &t, arch(good.clone())).await;
+    assert_eq!(st, StatusCode::OK, "{up}");
+    assert_eq!(up["files"], json!(["b.txt", "dir/a.txt"]));
+    // gzip-compressed too.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &good).unwrap();
+    let (st, up) = upload(&s, &t, arch(gz.finish().unwrap())).await;
+    assert_eq!(st, StatusCode::OK, "{up}");
+    for (what, entries) in [
+        (
+            "symlink",
+            vec![(
+                "link",
+                tar::EntryType::Symlink,
+                &b""[..],
+                Some("/etc/shadow"),
+            )],
+        ),
+        (
+            "hard link",
+            vec![
+                ("a", tar::EntryType::Regular, &b"x"[..], None),
+                ("b", tar::EntryType::Link, &b""[..], Some("a")),
+            ],
+        ),
+        ("fifo", vec![("p", tar::EntryType::Fifo, &b""[..], None)]),
+        (
+            "char device",
+            vec![("d", tar::EntryType::Char, &b""[..], None)],
+        ),
+        (
+            "traversal",
+            vec![("../../escape", tar::EntryType::Regular, &b"x"[..], None)],
+        ),
+        (
+            "absolute",
+            vec![("/tmp/abs", tar::EntryType::Regular, &b"x"[..], None)],
+        ),
+    ] {
+        let (st, body) = upload(&s, &t, arch(tar_with(&entries))).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{what}: {body}");
+    }
+    let (st, body) = upload(&s, &t, arch(b"this is not a tar archive at all".repeat(40))).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
+    s.assert_up().await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_requests_are_clean_4xx_with_json() {
+    let s = TestServer::start(|c| c.max_json_bytes = corral_sandbox::Size(16 << 10)).await;
+    let t = s.token(Role::Student).await;
+    let c = client();
+    let post = |body: String, ct: &str| {
+        c.post(s.url("/run"))
+            .bearer_auth(&t)
+            .header("content-type", ct)
+            .body(body)
+    };
+    let cases: Vec<(&str, String, &str, u16)> = vec![
+        ("bad json", "{\"cmd\": ".into(), "application/json", 400),
+        (
+            "not json",
+            "cmd=ls".into(),
+            "application/x-www-form-urlencoded",
+            415,
+        ),
+        (
+            "wrong type",
+            r#"{"cmd": 42}"#.into(),
+            "application/json",
+            422,
+        ),
+        ("missing cmd", r#"{}"#.into(), "application/json", 422),
+        (
+            "unknown field",
+            r#"{"cmd": "ls", "rm": true}"#.into(),
+            "application/json",
+            422,
+        ),
+        (
+            "sandbox not object",
+            r#"{"cmd": "ls", "sandbox": "x"}"#.into(),
+            "application/json",
+            422,
+        ),
+        (
+            "both ids",
+            r#"{"cmd": "ls", "sandbox": {"id": "a", "homedir": "b"}}"#.into(),
+            "application/json",
+            422,
+        ),
+        (
+            "bad limit",
+            r#"{"cmd": "ls", "limits": {"memory": "lots"}}"#.into(),
+            "application/json",
+            422,
+        ),
+        (
+            "negative limit",
+            r#"{"cmd": "ls", "limits": {"pids": -1}}"#.into(),
+            "application/json",
+            422,
+        ),
+        (
+            "tiny memory",
+            r#"{"cmd": "ls", "limits": {"memory": "1K"}}"#.into(),
+            "application/json",
+            422,
+        ),
+        (
+            "unknown limit",
+            r#"{"cmd": "ls", "limits": {"cpu": "1s"}}"#.into(),
+            "application/json",
+            422,
+        ),
+        (
+            "empty cmd",
+            r#"{"cmd": "  "}"#.into(),
+            "application/json",
+            422,
+        ),
+        (
+            "empty argv",
+            r#"{"cmd": []}"#.into(),
+            "application/json",
+            422,
+        ),
+        (
+            "nul in argv",
+            r#"{"cmd": ["a\u0000b"]}"#.into(),
+            "application/json",
+            422,
+        ),
+        (
+            "bad env",
+            r#"{"cmd": "ls", "env": {"1X": "y"}}"#.into(),
+            "application/json",
+            422,
+        ),
+        (
+            "oversize",
+            format!(r#"{{"cmd": "ls", "stdin": "{}"}}"#, "x".repeat(20 << 10)),
+            "application/json",
+            413,
+        ),
+        ("array body", "[1,2,3]".into(), "application/json", 422),
+        (
+            "deep nesting",
+            format!("{}{}", "[".repeat(5000), "]".repeat(5000)),
+            "application/json",
+            400,
+        ),
+    ];
+    for (what, body, ct, want) in cases {
+        let (st, v) = json_of(post(body, ct).send().await.unwrap()).await;
+        assert_eq!(st.as_u16(), want, "{what}: {v}");
+    }
+    // Unknown paths and methods are JSON too.
+    let (st, _) = json_of(c.get(s.url("/nope")).send().await.unwrap()).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, _) = json_of(c.get(s.url("/run")).bearer_auth(&t).send().await.unwrap()).await;
+    assert_eq!(st, StatusCode::METHOD_NOT_ALLOWED);
+    // /ws without an upgrade.
+    let (st, _) = json_of(c.get(s.url("/ws")).bearer_auth(&t).send().await.unwrap()).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    s.assert_up().await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rate_limit_answers_429_with_retry_after() {
+    let s = TestServer::start(|c| {
+        c.rate_limit.student = corral_server::config::Rate {
+            per_minute: 6,
+            burst: 3,
+        };
+    })
+    .await;
+    let t = s.token(Role::Student).await;
+    let other = s.token(Role::Student).await;
+    let c = client();
+    for _ in 0..3 {
+        let r = c
+            .get(s.url("/whoami"))
+            .bearer_auth(&t)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let r = c
+        .get(s.url("/whoami"))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(wait >= 1, "Retry-After {wait}");
+    let (_, body) = json_of(r).await;
+    assert_eq!(body["error"], "rate_limited");
+    // Per token: another caller is not affected.
+    let r = c
+        .get(s.url("/whoami"))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openapi_document_is_complete() {
+    let s = TestServer::start(|_| {}).await;
+    let (st, doc) = json_of(reqwest::get(s.url("/openapi.json")).await.unwrap()).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    for p in [
+        "/upload",
+        "/run",
+        "/ws",
+        "/uploads/{id}",
+        "/sandboxes/{id}",
+        "/tokens",
+        "/health",
+        "/metrics",
+        "/languages",
+        "/openapi.json",
+    ] {
+        assert!(
+            doc["paths"][p].is_object(),
+            "{p} missing from the OpenAPI document"
+        );
+    }
+    for schema in [
+        "RunRequest",
+        "RunResponse",
+        "UploadResponse",
+        "ErrorBody",
+        "WsClientMessage",
+    ] {
+        assert!(
+            doc["components"]["schemas"][schema].is_object(),
+            "schema {schema} missing"
+        );
+    }
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+    // Every $ref points at a schema that exists.
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r.clone());
+                }
+                m.values().for_each(|x| refs(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    for r in all {
+        let name = r.strip_prefix("#/components/schemas/").unwrap();
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "dangling {r}"
+        );
+    }
+    // Metrics are Prometheus text, health is JSON.
+    let m = reqwest::get(s.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(m.contains("corral_runs_in_flight"), "{m}");
+    let (st, h) = json_of(reqwest::get(s.url("/health")).await.unwrap()).await;
+    assert_eq!((st, h["status"].as_str()), (StatusCode::OK, Some("ok")));
+    let (st, langs) = json_of(reqwest::get(s.url("/languages")).await.unwrap()).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(langs.as_array().unwrap().iter().any(|l| l["id"] == "c"));
+    s.stop().await;
+}
