@@ -585,3 +585,152 @@ fn every_builtin_language_runs_hello_world() {
         assert_eq!(json["results"]["runs"]["result"], true, "{id}: {json:#}");
     }
 }
+
+/// Writes a suite and a submission into a temporary assignment folder and grades it with --json.
+fn grade_inline(suite: &str, files: &[(&str, &str)], extra: &[(&str, &str)]) -> (i32, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let suite_path = dir.path().join("suite.yaml");
+    std::fs::write(&suite_path, suite).unwrap();
+    for (name, content) in extra {
+        std::fs::write(dir.path().join(name), content).unwrap();
+    }
+    let sub = dir.path().join("submission");
+    std::fs::create_dir(&sub).unwrap();
+    for (name, content) in files {
+        std::fs::write(sub.join(name), content).unwrap();
+    }
+    let out = corral(&[
+        "check",
+        "--json",
+        "--staff",
+        suite_path.to_str().unwrap(),
+        sub.to_str().unwrap(),
+    ]);
+    let json: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    (out.status.code().unwrap(), json)
+}
+
+#[test]
+fn dependencies_merge_in_order_and_protected_files_come_back() {
+    let suite = r#"
+name: merge
+files:
+  - {path: data.txt, protected: true}
+checks:
+  - id: a
+    steps:
+      - run: "echo A > a.txt; echo from-a > shared.txt; echo tampered > data.txt"
+      - exit: 0
+  - id: b
+    steps:
+      - run: "echo B > b.txt; echo from-b > shared.txt"
+      - exit: 0
+  - id: merged
+    depends: [a, b]
+    steps:
+      - run: cat a.txt b.txt shared.txt data.txt student.txt
+      - stdout: {exact: "A\nB\nfrom-b\noriginal\nmine"}
+      - exit: 0
+  - id: reversed
+    depends: [b, a]
+    steps:
+      - run: cat shared.txt
+      - stdout: {exact: "from-a"}
+      - exit: 0
+  - id: fails
+    steps:
+      - run: "false"
+      - exit: 0
+  - id: after_failure
+    depends: [fails, a]
+    steps:
+      - run: "true"
+  - id: transitively_skipped
+    depends: [after_failure]
+    steps:
+      - run: "true"
+  - id: independent
+    depends: [merged]
+    steps:
+      - exists: a.txt
+      - not_exists: nothing.txt
+"#;
+    let (code, json) = grade_inline(
+        suite,
+        &[("student.txt", "mine\n"), ("data.txt", "student version\n")],
+        &[("data.txt", "original\n")],
+    );
+    assert_eq!(code, 1, "{json:#}");
+    assert_eq!(
+        results(&json),
+        expect(&[
+            ("a", T),
+            ("b", T),
+            ("merged", T),
+            ("reversed", T),
+            ("fails", F),
+            ("after_failure", N),
+            ("transitively_skipped", N),
+            ("independent", T),
+        ]),
+        "{json:#}"
+    );
+    assert_eq!(json["integrity"]["flagged"][0]["path"], "data.txt");
+}
+
+#[test]
+fn steps_talk_to_a_live_program() {
+    // A shell dialogue: the prompt must be matched before the answer is typed, output is consumed
+    // as it matches, stderr is separate, and `exit` closes stdin so a reader of EOF can finish.
+    let suite = r#"
+name: live
+limits: {cpu_time: 2s, wall_time: 10s}
+timeout: 8s
+checks:
+  - id: dialogue
+    steps:
+      - run: |
+          printf 'first? '; read a; echo "got $a" >&2
+          printf 'second? '; read b; echo "sum $((a + b))"
+          cat > rest.txt; wc -l < rest.txt
+      - stdout: "first? "
+      - stdin: 2
+      - stderr: got 2
+      - stdout: {regex: "second\\? $"}
+      - stdin: 40
+      - stdout: sum 42
+      - stdin: {text: "x\ny\n"}
+      - stdin: z
+      - exit: 0
+      - stdout: {regex: "^\\s*3\\s*$"}
+  - id: consumed_output_is_not_matched_twice
+    steps:
+      - run: echo once
+      - stdout: once
+      - stdout: once
+  - id: timeout_fails
+    timeout: 1s
+    steps:
+      - run: sleep 5
+      - exit: 0
+  - id: nonzero_exit_code
+    steps:
+      - run: exit 3
+      - exit: 3
+"#;
+    let (code, json) = grade_inline(suite, &[], &[]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        results(&json),
+        expect(&[
+            ("dialogue", T),
+            ("consumed_output_is_not_matched_twice", F),
+            ("timeout_fails", F),
+            ("nonzero_exit_code", T),
+        ]),
+        "{json:#}"
+    );
+    let t = &json["results"]["timeout_fails"]["script"];
+    assert_eq!(t[1]["actual"]["type"], "timeout", "{t}");
+}
