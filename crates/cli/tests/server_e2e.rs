@@ -422,3 +422,176 @@ fn sigterm_stops_cleanly_and_keeps_data() {
     });
     assert!(s2.stop().success());
 }
+
+const SEED_SUITE: &str = r#"
+name: hello
+checks:
+  - id: compiles
+    description: Does hello.c compile?
+    steps:
+      - run: cc hello.c
+      - exit: 0
+  - id: runs
+    description: Does a.out print "hello, world"?
+    depends: [compiles]
+    steps:
+      - run: ./a.out
+      - stdout: hello, world
+      - exit: 0
+  - id: secret
+    description: a hidden check
+    depends: [compiles]
+    hidden: true
+    steps:
+      - run: ./a.out
+      - stdout: the hidden answer
+"#;
+
+async fn register_suite(s: &Server, token: &str, id: &str, suite: &str) -> (StatusCode, Value) {
+    let form = reqwest::multipart::Form::new()
+        .text("id", id.to_string())
+        .part(
+            "suite",
+            reqwest::multipart::Part::bytes(suite.as_bytes().to_vec()).file_name("suite.yaml"),
+        );
+    let r = client()
+        .post(s.url("/suites"))
+        .bearer_auth(token)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    let st = r.status();
+    (st, r.json().await.unwrap())
+}
+
+async fn check(s: &Server, token: &str, suite: &str, upload: &str) -> (StatusCode, Value) {
+    let r = client()
+        .post(s.url("/check"))
+        .bearer_auth(token)
+        .json(&json!({"checks": suite, "sandbox": {"homedir": upload}}))
+        .send()
+        .await
+        .unwrap();
+    let st = r.status();
+    (st, r.json().await.unwrap())
+}
+
+/// The last script entry of a check.
+fn last_step(v: &Value, check: &str) -> Value {
+    v["results"][check]["script"]
+        .as_array()
+        .and_then(|a| a.last().cloned())
+        .unwrap_or_else(|| panic!("{check} has no script: {v}"))
+}
+
+#[test]
+fn seed_check_examples_through_check() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let student = s.token("student").await;
+        // Only staff register suites; a broken suite is a 422 that says why.
+        let (st, _) = register_suite(&s, &student, "cs50/hello", SEED_SUITE).await;
+        assert_eq!(st, StatusCode::FORBIDDEN);
+        let (st, v) = register_suite(&s, &staff, "cs50/hello", "name: x\nchecks: 3\n").await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        let (st, v) = register_suite(&s, &staff, "cs50/hello", SEED_SUITE).await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        assert_eq!(v["id"], "cs50/hello");
+        let list: Value = client()
+            .get(s.url("/suites"))
+            .bearer_auth(&student)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(
+            list.as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["id"] == "cs50/hello"),
+            "{list}"
+        );
+
+        // Both pass.
+        let id = s
+            .upload(&student, &[("hello.c", SEED_HELLO.as_bytes())])
+            .await;
+        let (st, v) = check(&s, &student, "cs50/hello", &id).await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["results"], "exactly the seed's shape: {v}");
+        for c in ["compiles", "runs"] {
+            let r = &v["results"][c];
+            assert_eq!(r["result"], true, "{c}: {v}");
+            let mut k: Vec<&String> = r.as_object().unwrap().keys().collect();
+            k.sort();
+            assert_eq!(k, ["dependencies", "description", "result", "script"]);
+        }
+        assert_eq!(v["results"]["runs"]["dependencies"], json!(["compiles"]));
+        assert_eq!(
+            v["results"]["compiles"]["description"],
+            "Does hello.c compile?"
+        );
+        // The hidden check failed, but a student sees nothing of it.
+        assert_eq!(v["results"]["secret"]["result"], false);
+        assert_eq!(v["results"]["secret"]["script"], json!([]));
+        assert!(!v.to_string().contains("the hidden answer"), "{v}");
+
+        // Fails: an unexpected exit code.
+        let exits1 =
+            "#include <stdio.h>\nint main(void) { printf(\"hello, world\\n\"); return 1; }\n";
+        let id = s.upload(&student, &[("hello.c", exits1.as_bytes())]).await;
+        let (_, v) = check(&s, &student, "cs50/hello", &id).await;
+        assert_eq!(v["results"]["compiles"]["result"], true);
+        assert_eq!(v["results"]["runs"]["result"], false, "{v}");
+        let step = last_step(&v, "runs");
+        assert_eq!(step["expected"], json!({"type": "exit", "value": 0}), "{v}");
+        assert_eq!(step["actual"], json!({"type": "exit", "value": 1}), "{v}");
+
+        // Fails: wrong stdout.
+        let goodbye = "#include <stdio.h>\nint main(void) { printf(\"goodbye, world\\n\"); }\n";
+        let id = s.upload(&student, &[("hello.c", goodbye.as_bytes())]).await;
+        let (_, v) = check(&s, &student, "cs50/hello", &id).await;
+        assert_eq!(v["results"]["runs"]["result"], false, "{v}");
+        let step = last_step(&v, "runs");
+        assert_eq!(step["expected"]["type"], "stdout");
+        assert_eq!(step["expected"]["value"], "hello, world");
+        assert!(
+            step["actual"]["value"]
+                .as_str()
+                .unwrap()
+                .contains("goodbye, world"),
+            "{step}"
+        );
+
+        // Does not compile: the dependent check is skipped (null, empty script).
+        let broken = "int main(void) { return }\n";
+        let id = s.upload(&student, &[("hello.c", broken.as_bytes())]).await;
+        let (_, v) = check(&s, &student, "cs50/hello", &id).await;
+        assert_eq!(v["results"]["compiles"]["result"], false, "{v}");
+        let step = last_step(&v, "compiles");
+        assert_eq!(step["expected"], json!({"type": "exit", "value": 0}));
+        assert_eq!(step["actual"], json!({"type": "exit", "value": 1}));
+        assert_eq!(v["results"]["runs"]["result"], Value::Null);
+        assert_eq!(v["results"]["runs"]["script"], json!([]));
+
+        // Staff see the hidden check's details (on their own upload).
+        let id = s
+            .upload(&staff, &[("hello.c", SEED_HELLO.as_bytes())])
+            .await;
+        let (_, v) = check(&s, &staff, "cs50/hello", &id).await;
+        assert!(v.to_string().contains("the hidden answer"), "{v}");
+
+        // Someone else's upload, an unknown suite: 404.
+        let (st, _) = check(&s, &staff, "cs50/hello", &id.replace('a', "b")).await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+        let (st, _) = check(&s, &student, "cs50/hello", &id).await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+        let (st, _) = check(&s, &student, "../../etc", &id).await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+    });
+}

@@ -101,6 +101,8 @@ pub struct Config {
     pub suites_dir: Option<PathBuf>,
     /// How long shutdown waits for running programs before killing them.
     pub shutdown_grace: Millis,
+    /// An operator's language registry (TOML) on top of the built-in one.
+    pub languages: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -125,6 +127,7 @@ impl Default for Config {
             rate_limit: RateLimits::default(),
             suites_dir: None,
             shutdown_grace: Millis::ms(20_000),
+            languages: None,
         }
     }
 }
@@ -182,6 +185,9 @@ impl Config {
         }
         if let Some(v) = get("CORRAL_RETENTION") {
             self.retention = v.parse().map_err(|e| bad("CORRAL_RETENTION", &v, &e))?;
+        }
+        if let Some(v) = get("CORRAL_LANGUAGES").filter(|v| !v.is_empty()) {
+            self.languages = Some(v.into());
         }
         if let Some(v) = get("CORRAL_DEV_NO_AUTH") {
             self.dev_no_auth = matches!(v.as_str(), "1" | "true" | "yes");

@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod checks;
 pub mod config;
 pub mod error;
 pub mod languages;
@@ -59,6 +60,13 @@ pub fn router(state: SharedState) -> Router {
             "/upload",
             post(api::upload).layer(DefaultBodyLimit::max(upload_limit)),
         )
+        .route(
+            "/suites",
+            post(checks::register_suite)
+                .layer(DefaultBodyLimit::max(upload_limit))
+                .get(checks::list_suites),
+        )
+        .route("/check", post(checks::check))
         .route("/uploads/{id}", get(api::get_upload))
         .route("/run", post(api::run))
         .route("/sandboxes/{id}", delete(api::delete_sandbox))

@@ -40,6 +40,9 @@ impl Modify for Security {
         crate::api::run,
         crate::api::delete_sandbox,
         crate::ws::ws,
+        crate::checks::check,
+        crate::checks::register_suite,
+        crate::checks::list_suites,
         crate::api::create_token,
         crate::api::revoke_token,
         crate::api::whoami,
@@ -51,7 +54,9 @@ impl Modify for Security {
     components(schemas(
         ErrorBody, RunRequest, RunResponse, Cmd, SandboxRef, LimitsDoc, LimitValue, UploadResponse,
         UploadForm, UploadInfo, FileInfo, TokenRequest, TokenResponse, RoleName, WhoAmI, Health,
-        LanguageInfo, WsClientMessage, WsServerMessage,
+        LanguageInfo, WsClientMessage, WsServerMessage, crate::checks::CheckRequest,
+        crate::checks::CheckResponse, crate::checks::CheckResultDoc, crate::checks::ScriptEntry,
+        crate::checks::Observation, crate::checks::SuiteForm, crate::checks::SuiteInfo,
     )),
     modifiers(&Security),
     tags(

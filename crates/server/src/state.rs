@@ -23,6 +23,8 @@ pub struct AppState {
     pub runner: Runner,
     pub metrics: Arc<Metrics>,
     pub limiter: RateLimiter,
+    /// Languages for `/languages` and check suites.
+    pub languages: corral_checks::Registry,
     /// Temporary folders (materialised uploads) live here.
     pub tmp_dir: PathBuf,
     /// Fires once when the server starts shutting down.
@@ -45,6 +47,8 @@ impl AppState {
             source: e,
         })?;
         let (shutdown, _) = tokio::sync::watch::channel(false);
+        let languages = corral_checks::Registry::load(config.languages.as_deref())
+            .map_err(|e| ServerError::Config(format!("languages: {e}")))?;
         Ok(Arc::new(AppState {
             caps: config.caps()?,
             defaults: config.default_limits()?,
@@ -58,6 +62,7 @@ impl AppState {
             runner: Runner::new(config.parallelism, config.queue, metrics.clone()),
             metrics,
             limiter: RateLimiter::default(),
+            languages,
             tmp_dir,
             shutdown,
             config,

@@ -297,6 +297,9 @@ pub struct LanguageInfo {
     pub run: String,
     /// Whether this host has the toolchain.
     pub available: bool,
+    /// Why it is unavailable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// WebSocket messages from the client.

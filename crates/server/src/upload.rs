@@ -132,6 +132,17 @@ impl Collector<'_> {
     }
 }
 
+/// Unpacks one tar archive (optionally gzip-compressed) into checked files.
+pub fn unpack_archive(data: &[u8], limits: &UploadLimits) -> Result<Vec<NewFile>, ApiError> {
+    let mut c = Collector {
+        limits,
+        files: Vec::new(),
+        total: 0,
+    };
+    c.add_archive(data)?;
+    Ok(c.files)
+}
+
 /// Reads every part of the form into checked files.
 pub async fn collect(mut form: Multipart, limits: &UploadLimits) -> Result<Vec<NewFile>, ApiError> {
     let mut c = Collector {

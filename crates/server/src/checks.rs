@@ -1,0 +1,374 @@
+//! `/check` and `/suites`: CS50 Check over HTTP. Suites are registered by staff (`POST /suites`,
+//! a `suite` part plus the assignment's files) or live in the suites folder
+//! (`SUITES/ID/suite.yaml` + files); `/check` grades an upload against one and answers exactly the
+//! seed's `{"results": {...}}`. Hidden checks' details never reach a student.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use axum::extract::multipart::MultipartRejection;
+use axum::extract::{Multipart, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use corral_checks::{GradeError, GradeOptions, Suite, View};
+use corral_store::NewFile;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ErrorBody};
+use crate::state::SharedState;
+use crate::types::{ApiJson, SandboxRef};
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRequest {
+    /// The suite's id.
+    #[schema(example = "hello")]
+    pub checks: String,
+    /// `{"homedir": UPLOAD_ID}`: the submission.
+    pub sandbox: SandboxRef,
+}
+
+/// One side of a script entry: what kind of thing (`stdout`, `exit`, `file`, …) and its value.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct Observation {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[schema(value_type = Object)]
+    pub value: Value,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct ScriptEntry {
+    pub expected: Option<Observation>,
+    pub actual: Option<Observation>,
+}
+
+/// One check's result, as CS50 Check reports it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct CheckResultDoc {
+    pub dependencies: Vec<String>,
+    pub description: String,
+    /// true: passed; false: failed; null: not run because a dependency failed.
+    pub result: Option<bool>,
+    pub script: Vec<ScriptEntry>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct CheckResponse {
+    /// By check id.
+    pub results: BTreeMap<String, CheckResultDoc>,
+}
+
+/// The multipart form of `POST /suites`.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)]
+pub struct SuiteForm {
+    /// The suite file (YAML; JSON when its file name ends in `.json`).
+    #[schema(value_type = String, format = Binary)]
+    pub suite: Vec<u8>,
+    /// The id to register it under (letters, digits, `-`, `_`, `.`, `/`); default: its name.
+    pub id: Option<String>,
+    /// The assignment's files (file names are relative paths).
+    #[schema(value_type = Vec<String>, format = Binary)]
+    pub files: Vec<Vec<u8>>,
+    /// A tar archive of assignment files.
+    #[schema(value_type = Option<String>, format = Binary)]
+    pub archive: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SuiteInfo {
+    pub id: String,
+    pub name: String,
+    /// `registered` (POST /suites) or `folder` (the server's suites folder).
+    pub source: String,
+}
+
+fn valid_id(id: &str) -> Result<(), ApiError> {
+    let ok = !id.is_empty()
+        && id.len() <= 100
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        && corral_store::validate_path(id, 4).is_ok();
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::unprocessable(format!(
+            "suite id {id:?}: use letters, digits, '-', '_', '.' and '/' (no '..'), at most 100"
+        )))
+    }
+}
+
+fn suites_dir(st: &SharedState) -> PathBuf {
+    st.config
+        .suites_dir
+        .clone()
+        .unwrap_or_else(|| st.config.data_dir.join("suites"))
+}
+
+/// The suite file in a folder.
+fn suite_file(dir: &Path) -> Option<PathBuf> {
+    ["suite.yaml", "suite.yml", "suite.json"]
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
+}
+
+fn suite_error(e: corral_checks::SuiteError) -> ApiError {
+    ApiError::unprocessable(format!("invalid suite: {e}"))
+}
+
+/// Register (or replace) a check suite (staff).
+#[utoipa::path(
+    post, path = "/suites", tag = "checks",
+    request_body(content = SuiteForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 201, description = "Registered", body = SuiteInfo),
+        (status = 400, description = "Bad form or file names", body = ErrorBody),
+        (status = 403, description = "Not staff", body = ErrorBody),
+        (status = 409, description = "Another caller registered this id", body = ErrorBody),
+        (status = 422, description = "The suite is invalid (the message says where)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn register_suite(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    form: Result<Multipart, MultipartRejection>,
+) -> Result<(StatusCode, Json<SuiteInfo>), ApiError> {
+    caller.require_staff()?;
+    let mut form = form.map_err(crate::upload::rejection)?;
+    // Split the form: `suite` and `id` parts here, the rest are assignment files.
+    let mut suite: Option<(String, Vec<u8>)> = None;
+    let mut id: Option<String> = None;
+    let mut files: Vec<NewFile> = Vec::new();
+    let limits = &st.config.upload;
+    let mut total = 0u64;
+    let mut archives = Vec::new();
+    while let Some(field) = form
+        .next_field()
+        .await
+        .map_err(|e| ApiError::new(e.status(), "bad_multipart", e.body_text()))?
+    {
+        let name = field.name().unwrap_or("").to_string();
+        let file_name = field.file_name().map(str::to_string);
+        let data = field
+            .bytes()
+            .await
+            .map_err(|e| ApiError::new(e.status(), "bad_multipart", e.body_text()))?;
+        total += data.len() as u64;
+        if total > limits.max_bytes.bytes() {
+            return Err(ApiError::too_large("the suite and its files are too large"));
+        }
+        match name.as_str() {
+            "suite" => {
+                let is_json = file_name.as_deref().is_some_and(|f| f.ends_with(".json"));
+                let n = if is_json { "suite.json" } else { "suite.yaml" };
+                suite = Some((n.to_string(), data.to_vec()));
+            }
+            "id" => {
+                id = Some(String::from_utf8_lossy(&data).trim().to_string());
+            }
+            "archive" => archives.push(data.to_vec()),
+            _ => {
+                let Some(fname) = file_name else {
+                    return Err(ApiError::bad_request(format!(
+                        "form part {name:?} is not a file: give each assignment file a file name"
+                    )));
+                };
+                let path = corral_store::validate_path(&fname, limits.max_depth)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                files.push(NewFile {
+                    path,
+                    content: data.to_vec(),
+                    mode: 0o644,
+                });
+            }
+        }
+    }
+    for a in archives {
+        files.extend(crate::upload::unpack_archive(&a, limits)?);
+    }
+    if files.len() + 1 > limits.max_files {
+        return Err(ApiError::too_large("too many files"));
+    }
+    let (suite_name, suite_text) = suite.ok_or_else(|| {
+        ApiError::bad_request("no `suite` part: send the suite file in a form part named suite")
+    })?;
+    files.push(NewFile {
+        path: suite_name.clone(),
+        content: suite_text,
+        mode: 0o644,
+    });
+    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    corral_store::check_tree(&paths).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    // Validate the suite where it will be used: its folder with its files.
+    let dir = tempfile::Builder::new()
+        .prefix("suite-")
+        .tempdir_in(&st.tmp_dir)
+        .map_err(ApiError::internal)?;
+    for f in &files {
+        let p = dir.path().join(&f.path);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(ApiError::internal)?;
+        }
+        std::fs::write(&p, &f.content).map_err(ApiError::internal)?;
+    }
+    let parsed = Suite::load(&dir.path().join(&suite_name)).map_err(suite_error)?;
+    let id = id.filter(|s| !s.is_empty()).unwrap_or(parsed.name.clone());
+    valid_id(&id)?;
+    let upload = st.store.create_upload(&caller.id, files).await?;
+    let s = st
+        .store
+        .put_suite(&id, &caller.id, &parsed.name, &upload.id)
+        .await?;
+    tracing::info!(suite = %s.id, by = %caller.id, checks = parsed.checks.len(), "suite registered");
+    Ok((
+        StatusCode::CREATED,
+        Json(SuiteInfo {
+            id: s.id,
+            name: s.name,
+            source: "registered".into(),
+        }),
+    ))
+}
+
+/// List the suites.
+#[utoipa::path(
+    get, path = "/suites", tag = "checks",
+    responses(
+        (status = 200, description = "Registered suites and those of the suites folder", body = Vec<SuiteInfo>),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_suites(
+    State(st): State<SharedState>,
+    Extension(_caller): Extension<Caller>,
+) -> Result<Json<Vec<SuiteInfo>>, ApiError> {
+    let mut out: Vec<SuiteInfo> = st
+        .store
+        .list_suites()
+        .await?
+        .into_iter()
+        .map(|s| SuiteInfo {
+            id: s.id,
+            name: s.name,
+            source: "registered".into(),
+        })
+        .collect();
+    if let Ok(rd) = std::fs::read_dir(suites_dir(&st)) {
+        for e in rd.flatten() {
+            let id = e.file_name().to_string_lossy().into_owned();
+            if valid_id(&id).is_err() || out.iter().any(|s| s.id == id) {
+                continue;
+            }
+            if suite_file(&e.path()).is_some() {
+                out.push(SuiteInfo {
+                    name: id.clone(),
+                    id,
+                    source: "folder".into(),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(Json(out))
+}
+
+/// Run a check suite against an upload.
+///
+/// CS50 Check's `/check`: `{"results": {id: {dependencies, description, result, script}}}`, where
+/// `result` is true (passed), false (failed) or null (not run: a dependency failed). Staff see
+/// hidden checks' expected and actual values; students do not.
+#[utoipa::path(
+    post, path = "/check", tag = "checks",
+    request_body = CheckRequest,
+    responses(
+        (status = 200, description = "Graded", body = CheckResponse),
+        (status = 404, description = "No such suite, or no such upload of this caller", body = ErrorBody),
+        (status = 422, description = "Bad request or suite", body = ErrorBody),
+        (status = 503, description = "Overloaded; see Retry-After", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn check(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(req): ApiJson<CheckRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let Some(homedir) = req.sandbox.homedir.filter(|_| req.sandbox.id.is_none()) else {
+        return Err(ApiError::unprocessable(
+            "give sandbox.homedir: the upload to check",
+        ));
+    };
+    valid_id(&req.checks).map_err(|_| ApiError::not_found(format!("no suite {:?}", req.checks)))?;
+    let upload = st
+        .store
+        .get_upload(&homedir)
+        .await?
+        .filter(|u| u.owner == caller.id)
+        .ok_or_else(|| ApiError::not_found(format!("no upload {homedir:?}")))?;
+    let work = tempfile::Builder::new()
+        .prefix("check-")
+        .tempdir_in(&st.tmp_dir)
+        .map_err(ApiError::internal)?;
+    let submission = work.path().join("submission");
+    std::fs::create_dir(&submission).map_err(ApiError::internal)?;
+    st.store.materialize(&upload, &submission).await?;
+    let suite_path = match st.store.get_suite(&req.checks).await? {
+        Some(s) => {
+            let u = st
+                .store
+                .get_upload(&s.upload_id)
+                .await?
+                .ok_or_else(|| ApiError::internal(format!("suite {} lost its files", s.id)))?;
+            let dir = work.path().join("suite");
+            std::fs::create_dir(&dir).map_err(ApiError::internal)?;
+            st.store.materialize(&u, &dir).await?;
+            suite_file(&dir)
+        }
+        None => suite_file(&suites_dir(&st).join(&req.checks)),
+    }
+    .ok_or_else(|| ApiError::not_found(format!("no suite {:?}", req.checks)))?;
+    let suite = Suite::load(&suite_path).map_err(suite_error)?;
+    let view = if caller.role.is_staff() {
+        View::Staff
+    } else {
+        View::Student
+    };
+    let st2 = st.clone();
+    let report = st
+        .runner
+        .run(move || {
+            let started = std::time::Instant::now();
+            let r = corral_checks::grade(
+                &st2.pool,
+                &st2.languages,
+                &suite,
+                &submission,
+                &GradeOptions { jobs: 2 },
+            );
+            drop(work);
+            st2.metrics
+                .run_seconds
+                .observe(started.elapsed().as_secs_f64());
+            r
+        })
+        .await?
+        .map_err(|e| match e {
+            GradeError::Io { .. } => ApiError::internal(e),
+            GradeError::Submission { .. } => ApiError::bad_request(e.to_string()),
+            other => ApiError::unprocessable(other.to_string()),
+        })?;
+    tracing::info!(caller = %caller.id, suite = %req.checks, passed = report.passed(), "check");
+    Ok(Json(report.to_cs50(view)))
+}
