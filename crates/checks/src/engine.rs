@@ -119,12 +119,22 @@ pub fn plan(suite: &Suite, registry: &Registry) -> Result<Vec<Plan>, GradeError>
                 source,
             };
             let suite_limits = suite.limits.resolve(&base).map_err(limits_err)?;
-            let limits = check.limits.resolve(&suite_limits).map_err(limits_err)?;
+            let mut limits = check.limits.resolve(&suite_limits).map_err(limits_err)?;
+            let timeout = suite.timeout_of(check);
+            let wall_given = check.limits.wall_time.is_some()
+                || suite.limits.wall_time.is_some()
+                || language
+                    .as_ref()
+                    .is_some_and(|l| l.limits.wall_time.is_some());
+            if !wall_given {
+                // Unless someone chose a wall-clock limit, a run may last as long as its check.
+                limits.wall_time = corral_sandbox::Millis(timeout);
+            }
             Ok(Plan {
                 limits,
                 mounts,
                 env,
-                timeout: suite.timeout_of(check),
+                timeout,
                 language,
             })
         })
