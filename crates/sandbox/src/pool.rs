@@ -165,16 +165,24 @@ impl Pool {
         if retire {
             return; // dropped: the sandbox and everything in it are destroyed
         }
-        let Ok(mut idle) = self.idle.lock() else {
-            return;
-        };
-        if idle.len() >= self.config.max_idle {
+        if self.config.max_idle == 0 {
             return;
         }
         let (disk, inodes) = (s.config().disk_bytes, s.config().inodes);
-        if s.begin_reset(disk, inodes).is_ok() {
-            idle.push(s);
+        if s.begin_reset(disk, inodes).is_err() {
+            return;
         }
+        let evicted = {
+            let Ok(mut idle) = self.idle.lock() else {
+                return;
+            };
+            // Full: the sandbox idle the longest makes room (the most recent shapes stay warm).
+            let evicted = (idle.len() >= self.config.max_idle).then(|| idle.remove(0));
+            idle.push(s);
+            evicted
+        };
+        // Destroyed outside the lock: tearing a sandbox down waits for its init to exit.
+        drop(evicted);
     }
 }
 

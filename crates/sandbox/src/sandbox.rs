@@ -410,6 +410,12 @@ impl Sandbox {
         let (cg, b) = self.accounting()?;
         let mut u = cg.usage_since(b)?;
         u.memory_peak_bytes = u.memory_peak_bytes.saturating_sub(b.resident_bytes);
+        // The kernel keeps the pids peak for the cgroup's whole life and cannot reset it: it
+        // describes this run only when this is the sandbox's first run. Otherwise it would tell
+        // a later user something about an earlier one.
+        if self.runs > 1 {
+            u.pids_peak = None;
+        }
         Ok(u)
     }
 
