@@ -1,6 +1,7 @@
 //! The OpenAPI 3 document, generated from the handlers' annotations and the body types.
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
@@ -22,6 +23,52 @@ impl Modify for Security {
                     .build(),
             ),
         );
+        // Answers every authenticated operation can give, whatever it does.
+        let error = |what: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(what)
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("ErrorBody")))
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
+        for item in openapi.paths.paths.values_mut() {
+            for op in [
+                item.get.as_mut(),
+                item.post.as_mut(),
+                item.put.as_mut(),
+                item.delete.as_mut(),
+                item.patch.as_mut(),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if op.security.is_none() {
+                    continue;
+                }
+                let mut common = vec![
+                    ("400", "Malformed request (bad JSON or form, bad Authorization header)"),
+                    ("401", "No, unknown or revoked token"),
+                    ("413", "Request body too large"),
+                    ("429", "Rate limited; see Retry-After"),
+                ];
+                if op.request_body.is_some() {
+                    common.push(("415", "Wrong Content-Type"));
+                    common.push(("422", "Well-formed but invalid (types, fields, values)"));
+                }
+                for (code, what) in common {
+                    op.responses
+                        .responses
+                        .entry(code.to_string())
+                        .or_insert_with(|| error(what));
+                }
+            }
+        }
     }
 }
 
