@@ -52,7 +52,10 @@ impl Modify for Security {
                     continue;
                 }
                 let mut common = vec![
-                    ("400", "Malformed request (bad JSON or form, bad Authorization header)"),
+                    (
+                        "400",
+                        "Malformed request (bad JSON or form, bad Authorization header)",
+                    ),
                     ("401", "No, unknown or revoked token"),
                     ("413", "Request body too large"),
                     ("429", "Rate limited; see Retry-After"),
