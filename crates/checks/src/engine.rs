@@ -618,10 +618,15 @@ impl Runner<'_> {
     }
 
     fn stdin(&mut self, live: &mut Live<'_>, input: &Input) -> Result<bool, SandboxError> {
+        if input.waits() && !self.wait_for_reader(live)? {
+            return Ok(false);
+        }
+        let input = input.inner();
         let (bytes, shown) = match input {
             Input::Line(s) => (format!("{s}\n").into_bytes(), Value::from(s.clone())),
             Input::Text(s, _) => (s.clone().into_bytes(), Value::from(s.clone())),
             Input::Eof => (Vec::new(), Value::Null),
+            Input::Wait(_) => unreachable!("inner() removed the wait"),
             Input::File(f, _) => match read_limited(&self.suite.dir.join(f)) {
                 Ok(b) => {
                     let shown = clip(&b);
@@ -642,6 +647,47 @@ impl Runner<'_> {
         let obs = Observation::new(if input.closes() { "eof" } else { "stdin" }, shown);
         self.entry(obs.clone(), obs);
         Ok(true)
+    }
+
+    /// Waits until the program is blocked reading its standard input. The kernel is asked after
+    /// each event and at growing intervals (1ms to 50ms) in between.
+    fn wait_for_reader(&mut self, live: &mut Live<'_>) -> Result<bool, SandboxError> {
+        let expected = Observation::new("stdin", "the program waits for input");
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if live.outcome.is_none() && live.exec.waiting_for_stdin(&mut NoSink)? {
+                return Ok(true);
+            }
+            if let Some(o) = &live.outcome {
+                let (actual, msg) = match o.status {
+                    Status::Ok | Status::NonzeroExit => (
+                        Observation::new("exit", o.exit_code.unwrap_or(-1)),
+                        format!(
+                            "the program exited (code {}) instead of waiting for input",
+                            o.exit_code.unwrap_or(-1)
+                        ),
+                    ),
+                    _ => (
+                        Observation::new("limit", o.status.as_str()),
+                        self.ended_message(live).unwrap_or_default(),
+                    ),
+                };
+                self.fail(expected, actual, msg);
+                return Ok(false);
+            }
+            let now = Instant::now();
+            if now >= self.deadline {
+                let t = self.timeout_text();
+                self.fail(
+                    expected,
+                    Observation::new("timeout", format!("not reading after {t}")),
+                    format!("timed out after {t} while waiting for the program to read input"),
+                );
+                return Ok(false);
+            }
+            live.step(self.deadline.min(now + pause))?;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
     }
 
     fn expect(

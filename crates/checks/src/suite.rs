@@ -122,15 +122,32 @@ pub enum Input {
     File(String, bool),
     /// Close stdin: the program reads end of file.
     Eof,
+    /// First wait until the program is blocked reading its standard input (CS50 Check's
+    /// `stdin` assertion), then type the inner input.
+    Wait(Box<Input>),
 }
 
 impl Input {
     /// Whether the step ends the program's input.
     pub fn closes(&self) -> bool {
-        matches!(
-            self,
-            Input::Eof | Input::Text(_, true) | Input::File(_, true)
-        )
+        match self {
+            Input::Eof | Input::Text(_, true) | Input::File(_, true) => true,
+            Input::Wait(inner) => inner.closes(),
+            _ => false,
+        }
+    }
+
+    /// Whether the step first waits for the program to read.
+    pub fn waits(&self) -> bool {
+        matches!(self, Input::Wait(_))
+    }
+
+    /// The input without the wait.
+    pub fn inner(&self) -> &Input {
+        match self {
+            Input::Wait(inner) => inner,
+            other => other,
+        }
     }
 }
 
@@ -354,6 +371,10 @@ struct RawInput {
     file: Option<String>,
     #[serde(default)]
     eof: bool,
+    #[serde(default)]
+    line: Option<String>,
+    #[serde(default)]
+    wait: bool,
 }
 
 impl<'de> Deserialize<'de> for Input {
@@ -362,7 +383,7 @@ impl<'de> Deserialize<'de> for Input {
         impl<'de> Visitor<'de> for V {
             type Value = Input;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a line of text, {text: ...}, {file: ...} or {eof: true}")
+                f.write_str("a line of text, or {line|text|file: ..., eof: true, wait: true}")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Input, E> {
                 Ok(Input::Line(v.to_string()))
@@ -378,14 +399,23 @@ impl<'de> Deserialize<'de> for Input {
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Input, A::Error> {
                 let raw = RawInput::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                match (raw.text, raw.file, raw.eof) {
-                    (Some(t), None, eof) => Ok(Input::Text(t, eof)),
-                    (None, Some(f), eof) => Ok(Input::File(f, eof)),
-                    (None, None, true) => Ok(Input::Eof),
-                    _ => Err(de::Error::custom(
-                        "stdin: give `text` or `file` (not both), and/or `eof: true`",
-                    )),
-                }
+                let input = match (raw.line, raw.text, raw.file, raw.eof) {
+                    (Some(l), None, None, false) => Input::Line(l),
+                    (None, Some(t), None, eof) => Input::Text(t, eof),
+                    (None, None, Some(f), eof) => Input::File(f, eof),
+                    (None, None, None, true) => Input::Eof,
+                    (None, None, None, false) if raw.wait => Input::Text(String::new(), false),
+                    _ => {
+                        return Err(de::Error::custom(
+                            "stdin: give one of `line`, `text` or `file` (`eof: true` may go with `text` or `file`, or alone), and optionally `wait: true`",
+                        ))
+                    }
+                };
+                Ok(if raw.wait {
+                    Input::Wait(Box::new(input))
+                } else {
+                    input
+                })
             }
         }
         d.deserialize_any(V)
@@ -597,7 +627,10 @@ impl Suite {
                     {
                         return Err(at(format!("{}: needs a `run` step before it", step_key(s))))
                     }
-                    Step::Stdin(Input::File(f, _)) => {
+                    Step::Stdin(input) if matches!(input.inner(), Input::File(..)) => {
+                        let Input::File(f, _) = input.inner() else {
+                            unreachable!("matched above")
+                        };
                         assignment_path("stdin.file", f).map_err(at)?;
                     }
                     Step::Stdout(Matcher::File(f)) | Step::Stderr(Matcher::File(f)) => {

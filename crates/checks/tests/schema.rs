@@ -45,7 +45,7 @@ fn example_suites_validate() {
 fn schema_rejects_what_the_parser_rejects() {
     let v = validator();
     let ok = yaml(
-        "name: x\ntimeout: 3s\nlimits: {memory: 64M, cpu_time: 1.5}\nchecks:\n  - id: a\n    steps:\n      - run: [ls, -l]\n      - stdin: {text: \"1\\n\", eof: true}\n      - stdout: {regex: x}\n      - exit: 0\n",
+        "name: x\ntimeout: 3s\nlimits: {memory: 64M, cpu_time: 1.5}\nchecks:\n  - id: a\n    steps:\n      - run: [ls, -l]\n      - stdin: {text: \"1\\n\", eof: true}\n      - stdin: {line: hi, wait: true}\n      - stdout: {regex: x}\n      - exit: 0\n",
     );
     assert!(errors(&v, &ok).is_empty(), "{:#?}", errors(&v, &ok));
     for bad in [
@@ -63,6 +63,8 @@ fn schema_rejects_what_the_parser_rejects() {
         "name: x\nchecks: [{id: \"a b\", steps: [{run: ls}]}]\n",
         "name: x\nchecks: [{id: a, steps: [{run: ls}, {stdin: {text: a, file: b}}]}]\n",
         "name: x\nchecks: [{id: a, steps: []}]\n",
+        "name: x\nchecks: [{id: a, steps: [{run: ls}, {stdin: {line: a, text: b}}]}]\n",
+        "name: x\nchecks: [{id: a, steps: [{run: ls}, {stdin: {wait: false}}]}]\n",
         "name: x\nchecks: [{id: a, steps: [{diff: {actual: a}}]}]\n",
     ] {
         assert!(

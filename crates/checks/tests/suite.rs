@@ -217,6 +217,16 @@ fn steps_and_paths_are_checked() {
         parse("name: x\nlanguage: c\nchecks:\n  - id: a\n    steps: [{run: \"{compile}\"}]\n")
             .is_ok()
     );
+    let e = err("name: x\nchecks:\n  - id: a\n    steps: [{run: ls}, {stdin: {wait: false}}]\n");
+    assert!(e.contains("steps[1].stdin"), "{e}");
+    let s = parse("name: x\nchecks:\n  - id: a\n    steps: [{run: ls}, {stdin: {line: hi, wait: true}}, {stdin: {wait: true}}]\n").unwrap();
+    let CheckKind::Steps(steps) = &s.checks[0].kind else {
+        panic!("steps")
+    };
+    assert!(
+        matches!(&steps[1], Step::Stdin(i) if i.waits() && i.inner() == &Input::Line("hi".into()))
+    );
+    assert!(matches!(&steps[2], Step::Stdin(i) if i.waits() && !i.closes()));
     let e = err("name: x\nchecks: []\n");
     assert!(e.contains("at least one check"), "{e}");
     let e = err("name: x\nchecks:\n  - id: \"a b\"\n    steps: [{run: ls}]\n");

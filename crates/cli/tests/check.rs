@@ -718,6 +718,21 @@ checks:
     steps:
       - run: exit 3
       - exit: 3
+  - id: waits_for_input
+    steps:
+      - run: "sleep 0.2; read x; echo got $x"
+      - stdin: {line: hi, wait: true}
+      - stdout: got hi
+      - exit: 0
+  - id: never_reads
+    timeout: 1s
+    steps:
+      - run: sleep 3
+      - stdin: {line: hi, wait: true}
+  - id: exits_instead_of_reading
+    steps:
+      - run: exit 0
+      - stdin: {wait: true}
 "#;
     let (code, json) = grade_inline(suite, &[], &[]);
     assert_eq!(code, 1);
@@ -728,9 +743,20 @@ checks:
             ("consumed_output_is_not_matched_twice", F),
             ("timeout_fails", F),
             ("nonzero_exit_code", T),
+            ("waits_for_input", T),
+            ("never_reads", F),
+            ("exits_instead_of_reading", F),
         ]),
         "{json:#}"
     );
     let t = &json["results"]["timeout_fails"]["script"];
     assert_eq!(t[1]["actual"]["type"], "timeout", "{t}");
+    let t = &json["results"]["never_reads"]["script"];
+    assert_eq!(t[1]["actual"]["type"], "timeout", "{t}");
+    let t = &json["results"]["exits_instead_of_reading"]["script"];
+    assert_eq!(
+        t[1]["actual"],
+        serde_json::json!({"type": "exit", "value": 0}),
+        "{t}"
+    );
 }
