@@ -331,6 +331,109 @@ impl Report {
     }
 }
 
+/// Keys printed first, in this order, at every level of a report's JSON; others follow sorted.
+const KEY_ORDER: &[&str] = &[
+    "suite",
+    "results",
+    "score",
+    "max_score",
+    "passed",
+    "integrity",
+    "dependencies",
+    "description",
+    "result",
+    "script",
+    "type",
+    "value",
+    "match",
+    "points",
+    "max_points",
+    "time_ms",
+    "hidden",
+    "message",
+    "error",
+    "name",
+    "number",
+    "status",
+    "output",
+    "visibility",
+    "stdout_visibility",
+    "tests",
+    "extra_data",
+    "ok",
+    "flagged",
+    "path",
+    "reason",
+];
+
+/// A JSON value printed with readable key order: [`KEY_ORDER`], and the checks of `results` in
+/// suite order.
+struct Ordered<'a> {
+    value: &'a Value,
+    ids: &'a [String],
+    top: bool,
+}
+
+impl Serialize for Ordered<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.value {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                let rank = |k: &str| -> (usize, usize) {
+                    if self.top {
+                        if let Some(i) = self.ids.iter().position(|id| id == k) {
+                            return (0, i);
+                        }
+                    }
+                    match KEY_ORDER.iter().position(|o| *o == k) {
+                        Some(i) => (1, i),
+                        None => (2, 0),
+                    }
+                };
+                keys.sort_by(|a, b| rank(a).cmp(&rank(b)).then(a.cmp(b)));
+                let mut map = s.serialize_map(Some(keys.len()))?;
+                for k in keys {
+                    let inner = Ordered {
+                        value: &m[k],
+                        ids: self.ids,
+                        // The ids are the keys of the object under `results`.
+                        top: k == "results",
+                    };
+                    map.serialize_entry(k, &inner)?;
+                }
+                map.end()
+            }
+            Value::Array(a) => {
+                let mut seq = s.serialize_seq(Some(a.len()))?;
+                for v in a {
+                    seq.serialize_element(&Ordered {
+                        value: v,
+                        ids: self.ids,
+                        top: false,
+                    })?;
+                }
+                seq.end()
+            }
+            other => other.serialize(s),
+        }
+    }
+}
+
+impl Report {
+    /// `value` (one of this report's exports) as indented JSON, keys in a readable order and the
+    /// checks in suite order.
+    pub fn pretty(&self, value: &Value) -> String {
+        let ids: Vec<String> = self.results.iter().map(|r| r.id.clone()).collect();
+        let ordered = Ordered {
+            value,
+            ids: &ids,
+            top: false,
+        };
+        serde_json::to_string_pretty(&ordered).expect("JSON values serialize") + "\n"
+    }
+}
+
 fn fmt_num(x: f64) -> String {
     if x.fract() == 0.0 {
         format!("{}", x as i64)
@@ -443,6 +546,23 @@ mod tests {
         assert_eq!(j["score"], 2);
         assert_eq!(j["max_score"], 6);
         assert_eq!(j["results"]["c"]["message"], SKIPPED);
+    }
+
+    #[test]
+    fn pretty_json_keeps_suite_order() {
+        let mut r = report();
+        r.results.reverse(); // c, b, a
+        let text = r.pretty(&r.to_json(View::Staff));
+        let (c, b, a) = (
+            text.find("\"c\": {").unwrap(),
+            text.find("\"b\": {").unwrap(),
+            text.find("\"a\": {").unwrap(),
+        );
+        assert!(c < b && b < a, "{text}");
+        assert!(text.find("\"suite\"").unwrap() < text.find("\"results\"").unwrap());
+        assert!(text.find("\"dependencies\"").unwrap() < text.find("\"script\"").unwrap());
+        let back: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r.to_json(View::Staff));
     }
 
     #[test]

@@ -143,9 +143,9 @@ pub fn main(args: CheckArgs) -> i32 {
             let color = !args.no_color && args.output.is_none() && std::io::stdout().is_terminal();
             report.render_text(view, color)
         }
-        Format::Json => pretty(&report.to_json(view)),
-        Format::Cs50 => pretty(&report.to_cs50(view)),
-        Format::Gradescope => pretty(&report.to_gradescope(view)),
+        Format::Json => report.pretty(&report.to_json(view)),
+        Format::Cs50 => report.pretty(&report.to_cs50(view)),
+        Format::Gradescope => report.pretty(&report.to_gradescope(view)),
     };
     if let Err(e) = emit(args.output.as_deref(), &text) {
         eprintln!("corral check: {e:#}");
@@ -158,10 +158,6 @@ pub fn main(args: CheckArgs) -> i32 {
     } else {
         FAILED_EXIT
     }
-}
-
-fn pretty(v: &serde_json::Value) -> String {
-    serde_json::to_string_pretty(v).expect("JSON values serialize") + "\n"
 }
 
 fn emit(output: Option<&Path>, text: &str) -> anyhow::Result<()> {
