@@ -760,3 +760,68 @@ checks:
         "{t}"
     );
 }
+
+#[test]
+fn files_a_program_made_are_read_without_following_anything() {
+    let suite = r#"
+name: links
+files:
+  - {path: answer.txt, protected: true}
+checks:
+  - id: plain
+    steps:
+      - run: "echo 42 > out.txt"
+      - exit: 0
+      - diff: {actual: out.txt, expected: answer.txt}
+  - id: symlink
+    steps:
+      - run: "ln -s answer.txt out.txt"
+      - exit: 0
+      - exists: out.txt
+      - diff: {actual: out.txt, expected: answer.txt}
+  - id: hardlink
+    steps:
+      - run: "ln answer.txt out.txt"
+      - exit: 0
+      - diff: {actual: out.txt, expected: answer.txt}
+  - id: fifo
+    timeout: 5s
+    steps:
+      - run: "mkfifo out.txt"
+      - exit: 0
+      - diff: {actual: out.txt, expected: answer.txt}
+  - id: escape
+    steps:
+      - run: "ln -s /etc/hostname host.txt; ln -s ../../../etc out"
+      - exit: 0
+      - not_exists: out/hostname
+  - id: sees_links_left_by_dependency
+    depends: [escape]
+    steps:
+      - not_exists: host.txt
+"#;
+    let (code, json) = grade_inline(suite, &[], &[("answer.txt", "42\n")]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        results(&json),
+        expect(&[
+            ("plain", T),
+            ("symlink", F),
+            ("hardlink", F),
+            ("fifo", F),
+            ("escape", T),
+            // Links are not copied out of a sandbox: the dependent check does not get them.
+            ("sees_links_left_by_dependency", T),
+        ]),
+        "{json:#}"
+    );
+    for id in ["symlink", "hardlink", "fifo"] {
+        let last = json["results"][id]["script"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        assert_eq!(last["actual"]["type"], "missing", "{id}: {last}");
+    }
+}
