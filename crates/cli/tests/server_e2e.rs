@@ -595,3 +595,173 @@ fn seed_check_examples_through_check() {
         assert_eq!(st, StatusCode::NOT_FOUND);
     });
 }
+
+#[test]
+fn overload_is_refused_with_503_and_retry_after() {
+    let s = Server::start("parallelism = 1\nqueue = 0\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let url = s.url("/run");
+        let t2 = t.clone();
+        let busy = tokio::spawn(async move {
+            client()
+                .post(url)
+                .bearer_auth(t2)
+                .json(&json!({"cmd": "sleep 4", "limits": {"wall_time": "20s"}}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while s.health().await["runs_in_flight"] != 1 {
+            assert!(Instant::now() < deadline, "the first run never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let r = client()
+            .post(s.url("/run"))
+            .bearer_auth(&t)
+            .json(&json!({"cmd": "true"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let wait: u64 = r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(wait >= 1);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"], "overloaded");
+        assert_eq!(busy.await.unwrap(), StatusCode::OK);
+        // Free again.
+        s.run_ok(&t, json!({"cmd": "true"})).await;
+        let m = reqwest::get(s.url("/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            m.contains("corral_rejected_total{reason=\"overloaded\"} 1"),
+            "{m}"
+        );
+    });
+}
+
+#[test]
+fn dev_mode_needs_no_token_and_suites_folder_is_used() {
+    let dir = tempfile::Builder::new()
+        .prefix("corral-serve-dev-")
+        .tempdir()
+        .unwrap();
+    let suite = dir.path().join("suites/greet");
+    std::fs::create_dir_all(&suite).unwrap();
+    std::fs::write(
+        suite.join("suite.yaml"),
+        "name: greet\nchecks:\n  - id: says\n    steps:\n      - run: sh greet.sh\n      - stdout: hi\n      - exit: 0\n",
+    )
+    .unwrap();
+    let s = Server::start_in(dir.path(), "", &["--dev-no-auth"]);
+    assert!(s.admin.is_empty(), "no token in dev mode");
+    assert!(s.log().contains("--dev-no-auth"), "dev mode must say so");
+    rt().block_on(async {
+        let me: Value = client()
+            .get(s.url("/whoami"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(me["role"], "admin");
+        let mut f = reqwest::multipart::Form::new();
+        f = f.part(
+            "files",
+            reqwest::multipart::Part::bytes(b"echo hi\n".to_vec()).file_name("greet.sh"),
+        );
+        let up: Value = client()
+            .post(s.url("/upload"))
+            .multipart(f)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let r = client()
+            .post(s.url("/check"))
+            .json(&json!({"checks": "greet", "sandbox": {"homedir": up["id"]}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["results"]["says"]["result"], true, "{v}");
+        let list: Value = client()
+            .get(s.url("/suites"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            list,
+            json!([{"id": "greet", "name": "greet", "source": "folder"}])
+        );
+    });
+}
+
+#[test]
+fn sigterm_kills_interactive_runs_and_leaves_nothing() {
+    let s = Server::start("shutdown_grace = \"5s\"\n", &[]);
+    let marker = format!("corral_e2e_term_{}", std::process::id());
+    let rt = rt();
+    let mut ws = rt.block_on(async {
+        let t = s.token("student").await;
+        let mut ws = ws_connect(&s, &t).await;
+        ws_send(
+            &mut ws,
+            json!({"type": "run", "cmd": ["/bin/sh", "-c", "echo up; sleep 50", &marker], "limits": {"wall_time": "40s"}}),
+        )
+        .await;
+        ws_until(&mut ws, "up", |m| m["type"] == "stdout").await;
+        ws
+    });
+    let pid = s.pid();
+    // SAFETY: kill(2) on the server process this test started.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
+    rt.block_on(async {
+        // The client hears why, then the killed run's exit.
+        let mut seen = Vec::new();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(30), ws.next()).await {
+                Ok(Some(Ok(Message::Text(t)))) => {
+                    seen.push(serde_json::from_str::<Value>(&t).unwrap())
+                }
+                Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) => break,
+                Ok(Some(Ok(_))) => {}
+                Err(_) => panic!("the socket stayed open after SIGTERM: {seen:?}"),
+            }
+        }
+        assert!(
+            seen.iter().any(|m| m["error"] == "shutting_down"),
+            "{seen:?}"
+        );
+        let exit = seen
+            .iter()
+            .find(|m| m["type"] == "exit")
+            .unwrap_or_else(|| panic!("{seen:?}"));
+        assert_eq!(exit["status"], "signaled", "{exit}");
+    });
+    let status = s.stop();
+    assert!(status.success(), "{status}");
+    assert!(
+        host_procs_with(&marker).is_empty(),
+        "a run outlived the server"
+    );
+}

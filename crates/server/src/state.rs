@@ -42,6 +42,8 @@ impl AppState {
         config.validate()?;
         let metrics = Arc::new(Metrics::new());
         let tmp_dir = config.data_dir.join("tmp");
+        // Leftovers of a crash: nothing in tmp outlives the process that made it.
+        let _ = std::fs::remove_dir_all(&tmp_dir);
         std::fs::create_dir_all(&tmp_dir).map_err(|e| ServerError::Io {
             what: format!("creating {}", tmp_dir.display()),
             source: e,
