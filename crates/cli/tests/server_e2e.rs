@@ -765,3 +765,46 @@ fn sigterm_kills_interactive_runs_and_leaves_nothing() {
         "a run outlived the server"
     );
 }
+
+#[test]
+fn held_sandboxes_are_bounded_least_recently_used_first() {
+    let s = Server::start("max_sandboxes = 3\nmax_sandboxes_per_caller = 2\n", &[]);
+    rt().block_on(async {
+        let a = s.token("student").await;
+        let b = s.token("student").await;
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let r = s.run_ok(&a, json!({"cmd": "true"})).await;
+            ids.push(r["sandbox"].as_str().unwrap().to_string());
+        }
+        // a holds two: the oldest made room.
+        let alive = |st: StatusCode| st == StatusCode::OK;
+        let (st, _) = s
+            .run(&a, json!({"cmd": "true", "sandbox": {"id": ids[0]}}))
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+        // Touch ids[1] so that ids[2] is a's least recently used.
+        let (st, _) = s
+            .run(&a, json!({"cmd": "true", "sandbox": {"id": ids[1]}}))
+            .await;
+        assert!(alive(st));
+        // b's first sandbox fits (3 in all); b's second makes the server drop the LRU idle one.
+        let r = s.run_ok(&b, json!({"cmd": "true"})).await;
+        assert!(r["sandbox"].is_string());
+        let r = s.run_ok(&b, json!({"cmd": "true"})).await;
+        assert!(r["sandbox"].is_string());
+        let (st, _) = s
+            .run(&a, json!({"cmd": "true", "sandbox": {"id": ids[2]}}))
+            .await;
+        assert_eq!(
+            st,
+            StatusCode::NOT_FOUND,
+            "the least recently used sandbox is dropped"
+        );
+        let (st, _) = s
+            .run(&a, json!({"cmd": "true", "sandbox": {"id": ids[1]}}))
+            .await;
+        assert!(alive(st));
+        assert_eq!(s.health().await["held_sandboxes"], 3);
+    });
+}

@@ -1,7 +1,8 @@
 //! Sandboxes kept between runs: after a `/run`, the sandbox (its working directory) stays leased
 //! under a new unguessable id so that the next `/run` with `{"sandbox": {"id": …}}` continues in it
 //! (compile, then run). Idle ones are destroyed after the TTL; each caller holds a few at most
-//! (their oldest idle one is dropped for a new one), and the server a bounded number.
+//! (their oldest idle one is dropped for a new one), and the server a bounded number (the least
+//! recently used idle one is dropped for a new one; when all are busy, 503).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,8 +107,9 @@ impl Registry {
     }
 
     /// Reserves a place for a new sandbox of `owner` (busy, not built yet). When the caller already
-    /// holds its maximum, its least recently used idle sandbox is dropped; when the server holds
-    /// its maximum, 503.
+    /// holds its maximum, its least recently used idle sandbox is dropped (429 when all of them are
+    /// busy); when the server holds its maximum, the least recently used idle one of anyone is
+    /// dropped (503 when all are busy).
     pub fn reserve(&self, owner: &str) -> Result<(Arc<Held>, Evicted), ApiError> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(ApiError::overloaded("the server is shutting down", 5));
@@ -144,10 +146,23 @@ impl Registry {
             ));
         }
         if map.len() >= self.max_total {
-            return Err(ApiError::overloaded(
-                "the server holds as many sandboxes as it may; retry shortly",
-                5,
-            ));
+            // Full: the least recently used idle sandbox (of anyone) makes room; all busy is 503.
+            let oldest = map
+                .values()
+                .filter_map(|h| {
+                    let i = h.inner.lock().ok()?;
+                    (!i.busy).then(|| (i.last_used, h.id.clone()))
+                })
+                .min();
+            match oldest.and_then(|(_, id)| map.remove(&id)) {
+                Some(h) => evicted.extend(h.take_lease()),
+                None => {
+                    return Err(ApiError::overloaded(
+                        "every sandbox the server may hold is busy; retry shortly",
+                        5,
+                    ))
+                }
+            }
         }
         let held = Arc::new(Held {
             id: new_id(),
@@ -248,5 +263,31 @@ impl Registry {
             false
         });
         Evicted(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservations_are_bounded_per_caller_and_in_total() {
+        let r = Registry::new(3, 2, Duration::from_secs(60));
+        let (a1, _) = r.reserve("a").unwrap();
+        let (_a2, _) = r.reserve("a").unwrap();
+        // Both of a's are busy (being built): a third is refused.
+        let e = r.reserve("a").err().unwrap();
+        assert_eq!(e.status.as_u16(), 429);
+        let (_b1, _) = r.reserve("b").unwrap();
+        // Full and all busy: 503.
+        assert_eq!(r.reserve("c").err().unwrap().status.as_u16(), 503);
+        // A reservation that never ran is undone.
+        r.abort(&a1);
+        assert_eq!(r.len(), 2);
+        assert!(r.reserve("c").is_ok());
+        // Not built yet: nobody can acquire it, its owner included.
+        assert_eq!(r.acquire(&a1.id, "a").err().unwrap().status.as_u16(), 404);
+        assert_eq!(r.close().0.len(), 0);
+        assert_eq!(r.reserve("d").err().unwrap().status.as_u16(), 503);
     }
 }
