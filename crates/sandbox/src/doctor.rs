@@ -62,7 +62,15 @@ pub fn probe() -> Report {
         if root {
             Ok("running as root: namespaces and cgroups are set up directly".into())
         } else {
-            Err("not root: rootless mode (user namespaces + delegated cgroup v2) is not implemented yet; run corral as root".into())
+            let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            if userns > 0 {
+                Ok("rootless: sandboxes live in user namespaces owned by this user (needs a writable cgroup subtree, see cgroups)".into())
+            } else {
+                Err("not root and user namespaces are disabled: run as root or enable user.max_user_namespaces".into())
+            }
         },
     ));
     checks.push(check(

@@ -26,6 +26,8 @@ pub struct Plan {
     envp: Vec<CString>,
     uid: u32,
     gid: u32,
+    /// Rootless mode: become `uid` through a nested user namespace instead of setresuid.
+    userns: bool,
     rlimits: Rlimits,
     landlock: bool,
     program: String,
@@ -63,6 +65,7 @@ impl Plan {
                 .collect::<Result<_, _>>()?,
             uid: setup.uid,
             gid: setup.gid,
+            userns: setup.userns.is_some(),
             rlimits: rlimits.clone(),
             landlock: setup.landlock,
             program,
@@ -180,7 +183,12 @@ fn prepare(
         plan.rlimits.cpu_secs,
         plan.rlimits.cpu_secs + 1,
     )?;
-    set_rlimit(libc::RLIMIT_NPROC, plan.rlimits.nproc, plan.rlimits.nproc)?;
+    // RLIMIT_NPROC counts every process of the real uid on the host; in rootless mode that is the
+    // caller's own uid, so the limit would count the caller's other processes too (pids cgroup
+    // still applies).
+    if !plan.userns {
+        set_rlimit(libc::RLIMIT_NPROC, plan.rlimits.nproc, plan.rlimits.nproc)?;
+    }
     set_rlimit(libc::RLIMIT_CORE, 0, 0)?;
     set_rlimit(libc::RLIMIT_MEMLOCK, 64 << 10, 64 << 10)?;
     set_rlimit(libc::RLIMIT_MSGQUEUE, 64 << 10, 64 << 10)?;
@@ -190,7 +198,11 @@ fn prepare(
     }
     nix::unistd::chdir(WORKDIR).map_err(|e| format!("chdir {WORKDIR}: {e}"))?;
 
-    drop_privileges(plan.uid, plan.gid)?;
+    if plan.userns {
+        enter_nested_user_namespace(plan.uid, plan.gid)?;
+    } else {
+        drop_privileges(plan.uid, plan.gid)?;
+    }
     // SAFETY: prctl with integer arguments.
     let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
     check("PR_SET_NO_NEW_PRIVS", rc as libc::c_long)?;
@@ -223,6 +235,38 @@ fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> Resu
     // SAFETY: setrlimit reads the struct we pass.
     check("setrlimit", unsafe { libc::setrlimit(resource, &lim) }
         as libc::c_long)
+}
+
+/// Rootless mode: the sandbox's namespaces belong to a user namespace where we are uid 0; the
+/// program gets a nested one where it is `uid`, mapped to that 0, and so holds no capability over
+/// anything (a uid other than 0 has none, and the bounding set is empty anyway).
+fn enter_nested_user_namespace(uid: u32, gid: u32) -> Result<(), String> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)
+        .map_err(|e| format!("unshare(CLONE_NEWUSER): {e}"))?;
+    crate::init::map_ids(uid, 0, gid, 0)?;
+    // A new user namespace starts with a full bounding set; empty it while we may.
+    drop_bounding_set()?;
+    // SAFETY: plain prctl with integer arguments.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    // SAFETY: plain id-changing syscalls.
+    check("setresgid", unsafe { libc::setresgid(gid, gid, gid) }
+        as libc::c_long)?;
+    // SAFETY: as above.
+    check("setresuid", unsafe { libc::setresuid(uid, uid, uid) }
+        as libc::c_long)?;
+    // SAFETY: setuid(0) only tests whether we could become the namespace's root again; it must fail.
+    if unsafe { libc::setuid(0) } == 0 {
+        return Err("could regain uid 0 after dropping privileges".into());
+    }
+    Ok(())
 }
 
 /// Becomes the sandbox user with no capabilities left anywhere (effective, permitted, inheritable,

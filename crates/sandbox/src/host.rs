@@ -35,25 +35,42 @@ pub struct Host {
     filter_offline: OnceLock<Result<CompiledFilter, String>>,
     filter_online: OnceLock<Result<CompiledFilter, String>>,
     pub(crate) landlock: bool,
+    /// Not root: sandboxes live in user namespaces owned by the caller.
+    pub(crate) rootless: bool,
 }
 
 impl Host {
     /// Detects cgroups and prepares to start sandboxes with `init`. Fails when this host cannot
     /// give full isolation (run `corral doctor` to see why).
     pub fn new(init: InitProgram) -> Result<Self, SandboxError> {
-        if !nix::unistd::geteuid().is_root() {
-            return Err(SandboxError::Init(
-                "corral needs root (or CAP_SYS_ADMIN) to build sandboxes on this host; rootless mode is not available yet — see `corral doctor`"
-                    .into(),
-            ));
+        let rootless = !nix::unistd::geteuid().is_root();
+        if rootless {
+            let max = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            if max == 0 {
+                return Err(SandboxError::Init(
+                    "rootless mode needs user namespaces, which this host disables (user.max_user_namespaces = 0); run corral as root or enable them".into(),
+                ));
+            }
         }
-        let cgroups = corral_cgroups::detect()?;
+        let cgroups = corral_cgroups::detect().map_err(|e| {
+            if rootless {
+                SandboxError::Init(format!(
+                    "rootless mode needs a cgroup subtree this user may write (cgroup v2 with systemd: `systemd-run --user --scope -p Delegate=yes corral ...`; cgroup v1: a folder per controller chowned to the user, named with CORRAL_CGROUP_PARENT): {e}"
+                ))
+            } else {
+                SandboxError::Cgroup(e)
+            }
+        })?;
         Ok(Host {
             cgroups,
             init,
             filter_offline: OnceLock::new(),
             filter_online: OnceLock::new(),
             landlock: true,
+            rootless,
         })
     }
 
@@ -79,6 +96,11 @@ impl Host {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         (n, format!("{pid}-{n}"))
+    }
+
+    /// True when sandboxes are built without root, in user namespaces.
+    pub fn rootless(&self) -> bool {
+        self.rootless
     }
 
     pub fn cgroup_version(&self) -> corral_cgroups::Version {

@@ -45,6 +45,19 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
     let Some((setup, cgroup_procs)) = protocol::recv::<Setup>(ctl.as_fd())? else {
         return Ok(());
     };
+    if let Some((uid, gid)) = setup.userns {
+        if let Err(e) = enter_user_namespace(uid, gid) {
+            let error = format!("user namespace: {e}");
+            protocol::send(
+                ctl.as_fd(),
+                &Event::Failed {
+                    error: error.clone(),
+                },
+                &[],
+            )?;
+            return Err(SandboxError::Init(error));
+        }
+    }
     let mut flags = CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
@@ -87,6 +100,30 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
             std::process::exit(code)
         }
     }
+}
+
+/// Rootless mode: a user namespace in which the caller's uid is 0, with every capability over the
+/// namespaces created next — and none over anything of the host.
+fn enter_user_namespace(uid: u32, gid: u32) -> Result<(), String> {
+    unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| format!("unshare(CLONE_NEWUSER): {e}"))?;
+    map_ids(0, uid, 0, gid)
+}
+
+/// Writes this process's uid/gid maps: `inside` maps to `outside` (one id each). Writing
+/// `setgroups` first is what lets an unprivileged process map its own gid.
+pub(crate) fn map_ids(
+    inside_uid: u32,
+    outside_uid: u32,
+    inside_gid: u32,
+    outside_gid: u32,
+) -> Result<(), String> {
+    let w = |file: &str, text: String| {
+        std::fs::write(format!("/proc/self/{file}"), text)
+            .map_err(|e| format!("writing /proc/self/{file}: {e}"))
+    };
+    w("setgroups", "deny".into())?;
+    w("uid_map", format!("{inside_uid} {outside_uid} 1"))?;
+    w("gid_map", format!("{inside_gid} {outside_gid} 1"))
 }
 
 /// PID 1 enters the sandbox's cgroup before anything else; every program inherits it.
@@ -288,7 +325,8 @@ fn reset(
             "processes survived the run; refusing to reuse the sandbox".into(),
         ));
     }
-    crate::rootfs::reset_scratch(setup.uid, setup.gid, disk_bytes, inodes)?;
+    let (owner_uid, owner_gid) = setup.fs_owner();
+    crate::rootfs::reset_scratch(owner_uid, owner_gid, disk_bytes, inodes)?;
     let mut flags = CloneFlags::CLONE_NEWIPC;
     // A network namespace costs ~0.6 ms to replace; one nobody used is as good as new.
     let renew_net = !setup.network && !network_untouched();

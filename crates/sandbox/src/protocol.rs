@@ -20,8 +20,12 @@ const MAX_FDS: usize = 16;
 /// which PID 1 joins before anything else.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Setup {
+    /// The uid and gid the program runs as (as it sees them).
     pub uid: u32,
     pub gid: u32,
+    /// Rootless mode: the caller's own (uid, gid) on the host. The sandbox then lives in a user
+    /// namespace where only that uid exists (as 0), and each program in a nested one as `uid`.
+    pub userns: Option<(u32, u32)>,
     pub hostname: String,
     pub network: bool,
     /// Size of the working-directory tmpfs, and of `/tmp` and `/dev/shm`.
@@ -34,6 +38,19 @@ pub struct Setup {
     pub seccomp: Vec<u8>,
     /// Apply Landlock when the kernel has it.
     pub landlock: bool,
+}
+
+impl Setup {
+    /// Owner of the scratch mounts, in the sandbox's (outer) user namespace: the program's uid,
+    /// or in rootless mode the namespace's only uid 0, which the program's nested namespace maps
+    /// to its own uid.
+    pub fn fs_owner(&self) -> (u32, u32) {
+        if self.userns.is_some() {
+            (0, 0)
+        } else {
+            (self.uid, self.gid)
+        }
+    }
 }
 
 /// Resource limits applied with setrlimit in the child, as a backstop to cgroups and the supervisor.

@@ -127,6 +127,9 @@ fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<(), SandboxError> {
         dst.display()
     )))?;
     // A bind mount takes its flags only from a remount; without it the mount would be writable.
+    // Flags the source mount already has are kept: in a user namespace they are locked, and a
+    // remount that tried to clear one would fail.
+    let flags = flags | inherited_flags(dst);
     mount(
         None::<&str>,
         dst,
@@ -138,6 +141,30 @@ fn bind(src: &Path, dst: &Path, flags: MsFlags) -> Result<(), SandboxError> {
         "remounting {} with restrictions",
         dst.display()
     )))
+}
+
+/// The restricting flags a mount already carries (noexec, nosuid, nodev, read-only, atime mode).
+fn inherited_flags(path: &Path) -> MsFlags {
+    use nix::sys::statvfs::{statvfs, FsFlags};
+    let Ok(st) = statvfs(path) else {
+        return MsFlags::empty();
+    };
+    let f = st.flags();
+    let mut out = MsFlags::empty();
+    for (fs, ms) in [
+        (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
+        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+    ] {
+        if f.contains(fs) {
+            out |= ms;
+        }
+    }
+    out
 }
 
 fn write_file(path: &Path, contents: &str) -> Result<(), SandboxError> {
@@ -216,7 +243,8 @@ pub fn build(setup: &Setup) -> Result<(), SandboxError> {
     fs::create_dir_all(r("/var")).map_err(ioerr("creating /var".into()))?;
     symlink("/tmp", r("/var/tmp")).map_err(ioerr("creating /var/tmp".into()))?;
     fs::create_dir_all(r(WORKDIR)).map_err(ioerr(format!("creating {WORKDIR}")))?;
-    mount_scratch(&root, setup.uid, setup.gid, setup.disk_bytes, setup.inodes)?;
+    let (owner_uid, owner_gid) = setup.fs_owner();
+    mount_scratch(&root, owner_uid, owner_gid, setup.disk_bytes, setup.inodes)?;
 
     for (m, fd) in setup.mounts.iter().zip(&sources) {
         let src = PathBuf::from(format!(

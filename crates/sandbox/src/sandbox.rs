@@ -64,7 +64,19 @@ impl Sandbox {
     pub fn create(host: &Arc<Host>, config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
         let (n, name) = host.unique();
         // A uid of its own per sandbox (like isolate's boxes), far from real users.
-        let uid = 60_000 + (std::process::id().wrapping_mul(31).wrapping_add(n) % 30_000);
+        // Rootless: the program is uid 1000 in its own user namespace, the caller's uid outside.
+        let (uid, userns) = if host.rootless {
+            let (u, g) = (
+                nix::unistd::getuid().as_raw(),
+                nix::unistd::getgid().as_raw(),
+            );
+            (1000, Some((u, g)))
+        } else {
+            (
+                60_000 + (std::process::id().wrapping_mul(31).wrapping_add(n) % 30_000),
+                None,
+            )
+        };
         let filter = host.filter(config.network)?;
         // The sandbox's PID 1 joins this cgroup once; every program it starts inherits it, so no
         // run pays for a cgroup migration (an RCU grace period on cgroup v1).
@@ -125,8 +137,9 @@ impl Sandbox {
                 .map(OwnedFd::from)
                 .map_err(|e| SandboxError::io("opening /", e))?,
             cgroup: Some(cgroup),
-            uid,
-            gid: uid,
+            // Who owns copied-in files, as the host sees it.
+            uid: userns.map_or(uid, |(u, _)| u),
+            gid: userns.map_or(uid, |(_, g)| g),
             runs: 0,
             leases: 0,
             baseline: None,
@@ -137,6 +150,7 @@ impl Sandbox {
         let setup = Setup {
             uid,
             gid: uid,
+            userns,
             hostname: "sandbox".into(),
             network: config.network,
             disk_bytes: config.disk_bytes,

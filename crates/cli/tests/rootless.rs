@@ -1,0 +1,298 @@
+//! Rootless mode: corral run by an unprivileged user, with sandboxes in user namespaces it owns.
+//!
+//! The test (root) delegates a cgroup subtree to `nobody` the way an operator would on cgroup v1
+//! (a folder per controller, chowned to the user) and names it with CORRAL_CGROUP_PARENT; on v2 it
+//! chowns the folder and its control files likewise. Then it runs the real binary as `nobody`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const NOBODY: u32 = 65534;
+
+/// A copy of the corral binary that `nobody` can execute (the build tree may be under /root).
+struct Binary {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn binary() -> Binary {
+    let dir = tempfile::Builder::new()
+        .prefix("corral-rootless-bin")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = dir.path().join("corral");
+    std::fs::copy(env!("CARGO_BIN_EXE_corral"), &path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Binary { _dir: dir, path }
+}
+
+/// A cgroup subtree delegated to `nobody`, removed at the end.
+struct Delegated {
+    name: String,
+    dirs: Vec<PathBuf>,
+}
+
+fn cgroup_mounts() -> Vec<(PathBuf, String)> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let mut post = post.split_whitespace();
+            let fstype = post.next()?;
+            let opts = post.nth(1).unwrap_or("");
+            let mount_point = pre.split_whitespace().nth(4)?;
+            match fstype {
+                "cgroup" => Some((PathBuf::from(mount_point), opts.to_string())),
+                "cgroup2" => Some((PathBuf::from(mount_point), "cgroup2".to_string())),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn delegate(tag: &str) -> Delegated {
+    let name = format!("corral-rootless-{}-{tag}", std::process::id());
+    let mut dirs = Vec::new();
+    for (mount, opts) in cgroup_mounts() {
+        let wanted = opts == "cgroup2"
+            || ["memory", "pids", "cpuacct"]
+                .iter()
+                .any(|c| opts.split(',').any(|o| o == *c));
+        if !wanted {
+            continue;
+        }
+        let dir = mount.join(&name);
+        if std::fs::create_dir(&dir).is_err() {
+            continue; // e.g. a v2 mount without the controllers we need
+        }
+        chown_tree(&dir);
+        dirs.push(dir);
+    }
+    assert!(
+        !dirs.is_empty(),
+        "could not create a delegated cgroup subtree for the test"
+    );
+    Delegated { name, dirs }
+}
+
+fn chown_tree(dir: &Path) {
+    std::os::unix::fs::chown(dir, Some(NOBODY), Some(NOBODY)).unwrap();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let _ = std::os::unix::fs::chown(e.unwrap().path(), Some(NOBODY), Some(NOBODY));
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        for d in &self.dirs {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+fn as_nobody(bin: &Path, cgroup: Option<&Delegated>, args: &[&str]) -> Output {
+    let mut c = Command::new(bin);
+    c.args(args)
+        .current_dir("/tmp")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .uid(NOBODY)
+        .gid(NOBODY);
+    if let Some(d) = cgroup {
+        c.env("CORRAL_CGROUP_PARENT", format!("/{}", d.name));
+    }
+    c.output().unwrap()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {text}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn an_unprivileged_user_gets_a_full_sandbox() {
+    let bin = binary();
+    let cg = delegate("full");
+    let out = as_nobody(
+        &bin.path,
+        Some(&cg),
+        &[
+            "run",
+            "--json",
+            "--",
+            "/bin/sh",
+            "-c",
+            "id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; ls /; cat /etc/shadow /root 2>&1; ls /proc | grep -c '^[0-9]'",
+        ],
+    );
+    let v = json(&out);
+    assert_eq!(v["status"], "ok", "{v}");
+    let stdout = v["stdout"].as_str().unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[0], "1000",
+        "the program runs as the sandbox user: {stdout}"
+    );
+    assert!(stdout.contains("CapEff:\t0000000000000000"), "{stdout}");
+    assert!(stdout.contains("CapBnd:\t0000000000000000"), "{stdout}");
+    assert!(stdout.contains("NoNewPrivs:\t1"), "{stdout}");
+    assert!(stdout.contains("Seccomp:\t2"), "{stdout}");
+    assert!(
+        !stdout
+            .lines()
+            .any(|l| l == "root" || l == "srv" || l == "work"),
+        "host folders visible: {stdout}"
+    );
+    assert!(
+        stdout.contains("cat: /etc/shadow: No such file or directory"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("cat: /root: No such file or directory"),
+        "{stdout}"
+    );
+    // Only the run's own processes are visible: sh, ls and grep at most.
+    let visible: u32 = lines.last().unwrap().parse().unwrap();
+    assert!(
+        (1..=3).contains(&visible),
+        "{visible} processes visible: {stdout}"
+    );
+}
+
+#[test]
+fn rootless_limits_and_seccomp_hold() {
+    let bin = binary();
+    let cg = delegate("limits");
+    let mem = json(&as_nobody(
+        &bin.path,
+        Some(&cg),
+        &[
+            "run",
+            "--json",
+            "--memory",
+            "32M",
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            "x = bytearray(200 << 20)",
+        ],
+    ));
+    assert_eq!(mem["status"], "memory_limit", "{mem}");
+    let wall = json(&as_nobody(
+        &bin.path,
+        Some(&cg),
+        &["run", "--json", "--wall-time", "200ms", "--", "sleep", "5"],
+    ));
+    assert_eq!(wall["status"], "wall_time_limit", "{wall}");
+    let blocked = json(&as_nobody(
+        &bin.path,
+        Some(&cg),
+        &["run", "--json", "--", "unshare", "-U", "true"],
+    ));
+    assert_eq!(blocked["status"], "blocked_syscall", "{blocked}");
+    assert_eq!(blocked["blocked_syscall"], "unshare", "{blocked}");
+    let bomb = json(&as_nobody(
+        &bin.path,
+        Some(&cg),
+        &[
+            "run",
+            "--json",
+            "--pids",
+            "16",
+            "--wall-time",
+            "2s",
+            "--",
+            "/bin/bash",
+            "-c",
+            "f(){ f|f& }; f; sleep 1",
+        ],
+    ));
+    assert_eq!(bomb["pids_limit_hit"], true, "{bomb}");
+    // Nothing is left in the delegated subtree: every sandbox cgroup was removed.
+    for d in &cg.dirs {
+        let children: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .collect();
+        assert!(
+            children.is_empty(),
+            "leftover cgroups in {}: {children:?}",
+            d.display()
+        );
+    }
+}
+
+#[test]
+fn rootless_pool_resets_between_runs() {
+    let bin = binary();
+    let cg = delegate("pool");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let specs = dir.path().join("specs.jsonl");
+    std::fs::write(
+        &specs,
+        concat!(
+            r#"{"argv": ["/bin/sh", "-c", "echo secret > left; echo tmp > /tmp/left; ipcmk -M 4096 >/dev/null; echo $$"]}"#,
+            "\n",
+            r#"{"argv": ["/bin/sh", "-c", "ls -A; ls -A /tmp; ipcs -m | grep -c 0x; echo $$"]}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&specs, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = as_nobody(
+        &bin.path,
+        Some(&cg),
+        &[
+            "run",
+            "--batch",
+            specs.to_str().unwrap(),
+            "--pool-size",
+            "1",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        lines[0]["sandbox"]["id"], lines[1]["sandbox"]["id"],
+        "both lines must share one sandbox"
+    );
+    assert_eq!(lines[0]["stdout"], "2\n", "{}", lines[0]);
+    assert_eq!(
+        lines[1]["stdout"], "0\n2\n",
+        "a reset sandbox must be empty: {}",
+        lines[1]
+    );
+}
+
+#[test]
+fn rootless_without_a_writable_cgroup_fails_closed() {
+    let bin = binary();
+    let out = as_nobody(&bin.path, None, &["run", "--json", "--", "/bin/true"]);
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    let v = json(&out);
+    assert_eq!(v["status"], "sandbox_error");
+    let err = v["error"].as_str().unwrap();
+    assert!(
+        err.contains("rootless mode needs a cgroup subtree"),
+        "{err}"
+    );
+}
