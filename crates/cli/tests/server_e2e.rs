@@ -199,6 +199,16 @@ fn interactive_run_prompts_for_stdin_over_websocket() {
         let (out, exit) = ws_until(&mut ws, "exit", |m| m["type"] == "exit").await;
         assert_eq!(out, "hello.py\n");
         assert_eq!(exit["sandbox"], sandbox.as_str());
+        // Standard input closed by the client: the program sees end-of-file.
+        ws_send(&mut ws, json!({"type": "run", "cmd": "cat; echo done"})).await;
+        ws_send(
+            &mut ws,
+            json!({"type": "stdin", "data": "line one\n", "eof": true}),
+        )
+        .await;
+        let (out, exit) = ws_until(&mut ws, "exit", |m| m["type"] == "exit").await;
+        assert_eq!(out, "line one\ndone\n");
+        assert_eq!(exit["code"], 0);
         // Bad messages get an error and the socket stays usable.
         ws_send(&mut ws, json!({"type": "warp"})).await;
         assert_eq!(ws_next(&mut ws).await["type"], "error");
@@ -807,4 +817,50 @@ fn held_sandboxes_are_bounded_least_recently_used_first() {
         assert!(alive(st));
         assert_eq!(s.health().await["held_sandboxes"], 3);
     });
+}
+
+#[test]
+fn uploads_past_retention_are_deleted() {
+    let s = Server::start("retention = \"2s\"\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let id = s.upload(&t, &[("old.txt", b"soon gone")]).await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let st = client()
+                .get(s.url(&format!("/uploads/{id}")))
+                .bearer_auth(&t)
+                .send()
+                .await
+                .unwrap()
+                .status();
+            if st == StatusCode::NOT_FOUND {
+                break;
+            }
+            assert_eq!(st, StatusCode::OK);
+            assert!(
+                Instant::now() < deadline,
+                "the upload outlived its retention"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        // Its blob went with it.
+        let blobs: Vec<_> = walk(&s.data.join("blobs"));
+        assert!(blobs.is_empty(), "blobs left: {blobs:?}");
+    });
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if e.file_name() != "tmp" {
+                out.extend(walk(&p));
+            }
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

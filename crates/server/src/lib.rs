@@ -130,10 +130,14 @@ pub async fn first_admin_token(store: &dyn Store) -> Result<Option<String>, Serv
 /// Background work: dropping idle sandboxes past their TTL, deleting uploads past retention.
 fn spawn_housekeeping(state: SharedState) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let every =
-            (state.sandboxes.ttl() / 4).clamp(Duration::from_millis(100), Duration::from_secs(10));
+        let every = (state.sandboxes.ttl() / 4)
+            .min(state.config.retention.duration() / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(10));
         let mut tick = tokio::time::interval(every);
-        let mut last_retention = tokio::time::Instant::now() - Duration::from_secs(3600);
+        // Retention is enforced at start, then a few times per retention period (10 min at most).
+        let retention_every = (state.config.retention.duration() / 4)
+            .clamp(Duration::from_millis(500), Duration::from_secs(600));
+        let mut last_retention: Option<tokio::time::Instant> = None;
         loop {
             tick.tick().await;
             let evicted = state.sandboxes.expire();
@@ -145,8 +149,8 @@ fn spawn_housekeeping(state: SharedState) -> tokio::task::JoinHandle<()> {
                 .metrics
                 .held_sandboxes
                 .set(state.sandboxes.len() as i64);
-            if last_retention.elapsed() >= Duration::from_secs(600) {
-                last_retention = tokio::time::Instant::now();
+            if last_retention.is_none_or(|t| t.elapsed() >= retention_every) {
+                last_retention = Some(tokio::time::Instant::now());
                 let cutoff =
                     corral_store::now() - state.config.retention.duration().as_secs() as i64;
                 match state.store.delete_uploads_before(cutoff).await {
