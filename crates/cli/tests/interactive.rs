@@ -129,3 +129,68 @@ fn a_lease_keeps_the_working_directory_between_runs() {
     assert_eq!(out.status, Status::Ok);
     assert_eq!(out.stdout.text(), "", "a reset sandbox must start empty");
 }
+
+#[test]
+fn copying_in_replaces_what_a_program_planted_without_following_it() {
+    let pool = pool();
+    let mut plant = RunSpec::new(vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        "echo mine > target; ln -s target notes.txt; mkdir -p tests; echo old > tests/t1; ln -s /tmp tests2".into(),
+    ]);
+    plant.stdin = Stdin::Empty;
+    let mut lease = pool.lease(&SandboxConfig::for_spec(&plant)).unwrap();
+    assert_eq!(lease.sandbox().run(&plant, &mut NoSink).status, Status::Ok);
+    let layer = tempfile::tempdir().unwrap();
+    std::fs::write(layer.path().join("notes.txt"), "from the assignment\n").unwrap();
+    std::fs::create_dir(layer.path().join("tests")).unwrap();
+    std::fs::write(layer.path().join("tests/t1"), "new\n").unwrap();
+    std::fs::create_dir(layer.path().join("tests2")).unwrap();
+    std::fs::write(layer.path().join("tests2/t2"), "two\n").unwrap();
+    lease.sandbox().copy_in(layer.path()).unwrap();
+    let s = lease.sandbox();
+    let read = |p: &str| {
+        s.read_file(std::path::Path::new(p), 1 << 20)
+            .unwrap()
+            .map(|b| String::from_utf8(b).unwrap())
+    };
+    assert_eq!(
+        read("notes.txt").as_deref(),
+        Some("from the assignment\n"),
+        "the planted link must be replaced"
+    );
+    assert_eq!(
+        read("target").as_deref(),
+        Some("mine\n"),
+        "the link's target must not be written through"
+    );
+    assert_eq!(read("tests/t1").as_deref(), Some("new\n"));
+    assert_eq!(
+        read("tests2/t2").as_deref(),
+        Some("two\n"),
+        "a planted link to a folder is replaced by a folder"
+    );
+    let ls = s.run(
+        &RunSpec::new(vec!["/bin/ls".into(), "-A".into(), "/tmp".into()]),
+        &mut NoSink,
+    );
+    assert_eq!(
+        ls.stdout.text(),
+        "",
+        "nothing may have been written through the link into /tmp"
+    );
+}
+
+#[test]
+fn files_too_big_for_the_disk_limit_are_reported_as_such() {
+    let pool = pool();
+    let mut spec = RunSpec::new(vec!["/bin/true".into()]);
+    spec.limits.disk = corral_sandbox::Size(1 << 20);
+    let mut lease = pool.lease(&SandboxConfig::for_spec(&spec)).unwrap();
+    let big = tempfile::tempdir().unwrap();
+    std::fs::write(big.path().join("big.bin"), vec![7u8; 3 << 20]).unwrap();
+    match lease.sandbox().copy_in(big.path()) {
+        Err(corral_sandbox::SandboxError::NoSpace { .. }) => {}
+        other => panic!("expected NoSpace, got {other:?}"),
+    }
+}

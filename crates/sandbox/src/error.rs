@@ -41,6 +41,9 @@ pub enum SandboxError {
     },
     #[error("{path}: {why}")]
     Path { path: PathBuf, why: String },
+    /// Files copied into a sandbox did not fit its disk limit (the files' fault, not the host's).
+    #[error("{path}: the files do not fit the sandbox's disk limit")]
+    NoSpace { path: PathBuf },
     #[error("sandbox init failed: {0}")]
     Init(String),
     #[error("sandbox protocol error: {0}")]

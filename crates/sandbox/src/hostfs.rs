@@ -52,7 +52,10 @@ fn pathio(path: &Path, why: impl std::fmt::Display) -> SandboxError {
 
 /// Copies the contents of the host folder `src` into the sandbox directory `dst`, owned by the
 /// sandbox user. Files keep their permission bits minus setuid/setgid; symlinks are copied as
-/// symlinks (they resolve inside the sandbox); other special files are skipped.
+/// symlinks (they resolve inside the sandbox); other special files are skipped. Whatever already
+/// sits at a name is replaced — removed without being followed, never written through — so
+/// assignment files can be layered over a submission. A copy that does not fit the sandbox's disk
+/// limit fails with [`SandboxError::NoSpace`].
 pub fn copy_in(src: &Path, dst: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<(), SandboxError> {
     let meta = std::fs::metadata(src).map_err(|e| pathio(src, e))?;
     if !meta.is_dir() {
@@ -66,6 +69,17 @@ pub fn copy_in(src: &Path, dst: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<()
     )
     .map_err(|e| pathio(src, format!("opening the working directory: {e}")))?;
     copy_in_dir(src, dst.as_fd(), uid, gid, 0)
+}
+
+/// An error writing into the sandbox: running out of room is the copied files' fault, not ours.
+fn write_err(path: &Path, e: impl Into<std::io::Error>) -> SandboxError {
+    let e: std::io::Error = e.into();
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EFBIG) => SandboxError::NoSpace {
+            path: path.to_path_buf(),
+        },
+        _ => pathio(path, e),
+    }
 }
 
 fn copy_in_dir(
@@ -84,9 +98,39 @@ fn copy_in_dir(
         let path = entry.path();
         let name = Path::new(entry.file_name().as_os_str()).to_path_buf();
         let ft = entry.file_type().map_err(|e| pathio(&path, e))?;
-        if ft.is_symlink() {
+        if ft.is_dir() {
+            // An existing real folder is merged into; anything else there is replaced.
+            let sub = match open_beneath(
+                dst,
+                &name,
+                OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+                Mode::empty(),
+            ) {
+                Ok(sub) => sub,
+                Err(_) => {
+                    remove_beneath(dst, &name, 0).map_err(|e| pathio(&path, e))?;
+                    let mode = std::fs::metadata(&path)
+                        .map_err(|e| pathio(&path, e))?
+                        .permissions()
+                        .mode()
+                        & 0o777;
+                    mkdirat(dst, &name, Mode::from_bits_truncate(mode | 0o700))
+                        .map_err(|e| write_err(&path, e))?;
+                    open_beneath(
+                        dst,
+                        &name,
+                        OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+                        Mode::empty(),
+                    )
+                    .map_err(|e| pathio(&path, e))?
+                }
+            };
+            nix::unistd::fchown(&sub, owner.0, owner.1).map_err(|e| pathio(&path, e))?;
+            copy_in_dir(&path, sub.as_fd(), uid, gid, depth + 1)?;
+        } else if ft.is_symlink() {
+            remove_beneath(dst, &name, 0).map_err(|e| pathio(&path, e))?;
             let target = std::fs::read_link(&path).map_err(|e| pathio(&path, e))?;
-            nix::unistd::symlinkat(&target, dst, &name).map_err(|e| pathio(&path, e))?;
+            nix::unistd::symlinkat(&target, dst, &name).map_err(|e| write_err(&path, e))?;
             fchownat(
                 dst,
                 &name,
@@ -95,24 +139,8 @@ fn copy_in_dir(
                 FchownatFlags::AT_SYMLINK_NOFOLLOW,
             )
             .map_err(|e| pathio(&path, e))?;
-        } else if ft.is_dir() {
-            let mode = std::fs::metadata(&path)
-                .map_err(|e| pathio(&path, e))?
-                .permissions()
-                .mode()
-                & 0o777;
-            mkdirat(dst, &name, Mode::from_bits_truncate(mode | 0o700))
-                .map_err(|e| pathio(&path, e))?;
-            let sub = open_beneath(
-                dst,
-                &name,
-                OFlag::O_DIRECTORY | OFlag::O_RDONLY,
-                Mode::empty(),
-            )
-            .map_err(|e| pathio(&path, e))?;
-            nix::unistd::fchown(&sub, owner.0, owner.1).map_err(|e| pathio(&path, e))?;
-            copy_in_dir(&path, sub.as_fd(), uid, gid, depth + 1)?;
         } else if ft.is_file() {
+            remove_beneath(dst, &name, 0).map_err(|e| pathio(&path, e))?;
             let mut from = File::open(&path).map_err(|e| pathio(&path, e))?;
             let mode = from.metadata().map_err(|e| pathio(&path, e))?.mode() & 0o777;
             let to = open_beneath(
@@ -121,17 +149,46 @@ fn copy_in_dir(
                 OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
                 Mode::from_bits_truncate(mode),
             )
-            .map_err(|e| pathio(&path, e))?;
+            .map_err(|e| write_err(&path, e))?;
             nix::unistd::fchown(&to, owner.0, owner.1).map_err(|e| pathio(&path, e))?;
             let mut to = File::from(to);
-            std::io::copy(&mut from, &mut to)
-                .map_err(|e| pathio(&path, format!("copying into the sandbox: {e}")))?;
-            // fchown cleared nothing we want; make sure no setuid/setgid bit survives.
+            std::io::copy(&mut from, &mut to).map_err(|e| write_err(&path, e))?;
+            // Make sure no setuid/setgid bit survives.
             to.set_permissions(std::fs::Permissions::from_mode(mode))
                 .map_err(|e| pathio(&path, e))?;
         }
         // FIFOs, sockets and devices of the source are not copied.
     }
+    Ok(())
+}
+
+/// Removes `name` beneath `dir` if it exists — a file or link is unlinked (never followed), a
+/// folder emptied the same way and removed.
+fn remove_beneath(dir: BorrowedFd<'_>, name: &Path, depth: usize) -> std::io::Result<()> {
+    use nix::unistd::{unlinkat, UnlinkatFlags};
+    match unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
+        Ok(()) => return Ok(()),
+        Err(nix::errno::Errno::ENOENT) => return Ok(()),
+        Err(nix::errno::Errno::EISDIR) if depth < 64 => {}
+        Err(e) => return Err(e.into()),
+    }
+    let sub = open_beneath(
+        dir,
+        name,
+        OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+        Mode::empty(),
+    )?;
+    let mut listing = nix::dir::Dir::from_fd(sub.try_clone()?)?;
+    let names: Vec<std::ffi::OsString> = listing
+        .iter()
+        .filter_map(|e| e.ok())
+        .map(|e| std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
+        .filter(|n| n != "." && n != "..")
+        .collect();
+    for n in names {
+        remove_beneath(sub.as_fd(), Path::new(&n), depth + 1)?;
+    }
+    unlinkat(dir, name, UnlinkatFlags::RemoveDir)?;
     Ok(())
 }
 
