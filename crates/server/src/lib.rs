@@ -38,6 +38,7 @@ use axum::http::{header, HeaderName, HeaderValue, Request};
 use axum::routing::{delete, get, post};
 use axum::Router;
 use corral_store::{Role, Store};
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
@@ -89,6 +90,10 @@ pub fn router(state: SharedState) -> Router {
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed)
         .layer(DefaultBodyLimit::max(json_limit))
+        // A bug in a handler answers 500 (JSON) instead of dropping the connection.
+        .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| {
+            axum::response::IntoResponse::into_response(ApiError::internal("a handler panicked"))
+        }))
         .layer(SetResponseHeaderLayer::overriding(
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),

@@ -715,3 +715,57 @@ async fn openapi_document_is_complete() {
     assert!(langs.as_array().unwrap().iter().any(|l| l["id"] == "c"));
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn websocket_needs_a_token_and_respects_ownership() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{self, Message};
+    let s = TestServer::start(|_| {}).await;
+    let ws_url = s.base.replace("http://", "ws://") + "/ws";
+    match tokio_tungstenite::connect_async(&ws_url).await {
+        Err(tungstenite::Error::Http(r)) => assert_eq!(r.status(), 401),
+        other => panic!("connected without a token: {:?}", other.map(|_| ())),
+    }
+    match tokio_tungstenite::connect_async(format!("{ws_url}?token=corral_nope")).await {
+        Err(tungstenite::Error::Http(r)) => assert_eq!(r.status(), 401),
+        other => panic!("connected with a bad token: {:?}", other.map(|_| ())),
+    }
+    let (a, b) = (s.token(Role::Student).await, s.token(Role::Student).await);
+    let (_, up) = upload(&s, &a, form(&[("secret.txt", b"mine")])).await;
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("{ws_url}?token={b}"))
+        .await
+        .unwrap();
+    let mut ask = async |msg: String| -> Value {
+        ws.send(Message::Text(msg.into())).await.unwrap();
+        loop {
+            match ws.next().await.unwrap().unwrap() {
+                Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+                _ => continue,
+            }
+        }
+    };
+    let v = ask(
+        json!({"type": "run", "cmd": "cat secret.txt", "sandbox": {"homedir": up["id"]}})
+            .to_string(),
+    )
+    .await;
+    assert_eq!(
+        (v["type"].as_str(), v["error"].as_str()),
+        (Some("error"), Some("not_found")),
+        "{v}"
+    );
+    let v = ask(
+        json!({"type": "run", "cmd": "ls", "sandbox": {"id": "0123456789abcdef0123456789abcdef"}})
+            .to_string(),
+    )
+    .await;
+    assert_eq!(v["error"], "not_found", "{v}");
+    let v = ask("{not json".to_string()).await;
+    assert_eq!(v["error"], "bad_message", "{v}");
+    let v = ask(json!({"type": "signal", "name": "SIGINT"}).to_string()).await;
+    assert_eq!(v["error"], "not_running", "{v}");
+    let v = ask(json!({"type": "run", "cmd": 5}).to_string()).await;
+    assert_eq!(v["error"], "bad_message", "{v}");
+    s.assert_up().await;
+    s.stop().await;
+}
