@@ -7,7 +7,6 @@ use anyhow::Context;
 use clap::Args;
 use corral_sandbox::{Host, InitProgram, Limits, Millis, Pool, PoolConfig};
 use corral_server::Config;
-use corral_store::SqliteStore;
 
 #[derive(Args, Debug)]
 #[command(
@@ -117,10 +116,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async move {
-        let store = SqliteStore::open(&config.database_url(), &config.data_dir.join("blobs"))
+        let store = corral_store::open(&config.database_url(), &config.data_dir.join("blobs"))
             .await
             .with_context(|| format!("opening the store {}", config.database_url()))?;
-        let store: Arc<dyn corral_store::Store> = Arc::new(store);
         if config.dev_no_auth {
             eprintln!(
                 "corral serve: WARNING: --dev-no-auth: no authentication, every caller is an admin"

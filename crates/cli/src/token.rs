@@ -1,11 +1,12 @@
 //! `corral token create --data DIR --role ROLE`: a new API token, printed on stdout.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use corral_server::Config;
-use corral_store::{Role, SqliteStore, Store};
+use corral_store::{Role, Store};
 
 #[derive(Args, Debug)]
 pub struct TokenArgs {
@@ -64,7 +65,7 @@ pub fn main(args: TokenArgs) -> i32 {
     }
 }
 
-async fn open(s: &StoreArgs) -> anyhow::Result<SqliteStore> {
+async fn open(s: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
     let mut c = Config::load(s.config.as_deref())?;
     if let Some(d) = &s.data {
         c.data_dir = d.clone();
@@ -74,7 +75,7 @@ async fn open(s: &StoreArgs) -> anyhow::Result<SqliteStore> {
     }
     std::fs::create_dir_all(&c.data_dir)
         .with_context(|| format!("creating {}", c.data_dir.display()))?;
-    SqliteStore::open(&c.database_url(), &c.data_dir.join("blobs"))
+    corral_store::open(&c.database_url(), &c.data_dir.join("blobs"))
         .await
         .with_context(|| format!("opening the store {}", c.database_url()))
 }

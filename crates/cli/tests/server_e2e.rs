@@ -596,8 +596,8 @@ fn seed_check_examples_through_check() {
         let (_, v) = check(&s, &staff, "cs50/hello", &id).await;
         assert!(v.to_string().contains("the hidden answer"), "{v}");
 
-        // Someone else's upload, an unknown suite: 404.
-        let (st, _) = check(&s, &staff, "cs50/hello", &id.replace('a', "b")).await;
+        // No such upload, someone else's upload, an unknown suite: 404.
+        let (st, _) = check(&s, &staff, "cs50/hello", "0123456789abcdef0123456789abcdef").await;
         assert_eq!(st, StatusCode::NOT_FOUND);
         let (st, _) = check(&s, &student, "cs50/hello", &id).await;
         assert_eq!(st, StatusCode::NOT_FOUND);

@@ -187,6 +187,18 @@ pub trait Store: Send + Sync {
     async fn close(&self);
 }
 
+/// Opens the store a database URL names: `sqlite://PATH` (created when missing). File contents go
+/// to `blob_dir`. Other schemes (PostgreSQL) get their own implementation next to the SQLite one.
+pub async fn open(url: &str, blob_dir: &Path) -> Result<std::sync::Arc<dyn Store>> {
+    if url.starts_with("sqlite:") {
+        return Ok(std::sync::Arc::new(SqliteStore::open(url, blob_dir).await?));
+    }
+    let scheme = url.split(':').next().unwrap_or(url);
+    Err(StoreError::Invalid(format!(
+        "database URL scheme {scheme:?} is not supported (yet): use sqlite://PATH"
+    )))
+}
+
 /// `n` random bytes from the kernel, as lowercase hex (`n = 16` gives 128 bits).
 pub fn random_hex(n: usize) -> String {
     let mut b = vec![0u8; n];
