@@ -266,8 +266,11 @@ pub async fn metrics(State(st): State<SharedState>) -> Response {
     get, path = "/languages", tag = "meta",
     responses((status = 200, description = "Languages", body = Vec<LanguageInfo>))
 )]
-pub async fn languages(State(st): State<SharedState>) -> Json<Vec<LanguageInfo>> {
-    Json(crate::languages::list(&st))
+pub async fn languages(State(st): State<SharedState>) -> Result<Json<Vec<LanguageInfo>>, ApiError> {
+    // Host-side file checks: off the async workers.
+    tokio::task::spawn_blocking(move || Json(crate::languages::list(&st)))
+        .await
+        .map_err(ApiError::internal)
 }
 
 /// The OpenAPI 3 document of this API (generated from the code).
