@@ -143,7 +143,9 @@ pub fn plan(suite: &Suite, registry: &Registry) -> Result<Vec<Plan>, GradeError>
 
 /// Whether a `run` step of the check mentions `placeholder`.
 fn uses(check: &Check, placeholder: &str) -> bool {
-    let CheckKind::Steps(steps) = &check.kind;
+    let CheckKind::Steps(steps) = &check.kind else {
+        return false;
+    };
     steps
         .iter()
         .any(|s| matches!(s, Step::Run(Command::Shell(c)) if c.contains(placeholder)))
@@ -180,7 +182,42 @@ pub fn grade(
     stage::copy_tree(submission, &base).map_err(io("copying the submission"))?;
     stage::place_assignment_files(suite, &base, false)
         .map_err(io("copying the assignment files"))?;
-    let integrity = stage::integrity(suite, submission);
+    let mut integrity = stage::integrity(suite, submission);
+    integrity
+        .flagged
+        .extend(crate::pytest::integrity_flags(suite, submission));
+    integrity.ok = integrity.flagged.is_empty();
+
+    // The optional static safety check: a submission it blocks is not run at all.
+    let safety = suite
+        .safety
+        .as_ref()
+        .map(|cfg| crate::safety::scan(pool, cfg, submission));
+    if let Some(report) = safety.as_ref().filter(|r| r.blocks()) {
+        let why = format!(
+            "not run: the static safety check found {}",
+            report.describe().join("; ")
+        );
+        let results = suite
+            .checks
+            .iter()
+            .flat_map(|c| {
+                expand(
+                    c,
+                    CheckResult {
+                        message: Some(why.clone()),
+                        ..base_result(c)
+                    },
+                )
+            })
+            .collect();
+        return Ok(Report {
+            suite: suite.name.clone(),
+            results,
+            integrity,
+            safety,
+        });
+    }
 
     let n = suite.checks.len();
     let index = |id: &str| suite.checks.iter().position(|c| c.id == id);
@@ -306,12 +343,13 @@ pub fn grade(
     let results = results
         .into_iter()
         .zip(&suite.checks)
-        .map(|(r, c)| r.unwrap_or_else(|| skipped(c)))
+        .flat_map(|(r, c)| expand(c, r.unwrap_or_else(|| skipped(c))))
         .collect();
     Ok(Report {
         suite: suite.name.clone(),
         results,
         integrity,
+        safety,
     })
 }
 
@@ -323,6 +361,28 @@ fn stage_from(suite: &Suite, sources: &[PathBuf], dir: &Path) -> std::io::Result
         stage::copy_tree(s, dir)?;
     }
     stage::place_assignment_files(suite, dir, true)
+}
+
+/// A check's rows in the report: its own, then (pytest and check50 checks) one per rubric item.
+/// A check that did not run still lists its items, so every report has the same rows and the
+/// same maximum score.
+fn expand(check: &Check, mut r: CheckResult) -> Vec<CheckResult> {
+    let mut children = std::mem::take(&mut r.children);
+    if children.is_empty() {
+        match &check.kind {
+            CheckKind::Pytest(pc) => children = crate::pytest::rows_not_run(check, pc, &r),
+            CheckKind::Check50(cc) => children = crate::check50::rows_not_run(check, cc, &r),
+            _ => {}
+        }
+    }
+    if !matches!(check.kind, CheckKind::Steps(_)) {
+        // The points are the items'.
+        r.points = 0.0;
+        r.max_points = 0.0;
+    }
+    let mut out = vec![r];
+    out.extend(children);
+    out
 }
 
 fn base_result(check: &Check) -> CheckResult {
@@ -338,6 +398,7 @@ fn base_result(check: &Check) -> CheckResult {
         hidden: check.hidden,
         message: None,
         error: None,
+        children: Vec::new(),
     }
 }
 
@@ -367,6 +428,15 @@ fn run_check(
     stage: &Path,
     output: Option<&Path>,
 ) -> (CheckResult, Option<PathBuf>) {
+    match &check.kind {
+        CheckKind::Pytest(pc) => {
+            return crate::pytest::run_check(pool, suite, check, pc, plan, stage, output)
+        }
+        CheckKind::Check50(cc) => {
+            return crate::check50::run_check(pool, suite, check, cc, plan, stage)
+        }
+        _ => {}
+    }
     let started = Instant::now();
     let shape = SandboxConfig {
         network: false,
@@ -395,6 +465,7 @@ fn run_check(
     };
     let passed = match &check.kind {
         CheckKind::Steps(steps) => runner.run(sb, steps),
+        _ => unreachable!("dispatched above"),
     };
     let mut result = base_result(check);
     result.script = runner.script;

@@ -7,6 +7,10 @@
 //! - [`stage`]: host-side preparation of working directories (submission, assignment files,
 //!   integrity of protected files) that never follows a planted link.
 //! - [`report`]: results and their exports (corral JSON, CS50 JSON, Gradescope, text).
+//! - [`pytest`], [`check50`]: check kinds that run the assignment's pytest files or a check50
+//!   problem inside the sandbox and map their results to a rubric.
+//! - [`safety`]: the optional static safety check of Python submissions.
+//! - [`batch`]: grading a folder of submissions (gradebook CSV, per-student JSON, HTML report).
 //!
 //! ```no_run
 //! # use std::sync::Arc;
@@ -23,10 +27,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod batch;
+pub mod check50;
 pub mod engine;
 pub mod error;
 pub mod languages;
+pub mod pyscan;
+pub mod pytest;
 pub mod report;
+pub mod safety;
 pub mod stage;
 pub mod suite;
 

@@ -48,8 +48,12 @@ pub struct CheckResult {
     pub hidden: bool,
     /// Why it failed or was skipped, in one line (check50's rationale).
     pub message: Option<String>,
-    /// Set when corral itself failed (sandbox error): the check could not be judged.
+    /// Set when corral itself failed (sandbox error) or a test run could not be trusted (an
+    /// invalid pytest or check50 report): the check could not be judged.
     pub error: Option<String>,
+    /// Rows of a pytest or check50 check's rubric items, while the engine runs; a [`Report`]
+    /// lists them after their check and leaves this empty.
+    pub children: Vec<CheckResult>,
 }
 
 /// A protected assignment file that the submission had in another version.
@@ -81,6 +85,8 @@ pub struct Report {
     /// In suite order.
     pub results: Vec<CheckResult>,
     pub integrity: Integrity,
+    /// The static safety check's findings, when the suite asked for one.
+    pub safety: Option<crate::safety::SafetyReport>,
 }
 
 /// Text shown for a skipped check (check50's wording).
@@ -171,14 +177,18 @@ impl Report {
             }
             results.insert(r.id.clone(), Value::Object(m));
         }
-        json!({
+        let mut v = json!({
             "suite": self.suite,
             "results": results,
             "score": num(self.score()),
             "max_score": num(self.max_score()),
             "passed": self.passed(),
             "integrity": self.integrity,
-        })
+        });
+        if let Some(s) = &self.safety {
+            v["safety"] = serde_json::to_value(s).expect("serializable");
+        }
+        v
     }
 
     /// Exactly CS50 Check's shape: `{"results": {id: {dependencies, description, result, script}}}`.
@@ -244,6 +254,14 @@ impl Report {
                     .join(", "),
             );
         }
+        if let Some(s) = self
+            .safety
+            .as_ref()
+            .filter(|s| !s.ok || s.failure.is_some())
+        {
+            output.push_str("\nThe static safety check found: ");
+            output.push_str(&s.describe().join("; "));
+        }
         json!({
             "score": num(self.score()),
             "output": output,
@@ -254,6 +272,7 @@ impl Report {
                 "suite": self.suite,
                 "max_score": num(self.max_score()),
                 "integrity": self.integrity,
+                "safety": self.safety,
             },
         })
     }
@@ -322,6 +341,22 @@ impl Report {
                 out.push_str(&format!("    {} ({})\n", f.path, f.reason));
             }
         }
+        if let Some(s) = self
+            .safety
+            .as_ref()
+            .filter(|s| !s.ok || s.failure.is_some())
+        {
+            let head = if s.enforced {
+                "!! the static safety check found (the checks were not run):"
+            } else {
+                "!! the static safety check found:"
+            };
+            out.push_str(&paint("31", head));
+            out.push('\n');
+            for l in s.describe() {
+                out.push_str(&format!("    {l}\n"));
+            }
+        }
         out.push_str(&format!(
             "score: {}/{}\n",
             fmt_num(self.score()),
@@ -339,6 +374,7 @@ const KEY_ORDER: &[&str] = &[
     "max_score",
     "passed",
     "integrity",
+    "safety",
     "dependencies",
     "description",
     "result",
@@ -486,6 +522,7 @@ mod tests {
                 Some(false) => Some("expected \"secret answer 42\", not \"41\"".into()),
             },
             error: None,
+            children: Vec::new(),
         }
     }
 
@@ -501,6 +538,7 @@ mod tests {
                 ok: true,
                 flagged: vec![],
             },
+            safety: None,
         }
     }
 

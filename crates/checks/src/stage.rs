@@ -164,8 +164,16 @@ fn list_files(p: &Path, rel: &Path, out: &mut Vec<std::path::PathBuf>, depth: us
     }
 }
 
-/// How the submission's `rel` differs from the assignment's file, or `None` when it is absent or
-/// identical.
+/// How the submission's `rel` differs from the assignment's file `assignment`, or `None` when it
+/// is absent or identical.
+pub(crate) fn compare_file(
+    assignment: &Path,
+    submission: &Path,
+    rel: &Path,
+) -> Option<&'static str> {
+    compare(assignment, submission, rel)
+}
+
 fn compare(assignment: &Path, submission: &Path, rel: &Path) -> Option<&'static str> {
     let mut at = submission.to_path_buf();
     let comps: Vec<Component> = rel.components().collect();

@@ -40,6 +40,8 @@ pub struct Suite {
     pub files: Vec<AssignmentFile>,
     /// The checks, in file order.
     pub checks: Vec<Check>,
+    /// The optional static safety check of Python files (off unless the suite asks for it).
+    pub safety: Option<crate::safety::SafetyConfig>,
     /// The suite file.
     pub path: PathBuf,
     /// The assignment folder: the suite file's folder. Every assignment path is relative to it.
@@ -75,12 +77,16 @@ pub struct Check {
     pub kind: CheckKind,
 }
 
-/// What a check does. Other kinds (pytest suites, check50 checks) join this enum.
+/// What a check does.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum CheckKind {
     /// A sequence of steps run against live processes (CS50 Check's chains).
     Steps(Vec<Step>),
+    /// The assignment's pytest files (public and hidden) with a rubric; see [`crate::pytest`].
+    Pytest(Box<crate::pytest::PytestCheck>),
+    /// A check50 problem folder run by check50 itself; see [`crate::check50`].
+    Check50(Box<crate::check50::Check50Check>),
 }
 
 /// One step of a check.
@@ -249,6 +255,8 @@ struct RawSuite {
     timeout: Option<Millis>,
     #[serde(default)]
     files: Vec<AssignmentFile>,
+    #[serde(default)]
+    safety: Option<crate::safety::RawSafety>,
     checks: Vec<RawCheck>,
 }
 
@@ -272,6 +280,10 @@ struct RawCheck {
     language: Option<String>,
     #[serde(default)]
     steps: Option<Vec<Step>>,
+    #[serde(default)]
+    pytest: Option<crate::pytest::RawPytest>,
+    #[serde(default)]
+    check50: Option<crate::check50::RawCheck50>,
 }
 
 const STEP_KINDS: &[&str] = &[
@@ -600,8 +612,61 @@ impl Suite {
             rc.limits
                 .resolve(&Limits::default())
                 .map_err(|e| check_err(&id, format!("limits: {e}")))?;
+            let kinds = [
+                rc.steps.is_some(),
+                rc.pytest.is_some(),
+                rc.check50.is_some(),
+            ];
+            if kinds.iter().filter(|k| **k).count() > 1 {
+                return Err(check_err(
+                    &id,
+                    "give only one of `steps`, `pytest` and `check50`".into(),
+                ));
+            }
+            let rubric_kind = rc.pytest.is_some() || rc.check50.is_some();
+            if rubric_kind && rc.points.is_some() {
+                return Err(check_err(
+                    &id,
+                    "points: a pytest or check50 check gets its points from its own `points` (per test)".into(),
+                ));
+            }
+            if let Some(raw) = rc.pytest {
+                let pc = crate::pytest::PytestCheck::resolve(raw, &id, dir)
+                    .map_err(|m| check_err(&id, m))?;
+                checks.push(Check {
+                    description: rc.description.unwrap_or_else(|| id.clone()),
+                    points: pc.max_points(),
+                    id,
+                    depends: rc.depends,
+                    hidden: rc.hidden,
+                    timeout: rc.timeout,
+                    limits: rc.limits,
+                    language: rc.language,
+                    kind: CheckKind::Pytest(Box::new(pc)),
+                });
+                continue;
+            }
+            if let Some(raw) = rc.check50 {
+                let cc = crate::check50::Check50Check::resolve(raw, &id, dir)
+                    .map_err(|m| check_err(&id, m))?;
+                checks.push(Check {
+                    description: rc.description.unwrap_or_else(|| id.clone()),
+                    points: cc.max_points(),
+                    id,
+                    depends: rc.depends,
+                    hidden: rc.hidden,
+                    timeout: rc.timeout,
+                    limits: rc.limits,
+                    language: rc.language,
+                    kind: CheckKind::Check50(Box::new(cc)),
+                });
+                continue;
+            }
             let Some(steps) = rc.steps else {
-                return Err(check_err(&id, "missing `steps`".into()));
+                return Err(check_err(
+                    &id,
+                    "missing `steps` (or `pytest`, or `check50`)".into(),
+                ));
             };
             if steps.is_empty() {
                 return Err(check_err(&id, "steps: must not be empty".into()));
@@ -696,6 +761,12 @@ impl Suite {
             timeout: raw.timeout,
             files: raw.files,
             checks,
+            safety: raw
+                .safety
+                .map(crate::safety::SafetyConfig::resolve)
+                .transpose()
+                .map_err(|m| invalid(format!("safety: {m}")))?
+                .flatten(),
             path: path.to_path_buf(),
             dir: dir.to_path_buf(),
         })

@@ -3,6 +3,7 @@
 mod batch;
 mod check;
 mod doctor;
+mod grade;
 mod languages;
 mod run;
 mod serve;
@@ -33,6 +34,8 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Grade a submission folder against a check suite.
     Check(Box<check::CheckArgs>),
+    /// Grade every submission of a folder (gradebook CSV, per-student JSON, HTML report).
+    Grade(Box<grade::GradeArgs>),
     /// List the languages checks can use, and whether this host has them.
     Languages(languages::LanguagesArgs),
     /// Serve the HTTP API (upload, run, check, interactive runs over WebSocket).
@@ -54,6 +57,7 @@ fn main() {
         Command::Run(args) => run::main(*args),
         Command::Doctor(args) => doctor::main(args),
         Command::Check(args) => check::main(*args),
+        Command::Grade(args) => grade::main(*args),
         Command::Languages(args) => languages::main(args),
         Command::Serve(args) => serve::main(*args),
         Command::Token(args) => token::main(args),

@@ -1,0 +1,100 @@
+# corral's check50 bootstrap: runs inside the sandbox as
+#   /usr/bin/python3 -I -B -c <this file> CONFIG_JSON
+# with a one-line nonce on standard input. It runs check50 (installed by scripts/setup under
+# /usr/local/lib/corral/python) offline on the read-only problem folder, captures its JSON in
+# memory and writes it, with the nonce, to a summary file the host checks.
+import os
+import sys
+
+
+def _corral_main():
+    data = b""
+    while not data.endswith(b"\n") and len(data) < 256:
+        chunk = os.read(0, 256)
+        if not chunk:
+            break
+        data += chunk
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    nonce = data.strip().decode("ascii", "replace")
+    import json
+
+    cfg = json.loads(sys.argv[1])
+    # Not dumpable: the programs check50 starts (the submission's) cannot read this process's
+    # memory or descriptors through /proc.
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except Exception:
+        pass
+    out_dir = cfg["out_dir"]
+    os.mkdir(out_dir, 0o700)
+    sys.path.insert(0, cfg["site"])
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    code = None
+    error = None
+    _corral_pipes_for_pexpect()
+    sys.argv = ["check50", "--dev", "--no-install-dependencies", "--output", "json", "--", cfg["problem"]]
+    try:
+        import check50.__main__ as c50
+
+        with contextlib.redirect_stdout(buf):
+            c50.main()
+    except SystemExit as e:
+        code = int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException as e:  # noqa: BLE001
+        error = "%s: %s" % (type(e).__name__, e)
+    try:
+        results = json.loads(buf.getvalue())
+    except ValueError:
+        results = None
+    summary = {"nonce": nonce, "exit": code, "error": error, "check50": results}
+    fd = os.open(
+        os.path.join(out_dir, "summary.json"),
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+        0o600,
+    )
+    os.write(fd, json.dumps(summary).encode())
+    os.close(fd)
+    os._exit(0)
+
+
+def _corral_pipes_for_pexpect():
+    """corral's sandboxes have no terminal devices (/dev/ptmx, /dev/pts), which pexpect.spawn
+    needs: check50's programs run over pipes instead (stdout and stderr merged, as on a pty).
+    A program then sees pipes, not a terminal: C's stdio buffers a prompt without a newline
+    until it reads input or exits; Python's input() flushes its prompt itself."""
+    import pexpect
+    from pexpect.popen_spawn import PopenSpawn
+
+    class PipeSpawn(PopenSpawn):
+        def __init__(self, command, timeout=30, maxread=2000, searchwindowsize=None, logfile=None,
+                     cwd=None, env=None, encoding=None, codec_errors="strict", echo=False, **_):
+            super().__init__(command, timeout=timeout, maxread=maxread,
+                             searchwindowsize=searchwindowsize, logfile=logfile, cwd=cwd, env=env,
+                             encoding=encoding, codec_errors=codec_errors)
+
+        def isalive(self):
+            return self.proc.poll() is None
+
+        def close(self, force=True):
+            if self.proc.poll() is None:
+                try:
+                    self.proc.kill()
+                except OSError:
+                    pass
+            self.wait()
+
+        def terminate(self, force=False):
+            self.close()
+            return True
+
+    pexpect.spawn = PipeSpawn
+
+
+_corral_main()

@@ -1,0 +1,176 @@
+//! `corral grade ASSIGNMENT_DIR SUBMISSIONS_DIR`: grade every submission of a folder.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use clap::Args;
+use corral_checks::batch::{self, BatchOptions, Progress, RowStatus};
+use corral_checks::safety::SafetyConfig;
+use corral_checks::{engine, Suite};
+use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "ASSIGNMENT_DIR holds the suite (suite.yaml, suite.yml or suite.json) and the files it \
+    names; SUBMISSIONS_DIR holds one folder per student, named by the student's id.\n\n\
+    Writes OUTPUT/results/STUDENT.json (one per student), OUTPUT/gradebook.csv and OUTPUT/report.html. \
+    A submission already graded (same suite, same files) keeps its stored result unless --force.\n\n\
+    Exit status: 0 when every submission was graded, 1 when some could not be judged (status `error` \
+    in the gradebook: a sandbox failure, an invalid test run, a submission that is not a folder), \
+    2 for a bad suite or usage, 125 when no sandbox can be built."
+)]
+pub struct GradeArgs {
+    /// The assignment folder (its suite file and files).
+    #[arg(value_name = "ASSIGNMENT_DIR")]
+    assignment: PathBuf,
+    /// The folder of submissions, one sub-folder per student.
+    #[arg(value_name = "SUBMISSIONS_DIR")]
+    submissions: PathBuf,
+    /// Where results, the gradebook and the report go.
+    #[arg(long, short = 'o', value_name = "DIR", default_value = "grades")]
+    output: PathBuf,
+    /// Grade again submissions that already have a result.
+    #[arg(long)]
+    force: bool,
+    /// Submissions graded at once [default: the number of CPUs].
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// Checks of one submission run at once.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    check_jobs: usize,
+    /// Run the static safety check of Python files (default rules) when the suite has none.
+    #[arg(long)]
+    safety_check: bool,
+    /// An operator's language registry file (TOML) added to the built-in one.
+    #[arg(long, value_name = "FILE")]
+    languages: Option<PathBuf>,
+    /// No progress bar (it is only drawn on a terminal anyway).
+    #[arg(long)]
+    no_progress: bool,
+}
+
+pub fn main(args: GradeArgs) -> i32 {
+    let usage = |msg: String| {
+        eprintln!("corral grade: {msg}");
+        crate::run::USAGE_EXIT
+    };
+    if !args.assignment.is_dir() {
+        return usage(format!("{}: not a folder", args.assignment.display()));
+    }
+    let suite_path = match batch::find_suite(&args.assignment) {
+        Ok(p) => p,
+        Err(e) => return usage(e.to_string()),
+    };
+    let mut suite = match Suite::load(&suite_path) {
+        Ok(s) => s,
+        Err(e) => return usage(e.to_string()),
+    };
+    if args.safety_check && suite.safety.is_none() {
+        suite.safety = Some(SafetyConfig::default());
+    }
+    let registry = match crate::check::registry(args.languages.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return usage(format!("{e:#}")),
+    };
+    if let Err(e) = engine::plan(&suite, &registry) {
+        return usage(format!("{}: {e}", suite_path.display()));
+    }
+    let submissions = match batch::discover(&args.submissions) {
+        Ok(s) => s,
+        Err(e) => return usage(format!("{}: {e}", args.submissions.display())),
+    };
+    if let Err(e) = std::fs::create_dir_all(&args.output) {
+        return usage(format!("{}: {e}", args.output.display()));
+    }
+    let host = match InitProgram::current_exe().and_then(Host::new) {
+        Ok(h) => Arc::new(h),
+        Err(e) => {
+            eprintln!("corral grade: sandbox error: {e}");
+            return crate::run::SANDBOX_ERROR_EXIT;
+        }
+    };
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| BatchOptions::default().jobs)
+        .max(1);
+    let check_jobs = args.check_jobs.max(1);
+    let pool = Pool::new(
+        host,
+        PoolConfig {
+            max_idle: jobs * check_jobs * 2,
+            max_active: jobs * check_jobs,
+            ..Default::default()
+        },
+    );
+    let bar = ProgressBar::with_draw_target(
+        Some(submissions.len() as u64),
+        if args.no_progress {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        },
+    );
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} (eta {eta}) {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let opts = BatchOptions {
+        force: args.force,
+        jobs,
+        check_jobs,
+    };
+    let (graded, kept) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let progress = |row: &batch::Row, how: Progress| {
+        let what = match how {
+            Progress::Graded => {
+                graded.fetch_add(1, Ordering::Relaxed);
+                "graded"
+            }
+            Progress::Kept => {
+                kept.fetch_add(1, Ordering::Relaxed);
+                "kept"
+            }
+        };
+        bar.set_message(format!("{what} {}", row.student));
+        bar.inc(1);
+    };
+    let rows = match batch::grade_all(
+        &pool,
+        &registry,
+        &suite,
+        &submissions,
+        &args.output,
+        &opts,
+        &progress,
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            bar.abandon();
+            eprintln!("corral grade: {e}");
+            return crate::run::SANDBOX_ERROR_EXIT;
+        }
+    };
+    bar.finish_and_clear();
+    if let Err(e) = batch::write_outputs(&suite, &rows, &args.output) {
+        eprintln!("corral grade: writing {}: {e}", args.output.display());
+        return crate::run::USAGE_EXIT;
+    }
+    let errors = rows.iter().filter(|r| r.status == RowStatus::Error).count();
+    eprintln!(
+        "corral grade: {} submissions ({} graded, {} kept), {} with errors; wrote {}, {} and {}",
+        rows.len(),
+        graded.load(Ordering::Relaxed),
+        kept.load(Ordering::Relaxed),
+        errors,
+        args.output.join("gradebook.csv").display(),
+        args.output.join("report.html").display(),
+        args.output.join(batch::RESULTS_DIR).display(),
+    );
+    if errors > 0 {
+        1
+    } else {
+        0
+    }
+}

@@ -1,0 +1,163 @@
+//! check50 compatibility end to end: `examples/check50-hello/problem` is a problem in check50's
+//! own format, run by the real check50 (installed by `scripts/setup` under
+//! /usr/local/lib/corral/python) offline inside the sandbox; its results are mapped to corral's
+//! (ids, descriptions, dependencies, pass/fail/skip, expected vs actual) with points.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn check(case: &str, staff: bool) -> (i32, Value) {
+    assert!(
+        Path::new("/usr/local/lib/corral/python/check50/__init__.py").is_file(),
+        "check50 is not installed for /usr/bin/python3: run scripts/setup"
+    );
+    let dir = root().join("examples/check50-hello");
+    let sub = dir.join("submissions").join(case);
+    assert!(sub.is_dir(), "{} missing", sub.display());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral"));
+    cmd.args(["check", "--json"]);
+    if staff {
+        cmd.arg("--staff");
+    }
+    let out = cmd
+        .arg(dir.join("suite.yaml"))
+        .arg(&sub)
+        .env_remove("CORRAL_LANGUAGES")
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{case}: not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap(), json)
+}
+
+const IDS: [&str; 5] = [
+    "hello",
+    "hello/exists",
+    "hello/greets",
+    "hello/greets_full_name",
+    "hello/prompts",
+];
+const T: Option<bool> = Some(true);
+const F: Option<bool> = Some(false);
+const N: Option<bool> = None;
+
+fn results(json: &Value) -> BTreeMap<String, (Option<bool>, f64)> {
+    json["results"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                (v["result"].as_bool(), v["points"].as_f64().unwrap()),
+            )
+        })
+        .collect()
+}
+
+fn want(r: [Option<bool>; 5], p: [f64; 5]) -> BTreeMap<String, (Option<bool>, f64)> {
+    IDS.iter()
+        .zip(r.into_iter().zip(p))
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
+
+/// A submission, its exit code, score, results and points (in `IDS` order).
+type Case = (&'static str, i32, f64, [Option<bool>; 5], [f64; 5]);
+
+#[test]
+fn check50_problem_results_map_to_corral_results() {
+    let cases: [Case; 4] = [
+        (
+            "correct",
+            0,
+            6.0,
+            [T, T, T, T, T],
+            [0.0, 1.0, 2.0, 2.0, 1.0],
+        ),
+        // Greets by the first name only: the hidden full-name check fails.
+        ("wrong", 1, 4.0, [F, T, T, F, T], [0.0, 1.0, 2.0, 0.0, 1.0]),
+        // check50's own dependency skips: null results.
+        ("missing_file", 1, 0.0, [F, F, N, N, N], [0.0; 5]),
+        // Writes results claiming every check passed and hunts for check50's process: the
+        // results it wrote lack the run's nonce, the run is invalid (an error, no points).
+        ("forges_results", 125, 0.0, [F, F, F, F, F], [0.0; 5]),
+    ];
+    let mut failures = Vec::new();
+    for (case, code, score, r, p) in cases {
+        let (got_code, json) = check(case, true);
+        if got_code != code
+            || json["score"].as_f64() != Some(score)
+            || json["max_score"].as_f64() != Some(6.0)
+            || results(&json) != want(r, p)
+        {
+            failures.push(format!(
+                "{case}: exit {got_code}, {}",
+                serde_json::to_string_pretty(&json).unwrap()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn check50_details_descriptions_and_dependencies() {
+    let (_, json) = check("wrong", true);
+    let r = &json["results"];
+    // Descriptions are check50's (the docstrings), dependencies its `@check(dependency)`.
+    assert_eq!(r["hello/exists"]["description"], "hello.py exists");
+    assert_eq!(
+        r["hello/exists"]["dependencies"],
+        serde_json::json!(["hello"])
+    );
+    assert_eq!(
+        r["hello/prompts"]["dependencies"],
+        serde_json::json!(["hello/greets"])
+    );
+    // Expected vs actual come from check50's Mismatch.
+    let full = &r["hello/greets_full_name"];
+    assert_eq!(full["hidden"], true);
+    assert_eq!(
+        full["script"],
+        serde_json::json!([{
+            "expected": {"type": "stdout", "value": "hello, Grace Hopper"},
+            "actual": {"type": "stdout", "value": "hello, Grace\n"}
+        }])
+    );
+    assert!(full["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("expected \"hello, Grace H"));
+    // Students see only that the hidden check failed.
+    let (_, student) = check("wrong", false);
+    let hidden = &student["results"]["hello/greets_full_name"];
+    assert_eq!(hidden["script"], serde_json::json!([]));
+    assert_eq!(hidden["message"], "hidden check failed");
+    // A missing file: check50's rationale, and its skips keep check50's wording.
+    let (_, json) = check("missing_file", false);
+    assert_eq!(
+        json["results"]["hello/exists"]["message"],
+        "hello.py not found"
+    );
+    assert_eq!(
+        json["results"]["hello/greets"]["message"],
+        "can't check until a frown turns upside down"
+    );
+    let (_, json) = check("forges_results", false);
+    assert!(json["results"]["hello"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("the results were not written by corral's check50 runner"));
+}

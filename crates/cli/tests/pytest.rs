@@ -1,0 +1,547 @@
+//! pytest checks end to end: every submission of `examples/pycalc` (a correct one, wrong ones and
+//! hostile ones that ship a conftest.py, write a fake report, exit early, patch pytest, register a
+//! plugin, fork-bomb, flood output…) is graded in real sandboxes, and its exact score, per-item
+//! results, error status and exit code are asserted. Also: hidden tests' details never reach
+//! students, rubric errors in a suite, and the optional static safety check.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn corral(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .env_remove("CORRAL_LANGUAGES")
+        .output()
+        .expect("run corral")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn check_json(suite: &Path, sub: &Path, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["check", "--json"];
+    args.extend_from_slice(extra);
+    args.extend([suite.to_str().unwrap(), sub.to_str().unwrap()]);
+    let out = corral(&args);
+    let stdout = text(&out.stdout);
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "{}: not JSON ({e}):\n{stdout}\nstderr:\n{}",
+            sub.display(),
+            text(&out.stderr)
+        )
+    });
+    (out.status.code().expect("exited"), json)
+}
+
+fn pycalc(case: &str, extra: &[&str]) -> (i32, Value) {
+    let dir = root().join("examples/pycalc");
+    let sub = dir.join("submissions").join(case);
+    assert!(sub.is_dir(), "{} missing", sub.display());
+    check_json(&dir.join("suite.yaml"), &sub, extra)
+}
+
+/// The report's rows in order: (id, result, points).
+fn rows(json: &Value) -> Vec<(String, Option<bool>, f64)> {
+    let r = json["results"].as_object().expect("results");
+    r.iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v["result"].as_bool(),
+                v["points"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+const ITEMS: [&str; 8] = [
+    "exists",
+    "tests",
+    "tests/test_public.py::test_add",
+    "tests/test_public.py::test_mean",
+    "tests/clamp",
+    "tests/test_hidden.py::test_add_negative",
+    "tests/test_hidden.py::test_mean_large",
+    "tests/test_hidden.py::test_types",
+];
+const T: Option<bool> = Some(true);
+const F: Option<bool> = Some(false);
+const N: Option<bool> = None;
+
+/// Expected rows: results and points in `ITEMS` order.
+fn want(results: [Option<bool>; 8], points: [f64; 8]) -> BTreeMap<String, (Option<bool>, f64)> {
+    ITEMS
+        .iter()
+        .zip(results.iter().zip(points))
+        .map(|(k, (r, p))| (k.to_string(), (*r, p)))
+        .collect()
+}
+
+struct Case {
+    name: &'static str,
+    exit: i32,
+    score: f64,
+    results: [Option<bool>; 8],
+    points: [f64; 8],
+    /// The `tests` check could not be judged (an invalid run): `error` is set.
+    invalid: Option<&'static str>,
+    /// Text the `tests` check's message contains.
+    message: Option<&'static str>,
+}
+
+const ZERO: [f64; 8] = [0.0; 8];
+const ALL_FAILED: [Option<bool>; 8] = [T, F, F, F, F, F, F, F];
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "correct",
+            exit: 0,
+            score: 10.0,
+            results: [T; 8],
+            points: [0.0, 0.0, 1.0, 2.0, 3.0, 1.0, 2.0, 1.0],
+            invalid: None,
+            message: None,
+        },
+        Case {
+            name: "wrong_mean",
+            exit: 1,
+            score: 5.0,
+            results: [T, F, T, F, T, T, F, F],
+            points: [0.0, 0.0, 1.0, 0.0, 3.0, 1.0, 0.0, 0.0],
+            invalid: None,
+            message: Some("5 of 8 tests passed; test_public.py::test_mean[xs0-2.0] failed"),
+        },
+        Case {
+            name: "missing_file",
+            exit: 1,
+            score: 0.0,
+            results: [F, N, N, N, N, N, N, N],
+            points: ZERO,
+            invalid: None,
+            message: None,
+        },
+        Case {
+            name: "syntax_error",
+            exit: 1,
+            score: 0.0,
+            results: ALL_FAILED,
+            points: ZERO,
+            invalid: None,
+            message: Some("test_public.py could not be imported"),
+        },
+        Case {
+            name: "binary_junk",
+            exit: 1,
+            score: 0.0,
+            results: ALL_FAILED,
+            points: ZERO,
+            invalid: None,
+            message: Some("source code string cannot contain null bytes"),
+        },
+        // Each call to mean() times out on its own (test_timeout), the other tests still pass.
+        Case {
+            name: "infinite_loop",
+            exit: 1,
+            score: 5.0,
+            results: [T, F, T, F, T, T, F, F],
+            points: [0.0, 0.0, 1.0, 0.0, 3.0, 1.0, 0.0, 0.0],
+            invalid: None,
+            message: Some("the test took longer than 1s"),
+        },
+        // Its conftest.py (every report "passed") and pytest.ini (no junitxml) are never used;
+        // only clamp(-3, 0, 10) == 0 happens to hold, and its group needs the others.
+        Case {
+            name: "conftest_pass",
+            exit: 1,
+            score: 0.0,
+            results: ALL_FAILED,
+            points: ZERO,
+            invalid: None,
+            message: Some("1 of 8 tests passed; test_public.py::test_add failed"),
+        },
+        // Objects equal to anything: the tests compare types too.
+        Case {
+            name: "always_equal",
+            exit: 1,
+            score: 0.0,
+            results: ALL_FAILED,
+            points: ZERO,
+            invalid: None,
+            message: Some("0 of 8 tests passed"),
+        },
+        // The pytest process dies at import, in both sessions: the whole run is stopped.
+        Case {
+            name: "fork_bomb",
+            exit: 1,
+            score: 0.0,
+            results: ALL_FAILED,
+            points: ZERO,
+            invalid: None,
+            message: Some("the tests were stopped"),
+        },
+        // Output floods: test_add fails (capture file too large), the hidden session is stopped.
+        Case {
+            name: "prints_huge",
+            exit: 1,
+            score: 2.0,
+            results: [T, F, F, T, F, F, F, F],
+            points: [0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0],
+            invalid: None,
+            message: Some("the hidden tests were stopped"),
+        },
+        Case {
+            name: "exit_early",
+            exit: 125,
+            score: 0.0,
+            results: ALL_FAILED,
+            points: ZERO,
+            invalid: Some("without finishing its session: no report was written"),
+            message: None,
+        },
+        Case {
+            name: "fake_report",
+            exit: 125,
+            score: 0.0,
+            results: ALL_FAILED,
+            points: ZERO,
+            invalid: Some("the session summary was not written by corral's pytest runner"),
+            message: None,
+        },
+        Case {
+            name: "monkeypatch",
+            exit: 125,
+            score: 0.0,
+            results: ALL_FAILED,
+            points: ZERO,
+            invalid: Some(
+                "pytest was modified during the run: replaced _pytest.reports.TestReport.from_item_and_call",
+            ),
+            message: None,
+        },
+        Case {
+            name: "registers_plugin",
+            exit: 125,
+            score: 0.0,
+            results: ALL_FAILED,
+            points: ZERO,
+            invalid: Some("plugin registered during the run: '_Pass'"),
+            message: None,
+        },
+        // Its own test_public.py (all passing) is flagged and not used.
+        Case {
+            name: "replaces_tests",
+            exit: 1,
+            score: 5.0,
+            results: [T, F, T, F, T, T, F, F],
+            points: [0.0, 0.0, 1.0, 0.0, 3.0, 1.0, 0.0, 0.0],
+            invalid: None,
+            message: None,
+        },
+    ]
+}
+
+#[test]
+fn every_pycalc_submission_gets_its_exact_score() {
+    let cases = cases();
+    // Every example submission is covered.
+    let mut on_disk: Vec<String> = std::fs::read_dir(root().join("examples/pycalc/submissions"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    on_disk.sort();
+    let mut covered: Vec<String> = cases.iter().map(|c| c.name.to_string()).collect();
+    covered.sort();
+    assert_eq!(on_disk, covered);
+
+    let mut failures = Vec::new();
+    for c in &cases {
+        let (code, json) = pycalc(c.name, &["--staff"]);
+        let got: BTreeMap<String, (Option<bool>, f64)> = rows(&json)
+            .into_iter()
+            .map(|(k, r, p)| (k, (r, p)))
+            .collect();
+        let tests = &json["results"]["tests"];
+        let mut why = Vec::new();
+        if code != c.exit {
+            why.push(format!("exit {code}, want {}", c.exit));
+        }
+        if json["score"].as_f64() != Some(c.score) || json["max_score"].as_f64() != Some(10.0) {
+            why.push(format!("score {}/{}", json["score"], json["max_score"]));
+        }
+        if got != want(c.results, c.points) {
+            why.push(format!("rows {got:?}"));
+        }
+        match c.invalid {
+            Some(e) => {
+                let err = tests["error"].as_str().unwrap_or("");
+                if !err.contains(e) {
+                    why.push(format!("error {err:?} lacks {e:?}"));
+                }
+            }
+            None => {
+                if tests.get("error").is_some() {
+                    why.push(format!("unexpected error {}", tests["error"]));
+                }
+            }
+        }
+        if let Some(m) = c.message {
+            let all = serde_json::to_string(&json["results"]).unwrap();
+            let msg = tests["message"].as_str().unwrap_or("");
+            if !msg.contains(m) && !all.contains(m) {
+                why.push(format!("no message with {m:?}: {msg:?}"));
+            }
+        }
+        let flagged = !json["integrity"]["ok"].as_bool().unwrap();
+        if flagged != (c.name == "replaces_tests") {
+            why.push(format!("integrity {}", json["integrity"]));
+        }
+        if !why.is_empty() {
+            failures.push(format!(
+                "{}: {}\n{}",
+                c.name,
+                why.join("; "),
+                serde_json::to_string_pretty(&json).unwrap()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn integrity_names_the_replaced_test_file() {
+    let (_, json) = pycalc("replaces_tests", &[]);
+    assert_eq!(
+        json["integrity"]["flagged"],
+        serde_json::json!([{"path": "test_public.py", "reason": "modified"}])
+    );
+}
+
+#[test]
+fn hidden_tests_details_never_reach_students() {
+    let (_, student) = pycalc("wrong_mean", &[]);
+    let (_, staff) = pycalc("wrong_mean", &["--staff"]);
+    let hidden = &student["results"]["tests/test_hidden.py::test_mean_large"];
+    assert_eq!(hidden["result"], false);
+    assert_eq!(hidden["hidden"], true);
+    assert_eq!(hidden["script"], serde_json::json!([]));
+    assert_eq!(hidden["message"], "hidden check failed");
+    let staff_msg = staff["results"]["tests/test_hidden.py::test_mean_large"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(staff_msg.contains("ZeroDivisionError"), "{staff_msg}");
+    let all = student.to_string();
+    assert!(!all.contains("ZeroDivisionError"), "{all}");
+    assert!(!all.contains("range(1001)"), "{all}");
+    // A public failure shows its assertion.
+    let public = &student["results"]["tests/test_public.py::test_mean"];
+    assert!(
+        public["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected 2.0, got 2"),
+        "{public}"
+    );
+    // Gradescope: hidden items are after_published; text output shows ✗ without details.
+    let out = corral(&[
+        "check",
+        "--format",
+        "gradescope",
+        root().join("examples/pycalc/suite.yaml").to_str().unwrap(),
+        root()
+            .join("examples/pycalc/submissions/wrong_mean")
+            .to_str()
+            .unwrap(),
+    ]);
+    let gs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(gs["score"], 5);
+    let vis: Vec<(&str, &str)> = gs["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["number"].as_str().unwrap(),
+                t["visibility"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(vis[2], ("tests/test_public.py::test_add", "visible"));
+    assert_eq!(
+        vis[5],
+        ("tests/test_hidden.py::test_add_negative", "after_published")
+    );
+}
+
+#[test]
+fn text_output_lists_every_rubric_item() {
+    let out = corral(&[
+        "check",
+        "--no-color",
+        root().join("examples/pycalc/suite.yaml").to_str().unwrap(),
+        root()
+            .join("examples/pycalc/submissions/wrong_mean")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let t = text(&out.stdout);
+    for line in [
+        "\u{2713} calc.py exists",
+        "\u{2717} unit tests",
+        "\u{2713} add(2, 3) is 5 [1/1]",
+        "\u{2717} mean of a few numbers [0/2]",
+        "\u{2713} clamp keeps a number within bounds, in every case (hidden) [3/3]",
+        "\u{2717} mean of an empty list and of a long one (hidden) [0/2]",
+        "score: 5/10",
+    ] {
+        assert!(t.contains(line), "{line:?} not in:\n{t}");
+    }
+}
+
+fn temp_assignment(suite: &str) -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    let src = root().join("examples/pycalc");
+    for f in ["test_public.py", "test_hidden.py"] {
+        std::fs::copy(src.join(f), t.path().join(f)).unwrap();
+    }
+    std::fs::write(t.path().join("suite.yaml"), suite).unwrap();
+    t
+}
+
+#[test]
+fn rubric_errors_name_the_file_line_and_key() {
+    let sub = root().join("examples/pycalc/submissions/correct");
+    for (suite, msg) in [
+        (
+            "name: x\nchecks:\n  - id: t\n    pytest:\n      tests: [test_public.py]\n      points: {test_nope: 2}\n",
+            "check \"t\": pytest.points.test_nope: \"test_nope\" is not a test of test_public.py",
+        ),
+        (
+            "name: x\nchecks:\n  - id: t\n    pytest:\n      tests: [test_public.py]\n      groups: [{id: g, tests: [test_add]}]\n      points: {test_add: 2}\n",
+            "pytest.points.test_add: test_public.py::test_add is in group \"g\", which has its own points",
+        ),
+        (
+            "name: x\nchecks:\n  - id: t\n    pytest:\n      tests: [test_public.py]\n      points: {\"test_mean[xs0-2]\": 1}\n",
+            "its parametrized cases count together",
+        ),
+        (
+            "name: x\nchecks:\n  - id: t\n    points: 3\n    pytest: {tests: [test_public.py]}\n",
+            "points: a pytest or check50 check gets its points from its own `points`",
+        ),
+        (
+            "name: x\nchecks:\n  - id: t\n    pytest: {tests: [missing.py]}\n",
+            "pytest.tests[0]: \"missing.py\" is not in the assignment folder",
+        ),
+        (
+            "name: x\nchecks:\n  - id: t\n    pytest: {tests: [test_public.py], bogus: 1}\n",
+            "unknown field `bogus`",
+        ),
+        (
+            "name: x\nchecks:\n  - id: t\n    steps: [{exists: a}]\n    pytest: {tests: [test_public.py]}\n",
+            "give only one of `steps`, `pytest` and `check50`",
+        ),
+    ] {
+        let a = temp_assignment(suite);
+        let path = a.path().join("suite.yaml");
+        let out = corral(&["check", path.to_str().unwrap(), sub.to_str().unwrap()]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{suite}\n{err}");
+        assert!(err.contains(msg), "{suite}\nwant {msg:?} in:\n{err}");
+        assert!(err.contains("suite.yaml"), "{err}");
+    }
+    // A semantic rubric error points at the check's line.
+    let a = temp_assignment(
+        "name: x\nchecks:\n  - id: t\n    pytest:\n      tests: [test_public.py]\n      points: {test_nope: 2}\n",
+    );
+    let out = corral(&[
+        "check",
+        a.path().join("suite.yaml").to_str().unwrap(),
+        sub.to_str().unwrap(),
+    ]);
+    assert!(
+        text(&out.stderr).contains("suite.yaml:3:"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn default_points_and_public_only_suites() {
+    let a = temp_assignment(
+        "name: x\nchecks:\n  - id: t\n    pytest:\n      tests: [test_public.py]\n      default_points: 0.5\n",
+    );
+    let (code, json) = check_json(
+        &a.path().join("suite.yaml"),
+        &root().join("examples/pycalc/submissions/wrong_mean"),
+        &[],
+    );
+    assert_eq!(code, 1);
+    // test_add, test_clamp_inside, test_clamp_below pass; test_mean (3 cases) fails.
+    assert_eq!(json["score"].as_f64(), Some(1.5));
+    assert_eq!(json["max_score"].as_f64(), Some(2.0));
+    assert_eq!(json["results"].as_object().unwrap().len(), 5);
+}
+
+#[test]
+fn safety_check_in_the_suite() {
+    let enforced = temp_assignment(
+        "name: x\nsafety: true\nchecks:\n  - id: t\n    pytest: {tests: [test_public.py]}\n",
+    );
+    let flag = temp_assignment(
+        "name: x\nsafety: {deny_imports: [sys], on_violation: flag}\nchecks:\n  - id: t\n    pytest: {tests: [test_public.py]}\n",
+    );
+    let subs = root().join("examples/pycalc/submissions");
+    // `import os` at the top of the fork bomb: not run at all.
+    let (code, json) = check_json(
+        &enforced.path().join("suite.yaml"),
+        &subs.join("fork_bomb"),
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(json["score"], 0);
+    assert_eq!(json["safety"]["ok"], false);
+    assert_eq!(json["safety"]["enforced"], true);
+    assert_eq!(
+        json["safety"]["findings"],
+        serde_json::json!([{"path": "calc.py", "line": 1, "column": 1, "kind": "import", "name": "os"}])
+    );
+    let msg = json["results"]["t"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("not run: the static safety check found calc.py:1:1: imports os"),
+        "{msg}"
+    );
+    assert!(json["results"]["t"]["script"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // The correct submission imports nothing.
+    let (code, json) = check_json(
+        &enforced.path().join("suite.yaml"),
+        &subs.join("correct"),
+        &[],
+    );
+    assert_eq!((code, json["score"].as_f64()), (0, Some(4.0)));
+    assert_eq!(json["safety"]["ok"], true);
+    assert_eq!(json["safety"]["scanned"], 1);
+    // Flag only: reported, and the tests still run.
+    let (code, json) = check_json(
+        &flag.path().join("suite.yaml"),
+        &subs.join("prints_huge"),
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(json["safety"]["ok"], false);
+    assert_eq!(json["safety"]["findings"][0]["name"], "sys");
+    // test_add fails (its capture file is too large), the three others pass.
+    assert_eq!(json["score"].as_f64(), Some(3.0), "{json}");
+}

@@ -1,0 +1,2 @@
+name = input("Name: ")
+print(f"hello, {name}")

@@ -1,0 +1,10 @@
+def add(a, b):
+    return a + b
+
+
+def mean(xs):
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def clamp(x, lo, hi):
+    return max(lo, min(x, hi))
