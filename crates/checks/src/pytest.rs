@@ -486,7 +486,10 @@ pub(crate) enum Session {
     /// The run was stopped (limit, timeout, signal): the submission's doing, its tests fail.
     Stopped(String),
     /// The run cannot be trusted (no or bad report, tampering, …): an error, never a point.
-    Invalid(String),
+    /// `what` is corral's own wording, safe to show anyone; `detail` may quote what the
+    /// submission controlled (names of its plugins, of tests in a forged report) and is shown to
+    /// staff only when the session ran hidden tests.
+    Invalid { what: &'static str, detail: String },
     /// corral itself failed.
     Error(String),
 }
@@ -618,6 +621,18 @@ pub(crate) fn parse_junit(xml: &str) -> Result<Vec<(String, String, String, Stri
     Ok(out)
 }
 
+fn invalid(what: &'static str, detail: impl std::fmt::Display) -> Session {
+    let detail = detail.to_string();
+    Session::Invalid {
+        what,
+        detail: if detail.is_empty() {
+            what.to_string()
+        } else {
+            format!("{what}: {detail}")
+        },
+    }
+}
+
 /// Checks one session's files against what the host knows, and reads the outcomes.
 pub(crate) fn judge(
     outcome: &Outcome,
@@ -652,51 +667,53 @@ pub(crate) fn judge(
     }
     let code = outcome.exit_code.unwrap_or(-1);
     let Some(summary) = summary else {
-        return Session::Invalid(format!(
-            "pytest ended (exit code {code}) without finishing its session: no report was written"
-        ));
+        return invalid(
+            "pytest ended without finishing its session: no report was written",
+            format!("exit code {code}"),
+        );
     };
     let summary: Summary = match serde_json::from_slice(&summary) {
         Ok(s) => s,
-        Err(e) => return Session::Invalid(format!("the session summary is malformed: {e}")),
+        Err(e) => return invalid("the session summary is malformed", e),
     };
     if summary.nonce != nonce {
-        return Session::Invalid(
-            "the session summary was not written by corral's pytest runner".into(),
+        return invalid(
+            "the session summary was not written by corral's pytest runner",
+            "",
         );
     }
     if summary.exit != i64::from(code) {
-        return Session::Invalid(format!(
-            "pytest's exit code {} differs from the process's {code}",
-            summary.exit
-        ));
+        return invalid(
+            "pytest's exit code differs from the process's",
+            format!("{} and {code}", summary.exit),
+        );
     }
     if !summary.tampered.is_empty() {
-        return Session::Invalid(format!(
-            "pytest was modified during the run: {}",
-            summary.tampered.join("; ")
-        ));
+        return invalid(
+            "pytest was modified during the run",
+            summary.tampered.join("; "),
+        );
     }
     if !summary.finished {
-        return Session::Invalid("the pytest session did not finish".into());
+        return invalid("the pytest session did not finish", "");
     }
     match code {
         0 | 1 => {}
-        2 => return Session::Invalid("the pytest session was interrupted (exit code 2)".into()),
-        3 => return Session::Invalid("pytest failed with an internal error (exit code 3)".into()),
+        2 => return invalid("the pytest session was interrupted (exit code 2)", ""),
+        3 => return invalid("pytest failed with an internal error (exit code 3)", ""),
         4 => return Session::Error("pytest rejected its command line (exit code 4)".into()),
-        5 => return Session::Invalid("pytest collected no tests (exit code 5)".into()),
-        c => return Session::Invalid(format!("pytest exited with code {c}")),
+        5 => return invalid("pytest collected no tests (exit code 5)", ""),
+        c => return invalid("pytest exited with an unexpected code", c),
     }
     let Some(junit) = junit else {
-        return Session::Invalid("pytest's JUnit report is missing or not a regular file".into());
+        return invalid("pytest's JUnit report is missing or not a regular file", "");
     };
     let Ok(xml) = String::from_utf8(junit) else {
-        return Session::Invalid("pytest's JUnit report is not UTF-8".into());
+        return invalid("pytest's JUnit report is not UTF-8", "");
     };
     let cases = match parse_junit(&xml) {
         Ok(c) => c,
-        Err(e) => return Session::Invalid(format!("pytest's JUnit report is malformed: {e}")),
+        Err(e) => return invalid("pytest's JUnit report is malformed", e),
     };
     // The report must list exactly what pytest's own reports said, no more, no less.
     let mut want: BTreeMap<(String, String), (String, &str)> = BTreeMap::new();
@@ -707,7 +724,7 @@ pub(crate) fn judge(
         want.insert(junit_name(id), (id.clone(), "failed"));
     }
     if want.len() != summary.outcomes.len() + summary.collect_errors.len() {
-        return Session::Invalid("the session summary names a test twice".into());
+        return invalid("the session summary names a test twice", "");
     }
     let mut tests = BTreeMap::new();
     let mut collect_errors = BTreeMap::new();
@@ -715,18 +732,19 @@ pub(crate) fn judge(
     for (classname, name, outcome, text) in cases {
         let key = (classname, name);
         let Some((id, o)) = want.get(&key) else {
-            return Session::Invalid(format!(
-                "the JUnit report lists a test pytest did not run: {}::{}",
-                key.0, key.1
-            ));
+            return invalid(
+                "the JUnit report lists a test pytest did not run",
+                format!("{}::{}", key.0, key.1),
+            );
         };
         if !seen.insert(key.clone()) {
-            return Session::Invalid(format!("the JUnit report lists {id} twice"));
+            return invalid("the JUnit report lists a test twice", id);
         }
         if *o != outcome {
-            return Session::Invalid(format!(
-                "the JUnit report says {id} {outcome}, pytest's own report says {o}"
-            ));
+            return invalid(
+                "the JUnit report and pytest's own report disagree",
+                format!("{id}: {outcome} in the JUnit report, {o} in pytest's"),
+            );
         }
         if let Some(e) = summary.collect_errors.get(id) {
             collect_errors.insert(id.clone(), if text.is_empty() { e.clone() } else { text });
@@ -735,18 +753,20 @@ pub(crate) fn judge(
         }
     }
     if seen.len() != want.len() {
-        return Session::Invalid(format!(
-            "the JUnit report lists {} results, pytest reported {}",
-            seen.len(),
-            want.len()
-        ));
+        return invalid(
+            "the JUnit report lists fewer results than pytest reported",
+            format!("{} of {}", seen.len(), want.len()),
+        );
     }
     let failed = tests.values().any(|(o, _)| o == "failed") || !collect_errors.is_empty();
     if failed != (code == 1) {
-        return Session::Invalid(format!(
-            "pytest's exit code {code} does not agree with its report ({})",
-            if failed { "failures" } else { "no failures" }
-        ));
+        return invalid(
+            "pytest's exit code does not agree with its report",
+            format!(
+                "exit code {code}, {}",
+                if failed { "failures" } else { "no failures" }
+            ),
+        );
     }
     // Every test of the assignment's files ran, or its module failed to import.
     let mut missing = Vec::new();
@@ -760,10 +780,10 @@ pub(crate) fn judge(
         }
     }
     if !missing.is_empty() {
-        return Session::Invalid(format!(
-            "the report lists fewer tests than the assignment has; missing: {}",
-            missing.join(", ")
-        ));
+        return invalid(
+            "the report lists fewer tests than the assignment has",
+            format!("missing {}", missing.join(", ")),
+        );
     }
     Session::Valid {
         tests,
@@ -782,7 +802,7 @@ fn session(
     stage: &Path,
     files: &[String],
     output: Option<&Path>,
-) -> (Session, Option<PathBuf>, String) {
+) -> (Session, Option<PathBuf>) {
     let mut mounted: Vec<&String> = files.iter().collect();
     mounted.extend(pc.support.iter());
     mounted.extend(pc.config.iter());
@@ -792,7 +812,6 @@ fn session(
             return (
                 Session::Error(format!("preparing the test files: {e}")),
                 None,
-                String::new(),
             )
         }
     };
@@ -810,20 +829,13 @@ fn session(
     };
     let mut lease = match pool.lease(&shape) {
         Ok(l) => l,
-        Err(e) => {
-            return (
-                Session::Error(format!("sandbox error: {e}")),
-                None,
-                String::new(),
-            )
-        }
+        Err(e) => return (Session::Error(format!("sandbox error: {e}")), None),
     };
     let sb = lease.sandbox();
     if let Err(e) = sb.copy_in(stage) {
         return (
             Session::Error(format!("copying files into the sandbox: {e}")),
             None,
-            String::new(),
         );
     }
     let nonce = random_hex();
@@ -881,7 +893,7 @@ fn session(
         read("junit.xml", MAX_REPORT),
     ) {
         (Ok(s), Ok(j)) => (s, j),
-        (Err(e), _) | (_, Err(e)) => return (Session::Error(e), None, String::new()),
+        (Err(e), _) | (_, Err(e)) => return (Session::Error(e), None),
     };
     let expected: Vec<&TestCase> = pc
         .cases
@@ -897,22 +909,13 @@ fn session(
                 return (
                     Session::Error(format!("copying the working directory out: {e}")),
                     None,
-                    String::new(),
                 )
             }
         }
     }
-    let tail = terminal_tail(&outcome);
     drop(lease);
     drop(folder);
-    (verdict, out, tail)
-}
-
-/// The last lines of pytest's terminal output (its summary line), for staff.
-fn terminal_tail(o: &Outcome) -> String {
-    let text = o.stdout.text();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(1)..].join("\n")
+    (verdict, out)
 }
 
 fn clip(s: &str, max: usize) -> String {
@@ -960,11 +963,27 @@ pub(crate) fn run_check(
             continue;
         }
         // The working directory dependents get is the last session's.
-        let (s, o, tail) = session(pool, suite, pc, plan, stage, files, output);
+        let (s, o) = session(pool, suite, pc, plan, stage, files, output);
+        // This row is visible to students: nothing the submission controlled is quoted from a
+        // hidden session (it could carry the hidden tests' source out).
         let actual = match &s {
-            Session::Valid { exit, .. } => format!("exit code {exit}: {tail}"),
+            Session::Valid {
+                exit,
+                tests,
+                collect_errors,
+            } => {
+                let n = |o: &str| tests.values().filter(|(x, _)| x == o).count();
+                format!(
+                    "exit code {exit}: {} passed, {} failed, {} skipped, {} modules not imported",
+                    n("passed"),
+                    n("failed"),
+                    n("skipped"),
+                    collect_errors.len()
+                )
+            }
             Session::Stopped(r) => format!("stopped: {r}"),
-            Session::Invalid(r) => format!("invalid: {r}"),
+            Session::Invalid { what, .. } if hidden => format!("invalid: {what}"),
+            Session::Invalid { detail, .. } => format!("invalid: {detail}"),
             Session::Error(r) => format!("error: {r}"),
         };
         let which = if hidden { "hidden tests" } else { "tests" };
@@ -1042,8 +1061,8 @@ pub(crate) fn run_check(
                     Observation::new("stopped", r.clone()),
                     Some(format!("the test run was stopped: {r}")),
                 ),
-                Session::Invalid(r) => (
-                    Observation::new("invalid", r.clone()),
+                Session::Invalid { detail, .. } => (
+                    Observation::new("invalid", detail.clone()),
                     Some("not graded: the test run was invalid".to_string()),
                 ),
                 Session::Error(r) => (
@@ -1085,7 +1104,12 @@ pub(crate) fn run_check(
         .filter_map(|(hidden, s)| {
             let which = if *hidden { "hidden tests" } else { "tests" };
             match s {
-                Session::Invalid(r) => Some(format!("invalid run of the {which}: {r}")),
+                Session::Invalid { what, .. } if *hidden => Some(format!(
+                    "invalid run of the {which}: {what} (the details are in the hidden tests' rows)"
+                )),
+                Session::Invalid { detail, .. } => {
+                    Some(format!("invalid run of the {which}: {detail}"))
+                }
                 Session::Error(r) => Some(format!("{which}: {r}")),
                 _ => None,
             }

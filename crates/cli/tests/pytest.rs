@@ -545,3 +545,30 @@ fn safety_check_in_the_suite() {
     // test_add fails (its capture file is too large), the three others pass.
     assert_eq!(json["score"].as_f64(), Some(3.0), "{json}");
 }
+
+#[test]
+fn a_hidden_session_quotes_nothing_the_submission_controlled() {
+    // A hidden-only suite: the plugin the submission registers is named in the hidden rows
+    // (staff), never in what students see.
+    let a =
+        temp_assignment("name: x\nchecks:\n  - id: t\n    pytest: {hidden: [test_hidden.py]}\n");
+    let sub = root().join("examples/pycalc/submissions/registers_plugin");
+    let (code, student) = check_json(&a.path().join("suite.yaml"), &sub, &[]);
+    assert_eq!(code, 125);
+    assert_eq!(student["score"], 0);
+    let text = student.to_string();
+    assert!(!text.contains("_Pass"), "{text}");
+    assert_eq!(
+        student["results"]["t"]["error"],
+        "invalid run of the hidden tests: pytest was modified during the run (the details are in the hidden tests' rows)"
+    );
+    let (_, staff) = check_json(&a.path().join("suite.yaml"), &sub, &["--staff"]);
+    let row = &staff["results"]["t/test_hidden.py::test_add_negative"];
+    assert!(
+        row["script"][0]["actual"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("plugin registered during the run: '_Pass'"),
+        "{row}"
+    );
+}
