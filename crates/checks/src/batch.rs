@@ -674,10 +674,14 @@ pub fn html_report(suite: &Suite, rows: &[Row]) -> String {
     }
     let _ = writeln!(
         h,
-        "<line x1=\"{pad}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#222\"/></svg>",
+        "<line x1=\"{pad}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#222\"/>\
+         <text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">score (each bar: from its label up to the next; the last includes {})</text></svg>",
         pad + bh,
         pad + bins * w,
-        pad + bh
+        pad + bh,
+        pad + bins * w / 2,
+        pad + bh + 32,
+        num(max)
     );
     // Pass rates.
     let _ = writeln!(

@@ -409,7 +409,17 @@ pub(crate) fn run_check(
                         text_of(e.get("value")).unwrap_or_default()
                     )
                 });
-                let mut script = Vec::new();
+                // check50's log ("running python3 hello.py...", "sending input David..."), then
+                // what was expected and what happened.
+                let mut script: Vec<ScriptEntry> = r
+                    .log
+                    .iter()
+                    .take(100)
+                    .map(|l| ScriptEntry {
+                        expected: Observation::new("log", l.clone()),
+                        actual: Observation::new("log", l.clone()),
+                    })
+                    .collect();
                 if let (Some(e), Some(a)) = (
                     cause.and_then(|c| c.get("expected")),
                     cause.and_then(|c| c.get("actual")),
@@ -444,7 +454,6 @@ pub(crate) fn run_check(
                     Some(c) => format!("{m}\n{c}"),
                     None => m,
                 });
-                let _ = (&r.log, &r.dependency);
                 if r.passed != Some(true) {
                     ok = false;
                 }
@@ -455,7 +464,10 @@ pub(crate) fn run_check(
                     } else {
                         r.description.clone()
                     },
-                    dependencies: cc.deps_of(check, item),
+                    dependencies: match &r.dependency {
+                        Some(d) => vec![format!("{}/{d}", check.id)],
+                        None => cc.deps_of(check, item),
+                    },
                     result: r.passed,
                     script,
                     points: if r.passed == Some(true) {
@@ -478,7 +490,6 @@ pub(crate) fn run_check(
                     children.len()
                 ));
             }
-            let _ = &json.version;
         }
         Run::Stopped(r) => {
             ok = false;
@@ -505,7 +516,10 @@ pub(crate) fn run_check(
             actual: Observation::new(
                 "run",
                 match &run {
-                    Run::Valid(_) => "ran".to_string(),
+                    Run::Valid(json) => format!(
+                        "check50 {} ran",
+                        json.version.as_deref().unwrap_or("(unknown version)")
+                    ),
                     Run::Stopped(r) => format!("stopped: {r}"),
                     Run::Invalid(r) => format!("invalid: {r}"),
                     Run::Error(r) => format!("error: {r}"),

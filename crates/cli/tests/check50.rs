@@ -126,15 +126,25 @@ fn check50_details_descriptions_and_dependencies() {
         r["hello/prompts"]["dependencies"],
         serde_json::json!(["hello/greets"])
     );
-    // Expected vs actual come from check50's Mismatch.
+    // The script is check50's log, then expected vs actual from check50's Mismatch.
     let full = &r["hello/greets_full_name"];
     assert_eq!(full["hidden"], true);
+    let log = |l: &str| serde_json::json!({"expected": {"type": "log", "value": l}, "actual": {"type": "log", "value": l}});
     assert_eq!(
         full["script"],
-        serde_json::json!([{
-            "expected": {"type": "stdout", "value": "hello, Grace Hopper"},
-            "actual": {"type": "stdout", "value": "hello, Grace\n"}
-        }])
+        serde_json::json!([
+            log("running python3 hello.py..."),
+            log("sending input Grace Hopper..."),
+            log("checking for output \"hello, Grace Hopper\"..."),
+            {
+                "expected": {"type": "stdout", "value": "hello, Grace Hopper"},
+                "actual": {"type": "stdout", "value": "hello, Grace\n"}
+            }
+        ])
+    );
+    assert_eq!(
+        r["hello"]["script"][0]["actual"]["value"],
+        "check50 3.5.0 ran"
     );
     assert!(full["message"]
         .as_str()
