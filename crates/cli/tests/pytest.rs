@@ -572,3 +572,33 @@ fn a_hidden_session_quotes_nothing_the_submission_controlled() {
         "{row}"
     );
 }
+
+#[test]
+fn an_assignment_conftest_is_used_and_the_submissions_is_not() {
+    let a = temp_assignment(
+        "name: x\nchecks:\n  - id: t\n    pytest:\n      tests: [test_fixture.py]\n      support: [conftest.py]\n",
+    );
+    std::fs::write(
+        a.path().join("conftest.py"),
+        "import pytest\n\n\n@pytest.fixture\ndef pair():\n    return (2, 3)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        a.path().join("test_fixture.py"),
+        "import calc\n\n\ndef test_add_pair(pair):\n    assert calc.add(*pair) == 5\n\n\ndef test_clamp_pair(pair):\n    assert calc.clamp(9, *pair) == 3\n",
+    )
+    .unwrap();
+    // The assignment ships a conftest.py (a fixture): pytest runs without --noconftest and loads
+    // conftest files from the read-only test folder only.
+    let suite = a.path().join("suite.yaml");
+    let subs = root().join("examples/pycalc/submissions");
+    let (code, json) = check_json(&suite, &subs.join("correct"), &[]);
+    assert_eq!((code, json["score"].as_f64()), (0, Some(2.0)), "{json}");
+    // The submission's own conftest.py (every report "passed") is deleted, not loaded.
+    let (code, json) = check_json(&suite, &subs.join("conftest_pass"), &[]);
+    assert_eq!((code, json["score"].as_f64()), (1, Some(0.0)), "{json}");
+    assert_eq!(
+        json["results"]["t/test_fixture.py::test_add_pair"]["result"],
+        false
+    );
+}
