@@ -94,7 +94,15 @@ pub async fn authenticate(
         Role::Student => state.config.rate_limit.student,
         Role::Staff => state.config.rate_limit.staff,
         Role::Admin => state.config.rate_limit.admin,
+        // Workers long-poll and post results; the queue bounds their work.
+        Role::Worker => state.config.rate_limit.admin,
     };
+    // A worker token reaches the worker endpoints and nothing else.
+    if caller.role == Role::Worker && !req.uri().path().starts_with("/worker/") {
+        return Err(ApiError::forbidden(
+            "a worker token may only claim jobs and post results (/worker/...)",
+        ));
+    }
     if let Err(wait) = state.limiter.check(&caller.id, rate) {
         state
             .metrics

@@ -227,6 +227,7 @@ pub enum RoleName {
     Admin,
     Staff,
     Student,
+    Worker,
 }
 
 impl From<RoleName> for corral_store::Role {
@@ -235,6 +236,7 @@ impl From<RoleName> for corral_store::Role {
             RoleName::Admin => corral_store::Role::Admin,
             RoleName::Staff => corral_store::Role::Staff,
             RoleName::Student => corral_store::Role::Student,
+            RoleName::Worker => corral_store::Role::Worker,
         }
     }
 }
@@ -245,6 +247,7 @@ impl From<corral_store::Role> for RoleName {
             corral_store::Role::Admin => RoleName::Admin,
             corral_store::Role::Staff => RoleName::Staff,
             corral_store::Role::Student => RoleName::Student,
+            corral_store::Role::Worker => RoleName::Worker,
         }
     }
 }

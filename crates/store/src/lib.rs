@@ -14,11 +14,14 @@
 //! to it with its own migrations folder.
 
 mod blobs;
+mod jobs;
 mod sqlite;
+mod sqlite_jobs;
 
 use std::path::{Component, Path};
 
 pub use blobs::BlobStore;
+pub use jobs::*;
 pub use sqlite::SqliteStore;
 
 /// A role decides what a token may do.
@@ -30,6 +33,8 @@ pub enum Role {
     Student,
     Staff,
     Admin,
+    /// A remote worker: claims submissions and posts their results, nothing else.
+    Worker,
 }
 
 impl Role {
@@ -38,6 +43,7 @@ impl Role {
             Role::Admin => "admin",
             Role::Staff => "staff",
             Role::Student => "student",
+            Role::Worker => "worker",
         }
     }
 
@@ -54,8 +60,9 @@ impl std::str::FromStr for Role {
             "admin" => Ok(Role::Admin),
             "staff" => Ok(Role::Staff),
             "student" => Ok(Role::Student),
+            "worker" => Ok(Role::Worker),
             other => Err(StoreError::Invalid(format!(
-                "unknown role {other:?}: use admin, staff or student"
+                "unknown role {other:?}: use admin, staff, student or worker"
             ))),
         }
     }
@@ -159,7 +166,7 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 ///
 /// Ownership is the caller's job to check (`owner` fields); the store only records it.
 #[async_trait::async_trait]
-pub trait Store: Send + Sync {
+pub trait Store: Send + Sync + JobStore {
     /// Creates a token with this role; the returned secret is not stored anywhere.
     async fn create_token(&self, role: Role, name: &str) -> Result<NewToken>;
     /// The live (not revoked) token whose secret this is.

@@ -16,7 +16,7 @@ use crate::{
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
 pub struct SqliteStore {
-    db: SqlitePool,
+    pub(crate) db: SqlitePool,
     blobs: BlobStore,
 }
 

@@ -1,0 +1,216 @@
+//! The durable submission queue: what the store keeps about each submission, and the operations
+//! workers use ([`JobStore`]).
+//!
+//! A submission is `queued` until a worker **claims** it: the claim is a lease (a random secret
+//! and an expiry) that the worker renews with heartbeats. A result is recorded only for the
+//! current lease, once (`done`, or `failed` when the worker could not judge it); a lease that
+//! expires puts the job back in the queue, unless it has already been claimed `max_attempts`
+//! times — a job that keeps killing its workers is marked `failed`, not retried forever.
+//!
+//! Claims are **fair between owners**: the next job comes from the owner whose work was claimed
+//! longest ago (round robin), in arrival order within an owner, so one token's flood of
+//! submissions does not starve the others.
+//!
+//! When a finished submission has a callback URL, its callback becomes `pending`; a delivery loop
+//! claims callbacks with a lease too (several API nodes never deliver the same try twice at once)
+//! and records each try.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::Result;
+
+/// Where a submission is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Queued,
+    Running,
+    Done,
+    Failed,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Done => "done",
+            JobState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<JobState> {
+        Ok(match s {
+            "queued" => JobState::Queued,
+            "running" => JobState::Running,
+            "done" => JobState::Done,
+            "failed" => JobState::Failed,
+            other => {
+                return Err(crate::StoreError::Corrupt(format!(
+                    "unknown submission state {other:?}"
+                )))
+            }
+        })
+    }
+
+    pub fn is_finished(self) -> bool {
+        matches!(self, JobState::Done | JobState::Failed)
+    }
+}
+
+/// A submission to enqueue.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub owner: String,
+    /// What to run, as JSON text (the server's format; the store does not read it).
+    pub spec: String,
+    /// The upload holding the files, kept from retention while the job is unfinished.
+    pub upload_id: Option<String>,
+    pub callback_url: Option<String>,
+    /// Claims after which an expired lease marks the job failed instead of queueing it again.
+    pub max_attempts: u32,
+}
+
+/// A submission as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Job {
+    pub id: String,
+    pub owner: String,
+    pub state: JobState,
+    pub spec: String,
+    pub upload_id: Option<String>,
+    /// The verdict (JSON text) once finished by a worker.
+    pub result: Option<String>,
+    /// Why it failed without a verdict (lease expired too often).
+    pub error: Option<String>,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub created_ms: i64,
+    pub started_ms: Option<i64>,
+    pub finished_ms: Option<i64>,
+    pub worker: Option<String>,
+    pub callback_url: Option<String>,
+    /// `none`, `waiting` (not finished yet), `pending`, `delivering`, `delivered`, `failed`.
+    pub callback_state: String,
+    pub callback_attempts: u32,
+    pub callback_error: Option<String>,
+}
+
+/// A job a worker now holds: the lease secret proves it when heartbeating and completing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub job: Job,
+    pub lease: String,
+    pub lease_expires_ms: i64,
+}
+
+/// What happened to a result a worker sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Completion {
+    /// Recorded now.
+    Recorded,
+    /// This lease's result was recorded before (a retried request): nothing changes.
+    AlreadyRecorded,
+    /// The lease is not current (expired and given to someone else, or the job is finished by
+    /// another claim): refused, nothing changes.
+    LeaseLost,
+}
+
+/// Leases found expired by [`JobStore::expire_leases`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expired {
+    /// Put back in the queue.
+    pub requeued: Vec<String>,
+    /// Claimed `max_attempts` times: failed.
+    pub failed: Vec<String>,
+}
+
+/// One entry of a submission's audit trail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobEvent {
+    pub at_ms: i64,
+    /// `queued`, `claimed`, `expired`, `completed`, `failed`, `result_refused`, `callback`.
+    pub kind: String,
+    pub worker: Option<String>,
+    pub detail: Option<String>,
+}
+
+/// Submissions by state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct QueueStats {
+    pub queued: u64,
+    pub running: u64,
+    pub done: u64,
+    pub failed: u64,
+}
+
+/// A callback to deliver: the job and which try this is (1 = first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallbackClaim {
+    pub job: Job,
+    pub attempt: u32,
+}
+
+/// The queue's operations. Every method is one transaction; any number of API nodes and workers
+/// may call them at once.
+#[async_trait::async_trait]
+pub trait JobStore: Send + Sync {
+    /// Stores the jobs (all or none) as `queued`; returns their ids in order.
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<String>>;
+    async fn get_job(&self, id: &str) -> Result<Option<Job>>;
+    /// The oldest queued job of the owner served longest ago, now `running` under a new lease
+    /// of `lease` held by `worker`; `None` when nothing is queued.
+    async fn claim_job(&self, worker: &str, lease: Duration) -> Result<Option<Claim>>;
+    /// Extends a lease; false when it is no longer current (the worker should stop).
+    async fn heartbeat_job(&self, id: &str, lease: &str, extend: Duration) -> Result<bool>;
+    /// Records a worker's verdict (`done`) or its failure to judge (`failed`), exactly once.
+    async fn complete_job(
+        &self,
+        id: &str,
+        lease: &str,
+        state: JobState,
+        result: &str,
+    ) -> Result<Completion>;
+    /// Puts jobs whose lease expired back in the queue, or fails them after `max_attempts`.
+    async fn expire_leases(&self) -> Result<Expired>;
+    /// The audit trail of a job, oldest first.
+    async fn job_events(&self, id: &str) -> Result<Vec<JobEvent>>;
+    async fn queue_stats(&self) -> Result<QueueStats>;
+    /// Deletes finished jobs (and their events) that finished before `before_ms`.
+    async fn delete_jobs_before(&self, before_ms: i64) -> Result<u64>;
+
+    /// A pending callback whose time has come (or a delivery whose lease expired), now held by
+    /// the caller for `lease`.
+    async fn claim_callback(&self, lease: Duration) -> Result<Option<CallbackClaim>>;
+    /// Records a delivery try: delivered, failed for good, or to be tried again at `retry_at_ms`.
+    async fn finish_callback(&self, id: &str, outcome: CallbackOutcome, detail: &str)
+        -> Result<()>;
+
+    /// Waits until new work may be there (PostgreSQL: a notification) or `timeout` passes.
+    /// Callers poll the queue after it returns either way.
+    async fn wait_for_work(&self, timeout: Duration) {
+        tokio::time::sleep(timeout).await
+    }
+    /// Tells waiting workers that there is new work (same process: woken now; PostgreSQL: every
+    /// node listening).
+    async fn notify_work(&self) {}
+}
+
+/// The result of one callback try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackOutcome {
+    Delivered,
+    Retry { at_ms: i64 },
+    GaveUp,
+}
+
+/// Unix time in milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,380 @@
+//! The submission queue's behaviour, written once against `dyn Store` and run on every backend
+//! (`queue_tests!` below instantiates each test per backend).
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_store::{CallbackOutcome, Completion, JobState, NewJob, Store};
+
+fn job(owner: &str, n: usize) -> NewJob {
+    NewJob {
+        owner: owner.to_string(),
+        spec: format!("{{\"n\":{n}}}"),
+        upload_id: None,
+        callback_url: None,
+        max_attempts: 3,
+    }
+}
+
+const LONG: Duration = Duration::from_secs(60);
+const SHORT: Duration = Duration::from_millis(1);
+
+/// Waits long enough for a 1 ms lease to be in the past.
+async fn let_expire() {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
+async fn enqueue_and_read(s: Arc<dyn Store>) {
+    let ids = s.enqueue(vec![job("a", 1), job("a", 2)]).await.unwrap();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1]);
+    assert_eq!(ids[0].len(), 32, "128-bit ids");
+    let j = s.get_job(&ids[0]).await.unwrap().unwrap();
+    assert_eq!(j.state, JobState::Queued);
+    assert_eq!(j.owner, "a");
+    assert_eq!(j.spec, "{\"n\":1}");
+    assert_eq!(j.attempts, 0);
+    assert_eq!(j.callback_state, "none");
+    assert!(s.get_job("nope").await.unwrap().is_none());
+    let ev = s.job_events(&ids[0]).await.unwrap();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].kind, "queued");
+    let st = s.queue_stats().await.unwrap();
+    assert_eq!((st.queued, st.running, st.done, st.failed), (2, 0, 0, 0));
+}
+
+async fn claims_in_order_and_once(s: Arc<dyn Store>) {
+    let ids = s
+        .enqueue((0..3).map(|n| job("a", n)).collect())
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while let Some(c) = s.claim_job("w1", LONG).await.unwrap() {
+        assert_eq!(c.job.state, JobState::Running);
+        assert_eq!(c.job.attempts, 1);
+        assert_eq!(c.job.worker.as_deref(), Some("w1"));
+        assert!(c.job.started_ms.is_some());
+        assert_eq!(c.lease.len(), 32);
+        got.push(c.job.id);
+    }
+    assert_eq!(got, ids, "one owner's jobs come in arrival order");
+    assert_eq!(s.queue_stats().await.unwrap().running, 3);
+}
+
+async fn completion_is_recorded_exactly_once(s: Arc<dyn Store>) {
+    let ids = s.enqueue(vec![job("a", 1)]).await.unwrap();
+    let c = s.claim_job("w1", LONG).await.unwrap().unwrap();
+    assert!(s.heartbeat_job(&ids[0], &c.lease, LONG).await.unwrap());
+    assert!(!s
+        .heartbeat_job(&ids[0], "not-the-lease", LONG)
+        .await
+        .unwrap());
+    assert_eq!(
+        s.complete_job(&ids[0], "not-the-lease", JobState::Done, "{}")
+            .await
+            .unwrap(),
+        Completion::LeaseLost
+    );
+    assert_eq!(
+        s.complete_job(
+            &ids[0],
+            &c.lease,
+            JobState::Done,
+            "{\"verdict\":\"accepted\"}"
+        )
+        .await
+        .unwrap(),
+        Completion::Recorded
+    );
+    // The same request again (a retry after a lost answer) changes nothing.
+    assert_eq!(
+        s.complete_job(&ids[0], &c.lease, JobState::Done, "{\"verdict\":\"other\"}")
+            .await
+            .unwrap(),
+        Completion::AlreadyRecorded
+    );
+    let j = s.get_job(&ids[0]).await.unwrap().unwrap();
+    assert_eq!(j.state, JobState::Done);
+    assert_eq!(j.result.as_deref(), Some("{\"verdict\":\"accepted\"}"));
+    assert!(j.finished_ms.is_some());
+    // A finished job is not claimed again and takes no heartbeats.
+    assert!(s.claim_job("w2", LONG).await.unwrap().is_none());
+    assert!(!s.heartbeat_job(&ids[0], &c.lease, LONG).await.unwrap());
+    let kinds: Vec<String> = s
+        .job_events(&ids[0])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "completed").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert!(s
+        .complete_job("missing", "x", JobState::Done, "{}")
+        .await
+        .is_err());
+}
+
+async fn expired_lease_goes_back_to_the_queue(s: Arc<dyn Store>) {
+    let ids = s.enqueue(vec![job("a", 1)]).await.unwrap();
+    let first = s.claim_job("w1", SHORT).await.unwrap().unwrap();
+    let_expire().await;
+    let e = s.expire_leases().await.unwrap();
+    assert_eq!(e.requeued, ids);
+    assert!(e.failed.is_empty());
+    let j = s.get_job(&ids[0]).await.unwrap().unwrap();
+    assert_eq!(j.state, JobState::Queued);
+    // The old holder has lost it: no heartbeat, no result.
+    assert!(!s.heartbeat_job(&ids[0], &first.lease, LONG).await.unwrap());
+    assert_eq!(
+        s.complete_job(&ids[0], &first.lease, JobState::Done, "{}")
+            .await
+            .unwrap(),
+        Completion::LeaseLost
+    );
+    let second = s.claim_job("w2", LONG).await.unwrap().unwrap();
+    assert_eq!(second.job.id, ids[0]);
+    assert_eq!(second.job.attempts, 2);
+    assert_ne!(second.lease, first.lease);
+    // A live lease is not expired.
+    assert_eq!(s.expire_leases().await.unwrap().requeued.len(), 0);
+    assert_eq!(
+        s.complete_job(&ids[0], &second.lease, JobState::Done, "{}")
+            .await
+            .unwrap(),
+        Completion::Recorded
+    );
+    // The first holder coming back late still cannot overwrite it.
+    assert_eq!(
+        s.complete_job(&ids[0], &first.lease, JobState::Done, "{\"late\":1}")
+            .await
+            .unwrap(),
+        Completion::LeaseLost
+    );
+    assert_eq!(
+        s.get_job(&ids[0]).await.unwrap().unwrap().result.as_deref(),
+        Some("{}")
+    );
+}
+
+async fn a_job_that_kills_its_workers_fails(s: Arc<dyn Store>) {
+    let mut j = job("a", 1);
+    j.max_attempts = 2;
+    j.callback_url = Some("https://example.invalid/hook".into());
+    let ids = s.enqueue(vec![j]).await.unwrap();
+    assert_eq!(
+        s.get_job(&ids[0]).await.unwrap().unwrap().callback_state,
+        "waiting"
+    );
+    for round in 1..=2 {
+        let c = s.claim_job("w", SHORT).await.unwrap().unwrap();
+        assert_eq!(c.job.attempts, round);
+        let_expire().await;
+        let e = s.expire_leases().await.unwrap();
+        if round == 1 {
+            assert_eq!(e.requeued, ids);
+        } else {
+            assert_eq!(e.failed, ids);
+        }
+    }
+    let j = s.get_job(&ids[0]).await.unwrap().unwrap();
+    assert_eq!(j.state, JobState::Failed);
+    assert!(
+        j.error.as_deref().unwrap().contains("claimed 2 times"),
+        "{j:?}"
+    );
+    assert_eq!(j.callback_state, "pending", "a failure is called back too");
+    assert!(s.claim_job("w", LONG).await.unwrap().is_none());
+}
+
+async fn owners_share_fairly(s: Arc<dyn Store>) {
+    // A floods first; B and C come later with a few each.
+    s.enqueue((0..20).map(|n| job("flood", n)).collect())
+        .await
+        .unwrap();
+    s.enqueue(vec![job("b", 0), job("b", 1)]).await.unwrap();
+    s.enqueue(vec![job("c", 0)]).await.unwrap();
+    let mut owners = Vec::new();
+    for _ in 0..6 {
+        owners.push(s.claim_job("w", LONG).await.unwrap().unwrap().job.owner);
+    }
+    // Round robin over owners: nobody waits behind the flood.
+    assert_eq!(owners, ["flood", "b", "c", "flood", "b", "flood"]);
+}
+
+async fn concurrent_claims_never_share_a_job(s: Arc<dyn Store>) {
+    let ids = s
+        .enqueue((0..60).map(|n| job(&format!("o{}", n % 3), n)).collect())
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            while let Some(c) = s.claim_job(&format!("w{w}"), LONG).await.unwrap() {
+                assert_eq!(
+                    s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}")
+                        .await
+                        .unwrap(),
+                    Completion::Recorded
+                );
+                mine.push(c.job.id);
+            }
+            mine
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    assert_eq!(all.len(), ids.len(), "every job claimed exactly once");
+    let unique: HashSet<_> = all.iter().collect();
+    assert_eq!(unique.len(), ids.len());
+    assert_eq!(s.queue_stats().await.unwrap().done, 60);
+}
+
+async fn callbacks_are_claimed_retried_and_finished(s: Arc<dyn Store>) {
+    let mut j = job("a", 1);
+    j.callback_url = Some("https://example.invalid/hook".into());
+    let ids = s.enqueue(vec![j, job("a", 2)]).await.unwrap();
+    assert!(
+        s.claim_callback(LONG).await.unwrap().is_none(),
+        "nothing to call back before the job ends"
+    );
+    for _ in 0..2 {
+        let c = s.claim_job("w", LONG).await.unwrap().unwrap();
+        s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}")
+            .await
+            .unwrap();
+    }
+    let c = s.claim_callback(LONG).await.unwrap().unwrap();
+    assert_eq!(c.job.id, ids[0], "only the job with a callback URL");
+    assert_eq!(c.attempt, 1);
+    assert!(
+        s.claim_callback(LONG).await.unwrap().is_none(),
+        "a delivery in progress is not claimed twice"
+    );
+    let later = corral_store::now_ms() + 60_000;
+    s.finish_callback(&ids[0], CallbackOutcome::Retry { at_ms: later }, "HTTP 500")
+        .await
+        .unwrap();
+    assert!(
+        s.claim_callback(LONG).await.unwrap().is_none(),
+        "not before its time"
+    );
+    s.finish_callback(
+        &ids[0],
+        CallbackOutcome::Retry {
+            at_ms: corral_store::now_ms(),
+        },
+        "ignored: not delivering",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.get_job(&ids[0]).await.unwrap().unwrap().callback_state,
+        "pending"
+    );
+    // A delivery whose lease ran out is taken over.
+    let ids2 = s
+        .enqueue(vec![{
+            let mut j = job("b", 1);
+            j.callback_url = Some("https://example.invalid/2".into());
+            j
+        }])
+        .await
+        .unwrap();
+    let c = s.claim_job("w", LONG).await.unwrap().unwrap();
+    s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}")
+        .await
+        .unwrap();
+    let first = s.claim_callback(SHORT).await.unwrap().unwrap();
+    assert_eq!(first.job.id, ids2[0]);
+    let_expire().await;
+    let again = s.claim_callback(LONG).await.unwrap().unwrap();
+    assert_eq!(again.job.id, ids2[0]);
+    assert_eq!(again.attempt, 2);
+    s.finish_callback(&ids2[0], CallbackOutcome::Delivered, "HTTP 200")
+        .await
+        .unwrap();
+    let j = s.get_job(&ids2[0]).await.unwrap().unwrap();
+    assert_eq!(j.callback_state, "delivered");
+    assert_eq!(j.callback_attempts, 2);
+}
+
+async fn retention_deletes_finished_jobs_only(s: Arc<dyn Store>) {
+    let ids = s.enqueue(vec![job("a", 1), job("a", 2)]).await.unwrap();
+    let c = s.claim_job("w", LONG).await.unwrap().unwrap();
+    s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}")
+        .await
+        .unwrap();
+    let n = s
+        .delete_jobs_before(corral_store::now_ms() + 1000)
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(s.get_job(&ids[0]).await.unwrap().is_none());
+    assert!(s.job_events(&ids[0]).await.unwrap().is_empty());
+    assert!(
+        s.get_job(&ids[1]).await.unwrap().is_some(),
+        "a queued job is kept"
+    );
+}
+
+macro_rules! queue_tests {
+    ($backend:ident, $($name:ident),* $(,)?) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let b = super::support::Backend::$backend().await;
+                    super::$name(b.store.clone()).await;
+                    b.finish().await;
+                }
+            )*
+        }
+    };
+}
+
+queue_tests!(
+    sqlite,
+    enqueue_and_read,
+    claims_in_order_and_once,
+    completion_is_recorded_exactly_once,
+    expired_lease_goes_back_to_the_queue,
+    a_job_that_kills_its_workers_fails,
+    owners_share_fairly,
+    concurrent_claims_never_share_a_job,
+    callbacks_are_claimed_retried_and_finished,
+    retention_deletes_finished_jobs_only,
+);
+
+#[tokio::test]
+async fn sqlite_queue_survives_reopening() {
+    let d = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", d.path().join("q.db").display());
+    let s = corral_store::open(&url, &d.path().join("blobs"))
+        .await
+        .unwrap();
+    let ids = s.enqueue(vec![job("a", 1)]).await.unwrap();
+    let c = s.claim_job("w", SHORT).await.unwrap().unwrap();
+    drop(c);
+    s.close().await;
+    drop(s);
+    let s = corral_store::open(&url, &d.path().join("blobs"))
+        .await
+        .unwrap();
+    let_expire().await;
+    assert_eq!(s.expire_leases().await.unwrap().requeued, ids);
+    assert_eq!(
+        s.claim_job("w", LONG).await.unwrap().unwrap().job.id,
+        ids[0]
+    );
+}
