@@ -1,4 +1,4 @@
--- corral store: the submission queue (schema 10; numbered apart from other features' migrations).
+-- corral store: the submission queue (schema 20; numbered apart from other features' migrations).
 -- Times here are Unix milliseconds (INTEGER): queue waits and leases are shorter than a second.
 
 -- Tokens may now also be `worker` tokens (remote workers: claim jobs, post results, nothing else).
