@@ -15,6 +15,7 @@
 
 mod blobs;
 mod jobs;
+mod revisions;
 mod sqlite;
 mod sqlite_jobs;
 
@@ -22,6 +23,9 @@ use std::path::{Component, Path};
 
 pub use blobs::BlobStore;
 pub use jobs::*;
+pub use revisions::{
+    NewRevision, Revision, RevisionFile, RevisionFilter, RevisionKind, RevisionMeta,
+};
 pub use sqlite::SqliteStore;
 
 /// A role decides what a token may do.
@@ -192,6 +196,21 @@ pub trait Store: Send + Sync + JobStore {
 
     /// Flushes and closes connections (graceful shutdown).
     async fn close(&self);
+
+    /// Stores a revision of the browser editor's files (the owner keeps their newest few hundred).
+    async fn create_revision(&self, _rev: NewRevision) -> Result<RevisionMeta> {
+        Err(StoreError::Invalid(
+            "this store does not keep revisions".into(),
+        ))
+    }
+    /// Revisions without their files, newest first.
+    async fn list_revisions(&self, _filter: &RevisionFilter) -> Result<Vec<RevisionMeta>> {
+        Ok(Vec::new())
+    }
+    /// One revision with its files (ownership is the caller's to check).
+    async fn get_revision(&self, _id: &str) -> Result<Option<Revision>> {
+        Ok(None)
+    }
 }
 
 /// Opens the store a database URL names: `sqlite://PATH` (created when missing). File contents go

@@ -316,6 +316,18 @@ impl Store for SqliteStore {
     async fn close(&self) {
         self.db.close().await;
     }
+
+    async fn create_revision(&self, rev: crate::NewRevision) -> Result<crate::RevisionMeta> {
+        self.sqlite_create_revision(rev).await
+    }
+
+    async fn list_revisions(&self, f: &crate::RevisionFilter) -> Result<Vec<crate::RevisionMeta>> {
+        self.sqlite_list_revisions(f).await
+    }
+
+    async fn get_revision(&self, id: &str) -> Result<Option<crate::Revision>> {
+        self.sqlite_get_revision(id).await
+    }
 }
 
 #[cfg(test)]
