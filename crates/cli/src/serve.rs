@@ -36,6 +36,9 @@ pub struct ServeArgs {
     /// Idle time before a kept sandbox is destroyed [default: 5m].
     #[arg(long, value_name = "DURATION")]
     sandbox_ttl: Option<Millis>,
+    /// In-process workers judging queued submissions [default: --parallelism; 0: remote workers only].
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
     /// Serve without authentication: every caller is one admin. Local development only.
     #[arg(long)]
     dev_no_auth: bool,
@@ -83,6 +86,9 @@ fn config(args: &ServeArgs) -> anyhow::Result<Config> {
     }
     if let Some(v) = args.queue {
         c.queue = v;
+    }
+    if let Some(v) = args.workers {
+        c.submissions.workers = Some(v);
     }
     if let Some(v) = args.sandbox_ttl {
         c.sandbox_ttl = v;

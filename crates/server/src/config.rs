@@ -103,6 +103,8 @@ pub struct Config {
     pub shutdown_grace: Millis,
     /// An operator's language registry (TOML) on top of the built-in one.
     pub languages: Option<PathBuf>,
+    /// The submission queue and its workers (`[submissions]`).
+    pub submissions: crate::submissions::QueueConfig,
 }
 
 impl Default for Config {
@@ -128,6 +130,7 @@ impl Default for Config {
             suites_dir: None,
             shutdown_grace: Millis::ms(20_000),
             languages: None,
+            submissions: Default::default(),
         }
     }
 }

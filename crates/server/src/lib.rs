@@ -24,6 +24,7 @@ pub mod run;
 pub mod runner;
 pub mod sandboxes;
 pub mod state;
+pub mod submissions;
 pub mod types;
 pub mod upload;
 pub mod ws;
@@ -75,6 +76,9 @@ pub fn router(state: SharedState) -> Router {
         .route("/tokens", post(api::create_token))
         .route("/tokens/{id}", delete(api::revoke_token))
         .route("/whoami", get(api::whoami))
+        .route("/submissions", post(submissions::api::submit))
+        .route("/submissions/batch", post(submissions::api::submit_batch))
+        .route("/submissions/{id}", get(submissions::api::get_submission))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
@@ -188,6 +192,7 @@ pub async fn serve(
 ) -> Result<(), ServerError> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     let housekeeping = spawn_housekeeping(state.clone());
+    let queue_tasks = submissions::worker::spawn(state.clone());
     let app = router(state.clone());
     let st = state.clone();
     let stopping = async move {
@@ -214,7 +219,9 @@ pub async fn serve(
     }
     state.runner.close();
     state.runner.drain(grace).await;
+    submissions::drain(&state, grace).await;
     housekeeping.abort();
+    queue_tasks.iter().for_each(|t| t.abort());
     let evicted = state.sandboxes.close();
     let _ = tokio::task::spawn_blocking(move || drop(evicted.0)).await;
     state.store.close().await;

@@ -120,6 +120,7 @@ pub struct ApiDoc;
 
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
+    doc.merge(crate::submissions::ApiDoc::openapi());
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
 }

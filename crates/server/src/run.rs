@@ -43,7 +43,7 @@ fn argv(cmd: Cmd) -> Result<Vec<String>, ApiError> {
 }
 
 /// Names of the limits the request gave above the caps.
-fn clamped_keys(
+pub(crate) fn clamped_keys(
     req: &LimitsRequest,
     asked: &corral_sandbox::Limits,
     got: &corral_sandbox::Limits,

@@ -29,6 +29,8 @@ pub struct AppState {
     pub tmp_dir: PathBuf,
     /// Fires once when the server starts shutting down.
     pub shutdown: tokio::sync::watch::Sender<bool>,
+    /// The submission queue's in-process signals.
+    pub queue: crate::submissions::QueueHandle,
 }
 
 pub type SharedState = Arc<AppState>;
@@ -67,6 +69,7 @@ impl AppState {
             languages,
             tmp_dir,
             shutdown,
+            queue: crate::submissions::QueueHandle::new(),
             config,
         }))
     }

@@ -179,6 +179,8 @@ pub trait JobStore: Send + Sync {
     /// The audit trail of a job, oldest first.
     async fn job_events(&self, id: &str) -> Result<Vec<JobEvent>>;
     async fn queue_stats(&self) -> Result<QueueStats>;
+    /// This owner's jobs that are queued or running.
+    async fn pending_jobs_of(&self, owner: &str) -> Result<u64>;
     /// Deletes finished jobs (and their events) that finished before `before_ms`.
     async fn delete_jobs_before(&self, before_ms: i64) -> Result<u64>;
 

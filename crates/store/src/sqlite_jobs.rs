@@ -303,6 +303,16 @@ impl JobStore for SqliteStore {
         Ok(s)
     }
 
+    async fn pending_jobs_of(&self, owner: &str) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM submissions WHERE owner = ? AND state IN ('queued', 'running')",
+        )
+        .bind(owner)
+        .fetch_one(&self.db)
+        .await?;
+        Ok(n as u64)
+    }
+
     async fn delete_jobs_before(&self, before_ms: i64) -> Result<u64> {
         let mut tx = self.db.begin().await?;
         sqlx::query(

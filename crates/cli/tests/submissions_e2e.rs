@@ -1,0 +1,394 @@
+//! The submission queue end to end, on the real `corral serve` binary: every verdict from real
+//! sandboxed runs, batches with per-item errors, suites, ownership, and durability — a 202
+//! submission survives `kill -9` of the server, before and during its run.
+
+mod server_support;
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use server_support::*;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn post(s: &Server, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+    let r = client()
+        .post(s.url(path))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let st = r.status();
+    let text = r.text().await.unwrap();
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
+    (st, v)
+}
+
+async fn get(s: &Server, token: &str, path: &str) -> (StatusCode, Value) {
+    let r = client()
+        .get(s.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let st = r.status();
+    (st, r.json().await.unwrap())
+}
+
+async fn submit(s: &Server, token: &str, body: Value) -> String {
+    let (st, v) = post(s, token, "/submissions", body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}\n{}", s.log());
+    assert_eq!(v["status"], "queued");
+    v["id"].as_str().unwrap().to_string()
+}
+
+/// Waits (with `?wait=true`, in rounds) until the submission is finished; 120 s at most.
+async fn finished(s: &Server, token: &str, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (st, v) = get(s, token, &format!("/submissions/{id}?wait=true&timeout=10")).await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        if v["status"] == "done" || v["status"] == "failed" {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "submission {id} not finished after 120 s: {v}\n{}",
+            s.log()
+        );
+    }
+}
+
+const SUM_C: &str = "#include <stdio.h>\nint main(void) { long a, b; if (scanf(\"%ld %ld\", &a, &b) != 2) return 1; printf(\"%ld\\n\", a + b); return 0; }\n";
+
+#[test]
+fn every_verdict_from_real_runs() {
+    let s = Server::start("[submissions]\nworkers = 2\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let cases: Vec<(&str, Value)> = vec![
+            (
+                "accepted",
+                json!({"language": "c", "source_code": SUM_C, "stdin": "2 40\n", "expected_output": "42"}),
+            ),
+            (
+                "wrong_answer",
+                json!({"language": "c", "source_code": SUM_C, "stdin": "2 2\n", "expected_output": "5\n"}),
+            ),
+            (
+                "compile_error",
+                json!({"language": "c", "source_code": "int main(void) { return 0 }\n"}),
+            ),
+            (
+                "runtime_error",
+                json!({"language": "python", "source_code": "raise SystemExit(3)\n"}),
+            ),
+            (
+                "time_limit",
+                json!({"cmd": "while :; do :; done", "limits": {"cpu_time": "500ms", "wall_time": "5s"}}),
+            ),
+            (
+                "memory_limit",
+                json!({"language": "python", "source_code": "x = bytearray(200 << 20)\n", "limits": {"memory": "64M"}}),
+            ),
+            (
+                "output_limit",
+                json!({"cmd": ["yes"], "limits": {"output": "64K"}}),
+            ),
+            (
+                "accepted",
+                json!({"cmd": "cat data.bin | od -An -tx1 | tr -d ' \\n'; ./run.sh",
+                       "files": [{"path": "data.bin", "content": "AAH/", "encoding": "base64"},
+                                 {"path": "run.sh", "content": "#!/bin/sh\necho ok\n", "executable": true}],
+                       "expected_output": "0001ffok\n"}),
+            ),
+        ];
+        let mut ids = Vec::new();
+        for (_, body) in &cases {
+            ids.push(submit(&s, &t, body.clone()).await);
+        }
+        for ((want, _), id) in cases.iter().zip(&ids) {
+            let v = finished(&s, &t, id).await;
+            assert_eq!(v["verdict"], *want, "{v}");
+            assert_eq!(v["status"], "done", "{v}");
+            assert_eq!(v["attempts"], 1);
+            assert!(v["queue_wait_ms"].as_i64().unwrap() >= 0);
+            assert!(v["finished_at"].as_i64().unwrap() >= v["created_at"].as_i64().unwrap());
+            match *want {
+                "accepted" => {
+                    assert_eq!(v["score"], 1.0);
+                    assert_eq!(v["run"]["status"], "ok");
+                }
+                "compile_error" => {
+                    assert!(v["run"].is_null());
+                    assert!(
+                        v["compile"]["stderr"].as_str().unwrap().contains("error"),
+                        "{v}"
+                    );
+                }
+                _ => assert_eq!(v["score"], 0.0),
+            }
+        }
+        let first = finished(&s, &t, &ids[0]).await;
+        assert_eq!(first["run"]["stdout"], "42\n");
+        assert_eq!(first["compile"]["status"], "ok");
+        let tl = finished(&s, &t, &ids[4]).await;
+        assert_eq!(tl["run"]["status"], "time_limit", "{tl}");
+        let ml = finished(&s, &t, &ids[5]).await;
+        assert_eq!(ml["run"]["status"], "memory_limit", "{ml}");
+    });
+}
+
+#[test]
+fn batches_ownership_and_validation() {
+    let s = Server::start(
+        "[submissions]\nworkers = 1\nbatch_max = 5\nmax_pending_per_owner = 8\n[caps]\ncpu_time = \"2s\"\n",
+        &[],
+    );
+    rt().block_on(async {
+        let a = s.token("student").await;
+        let b = s.token("student").await;
+        let (st, v) = post(
+            &s,
+            &a,
+            "/submissions/batch",
+            json!({"submissions": [
+                {"cmd": "echo one", "expected_output": "one"},
+                {"language": "cobol", "source_code": "x"},
+                {"cmd": "echo two", "language": "c"},
+                {"cmd": "echo three", "limits": {"cpu_time": "1h"}},
+                {"cmd": "x", "callback_url": "ftp://example.invalid/"},
+            ]}),
+        )
+        .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+        let items = v["submissions"].as_array().unwrap();
+        assert_eq!(items.len(), 5);
+        assert!(items[0]["id"].is_string());
+        assert_eq!(items[1]["error"], "invalid");
+        assert!(
+            items[1]["message"].as_str().unwrap().contains("cobol"),
+            "{v}"
+        );
+        assert!(items[2]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exactly one of"));
+        assert!(
+            items[3]["id"].is_string(),
+            "limits above the caps are lowered"
+        );
+        assert!(items[4]["message"].as_str().unwrap().contains("http"));
+        let one = finished(&s, &a, items[0]["id"].as_str().unwrap()).await;
+        assert_eq!(one["verdict"], "accepted");
+        let three = finished(&s, &a, items[3]["id"].as_str().unwrap()).await;
+        assert_eq!(three["limits_clamped"], json!(["cpu_time"]));
+        assert_eq!(three["run"]["limits"]["cpu_time"], "2s");
+        // Someone else's submission is as missing as a made-up id.
+        let (st, _) = get(
+            &s,
+            &b,
+            &format!("/submissions/{}", items[0]["id"].as_str().unwrap()),
+        )
+        .await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+        let (st, _) = get(&s, &a, "/submissions/0123456789abcdef0123456789abcdef").await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+        // Batches are bounded; so are one token's waiting submissions.
+        let six: Vec<Value> = (0..6).map(|_| json!({"cmd": "true"})).collect();
+        let (st, _) = post(&s, &a, "/submissions/batch", json!({"submissions": six})).await;
+        assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE);
+        for (body, code) in [
+            (
+                json!({"cmd": "true", "suite": "nope"}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                json!({"suite": "nope", "source_code": "x"}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                json!({"suite": "nope", "files": [{"path": "a", "content": ""}]}),
+                StatusCode::NOT_FOUND,
+            ),
+            (
+                json!({"cmd": "true", "upload": "0123456789abcdef0123456789abcdef"}),
+                StatusCode::NOT_FOUND,
+            ),
+            (
+                json!({"cmd": "true", "files": [{"path": "../x", "content": ""}]}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                json!({"cmd": "true", "callback_url": "http://user:pw@example.invalid/"}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (json!({"cmd": ""}), StatusCode::UNPROCESSABLE_ENTITY),
+            (
+                json!({"cmd": "true", "bogus": 1}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+        ] {
+            let (st, v) = post(&s, &a, "/submissions", body.clone()).await;
+            assert_eq!(st, code, "{body} -> {v}");
+            assert!(v["error"].is_string() && v["message"].is_string(), "{v}");
+        }
+        // An upload of the caller's can be submitted; another caller's cannot.
+        let up = s.upload(&a, &[("in.txt", b"hi\n")]).await;
+        let id = submit(
+            &s,
+            &a,
+            json!({"cmd": "cat in.txt", "upload": up, "expected_output": "hi"}),
+        )
+        .await;
+        assert_eq!(finished(&s, &a, &id).await["verdict"], "accepted");
+        let (st, _) = post(
+            &s,
+            &b,
+            "/submissions",
+            json!({"cmd": "cat in.txt", "upload": up}),
+        )
+        .await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+        // A worker token cannot use the rest of the API.
+        let w = s.token("worker").await;
+        let (st, v) = post(&s, &w, "/submissions", json!({"cmd": "true"})).await;
+        assert_eq!(st, StatusCode::FORBIDDEN, "{v}");
+        // Flooding: at most 8 waiting per token (a slow job holds the only worker).
+        let slow: Vec<Value> = (0..5).map(|_| json!({"cmd": "sleep 1"})).collect();
+        let (st, _) = post(
+            &s,
+            &a,
+            "/submissions/batch",
+            json!({"submissions": slow.clone()}),
+        )
+        .await;
+        assert_eq!(st, StatusCode::ACCEPTED);
+        let (st, v) = post(&s, &a, "/submissions/batch", json!({"submissions": slow})).await;
+        assert_eq!(st, StatusCode::TOO_MANY_REQUESTS, "{v}");
+        assert_eq!(v["error"], "queue_full");
+        // The other token is not held back by it.
+        let id = submit(&s, &b, json!({"cmd": "echo b"})).await;
+        assert_eq!(finished(&s, &b, &id).await["verdict"], "accepted");
+    });
+}
+
+#[test]
+fn suites_grade_submissions() {
+    let data = tempfile::tempdir().unwrap();
+    let suite = data.path().join("suites/hello");
+    std::fs::create_dir_all(&suite).unwrap();
+    let ex = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello");
+    for f in ["suite.yaml", "expected.txt"] {
+        std::fs::copy(ex.join(f), suite.join(f)).unwrap();
+    }
+    let s = Server::start_in(data.path(), "[submissions]\nworkers = 2\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let files = |case: &str| {
+            let dir = ex.join("submissions").join(case);
+            let mut out = Vec::new();
+            for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                out.push(json!({"path": e.file_name().to_string_lossy(),
+                                "content": std::fs::read_to_string(e.path()).unwrap()}));
+            }
+            Value::Array(out)
+        };
+        let good = submit(&s, &t, json!({"suite": "hello", "files": files("correct")})).await;
+        let bad = submit(
+            &s,
+            &t,
+            json!({"suite": "hello", "files": files("wrong_output")}),
+        )
+        .await;
+        let v = finished(&s, &t, &good).await;
+        assert_eq!(v["verdict"], "accepted", "{v}");
+        assert_eq!(v["score"], v["max_score"]);
+        assert_eq!(v["checks"]["results"]["compiles"]["result"], true);
+        let v = finished(&s, &t, &bad).await;
+        assert_eq!(v["verdict"], "wrong_answer", "{v}");
+        assert_eq!(v["score"], 2.0);
+        assert_eq!(v["max_score"], 6.0);
+        // Students see hidden checks as pass/fail only.
+        let hidden = v["checks"]["results"]
+            .as_object()
+            .unwrap()
+            .values()
+            .find(|r| r["hidden"] == true)
+            .expect("the suite has a hidden check");
+        assert_eq!(hidden["script"], json!([]));
+    });
+}
+
+fn kill9(s: Server) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(s.pid() as i32, libc::SIGKILL);
+    }
+    drop(s);
+}
+
+#[test]
+fn a_submission_survives_kill_9_of_the_server() {
+    let data = tempfile::tempdir().unwrap();
+    // No workers: the submissions are only stored when the server dies.
+    let s = Server::start_in(data.path(), "[submissions]\nworkers = 0\n", &[]);
+    let (t, queued) = rt().block_on(async {
+        let t = s.token("student").await;
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            ids.push(
+                submit(
+                    &s,
+                    &t,
+                    json!({"cmd": format!("echo {i}"), "expected_output": i.to_string()}),
+                )
+                .await,
+            );
+        }
+        (t, ids)
+    });
+    kill9(s);
+    // Now one that dies with the server in the middle of its run.
+    let cfg = "[submissions]\nworkers = 1\nlease = \"1s\"\n";
+    let s = Server::start_in(data.path(), cfg, &[]);
+    let running = rt().block_on(async {
+        for id in &queued {
+            assert_eq!(finished(&s, &t, id).await["verdict"], "accepted");
+        }
+        let id = submit(
+            &s,
+            &t,
+            json!({"cmd": "sleep 3; echo late", "expected_output": "late"}),
+        )
+        .await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, v) = get(&s, &t, &format!("/submissions/{id}")).await;
+            if v["status"] == "running" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never started: {v}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        id
+    });
+    kill9(s);
+    let s = Server::start_in(data.path(), cfg, &[]);
+    rt().block_on(async {
+        let v = finished(&s, &t, &running).await;
+        assert_eq!(v["verdict"], "accepted", "{v}");
+        assert_eq!(
+            v["attempts"], 2,
+            "claimed again after the lease expired: {v}"
+        );
+        assert_eq!(v["run"]["stdout"], "late\n");
+    });
+}
