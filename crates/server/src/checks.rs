@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use axum::extract::multipart::MultipartRejection;
-use axum::extract::{Multipart, State};
+use axum::extract::{Multipart, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use corral_checks::{GradeError, GradeOptions, Suite, View};
@@ -29,6 +29,17 @@ pub struct CheckRequest {
     pub checks: String,
     /// `{"homedir": UPLOAD_ID}`: the submission.
     pub sandbox: SandboxRef,
+}
+
+/// `?format=`: `cs50` (default) answers exactly CS50 Check's shape; `json` answers corral's report
+/// (`corral check --format json`: adds `points`, `max_points`, `message`, … per check and `score`,
+/// `max_score`, `passed`), which the browser editor shows.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CheckQuery {
+    /// `cs50` (default) or `json`.
+    pub format: Option<String>,
 }
 
 /// One side of a script entry: what kind of thing (`stdout`, `exit`, `file`, …) and its value.
@@ -292,6 +303,7 @@ pub async fn list_suites(
 #[utoipa::path(
     post, path = "/check", tag = "checks",
     request_body = CheckRequest,
+    params(CheckQuery),
     responses(
         (status = 200, description = "Graded", body = CheckResponse),
         (status = 404, description = "No such suite, or no such upload of this caller", body = ErrorBody),
@@ -303,8 +315,19 @@ pub async fn list_suites(
 pub async fn check(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
+    query: Result<Query<CheckQuery>, axum::extract::rejection::QueryRejection>,
     ApiJson(req): ApiJson<CheckRequest>,
 ) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::unprocessable(e.body_text()))?;
+    let corral_format = match query.format.as_deref() {
+        None | Some("cs50") => false,
+        Some("json") => true,
+        Some(other) => {
+            return Err(ApiError::unprocessable(format!(
+                "format {other:?}: use cs50 or json"
+            )))
+        }
+    };
     let Some(homedir) = req.sandbox.homedir.filter(|_| req.sandbox.id.is_none()) else {
         return Err(ApiError::unprocessable(
             "give sandbox.homedir: the upload to check",
@@ -370,5 +393,8 @@ pub async fn check(
             other => ApiError::unprocessable(other.to_string()),
         })?;
     tracing::info!(caller = %caller.id, suite = %req.checks, passed = report.passed(), "check");
+    if corral_format {
+        return Ok(Json(report.to_json(view)));
+    }
     Ok(Json(report.to_cs50(view)))
 }

@@ -20,6 +20,7 @@ pub mod languages;
 pub mod metrics;
 pub mod openapi;
 pub mod ratelimit;
+pub mod revisions;
 pub mod run;
 pub mod runner;
 pub mod sandboxes;
@@ -27,6 +28,7 @@ pub mod state;
 pub mod submissions;
 pub mod types;
 pub mod upload;
+pub mod web;
 pub mod ws;
 
 use std::future::Future;
@@ -79,6 +81,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/submissions", post(submissions::api::submit))
         .route("/submissions/batch", post(submissions::api::submit_batch))
         .route("/submissions/{id}", get(submissions::api::get_submission))
+        .merge(revisions::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
@@ -87,6 +90,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/health", get(api::health))
         .route("/metrics", get(api::metrics))
         .route("/languages", get(api::languages))
+        .merge(web::routes())
         .route("/openapi.json", get(api::openapi));
     Router::new()
         .merge(protected)
@@ -102,7 +106,8 @@ pub fn router(state: SharedState) -> Router {
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         ))
-        .layer(SetResponseHeaderLayer::overriding(
+        // The editor's pages (`web`) set their own policy; everything else gets this one.
+        .layer(SetResponseHeaderLayer::if_not_present(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
         ))

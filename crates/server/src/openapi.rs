@@ -100,6 +100,9 @@ impl Modify for Security {
         crate::api::metrics,
         crate::api::languages,
         crate::api::openapi,
+        crate::revisions::create,
+        crate::revisions::list,
+        crate::revisions::get_one,
     ),
     components(schemas(
         ErrorBody, RunRequest, RunResponse, Cmd, SandboxRef, LimitsDoc, LimitValue, UploadResponse,
@@ -107,6 +110,9 @@ impl Modify for Security {
         LanguageInfo, WsClientMessage, WsServerMessage, crate::checks::CheckRequest,
         crate::checks::CheckResponse, crate::checks::CheckResultDoc, crate::checks::ScriptEntry,
         crate::checks::Observation, crate::checks::SuiteForm, crate::checks::SuiteInfo,
+        crate::revisions::RevisionRequest, crate::revisions::RevisionMetaDoc,
+        crate::revisions::RevisionDoc, crate::revisions::RevisionFileDoc,
+        crate::revisions::RevisionKindName,
     )),
     modifiers(&Security),
     tags(
@@ -114,6 +120,7 @@ impl Modify for Security {
         (name = "checks", description = "Check suites and grading"),
         (name = "admin", description = "Tokens"),
         (name = "meta", description = "Health, metrics, languages, this document"),
+        (name = "editor", description = "The browser editor's revisions"),
     )
 )]
 pub struct ApiDoc;

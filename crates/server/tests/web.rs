@@ -1,0 +1,304 @@
+//! The browser editor's side of the server, without running programs: the embedded pages and
+//! assets (content types, caching, the pages' CSP that forbids inline scripts), the revisions API
+//! (owner-only, staff listing, validation) and `/check?format=`. The server runs in this process
+//! on a loopback port, as in `api.rs`. The editor itself is tested in a real browser by
+//! `crates/cli/tests/web_e2e.rs`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
+use corral_server::{AppState, Config};
+use corral_store::{Role, SqliteStore, Store};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+struct TestServer {
+    base: String,
+    store: Arc<dyn Store>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    async fn start() -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: dir.path().to_path_buf(),
+            listen: "127.0.0.1:0".into(),
+            ..Config::default()
+        };
+        let store = SqliteStore::open(&config.database_url(), &dir.path().join("blobs"))
+            .await
+            .unwrap();
+        let store: Arc<dyn Store> = Arc::new(store);
+        let init = InitProgram {
+            path: PathBuf::from("/nonexistent/corral-not-used-here"),
+            arg: "__sandbox-init".into(),
+        };
+        let host = Arc::new(
+            Host::new(init).expect("this host must support sandboxes (see corral doctor)"),
+        );
+        let pool = Pool::new(host, PoolConfig::default());
+        let listener = corral_server::bind(&config.listen).await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let state = AppState::new(config, store.clone(), pool).unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            corral_server::serve(state, listener, async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        TestServer {
+            base: format!("http://{addr}"),
+            store,
+            stop: Some(tx),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+
+    async fn token(&self, role: Role) -> String {
+        self.store.create_token(role, "test").await.unwrap().secret
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap();
+    }
+
+    async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
+        let r = reqwest::Client::new()
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let st = r.status();
+        (st, r.json().await.unwrap())
+    }
+
+    async fn post(&self, token: &str, path: &str, body: &Value) -> (StatusCode, Value) {
+        let r = reqwest::Client::new()
+            .post(self.url(path))
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let st = r.status();
+        (st, r.json().await.unwrap())
+    }
+}
+
+fn header(r: &reqwest::Response, name: &str) -> String {
+    r.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn pages_and_assets_are_served_with_their_types_and_a_strict_csp() {
+    let s = TestServer::start().await;
+    let r = reqwest::get(s.url("/")).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(header(&r, "content-type"), "text/html; charset=utf-8");
+    let csp = header(&r, "content-security-policy");
+    let script_src = csp
+        .split(';')
+        .map(str::trim)
+        .find(|d| d.starts_with("script-src"))
+        .expect("a script-src directive");
+    assert_eq!(
+        script_src, "script-src 'self'",
+        "no inline scripts, no eval"
+    );
+    assert!(csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"));
+    assert!(csp.contains("frame-ancestors 'none'"));
+    assert_eq!(header(&r, "x-content-type-options"), "nosniff");
+    assert_eq!(header(&r, "cache-control"), "no-cache");
+    let html = r.text().await.unwrap();
+    assert!(html.contains("<title>corral"));
+    // Every asset the page names is served with its type and cached for good.
+    let mut seen = 0;
+    for part in html.split("\"/assets/").skip(1) {
+        let name = &part[..part.find('"').unwrap()];
+        let r = reqwest::get(s.url(&format!("/assets/{name}")))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{name}");
+        let ct = header(&r, "content-type");
+        if name.ends_with(".js") {
+            assert_eq!(ct, "text/javascript; charset=utf-8");
+        } else if name.ends_with(".css") {
+            assert_eq!(ct, "text/css; charset=utf-8");
+        }
+        assert!(header(&r, "cache-control").contains("immutable"));
+        seen += 1;
+    }
+    assert!(seen >= 2, "the page names its script and stylesheet");
+    for page in ["/staff.html", "/staff", "/index.html"] {
+        let r = reqwest::get(s.url(page)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{page}");
+        assert!(header(&r, "content-security-policy").contains("script-src 'self'"));
+    }
+    let r = reqwest::get(s.url("/favicon.svg")).await.unwrap();
+    assert_eq!(header(&r, "content-type"), "image/svg+xml");
+    // Missing assets and traversal are JSON 404s; the API keeps its own policy.
+    for bad in [
+        "/assets/nope.js",
+        "/assets/..%2f..%2fetc%2fpasswd",
+        "/assets/a//b",
+    ] {
+        let r = reqwest::get(s.url(bad)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "{bad}");
+        assert!(header(&r, "content-type").starts_with("application/json"));
+    }
+    let r = reqwest::get(s.url("/health")).await.unwrap();
+    assert_eq!(
+        header(&r, "content-security-policy"),
+        "default-src 'none'; frame-ancestors 'none'"
+    );
+    s.stop().await;
+}
+
+fn revision(kind: &str, content: &str) -> Value {
+    json!({"kind": kind, "language": "c", "status": "ok", "summary": "exited with status 0",
+           "files": [{"path": "main.c", "content": content}, {"path": "lib/util.h", "content": "// h"}]})
+}
+
+#[tokio::test]
+async fn revisions_are_the_owners_only() {
+    let s = TestServer::start().await;
+    let alice = s.token(Role::Student).await;
+    let bob = s.token(Role::Student).await;
+    let staff = s.token(Role::Staff).await;
+
+    let (st, a1) = s.post(&alice, "/revisions", &revision("run", "v1")).await;
+    assert_eq!(st, StatusCode::CREATED, "{a1}");
+    assert_eq!(a1["files_count"], 2);
+    assert_eq!(a1["kind"], "run");
+    let mut check = revision("check", "v2");
+    check["suite"] = json!("hello");
+    check["score"] = json!(3);
+    check["max_score"] = json!(6);
+    check["status"] = json!("failed");
+    let (st, a2) = s.post(&alice, "/revisions", &check).await;
+    assert_eq!(st, StatusCode::CREATED, "{a2}");
+    let (st, b1) = s.post(&bob, "/revisions", &revision("save", "bob")).await;
+    assert_eq!(st, StatusCode::CREATED);
+
+    // Newest first, the caller's own only.
+    let (st, list) = s.get(&alice, "/revisions").await;
+    assert_eq!(st, StatusCode::OK);
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [a2["id"].as_str().unwrap(), a1["id"].as_str().unwrap()]
+    );
+    assert!(list[0].get("files").is_none(), "lists carry no files");
+    assert_eq!(list[0]["score"], 3.0);
+    let (_, only_runs) = s.get(&alice, "/revisions?kind=run&limit=5").await;
+    assert_eq!(only_runs.as_array().unwrap().len(), 1);
+
+    // One with its files; someone else's is a 404, like a missing one.
+    let id = a1["id"].as_str().unwrap();
+    let (st, full) = s.get(&alice, &format!("/revisions/{id}")).await;
+    assert_eq!(st, StatusCode::OK);
+    // In the editor's order (its tabs).
+    assert_eq!(full["files"][0], json!({"path": "main.c", "content": "v1"}));
+    assert_eq!(
+        full["files"][1],
+        json!({"path": "lib/util.h", "content": "// h"})
+    );
+    let (st, e) = s.get(&bob, &format!("/revisions/{id}")).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{e}");
+    let (st, _) = s.get(&staff, &format!("/revisions/{id}")).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, _) = s.get(&alice, "/revisions/nope").await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+
+    // Everyone's: staff only.
+    let (st, _) = s.get(&alice, "/revisions?scope=all").await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    let (st, all) = s.get(&staff, "/revisions?scope=all&kind=check").await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(all.as_array().unwrap().len(), 1);
+    assert_eq!(all[0]["suite"], "hello");
+    let (_, all) = s.get(&staff, "/revisions?scope=all").await;
+    assert_eq!(all.as_array().unwrap().len(), 3);
+    assert_eq!(all[0]["id"], b1["id"]);
+    let (st, _) = s.get(&staff, "/revisions?scope=everyone").await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // Bad input: clean 4xx.
+    for (body, want) in [
+        (
+            json!({"kind": "run", "language": "c", "status": "ok", "files": []}),
+            422,
+        ),
+        (
+            json!({"kind": "nope", "language": "c", "status": "ok", "files": [{"path": "a", "content": ""}]}),
+            422,
+        ),
+        (
+            json!({"kind": "run", "language": "c", "status": "ok", "files": [{"path": "../x", "content": ""}]}),
+            400,
+        ),
+        (
+            json!({"kind": "run", "language": "c", "status": "ok", "files": [{"path": "/etc/x", "content": ""}]}),
+            400,
+        ),
+        (
+            json!({"kind": "run", "language": "c", "status": "ok",
+                "files": [{"path": "a", "content": ""}, {"path": "a/b", "content": ""}]}),
+            400,
+        ),
+        (
+            json!({"kind": "run", "language": "c", "status": "ok", "extra": 1,
+                "files": [{"path": "a", "content": ""}]}),
+            422,
+        ),
+        (
+            json!({"kind": "run", "language": "x".repeat(300), "status": "ok",
+                "files": [{"path": "a", "content": ""}]}),
+            422,
+        ),
+    ] {
+        let (st, e) = s.post(&alice, "/revisions", &body).await;
+        assert_eq!(st.as_u16(), want, "{body} → {e}");
+        assert!(e["error"].is_string());
+    }
+    let r = reqwest::get(s.url("/revisions")).await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn check_format_is_cs50_or_json() {
+    let s = TestServer::start().await;
+    let t = s.token(Role::Student).await;
+    let body = json!({"checks": "hello", "sandbox": {"homedir": "0123"}});
+    let (st, e) = s.post(&t, "/check?format=xml", &body).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    // A valid format goes on to look for the upload.
+    for q in ["", "?format=json", "?format=cs50"] {
+        let (st, _) = s.post(&t, &format!("/check{q}"), &body).await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{q}");
+    }
+    s.stop().await;
+}

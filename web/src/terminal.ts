@@ -1,0 +1,162 @@
+// The terminal: xterm.js showing the commands, the program's output (stderr in red) and what the
+// student types, with a small line discipline (the sandbox has no terminal: we echo, edit the line,
+// and send it on Enter). Ctrl-C sends SIGINT, Ctrl-D ends the input.
+
+import { Terminal, type ITheme } from '@xterm/xterm';
+import { FitAddon } from '@xterm/addon-fit';
+
+const DARK: ITheme = {
+  background: '#1e1f22',
+  foreground: '#e6e6e6',
+  cursor: '#e6e6e6',
+  red: '#ff6b6b',
+  brightRed: '#ff8787',
+  cyan: '#56c8d8',
+  brightBlack: '#9aa0a6',
+  green: '#7bd88f',
+  yellow: '#f5d76e',
+};
+const LIGHT: ITheme = {
+  background: '#fbfbfb',
+  foreground: '#1f2328',
+  cursor: '#1f2328',
+  selectionBackground: '#b6d7ff',
+  red: '#c0192a',
+  brightRed: '#d1242f',
+  cyan: '#0b6e99',
+  brightBlack: '#5c6370',
+  green: '#1a7f37',
+  yellow: '#8a6100',
+};
+
+export interface InputSink {
+  stdin: (data: string, eof: boolean) => void;
+  signal: (name: string) => void;
+}
+
+const RESET = '\x1b[0m';
+
+export class TerminalPanel {
+  readonly term: Terminal;
+  private readonly fit = new FitAddon();
+  private line = '';
+  private sink: InputSink | null = null;
+  /** Everything shown, as plain text (for the history and for people using a screen reader). */
+  private transcript = '';
+
+  constructor(parent: HTMLElement) {
+    this.term = new Terminal({
+      convertEol: true,
+      cursorBlink: true,
+      fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace',
+      fontSize: 14,
+      scrollback: 5000,
+      screenReaderMode: false,
+      theme: LIGHT,
+    });
+    this.term.loadAddon(this.fit);
+    this.term.open(parent);
+    this.term.textarea?.setAttribute('aria-label', 'Terminal: type input for the running program');
+    this.term.onData((d) => this.input(d));
+    const ro = new ResizeObserver(() => this.resize());
+    ro.observe(parent);
+    this.resize();
+  }
+
+  resize(): void {
+    try {
+      this.fit.fit();
+    } catch {
+      /* not visible yet */
+    }
+  }
+
+  setDark(dark: boolean): void {
+    this.term.options.theme = dark ? DARK : LIGHT;
+  }
+
+  focus(): void {
+    this.term.focus();
+  }
+
+  text(): string {
+    return this.transcript;
+  }
+
+  reset(): void {
+    this.term.reset();
+    this.line = '';
+    this.transcript = '';
+  }
+
+  private write(s: string, color?: string): void {
+    this.transcript += s;
+    this.term.write(color ? color + s + RESET : s);
+  }
+
+  /** A command about to run, as a shell would show it. */
+  command(cmd: string): void {
+    this.write(`$ ${cmd}\n`, '\x1b[1;36m');
+  }
+
+  stdout(data: string): void {
+    this.write(data);
+  }
+
+  stderr(data: string): void {
+    this.write(data, '\x1b[31m');
+  }
+
+  /** A note from the editor (not the program's output). */
+  info(text: string, kind: 'ok' | 'warn' | 'error' | 'dim' = 'dim'): void {
+    const color = { ok: '\x1b[32m', warn: '\x1b[33m', error: '\x1b[1;31m', dim: '\x1b[90m' }[kind];
+    // Start on a new line when the program left the cursor mid-line.
+    const nl = this.transcript && !this.transcript.endsWith('\n') ? '\n' : '';
+    this.write(`${nl}${text}\n`, color);
+  }
+
+  /** While a program runs, what is typed goes to `sink`; null: typing does nothing. */
+  attach(sink: InputSink | null): void {
+    this.sink = sink;
+    this.line = '';
+  }
+
+  private input(data: string): void {
+    if (!this.sink) return;
+    for (const ch of Array.from(data)) {
+      switch (ch) {
+        case '\r':
+        case '\n':
+          this.write('\n');
+          this.sink.stdin(this.line + '\n', false);
+          this.line = '';
+          break;
+        case '\x7f':
+        case '\b':
+          if (this.line.length > 0) {
+            const chars = Array.from(this.line);
+            chars.pop();
+            this.line = chars.join('');
+            this.term.write('\b \b');
+            this.transcript = this.transcript.slice(0, -1);
+          }
+          break;
+        case '\x03':
+          this.write('^C\n', '\x1b[90m');
+          this.line = '';
+          this.sink.signal('SIGINT');
+          break;
+        case '\x04':
+          this.sink.stdin(this.line, true);
+          this.line = '';
+          this.write('^D\n', '\x1b[90m');
+          break;
+        default:
+          if (ch >= ' ' || ch === '\t') {
+            this.line += ch;
+            this.write(ch);
+          }
+      }
+    }
+  }
+}
