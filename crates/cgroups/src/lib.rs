@@ -161,6 +161,9 @@ pub trait Manager: Send + Sync {
     fn create(&self, name: &str, limits: &Limits) -> Result<Box<dyn Cgroup>, Error>;
     /// Human-readable facts for `corral doctor`: base path(s), controllers available.
     fn describe(&self) -> Vec<(String, String)>;
+    /// corral's base directory in every hierarchy in use (where [`create`](Manager::create) makes
+    /// its cgroups), for sweeping what a killed process left behind.
+    fn base_dirs(&self) -> Vec<std::path::PathBuf>;
 }
 
 /// One run's leaf cgroup (one directory per hierarchy on v1).

@@ -175,6 +175,10 @@ impl Manager for V1Manager {
         Ok(Box::new(cg))
     }
 
+    fn base_dirs(&self) -> Vec<PathBuf> {
+        self.hiers.iter().map(|h| h.base.clone()).collect()
+    }
+
     fn describe(&self) -> Vec<(String, String)> {
         let mut out = vec![("cgroup version".to_owned(), "v1".to_owned())];
         for (role, i) in [

@@ -234,6 +234,10 @@ impl Manager for V2Manager {
         Ok(Box::new(cg))
     }
 
+    fn base_dirs(&self) -> Vec<PathBuf> {
+        vec![self.base.clone()]
+    }
+
     fn describe(&self) -> Vec<(String, String)> {
         let read = |p: &Path| {
             fs::read(p)

@@ -194,3 +194,65 @@ fn files_too_big_for_the_disk_limit_are_reported_as_such() {
         other => panic!("expected NoSpace, got {other:?}"),
     }
 }
+
+#[test]
+fn a_terminal_run_shows_an_unflushed_prompt_and_takes_a_line() {
+    let pool = pool();
+    let src = tempfile::tempdir().unwrap();
+    // No fflush: on a terminal stdout is line-buffered and flushed when the program reads stdin.
+    std::fs::write(
+        src.path().join("hello.c"),
+        "#include <stdio.h>\nint main(void){char n[64]; printf(\"Name: \"); if(scanf(\"%63s\", n)!=1) return 2; printf(\"hello, %s\\n\", n); return 0;}\n",
+    )
+    .unwrap();
+    let mut compile = RunSpec::new(vec![
+        "gcc".into(),
+        "-o".into(),
+        "hello".into(),
+        "hello.c".into(),
+    ]);
+    compile.limits.pids = 32;
+    let mut lease = pool.lease(&SandboxConfig::for_spec(&compile)).unwrap();
+    lease.sandbox().copy_in(src.path()).unwrap();
+    assert_eq!(
+        lease.sandbox().run(&compile, &mut NoSink).status,
+        Status::Ok
+    );
+
+    let mut run = RunSpec::new(vec!["./hello".into()]);
+    run.stdin = Stdin::Pipe;
+    run.tty = Some((80, 24));
+    let mut exec = lease.sandbox().start(&run).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !exec.stdout_so_far().ends_with(b"Name: ") {
+        assert!(
+            Instant::now() < deadline,
+            "no prompt: {:?}",
+            String::from_utf8_lossy(exec.stdout_so_far())
+        );
+        assert!(
+            exec.step(Some(deadline), &mut NoSink).unwrap().is_none(),
+            "ended before prompting"
+        );
+    }
+    exec.write_stdin(b"Ada\n");
+    let out = exec.finish(&mut NoSink).unwrap();
+    assert_eq!(out.status, Status::Ok, "{out:?}");
+    // A terminal echoes what was typed and ends lines with CR LF.
+    assert_eq!(out.stdout.text(), "Name: Ada\r\nhello, Ada\r\n");
+    assert!(out.stderr.bytes.is_empty());
+
+    let mut tty_check = RunSpec::new(vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        "test -t 0 && test -t 1 && tty".into(),
+    ]);
+    tty_check.tty = Some((100, 30));
+    let out = lease.sandbox().run(&tty_check, &mut NoSink);
+    assert_eq!(out.status, Status::Ok, "{}", out.stdout.text());
+    assert!(
+        out.stdout.text().starts_with("/dev/pts/"),
+        "{}",
+        out.stdout.text()
+    );
+}

@@ -28,6 +28,8 @@ pub struct Plan {
     gid: u32,
     /// Rootless mode: become `uid` through a nested user namespace instead of setresuid.
     userns: bool,
+    /// Stdio is a pty slave that becomes the program's controlling terminal.
+    controlling_tty: bool,
     rlimits: Rlimits,
     landlock: bool,
     program: String,
@@ -39,6 +41,7 @@ impl Plan {
         argv: &[String],
         env: &[(String, String)],
         rlimits: &Rlimits,
+        controlling_tty: bool,
     ) -> Result<Plan, String> {
         let cstr = |s: &str| CString::new(s).map_err(|_| format!("{s:?} contains a NUL byte"));
         let program = argv.first().ok_or("empty command")?.clone();
@@ -66,6 +69,7 @@ impl Plan {
             uid: setup.uid,
             gid: setup.gid,
             userns: setup.userns.is_some(),
+            controlling_tty,
             rlimits: rlimits.clone(),
             landlock: setup.landlock,
             program,
@@ -195,6 +199,11 @@ fn prepare(
 
     for (i, fd) in fds[..3].iter().enumerate() {
         dup_to(fd.as_raw_fd(), i as RawFd)?;
+    }
+    if plan.controlling_tty {
+        // SAFETY: TIOCSCTTY on fd 0, a pty slave we own; we lead a new session (setsid above).
+        let rc = unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) };
+        check("TIOCSCTTY", rc as libc::c_long)?;
     }
     nix::unistd::chdir(WORKDIR).map_err(|e| format!("chdir {WORKDIR}: {e}"))?;
 

@@ -33,6 +33,9 @@ pub struct Execution<'s> {
     capture: Capture,
     outs: [Option<(OwnedFd, Stream)>; 2],
     stdin: Option<OwnedFd>,
+    /// stdin is a terminal's master: "closing" it means typing end-of-file (^D), and output of
+    /// both streams arrives as stdout.
+    tty: bool,
     pending_stdin: Vec<u8>,
     /// The answer to the last `ProbeStdin`, once it arrived.
     stdin_wait: Option<bool>,
@@ -50,8 +53,9 @@ impl<'s> Execution<'s> {
         sandbox: &'s mut Sandbox,
         limits: Limits,
         stdout: OwnedFd,
-        stderr: OwnedFd,
+        stderr: Option<OwnedFd>,
         stdin: Option<OwnedFd>,
+        tty: bool,
     ) -> Self {
         let start = Instant::now();
         let cpus = std::thread::available_parallelism()
@@ -67,9 +71,10 @@ impl<'s> Execution<'s> {
             start,
             outs: [
                 Some((stdout, Stream::Stdout)),
-                Some((stderr, Stream::Stderr)),
+                stderr.map(|e| (e, Stream::Stderr)),
             ],
             stdin,
+            tty,
             pending_stdin: Vec::new(),
             stdin_wait: None,
             close_stdin_when_flushed: false,
@@ -91,10 +96,27 @@ impl<'s> Execution<'s> {
 
     /// Closes standard input once everything queued has been written (the program then sees EOF).
     pub fn close_stdin(&mut self) {
+        if self.tty {
+            // The terminal stays; ^D at the start of a line reads as end-of-file.
+            if !self.close_stdin_when_flushed && self.stdin.is_some() {
+                self.pending_stdin.push(0x04);
+                self.close_stdin_when_flushed = true;
+            }
+            return;
+        }
         self.close_stdin_when_flushed = true;
         if self.pending_stdin.is_empty() {
             self.stdin = None;
         }
+    }
+
+    /// Resizes the terminal of a run with one (no-op otherwise).
+    pub fn resize(&mut self, cols: u16, rows: u16) -> Result<(), SandboxError> {
+        if let (true, Some(master)) = (self.tty, self.stdin.as_ref()) {
+            crate::pty::resize(master.as_fd(), cols, rows)
+                .map_err(|e| SandboxError::io("resizing the terminal", e))?;
+        }
+        Ok(())
     }
 
     /// Sends a signal to the program's process group (like Ctrl-C in a terminal for SIGINT).
@@ -324,7 +346,7 @@ impl<'s> Execution<'s> {
                 self.stdin = None;
             }
         }
-        if self.pending_stdin.is_empty() && self.close_stdin_when_flushed {
+        if self.pending_stdin.is_empty() && self.close_stdin_when_flushed && !self.tty {
             self.stdin = None;
         }
     }

@@ -64,6 +64,7 @@ impl Host {
                 SandboxError::Cgroup(e)
             }
         })?;
+        sweep_stale_cgroups(cgroups.as_ref());
         Ok(Host {
             cgroups,
             init,
@@ -105,5 +106,33 @@ impl Host {
 
     pub fn cgroup_version(&self) -> corral_cgroups::Version {
         self.cgroups.version()
+    }
+}
+
+/// Removes empty sandbox cgroups (`sbx-PID-N`) whose creating process is gone: a supervisor
+/// killed with SIGKILL cannot clean up after itself, but its sandboxes died with it (their init
+/// exits when the supervisor's socket closes), leaving only empty directories.
+fn sweep_stale_cgroups(cgroups: &dyn corral_cgroups::Manager) {
+    for base in cgroups.base_dirs() {
+        let Ok(entries) = std::fs::read_dir(&base) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name
+                .strip_prefix("sbx-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                == Err(nix::errno::Errno::ESRCH);
+            if !gone {
+                continue;
+            }
+            // rmdir only succeeds on a cgroup with no processes and no children: never a live one.
+            let _ = std::fs::remove_dir(e.path());
+        }
     }
 }

@@ -225,7 +225,12 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                 return Ok(());
             };
             match req {
-                Request::Run { argv, env, rlimits } => {
+                Request::Run {
+                    argv,
+                    env,
+                    rlimits,
+                    tty,
+                } => {
                     if current.is_some() {
                         protocol::send(
                             ctl,
@@ -236,17 +241,21 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                         )?;
                         continue;
                     }
-                    match start(
-                        setup,
-                        &filter,
-                        landlock.as_ref(),
-                        &argv,
-                        &env,
-                        &rlimits,
-                        fds,
-                    ) {
+                    // With a terminal, the program's stdio is the slave of a fresh pty; the
+                    // master goes back to the supervisor.
+                    let (fds, master) = match tty.map(crate::pty::open).transpose() {
+                        Ok(Some((master, slaves))) => (slaves, Some(master)),
+                        Ok(None) => (fds, None),
+                        Err(error) => {
+                            protocol::send(ctl, &Event::Failed { error }, &[])?;
+                            continue;
+                        }
+                    };
+                    let plan = exec::Plan::new(setup, &argv, &env, &rlimits, master.is_some());
+                    match plan.and_then(|plan| start(&plan, &filter, landlock.as_ref(), fds)) {
                         Ok(run) => {
-                            protocol::send(ctl, &Event::Started, &[])?;
+                            let passed: Vec<_> = master.iter().map(|m| m.as_raw_fd()).collect();
+                            protocol::send(ctl, &Event::Started, &passed)?;
                             current = Some(run);
                         }
                         Err(error) => {
@@ -477,12 +486,9 @@ fn reap_all_nonblocking() {
 
 /// Forks the program's process and waits until it has exec'd (or failed to set up).
 fn start(
-    setup: &Setup,
+    plan: &exec::Plan,
     filter: &corral_seccomp::CompiledFilter,
     landlock: Option<&landlock::RulesetCreated>,
-    argv: &[String],
-    env: &[(String, String)],
-    rlimits: &protocol::Rlimits,
     fds: Vec<OwnedFd>,
 ) -> Result<Running, String> {
     if fds.len() < 3 {
@@ -491,7 +497,6 @@ fn start(
             fds.len()
         ));
     }
-    let plan = exec::Plan::new(setup, argv, env, rlimits).map_err(|e| e.to_string())?;
     let (mine, theirs) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -505,7 +510,7 @@ fn start(
         Err(e) => Err(format!("fork: {e}")),
         Ok(ForkResult::Child) => {
             drop(mine);
-            exec::child(&plan, filter, landlock, &fds, theirs)
+            exec::child(plan, filter, landlock, &fds, theirs)
         }
         Ok(ForkResult::Parent { child }) => {
             drop(theirs);

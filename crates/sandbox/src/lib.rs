@@ -24,6 +24,7 @@ pub mod limits;
 pub mod outcome;
 pub mod pool;
 pub mod protocol;
+pub mod pty;
 pub mod rootfs;
 pub mod sandbox;
 pub mod spec;

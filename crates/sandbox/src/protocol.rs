@@ -65,11 +65,15 @@ pub struct Rlimits {
 /// Supervisor → init.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Request {
-    /// Start a program. Fds: stdin, stdout, stderr.
+    /// Start a program. Fds: stdin, stdout, stderr — or none with `tty`: init then makes a
+    /// pseudo-terminal in the sandbox's own devpts, gives its slave to the program as 0, 1 and 2
+    /// (and controlling terminal), and returns the master with `Started`.
     Run {
         argv: Vec<String>,
         env: Vec<(String, String)>,
         rlimits: Rlimits,
+        #[serde(default)]
+        tty: Option<(u16, u16)>,
     },
     /// Send a signal to the current program's process group.
     Signal { signal: i32 },
@@ -89,7 +93,7 @@ pub enum Request {
 pub enum Event {
     /// The root is built. Fd: the working directory (`O_PATH`).
     Ready { landlock_abi: Option<i32> },
-    /// The program was exec'd.
+    /// The program was exec'd. Fd: the terminal's master side, for a run with a terminal.
     Started,
     /// The program attempted a syscall the profile forbids; the run is being killed.
     Blocked { syscall: String },

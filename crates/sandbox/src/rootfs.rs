@@ -350,6 +350,18 @@ fn build_dev(dev: &Path) -> Result<(), SandboxError> {
         symlink(target, dev.join(name)).map_err(ioerr(format!("creating /dev/{name}")))?;
     }
     fs::create_dir_all(dev.join("shm")).map_err(ioerr("creating /dev/shm".into()))?;
+    // A private devpts instance for runs with a terminal: its ptys exist only in this sandbox.
+    let pts = dev.join("pts");
+    fs::create_dir_all(&pts).map_err(ioerr("creating /dev/pts".into()))?;
+    mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0600"),
+    )
+    .map_err(err("mounting /dev/pts".into()))?;
+    symlink("pts/ptmx", dev.join("ptmx")).map_err(ioerr("creating /dev/ptmx".into()))?;
     // /dev itself stays writable for nobody: the tmpfs is root-owned 0755; remount it read-only.
     mount(
         None::<&str>,

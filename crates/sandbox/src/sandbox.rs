@@ -296,29 +296,34 @@ impl Sandbox {
             ));
         }
         let limits = spec.limits.clone();
-        let (out_r, out_w) = pipe()?;
-        let (err_r, err_w) = pipe()?;
+        // Pipes for stdio, unless the run has a terminal (init makes the pty inside the sandbox).
+        let pipes = if spec.tty.is_none() {
+            Some((pipe()?, pipe()?))
+        } else {
+            None
+        };
         let (stdin_r, stdin_w, stdin_data) = match &spec.stdin {
+            _ if spec.tty.is_some() => (None, None, stdin_bytes(&spec.stdin)?),
             Stdin::Empty => {
                 let (r, _w) = pipe()?;
-                (r, None, Vec::new())
+                (Some(r), None, Vec::new())
             }
             Stdin::File(path) => {
                 let f = File::open(path).map_err(|e| SandboxError::Path {
                     path: path.clone(),
                     why: format!("cannot open stdin file: {e}"),
                 })?;
-                (OwnedFd::from(f), None, Vec::new())
+                (Some(OwnedFd::from(f)), None, Vec::new())
             }
             Stdin::Bytes(b) => {
                 let (r, w) = pipe()?;
                 set_nonblocking(w.as_fd())?;
-                (r, Some(w), b.clone())
+                (Some(r), Some(w), b.clone())
             }
             Stdin::Pipe => {
                 let (r, w) = pipe()?;
                 set_nonblocking(w.as_fd())?;
-                (r, Some(w), Vec::new())
+                (Some(r), Some(w), Vec::new())
             }
         };
         let cg = self
@@ -350,16 +355,18 @@ impl Sandbox {
             argv: spec.argv.clone(),
             env: spec.environment(),
             rlimits,
+            tty: spec.tty,
         };
         self.runs += 1;
         self.broken = true; // until the run ends cleanly
-        protocol::send(
-            self.ctl.as_fd(),
-            &run,
-            &[stdin_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
-        )?;
-        drop((stdin_r, out_w, err_w));
-        match self.next_event()? {
+        let mut sent = Vec::new();
+        if let (Some(r), Some(((_, out_w), (_, err_w)))) = (&stdin_r, &pipes) {
+            sent = vec![r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
+        }
+        protocol::send(self.ctl.as_fd(), &run, &sent)?;
+        drop(stdin_r);
+        let (event, mut fds) = self.next_event_with_fds()?;
+        match event {
             Event::Started => {}
             Event::Failed { error } => return Err(SandboxError::Init(error)),
             other => {
@@ -368,9 +375,23 @@ impl Sandbox {
                 )))
             }
         }
+        let (out_r, err_r, stdin_w) = match pipes {
+            Some(((out_r, _), (err_r, _))) => (out_r, Some(err_r), stdin_w),
+            None => {
+                let master = fds
+                    .pop()
+                    .ok_or_else(|| SandboxError::Protocol("no terminal came back".into()))?;
+                let reader = master.try_clone().map_err(|e| SandboxError::io("dup", e))?;
+                set_nonblocking(master.as_fd())?;
+                (reader, None, Some(master))
+            }
+        };
         set_nonblocking(out_r.as_fd())?;
-        set_nonblocking(err_r.as_fd())?;
-        let mut exec = Execution::new(self, limits, out_r, err_r, stdin_w);
+        if let Some(e) = &err_r {
+            set_nonblocking(e.as_fd())?;
+        }
+        let tty = spec.tty.is_some();
+        let mut exec = Execution::new(self, limits, out_r, err_r, stdin_w, tty);
         if !stdin_data.is_empty() {
             exec.write_stdin(&stdin_data);
         }
@@ -433,6 +454,11 @@ impl Sandbox {
         Ok(u)
     }
 
+    fn next_event_with_fds(&self) -> Result<(Event, Vec<OwnedFd>), SandboxError> {
+        protocol::recv::<Event>(self.ctl.as_fd())?
+            .ok_or_else(|| SandboxError::Init("the sandbox init exited unexpectedly".into()))
+    }
+
     pub(crate) fn next_event(&self) -> Result<Event, SandboxError> {
         match protocol::recv::<Event>(self.ctl.as_fd())? {
             Some((e, _)) => Ok(e),
@@ -464,6 +490,18 @@ impl Drop for Sandbox {
         if let Some(cg) = self.cgroup.take() {
             let _ = cg.destroy();
         }
+    }
+}
+
+/// What a terminal run types in at the start: the given bytes, or a file's contents.
+fn stdin_bytes(stdin: &Stdin) -> Result<Vec<u8>, SandboxError> {
+    match stdin {
+        Stdin::Empty | Stdin::Pipe => Ok(Vec::new()),
+        Stdin::Bytes(b) => Ok(b.clone()),
+        Stdin::File(path) => std::fs::read(path).map_err(|e| SandboxError::Path {
+            path: path.clone(),
+            why: format!("cannot read stdin file: {e}"),
+        }),
     }
 }
 

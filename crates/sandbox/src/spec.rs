@@ -106,6 +106,10 @@ pub struct RunSpec {
     pub limits: Limits,
     /// After the run, copy the working directory's regular files and folders here.
     pub copy_out: Option<PathBuf>,
+    /// Run attached to a pseudo-terminal of (columns, rows) instead of pipes: stdin, stdout and
+    /// stderr are the terminal (output arrives as stdout, input is echoed), which is what an
+    /// interactive program in a browser terminal expects.
+    pub tty: Option<(u16, u16)>,
 }
 
 impl RunSpec {
@@ -119,6 +123,7 @@ impl RunSpec {
             network: false,
             limits: Limits::default(),
             copy_out: None,
+            tty: None,
         }
     }
 
@@ -210,6 +215,9 @@ pub struct RunSpecJson {
     pub limits: LimitsRequest,
     #[serde(default)]
     pub copy_out: Option<PathBuf>,
+    /// Attach the program to an 80×24 pseudo-terminal instead of pipes.
+    #[serde(default)]
+    pub tty: bool,
 }
 
 impl RunSpecJson {
@@ -234,6 +242,7 @@ impl RunSpecJson {
         spec.network = self.network;
         spec.limits = self.limits.resolve(defaults)?;
         spec.copy_out = self.copy_out.map(rel);
+        spec.tty = self.tty.then_some((80, 24));
         spec.validate()?;
         Ok(spec)
     }

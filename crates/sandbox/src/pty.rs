@@ -1,0 +1,74 @@
+//! Pseudo-terminals for interactive runs, made in the sandbox's own devpts instance.
+//!
+//! A program attached to a terminal behaves as a student expects in a browser terminal: stdout is
+//! line-buffered (a prompt before `scanf` shows up), input is echoed, Ctrl-C is a signal. The pty
+//! lives in the sandbox's private `/dev/pts` (mounted `newinstance`), so it reaches nothing of the
+//! host's terminals; TIOCSTI (typing into a terminal) is refused by the seccomp profile.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// Opens a pty of `cols` × `rows`. Returns the master and three descriptors of the slave for the
+/// program's stdin, stdout and stderr.
+pub fn open((cols, rows): (u16, u16)) -> Result<(OwnedFd, Vec<OwnedFd>), String> {
+    let master = nix::fcntl::open(
+        "/dev/pts/ptmx",
+        nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_NOCTTY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| format!("opening /dev/pts/ptmx: {e}"))?;
+    let unlock: libc::c_int = 0;
+    // SAFETY: TIOCSPTLCK reads an int we own, on the master we just opened.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock) } != 0 {
+        return Err(format!(
+            "unlocking the pty: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let size = libc::winsize {
+        ws_row: rows.max(1),
+        ws_col: cols.max(1),
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads the winsize we own.
+    unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    // TIOCGPTPEER opens the slave from the master itself: no path lookup, no race on /dev/pts/N.
+    // SAFETY: the ioctl returns a new descriptor or -1; flags are plain open flags.
+    let slave = unsafe {
+        libc::ioctl(
+            master.as_raw_fd(),
+            libc::TIOCGPTPEER,
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    };
+    if slave < 0 {
+        return Err(format!(
+            "opening the pty's slave: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: the kernel just created this descriptor for us.
+    let slave = unsafe { OwnedFd::from_raw_fd(slave) };
+    let copies = (0..2)
+        .map(|_| slave.try_clone())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("dup: {e}"))?;
+    let mut slaves = vec![slave];
+    slaves.extend(copies);
+    Ok((master, slaves))
+}
+
+/// Resizes the terminal (the program gets SIGWINCH).
+pub fn resize(master: std::os::fd::BorrowedFd<'_>, cols: u16, rows: u16) -> std::io::Result<()> {
+    let size = libc::winsize {
+        ws_row: rows.max(1),
+        ws_col: cols.max(1),
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads the winsize we own, on a descriptor we borrow.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
