@@ -864,3 +864,34 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_terminal_run_over_websocket_shows_an_unflushed_c_prompt() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        // printf without a newline and no fflush: only a terminal shows the prompt before input.
+        let prog = "#include <stdio.h>\nint main(void){char n[64]; printf(\"Name: \"); if(scanf(\"%63s\", n)!=1) return 2; printf(\"hello, %s\\n\", n); return 0;}\n";
+        let id = s.upload(&t, &[("hello.c", prog.as_bytes())]).await;
+        let r = s.run_ok(&t, json!({"cmd": "cc -o hello hello.c", "sandbox": {"homedir": id}})).await;
+        let sandbox = r["sandbox"].as_str().unwrap().to_string();
+        let mut ws = ws_connect(&s, &t).await;
+        ws_send(
+            &mut ws,
+            json!({"type": "run", "cmd": "./hello", "sandbox": {"id": sandbox}, "tty": {"cols": 100, "rows": 30}}),
+        )
+        .await;
+        let (out, _) = ws_until(&mut ws, "the stdin event", |m| m["type"] == "stdin").await;
+        assert_eq!(out, "Name: ", "the prompt must arrive before any input");
+        ws_send(&mut ws, json!({"type": "resize", "cols": 120, "rows": 40})).await;
+        ws_send(&mut ws, json!({"type": "stdin", "data": "Ada\n"})).await;
+        let (out, exit) = ws_until(&mut ws, "exit", |m| m["type"] == "exit").await;
+        // The terminal echoes the typed line; lines end with CR LF.
+        assert_eq!(out, "Ada\r\nhello, Ada\r\n");
+        assert_eq!(exit["status"], "ok", "{exit}");
+        // The terminal's size is what the client set.
+        ws_send(&mut ws, json!({"type": "run", "cmd": "stty size", "sandbox": {"id": sandbox}, "tty": {"cols": 91, "rows": 17}})).await;
+        let (out, _) = ws_until(&mut ws, "exit", |m| m["type"] == "exit").await;
+        assert_eq!(out, "17 91\r\n");
+    });
+}

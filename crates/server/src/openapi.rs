@@ -107,7 +107,7 @@ impl Modify for Security {
     components(schemas(
         ErrorBody, RunRequest, RunResponse, Cmd, SandboxRef, LimitsDoc, LimitValue, UploadResponse,
         UploadForm, UploadInfo, FileInfo, TokenRequest, TokenResponse, RoleName, WhoAmI, Health,
-        LanguageInfo, WsClientMessage, WsServerMessage, crate::checks::CheckRequest,
+        LanguageInfo, WsClientMessage, WsServerMessage, crate::types::TermSize, crate::checks::CheckRequest,
         crate::checks::CheckResponse, crate::checks::CheckResultDoc, crate::checks::ScriptEntry,
         crate::checks::Observation, crate::checks::SuiteForm, crate::checks::SuiteInfo,
         crate::revisions::RevisionRequest, crate::revisions::RevisionMetaDoc,

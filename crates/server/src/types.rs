@@ -305,6 +305,14 @@ pub struct LanguageInfo {
     pub reason: Option<String>,
 }
 
+/// A terminal's size in character cells.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TermSize {
+    pub cols: u16,
+    pub rows: u16,
+}
+
 /// WebSocket messages from the client.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -320,7 +328,13 @@ pub enum WsClientMessage {
         limits: Option<LimitsRequest>,
         #[serde(default)]
         env: BTreeMap<String, String>,
+        /// Attach the program to a terminal of this size (`{"cols": 80, "rows": 24}`) instead of
+        /// pipes: prompts show without flushing, input echoes, output arrives as `stdout`.
+        #[serde(default)]
+        tty: Option<TermSize>,
     },
+    /// Resize the terminal of a run started with `tty`.
+    Resize { cols: u16, rows: u16 },
     /// Type into the program's standard input; `eof: true` closes it afterwards.
     Stdin {
         #[serde(default)]

@@ -35,6 +35,7 @@ const MAX_MESSAGE: usize = 1 << 20;
 
 enum Ctl {
     Stdin(Vec<u8>),
+    Resize(u16, u16),
     Eof,
     Signal(i32),
     Kill,
@@ -42,7 +43,8 @@ enum Ctl {
 
 /// Interactive runs over a WebSocket.
 ///
-/// Client messages (JSON, `type` field): `{"type": "run", "cmd", "sandbox", "limits"}`,
+/// Client messages (JSON, `type` field): `{"type": "run", "cmd", "sandbox", "limits", "tty"}`,
+/// `{"type": "resize", "cols", "rows"}`,
 /// `{"type": "stdin", "data", "eof"}`, `{"type": "signal", "name": "SIGINT"}`, `{"type": "kill"}`.
 /// Server messages: `{"type": "stdout" | "stderr", "data"}`, `{"type": "stdin"}` (the program
 /// waits for input), `{"type": "exit", "code", "status", "stdout", "stderr", "sandbox", …}` and
@@ -188,6 +190,7 @@ async fn handle(
             sandbox,
             limits,
             env,
+            tty,
         } => {
             if running.is_some() {
                 return Some(error(
@@ -202,10 +205,11 @@ async fn handle(
                 limits,
                 env,
             };
-            let prepared = match prepare(st, caller, input).await {
+            let mut prepared = match prepare(st, caller, input).await {
                 Ok(p) => p,
                 Err(e) => return Some(error(e.code, e.message)),
             };
+            prepared.spec.tty = tty.map(|t| (t.cols.clamp(1, 1000), t.rows.clamp(1, 1000)));
             let clamped = prepared.clamped.clone();
             let (ctl_tx, ctl_rx) = std_mpsc::channel();
             *running = Some(Running {
@@ -261,6 +265,13 @@ async fn handle(
                     format!("unknown signal {name:?}: use SIGINT, SIGTERM, SIGKILL, SIGQUIT, SIGHUP, SIGUSR1 or SIGUSR2"),
                 )),
             }
+        }
+        WsClientMessage::Resize { cols, rows } => {
+            let Some(r) = running.as_ref() else {
+                return Some(error("not_running", "no program is running"));
+            };
+            send(r, Ctl::Resize(cols.clamp(1, 1000), rows.clamp(1, 1000)));
+            None
         }
         WsClientMessage::Kill => {
             let Some(r) = running.as_ref() else {
@@ -382,6 +393,7 @@ fn drive(
                     Ok(())
                 }
                 Ctl::Signal(n) => exec.signal(n),
+                Ctl::Resize(cols, rows) => exec.resize(cols, rows),
                 Ctl::Kill if killed => Ok(()),
                 Ctl::Kill => {
                     killed = true;
