@@ -69,7 +69,7 @@ impl AppState {
             languages,
             tmp_dir,
             shutdown,
-            queue: crate::submissions::QueueHandle::new(),
+            queue: crate::submissions::QueueHandle::new(&config)?,
             config,
         }))
     }

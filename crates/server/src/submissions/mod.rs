@@ -7,6 +7,7 @@
 //! - [`worker`]: in-process workers and the lease reaper.
 
 pub mod api;
+pub mod callbacks;
 pub mod exec;
 pub mod worker;
 
@@ -34,6 +35,19 @@ pub struct QueueConfig {
     pub batch_max: usize,
     /// Submissions waiting (queued or running) per token; more are refused with 429.
     pub max_pending_per_owner: u64,
+    /// The key callbacks are signed with (every API node needs the same one). Default: a random
+    /// key kept in `DATA/callback-secret` (created at the first start).
+    pub callback_secret: Option<String>,
+    /// Address ranges callbacks may reach although they are not public (`127.0.0.1/32`,
+    /// `10.0.0.0/8`, `::1`); by default loopback, private, link-local, multicast and other
+    /// non-public addresses are refused.
+    pub callback_allow: Vec<String>,
+    /// One callback request's time limit.
+    pub callback_timeout: Millis,
+    /// Tries before a callback is given up.
+    pub callback_max_attempts: u32,
+    /// The wait before the second try; doubled for each further one (capped at 1 h).
+    pub callback_backoff: Millis,
 }
 
 impl Default for QueueConfig {
@@ -45,6 +59,11 @@ impl Default for QueueConfig {
             wait_max: Millis::ms(30_000),
             batch_max: 100,
             max_pending_per_owner: 10_000,
+            callback_secret: None,
+            callback_allow: Vec::new(),
+            callback_timeout: Millis::ms(10_000),
+            callback_max_attempts: 8,
+            callback_backoff: Millis::ms(2_000),
         }
     }
 }
@@ -69,23 +88,76 @@ pub struct QueueHandle {
     pub in_flight: AtomicUsize,
     /// A name for this process in leases and events.
     pub node: String,
+    /// The key callbacks are signed with.
+    pub callback_secret: Vec<u8>,
 }
 
 impl QueueHandle {
-    pub fn new() -> Self {
-        QueueHandle {
+    /// The queue's state for a server with this configuration: the callback key is the
+    /// configured one, or the one kept in the data folder (made now when missing).
+    pub fn new(config: &crate::Config) -> Result<Self, crate::ServerError> {
+        let callback_secret = match &config.submissions.callback_secret {
+            Some(s) if s.len() >= 16 => s.clone().into_bytes(),
+            Some(_) => {
+                return Err(crate::ServerError::Config(
+                    "submissions.callback_secret must be at least 16 characters".into(),
+                ))
+            }
+            None => secret_file(&config.data_dir.join("callback-secret"))?,
+        };
+        Ok(QueueHandle {
             node: format!(
                 "{}-{}",
                 hostname().unwrap_or_else(|| "corral".into()),
                 &corral_store::random_hex(3)
             ),
+            callback_secret,
             ..Default::default()
-        }
+        })
     }
 
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
     }
+}
+
+/// Reads a key file, or creates it (32 random bytes as hex, mode 0600) when it does not exist.
+fn secret_file(path: &std::path::Path) -> Result<Vec<u8>, crate::ServerError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |e: std::io::Error| crate::ServerError::Io {
+        what: format!("the callback key {}", path.display()),
+        source: e,
+    };
+    match std::fs::read_to_string(path) {
+        Ok(s) if s.trim().len() >= 16 => return Ok(s.trim().as_bytes().to_vec()),
+        Ok(_) => {
+            return Err(crate::ServerError::Config(format!(
+                "{} is too short for a key (delete it to make a new one)",
+                path.display()
+            )))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(e)),
+    }
+    let key = corral_store::random_hex(32);
+    let mut f = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(f) => f,
+        // Another process made it first: use theirs.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            return secret_file(path);
+        }
+        Err(e) => return Err(io(e)),
+    };
+    f.write_all(key.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    Ok(key.into_bytes())
 }
 
 fn hostname() -> Option<String> {

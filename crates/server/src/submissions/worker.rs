@@ -23,6 +23,7 @@ pub fn spawn(st: SharedState) -> Vec<tokio::task::JoinHandle<()>> {
         .map(|i| tokio::spawn(worker_loop(st.clone(), i)))
         .collect();
     tasks.push(tokio::spawn(reaper(st.clone())));
+    tasks.push(tokio::spawn(super::callbacks::delivery_loop(st.clone())));
     tracing::info!(workers = n, node = %st.queue.node, "submission workers started");
     tasks
 }

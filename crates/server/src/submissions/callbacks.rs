@@ -1,0 +1,530 @@
+//! Signed callbacks: when a submission with a `callback_url` finishes, its verdict (the body of
+//! `GET /submissions/{id}`) is POSTed there with
+//! `Corral-Signature: t=UNIX,v1=HEX(HMAC-SHA256(secret, "{t}.{body}"))`, retried with
+//! exponential backoff, never following a redirect, and only to public addresses: the host is
+//! resolved here and a target that resolves to loopback, private, link-local, multicast,
+//! unspecified (and similar) addresses is refused unless the operator allowed its range.
+//! The addresses handed to the HTTP client are the checked ones, so what is checked is what is
+//! connected to (no second lookup a DNS rebinding could answer differently).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_store::{CallbackClaim, CallbackOutcome};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::api::SubmissionView;
+use crate::state::SharedState;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// `t=UNIX,v1=HEX` for `body` at time `t`.
+pub fn signature_header(secret: &[u8], t: i64, body: &[u8]) -> String {
+    format!("t={t},v1={}", hex::encode(sign(secret, t, body)))
+}
+
+fn sign(secret: &[u8], t: i64, body: &[u8]) -> Vec<u8> {
+    let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes any key length");
+    mac.update(t.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Checks a `Corral-Signature` header against `body`: the MAC (in constant time) and that `t` is
+/// within `tolerance` of `now` (replays of old messages are refused).
+pub fn verify(
+    secret: &[u8],
+    header: &str,
+    body: &[u8],
+    now: i64,
+    tolerance: Duration,
+) -> Result<(), &'static str> {
+    let mut t: Option<i64> = None;
+    let mut sigs: Vec<Vec<u8>> = Vec::new();
+    for part in header.split(',') {
+        match part.trim().split_once('=') {
+            Some(("t", v)) => t = v.parse().ok(),
+            Some(("v1", v)) => {
+                if let Ok(b) = hex::decode(v) {
+                    sigs.push(b)
+                }
+            }
+            _ => {}
+        }
+    }
+    let t = t.ok_or("no timestamp in the signature header")?;
+    if (now - t).unsigned_abs() > tolerance.as_secs() {
+        return Err("the signature's timestamp is too old or in the future");
+    }
+    for s in &sigs {
+        let mut mac = HmacSha256::new_from_slice(secret).expect("any key length");
+        mac.update(t.to_string().as_bytes());
+        mac.update(b".");
+        mac.update(body);
+        if mac.verify_slice(s).is_ok() {
+            return Ok(());
+        }
+    }
+    Err("the signature does not match")
+}
+
+/// An address range, `ADDR/BITS` (or a single address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    bits: u8,
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, b) = match s.split_once('/') {
+            Some((a, b)) => (a, Some(b)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a
+            .trim()
+            .parse()
+            .map_err(|e| format!("{s:?}: not an address range ({e})"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let bits = match b {
+            Some(b) => b
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|n| *n <= max)
+                .ok_or_else(|| format!("{s:?}: the prefix length must be 0..={max}"))?,
+            None => max,
+        };
+        Ok(Cidr { addr, bits })
+    }
+}
+
+impl Cidr {
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, canonical(ip)) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = if self.bits == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - self.bits)
+                };
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = if self.bits == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - self.bits)
+                };
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) is the IPv4 address it carries.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        },
+        v4 => v4,
+    }
+}
+
+/// Why an address is not a public one, or `None` when it is.
+pub fn non_public(ip: IpAddr) -> Option<&'static str> {
+    match canonical(ip) {
+        IpAddr::V4(a) => non_public_v4(a),
+        IpAddr::V6(a) => non_public_v6(a),
+    }
+}
+
+fn non_public_v4(a: Ipv4Addr) -> Option<&'static str> {
+    let o = a.octets();
+    Some(if a.is_unspecified() || o[0] == 0 {
+        "unspecified (0.0.0.0/8)"
+    } else if a.is_loopback() {
+        "loopback"
+    } else if a.is_private() {
+        "private"
+    } else if a.is_link_local() {
+        "link-local"
+    } else if a.is_multicast() {
+        "multicast"
+    } else if a.is_broadcast() {
+        "broadcast"
+    } else if o[0] == 100 && (o[1] & 0xc0) == 64 {
+        "shared address space (100.64.0.0/10)"
+    } else if o[0] == 192 && o[1] == 0 && o[2] == 0 {
+        "IETF protocol assignments (192.0.0.0/24)"
+    } else if o[0] == 198 && (o[1] & 0xfe) == 18 {
+        "benchmarking (198.18.0.0/15)"
+    } else if o[0] >= 240 {
+        "reserved (240.0.0.0/4)"
+    } else if a.is_documentation() {
+        "documentation"
+    } else {
+        return None;
+    })
+}
+
+fn non_public_v6(a: Ipv6Addr) -> Option<&'static str> {
+    let s = a.segments();
+    Some(if a.is_unspecified() {
+        "unspecified"
+    } else if a.is_loopback() {
+        "loopback"
+    } else if a.is_multicast() {
+        "multicast"
+    } else if (s[0] & 0xfe00) == 0xfc00 {
+        "unique local (fc00::/7)"
+    } else if (s[0] & 0xffc0) == 0xfe80 {
+        "link-local"
+    } else if (s[0] & 0xffc0) == 0xfec0 {
+        "site-local (fec0::/10)"
+    } else if s[0] == 0x2001 && s[1] == 0xdb8 {
+        "documentation"
+    } else if s[0] == 0x64 && s[1] == 0xff9b {
+        "NAT64 (64:ff9b::/96)"
+    } else if s[..6] == [0, 0, 0, 0, 0, 0] {
+        "IPv4-compatible (::/96)"
+    } else {
+        return None;
+    })
+}
+
+/// Which addresses callbacks may reach: public ones, plus the operator's allowed ranges.
+#[derive(Debug, Clone, Default)]
+pub struct TargetPolicy {
+    pub allow: Vec<Cidr>,
+}
+
+impl TargetPolicy {
+    pub fn parse(ranges: &[String]) -> Result<TargetPolicy, String> {
+        Ok(TargetPolicy {
+            allow: ranges.iter().map(|r| r.parse()).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// `Err(why)` when a callback may not connect to `ip`.
+    pub fn check(&self, ip: IpAddr) -> Result<(), String> {
+        match non_public(ip) {
+            None => Ok(()),
+            Some(_) if self.allow.iter().any(|c| c.contains(ip)) => Ok(()),
+            Some(why) => Err(format!(
+                "{ip} is a {why} address (allow its range in submissions.callback_allow to call it)"
+            )),
+        }
+    }
+}
+
+/// The HTTP client's resolver: resolves, then keeps only the addresses the policy allows.
+struct GuardedResolver(Arc<TargetPolicy>);
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = self.0.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let mut refused = Vec::new();
+            let ok: Vec<SocketAddr> = found
+                .into_iter()
+                .filter(|a| match policy.check(a.ip()) {
+                    Ok(()) => true,
+                    Err(why) => {
+                        refused.push(why);
+                        false
+                    }
+                })
+                .collect();
+            if ok.is_empty() {
+                let why = if refused.is_empty() {
+                    format!("{host} does not resolve")
+                } else {
+                    format!("refused: {host} resolves to {}", refused.join("; "))
+                };
+                return Err(why.into());
+            }
+            Ok(Box::new(ok.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// The client callbacks are sent with: no redirects, no proxy, our resolver, a timeout.
+pub fn client(policy: Arc<TargetPolicy>, timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .dns_resolver(Arc::new(GuardedResolver(policy)))
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .user_agent(concat!("corral/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .expect("the HTTP client builds")
+}
+
+/// A failed try: retry later, or give up now.
+enum Failure {
+    Retry(String),
+    Permanent(String),
+}
+
+/// Sends one callback. Literal IP hosts never reach the resolver, so they are checked here.
+async fn deliver(
+    st: &SharedState,
+    http: &reqwest::Client,
+    policy: &TargetPolicy,
+    claim: &CallbackClaim,
+) -> Result<String, Failure> {
+    let Some(url) = claim.job.callback_url.as_deref() else {
+        return Err(Failure::Permanent("no callback URL".into()));
+    };
+    let parsed = url::Url::parse(url).map_err(|e| Failure::Permanent(format!("bad URL: {e}")))?;
+    match parsed.host() {
+        Some(url::Host::Ipv4(a)) => policy
+            .check(IpAddr::V4(a))
+            .map_err(|e| Failure::Permanent(format!("refused: {e}")))?,
+        Some(url::Host::Ipv6(a)) => policy
+            .check(IpAddr::V6(a))
+            .map_err(|e| Failure::Permanent(format!("refused: {e}")))?,
+        Some(url::Host::Domain(_)) => {}
+        None => return Err(Failure::Permanent("the URL has no host".into())),
+    }
+    let body = serde_json::to_vec(&SubmissionView::of(&claim.job)).expect("serialisable");
+    let t = corral_store::now();
+    let sig = signature_header(&st.queue.callback_secret, t, &body);
+    let r = http
+        .post(parsed)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header("Corral-Signature", sig)
+        .header("Corral-Submission", &claim.job.id)
+        .header("Corral-Delivery-Attempt", claim.attempt.to_string())
+        .body(body)
+        .send()
+        .await;
+    match r {
+        Ok(resp) if resp.status().is_success() => Ok(format!("HTTP {}", resp.status().as_u16())),
+        Ok(resp) if resp.status().is_redirection() => Err(Failure::Retry(format!(
+            "HTTP {} (redirects are not followed)",
+            resp.status().as_u16()
+        ))),
+        Ok(resp) => Err(Failure::Retry(format!("HTTP {}", resp.status().as_u16()))),
+        Err(e) => {
+            // A refused target stays refused: the resolver said so.
+            let text = error_chain(&e);
+            if text.contains("refused: ") {
+                Err(Failure::Permanent(
+                    text[text.find("refused: ").unwrap_or(0)..].to_string(),
+                ))
+            } else {
+                Err(Failure::Retry(text))
+            }
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// The wait before try `attempt + 1`: the base doubled per try, capped at an hour, with up to
+/// 25 % jitter so many failing callbacks do not retry in step.
+pub fn backoff(base: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
+    let capped = exp.min(Duration::from_secs(3600));
+    let mut b = [0u8; 2];
+    let _ = getrandom::fill(&mut b);
+    let jitter = capped.mul_f64(u16::from_le_bytes(b) as f64 / u16::MAX as f64 * 0.25);
+    capped + jitter
+}
+
+/// Delivers due callbacks until shutdown. Every API node runs one; claims keep them apart.
+pub async fn delivery_loop(st: SharedState) {
+    let cfg = &st.config.submissions;
+    let policy = match TargetPolicy::parse(&cfg.callback_allow) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            tracing::error!(error = %e, "submissions.callback_allow is invalid; callbacks are off");
+            return;
+        }
+    };
+    let timeout = cfg.callback_timeout.duration();
+    let http = client(policy.clone(), timeout);
+    let mut stop = st.shutdown.subscribe();
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        let claim = match st
+            .store
+            .claim_callback(timeout + Duration::from_secs(5))
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "claiming a callback failed");
+                None
+            }
+        };
+        let Some(claim) = claim else {
+            tokio::select! {
+                _ = st.queue.finished.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+                _ = stop.changed() => {}
+            }
+            continue;
+        };
+        let id = claim.job.id.clone();
+        let (outcome, detail) = match deliver(&st, &http, &policy, &claim).await {
+            Ok(d) => (CallbackOutcome::Delivered, d),
+            Err(Failure::Permanent(why)) => (CallbackOutcome::GaveUp, why),
+            Err(Failure::Retry(why)) if claim.attempt >= cfg.callback_max_attempts => (
+                CallbackOutcome::GaveUp,
+                format!("{why}; gave up after {} tries", claim.attempt),
+            ),
+            Err(Failure::Retry(why)) => {
+                let wait = backoff(cfg.callback_backoff.duration(), claim.attempt);
+                (
+                    CallbackOutcome::Retry {
+                        at_ms: corral_store::now_ms() + wait.as_millis() as i64,
+                    },
+                    why,
+                )
+            }
+        };
+        tracing::info!(submission = %id, attempt = claim.attempt, outcome = ?outcome, detail = %detail, "callback");
+        if let Err(e) = st.store.finish_callback(&id, outcome, &detail).await {
+            tracing::warn!(submission = %id, error = %e, "recording a callback try failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_verify_and_tampering_fails() {
+        let secret = b"s3cret";
+        let body = br#"{"id":"x","verdict":"accepted"}"#;
+        let h = signature_header(secret, 1_700_000_000, body);
+        assert!(h.starts_with("t=1700000000,v1="));
+        let tol = Duration::from_secs(300);
+        assert_eq!(verify(secret, &h, body, 1_700_000_010, tol), Ok(()));
+        assert!(verify(
+            secret,
+            &h,
+            br#"{"id":"x","verdict":"wrong_answer"}"#,
+            1_700_000_010,
+            tol
+        )
+        .is_err());
+        assert!(verify(b"other", &h, body, 1_700_000_010, tol).is_err());
+        assert!(
+            verify(secret, &h, body, 1_700_009_999, tol).is_err(),
+            "too old"
+        );
+        let moved = h.replace("t=1700000000", "t=1700000001");
+        assert!(verify(secret, &moved, body, 1_700_000_010, tol).is_err());
+        assert!(verify(secret, "v1=00", body, 0, tol).is_err());
+        // Known answer: HMAC-SHA256("key", "1.") from any HMAC implementation.
+        assert_eq!(
+            signature_header(b"key", 1, b""),
+            format!("t=1,v1={}", hex::encode(sign(b"key", 1, b"")))
+        );
+    }
+
+    #[test]
+    fn only_public_addresses_unless_allowed() {
+        let p = TargetPolicy::default();
+        for bad in [
+            "127.0.0.1",
+            "127.8.9.10",
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "0.1.2.3",
+            "224.0.0.1",
+            "255.255.255.255",
+            "100.64.0.1",
+            "198.18.0.1",
+            "240.0.0.1",
+            "::1",
+            "::",
+            "fe80::1",
+            "fc00::1",
+            "fd12:3456::1",
+            "ff02::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "::127.0.0.1",
+            "64:ff9b::a00:1",
+        ] {
+            let ip: IpAddr = bad.parse().unwrap();
+            assert!(p.check(ip).is_err(), "{bad} allowed");
+        }
+        for good in [
+            "1.1.1.1",
+            "93.184.216.34",
+            "172.32.0.1",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+        ] {
+            let ip: IpAddr = good.parse().unwrap();
+            assert!(p.check(ip).is_ok(), "{good} refused");
+        }
+        let p = TargetPolicy::parse(&["127.0.0.1/32".into(), "10.0.0.0/8".into(), "::1".into()])
+            .unwrap();
+        assert!(p.check("127.0.0.1".parse().unwrap()).is_ok());
+        assert!(p.check("::ffff:127.0.0.1".parse().unwrap()).is_ok());
+        assert!(p.check("127.0.0.2".parse().unwrap()).is_err());
+        assert!(p.check("10.200.0.1".parse().unwrap()).is_ok());
+        assert!(p.check("::1".parse().unwrap()).is_ok());
+        assert!(p.check("192.168.0.1".parse().unwrap()).is_err());
+        assert!(TargetPolicy::parse(&["10.0.0.0/33".into()]).is_err());
+        assert!(TargetPolicy::parse(&["nonsense".into()]).is_err());
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let b = Duration::from_secs(1);
+        assert!(backoff(b, 1) >= b && backoff(b, 1) <= b.mul_f64(1.25));
+        assert!(backoff(b, 4) >= Duration::from_secs(8));
+        assert!(backoff(b, 40) <= Duration::from_secs(4500));
+    }
+
+    #[tokio::test]
+    async fn the_resolver_refuses_what_resolves_to_loopback() {
+        let policy = Arc::new(TargetPolicy::default());
+        let http = client(policy, Duration::from_secs(5));
+        let e = http
+            .post("http://localhost:9/")
+            .send()
+            .await
+            .expect_err("localhost is loopback");
+        assert!(
+            error_chain(&e).contains("refused: localhost resolves to"),
+            "{}",
+            error_chain(&e)
+        );
+    }
+}
