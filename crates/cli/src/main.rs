@@ -8,6 +8,7 @@ mod languages;
 mod run;
 mod serve;
 mod token;
+mod worker;
 
 use clap::{Parser, Subcommand};
 
@@ -42,6 +43,8 @@ enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Manage API tokens of `corral serve`.
     Token(token::TokenArgs),
+    /// Judge queued submissions of a `corral serve` from another host (needs a worker token).
+    Worker(Box<worker::WorkerArgs>),
 }
 
 fn main() {
@@ -61,6 +64,7 @@ fn main() {
         Command::Languages(args) => languages::main(args),
         Command::Serve(args) => serve::main(*args),
         Command::Token(args) => token::main(args),
+        Command::Worker(args) => worker::main(*args),
     };
     std::process::exit(code);
 }

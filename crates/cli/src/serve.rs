@@ -47,7 +47,7 @@ pub struct ServeArgs {
     log_json: bool,
 }
 
-fn init_logs(json: bool) {
+pub fn init_logs(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let b = tracing_subscriber::fmt()

@@ -78,9 +78,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/tokens", post(api::create_token))
         .route("/tokens/{id}", delete(api::revoke_token))
         .route("/whoami", get(api::whoami))
-        .route("/submissions", post(submissions::api::submit))
-        .route("/submissions/batch", post(submissions::api::submit_batch))
-        .route("/submissions/{id}", get(submissions::api::get_submission))
+        .merge(submissions::routes())
         .merge(revisions::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

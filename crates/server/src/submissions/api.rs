@@ -146,6 +146,8 @@ pub struct SubmissionView {
     pub checks: Option<Value>,
     /// Claims so far (more than 1: a worker stopped answering and another took over).
     pub attempts: u32,
+    /// The worker holding (or that held) the last claim.
+    pub worker: Option<String>,
     /// Unix milliseconds.
     pub created_at: i64,
     pub started_at: Option<i64>,
@@ -193,6 +195,7 @@ impl SubmissionView {
             compile,
             checks,
             attempts: job.attempts,
+            worker: job.worker.clone(),
             created_at: job.created_ms,
             started_at: job.started_ms,
             finished_at: job.finished_ms,

@@ -9,6 +9,7 @@
 pub mod api;
 pub mod callbacks;
 pub mod exec;
+pub mod remote;
 pub mod worker;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -182,15 +183,35 @@ pub async fn drain(st: &crate::SharedState, grace: Duration) -> bool {
     true
 }
 
+/// The queue's routes (behind authentication): submissions, and the remote workers' endpoints.
+pub fn routes() -> axum::Router<crate::SharedState> {
+    use axum::routing::{get, post};
+    axum::Router::new()
+        .route("/submissions", post(api::submit))
+        .route("/submissions/batch", post(api::submit_batch))
+        .route("/submissions/{id}", get(api::get_submission))
+        .route("/worker/claim", post(remote::claim))
+        .route("/worker/jobs/{id}/heartbeat", post(remote::heartbeat))
+        .route(
+            "/worker/jobs/{id}/result",
+            // A verdict carries the run's output (up to the output cap, three times over).
+            post(remote::result).layer(axum::extract::DefaultBodyLimit::max(64 << 20)),
+        )
+}
+
 /// The queue's part of the OpenAPI document (merged into the server's).
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    paths(api::submit, api::submit_batch, api::get_submission),
+    paths(api::submit, api::submit_batch, api::get_submission, remote::claim, remote::heartbeat, remote::result),
     components(schemas(
         api::SubmissionRequest, api::SubmissionFile, api::SubmissionCreated, api::BatchRequest,
         api::BatchResponse, api::BatchItem, api::SubmissionView, api::CallbackInfo, VerdictKind,
-        Verdict,
+        Verdict, remote::ClaimRequest, remote::ClaimedJob, remote::JobFile, remote::LeaseRequest,
+        remote::ResultRequest, remote::ResultResponse,
     )),
-    tags((name = "submissions", description = "The submission queue: submit, then get the verdict or a callback")),
+    tags(
+        (name = "submissions", description = "The submission queue: submit, then get the verdict or a callback"),
+        (name = "workers", description = "Remote workers (worker tokens): claim, heartbeat, result"),
+    ),
 )]
 pub struct ApiDoc;

@@ -1,0 +1,343 @@
+//! `corral worker --server URL --token T`: a remote worker. It long-polls the server for a job
+//! (`POST /worker/claim`), judges it in its own warm sandboxes, renews the lease while it runs,
+//! and posts the verdict back signed with its token. It needs no database, no blob store and no
+//! other secret than its `worker` token.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use base64::Engine;
+use clap::Args;
+use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
+use corral_server::submissions::exec::{execute, JobFiles, Verdict};
+use corral_server::submissions::remote::{ClaimedJob, JobFile, ResultRequest};
+use corral_server::submissions::worker::Heartbeat;
+use reqwest::StatusCode;
+use serde_json::json;
+
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    /// The corral server's base URL (`http://10.0.0.5:8080`) [env: CORRAL_SERVER].
+    #[arg(long, value_name = "URL")]
+    server: Option<String>,
+    /// A token with the `worker` role (`corral token create --role worker`). Prefer the
+    /// CORRAL_WORKER_TOKEN variable or --token-file: command lines are visible to other users.
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+    /// A file holding the token.
+    #[arg(long, value_name = "FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// This worker's name in the submissions' audit trail [default: the host name].
+    #[arg(long)]
+    name: Option<String>,
+    /// Jobs judged at once.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    jobs: usize,
+    /// An operator's language registry added to the built-in one (also $CORRAL_LANGUAGES).
+    #[arg(long, value_name = "FILE")]
+    languages: Option<PathBuf>,
+    /// Print logs as JSON lines.
+    #[arg(long)]
+    log_json: bool,
+}
+
+pub fn main(args: WorkerArgs) -> i32 {
+    crate::serve::init_logs(args.log_json);
+    match run(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("corral worker: {e:#}");
+            1
+        }
+    }
+}
+
+struct Ctx {
+    server: String,
+    token: String,
+    /// The key results are signed with: sha256 of the token, in hex (the server stores the same).
+    key: Vec<u8>,
+    name: String,
+    http: reqwest::Client,
+    pool: Arc<Pool>,
+    registry: corral_checks::Registry,
+    tmp: PathBuf,
+}
+
+fn run(args: WorkerArgs) -> anyhow::Result<()> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let token = match (
+        args.token.clone().or_else(|| env("CORRAL_WORKER_TOKEN")),
+        &args.token_file,
+    ) {
+        (Some(t), _) => t.trim().to_string(),
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .with_context(|| format!("reading {}", f.display()))?
+            .trim()
+            .to_string(),
+        (None, None) => {
+            anyhow::bail!("give the worker token: --token, CORRAL_WORKER_TOKEN or --token-file")
+        }
+    };
+    anyhow::ensure!(args.jobs >= 1, "--jobs must be at least 1");
+    let server = args
+        .server
+        .clone()
+        .or_else(|| env("CORRAL_SERVER"))
+        .context("give the server's URL: --server or CORRAL_SERVER")?
+        .trim_end_matches('/')
+        .to_string();
+    let languages = args
+        .languages
+        .clone()
+        .or_else(|| env("CORRAL_LANGUAGES").map(PathBuf::from));
+    let registry = corral_checks::Registry::load(languages.as_deref())
+        .map_err(|e| anyhow::anyhow!("languages: {e}"))?;
+    let host = Arc::new(
+        Host::new(InitProgram::current_exe()?)
+            .context("this host cannot build sandboxes; run `corral doctor` to see why")?,
+    );
+    let pool = Pool::new(
+        host,
+        PoolConfig {
+            max_idle: args.jobs * 2,
+            ..PoolConfig::default()
+        },
+    );
+    let name = args.name.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "worker".into())
+    });
+    let tmp = tempfile::Builder::new()
+        .prefix("corral-worker-")
+        .tempdir()
+        .context("a temporary folder")?;
+    let ctx = Arc::new(Ctx {
+        key: corral_store::sha256_hex(token.as_bytes()).into_bytes(),
+        server,
+        token,
+        name,
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .connect_timeout(Duration::from_secs(10))
+            .user_agent(concat!("corral-worker/", env!("CARGO_PKG_VERSION")))
+            .build()?,
+        pool,
+        registry,
+        tmp: tmp.path().to_path_buf(),
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let (stop_tx, stop) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            corral_server::shutdown_signal().await;
+            tracing::info!("stopping: finishing the jobs in hand, claiming no more");
+            let _ = stop_tx.send(true);
+        });
+        eprintln!(
+            "corral worker: {} job(s) at once for {} as {:?}",
+            args.jobs, ctx.server, ctx.name
+        );
+        let loops: Vec<_> = (0..args.jobs)
+            .map(|i| tokio::spawn(claim_loop(ctx.clone(), i, stop.clone())))
+            .collect();
+        for l in loops {
+            let _ = l.await;
+        }
+    });
+    drop(tmp);
+    Ok(())
+}
+
+async fn claim_loop(ctx: Arc<Ctx>, i: usize, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut backoff = Duration::from_millis(500);
+    let name = format!("{}/{i}", ctx.name);
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let req = ctx
+            .http
+            .post(format!("{}/worker/claim", ctx.server))
+            .bearer_auth(&ctx.token)
+            .json(&json!({"worker": name, "wait": 25}))
+            .send();
+        let r = tokio::select! {
+            r = req => r,
+            _ = stop.changed() => return,
+        };
+        let wait = match r {
+            Ok(resp) if resp.status() == StatusCode::OK => match resp.json::<ClaimedJob>().await {
+                Ok(job) => {
+                    backoff = Duration::from_millis(500);
+                    judge(&ctx, job).await;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "an unreadable job; its lease will expire");
+                    backoff
+                }
+            },
+            Ok(resp) if resp.status() == StatusCode::NO_CONTENT => {
+                backoff = Duration::from_millis(500);
+                continue;
+            }
+            Ok(resp) => {
+                let st = resp.status();
+                let text = resp.text().await.unwrap_or_default();
+                tracing::warn!(status = %st, body = %text, "the server refused the claim");
+                backoff
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the server is unreachable");
+                backoff
+            }
+        };
+        backoff = (backoff * 2).min(Duration::from_secs(30));
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+fn write_files(dir: &Path, files: &[JobFile]) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)?;
+    for f in files {
+        let rel = corral_store::validate_path(&f.path, 64)?;
+        let p = dir.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let data = base64::engine::general_purpose::STANDARD.decode(&f.content_base64)?;
+        std::fs::write(&p, data)?;
+        let mode = if f.mode & 0o111 != 0 { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
+
+async fn judge(ctx: &Arc<Ctx>, job: ClaimedJob) {
+    tracing::info!(submission = %job.id, attempt = job.attempt, "judging");
+    let hb = {
+        let ctx = ctx.clone();
+        let (id, lease) = (job.id.clone(), job.lease.clone());
+        Heartbeat::start(Duration::from_millis(job.heartbeat_ms.max(50)), move || {
+            let ctx = ctx.clone();
+            let (id, lease) = (id.clone(), lease.clone());
+            async move {
+                let r = ctx
+                    .http
+                    .post(format!("{}/worker/jobs/{id}/heartbeat", ctx.server))
+                    .bearer_auth(&ctx.token)
+                    .json(&json!({"lease": lease}))
+                    .send()
+                    .await
+                    .ok()?;
+                match r.status() {
+                    StatusCode::NO_CONTENT => Some(true),
+                    StatusCode::CONFLICT => Some(false),
+                    _ => None,
+                }
+            }
+        })
+    };
+    let work = ctx.tmp.join(&job.id);
+    let _ = std::fs::remove_dir_all(&work);
+    let files = work.join("files");
+    let suite = work.join("suite");
+    let prepared = write_files(&files, &job.files).and_then(|()| match &job.suite_files {
+        Some(s) => write_files(&suite, s),
+        None => Ok(()),
+    });
+    let verdict = match prepared {
+        Err(e) => Verdict::internal(format!("the worker could not write the job's files: {e}")),
+        Ok(()) => {
+            let ctx2 = ctx.clone();
+            let spec = job.spec.clone();
+            let has_suite = job.suite_files.is_some();
+            let (files2, suite2) = (files.clone(), suite.clone());
+            tokio::task::spawn_blocking(move || {
+                execute(
+                    &ctx2.pool,
+                    &ctx2.registry,
+                    &spec,
+                    &JobFiles {
+                        files: &files2,
+                        suite_dir: has_suite.then_some(suite2.as_path()),
+                    },
+                )
+            })
+            .await
+            .unwrap_or_else(|e| Verdict::internal(format!("the worker's thread failed: {e}")))
+        }
+    };
+    let _ = std::fs::remove_dir_all(&work);
+    if hb.lost.load(std::sync::atomic::Ordering::SeqCst) {
+        tracing::warn!(submission = %job.id, "the lease was lost while judging; the result is offered anyway");
+    }
+    drop(hb);
+    post_result(ctx, &job, verdict).await;
+}
+
+/// Posts the verdict, signed, retrying while the server is unreachable (for one lease at most).
+async fn post_result(ctx: &Ctx, job: &ClaimedJob, verdict: Verdict) {
+    let body = serde_json::to_vec(&ResultRequest {
+        lease: job.lease.clone(),
+        verdict,
+    })
+    .expect("a result serialises");
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(job.lease_ms);
+    let mut wait = Duration::from_millis(200);
+    loop {
+        let sig = corral_server::submissions::callbacks::signature_header(
+            &ctx.key,
+            corral_store::now(),
+            &body,
+        );
+        let r = ctx
+            .http
+            .post(format!("{}/worker/jobs/{}/result", ctx.server, job.id))
+            .bearer_auth(&ctx.token)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("Corral-Signature", sig)
+            .body(body.clone())
+            .send()
+            .await;
+        match r {
+            Ok(resp) if resp.status().is_success() => {
+                tracing::info!(submission = %job.id, "result recorded");
+                return;
+            }
+            Ok(resp) if resp.status() == StatusCode::CONFLICT => {
+                tracing::warn!(submission = %job.id, "result refused: the lease was lost");
+                return;
+            }
+            Ok(resp) if resp.status().is_client_error() => {
+                let st = resp.status();
+                let text = resp.text().await.unwrap_or_default();
+                tracing::error!(submission = %job.id, status = %st, body = %text, "result refused");
+                return;
+            }
+            Ok(resp) => {
+                tracing::warn!(submission = %job.id, status = %resp.status(), "posting the result failed; retrying")
+            }
+            Err(e) => {
+                tracing::warn!(submission = %job.id, error = %e, "posting the result failed; retrying")
+            }
+        }
+        if tokio::time::Instant::now() + wait > deadline {
+            tracing::error!(submission = %job.id, "giving up on the result: the lease is over, the job will run again");
+            return;
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,330 @@
+//! Remote workers on loopback with the real binary: a `corral serve` with no in-process workers
+//! and a `corral worker` that holds only a worker token. The worker judges languages, commands
+//! and suites; the worker endpoints check roles, leases and the result's signature; a worker
+//! killed with `kill -9` mid-run loses its lease and another finishes the job.
+
+mod server_support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use server_support::*;
+
+struct Worker {
+    child: Child,
+    log: Arc<Mutex<String>>,
+}
+
+impl Worker {
+    fn start(s: &Server, token: &str, name: &str, jobs: usize) -> Worker {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(["worker", "--server", &s.base, "--name", name])
+            .args(["--jobs", &jobs.to_string()])
+            .env("CORRAL_WORKER_TOKEN", token)
+            .env("CORRAL_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start corral worker");
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().unwrap();
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let mut l = log2.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        Worker { child, log }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn kill9(mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM: it finishes what it holds and exits 0.
+    fn stop(mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the worker did not stop:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn post(s: &Server, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+    let r = client()
+        .post(s.url(path))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let st = r.status();
+    let text = r.text().await.unwrap();
+    (st, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+async fn submit(s: &Server, token: &str, body: Value) -> String {
+    let (st, v) = post(s, token, "/submissions", body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    v["id"].as_str().unwrap().to_string()
+}
+
+async fn view(s: &Server, token: &str, id: &str, wait: bool) -> Value {
+    let q = if wait { "?wait=true&timeout=10" } else { "" };
+    let r = client()
+        .get(s.url(&format!("/submissions/{id}{q}")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    r.json().await.unwrap()
+}
+
+async fn finished(s: &Server, w: &Worker, token: &str, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let v = view(s, token, id, true).await;
+        if v["status"] == "done" || v["status"] == "failed" {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{id} not finished: {v}\nserver:\n{}\nworker:\n{}",
+            s.log(),
+            w.log()
+        );
+    }
+}
+
+#[test]
+fn a_remote_worker_judges_what_the_server_queues() {
+    let data = tempfile::tempdir().unwrap();
+    let suite = data.path().join("suites/hello");
+    std::fs::create_dir_all(&suite).unwrap();
+    let ex = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello");
+    for f in ["suite.yaml", "expected.txt"] {
+        std::fs::copy(ex.join(f), suite.join(f)).unwrap();
+    }
+    let s = Server::start_in(data.path(), "[submissions]\nworkers = 0\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let wt = s.token("worker").await;
+        let w = Worker::start(&s, &wt, "remote1", 2);
+        let hello = std::fs::read_to_string(ex.join("submissions/correct/hello.c")).unwrap();
+        let ids = [
+            submit(&s, &t, json!({"language": "c", "source_code": "#include <stdio.h>\nint main(void){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a*b);}\n",
+                                  "stdin": "6 7", "expected_output": "42"})).await,
+            submit(&s, &t, json!({"language": "python", "source_code": "print(undefined)\n"})).await,
+            submit(&s, &t, json!({"suite": "hello", "files": [{"path": "hello.c", "content": hello}]})).await,
+            submit(&s, &t, json!({"cmd": "./x.sh", "files": [{"path": "x.sh", "content": "#!/bin/sh\necho from a file\n", "executable": true}],
+                                  "expected_output": "from a file"})).await,
+        ];
+        let want = ["accepted", "runtime_error", "accepted", "accepted"];
+        for (id, want) in ids.iter().zip(want) {
+            let v = finished(&s, &w, &t, id).await;
+            assert_eq!(v["verdict"], want, "{v}\nworker:\n{}", w.log());
+            assert!(
+                v["worker"].as_str().unwrap().starts_with("remote:"),
+                "judged by the remote worker: {v}"
+            );
+            assert!(v["worker"].as_str().unwrap().ends_with(":remote1/0") || v["worker"].as_str().unwrap().ends_with(":remote1/1"));
+        }
+        let suite_v = finished(&s, &w, &t, &ids[2]).await;
+        assert_eq!(suite_v["score"], suite_v["max_score"]);
+        assert_eq!(finished(&s, &w, &t, &ids[0]).await["run"]["stdout"], "42\n");
+        // A batch, all judged remotely.
+        let items: Vec<Value> = (0..10)
+            .map(|i| json!({"cmd": format!("echo {i}"), "expected_output": i.to_string()}))
+            .collect();
+        let (st, v) = post(&s, &t, "/submissions/batch", json!({"submissions": items})).await;
+        assert_eq!(st, StatusCode::ACCEPTED);
+        for item in v["submissions"].as_array().unwrap() {
+            let v = finished(&s, &w, &t, item["id"].as_str().unwrap()).await;
+            assert_eq!(v["verdict"], "accepted", "{v}");
+        }
+        // SIGTERM: a clean exit.
+        assert!(w.stop().success());
+    });
+}
+
+#[test]
+fn worker_endpoints_check_roles_leases_and_signatures() {
+    let s = Server::start("[submissions]\nworkers = 0\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let wt = s.token("worker").await;
+        // Students cannot claim; workers can do nothing else.
+        let (st, _) = post(&s, &t, "/worker/claim", json!({"wait": 0})).await;
+        assert_eq!(st, StatusCode::FORBIDDEN);
+        let r = client()
+            .get(s.url("/submissions/0123456789abcdef0123456789abcdef"))
+            .bearer_auth(&wt)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+        let r = client()
+            .post(s.url("/worker/claim"))
+            .bearer_auth(&wt)
+            .json(&json!({"wait": 0}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NO_CONTENT, "nothing queued");
+        let id = submit(&s, &t, json!({"cmd": "cat in.txt", "files": [{"path": "in.txt", "content": "data"}]})).await;
+        let (st, job) = post(&s, &wt, "/worker/claim", json!({"worker": "manual", "wait": 5})).await;
+        assert_eq!(st, StatusCode::OK, "{job}");
+        assert_eq!(job["id"], id.as_str());
+        assert_eq!(job["attempt"], 1);
+        assert_eq!(job["files"][0]["path"], "in.txt");
+        assert_eq!(job["files"][0]["content_base64"], "ZGF0YQ==");
+        assert_eq!(job["spec"]["cmd"], "cat in.txt");
+        let lease = job["lease"].as_str().unwrap().to_string();
+        let (st, _) = post(&s, &wt, &format!("/worker/jobs/{id}/heartbeat"), json!({"lease": "nope"})).await;
+        assert_eq!(st, StatusCode::CONFLICT);
+        let r = client()
+            .post(s.url(&format!("/worker/jobs/{id}/heartbeat")))
+            .bearer_auth(&wt)
+            .json(&json!({"lease": lease}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NO_CONTENT);
+
+        let key = corral_store::sha256_hex(wt.as_bytes());
+        let verdict = json!({"verdict": "accepted", "score": 1.0, "max_score": 1.0, "run": {"stdout": "data"}});
+        let send = |body: Vec<u8>, sig: Option<String>| {
+            let s_url = s.url(&format!("/worker/jobs/{id}/result"));
+            let wt = wt.clone();
+            async move {
+                let mut r = client()
+                    .post(s_url)
+                    .bearer_auth(&wt)
+                    .header("content-type", "application/json")
+                    .body(body);
+                if let Some(sig) = sig {
+                    r = r.header("Corral-Signature", sig);
+                }
+                let r = r.send().await.unwrap();
+                let st = r.status();
+                (st, r.json::<Value>().await.unwrap_or(Value::Null))
+            }
+        };
+        let sign = |key: &str, body: &[u8]| {
+            corral_server::submissions::callbacks::signature_header(
+                key.as_bytes(),
+                corral_store::now(),
+                body,
+            )
+        };
+        let good = serde_json::to_vec(&json!({"lease": lease, "verdict": verdict})).unwrap();
+        // No signature; a signature by another key; a body changed after signing; an old one.
+        assert_eq!(send(good.clone(), None).await.0, StatusCode::UNAUTHORIZED);
+        let other = corral_store::sha256_hex(b"another token");
+        assert_eq!(send(good.clone(), Some(sign(&other, &good))).await.0, StatusCode::UNAUTHORIZED);
+        let changed = String::from_utf8(good.clone()).unwrap().replace("accepted", "wrong_answer").into_bytes();
+        assert_eq!(send(changed, Some(sign(&key, &good))).await.0, StatusCode::UNAUTHORIZED);
+        let old = corral_server::submissions::callbacks::signature_header(
+            key.as_bytes(),
+            corral_store::now() - 3600,
+            &good,
+        );
+        assert_eq!(send(good.clone(), Some(old)).await.0, StatusCode::UNAUTHORIZED);
+        // Signed, but not a valid verdict, or not the current lease.
+        let bad = serde_json::to_vec(&json!({"lease": lease, "verdict": {"verdict": "accepted", "score": 5.0, "max_score": 1.0}})).unwrap();
+        assert_eq!(send(bad.clone(), Some(sign(&key, &bad))).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+        let bogus = serde_json::to_vec(&json!({"lease": lease, "verdict": {"verdict": "great", "score": 1.0, "max_score": 1.0}})).unwrap();
+        assert_eq!(send(bogus.clone(), Some(sign(&key, &bogus))).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+        let stale = serde_json::to_vec(&json!({"lease": "0000", "verdict": verdict})).unwrap();
+        assert_eq!(send(stale.clone(), Some(sign(&key, &stale))).await.0, StatusCode::CONFLICT);
+        // The real one, then the same again (a retry): recorded once.
+        let (st, v) = send(good.clone(), Some(sign(&key, &good))).await;
+        assert_eq!((st, v["result"].as_str()), (StatusCode::OK, Some("recorded")), "{v}");
+        let (st, v) = send(good.clone(), Some(sign(&key, &good))).await;
+        assert_eq!((st, v["result"].as_str()), (StatusCode::OK, Some("already_recorded")));
+        let v = view(&s, &t, &id, false).await;
+        assert_eq!(v["status"], "done");
+        assert_eq!(v["verdict"], "accepted");
+        assert_eq!(v["run"]["stdout"], "data");
+        assert!(v["worker"].as_str().unwrap().ends_with(":manual"), "{v}");
+    });
+}
+
+#[test]
+fn a_worker_killed_mid_run_loses_the_job_to_another() {
+    let s = Server::start("[submissions]\nworkers = 0\nlease = \"1s\"\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let wt = s.token("worker").await;
+        let w1 = Worker::start(&s, &wt, "doomed", 1);
+        let id = submit(
+            &s,
+            &t,
+            json!({"cmd": "sleep 2; echo survived", "expected_output": "survived"}),
+        )
+        .await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = view(&s, &t, &id, false).await;
+            if v["status"] == "running" {
+                assert!(v["worker"].as_str().unwrap().ends_with(":doomed/0"));
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never claimed: {v}\n{}",
+                w1.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        w1.kill9();
+        let w2 = Worker::start(&s, &wt, "rescuer", 1);
+        let v = finished(&s, &w2, &t, &id).await;
+        assert_eq!(v["verdict"], "accepted", "{v}");
+        assert_eq!(v["attempts"], 2);
+        assert!(v["worker"].as_str().unwrap().ends_with(":rescuer/0"), "{v}");
+    });
+}
