@@ -1,0 +1,353 @@
+//! (c) A realistic grading loop, the same work done three ways.
+//!
+//! - C: copy `hello.c` in, `gcc -O2`, then run the binary against 10 inputs (stdin), checking
+//!   each output.
+//! - Python: copy `sol.py` in, run `python3 sol.py` against the same 10 inputs.
+//!
+//! Runners: `corral` (one leased warm sandbox per submission: compile and the 10 runs share its
+//! working directory; the pool holds two, so the previous submission's reset overlaps this one),
+//! `bare` (a temporary directory and plain child processes — no isolation at all, the floor), and
+//! `bwrap` (each step its own `bwrap --unshare-all` with the directory bound in, the way a
+//! bubblewrap-based grader has to do it). The runners take turns submission by submission so a
+//! slow moment of the machine is shared among them. Time is per submission, start to verdict.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use corral_sandbox::{
+    Host, Millis, NoSink, Pool, PoolConfig, RunSpec, SandboxConfig, Status, Stdin,
+};
+
+use crate::stats::{Report, Samples};
+
+const HELLO_C: &str = r#"#include <stdio.h>
+#include <string.h>
+int main(void) {
+    char name[256];
+    if (!fgets(name, sizeof name, stdin)) return 1;
+    name[strcspn(name, "\n")] = 0;
+    printf("hello, %s\n", name);
+    return 0;
+}
+"#;
+
+const SOL_PY: &str = r#"import sys
+name = sys.stdin.readline().strip()
+print(f"hello, {name}")
+"#;
+
+const GCC: &str = "/usr/bin/gcc";
+const PYTHON: &str = "/usr/bin/python3";
+const INPUTS: usize = 10;
+const WARMUP: usize = 2;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Lang {
+    C,
+    Python,
+}
+
+impl Lang {
+    fn name(self) -> &'static str {
+        match self {
+            Lang::C => "c",
+            Lang::Python => "py",
+        }
+    }
+}
+
+enum Runner {
+    Corral(Arc<Pool>, SandboxConfig),
+    Bare,
+    Bwrap(PathBuf),
+}
+
+impl Runner {
+    fn name(&self) -> &'static str {
+        match self {
+            Runner::Corral(..) => "corral",
+            Runner::Bare => "bare",
+            Runner::Bwrap(_) => "bwrap",
+        }
+    }
+}
+
+struct Workload {
+    _dirs: tempfile::TempDir,
+    c_src: PathBuf,
+    py_src: PathBuf,
+    scratch: PathBuf,
+    inputs: Vec<String>,
+    expected: Vec<String>,
+}
+
+impl Workload {
+    fn new() -> anyhow::Result<Self> {
+        let dirs = tempfile::Builder::new().prefix("corral-bench-").tempdir()?;
+        let c_src = dirs.path().join("c");
+        let py_src = dirs.path().join("py");
+        let scratch = dirs.path().join("scratch");
+        for d in [&c_src, &py_src, &scratch] {
+            std::fs::create_dir(d)?;
+        }
+        std::fs::write(c_src.join("hello.c"), HELLO_C)?;
+        std::fs::write(py_src.join("sol.py"), SOL_PY)?;
+        let inputs = (0..INPUTS).map(|i| format!("input-{i}\n")).collect();
+        let expected = (0..INPUTS).map(|i| format!("hello, input-{i}\n")).collect();
+        Ok(Workload {
+            _dirs: dirs,
+            c_src,
+            py_src,
+            scratch,
+            inputs,
+            expected,
+        })
+    }
+
+    fn src(&self, lang: Lang) -> &Path {
+        match lang {
+            Lang::C => &self.c_src,
+            Lang::Python => &self.py_src,
+        }
+    }
+}
+
+fn compile_argv() -> Vec<String> {
+    [GCC, "-O2", "-o", "hello", "hello.c"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+fn run_argv(lang: Lang) -> Vec<String> {
+    match lang {
+        Lang::C => vec!["./hello".into()],
+        Lang::Python => vec![PYTHON.into(), "sol.py".into()],
+    }
+}
+
+pub fn measure(
+    host: &Arc<Host>,
+    n: usize,
+    bwrap: &Path,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let w = Workload::new()?;
+    let mut probe = RunSpec::new(compile_argv());
+    probe.limits.wall_time = Millis::ms(30_000);
+    let shape = SandboxConfig::for_spec(&probe);
+    let pool = Pool::new(
+        host.clone(),
+        PoolConfig {
+            max_idle: 2,
+            ..PoolConfig::default()
+        },
+    );
+    pool.prewarm(&shape, 2)?;
+    let mut runners = vec![Runner::Corral(pool, shape), Runner::Bare];
+    if bwrap.exists() {
+        runners.push(Runner::Bwrap(bwrap.to_path_buf()));
+    } else {
+        report.error(format!(
+            "{} not found: no bwrap grading figures",
+            bwrap.display()
+        ));
+    }
+    let mut samples: Vec<Vec<Samples>> = runners
+        .iter()
+        .map(|_| vec![Samples::with_capacity(n), Samples::with_capacity(n)])
+        .collect();
+    for i in 0..WARMUP + n {
+        for (li, lang) in [Lang::C, Lang::Python].into_iter().enumerate() {
+            for (ri, runner) in runners.iter().enumerate() {
+                let t = Instant::now();
+                submission(runner, lang, &w, i)
+                    .with_context(|| format!("{} {} submission", runner.name(), lang.name()))?;
+                let dt = t.elapsed().as_secs_f64() * 1000.0;
+                if i >= WARMUP {
+                    samples[ri][li].push(dt);
+                }
+            }
+        }
+    }
+    for (ri, runner) in runners.iter().enumerate() {
+        for (li, lang) in [Lang::C, Lang::Python].into_iter().enumerate() {
+            report.summary(
+                &format!("grading_{}_{}", lang.name(), runner.name()),
+                &samples[ri][li],
+            );
+        }
+    }
+    // Paired: each round's corral submission against the bare one taken right next to it, which
+    // cancels most of the drift of a busy machine; the median over rounds.
+    for (ri, runner) in runners.iter().enumerate().skip(1) {
+        for (li, lang) in [Lang::C, Lang::Python].into_iter().enumerate() {
+            let mut pct = Samples::with_capacity(n);
+            for (c, b) in samples[0][li].values().iter().zip(samples[ri][li].values()) {
+                pct.push((c / b - 1.0) * 100.0);
+            }
+            report.ms(
+                format!(
+                    "grading_{}_corral_over_{}_paired_pct",
+                    lang.name(),
+                    runner.name()
+                ),
+                pct.percentile(50.0),
+            );
+        }
+    }
+    report.set("grading_inputs", INPUTS);
+    Ok(())
+}
+
+fn submission(runner: &Runner, lang: Lang, w: &Workload, i: usize) -> anyhow::Result<()> {
+    match runner {
+        Runner::Corral(pool, shape) => corral_submission(pool, shape, lang, w),
+        Runner::Bare => process_submission(None, lang, w, i),
+        Runner::Bwrap(b) => process_submission(Some(b), lang, w, i),
+    }
+}
+
+fn corral_submission(
+    pool: &Arc<Pool>,
+    shape: &SandboxConfig,
+    lang: Lang,
+    w: &Workload,
+) -> anyhow::Result<()> {
+    let mut lease = pool.lease(shape)?;
+    let sb = lease.sandbox();
+    sb.copy_in(w.src(lang))?;
+    if lang == Lang::C {
+        let mut cc = RunSpec::new(compile_argv());
+        cc.limits.wall_time = Millis::ms(30_000);
+        let o = sb.run(&cc, &mut NoSink);
+        if o.status != Status::Ok {
+            bail!("gcc: {} {}", o.status.as_str(), o.stderr.text());
+        }
+    }
+    for (input, want) in w.inputs.iter().zip(&w.expected) {
+        let mut spec = RunSpec::new(run_argv(lang));
+        spec.limits.wall_time = Millis::ms(30_000);
+        spec.stdin = Stdin::Bytes(input.as_bytes().to_vec());
+        let o = sb.run(&spec, &mut NoSink);
+        if o.status != Status::Ok || o.stdout.bytes != want.as_bytes() {
+            bail!(
+                "run: {} stdout {:?} stderr {:?}",
+                o.status.as_str(),
+                o.stdout.text(),
+                o.stderr.text()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// bare (`bwrap == None`) or through bubblewrap: a directory of its own per submission.
+fn process_submission(
+    bwrap: Option<&PathBuf>,
+    lang: Lang,
+    w: &Workload,
+    i: usize,
+) -> anyhow::Result<()> {
+    let dir = w
+        .scratch
+        .join(format!("{}-{}-{i}", lang.name(), bwrap.is_some()));
+    std::fs::create_dir(&dir)?;
+    for e in std::fs::read_dir(w.src(lang))? {
+        let e = e?;
+        std::fs::copy(e.path(), dir.join(e.file_name()))?;
+    }
+    let result = (|| {
+        if lang == Lang::C {
+            let out = spawn(bwrap, &dir, &compile_argv(), None)?;
+            if !out.status.success() {
+                bail!("gcc: {}", String::from_utf8_lossy(&out.stderr));
+            }
+        }
+        for (input, want) in w.inputs.iter().zip(&w.expected) {
+            let out = spawn(bwrap, &dir, &run_argv(lang), Some(input.as_bytes()))?;
+            if !out.status.success() || out.stdout != want.as_bytes() {
+                bail!(
+                    "run: {} stdout {:?} stderr {:?}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        Ok(())
+    })();
+    std::fs::remove_dir_all(&dir)?;
+    result
+}
+
+/// The bubblewrap invocation compare.sh also measures, plus the submission's directory.
+pub const BWRAP_ARGS: &[&str] = &[
+    "--unshare-all",
+    "--die-with-parent",
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    "--symlink",
+    "usr/lib",
+    "/lib",
+    "--symlink",
+    "usr/lib64",
+    "/lib64",
+    "--symlink",
+    "usr/bin",
+    "/bin",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+];
+
+fn spawn(
+    bwrap: Option<&PathBuf>,
+    dir: &Path,
+    argv: &[String],
+    stdin: Option<&[u8]>,
+) -> anyhow::Result<std::process::Output> {
+    let mut cmd = match bwrap {
+        None => {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]).current_dir(dir);
+            c
+        }
+        Some(b) => {
+            let mut c = Command::new(b);
+            c.args(BWRAP_ARGS)
+                .arg("--bind")
+                .arg(dir)
+                .arg("/home/sandbox")
+                .args(["--chdir", "/home/sandbox", "--"])
+                .args(argv);
+            c
+        }
+    };
+    cmd.env_clear()
+        .env("PATH", corral_sandbox::spec::DEFAULT_PATH)
+        .env("HOME", "/home/sandbox")
+        .env("LANG", "C.UTF-8")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {:?}", argv[0]))?;
+    if let (Some(data), Some(mut w)) = (stdin, child.stdin.take()) {
+        w.write_all(data)?;
+    }
+    Ok(child.wait_with_output()?)
+}

@@ -1,0 +1,135 @@
+//! `corral-bench`: measures corral in-process, driving sandboxes through the library with the
+//! `corral` binary as their init, and prints one JSON object of measurements on stdout.
+//!
+//! Sections (all by default, in this order):
+//! - `rss`: memory of this process holding an idle pool of 8 warm sandboxes (measured first, so
+//!   nothing else has grown the heap yet), and of the sandboxes' own processes;
+//! - `latency`: one `/bin/true` through the warm pool and through a fresh sandbox, p50/p99;
+//! - `throughput`: runs/s with 1, 2 and 8 threads sharing one pool;
+//! - `limits`: how far past a 100 ms CPU or wall limit a run gets before it is stopped;
+//! - `grading`: a C submission (gcc + 10 runs) and a Python one (10 runs), the same work done
+//!   through corral's pool, bare (no sandbox) and through bubblewrap, interleaved submission by
+//!   submission so drift on the machine hits all three alike.
+//!
+//! `bench/compare.sh` runs this next to the other sandboxes and writes the comparison. Nothing
+//! here asserts a timing: it measures and reports.
+
+mod grading;
+mod pooled;
+mod rss;
+mod stats;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+use corral_sandbox::{Host, InitProgram};
+
+use stats::Report;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "corral-bench",
+    about = "Measures corral's pool, fresh sandboxes, limits and memory; prints JSON"
+)]
+pub struct Args {
+    /// The built `corral` binary, started as every sandbox's init (`corral __sandbox-init`).
+    #[arg(long)]
+    pub corral: PathBuf,
+    /// Fewer iterations everywhere (a smoke run in well under a minute).
+    #[arg(long)]
+    pub quick: bool,
+    /// Comma-separated sections: rss, latency, throughput, limits, grading.
+    #[arg(long, default_value = "rss,latency,throughput,limits,grading")]
+    pub sections: String,
+    /// Timed `/bin/true` runs through the warm pool (default 1000, quick 200).
+    #[arg(long)]
+    pub n: Option<usize>,
+    /// Timed runs with a fresh sandbox each (default 150, quick 30).
+    #[arg(long)]
+    pub n_fresh: Option<usize>,
+    /// Runs per parallelism level in the throughput section (default 2000, quick 400).
+    #[arg(long)]
+    pub throughput_runs: Option<usize>,
+    /// Runs of each limit probe (default 40, quick 10).
+    #[arg(long)]
+    pub limit_runs: Option<usize>,
+    /// Timed submissions per language and runner in the grading section (default 15, quick 4).
+    #[arg(long)]
+    pub submissions: Option<usize>,
+    /// bubblewrap for the grading comparison (skipped when absent).
+    #[arg(long, default_value = "/usr/bin/bwrap")]
+    pub bwrap: PathBuf,
+}
+
+impl Args {
+    fn pick(&self, v: Option<usize>, full: usize, quick: usize) -> usize {
+        v.unwrap_or(if self.quick { quick } else { full }).max(1)
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    let mut report = Report::default();
+    let code = match run(&args, &mut report) {
+        Ok(()) => 0,
+        Err(e) => {
+            report.error(format!("{e:#}"));
+            1
+        }
+    };
+    let mut out = report.values;
+    out.insert(
+        "errors".into(),
+        serde_json::Value::from(report.errors.clone()),
+    );
+    println!("{}", serde_json::Value::Object(out));
+    std::process::exit(code);
+}
+
+fn run(args: &Args, report: &mut Report) -> anyhow::Result<()> {
+    let corral = std::fs::canonicalize(&args.corral)
+        .map_err(|e| anyhow::anyhow!("--corral {}: {e}", args.corral.display()))?;
+    let host = Arc::new(Host::new(InitProgram {
+        path: corral,
+        arg: corral_sandbox::init::INIT_ARG.into(),
+    })?);
+    report.set("quick", args.quick);
+    report.set(
+        "cgroup_version",
+        format!("{:?}", host.cgroup_version()).to_lowercase(),
+    );
+    let sections: Vec<&str> = args.sections.split(',').map(str::trim).collect();
+    for section in &sections {
+        let t = std::time::Instant::now();
+        let result = match *section {
+            "rss" => rss::measure(&host, report),
+            "latency" => pooled::latency(
+                &host,
+                args.pick(args.n, 1000, 200),
+                args.pick(args.n_fresh, 150, 30),
+                report,
+            ),
+            "throughput" => {
+                pooled::throughput(&host, args.pick(args.throughput_runs, 2000, 400), report)
+            }
+            "limits" => pooled::limits(&host, args.pick(args.limit_runs, 40, 10), report),
+            "grading" => grading::measure(
+                &host,
+                args.pick(args.submissions, 15, 4),
+                &args.bwrap,
+                report,
+            ),
+            "" => Ok(()),
+            other => Err(anyhow::anyhow!("unknown section {other:?}")),
+        };
+        if let Err(e) = result {
+            report.error(format!("section {section}: {e:#}"));
+        }
+        eprintln!(
+            "corral-bench: {section} done in {:.1}s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
