@@ -31,6 +31,8 @@ export interface Report {
   score?: number;
   max_score?: number;
   passed?: boolean;
+  /** The check ids in the suite's order (`?format=json`). */
+  order?: string[];
 }
 
 export function totals(r: Report): { score: number; max: number; passed: number; failed: number; skipped: number } {
@@ -65,7 +67,10 @@ function fmt(n: number): string {
 
 export function renderReport(list: HTMLElement, summary: HTMLElement, r: Report): void {
   list.replaceChildren();
-  for (const [id, c] of Object.entries(r.results)) {
+  const ids = Object.keys(r.results);
+  const ordered = r.order?.filter((id) => id in r.results) ?? [];
+  for (const id of [...ordered, ...ids.filter((i) => !ordered.includes(i))]) {
+    const c = r.results[id];
     const state = c.result === true ? 'pass' : c.result === false ? 'fail' : 'skip';
     const icon = { pass: '✓', fail: '✗', skip: '–' }[state];
     const word = { pass: 'passed', fail: 'failed', skip: 'skipped' }[state];

@@ -42,6 +42,10 @@ const stopButton = $as<HTMLButtonElement>('stop');
 const checkButton = $as<HTMLButtonElement>('check');
 const saveButton = $as<HTMLButtonElement>('save');
 const runStatus = $('run-status');
+const ttyBox = $as<HTMLInputElement>('tty');
+const TTY_KEY = 'corral.tty';
+ttyBox.checked = localStorage.getItem(TTY_KEY) !== 'off';
+ttyBox.addEventListener('change', () => localStorage.setItem(TTY_KEY, ttyBox.checked ? 'on' : 'off'));
 
 setupTheme((dark) => {
   editor.setDark(dark);
@@ -313,7 +317,7 @@ async function run(): Promise<void> {
   if (!lang.available) return banner(`${lang.name} is not available on this server: ${lang.reason ?? ''}`);
   if (!editor.has(lang.source)) {
     return banner(
-      `${lang.name} programs run from ${lang.source}: add a file with that name, or rename yours (✎). ` +
+      `${lang.name} programs run from ${lang.source}: add a file with that name (+ File), or rename yours (Rename). ` +
         `The commands are: ${[lang.compile, lang.run].filter(Boolean).join(' then ')}.`,
     );
   }
@@ -325,6 +329,7 @@ async function run(): Promise<void> {
   const files = editor.getFiles();
   let outcome = 'error';
   let summary = '';
+  let keep = true;
   try {
     const id = await upload(files);
     session = new Session({
@@ -339,14 +344,23 @@ async function run(): Promise<void> {
     const s = session;
     await s.open();
     setBusy(true, true);
-    term.attach({
-      stdin: (d, eof) => {
-        s.stdin(d, eof);
-        document.body.classList.remove('waiting');
-        status('Running…');
+    const tty = ttyBox.checked;
+    // Resizes reach the program only while it runs on a terminal.
+    let ttyRunning = false;
+    term.attach(
+      {
+        stdin: (d, eof) => {
+          s.stdin(d, eof);
+          document.body.classList.remove('waiting');
+          status('Running…');
+        },
+        signal: (n) => s.signal(n),
+        resize: (cols, rows) => {
+          if (ttyRunning) s.resize(cols, rows);
+        },
       },
-      signal: (n) => s.signal(n),
-    });
+      tty ? 'tty' : 'pipe',
+    );
     term.focus();
     let sandbox: { homedir: string } | { id: string } = { homedir: id };
     if (lang.compile) {
@@ -360,26 +374,32 @@ async function run(): Promise<void> {
         status(`✗ ${text}. Fix the errors shown above, then Run again.`, 'error');
         outcome = 'compile_error';
         summary = text;
-        return;
+      } else if (!c.sandbox) {
+        throw new Error('The server did not keep the sandbox after compiling; Run again.');
+      } else {
+        sandbox = { id: c.sandbox };
       }
-      if (!c.sandbox) throw new Error('The server did not keep the sandbox after compiling; Run again.');
-      sandbox = { id: c.sandbox };
     }
-    status('Running…');
-    term.command(lang.run);
-    const e = await s.run(lang.run, sandbox);
-    const d = describeExit(e);
-    term.info(`${d.text} · ${usage(e)}`, d.kind);
-    status(`${d.kind === 'ok' ? '✓' : d.kind === 'warn' ? '!' : '✗'} ${d.text} · ${usage(e)}`, d.kind);
-    outcome = e.status;
-    summary = d.text;
+    if (outcome !== 'compile_error') {
+      status('Running…');
+      term.command(lang.run);
+      ttyRunning = tty;
+      const e = await s.run(lang.run, sandbox, tty ? term.size() : undefined);
+      ttyRunning = false;
+      const d = describeExit(e);
+      term.info(`${d.text} · ${usage(e)}`, d.kind);
+      status(`${d.kind === 'ok' ? '✓' : d.kind === 'warn' ? '!' : '✗'} ${d.text} · ${usage(e)}`, d.kind);
+      outcome = e.status;
+      summary = d.text;
+    }
   } catch (e) {
     showError(e);
     const text = e instanceof Error ? e.message : String(e);
     term.info(text, 'error');
     status(`✗ ${text}`, 'error');
     summary = text;
-    if (e instanceof ApiError && (e.status === 401 || e.status === 429 || e.status === 503)) return;
+    // Not run at all: no revision (the server refused, or is busy).
+    if (e instanceof ApiError && (e.status === 401 || e.status === 429 || e.status === 503)) keep = false;
   } finally {
     session?.close();
     session = null;
@@ -387,7 +407,7 @@ async function run(): Promise<void> {
     document.body.classList.remove('waiting');
     setBusy(false);
   }
-  await storeRevision({ kind: 'run', language: lang.id, status: outcome, summary, files });
+  if (keep) await storeRevision({ kind: 'run', language: lang.id, status: outcome, summary, files });
 }
 
 stopButton.addEventListener('click', () => {

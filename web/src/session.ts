@@ -93,11 +93,16 @@ export class Session {
     if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(v));
   }
 
-  run(cmd: string, sandbox: { homedir: string } | { id: string }): Promise<ExitInfo> {
+  /** Runs `cmd`; with `tty` on a pseudo-terminal of that size, else on pipes. */
+  run(cmd: string, sandbox: { homedir: string } | { id: string }, tty?: { cols: number; rows: number }): Promise<ExitInfo> {
     return new Promise((resolve, reject) => {
       this.pending = { resolve, reject };
-      this.send({ type: 'run', cmd, sandbox });
+      this.send(tty ? { type: 'run', cmd, sandbox, tty } : { type: 'run', cmd, sandbox });
     });
+  }
+
+  resize(cols: number, rows: number): void {
+    this.send({ type: 'resize', cols, rows });
   }
 
   stdin(data: string, eof: boolean): void {

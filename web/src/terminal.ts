@@ -1,6 +1,11 @@
 // The terminal: xterm.js showing the commands, the program's output (stderr in red) and what the
-// student types, with a small line discipline (the sandbox has no terminal: we echo, edit the line,
-// and send it on Enter). Ctrl-C sends SIGINT, Ctrl-D ends the input.
+// student types. Two ways to talk to a program:
+// - `tty`: the program runs on a pseudo-terminal in the sandbox, which echoes and edits the line
+//   itself; keys go through as typed (Ctrl-D is end of input). Prompts show without fflush, but
+//   stdout and stderr arrive as one stream.
+// - `pipe`: plain pipes; this terminal echoes, edits the line and sends it on Enter, and stderr is
+//   drawn in red. Ctrl-D ends the input.
+// In both, Ctrl-C sends SIGINT to the program.
 
 import { Terminal, type ITheme } from '@xterm/xterm';
 import { FitAddon } from '@xterm/addon-fit';
@@ -32,7 +37,11 @@ const LIGHT: ITheme = {
 export interface InputSink {
   stdin: (data: string, eof: boolean) => void;
   signal: (name: string) => void;
+  /** Terminal mode: the program's terminal has a new size. */
+  resize?: (cols: number, rows: number) => void;
 }
+
+export type InputMode = 'tty' | 'pipe';
 
 const RESET = '\x1b[0m';
 
@@ -41,6 +50,7 @@ export class TerminalPanel {
   private readonly fit = new FitAddon();
   private line = '';
   private sink: InputSink | null = null;
+  private mode: InputMode = 'pipe';
   /** Everything shown, as plain text (for the history and for people using a screen reader). */
   private transcript = '';
 
@@ -58,6 +68,7 @@ export class TerminalPanel {
     this.term.open(parent);
     this.term.textarea?.setAttribute('aria-label', 'Terminal: type input for the running program');
     this.term.onData((d) => this.input(d));
+    this.term.onResize(({ cols, rows }) => this.sink?.resize?.(cols, rows));
     const ro = new ResizeObserver(() => this.resize());
     ro.observe(parent);
     this.resize();
@@ -77,6 +88,10 @@ export class TerminalPanel {
 
   focus(): void {
     this.term.focus();
+  }
+
+  size(): { cols: number; rows: number } {
+    return { cols: this.term.cols, rows: this.term.rows };
   }
 
   text(): string {
@@ -116,13 +131,26 @@ export class TerminalPanel {
   }
 
   /** While a program runs, what is typed goes to `sink`; null: typing does nothing. */
-  attach(sink: InputSink | null): void {
+  attach(sink: InputSink | null, mode: InputMode = 'pipe'): void {
     this.sink = sink;
+    this.mode = mode;
     this.line = '';
   }
 
   private input(data: string): void {
     if (!this.sink) return;
+    if (this.mode === 'tty') {
+      // The sandbox's terminal echoes and edits; only Ctrl-C is ours (a signal, always delivered).
+      const parts = data.split('\x03');
+      parts.forEach((p, i) => {
+        if (i > 0) {
+          this.write('^C', '\x1b[90m');
+          this.sink?.signal('SIGINT');
+        }
+        if (p) this.sink?.stdin(p, false);
+      });
+      return;
+    }
     for (const ch of Array.from(data)) {
       switch (ch) {
         case '\r':

@@ -33,7 +33,8 @@ pub struct CheckRequest {
 
 /// `?format=`: `cs50` (default) answers exactly CS50 Check's shape; `json` answers corral's report
 /// (`corral check --format json`: adds `points`, `max_points`, `message`, … per check and `score`,
-/// `max_score`, `passed`), which the browser editor shows.
+/// `max_score`, `passed`) and `order`, the check ids in the suite's order; the browser editor
+/// shows it.
 #[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -394,7 +395,16 @@ pub async fn check(
         })?;
     tracing::info!(caller = %caller.id, suite = %req.checks, passed = report.passed(), "check");
     if corral_format {
-        return Ok(Json(report.to_json(view)));
+        let mut v = report.to_json(view);
+        // The suite's order of the checks (a JSON object's keys have none).
+        v["order"] = Value::from(
+            report
+                .results
+                .iter()
+                .map(|r| r.id.clone())
+                .collect::<Vec<_>>(),
+        );
+        return Ok(Json(v));
     }
     Ok(Json(report.to_cs50(view)))
 }
