@@ -71,7 +71,7 @@ SYSPY=/usr/bin/python3
 
 COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 # Uncommitted changes to what is measured (the crates other than this benchmark) make it another build.
-DIRTY="$(git status --porcelain -- crates ':!crates/bench' 2>/dev/null | head -c 1 | wc -c)"
+DIRTY="$( (git status --porcelain -- crates ':!crates/bench' 2>/dev/null || true) | head -c 1 | wc -c)"
 $PY - "$RAW/machine.json" "$QUICK" "$COMMIT" "$DIRTY" <<'EOF'
 import json, os, platform, sys, datetime
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
