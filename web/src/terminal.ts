@@ -57,6 +57,7 @@ export class TerminalPanel {
   constructor(parent: HTMLElement) {
     this.term = new Terminal({
       convertEol: true,
+      drawBoldTextInBrightColors: false,
       cursorBlink: true,
       fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace',
       fontSize: 14,
