@@ -354,6 +354,29 @@ await test('Run: Ctrl-C in the terminal interrupts the program (SIGINT)', page, 
   await waitTerminal(page, '^C');
 });
 
+await test('other languages: Python (no compile step) and Java, picked from the menu', page, async () => {
+  await page.locator('#language').selectOption('python');
+  await page.getByRole('tab', { name: 'main.py' }).waitFor();
+  await setCode(page, 'name = input("Name: ")\nprint(f"hi, {name}")\n');
+  await page.keyboard.press('Control+Enter');
+  await waitStatus(page, /waiting for input/i);
+  await waitTerminal(page, 'Name: ');
+  assert(!(await terminalText(page)).includes('$ gcc'), 'nothing is compiled');
+  await page.keyboard.type('Guido');
+  await page.keyboard.press('Enter');
+  await waitStatus(page, /exited with status 0/);
+  await waitTerminal(page, 'hi, Guido');
+  await page.locator('#language').selectOption('java');
+  await page.getByRole('tab', { name: 'Main.java' }).waitFor();
+  await page.keyboard.press('Control+Enter');
+  await waitStatus(page, /exited with status 0/, 180_000);
+  await waitTerminal(page, '$ javac Main.java');
+  await waitTerminal(page, 'hello, world');
+  // Back to C: its file is still there.
+  await page.locator('#language').selectOption('c');
+  assert((await page.getByRole('tab', { name: 'main.c' }).getAttribute('aria-selected')) === 'true', 'main.c is selected');
+});
+
 await test('Check: results with one failing check, expected vs actual, points and total', page, async () => {
   await setCode(page, GREET);
   await page.locator('#suite').selectOption('greet');
@@ -449,7 +472,7 @@ await test('a phone-sized screen: one column, no sideways scrolling, Run works',
   assert(overflow <= 1, `sideways overflow of ${overflow}px`);
   const run = await phone.locator('#run').boundingBox();
   assert(run && run.x >= 0 && run.x + run.width <= 390, 'Run is on screen');
-  // The draft of this browser came along; run the greeting.
+  // A fresh browser (no draft): type the greeting and run it by touch.
   await setCode(phone, GREET);
   await phone.locator('#run').tap().catch(() => phone.locator('#run').click());
   await waitStatus(phone, /waiting for input/i);
