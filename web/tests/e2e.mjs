@@ -400,6 +400,19 @@ await test('Check: results with one failing check, expected vs actual, points an
   await shot(page, 'editor-check', true);
 });
 
+await test('Check: a compile error fails one check and skips those that depend on it', page, async () => {
+  await setCode(page, 'int main(void) { return x; }\n');
+  await page.getByRole('button', { name: /Check/ }).click();
+  await page.waitForFunction(() => /Score 1\/6/.test(document.getElementById('check-summary')?.textContent ?? ''), null, { timeout: LONG });
+  assert((await page.locator('#check-summary').innerText()).includes('1 passed, 1 failed, 3 skipped'), 'the counts');
+  const skipped = page.locator('#check-results li.skip');
+  assert((await skipped.count()) === 3, 'three skipped');
+  const text = await skipped.first().innerText();
+  assert(text.includes('–') && /can't check until/.test(text), `a skipped check says why: ${text}`);
+  const failed = await page.locator('#check-results li.fail').innerText();
+  assert(failed.includes('main.c compiles') && /undeclared/.test(failed), `the compiler's message: ${failed}`);
+});
+
 await test('History: revisions of runs, checks and saves; restoring an older one', page, async () => {
   await setCode(page, '// scratch work\n');
   await page.keyboard.press('Control+S');
