@@ -800,9 +800,11 @@ fn root_dev_and_etc_are_minimal() {
             "unexpected /{e} in the sandbox root"
         );
     }
+    // pts/ptmx: the sandbox's own devpts instance, for runs with a terminal (see
+    // `devpts_is_private_to_the_sandbox`).
     let dev_ok = [
         "null", "zero", "full", "random", "urandom", "shm", "fd", "stdin", "stdout", "stderr",
-        "mqueue",
+        "mqueue", "pts", "ptmx",
     ];
     for e in line("DEV") {
         assert!(

@@ -256,3 +256,31 @@ fn a_terminal_run_shows_an_unflushed_prompt_and_takes_a_line() {
         out.stdout.text()
     );
 }
+
+#[test]
+fn devpts_is_private_to_the_sandbox() {
+    // Keep a pty open on the host while the sandbox looks: it must not see it.
+    // SAFETY: posix_openpt returns a new descriptor (or -1) that this test owns and closes.
+    let host_pty = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
+    assert!(host_pty >= 0, "a host pty");
+    let pool = pool();
+    let s = RunSpec::new(vec!["/bin/ls".into(), "-A".into(), "/dev/pts".into()]);
+    let mut lease = pool.lease(&SandboxConfig::for_spec(&s)).unwrap();
+    let out = lease.sandbox().run(&s, &mut NoSink);
+    assert_eq!(out.status, Status::Ok, "{}", out.stderr.text());
+    assert_eq!(
+        out.stdout.text(),
+        "ptmx\n",
+        "only the sandbox's own (unused) devpts may be visible"
+    );
+    let mut t = RunSpec::new(vec!["/bin/ls".into(), "-A1".into(), "/dev/pts".into()]);
+    t.tty = Some((80, 24));
+    let out = lease.sandbox().run(&t, &mut NoSink);
+    assert_eq!(
+        out.stdout.text(),
+        "0\r\nptmx\r\n",
+        "a terminal run sees exactly its own pty"
+    );
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(host_pty) };
+}

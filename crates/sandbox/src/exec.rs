@@ -30,6 +30,8 @@ pub struct Plan {
     userns: bool,
     /// Stdio is a pty slave that becomes the program's controlling terminal.
     controlling_tty: bool,
+    /// PID 1 exempted itself from the OOM killer; the program must not inherit that.
+    oom_protected: bool,
     rlimits: Rlimits,
     landlock: bool,
     program: String,
@@ -42,6 +44,7 @@ impl Plan {
         env: &[(String, String)],
         rlimits: &Rlimits,
         controlling_tty: bool,
+        oom_protected: bool,
     ) -> Result<Plan, String> {
         let cstr = |s: &str| CString::new(s).map_err(|_| format!("{s:?} contains a NUL byte"));
         let program = argv.first().ok_or("empty command")?.clone();
@@ -70,6 +73,7 @@ impl Plan {
             gid: setup.gid,
             userns: setup.userns.is_some(),
             controlling_tty,
+            oom_protected,
             rlimits: rlimits.clone(),
             landlock: setup.landlock,
             program,
@@ -169,7 +173,10 @@ fn prepare(
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
         .map_err(|e| format!("sigprocmask: {e}"))?;
     // PID 1 is exempt from the OOM killer; the program must not be.
-    std::fs::write("/proc/self/oom_score_adj", b"0").map_err(|e| format!("oom_score_adj: {e}"))?;
+    if plan.oom_protected {
+        std::fs::write("/proc/self/oom_score_adj", b"0")
+            .map_err(|e| format!("oom_score_adj: {e}"))?;
+    }
     nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
 
     // The cgroup (joined by PID 1) is hidden behind a namespace of its own.

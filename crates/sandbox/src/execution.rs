@@ -56,8 +56,8 @@ impl<'s> Execution<'s> {
         stderr: Option<OwnedFd>,
         stdin: Option<OwnedFd>,
         tty: bool,
+        start: Instant,
     ) -> Self {
-        let start = Instant::now();
         let cpus = std::thread::available_parallelism()
             .map(|n| n.get() as u32)
             .unwrap_or(1);

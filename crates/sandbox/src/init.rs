@@ -164,7 +164,13 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
     exec::default_signals();
     exec::drop_bounding_set().map_err(SandboxError::Init)?;
     // The OOM killer should pick a program, never PID 1 (best effort: needs CAP_SYS_RESOURCE).
-    let _ = std::fs::write("/proc/self/oom_score_adj", b"-1000");
+    let oom_protected = std::fs::write("/proc/self/oom_score_adj", b"-1000").is_ok();
+    // What a network namespace nobody has used looks like (see `network_fingerprint`).
+    let mut net_baseline = if setup.network {
+        None
+    } else {
+        network_fingerprint()
+    };
     let mut landlock = if setup.landlock {
         crate::landlock::prepare(&setup.mounts).map_err(SandboxError::Init)?
     } else {
@@ -251,7 +257,14 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                             continue;
                         }
                     };
-                    let plan = exec::Plan::new(setup, &argv, &env, &rlimits, master.is_some());
+                    let plan = exec::Plan::new(
+                        setup,
+                        &argv,
+                        &env,
+                        &rlimits,
+                        master.is_some(),
+                        oom_protected,
+                    );
                     match plan.and_then(|plan| start(&plan, &filter, landlock.as_ref(), fds)) {
                         Ok(run) => {
                             let passed: Vec<_> = master.iter().map(|m| m.as_raw_fd()).collect();
@@ -282,7 +295,7 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                         continue;
                     }
                     // A sandbox that cannot be made as good as new must not be reused: exit.
-                    reset(setup, disk_bytes, inodes, &last_pid)?;
+                    reset(setup, disk_bytes, inodes, &last_pid, &mut net_baseline)?;
                     // The scratch mounts are new inodes: the Landlock rules must name them again.
                     if setup.landlock {
                         landlock =
@@ -327,6 +340,7 @@ fn reset(
     disk_bytes: u64,
     inodes: u64,
     last_pid: &std::fs::File,
+    net_baseline: &mut Option<Vec<u8>>,
 ) -> Result<(), SandboxError> {
     reap_all_nonblocking();
     if kill(Pid::from_raw(-1), None).is_ok() {
@@ -338,13 +352,15 @@ fn reset(
     crate::rootfs::reset_scratch(owner_uid, owner_gid, disk_bytes, inodes)?;
     let mut flags = CloneFlags::CLONE_NEWIPC;
     // A network namespace costs ~0.6 ms to replace; one nobody used is as good as new.
-    let renew_net = !setup.network && !network_untouched();
+    let renew_net =
+        !setup.network && (net_baseline.is_none() || network_fingerprint() != *net_baseline);
     if renew_net {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     unshare(flags).map_err(|e| SandboxError::io("fresh IPC/network namespaces", e.into()))?;
     if renew_net {
         exec::loopback_up();
+        *net_baseline = network_fingerprint();
     }
     use std::os::unix::fs::FileExt;
     last_pid
@@ -353,25 +369,22 @@ fn reset(
     Ok(())
 }
 
-/// True when nothing ever used this network namespace: no packet crossed `lo` (its counters are
-/// zero) and no socket or TCP state remains. Unprivileged programs can change nothing else in it
-/// (addresses, routes and sysctls need CAP_NET_ADMIN), so such a namespace leaks nothing.
-fn network_untouched() -> bool {
-    let Ok(dev) = std::fs::read_to_string("/proc/net/dev") else {
-        return false;
-    };
-    let lo_quiet = dev.lines().any(|l| {
-        l.trim_start()
-            .strip_prefix("lo:")
-            .is_some_and(|rest| rest.split_whitespace().all(|n| n == "0"))
-    });
-    let no_sockets = ["tcp", "tcp6", "udp", "udp6", "raw", "raw6", "unix"]
-        .iter()
-        .all(|t| {
-            std::fs::read_to_string(format!("/proc/net/{t}"))
-                .is_ok_and(|text| text.lines().count() <= 1)
-        });
-    lo_quiet && no_sockets
+/// The network namespace's observable state: its interfaces' counters and its protocol
+/// statistics (all per namespace, and cheap to read — unlike `/proc/net/tcp`, which walks the
+/// host's whole connection table). A namespace whose fingerprint has not moved since it was made
+/// has carried no packet and failed no send: nothing in it can tell one run from the next
+/// (sockets die with their processes; addresses, routes and sysctls need CAP_NET_ADMIN).
+fn network_fingerprint() -> Option<Vec<u8>> {
+    let mut all = Vec::new();
+    for f in [
+        "/proc/net/dev",
+        "/proc/net/snmp",
+        "/proc/net/snmp6",
+        "/proc/net/netstat",
+    ] {
+        all.extend(std::fs::read(f).ok()?);
+    }
+    Some(all)
 }
 
 /// A program running in this sandbox.

@@ -363,6 +363,9 @@ impl Sandbox {
         if let (Some(r), Some(((_, out_w), (_, err_w)))) = (&stdin_r, &pipes) {
             sent = vec![r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
         }
+        // Limits count from here: the child's setup and exec are part of the run's time, so a
+        // wall limit lands at the limit, not a setup's length after it.
+        let sent_at = std::time::Instant::now();
         protocol::send(self.ctl.as_fd(), &run, &sent)?;
         drop(stdin_r);
         let (event, mut fds) = self.next_event_with_fds()?;
@@ -391,7 +394,7 @@ impl Sandbox {
             set_nonblocking(e.as_fd())?;
         }
         let tty = spec.tty.is_some();
-        let mut exec = Execution::new(self, limits, out_r, err_r, stdin_w, tty);
+        let mut exec = Execution::new(self, limits, out_r, err_r, stdin_w, tty, sent_at);
         if !stdin_data.is_empty() {
             exec.write_stdin(&stdin_data);
         }
