@@ -366,7 +366,7 @@ async function run(): Promise<void> {
     if (lang.compile) {
       status('Compiling…');
       term.command(lang.compile);
-      const c = await s.run(lang.compile, sandbox);
+      const c = await s.run(lang.compile, sandbox, lang.id);
       if (c.status !== 'ok') {
         const d = describeExit(c);
         const text = c.status === 'nonzero_exit' ? `compilation failed (exit status ${c.exit_code})` : `compilation ${d.text}`;
@@ -384,7 +384,7 @@ async function run(): Promise<void> {
       status('Running…');
       term.command(lang.run);
       ttyRunning = tty;
-      const e = await s.run(lang.run, sandbox, tty ? term.size() : undefined);
+      const e = await s.run(lang.run, sandbox, lang.id, tty ? term.size() : undefined);
       ttyRunning = false;
       const d = describeExit(e);
       term.info(`${d.text} · ${usage(e)}`, d.kind);

@@ -93,11 +93,19 @@ export class Session {
     if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(v));
   }
 
-  /** Runs `cmd`; with `tty` on a pseudo-terminal of that size, else on pipes. */
-  run(cmd: string, sandbox: { homedir: string } | { id: string }, tty?: { cols: number; rows: number }): Promise<ExitInfo> {
+  /**
+   * Runs `cmd` with the language's paths, environment and limits; with `tty` on a pseudo-terminal
+   * of that size, else on pipes.
+   */
+  run(
+    cmd: string,
+    sandbox: { homedir: string } | { id: string },
+    language: string,
+    tty?: { cols: number; rows: number },
+  ): Promise<ExitInfo> {
     return new Promise((resolve, reject) => {
       this.pending = { resolve, reject };
-      this.send(tty ? { type: 'run', cmd, sandbox, tty } : { type: 'run', cmd, sandbox });
+      this.send(tty ? { type: 'run', cmd, sandbox, language, tty } : { type: 'run', cmd, sandbox, language });
     });
   }
 

@@ -372,6 +372,18 @@ await test('other languages: Python (no compile step) and Java, picked from the 
   await waitStatus(page, /exited with status 0/, 180_000);
   await waitTerminal(page, '$ javac Main.java');
   await waitTerminal(page, 'hello, world');
+  // Rust: its toolchain lives outside /usr (rustup); the language's paths and environment apply.
+  const rust = await page.locator('#language option[value=rust]');
+  if ((await rust.count()) === 1 && !(await rust.isDisabled())) {
+    await page.locator('#language').selectOption('rust');
+    await page.getByRole('tab', { name: 'main.rs' }).waitFor();
+    await page.keyboard.press('Control+Enter');
+    await waitStatus(page, /exited with status 0/, 180_000);
+    await waitTerminal(page, '$ rustc');
+    await waitTerminal(page, 'hello, world');
+  } else {
+    console.log('     note: Rust is not available on this server (optional); its run was not tried');
+  }
   // Back to C: its file is still there.
   await page.locator('#language').selectOption('c');
   assert((await page.getByRole('tab', { name: 'main.c' }).getAttribute('aria-selected')) === 'true', 'main.c is selected');

@@ -332,6 +332,11 @@ pub enum WsClientMessage {
         /// pipes: prompts show without flushing, input echoes, output arrives as `stdout`.
         #[serde(default)]
         tty: Option<TermSize>,
+        /// A language of `/languages` (`"rust"`): its extra read-only paths (for a new sandbox)
+        /// and environment apply, and its limits when `limits` is not given (capped as usual).
+        /// The browser editor sends it.
+        #[serde(default)]
+        language: Option<String>,
     },
     /// Resize the terminal of a run started with `tty`.
     Resize { cols: u16, rows: u16 },

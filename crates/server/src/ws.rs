@@ -189,14 +189,33 @@ async fn handle(
             cmd,
             sandbox,
             limits,
-            env,
+            mut env,
             tty,
+            language,
         } => {
             if running.is_some() {
                 return Some(error(
                     "busy",
                     "a program is already running on this socket; wait for its exit",
                 ));
+            }
+            // The language's paths, environment and limits (the editor's runs), before anything
+            // is reserved.
+            let mut limits = limits;
+            let mut mounts = Vec::new();
+            if let Some(id) = &language {
+                let lang = match st.languages.get(id) {
+                    Ok(l) => l,
+                    Err(e) => return Some(error("unknown_language", e.to_string())),
+                };
+                mounts = match lang.mounts() {
+                    Ok(m) => m,
+                    Err(e) => return Some(error("unknown_language", e)),
+                };
+                for (k, v) in lang.env_pairs() {
+                    env.entry(k).or_insert(v);
+                }
+                limits = limits.or_else(|| Some(lang.limits.clone()));
             }
             let input = RunInput {
                 cmd,
@@ -210,6 +229,7 @@ async fn handle(
                 Err(e) => return Some(error(e.code, e.message)),
             };
             prepared.spec.tty = tty.map(|t| (t.cols.clamp(1, 1000), t.rows.clamp(1, 1000)));
+            prepared.spec.mounts = mounts;
             let clamped = prepared.clamped.clone();
             let (ctl_tx, ctl_rx) = std_mpsc::channel();
             *running = Some(Running {
