@@ -1,8 +1,8 @@
 //! The browser editor's side of the server, without running programs: the embedded pages and
 //! assets (content types, caching, the pages' CSP that forbids inline scripts), the revisions API
-//! (owner-only, staff listing, validation) and `/check?format=`. The server runs in this process
-//! on a loopback port, as in `api.rs`. The editor itself is tested in a real browser by
-//! `crates/cli/tests/web_e2e.rs`.
+//! (owner-only, staff listing, validation), `/check?format=` and the WebSocket run's `language`.
+//! The server runs in this process on a loopback port, as in `api.rs`. The editor itself is
+//! tested in a real browser by `crates/cli/tests/web_e2e.rs`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -300,5 +300,29 @@ async fn check_format_is_cs50_or_json() {
         let (st, _) = s.post(&t, &format!("/check{q}"), &body).await;
         assert_eq!(st, StatusCode::NOT_FOUND, "{q}");
     }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_websocket_run_names_a_known_language() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let s = TestServer::start().await;
+    let t = s.token(Role::Student).await;
+    let url = format!("{}/ws?token={t}", s.base.replace("http://", "ws://"));
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let run = json!({"type": "run", "cmd": "./main", "language": "cobol"});
+    ws.send(Message::Text(run.to_string().into()))
+        .await
+        .unwrap();
+    let m = tokio::time::timeout(std::time::Duration::from_secs(30), ws.next())
+        .await
+        .expect("an answer")
+        .unwrap()
+        .unwrap();
+    let v: Value = serde_json::from_str(m.to_text().unwrap()).unwrap();
+    assert_eq!(v["type"], "error", "{v}");
+    assert_eq!(v["error"], "unknown_language", "{v}");
+    drop(ws);
     s.stop().await;
 }
