@@ -250,7 +250,13 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                     // With a terminal, the program's stdio is the slave of a fresh pty; the
                     // master goes back to the supervisor.
                     let (fds, master) = match tty.map(crate::pty::open).transpose() {
-                        Ok(Some((master, slaves))) => (slaves, Some(master)),
+                        Ok(Some((master, mut slaves))) => {
+                            // A stderr pipe from the supervisor keeps errors apart from output.
+                            if let Some(err) = fds.into_iter().next() {
+                                slaves[2] = err;
+                            }
+                            (slaves, Some(master))
+                        }
                         Ok(None) => (fds, None),
                         Err(error) => {
                             protocol::send(ctl, &Event::Failed { error }, &[])?;

@@ -65,8 +65,8 @@ pub struct Rlimits {
 /// Supervisor → init.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Request {
-    /// Start a program. Fds: stdin, stdout, stderr — or none with `tty`: init then makes a
-    /// pseudo-terminal in the sandbox's own devpts, gives its slave to the program as 0, 1 and 2
+    /// Start a program. Fds: stdin, stdout, stderr — or with `tty` only stderr: init then makes
+    /// a pseudo-terminal in the sandbox's own devpts, gives its slave to the program as 0 and 1
     /// (and controlling terminal), and returns the master with `Started`.
     Run {
         argv: Vec<String>,

@@ -297,6 +297,12 @@ impl Sandbox {
         }
         let limits = spec.limits.clone();
         // Pipes for stdio, unless the run has a terminal (init makes the pty inside the sandbox).
+        // With a terminal, stderr still gets a pipe of its own so errors stay distinguishable.
+        let tty_err = if spec.tty.is_some() {
+            Some(pipe()?)
+        } else {
+            None
+        };
         let pipes = if spec.tty.is_none() {
             Some((pipe()?, pipe()?))
         } else {
@@ -363,6 +369,9 @@ impl Sandbox {
         if let (Some(r), Some(((_, out_w), (_, err_w)))) = (&stdin_r, &pipes) {
             sent = vec![r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
         }
+        if let Some((_, w)) = &tty_err {
+            sent = vec![w.as_raw_fd()];
+        }
         // Limits count from here: the child's setup and exec are part of the run's time, so a
         // wall limit lands at the limit, not a setup's length after it.
         let sent_at = std::time::Instant::now();
@@ -386,7 +395,7 @@ impl Sandbox {
                     .ok_or_else(|| SandboxError::Protocol("no terminal came back".into()))?;
                 let reader = master.try_clone().map_err(|e| SandboxError::io("dup", e))?;
                 set_nonblocking(master.as_fd())?;
-                (reader, None, Some(master))
+                (reader, tty_err.map(|(r, _)| r), Some(master))
             }
         };
         set_nonblocking(out_r.as_fd())?;
