@@ -122,7 +122,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async move {
-        let store = corral_store::open(&config.database_url(), &config.data_dir.join("blobs"))
+        let store = corral_store::open(&config.database_url(), &config.blobs_dir())
             .await
             .with_context(|| format!("opening the store {}", config.database_url()))?;
         if config.dev_no_auth {

@@ -75,7 +75,7 @@ async fn open(s: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
     }
     std::fs::create_dir_all(&c.data_dir)
         .with_context(|| format!("creating {}", c.data_dir.display()))?;
-    corral_store::open(&c.database_url(), &c.data_dir.join("blobs"))
+    corral_store::open(&c.database_url(), &c.blobs_dir())
         .await
         .with_context(|| format!("opening the store {}", c.database_url()))
 }

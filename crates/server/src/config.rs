@@ -105,6 +105,9 @@ pub struct Config {
     pub languages: Option<PathBuf>,
     /// The submission queue and its workers (`[submissions]`).
     pub submissions: crate::submissions::QueueConfig,
+    /// Where uploaded files are kept (content-addressed); default `DATA/blobs`. API nodes sharing
+    /// a PostgreSQL database must share this folder too (a network filesystem).
+    pub blobs_dir: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -131,6 +134,7 @@ impl Default for Config {
             shutdown_grace: Millis::ms(20_000),
             languages: None,
             submissions: Default::default(),
+            blobs_dir: None,
         }
     }
 }
@@ -202,6 +206,13 @@ impl Config {
         self.database_url
             .clone()
             .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("corral.db").display()))
+    }
+
+    /// The blob folder: `blobs_dir`, or `DATA/blobs`.
+    pub fn blobs_dir(&self) -> PathBuf {
+        self.blobs_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("blobs"))
     }
 
     pub fn caps(&self) -> Result<Limits, ServerError> {

@@ -191,10 +191,11 @@ pub trait JobStore: Send + Sync {
     async fn finish_callback(&self, id: &str, outcome: CallbackOutcome, detail: &str)
         -> Result<()>;
 
-    /// Waits until new work may be there (PostgreSQL: a notification) or `timeout` passes.
-    /// Callers poll the queue after it returns either way.
-    async fn wait_for_work(&self, timeout: Duration) {
-        tokio::time::sleep(timeout).await
+    /// Waits until new work may be there (PostgreSQL: a notification) or `timeout` passes; true
+    /// when a notification came. Callers poll the queue after it returns either way.
+    async fn wait_for_work(&self, timeout: Duration) -> bool {
+        tokio::time::sleep(timeout).await;
+        false
     }
     /// Tells waiting workers that there is new work (same process: woken now; PostgreSQL: every
     /// node listening).

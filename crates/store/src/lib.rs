@@ -15,6 +15,8 @@
 
 mod blobs;
 mod jobs;
+mod postgres;
+mod postgres_jobs;
 mod revisions;
 mod sqlite;
 mod sqlite_jobs;
@@ -23,6 +25,7 @@ use std::path::{Component, Path};
 
 pub use blobs::BlobStore;
 pub use jobs::*;
+pub use postgres::PgStore;
 pub use revisions::{
     NewRevision, Revision, RevisionFile, RevisionFilter, RevisionKind, RevisionMeta,
 };
@@ -219,9 +222,12 @@ pub async fn open(url: &str, blob_dir: &Path) -> Result<std::sync::Arc<dyn Store
     if url.starts_with("sqlite:") {
         return Ok(std::sync::Arc::new(SqliteStore::open(url, blob_dir).await?));
     }
+    if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        return Ok(std::sync::Arc::new(PgStore::open(url, blob_dir).await?));
+    }
     let scheme = url.split(':').next().unwrap_or(url);
     Err(StoreError::Invalid(format!(
-        "database URL scheme {scheme:?} is not supported (yet): use sqlite://PATH"
+        "database URL scheme {scheme:?} is not supported: use sqlite://PATH or postgres://…"
     )))
 }
 

@@ -235,13 +235,16 @@ impl Store for SqliteStore {
         let mut tx = self.db.begin().await?;
         sqlx::query(
             "DELETE FROM upload_files WHERE upload_id IN (SELECT id FROM uploads WHERE created_at < ? \
-             AND id NOT IN (SELECT upload_id FROM suites))",
+             AND id NOT IN (SELECT upload_id FROM suites) AND id NOT IN (SELECT upload_id FROM \
+             submissions WHERE upload_id IS NOT NULL AND state IN ('queued', 'running')))",
         )
         .bind(before)
         .execute(&mut *tx)
         .await?;
         let deleted = sqlx::query(
-            "DELETE FROM uploads WHERE created_at < ? AND id NOT IN (SELECT upload_id FROM suites)",
+            "DELETE FROM uploads WHERE created_at < ? AND id NOT IN (SELECT upload_id FROM suites) \
+             AND id NOT IN (SELECT upload_id FROM submissions WHERE upload_id IS NOT NULL \
+             AND state IN ('queued', 'running'))",
         )
         .bind(before)
         .execute(&mut *tx)

@@ -1,5 +1,7 @@
 //! The submission queue's behaviour, written once against `dyn Store` and run on every backend
-//! (`queue_tests!` below instantiates each test per backend).
+//! (`queue_tests!` below instantiates each test per backend): SQLite, and PostgreSQL (a fresh
+//! database per test on `CORRAL_TEST_POSTGRES_URL`, or on the private cluster
+//! `scripts/pg-test-cluster` starts).
 
 mod support;
 
@@ -345,6 +347,19 @@ macro_rules! queue_tests {
 
 queue_tests!(
     sqlite,
+    enqueue_and_read,
+    claims_in_order_and_once,
+    completion_is_recorded_exactly_once,
+    expired_lease_goes_back_to_the_queue,
+    a_job_that_kills_its_workers_fails,
+    owners_share_fairly,
+    concurrent_claims_never_share_a_job,
+    callbacks_are_claimed_retried_and_finished,
+    retention_deletes_finished_jobs_only,
+);
+
+queue_tests!(
+    postgres,
     enqueue_and_read,
     claims_in_order_and_once,
     completion_is_recorded_exactly_once,

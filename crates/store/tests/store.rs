@@ -1,0 +1,163 @@
+//! Tokens, uploads and suites on every backend (SQLite and PostgreSQL), and PostgreSQL's
+//! LISTEN/NOTIFY wake-up across store instances (two API nodes).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_store::{NewFile, NewJob, Role, Store};
+
+fn file(path: &str, content: &[u8], mode: u32) -> NewFile {
+    NewFile {
+        path: path.into(),
+        content: content.to_vec(),
+        mode,
+    }
+}
+
+async fn tokens(s: Arc<dyn Store>) {
+    let t = s.create_token(Role::Staff, "ta").await.unwrap();
+    let w = s.create_token(Role::Worker, "judge-1").await.unwrap();
+    assert!(t.secret.starts_with("corral_"));
+    let got = s.token_by_secret(&t.secret).await.unwrap().unwrap();
+    assert_eq!(got.role, Role::Staff);
+    assert_eq!(got.name, "ta");
+    assert_eq!(
+        s.token_by_secret(&w.secret).await.unwrap().unwrap().role,
+        Role::Worker
+    );
+    assert!(s.token_by_secret("corral_nope").await.unwrap().is_none());
+    assert_eq!(s.count_tokens(Role::Staff).await.unwrap(), 1);
+    assert_eq!(s.count_tokens(Role::Admin).await.unwrap(), 0);
+    assert!(s.revoke_token(&got.id).await.unwrap());
+    assert!(!s.revoke_token(&got.id).await.unwrap());
+    assert!(s.token_by_secret(&t.secret).await.unwrap().is_none());
+    assert_eq!(s.count_tokens(Role::Staff).await.unwrap(), 0);
+}
+
+async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
+    let u = s
+        .create_upload(
+            "me",
+            vec![
+                file("sub/run.sh", b"#!/bin/sh\n", 0o700),
+                file("hello.c", b"int main(){}", 0o644),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(u.files[0].path, "hello.c", "sorted");
+    assert_eq!(u.files[1].mode, 0o755);
+    assert_eq!(u.total_bytes, 22);
+    let back = s.get_upload(&u.id).await.unwrap().unwrap();
+    assert_eq!(back, u);
+    let out = tempfile::tempdir().unwrap();
+    s.materialize(&back, out.path()).await.unwrap();
+    assert_eq!(
+        std::fs::read(out.path().join("hello.c")).unwrap(),
+        b"int main(){}"
+    );
+    assert!(s
+        .create_upload("me", vec![file("a", b"", 0), file("a/b", b"", 0)])
+        .await
+        .is_err());
+    let suite = s
+        .put_suite("hello", "staff1", "Hello", &u.id)
+        .await
+        .unwrap();
+    assert_eq!(s.get_suite("hello").await.unwrap().unwrap(), suite);
+    assert!(s.put_suite("hello", "other", "x", &u.id).await.is_err());
+    let again = s
+        .put_suite("hello", "staff1", "Hello 2", &u.id)
+        .await
+        .unwrap();
+    assert_eq!(again.name, "Hello 2");
+    assert_eq!(s.list_suites().await.unwrap().len(), 1);
+    // Retention: suites' uploads stay; so do the files of a submission still waiting.
+    let waiting = s
+        .create_upload("me", vec![file("w.txt", b"waiting", 0)])
+        .await
+        .unwrap();
+    s.enqueue(vec![NewJob {
+        owner: "me".into(),
+        spec: "{}".into(),
+        upload_id: Some(waiting.id.clone()),
+        callback_url: None,
+        max_attempts: 3,
+    }])
+    .await
+    .unwrap();
+    let old = s
+        .create_upload("me", vec![file("x", b"only here", 0)])
+        .await
+        .unwrap();
+    assert_eq!(s.delete_uploads_before(i64::MAX).await.unwrap(), 1);
+    assert!(s.get_upload(&old.id).await.unwrap().is_none());
+    assert!(s.get_upload(&u.id).await.unwrap().is_some());
+    assert!(s.get_upload(&waiting.id).await.unwrap().is_some());
+}
+
+macro_rules! store_tests {
+    ($backend:ident, $($name:ident),* $(,)?) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let b = super::support::Backend::$backend().await;
+                    super::$name(b.store.clone()).await;
+                    b.finish().await;
+                }
+            )*
+        }
+    };
+}
+
+store_tests!(sqlite, tokens, uploads_suites_and_retention);
+store_tests!(postgres, tokens, uploads_suites_and_retention);
+
+/// Two stores on one PostgreSQL database (two API nodes): enqueuing on one wakes the workers
+/// waiting on the other through NOTIFY, without waiting for its poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_new_work_wakes_other_nodes() {
+    let (url, _name) = support::fresh_postgres_database().await;
+    let d = tempfile::tempdir().unwrap();
+    let a = corral_store::open(&url, &d.path().join("blobs"))
+        .await
+        .unwrap();
+    let b = corral_store::open(&url, &d.path().join("blobs"))
+        .await
+        .unwrap();
+    let waiter = {
+        let a = a.clone();
+        tokio::spawn(async move { a.wait_for_work(Duration::from_secs(120)).await })
+    };
+    // The listener may not be subscribed yet: keep enqueuing (a bounded number of times).
+    for n in 0..300 {
+        b.enqueue(vec![NewJob {
+            owner: "o".into(),
+            spec: format!("{{\"n\":{n}}}"),
+            upload_id: None,
+            callback_url: None,
+            max_attempts: 3,
+        }])
+        .await
+        .unwrap();
+        if waiter.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        waiter.await.unwrap(),
+        "the other node's wait ended by a notification, not its timeout"
+    );
+    // The claim on node A sees node B's work.
+    assert!(a
+        .claim_job("w", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .is_some());
+    a.close().await;
+    b.close().await;
+}
