@@ -55,15 +55,29 @@ impl Host {
                 ));
             }
         }
+        let rootless_err = |e: corral_cgroups::Error| {
+            SandboxError::Init(format!(
+                "rootless mode needs a cgroup subtree this user may write (cgroup v2 with systemd: `systemd-run --user --scope -p Delegate=yes corral ...`; cgroup v1: a folder per controller chowned to the user, named with CORRAL_CGROUP_PARENT): {e}"
+            ))
+        };
         let cgroups = corral_cgroups::detect().map_err(|e| {
             if rootless {
-                SandboxError::Init(format!(
-                    "rootless mode needs a cgroup subtree this user may write (cgroup v2 with systemd: `systemd-run --user --scope -p Delegate=yes corral ...`; cgroup v1: a folder per controller chowned to the user, named with CORRAL_CGROUP_PARENT): {e}"
-                ))
+                rootless_err(e)
             } else {
                 SandboxError::Cgroup(e)
             }
         })?;
+        if rootless {
+            // The base folder may exist (made by root) and still not be ours to write: find out
+            // now, with a cgroup made and removed, rather than at the first sandbox.
+            let probe = cgroups
+                .create(
+                    &format!("probe-{}", std::process::id()),
+                    &corral_cgroups::Limits::default(),
+                )
+                .map_err(rootless_err)?;
+            probe.destroy().map_err(rootless_err)?;
+        }
         sweep_stale_cgroups(cgroups.as_ref());
         Ok(Host {
             cgroups,
