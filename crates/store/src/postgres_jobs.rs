@@ -45,7 +45,7 @@ fn ms(d: Duration) -> i64 {
 
 impl PgStore {
     async fn event(
-        &self,
+        conn: &mut sqlx::PgConnection,
         job: &str,
         kind: &str,
         worker: Option<&str>,
@@ -59,7 +59,7 @@ impl PgStore {
         .bind(kind)
         .bind(worker)
         .bind(detail)
-        .execute(&self.db)
+        .execute(&mut *conn)
         .await?;
         Ok(())
     }
@@ -125,6 +125,7 @@ impl JobStore for PgStore {
         let expires = now + ms(lease);
         // One statement: the row is chosen and locked (rows other claimers hold are skipped,
         // not waited for), then updated.
+        let mut tx = self.db.begin().await?;
         let row = sqlx::query(&format!(
             "WITH next AS (SELECT s.seq FROM submissions s LEFT JOIN queue_owners o ON o.owner = s.owner \
                            WHERE s.state = 'queued' ORDER BY COALESCE(o.served, 0), s.seq LIMIT 1 \
@@ -138,7 +139,7 @@ impl JobStore for PgStore {
         .bind(&secret)
         .bind(expires)
         .bind(now)
-        .fetch_optional(&self.db)
+        .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
             return Ok(None);
@@ -150,15 +151,17 @@ impl JobStore for PgStore {
              ON CONFLICT (owner) DO UPDATE SET served = excluded.served",
         )
         .bind(&job.owner)
-        .execute(&self.db)
+        .execute(&mut *tx)
         .await?;
-        self.event(
+        Self::event(
+            &mut tx,
             &job.id,
             "claimed",
             Some(worker),
             Some(&format!("attempt {}", job.attempts)),
         )
         .await?;
+        tx.commit().await?;
         Ok(Some(Claim {
             job,
             lease: secret,
@@ -193,6 +196,7 @@ impl JobStore for PgStore {
         let now = now_ms();
         // The lease stays on the row after completion: a retried request with the same lease is
         // recognised (AlreadyRecorded) instead of refused.
+        let mut tx = self.db.begin().await?;
         let r = sqlx::query(
             "UPDATE submissions SET state = $1, result = $2, finished_ms = $3, lease_expires_ms = NULL, \
              callback_state = CASE WHEN callback_url IS NULL THEN 'none' ELSE 'pending' END, \
@@ -205,22 +209,24 @@ impl JobStore for PgStore {
         .bind(now)
         .bind(id)
         .bind(lease)
-        .execute(&self.db)
+        .execute(&mut *tx)
         .await?;
         if r.rows_affected() == 1 {
             let worker: Option<String> =
                 sqlx::query_scalar("SELECT worker FROM submissions WHERE id = $1")
                     .bind(id)
-                    .fetch_one(&self.db)
+                    .fetch_one(&mut *tx)
                     .await?;
             let kind = if state == JobState::Done {
                 "completed"
             } else {
                 "failed"
             };
-            self.event(id, kind, worker.as_deref(), None).await?;
+            Self::event(&mut tx, id, kind, worker.as_deref(), None).await?;
+            tx.commit().await?;
             return Ok(Completion::Recorded);
         }
+        drop(tx);
         let row = sqlx::query("SELECT state, lease FROM submissions WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.db)
@@ -233,14 +239,22 @@ impl JobStore for PgStore {
         if st.is_finished() && current.as_deref() == Some(lease) {
             return Ok(Completion::AlreadyRecorded);
         }
-        self.event(id, "result_refused", None, Some("the lease is not current"))
-            .await?;
+        let mut conn = self.db.acquire().await?;
+        Self::event(
+            &mut conn,
+            id,
+            "result_refused",
+            None,
+            Some("the lease is not current"),
+        )
+        .await?;
         Ok(Completion::LeaseLost)
     }
 
     async fn expire_leases(&self) -> Result<Expired> {
         let now = now_ms();
         let mut out = Expired::default();
+        let mut tx = self.db.begin().await?;
         let failed: Vec<String> = sqlx::query_scalar(
             "UPDATE submissions SET state = 'failed', finished_ms = $1, lease = NULL, lease_expires_ms = NULL, \
              error = 'the job was claimed ' || attempts || ' times and its worker stopped answering each time', \
@@ -252,27 +266,39 @@ impl JobStore for PgStore {
         .bind(now)
         .bind(now)
         .bind(now)
-        .fetch_all(&self.db)
+        .fetch_all(&mut *tx)
         .await?;
         let requeued: Vec<String> = sqlx::query_scalar(
             "UPDATE submissions SET state = 'queued', lease = NULL, lease_expires_ms = NULL \
              WHERE state = 'running' AND lease_expires_ms < $1 RETURNING id",
         )
         .bind(now)
-        .fetch_all(&self.db)
+        .fetch_all(&mut *tx)
         .await?;
         for id in &failed {
-            self.event(id, "expired", None, Some("lease expired; attempts used up"))
-                .await?;
-            self.event(id, "failed", None, Some("lease expired too often"))
-                .await?;
-        }
-        if !requeued.is_empty() {
-            self.notify_work().await;
+            Self::event(
+                &mut tx,
+                id,
+                "expired",
+                None,
+                Some("lease expired; attempts used up"),
+            )
+            .await?;
+            Self::event(&mut tx, id, "failed", None, Some("lease expired too often")).await?;
         }
         for id in &requeued {
-            self.event(id, "expired", None, Some("lease expired; queued again"))
-                .await?;
+            Self::event(
+                &mut tx,
+                id,
+                "expired",
+                None,
+                Some("lease expired; queued again"),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        if !requeued.is_empty() {
+            self.notify_work().await;
         }
         out.failed = failed;
         out.requeued = requeued;
@@ -381,6 +407,7 @@ impl JobStore for PgStore {
             CallbackOutcome::GaveUp => ("failed", None),
             CallbackOutcome::Retry { at_ms } => ("pending", Some(at_ms)),
         };
+        let mut tx = self.db.begin().await?;
         sqlx::query(
             "UPDATE submissions SET callback_state = $1, callback_next_ms = $2, callback_error = $3 \
              WHERE id = $4 AND callback_state = 'delivering'",
@@ -389,10 +416,17 @@ impl JobStore for PgStore {
         .bind(next)
         .bind((outcome != CallbackOutcome::Delivered).then_some(detail))
         .bind(id)
-        .execute(&self.db)
+        .execute(&mut *tx)
         .await?;
-        self.event(id, "callback", None, Some(&format!("{state}: {detail}")))
-            .await?;
+        Self::event(
+            &mut tx,
+            id,
+            "callback",
+            None,
+            Some(&format!("{state}: {detail}")),
+        )
+        .await?;
+        tx.commit().await?;
         Ok(())
     }
 

@@ -43,7 +43,7 @@ fn ms(d: Duration) -> i64 {
 
 impl SqliteStore {
     async fn event(
-        &self,
+        conn: &mut sqlx::SqliteConnection,
         job: &str,
         kind: &str,
         worker: Option<&str>,
@@ -57,7 +57,7 @@ impl SqliteStore {
         .bind(kind)
         .bind(worker)
         .bind(detail)
-        .execute(&self.db)
+        .execute(&mut *conn)
         .await?;
         Ok(())
     }
@@ -117,6 +117,7 @@ impl JobStore for SqliteStore {
         let secret = random_hex(16);
         let expires = now + ms(lease);
         // One statement: the choice and the update happen under one write lock.
+        let mut tx = self.db.begin().await?;
         let row = sqlx::query(&format!(
             "UPDATE submissions SET state = 'running', attempts = attempts + 1, worker = ?, \
              lease = ?, lease_expires_ms = ?, started_ms = COALESCE(started_ms, ?) \
@@ -129,7 +130,7 @@ impl JobStore for SqliteStore {
         .bind(&secret)
         .bind(expires)
         .bind(now)
-        .fetch_optional(&self.db)
+        .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
             return Ok(None);
@@ -141,15 +142,17 @@ impl JobStore for SqliteStore {
              ON CONFLICT (owner) DO UPDATE SET served = excluded.served",
         )
         .bind(&job.owner)
-        .execute(&self.db)
+        .execute(&mut *tx)
         .await?;
-        self.event(
+        Self::event(
+            &mut tx,
             &job.id,
             "claimed",
             Some(worker),
             Some(&format!("attempt {}", job.attempts)),
         )
         .await?;
+        tx.commit().await?;
         Ok(Some(Claim {
             job,
             lease: secret,
@@ -184,6 +187,7 @@ impl JobStore for SqliteStore {
         let now = now_ms();
         // The lease stays on the row after completion: a retried request with the same lease is
         // recognised (AlreadyRecorded) instead of refused.
+        let mut tx = self.db.begin().await?;
         let r = sqlx::query(
             "UPDATE submissions SET state = ?, result = ?, finished_ms = ?, lease_expires_ms = NULL, \
              callback_state = CASE WHEN callback_url IS NULL THEN 'none' ELSE 'pending' END, \
@@ -196,22 +200,24 @@ impl JobStore for SqliteStore {
         .bind(now)
         .bind(id)
         .bind(lease)
-        .execute(&self.db)
+        .execute(&mut *tx)
         .await?;
         if r.rows_affected() == 1 {
             let worker: Option<String> =
                 sqlx::query_scalar("SELECT worker FROM submissions WHERE id = ?")
                     .bind(id)
-                    .fetch_one(&self.db)
+                    .fetch_one(&mut *tx)
                     .await?;
             let kind = if state == JobState::Done {
                 "completed"
             } else {
                 "failed"
             };
-            self.event(id, kind, worker.as_deref(), None).await?;
+            Self::event(&mut tx, id, kind, worker.as_deref(), None).await?;
+            tx.commit().await?;
             return Ok(Completion::Recorded);
         }
+        drop(tx);
         let row = sqlx::query("SELECT state, lease FROM submissions WHERE id = ?")
             .bind(id)
             .fetch_optional(&self.db)
@@ -224,14 +230,22 @@ impl JobStore for SqliteStore {
         if st.is_finished() && current.as_deref() == Some(lease) {
             return Ok(Completion::AlreadyRecorded);
         }
-        self.event(id, "result_refused", None, Some("the lease is not current"))
-            .await?;
+        let mut conn = self.db.acquire().await?;
+        Self::event(
+            &mut conn,
+            id,
+            "result_refused",
+            None,
+            Some("the lease is not current"),
+        )
+        .await?;
         Ok(Completion::LeaseLost)
     }
 
     async fn expire_leases(&self) -> Result<Expired> {
         let now = now_ms();
         let mut out = Expired::default();
+        let mut tx = self.db.begin().await?;
         let failed: Vec<String> = sqlx::query_scalar(
             "UPDATE submissions SET state = 'failed', finished_ms = ?, lease = NULL, lease_expires_ms = NULL, \
              error = 'the job was claimed ' || attempts || ' times and its worker stopped answering each time', \
@@ -243,25 +257,37 @@ impl JobStore for SqliteStore {
         .bind(now)
         .bind(now)
         .bind(now)
-        .fetch_all(&self.db)
+        .fetch_all(&mut *tx)
         .await?;
         let requeued: Vec<String> = sqlx::query_scalar(
             "UPDATE submissions SET state = 'queued', lease = NULL, lease_expires_ms = NULL \
              WHERE state = 'running' AND lease_expires_ms < ? RETURNING id",
         )
         .bind(now)
-        .fetch_all(&self.db)
+        .fetch_all(&mut *tx)
         .await?;
         for id in &failed {
-            self.event(id, "expired", None, Some("lease expired; attempts used up"))
-                .await?;
-            self.event(id, "failed", None, Some("lease expired too often"))
-                .await?;
+            Self::event(
+                &mut tx,
+                id,
+                "expired",
+                None,
+                Some("lease expired; attempts used up"),
+            )
+            .await?;
+            Self::event(&mut tx, id, "failed", None, Some("lease expired too often")).await?;
         }
         for id in &requeued {
-            self.event(id, "expired", None, Some("lease expired; queued again"))
-                .await?;
+            Self::event(
+                &mut tx,
+                id,
+                "expired",
+                None,
+                Some("lease expired; queued again"),
+            )
+            .await?;
         }
+        tx.commit().await?;
         out.failed = failed;
         out.requeued = requeued;
         Ok(out)
@@ -368,6 +394,7 @@ impl JobStore for SqliteStore {
             CallbackOutcome::GaveUp => ("failed", None),
             CallbackOutcome::Retry { at_ms } => ("pending", Some(at_ms)),
         };
+        let mut tx = self.db.begin().await?;
         sqlx::query(
             "UPDATE submissions SET callback_state = ?, callback_next_ms = ?, callback_error = ? \
              WHERE id = ? AND callback_state = 'delivering'",
@@ -376,10 +403,17 @@ impl JobStore for SqliteStore {
         .bind(next)
         .bind((outcome != CallbackOutcome::Delivered).then_some(detail))
         .bind(id)
-        .execute(&self.db)
+        .execute(&mut *tx)
         .await?;
-        self.event(id, "callback", None, Some(&format!("{state}: {detail}")))
-            .await?;
+        Self::event(
+            &mut tx,
+            id,
+            "callback",
+            None,
+            Some(&format!("{state}: {detail}")),
+        )
+        .await?;
+        tx.commit().await?;
         Ok(())
     }
 }
