@@ -17,6 +17,7 @@ mod blobs;
 mod jobs;
 mod postgres;
 mod postgres_jobs;
+mod postgres_revisions;
 mod revisions;
 mod sqlite;
 mod sqlite_jobs;

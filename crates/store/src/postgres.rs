@@ -364,6 +364,18 @@ impl Store for PgStore {
             .collect()
     }
 
+    async fn create_revision(&self, rev: crate::NewRevision) -> Result<crate::RevisionMeta> {
+        self.pg_create_revision(rev).await
+    }
+
+    async fn list_revisions(&self, f: &crate::RevisionFilter) -> Result<Vec<crate::RevisionMeta>> {
+        self.pg_list_revisions(f).await
+    }
+
+    async fn get_revision(&self, id: &str) -> Result<Option<crate::Revision>> {
+        self.pg_get_revision(id).await
+    }
+
     async fn close(&self) {
         if let Some(l) = self.listener.lock().ok().and_then(|mut g| g.take()) {
             l.abort();

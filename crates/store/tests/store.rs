@@ -1,4 +1,4 @@
-//! Tokens, uploads and suites on every backend (SQLite and PostgreSQL), and PostgreSQL's
+//! Tokens, uploads, suites and the editor's revisions on every backend (SQLite and PostgreSQL), and PostgreSQL's
 //! LISTEN/NOTIFY wake-up across store instances (two API nodes).
 
 mod support;
@@ -113,8 +113,8 @@ macro_rules! store_tests {
     };
 }
 
-store_tests!(sqlite, tokens, uploads_suites_and_retention);
-store_tests!(postgres, tokens, uploads_suites_and_retention);
+store_tests!(sqlite, tokens, uploads_suites_and_retention, revisions);
+store_tests!(postgres, tokens, uploads_suites_and_retention, revisions);
 
 /// Two stores on one PostgreSQL database (two API nodes): enqueuing on one wakes the workers
 /// waiting on the other through NOTIFY, without waiting for its poll.
@@ -160,4 +160,59 @@ async fn postgres_new_work_wakes_other_nodes() {
         .is_some());
     a.close().await;
     b.close().await;
+}
+
+async fn revisions(s: Arc<dyn Store>) {
+    use corral_store::{NewRevision, RevisionFile, RevisionFilter, RevisionKind};
+    let new = |owner: &str, kind, content: &str| NewRevision {
+        owner: owner.into(),
+        kind,
+        language: "c".into(),
+        status: "ok".into(),
+        suite: None,
+        score: None,
+        max_score: None,
+        summary: String::new(),
+        files: vec![RevisionFile {
+            path: "main.c".into(),
+            content: content.into(),
+        }],
+    };
+    let a = s
+        .create_revision(new("alice", RevisionKind::Run, "int main(){}"))
+        .await
+        .unwrap();
+    let mut c = new("alice", RevisionKind::Check, "v2");
+    c.score = Some(2.5);
+    c.max_score = Some(6.0);
+    let b = s.create_revision(c).await.unwrap();
+    s.create_revision(new("bob", RevisionKind::Save, "bob's"))
+        .await
+        .unwrap();
+    let mine = s
+        .list_revisions(&RevisionFilter {
+            owner: Some("alice".into()),
+            kind: None,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        mine.iter().map(|m| &m.id).collect::<Vec<_>>(),
+        [&b.id, &a.id]
+    );
+    assert_eq!(mine[0].score, Some(2.5));
+    let checks = s
+        .list_revisions(&RevisionFilter {
+            owner: None,
+            kind: Some(RevisionKind::Check),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(checks.len(), 1);
+    let got = s.get_revision(&a.id).await.unwrap().unwrap();
+    assert_eq!(got.meta, a);
+    assert_eq!(got.files[0].content, "int main(){}");
+    assert!(s.get_revision("nope").await.unwrap().is_none());
 }
