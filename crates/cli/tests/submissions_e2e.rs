@@ -392,3 +392,41 @@ fn a_submission_survives_kill_9_of_the_server() {
         assert_eq!(v["run"]["stdout"], "late\n");
     });
 }
+
+#[test]
+fn old_submissions_are_deleted_after_the_retention_period() {
+    let s = Server::start("retention = \"1s\"\n[submissions]\nworkers = 1\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let id = submit(
+            &s,
+            &t,
+            json!({"cmd": "echo old", "files": [{"path": "f.txt", "content": "x"}]}),
+        )
+        .await;
+        assert_eq!(finished(&s, &t, &id).await["verdict"], "accepted");
+        // Deleted by the housekeeping within a few of its rounds (bounded wait).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (st, v) = get(&s, &t, &format!("/submissions/{id}")).await;
+            if st == StatusCode::NOT_FOUND {
+                break;
+            }
+            assert_eq!(v["status"], "done");
+            assert!(Instant::now() < deadline, "still there after 60 s: {v}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // A submission still waiting is never deleted, however old.
+        let s2 = submit(&s, &t, json!({"cmd": "sleep 3"})).await;
+        let blocked = submit(&s, &t, json!({"cmd": "echo later"})).await;
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let (st, v) = get(&s, &t, &format!("/submissions/{blocked}")).await;
+        assert_eq!(
+            st,
+            StatusCode::OK,
+            "a queued submission outlived the retention: {v}"
+        );
+        assert_eq!(finished(&s, &t, &blocked).await["verdict"], "accepted");
+        let _ = s2;
+    });
+}

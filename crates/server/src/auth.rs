@@ -70,6 +70,12 @@ pub async fn authenticate(
         let token = match bearer(&req)? {
             Some(t) => Some(t),
             None if req.uri().path() == "/ws" => query_token(&req),
+            // Judge0 clients send `X-Auth-Token`.
+            None if req.uri().path().starts_with("/judge0/") => req
+                .headers()
+                .get("x-auth-token")
+                .and_then(|v| v.to_str().ok())
+                .map(|t| t.trim().to_string()),
             None => None,
         };
         let Some(token) = token else {

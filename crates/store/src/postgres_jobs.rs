@@ -72,7 +72,7 @@ impl JobStore for PgStore {
         let mut tx = self.db.begin().await?;
         let mut ids = Vec::with_capacity(jobs.len());
         for j in jobs {
-            let id = random_hex(16);
+            let id = crate::jobs::new_job_id();
             sqlx::query(
                 "INSERT INTO submissions (id, owner, state, spec, upload_id, max_attempts, created_ms, \
                  callback_url, callback_state) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8)",

@@ -70,7 +70,7 @@ impl JobStore for SqliteStore {
         let mut tx = self.db.begin().await?;
         let mut ids = Vec::with_capacity(jobs.len());
         for j in jobs {
-            let id = random_hex(16);
+            let id = crate::jobs::new_job_id();
             sqlx::query(
                 "INSERT INTO submissions (id, owner, state, spec, upload_id, max_attempts, created_ms, \
                  callback_url, callback_state) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?)",

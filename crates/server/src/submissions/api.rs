@@ -437,6 +437,8 @@ pub async fn accept(
         limits,
         compile_limits,
         env: req.env,
+        run_args: None,
+        compile_args: None,
         limits_clamped,
         staff: caller.role.is_staff(),
     };

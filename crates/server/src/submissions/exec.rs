@@ -42,6 +42,13 @@ pub struct JobSpec {
     pub compile_limits: Option<Limits>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Appended to the language's run command (Judge0's `command_line_arguments`; the command
+    /// runs under the sandbox's `/bin/sh -c`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_args: Option<String>,
+    /// Appended to the language's compile command (Judge0's `compiler_options`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_args: Option<String>,
     /// Limits the request asked for above the caps (lowered).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub limits_clamped: Vec<String>,
@@ -163,11 +170,19 @@ pub fn execute(pool: &Arc<Pool>, registry: &Registry, spec: &JobSpec, at: &JobFi
         }
         mounts = lang.mounts().unwrap_or_default();
         env = lang.env_pairs();
+        let with = |cmd: &str, extra: &Option<String>| match extra {
+            Some(a) if !a.trim().is_empty() => format!("{cmd} {a}"),
+            _ => cmd.to_string(),
+        };
         compile_argv = lang
             .compile
             .as_ref()
-            .map(|c| vec!["/bin/sh".into(), "-c".into(), c.clone()]);
-        run_argv = vec!["/bin/sh".into(), "-c".into(), format!("exec {}", lang.run)];
+            .map(|c| vec!["/bin/sh".into(), "-c".into(), with(c, &spec.compile_args)]);
+        run_argv = vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            format!("exec {}", with(&lang.run, &spec.run_args)),
+        ];
     } else {
         run_argv = match &spec.cmd {
             Some(Cmd::Line(s)) => vec!["/bin/sh".into(), "-c".into(), s.clone()],

@@ -9,6 +9,7 @@
 pub mod api;
 pub mod callbacks;
 pub mod exec;
+pub mod judge0;
 pub mod remote;
 pub mod worker;
 
@@ -197,6 +198,7 @@ pub fn routes() -> axum::Router<crate::SharedState> {
             // A verdict carries the run's output (up to the output cap, three times over).
             post(remote::result).layer(axum::extract::DefaultBodyLimit::max(64 << 20)),
         )
+        .merge(judge0::routes())
 }
 
 /// The queue's part of the OpenAPI document (merged into the server's).
