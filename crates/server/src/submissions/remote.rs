@@ -85,10 +85,13 @@ pub struct ResultResponse {
 }
 
 fn require_worker(caller: &Caller) -> Result<(), ApiError> {
-    if matches!(caller.role, Role::Worker | Role::Admin) {
+    // Only worker tokens: an admin's token does not take jobs by accident.
+    if caller.role == Role::Worker {
         Ok(())
     } else {
-        Err(ApiError::forbidden("this needs a worker token"))
+        Err(ApiError::forbidden(
+            "this needs a worker token (corral token create --role worker)",
+        ))
     }
 }
 
@@ -253,6 +256,7 @@ pub async fn claim(
     request_body = LeaseRequest,
     responses(
         (status = 204, description = "Renewed"),
+        (status = 403, description = "Not a worker token", body = ErrorBody),
         (status = 409, description = "The lease is lost: stop working on this job", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -297,6 +301,7 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     responses(
         (status = 200, description = "Recorded (or recorded before)", body = ResultResponse),
         (status = 401, description = "Missing or wrong signature", body = ErrorBody),
+        (status = 403, description = "Not a worker token", body = ErrorBody),
         (status = 409, description = "The lease is lost", body = ErrorBody),
         (status = 422, description = "Not a valid verdict", body = ErrorBody),
     ),
@@ -310,11 +315,11 @@ pub async fn result(
     body: Bytes,
 ) -> Result<Json<ResultResponse>, ApiError> {
     require_worker(&caller)?;
-    let key = match (st.config.dev_no_auth, bearer_token(&headers)) {
-        (_, Some(t)) => corral_store::sha256_hex(t.as_bytes()),
-        (true, None) => "dev".to_string(),
-        (false, None) => return Err(ApiError::unauthorized("no token")),
-    };
+    let key = corral_store::sha256_hex(
+        bearer_token(&headers)
+            .ok_or_else(|| ApiError::unauthorized("no token"))?
+            .as_bytes(),
+    );
     let sig = headers
         .get("corral-signature")
         .and_then(|v| v.to_str().ok())
