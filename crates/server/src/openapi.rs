@@ -128,6 +128,8 @@ pub struct ApiDoc;
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
     doc.merge(crate::submissions::ApiDoc::openapi());
+    // The merged operations get the common answers too.
+    Security.modify(&mut doc);
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
 }

@@ -610,8 +610,9 @@ pub async fn get_submission(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    Query(q): Query<WaitQuery>,
+    q: Result<Query<WaitQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<SubmissionView>, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let max = st.config.submissions.wait_max.duration();
     let wait = if is_true(&q.wait) {
         q.timeout
