@@ -178,7 +178,7 @@ fn two_api_nodes_three_workers_kill_9_and_every_job_done_once() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let (db_url, _name) = pg_support::fresh_postgres_database().await;
+        let (db_url, db_name) = pg_support::fresh_postgres_database().await;
         let tmp = tempfile::tempdir().unwrap();
         let blobs = tmp.path().join("shared-blobs");
         let config = tmp.path().join("config.toml");
@@ -280,5 +280,8 @@ fn two_api_nodes_three_workers_kill_9_and_every_job_done_once() {
         .await
         .unwrap();
         eprintln!("chaos: {JOBS} jobs done once each; {retried} claimed again after a kill, {refused} late results refused");
+        db.close().await.unwrap();
+        drop((node1, _node2b, _w1b, _w2, _w3));
+        pg_support::drop_postgres_database(&db_name).await;
     });
 }

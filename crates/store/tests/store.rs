@@ -120,7 +120,7 @@ store_tests!(postgres, tokens, uploads_suites_and_retention, revisions);
 /// waiting on the other through NOTIFY, without waiting for its poll.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_new_work_wakes_other_nodes() {
-    let (url, _name) = support::fresh_postgres_database().await;
+    let (url, name) = support::fresh_postgres_database().await;
     let d = tempfile::tempdir().unwrap();
     let a = corral_store::open(&url, &d.path().join("blobs"))
         .await
@@ -160,6 +160,7 @@ async fn postgres_new_work_wakes_other_nodes() {
         .is_some());
     a.close().await;
     b.close().await;
+    support::drop_postgres_database(&name).await;
 }
 
 async fn revisions(s: Arc<dyn Store>) {

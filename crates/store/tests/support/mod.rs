@@ -73,6 +73,15 @@ pub async fn fresh_postgres_database() -> (String, String) {
     (with_database(&base, &name), name)
 }
 
+/// Drops a database made by [`fresh_postgres_database`].
+pub async fn drop_postgres_database(name: &str) {
+    if let Ok(mut c) = sqlx::PgConnection::connect(&postgres_base_url()).await {
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .execute(&mut c)
+            .await;
+    }
+}
+
 impl Backend {
     pub async fn sqlite() -> Backend {
         let dir = tempfile::tempdir().unwrap();
