@@ -143,6 +143,18 @@ fn every_verdict_from_real_runs() {
         assert_eq!(tl["run"]["status"], "time_limit", "{tl}");
         let ml = finished(&s, &t, &ids[5]).await;
         assert_eq!(ml["run"]["status"], "memory_limit", "{ml}");
+        // Prometheus: the verdicts this node recorded, and the store's submissions by state.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let m = reqwest::get(s.url("/metrics")).await.unwrap().text().await.unwrap();
+            assert!(m.contains("corral_submissions_judged_total{verdict=\"accepted\"} 2"), "{m}");
+            assert!(m.contains("corral_submissions_judged_total{verdict=\"compile_error\"} 1"), "{m}");
+            if m.contains("corral_submissions{state=\"done\"} 8") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{m}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     });
 }
 

@@ -92,6 +92,13 @@ impl Metrics {
         }
     }
 
+    /// Adds a collector of another part of the server (the submission queue's) to `/metrics`.
+    pub fn register(&self, c: Box<dyn prometheus::core::Collector>) {
+        if let Err(e) = self.registry.register(c) {
+            tracing::warn!(error = %e, "a metric could not be registered");
+        }
+    }
+
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);

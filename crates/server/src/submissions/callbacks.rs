@@ -408,6 +408,12 @@ pub async fn delivery_loop(st: SharedState) {
                 )
             }
         };
+        let label = match outcome {
+            CallbackOutcome::Delivered => "delivered",
+            CallbackOutcome::Retry { .. } => "retry",
+            CallbackOutcome::GaveUp => "gave_up",
+        };
+        st.queue.metrics.callbacks.with_label_values(&[label]).inc();
         tracing::info!(submission = %id, attempt = claim.attempt, outcome = ?outcome, detail = %detail, "callback");
         if let Err(e) = st.store.finish_callback(&id, outcome, &detail).await {
             tracing::warn!(submission = %id, error = %e, "recording a callback try failed");

@@ -92,6 +92,60 @@ pub struct QueueHandle {
     pub node: String,
     /// The key callbacks are signed with.
     pub callback_secret: Vec<u8>,
+    pub metrics: QueueMetrics,
+}
+
+/// The queue's Prometheus metrics (`corral_submissions{state}`, …), registered at start.
+#[derive(Clone)]
+pub struct QueueMetrics {
+    /// Submissions by state, in the whole store (refreshed by the reaper).
+    pub submissions: prometheus::IntGaugeVec,
+    /// Verdicts recorded by this node (in-process and remote workers), by verdict.
+    pub judged: prometheus::IntCounterVec,
+    /// Leases this node found expired: `requeued` or `failed`.
+    pub expired: prometheus::IntCounterVec,
+    /// Callback tries this node made, by outcome (`delivered`, `retry`, `gave_up`).
+    pub callbacks: prometheus::IntCounterVec,
+}
+
+impl Default for QueueMetrics {
+    fn default() -> Self {
+        use prometheus::{IntCounterVec, IntGaugeVec, Opts};
+        QueueMetrics {
+            submissions: IntGaugeVec::new(
+                Opts::new("submissions", "Submissions in the store by state"),
+                &["state"],
+            )
+            .expect("valid metric"),
+            judged: IntCounterVec::new(
+                Opts::new("submissions_judged_total", "Verdicts recorded by this node"),
+                &["verdict"],
+            )
+            .expect("valid metric"),
+            expired: IntCounterVec::new(
+                Opts::new(
+                    "submission_leases_expired_total",
+                    "Expired leases found by this node",
+                ),
+                &["outcome"],
+            )
+            .expect("valid metric"),
+            callbacks: IntCounterVec::new(
+                Opts::new("callbacks_total", "Callback tries made by this node"),
+                &["outcome"],
+            )
+            .expect("valid metric"),
+        }
+    }
+}
+
+impl QueueMetrics {
+    pub fn register(&self, m: &crate::metrics::Metrics) {
+        m.register(Box::new(self.submissions.clone()));
+        m.register(Box::new(self.judged.clone()));
+        m.register(Box::new(self.expired.clone()));
+        m.register(Box::new(self.callbacks.clone()));
+    }
 }
 
 impl QueueHandle {

@@ -349,6 +349,11 @@ pub async fn result(
     let text = serde_json::to_string(v).expect("a verdict serialises");
     match st.store.complete_job(&id, &req.lease, state, &text).await? {
         Completion::Recorded => {
+            st.queue
+                .metrics
+                .judged
+                .with_label_values(&[v.verdict.as_str()])
+                .inc();
             tracing::info!(submission = %id, verdict = v.verdict.as_str(), worker = %caller.id, "judged by a remote worker");
             st.queue.finished.notify_waiters();
             Ok(Json(ResultResponse {

@@ -19,6 +19,7 @@ pub fn spawn(st: SharedState) -> Vec<tokio::task::JoinHandle<()>> {
         .submissions
         .workers
         .unwrap_or(st.config.parallelism);
+    st.queue.metrics.register(&st.metrics);
     let mut tasks: Vec<_> = (0..n)
         .map(|i| tokio::spawn(worker_loop(st.clone(), i)))
         .collect();
@@ -146,6 +147,11 @@ pub async fn record(st: &SharedState, id: &str, lease: &str, verdict: &Verdict) 
     loop {
         match st.store.complete_job(id, lease, state, &body).await {
             Ok(Completion::Recorded) => {
+                st.queue
+                    .metrics
+                    .judged
+                    .with_label_values(&[verdict.verdict.as_str()])
+                    .inc();
                 tracing::info!(submission = %id, verdict = verdict.verdict.as_str(), "judged");
                 st.queue.finished.notify_waiters();
                 return;
@@ -251,6 +257,11 @@ async fn reaper(st: SharedState) {
         }
         match st.store.expire_leases().await {
             Ok(e) => {
+                let m = &st.queue.metrics.expired;
+                m.with_label_values(&["requeued"])
+                    .inc_by(e.requeued.len() as u64);
+                m.with_label_values(&["failed"])
+                    .inc_by(e.failed.len() as u64);
                 if !e.requeued.is_empty() {
                     tracing::warn!(
                         count = e.requeued.len(),
@@ -267,6 +278,13 @@ async fn reaper(st: SharedState) {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "expiring leases failed"),
+        }
+        if let Ok(s) = st.store.queue_stats().await {
+            let g = &st.queue.metrics.submissions;
+            g.with_label_values(&["queued"]).set(s.queued as i64);
+            g.with_label_values(&["running"]).set(s.running as i64);
+            g.with_label_values(&["done"]).set(s.done as i64);
+            g.with_label_values(&["failed"]).set(s.failed as i64);
         }
         if last_retention.is_none_or(|t| t.elapsed() >= retention_every) {
             last_retention = Some(tokio::time::Instant::now());
