@@ -24,8 +24,8 @@ pub struct ServeArgs {
     /// Data folder: database, uploaded files, temporary files [default: ./corral-data].
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
-    /// Database URL [default: sqlite://DATA/corral.db].
-    #[arg(long, value_name = "URL")]
+    /// Database URL: sqlite://PATH or postgres://USER@HOST/DB [default: sqlite://DATA/corral.db].
+    #[arg(long, visible_alias = "database", value_name = "URL")]
     database_url: Option<String>,
     /// Runs at once [default: the number of CPUs].
     #[arg(long, value_name = "N")]

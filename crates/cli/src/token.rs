@@ -30,8 +30,8 @@ struct StoreArgs {
     /// The server's data folder [default: ./corral-data].
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
-    /// Database URL [default: sqlite://DATA/corral.db].
-    #[arg(long, value_name = "URL")]
+    /// Database URL: sqlite://PATH or postgres://USER@HOST/DB [default: sqlite://DATA/corral.db].
+    #[arg(long, visible_alias = "database", value_name = "URL")]
     database_url: Option<String>,
 }
 
@@ -39,7 +39,8 @@ struct StoreArgs {
 struct CreateArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// admin (tokens, suites), staff (suites, hidden results) or student (upload, run, check).
+    /// admin (tokens, suites), staff (suites, hidden results), student (upload, run, check, submit)
+    /// or worker (a remote `corral worker`: claim submissions and post their results, nothing else).
     #[arg(long, value_name = "ROLE")]
     role: Role,
     /// A label for people: who holds it.

@@ -285,3 +285,68 @@ fn two_api_nodes_three_workers_kill_9_and_every_job_done_once() {
         pg_support::drop_postgres_database(&db_name).await;
     });
 }
+
+/// One `corral serve --database postgres://…` with in-process workers: submissions judged, and a
+/// queued one survives `kill -9` of the node.
+#[test]
+fn a_single_node_on_postgresql_with_in_process_workers() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (db_url, db_name) = pg_support::fresh_postgres_database().await;
+        let tmp = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let base = format!("http://127.0.0.1:{port}");
+        let cfg = |workers: usize| {
+            let p = tmp.path().join(format!("config-{workers}.toml"));
+            std::fs::write(
+                &p,
+                format!("database_url = \"{db_url}\"\n[submissions]\nworkers = {workers}\nlease = \"1s\"\n"),
+            )
+            .unwrap();
+            p
+        };
+        // No workers first: the submissions are only stored when the node dies.
+        let (mut node, admin) = start_node(&tmp.path().join("data"), &cfg(0), port);
+        let admin = admin.expect("an admin token");
+        let t = token(&base, &admin, "student").await;
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let r = http()
+                .post(format!("{base}/submissions"))
+                .bearer_auth(&t)
+                .json(&json!({"language": "python", "source_code": format!("print({i} * 2)"),
+                              "expected_output": (i * 2).to_string()}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), reqwest::StatusCode::ACCEPTED);
+            ids.push(r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string());
+        }
+        node.kill9();
+        let (node, _) = start_node(&tmp.path().join("data"), &cfg(2), port);
+        for id in &ids {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            loop {
+                let v: Value = http()
+                    .get(format!("{base}/submissions/{id}?wait=true&timeout=10"))
+                    .bearer_auth(&t)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                if v["status"] == "done" {
+                    assert_eq!(v["verdict"], "accepted", "{v}");
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{v}\n{}", node.log());
+            }
+        }
+        drop(node);
+        pg_support::drop_postgres_database(&db_name).await;
+    });
+}
