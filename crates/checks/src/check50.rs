@@ -254,12 +254,7 @@ fn run_check50(
         dst: PathBuf::from(PROBLEM_DIR),
         writable: false,
     });
-    let shape = SandboxConfig {
-        network: false,
-        mounts,
-        disk_bytes: plan.limits.disk.bytes(),
-        inodes: (plan.limits.disk.bytes() / 4096).clamp(256, 1 << 20),
-    };
+    let shape = SandboxConfig::offline(mounts, plan.limits.disk.bytes());
     let mut lease = match pool.lease(&shape) {
         Ok(l) => l,
         Err(e) => return Run::Error(format!("sandbox error: {e}")),

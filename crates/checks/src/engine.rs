@@ -438,12 +438,7 @@ fn run_check(
         _ => {}
     }
     let started = Instant::now();
-    let shape = SandboxConfig {
-        network: false,
-        mounts: plan.mounts.clone(),
-        disk_bytes: plan.limits.disk.bytes(),
-        inodes: (plan.limits.disk.bytes() / 4096).clamp(256, 1 << 20),
-    };
+    let shape = SandboxConfig::offline(plan.mounts.clone(), plan.limits.disk.bytes());
     let mut lease = match pool.lease(&shape) {
         Ok(l) => l,
         Err(e) => return (errored(check, format!("sandbox error: {e}")), None),

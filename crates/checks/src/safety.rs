@@ -228,12 +228,7 @@ pub fn scan(pool: &Arc<Pool>, cfg: &SafetyConfig, submission: &Path) -> SafetyRe
         rules.to_string(),
     ]);
     spec.limits = limits.clone();
-    let shape = SandboxConfig {
-        network: false,
-        mounts: Vec::new(),
-        disk_bytes: limits.disk.bytes(),
-        inodes: (limits.disk.bytes() / 4096).clamp(256, 1 << 20),
-    };
+    let shape = SandboxConfig::offline(Vec::new(), limits.disk.bytes());
     let outcome = match pool.lease(&shape) {
         Ok(mut lease) => {
             let sb = lease.sandbox();

@@ -31,12 +31,23 @@ pub struct SandboxConfig {
 }
 
 impl SandboxConfig {
+    /// The shape a run of `spec` needs.
     pub fn for_spec(spec: &RunSpec) -> Self {
         SandboxConfig {
             network: spec.network,
-            mounts: spec.mounts.clone(),
-            disk_bytes: spec.limits.disk.bytes(),
-            inodes: (spec.limits.disk.bytes() / 4096).clamp(256, 1 << 20),
+            ..Self::offline(spec.mounts.clone(), spec.limits.disk.bytes())
+        }
+    }
+
+    /// A sandbox without network whose scratch filesystems hold `disk_bytes` each, with one inode
+    /// per 4 KiB of it (at least 256, so tiny disks still hold a program's few files; at most 2^20,
+    /// the most a tmpfs needs for any disk corral allows).
+    pub fn offline(mounts: Vec<Mount>, disk_bytes: u64) -> Self {
+        SandboxConfig {
+            network: false,
+            mounts,
+            disk_bytes,
+            inodes: (disk_bytes / 4096).clamp(256, 1 << 20),
         }
     }
 }

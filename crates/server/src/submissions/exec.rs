@@ -195,12 +195,7 @@ pub fn execute(pool: &Arc<Pool>, registry: &Registry, spec: &JobSpec, at: &JobFi
         .limits
         .disk
         .max(spec.compile_limits.as_ref().map_or(Size(0), |l| l.disk));
-    let shape = SandboxConfig {
-        network: false,
-        mounts: mounts.clone(),
-        disk_bytes: disk.bytes(),
-        inodes: (disk.bytes() / 4096).clamp(256, 1 << 20),
-    };
+    let shape = SandboxConfig::offline(mounts.clone(), disk.bytes());
     let mut lease = match pool.lease(&shape) {
         Ok(l) => l,
         Err(e) => return Verdict::internal(format!("no sandbox: {e}")),
