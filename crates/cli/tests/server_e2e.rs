@@ -417,6 +417,12 @@ fn sigterm_stops_cleanly_and_keeps_data() {
     let log = s.log();
     let status = s.stop();
     assert!(status.success(), "exit status {status}\n{log}");
+    // Its stderr is a pipe here, as in `corral serve 2> server.log`: plain text, no colour codes.
+    assert!(log.contains("INFO"), "the server logged nothing:\n{log}");
+    assert!(
+        !log.contains('\x1b'),
+        "escape sequences in a piped log:\n{log:?}"
+    );
     // A second server on the same data: the token and the upload are still there, and no new
     // admin token is printed.
     let s2 = Server::start_in(dir.path(), "", &[]);
