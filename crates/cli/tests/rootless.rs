@@ -2,7 +2,9 @@
 //!
 //! The test (root) delegates a cgroup subtree to `nobody` the way an operator would on cgroup v1
 //! (a folder per controller, chowned to the user) and names it with CORRAL_CGROUP_PARENT; on v2 it
-//! chowns the folder and its control files likewise. Then it runs the real binary as `nobody`.
+//! chowns the folder and its control files likewise and starts the user's process inside it (v2
+//! lets a user move processes only between cgroups below one it may write, which is what
+//! `systemd-run --user -p Delegate=yes` arranges). Then it runs the real binary as `nobody`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -33,6 +35,8 @@ fn binary() -> Binary {
 struct Delegated {
     name: String,
     dirs: Vec<PathBuf>,
+    /// The delegated folder in the cgroup v2 hierarchy, where the user's process must start.
+    v2: Option<PathBuf>,
 }
 
 fn cgroup_mounts() -> Vec<(PathBuf, String)> {
@@ -56,6 +60,7 @@ fn cgroup_mounts() -> Vec<(PathBuf, String)> {
 fn delegate(tag: &str) -> Delegated {
     let name = format!("corral-rootless-{}-{tag}", std::process::id());
     let mut dirs = Vec::new();
+    let mut v2 = None;
     for (mount, opts) in cgroup_mounts() {
         let wanted = opts == "cgroup2"
             || ["memory", "pids", "cpuacct"]
@@ -69,13 +74,16 @@ fn delegate(tag: &str) -> Delegated {
             continue; // e.g. a v2 mount without the controllers we need
         }
         chown_tree(&dir);
+        if opts == "cgroup2" {
+            v2 = Some(dir.clone());
+        }
         dirs.push(dir);
     }
     assert!(
         !dirs.is_empty(),
         "could not create a delegated cgroup subtree for the test"
     );
-    Delegated { name, dirs }
+    Delegated { name, dirs, v2 }
 }
 
 fn chown_tree(dir: &Path) {
@@ -88,19 +96,40 @@ fn chown_tree(dir: &Path) {
 impl Drop for Delegated {
     fn drop(&mut self) {
         for d in &self.dirs {
+            // corral's own folders below it first (v2: corral-supervisor, emptied when it exited).
+            if let Ok(entries) = std::fs::read_dir(d) {
+                for e in entries.flatten() {
+                    if e.path().is_dir() {
+                        let _ = std::fs::remove_dir(e.path());
+                    }
+                }
+            }
             let _ = std::fs::remove_dir(d);
         }
     }
 }
 
 fn as_nobody(bin: &Path, cgroup: Option<&Delegated>, args: &[&str]) -> Output {
-    let mut c = Command::new(bin);
+    let mut c = match cgroup.and_then(|d| d.v2.as_ref()) {
+        // cgroup v2: as root, join the delegated folder, then become `nobody` and run corral.
+        Some(dir) => {
+            let mut c = Command::new("/bin/sh");
+            c.arg("-c")
+                .arg(r#"echo $$ > "$0/cgroup.procs" && exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@""#)
+                .arg(dir)
+                .arg(bin);
+            c
+        }
+        None => {
+            let mut c = Command::new(bin);
+            c.uid(NOBODY).gid(NOBODY);
+            c
+        }
+    };
     c.args(args)
         .current_dir("/tmp")
         .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .uid(NOBODY)
-        .gid(NOBODY);
+        .env("PATH", "/usr/bin:/bin");
     if let Some(d) = cgroup {
         c.env("CORRAL_CGROUP_PARENT", format!("/{}", d.name));
     }
