@@ -16,7 +16,6 @@ const MAX_MSG: usize = 256 * 1024;
 const MAX_FDS: usize = 16;
 
 /// How the sandbox is built, sent once when init starts. Fds: one `cgroup.procs` per hierarchy,
-/// which PID 1 joins before anything else. Fds: one `cgroup.procs` per hierarchy,
 /// which PID 1 joins before anything else.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Setup {
@@ -86,6 +85,14 @@ pub enum Request {
     Reset { disk_bytes: u64, inodes: u64 },
     /// Tear the sandbox down.
     Exit,
+}
+
+/// The program's process → PID 1, before exec (end-of-file then means it exec'd).
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ChildReport {
+    /// The seccomp listener rides along as a descriptor.
+    Listener,
+    Error(String),
 }
 
 /// Init → supervisor.

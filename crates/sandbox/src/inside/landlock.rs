@@ -15,7 +15,7 @@ use crate::spec::{Mount, WORKDIR};
 const TARGET: ABI = ABI::V6;
 
 /// What the kernel offers, as a number (0 = none).
-pub fn kernel_abi() -> i32 {
+pub(crate) fn kernel_abi() -> i32 {
     // SAFETY: landlock_create_ruleset with LANDLOCK_CREATE_RULESET_VERSION only returns a number.
     let v = unsafe {
         libc::syscall(
@@ -35,7 +35,7 @@ pub fn kernel_abi() -> i32 {
 /// Builds the ruleset for the sandbox's current filesystem (once per sandbox, and again after each
 /// reset, since the fresh scratch mounts are new inodes). `Ok(None)` when the kernel has no Landlock.
 /// Applying it to each program is then a single syscall ([`apply`]).
-pub fn prepare(mounts: &[Mount]) -> Result<Option<RulesetCreated>, String> {
+pub(crate) fn prepare(mounts: &[Mount]) -> Result<Option<RulesetCreated>, String> {
     if kernel_abi() <= 0 {
         return Ok(None);
     }
@@ -88,7 +88,7 @@ pub fn prepare(mounts: &[Mount]) -> Result<Option<RulesetCreated>, String> {
 
 /// Restricts the calling process (and its future children) with a prepared ruleset. An error
 /// means the kernel refused it — the caller fails closed.
-pub fn apply(ruleset: &RulesetCreated) -> Result<(), String> {
+pub(crate) fn apply(ruleset: &RulesetCreated) -> Result<(), String> {
     let status = ruleset
         .try_clone()
         .map_err(|e| e.to_string())?
