@@ -238,3 +238,227 @@ fn exec(plan: &ChildPlan, sys: &mut impl Syscalls) -> Errno {
     }
     last
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inside::syscalls::recording::Recording;
+
+    fn setup(rootless: bool) -> Setup {
+        Setup {
+            uid: if rootless { 1000 } else { 60_123 },
+            gid: if rootless { 1000 } else { 60_123 },
+            userns: rootless.then_some((4242, 4343)),
+            hostname: "sandbox".into(),
+            network: false,
+            disk_bytes: 1 << 20,
+            inodes: 256,
+            mounts: Vec::new(),
+            etc_entries: Vec::new(),
+            seccomp: Vec::new(),
+            landlock: true,
+        }
+    }
+
+    fn plan(
+        rootless: bool,
+        tty: bool,
+        oom_protected: bool,
+        argv: &[&str],
+        env: &[(&str, &str)],
+    ) -> ChildPlan {
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let rlimits = Rlimits {
+            nofile: 256,
+            fsize: 1 << 20,
+            cpu_secs: 3,
+            nproc: 72,
+        };
+        ChildPlan::new(&setup(rootless), &argv, &env, &rlimits, tty, oom_protected)
+            .expect("a valid plan")
+    }
+
+    fn kernel() -> Recording {
+        Recording {
+            landlock_abi: 6,
+            last_cap: 2,
+            ..Recording::default()
+        }
+    }
+
+    fn run(plan: &ChildPlan, sys: &mut Recording, landlock: bool) -> Result<Errno, SetupError> {
+        contain_and_exec(plan, sys, [10, 11, 12], landlock.then_some(&()), &())
+    }
+
+    /// The whole way from fork to exec as root, step by step. Any change to this order is a change
+    /// to the isolation and must be deliberate.
+    #[test]
+    fn as_root_the_program_is_confined_in_this_exact_order() {
+        let plan = plan(false, false, true, &["/usr/bin/prog", "arg"], &[]);
+        let mut sys = kernel();
+        let last = run(&plan, &mut sys, true).expect("every step succeeds");
+        assert_eq!(last, Errno::ENOENT);
+        assert_eq!(
+            sys.calls,
+            [
+                "sigaction(SIGPIPE, SIG_DFL) + sigprocmask(none)",
+                "write /proc/self/oom_score_adj \"0\"",
+                "setsid",
+                "unshare(CloneFlags(CLONE_NEWCGROUP))",
+                "setrlimit(RLIMIT_NOFILE, 256, 256)",
+                "setrlimit(RLIMIT_FSIZE, 1048576, 1048576)",
+                "setrlimit(RLIMIT_CPU, 3, 4)",
+                "setrlimit(RLIMIT_NPROC, 72, 72)",
+                "setrlimit(RLIMIT_CORE, 0, 0)",
+                "setrlimit(RLIMIT_MEMLOCK, 65536, 65536)",
+                "setrlimit(RLIMIT_MSGQUEUE, 65536, 65536)",
+                "dup 10 -> 0",
+                "dup 11 -> 1",
+                "dup 12 -> 2",
+                "chdir /home/sandbox",
+                "PR_CAP_AMBIENT_CLEAR_ALL",
+                "setgroups([])",
+                "setresgid(60123)",
+                "setresuid(60123)",
+                "setuid(0)",
+                "PR_SET_NO_NEW_PRIVS",
+                "landlock_restrict_self",
+                "seccomp(SET_MODE_FILTER, NEW_LISTENER)",
+                "send listener 99",
+                "close_range(3..)",
+                "execve /usr/bin/prog",
+            ]
+        );
+    }
+
+    /// Rootless, with a terminal: a nested user namespace replaces setgroups, its bounding set is
+    /// emptied before the ids change, RLIMIT_NPROC is left to the pids cgroup, and fd 0 becomes the
+    /// controlling terminal.
+    #[test]
+    fn rootless_the_program_is_confined_in_this_exact_order() {
+        let plan = plan(true, true, false, &["/usr/bin/prog"], &[]);
+        let mut sys = kernel();
+        run(&plan, &mut sys, true).expect("every step succeeds");
+        assert_eq!(
+            sys.calls,
+            [
+                "sigaction(SIGPIPE, SIG_DFL) + sigprocmask(none)",
+                "setsid",
+                "unshare(CloneFlags(CLONE_NEWCGROUP))",
+                "setrlimit(RLIMIT_NOFILE, 256, 256)",
+                "setrlimit(RLIMIT_FSIZE, 1048576, 1048576)",
+                "setrlimit(RLIMIT_CPU, 3, 4)",
+                "setrlimit(RLIMIT_CORE, 0, 0)",
+                "setrlimit(RLIMIT_MEMLOCK, 65536, 65536)",
+                "setrlimit(RLIMIT_MSGQUEUE, 65536, 65536)",
+                "dup 10 -> 0",
+                "dup 11 -> 1",
+                "dup 12 -> 2",
+                "TIOCSCTTY",
+                "chdir /home/sandbox",
+                "unshare(CloneFlags(CLONE_NEWUSER))",
+                "write /proc/self/setgroups \"deny\"",
+                "write /proc/self/uid_map \"1000 0 1\"",
+                "write /proc/self/gid_map \"1000 0 1\"",
+                "PR_CAPBSET_DROP 0",
+                "PR_CAPBSET_DROP 1",
+                "PR_CAPBSET_DROP 2",
+                "PR_CAP_AMBIENT_CLEAR_ALL",
+                "setresgid(1000)",
+                "setresuid(1000)",
+                "setuid(0)",
+                "PR_SET_NO_NEW_PRIVS",
+                "landlock_restrict_self",
+                "seccomp(SET_MODE_FILTER, NEW_LISTENER)",
+                "send listener 99",
+                "close_range(3..)",
+                "execve /usr/bin/prog",
+            ]
+        );
+    }
+
+    /// A failed step is the last thing that happens: nothing after it runs, least of all exec.
+    #[test]
+    fn a_failed_step_stops_everything_after_it() {
+        for (step, expected_last) in [
+            ("setgroups", "setgroups([])"),
+            ("setresgid", "setresgid(60123)"),
+            ("setresuid", "setresuid(60123)"),
+            ("PR_SET_NO_NEW_PRIVS", "PR_SET_NO_NEW_PRIVS"),
+            ("landlock", "landlock_restrict_self"),
+            ("seccomp", "seccomp(SET_MODE_FILTER, NEW_LISTENER)"),
+            ("setrlimit(RLIMIT_CORE", "setrlimit(RLIMIT_CORE, 0, 0)"),
+            ("chdir", "chdir /home/sandbox"),
+        ] {
+            let plan = plan(false, false, false, &["/usr/bin/prog"], &[]);
+            let mut sys = Recording {
+                fail: Some(step),
+                ..kernel()
+            };
+            let err = run(&plan, &mut sys, true).expect_err(step);
+            assert_eq!(
+                sys.calls.last().map(String::as_str),
+                Some(expected_last),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_drop_that_leaves_root_regainable_fails_closed() {
+        let plan = plan(false, false, false, &["/usr/bin/prog"], &[]);
+        let mut sys = Recording {
+            root_regainable: true,
+            ..kernel()
+        };
+        let err = run(&plan, &mut sys, true).expect_err("must refuse");
+        assert!(matches!(err, SetupError::RegainedRoot), "{err}");
+        assert_eq!(sys.calls.last().map(String::as_str), Some("setuid(0)"));
+    }
+
+    #[test]
+    fn a_missing_landlock_ruleset_fails_closed_when_the_kernel_has_landlock() {
+        let plan = plan(false, false, false, &["/usr/bin/prog"], &[]);
+        let mut sys = kernel();
+        let err = run(&plan, &mut sys, false).expect_err("must refuse");
+        assert!(matches!(err, SetupError::LandlockMissing), "{err}");
+        assert_eq!(
+            sys.calls.last().map(String::as_str),
+            Some("PR_SET_NO_NEW_PRIVS")
+        );
+        // Without Landlock in the kernel, mount namespaces alone confine files.
+        let mut sys = Recording {
+            landlock_abi: 0,
+            ..kernel()
+        };
+        run(&plan, &mut sys, false).expect("no Landlock to apply");
+        assert!(!sys.calls.iter().any(|c| c.starts_with("landlock")));
+    }
+
+    #[test]
+    fn the_program_is_looked_up_in_the_sandbox_path_like_execvp() {
+        let plan = plan(false, false, false, &["prog"], &[("PATH", "/a::/b")]);
+        let mut sys = kernel();
+        assert_eq!(run(&plan, &mut sys, true).unwrap(), Errno::ENOENT);
+        let execs: Vec<&str> = sys
+            .calls
+            .iter()
+            .filter(|c| c.starts_with("execve"))
+            .map(String::as_str)
+            .collect();
+        assert_eq!(execs, ["execve /a/prog", "execve /b/prog"]);
+        // "Here but not runnable" is remembered and the search goes on, like execvp.
+        let mut sys = Recording {
+            fail: Some("execve /a/"),
+            ..kernel()
+        };
+        assert_eq!(run(&plan, &mut sys, true).unwrap(), Errno::EPERM);
+        assert_eq!(sys.calls.last().map(String::as_str), Some("execve /a/prog"));
+        let plan = super::tests::plan(false, false, false, &["prog"], &[]);
+        assert_eq!(plan.candidates.len(), DEFAULT_PATH.split(':').count());
+    }
+}

@@ -239,3 +239,112 @@ impl Syscalls for Kernel<'_> {
         Errno::last()
     }
 }
+
+/// A stand-in for the kernel that records each call, in order, and fails the one it is told to.
+#[cfg(test)]
+pub(crate) mod recording {
+    use super::*;
+
+    #[derive(Default)]
+    pub(crate) struct Recording {
+        pub calls: Vec<String>,
+        /// Calls whose record starts with this fail with EPERM.
+        pub fail: Option<&'static str>,
+        /// What `setuid(0)` answers after the drop (true = a broken drop).
+        pub root_regainable: bool,
+        pub landlock_abi: i32,
+        pub last_cap: u64,
+    }
+
+    impl Recording {
+        fn call(&mut self, record: String) -> Result<(), Errno> {
+            let fails = self.fail.is_some_and(|f| record.starts_with(f));
+            self.calls.push(record);
+            if fails {
+                Err(Errno::EPERM)
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl Syscalls for Recording {
+        type Ruleset = ();
+        type Filter = ();
+
+        fn default_sigpipe_and_unblock(&mut self) -> Result<(), Errno> {
+            self.call("sigaction(SIGPIPE, SIG_DFL) + sigprocmask(none)".into())
+        }
+        fn write_proc_self(&mut self, file: &'static str, contents: &str) -> std::io::Result<()> {
+            Ok(self.call(format!("write /proc/self/{file} {contents:?}"))?)
+        }
+        fn setsid(&mut self) -> Result<(), Errno> {
+            self.call("setsid".into())
+        }
+        fn unshare(&mut self, flags: CloneFlags) -> Result<(), Errno> {
+            self.call(format!("unshare({flags:?})"))
+        }
+        fn setrlimit(&mut self, resource: Resource, soft: u64, hard: u64) -> Result<(), Errno> {
+            self.call(format!("setrlimit({resource:?}, {soft}, {hard})"))
+        }
+        fn dup_to(&mut self, from: RawFd, to: RawFd) -> Result<(), Errno> {
+            self.call(format!("dup {from} -> {to}"))
+        }
+        fn set_controlling_tty(&mut self) -> Result<(), Errno> {
+            self.call("TIOCSCTTY".into())
+        }
+        fn chdir(&mut self, dir: &str) -> Result<(), Errno> {
+            self.call(format!("chdir {dir}"))
+        }
+        fn last_cap(&mut self) -> u64 {
+            self.last_cap
+        }
+        fn drop_bounding_cap(&mut self, cap: u64) -> Result<(), Errno> {
+            self.call(format!("PR_CAPBSET_DROP {cap}"))
+        }
+        fn clear_ambient_caps(&mut self) {
+            let _ = self.call("PR_CAP_AMBIENT_CLEAR_ALL".into());
+        }
+        fn setgroups_empty(&mut self) -> Result<(), Errno> {
+            self.call("setgroups([])".into())
+        }
+        fn setresgid(&mut self, gid: u32) -> Result<(), Errno> {
+            self.call(format!("setresgid({gid})"))
+        }
+        fn setresuid(&mut self, uid: u32) -> Result<(), Errno> {
+            self.call(format!("setresuid({uid})"))
+        }
+        fn setuid_root(&mut self) -> bool {
+            let _ = self.call("setuid(0)".into());
+            self.root_regainable
+        }
+        fn no_new_privs(&mut self) -> Result<(), Errno> {
+            self.call("PR_SET_NO_NEW_PRIVS".into())
+        }
+        fn landlock_abi(&mut self) -> i32 {
+            self.landlock_abi
+        }
+        fn landlock_restrict(&mut self, _: &()) -> Result<(), String> {
+            self.call("landlock_restrict_self".into())
+                .map_err(|e| e.to_string())
+        }
+        fn install_seccomp(&mut self, _: &()) -> Result<RawFd, Errno> {
+            self.call("seccomp(SET_MODE_FILTER, NEW_LISTENER)".into())
+                .map(|()| 99)
+        }
+        fn report_listener(&mut self, listener: RawFd) -> Result<(), String> {
+            self.call(format!("send listener {listener}"))
+                .map_err(|e| e.to_string())
+        }
+        fn close_from(&mut self, first: u32) {
+            let _ = self.call(format!("close_range({first}..)"));
+        }
+        fn execve(&mut self, path: &CStr, _: &ExecArgs) -> Errno {
+            match self.call(format!("execve {}", path.to_string_lossy())) {
+                // The fake runs nothing: every candidate is "not here".
+                Ok(()) => Errno::ENOENT,
+                Err(e) => e,
+            }
+        }
+    }
+}
