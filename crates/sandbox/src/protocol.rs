@@ -116,6 +116,15 @@ pub enum Event {
     Failed { error: String },
 }
 
+impl Event {
+    /// `Failed` with what went wrong, in words.
+    pub fn failed(error: impl std::fmt::Display) -> Event {
+        Event::Failed {
+            error: error.to_string(),
+        }
+    }
+}
+
 pub fn send<T: Serialize>(
     sock: BorrowedFd<'_>,
     msg: &T,

@@ -45,13 +45,7 @@ pub fn init_main() -> ! {
 
 /// Tells the supervisor why the sandbox could not be built, and fails with the same words.
 fn refuse(ctl: BorrowedFd<'_>, error: String) -> Result<(), SandboxError> {
-    protocol::send(
-        ctl,
-        &Event::Failed {
-            error: error.clone(),
-        },
-        &[],
-    )?;
+    protocol::send(ctl, &Event::failed(&error), &[])?;
     Err(SandboxError::Init(error))
 }
 
@@ -87,13 +81,7 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
             {
                 Ok(()) => 0,
                 Err(e) => {
-                    let _ = protocol::send(
-                        ctl.as_fd(),
-                        &Event::Failed {
-                            error: e.to_string(),
-                        },
-                        &[],
-                    );
+                    let _ = protocol::send(ctl.as_fd(), &Event::failed(e), &[]);
                     1
                 }
             };

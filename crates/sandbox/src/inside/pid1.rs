@@ -100,13 +100,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     tty,
                 } => {
                     if current.is_some() {
-                        protocol::send(
-                            ctl,
-                            &Event::Failed {
-                                error: "a run is already in progress".into(),
-                            },
-                            &[],
-                        )?;
+                        protocol::send(ctl, &Event::failed("a run is already in progress"), &[])?;
                         continue;
                     }
                     // With a terminal, the program's stdio is the slave of a fresh pty; the
@@ -121,13 +115,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         }
                         Ok(None) => (fds, None),
                         Err(e) => {
-                            protocol::send(
-                                ctl,
-                                &Event::Failed {
-                                    error: e.to_string(),
-                                },
-                                &[],
-                            )?;
+                            protocol::send(ctl, &Event::failed(e), &[])?;
                             continue;
                         }
                     };
@@ -147,13 +135,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         }
                         Err(e) => {
                             reap_all_nonblocking();
-                            protocol::send(
-                                ctl,
-                                &Event::Failed {
-                                    error: e.to_string(),
-                                },
-                                &[],
-                            )?;
+                            protocol::send(ctl, &Event::failed(e), &[])?;
                         }
                     }
                 }
@@ -165,13 +147,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                 }
                 Request::Reset { disk_bytes, inodes } => {
                     if current.is_some() {
-                        protocol::send(
-                            ctl,
-                            &Event::Failed {
-                                error: "reset during a run".into(),
-                            },
-                            &[],
-                        )?;
+                        protocol::send(ctl, &Event::failed("reset during a run"), &[])?;
                         continue;
                     }
                     // A sandbox that cannot be made as good as new must not be reused: exit.
