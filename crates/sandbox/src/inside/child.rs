@@ -218,7 +218,7 @@ fn restrict_filesystem<S: Syscalls>(
     landlock: Option<&S::Ruleset>,
 ) -> Result<(), SetupError> {
     match (landlock, plan.landlock) {
-        (Some(ruleset), _) => sys.landlock_restrict(ruleset).map_err(SetupError::Landlock),
+        (Some(ruleset), _) => sys.landlock_restrict(ruleset),
         (None, true) if sys.landlock_abi() > 0 => Err(SetupError::LandlockMissing),
         (None, _) => Ok(()),
     }

@@ -51,8 +51,20 @@ pub enum SetupError {
     ControllingTty(Errno),
     #[error("chdir {dir}: {errno}")]
     Chdir { dir: &'static str, errno: Errno },
-    #[error("{0}")]
-    Landlock(String),
+    #[error("building the Landlock ruleset: {0}")]
+    LandlockRuleset(#[source] landlock::RulesetError),
+    #[error("Landlock rule for {path}: {source}")]
+    LandlockRule {
+        path: String,
+        #[source]
+        source: landlock::RulesetError,
+    },
+    #[error("copying the Landlock ruleset: {0}")]
+    LandlockClone(#[source] std::io::Error),
+    #[error("applying the Landlock ruleset: {0}")]
+    LandlockRestrict(#[source] landlock::RulesetError),
+    #[error("Landlock is available but enforced nothing")]
+    LandlockNotEnforced,
     #[error("the Landlock ruleset is missing")]
     LandlockMissing,
     #[error("installing the seccomp filter: {0}")]

@@ -54,7 +54,7 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
         return Ok(());
     };
     if let Some((uid, gid)) = setup.userns {
-        if let Err(e) = privileges::enter_user_namespace(&mut Kernel::pid1(), uid, gid) {
+        if let Err(e) = privileges::enter_user_namespace(&mut Kernel::for_init(), uid, gid) {
             return refuse(ctl.as_fd(), format!("user namespace: {e}"));
         }
     }
@@ -125,7 +125,7 @@ fn build(
     }
     rootfs::build(setup)?;
     default_signals();
-    privileges::drop_bounding_set(&mut Kernel::pid1())?;
+    privileges::drop_bounding_set(&mut Kernel::for_init())?;
     // The OOM killer should pick a program, never PID 1 (best effort: needs CAP_SYS_RESOURCE).
     let oom_protected = std::fs::write("/proc/self/oom_score_adj", b"-1000").is_ok();
     // What a network namespace nobody has used looks like (see `netns::fingerprint`).
@@ -135,7 +135,7 @@ fn build(
         netns::fingerprint()
     };
     let landlock = if setup.landlock {
-        landlock::prepare(&setup.mounts).map_err(SetupError::Landlock)?
+        landlock::prepare(&setup.mounts)?
     } else {
         None
     };

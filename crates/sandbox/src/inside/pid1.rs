@@ -154,8 +154,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     reset(setup, disk_bytes, inodes, &last_pid, &mut net_baseline)?;
                     // The scratch mounts are new inodes: the Landlock rules must name them again.
                     if setup.landlock {
-                        landlock =
-                            landlock::prepare(&setup.mounts).map_err(SetupError::Landlock)?;
+                        landlock = landlock::prepare(&setup.mounts)?;
                     }
                     send_ready(ctl, landlock_abi)?;
                 }

@@ -13,6 +13,7 @@ use nix::sched::CloneFlags;
 use nix::sys::resource::Resource;
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal};
 
+use crate::inside::error::SetupError;
 use crate::protocol;
 
 /// One step each; `Err` is the kernel's answer.
@@ -45,7 +46,7 @@ pub(crate) trait Syscalls {
     fn no_new_privs(&mut self) -> Result<(), Errno>;
     /// The kernel's Landlock ABI (0 = none).
     fn landlock_abi(&mut self) -> i32;
-    fn landlock_restrict(&mut self, ruleset: &Self::Ruleset) -> Result<(), String>;
+    fn landlock_restrict(&mut self, ruleset: &Self::Ruleset) -> Result<(), SetupError>;
     /// Installs the filter; returns its user-notification listener.
     fn install_seccomp(&mut self, filter: &Self::Filter) -> Result<RawFd, Errno>;
     /// Hands the listener to PID 1 (over the child's report socket).
@@ -86,7 +87,7 @@ pub(crate) struct Kernel<'a> {
 }
 
 impl<'a> Kernel<'a> {
-    pub(crate) fn pid1() -> Self {
+    pub(crate) fn for_init() -> Self {
         Kernel { report: None }
     }
 
@@ -210,7 +211,7 @@ impl Syscalls for Kernel<'_> {
         crate::inside::landlock::kernel_abi()
     }
 
-    fn landlock_restrict(&mut self, ruleset: &Self::Ruleset) -> Result<(), String> {
+    fn landlock_restrict(&mut self, ruleset: &Self::Ruleset) -> Result<(), SetupError> {
         crate::inside::landlock::apply(ruleset)
     }
 
@@ -324,9 +325,9 @@ pub(crate) mod recording {
         fn landlock_abi(&mut self) -> i32 {
             self.landlock_abi
         }
-        fn landlock_restrict(&mut self, _: &()) -> Result<(), String> {
+        fn landlock_restrict(&mut self, _: &()) -> Result<(), SetupError> {
             self.call("landlock_restrict_self".into())
-                .map_err(|e| e.to_string())
+                .map_err(|_| SetupError::LandlockNotEnforced)
         }
         fn install_seccomp(&mut self, _: &()) -> Result<RawFd, Errno> {
             self.call("seccomp(SET_MODE_FILTER, NEW_LISTENER)".into())
