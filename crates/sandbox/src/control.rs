@@ -9,19 +9,85 @@ use crate::error::SandboxError;
 use crate::protocol::{self, Event, Request};
 
 pub(crate) struct Control {
-    pub(crate) ctl: OwnedFd,
+    ctl: OwnedFd,
     /// The working directory (`O_PATH`), replaced by every reset.
-    pub(crate) workdir: OwnedFd,
-    pub(crate) cgroup: Option<Box<dyn corral_cgroups::Cgroup>>,
+    workdir: OwnedFd,
+    cgroup: Option<Box<dyn corral_cgroups::Cgroup>>,
     /// The cgroup's counters when the current run started.
-    pub(crate) baseline: Option<corral_cgroups::Baseline>,
+    baseline: Option<corral_cgroups::Baseline>,
     /// Runs started since the sandbox was built.
-    pub(crate) runs: u64,
+    runs: u64,
     /// Set when something went wrong; a broken sandbox is never reused.
-    pub(crate) broken: bool,
+    broken: bool,
 }
 
 impl Control {
+    /// A sandbox being built: broken until its init says it is ready.
+    pub(crate) fn new(
+        ctl: OwnedFd,
+        workdir: OwnedFd,
+        cgroup: Box<dyn corral_cgroups::Cgroup>,
+    ) -> Self {
+        Control {
+            ctl,
+            workdir,
+            cgroup: Some(cgroup),
+            baseline: None,
+            runs: 0,
+            broken: true,
+        }
+    }
+
+    pub(crate) fn set_workdir(&mut self, workdir: OwnedFd) {
+        self.workdir = workdir;
+    }
+
+    pub(crate) fn runs(&self) -> u64 {
+        self.runs
+    }
+
+    pub(crate) fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    pub(crate) fn set_broken(&mut self, broken: bool) {
+        self.broken = broken;
+    }
+
+    /// Limits the cgroup for the next run and starts counting its usage. The sandbox's PID 1 lives
+    /// in the cgroup too: the limits leave room for exactly what it already holds (one process,
+    /// its resident memory), and usage is counted from here.
+    pub(crate) fn account_new_run(
+        &mut self,
+        memory_bytes: u64,
+        pids: u64,
+    ) -> Result<(), SandboxError> {
+        let cg = self
+            .cgroup
+            .as_ref()
+            .ok_or_else(|| SandboxError::Init("no cgroup".into()))?;
+        let baseline = cg.begin_run()?;
+        cg.set_limits(&corral_cgroups::Limits {
+            memory_bytes: Some(memory_bytes.saturating_add(baseline.resident_bytes)),
+            pids: Some(pids.saturating_add(1)),
+        })?;
+        self.baseline = Some(baseline);
+        Ok(())
+    }
+
+    /// A run is being started: the sandbox counts as broken until it ends cleanly.
+    pub(crate) fn count_run(&mut self) {
+        self.runs += 1;
+        self.broken = true;
+    }
+
+    /// Removes the cgroup (once every process in it is gone).
+    pub(crate) fn destroy_cgroup(&mut self) {
+        if let Some(cg) = self.cgroup.take() {
+            let _ = cg.destroy();
+        }
+    }
+
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.ctl.as_fd()
     }

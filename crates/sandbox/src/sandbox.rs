@@ -139,16 +139,13 @@ impl Sandbox {
             id: name.clone(),
             config: config.clone(),
             keeper: Some(keeper),
-            control: Control {
-                ctl: mine,
-                workdir: File::open("/")
+            control: Control::new(
+                mine,
+                File::open("/")
                     .map(OwnedFd::from)
                     .map_err(|e| SandboxError::io("opening /", e))?,
-                cgroup: Some(cgroup),
-                baseline: None,
-                runs: 0,
-                broken: true,
-            },
+                cgroup,
+            ),
             // Who owns copied-in files, as the host sees it.
             uid: userns.map_or(uid, |(u, _)| u),
             gid: userns.map_or(uid, |(_, g)| g),
@@ -177,9 +174,11 @@ impl Sandbox {
         drop(procs);
         match protocol::recv::<Event>(sandbox.control.fd())? {
             Some((Event::Ready { landlock_abi }, mut fds)) if fds.len() == 1 => {
-                sandbox.control.workdir = fds.pop().expect("one descriptor");
+                sandbox
+                    .control
+                    .set_workdir(fds.pop().expect("one descriptor"));
                 sandbox.landlock_abi = landlock_abi;
-                sandbox.control.broken = false;
+                sandbox.control.set_broken(false);
                 Ok(sandbox)
             }
             Some((Event::Failed { error }, _)) => Err(SandboxError::Init(error)),
@@ -203,7 +202,7 @@ impl Sandbox {
 
     /// Runs started in this sandbox since it was built.
     pub fn runs(&self) -> u64 {
-        self.control.runs
+        self.control.runs()
     }
 
     /// Times this sandbox was leased from a pool.
@@ -216,7 +215,7 @@ impl Sandbox {
     }
 
     pub fn is_broken(&self) -> bool {
-        self.control.broken
+        self.control.is_broken()
     }
 
     /// The working directory, for host-side copies (see [`crate::exists_beneath`] and the copy methods).
@@ -254,7 +253,7 @@ impl Sandbox {
 
     /// Asks init to reset and returns at once; init works while the caller goes on.
     pub fn begin_reset(&mut self, disk_bytes: u64, inodes: u64) -> Result<(), SandboxError> {
-        self.control.broken = true;
+        self.control.set_broken(true);
         self.control.send(&Request::Reset { disk_bytes, inodes })?;
         self.pending_reset = Some((disk_bytes, inodes));
         Ok(())
@@ -279,10 +278,10 @@ impl Sandbox {
         };
         match protocol::recv::<Event>(self.control.fd())? {
             Some((Event::Ready { .. }, mut fds)) if fds.len() == 1 => {
-                self.control.workdir = fds.pop().expect("one descriptor");
+                self.control.set_workdir(fds.pop().expect("one descriptor"));
                 self.config.disk_bytes = disk_bytes;
                 self.config.inodes = inodes;
-                self.control.broken = false;
+                self.control.set_broken(false);
                 Ok(())
             }
             Some((Event::Failed { error }, _)) => Err(SandboxError::Init(error)),
@@ -299,7 +298,7 @@ impl Sandbox {
     pub fn start(&mut self, spec: &RunSpec) -> Result<Execution<'_>, SandboxError> {
         spec.validate()?;
         self.finish_reset()?;
-        if self.control.broken {
+        if self.control.is_broken() {
             return Err(SandboxError::Init(
                 "this sandbox is broken and cannot run anything".into(),
             ));
@@ -341,24 +340,8 @@ impl Sandbox {
                 (Some(r), Some(w), Vec::new())
             }
         };
-        let cg = self
-            .control
-            .cgroup
-            .as_ref()
-            .ok_or_else(|| SandboxError::Init("no cgroup".into()))?;
-        // The sandbox's PID 1 lives in the cgroup too: the limits leave room for exactly what it
-        // already holds (one process, its resident memory), and usage is counted from here.
-        let baseline = cg.begin_run()?;
-        cg.set_limits(&corral_cgroups::Limits {
-            memory_bytes: Some(
-                limits
-                    .memory
-                    .bytes()
-                    .saturating_add(baseline.resident_bytes),
-            ),
-            pids: Some(limits.pids.saturating_add(1)),
-        })?;
-        self.control.baseline = Some(baseline);
+        self.control
+            .account_new_run(limits.memory.bytes(), limits.pids)?;
         let rlimits = Rlimits {
             nofile: limits.open_files,
             fsize: limits.file_size.bytes(),
@@ -373,8 +356,7 @@ impl Sandbox {
             rlimits,
             tty: spec.tty,
         };
-        self.control.runs += 1;
-        self.control.broken = true; // until the run ends cleanly
+        self.control.count_run();
         let mut sent = Vec::new();
         if let (Some(r), Some(((_, out_w), (_, err_w)))) = (&stdin_r, &pipes) {
             sent = vec![r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
@@ -437,7 +419,7 @@ impl Sandbox {
         match result {
             Ok(o) => o,
             Err(e) => {
-                self.control.broken = true;
+                self.control.set_broken(true);
                 Outcome::sandbox_error(spec.limits.clone(), e.to_string())
             }
         }
@@ -462,9 +444,7 @@ impl Drop for Sandbox {
                 }
             }
         }
-        if let Some(cg) = self.control.cgroup.take() {
-            let _ = cg.destroy();
-        }
+        self.control.destroy_cgroup();
     }
 }
 
