@@ -244,7 +244,7 @@ impl Sandbox {
         crate::hostfs::read_file(self.workdir(), rel, max)
     }
 
-    /// Makes the sandbox as good as new for the next user (see [`Request::Reset`]); on failure the
+    /// Makes the sandbox as good as new for the next user (see `Request::Reset` in the protocol); on failure the
     /// sandbox is broken and must be dropped.
     pub fn reset(&mut self, disk_bytes: u64, inodes: u64) -> Result<(), SandboxError> {
         self.begin_reset(disk_bytes, inodes)?;
