@@ -333,7 +333,7 @@ fn spawn(
         }
     };
     cmd.env_clear()
-        .env("PATH", corral_sandbox::spec::DEFAULT_PATH)
+        .env("PATH", corral_sandbox::DEFAULT_PATH)
         .env("HOME", "/home/sandbox")
         .env("LANG", "C.UTF-8")
         .stdin(if stdin.is_some() {

@@ -92,7 +92,7 @@ fn run(args: &Args, report: &mut Report) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--corral {}: {e}", args.corral.display()))?;
     let host = Arc::new(Host::new(InitProgram {
         path: corral,
-        arg: corral_sandbox::init::INIT_ARG.into(),
+        arg: corral_sandbox::INIT_ARG.into(),
     })?);
     report.set("quick", args.quick);
     report.set(

@@ -915,7 +915,7 @@ impl Runner<'_> {
     }
 
     fn exists(&mut self, sb: &mut Sandbox, p: &str, want: bool, at: usize) -> Flow {
-        let found = corral_sandbox::hostfs::exists(sb.workdir(), Path::new(p));
+        let found = corral_sandbox::exists_beneath(sb.workdir(), Path::new(p));
         let key = if want { "exists" } else { "not_exists" };
         let expected = Observation::new(key, p);
         if found == want {

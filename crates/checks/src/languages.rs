@@ -132,8 +132,7 @@ impl Registry {
                 .resolve(&Limits::default())
                 .map_err(|e| bad(e.to_string()))?;
             for (k, v) in &lang.env {
-                corral_sandbox::spec::parse_env(&format!("{k}={v}"))
-                    .map_err(|e| bad(e.to_string()))?;
+                corral_sandbox::parse_env(&format!("{k}={v}")).map_err(|e| bad(e.to_string()))?;
             }
             self.languages.insert(id, lang);
         }
@@ -217,7 +216,7 @@ impl Language {
             .env
             .get("PATH")
             .cloned()
-            .unwrap_or_else(|| corral_sandbox::spec::DEFAULT_PATH.to_string());
+            .unwrap_or_else(|| corral_sandbox::DEFAULT_PATH.to_string());
         for req in self.required() {
             if req.contains('/') {
                 let host = to_host(Path::new(&req), &mounts);

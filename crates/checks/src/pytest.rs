@@ -863,7 +863,7 @@ fn session(
     args.extend(files.iter().map(|f| format!("{TESTS_DIR}/{f}")));
     let cfg = serde_json::json!({
         "out_dir": out_dir,
-        "workdir": corral_sandbox::spec::WORKDIR,
+        "workdir": corral_sandbox::WORKDIR,
         "args": args,
         "test_timeout": pc.test_timeout.map(|d| d.as_secs_f64()),
     });

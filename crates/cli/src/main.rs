@@ -51,9 +51,9 @@ fn main() {
     // A sandbox's init is this same binary; dispatch before anything else starts (no threads yet).
     if std::env::args_os()
         .nth(1)
-        .is_some_and(|a| a == corral_sandbox::init::INIT_ARG)
+        .is_some_and(|a| a == corral_sandbox::INIT_ARG)
     {
-        corral_sandbox::init::main();
+        corral_sandbox::init_main();
     }
     let cli = Cli::parse();
     let code = match cli.command {

@@ -114,7 +114,7 @@ impl RunArgs {
         let mut spec = RunSpec::new(self.command.clone());
         for e in &self.env {
             spec.env
-                .push(corral_sandbox::spec::parse_env(e).map_err(|e| e.to_string())?);
+                .push(corral_sandbox::parse_env(e).map_err(|e| e.to_string())?);
         }
         if let Some(dir) = &self.dir {
             if !dir.is_dir() {

@@ -119,7 +119,7 @@ pub fn probe() -> Report {
         },
     ));
     checks.push(check("seccomp", true, seccomp_status()));
-    let abi = crate::landlock::kernel_abi();
+    let abi = crate::inside::landlock::kernel_abi();
     checks.push(check(
         "landlock",
         false,

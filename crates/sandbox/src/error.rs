@@ -64,3 +64,11 @@ impl From<nix::Error> for SandboxError {
         SandboxError::io("system call", std::io::Error::from(e))
     }
 }
+
+/// A setup step inside the sandbox failed; the supervisor hears about it as text anyway
+/// (`Event::Failed`), so it arrives as [`SandboxError::Init`] either way.
+impl From<crate::inside::error::SetupError> for SandboxError {
+    fn from(e: crate::inside::error::SetupError) -> Self {
+        SandboxError::Init(e.to_string())
+    }
+}

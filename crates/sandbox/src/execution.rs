@@ -14,17 +14,18 @@ use nix::poll::{PollFd, PollFlags};
 use nix::sys::time::TimeSpec;
 
 use crate::capture::{Capture, OutputSink, Stream};
+use crate::control::Control;
 use crate::error::SandboxError;
 use crate::limits::Limits;
 use crate::outcome::{Outcome, Status, Usage};
 use crate::protocol::{Event, Request};
-use crate::sandbox::Sandbox;
 
 /// How long output may keep trickling in after every process is dead (only a leaked pipe could).
 const DRAIN: Duration = Duration::from_secs(2);
 
 pub struct Execution<'s> {
-    sandbox: &'s mut Sandbox,
+    /// The sandbox's init and accounting; nothing else of the sandbox is reachable from a run.
+    control: &'s mut Control,
     limits: Limits,
     start: Instant,
     wall_deadline: Instant,
@@ -50,7 +51,7 @@ pub struct Execution<'s> {
 
 impl<'s> Execution<'s> {
     pub(crate) fn new(
-        sandbox: &'s mut Sandbox,
+        control: &'s mut Control,
         limits: Limits,
         stdout: OwnedFd,
         stderr: Option<OwnedFd>,
@@ -62,7 +63,7 @@ impl<'s> Execution<'s> {
             .map(|n| n.get() as u32)
             .unwrap_or(1);
         Execution {
-            sandbox,
+            control,
             wall_deadline: start + limits.wall_time.duration(),
             cpu_check: start + limits.cpu_time.duration() / cpus,
             cpus,
@@ -113,7 +114,7 @@ impl<'s> Execution<'s> {
     /// Resizes the terminal of a run with one (no-op otherwise).
     pub fn resize(&mut self, cols: u16, rows: u16) -> Result<(), SandboxError> {
         if let (true, Some(master)) = (self.tty, self.stdin.as_ref()) {
-            crate::pty::resize(master.as_fd(), cols, rows)
+            crate::inside::pty::resize(master.as_fd(), cols, rows)
                 .map_err(|e| SandboxError::io("resizing the terminal", e))?;
         }
         Ok(())
@@ -122,7 +123,7 @@ impl<'s> Execution<'s> {
     /// Sends a signal to the program's process group (like Ctrl-C in a terminal for SIGINT).
     pub fn signal(&mut self, signal: i32) -> Result<(), SandboxError> {
         if self.finished.is_none() {
-            self.sandbox.send(&Request::Signal { signal })?;
+            self.control.send(&Request::Signal { signal })?;
         }
         Ok(())
     }
@@ -130,7 +131,7 @@ impl<'s> Execution<'s> {
     /// Kills the whole run now (reported as `signaled`, unless a limit already fired).
     pub fn kill(&mut self) -> Result<(), SandboxError> {
         if self.finished.is_none() {
-            self.sandbox.send(&Request::Kill)?;
+            self.control.send(&Request::Kill)?;
         }
         Ok(())
     }
@@ -153,7 +154,7 @@ impl<'s> Execution<'s> {
             return Ok(false);
         }
         self.stdin_wait = None;
-        self.sandbox.send(&Request::ProbeStdin)?;
+        self.control.send(&Request::ProbeStdin)?;
         while self.stdin_wait.is_none() && self.finished.is_none() {
             self.turn(None, sink)?;
         }
@@ -202,14 +203,14 @@ impl<'s> Execution<'s> {
         }
         if now >= self.wall_deadline {
             self.killed_for = Some(Status::WallTimeLimit);
-            return self.sandbox.send(&Request::Kill);
+            return self.control.send(&Request::Kill);
         }
         if now >= self.cpu_check {
             let limit = self.limits.cpu_time.duration();
-            let used = self.sandbox.cpu_time()?;
+            let used = self.control.cpu_time()?;
             if used >= limit {
                 self.killed_for = Some(Status::TimeLimit);
-                return self.sandbox.send(&Request::Kill);
+                return self.control.send(&Request::Kill);
             }
             // The earliest moment the budget could run out with every CPU busy.
             self.cpu_check = now + ((limit - used) / self.cpus).max(Duration::from_micros(500));
@@ -238,7 +239,7 @@ impl<'s> Execution<'s> {
         }
         let timeout = deadline.saturating_duration_since(now);
 
-        let ctl = self.sandbox.control();
+        let ctl = self.control.fd();
         let mut pfds = vec![PollFd::new(ctl, PollFlags::POLLIN)];
         let mut slots = Vec::new();
         for (i, o) in self.outs.iter().enumerate() {
@@ -277,7 +278,7 @@ impl<'s> Execution<'s> {
         }
         if ready[0] {
             progressed = true;
-            match self.sandbox.next_event()? {
+            match self.control.next_event()? {
                 Event::Blocked { syscall } => self.blocked = Some(syscall),
                 Event::StdinWait { waiting } => self.stdin_wait = Some(waiting),
                 Event::Finished {
@@ -321,7 +322,7 @@ impl<'s> Execution<'s> {
                     && self.finished.is_none()
                 {
                     self.killed_for = Some(Status::OutputLimit);
-                    self.sandbox.send(&Request::Kill)?;
+                    self.control.send(&Request::Kill)?;
                 }
                 Ok(true)
             }
@@ -364,8 +365,8 @@ impl<'s> Execution<'s> {
             return Ok(None);
         }
         self.done = true;
-        let usage = self.sandbox.run_usage()?;
-        self.sandbox.run_finished();
+        let usage = self.control.run_usage()?;
+        self.control.run_finished();
         let mut outcome = Outcome {
             status: Status::Ok,
             exit_code,
@@ -376,7 +377,7 @@ impl<'s> Execution<'s> {
                 memory_peak_bytes: usage.memory_peak_bytes,
                 pids_peak: usage.pids_peak,
                 pids_limit_hit: usage.pids_limit_hit,
-                disk_used_bytes: crate::hostfs::used_bytes(self.sandbox.workdir()),
+                disk_used_bytes: crate::hostfs::used_bytes(self.control.workdir()),
                 output_bytes: self.capture.total(),
             },
             stdout: std::mem::take(&mut self.capture.stdout),

@@ -17,14 +17,14 @@ pub struct InitProgram {
 }
 
 impl InitProgram {
-    /// The running executable itself, which must call `corral_sandbox::init::main()` when its
-    /// first argument is [`crate::init::INIT_ARG`].
+    /// The running executable itself, which must call `corral_sandbox::init_main()` when its
+    /// first argument is [`crate::INIT_ARG`].
     pub fn current_exe() -> Result<Self, SandboxError> {
         let path = std::env::current_exe()
             .map_err(|e| SandboxError::io("finding the corral executable", e))?;
         Ok(InitProgram {
             path,
-            arg: crate::init::INIT_ARG.to_string(),
+            arg: crate::inside::init::INIT_ARG.to_string(),
         })
     }
 }

@@ -1,41 +1,40 @@
 //! corral's sandbox core: run one untrusted command in a fresh, fully isolated Linux sandbox and
 //! report what it used.
 //!
-//! - [`spec`] / [`limits`]: what to run (`RunSpec`, `Limits`) — the vocabulary every layer shares.
-//! - [`outcome`]: what happened (`Outcome`, `Status`).
-//! - [`host`]: once per process — cgroups, the compiled seccomp profile, the init program.
-//! - [`sandbox`]: one sandbox and the supervisor loop (output, time limits, verdict).
-//! - [`init`], [`rootfs`], [`exec`], [`landlock`]: what runs inside (namespaces, root, privileges).
-//! - [`hostfs`]: host-side file copies that never follow what a program planted.
-//! - [`doctor`]: what this host offers.
+//! The public surface is the vocabulary and the entry points, all at the crate root:
+//! - what to run: [`RunSpec`], [`Limits`] (and their parts); what happened: [`Outcome`], [`Status`];
+//! - where: [`Host`] (once per process), [`Sandbox`] and [`Execution`] (one program, driven step
+//!   by step), [`Pool`] / [`Lease`] (warm sandboxes), [`run_fresh`] / [`run_in`];
+//! - [`doctor`]: what this host offers; [`init_main`]: the sandbox's init, which the binary must
+//!   dispatch to when its first argument is [`INIT_ARG`].
 //!
-//! No HTTP, storage or async runtime lives here.
+//! Inside, modules depend one way: `pool` → `sandbox` → `execution` → `control` → `protocol`;
+//! what runs in the sandbox lives in `inside` (see there). No HTTP, storage or async runtime
+//! lives here.
 
-pub mod capture;
+mod capture;
+mod control;
 pub mod doctor;
-pub mod error;
-pub mod exec;
-pub mod execution;
-pub mod host;
-pub mod hostfs;
-pub mod init;
-pub mod landlock;
-pub mod limits;
-pub mod outcome;
-pub mod pool;
-pub mod protocol;
-pub mod pty;
-pub mod rootfs;
-pub mod sandbox;
-pub mod spec;
-pub mod stdin_probe;
+mod error;
+mod execution;
+mod host;
+mod hostfs;
+mod inside;
+mod limits;
+mod outcome;
+mod pool;
+mod protocol;
+mod sandbox;
+mod spec;
 
 pub use capture::{NoSink, OutputSink};
 pub use error::{SandboxError, SpecError};
 pub use execution::Execution;
 pub use host::{Host, InitProgram};
+pub use hostfs::exists as exists_beneath;
+pub use inside::init::{init_main, INIT_ARG};
 pub use limits::{Limits, LimitsRequest, Millis, Size};
 pub use outcome::{Captured, Outcome, Status, Usage};
 pub use pool::{Lease, Pool, PoolConfig};
 pub use sandbox::{run_fresh, run_in, Sandbox, SandboxConfig};
-pub use spec::{Mount, RunSpec, RunSpecJson, Stdin};
+pub use spec::{parse_env, Mount, RunSpec, RunSpecJson, Stdin, DEFAULT_PATH, WORKDIR};

@@ -16,7 +16,6 @@ const MAX_MSG: usize = 256 * 1024;
 const MAX_FDS: usize = 16;
 
 /// How the sandbox is built, sent once when init starts. Fds: one `cgroup.procs` per hierarchy,
-/// which PID 1 joins before anything else. Fds: one `cgroup.procs` per hierarchy,
 /// which PID 1 joins before anything else.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Setup {
@@ -88,6 +87,14 @@ pub enum Request {
     Exit,
 }
 
+/// The program's process → PID 1, before exec (end-of-file then means it exec'd).
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ChildReport {
+    /// The seccomp listener rides along as a descriptor.
+    Listener,
+    Error(String),
+}
+
 /// Init → supervisor.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Event {
@@ -107,6 +114,15 @@ pub enum Event {
     },
     /// Setting up failed; nothing ran (or the run was stopped before exec).
     Failed { error: String },
+}
+
+impl Event {
+    /// `Failed` with what went wrong, in words.
+    pub fn failed(error: impl std::fmt::Display) -> Event {
+        Event::Failed {
+            error: error.to_string(),
+        }
+    }
 }
 
 pub fn send<T: Serialize>(

@@ -12,6 +12,7 @@ use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 
 use crate::capture::OutputSink;
+use crate::control::Control;
 use crate::error::SandboxError;
 use crate::execution::Execution;
 use crate::host::Host;
@@ -57,17 +58,12 @@ pub struct Sandbox {
     id: String,
     config: SandboxConfig,
     keeper: Option<Child>,
-    ctl: OwnedFd,
-    workdir: OwnedFd,
-    cgroup: Option<Box<dyn corral_cgroups::Cgroup>>,
+    /// The init's socket and the run accounting, which an [`Execution`] borrows.
+    control: Control,
     uid: u32,
     gid: u32,
-    runs: u64,
     leases: u64,
-    baseline: Option<corral_cgroups::Baseline>,
     pending_reset: Option<(u64, u64)>,
-    /// Set when something went wrong; a broken sandbox is never reused.
-    broken: bool,
     pub landlock_abi: Option<i32>,
 }
 
@@ -118,11 +114,11 @@ impl Sandbox {
         // that stays open in the parent until spawn returns.
         unsafe {
             cmd.pre_exec(move || {
-                if child_fd == crate::init::CONTROL_FD {
+                if child_fd == crate::inside::init::CONTROL_FD {
                     if libc::fcntl(child_fd, libc::F_SETFD, 0) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
-                } else if libc::dup2(child_fd, crate::init::CONTROL_FD) < 0 {
+                } else if libc::dup2(child_fd, crate::inside::init::CONTROL_FD) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -143,19 +139,18 @@ impl Sandbox {
             id: name.clone(),
             config: config.clone(),
             keeper: Some(keeper),
-            ctl: mine,
-            workdir: File::open("/")
-                .map(OwnedFd::from)
-                .map_err(|e| SandboxError::io("opening /", e))?,
-            cgroup: Some(cgroup),
+            control: Control::new(
+                mine,
+                File::open("/")
+                    .map(OwnedFd::from)
+                    .map_err(|e| SandboxError::io("opening /", e))?,
+                cgroup,
+            ),
             // Who owns copied-in files, as the host sees it.
             uid: userns.map_or(uid, |(u, _)| u),
             gid: userns.map_or(uid, |(_, g)| g),
-            runs: 0,
             leases: 0,
-            baseline: None,
             pending_reset: None,
-            broken: true,
             landlock_abi: None,
         };
         let setup = Setup {
@@ -167,7 +162,7 @@ impl Sandbox {
             disk_bytes: config.disk_bytes,
             inodes: config.inodes,
             mounts: config.mounts.clone(),
-            etc_entries: crate::rootfs::DEFAULT_ETC
+            etc_entries: crate::inside::rootfs::DEFAULT_ETC
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
@@ -175,13 +170,15 @@ impl Sandbox {
             landlock: host.landlock,
         };
         let fds: Vec<_> = procs.iter().map(|f| f.as_raw_fd()).collect();
-        protocol::send(sandbox.ctl.as_fd(), &setup, &fds)?;
+        protocol::send(sandbox.control.fd(), &setup, &fds)?;
         drop(procs);
-        match protocol::recv::<Event>(sandbox.ctl.as_fd())? {
+        match protocol::recv::<Event>(sandbox.control.fd())? {
             Some((Event::Ready { landlock_abi }, mut fds)) if fds.len() == 1 => {
-                sandbox.workdir = fds.pop().expect("one descriptor");
+                sandbox
+                    .control
+                    .set_workdir(fds.pop().expect("one descriptor"));
                 sandbox.landlock_abi = landlock_abi;
-                sandbox.broken = false;
+                sandbox.control.set_broken(false);
                 Ok(sandbox)
             }
             Some((Event::Failed { error }, _)) => Err(SandboxError::Init(error)),
@@ -205,7 +202,7 @@ impl Sandbox {
 
     /// Runs started in this sandbox since it was built.
     pub fn runs(&self) -> u64 {
-        self.runs
+        self.control.runs()
     }
 
     /// Times this sandbox was leased from a pool.
@@ -218,12 +215,12 @@ impl Sandbox {
     }
 
     pub fn is_broken(&self) -> bool {
-        self.broken
+        self.control.is_broken()
     }
 
-    /// The working directory, for host-side copies (see [`crate::hostfs`]).
+    /// The working directory, for host-side copies (see [`crate::exists_beneath`] and the copy methods).
     pub fn workdir(&self) -> BorrowedFd<'_> {
-        self.workdir.as_fd()
+        self.control.workdir()
     }
 
     pub fn copy_in(&self, dir: &std::path::Path) -> Result<(), SandboxError> {
@@ -247,7 +244,7 @@ impl Sandbox {
         crate::hostfs::read_file(self.workdir(), rel, max)
     }
 
-    /// Makes the sandbox as good as new for the next user (see [`Request::Reset`]); on failure the
+    /// Makes the sandbox as good as new for the next user (see `Request::Reset` in the protocol); on failure the
     /// sandbox is broken and must be dropped.
     pub fn reset(&mut self, disk_bytes: u64, inodes: u64) -> Result<(), SandboxError> {
         self.begin_reset(disk_bytes, inodes)?;
@@ -256,8 +253,8 @@ impl Sandbox {
 
     /// Asks init to reset and returns at once; init works while the caller goes on.
     pub fn begin_reset(&mut self, disk_bytes: u64, inodes: u64) -> Result<(), SandboxError> {
-        self.broken = true;
-        self.send(&Request::Reset { disk_bytes, inodes })?;
+        self.control.set_broken(true);
+        self.control.send(&Request::Reset { disk_bytes, inodes })?;
         self.pending_reset = Some((disk_bytes, inodes));
         Ok(())
     }
@@ -268,7 +265,7 @@ impl Sandbox {
             return true;
         }
         let mut fds = [nix::poll::PollFd::new(
-            self.ctl.as_fd(),
+            self.control.fd(),
             nix::poll::PollFlags::POLLIN,
         )];
         matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO), Ok(n) if n > 0)
@@ -279,12 +276,12 @@ impl Sandbox {
         let Some((disk_bytes, inodes)) = self.pending_reset.take() else {
             return Ok(());
         };
-        match protocol::recv::<Event>(self.ctl.as_fd())? {
+        match protocol::recv::<Event>(self.control.fd())? {
             Some((Event::Ready { .. }, mut fds)) if fds.len() == 1 => {
-                self.workdir = fds.pop().expect("one descriptor");
+                self.control.set_workdir(fds.pop().expect("one descriptor"));
                 self.config.disk_bytes = disk_bytes;
                 self.config.inodes = inodes;
-                self.broken = false;
+                self.control.set_broken(false);
                 Ok(())
             }
             Some((Event::Failed { error }, _)) => Err(SandboxError::Init(error)),
@@ -301,7 +298,7 @@ impl Sandbox {
     pub fn start(&mut self, spec: &RunSpec) -> Result<Execution<'_>, SandboxError> {
         spec.validate()?;
         self.finish_reset()?;
-        if self.broken {
+        if self.control.is_broken() {
             return Err(SandboxError::Init(
                 "this sandbox is broken and cannot run anything".into(),
             ));
@@ -343,23 +340,8 @@ impl Sandbox {
                 (Some(r), Some(w), Vec::new())
             }
         };
-        let cg = self
-            .cgroup
-            .as_ref()
-            .ok_or_else(|| SandboxError::Init("no cgroup".into()))?;
-        // The sandbox's PID 1 lives in the cgroup too: the limits leave room for exactly what it
-        // already holds (one process, its resident memory), and usage is counted from here.
-        let baseline = cg.begin_run()?;
-        cg.set_limits(&corral_cgroups::Limits {
-            memory_bytes: Some(
-                limits
-                    .memory
-                    .bytes()
-                    .saturating_add(baseline.resident_bytes),
-            ),
-            pids: Some(limits.pids.saturating_add(1)),
-        })?;
-        self.baseline = Some(baseline);
+        self.control
+            .account_new_run(limits.memory.bytes(), limits.pids)?;
         let rlimits = Rlimits {
             nofile: limits.open_files,
             fsize: limits.file_size.bytes(),
@@ -374,8 +356,7 @@ impl Sandbox {
             rlimits,
             tty: spec.tty,
         };
-        self.runs += 1;
-        self.broken = true; // until the run ends cleanly
+        self.control.count_run();
         let mut sent = Vec::new();
         if let (Some(r), Some(((_, out_w), (_, err_w)))) = (&stdin_r, &pipes) {
             sent = vec![r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
@@ -386,9 +367,9 @@ impl Sandbox {
         // Limits count from here: the child's setup and exec are part of the run's time, so a
         // wall limit lands at the limit, not a setup's length after it.
         let sent_at = std::time::Instant::now();
-        protocol::send(self.ctl.as_fd(), &run, &sent)?;
+        protocol::send(self.control.fd(), &run, &sent)?;
         drop(stdin_r);
-        let (event, mut fds) = self.next_event_with_fds()?;
+        let (event, mut fds) = self.control.next_event_with_fds()?;
         match event {
             Event::Started => {}
             Event::Failed { error } => return Err(SandboxError::Init(error)),
@@ -414,7 +395,15 @@ impl Sandbox {
             set_nonblocking(e.as_fd())?;
         }
         let tty = spec.tty.is_some();
-        let mut exec = Execution::new(self, limits, out_r, err_r, stdin_w, tty, sent_at);
+        let mut exec = Execution::new(
+            &mut self.control,
+            limits,
+            out_r,
+            err_r,
+            stdin_w,
+            tty,
+            sent_at,
+        );
         if !stdin_data.is_empty() {
             exec.write_stdin(&stdin_data);
         }
@@ -430,71 +419,16 @@ impl Sandbox {
         match result {
             Ok(o) => o,
             Err(e) => {
-                self.broken = true;
+                self.control.set_broken(true);
                 Outcome::sandbox_error(spec.limits.clone(), e.to_string())
             }
-        }
-    }
-
-    pub(crate) fn run_finished(&mut self) {
-        self.broken = false;
-    }
-
-    pub(crate) fn control(&self) -> BorrowedFd<'_> {
-        self.ctl.as_fd()
-    }
-
-    pub(crate) fn send(&self, req: &Request) -> Result<(), SandboxError> {
-        protocol::send(self.ctl.as_fd(), req, &[])
-    }
-
-    fn accounting(
-        &self,
-    ) -> Result<(&dyn corral_cgroups::Cgroup, &corral_cgroups::Baseline), SandboxError> {
-        match (self.cgroup.as_deref(), self.baseline.as_ref()) {
-            (Some(cg), Some(b)) => Ok((cg, b)),
-            _ => Err(SandboxError::Init("no run is being accounted".into())),
-        }
-    }
-
-    /// CPU time of the current run so far (the whole process tree).
-    pub(crate) fn cpu_time(&self) -> Result<Duration, SandboxError> {
-        let (cg, b) = self.accounting()?;
-        Ok(cg.cpu_time_since(b)?)
-    }
-
-    /// What the current run used; memory is what it added on top of PID 1's resident share.
-    pub(crate) fn run_usage(&self) -> Result<corral_cgroups::Usage, SandboxError> {
-        let (cg, b) = self.accounting()?;
-        let mut u = cg.usage_since(b)?;
-        u.memory_peak_bytes = u.memory_peak_bytes.saturating_sub(b.resident_bytes);
-        // The kernel keeps the pids peak for the cgroup's whole life and cannot reset it: it
-        // describes this run only when this is the sandbox's first run. Otherwise it would tell
-        // a later user something about an earlier one.
-        if self.runs > 1 {
-            u.pids_peak = None;
-        }
-        Ok(u)
-    }
-
-    fn next_event_with_fds(&self) -> Result<(Event, Vec<OwnedFd>), SandboxError> {
-        protocol::recv::<Event>(self.ctl.as_fd())?
-            .ok_or_else(|| SandboxError::Init("the sandbox init exited unexpectedly".into()))
-    }
-
-    pub(crate) fn next_event(&self) -> Result<Event, SandboxError> {
-        match protocol::recv::<Event>(self.ctl.as_fd())? {
-            Some((e, _)) => Ok(e),
-            None => Err(SandboxError::Init(
-                "the sandbox init exited unexpectedly".into(),
-            )),
         }
     }
 }
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
-        let _ = protocol::send(self.ctl.as_fd(), &Request::Exit, &[]);
+        let _ = protocol::send(self.control.fd(), &Request::Exit, &[]);
         if let Some(mut keeper) = self.keeper.take() {
             // PID 1 exits at once on Exit; if it does not, killing the keeper kills it (PDEATHSIG).
             let deadline = Instant::now() + Duration::from_secs(2);
@@ -510,9 +444,7 @@ impl Drop for Sandbox {
                 }
             }
         }
-        if let Some(cg) = self.cgroup.take() {
-            let _ = cg.destroy();
-        }
+        self.control.destroy_cgroup();
     }
 }
 

@@ -7,22 +7,23 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use nix::errno::Errno;
+
+use crate::inside::error::SetupError;
+
 /// Opens a pty of `cols` × `rows`. Returns the master and three descriptors of the slave for the
 /// program's stdin, stdout and stderr.
-pub fn open((cols, rows): (u16, u16)) -> Result<(OwnedFd, Vec<OwnedFd>), String> {
+pub(crate) fn open((cols, rows): (u16, u16)) -> Result<(OwnedFd, Vec<OwnedFd>), SetupError> {
     let master = nix::fcntl::open(
         "/dev/pts/ptmx",
         nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_NOCTTY | nix::fcntl::OFlag::O_CLOEXEC,
         nix::sys::stat::Mode::empty(),
     )
-    .map_err(|e| format!("opening /dev/pts/ptmx: {e}"))?;
+    .map_err(SetupError::OpenPtmx)?;
     let unlock: libc::c_int = 0;
     // SAFETY: TIOCSPTLCK reads an int we own, on the master we just opened.
     if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock) } != 0 {
-        return Err(format!(
-            "unlocking the pty: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(SetupError::UnlockPty(Errno::last()));
     }
     let size = libc::winsize {
         ws_row: rows.max(1),
@@ -42,24 +43,25 @@ pub fn open((cols, rows): (u16, u16)) -> Result<(OwnedFd, Vec<OwnedFd>), String>
         )
     };
     if slave < 0 {
-        return Err(format!(
-            "opening the pty's slave: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(SetupError::PtySlave(Errno::last()));
     }
     // SAFETY: the kernel just created this descriptor for us.
     let slave = unsafe { OwnedFd::from_raw_fd(slave) };
     let copies = (0..2)
         .map(|_| slave.try_clone())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("dup: {e}"))?;
+        .map_err(SetupError::Dup)?;
     let mut slaves = vec![slave];
     slaves.extend(copies);
     Ok((master, slaves))
 }
 
 /// Resizes the terminal (the program gets SIGWINCH).
-pub fn resize(master: std::os::fd::BorrowedFd<'_>, cols: u16, rows: u16) -> std::io::Result<()> {
+pub(crate) fn resize(
+    master: std::os::fd::BorrowedFd<'_>,
+    cols: u16,
+    rows: u16,
+) -> std::io::Result<()> {
     let size = libc::winsize {
         ws_row: rows.max(1),
         ws_col: cols.max(1),

@@ -1,12 +1,8 @@
-//! The sandbox's init: the only code of ours that runs inside a sandbox.
-//!
-//! The supervisor starts it by re-executing the corral binary (`corral __sandbox-init`) with the
-//! control socket as fd 3, so it begins single-threaded and owns nothing of the caller's state.
-//! It unshares the namespaces, forks PID 1 of the new PID namespace (the "keeper" parent just waits
-//! for it), builds the root, and then serves requests: fork + exec a program, report its end, and
-//! kill everything it left behind. When PID 1 exits the kernel kills every process in the namespace.
+//! PID 1 of a built sandbox: serves the supervisor's requests — fork and exec a program
+//! ([`crate::inside::child`]), forward what its seccomp listener reports, report its end and kill
+//! everything it left behind, reset the sandbox between users.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Instant;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -18,168 +14,34 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 
 use crate::error::SandboxError;
-use crate::exec;
-use crate::protocol::{self, Event, Request, Setup};
+use crate::inside::child::{self, ChildPlan};
+use crate::inside::error::SetupError;
+use crate::inside::{landlock, netns, pty, rootfs, stdin_probe};
+use crate::protocol::{self, ChildReport, Event, Request, Setup};
 
-/// The hidden subcommand the supervisor runs.
-pub const INIT_ARG: &str = "__sandbox-init";
-/// The control socket's number in init.
-pub const CONTROL_FD: RawFd = 3;
-
-/// Entry point of `corral __sandbox-init`. Never returns.
-pub fn main() -> ! {
-    // SAFETY: the supervisor passes the control socket as fd 3 and nothing else in this fresh
-    // process has taken ownership of it.
-    let ctl = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
-    let code = match run(ctl) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("corral init: {e}");
-            1
-        }
-    };
-    std::process::exit(code)
+/// What PID 1 keeps from building the sandbox.
+pub(crate) struct Built {
+    /// `/proc/sys/kernel/ns_last_pid`, opened before `/proc/sys` became read-only.
+    pub last_pid: std::fs::File,
+    /// PID 1 exempted itself from the OOM killer.
+    pub oom_protected: bool,
+    /// What the unused network namespace looked like (see [`netns::fingerprint`]).
+    pub net_baseline: Option<Vec<u8>>,
+    pub landlock: Option<::landlock::RulesetCreated>,
+    pub landlock_abi: Option<i32>,
+    pub filter: corral_seccomp::CompiledFilter,
 }
 
-fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
-    let Some((setup, cgroup_procs)) = protocol::recv::<Setup>(ctl.as_fd())? else {
-        return Ok(());
-    };
-    if let Some((uid, gid)) = setup.userns {
-        if let Err(e) = enter_user_namespace(uid, gid) {
-            let error = format!("user namespace: {e}");
-            protocol::send(
-                ctl.as_fd(),
-                &Event::Failed {
-                    error: error.clone(),
-                },
-                &[],
-            )?;
-            return Err(SandboxError::Init(error));
-        }
-    }
-    let mut flags = CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS;
-    if !setup.network {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
-    if let Err(e) = unshare(flags) {
-        let error = format!("unshare({flags:?}): {e}");
-        protocol::send(
-            ctl.as_fd(),
-            &Event::Failed {
-                error: error.clone(),
-            },
-            &[],
-        )?;
-        return Err(SandboxError::Init(error));
-    }
-    // SAFETY: this process is single-threaded (a fresh exec that started no threads), so the child
-    // may run arbitrary code.
-    match unsafe { fork() }.map_err(|e| SandboxError::io("fork of PID 1", e.into()))? {
-        ForkResult::Parent { child } => keeper(child, ctl),
-        ForkResult::Child => {
-            // If the keeper dies, PID 1 dies, and with it the namespace.
-            // SAFETY: plain prctl with integer arguments.
-            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-            let code = match join_cgroup(&cgroup_procs).and_then(|()| pid1(&setup, ctl.as_fd())) {
-                Ok(()) => 0,
-                Err(e) => {
-                    let _ = protocol::send(
-                        ctl.as_fd(),
-                        &Event::Failed {
-                            error: e.to_string(),
-                        },
-                        &[],
-                    );
-                    1
-                }
-            };
-            std::process::exit(code)
-        }
-    }
-}
-
-/// Rootless mode: a user namespace in which the caller's uid is 0, with every capability over the
-/// namespaces created next — and none over anything of the host.
-fn enter_user_namespace(uid: u32, gid: u32) -> Result<(), String> {
-    unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| format!("unshare(CLONE_NEWUSER): {e}"))?;
-    map_ids(0, uid, 0, gid)
-}
-
-/// Writes this process's uid/gid maps: `inside` maps to `outside` (one id each). Writing
-/// `setgroups` first is what lets an unprivileged process map its own gid.
-pub(crate) fn map_ids(
-    inside_uid: u32,
-    outside_uid: u32,
-    inside_gid: u32,
-    outside_gid: u32,
-) -> Result<(), String> {
-    let w = |file: &str, text: String| {
-        std::fs::write(format!("/proc/self/{file}"), text)
-            .map_err(|e| format!("writing /proc/self/{file}: {e}"))
-    };
-    w("setgroups", "deny".into())?;
-    w("uid_map", format!("{inside_uid} {outside_uid} 1"))?;
-    w("gid_map", format!("{inside_gid} {outside_gid} 1"))
-}
-
-/// PID 1 enters the sandbox's cgroup before anything else; every program inherits it.
-fn join_cgroup(procs: &[OwnedFd]) -> Result<(), SandboxError> {
-    for f in procs {
-        nix::unistd::write(f, b"0")
-            .map_err(|e| SandboxError::io("joining the sandbox cgroup", e.into()))?;
-    }
-    Ok(())
-}
-
-/// The parent outside the PID namespace only waits, so the supervisor sees one child to reap.
-fn keeper(child: Pid, ctl: OwnedFd) -> Result<(), SandboxError> {
-    drop(ctl);
-    loop {
-        match waitpid(child, None) {
-            Ok(WaitStatus::Exited(_, c)) => std::process::exit(c),
-            Ok(WaitStatus::Signaled(..)) => std::process::exit(1),
-            Ok(_) => continue,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => std::process::exit(1),
-        }
-    }
-}
-
-fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
-    let _ = nix::unistd::sethostname(&setup.hostname);
-    // Kept open from before /proc/sys becomes read-only: a reset restarts PID numbering with it,
-    // so a run cannot count how many processes the previous one made.
-    let last_pid = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/proc/sys/kernel/ns_last_pid")
-        .map_err(|e| SandboxError::io("opening ns_last_pid", e))?;
-    if !setup.network {
-        exec::loopback_up();
-    }
-    crate::rootfs::build(setup)?;
-    exec::default_signals();
-    exec::drop_bounding_set().map_err(SandboxError::Init)?;
-    // The OOM killer should pick a program, never PID 1 (best effort: needs CAP_SYS_RESOURCE).
-    let oom_protected = std::fs::write("/proc/self/oom_score_adj", b"-1000").is_ok();
-    // What a network namespace nobody has used looks like (see `network_fingerprint`).
-    let mut net_baseline = if setup.network {
-        None
-    } else {
-        network_fingerprint()
-    };
-    let mut landlock = if setup.landlock {
-        crate::landlock::prepare(&setup.mounts).map_err(SandboxError::Init)?
-    } else {
-        None
-    };
-    let filter = corral_seccomp::CompiledFilter::from_bytes(setup.seccomp.clone())?;
-    let landlock_abi = setup.landlock.then(crate::landlock::kernel_abi);
-    send_ready(ctl, landlock_abi)?;
-
+/// Serves requests until the supervisor leaves or asks to exit.
+pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<(), SandboxError> {
+    let Built {
+        last_pid,
+        oom_protected,
+        mut net_baseline,
+        mut landlock,
+        landlock_abi,
+        filter,
+    } = built;
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
     mask.thread_block()
@@ -238,18 +100,12 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                     tty,
                 } => {
                     if current.is_some() {
-                        protocol::send(
-                            ctl,
-                            &Event::Failed {
-                                error: "a run is already in progress".into(),
-                            },
-                            &[],
-                        )?;
+                        protocol::send(ctl, &Event::failed("a run is already in progress"), &[])?;
                         continue;
                     }
                     // With a terminal, the program's stdio is the slave of a fresh pty; the
                     // master goes back to the supervisor.
-                    let (fds, master) = match tty.map(crate::pty::open).transpose() {
+                    let (fds, master) = match tty.map(pty::open).transpose() {
                         Ok(Some((master, mut slaves))) => {
                             // A stderr pipe from the supervisor keeps errors apart from output.
                             if let Some(err) = fds.into_iter().next() {
@@ -258,12 +114,12 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                             (slaves, Some(master))
                         }
                         Ok(None) => (fds, None),
-                        Err(error) => {
-                            protocol::send(ctl, &Event::Failed { error }, &[])?;
+                        Err(e) => {
+                            protocol::send(ctl, &Event::failed(e), &[])?;
                             continue;
                         }
                     };
-                    let plan = exec::Plan::new(
+                    let plan = ChildPlan::new(
                         setup,
                         &argv,
                         &env,
@@ -277,9 +133,9 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                             protocol::send(ctl, &Event::Started, &passed)?;
                             current = Some(run);
                         }
-                        Err(error) => {
+                        Err(e) => {
                             reap_all_nonblocking();
-                            protocol::send(ctl, &Event::Failed { error }, &[])?;
+                            protocol::send(ctl, &Event::failed(e), &[])?;
                         }
                     }
                 }
@@ -291,21 +147,14 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                 }
                 Request::Reset { disk_bytes, inodes } => {
                     if current.is_some() {
-                        protocol::send(
-                            ctl,
-                            &Event::Failed {
-                                error: "reset during a run".into(),
-                            },
-                            &[],
-                        )?;
+                        protocol::send(ctl, &Event::failed("reset during a run"), &[])?;
                         continue;
                     }
                     // A sandbox that cannot be made as good as new must not be reused: exit.
                     reset(setup, disk_bytes, inodes, &last_pid, &mut net_baseline)?;
                     // The scratch mounts are new inodes: the Landlock rules must name them again.
                     if setup.landlock {
-                        landlock =
-                            crate::landlock::prepare(&setup.mounts).map_err(SandboxError::Init)?;
+                        landlock = landlock::prepare(&setup.mounts)?;
                     }
                     send_ready(ctl, landlock_abi)?;
                 }
@@ -315,7 +164,7 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
                     }
                 }
                 Request::ProbeStdin => {
-                    let waiting = current.is_some() && crate::stdin_probe::any_waiting_on_stdin();
+                    let waiting = current.is_some() && stdin_probe::any_waiting_on_stdin();
                     protocol::send(ctl, &Event::StdinWait { waiting }, &[])?;
                 }
                 Request::Exit => return Ok(()),
@@ -328,7 +177,10 @@ fn pid1(setup: &Setup, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
     }
 }
 
-fn send_ready(ctl: BorrowedFd<'_>, landlock_abi: Option<i32>) -> Result<(), SandboxError> {
+pub(crate) fn send_ready(
+    ctl: BorrowedFd<'_>,
+    landlock_abi: Option<i32>,
+) -> Result<(), SandboxError> {
     let work = nix::fcntl::open(
         crate::spec::WORKDIR,
         nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
@@ -355,42 +207,24 @@ fn reset(
         ));
     }
     let (owner_uid, owner_gid) = setup.fs_owner();
-    crate::rootfs::reset_scratch(owner_uid, owner_gid, disk_bytes, inodes)?;
+    rootfs::reset_scratch(owner_uid, owner_gid, disk_bytes, inodes)?;
     let mut flags = CloneFlags::CLONE_NEWIPC;
     // A network namespace costs ~0.6 ms to replace; one nobody used is as good as new.
     let renew_net =
-        !setup.network && (net_baseline.is_none() || network_fingerprint() != *net_baseline);
+        !setup.network && (net_baseline.is_none() || netns::fingerprint() != *net_baseline);
     if renew_net {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     unshare(flags).map_err(|e| SandboxError::io("fresh IPC/network namespaces", e.into()))?;
     if renew_net {
-        exec::loopback_up();
-        *net_baseline = network_fingerprint();
+        netns::loopback_up();
+        *net_baseline = netns::fingerprint();
     }
     use std::os::unix::fs::FileExt;
     last_pid
         .write_at(b"1", 0)
         .map_err(|e| SandboxError::io("restarting PID numbering", e))?;
     Ok(())
-}
-
-/// The network namespace's observable state: its interfaces' counters and its protocol
-/// statistics (all per namespace, and cheap to read — unlike `/proc/net/tcp`, which walks the
-/// host's whole connection table). A namespace whose fingerprint has not moved since it was made
-/// has carried no packet and failed no send: nothing in it can tell one run from the next
-/// (sockets die with their processes; addresses, routes and sysctls need CAP_NET_ADMIN).
-fn network_fingerprint() -> Option<Vec<u8>> {
-    let mut all = Vec::new();
-    for f in [
-        "/proc/net/dev",
-        "/proc/net/snmp",
-        "/proc/net/snmp6",
-        "/proc/net/netstat",
-    ] {
-        all.extend(std::fs::read(f).ok()?);
-    }
-    Some(all)
 }
 
 /// A program running in this sandbox.
@@ -505,16 +339,13 @@ fn reap_all_nonblocking() {
 
 /// Forks the program's process and waits until it has exec'd (or failed to set up).
 fn start(
-    plan: &exec::Plan,
+    plan: &ChildPlan,
     filter: &corral_seccomp::CompiledFilter,
-    landlock: Option<&landlock::RulesetCreated>,
+    landlock: Option<&::landlock::RulesetCreated>,
     fds: Vec<OwnedFd>,
-) -> Result<Running, String> {
+) -> Result<Running, SetupError> {
     if fds.len() < 3 {
-        return Err(format!(
-            "expected at least 3 descriptors, got {}",
-            fds.len()
-        ));
+        return Err(SetupError::MissingStdio(fds.len()));
     }
     let (mine, theirs) = socketpair(
         AddressFamily::Unix,
@@ -522,14 +353,14 @@ fn start(
         None,
         SockFlag::SOCK_CLOEXEC,
     )
-    .map_err(|e| format!("socketpair: {e}"))?;
+    .map_err(SetupError::Socketpair)?;
     let started = Instant::now();
     // SAFETY: PID 1 is single-threaded, so the child may allocate and run ordinary code.
     match unsafe { fork() } {
-        Err(e) => Err(format!("fork: {e}")),
+        Err(e) => Err(SetupError::Fork(e)),
         Ok(ForkResult::Child) => {
             drop(mine);
-            exec::child(plan, filter, landlock, &fds, theirs)
+            child::run(plan, filter, landlock, &fds, theirs)
         }
         Ok(ForkResult::Parent { child }) => {
             drop(theirs);
@@ -537,25 +368,23 @@ fn start(
             // The child sends its seccomp listener, or an error; end-of-file means it exec'd.
             let mut listener = None;
             loop {
-                match protocol::recv::<exec::ChildReport>(mine.as_fd()) {
+                match protocol::recv::<ChildReport>(mine.as_fd()) {
                     Ok(None) => break,
-                    Ok(Some((exec::ChildReport::Listener, mut got))) => listener = got.pop(),
-                    Ok(Some((exec::ChildReport::Error(e), _))) => {
+                    Ok(Some((ChildReport::Listener, mut got))) => listener = got.pop(),
+                    Ok(Some((ChildReport::Error(e), _))) => {
                         let _ = kill(child, Signal::SIGKILL);
-                        return Err(e);
+                        return Err(SetupError::Child(e));
                     }
                     Err(e) => {
                         let _ = kill(child, Signal::SIGKILL);
-                        return Err(format!("reading the child's report: {e}"));
+                        return Err(SetupError::ChildReport(e.to_string()));
                     }
                 }
             }
             if listener.is_none() {
                 // No listener means no seccomp filter; the child must have died before exec.
                 let _ = kill(child, Signal::SIGKILL);
-                return Err(
-                    "the program's process ended before its seccomp filter was installed".into(),
-                );
+                return Err(SetupError::NoListener);
             }
             Ok(Running {
                 pid: child,

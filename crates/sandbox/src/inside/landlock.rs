@@ -9,13 +9,14 @@ use landlock::{
     RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
+use crate::inside::error::SetupError;
 use crate::spec::{Mount, WORKDIR};
 
 /// Newest ABI we know how to use; older kernels get the subset they support (best effort).
 const TARGET: ABI = ABI::V6;
 
 /// What the kernel offers, as a number (0 = none).
-pub fn kernel_abi() -> i32 {
+pub(crate) fn kernel_abi() -> i32 {
     // SAFETY: landlock_create_ruleset with LANDLOCK_CREATE_RULESET_VERSION only returns a number.
     let v = unsafe {
         libc::syscall(
@@ -35,7 +36,7 @@ pub fn kernel_abi() -> i32 {
 /// Builds the ruleset for the sandbox's current filesystem (once per sandbox, and again after each
 /// reset, since the fresh scratch mounts are new inodes). `Ok(None)` when the kernel has no Landlock.
 /// Applying it to each program is then a single syscall ([`apply`]).
-pub fn prepare(mounts: &[Mount]) -> Result<Option<RulesetCreated>, String> {
+pub(crate) fn prepare(mounts: &[Mount]) -> Result<Option<RulesetCreated>, SetupError> {
     if kernel_abi() <= 0 {
         return Ok(None);
     }
@@ -71,31 +72,31 @@ pub fn prepare(mounts: &[Mount]) -> Result<Option<RulesetCreated>, String> {
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
-        .map_err(|e| e.to_string())?
+        .map_err(SetupError::LandlockRuleset)?
         .scope(Scope::Signal | Scope::AbstractUnixSocket)
-        .map_err(|e| e.to_string())?
+        .map_err(SetupError::LandlockRuleset)?
         .create()
-        .map_err(|e| e.to_string())?;
+        .map_err(SetupError::LandlockRuleset)?;
     for (path, access) in rules {
         // Missing optional system folders (e.g. /lib32) are simply not granted.
         let Ok(fd) = PathFd::new(&path) else { continue };
         ruleset = ruleset
             .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|source| SetupError::LandlockRule { path, source })?;
     }
     Ok(Some(ruleset))
 }
 
 /// Restricts the calling process (and its future children) with a prepared ruleset. An error
 /// means the kernel refused it — the caller fails closed.
-pub fn apply(ruleset: &RulesetCreated) -> Result<(), String> {
+pub(crate) fn apply(ruleset: &RulesetCreated) -> Result<(), SetupError> {
     let status = ruleset
         .try_clone()
-        .map_err(|e| e.to_string())?
+        .map_err(SetupError::LandlockClone)?
         .restrict_self()
-        .map_err(|e| e.to_string())?;
+        .map_err(SetupError::LandlockRestrict)?;
     if status.ruleset == RulesetStatus::NotEnforced {
-        return Err("Landlock is available but enforced nothing".into());
+        return Err(SetupError::LandlockNotEnforced);
     }
     Ok(())
 }

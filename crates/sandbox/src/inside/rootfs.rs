@@ -23,7 +23,7 @@ const SYSTEM_DIRS: &[&str] = &[
 
 /// Host `/etc` entries that programs and toolchains read at start-up. Everything else of `/etc`
 /// (shadow, ssh keys, the host's own configuration) stays out.
-pub const DEFAULT_ETC: &[&str] = &[
+pub(crate) const DEFAULT_ETC: &[&str] = &[
     "alternatives",
     "bash.bashrc",
     "ca-certificates",
@@ -179,7 +179,7 @@ fn copy_symlink(src: &Path, dst: &Path) -> Result<(), SandboxError> {
 
 /// Builds the root under a fresh tmpfs and makes it `/`. Runs as PID 1 of the new PID namespace,
 /// in the new mount namespace, before any untrusted code exists.
-pub fn build(setup: &Setup) -> Result<(), SandboxError> {
+pub(crate) fn build(setup: &Setup) -> Result<(), SandboxError> {
     let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     // Nothing we mount may propagate back to the host.
     mount(
@@ -453,7 +453,12 @@ fn mount_scratch(
 
 /// Replaces the scratch mounts with fresh ones: whatever a previous program wrote is gone, not
 /// deleted file by file (a fresh tmpfs is provably empty).
-pub fn reset_scratch(uid: u32, gid: u32, disk: u64, inodes: u64) -> Result<(), SandboxError> {
+pub(crate) fn reset_scratch(
+    uid: u32,
+    gid: u32,
+    disk: u64,
+    inodes: u64,
+) -> Result<(), SandboxError> {
     for p in ["/tmp", "/dev/shm", WORKDIR] {
         umount2(p, MntFlags::MNT_DETACH).map_err(err(format!("unmounting {p}")))?;
     }

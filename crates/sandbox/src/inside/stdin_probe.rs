@@ -25,7 +25,7 @@ const READS: &[i64] = &[];
 
 /// True when any process of this PID namespace other than PID 1 sits in a read of fd 0.
 /// Runs in the sandbox's PID 1, which sees exactly the run's processes in `/proc`.
-pub fn any_waiting_on_stdin() -> bool {
+pub(crate) fn any_waiting_on_stdin() -> bool {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return false;
     };

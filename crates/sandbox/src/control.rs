@@ -1,0 +1,145 @@
+//! `Control`: the supervisor's handle on one sandbox's init — its socket, its working directory,
+//! and the cgroup that accounts for its runs. [`crate::Sandbox`] owns one; an
+//! [`crate::Execution`] borrows it for the length of a run and can do nothing else to the sandbox.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+use crate::error::SandboxError;
+use crate::protocol::{self, Event, Request};
+
+pub(crate) struct Control {
+    ctl: OwnedFd,
+    /// The working directory (`O_PATH`), replaced by every reset.
+    workdir: OwnedFd,
+    cgroup: Option<Box<dyn corral_cgroups::Cgroup>>,
+    /// The cgroup's counters when the current run started.
+    baseline: Option<corral_cgroups::Baseline>,
+    /// Runs started since the sandbox was built.
+    runs: u64,
+    /// Set when something went wrong; a broken sandbox is never reused.
+    broken: bool,
+}
+
+impl Control {
+    /// A sandbox being built: broken until its init says it is ready.
+    pub(crate) fn new(
+        ctl: OwnedFd,
+        workdir: OwnedFd,
+        cgroup: Box<dyn corral_cgroups::Cgroup>,
+    ) -> Self {
+        Control {
+            ctl,
+            workdir,
+            cgroup: Some(cgroup),
+            baseline: None,
+            runs: 0,
+            broken: true,
+        }
+    }
+
+    pub(crate) fn set_workdir(&mut self, workdir: OwnedFd) {
+        self.workdir = workdir;
+    }
+
+    pub(crate) fn runs(&self) -> u64 {
+        self.runs
+    }
+
+    pub(crate) fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    pub(crate) fn set_broken(&mut self, broken: bool) {
+        self.broken = broken;
+    }
+
+    /// Limits the cgroup for the next run and starts counting its usage. The sandbox's PID 1 lives
+    /// in the cgroup too: the limits leave room for exactly what it already holds (one process,
+    /// its resident memory), and usage is counted from here.
+    pub(crate) fn account_new_run(
+        &mut self,
+        memory_bytes: u64,
+        pids: u64,
+    ) -> Result<(), SandboxError> {
+        let cg = self
+            .cgroup
+            .as_ref()
+            .ok_or_else(|| SandboxError::Init("no cgroup".into()))?;
+        let baseline = cg.begin_run()?;
+        cg.set_limits(&corral_cgroups::Limits {
+            memory_bytes: Some(memory_bytes.saturating_add(baseline.resident_bytes)),
+            pids: Some(pids.saturating_add(1)),
+        })?;
+        self.baseline = Some(baseline);
+        Ok(())
+    }
+
+    /// A run is being started: the sandbox counts as broken until it ends cleanly.
+    pub(crate) fn count_run(&mut self) {
+        self.runs += 1;
+        self.broken = true;
+    }
+
+    /// Removes the cgroup (once every process in it is gone).
+    pub(crate) fn destroy_cgroup(&mut self) {
+        if let Some(cg) = self.cgroup.take() {
+            let _ = cg.destroy();
+        }
+    }
+
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.ctl.as_fd()
+    }
+
+    pub(crate) fn workdir(&self) -> BorrowedFd<'_> {
+        self.workdir.as_fd()
+    }
+
+    pub(crate) fn send(&self, req: &Request) -> Result<(), SandboxError> {
+        protocol::send(self.ctl.as_fd(), req, &[])
+    }
+
+    pub(crate) fn next_event_with_fds(&self) -> Result<(Event, Vec<OwnedFd>), SandboxError> {
+        protocol::recv::<Event>(self.ctl.as_fd())?
+            .ok_or_else(|| SandboxError::Init("the sandbox init exited unexpectedly".into()))
+    }
+
+    pub(crate) fn next_event(&self) -> Result<Event, SandboxError> {
+        self.next_event_with_fds().map(|(e, _)| e)
+    }
+
+    /// The run ended cleanly: the sandbox may serve again.
+    pub(crate) fn run_finished(&mut self) {
+        self.broken = false;
+    }
+
+    fn accounting(
+        &self,
+    ) -> Result<(&dyn corral_cgroups::Cgroup, &corral_cgroups::Baseline), SandboxError> {
+        match (self.cgroup.as_deref(), self.baseline.as_ref()) {
+            (Some(cg), Some(b)) => Ok((cg, b)),
+            _ => Err(SandboxError::Init("no run is being accounted".into())),
+        }
+    }
+
+    /// CPU time of the current run so far (the whole process tree).
+    pub(crate) fn cpu_time(&self) -> Result<Duration, SandboxError> {
+        let (cg, b) = self.accounting()?;
+        Ok(cg.cpu_time_since(b)?)
+    }
+
+    /// What the current run used; memory is what it added on top of PID 1's resident share.
+    pub(crate) fn run_usage(&self) -> Result<corral_cgroups::Usage, SandboxError> {
+        let (cg, b) = self.accounting()?;
+        let mut u = cg.usage_since(b)?;
+        u.memory_peak_bytes = u.memory_peak_bytes.saturating_sub(b.resident_bytes);
+        // The kernel keeps the pids peak for the cgroup's whole life and cannot reset it: it
+        // describes this run only when this is the sandbox's first run. Otherwise it would tell
+        // a later user something about an earlier one.
+        if self.runs > 1 {
+            u.pids_peak = None;
+        }
+        Ok(u)
+    }
+}

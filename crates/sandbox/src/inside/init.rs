@@ -1,0 +1,179 @@
+//! The sandbox's init: the only code of ours that runs inside a sandbox.
+//!
+//! The supervisor starts it by re-executing the corral binary (`corral __sandbox-init`) with the
+//! control socket as fd 3, so it begins single-threaded and owns nothing of the caller's state.
+//! It unshares the namespaces, forks PID 1 of the new PID namespace (the "keeper" parent just waits
+//! for it), and PID 1 builds the sandbox in the ordered steps of [`build`] before it serves
+//! requests ([`crate::inside::pid1`]). When PID 1 exits the kernel kills every process in the
+//! namespace.
+
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{fork, ForkResult, Pid};
+
+use crate::error::SandboxError;
+use crate::inside::error::SetupError;
+use crate::inside::pid1::{self, Built};
+use crate::inside::privileges;
+use crate::inside::syscalls::Kernel;
+use crate::inside::{landlock, netns, rootfs};
+use crate::protocol::{self, Event, Setup};
+
+/// The hidden subcommand the supervisor runs.
+pub const INIT_ARG: &str = "__sandbox-init";
+/// The control socket's number in init.
+pub(crate) const CONTROL_FD: RawFd = 3;
+
+/// Entry point of `corral __sandbox-init`: a binary that starts sandboxes calls this first thing
+/// in `main` when its first argument is [`INIT_ARG`]. Never returns.
+pub fn init_main() -> ! {
+    // SAFETY: the supervisor passes the control socket as fd 3 and nothing else in this fresh
+    // process has taken ownership of it.
+    let ctl = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
+    let code = match run(ctl) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("corral init: {e}");
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
+/// Tells the supervisor why the sandbox could not be built, and fails with the same words.
+fn refuse(ctl: BorrowedFd<'_>, error: String) -> Result<(), SandboxError> {
+    protocol::send(ctl, &Event::failed(&error), &[])?;
+    Err(SandboxError::Init(error))
+}
+
+fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
+    let Some((setup, cgroup_procs)) = protocol::recv::<Setup>(ctl.as_fd())? else {
+        return Ok(());
+    };
+    if let Some((uid, gid)) = setup.userns {
+        if let Err(e) = privileges::enter_user_namespace(&mut Kernel::for_init(), uid, gid) {
+            return refuse(ctl.as_fd(), format!("user namespace: {e}"));
+        }
+    }
+    let mut flags = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS;
+    if !setup.network {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    if let Err(e) = unshare(flags) {
+        return refuse(ctl.as_fd(), SetupError::Unshare(flags, e).to_string());
+    }
+    // SAFETY: this process is single-threaded (a fresh exec that started no threads), so the child
+    // may run arbitrary code.
+    match unsafe { fork() }.map_err(|e| SandboxError::io("fork of PID 1", e.into()))? {
+        ForkResult::Parent { child } => keeper(child, ctl),
+        ForkResult::Child => {
+            // If the keeper dies, PID 1 dies, and with it the namespace.
+            // SAFETY: plain prctl with integer arguments.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+            let code = match build(&setup, &cgroup_procs, ctl.as_fd())
+                .and_then(|built| pid1::serve(&setup, ctl.as_fd(), built))
+            {
+                Ok(()) => 0,
+                Err(e) => {
+                    let _ = protocol::send(ctl.as_fd(), &Event::failed(e), &[]);
+                    1
+                }
+            };
+            std::process::exit(code)
+        }
+    }
+}
+
+/// The parent outside the PID namespace only waits, so the supervisor sees one child to reap.
+fn keeper(child: Pid, ctl: OwnedFd) -> Result<(), SandboxError> {
+    drop(ctl);
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, c)) => std::process::exit(c),
+            Ok(WaitStatus::Signaled(..)) => std::process::exit(1),
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => std::process::exit(1),
+        }
+    }
+}
+
+/// PID 1 builds the sandbox, in this order, before any untrusted code exists; then tells the
+/// supervisor it is ready. Each step is a leaf.
+fn build(
+    setup: &Setup,
+    cgroup_procs: &[OwnedFd],
+    ctl: BorrowedFd<'_>,
+) -> Result<Built, SandboxError> {
+    // Before anything else: every program inherits the cgroup.
+    join_cgroup(cgroup_procs)?;
+    let _ = nix::unistd::sethostname(&setup.hostname);
+    // Kept open from before /proc/sys becomes read-only: a reset restarts PID numbering with it,
+    // so a run cannot count how many processes the previous one made.
+    let last_pid = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/sys/kernel/ns_last_pid")
+        .map_err(|e| SandboxError::io("opening ns_last_pid", e))?;
+    if !setup.network {
+        netns::loopback_up();
+    }
+    rootfs::build(setup)?;
+    default_signals();
+    privileges::drop_bounding_set(&mut Kernel::for_init())?;
+    // The OOM killer should pick a program, never PID 1 (best effort: needs CAP_SYS_RESOURCE).
+    let oom_protected = std::fs::write("/proc/self/oom_score_adj", b"-1000").is_ok();
+    // What a network namespace nobody has used looks like (see `netns::fingerprint`).
+    let net_baseline = if setup.network {
+        None
+    } else {
+        netns::fingerprint()
+    };
+    let landlock = if setup.landlock {
+        landlock::prepare(&setup.mounts)?
+    } else {
+        None
+    };
+    let filter = corral_seccomp::CompiledFilter::from_bytes(setup.seccomp.clone())?;
+    let landlock_abi = setup.landlock.then(landlock::kernel_abi);
+    pid1::send_ready(ctl, landlock_abi)?;
+    Ok(Built {
+        last_pid,
+        oom_protected,
+        net_baseline,
+        landlock,
+        landlock_abi,
+        filter,
+    })
+}
+
+/// PID 1 enters the sandbox's cgroup before anything else; every program inherits it.
+fn join_cgroup(procs: &[OwnedFd]) -> Result<(), SandboxError> {
+    for f in procs {
+        nix::unistd::write(f, b"0")
+            .map_err(|e| SandboxError::io("joining the sandbox cgroup", e.into()))?;
+    }
+    Ok(())
+}
+
+/// Sets every signal disposition to the default except SIGPIPE (which PID 1 keeps ignored), so
+/// nothing the host ignored (e.g. SIGHUP under nohup) is inherited by programs.
+fn default_signals() {
+    for sig in Signal::iterator() {
+        if matches!(sig, Signal::SIGKILL | Signal::SIGSTOP | Signal::SIGPIPE) {
+            continue;
+        }
+        // SAFETY: installing SIG_DFL has no handler code that could run.
+        let _ = unsafe {
+            sigaction(
+                sig,
+                &SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty()),
+            )
+        };
+    }
+}

@@ -1,0 +1,26 @@
+//! Everything that runs inside a sandbox, in the order it runs:
+//!
+//! - [`init`]: `corral __sandbox-init` — namespaces, the fork of PID 1, and PID 1's ordered build
+//!   steps ([`rootfs`], [`netns`], the bounding set, [`landlock`] rules, the seccomp program).
+//! - [`pid1`]: PID 1 serving the supervisor's requests (start, kill, reset), with [`pty`] and
+//!   [`stdin_probe`] for interactive runs.
+//! - [`child`]: the program's process — the ordered steps from fork to exec.
+//! - [`privileges`]: the privilege drop, written once; [`syscalls`]: the system calls it and
+//!   [`child`] make, behind a trait so their order is tested without root.
+//! - [`error`]: one error variant per step.
+//!
+//! Dependencies point one way, down this list's call order: `init` → `pid1` → `child` →
+//! `privileges` → `syscalls`; the leaves (`rootfs`, `netns`, `landlock`, `pty`, `stdin_probe`,
+//! `error`) call back into none of them.
+
+mod child;
+pub(crate) mod error;
+pub(crate) mod init;
+pub(crate) mod landlock;
+mod netns;
+mod pid1;
+mod privileges;
+pub(crate) mod pty;
+pub(crate) mod rootfs;
+mod stdin_probe;
+mod syscalls;

@@ -1,0 +1,351 @@
+//! The system calls that confine a process, behind a trait (like youki's `syscall` module): the
+//! real [`Kernel`] makes them; tests put a recording fake in its place and check, without root,
+//! that the steps in [`crate::inside::privileges`] and [`crate::inside::child`] happen in exactly
+//! the order the isolation depends on.
+//!
+//! Each method is one step of that order and does nothing else; none calls back into the steps.
+
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
+
+use nix::errno::Errno;
+use nix::sched::CloneFlags;
+use nix::sys::resource::Resource;
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal};
+
+use crate::inside::error::SetupError;
+use crate::protocol;
+
+/// One step each; `Err` is the kernel's answer.
+pub(crate) trait Syscalls {
+    /// A prepared Landlock ruleset.
+    type Ruleset;
+    /// A compiled seccomp program.
+    type Filter;
+
+    /// SIGPIPE back to its default (PID 1 ignores it) and every signal unblocked.
+    fn default_sigpipe_and_unblock(&mut self) -> Result<(), Errno>;
+    fn write_proc_self(&mut self, file: &'static str, contents: &str) -> std::io::Result<()>;
+    fn setsid(&mut self) -> Result<(), Errno>;
+    fn unshare(&mut self, flags: CloneFlags) -> Result<(), Errno>;
+    fn setrlimit(&mut self, resource: Resource, soft: u64, hard: u64) -> Result<(), Errno>;
+    /// Makes `from` the descriptor `to`, kept open across exec.
+    fn dup_to(&mut self, from: RawFd, to: RawFd) -> Result<(), Errno>;
+    /// Makes the terminal on fd 0 the controlling terminal.
+    fn set_controlling_tty(&mut self) -> Result<(), Errno>;
+    fn chdir(&mut self, dir: &str) -> Result<(), Errno>;
+    /// The highest capability number this kernel knows.
+    fn last_cap(&mut self) -> u64;
+    fn drop_bounding_cap(&mut self, cap: u64) -> Result<(), Errno>;
+    fn clear_ambient_caps(&mut self);
+    fn setgroups_empty(&mut self) -> Result<(), Errno>;
+    fn setresgid(&mut self, gid: u32) -> Result<(), Errno>;
+    fn setresuid(&mut self, uid: u32) -> Result<(), Errno>;
+    /// `setuid(0)`: true if it succeeded (which must never happen after a drop).
+    fn setuid_root(&mut self) -> bool;
+    fn no_new_privs(&mut self) -> Result<(), Errno>;
+    /// The kernel's Landlock ABI (0 = none).
+    fn landlock_abi(&mut self) -> i32;
+    fn landlock_restrict(&mut self, ruleset: &Self::Ruleset) -> Result<(), SetupError>;
+    /// Installs the filter; returns its user-notification listener.
+    fn install_seccomp(&mut self, filter: &Self::Filter) -> Result<RawFd, Errno>;
+    /// Hands the listener to PID 1 (over the child's report socket).
+    fn report_listener(&mut self, listener: RawFd) -> Result<(), String>;
+    /// Closes every descriptor from `first` up.
+    fn close_from(&mut self, first: u32);
+    /// Returns only on failure, with the reason.
+    fn execve(&mut self, path: &CStr, args: &ExecArgs) -> Errno;
+}
+
+/// A program's argv and environment as the NUL-terminated pointer arrays `execve` reads; the
+/// strings they point to live as long as this value.
+pub(crate) struct ExecArgs {
+    _strings: (Vec<CString>, Vec<CString>),
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+impl ExecArgs {
+    pub(crate) fn new(argv: Vec<CString>, envp: Vec<CString>) -> Self {
+        let ptrs = |v: &[CString]| {
+            let mut p: Vec<*const libc::c_char> = v.iter().map(|a| a.as_ptr()).collect();
+            p.push(std::ptr::null());
+            p
+        };
+        ExecArgs {
+            argv: ptrs(&argv),
+            envp: ptrs(&envp),
+            // Moving the vectors keeps their heap buffers, so the pointers stay valid.
+            _strings: (argv, envp),
+        }
+    }
+}
+
+/// The real system calls. `report` is the program's process's socket to PID 1 (none in PID 1).
+pub(crate) struct Kernel<'a> {
+    report: Option<BorrowedFd<'a>>,
+}
+
+impl<'a> Kernel<'a> {
+    pub(crate) fn for_init() -> Self {
+        Kernel { report: None }
+    }
+
+    pub(crate) fn for_child(report: BorrowedFd<'a>) -> Self {
+        Kernel {
+            report: Some(report),
+        }
+    }
+}
+
+fn check(rc: libc::c_long) -> Result<(), Errno> {
+    if rc < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
+impl Syscalls for Kernel<'_> {
+    type Ruleset = landlock::RulesetCreated;
+    type Filter = corral_seccomp::CompiledFilter;
+
+    fn default_sigpipe_and_unblock(&mut self) -> Result<(), Errno> {
+        // SAFETY: installing SIG_DFL has no handler code that could run.
+        let _ = unsafe {
+            sigaction(
+                Signal::SIGPIPE,
+                &SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty()),
+            )
+        };
+        nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+    }
+
+    fn write_proc_self(&mut self, file: &'static str, contents: &str) -> std::io::Result<()> {
+        std::fs::write(format!("/proc/self/{file}"), contents)
+    }
+
+    fn setsid(&mut self) -> Result<(), Errno> {
+        nix::unistd::setsid().map(drop)
+    }
+
+    fn unshare(&mut self, flags: CloneFlags) -> Result<(), Errno> {
+        nix::sched::unshare(flags)
+    }
+
+    fn setrlimit(&mut self, resource: Resource, soft: u64, hard: u64) -> Result<(), Errno> {
+        nix::sys::resource::setrlimit(resource, soft, hard)
+    }
+
+    fn dup_to(&mut self, from: RawFd, to: RawFd) -> Result<(), Errno> {
+        if from == to {
+            // Clear close-on-exec, which dup2 would have cleared for us.
+            // SAFETY: fcntl on a descriptor we own.
+            return check(unsafe { libc::fcntl(from, libc::F_SETFD, 0) } as libc::c_long);
+        }
+        // SAFETY: dup2 onto 0..2, which this process owns; the source is a live descriptor.
+        check(unsafe { libc::dup2(from, to) } as libc::c_long)
+    }
+
+    fn set_controlling_tty(&mut self) -> Result<(), Errno> {
+        // SAFETY: TIOCSCTTY on fd 0, a pty slave we own; we lead a new session (setsid before).
+        check(unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } as libc::c_long)
+    }
+
+    fn chdir(&mut self, dir: &str) -> Result<(), Errno> {
+        nix::unistd::chdir(dir)
+    }
+
+    fn last_cap(&mut self) -> u64 {
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(63)
+    }
+
+    fn drop_bounding_cap(&mut self, cap: u64) -> Result<(), Errno> {
+        // SAFETY: prctl with integer arguments.
+        let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+        check(rc as libc::c_long)
+    }
+
+    fn clear_ambient_caps(&mut self) {
+        // SAFETY: plain prctl with integer arguments.
+        unsafe {
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            )
+        };
+    }
+
+    fn setgroups_empty(&mut self) -> Result<(), Errno> {
+        // SAFETY: setgroups with an empty list.
+        check(unsafe { libc::setgroups(0, std::ptr::null()) } as libc::c_long)
+    }
+
+    fn setresgid(&mut self, gid: u32) -> Result<(), Errno> {
+        // SAFETY: plain id-changing syscall.
+        check(unsafe { libc::setresgid(gid, gid, gid) } as libc::c_long)
+    }
+
+    fn setresuid(&mut self, uid: u32) -> Result<(), Errno> {
+        // SAFETY: plain id-changing syscall.
+        check(unsafe { libc::setresuid(uid, uid, uid) } as libc::c_long)
+    }
+
+    fn setuid_root(&mut self) -> bool {
+        // SAFETY: setuid(0) only tests whether we could regain root; it must fail.
+        unsafe { libc::setuid(0) == 0 }
+    }
+
+    fn no_new_privs(&mut self) -> Result<(), Errno> {
+        // SAFETY: prctl with integer arguments.
+        check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } as libc::c_long)
+    }
+
+    fn landlock_abi(&mut self) -> i32 {
+        crate::inside::landlock::kernel_abi()
+    }
+
+    fn landlock_restrict(&mut self, ruleset: &Self::Ruleset) -> Result<(), SetupError> {
+        crate::inside::landlock::apply(ruleset)
+    }
+
+    fn install_seccomp(&mut self, filter: &Self::Filter) -> Result<RawFd, Errno> {
+        filter.install_with_listener().map_err(Errno::from_raw)
+    }
+
+    fn report_listener(&mut self, listener: RawFd) -> Result<(), String> {
+        let report = self.report.ok_or("no report socket")?;
+        protocol::send(
+            report.as_fd(),
+            &protocol::ChildReport::Listener,
+            &[listener],
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    fn close_from(&mut self, first: u32) {
+        // SAFETY: close_range on our own descriptor table; nothing else runs in this process.
+        unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
+    }
+
+    fn execve(&mut self, path: &CStr, args: &ExecArgs) -> Errno {
+        // SAFETY: `ExecArgs` holds NUL-terminated arrays of pointers to CStrings it owns.
+        unsafe { libc::execve(path.as_ptr(), args.argv.as_ptr(), args.envp.as_ptr()) };
+        Errno::last()
+    }
+}
+
+/// A stand-in for the kernel that records each call, in order, and fails the one it is told to.
+#[cfg(test)]
+pub(crate) mod recording {
+    use super::*;
+
+    #[derive(Default)]
+    pub(crate) struct Recording {
+        pub calls: Vec<String>,
+        /// Calls whose record starts with this fail with EPERM.
+        pub fail: Option<&'static str>,
+        /// What `setuid(0)` answers after the drop (true = a broken drop).
+        pub root_regainable: bool,
+        pub landlock_abi: i32,
+        pub last_cap: u64,
+    }
+
+    impl Recording {
+        fn call(&mut self, record: String) -> Result<(), Errno> {
+            let fails = self.fail.is_some_and(|f| record.starts_with(f));
+            self.calls.push(record);
+            if fails {
+                Err(Errno::EPERM)
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl Syscalls for Recording {
+        type Ruleset = ();
+        type Filter = ();
+
+        fn default_sigpipe_and_unblock(&mut self) -> Result<(), Errno> {
+            self.call("sigaction(SIGPIPE, SIG_DFL) + sigprocmask(none)".into())
+        }
+        fn write_proc_self(&mut self, file: &'static str, contents: &str) -> std::io::Result<()> {
+            Ok(self.call(format!("write /proc/self/{file} {contents:?}"))?)
+        }
+        fn setsid(&mut self) -> Result<(), Errno> {
+            self.call("setsid".into())
+        }
+        fn unshare(&mut self, flags: CloneFlags) -> Result<(), Errno> {
+            self.call(format!("unshare({flags:?})"))
+        }
+        fn setrlimit(&mut self, resource: Resource, soft: u64, hard: u64) -> Result<(), Errno> {
+            self.call(format!("setrlimit({resource:?}, {soft}, {hard})"))
+        }
+        fn dup_to(&mut self, from: RawFd, to: RawFd) -> Result<(), Errno> {
+            self.call(format!("dup {from} -> {to}"))
+        }
+        fn set_controlling_tty(&mut self) -> Result<(), Errno> {
+            self.call("TIOCSCTTY".into())
+        }
+        fn chdir(&mut self, dir: &str) -> Result<(), Errno> {
+            self.call(format!("chdir {dir}"))
+        }
+        fn last_cap(&mut self) -> u64 {
+            self.last_cap
+        }
+        fn drop_bounding_cap(&mut self, cap: u64) -> Result<(), Errno> {
+            self.call(format!("PR_CAPBSET_DROP {cap}"))
+        }
+        fn clear_ambient_caps(&mut self) {
+            let _ = self.call("PR_CAP_AMBIENT_CLEAR_ALL".into());
+        }
+        fn setgroups_empty(&mut self) -> Result<(), Errno> {
+            self.call("setgroups([])".into())
+        }
+        fn setresgid(&mut self, gid: u32) -> Result<(), Errno> {
+            self.call(format!("setresgid({gid})"))
+        }
+        fn setresuid(&mut self, uid: u32) -> Result<(), Errno> {
+            self.call(format!("setresuid({uid})"))
+        }
+        fn setuid_root(&mut self) -> bool {
+            let _ = self.call("setuid(0)".into());
+            self.root_regainable
+        }
+        fn no_new_privs(&mut self) -> Result<(), Errno> {
+            self.call("PR_SET_NO_NEW_PRIVS".into())
+        }
+        fn landlock_abi(&mut self) -> i32 {
+            self.landlock_abi
+        }
+        fn landlock_restrict(&mut self, _: &()) -> Result<(), SetupError> {
+            self.call("landlock_restrict_self".into())
+                .map_err(|_| SetupError::LandlockNotEnforced)
+        }
+        fn install_seccomp(&mut self, _: &()) -> Result<RawFd, Errno> {
+            self.call("seccomp(SET_MODE_FILTER, NEW_LISTENER)".into())
+                .map(|()| 99)
+        }
+        fn report_listener(&mut self, listener: RawFd) -> Result<(), String> {
+            self.call(format!("send listener {listener}"))
+                .map_err(|e| e.to_string())
+        }
+        fn close_from(&mut self, first: u32) {
+            let _ = self.call(format!("close_range({first}..)"));
+        }
+        fn execve(&mut self, path: &CStr, _: &ExecArgs) -> Errno {
+            match self.call(format!("execve {}", path.to_string_lossy())) {
+                // The fake runs nothing: every candidate is "not here".
+                Ok(()) => Errno::ENOENT,
+                Err(e) => e,
+            }
+        }
+    }
+}
