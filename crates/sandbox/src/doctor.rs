@@ -124,7 +124,7 @@ pub fn probe() -> Report {
         "landlock",
         false,
         if abi > 0 {
-            Ok(format!("ABI {abi}{}", if abi >= 6 { " (filesystem + signal and abstract-socket scoping)" } else { " (filesystem)" }))
+            Ok(format!("ABI {abi}{}", if abi >= 6 { " (filesystem + signal and abstract-socket scoping)" } else { " (filesystem; no abstract-socket scoping, so runs with --network get no socket(AF_UNIX))" }))
         } else {
             Err("not available (kernel built without it or not in the lsm= list); mount namespaces still confine files".into())
         },

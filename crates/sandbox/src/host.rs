@@ -97,8 +97,12 @@ impl Host {
             &self.filter_offline
         };
         cell.get_or_init(|| {
-            CompiledFilter::compile(&Profile::default_profile().with_network(network))
-                .map_err(|e| e.to_string())
+            CompiledFilter::compile(
+                &Profile::default_profile()
+                    .with_network(network)
+                    .with_unix_sockets(!network || abstract_sockets_scoped()),
+            )
+            .map_err(|e| e.to_string())
         })
         .as_ref()
         .map_err(|e| SandboxError::Init(format!("compiling the seccomp profile: {e}")))
@@ -149,4 +153,12 @@ fn sweep_stale_cgroups(cgroups: &dyn corral_cgroups::Manager) {
             let _ = std::fs::remove_dir(e.path());
         }
     }
+}
+
+/// Whether Landlock can keep a program from the abstract unix sockets of its network namespace
+/// (ABI 6, Linux 6.12). Without it, a sandbox that shares the host's network namespace gets no
+/// `socket(AF_UNIX)` at all: the host's abstract sockets (a container runtime's, a desktop
+/// bus's) would otherwise be one `connect` away.
+pub(crate) fn abstract_sockets_scoped() -> bool {
+    crate::inside::landlock::kernel_abi() >= 6
 }

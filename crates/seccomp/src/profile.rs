@@ -44,6 +44,7 @@ fn errno_name(e: i32) -> Option<&'static str> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Profile {
     allow_network: bool,
+    unix_sockets: bool,
 }
 
 impl Default for Profile {
@@ -57,6 +58,7 @@ impl Profile {
     pub fn default_profile() -> Self {
         Profile {
             allow_network: false,
+            unix_sockets: true,
         }
     }
 
@@ -77,6 +79,22 @@ impl Profile {
     /// See [`Profile::with_network`].
     pub fn allow_network(&self) -> bool {
         self.allow_network
+    }
+
+    /// Whether `socket(AF_UNIX, …)` is allowed (it is by default). A sandbox that shares the
+    /// host's network namespace can reach the host's *abstract* unix sockets (they are scoped by
+    /// network namespace, not by path: the containerd-shim escape, CVE-2020-15257). Landlock ABI
+    /// 6 scopes them to the sandbox; on older kernels the sandbox turns this off so that such a
+    /// socket cannot be made at all (`EAFNOSUPPORT`). `socketpair(AF_UNIX)` stays allowed: its
+    /// two ends reach only each other.
+    pub fn with_unix_sockets(mut self, on: bool) -> Self {
+        self.unix_sockets = on;
+        self
+    }
+
+    /// See [`Profile::with_unix_sockets`].
+    pub fn unix_sockets(&self) -> bool {
+        self.unix_sockets
     }
 }
 
@@ -305,8 +323,13 @@ pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
     }
 
     let eafnosupport = Action::Errno(libc::EAFNOSUPPORT);
+    let socket_families: Vec<u32> = ALLOWED_FAMILIES
+        .iter()
+        .copied()
+        .filter(|&f| profile.unix_sockets || f != libc::AF_UNIX as u32)
+        .collect();
     if profile.allow_network {
-        let mut allowed = ALLOWED_FAMILIES.to_vec();
+        let mut allowed = socket_families.clone();
         allowed.push(libc::AF_NETLINK as u32);
         let mut alternatives = lo32_patterns(0, &patterns::low_bits_except(FAMILY_BITS, &allowed));
         alternatives.push(vec![
@@ -318,18 +341,23 @@ pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
         push(
             "socket",
             eafnosupport,
-            "domain is not AF_UNIX, AF_INET, AF_INET6 or AF_NETLINK with protocol NETLINK_ROUTE",
+            if profile.unix_sockets {
+                "domain is not AF_UNIX, AF_INET, AF_INET6 or AF_NETLINK with protocol NETLINK_ROUTE"
+            } else {
+                "domain is not AF_INET, AF_INET6 or AF_NETLINK with protocol NETLINK_ROUTE"
+            },
             alternatives,
         );
     } else {
         push(
             "socket",
             eafnosupport,
-            "domain is not AF_UNIX, AF_INET or AF_INET6",
-            lo32_patterns(
-                0,
-                &patterns::low_bits_except(FAMILY_BITS, &ALLOWED_FAMILIES),
-            ),
+            if profile.unix_sockets {
+                "domain is not AF_UNIX, AF_INET or AF_INET6"
+            } else {
+                "domain is not AF_INET or AF_INET6"
+            },
+            lo32_patterns(0, &patterns::low_bits_except(FAMILY_BITS, &socket_families)),
         );
     }
     push(

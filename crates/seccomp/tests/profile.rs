@@ -397,3 +397,34 @@ fn blocked_list_matches_rules() {
     assert_eq!(Action::KillAndReport.to_string(), "kill and report");
     assert_eq!(Action::Errno(libc::ENOSYS).to_string(), "fail with ENOSYS");
 }
+
+#[test]
+fn without_unix_sockets_socket_af_unix_fails_but_socketpair_works() {
+    for network in [false, true] {
+        let p = Profile::default_profile()
+            .with_network(network)
+            .with_unix_sockets(false);
+        assert!(!p.unix_sockets());
+        let f = CompiledFilter::compile(&p).unwrap();
+        let (unix, stream) = (libc::AF_UNIX as u64, libc::SOCK_STREAM as u64);
+        assert_eq!(
+            native(&f, libc::SYS_socket, &[unix, stream, 0]),
+            Verdict::Errno(libc::EAFNOSUPPORT),
+            "network {network}"
+        );
+        assert_eq!(
+            native(&f, libc::SYS_socket, &[libc::AF_INET as u64, stream, 0]),
+            Verdict::Allow
+        );
+        assert_eq!(
+            native(&f, libc::SYS_socketpair, &[unix, stream, 0]),
+            Verdict::Allow
+        );
+        // The default keeps AF_UNIX sockets.
+        let d = CompiledFilter::compile(&Profile::default_profile().with_network(network)).unwrap();
+        assert_eq!(
+            native(&d, libc::SYS_socket, &[unix, stream, 0]),
+            Verdict::Allow
+        );
+    }
+}
