@@ -11,16 +11,27 @@
 //! Parsing is strict: unknown keys are errors, and every error names the file, the line (when the
 //! parser knows it) and the key. See the README ("Checks and grading") for every key.
 
+pub mod check50;
+pub mod paths;
+pub mod pyscan;
+pub mod pytest;
+pub mod safety;
+pub mod steps;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use corral_sandbox::{Limits, LimitsRequest, Millis};
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use crate::error::SuiteError;
+pub use check50::{Check50Check, Check50Item};
+pub use paths::relative;
+use paths::{assignment_path, normalize_rel};
+pub use pytest::{Item, PytestCheck, TestCase};
+pub use safety::SafetyConfig;
+pub use steps::{Command, Input, Matcher, Step};
 
 /// How long a check may take, start to end, when neither the check nor the suite says.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -41,7 +52,7 @@ pub struct Suite {
     /// The checks, in file order.
     pub checks: Vec<Check>,
     /// The optional static safety check of Python files (off unless the suite asks for it).
-    pub safety: Option<crate::safety::SafetyConfig>,
+    pub safety: Option<SafetyConfig>,
     /// The suite file.
     pub path: PathBuf,
     /// The assignment folder: the suite file's folder. Every assignment path is relative to it.
@@ -83,158 +94,76 @@ pub struct Check {
 pub enum CheckKind {
     /// A sequence of steps run against live processes (CS50 Check's chains).
     Steps(Vec<Step>),
-    /// The assignment's pytest files (public and hidden) with a rubric; see [`crate::pytest`].
-    Pytest(Box<crate::pytest::PytestCheck>),
-    /// A check50 problem folder run by check50 itself; see [`crate::check50`].
-    Check50(Box<crate::check50::Check50Check>),
+    /// The assignment's pytest files (public and hidden) with a rubric; see [`pytest`].
+    Pytest(Box<PytestCheck>),
+    /// A check50 problem folder run by check50 itself; see [`check50`].
+    Check50(Box<Check50Check>),
 }
 
-/// One step of a check.
-#[derive(Debug, Clone)]
-pub enum Step {
-    /// Start a program (the previous one, if still running, is first waited for).
-    Run(Command),
-    /// Type into the running program.
-    Stdin(Input),
-    /// Wait until the program's standard output matches.
-    Stdout(Matcher),
-    /// Wait until the program's standard error matches.
-    Stderr(Matcher),
-    /// Close stdin, wait for the program to end and compare its exit code.
-    Exit(i32),
-    /// A path exists in the working directory (as anything, links included).
-    Exists(String),
-    /// A path does not exist in the working directory.
-    NotExists(String),
-    /// A file the program wrote equals an assignment file.
-    Diff { actual: String, expected: String },
+/// A rubric item of a check whose points are its items' (a pytest test or group, a check50
+/// check): a row of its own in every report, after its check's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RubricItem<'a> {
+    /// The row's id: `CHECK/ITEM`.
+    pub id: &'a str,
+    pub description: &'a str,
+    pub points: f64,
+    pub hidden: bool,
+    /// The row's `dependencies`: its check, or the check50 check it depends on.
+    pub dependencies: Vec<String>,
 }
 
-/// A command line: a string for `/bin/sh -c`, or an argv list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
-    Shell(String),
-    Argv(Vec<String>),
-}
-
-/// What a `stdin` step types.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Input {
-    /// A line: the text and a newline.
-    Line(String),
-    /// Exactly this text (no newline added); `true`: then close stdin (end of file).
-    Text(String, bool),
-    /// The bytes of an assignment file; `true`: then close stdin.
-    File(String, bool),
-    /// Close stdin: the program reads end of file.
-    Eof,
-    /// First wait until the program is blocked reading its standard input (CS50 Check's
-    /// `stdin` assertion), then type the inner input.
-    Wait(Box<Input>),
-}
-
-impl Input {
-    /// Whether the step ends the program's input.
-    pub fn closes(&self) -> bool {
-        match self {
-            Input::Eof | Input::Text(_, true) | Input::File(_, true) => true,
-            Input::Wait(inner) => inner.closes(),
-            _ => false,
-        }
-    }
-
-    /// Whether the step first waits for the program to read.
-    pub fn waits(&self) -> bool {
-        matches!(self, Input::Wait(_))
-    }
-
-    /// The input without the wait.
-    pub fn inner(&self) -> &Input {
-        match self {
-            Input::Wait(inner) => inner,
-            other => other,
+impl Check {
+    /// The rubric items when the check's points are its items' (pytest, check50), in report
+    /// order; `None` when the check earns its own `points` (steps).
+    pub fn rubric(&self) -> Option<Vec<RubricItem<'_>>> {
+        match &self.kind {
+            CheckKind::Steps(_) => None,
+            CheckKind::Pytest(pc) => Some(
+                pc.items
+                    .iter()
+                    .map(|i| RubricItem {
+                        id: &i.id,
+                        description: &i.description,
+                        points: i.points,
+                        hidden: i.hidden,
+                        dependencies: vec![self.id.clone()],
+                    })
+                    .collect(),
+            ),
+            CheckKind::Check50(cc) => Some(
+                cc.items
+                    .iter()
+                    .map(|i| RubricItem {
+                        id: &i.id,
+                        description: &i.description,
+                        points: i.points,
+                        hidden: i.hidden,
+                        dependencies: vec![match &i.dependency {
+                            Some(d) => format!("{}/{d}", self.id),
+                            None => self.id.clone(),
+                        }],
+                    })
+                    .collect(),
+            ),
         }
     }
 }
 
-/// How output is matched. See the README for the exact semantics.
-#[derive(Debug, Clone)]
-pub enum Matcher {
-    /// The unread output contains this text (check50's `stdout("...")` with the text escaped).
-    Contains(String),
-    /// The unread output contains a match of this regular expression.
-    Regex(regex::bytes::Regex),
-    /// Once the program ended, the unread output equals this text (modulo trailing whitespace at
-    /// line ends and trailing blank lines).
-    Exact(String),
-    /// Like `Exact`, with the contents of an assignment file.
-    File(String),
-}
-
-impl Matcher {
-    /// `contains`, `regex`, `exact` or `file`.
-    pub fn kind(&self) -> &'static str {
+impl CheckKind {
+    /// The assignment files the check reads besides the suite's `files` (test files, a check50
+    /// problem's files), relative to the assignment folder: a change to one changes the grade.
+    pub fn assignment_files(&self) -> Vec<&String> {
         match self {
-            Matcher::Contains(_) => "contains",
-            Matcher::Regex(_) => "regex",
-            Matcher::Exact(_) => "exact",
-            Matcher::File(_) => "file",
-        }
-    }
-
-    /// The pattern as the suite wrote it.
-    pub fn pattern(&self) -> &str {
-        match self {
-            Matcher::Contains(s) | Matcher::Exact(s) | Matcher::File(s) => s,
-            Matcher::Regex(r) => r.as_str(),
-        }
-    }
-}
-
-impl Command {
-    /// What the sandbox runs. A string is `/bin/sh -c STRING`; when it is a simple command (words
-    /// of plain characters, no shell syntax) the shell `exec`s it, so that the program's own exit
-    /// code or signal is what the check sees (not the shell's `128+N`).
-    pub fn argv(&self) -> Vec<String> {
-        match self {
-            Command::Shell(s) if is_simple(s) => {
-                vec!["/bin/sh".into(), "-c".into(), format!("exec {}", s.trim())]
-            }
-            Command::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
-            Command::Argv(a) => a.clone(),
-        }
-    }
-}
-
-/// Words of characters the shell gives no meaning to, the first not an assignment or a builtin
-/// that `exec` would not find.
-fn is_simple(s: &str) -> bool {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "_./=:,+-@%".contains(c) || c == ' ';
-    let first = s.split_whitespace().next().unwrap_or("");
-    s.chars().all(plain)
-        && !first.is_empty()
-        && !first.contains('=')
-        && !matches!(
-            first,
-            "cd" | "exit"
-                | "export"
-                | "set"
-                | "unset"
-                | "exec"
-                | "."
-                | "eval"
-                | "read"
-                | "ulimit"
-                | "umask"
-                | "wait"
-        )
-}
-
-impl fmt::Display for Command {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Command::Shell(s) => f.write_str(s),
-            Command::Argv(a) => f.write_str(&a.join(" ")),
+            CheckKind::Steps(_) => Vec::new(),
+            CheckKind::Pytest(pc) => pc
+                .tests
+                .iter()
+                .chain(&pc.hidden)
+                .chain(&pc.support)
+                .chain(&pc.config)
+                .collect(),
+            CheckKind::Check50(cc) => cc.files.iter().collect(),
         }
     }
 }
@@ -256,7 +185,7 @@ struct RawSuite {
     #[serde(default)]
     files: Vec<AssignmentFile>,
     #[serde(default)]
-    safety: Option<crate::safety::RawSafety>,
+    safety: Option<safety::RawSafety>,
     checks: Vec<RawCheck>,
 }
 
@@ -281,220 +210,9 @@ struct RawCheck {
     #[serde(default)]
     steps: Option<Vec<Step>>,
     #[serde(default)]
-    pytest: Option<crate::pytest::RawPytest>,
+    pytest: Option<pytest::RawPytest>,
     #[serde(default)]
-    check50: Option<crate::check50::RawCheck50>,
-}
-
-const STEP_KINDS: &[&str] = &[
-    "run",
-    "stdin",
-    "stdout",
-    "stderr",
-    "exit",
-    "exists",
-    "not_exists",
-    "diff",
-];
-
-impl<'de> Deserialize<'de> for Step {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Step;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a step: a map with one key (run, stdin, stdout, stderr, exit, exists, not_exists or diff)")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Step, A::Error> {
-                let Some(key) = map.next_key::<String>()? else {
-                    return Err(de::Error::custom("empty step: give one of run, stdin, stdout, stderr, exit, exists, not_exists, diff"));
-                };
-                let step = match key.as_str() {
-                    "run" => Step::Run(map.next_value()?),
-                    "stdin" => Step::Stdin(map.next_value()?),
-                    "stdout" => Step::Stdout(map.next_value()?),
-                    "stderr" => Step::Stderr(map.next_value()?),
-                    "exit" => Step::Exit(map.next_value()?),
-                    "exists" => Step::Exists(map.next_value()?),
-                    "not_exists" => Step::NotExists(map.next_value()?),
-                    "diff" => {
-                        let d: RawDiff = map.next_value()?;
-                        Step::Diff {
-                            actual: d.actual,
-                            expected: d.expected,
-                        }
-                    }
-                    other => return Err(de::Error::unknown_variant(other, STEP_KINDS)),
-                };
-                if let Some(extra) = map.next_key::<String>()? {
-                    return Err(de::Error::custom(format!(
-                        "a step has exactly one key, found `{key}` and `{extra}` (write them as two steps)"
-                    )));
-                }
-                Ok(step)
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawDiff {
-    actual: String,
-    expected: String,
-}
-
-impl<'de> Deserialize<'de> for Command {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Command;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a command: a string (run with /bin/sh -c) or a list of arguments")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Command, E> {
-                if v.trim().is_empty() {
-                    return Err(E::custom("empty command"));
-                }
-                Ok(Command::Shell(v.to_string()))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Command, A::Error> {
-                let mut argv = Vec::new();
-                while let Some(a) = seq.next_element::<String>()? {
-                    argv.push(a);
-                }
-                if argv.first().is_none_or(|a| a.is_empty()) {
-                    return Err(de::Error::custom("empty command"));
-                }
-                Ok(Command::Argv(argv))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawInput {
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    file: Option<String>,
-    #[serde(default)]
-    eof: bool,
-    #[serde(default)]
-    line: Option<String>,
-    #[serde(default)]
-    wait: bool,
-}
-
-impl<'de> Deserialize<'de> for Input {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Input;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a line of text, or {line|text|file: ..., eof: true, wait: true}")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Input, E> {
-                Ok(Input::Line(v.to_string()))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Input, E> {
-                Ok(Input::Line(v.to_string()))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Input, E> {
-                Ok(Input::Line(v.to_string()))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Input, E> {
-                Ok(Input::Line(v.to_string()))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Input, A::Error> {
-                let raw = RawInput::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                let input = match (raw.line, raw.text, raw.file, raw.eof) {
-                    (Some(l), None, None, false) => Input::Line(l),
-                    (None, Some(t), None, eof) => Input::Text(t, eof),
-                    (None, None, Some(f), eof) => Input::File(f, eof),
-                    (None, None, None, true) => Input::Eof,
-                    (None, None, None, false) if raw.wait => Input::Text(String::new(), false),
-                    _ => {
-                        return Err(de::Error::custom(
-                            "stdin: give one of `line`, `text` or `file` (`eof: true` may go with `text` or `file`, or alone), and optionally `wait: true`",
-                        ))
-                    }
-                };
-                Ok(if raw.wait {
-                    Input::Wait(Box::new(input))
-                } else {
-                    input
-                })
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawMatcher {
-    #[serde(default)]
-    contains: Option<String>,
-    #[serde(default)]
-    regex: Option<String>,
-    #[serde(default)]
-    exact: Option<String>,
-    #[serde(default)]
-    file: Option<String>,
-}
-
-impl<'de> Deserialize<'de> for Matcher {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Matcher;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(
-                    "text to find, {contains: ...}, {regex: ...}, {exact: ...} or {file: ...}",
-                )
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Matcher, E> {
-                Ok(Matcher::Contains(v.to_string()))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Matcher, E> {
-                Ok(Matcher::Contains(v.to_string()))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Matcher, E> {
-                Ok(Matcher::Contains(v.to_string()))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Matcher, E> {
-                Ok(Matcher::Contains(v.to_string()))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Matcher, A::Error> {
-                let raw = RawMatcher::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                let given = [&raw.contains, &raw.regex, &raw.exact, &raw.file]
-                    .iter()
-                    .filter(|o| o.is_some())
-                    .count();
-                if given != 1 {
-                    return Err(de::Error::custom(
-                        "give exactly one of `contains`, `regex`, `exact` or `file`",
-                    ));
-                }
-                if let Some(r) = raw.regex {
-                    return regex::bytes::Regex::new(&r)
-                        .map(Matcher::Regex)
-                        .map_err(|e| de::Error::custom(format!("invalid regex {r:?}: {e}")));
-                }
-                Ok(raw
-                    .contains
-                    .map(Matcher::Contains)
-                    .or(raw.exact.map(Matcher::Exact))
-                    .or(raw.file.map(Matcher::File))
-                    .expect("one is given"))
-            }
-        }
-        d.deserialize_any(V)
-    }
+    check50: Option<check50::RawCheck50>,
 }
 
 // ------------------------------------------------------------------------------------ loading
@@ -568,16 +286,7 @@ impl Suite {
         raw.limits
             .resolve(&Limits::default())
             .map_err(|e| invalid(format!("limits: {e}")))?;
-        let assignment_path = |key: &str, p: &str| -> Result<(), String> {
-            relative(p).map_err(|why| format!("{key}: {p:?} {why}"))?;
-            if std::fs::symlink_metadata(dir.join(p)).is_err() {
-                return Err(format!(
-                    "{key}: {p:?} is not in the assignment folder {}",
-                    dir.display()
-                ));
-            }
-            Ok(())
-        };
+        let assignment_path = |key: &str, p: &str| assignment_path(dir, key, p);
         let mut seen_files = BTreeSet::new();
         for (i, f) in raw.files.iter().enumerate() {
             assignment_path(&format!("files[{i}].path"), &f.path).map_err(invalid)?;
@@ -631,8 +340,7 @@ impl Suite {
                 ));
             }
             if let Some(raw) = rc.pytest {
-                let pc = crate::pytest::PytestCheck::resolve(raw, &id, dir)
-                    .map_err(|m| check_err(&id, m))?;
+                let pc = PytestCheck::resolve(raw, &id, dir).map_err(|m| check_err(&id, m))?;
                 checks.push(Check {
                     description: rc.description.unwrap_or_else(|| id.clone()),
                     points: pc.max_points(),
@@ -647,8 +355,7 @@ impl Suite {
                 continue;
             }
             if let Some(raw) = rc.check50 {
-                let cc = crate::check50::Check50Check::resolve(raw, &id, dir)
-                    .map_err(|m| check_err(&id, m))?;
+                let cc = Check50Check::resolve(raw, &id, dir).map_err(|m| check_err(&id, m))?;
                 checks.push(Check {
                     description: rc.description.unwrap_or_else(|| id.clone()),
                     points: cc.max_points(),
@@ -690,7 +397,7 @@ impl Suite {
                     Step::Stdin(_) | Step::Stdout(_) | Step::Stderr(_) | Step::Exit(_)
                         if !running =>
                     {
-                        return Err(at(format!("{}: needs a `run` step before it", step_key(s))))
+                        return Err(at(format!("{}: needs a `run` step before it", s.key())))
                     }
                     Step::Stdin(input) if matches!(input.inner(), Input::File(..)) => {
                         let Input::File(f, _) = input.inner() else {
@@ -699,12 +406,12 @@ impl Suite {
                         assignment_path("stdin.file", f).map_err(at)?;
                     }
                     Step::Stdout(Matcher::File(f)) | Step::Stderr(Matcher::File(f)) => {
-                        assignment_path(&format!("{}.file", step_key(s)), f).map_err(at)?;
+                        assignment_path(&format!("{}.file", s.key()), f).map_err(at)?;
                     }
                     Step::Exists(p) | Step::NotExists(p) => {
                         // A file step waits for the program's end; talking to it needs a new run.
                         running = false;
-                        relative(p).map_err(|why| at(format!("{}: {p:?} {why}", step_key(s))))?;
+                        relative(p).map_err(|why| at(format!("{}: {p:?} {why}", s.key())))?;
                     }
                     Step::Diff { actual, expected } => {
                         running = false;
@@ -763,7 +470,7 @@ impl Suite {
             checks,
             safety: raw
                 .safety
-                .map(crate::safety::SafetyConfig::resolve)
+                .map(SafetyConfig::resolve)
                 .transpose()
                 .map_err(|m| invalid(format!("safety: {m}")))?
                 .flatten(),
@@ -794,41 +501,6 @@ impl Suite {
     pub fn language_of<'a>(&'a self, check: &'a Check) -> Option<&'a str> {
         check.language.as_deref().or(self.language.as_deref())
     }
-}
-
-fn step_key(s: &Step) -> &'static str {
-    match s {
-        Step::Run(_) => "run",
-        Step::Stdin(_) => "stdin",
-        Step::Stdout(_) => "stdout",
-        Step::Stderr(_) => "stderr",
-        Step::Exit(_) => "exit",
-        Step::Exists(_) => "exists",
-        Step::NotExists(_) => "not_exists",
-        Step::Diff { .. } => "diff",
-    }
-}
-
-/// A relative path with only normal components (no `/` at the start, no `..`, no `.`).
-pub fn relative(p: &str) -> Result<&Path, &'static str> {
-    let path = Path::new(p);
-    if p.is_empty() {
-        return Err("is empty");
-    }
-    if path.is_absolute() {
-        return Err("must be relative to the working directory");
-    }
-    if path
-        .components()
-        .any(|c| !matches!(c, Component::Normal(_)))
-    {
-        return Err("may not contain '..' or '.'");
-    }
-    Ok(path)
-}
-
-fn normalize_rel(p: &str) -> PathBuf {
-    Path::new(p).components().collect()
 }
 
 /// The 1-based line of `id: ID` in the suite text (best effort, for error messages).
