@@ -15,21 +15,24 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use corral_sandbox::{Mount, NoSink, RunSpec, Status, Stdin};
+use corral_sandbox::{Mount, NoSink, Status};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry, SKIPPED};
 use crate::shared::rows::items_not_run;
-use crate::shared::sandbox::{mounted_folder, random_hex, PYTHON};
+use crate::shared::sandbox::{mounted_folder, python_helper, random_hex};
 use crate::suite::{Check50Check, Suite};
 
 /// Where check50 (and what it needs) is installed for `/usr/bin/python3`.
 pub const SITE: &str = "/usr/local/lib/corral/python";
 /// Where the problem folder is mounted (read-only) inside the sandbox.
 pub const PROBLEM_DIR: &str = "/corral/check50";
-pub const BOOTSTRAP: &str = include_str!("check50_boot.py");
+pub const BOOTSTRAP: &str = concat!(
+    include_str!("../shared/read_nonce.py"),
+    include_str!("check50_boot.py")
+);
 
 #[derive(Debug, Deserialize)]
 struct Summary {
@@ -93,17 +96,7 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
         "site": SITE,
         "problem": format!("{PROBLEM_DIR}/{}", cc.problem),
     });
-    let mut spec = RunSpec::new(vec![
-        PYTHON.into(),
-        "-I".into(),
-        "-B".into(),
-        "-c".into(),
-        BOOTSTRAP.into(),
-        cfg.to_string(),
-    ]);
-    spec.stdin = Stdin::Bytes(format!("{nonce}\n").into_bytes());
-    spec.limits = cx.settings.limits.clone();
-    spec.env = cx.settings.env.clone();
+    let spec = python_helper(BOOTSTRAP, &cfg, &nonce, cx.settings);
     let outcome = sb.run(&spec, &mut NoSink);
     match outcome.status {
         Status::SandboxError => {

@@ -1,14 +1,6 @@
-//! pytest checks: the assignment's public and hidden test files run with pytest inside the
-//! sandbox, the outcome read from pytest's own JUnit XML and mapped to a rubric.
-//!
-//! ```yaml
-//! - id: tests
-//!   pytest:
-//!     tests: [test_public.py]            # public test files (assignment paths)
-//!     hidden: [test_hidden.py]           # students see pass/fail only; run in a separate session
-//!     points: {test_add: 2}              # per-test weights (default: default_points, 1)
-//!     groups: [{id: negatives, tests: [test_neg, test_neg_big], points: 2}]   # all or nothing
-//! ```
+//! The `pytest` kind: the assignment's public and hidden test files (see
+//! [`crate::suite::pytest`]) run with pytest inside the sandbox, the outcome read from pytest's
+//! own JUnit XML and mapped to the rubric.
 //!
 //! **Where the grade comes from.** The submission runs in the same Python process as pytest (its
 //! module is imported by the tests), so nothing *inside* that process is out of its reach. corral
@@ -51,13 +43,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use corral_sandbox::{Mount, NoSink, Outcome, RunSpec, Status, Stdin};
+use corral_sandbox::{Mount, NoSink, Outcome, Status};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, IntegrityFlag, Observation, ScriptEntry};
-use crate::shared::sandbox::{mounted_folder, random_hex, PYTHON};
+use crate::shared::sandbox::{mounted_folder, python_helper, random_hex};
 use crate::shared::stage::compare_file;
 use crate::shared::text::{signal_name, MAX_VALUE};
 use crate::suite::{PytestCheck, Suite, TestCase};
@@ -65,7 +57,10 @@ use crate::suite::{PytestCheck, Suite, TestCase};
 /// Where the test files are mounted (read-only) inside the sandbox.
 pub const TESTS_DIR: &str = "/corral/tests";
 /// The bootstrap that runs pytest inside the sandbox.
-pub const BOOTSTRAP: &str = include_str!("pytest_boot.py");
+pub const BOOTSTRAP: &str = concat!(
+    include_str!("../shared/read_nonce.py"),
+    include_str!("pytest_boot.py")
+);
 /// Largest JUnit report read.
 const MAX_REPORT: u64 = 16 << 20;
 /// Largest summary read.
@@ -451,17 +446,7 @@ fn session(
         "args": args,
         "test_timeout": pc.test_timeout.map(|d| d.as_secs_f64()),
     });
-    let mut spec = RunSpec::new(vec![
-        PYTHON.into(),
-        "-I".into(),
-        "-B".into(),
-        "-c".into(),
-        BOOTSTRAP.into(),
-        cfg.to_string(),
-    ]);
-    spec.stdin = Stdin::Bytes(format!("{nonce}\n").into_bytes());
-    spec.limits = cx.settings.limits.clone();
-    spec.env = cx.settings.env.clone();
+    let spec = python_helper(BOOTSTRAP, &cfg, &nonce, cx.settings);
     let outcome = sb.run(&spec, &mut NoSink);
     let read = |name: &str, max: u64| -> Result<Option<Vec<u8>>, String> {
         sb.read_file(&Path::new(&out_dir).join(name), max)

@@ -390,29 +390,13 @@ impl Runner<'_> {
                         self.entry(expected, actual);
                         return Ok(true);
                     }
-                    let msg = self.ended_message(live).unwrap_or_else(|| {
-                        format!(
-                            "expected {}, not {}",
-                            show(&expected.value, 200),
-                            show(&actual.value, 200)
-                        )
-                    });
-                    self.fail(expected, actual, msg);
-                    return Ok(false);
+                    return Ok(self.mismatch(live, expected, actual));
                 }
                 How::Whole(_) => {}
             }
             if over {
                 let actual = Observation::new(key, clip(buf));
-                let msg = self.ended_message(live).unwrap_or_else(|| {
-                    format!(
-                        "expected {}, not {}",
-                        show(&expected.value, 200),
-                        show(&actual.value, 200)
-                    )
-                });
-                self.fail(expected, actual, msg);
-                return Ok(false);
+                return Ok(self.mismatch(live, expected, actual));
             }
             if Instant::now() >= self.deadline {
                 let actual = Observation::new(key, clip(buf));
@@ -426,6 +410,20 @@ impl Runner<'_> {
             }
             live.step(self.deadline)?;
         }
+    }
+
+    /// Output that did not match once the program ended: why (how it ended, or what was expected
+    /// and what it printed). Always `false`.
+    fn mismatch(&mut self, live: &Live<'_>, expected: Observation, actual: Observation) -> bool {
+        let msg = self.ended_message(live).unwrap_or_else(|| {
+            format!(
+                "expected {}, not {}",
+                show(&expected.value, 200),
+                show(&actual.value, 200)
+            )
+        });
+        self.fail(expected, actual, msg);
+        false
     }
 
     /// When the program was ended by a limit or a signal, or failed: the one-line reason.

@@ -286,10 +286,9 @@ impl Suite {
         raw.limits
             .resolve(&Limits::default())
             .map_err(|e| invalid(format!("limits: {e}")))?;
-        let assignment_path = |key: &str, p: &str| assignment_path(dir, key, p);
         let mut seen_files = BTreeSet::new();
         for (i, f) in raw.files.iter().enumerate() {
-            assignment_path(&format!("files[{i}].path"), &f.path).map_err(invalid)?;
+            assignment_path(dir, &format!("files[{i}].path"), &f.path).map_err(invalid)?;
             if !seen_files.insert(normalize_rel(&f.path)) {
                 return Err(invalid(format!(
                     "files[{i}].path: {:?} listed twice",
@@ -339,89 +338,27 @@ impl Suite {
                     "points: a pytest or check50 check gets its points from its own `points` (per test)".into(),
                 ));
             }
-            if let Some(raw) = rc.pytest {
-                let pc = PytestCheck::resolve(raw, &id, dir).map_err(|m| check_err(&id, m))?;
-                checks.push(Check {
-                    description: rc.description.unwrap_or_else(|| id.clone()),
-                    points: pc.max_points(),
-                    id,
-                    depends: rc.depends,
-                    hidden: rc.hidden,
-                    timeout: rc.timeout,
-                    limits: rc.limits,
-                    language: rc.language,
-                    kind: CheckKind::Pytest(Box::new(pc)),
-                });
-                continue;
-            }
-            if let Some(raw) = rc.check50 {
-                let cc = Check50Check::resolve(raw, &id, dir).map_err(|m| check_err(&id, m))?;
-                checks.push(Check {
-                    description: rc.description.unwrap_or_else(|| id.clone()),
-                    points: cc.max_points(),
-                    id,
-                    depends: rc.depends,
-                    hidden: rc.hidden,
-                    timeout: rc.timeout,
-                    limits: rc.limits,
-                    language: rc.language,
-                    kind: CheckKind::Check50(Box::new(cc)),
-                });
-                continue;
-            }
-            let Some(steps) = rc.steps else {
-                return Err(check_err(
-                    &id,
-                    "missing `steps` (or `pytest`, or `check50`)".into(),
-                ));
-            };
-            if steps.is_empty() {
-                return Err(check_err(&id, "steps: must not be empty".into()));
-            }
-            let mut running = false;
             let language = rc.language.as_ref().or(raw.language.as_ref());
-            for (j, s) in steps.iter().enumerate() {
-                let at = |m: String| check_err(&id, format!("steps[{j}].{m}"));
-                match s {
-                    Step::Run(Command::Shell(c))
-                        if language.is_none()
-                            && ["{compile}", "{run}", "{source}"]
-                                .iter()
-                                .any(|p| c.contains(p)) =>
-                    {
-                        return Err(at(format!(
-                            "run: {c:?} uses a language placeholder but neither the check nor the suite names a `language`"
-                        )))
-                    }
-                    Step::Run(_) => running = true,
-                    Step::Stdin(_) | Step::Stdout(_) | Step::Stderr(_) | Step::Exit(_)
-                        if !running =>
-                    {
-                        return Err(at(format!("{}: needs a `run` step before it", s.key())))
-                    }
-                    Step::Stdin(input) if matches!(input.inner(), Input::File(..)) => {
-                        let Input::File(f, _) = input.inner() else {
-                            unreachable!("matched above")
-                        };
-                        assignment_path("stdin.file", f).map_err(at)?;
-                    }
-                    Step::Stdout(Matcher::File(f)) | Step::Stderr(Matcher::File(f)) => {
-                        assignment_path(&format!("{}.file", s.key()), f).map_err(at)?;
-                    }
-                    Step::Exists(p) | Step::NotExists(p) => {
-                        // A file step waits for the program's end; talking to it needs a new run.
-                        running = false;
-                        relative(p).map_err(|why| at(format!("{}: {p:?} {why}", s.key())))?;
-                    }
-                    Step::Diff { actual, expected } => {
-                        running = false;
-                        relative(actual)
-                            .map_err(|why| at(format!("diff.actual: {actual:?} {why}")))?;
-                        assignment_path("diff.expected", expected).map_err(at)?;
-                    }
-                    _ => {}
+            let at = |m: String| check_err(&id, m);
+            let (kind, points) = match (rc.steps, rc.pytest, rc.check50) {
+                (_, Some(raw), _) => {
+                    let pc = PytestCheck::resolve(raw, &id, dir).map_err(at)?;
+                    let max = pc.max_points();
+                    (CheckKind::Pytest(Box::new(pc)), max)
                 }
-            }
+                (_, _, Some(raw)) => {
+                    let cc = Check50Check::resolve(raw, &id, dir).map_err(at)?;
+                    let max = cc.max_points();
+                    (CheckKind::Check50(Box::new(cc)), max)
+                }
+                (Some(steps), None, None) => {
+                    steps::validate(&steps, language.is_some(), dir).map_err(at)?;
+                    (CheckKind::Steps(steps), points)
+                }
+                (None, None, None) => {
+                    return Err(at("missing `steps` (or `pytest`, or `check50`)".into()));
+                }
+            };
             checks.push(Check {
                 description: rc.description.unwrap_or_else(|| id.clone()),
                 id,
@@ -431,7 +368,7 @@ impl Suite {
                 timeout: rc.timeout,
                 limits: rc.limits,
                 language: rc.language,
-                kind: CheckKind::Steps(steps),
+                kind,
             });
         }
         if checks.is_empty() {

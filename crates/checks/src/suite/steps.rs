@@ -6,9 +6,12 @@
 //! ```
 
 use std::fmt;
+use std::path::Path;
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+
+use super::paths::{assignment_path, relative};
 
 /// One step of a check.
 #[derive(Debug, Clone)]
@@ -385,4 +388,54 @@ impl Step {
             Step::Diff { .. } => "diff",
         }
     }
+}
+
+/// Validates a check's steps against the assignment folder `dir`: every process step follows a
+/// `run`, paths are relative, assignment files exist, language placeholders have a language.
+/// Errors are `steps[N].key: message`.
+pub(crate) fn validate(steps: &[Step], has_language: bool, dir: &Path) -> Result<(), String> {
+    if steps.is_empty() {
+        return Err("steps: must not be empty".into());
+    }
+    let mut running = false;
+    for (j, s) in steps.iter().enumerate() {
+        let at = |m: String| format!("steps[{j}].{m}");
+        match s {
+            Step::Run(Command::Shell(c))
+                if !has_language
+                    && ["{compile}", "{run}", "{source}"]
+                        .iter()
+                        .any(|p| c.contains(p)) =>
+            {
+                return Err(at(format!(
+                    "run: {c:?} uses a language placeholder but neither the check nor the suite names a `language`"
+                )))
+            }
+            Step::Run(_) => running = true,
+            Step::Stdin(_) | Step::Stdout(_) | Step::Stderr(_) | Step::Exit(_) if !running => {
+                return Err(at(format!("{}: needs a `run` step before it", s.key())))
+            }
+            Step::Stdin(input) if matches!(input.inner(), Input::File(..)) => {
+                let Input::File(f, _) = input.inner() else {
+                    unreachable!("matched above")
+                };
+                assignment_path(dir, "stdin.file", f).map_err(at)?;
+            }
+            Step::Stdout(Matcher::File(f)) | Step::Stderr(Matcher::File(f)) => {
+                assignment_path(dir, &format!("{}.file", s.key()), f).map_err(at)?;
+            }
+            Step::Exists(p) | Step::NotExists(p) => {
+                // A file step waits for the program's end; talking to it needs a new run.
+                running = false;
+                relative(p).map_err(|why| at(format!("{}: {p:?} {why}", s.key())))?;
+            }
+            Step::Diff { actual, expected } => {
+                running = false;
+                relative(actual).map_err(|why| at(format!("diff.actual: {actual:?} {why}")))?;
+                assignment_path(dir, "diff.expected", expected).map_err(at)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
