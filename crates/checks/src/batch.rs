@@ -28,7 +28,7 @@ use serde_json::Value;
 use crate::engine::{self, GradeOptions};
 use crate::error::{GradeError, SuiteError};
 use crate::kinds;
-use crate::languages::Registry;
+use crate::language_registry::LanguageRegistry;
 use crate::report::View;
 use crate::suite::Suite;
 
@@ -280,7 +280,7 @@ fn failed_row(suite: &Suite, sub: &Submission, why: String, fp: String) -> Row {
 /// Grades one submission into a row (never fails: problems become the row's reason).
 pub fn grade_one(
     pool: &Arc<Pool>,
-    registry: &Registry,
+    registry: &LanguageRegistry,
     suite: &Suite,
     sub: &Submission,
     check_jobs: usize,
@@ -391,7 +391,7 @@ fn store_row(path: &Path, row: &Row) -> std::io::Result<()> {
 /// `force`; calls `progress` after each. Returns the rows in the submissions' order.
 pub fn grade_all(
     pool: &Arc<Pool>,
-    registry: &Registry,
+    registry: &LanguageRegistry,
     suite: &Suite,
     submissions: &[Submission],
     out_dir: &Path,

@@ -14,7 +14,7 @@ use corral_sandbox::Pool;
 
 use crate::error::GradeError;
 use crate::kinds::{runner_of, CheckContext};
-use crate::languages::Registry;
+use crate::language_registry::LanguageRegistry;
 use crate::report::{CheckResult, IntegrityFlag, Report};
 use crate::safety_scan;
 use crate::shared::rows::{errored, items_not_run, row, skipped};
@@ -44,14 +44,14 @@ impl Default for GradeOptions {
 
 /// Resolves the run settings of every check (see [`settings::for_suite`]); fails on an unknown
 /// or unavailable language before anything runs.
-pub fn plan(suite: &Suite, registry: &Registry) -> Result<Vec<RunSettings>, GradeError> {
+pub fn plan(suite: &Suite, registry: &LanguageRegistry) -> Result<Vec<RunSettings>, GradeError> {
     settings::for_suite(suite, registry)
 }
 
 /// Grades the submission in `submission` (a host folder) against `suite`.
 pub fn grade(
     pool: &Arc<Pool>,
-    registry: &Registry,
+    registry: &LanguageRegistry,
     suite: &Suite,
     submission: &Path,
     opts: &GradeOptions,

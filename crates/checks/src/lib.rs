@@ -5,7 +5,7 @@
 //! checks that no two import each other):
 //!
 //! - [`error`]: the typed errors.
-//! - [`languages`]: the language registry (built-in `data/languages.toml` + an operator file).
+//! - [`language_registry`]: the language registry (built-in `data/languages.toml` + an operator file).
 //! - [`suite`]: the suite model, plain data parsed strictly from YAML or JSON
 //!   (`schemas/suite.schema.json`) and validated, with each check kind's model.
 //! - [`report`]: results and their exports (corral JSON, CS50 JSON, Gradescope, text).
@@ -19,13 +19,13 @@
 //! ```no_run
 //! # use std::sync::Arc;
 //! # use std::path::Path;
-//! use corral_checks::{engine, languages::Registry, report::View, suite::Suite};
+//! use corral_checks::{engine, language_registry::LanguageRegistry, report::View, suite::Suite};
 //! use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
 //!
 //! let host = Arc::new(Host::new(InitProgram::current_exe()?)?);
 //! let pool = Pool::new(host, PoolConfig::default());
 //! let suite = Suite::load(Path::new("examples/hello/suite.yaml"))?;
-//! let report = engine::grade(&pool, &Registry::builtin(), &suite,
+//! let report = engine::grade(&pool, &LanguageRegistry::builtin(), &suite,
 //!     Path::new("examples/hello/submissions/correct"), &engine::GradeOptions::default())?;
 //! println!("{}", report.to_json(View::Student));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -35,7 +35,7 @@ pub mod batch;
 pub mod engine;
 pub mod error;
 pub mod kinds;
-pub mod languages;
+pub mod language_registry;
 pub mod report;
 pub mod safety_scan;
 pub mod shared;
@@ -43,6 +43,6 @@ pub mod suite;
 
 pub use engine::{grade, GradeOptions};
 pub use error::{GradeError, LanguageError, SuiteError};
-pub use languages::{Language, LanguageStatus, Registry};
+pub use language_registry::{Language, LanguageRegistry, LanguageStatus};
 pub use report::{CheckResult, Integrity, Report, View};
 pub use suite::{Check, CheckKind, SafetyConfig, Step, Suite};

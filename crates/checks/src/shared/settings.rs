@@ -6,7 +6,7 @@ use std::time::Duration;
 use corral_sandbox::{Limits, Mount};
 
 use crate::error::GradeError;
-use crate::languages::{Language, Registry};
+use crate::language_registry::{Language, LanguageRegistry};
 use crate::suite::{Check, CheckKind, Command, Step, Suite};
 
 /// What every run of one check uses, resolved once (not the sandbox's per-run `RunSpec`).
@@ -49,7 +49,10 @@ impl RunSettings {
 
 /// Resolves language, limits and timeout of every check of the suite, in suite order; fails on an
 /// unknown or unavailable language before anything runs.
-pub fn for_suite(suite: &Suite, registry: &Registry) -> Result<Vec<RunSettings>, GradeError> {
+pub fn for_suite(
+    suite: &Suite,
+    registry: &LanguageRegistry,
+) -> Result<Vec<RunSettings>, GradeError> {
     suite
         .checks
         .iter()
