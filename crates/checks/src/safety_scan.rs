@@ -20,7 +20,7 @@ use corral_sandbox::{Limits, Millis, NoSink, Pool, RunSpec, SandboxConfig, Size,
 use serde::Deserialize;
 
 use crate::report::{Finding, SafetyReport, ScanError};
-use crate::shared::sandbox::PYTHON;
+use crate::shared::python::PYTHON;
 use crate::suite::safety::SafetyConfig;
 
 /// The scanner, run with `/usr/bin/python3 -I -B -c SCANNER RULES` in the submission's folder.

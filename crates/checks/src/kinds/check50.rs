@@ -21,8 +21,9 @@ use serde_json::Value;
 
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry, SKIPPED};
+use crate::shared::mounted::mounted_folder;
+use crate::shared::python::{python_helper, random_hex};
 use crate::shared::rows::items_not_run;
-use crate::shared::sandbox::{mounted_folder, python_helper, random_hex};
 use crate::suite::{Check50Check, Suite};
 
 /// Where check50 (and what it needs) is installed for `/usr/bin/python3`.

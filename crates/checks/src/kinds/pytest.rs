@@ -49,7 +49,8 @@ use serde_json::Value;
 
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, IntegrityFlag, Observation, ScriptEntry};
-use crate::shared::sandbox::{mounted_folder, python_helper, random_hex};
+use crate::shared::mounted::mounted_folder;
+use crate::shared::python::{python_helper, random_hex};
 use crate::shared::stage::compare_file;
 use crate::shared::text::{signal_name, MAX_VALUE};
 use crate::suite::{PytestCheck, Suite, TestCase};

@@ -2,12 +2,14 @@
 //!
 //! - [`settings`]: a check's run settings (language, limits, mounts, timeout), resolved once.
 //! - [`stage`]: host-side preparation of working directories that never follows a planted link.
-//! - [`sandbox`]: corral's Python helpers in the sandbox, nonces, read-only mounted folders.
+//! - [`python`]: how a check runs one of corral's Python programs in the sandbox, nonces.
+//! - [`mounted`]: read-only host folders of assignment files to mount, shared while in use.
 //! - [`rows`]: a check's rows in the report before and without running it.
 //! - [`text`]: output comparison, signal names, value sizes.
 
+pub mod mounted;
+pub mod python;
 pub mod rows;
-pub mod sandbox;
 pub mod settings;
 pub mod stage;
 pub mod text;

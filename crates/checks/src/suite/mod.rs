@@ -88,7 +88,10 @@ pub struct Check {
     pub kind: CheckKind,
 }
 
-/// What a check does.
+/// What a check does. Each kind's model is a module of this folder; its runner is the module of
+/// the same name in [`crate::kinds`]. A new kind adds both, this variant, its key in `RawCheck`
+/// (resolved in `Suite::from_raw`), its arms in [`Check::rubric`] and
+/// [`CheckKind::assignment_files`], and its runner's arm in [`crate::kinds::runner_of`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum CheckKind {
