@@ -120,32 +120,35 @@ impl Check {
     /// The rubric items when the check's points are its items' (pytest, check50), in report
     /// order; `None` when the check earns its own `points` (steps).
     pub fn rubric(&self) -> Option<Vec<RubricItem<'_>>> {
+        let row = |id, description, points, hidden, after: Option<&String>| RubricItem {
+            id,
+            description,
+            points,
+            hidden,
+            dependencies: vec![match after {
+                Some(d) => format!("{}/{d}", self.id),
+                None => self.id.clone(),
+            }],
+        };
         match &self.kind {
             CheckKind::Steps(_) => None,
             CheckKind::Pytest(pc) => Some(
                 pc.items
                     .iter()
-                    .map(|i| RubricItem {
-                        id: &i.id,
-                        description: &i.description,
-                        points: i.points,
-                        hidden: i.hidden,
-                        dependencies: vec![self.id.clone()],
-                    })
+                    .map(|i| row(&i.id, &i.description, i.points, i.hidden, None))
                     .collect(),
             ),
             CheckKind::Check50(cc) => Some(
                 cc.items
                     .iter()
-                    .map(|i| RubricItem {
-                        id: &i.id,
-                        description: &i.description,
-                        points: i.points,
-                        hidden: i.hidden,
-                        dependencies: vec![match &i.dependency {
-                            Some(d) => format!("{}/{d}", self.id),
-                            None => self.id.clone(),
-                        }],
+                    .map(|i| {
+                        row(
+                            &i.id,
+                            &i.description,
+                            i.points,
+                            i.hidden,
+                            i.dependency.as_ref(),
+                        )
                     })
                     .collect(),
             ),
