@@ -10,6 +10,11 @@
 //!
 //! Parsing is strict: unknown keys are errors, and every error names the file, the line (when the
 //! parser knows it) and the key. See the README ("Checks and grading") for every key.
+//!
+//! This is the model only: plain data, parsing and validation, no sandbox. Each check kind's
+//! model is a module here ([`steps`], [`pytest`], [`check50`]; its runner is in [`crate::kinds`]),
+//! next to the safety scan's rules ([`safety`]), the scanner of the assignment's own Python files
+//! ([`pyscan`]) and path rules ([`paths`]).
 
 pub mod check50;
 pub mod paths;
