@@ -27,9 +27,10 @@ use serde_json::Value;
 
 use crate::engine::{self, GradeOptions};
 use crate::error::{GradeError, SuiteError};
-use crate::languages::Registry;
+use crate::kinds;
+use crate::language_registry::LanguageRegistry;
 use crate::report::View;
-use crate::suite::{CheckKind, Suite};
+use crate::suite::Suite;
 
 /// Suite file names looked for in an assignment folder, in this order.
 pub const SUITE_FILES: &[&str] = &["suite.yaml", "suite.yml", "suite.json"];
@@ -139,20 +140,14 @@ pub struct Row {
 pub fn columns(suite: &Suite) -> Vec<(String, String, f64)> {
     let mut out = Vec::new();
     for c in &suite.checks {
-        match &c.kind {
-            CheckKind::Pytest(pc) => {
+        match c.rubric() {
+            Some(items) => {
                 out.push((c.id.clone(), c.description.clone(), 0.0));
-                for i in &pc.items {
-                    out.push((i.id.clone(), i.description.clone(), i.points));
+                for i in items {
+                    out.push((i.id.to_string(), i.description.to_string(), i.points));
                 }
             }
-            CheckKind::Check50(cc) => {
-                out.push((c.id.clone(), c.description.clone(), 0.0));
-                for i in &cc.items {
-                    out.push((i.id.clone(), i.description.clone(), i.points));
-                }
-            }
-            _ => out.push((c.id.clone(), c.description.clone(), c.points)),
+            None => out.push((c.id.clone(), c.description.clone(), c.points)),
         }
     }
     out
@@ -207,18 +202,7 @@ pub fn fingerprint(suite: &Suite, submission: &Path) -> String {
         .map(|f| suite.dir.join(&f.path))
         .collect();
     for c in &suite.checks {
-        match &c.kind {
-            CheckKind::Pytest(pc) => names.extend(
-                pc.tests
-                    .iter()
-                    .chain(&pc.hidden)
-                    .chain(&pc.support)
-                    .chain(&pc.config)
-                    .map(|f| suite.dir.join(f)),
-            ),
-            CheckKind::Check50(cc) => names.extend(cc.files.iter().map(|f| suite.dir.join(f))),
-            _ => {}
-        }
+        names.extend(c.kind.assignment_files().iter().map(|f| suite.dir.join(f)));
     }
     for n in names {
         std::fs::read(&n).unwrap_or_default().hash(&mut h);
@@ -296,7 +280,7 @@ fn failed_row(suite: &Suite, sub: &Submission, why: String, fp: String) -> Row {
 /// Grades one submission into a row (never fails: problems become the row's reason).
 pub fn grade_one(
     pool: &Arc<Pool>,
-    registry: &Registry,
+    registry: &LanguageRegistry,
     suite: &Suite,
     sub: &Submission,
     check_jobs: usize,
@@ -322,11 +306,8 @@ pub fn grade_one(
     let item_ids: Vec<&str> = suite
         .checks
         .iter()
-        .flat_map(|c| match &c.kind {
-            CheckKind::Pytest(pc) => pc.items.iter().map(|i| i.id.as_str()).collect(),
-            CheckKind::Check50(cc) => cc.items.iter().map(|i| i.id.as_str()).collect(),
-            _ => Vec::new(),
-        })
+        .flat_map(|c| c.rubric().unwrap_or_default())
+        .map(|i| i.id)
         .collect();
     let mut blocked = false;
     if let Some(s) = report.safety.as_ref().filter(|s| s.blocks()) {
@@ -410,7 +391,7 @@ fn store_row(path: &Path, row: &Row) -> std::io::Result<()> {
 /// `force`; calls `progress` after each. Returns the rows in the submissions' order.
 pub fn grade_all(
     pool: &Arc<Pool>,
-    registry: &Registry,
+    registry: &LanguageRegistry,
     suite: &Suite,
     submissions: &[Submission],
     out_dir: &Path,
@@ -422,7 +403,7 @@ pub fn grade_all(
     std::fs::create_dir_all(&results).map_err(io(format!("creating {}", results.display())))?;
     engine::plan(suite, registry)?;
     // Keep the pytest/check50 test folders (and so the pooled sandboxes' shape) for the batch.
-    let _held = crate::pytest::keep_folders(suite)
+    let _held = kinds::keep_folders(suite)
         .map_err(io("preparing the assignment's test files".to_string()))?;
     let rows: Mutex<Vec<Option<Row>>> = Mutex::new(vec![None; submissions.len()]);
     let next = Mutex::new(0usize);

@@ -1,7 +1,7 @@
 //! Results of a graded submission and their exports: corral's JSON (CS50 Check's shape plus points,
 //! timings and integrity), strict CS50 JSON, Gradescope's `results.json` and check50-style text.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 /// What a step expected or what actually happened: CS50 Check's `{type, value}`.
@@ -86,7 +86,71 @@ pub struct Report {
     pub results: Vec<CheckResult>,
     pub integrity: Integrity,
     /// The static safety check's findings, when the suite asked for one.
-    pub safety: Option<crate::safety::SafetyReport>,
+    pub safety: Option<SafetyReport>,
+}
+
+/// One thing the scan found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub path: String,
+    pub line: u64,
+    pub column: u64,
+    /// `import`, `call`, `attribute`, `name` or `unanalysable`.
+    pub kind: String,
+    pub name: String,
+}
+
+/// A file the scan could not parse (a syntax error is not a finding: such code cannot run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanError {
+    pub path: String,
+    pub message: String,
+}
+
+/// The `safety` section of a report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SafetyReport {
+    /// No finding.
+    pub ok: bool,
+    /// The checks were not run because of the findings.
+    pub enforced: bool,
+    /// Python files parsed.
+    pub scanned: u64,
+    pub findings: Vec<Finding>,
+    pub errors: Vec<ScanError>,
+    /// Set when the scan itself could not be done (the submission is then not run when enforced).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+impl SafetyReport {
+    /// One line per finding, for people.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .findings
+            .iter()
+            .map(|f| {
+                let what = match f.kind.as_str() {
+                    "import" => format!("imports {}", f.name),
+                    "call" => format!("calls {}()", f.name),
+                    "attribute" => format!("uses .{}", f.name),
+                    "name" => format!("uses {}", f.name),
+                    "unanalysable" => format!("could not be analysed ({})", f.name),
+                    other => format!("{other} {}", f.name),
+                };
+                format!("{}:{}:{}: {what}", f.path, f.line, f.column)
+            })
+            .collect();
+        if let Some(f) = &self.failure {
+            out.push(format!("the scan failed: {f}"));
+        }
+        out
+    }
+
+    /// The checks must not run.
+    pub fn blocks(&self) -> bool {
+        self.enforced && (!self.ok || self.failure.is_some())
+    }
 }
 
 /// Text shown for a skipped check (check50's wording).

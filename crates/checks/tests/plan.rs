@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use corral_checks::engine::plan;
 use corral_checks::suite::Command;
-use corral_checks::{GradeError, Registry, Suite};
+use corral_checks::{GradeError, LanguageRegistry, Suite};
 
 fn suite(text: &str) -> Suite {
     Suite::parse(text, Path::new("/tmp/suite.yaml"), false).unwrap()
@@ -16,7 +16,7 @@ fn limits_layer_language_suite_check_and_wall_follows_timeout() {
     let s = suite(
         "name: x\nlanguage: java\ntimeout: 30s\nlimits: {memory: 300M}\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    timeout: 2s\n    limits: {pids: 8, wall_time: 1s}\n    language: c\n    steps: [{run: ls}]\n",
     );
-    let plans = plan(&s, &Registry::builtin()).unwrap();
+    let plans = plan(&s, &LanguageRegistry::builtin()).unwrap();
     // a: Java's pids (64) and CPU time, the suite's memory, wall = the timeout.
     assert_eq!(plans[0].limits.pids, 64);
     assert_eq!(plans[0].limits.memory.bytes(), 300 << 20);
@@ -42,10 +42,10 @@ fn limits_layer_language_suite_check_and_wall_follows_timeout() {
 fn languages_must_exist_and_be_usable() {
     let s = suite("name: x\nlanguage: klingon\nchecks:\n  - id: a\n    steps: [{run: ls}]\n");
     assert!(matches!(
-        plan(&s, &Registry::builtin()),
+        plan(&s, &LanguageRegistry::builtin()),
         Err(GradeError::Language(_))
     ));
-    let mut r = Registry::builtin();
+    let mut r = LanguageRegistry::builtin();
     r.merge_str(
         "[languages.ghost]\nname = \"Ghost\"\nsource = \"g\"\nrun = \"ghost-runtime-missing g\"\n",
         "test",

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use corral_checks::{engine, GradeError, Registry, Suite, View};
+use corral_checks::{engine, GradeError, LanguageRegistry, Suite, View};
 use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
 
 /// Exit code when a check failed (or was skipped).
@@ -61,10 +61,10 @@ pub struct CheckArgs {
 }
 
 /// The registry: built-in, plus `--languages FILE` or `$CORRAL_LANGUAGES`.
-pub fn registry(flag: Option<&Path>) -> anyhow::Result<Registry> {
+pub fn registry(flag: Option<&Path>) -> anyhow::Result<LanguageRegistry> {
     let env = std::env::var_os("CORRAL_LANGUAGES").filter(|v| !v.is_empty());
     let file = flag.map(Path::to_path_buf).or(env.map(PathBuf::from));
-    Ok(Registry::load(file.as_deref())?)
+    Ok(LanguageRegistry::load(file.as_deref())?)
 }
 
 pub fn main(args: CheckArgs) -> i32 {

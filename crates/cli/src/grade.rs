@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use corral_checks::batch::{self, BatchOptions, Progress, RowStatus};
-use corral_checks::safety::SafetyConfig;
-use corral_checks::{engine, Suite};
+use corral_checks::{engine, SafetyConfig, Suite};
 use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 

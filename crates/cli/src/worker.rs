@@ -62,7 +62,7 @@ struct Ctx {
     name: String,
     http: reqwest::Client,
     pool: Arc<Pool>,
-    registry: corral_checks::Registry,
+    registry: corral_checks::LanguageRegistry,
     tmp: PathBuf,
 }
 
@@ -93,7 +93,7 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         .languages
         .clone()
         .or_else(|| env("CORRAL_LANGUAGES").map(PathBuf::from));
-    let registry = corral_checks::Registry::load(languages.as_deref())
+    let registry = corral_checks::LanguageRegistry::load(languages.as_deref())
         .map_err(|e| anyhow::anyhow!("languages: {e}"))?;
     let host = Arc::new(
         Host::new(InitProgram::current_exe()?)

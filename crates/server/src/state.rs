@@ -24,7 +24,7 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub limiter: RateLimiter,
     /// Languages for `/languages` and check suites.
-    pub languages: corral_checks::Registry,
+    pub languages: corral_checks::LanguageRegistry,
     /// Temporary folders (materialised uploads) live here.
     pub tmp_dir: PathBuf,
     /// Fires once when the server starts shutting down.
@@ -51,7 +51,7 @@ impl AppState {
             source: e,
         })?;
         let (shutdown, _) = tokio::sync::watch::channel(false);
-        let languages = corral_checks::Registry::load(config.languages.as_deref())
+        let languages = corral_checks::LanguageRegistry::load(config.languages.as_deref())
             .map_err(|e| ServerError::Config(format!("languages: {e}")))?;
         Ok(Arc::new(AppState {
             caps: config.caps()?,

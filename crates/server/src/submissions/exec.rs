@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use corral_checks::{GradeOptions, Registry, Suite, View};
+use corral_checks::{GradeOptions, LanguageRegistry, Suite, View};
 use corral_sandbox::{Limits, NoSink, Outcome, Pool, RunSpec, SandboxConfig, Size, Status, Stdin};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -151,7 +151,12 @@ pub fn suite_file(dir: &Path) -> Option<std::path::PathBuf> {
 
 /// Judges the job. Never panics on bad input: anything that keeps it from being judged is an
 /// `internal_error` verdict that says why.
-pub fn execute(pool: &Arc<Pool>, registry: &Registry, spec: &JobSpec, at: &JobFiles) -> Verdict {
+pub fn execute(
+    pool: &Arc<Pool>,
+    registry: &LanguageRegistry,
+    spec: &JobSpec,
+    at: &JobFiles,
+) -> Verdict {
     if let Some(s) = &spec.suite {
         return grade_suite(pool, registry, spec, s, at);
     }
@@ -301,7 +306,7 @@ pub fn judge_run(o: &Outcome, expected: Option<&str>) -> (VerdictKind, Option<St
 
 fn grade_suite(
     pool: &Arc<Pool>,
-    registry: &Registry,
+    registry: &LanguageRegistry,
     spec: &JobSpec,
     s: &SuiteRef,
     at: &JobFiles,

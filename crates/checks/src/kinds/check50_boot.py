@@ -1,5 +1,5 @@
 # corral's check50 bootstrap: runs inside the sandbox as
-#   /usr/bin/python3 -I -B -c <this file> CONFIG_JSON
+#   /usr/bin/python3 -I -B -c <shared/read_nonce.py + this file> CONFIG_JSON
 # with a one-line nonce on standard input. It runs check50 (installed by scripts/setup under
 # /usr/local/lib/corral/python) offline on the read-only problem folder, captures its JSON in
 # memory and writes it, with the nonce, to a summary file the host checks.
@@ -8,16 +8,7 @@ import sys
 
 
 def _corral_main():
-    data = b""
-    while not data.endswith(b"\n") and len(data) < 256:
-        chunk = os.read(0, 256)
-        if not chunk:
-            break
-        data += chunk
-    null = os.open("/dev/null", os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    nonce = data.strip().decode("ascii", "replace")
+    nonce = _corral_read_nonce()
     import json
 
     cfg = json.loads(sys.argv[1])

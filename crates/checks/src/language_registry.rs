@@ -78,14 +78,14 @@ pub struct LanguageStatus {
 
 /// All known languages, by id.
 #[derive(Debug, Clone, Default)]
-pub struct Registry {
+pub struct LanguageRegistry {
     languages: BTreeMap<String, Language>,
 }
 
-impl Registry {
+impl LanguageRegistry {
     /// The built-in languages only.
     pub fn builtin() -> Self {
-        let mut r = Registry::default();
+        let mut r = LanguageRegistry::default();
         r.merge_str(BUILTIN, "built-in languages.toml")
             .expect("the built-in registry is valid (tested)");
         r
@@ -93,7 +93,7 @@ impl Registry {
 
     /// The built-in languages, then `extra` (an operator file) on top.
     pub fn load(extra: Option<&Path>) -> Result<Self, LanguageError> {
-        let mut r = Registry::builtin();
+        let mut r = LanguageRegistry::builtin();
         if let Some(path) = extra {
             let text = std::fs::read_to_string(path).map_err(|source| LanguageError::Read {
                 path: path.to_path_buf(),
@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn builtin_registry_has_the_promised_languages() {
-        let r = Registry::builtin();
+        let r = LanguageRegistry::builtin();
         for id in ["c", "cpp", "python", "java", "javascript", "rust", "bash"] {
             let l = r.get(id).unwrap();
             assert_eq!(l.id, id);
@@ -333,7 +333,7 @@ mod tests {
 
     #[test]
     fn operator_file_adds_and_replaces() {
-        let mut r = Registry::builtin();
+        let mut r = LanguageRegistry::builtin();
         r.merge_str(
             "[languages.c]\nname = \"C (clang)\"\nsource = \"a.c\"\ncompile = \"clang a.c\"\nrun = \"./a.out\"\n\
              [languages.ghost]\nname = \"Ghost\"\nsource = \"x.g\"\nrun = \"ghostc-does-not-exist x.g\"\n",
@@ -359,7 +359,7 @@ mod tests {
 
     #[test]
     fn bad_operator_files_are_errors_naming_the_origin() {
-        let mut r = Registry::builtin();
+        let mut r = LanguageRegistry::builtin();
         let e = r
             .merge_str("[languages.x]\nname = \"X\"\nsource = \"x\"\n", "ops.toml")
             .unwrap_err();

@@ -1,14 +1,6 @@
-//! pytest checks: the assignment's public and hidden test files run with pytest inside the
-//! sandbox, the outcome read from pytest's own JUnit XML and mapped to a rubric.
-//!
-//! ```yaml
-//! - id: tests
-//!   pytest:
-//!     tests: [test_public.py]            # public test files (assignment paths)
-//!     hidden: [test_hidden.py]           # students see pass/fail only; run in a separate session
-//!     points: {test_add: 2}              # per-test weights (default: default_points, 1)
-//!     groups: [{id: negatives, tests: [test_neg, test_neg_big], points: 2}]   # all or nothing
-//! ```
+//! The `pytest` kind: the assignment's public and hidden test files (see
+//! [`crate::suite::pytest`]) run with pytest inside the sandbox, the outcome read from pytest's
+//! own JUnit XML and mapped to the rubric.
 //!
 //! **Where the grade comes from.** The submission runs in the same Python process as pytest (its
 //! module is imported by the tests), so nothing *inside* that process is out of its reach. corral
@@ -46,431 +38,34 @@
 //! objects that compare equal to anything. That takes an attack written against corral itself; the
 //! README ("pytest suites") says what staff can do about it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::Instant;
 
-use corral_sandbox::{Mount, NoSink, Outcome, Pool, RunSpec, SandboxConfig, Status, Stdin};
+use corral_sandbox::{Mount, NoSink, Outcome, Status};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::engine::Plan;
-use crate::pyscan;
-use crate::report::{CheckResult, Observation, ScriptEntry};
-use crate::suite::{relative, Check, Suite};
+use crate::kinds::runner::{CheckContext, CheckRunner};
+use crate::report::{CheckResult, IntegrityFlag, Observation, ScriptEntry};
+use crate::shared::mounted::mounted_folder;
+use crate::shared::python::{python_helper, random_hex};
+use crate::shared::stage::compare_file;
+use crate::shared::text::{signal_name, MAX_VALUE};
+use crate::suite::{PytestCheck, Suite, TestCase};
 
 /// Where the test files are mounted (read-only) inside the sandbox.
 pub const TESTS_DIR: &str = "/corral/tests";
-/// The Python that runs pytest inside the sandbox (Debian's, with `python3-pytest`).
-pub const PYTHON: &str = "/usr/bin/python3";
 /// The bootstrap that runs pytest inside the sandbox.
-pub const BOOTSTRAP: &str = include_str!("pytest_boot.py");
+pub const BOOTSTRAP: &str = concat!(
+    include_str!("../shared/read_nonce.py"),
+    include_str!("pytest_boot.py")
+);
 /// Largest JUnit report read.
 const MAX_REPORT: u64 = 16 << 20;
 /// Largest summary read.
 const MAX_SUMMARY: u64 = 4 << 20;
-
-/// A pytest check, resolved against the assignment's test files.
-#[derive(Debug, Clone)]
-pub struct PytestCheck {
-    /// Public test files (assignment paths).
-    pub tests: Vec<String>,
-    /// Hidden test files.
-    pub hidden: Vec<String>,
-    /// Other assignment files mounted next to the tests (helpers, data, a `conftest.py`).
-    pub support: Vec<String>,
-    /// The assignment's pytest configuration, passed with `-c`.
-    pub config: Option<String>,
-    /// Every test the files define, public first.
-    pub cases: Vec<TestCase>,
-    /// The rubric: one item per group and per test in no group.
-    pub items: Vec<Item>,
-    /// A test running longer fails (the session goes on); none by default.
-    pub test_timeout: Option<std::time::Duration>,
-}
-
-/// A test function (all its parametrized cases together).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TestCase {
-    /// The test file, relative to the assignment folder.
-    pub file: String,
-    /// `test_add` or `TestMath::test_add`.
-    pub name: String,
-    pub doc: Option<String>,
-    pub hidden: bool,
-}
-
-impl TestCase {
-    /// The node id without parameters: `test_public.py::test_add`.
-    pub fn node(&self) -> String {
-        format!("{}::{}", self.file, self.name)
-    }
-
-    /// Whether a node id of pytest's is this test (or one of its parametrized cases).
-    fn is(&self, nodeid: &str) -> bool {
-        let base = nodeid.split('[').next().unwrap_or(nodeid);
-        base == self.node()
-    }
-}
-
-/// A rubric item: points for passing every one of its tests.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Item {
-    /// The result id: `CHECK/FILE::TEST` or `CHECK/GROUP`.
-    pub id: String,
-    pub description: String,
-    pub points: f64,
-    pub hidden: bool,
-    /// Indices into [`PytestCheck::cases`].
-    pub members: Vec<usize>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawPytest {
-    #[serde(default)]
-    tests: Vec<String>,
-    #[serde(default)]
-    hidden: Vec<String>,
-    #[serde(default)]
-    support: Vec<String>,
-    #[serde(default)]
-    config: Option<String>,
-    #[serde(default)]
-    points: BTreeMap<String, f64>,
-    #[serde(default)]
-    default_points: Option<f64>,
-    #[serde(default)]
-    groups: Vec<RawGroup>,
-    #[serde(default)]
-    test_timeout: Option<corral_sandbox::Millis>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawGroup {
-    id: String,
-    #[serde(default)]
-    description: Option<String>,
-    tests: Vec<String>,
-    #[serde(default)]
-    points: Option<f64>,
-}
-
-fn points_ok(p: f64) -> bool {
-    p.is_finite() && p >= 0.0
-}
-
-/// Reads an assignment file (a path already checked to be relative).
-fn read_assignment(dir: &Path, p: &str) -> Result<String, String> {
-    let full = dir.join(p);
-    let meta = std::fs::symlink_metadata(&full)
-        .map_err(|_| format!("{p:?} is not in the assignment folder {}", dir.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{p:?} is not a regular file"));
-    }
-    std::fs::read_to_string(&full).map_err(|e| format!("{p:?}: {e}"))
-}
-
-fn check_path(dir: &Path, key: &str, p: &str) -> Result<(), String> {
-    relative(p).map_err(|why| format!("{key}: {p:?} {why}"))?;
-    std::fs::symlink_metadata(dir.join(p))
-        .map(|_| ())
-        .map_err(|_| {
-            format!(
-                "{key}: {p:?} is not in the assignment folder {}",
-                dir.display()
-            )
-        })
-}
-
-impl PytestCheck {
-    /// Validates a check's `pytest` section: the files exist, the rubric names tests that exist,
-    /// no test is counted twice. Errors are `key: message`.
-    pub(crate) fn resolve(raw: RawPytest, check_id: &str, dir: &Path) -> Result<Self, String> {
-        if raw.tests.is_empty() && raw.hidden.is_empty() {
-            return Err("pytest: give at least one test file in `tests` or `hidden`".into());
-        }
-        let default_points = raw.default_points.unwrap_or(1.0);
-        if !points_ok(default_points) {
-            return Err("pytest.default_points: must be a number >= 0".into());
-        }
-        let mut seen = BTreeSet::new();
-        let mut cases = Vec::new();
-        for (key, files, hidden) in [("tests", &raw.tests, false), ("hidden", &raw.hidden, true)] {
-            for (i, f) in files.iter().enumerate() {
-                let key = format!("pytest.{key}[{i}]");
-                check_path(dir, &key, f)?;
-                if !f.ends_with(".py") {
-                    return Err(format!("{key}: {f:?} is not a .py file"));
-                }
-                if !seen.insert(f.clone()) {
-                    return Err(format!("{key}: {f:?} listed twice"));
-                }
-                let src = read_assignment(dir, f).map_err(|e| format!("{key}: {e}"))?;
-                let found = pyscan::pytest_tests(&src);
-                if found.is_empty() {
-                    return Err(format!(
-                        "{key}: {f:?} defines no test (test_* functions or Test* classes)"
-                    ));
-                }
-                for t in found {
-                    cases.push(TestCase {
-                        file: f.clone(),
-                        name: t.name,
-                        doc: t.doc,
-                        hidden,
-                    });
-                }
-            }
-        }
-        for (i, f) in raw.support.iter().enumerate() {
-            let key = format!("pytest.support[{i}]");
-            check_path(dir, &key, f)?;
-            if !seen.insert(f.clone()) {
-                return Err(format!("{key}: {f:?} listed twice"));
-            }
-        }
-        if let Some(c) = &raw.config {
-            check_path(dir, "pytest.config", c)?;
-            let ext = Path::new(c).extension().and_then(|e| e.to_str());
-            if !matches!(ext, Some("ini" | "cfg" | "toml")) {
-                return Err(format!(
-                    "pytest.config: {c:?} must be a .ini, .cfg or .toml file (pytest reads it by its extension)"
-                ));
-            }
-            if seen.contains(c) {
-                return Err(format!(
-                    "pytest.config: {c:?} is also a test or support file"
-                ));
-            }
-        }
-
-        // Which cases a rubric key names.
-        let resolve_key = |key: &str, what: &str| -> Result<Vec<usize>, String> {
-            if key.contains('[') {
-                return Err(format!(
-                    "{what}: {key:?}: name a test function (name, Class::name or file::name); its parametrized cases count together"
-                ));
-            }
-            let hits: Vec<usize> = cases
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.name == key || c.node() == key)
-                .map(|(i, _)| i)
-                .collect();
-            match hits.len() {
-                0 => Err(format!(
-                    "{what}: {key:?} is not a test of {}",
-                    files_list(&cases)
-                )),
-                1 => Ok(hits),
-                _ => Err(format!(
-                    "{what}: {key:?} is ambiguous ({}); write FILE::NAME",
-                    hits.iter()
-                        .map(|&i| cases[i].node())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )),
-            }
-        };
-
-        let mut owner: Vec<Option<String>> = vec![None; cases.len()];
-        let mut items = Vec::new();
-        let mut group_ids = BTreeSet::new();
-        for (g_i, g) in raw.groups.iter().enumerate() {
-            let key = format!("pytest.groups[{g_i}]");
-            if g.id.is_empty()
-                || !g
-                    .id
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
-            {
-                return Err(format!(
-                    "{key}.id: {:?} must be made of letters, digits, '_', '-' and '.'",
-                    g.id
-                ));
-            }
-            if !group_ids.insert(g.id.clone()) {
-                return Err(format!("{key}.id: {:?} used twice", g.id));
-            }
-            if g.tests.is_empty() {
-                return Err(format!("{key}.tests: must not be empty"));
-            }
-            let points = g.points.unwrap_or(default_points);
-            if !points_ok(points) {
-                return Err(format!("{key}.points: must be a number >= 0"));
-            }
-            let mut members = Vec::new();
-            for (t_i, t) in g.tests.iter().enumerate() {
-                for m in resolve_key(t, &format!("{key}.tests[{t_i}]"))? {
-                    if let Some(o) = &owner[m] {
-                        return Err(format!(
-                            "{key}.tests[{t_i}]: {} is already in {o}",
-                            cases[m].node()
-                        ));
-                    }
-                    owner[m] = Some(format!("group {:?}", g.id));
-                    members.push(m);
-                }
-            }
-            items.push(Item {
-                id: format!("{check_id}/{}", g.id),
-                description: g.description.clone().unwrap_or_else(|| g.id.clone()),
-                points,
-                hidden: members.iter().any(|&m| cases[m].hidden),
-                members,
-            });
-        }
-        let mut weights: Vec<Option<f64>> = vec![None; cases.len()];
-        for (k, p) in &raw.points {
-            let what = format!("pytest.points.{k}");
-            if !points_ok(*p) {
-                return Err(format!("{what}: must be a number >= 0"));
-            }
-            for m in resolve_key(k, &what)? {
-                if let Some(o) = &owner[m] {
-                    return Err(format!(
-                        "{what}: {} is in {o}, which has its own points",
-                        cases[m].node()
-                    ));
-                }
-                if weights[m].is_some() {
-                    return Err(format!("{what}: {} is given points twice", cases[m].node()));
-                }
-                weights[m] = Some(*p);
-            }
-        }
-        for (i, c) in cases.iter().enumerate() {
-            if owner[i].is_none() {
-                items.push(Item {
-                    id: format!("{check_id}/{}", c.node()),
-                    description: c.doc.clone().unwrap_or_else(|| c.node()),
-                    points: weights[i].unwrap_or(default_points),
-                    hidden: c.hidden,
-                    members: vec![i],
-                });
-            }
-        }
-        // Groups first, then the tests in file order; keep the files' order overall.
-        items.sort_by_key(|it| it.members.iter().copied().min().unwrap_or(usize::MAX));
-        Ok(PytestCheck {
-            tests: raw.tests,
-            hidden: raw.hidden,
-            support: raw.support,
-            config: raw.config,
-            cases,
-            items,
-            test_timeout: raw.test_timeout.map(|m| m.duration()),
-        })
-    }
-
-    /// The rubric's total.
-    pub fn max_points(&self) -> f64 {
-        self.items.iter().map(|i| i.points).sum()
-    }
-
-    /// Whether the assignment ships a `conftest.py` (then pytest may load conftest files, from
-    /// the read-only test folder only).
-    fn has_conftest(&self) -> bool {
-        self.support
-            .iter()
-            .any(|s| Path::new(s).file_name().is_some_and(|n| n == "conftest.py"))
-    }
-}
-
-fn files_list(cases: &[TestCase]) -> String {
-    let files: BTreeSet<&str> = cases.iter().map(|c| c.file.as_str()).collect();
-    files.into_iter().collect::<Vec<_>>().join(", ")
-}
-
-// ------------------------------------------------------------------------------ test folders
-
-/// Host folders holding the files of one pytest session, shared by every grading of the same
-/// assignment in this process (so pooled sandboxes of that shape are reused), removed when the
-/// last user is done.
-static FOLDERS: Mutex<Vec<(String, Weak<tempfile::TempDir>)>> = Mutex::new(Vec::new());
-
-/// The folder (mounted at [`TESTS_DIR`]) for one session: these files, world-readable, owned by
-/// the host user; the sandbox sees it read-only.
-pub(crate) fn tests_folder(
-    dir: &Path,
-    files: &[&String],
-) -> std::io::Result<Arc<tempfile::TempDir>> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut contents = Vec::new();
-    for f in files {
-        contents.push(((*f).clone(), std::fs::read(dir.join(f))?));
-    }
-    let key = {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        contents.hash(&mut h);
-        format!("{}\0{:016x}", dir.display(), h.finish())
-    };
-    let mut folders = FOLDERS.lock().unwrap_or_else(|e| e.into_inner());
-    folders.retain(|(_, w)| w.strong_count() > 0);
-    if let Some(t) = folders
-        .iter()
-        .find(|(k, _)| *k == key)
-        .and_then(|(_, w)| w.upgrade())
-    {
-        return Ok(t);
-    }
-    let t = tempfile::Builder::new().prefix("corral-tests-").tempdir()?;
-    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755))?;
-    for (rel, bytes) in &contents {
-        let to = t.path().join(rel);
-        let mut at = t.path().to_path_buf();
-        for c in Path::new(rel)
-            .parent()
-            .into_iter()
-            .flat_map(|p| p.components())
-        {
-            at.push(c);
-            if !at.is_dir() {
-                std::fs::create_dir(&at)?;
-                std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o755))?;
-            }
-        }
-        std::fs::write(&to, bytes)?;
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644))?;
-    }
-    let t = Arc::new(t);
-    folders.push((key, Arc::downgrade(&t)));
-    Ok(t)
-}
-
-/// Creates (or finds) the test folders of every pytest and check50 check of the suite; holding
-/// them keeps the same folders, and so the same pooled sandboxes, for every submission graded
-/// meanwhile (batch grading).
-pub fn keep_folders(suite: &Suite) -> std::io::Result<Vec<Arc<tempfile::TempDir>>> {
-    let mut out = Vec::new();
-    for c in &suite.checks {
-        match &c.kind {
-            crate::suite::CheckKind::Pytest(pc) => {
-                for files in [&pc.tests, &pc.hidden] {
-                    if files.is_empty() {
-                        continue;
-                    }
-                    let mut mounted: Vec<&String> = files.iter().collect();
-                    mounted.extend(pc.support.iter());
-                    mounted.extend(pc.config.iter());
-                    out.push(tests_folder(&suite.dir, &mounted)?);
-                }
-            }
-            crate::suite::CheckKind::Check50(cc) => {
-                out.push(tests_folder(
-                    &suite.dir,
-                    &cc.files.iter().collect::<Vec<_>>(),
-                )?);
-            }
-            _ => {}
-        }
-    }
-    Ok(out)
-}
 
 // ------------------------------------------------------------------------------------ running
 
@@ -502,12 +97,6 @@ struct Summary {
     outcomes: BTreeMap<String, String>,
     collect_errors: BTreeMap<String, String>,
     tampered: Vec<String>,
-}
-
-fn random_hex() -> String {
-    let mut b = [0u8; 16];
-    getrandom::getrandom(&mut b).expect("the kernel's random numbers");
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// `test_x.py::TestC::test_m[p]` → (`test_x.TestC`, `test_m[p]`): pytest's `mangle_test_address`.
@@ -654,7 +243,7 @@ pub(crate) fn judge(
         Status::Signaled => {
             return Session::Stopped(format!(
                 "pytest was killed by {}",
-                crate::engine::signal_name(outcome.signal.unwrap_or(0))
+                signal_name(outcome.signal.unwrap_or(0))
             ))
         }
         _ => {
@@ -792,21 +381,21 @@ pub(crate) fn judge(
     }
 }
 
-/// One pytest session (the public or the hidden tests) in a leased sandbox.
-#[allow(clippy::too_many_arguments)]
-fn session(
-    pool: &Arc<Pool>,
-    suite: &Suite,
-    pc: &PytestCheck,
-    plan: &Plan,
-    stage: &Path,
-    files: &[String],
-    output: Option<&Path>,
-) -> (Session, Option<PathBuf>) {
+/// The files one session mounts at [`TESTS_DIR`]: its test files, the support files, the config.
+fn session_files<'a>(pc: &'a PytestCheck, files: &'a [String]) -> Vec<&'a String> {
     let mut mounted: Vec<&String> = files.iter().collect();
     mounted.extend(pc.support.iter());
     mounted.extend(pc.config.iter());
-    let folder = match tests_folder(&suite.dir, &mounted) {
+    mounted
+}
+
+/// One pytest session (the public or the hidden tests) in a leased sandbox.
+fn session(
+    cx: &CheckContext<'_>,
+    pc: &PytestCheck,
+    files: &[String],
+) -> (Session, Option<PathBuf>) {
+    let folder = match mounted_folder(&cx.suite.dir, &session_files(pc, files)) {
         Ok(f) => f,
         Err(e) => {
             return (
@@ -815,24 +404,15 @@ fn session(
             )
         }
     };
-    let mut mounts = plan.mounts.clone();
-    mounts.push(Mount {
+    let mut lease = match cx.lease(Some(Mount {
         src: folder.path().to_path_buf(),
         dst: PathBuf::from(TESTS_DIR),
         writable: false,
-    });
-    let shape = SandboxConfig::offline(mounts, plan.limits.disk.bytes());
-    let mut lease = match pool.lease(&shape) {
+    })) {
         Ok(l) => l,
-        Err(e) => return (Session::Error(format!("sandbox error: {e}")), None),
+        Err(e) => return (Session::Error(e), None),
     };
     let sb = lease.sandbox();
-    if let Err(e) = sb.copy_in(stage) {
-        return (
-            Session::Error(format!("copying files into the sandbox: {e}")),
-            None,
-        );
-    }
     let nonce = random_hex();
     let out_dir = format!(".corral-{}", random_hex());
     let config = match &pc.config {
@@ -867,17 +447,7 @@ fn session(
         "args": args,
         "test_timeout": pc.test_timeout.map(|d| d.as_secs_f64()),
     });
-    let mut spec = RunSpec::new(vec![
-        PYTHON.into(),
-        "-I".into(),
-        "-B".into(),
-        "-c".into(),
-        BOOTSTRAP.into(),
-        cfg.to_string(),
-    ]);
-    spec.stdin = Stdin::Bytes(format!("{nonce}\n").into_bytes());
-    spec.limits = plan.limits.clone();
-    spec.env = plan.env.clone();
+    let spec = python_helper(BOOTSTRAP, &cfg, &nonce, cx.settings);
     let outcome = sb.run(&spec, &mut NoSink);
     let read = |name: &str, max: u64| -> Result<Option<Vec<u8>>, String> {
         sb.read_file(&Path::new(&out_dir).join(name), max)
@@ -897,8 +467,8 @@ fn session(
         .collect();
     let verdict = judge(&outcome, &nonce, summary, junit, &expected);
     let mut out = None;
-    if let (Session::Valid { .. }, Some(dir)) = (&verdict, output) {
-        match sb.copy_out(dir, plan.limits.disk.bytes()) {
+    if let (Session::Valid { .. }, Some(dir)) = (&verdict, cx.output) {
+        match sb.copy_out(dir, cx.settings.limits.disk.bytes()) {
             Ok(_) => out = Some(dir.to_path_buf()),
             Err(e) => {
                 return (
@@ -940,15 +510,8 @@ fn headline(text: &str) -> String {
 
 /// Runs a pytest check: the public session, then the hidden one; one result for the check
 /// (`children`: one per rubric item).
-pub(crate) fn run_check(
-    pool: &Arc<Pool>,
-    suite: &Suite,
-    check: &Check,
-    pc: &PytestCheck,
-    plan: &Plan,
-    stage: &Path,
-    output: Option<&Path>,
-) -> (CheckResult, Option<PathBuf>) {
+fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<PathBuf>) {
+    let check = cx.check;
     let started = Instant::now();
     let mut sessions: Vec<(bool, Session)> = Vec::new();
     let mut script = Vec::new();
@@ -958,7 +521,7 @@ pub(crate) fn run_check(
             continue;
         }
         // The working directory dependents get is the last session's.
-        let (s, o) = session(pool, suite, pc, plan, stage, files, output);
+        let (s, o) = session(cx, pc, files);
         // This row is visible to students: nothing the submission controlled is quoted from a
         // hidden session (it could carry the hidden tests' source out).
         let actual = match &s {
@@ -1023,7 +586,7 @@ pub(crate) fn run_check(
                             .map(String::as_str)
                             .unwrap_or("");
                         (
-                            Observation::new("error", clip(err, crate::engine::MAX_VALUE)),
+                            Observation::new("error", clip(err, MAX_VALUE)),
                             Some(format!(
                                 "{} could not be imported: {}",
                                 case.file,
@@ -1034,7 +597,7 @@ pub(crate) fn run_check(
                         ran.iter().find(|(_, (o, _))| o != "passed")
                     {
                         (
-                            Observation::new(o, clip(text, crate::engine::MAX_VALUE)),
+                            Observation::new(o, clip(text, MAX_VALUE)),
                             Some({
                                 let verb = if o == "skipped" {
                                     "was skipped"
@@ -1158,64 +721,45 @@ pub(crate) fn run_check(
     (parent, if ok { out } else { None })
 }
 
-/// The rows of a pytest check that did not run (a dependency did not pass, or its working
-/// directory could not be prepared): its items, with the same result as the check.
-pub(crate) fn rows_not_run(
-    check: &Check,
-    pc: &PytestCheck,
-    parent: &CheckResult,
-) -> Vec<CheckResult> {
-    pc.items
-        .iter()
-        .map(|item| CheckResult {
-            id: item.id.clone(),
-            description: item.description.clone(),
-            dependencies: vec![check.id.clone()],
-            result: parent.result.map(|_| false),
-            script: Vec::new(),
-            points: 0.0,
-            max_points: item.points,
-            time_ms: 0,
-            hidden: item.hidden || check.hidden,
-            message: parent.message.clone(),
-            error: None,
-            children: Vec::new(),
-        })
-        .collect()
-}
+impl CheckRunner for PytestCheck {
+    fn run(&self, cx: &CheckContext<'_>) -> (CheckResult, Option<PathBuf>) {
+        run_check(cx, self)
+    }
 
-/// Integrity: the submission has one of the test files in another version.
-pub(crate) fn integrity_flags(
-    suite: &Suite,
-    submission: &Path,
-) -> Vec<crate::report::IntegrityFlag> {
-    let mut flags = Vec::new();
-    let mut seen = HashMap::new();
-    for c in &suite.checks {
-        let crate::suite::CheckKind::Pytest(pc) = &c.kind else {
-            continue;
-        };
-        for f in pc
+    /// One folder per session (public, hidden).
+    fn mounted_folders(&self, suite: &Suite) -> std::io::Result<Vec<Arc<tempfile::TempDir>>> {
+        let mut out = Vec::new();
+        for files in [&self.tests, &self.hidden] {
+            if !files.is_empty() {
+                out.push(mounted_folder(&suite.dir, &session_files(self, files))?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The submission has one of the test, support or config files in another version.
+    fn integrity_flags(&self, suite: &Suite, submission: &Path) -> Vec<IntegrityFlag> {
+        let mut flags = Vec::new();
+        let mut seen = BTreeSet::new();
+        for f in self
             .tests
             .iter()
-            .chain(&pc.hidden)
-            .chain(&pc.support)
-            .chain(&pc.config)
+            .chain(&self.hidden)
+            .chain(&self.support)
+            .chain(&self.config)
         {
-            if seen.insert(f.clone(), ()).is_some() {
+            if !seen.insert(f) {
                 continue;
             }
-            if let Some(reason) =
-                crate::stage::compare_file(&suite.dir.join(f), submission, Path::new(f))
-            {
-                flags.push(crate::report::IntegrityFlag {
+            if let Some(reason) = compare_file(&suite.dir.join(f), submission, Path::new(f)) {
+                flags.push(IntegrityFlag {
                     path: f.clone(),
                     reason: reason.into(),
                 });
             }
         }
+        flags
     }
-    flags
 }
 
 #[cfg(test)]

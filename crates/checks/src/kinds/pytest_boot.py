@@ -1,26 +1,13 @@
 # corral's pytest bootstrap: runs inside the sandbox as
-#   /usr/bin/python3 -I -B -c <this file> CONFIG_JSON
+#   /usr/bin/python3 -I -B -c <shared/read_nonce.py + this file> CONFIG_JSON
 # with a one-line nonce on standard input. It runs before any of the submission's code, so what it
 # sets up here is intact when the submission's code first runs (when a test module imports it).
-# See crates/checks/src/pytest.rs and the README ("pytest suites") for what this does and does not
-# protect against: code in the same process as pytest can in principle tamper with all of it.
+# See crates/checks/src/kinds/pytest.rs and the README ("pytest suites") for what this does and
+# does not protect against: code in the same process as pytest can in principle tamper with all
+# of it.
 import os
 import signal
 import sys
-
-
-def _corral_read_nonce():
-    data = b""
-    while not data.endswith(b"\n") and len(data) < 256:
-        chunk = os.read(0, 256)
-        if not chunk:
-            break
-        data += chunk
-    # Standard input is the nonce's pipe: nothing that runs later may read it again.
-    null = os.open("/dev/null", os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    return data.strip().decode("ascii", "replace")
 
 
 def _corral_main():

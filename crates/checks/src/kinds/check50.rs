@@ -1,14 +1,5 @@
-//! check50 compatibility: a check may point to a problem folder in check50's own format
-//! (`__init__.py` with `@check50.check` functions, `.cs50.yml`), which check50 itself runs
-//! offline inside the sandbox; its JSON results become corral results.
-//!
-//! ```yaml
-//! - id: hello
-//!   check50:
-//!     problem: problem          # the check50 problem folder (an assignment path)
-//!     points: {greets: 2}       # per check50 check (default: default_points, 1)
-//!     hidden: [greets_grace]    # check50 checks students see pass/fail of only
-//! ```
+//! The `check50` kind: a problem folder in check50's own format (see [`crate::suite::check50`]),
+//! which check50 itself runs offline inside the sandbox; its JSON results become corral results.
 //!
 //! check50 is installed for the sandbox's `/usr/bin/python3` under [`SITE`] by `scripts/setup`.
 //! It runs with `--dev` (the slug is a local folder, implies offline) and
@@ -19,175 +10,30 @@
 //! read-only. A problem whose checks import the submission's Python code into check50's own
 //! process (`check50.py.import_`) has the same in-process caveat as pytest checks.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use corral_sandbox::{Mount, NoSink, Pool, RunSpec, SandboxConfig, Status, Stdin};
+use corral_sandbox::{Mount, NoSink, Status};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::engine::Plan;
-use crate::pyscan;
+use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry, SKIPPED};
-use crate::suite::{relative, Check, Suite};
+use crate::shared::mounted::mounted_folder;
+use crate::shared::python::{python_helper, random_hex};
+use crate::shared::rows::items_not_run;
+use crate::suite::{Check50Check, Suite};
 
 /// Where check50 (and what it needs) is installed for `/usr/bin/python3`.
 pub const SITE: &str = "/usr/local/lib/corral/python";
 /// Where the problem folder is mounted (read-only) inside the sandbox.
 pub const PROBLEM_DIR: &str = "/corral/check50";
-pub const BOOTSTRAP: &str = include_str!("check50_boot.py");
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawCheck50 {
-    problem: String,
-    #[serde(default)]
-    points: BTreeMap<String, f64>,
-    #[serde(default)]
-    default_points: Option<f64>,
-    #[serde(default)]
-    hidden: Vec<String>,
-}
-
-/// A check50 problem, resolved: its checks in file order.
-#[derive(Debug, Clone)]
-pub struct Check50Check {
-    /// The problem folder (assignment path).
-    pub problem: String,
-    /// Every file of the problem folder, relative to the assignment folder.
-    pub files: Vec<String>,
-    pub items: Vec<Check50Item>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Check50Item {
-    /// check50's name of the check (its function name).
-    pub name: String,
-    /// Result id: `CHECK/NAME`.
-    pub id: String,
-    pub description: String,
-    pub dependency: Option<String>,
-    pub points: f64,
-    pub hidden: bool,
-}
-
-fn list_files(dir: &Path, rel: &Path, out: &mut Vec<String>, depth: usize) -> Result<(), String> {
-    if depth > 16 {
-        return Err(format!("{}: folders nested too deep", dir.display()));
-    }
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(Result::ok)
-        .collect();
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let name = e.file_name();
-        if name == "__pycache__" {
-            continue;
-        }
-        let ft = e.file_type().map_err(|e| e.to_string())?;
-        let r = rel.join(&name);
-        if ft.is_dir() {
-            list_files(&e.path(), &r, out, depth + 1)?;
-        } else if ft.is_file() {
-            out.push(r.to_string_lossy().into_owned());
-        }
-    }
-    Ok(())
-}
-
-impl Check50Check {
-    pub(crate) fn resolve(raw: RawCheck50, check_id: &str, dir: &Path) -> Result<Self, String> {
-        let p = &raw.problem;
-        relative(p).map_err(|why| format!("check50.problem: {p:?} {why}"))?;
-        let full = dir.join(p);
-        if !std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir()) {
-            return Err(format!(
-                "check50.problem: {p:?} is not a folder of the assignment folder {}",
-                dir.display()
-            ));
-        }
-        let init = full.join("__init__.py");
-        let src = std::fs::read_to_string(&init).map_err(|_| {
-            format!("check50.problem: {p:?} has no __init__.py (check50's checks file)")
-        })?;
-        if !full.join(".cs50.yml").is_file() && !full.join(".cs50.yaml").is_file() {
-            return Err(format!(
-                "check50.problem: {p:?} has no .cs50.yml (write `check50: true` in it)"
-            ));
-        }
-        let found = pyscan::check50_checks(&src);
-        if found.is_empty() {
-            return Err(format!(
-                "check50.problem: {p:?}/__init__.py defines no @check50.check function"
-            ));
-        }
-        let default_points = raw.default_points.unwrap_or(1.0);
-        if !(default_points.is_finite() && default_points >= 0.0) {
-            return Err("check50.default_points: must be a number >= 0".into());
-        }
-        let all: Vec<String> = found.iter().map(|c| c.name.clone()).collect();
-        let names: BTreeSet<&str> = all.iter().map(String::as_str).collect();
-        for k in raw.points.keys() {
-            if !names.contains(k.as_str()) {
-                return Err(format!(
-                    "check50.points.{k}: not a check of {p}/__init__.py ({})",
-                    names.iter().copied().collect::<Vec<_>>().join(", ")
-                ));
-            }
-        }
-        for (i, h) in raw.hidden.iter().enumerate() {
-            if !names.contains(h.as_str()) {
-                return Err(format!(
-                    "check50.hidden[{i}]: {h:?} is not a check of {p}/__init__.py"
-                ));
-            }
-        }
-        let mut items = Vec::new();
-        for c in found {
-            let points = raw.points.get(&c.name).copied().unwrap_or(default_points);
-            if !(points.is_finite() && points >= 0.0) {
-                return Err(format!("check50.points.{}: must be a number >= 0", c.name));
-            }
-            if let Some(d) = &c.dependency {
-                if !names.contains(d.as_str()) {
-                    return Err(format!(
-                        "check50.problem: check {} depends on {d}, which is not a check",
-                        c.name
-                    ));
-                }
-            }
-            items.push(Check50Item {
-                id: format!("{check_id}/{}", c.name),
-                description: c.doc.clone().unwrap_or_else(|| c.name.clone()),
-                hidden: raw.hidden.contains(&c.name),
-                dependency: c.dependency,
-                name: c.name,
-                points,
-            });
-        }
-        let mut files = Vec::new();
-        list_files(&full, Path::new(p), &mut files, 0)?;
-        Ok(Check50Check {
-            problem: raw.problem,
-            files,
-            items,
-        })
-    }
-
-    pub fn max_points(&self) -> f64 {
-        self.items.iter().map(|i| i.points).sum()
-    }
-
-    fn deps_of(&self, check: &Check, item: &Check50Item) -> Vec<String> {
-        match &item.dependency {
-            Some(d) => vec![format!("{}/{d}", check.id)],
-            None => vec![check.id.clone()],
-        }
-    }
-}
+pub const BOOTSTRAP: &str = concat!(
+    include_str!("../shared/read_nonce.py"),
+    include_str!("check50_boot.py")
+);
 
 #[derive(Debug, Deserialize)]
 struct Summary {
@@ -225,44 +71,25 @@ enum Run {
     Error(String),
 }
 
-fn random_hex() -> String {
-    let mut b = [0u8; 16];
-    getrandom::getrandom(&mut b).expect("the kernel's random numbers");
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn run_check50(
-    pool: &Arc<Pool>,
-    suite: &Suite,
-    cc: &Check50Check,
-    plan: &Plan,
-    stage: &Path,
-) -> Run {
+fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
     if !Path::new(SITE).join("check50").is_dir() {
         return Run::Error(format!(
             "check50 is not installed under {SITE} (run scripts/setup)"
         ));
     }
-    let files: Vec<&String> = cc.files.iter().collect();
-    let folder = match crate::pytest::tests_folder(&suite.dir, &files) {
+    let folder = match mounted_folder(&cx.suite.dir, &cc.files.iter().collect::<Vec<_>>()) {
         Ok(f) => f,
         Err(e) => return Run::Error(format!("preparing the problem folder: {e}")),
     };
-    let mut mounts = plan.mounts.clone();
-    mounts.push(Mount {
+    let mut lease = match cx.lease(Some(Mount {
         src: folder.path().to_path_buf(),
         dst: PathBuf::from(PROBLEM_DIR),
         writable: false,
-    });
-    let shape = SandboxConfig::offline(mounts, plan.limits.disk.bytes());
-    let mut lease = match pool.lease(&shape) {
+    })) {
         Ok(l) => l,
-        Err(e) => return Run::Error(format!("sandbox error: {e}")),
+        Err(e) => return Run::Error(e),
     };
     let sb = lease.sandbox();
-    if let Err(e) = sb.copy_in(stage) {
-        return Run::Error(format!("copying files into the sandbox: {e}"));
-    }
     let nonce = random_hex();
     let out_dir = format!(".corral-{}", random_hex());
     let cfg = serde_json::json!({
@@ -270,17 +97,7 @@ fn run_check50(
         "site": SITE,
         "problem": format!("{PROBLEM_DIR}/{}", cc.problem),
     });
-    let mut spec = RunSpec::new(vec![
-        crate::pytest::PYTHON.into(),
-        "-I".into(),
-        "-B".into(),
-        "-c".into(),
-        BOOTSTRAP.into(),
-        cfg.to_string(),
-    ]);
-    spec.stdin = Stdin::Bytes(format!("{nonce}\n").into_bytes());
-    spec.limits = plan.limits.clone();
-    spec.env = plan.env.clone();
+    let spec = python_helper(BOOTSTRAP, &cfg, &nonce, cx.settings);
     let outcome = sb.run(&spec, &mut NoSink);
     match outcome.status {
         Status::SandboxError => {
@@ -373,21 +190,16 @@ fn text_of(v: Option<&Value>) -> Option<String> {
 }
 
 /// Runs a check50 check: one result for the check, `children` one per check50 check.
-pub(crate) fn run_check(
-    pool: &Arc<Pool>,
-    suite: &Suite,
-    check: &Check,
-    cc: &Check50Check,
-    plan: &Plan,
-    stage: &Path,
-) -> (CheckResult, Option<PathBuf>) {
+fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<PathBuf>) {
+    let check = cx.check;
+    let rubric = check.rubric().unwrap_or_default();
     let started = Instant::now();
-    let run = run_check50(pool, suite, cc, plan, stage);
+    let run = run_check50(cx, cc);
     let mut children = Vec::new();
     let (mut ok, mut message, mut error) = (true, None, None);
     match &run {
         Run::Valid(json) => {
-            for item in &cc.items {
+            for (item, row) in cc.items.iter().zip(&rubric) {
                 let r = json
                     .results
                     .iter()
@@ -461,7 +273,7 @@ pub(crate) fn run_check(
                     },
                     dependencies: match &r.dependency {
                         Some(d) => vec![format!("{}/{d}", check.id)],
-                        None => cc.deps_of(check, item),
+                        None => row.dependencies.clone(),
                     },
                     result: r.passed,
                     script,
@@ -530,33 +342,22 @@ pub(crate) fn run_check(
         children: Vec::new(),
     };
     if !matches!(run, Run::Valid(_)) {
-        children = rows_not_run(check, cc, &parent);
+        children = items_not_run(check, &rubric, &parent);
     }
     parent.children = children;
     (parent, None)
 }
 
-/// The rows of a check50 check that did not run, with the check's result.
-pub(crate) fn rows_not_run(
-    check: &Check,
-    cc: &Check50Check,
-    parent: &CheckResult,
-) -> Vec<CheckResult> {
-    cc.items
-        .iter()
-        .map(|item| CheckResult {
-            id: item.id.clone(),
-            description: item.description.clone(),
-            dependencies: cc.deps_of(check, item),
-            result: parent.result.map(|_| false),
-            script: Vec::new(),
-            points: 0.0,
-            max_points: item.points,
-            time_ms: 0,
-            hidden: item.hidden || check.hidden,
-            message: parent.message.clone(),
-            error: None,
-            children: Vec::new(),
-        })
-        .collect()
+impl CheckRunner for Check50Check {
+    fn run(&self, cx: &CheckContext<'_>) -> (CheckResult, Option<PathBuf>) {
+        run_check(cx, self)
+    }
+
+    /// The problem folder.
+    fn mounted_folders(&self, suite: &Suite) -> std::io::Result<Vec<Arc<tempfile::TempDir>>> {
+        Ok(vec![mounted_folder(
+            &suite.dir,
+            &self.files.iter().collect::<Vec<_>>(),
+        )?])
+    }
 }

@@ -7,7 +7,7 @@
 //! splits the source into logical lines (strings, comments, brackets and continuations are
 //! understood) and reads `def` / `class` statements at the top level and one class level down.
 //! Submissions are never read by this module: untrusted Python is only ever parsed inside a
-//! sandbox (see [`crate::safety`]).
+//! sandbox (see [`crate::safety_scan`]).
 
 /// A logical line: where it starts, its indentation, its text (comments removed), and when the
 /// whole line is one string literal, that string's contents.

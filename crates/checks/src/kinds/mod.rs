@@ -1,0 +1,39 @@
+//! The check kinds' runners, one module per kind behind one trait ([`runner::CheckRunner`]):
+//!
+//! - [`steps`]: steps run against live processes (CS50 Check's chains).
+//! - [`pytest`]: the assignment's pytest files, the outcome read from pytest's JUnit XML.
+//! - [`check50`]: a check50 problem folder run by check50 itself.
+//!
+//! A new kind is a model in [`crate::suite`] (a `CheckKind` variant), a module here implementing
+//! [`CheckRunner`] for it, and its arm in [`runner_of`].
+
+pub mod check50;
+pub mod pytest;
+pub mod runner;
+pub mod steps;
+
+use std::sync::Arc;
+
+pub use runner::{CheckContext, CheckRunner};
+
+use crate::suite::{CheckKind, Suite};
+
+/// The runner of a check's kind.
+pub fn runner_of(kind: &CheckKind) -> &dyn CheckRunner {
+    match kind {
+        CheckKind::Steps(steps) => steps,
+        CheckKind::Pytest(pc) => pc.as_ref(),
+        CheckKind::Check50(cc) => cc.as_ref(),
+    }
+}
+
+/// Creates (or finds) the host folders every check of the suite mounts; holding them keeps the
+/// same folders, and so the same pooled sandboxes, for every submission graded meanwhile (batch
+/// grading).
+pub fn keep_folders(suite: &Suite) -> std::io::Result<Vec<Arc<tempfile::TempDir>>> {
+    let mut out = Vec::new();
+    for c in &suite.checks {
+        out.extend(runner_of(&c.kind).mounted_folders(suite)?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,69 @@
+//! The one trait every check kind implements, and the context a check runs in.
+//!
+//! A kind is its model (a [`crate::suite::CheckKind`] variant, parsed and validated with the
+//! suite) and its runner: a module of [`crate::kinds`] implementing [`CheckRunner`] for that
+//! model. The engine decides when a check runs and in which staged working directory; the runner
+//! decides what runs in the sandbox and turns it into rows.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use corral_sandbox::{Lease, Mount, Pool, SandboxConfig};
+
+use crate::report::{CheckResult, IntegrityFlag};
+use crate::shared::settings::RunSettings;
+use crate::suite::{Check, Suite};
+
+/// Everything one run of one check gets from the engine.
+pub struct CheckContext<'a> {
+    pub pool: &'a Arc<Pool>,
+    pub suite: &'a Suite,
+    pub check: &'a Check,
+    /// The check's resolved language, limits, mounts, environment and timeout.
+    pub settings: &'a RunSettings,
+    /// The host folder the check's working directory starts as a copy of (the submission with
+    /// the assignment's files, or what its dependencies left).
+    pub stage: &'a Path,
+    /// Where the working directory goes when the check passes: dependents start from it.
+    pub output: Option<&'a Path>,
+}
+
+impl CheckContext<'_> {
+    /// A pooled sandbox for the check: offline, the language's mounts plus `extra` (read-only
+    /// assignment files), the check's disk limit, its working directory a copy of the stage.
+    /// Errors are the row's message.
+    pub fn lease(&self, extra: Option<Mount>) -> Result<Lease, String> {
+        let mut mounts = self.settings.mounts.clone();
+        mounts.extend(extra);
+        let shape = SandboxConfig::offline(mounts, self.settings.limits.disk.bytes());
+        let mut lease = self
+            .pool
+            .lease(&shape)
+            .map_err(|e| format!("sandbox error: {e}"))?;
+        lease
+            .sandbox()
+            .copy_in(self.stage)
+            .map_err(|e| format!("copying files into the sandbox: {e}"))?;
+        Ok(lease)
+    }
+}
+
+/// How a check kind runs.
+pub trait CheckRunner {
+    /// Runs the check: its row (a kind with a rubric puts one row per item in `children`) and,
+    /// when it passed and [`CheckContext::output`] is given, that folder with its working
+    /// directory. Never fails: what went wrong is the row's message (and `error` when corral
+    /// itself failed).
+    fn run(&self, cx: &CheckContext<'_>) -> (CheckResult, Option<PathBuf>);
+
+    /// Host folders the kind mounts for this suite. Holding them across submissions keeps the
+    /// same folders, and so the same pooled sandboxes, for a whole batch.
+    fn mounted_folders(&self, _suite: &Suite) -> std::io::Result<Vec<Arc<tempfile::TempDir>>> {
+        Ok(Vec::new())
+    }
+
+    /// Files of the kind the submission has in another version than the assignment's.
+    fn integrity_flags(&self, _suite: &Suite, _submission: &Path) -> Vec<IntegrityFlag> {
+        Vec::new()
+    }
+}

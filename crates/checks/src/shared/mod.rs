@@ -1,0 +1,15 @@
+//! What the check kinds and the engine share, below them and above the suite model and the report:
+//!
+//! - [`settings`]: a check's run settings (language, limits, mounts, timeout), resolved once.
+//! - [`stage`]: host-side preparation of working directories that never follows a planted link.
+//! - [`python`]: how a check runs one of corral's Python programs in the sandbox, nonces.
+//! - [`mounted`]: read-only host folders of assignment files to mount, shared while in use.
+//! - [`rows`]: a check's rows in the report before and without running it.
+//! - [`text`]: output comparison, signal names, value sizes.
+
+pub mod mounted;
+pub mod python;
+pub mod rows;
+pub mod settings;
+pub mod stage;
+pub mod text;

@@ -1,0 +1,526 @@
+//! Suite files: the assignment's checks, in YAML (or JSON), with CS50 Check semantics.
+//!
+//! ```yaml
+//! name: hello
+//! files: [{path: expected.txt, protected: true}]
+//! checks:
+//!   - id: compiles
+//!     steps: [{run: gcc -o hello hello.c}, {exit: 0}]
+//! ```
+//!
+//! Parsing is strict: unknown keys are errors, and every error names the file, the line (when the
+//! parser knows it) and the key. See the README ("Checks and grading") for every key.
+//!
+//! This is the model only: plain data, parsing and validation, no sandbox. Each check kind's
+//! model is a module here ([`steps`], [`pytest`], [`check50`]; its runner is in [`crate::kinds`]),
+//! next to the safety scan's rules ([`safety`]), the scanner of the assignment's own Python files
+//! ([`pyscan`]) and path rules ([`paths`]).
+
+pub mod check50;
+pub mod paths;
+pub mod pyscan;
+pub mod pytest;
+pub mod safety;
+pub mod steps;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use corral_sandbox::{Limits, LimitsRequest, Millis};
+use serde::Deserialize;
+
+use crate::error::SuiteError;
+pub use check50::{Check50Check, Check50Item};
+pub use paths::relative;
+use paths::{assignment_path, normalize_rel};
+pub use pytest::{Item, PytestCheck, TestCase};
+pub use safety::SafetyConfig;
+pub use steps::{Command, Input, Matcher, Step};
+
+/// How long a check may take, start to end, when neither the check nor the suite says.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A whole suite, validated.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    pub name: String,
+    pub description: Option<String>,
+    /// Default language of the checks (a language id of the registry).
+    pub language: Option<String>,
+    /// Default limits of every run of every check.
+    pub limits: LimitsRequest,
+    /// Default time a check may take.
+    pub timeout: Option<Millis>,
+    /// Files of the assignment copied in next to the submission.
+    pub files: Vec<AssignmentFile>,
+    /// The checks, in file order.
+    pub checks: Vec<Check>,
+    /// The optional static safety check of Python files (off unless the suite asks for it).
+    pub safety: Option<SafetyConfig>,
+    /// The suite file.
+    pub path: PathBuf,
+    /// The assignment folder: the suite file's folder. Every assignment path is relative to it.
+    pub dir: PathBuf,
+}
+
+/// A file (or folder) of the assignment.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssignmentFile {
+    /// Relative to the assignment folder; also where it lands in the working directory.
+    pub path: String,
+    /// Always taken from the assignment, never from the submission (and flagged when the
+    /// submission's copy differs). Unprotected files are only copied when the submission lacks them.
+    #[serde(default)]
+    pub protected: bool,
+}
+
+/// One check.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub id: String,
+    pub description: String,
+    /// Checks that must pass first; this one runs in a copy of their working directories.
+    pub depends: Vec<String>,
+    /// Points for passing (default 1).
+    pub points: f64,
+    /// Students see only pass/fail, never expected/actual.
+    pub hidden: bool,
+    pub timeout: Option<Millis>,
+    pub limits: LimitsRequest,
+    pub language: Option<String>,
+    pub kind: CheckKind,
+}
+
+/// What a check does. Each kind's model is a module of this folder; its runner is the module of
+/// the same name in [`crate::kinds`]. A new kind adds both, this variant, its key in `RawCheck`
+/// (resolved in `Suite::from_raw`), its arms in [`Check::rubric`] and
+/// [`CheckKind::assignment_files`], and its runner's arm in [`crate::kinds::runner_of`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum CheckKind {
+    /// A sequence of steps run against live processes (CS50 Check's chains).
+    Steps(Vec<Step>),
+    /// The assignment's pytest files (public and hidden) with a rubric; see [`pytest`].
+    Pytest(Box<PytestCheck>),
+    /// A check50 problem folder run by check50 itself; see [`check50`].
+    Check50(Box<Check50Check>),
+}
+
+/// A rubric item of a check whose points are its items' (a pytest test or group, a check50
+/// check): a row of its own in every report, after its check's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RubricItem<'a> {
+    /// The row's id: `CHECK/ITEM`.
+    pub id: &'a str,
+    pub description: &'a str,
+    pub points: f64,
+    pub hidden: bool,
+    /// The row's `dependencies`: its check, or the check50 check it depends on.
+    pub dependencies: Vec<String>,
+}
+
+impl Check {
+    /// The rubric items when the check's points are its items' (pytest, check50), in report
+    /// order; `None` when the check earns its own `points` (steps).
+    pub fn rubric(&self) -> Option<Vec<RubricItem<'_>>> {
+        let row = |id, description, points, hidden, after: Option<&String>| RubricItem {
+            id,
+            description,
+            points,
+            hidden,
+            dependencies: vec![match after {
+                Some(d) => format!("{}/{d}", self.id),
+                None => self.id.clone(),
+            }],
+        };
+        match &self.kind {
+            CheckKind::Steps(_) => None,
+            CheckKind::Pytest(pc) => Some(
+                pc.items
+                    .iter()
+                    .map(|i| row(&i.id, &i.description, i.points, i.hidden, None))
+                    .collect(),
+            ),
+            CheckKind::Check50(cc) => Some(
+                cc.items
+                    .iter()
+                    .map(|i| {
+                        row(
+                            &i.id,
+                            &i.description,
+                            i.points,
+                            i.hidden,
+                            i.dependency.as_ref(),
+                        )
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl CheckKind {
+    /// The assignment files the check reads besides the suite's `files` (test files, a check50
+    /// problem's files), relative to the assignment folder: a change to one changes the grade.
+    pub fn assignment_files(&self) -> Vec<&String> {
+        match self {
+            CheckKind::Steps(_) => Vec::new(),
+            CheckKind::Pytest(pc) => pc
+                .tests
+                .iter()
+                .chain(&pc.hidden)
+                .chain(&pc.support)
+                .chain(&pc.config)
+                .collect(),
+            CheckKind::Check50(cc) => cc.files.iter().collect(),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------ raw
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSuite {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    language: Option<String>,
+    #[serde(default)]
+    limits: LimitsRequest,
+    #[serde(default)]
+    timeout: Option<Millis>,
+    #[serde(default)]
+    files: Vec<AssignmentFile>,
+    #[serde(default)]
+    safety: Option<safety::RawSafety>,
+    checks: Vec<RawCheck>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheck {
+    id: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    depends: Vec<String>,
+    #[serde(default)]
+    points: Option<f64>,
+    #[serde(default)]
+    hidden: bool,
+    #[serde(default)]
+    timeout: Option<Millis>,
+    #[serde(default)]
+    limits: LimitsRequest,
+    #[serde(default)]
+    language: Option<String>,
+    #[serde(default)]
+    steps: Option<Vec<Step>>,
+    #[serde(default)]
+    pytest: Option<pytest::RawPytest>,
+    #[serde(default)]
+    check50: Option<check50::RawCheck50>,
+}
+
+// ------------------------------------------------------------------------------------ loading
+
+impl Suite {
+    /// Reads and validates a suite file (`.json` is read as JSON, anything else as YAML).
+    pub fn load(path: &Path) -> Result<Suite, SuiteError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SuiteError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let is_json = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        Suite::parse(&text, path, is_json)
+    }
+
+    /// Parses and validates suite text; `path` names it in errors and locates the assignment folder.
+    pub fn parse(text: &str, path: &Path, json: bool) -> Result<Suite, SuiteError> {
+        let raw: RawSuite = if json {
+            let mut de = serde_json::Deserializer::from_str(text);
+            serde_path_to_error::deserialize(&mut de).map_err(|e| {
+                let inner = e.inner();
+                let (line, column) = (inner.line(), inner.column());
+                SuiteError::Parse {
+                    path: path.to_path_buf(),
+                    location: (line > 0).then_some((line, column)),
+                    message: format!("{}: {}", e.path(), inner),
+                }
+            })?
+        } else {
+            serde_yaml::from_str(text).map_err(|e| {
+                let location = e.location().map(|l| (l.line(), l.column()));
+                let mut message = e.to_string();
+                if let Some((l, c)) = location {
+                    // The location is reported once, in front.
+                    let suffix = format!(" at line {l} column {c}");
+                    if let Some(cut) = message.rfind(&suffix) {
+                        message.replace_range(cut..cut + suffix.len(), "");
+                    }
+                }
+                SuiteError::Parse {
+                    path: path.to_path_buf(),
+                    location,
+                    message,
+                }
+            })?
+        };
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        Suite::from_raw(raw, text, path, &dir)
+    }
+
+    fn from_raw(raw: RawSuite, text: &str, path: &Path, dir: &Path) -> Result<Suite, SuiteError> {
+        let invalid = |message: String| SuiteError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        // Semantic errors about one check point at the line of its `id:`.
+        let check_err = |id: &str, message: String| SuiteError::Parse {
+            path: path.to_path_buf(),
+            location: line_of_id(text, id).map(|l| (l, 1)),
+            message: format!("check {id:?}: {message}"),
+        };
+        if raw.name.trim().is_empty() {
+            return Err(invalid("name: must not be empty".into()));
+        }
+        raw.limits
+            .resolve(&Limits::default())
+            .map_err(|e| invalid(format!("limits: {e}")))?;
+        let mut seen_files = BTreeSet::new();
+        for (i, f) in raw.files.iter().enumerate() {
+            assignment_path(dir, &format!("files[{i}].path"), &f.path).map_err(invalid)?;
+            if !seen_files.insert(normalize_rel(&f.path)) {
+                return Err(invalid(format!(
+                    "files[{i}].path: {:?} listed twice",
+                    f.path
+                )));
+            }
+        }
+
+        let mut checks = Vec::new();
+        let mut ids = BTreeSet::new();
+        for (i, rc) in raw.checks.into_iter().enumerate() {
+            let id = rc.id.clone();
+            if id.is_empty()
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+            {
+                return Err(invalid(format!(
+                    "checks[{i}].id: {id:?} must be made of letters, digits, '_', '-' and '.'"
+                )));
+            }
+            if !ids.insert(id.clone()) {
+                return Err(check_err(&id, "id: used by two checks".into()));
+            }
+            let points = rc.points.unwrap_or(1.0);
+            if !points.is_finite() || points < 0.0 {
+                return Err(check_err(&id, "points: must be a number >= 0".into()));
+            }
+            rc.limits
+                .resolve(&Limits::default())
+                .map_err(|e| check_err(&id, format!("limits: {e}")))?;
+            let kinds = [
+                rc.steps.is_some(),
+                rc.pytest.is_some(),
+                rc.check50.is_some(),
+            ];
+            if kinds.iter().filter(|k| **k).count() > 1 {
+                return Err(check_err(
+                    &id,
+                    "give only one of `steps`, `pytest` and `check50`".into(),
+                ));
+            }
+            let rubric_kind = rc.pytest.is_some() || rc.check50.is_some();
+            if rubric_kind && rc.points.is_some() {
+                return Err(check_err(
+                    &id,
+                    "points: a pytest or check50 check gets its points from its own `points` (per test)".into(),
+                ));
+            }
+            let language = rc.language.as_ref().or(raw.language.as_ref());
+            let at = |m: String| check_err(&id, m);
+            let (kind, points) = match (rc.steps, rc.pytest, rc.check50) {
+                (_, Some(raw), _) => {
+                    let pc = PytestCheck::resolve(raw, &id, dir).map_err(at)?;
+                    let max = pc.max_points();
+                    (CheckKind::Pytest(Box::new(pc)), max)
+                }
+                (_, _, Some(raw)) => {
+                    let cc = Check50Check::resolve(raw, &id, dir).map_err(at)?;
+                    let max = cc.max_points();
+                    (CheckKind::Check50(Box::new(cc)), max)
+                }
+                (Some(steps), None, None) => {
+                    steps::validate(&steps, language.is_some(), dir).map_err(at)?;
+                    (CheckKind::Steps(steps), points)
+                }
+                (None, None, None) => {
+                    return Err(at("missing `steps` (or `pytest`, or `check50`)".into()));
+                }
+            };
+            checks.push(Check {
+                description: rc.description.unwrap_or_else(|| id.clone()),
+                id,
+                depends: rc.depends,
+                points,
+                hidden: rc.hidden,
+                timeout: rc.timeout,
+                limits: rc.limits,
+                language: rc.language,
+                kind,
+            });
+        }
+        if checks.is_empty() {
+            return Err(invalid("checks: a suite needs at least one check".into()));
+        }
+        for c in &checks {
+            let mut seen = BTreeSet::new();
+            for d in &c.depends {
+                if d == &c.id {
+                    return Err(check_err(
+                        &c.id,
+                        "depends: a check cannot depend on itself".into(),
+                    ));
+                }
+                if !ids.contains(d) {
+                    return Err(check_err(&c.id, format!("depends: unknown check {d:?}")));
+                }
+                if !seen.insert(d) {
+                    return Err(check_err(&c.id, format!("depends: {d:?} listed twice")));
+                }
+            }
+        }
+        if let Some(cycle) = find_cycle(&checks) {
+            return Err(invalid(format!(
+                "depends: dependency cycle {}",
+                cycle.join(" -> ")
+            )));
+        }
+        Ok(Suite {
+            name: raw.name,
+            description: raw.description,
+            language: raw.language,
+            limits: raw.limits,
+            timeout: raw.timeout,
+            files: raw.files,
+            checks,
+            safety: raw
+                .safety
+                .map(SafetyConfig::resolve)
+                .transpose()
+                .map_err(|m| invalid(format!("safety: {m}")))?
+                .flatten(),
+            path: path.to_path_buf(),
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn check(&self, id: &str) -> Option<&Check> {
+        self.checks.iter().find(|c| c.id == id)
+    }
+
+    /// Total points of the suite.
+    pub fn max_score(&self) -> f64 {
+        self.checks.iter().map(|c| c.points).sum()
+    }
+
+    /// How long a check may take.
+    pub fn timeout_of(&self, check: &Check) -> Duration {
+        check
+            .timeout
+            .or(self.timeout)
+            .map(|m| m.duration())
+            .unwrap_or(DEFAULT_TIMEOUT)
+    }
+
+    /// The language of a check: its own, or the suite's.
+    pub fn language_of<'a>(&'a self, check: &'a Check) -> Option<&'a str> {
+        check.language.as_deref().or(self.language.as_deref())
+    }
+}
+
+/// The 1-based line of `id: ID` in the suite text (best effort, for error messages).
+fn line_of_id(text: &str, id: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| {
+            let t = l.trim_start().trim_start_matches('-').trim_start();
+            let Some(rest) = t.strip_prefix("id:").or_else(|| t.strip_prefix("\"id\":")) else {
+                return false;
+            };
+            rest.trim()
+                .trim_end_matches(',')
+                .trim()
+                .trim_matches(['"', '\''])
+                == id
+        })
+        .map(|i| i + 1)
+}
+
+/// A dependency cycle, as ids from its first check back to it, if any.
+fn find_cycle(checks: &[Check]) -> Option<Vec<String>> {
+    let index: BTreeMap<&str, usize> = checks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.id.as_str(), i))
+        .collect();
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Active,
+        Done,
+    }
+    let mut mark = vec![Mark::New; checks.len()];
+    fn visit(
+        i: usize,
+        checks: &[Check],
+        index: &BTreeMap<&str, usize>,
+        mark: &mut [Mark],
+        stack: &mut Vec<usize>,
+    ) -> Option<Vec<String>> {
+        mark[i] = Mark::Active;
+        stack.push(i);
+        for d in &checks[i].depends {
+            let j = index[d.as_str()];
+            match mark[j] {
+                Mark::Active => {
+                    let from = stack.iter().position(|&k| k == j).expect("on the stack");
+                    let mut cycle: Vec<String> = stack[from..]
+                        .iter()
+                        .map(|&k| checks[k].id.clone())
+                        .collect();
+                    cycle.push(checks[j].id.clone());
+                    return Some(cycle);
+                }
+                Mark::New => {
+                    if let Some(c) = visit(j, checks, index, mark, stack) {
+                        return Some(c);
+                    }
+                }
+                Mark::Done => {}
+            }
+        }
+        stack.pop();
+        mark[i] = Mark::Done;
+        None
+    }
+    for i in 0..checks.len() {
+        if mark[i] == Mark::New {
+            if let Some(c) = visit(i, checks, &index, &mut mark, &mut Vec::new()) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
