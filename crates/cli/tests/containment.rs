@@ -2771,3 +2771,84 @@ fn read_all(mut r: impl Read) -> String {
     let _ = r.read_to_string(&mut s);
     s
 }
+
+/// Two supervisors whose PIDs are equal (each is PID 1 of its own PID namespace, as two
+/// containers' corral processes would be) must still give their sandboxes different uids: the
+/// per-user kernel budgets (RLIMIT_NPROC here) would otherwise be shared between two tenants.
+#[test]
+fn supervisors_with_the_same_pid_give_their_sandboxes_different_uids() {
+    let _g = shared();
+    let holder = r#"
+import os, time
+print('UID', os.getuid(), flush=True)
+for i in range(35):
+    if os.fork() == 0:
+        time.sleep(4)
+        os._exit(0)
+print('HELD 35', flush=True)
+time.sleep(3)
+"#;
+    let forker = r#"
+import os, time
+time.sleep(1)
+print('UID', os.getuid(), flush=True)
+n = 0
+try:
+    for i in range(30):
+        if os.fork() == 0:
+            time.sleep(1)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print('FORK FAILED', e, flush=True)
+print('FORKED', n, flush=True)
+time.sleep(1.5)
+"#;
+    let run_as_pid1 = |program: &'static str| {
+        std::thread::spawn(move || {
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--pid", "--fork", "--kill-child", "--"])
+                .arg(corral_bin())
+                .stdin(std::process::Stdio::null());
+            run_json_with(
+                cmd,
+                &[
+                    "--pids",
+                    "40",
+                    "--wall-time",
+                    "15s",
+                    "--",
+                    PY,
+                    "-c",
+                    program,
+                ],
+                secs(60),
+            )
+        })
+    };
+    let a = run_as_pid1(holder);
+    let b = run_as_pid1(forker);
+    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    a.assert_status("ok");
+    b.assert_status("ok");
+    let uid = |o: &Outcome| -> String {
+        o.stdout()
+            .lines()
+            .find_map(|l| l.strip_prefix("UID "))
+            .unwrap_or_else(|| panic!("no uid printed\n{}", o.describe()))
+            .to_string()
+    };
+    assert!(has_line(&a, "HELD 35"), "{}", a.describe());
+    assert_ne!(
+        uid(&a),
+        uid(&b),
+        "two sandboxes ran as one uid\n{}\n{}",
+        a.describe(),
+        b.describe()
+    );
+    assert!(
+        has_line(&b, "FORKED 30"),
+        "the other sandbox's processes counted against this one's RLIMIT_NPROC\n{}",
+        b.describe()
+    );
+}

@@ -37,6 +37,8 @@ pub struct Host {
     pub(crate) landlock: bool,
     /// Not root: sandboxes live in user namespaces owned by the caller.
     pub(crate) rootless: bool,
+    /// The uids and gids of the host's accounts, which no sandbox may run as.
+    pub(crate) host_ids: std::collections::BTreeSet<u32>,
 }
 
 impl Host {
@@ -86,6 +88,7 @@ impl Host {
             filter_online: OnceLock::new(),
             landlock: true,
             rootless,
+            host_ids: crate::uids::host_ids(),
         })
     }
 
@@ -127,9 +130,10 @@ impl Host {
     }
 }
 
-/// Removes empty sandbox cgroups (`sbx-PID-N`) whose creating process is gone: a supervisor
-/// killed with SIGKILL cannot clean up after itself, but its sandboxes died with it (their init
-/// exits when the supervisor's socket closes), leaving only empty directories.
+/// Removes empty sandbox cgroups whose owner is gone: a supervisor killed with SIGKILL cannot
+/// clean up after itself, but its sandboxes died with it (their init exits when the supervisor's
+/// socket closes), leaving only empty directories. `sbx-uUID` (root) is stale when no process
+/// holds that uid's lease; `sbx-PID-N-A` (rootless) when no process has that PID.
 fn sweep_stale_cgroups(cgroups: &dyn corral_cgroups::Manager) {
     for base in cgroups.base_dirs() {
         let Ok(entries) = std::fs::read_dir(&base) else {
@@ -137,20 +141,28 @@ fn sweep_stale_cgroups(cgroups: &dyn corral_cgroups::Manager) {
         };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(pid) = name
-                .strip_prefix("sbx-")
-                .and_then(|r| r.split('-').next())
-                .and_then(|p| p.parse::<i32>().ok())
-            else {
+            let Some(rest) = name.strip_prefix("sbx-") else {
                 continue;
             };
-            let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-                == Err(nix::errno::Errno::ESRCH);
-            if !gone {
-                continue;
+            let gone = if let Some(uid) = rest.strip_prefix('u').and_then(|u| u.parse().ok()) {
+                // Holding the lease while removing keeps a new sandbox of that uid from racing us.
+                match crate::uids::try_hold(std::path::Path::new(crate::uids::LOCK_DIR), uid) {
+                    Some(_lease) => {
+                        let _ = std::fs::remove_dir(e.path());
+                        continue;
+                    }
+                    None => false,
+                }
+            } else if let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                    == Err(nix::errno::Errno::ESRCH)
+            } else {
+                false
+            };
+            if gone {
+                // rmdir only succeeds on a cgroup with no processes and no children.
+                let _ = std::fs::remove_dir(e.path());
             }
-            // rmdir only succeeds on a cgroup with no processes and no children: never a live one.
-            let _ = std::fs::remove_dir(e.path());
         }
     }
 }

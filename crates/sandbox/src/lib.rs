@@ -26,6 +26,7 @@ mod pool;
 mod protocol;
 mod sandbox;
 mod spec;
+mod uids;
 
 pub use capture::{NoSink, OutputSink};
 pub use error::{SandboxError, SpecError};

@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +20,7 @@ use crate::host::Host;
 use crate::outcome::{Outcome, Status};
 use crate::protocol::{self, Event, Request, Rlimits, Setup};
 use crate::spec::{Mount, RunSpec, Stdin};
+use crate::uids::{self, UidLease};
 
 /// The shape of a sandbox: what is fixed when it is built. Runs with the same shape can share a
 /// pooled sandbox.
@@ -62,6 +64,8 @@ pub struct Sandbox {
     control: Control,
     uid: u32,
     gid: u32,
+    /// Held while the sandbox lives (root mode): no other sandbox on the host gets its uid.
+    _uid_lease: Option<UidLease>,
     leases: u64,
     pending_reset: Option<(u64, u64)>,
     pub landlock_abi: Option<i32>,
@@ -70,30 +74,50 @@ pub struct Sandbox {
 impl Sandbox {
     pub fn create(host: &Arc<Host>, config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
         let (n, name) = host.unique();
-        // A uid of its own per sandbox (like isolate's boxes), far from real users.
+        // A uid of its own per sandbox (like isolate's boxes), unique on the host and no account's.
         // Rootless: the program is uid 1000 in its own user namespace, the caller's uid outside.
-        let (uid, userns) = if host.rootless {
+        let (uid, userns, uid_lease) = if host.rootless {
             let (u, g) = (
                 nix::unistd::getuid().as_raw(),
                 nix::unistd::getgid().as_raw(),
             );
-            (1000, Some((u, g)))
+            (1000, Some((u, g)), None)
         } else {
-            (
-                60_000 + (std::process::id().wrapping_mul(31).wrapping_add(n) % 30_000),
-                None,
-            )
+            let hint = std::process::id().wrapping_mul(31).wrapping_add(n);
+            let lease = uids::lease(Path::new(uids::LOCK_DIR), hint, &host.host_ids)?;
+            (lease.uid(), None, Some(lease))
         };
         let filter = host.filter(config.network)?;
         // The sandbox's PID 1 joins this cgroup once; every program it starts inherits it, so no
         // run pays for a cgroup migration (an RCU grace period on cgroup v1).
-        let cgroup = host.cgroups.create(
-            &format!("sbx-{name}"),
-            &corral_cgroups::Limits {
-                memory_bytes: None,
-                pids: None,
-            },
-        )?;
+        let no_limits = corral_cgroups::Limits {
+            memory_bytes: None,
+            pids: None,
+        };
+        let cgroup = match &uid_lease {
+            // Named after the uid, which this process holds alone on the host: a supervisor with
+            // the same PID in another PID namespace cannot pick the same name. One left by a
+            // killed holder of this uid is empty (its processes died with their init): remove it.
+            Some(lease) => {
+                let cg_name = format!("sbx-u{}", lease.uid());
+                for base in host.cgroups.base_dirs() {
+                    let _ = std::fs::remove_dir(base.join(&cg_name));
+                }
+                host.cgroups.create(&cg_name, &no_limits)?
+            }
+            // Rootless: the caller's own delegated subtree; a name taken by a namesake process
+            // (same PID, another PID namespace) is skipped.
+            None => {
+                let mut attempt = 0;
+                loop {
+                    let cg_name = format!("sbx-{name}-{attempt}");
+                    match host.cgroups.create(&cg_name, &no_limits) {
+                        Err(corral_cgroups::Error::Exists(_)) if attempt < 16 => attempt += 1,
+                        r => break r?,
+                    }
+                }
+            }
+        };
         let procs = cgroup.procs_files()?;
         let (mine, theirs) = socketpair(
             AddressFamily::Unix,
@@ -149,6 +173,7 @@ impl Sandbox {
             // Who owns copied-in files, as the host sees it.
             uid: userns.map_or(uid, |(u, _)| u),
             gid: userns.map_or(uid, |(_, g)| g),
+            _uid_lease: uid_lease,
             leases: 0,
             pending_reset: None,
             landlock_abi: None,
