@@ -9,28 +9,26 @@
 //! - **Suites**: registered check suites, each pointing at an upload that holds the suite file and
 //!   the assignment's files.
 //!
-//! [`SqliteStore`] is the embedded implementation (sqlx, migrations in `migrations/sqlite`). The
-//! trait speaks only plain types and `async` methods, so a PostgreSQL implementation can sit next
-//! to it with its own migrations folder.
+//! - **Submissions**: the durable queue workers claim jobs from ([`JobStore`]); **revisions** of
+//!   the browser editor's files.
+//!
+//! Two databases hold it, with one set of queries ([`sql`]): [`SqliteStore`] (embedded; migrations
+//! in `migrations/sqlite`) and [`PgStore`] (several API nodes and workers sharing one PostgreSQL
+//! database; migrations in `migrations/postgres`). [`open`] picks one by the URL's scheme.
 
 mod blobs;
 mod jobs;
-mod postgres;
-mod postgres_jobs;
-mod postgres_revisions;
 mod revisions;
-mod sqlite;
-mod sqlite_jobs;
+pub mod sql;
 
 use std::path::{Component, Path};
 
 pub use blobs::BlobStore;
 pub use jobs::*;
-pub use postgres::PgStore;
 pub use revisions::{
     NewRevision, Revision, RevisionFile, RevisionFilter, RevisionKind, RevisionMeta,
 };
-pub use sqlite::SqliteStore;
+pub use sql::{PgStore, SqliteStore};
 
 /// A role decides what a token may do.
 #[derive(
@@ -76,6 +74,14 @@ impl std::str::FromStr for Role {
     }
 }
 
+/// Reads a stored role.
+impl TryFrom<String> for Role {
+    type Error = StoreError;
+    fn try_from(s: String) -> Result<Self, StoreError> {
+        s.parse()
+    }
+}
+
 impl std::fmt::Display for Role {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -83,9 +89,10 @@ impl std::fmt::Display for Role {
 }
 
 /// A token as the server sees it (never the secret).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
 pub struct TokenInfo {
     pub id: String,
+    #[sqlx(try_from = "String")]
     pub role: Role,
     pub name: String,
     pub created_at: i64,
@@ -99,23 +106,28 @@ pub struct NewToken {
 }
 
 /// One file of an upload.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
 pub struct UploadFile {
     /// Relative, `/`-separated path (validated by [`validate_path`]).
     pub path: String,
     pub sha256: String,
+    #[sqlx(try_from = "i64")]
     pub size: u64,
     /// Permission bits: 0o644, or 0o755 for executables.
+    #[sqlx(try_from = "i64")]
     pub mode: u32,
 }
 
 /// An immutable collection of files.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
 pub struct Upload {
     pub id: String,
     pub owner: String,
     pub created_at: i64,
+    #[sqlx(try_from = "i64")]
     pub total_bytes: u64,
+    /// Read separately (another table).
+    #[sqlx(skip)]
     pub files: Vec<UploadFile>,
 }
 
@@ -128,7 +140,7 @@ pub struct NewFile {
 }
 
 /// A registered check suite.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
 pub struct Suite {
     pub id: String,
     pub owner: String,
@@ -202,23 +214,15 @@ pub trait Store: Send + Sync + JobStore {
     async fn close(&self);
 
     /// Stores a revision of the browser editor's files (the owner keeps their newest few hundred).
-    async fn create_revision(&self, _rev: NewRevision) -> Result<RevisionMeta> {
-        Err(StoreError::Invalid(
-            "this store does not keep revisions".into(),
-        ))
-    }
+    async fn create_revision(&self, rev: NewRevision) -> Result<RevisionMeta>;
     /// Revisions without their files, newest first.
-    async fn list_revisions(&self, _filter: &RevisionFilter) -> Result<Vec<RevisionMeta>> {
-        Ok(Vec::new())
-    }
+    async fn list_revisions(&self, filter: &RevisionFilter) -> Result<Vec<RevisionMeta>>;
     /// One revision with its files (ownership is the caller's to check).
-    async fn get_revision(&self, _id: &str) -> Result<Option<Revision>> {
-        Ok(None)
-    }
+    async fn get_revision(&self, id: &str) -> Result<Option<Revision>>;
 }
 
-/// Opens the store a database URL names: `sqlite://PATH` (created when missing). File contents go
-/// to `blob_dir`. Other schemes (PostgreSQL) get their own implementation next to the SQLite one.
+/// Opens the store a database URL names: `sqlite://PATH` (created when missing) or
+/// `postgres://…`. File contents go to `blob_dir`.
 pub async fn open(url: &str, blob_dir: &Path) -> Result<std::sync::Arc<dyn Store>> {
     if url.starts_with("sqlite:") {
         return Ok(std::sync::Arc::new(SqliteStore::open(url, blob_dir).await?));
