@@ -27,6 +27,7 @@ pub use blobs::BlobStore;
 pub use jobs::*;
 pub use revisions::{
     NewRevision, Revision, RevisionFile, RevisionFilter, RevisionKind, RevisionMeta,
+    MAX_PER_OWNER as MAX_REVISIONS_PER_OWNER,
 };
 pub use sql::{PgStore, SqliteStore};
 
