@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::Result;
+use crate::error::{Result, StoreError};
 
 /// Where a submission is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -48,7 +48,7 @@ impl JobState {
             "done" => JobState::Done,
             "failed" => JobState::Failed,
             other => {
-                return Err(crate::StoreError::Corrupt(format!(
+                return Err(StoreError::Corrupt(format!(
                     "unknown submission state {other:?}"
                 )))
             }
@@ -62,7 +62,7 @@ impl JobState {
 
 /// Reads a stored state.
 impl TryFrom<String> for JobState {
-    type Error = crate::StoreError;
+    type Error = StoreError;
     fn try_from(s: String) -> Result<Self> {
         JobState::parse(&s)
     }
@@ -227,12 +227,4 @@ pub fn new_job_id() -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     hex::encode(b)
-}
-
-/// Unix time in milliseconds.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

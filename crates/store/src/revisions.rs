@@ -3,7 +3,7 @@
 //! read whole, and outlives the uploads' retention). Each owner keeps their newest
 //! [`MAX_PER_OWNER`]; older ones are dropped when new ones arrive.
 
-use crate::{Result, StoreError};
+use crate::error::{Result, StoreError};
 
 /// Revisions kept per owner.
 pub const MAX_PER_OWNER: i64 = 500;

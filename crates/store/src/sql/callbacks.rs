@@ -5,10 +5,12 @@ use std::time::Duration;
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
 
+use super::dialect::Dialect;
+use super::store::SqlStore;
 use super::submissions::{ms, record_event, JOB_COLUMNS};
-use super::{Dialect, SqlStore};
-use crate::jobs::{now_ms, CallbackClaim, CallbackOutcome, Job};
-use crate::Result;
+use crate::clock::now_ms;
+use crate::error::Result;
+use crate::jobs::{CallbackClaim, CallbackOutcome, Job};
 
 impl<D> SqlStore<D>
 where

@@ -6,13 +6,16 @@ use std::time::Duration;
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
 
+use super::dialect::Dialect;
+use super::store::SqlStore;
 use super::submissions::{ms, record_event, JOB_COLUMNS};
-use super::{Dialect, SqlStore};
+use crate::clock::now_ms;
+use crate::error::{Result, StoreError};
+use crate::ids::random_hex;
 use crate::jobs::{
-    now_ms, CallbackClaim, CallbackOutcome, Claim, Completion, Expired, Job, JobEvent, JobState,
-    JobStore, NewJob, QueueStats,
+    new_job_id, CallbackClaim, CallbackOutcome, Claim, Completion, Expired, Job, JobEvent,
+    JobState, JobStore, NewJob, QueueStats,
 };
-use crate::{random_hex, Result};
 
 #[async_trait::async_trait]
 impl<D> JobStore for SqlStore<D>
@@ -32,7 +35,7 @@ where
         let mut tx = self.db.begin().await?;
         let mut ids = Vec::with_capacity(jobs.len());
         for j in jobs {
-            let id = crate::jobs::new_job_id();
+            let id = new_job_id();
             sqlx::query(
                 "INSERT INTO submissions (id, owner, state, spec, upload_id, max_attempts, created_ms, \
                  callback_url, callback_state) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8)",
@@ -146,7 +149,7 @@ where
         result: &str,
     ) -> Result<Completion> {
         if !state.is_finished() {
-            return Err(crate::StoreError::Invalid(
+            return Err(StoreError::Invalid(
                 "a job completes as done or failed".into(),
             ));
         }
@@ -190,7 +193,7 @@ where
                 .fetch_optional(&self.db)
                 .await?;
         let Some((st, current)) = row else {
-            return Err(crate::StoreError::NotFound(format!("no submission {id:?}")));
+            return Err(StoreError::NotFound(format!("no submission {id:?}")));
         };
         if JobState::parse(&st)?.is_finished() && current.as_deref() == Some(lease) {
             return Ok(Completion::AlreadyRecorded);

@@ -3,12 +3,13 @@
 //! `#[derive(sqlx::FromRow)]` types. What the two databases truly do differently is the
 //! [`Dialect`]; connecting (and PostgreSQL's `LISTEN`) is per database.
 //!
-//! - [`store`]: [`SqlStore`], what a store holds (pool, blob folder, work listener);
-//! - [`dialect`]: the SQL fragments and results that differ between the databases;
-//! - [`sqlite`], [`postgres`]: connecting, migrations and each database's [`Dialect`];
-//! - [`work_listener`]: PostgreSQL's `LISTEN corral_work` connection;
-//! - the queries, one module per domain: [`tokens_uploads_suites`] (the [`Store`](crate::Store)
-//!   trait), [`revisions`], [`jobs`] (the [`JobStore`](crate::JobStore) trait) and [`callbacks`].
+//! - `store.rs`: [`SqlStore`], what a store holds (pool, blob folder, work listener);
+//! - `dialect.rs`: [`Dialect`], the SQL fragments and results that differ between the databases;
+//! - `sqlite.rs`, `postgres.rs`: connecting, migrations and each database's [`Dialect`];
+//! - `work_listener.rs`: PostgreSQL's `LISTEN corral_work` connection;
+//! - the queries, one module per domain: `tokens_uploads_suites.rs` (the [`Store`](crate::Store)
+//!   trait), `revisions.rs`, `jobs.rs` (the [`JobStore`](crate::JobStore) trait) and
+//!   `callbacks.rs`, with what the last two share in `submissions.rs`.
 
 mod callbacks;
 mod dialect;

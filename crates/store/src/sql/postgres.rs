@@ -1,13 +1,13 @@
 //! The PostgreSQL store (`--database-url postgres://…`): the same tables as SQLite (migrations in
 //! `migrations/postgres`, a copy of the SQLite ones in PostgreSQL's types), so several API nodes
-//! and many workers can share one database. File contents stay in a [`BlobStore`](crate::BlobStore)
+//! and many workers can share one database. File contents stay in a [`BlobStore`](crate::blobs::BlobStore)
 //! folder, which every API node must see (a shared filesystem): see `docs/deploy.md`.
 //!
 //! A claim locks the chosen row with `FOR UPDATE SKIP LOCKED` inside the statement that updates
 //! it: concurrent claimers on any number of nodes skip each other's rows instead of waiting or
 //! colliding. New work is announced with `NOTIFY corral_work` (inside the enqueuing transaction,
 //! so it arrives after the commit); one `LISTEN` connection per process
-//! ([`WorkListener`](super::work_listener::WorkListener)) wakes that process's waiting workers.
+//! ([`WorkListener`]) wakes that process's waiting workers.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -16,9 +16,10 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::Postgres;
 
+use super::dialect::Dialect;
+use super::store::SqlStore;
 use super::work_listener::WorkListener;
-use super::{Dialect, SqlStore};
-use crate::Result;
+use crate::error::Result;
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 

@@ -3,11 +3,14 @@
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
 
-use super::{Dialect, SqlStore};
-use crate::revisions::MAX_PER_OWNER;
-use crate::{
-    now, random_hex, NewRevision, Result, Revision, RevisionFile, RevisionFilter, RevisionKind,
-    RevisionMeta, StoreError,
+use super::dialect::Dialect;
+use super::store::SqlStore;
+use crate::clock::now;
+use crate::error::{Result, StoreError};
+use crate::ids::random_hex;
+use crate::paths::check_tree;
+use crate::revisions::{
+    NewRevision, Revision, RevisionFile, RevisionFilter, RevisionKind, RevisionMeta, MAX_PER_OWNER,
 };
 
 const META: &str = "id, owner, created_at, kind, language, status, suite, score, max_score, \
@@ -37,7 +40,7 @@ where
 {
     pub(super) async fn insert_revision(&self, rev: NewRevision) -> Result<RevisionMeta> {
         let paths: Vec<&str> = rev.files.iter().map(|f| f.path.as_str()).collect();
-        crate::check_tree(&paths)?;
+        check_tree(&paths)?;
         let files = serde_json::to_string(&rev.files)
             .map_err(|e| StoreError::Invalid(format!("revision files: {e}")))?;
         let meta = RevisionMeta {

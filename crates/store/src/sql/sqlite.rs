@@ -9,8 +9,9 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::Sqlite;
 
-use super::{Dialect, SqlStore};
-use crate::Result;
+use super::dialect::Dialect;
+use super::store::SqlStore;
+use crate::error::Result;
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -53,7 +54,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::{NewFile, Role, Store};
+    use crate::store::{NewFile, Role, Store};
 
     async fn store(dir: &Path) -> SqliteStore {
         let url = format!("sqlite://{}", dir.join("corral.db").display());

@@ -3,10 +3,11 @@
 use std::path::Path;
 
 use super::work_listener::WorkListener;
-use crate::{BlobStore, Result, StoreError};
+use crate::blobs::BlobStore;
+use crate::error::{Result, StoreError};
 
 /// A store on a SQL database `D`: its connection pool and the blob folder for file contents.
-/// [`SqliteStore`](super::SqliteStore) and [`PgStore`](super::PgStore) are its two kinds.
+/// `SqliteStore` and `PgStore` are its two kinds.
 pub struct SqlStore<D: sqlx::Database> {
     pub(super) db: sqlx::Pool<D>,
     blobs: BlobStore,

@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use sqlx::{Encode, Executor, IntoArguments, Type};
 
-use crate::jobs::now_ms;
-use crate::Result;
+use crate::clock::now_ms;
+use crate::error::Result;
 
-/// The columns a [`Job`](crate::Job) is read from.
+/// The columns a [`Job`](crate::jobs::Job) is read from.
 pub const JOB_COLUMNS: &str = "id, owner, state, spec, upload_id, result, error, attempts, \
     max_attempts, created_ms, started_ms, finished_ms, worker, callback_url, callback_state, \
     callback_attempts, callback_error";

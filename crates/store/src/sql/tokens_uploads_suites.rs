@@ -6,11 +6,14 @@ use std::path::Path;
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
 
-use super::{Dialect, SqlStore};
-use crate::{
-    now, random_hex, sha256_hex, NewFile, NewRevision, NewToken, Result, Revision, RevisionFilter,
-    RevisionMeta, Role, Store, StoreError, Suite, TokenInfo, Upload, UploadFile,
-};
+use super::dialect::Dialect;
+use super::store::SqlStore;
+use crate::clock::now;
+use crate::error::{Result, StoreError};
+use crate::ids::{random_hex, sha256_hex};
+use crate::paths::{check_tree, validate_path};
+use crate::revisions::{NewRevision, Revision, RevisionFilter, RevisionMeta};
+use crate::store::{NewFile, NewToken, Role, Store, Suite, TokenInfo, Upload, UploadFile};
 
 /// The uploads retention keeps: a suite's files, and those of a submission still to be judged.
 const UPLOAD_NOT_IN_USE: &str = "id NOT IN (SELECT upload_id FROM suites) AND id NOT IN \
@@ -87,7 +90,7 @@ where
     async fn create_upload(&self, owner: &str, mut files: Vec<NewFile>) -> Result<Upload> {
         files.sort_by(|a, b| a.path.cmp(&b.path));
         let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-        crate::check_tree(&paths)?;
+        check_tree(&paths)?;
         // Contents first: a blob without a row is garbage; a row without its blob is never made.
         let stored = self
             .blocking(move |b| {
@@ -163,7 +166,7 @@ where
         self.blocking(move |b| {
             for f in &files {
                 // Re-checked: what the database holds is not trusted to be a plain path.
-                let rel = crate::validate_path(&f.path, 64)?;
+                let rel = validate_path(&f.path, 64)?;
                 let target = dest.join(&rel);
                 if let Some(parent) = target.parent() {
                     std::fs::create_dir_all(parent)
