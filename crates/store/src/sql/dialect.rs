@@ -8,7 +8,7 @@ pub trait Dialect: sqlx::Database {
     /// nothing.
     const SKIP_LOCKED: &'static str;
     /// Ends a read that a transaction then writes back (a suite's owner before it is replaced):
-    /// PostgreSQL locks the row; SQLite's writer already holds the database.
+    /// PostgreSQL locks the row; SQLite lets one writer at a time in and needs nothing.
     const FOR_UPDATE: &'static str;
     /// The next value of the fair-share counter (`queue_owners.served`): a sequence on
     /// PostgreSQL (concurrent claims each get their own), one more than the largest on SQLite.
