@@ -22,7 +22,6 @@ where
     for<'q> &'q str: Encode<'q, D> + Type<D> + ColumnIndex<D::Row>,
     for<'q> Option<&'q str>: Encode<'q, D>,
     for<'q> String: Decode<'q, D> + Type<D>,
-    usize: ColumnIndex<D::Row>,
 {
     pub(super) async fn claim_next_callback(
         &self,

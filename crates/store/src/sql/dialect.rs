@@ -1,6 +1,10 @@
 //! What SQLite and PostgreSQL do differently, and nothing else: the queries themselves are shared.
 
 /// A database the shared queries run on ([`sqlx::Sqlite`] or [`sqlx::Postgres`]).
+///
+/// The queries' `impl` blocks also list the sqlx bounds they use (an executor for a connection,
+/// the value types they bind and read): Rust does not carry such bounds along with a trait, so
+/// each generic block states its own; both databases meet them all.
 pub trait Dialect: sqlx::Database {
     /// Ends the sub-select that picks the next queued job or callback (its table is aliased `s`).
     /// PostgreSQL locks the chosen row and skips rows other claimers hold, so claimers on many

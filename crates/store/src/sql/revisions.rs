@@ -30,13 +30,11 @@ where
     for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
     for<'q> D::Arguments<'q>: IntoArguments<'q, D>,
     for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
-    for<'q> Option<i64>: Encode<'q, D>,
     for<'q> &'q str: Encode<'q, D> + Type<D> + ColumnIndex<D::Row>,
     for<'q> Option<&'q str>: Encode<'q, D>,
     for<'q> f64: Decode<'q, D> + Type<D>,
     for<'q> Option<f64>: Encode<'q, D>,
     for<'q> String: Decode<'q, D> + Type<D>,
-    usize: ColumnIndex<D::Row>,
 {
     pub(super) async fn insert_revision(&self, rev: NewRevision) -> Result<RevisionMeta> {
         let paths: Vec<&str> = rev.files.iter().map(|f| f.path.as_str()).collect();
