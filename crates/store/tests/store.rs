@@ -47,6 +47,7 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
         )
         .await
         .unwrap();
+    assert_eq!(u.id.len(), 32, "128 random bits in hex");
     assert_eq!(u.files[0].path, "hello.c", "sorted");
     assert_eq!(u.files[1].mode, 0o755);
     assert_eq!(u.total_bytes, 22);

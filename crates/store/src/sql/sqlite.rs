@@ -90,6 +90,7 @@ mod tests {
         s.put_suite("hello", "staff1", "Hello", &kept.id)
             .await
             .unwrap();
+        assert_eq!(s.delete_uploads_before(i64::MAX).await.unwrap(), 0);
         let gone = s.create_upload("me", one(b"only here")).await.unwrap();
         assert_eq!(s.delete_uploads_before(i64::MAX).await.unwrap(), 1);
         assert!(s.blobs().read(&gone.files[0].sha256).is_err());
