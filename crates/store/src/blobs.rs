@@ -4,7 +4,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::{sha256_hex, Result, StoreError};
+use crate::error::{Result, StoreError};
+use crate::ids::sha256_hex;
 
 #[derive(Debug, Clone)]
 pub struct BlobStore {

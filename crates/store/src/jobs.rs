@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::Result;
+use crate::error::{Result, StoreError};
 
 /// Where a submission is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -48,7 +48,7 @@ impl JobState {
             "done" => JobState::Done,
             "failed" => JobState::Failed,
             other => {
-                return Err(crate::StoreError::Corrupt(format!(
+                return Err(StoreError::Corrupt(format!(
                     "unknown submission state {other:?}"
                 )))
             }
@@ -57,6 +57,14 @@ impl JobState {
 
     pub fn is_finished(self) -> bool {
         matches!(self, JobState::Done | JobState::Failed)
+    }
+}
+
+/// Reads a stored state.
+impl TryFrom<String> for JobState {
+    type Error = StoreError;
+    fn try_from(s: String) -> Result<Self> {
+        JobState::parse(&s)
     }
 }
 
@@ -74,10 +82,11 @@ pub struct NewJob {
 }
 
 /// A submission as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct Job {
     pub id: String,
     pub owner: String,
+    #[sqlx(try_from = "String")]
     pub state: JobState,
     pub spec: String,
     pub upload_id: Option<String>,
@@ -85,7 +94,9 @@ pub struct Job {
     pub result: Option<String>,
     /// Why it failed without a verdict (lease expired too often).
     pub error: Option<String>,
+    #[sqlx(try_from = "i64")]
     pub attempts: u32,
+    #[sqlx(try_from = "i64")]
     pub max_attempts: u32,
     pub created_ms: i64,
     pub started_ms: Option<i64>,
@@ -94,6 +105,7 @@ pub struct Job {
     pub callback_url: Option<String>,
     /// `none`, `waiting` (not finished yet), `pending`, `delivering`, `delivered`, `failed`.
     pub callback_state: String,
+    #[sqlx(try_from = "i64")]
     pub callback_attempts: u32,
     pub callback_error: Option<String>,
 }
@@ -129,7 +141,7 @@ pub struct Expired {
 }
 
 /// One entry of a submission's audit trail.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct JobEvent {
     pub at_ms: i64,
     /// `queued`, `claimed`, `expired`, `completed`, `failed`, `result_refused`, `callback`.
@@ -193,13 +205,10 @@ pub trait JobStore: Send + Sync {
 
     /// Waits until new work may be there (PostgreSQL: a notification) or `timeout` passes; true
     /// when a notification came. Callers poll the queue after it returns either way.
-    async fn wait_for_work(&self, timeout: Duration) -> bool {
-        tokio::time::sleep(timeout).await;
-        false
-    }
-    /// Tells waiting workers that there is new work (same process: woken now; PostgreSQL: every
-    /// node listening).
-    async fn notify_work(&self) {}
+    async fn wait_for_work(&self, timeout: Duration) -> bool;
+    /// Tells every node's waiting workers that there is new work (PostgreSQL; nothing to tell on
+    /// SQLite, whose one process wakes its own workers).
+    async fn notify_work(&self);
 }
 
 /// The result of one callback try.
@@ -218,12 +227,4 @@ pub fn new_job_id() -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     hex::encode(b)
-}
-
-/// Unix time in milliseconds.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

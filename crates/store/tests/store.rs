@@ -47,6 +47,7 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
         )
         .await
         .unwrap();
+    assert_eq!(u.id.len(), 32, "128 random bits in hex");
     assert_eq!(u.files[0].path, "hello.c", "sorted");
     assert_eq!(u.files[1].mode, 0o755);
     assert_eq!(u.total_bytes, 22);
@@ -58,6 +59,12 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
         std::fs::read(out.path().join("hello.c")).unwrap(),
         b"int main(){}"
     );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(out.path().join("sub/run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0o111, "executables stay executable");
     assert!(s
         .create_upload("me", vec![file("a", b"", 0), file("a/b", b"", 0)])
         .await
@@ -164,7 +171,9 @@ async fn postgres_new_work_wakes_other_nodes() {
 }
 
 async fn revisions(s: Arc<dyn Store>) {
-    use corral_store::{NewRevision, RevisionFile, RevisionFilter, RevisionKind};
+    use corral_store::{
+        NewRevision, RevisionFile, RevisionFilter, RevisionKind, MAX_REVISIONS_PER_OWNER,
+    };
     let new = |owner: &str, kind, content: &str| NewRevision {
         owner: owner.into(),
         kind,
@@ -184,6 +193,7 @@ async fn revisions(s: Arc<dyn Store>) {
         .await
         .unwrap();
     let mut c = new("alice", RevisionKind::Check, "v2");
+    c.suite = Some("hello".into());
     c.score = Some(2.5);
     c.max_score = Some(6.0);
     let b = s.create_revision(c).await.unwrap();
@@ -212,8 +222,42 @@ async fn revisions(s: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(checks.len(), 1);
+    assert_eq!(checks[0].suite.as_deref(), Some("hello"));
+    let all = s
+        .list_revisions(&RevisionFilter {
+            limit: 2,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
     let got = s.get_revision(&a.id).await.unwrap().unwrap();
     assert_eq!(got.meta, a);
     assert_eq!(got.files[0].content, "int main(){}");
     assert!(s.get_revision("nope").await.unwrap().is_none());
+    let mut bad = new("alice", RevisionKind::Save, "");
+    bad.files.push(RevisionFile {
+        path: "main.c/x".into(),
+        content: String::new(),
+    });
+    assert!(s.create_revision(bad).await.is_err());
+    // Bounded: only each owner's newest MAX_REVISIONS_PER_OWNER stay.
+    for i in 0..MAX_REVISIONS_PER_OWNER {
+        s.create_revision(new("carol", RevisionKind::Save, &i.to_string()))
+            .await
+            .unwrap();
+    }
+    let newest = s
+        .create_revision(new("carol", RevisionKind::Save, "last"))
+        .await
+        .unwrap();
+    let owned_by = |owner: &str| RevisionFilter {
+        owner: Some(owner.into()),
+        kind: None,
+        limit: 1000,
+    };
+    let carol = s.list_revisions(&owned_by("carol")).await.unwrap();
+    assert_eq!(carol.len() as i64, MAX_REVISIONS_PER_OWNER);
+    assert_eq!(carol[0].id, newest.id);
+    assert_eq!(s.list_revisions(&owned_by("alice")).await.unwrap().len(), 2);
 }

@@ -1,89 +1,52 @@
-//! The submission queue on PostgreSQL. A claim locks the chosen row with `FOR UPDATE SKIP LOCKED`
-//! inside the same statement that updates it: concurrent claimers on any number of nodes skip
-//! each other's rows instead of waiting or colliding. New work is announced with
-//! `NOTIFY corral_work` in the transaction that enqueues it.
+//! The [`JobStore`] trait's queries: the submission queue (claims under leases, heartbeats,
+//! results recorded once, expiry, fair sharing between owners) and waking waiting workers.
+//! Callback delivery has its own module.
 
 use std::time::Duration;
 
-use sqlx::Row;
+use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
 
+use super::dialect::Dialect;
+use super::store::SqlStore;
+use super::submissions::{ms, record_event, JOB_COLUMNS};
+use crate::clock::now_ms;
+use crate::error::{Result, StoreError};
+use crate::ids::random_hex;
 use crate::jobs::{
-    now_ms, CallbackClaim, CallbackOutcome, Claim, Completion, Expired, Job, JobEvent, JobState,
-    JobStore, NewJob, QueueStats,
+    new_job_id, CallbackClaim, CallbackOutcome, Claim, Completion, Expired, Job, JobEvent,
+    JobState, JobStore, NewJob, QueueStats,
 };
-use crate::{random_hex, PgStore, Result};
-
-const JOB_COLUMNS: &str = "id, owner, state, spec, upload_id, result, error, attempts, \
-    max_attempts, created_ms, started_ms, finished_ms, worker, callback_url, callback_state, \
-    callback_attempts, callback_error";
-
-fn job_row(r: &sqlx::postgres::PgRow) -> Result<Job> {
-    Ok(Job {
-        id: r.try_get("id")?,
-        owner: r.try_get("owner")?,
-        state: JobState::parse(&r.try_get::<String, _>("state")?)?,
-        spec: r.try_get("spec")?,
-        upload_id: r.try_get("upload_id")?,
-        result: r.try_get("result")?,
-        error: r.try_get("error")?,
-        attempts: r.try_get::<i64, _>("attempts")? as u32,
-        max_attempts: r.try_get::<i64, _>("max_attempts")? as u32,
-        created_ms: r.try_get("created_ms")?,
-        started_ms: r.try_get("started_ms")?,
-        finished_ms: r.try_get("finished_ms")?,
-        worker: r.try_get("worker")?,
-        callback_url: r.try_get("callback_url")?,
-        callback_state: r.try_get("callback_state")?,
-        callback_attempts: r.try_get::<i64, _>("callback_attempts")? as u32,
-        callback_error: r.try_get("callback_error")?,
-    })
-}
-
-fn ms(d: Duration) -> i64 {
-    d.as_millis().min(i64::MAX as u128) as i64
-}
-
-impl PgStore {
-    async fn event(
-        conn: &mut sqlx::PgConnection,
-        job: &str,
-        kind: &str,
-        worker: Option<&str>,
-        detail: Option<&str>,
-    ) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO submission_events (job_id, at_ms, kind, worker, detail) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(job)
-        .bind(now_ms())
-        .bind(kind)
-        .bind(worker)
-        .bind(detail)
-        .execute(&mut *conn)
-        .await?;
-        Ok(())
-    }
-}
 
 #[async_trait::async_trait]
-impl JobStore for PgStore {
+impl<D> JobStore for SqlStore<D>
+where
+    D: Dialect,
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> D::Arguments<'q>: IntoArguments<'q, D>,
+    for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
+    for<'q> Option<i64>: Encode<'q, D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D> + ColumnIndex<D::Row>,
+    for<'q> Option<&'q str>: Encode<'q, D>,
+    for<'q> String: Decode<'q, D> + Type<D>,
+    usize: ColumnIndex<D::Row>,
+{
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<String>> {
         let now = now_ms();
         let mut tx = self.db.begin().await?;
         let mut ids = Vec::with_capacity(jobs.len());
         for j in jobs {
-            let id = crate::jobs::new_job_id();
+            let id = new_job_id();
             sqlx::query(
                 "INSERT INTO submissions (id, owner, state, spec, upload_id, max_attempts, created_ms, \
                  callback_url, callback_state) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8)",
             )
-            .bind(&id)
-            .bind(&j.owner)
-            .bind(&j.spec)
-            .bind(&j.upload_id)
+            .bind(id.as_str())
+            .bind(j.owner.as_str())
+            .bind(j.spec.as_str())
+            .bind(j.upload_id.as_deref())
             .bind(j.max_attempts.max(1) as i64)
             .bind(now)
-            .bind(&j.callback_url)
+            .bind(j.callback_url.as_deref())
             .bind(if j.callback_url.is_some() {
                 "waiting"
             } else {
@@ -94,66 +57,63 @@ impl JobStore for PgStore {
             sqlx::query(
                 "INSERT INTO submission_events (job_id, at_ms, kind) VALUES ($1, $2, 'queued')",
             )
-            .bind(&id)
+            .bind(id.as_str())
             .bind(now)
             .execute(&mut *tx)
             .await?;
             ids.push(id);
         }
-        // Delivered to every listening node when the transaction commits.
-        sqlx::query("SELECT pg_notify($1, '')")
-            .bind(crate::postgres::WORK_CHANNEL)
-            .execute(&mut *tx)
-            .await?;
+        if let Some(notify) = D::NOTIFY_WORK {
+            // Delivered to every listening node when the transaction commits.
+            sqlx::query(notify).execute(&mut *tx).await?;
+        }
         tx.commit().await?;
         Ok(ids)
     }
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
-        let row = sqlx::query(&format!(
+        Ok(sqlx::query_as(&format!(
             "SELECT {JOB_COLUMNS} FROM submissions WHERE id = $1"
         ))
         .bind(id)
         .fetch_optional(&self.db)
-        .await?;
-        row.as_ref().map(job_row).transpose()
+        .await?)
     }
 
     async fn claim_job(&self, worker: &str, lease: Duration) -> Result<Option<Claim>> {
         let now = now_ms();
         let secret = random_hex(16);
         let expires = now + ms(lease);
-        // One statement: the row is chosen and locked (rows other claimers hold are skipped,
-        // not waited for), then updated.
+        // One statement: the row is chosen and updated under SQLite's write lock, or chosen and
+        // locked on PostgreSQL (rows other claimers hold are skipped, not waited for).
         let mut tx = self.db.begin().await?;
-        let row = sqlx::query(&format!(
-            "WITH next AS (SELECT s.seq FROM submissions s LEFT JOIN queue_owners o ON o.owner = s.owner \
-                           WHERE s.state = 'queued' ORDER BY COALESCE(o.served, 0), s.seq LIMIT 1 \
-                           FOR UPDATE OF s SKIP LOCKED) \
-             UPDATE submissions SET state = 'running', attempts = attempts + 1, worker = $1, \
+        let job: Option<Job> = sqlx::query_as(&format!(
+            "UPDATE submissions SET state = 'running', attempts = attempts + 1, worker = $1, \
              lease = $2, lease_expires_ms = $3, started_ms = COALESCE(started_ms, $4) \
-             FROM next WHERE submissions.seq = next.seq \
-             RETURNING {JOB_COLUMNS}"
+             WHERE seq = (SELECT s.seq FROM submissions s LEFT JOIN queue_owners o ON o.owner = s.owner \
+                          WHERE s.state = 'queued' ORDER BY COALESCE(o.served, 0), s.seq LIMIT 1{}) \
+             AND state = 'queued' \
+             RETURNING {JOB_COLUMNS}",
+            D::SKIP_LOCKED
         ))
         .bind(worker)
-        .bind(&secret)
+        .bind(secret.as_str())
         .bind(expires)
         .bind(now)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(row) = row else {
+        let Some(job) = job else {
             return Ok(None);
         };
-        let job = job_row(&row)?;
-        sqlx::query(
-            "INSERT INTO queue_owners (owner, served) \
-             VALUES ($1, nextval('queue_served')) \
+        sqlx::query(&format!(
+            "INSERT INTO queue_owners (owner, served) VALUES ($1, {}) \
              ON CONFLICT (owner) DO UPDATE SET served = excluded.served",
-        )
-        .bind(&job.owner)
+            D::NEXT_SERVED
+        ))
+        .bind(job.owner.as_str())
         .execute(&mut *tx)
         .await?;
-        Self::event(
+        record_event::<D>(
             &mut tx,
             &job.id,
             "claimed",
@@ -178,7 +138,7 @@ impl JobStore for PgStore {
         .bind(lease)
         .execute(&self.db)
         .await?;
-        Ok(r.rows_affected() == 1)
+        Ok(D::rows_affected(&r) == 1)
     }
 
     async fn complete_job(
@@ -189,7 +149,7 @@ impl JobStore for PgStore {
         result: &str,
     ) -> Result<Completion> {
         if !state.is_finished() {
-            return Err(crate::StoreError::Invalid(
+            return Err(StoreError::Invalid(
                 "a job completes as done or failed".into(),
             ));
         }
@@ -211,7 +171,7 @@ impl JobStore for PgStore {
         .bind(lease)
         .execute(&mut *tx)
         .await?;
-        if r.rows_affected() == 1 {
+        if D::rows_affected(&r) == 1 {
             let worker: Option<String> =
                 sqlx::query_scalar("SELECT worker FROM submissions WHERE id = $1")
                     .bind(id)
@@ -222,25 +182,24 @@ impl JobStore for PgStore {
             } else {
                 "failed"
             };
-            Self::event(&mut tx, id, kind, worker.as_deref(), None).await?;
+            record_event::<D>(&mut tx, id, kind, worker.as_deref(), None).await?;
             tx.commit().await?;
             return Ok(Completion::Recorded);
         }
         drop(tx);
-        let row = sqlx::query("SELECT state, lease FROM submissions WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.db)
-            .await?;
-        let Some(row) = row else {
-            return Err(crate::StoreError::NotFound(format!("no submission {id:?}")));
+        let row: Option<(String, Option<String>)> =
+            sqlx::query_as("SELECT state, lease FROM submissions WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.db)
+                .await?;
+        let Some((st, current)) = row else {
+            return Err(StoreError::NotFound(format!("no submission {id:?}")));
         };
-        let st = JobState::parse(&row.try_get::<String, _>("state")?)?;
-        let current: Option<String> = row.try_get("lease")?;
-        if st.is_finished() && current.as_deref() == Some(lease) {
+        if JobState::parse(&st)?.is_finished() && current.as_deref() == Some(lease) {
             return Ok(Completion::AlreadyRecorded);
         }
         let mut conn = self.db.acquire().await?;
-        Self::event(
+        record_event::<D>(
             &mut conn,
             id,
             "result_refused",
@@ -253,7 +212,6 @@ impl JobStore for PgStore {
 
     async fn expire_leases(&self) -> Result<Expired> {
         let now = now_ms();
-        let mut out = Expired::default();
         let mut tx = self.db.begin().await?;
         let failed: Vec<String> = sqlx::query_scalar(
             "UPDATE submissions SET state = 'failed', finished_ms = $1, lease = NULL, lease_expires_ms = NULL, \
@@ -276,7 +234,7 @@ impl JobStore for PgStore {
         .fetch_all(&mut *tx)
         .await?;
         for id in &failed {
-            Self::event(
+            record_event::<D>(
                 &mut tx,
                 id,
                 "expired",
@@ -284,10 +242,10 @@ impl JobStore for PgStore {
                 Some("lease expired; attempts used up"),
             )
             .await?;
-            Self::event(&mut tx, id, "failed", None, Some("lease expired too often")).await?;
+            record_event::<D>(&mut tx, id, "failed", None, Some("lease expired too often")).await?;
         }
         for id in &requeued {
-            Self::event(
+            record_event::<D>(
                 &mut tx,
                 id,
                 "expired",
@@ -300,38 +258,27 @@ impl JobStore for PgStore {
         if !requeued.is_empty() {
             self.notify_work().await;
         }
-        out.failed = failed;
-        out.requeued = requeued;
-        Ok(out)
+        Ok(Expired { requeued, failed })
     }
 
     async fn job_events(&self, id: &str) -> Result<Vec<JobEvent>> {
-        sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT at_ms, kind, worker, detail FROM submission_events WHERE job_id = $1 ORDER BY seq",
         )
         .bind(id)
         .fetch_all(&self.db)
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(JobEvent {
-                at_ms: r.try_get("at_ms")?,
-                kind: r.try_get("kind")?,
-                worker: r.try_get("worker")?,
-                detail: r.try_get("detail")?,
-            })
-        })
-        .collect()
+        .await?)
     }
 
     async fn queue_stats(&self) -> Result<QueueStats> {
-        let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM submissions GROUP BY state")
-            .fetch_all(&self.db)
-            .await?;
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as("SELECT state, COUNT(*) AS n FROM submissions GROUP BY state")
+                .fetch_all(&self.db)
+                .await?;
         let mut s = QueueStats::default();
-        for r in rows {
-            let n = r.try_get::<i64, _>("n")? as u64;
-            match JobState::parse(&r.try_get::<String, _>("state")?)? {
+        for (state, n) in rows {
+            let n = n as u64;
+            match JobState::parse(&state)? {
                 JobState::Queued => s.queued = n,
                 JobState::Running => s.running = n,
                 JobState::Done => s.done = n,
@@ -361,39 +308,19 @@ impl JobStore for PgStore {
         .bind(before_ms)
         .execute(&mut *tx)
         .await?;
-        let n = sqlx::query(
+        let r = sqlx::query(
             "DELETE FROM submissions WHERE state IN ('done', 'failed') AND finished_ms < $1 \
              AND callback_state NOT IN ('pending', 'delivering')",
         )
         .bind(before_ms)
         .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        .await?;
         tx.commit().await?;
-        Ok(n)
+        Ok(D::rows_affected(&r))
     }
 
     async fn claim_callback(&self, lease: Duration) -> Result<Option<CallbackClaim>> {
-        let now = now_ms();
-        let row = sqlx::query(&format!(
-            "WITH next AS (SELECT seq FROM submissions WHERE callback_state IN ('pending', 'delivering') \
-                           AND callback_next_ms <= $2 ORDER BY callback_next_ms LIMIT 1 \
-                           FOR UPDATE SKIP LOCKED) \
-             UPDATE submissions SET callback_state = 'delivering', callback_attempts = callback_attempts + 1, \
-             callback_next_ms = $1 \
-             FROM next WHERE submissions.seq = next.seq \
-             RETURNING {JOB_COLUMNS}"
-        ))
-        .bind(now + ms(lease))
-        .bind(now)
-        .fetch_optional(&self.db)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        let job = job_row(&row)?;
-        Ok(Some(CallbackClaim {
-            attempt: job.callback_attempts,
-            job,
-        }))
+        self.claim_next_callback(lease).await
     }
 
     async fn finish_callback(
@@ -402,43 +329,24 @@ impl JobStore for PgStore {
         outcome: CallbackOutcome,
         detail: &str,
     ) -> Result<()> {
-        let (state, next) = match outcome {
-            CallbackOutcome::Delivered => ("delivered", None),
-            CallbackOutcome::GaveUp => ("failed", None),
-            CallbackOutcome::Retry { at_ms } => ("pending", Some(at_ms)),
-        };
-        let mut tx = self.db.begin().await?;
-        sqlx::query(
-            "UPDATE submissions SET callback_state = $1, callback_next_ms = $2, callback_error = $3 \
-             WHERE id = $4 AND callback_state = 'delivering'",
-        )
-        .bind(state)
-        .bind(next)
-        .bind((outcome != CallbackOutcome::Delivered).then_some(detail))
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        Self::event(
-            &mut tx,
-            id,
-            "callback",
-            None,
-            Some(&format!("{state}: {detail}")),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        self.record_callback_try(id, outcome, detail).await
     }
 
     async fn wait_for_work(&self, timeout: Duration) -> bool {
-        let notified = self.work.notified();
-        tokio::time::timeout(timeout, notified).await.is_ok()
+        match &self.listener {
+            Some(l) => l.wait(timeout).await,
+            // SQLite: no other process announces work; the caller polls after the pause.
+            None => {
+                tokio::time::sleep(timeout).await;
+                false
+            }
+        }
     }
 
     async fn notify_work(&self) {
-        let _ = sqlx::query("SELECT pg_notify($1, '')")
-            .bind(crate::postgres::WORK_CHANNEL)
-            .execute(&self.db)
-            .await;
+        if let Some(notify) = D::NOTIFY_WORK {
+            // Best effort: waiting workers also poll.
+            let _ = sqlx::query(notify).execute(&self.db).await;
+        }
     }
 }

@@ -1,0 +1,84 @@
+//! Callback delivery: finished submissions with a callback URL are claimed under a lease (several
+//! API nodes never deliver the same try twice at once), and each try is recorded.
+
+use std::time::Duration;
+
+use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
+
+use super::dialect::Dialect;
+use super::store::SqlStore;
+use super::submissions::{ms, record_event, JOB_COLUMNS};
+use crate::clock::now_ms;
+use crate::error::Result;
+use crate::jobs::{CallbackClaim, CallbackOutcome, Job};
+
+impl<D> SqlStore<D>
+where
+    D: Dialect,
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> D::Arguments<'q>: IntoArguments<'q, D>,
+    for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
+    for<'q> Option<i64>: Encode<'q, D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D> + ColumnIndex<D::Row>,
+    for<'q> Option<&'q str>: Encode<'q, D>,
+    for<'q> String: Decode<'q, D> + Type<D>,
+{
+    pub(super) async fn claim_next_callback(
+        &self,
+        lease: Duration,
+    ) -> Result<Option<CallbackClaim>> {
+        let now = now_ms();
+        // One statement: the choice and the update (see `Dialect::SKIP_LOCKED`).
+        let job: Option<Job> = sqlx::query_as(&format!(
+            "UPDATE submissions SET callback_state = 'delivering', callback_attempts = callback_attempts + 1, \
+             callback_next_ms = $1 \
+             WHERE seq = (SELECT s.seq FROM submissions s WHERE s.callback_state IN ('pending', 'delivering') \
+                          AND s.callback_next_ms <= $2 ORDER BY s.callback_next_ms LIMIT 1{}) \
+             AND callback_state IN ('pending', 'delivering') \
+             RETURNING {JOB_COLUMNS}",
+            D::SKIP_LOCKED
+        ))
+        .bind(now + ms(lease))
+        .bind(now)
+        .fetch_optional(&self.db)
+        .await?;
+        Ok(job.map(|job| CallbackClaim {
+            attempt: job.callback_attempts,
+            job,
+        }))
+    }
+
+    pub(super) async fn record_callback_try(
+        &self,
+        id: &str,
+        outcome: CallbackOutcome,
+        detail: &str,
+    ) -> Result<()> {
+        let (state, next) = match outcome {
+            CallbackOutcome::Delivered => ("delivered", None),
+            CallbackOutcome::GaveUp => ("failed", None),
+            CallbackOutcome::Retry { at_ms } => ("pending", Some(at_ms)),
+        };
+        let mut tx = self.db.begin().await?;
+        sqlx::query(
+            "UPDATE submissions SET callback_state = $1, callback_next_ms = $2, callback_error = $3 \
+             WHERE id = $4 AND callback_state = 'delivering'",
+        )
+        .bind(state)
+        .bind(next)
+        .bind((outcome != CallbackOutcome::Delivered).then_some(detail))
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        record_event::<D>(
+            &mut tx,
+            id,
+            "callback",
+            None,
+            Some(&format!("{state}: {detail}")),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

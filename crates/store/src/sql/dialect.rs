@@ -1,0 +1,26 @@
+//! What SQLite and PostgreSQL do differently, and nothing else: the queries themselves are shared.
+
+/// A database the shared queries run on ([`sqlx::Sqlite`] or [`sqlx::Postgres`]).
+///
+/// The queries' `impl` blocks also list the sqlx bounds they use (an executor for a connection,
+/// the value types they bind and read): Rust does not carry such bounds along with a trait, so
+/// each generic block states its own; both databases meet them all.
+pub trait Dialect: sqlx::Database {
+    /// Ends the sub-select that picks the next queued job or callback (its table is aliased `s`).
+    /// PostgreSQL locks the chosen row and skips rows other claimers hold, so claimers on many
+    /// nodes never wait for or collide with each other; SQLite has one writer at a time and needs
+    /// nothing.
+    const SKIP_LOCKED: &'static str;
+    /// Ends a read that a transaction then writes back (a suite's owner before it is replaced):
+    /// PostgreSQL locks the row; SQLite lets one writer at a time in and needs nothing.
+    const FOR_UPDATE: &'static str;
+    /// The next value of the fair-share counter (`queue_owners.served`): a sequence on
+    /// PostgreSQL (concurrent claims each get their own), one more than the largest on SQLite.
+    const NEXT_SERVED: &'static str;
+    /// Announces new work to every node (PostgreSQL `NOTIFY`; inside a transaction it is sent at
+    /// commit). SQLite has no other nodes to tell.
+    const NOTIFY_WORK: Option<&'static str>;
+
+    /// Rows a statement changed (each driver has its own result type).
+    fn rows_affected(r: &Self::QueryResult) -> u64;
+}

@@ -1,0 +1,47 @@
+//! [`SqlStore`]: what a store on either database holds.
+
+use std::path::Path;
+
+use super::work_listener::WorkListener;
+use crate::blobs::BlobStore;
+use crate::error::{Result, StoreError};
+
+/// A store on a SQL database `D`: its connection pool and the blob folder for file contents.
+/// `SqliteStore` and `PgStore` are its two kinds.
+pub struct SqlStore<D: sqlx::Database> {
+    pub(super) db: sqlx::Pool<D>,
+    blobs: BlobStore,
+    /// PostgreSQL: notifications of new work from every node. SQLite: none, workers poll.
+    pub(super) listener: Option<WorkListener>,
+}
+
+impl<D: sqlx::Database> SqlStore<D> {
+    /// A store on an open, migrated pool, with the blob folder at `blob_dir` (created when
+    /// missing).
+    pub(super) async fn with_pool(db: sqlx::Pool<D>, blob_dir: &Path) -> Result<Self> {
+        let dir = blob_dir.to_path_buf();
+        let blobs = tokio::task::spawn_blocking(move || BlobStore::open(dir))
+            .await
+            .map_err(|e| StoreError::Invalid(format!("blob store task: {e}")))??;
+        Ok(SqlStore {
+            db,
+            blobs,
+            listener: None,
+        })
+    }
+
+    pub fn blobs(&self) -> &BlobStore {
+        &self.blobs
+    }
+
+    /// Runs blob-folder work off the async threads.
+    pub(super) async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(BlobStore) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let b = self.blobs.clone();
+        tokio::task::spawn_blocking(move || f(b))
+            .await
+            .map_err(|e| StoreError::Invalid(format!("blob store task: {e}")))?
+    }
+}

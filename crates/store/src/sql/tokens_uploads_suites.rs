@@ -1,0 +1,280 @@
+//! The [`Store`] trait's queries: tokens, uploads (rows here, contents in the blob folder) and
+//! suites. Revisions have their own module.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
+
+use super::dialect::Dialect;
+use super::store::SqlStore;
+use crate::clock::now;
+use crate::error::{Result, StoreError};
+use crate::ids::{random_hex, sha256_hex};
+use crate::paths::{check_tree, validate_path};
+use crate::revisions::{NewRevision, Revision, RevisionFilter, RevisionMeta};
+use crate::store::{NewFile, NewToken, Role, Store, Suite, TokenInfo, Upload, UploadFile};
+
+/// The uploads retention keeps: a suite's files, and those of a submission still to be judged.
+const UPLOAD_NOT_IN_USE: &str = "id NOT IN (SELECT upload_id FROM suites) AND id NOT IN \
+     (SELECT upload_id FROM submissions WHERE upload_id IS NOT NULL \
+      AND state IN ('queued', 'running'))";
+
+#[async_trait::async_trait]
+impl<D> Store for SqlStore<D>
+where
+    D: Dialect,
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> D::Arguments<'q>: IntoArguments<'q, D>,
+    for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
+    for<'q> Option<i64>: Encode<'q, D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D> + ColumnIndex<D::Row>,
+    for<'q> Option<&'q str>: Encode<'q, D>,
+    for<'q> f64: Decode<'q, D> + Type<D>,
+    for<'q> Option<f64>: Encode<'q, D>,
+    for<'q> String: Decode<'q, D> + Type<D>,
+    usize: ColumnIndex<D::Row>,
+{
+    async fn create_token(&self, role: Role, name: &str) -> Result<NewToken> {
+        let secret = format!("corral_{}", random_hex(32));
+        let hash = sha256_hex(secret.as_bytes());
+        let info = TokenInfo {
+            id: random_hex(8),
+            role,
+            name: name.to_string(),
+            created_at: now(),
+        };
+        sqlx::query(
+            "INSERT INTO tokens (id, secret_hash, role, name, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(info.id.as_str())
+        .bind(hash.as_str())
+        .bind(role.as_str())
+        .bind(name)
+        .bind(info.created_at)
+        .execute(&self.db)
+        .await?;
+        Ok(NewToken { secret, info })
+    }
+
+    async fn token_by_secret(&self, secret: &str) -> Result<Option<TokenInfo>> {
+        let hash = sha256_hex(secret.as_bytes());
+        Ok(sqlx::query_as(
+            "SELECT id, role, name, created_at FROM tokens WHERE secret_hash = $1 AND revoked_at IS NULL",
+        )
+        .bind(hash.as_str())
+        .fetch_optional(&self.db)
+        .await?)
+    }
+
+    async fn revoke_token(&self, id: &str) -> Result<bool> {
+        let r =
+            sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+                .bind(now())
+                .bind(id)
+                .execute(&self.db)
+                .await?;
+        Ok(D::rows_affected(&r) > 0)
+    }
+
+    async fn count_tokens(&self, role: Role) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM tokens WHERE role = $1 AND revoked_at IS NULL",
+        )
+        .bind(role.as_str())
+        .fetch_one(&self.db)
+        .await?;
+        Ok(n as u64)
+    }
+
+    async fn create_upload(&self, owner: &str, mut files: Vec<NewFile>) -> Result<Upload> {
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        check_tree(&paths)?;
+        // Contents first: a blob without a row is garbage; a row without its blob is never made.
+        let stored = self
+            .blocking(move |b| {
+                files
+                    .into_iter()
+                    .map(|f| {
+                        let sha256 = b.put(&f.content)?;
+                        Ok(UploadFile {
+                            path: f.path,
+                            sha256,
+                            size: f.content.len() as u64,
+                            mode: if f.mode & 0o111 != 0 { 0o755 } else { 0o644 },
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .await?;
+        let upload = Upload {
+            id: random_hex(16),
+            owner: owner.to_string(),
+            created_at: now(),
+            total_bytes: stored.iter().map(|f| f.size).sum(),
+            files: stored,
+        };
+        let mut tx = self.db.begin().await?;
+        sqlx::query(
+            "INSERT INTO uploads (id, owner, created_at, total_bytes) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(upload.id.as_str())
+        .bind(upload.owner.as_str())
+        .bind(upload.created_at)
+        .bind(upload.total_bytes as i64)
+        .execute(&mut *tx)
+        .await?;
+        for f in &upload.files {
+            sqlx::query(
+                "INSERT INTO upload_files (upload_id, path, sha256, size, mode) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(upload.id.as_str())
+            .bind(f.path.as_str())
+            .bind(f.sha256.as_str())
+            .bind(f.size as i64)
+            .bind(f.mode as i64)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(upload)
+    }
+
+    async fn get_upload(&self, id: &str) -> Result<Option<Upload>> {
+        let Some(mut upload) = sqlx::query_as::<_, Upload>(
+            "SELECT id, owner, created_at, total_bytes FROM uploads WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.db)
+        .await?
+        else {
+            return Ok(None);
+        };
+        upload.files = sqlx::query_as(
+            "SELECT path, sha256, size, mode FROM upload_files WHERE upload_id = $1 ORDER BY path",
+        )
+        .bind(id)
+        .fetch_all(&self.db)
+        .await?;
+        Ok(Some(upload))
+    }
+
+    async fn materialize(&self, upload: &Upload, dest: &Path) -> Result<()> {
+        let files = upload.files.clone();
+        let dest = dest.to_path_buf();
+        self.blocking(move |b| {
+            for f in &files {
+                // Re-checked: what the database holds is not trusted to be a plain path.
+                let rel = validate_path(&f.path, 64)?;
+                let target = dest.join(&rel);
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
+                }
+                b.copy_to(&f.sha256, &target, f.mode)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn delete_uploads_before(&self, before: i64) -> Result<u64> {
+        let mut tx = self.db.begin().await?;
+        sqlx::query(&format!(
+            "DELETE FROM upload_files WHERE upload_id IN \
+             (SELECT id FROM uploads WHERE created_at < $1 AND {UPLOAD_NOT_IN_USE})"
+        ))
+        .bind(before)
+        .execute(&mut *tx)
+        .await?;
+        let r = sqlx::query(&format!(
+            "DELETE FROM uploads WHERE created_at < $1 AND {UPLOAD_NOT_IN_USE}"
+        ))
+        .bind(before)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let keep: HashSet<String> = sqlx::query_scalar("SELECT DISTINCT sha256 FROM upload_files")
+            .fetch_all(&self.db)
+            .await?
+            .into_iter()
+            .collect();
+        self.blocking(move |b| b.collect_garbage(&keep, before))
+            .await?;
+        Ok(D::rows_affected(&r))
+    }
+
+    async fn put_suite(&self, id: &str, owner: &str, name: &str, upload_id: &str) -> Result<Suite> {
+        let mut tx = self.db.begin().await?;
+        let existing: Option<String> = sqlx::query_scalar(&format!(
+            "SELECT owner FROM suites WHERE id = $1{}",
+            D::FOR_UPDATE
+        ))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if existing.is_some_and(|o| o != owner) {
+            return Err(StoreError::Conflict(format!(
+                "suite {id:?} was registered by someone else"
+            )));
+        }
+        let suite = Suite {
+            id: id.to_string(),
+            owner: owner.to_string(),
+            name: name.to_string(),
+            upload_id: upload_id.to_string(),
+            created_at: now(),
+        };
+        sqlx::query(
+            "INSERT INTO suites (id, owner, name, upload_id, created_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (id) DO UPDATE SET name = excluded.name, upload_id = excluded.upload_id, \
+             created_at = excluded.created_at",
+        )
+        .bind(suite.id.as_str())
+        .bind(suite.owner.as_str())
+        .bind(suite.name.as_str())
+        .bind(suite.upload_id.as_str())
+        .bind(suite.created_at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(suite)
+    }
+
+    async fn get_suite(&self, id: &str) -> Result<Option<Suite>> {
+        Ok(sqlx::query_as(
+            "SELECT id, owner, name, upload_id, created_at FROM suites WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.db)
+        .await?)
+    }
+
+    async fn list_suites(&self) -> Result<Vec<Suite>> {
+        Ok(
+            sqlx::query_as("SELECT id, owner, name, upload_id, created_at FROM suites ORDER BY id")
+                .fetch_all(&self.db)
+                .await?,
+        )
+    }
+
+    async fn create_revision(&self, rev: NewRevision) -> Result<RevisionMeta> {
+        self.insert_revision(rev).await
+    }
+
+    async fn list_revisions(&self, f: &RevisionFilter) -> Result<Vec<RevisionMeta>> {
+        self.select_revisions(f).await
+    }
+
+    async fn get_revision(&self, id: &str) -> Result<Option<Revision>> {
+        self.select_revision(id).await
+    }
+
+    async fn close(&self) {
+        if let Some(l) = &self.listener {
+            l.stop();
+        }
+        self.db.close().await;
+    }
+}
