@@ -2062,7 +2062,7 @@ fn copy_out_skips_planted_traps() {
 fn copy_out_of_sparse_files_is_bounded() {
     let _g = shared();
     let w = workdir();
-    copy_program("sparse.sh", w.path());
+    compile("sparse", w.path());
     let m = marker("sparse");
     let out = tempdir();
     let dest = out.path().join("out");
@@ -2080,8 +2080,7 @@ fn copy_out_of_sparse_files_is_bounded() {
             "--wall-time",
             "30s",
             "--",
-            SH,
-            "sparse.sh",
+            "./sparse",
             &m,
         ]),
         secs(120),
@@ -2494,7 +2493,7 @@ fn warm_pool_runs_do_not_share_state() {
         json!({"argv": ["./persist", &m, "create", key], "dir": &dir}),
         json!({"argv": ["./daemon", &m], "dir": &dir}),
         json!({"argv": ["./forkbomb", &m], "dir": &dir}),
-        json!({"argv": ["/bin/sh", "-c", "echo left > /home/sandbox/left-behind.txt; echo left > /tmp/left-behind.txt; x=$(head -c 100000000 /dev/zero | tr '\\0' x); sleep 0.3"], "dir": &dir}),
+        json!({"argv": ["/usr/bin/python3", "-c", "import time\nfor f in ['/home/sandbox/left-behind.txt', '/tmp/left-behind.txt']:\n    open(f, 'w').write('left\\n')\nx = b'x' * 100000000\ntime.sleep(0.3)"], "dir": &dir}),
         json!({"argv": ["/usr/bin/python3", "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.7: pass"], "dir": &dir}),
         // the checks, in the (warm) sandbox that ran the above
         json!({"argv": ["./persist", &m, "check", key], "dir": &dir}),

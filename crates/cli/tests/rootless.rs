@@ -74,7 +74,11 @@ fn delegate(tag: &str) -> Delegated {
             continue; // e.g. a v2 mount without the controllers we need
         }
         chown_tree(&dir);
-        if opts == "cgroup2" {
+        // The hierarchy corral will use is v2 when the unified mount carries the controllers
+        // (a hybrid host's cgroup2 mount carries none).
+        let controllers =
+            std::fs::read_to_string(mount.join("cgroup.controllers")).unwrap_or_default();
+        if opts == "cgroup2" && controllers.split_whitespace().any(|c| c == "memory") {
             v2 = Some(dir.clone());
         }
         dirs.push(dir);
@@ -95,27 +99,33 @@ fn chown_tree(dir: &Path) {
 
 impl Drop for Delegated {
     fn drop(&mut self) {
-        for d in &self.dirs {
-            // corral's own folders below it first (v2: corral-supervisor, emptied when it exited).
+        // corral's own (empty) cgroups below it first: corral, corral-supervisor, …
+        fn remove(d: &Path) {
             if let Ok(entries) = std::fs::read_dir(d) {
                 for e in entries.flatten() {
                     if e.path().is_dir() {
-                        let _ = std::fs::remove_dir(e.path());
+                        remove(&e.path());
                     }
                 }
             }
             let _ = std::fs::remove_dir(d);
+        }
+        for d in &self.dirs {
+            remove(d);
         }
     }
 }
 
 fn as_nobody(bin: &Path, cgroup: Option<&Delegated>, args: &[&str]) -> Output {
     let mut c = match cgroup.and_then(|d| d.v2.as_ref()) {
-        // cgroup v2: as root, join the delegated folder, then become `nobody` and run corral.
+        // cgroup v2: as root, join a leaf of the delegated folder (the one corral itself moves to,
+        // so that the folder may enable controllers for its children), then become `nobody`.
         Some(dir) => {
             let mut c = Command::new("/bin/sh");
             c.arg("-c")
-                .arg(r#"echo $$ > "$0/cgroup.procs" && exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@""#)
+                .arg(
+                    r#"d="$0/corral-supervisor" && mkdir -p "$d" && chown 65534:65534 "$d" "$d/cgroup.procs" "$d/cgroup.threads" && echo $$ > "$d/cgroup.procs" && exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@""#,
+                )
                 .arg(dir)
                 .arg(bin);
             c

@@ -81,6 +81,8 @@ where
     }
 
     async fn claim_job(&self, worker: &str, lease: Duration) -> Result<Option<Claim>> {
+        // Read before the database is reached: a job enqueued while this claim waited for it can
+        // be newer than `now`, so a job never starts before it was created (no negative waits).
         let now = now_ms();
         let secret = random_hex(16);
         let expires = now + ms(lease);
@@ -89,7 +91,8 @@ where
         let mut tx = self.db.begin().await?;
         let job: Option<Job> = sqlx::query_as(&format!(
             "UPDATE submissions SET state = 'running', attempts = attempts + 1, worker = $1, \
-             lease = $2, lease_expires_ms = $3, started_ms = COALESCE(started_ms, $4) \
+             lease = $2, lease_expires_ms = $3, \
+             started_ms = COALESCE(started_ms, CASE WHEN created_ms > $4 THEN created_ms ELSE $4 END) \
              WHERE seq = (SELECT s.seq FROM submissions s LEFT JOIN queue_owners o ON o.owner = s.owner \
                           WHERE s.state = 'queued' ORDER BY COALESCE(o.served, 0), s.seq LIMIT 1{}) \
              AND state = 'queued' \
