@@ -1,0 +1,10 @@
+//! Container images for corral: a content-addressed store under the data folder, hostile-input
+//! layer unpacking, import of OCI layouts / docker archives / root-filesystem tars, and pulls
+//! from OCI distribution registries. See `README.md` in this crate for the on-disk layout.
+
+pub mod digest;
+mod error;
+pub mod unpack;
+
+pub use digest::Digest;
+pub use error::Error;
