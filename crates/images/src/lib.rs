@@ -8,3 +8,11 @@ pub mod unpack;
 
 pub use digest::Digest;
 pub use error::Error;
+pub mod oci;
+pub mod store;
+
+pub use store::{ImageRecord, LayerRecord, RootFs, Store};
+pub mod import;
+mod ingest;
+
+pub use import::import;

@@ -24,7 +24,7 @@
 
 mod apply;
 pub mod decompress;
-mod tar_stream;
+pub(crate) mod tar_stream;
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
