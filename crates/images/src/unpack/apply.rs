@@ -63,8 +63,14 @@ impl Tree {
         let how = OpenHow::new()
             .flags(OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
             .resolve(resolve());
+        let is_link = || {
+            fstatat(at, os(name), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK)
+        };
         openat2(at, os(name), how).map_err(|e| match e {
-            Errno::ELOOP => "a parent is a symlink (links are never followed while unpacking)".to_string(),
+            Errno::ELOOP | Errno::ENOTDIR if is_link() => {
+                "a parent is a symlink (links are never followed while unpacking)".to_string()
+            }
             Errno::ENOTDIR => "a parent is not a folder".to_string(),
             Errno::EXDEV => "the path leaves the layer".to_string(),
             e => format!("cannot open parent folder: {e}"),
@@ -131,6 +137,7 @@ impl Tree {
         uid: u64,
         gid: u64,
         mtime: i64,
+        size: u64,
         data: &mut dyn Read,
         budget: &mut u64,
     ) -> Result<Result<(), io::Error>, Refusal> {
@@ -144,6 +151,7 @@ impl Tree {
         let fd = openat2(parent.as_fd(), os(name), how).map_err(|e| format!("cannot create file: {e}"))?;
         let mut f = std::fs::File::from(fd);
         let mut buf = vec![0u8; 64 << 10];
+        let mut written = 0u64;
         loop {
             let n = match data.read(&mut buf) {
                 Ok(0) => break,
@@ -155,7 +163,11 @@ impl Tree {
                 return Err("the layer's unpacked size passes its cap".into());
             }
             *budget -= n as u64;
+            written += n as u64;
             f.write_all(&buf[..n]).map_err(|e| format!("cannot write: {e}"))?;
+        }
+        if written != size {
+            return Ok(Err(io::Error::new(io::ErrorKind::UnexpectedEof, "tar stream ends inside a file")));
         }
         self.owner(parent.as_fd(), name, uid, gid)?;
         // After chown (which clears setuid/setgid anyway); those bits are never set: see `mode`.

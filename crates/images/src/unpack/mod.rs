@@ -128,7 +128,7 @@ pub fn unpack_layer(
                 Kind::Dir => tree.mkdir(&comps, &path, mode, header.uid, header.gid),
                 Kind::File => {
                     let mut data = tar.data(header.size);
-                    match tree.file(&comps, &path, mode, header.uid, header.gid, header.mtime, &mut data, &mut budget) {
+                    match tree.file(&comps, &path, mode, header.uid, header.gid, header.mtime, header.size, &mut data, &mut budget) {
                         Ok(Ok(())) => Ok(()),
                         Ok(Err(e)) => return Err(Error::LayerStream(e)),
                         Err(r) => Err(r),
