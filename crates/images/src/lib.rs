@@ -16,3 +16,6 @@ pub mod import;
 mod ingest;
 
 pub use import::import;
+pub mod pull;
+
+pub use pull::{pull, PullOptions};

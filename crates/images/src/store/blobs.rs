@@ -62,3 +62,20 @@ impl Store {
         Ok(bytes)
     }
 }
+
+impl Store {
+    /// Moves the downloaded file `file` into the store as blob `expected`, after checking its
+    /// digest; a file that does not match is deleted (so a retry starts afresh).
+    pub fn adopt_blob(&self, file: &std::path::Path, expected: &Digest, what: &str) -> Result<(), Error> {
+        let f = std::fs::File::open(file).at(file)?;
+        let mut reader = HashingReader::new(std::io::BufReader::new(f));
+        std::io::copy(&mut reader, &mut std::io::sink()).at(file)?;
+        let (actual, _) = reader.finish();
+        if actual != *expected {
+            let _ = std::fs::remove_file(file);
+            return Err(Error::DigestMismatch { what: what.to_string(), expected: expected.to_string(), actual: actual.to_string() });
+        }
+        let path = self.blob_path(expected);
+        std::fs::rename(file, &path).at(&path)
+    }
+}
