@@ -8,9 +8,11 @@ use clap::{Args, Subcommand};
 use corral_images::{ImageRecord, Store};
 
 #[derive(Args, Debug)]
-#[command(after_help = "A REF is a name (NAME[:TAG], `:latest` by default), NAME@sha256:…, a full digest \
+#[command(
+    after_help = "A REF is a name (NAME[:TAG], `:latest` by default), NAME@sha256:…, a full digest \
     (sha256:…), or at least 12 hex digits of one.\n\nImages live in DATA/images (the data folder of \
-    `corral serve`: --data, else data_dir in --config, else CORRAL_DATA, else ./corral-data).")]
+    `corral serve`: --data, else data_dir in --config, else CORRAL_DATA, else ./corral-data)."
+)]
 pub struct EnvArgs {
     #[command(subcommand)]
     command: EnvCommand,
@@ -25,10 +27,12 @@ pub struct EnvArgs {
 #[derive(Subcommand, Debug)]
 enum EnvCommand {
     /// Pull an image from an OCI registry: HOST[:PORT]/REPO[:TAG] or HOST[:PORT]/REPO@sha256:….
-    #[command(after_help = "Credentials are never given on the command line: CORRAL_REGISTRY_USER and \
+    #[command(
+        after_help = "Credentials are never given on the command line: CORRAL_REGISTRY_USER and \
         CORRAL_REGISTRY_PASSWORD, else the registry's entry in a Docker config.json-format file \
         (--auth-file, else CORRAL_REGISTRY_AUTH, else ~/.docker/config.json). A pull that was cut off \
-        continues where it stopped when run again.")]
+        continues where it stopped when run again."
+    )]
     Pull {
         /// The image to pull.
         #[arg(value_name = "REF")]
@@ -41,8 +45,10 @@ enum EnvCommand {
         auth_file: Option<PathBuf>,
     },
     /// Import an OCI image layout (folder or tar), a docker-archive tar, or a root-filesystem tar.
-    #[command(after_help = "A gzip or zstd file, or a tar without a top-level index.json or manifest.json, \
-        is a root filesystem (what mmdebstrap or debootstrap write) and becomes a one-layer image.")]
+    #[command(
+        after_help = "A gzip or zstd file, or a tar without a top-level index.json or manifest.json, \
+        is a root filesystem (what mmdebstrap or debootstrap write) and becomes a one-layer image."
+    )]
     Import {
         /// The folder or file to import.
         path: PathBuf,
@@ -102,16 +108,31 @@ fn data_dir(args: &EnvArgs) -> anyhow::Result<PathBuf> {
 
 fn run(args: EnvArgs) -> anyhow::Result<()> {
     let data = data_dir(&args)?;
-    let store = Store::open(&data).with_context(|| format!("opening the image store in {}", data.display()))?;
+    let store = Store::open(&data)
+        .with_context(|| format!("opening the image store in {}", data.display()))?;
     match args.command {
-        EnvCommand::Pull { reference, insecure, auth_file } => {
-            let opts = corral_images::PullOptions { insecure, auth_file };
-            let r = corral_images::pull(&store, &reference, &opts).with_context(|| format!("pulling {reference}"))?;
+        EnvCommand::Pull {
+            reference,
+            insecure,
+            auth_file,
+        } => {
+            let opts = corral_images::PullOptions {
+                insecure,
+                auth_file,
+            };
+            let r = corral_images::pull(&store, &reference, &opts)
+                .with_context(|| format!("pulling {reference}"))?;
             println!("{} {}", r.digest, reference);
         }
         EnvCommand::Import { path, name } => {
-            let r = corral_images::import(&store, &path, name.as_deref()).with_context(|| format!("importing {}", path.display()))?;
-            let names = store.list()?.into_iter().find(|l| l.record.digest == r.digest).map(|l| l.names).unwrap_or_default();
+            let r = corral_images::import(&store, &path, name.as_deref())
+                .with_context(|| format!("importing {}", path.display()))?;
+            let names = store
+                .list()?
+                .into_iter()
+                .find(|l| l.record.digest == r.digest)
+                .map(|l| l.names)
+                .unwrap_or_default();
             println!("{} {}", r.digest, names.join(" "));
         }
         EnvCommand::Ls { json } => {
@@ -128,19 +149,38 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
             } else {
                 println!("{:<40} {:<19} {:>10}  CREATED", "NAME", "DIGEST", "SIZE");
                 for l in &list {
-                    let names = if l.names.is_empty() { vec!["<none>".to_string()] } else { l.names.clone() };
+                    let names = if l.names.is_empty() {
+                        vec!["<none>".to_string()]
+                    } else {
+                        l.names.clone()
+                    };
                     for n in names {
-                        println!("{:<40} {:<19} {:>10}  {}", n, short(&l.record), human(l.record.size), l.record.created.as_deref().unwrap_or("-"));
+                        println!(
+                            "{:<40} {:<19} {:>10}  {}",
+                            n,
+                            short(&l.record),
+                            human(l.record.size),
+                            l.record.created.as_deref().unwrap_or("-")
+                        );
                     }
                 }
             }
         }
         EnvCommand::Inspect { reference } => {
             let (_, r) = store.resolve(&reference)?;
-            let names = store.list()?.into_iter().find(|l| l.record.digest == r.digest).map(|l| l.names).unwrap_or_default();
+            let names = store
+                .list()?
+                .into_iter()
+                .find(|l| l.record.digest == r.digest)
+                .map(|l| l.names)
+                .unwrap_or_default();
             let mut v = serde_json::to_value(&r)?;
             v["names"] = serde_json::json!(names);
-            v["layer_dirs"] = serde_json::json!(r.layers.iter().map(|l| store.layer_path(&l.diff_id)).collect::<Vec<_>>());
+            v["layer_dirs"] = serde_json::json!(r
+                .layers
+                .iter()
+                .map(|l| store.layer_path(&l.diff_id))
+                .collect::<Vec<_>>());
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
         EnvCommand::Tag { reference, name } => {
@@ -160,7 +200,12 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
         }
         EnvCommand::Gc => {
             let r = store.gc()?;
-            println!("removed {} layers and {} blobs, freed {}", r.layers_removed, r.blobs_removed, human(r.bytes_freed));
+            println!(
+                "removed {} layers and {} blobs, freed {}",
+                r.layers_removed,
+                r.blobs_removed,
+                human(r.bytes_freed)
+            );
         }
         EnvCommand::Du { json } => {
             let du = store.disk_usage()?;
@@ -169,9 +214,16 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
             } else {
                 println!("images: {}", du.images);
                 println!("blobs:  {} ({})", du.blobs, human(du.blob_bytes));
-                println!("layers: {} ({}, unpacked)", du.layers, human(du.layer_bytes));
+                println!(
+                    "layers: {} ({}, unpacked)",
+                    du.layers,
+                    human(du.layer_bytes)
+                );
                 println!("temp:   {}", human(du.tmp_bytes));
-                println!("total:  {}", human(du.blob_bytes + du.layer_bytes + du.tmp_bytes));
+                println!(
+                    "total:  {}",
+                    human(du.blob_bytes + du.layer_bytes + du.tmp_bytes)
+                );
             }
         }
     }

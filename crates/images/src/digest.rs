@@ -24,15 +24,23 @@ impl Digest {
 
     /// 64 lowercase hex digits, without the algorithm.
     pub fn from_hex(hex: &str) -> Result<Digest, Error> {
-        if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-            Ok(Digest { hex: hex.to_string() })
+        if hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            Ok(Digest {
+                hex: hex.to_string(),
+            })
         } else {
             Err(Error::BadDigest(excerpt(hex)))
         }
     }
 
     pub fn of_bytes(b: &[u8]) -> Digest {
-        Digest { hex: hex::encode(Sha256::digest(b)) }
+        Digest {
+            hex: hex::encode(Sha256::digest(b)),
+        }
     }
 
     pub fn hex(&self) -> &str {
@@ -68,7 +76,10 @@ impl<'de> serde::Deserialize<'de> for Digest {
 /// A bounded, printable excerpt of untrusted text for error messages.
 pub fn excerpt(s: &str) -> String {
     const MAX: usize = 120;
-    let clean: String = s.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
+    let clean: String = s
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
     if clean.chars().count() <= MAX {
         clean
     } else {
@@ -85,7 +96,11 @@ pub struct HashingReader<R> {
 
 impl<R: Read> HashingReader<R> {
     pub fn new(inner: R) -> Self {
-        HashingReader { inner, hasher: Sha256::new(), count: 0 }
+        HashingReader {
+            inner,
+            hasher: Sha256::new(),
+            count: 0,
+        }
     }
 
     pub fn count(&self) -> u64 {
@@ -93,7 +108,12 @@ impl<R: Read> HashingReader<R> {
     }
 
     pub fn finish(self) -> (Digest, u64) {
-        (Digest { hex: hex::encode(self.hasher.finalize()) }, self.count)
+        (
+            Digest {
+                hex: hex::encode(self.hasher.finalize()),
+            },
+            self.count,
+        )
     }
 }
 

@@ -14,7 +14,11 @@ pub enum Error {
     #[error("not a sha256 digest: {0:?} (expected sha256: and 64 lowercase hex digits)")]
     BadDigest(String),
     #[error("digest mismatch for {what}: expected {expected}, got {actual} (the data was altered or truncated)")]
-    DigestMismatch { what: String, expected: String, actual: String },
+    DigestMismatch {
+        what: String,
+        expected: String,
+        actual: String,
+    },
     #[error("layer refused: entry {entry:?}: {reason}")]
     LayerRefused { entry: String, reason: String },
     #[error("layer refused: {0}")]
@@ -49,6 +53,9 @@ pub(crate) trait IoContext<T> {
 
 impl<T> IoContext<T> for std::io::Result<T> {
     fn at(self, path: impl Into<PathBuf>) -> Result<T, Error> {
-        self.map_err(|source| Error::Io { path: path.into(), source })
+        self.map_err(|source| Error::Io {
+            path: path.into(),
+            source,
+        })
     }
 }

@@ -26,20 +26,36 @@ pub(crate) fn ingest(
     let m = match oci::parse_document(manifest, "manifest")? {
         Document::Manifest(m) => m,
         Document::Index(_) => {
-            return Err(Error::BadManifest { what: "manifest".into(), reason: "an index where an image manifest was expected".into() })
+            return Err(Error::BadManifest {
+                what: "manifest".into(),
+                reason: "an index where an image manifest was expected".into(),
+            })
         }
     };
     if m.config.size > MAX_DOCUMENT {
-        return Err(Error::BadManifest { what: "config".into(), reason: format!("{} bytes, over the {MAX_DOCUMENT}-byte limit", m.config.size) });
+        return Err(Error::BadManifest {
+            what: "config".into(),
+            reason: format!(
+                "{} bytes, over the {MAX_DOCUMENT}-byte limit",
+                m.config.size
+            ),
+        });
     }
     src.fetch(store, &m.config, "config")?;
     let config_bytes = store.read_document(&m.config.digest)?;
-    let config: ImageConfig = serde_json::from_slice(&config_bytes)
-        .map_err(|e| Error::BadManifest { what: format!("config {}", m.config.digest), reason: e.to_string() })?;
+    let config: ImageConfig =
+        serde_json::from_slice(&config_bytes).map_err(|e| Error::BadManifest {
+            what: format!("config {}", m.config.digest),
+            reason: e.to_string(),
+        })?;
     if config.rootfs.diff_ids.len() != m.layers.len() {
         return Err(Error::BadManifest {
             what: format!("config {}", m.config.digest),
-            reason: format!("{} diff_ids for {} layers", config.rootfs.diff_ids.len(), m.layers.len()),
+            reason: format!(
+                "{} diff_ids for {} layers",
+                config.rootfs.diff_ids.len(),
+                m.layers.len()
+            ),
         });
     }
     let mut layers = Vec::new();
@@ -47,7 +63,10 @@ pub(crate) fn ingest(
         decompress::check_media_type(d.media_type.as_deref())?;
         let layer = LayerRecord {
             blob: d.digest.clone(),
-            media_type: d.media_type.clone().unwrap_or_else(|| decompress::Compression::Gzip.oci_media_type().into()),
+            media_type: d
+                .media_type
+                .clone()
+                .unwrap_or_else(|| decompress::Compression::Gzip.oci_media_type().into()),
             size: d.size,
             diff_id: diff_id.clone(),
         };

@@ -73,11 +73,19 @@ pub struct ImageConfig {
 pub struct RunConfig {
     #[serde(rename = "Env", default, skip_serializing_if = "Option::is_none")]
     pub env: Option<Vec<String>>,
-    #[serde(rename = "WorkingDir", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "WorkingDir",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub working_dir: Option<String>,
     #[serde(rename = "Cmd", default, skip_serializing_if = "Option::is_none")]
     pub cmd: Option<Vec<String>>,
-    #[serde(rename = "Entrypoint", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "Entrypoint",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub entrypoint: Option<Vec<String>>,
     #[serde(rename = "User", default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
@@ -98,20 +106,30 @@ pub enum Document {
 
 /// Parses a manifest or an index, by its media type or (when absent) by its shape.
 pub fn parse_document(bytes: &[u8], what: &str) -> Result<Document, Error> {
-    let bad = |reason: String| Error::BadManifest { what: what.to_string(), reason };
+    let bad = |reason: String| Error::BadManifest {
+        what: what.to_string(),
+        reason,
+    };
     let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
     let mt = v.get("mediaType").and_then(|m| m.as_str()).unwrap_or("");
-    let is_index = mt == OCI_INDEX || mt == DOCKER_LIST || (mt.is_empty() && v.get("manifests").is_some());
+    let is_index =
+        mt == OCI_INDEX || mt == DOCKER_LIST || (mt.is_empty() && v.get("manifests").is_some());
     if is_index {
-        return serde_json::from_value(v).map(Document::Index).map_err(|e| bad(e.to_string()));
+        return serde_json::from_value(v)
+            .map(Document::Index)
+            .map_err(|e| bad(e.to_string()));
     }
     if !(mt.is_empty() || mt == OCI_MANIFEST || mt == DOCKER_MANIFEST) {
         return Err(Error::UnsupportedMediaType(crate::digest::excerpt(mt)));
     }
     if v.get("schemaVersion").and_then(|s| s.as_u64()) != Some(2) {
-        return Err(bad("only schemaVersion 2 manifests are supported (Docker schema 1 is not)".into()));
+        return Err(bad(
+            "only schemaVersion 2 manifests are supported (Docker schema 1 is not)".into(),
+        ));
     }
-    serde_json::from_value(v).map(Document::Manifest).map_err(|e| bad(e.to_string()))
+    serde_json::from_value(v)
+        .map(Document::Manifest)
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// This host's platform in OCI terms (`amd64`, `arm64`, …).
@@ -132,8 +150,14 @@ pub fn pick_platform(index: &Index) -> Result<&Descriptor, Error> {
         .manifests
         .iter()
         .filter(|d| {
-            d.media_type.as_deref().is_none_or(|m| m == OCI_MANIFEST || m == DOCKER_MANIFEST)
+            d.media_type
+                .as_deref()
+                .is_none_or(|m| m == OCI_MANIFEST || m == DOCKER_MANIFEST)
         })
-        .find(|d| d.platform.as_ref().is_none_or(|p| p.os == "linux" && p.architecture == arch))
+        .find(|d| {
+            d.platform
+                .as_ref()
+                .is_none_or(|p| p.os == "linux" && p.architecture == arch)
+        })
         .ok_or_else(|| Error::NoPlatform(format!("linux/{arch}")))
 }

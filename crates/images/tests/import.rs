@@ -10,8 +10,20 @@ use corral_images::{import, Store};
 
 fn layers() -> Vec<Vec<u8>> {
     vec![
-        tar(&[dir("etc/"), file("etc/os-release", b"ID=corraltest\n"), dir("bin/"), E { mode: 0o755, ..file("bin/hello", b"#!/bin/sh\necho hi\n") }]),
-        tar(&[dir("etc/"), file("etc/.wh.os-release", b""), file("etc/motd", b"welcome\n")]),
+        tar(&[
+            dir("etc/"),
+            file("etc/os-release", b"ID=corraltest\n"),
+            dir("bin/"),
+            E {
+                mode: 0o755,
+                ..file("bin/hello", b"#!/bin/sh\necho hi\n")
+            },
+        ]),
+        tar(&[
+            dir("etc/"),
+            file("etc/.wh.os-release", b""),
+            file("etc/motd", b"welcome\n"),
+        ]),
     ]
 }
 
@@ -21,7 +33,14 @@ fn diff_ids(store: &Store, reference: &str) -> Vec<String> {
 }
 
 fn tar_folder(dir: &Path, out: &Path) {
-    let st = Command::new("tar").arg("-cf").arg(out).arg("-C").arg(dir).arg(".").status().unwrap();
+    let st = Command::new("tar")
+        .arg("-cf")
+        .arg(out)
+        .arg("-C")
+        .arg(dir)
+        .arg(".")
+        .status()
+        .unwrap();
     assert!(st.success());
 }
 
@@ -35,7 +54,11 @@ fn every_import_form_gives_the_same_layers() {
     let layout = tmp.path().join("layout");
     let manifest = oci_layout(&layout, &layers(), "gzip", "v1");
     let r = import(&store, &layout, Some("course/base:v1")).unwrap();
-    assert_eq!(r.digest.to_string(), manifest, "a layout keeps its manifest digest");
+    assert_eq!(
+        r.digest.to_string(),
+        manifest,
+        "a layout keeps its manifest digest"
+    );
     assert_eq!(diff_ids(&store, "course/base:v1"), expected);
     assert_eq!(r.env, ["PATH=/usr/bin:/bin", "LANG=C.UTF-8"]);
     assert_eq!(r.working_dir.as_deref(), Some("/work"));
@@ -54,7 +77,10 @@ fn every_import_form_gives_the_same_layers() {
     assert_eq!(diff_ids(&store, "course/base:zstd"), expected);
 
     // skopeo's oci-archive and docker-archive of the same layout.
-    for (dest, name) in [("oci-archive", "skopeo-oci"), ("docker-archive", "skopeo-docker")] {
+    for (dest, name) in [
+        ("oci-archive", "skopeo-oci"),
+        ("docker-archive", "skopeo-docker"),
+    ] {
         let out = tmp.path().join(format!("{name}.tar"));
         let dest_ref = if dest == "docker-archive" {
             format!("{dest}:{}:example.org/skopeo:v1", out.display())
@@ -69,21 +95,37 @@ fn every_import_form_gives_the_same_layers() {
             .expect("skopeo (scripts/setup installs it)");
         assert!(st.success(), "skopeo copy to {dest}");
         let r = import(&store, &out, Some(&format!("course/base:{name}"))).unwrap();
-        assert_eq!(diff_ids(&store, &format!("course/base:{name}")), expected, "{dest}");
-        assert_eq!(r.env, ["PATH=/usr/bin:/bin", "LANG=C.UTF-8"], "{dest} keeps the config");
+        assert_eq!(
+            diff_ids(&store, &format!("course/base:{name}")),
+            expected,
+            "{dest}"
+        );
+        assert_eq!(
+            r.env,
+            ["PATH=/usr/bin:/bin", "LANG=C.UTF-8"],
+            "{dest} keeps the config"
+        );
     }
 
     // A docker-archive's own name is used when no --name is given.
     let (names, _) = (store.list().unwrap(), ());
-    assert!(names.iter().any(|l| l.names.iter().any(|n| n == "course/base:skopeo-docker")));
+    assert!(names
+        .iter()
+        .any(|l| l.names.iter().any(|n| n == "course/base:skopeo-docker")));
 
     // A plain rootfs tar (plain, gzip, zstd) of the first layer: a one-layer image, same diff-id.
     let base = &layers()[0];
-    for (i, bytes) in [base.clone(), gzip(base), zstd(base)].into_iter().enumerate() {
+    for (i, bytes) in [base.clone(), gzip(base), zstd(base)]
+        .into_iter()
+        .enumerate()
+    {
         let p = tmp.path().join(format!("rootfs{i}.tar"));
         std::fs::write(&p, bytes).unwrap();
         let r = import(&store, &p, Some(&format!("rootfs:{i}"))).unwrap();
-        assert_eq!(diff_ids(&store, &format!("rootfs:{i}")), [expected[0].clone()]);
+        assert_eq!(
+            diff_ids(&store, &format!("rootfs:{i}")),
+            [expected[0].clone()]
+        );
         assert!(r.env.iter().any(|e| e.starts_with("PATH=")));
     }
     // Plain rootfs tar imported twice: the same digest (the written config has no time in it).
@@ -91,7 +133,9 @@ fn every_import_form_gives_the_same_layers() {
     assert_eq!(again.digest, store.resolve("rootfs:0").unwrap().1.digest);
 
     // Each layer is stored once, however many images share it.
-    let layer_dirs = std::fs::read_dir(store.root().join("layers/sha256")).unwrap().count();
+    let layer_dirs = std::fs::read_dir(store.root().join("layers/sha256"))
+        .unwrap()
+        .count();
     assert_eq!(layer_dirs, 2);
 }
 
@@ -104,15 +148,35 @@ fn store_operations_list_tag_remove_gc_and_rootfs() {
     import(&store, &layout, Some("a/img")).unwrap();
     // Every form of REF.
     let hex = &manifest[7..];
-    for reference in ["a/img", "a/img:latest", &manifest, &format!("a/img@{manifest}"), &hex[..12]] {
-        assert_eq!(store.resolve(reference).unwrap().1.digest.to_string(), manifest, "{reference}");
+    for reference in [
+        "a/img",
+        "a/img:latest",
+        &manifest,
+        &format!("a/img@{manifest}"),
+        &hex[..12],
+    ] {
+        assert_eq!(
+            store.resolve(reference).unwrap().1.digest.to_string(),
+            manifest,
+            "{reference}"
+        );
     }
-    assert!(store.resolve(&hex[..11]).is_err(), "a prefix needs 12 digits");
-    assert!(store.resolve("nope").unwrap_err().to_string().contains("no image"));
+    assert!(
+        store.resolve(&hex[..11]).is_err(),
+        "a prefix needs 12 digits"
+    );
+    assert!(store
+        .resolve("nope")
+        .unwrap_err()
+        .to_string()
+        .contains("no image"));
 
     let root = store.rootfs("a/img").unwrap();
     assert_eq!(root.lower_dirs.len(), 2);
-    assert!(root.lower_dirs[0].join("etc/motd").is_file(), "top layer first");
+    assert!(
+        root.lower_dirs[0].join("etc/motd").is_file(),
+        "top layer first"
+    );
     assert!(root.lower_dirs[1].join("bin/hello").is_file());
     assert_eq!(root.working_dir.as_deref(), Some("/work"));
 
@@ -133,7 +197,10 @@ fn store_operations_list_tag_remove_gc_and_rootfs() {
     assert_eq!(gone.unwrap().to_string(), manifest);
     let gc = store.gc().unwrap();
     assert_eq!((gc.layers_removed, gc.blobs_removed), (2, 4));
-    assert!(std::fs::read_dir(store.root().join("layers/sha256")).unwrap().next().is_none());
+    assert!(std::fs::read_dir(store.root().join("layers/sha256"))
+        .unwrap()
+        .next()
+        .is_none());
 }
 
 #[test]
@@ -142,7 +209,9 @@ fn a_tampered_blob_in_a_layout_is_refused() {
     let store = Store::open(&tmp.path().join("data")).unwrap();
     let layout = tmp.path().join("layout");
     oci_layout(&layout, &layers(), "gzip", "v1");
-    let blob = layout.join("blobs/sha256").join(&sha(&gzip(&layers()[0]))[7..]);
+    let blob = layout
+        .join("blobs/sha256")
+        .join(&sha(&gzip(&layers()[0]))[7..]);
     let mut b = std::fs::read(&blob).unwrap();
     let n = b.len();
     b[n - 10] ^= 0xff;

@@ -10,17 +10,27 @@ use common::*;
 use corral_images::unpack::{unpack_layer, Limits};
 use corral_images::Error;
 
-fn unpack(bytes: &[u8], target: &Path, limits: &Limits) -> Result<corral_images::unpack::Unpacked, Error> {
+fn unpack(
+    bytes: &[u8],
+    target: &Path,
+    limits: &Limits,
+) -> Result<corral_images::unpack::Unpacked, Error> {
     unpack_layer(bytes, None, target, None, limits)
 }
 
 fn refused(bytes: &[u8], what: &str) -> String {
     let tmp = scratch();
     let target = tmp.path().join("layer");
-    let e = unpack(bytes, &target, &Limits::default()).expect_err(what).to_string();
+    let e = unpack(bytes, &target, &Limits::default())
+        .expect_err(what)
+        .to_string();
     assert!(!target.exists(), "{what}: a refused layer leaves no folder");
     // Nothing but the (empty) scratch folder: no temp folder left, nothing written beside it.
-    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "{what}: leftovers");
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "{what}: leftovers"
+    );
     e
 }
 
@@ -29,7 +39,10 @@ fn a_normal_layer_unpacks_with_its_diff_id_modes_and_links() {
     let t = tar(&[
         dir("./usr/"),
         dir("./usr/bin/"),
-        E { mode: 0o755, ..file("./usr/bin/tool", b"#!/bin/sh\n") },
+        E {
+            mode: 0o755,
+            ..file("./usr/bin/tool", b"#!/bin/sh\n")
+        },
         symlink("./bin", "usr/bin"),
         symlink("./abs", "/etc/passwd"),
         hardlink("./usr/bin/tool2", "usr/bin/tool"),
@@ -39,29 +52,75 @@ fn a_normal_layer_unpacks_with_its_diff_id_modes_and_links() {
         let tmp = scratch();
         let target = tmp.path().join("layer");
         let u = unpack(&bytes, &target, &Limits::default()).unwrap();
-        assert_eq!(u.diff_id.to_string(), sha(&t), "diff-id is the uncompressed tar's sha256");
-        assert_eq!(std::fs::read(target.join("usr/bin/tool")).unwrap(), b"#!/bin/sh\n");
-        assert_eq!(std::fs::metadata(target.join("usr/bin/tool")).unwrap().permissions().mode() & 0o7777, 0o755);
-        assert_eq!(std::fs::read_link(target.join("abs")).unwrap(), Path::new("/etc/passwd"));
-        assert_eq!(std::fs::metadata(target.join("usr/bin/tool2")).unwrap().nlink(), 2);
-        assert!(std::fs::symlink_metadata(target.join("fifo")).unwrap().file_type().is_fifo());
-        assert_eq!(std::fs::metadata(target.join("usr/bin/tool")).unwrap().mtime(), 1_700_000_000);
+        assert_eq!(
+            u.diff_id.to_string(),
+            sha(&t),
+            "diff-id is the uncompressed tar's sha256"
+        );
+        assert_eq!(
+            std::fs::read(target.join("usr/bin/tool")).unwrap(),
+            b"#!/bin/sh\n"
+        );
+        assert_eq!(
+            std::fs::metadata(target.join("usr/bin/tool"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o7777,
+            0o755
+        );
+        assert_eq!(
+            std::fs::read_link(target.join("abs")).unwrap(),
+            Path::new("/etc/passwd")
+        );
+        assert_eq!(
+            std::fs::metadata(target.join("usr/bin/tool2"))
+                .unwrap()
+                .nlink(),
+            2
+        );
+        assert!(std::fs::symlink_metadata(target.join("fifo"))
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        assert_eq!(
+            std::fs::metadata(target.join("usr/bin/tool"))
+                .unwrap()
+                .mtime(),
+            1_700_000_000
+        );
     }
 }
 
 #[test]
 fn whiteouts_and_opaque_folders_use_overlayfs_format() {
-    let t = tar(&[dir("etc/"), file("etc/.wh.motd", b""), dir("var/"), file("var/.wh..wh..opq", b"")]);
+    let t = tar(&[
+        dir("etc/"),
+        file("etc/.wh.motd", b""),
+        dir("var/"),
+        file("var/.wh..wh..opq", b""),
+    ]);
     let tmp = scratch();
     let target = tmp.path().join("layer");
     unpack(&t, &target, &Limits::default()).unwrap();
     let m = std::fs::symlink_metadata(target.join("etc/motd")).unwrap();
-    assert!(m.file_type().is_char_device() && m.rdev() == 0, "whiteout is a 0/0 char device");
+    assert!(
+        m.file_type().is_char_device() && m.rdev() == 0,
+        "whiteout is a 0/0 char device"
+    );
     assert!(!target.join("etc/.wh.motd").exists());
     let mut buf = [0u8; 4];
-    let path = std::ffi::CString::new(target.join("var").into_os_string().into_encoded_bytes()).unwrap();
+    let path =
+        std::ffi::CString::new(target.join("var").into_os_string().into_encoded_bytes()).unwrap();
     // SAFETY: valid NUL-terminated strings and a buffer whose length is passed.
-    let n = unsafe { libc::getxattr(path.as_ptr(), c"trusted.overlay.opaque".as_ptr(), buf.as_mut_ptr().cast(), 4) };
+    let n = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            c"trusted.overlay.opaque".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            4,
+        )
+    };
     assert_eq!(n, 1);
     assert_eq!(buf[0], b'y');
 }
@@ -81,10 +140,19 @@ fn traversal_and_absolute_names_are_refused() {
 fn a_file_written_through_a_link_is_refused() {
     let outside = scratch();
     let victim = outside.path().join("victim");
-    for target in [outside.path().to_str().unwrap().to_string(), "../../../../../..".repeat(3) + outside.path().to_str().unwrap()] {
-        let e = refused(&tar(&[symlink("link", &target), file("link/victim", b"owned")]), "through a symlink");
+    for target in [
+        outside.path().to_str().unwrap().to_string(),
+        "../../../../../..".repeat(3) + outside.path().to_str().unwrap(),
+    ] {
+        let e = refused(
+            &tar(&[symlink("link", &target), file("link/victim", b"owned")]),
+            "through a symlink",
+        );
         assert!(e.contains("link/victim") && e.contains("symlink"), "{e}");
-        assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none(), "nothing written outside");
+        assert!(
+            std::fs::read_dir(outside.path()).unwrap().next().is_none(),
+            "nothing written outside"
+        );
         assert!(!victim.exists(), "nothing written outside");
     }
     // A hardlink may not reach outside the layer, nor to something not written by it.
@@ -92,7 +160,10 @@ fn a_file_written_through_a_link_is_refused() {
     assert!(e.contains("hardlink"), "{e}");
     let e = refused(&tar(&[hardlink("h", "../../etc/passwd")]), "hardlink ..");
     assert!(e.contains("hardlink"), "{e}");
-    let e = refused(&tar(&[symlink("s", "/etc/passwd"), hardlink("h", "s")]), "hardlink to a symlink");
+    let e = refused(
+        &tar(&[symlink("s", "/etc/passwd"), hardlink("h", "s")]),
+        "hardlink to a symlink",
+    );
     assert!(e.contains("not a regular file"), "{e}");
 }
 
@@ -101,9 +172,18 @@ fn devices_setuid_and_xattrs_are_neutralised() {
     let t = tar(&[
         special("dev/null", b'3'),
         special("dev/sda", b'4'),
-        E { mode: 0o4755, ..file("bin/su", b"x") },
-        E { mode: 0o2755, ..file("bin/sg", b"x") },
-        E { mode: 0o6755, ..dir("sgid-dir/") },
+        E {
+            mode: 0o4755,
+            ..file("bin/su", b"x")
+        },
+        E {
+            mode: 0o2755,
+            ..file("bin/sg", b"x")
+        },
+        E {
+            mode: 0o6755,
+            ..dir("sgid-dir/")
+        },
     ]);
     let tmp = scratch();
     let target = tmp.path().join("layer");
@@ -111,7 +191,10 @@ fn devices_setuid_and_xattrs_are_neutralised() {
     assert_eq!(u.dropped, 2);
     assert!(!target.join("dev/null").exists() && !target.join("dev/sda").exists());
     for f in ["bin/su", "bin/sg", "sgid-dir"] {
-        let mode = std::fs::metadata(target.join(f)).unwrap().permissions().mode();
+        let mode = std::fs::metadata(target.join(f))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o6000, 0, "{f} keeps no setuid/setgid");
     }
     // A PAX security.capability record is not applied.
@@ -126,9 +209,17 @@ fn devices_setuid_and_xattrs_are_neutralised() {
     bytes.extend_from_slice(&tar(&[file("cap", b"x")]));
     let target2 = tmp.path().join("layer2");
     unpack(&bytes, &target2, &Limits::default()).unwrap();
-    let path = std::ffi::CString::new(target2.join("cap").into_os_string().into_encoded_bytes()).unwrap();
+    let path =
+        std::ffi::CString::new(target2.join("cap").into_os_string().into_encoded_bytes()).unwrap();
     // SAFETY: valid NUL-terminated strings; a null buffer with size 0 asks for the length only.
-    let n = unsafe { libc::getxattr(path.as_ptr(), c"security.capability".as_ptr(), std::ptr::null_mut(), 0) };
+    let n = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            c"security.capability".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
     assert_eq!(n, -1, "no file capability set");
 }
 
@@ -160,13 +251,20 @@ fn a_gzip_bomb_stops_at_the_cap() {
     }
     let tmp = scratch();
     let target = tmp.path().join("layer");
-    let e = unpack(&bomb, &target, &Limits::default()).unwrap_err().to_string();
+    let e = unpack(&bomb, &target, &Limits::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("ratio"), "{e}");
     assert!(!target.exists());
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
     // And the plain size cap, for a layer that is not a bomb but too big.
-    let limits = Limits { max_bytes: 1 << 20, ..Limits::default() };
-    let e = unpack(&tar(&[file("big", &vec![7u8; 2 << 20])]), &target, &limits).unwrap_err().to_string();
+    let limits = Limits {
+        max_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let e = unpack(&tar(&[file("big", &vec![7u8; 2 << 20])]), &target, &limits)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("cap"), "{e}");
 }
 
@@ -175,9 +273,17 @@ fn too_many_entries_are_refused() {
     let entries: Vec<E> = (0..2000).map(|i| file(&format!("f{i}"), b"")).collect();
     let tmp = scratch();
     let target = tmp.path().join("layer");
-    let limits = Limits { max_entries: 1000, ..Limits::default() };
-    let e = unpack(&tar(&entries), &target, &limits).unwrap_err().to_string();
-    assert!(e.contains("f1000") && e.contains("more than 1000 entries"), "{e}");
+    let limits = Limits {
+        max_entries: 1000,
+        ..Limits::default()
+    };
+    let e = unpack(&tar(&entries), &target, &limits)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("f1000") && e.contains("more than 1000 entries"),
+        "{e}"
+    );
     assert!(!target.exists());
 }
 

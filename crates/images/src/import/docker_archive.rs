@@ -24,15 +24,32 @@ struct Entry {
     layers: Vec<String>,
 }
 
-pub(super) fn import(store: &Store, dir: &Path, name: Option<&str>, source: String) -> Result<ImageRecord, Error> {
+pub(super) fn import(
+    store: &Store,
+    dir: &Path,
+    name: Option<&str>,
+    source: String,
+) -> Result<ImageRecord, Error> {
     let folder = Folder::new(dir);
     let bytes = read_small(&dir.join("manifest.json"))?;
-    let entries: Vec<Entry> = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::BadManifest { what: "manifest.json".into(), reason: e.to_string() })?;
+    let entries: Vec<Entry> = serde_json::from_slice(&bytes).map_err(|e| Error::BadManifest {
+        what: "manifest.json".into(),
+        reason: e.to_string(),
+    })?;
     let entry = match entries.as_slice() {
         [one] => one,
-        [] => return Err(Error::BadManifest { what: "manifest.json".into(), reason: "no image in it".into() }),
-        _ => return Err(Error::BadManifest { what: "manifest.json".into(), reason: "more than one image; save one image per archive".into() }),
+        [] => {
+            return Err(Error::BadManifest {
+                what: "manifest.json".into(),
+                reason: "no image in it".into(),
+            })
+        }
+        _ => {
+            return Err(Error::BadManifest {
+                what: "manifest.json".into(),
+                reason: "more than one image; save one image per archive".into(),
+            })
+        }
     };
     let config = read_small(&folder.file(&entry.config)?)?;
     let config_digest = store.put_blob_bytes(&config, "config")?;
@@ -46,16 +63,37 @@ pub(super) fn import(store: &Store, dir: &Path, name: Option<&str>, source: Stri
         let f = std::fs::File::open(&path).at(&path)?;
         let size = f.metadata().at(&path)?.len();
         let digest = store.put_blob(f, None, u64::MAX, rel)?;
-        layers.push(Descriptor { media_type: Some(compression.oci_media_type().into()), digest, size, platform: None, annotations: None });
+        layers.push(Descriptor {
+            media_type: Some(compression.oci_media_type().into()),
+            digest,
+            size,
+            platform: None,
+            annotations: None,
+        });
     }
     let manifest = Manifest {
         schema_version: 2,
         media_type: Some(OCI_MANIFEST.into()),
-        config: Descriptor { media_type: Some(OCI_CONFIG.into()), digest: config_digest, size: config.len() as u64, platform: None, annotations: None },
+        config: Descriptor {
+            media_type: Some(OCI_CONFIG.into()),
+            digest: config_digest,
+            size: config.len() as u64,
+            platform: None,
+            annotations: None,
+        },
         layers,
     };
     let manifest = serde_json::to_vec(&manifest).expect("manifest serialises");
     let recorded = entry.repo_tags.as_ref().and_then(|t| t.first());
-    let name = name.map(str::to_string).or_else(|| super::recorded_name(recorded));
-    ingest(store, &mut { folder }, &manifest, None, name.as_deref(), source)
+    let name = name
+        .map(str::to_string)
+        .or_else(|| super::recorded_name(recorded));
+    ingest(
+        store,
+        &mut { folder },
+        &manifest,
+        None,
+        name.as_deref(),
+        source,
+    )
 }

@@ -15,14 +15,19 @@ pub(super) struct Folder {
 
 impl Folder {
     pub fn new(root: &Path) -> Self {
-        Folder { root: root.to_path_buf() }
+        Folder {
+            root: root.to_path_buf(),
+        }
     }
 
     /// `rel` inside the folder; absolute paths and `..` are refused.
     pub fn file(&self, rel: &str) -> Result<PathBuf, Error> {
         let bad = rel.starts_with('/') || rel.split('/').any(|c| c == "..");
         if bad {
-            return Err(Error::UnknownImport { path: self.root.clone(), reason: format!("file {:?} leaves the folder", crate::digest::excerpt(rel)) });
+            return Err(Error::UnknownImport {
+                path: self.root.clone(),
+                reason: format!("file {:?} leaves the folder", crate::digest::excerpt(rel)),
+            });
         }
         Ok(self.root.join(rel))
     }

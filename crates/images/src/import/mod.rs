@@ -44,7 +44,12 @@ pub fn import(store: &Store, path: &Path, name: Option<&str>) -> Result<ImageRec
     rootfs::import(store, path, name, source)
 }
 
-fn import_folder(store: &Store, dir: &Path, name: Option<&str>, source: String) -> Result<ImageRecord, Error> {
+fn import_folder(
+    store: &Store,
+    dir: &Path,
+    name: Option<&str>,
+    source: String,
+) -> Result<ImageRecord, Error> {
     if dir.join("index.json").is_file() {
         oci_layout::import(store, dir, name, source)
     } else if dir.join("manifest.json").is_file() {
@@ -59,5 +64,6 @@ fn import_folder(store: &Store, dir: &Path, name: Option<&str>, source: String) 
 
 /// A name recorded in an archive, if it is a valid one.
 fn recorded_name(n: Option<&String>) -> Option<String> {
-    n.and_then(|n| crate::store::refs::normalise_name(n).map(|_| n.clone())).filter(|n| excerpt(n) == *n)
+    n.and_then(|n| crate::store::refs::normalise_name(n).map(|_| n.clone()))
+        .filter(|n| excerpt(n) == *n)
 }

@@ -9,7 +9,12 @@ use crate::oci::{self, Document, MAX_DOCUMENT};
 use crate::store::{ImageRecord, Store};
 use crate::Error;
 
-pub(super) fn import(store: &Store, dir: &Path, name: Option<&str>, source: String) -> Result<ImageRecord, Error> {
+pub(super) fn import(
+    store: &Store,
+    dir: &Path,
+    name: Option<&str>,
+    source: String,
+) -> Result<ImageRecord, Error> {
     let mut folder = Folder::new(dir);
     let index_path = dir.join("index.json");
     let bytes = read_small(&index_path)?;
@@ -19,22 +24,44 @@ pub(super) fn import(store: &Store, dir: &Path, name: Option<&str>, source: Stri
     for _ in 0..4 {
         let idx = match doc {
             Document::Index(i) => i,
-            Document::Manifest(_) => return Err(Error::BadManifest { what: "index.json".into(), reason: "not an index".into() }),
+            Document::Manifest(_) => {
+                return Err(Error::BadManifest {
+                    what: "index.json".into(),
+                    reason: "not an index".into(),
+                })
+            }
         };
         let d = oci::pick_platform(&idx)?.clone();
-        let recorded = d.annotations.as_ref().and_then(|a| a.get("io.containerd.image.name"));
-        let name = name.map(str::to_string).or_else(|| super::recorded_name(recorded));
+        let recorded = d
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("io.containerd.image.name"));
+        let name = name
+            .map(str::to_string)
+            .or_else(|| super::recorded_name(recorded));
         folder.fetch(store, &d, "manifest")?;
         let m = store.read_document(&d.digest)?;
         match oci::parse_document(&m, "manifest")? {
-            Document::Manifest(_) => return ingest(store, &mut folder, &m, index_digest, name.as_deref(), source),
+            Document::Manifest(_) => {
+                return ingest(
+                    store,
+                    &mut folder,
+                    &m,
+                    index_digest,
+                    name.as_deref(),
+                    source,
+                )
+            }
             next @ Document::Index(_) => {
                 index_digest = Some(d.digest.clone());
                 doc = next;
             }
         }
     }
-    Err(Error::BadManifest { what: "index.json".into(), reason: "indexes nested too deep".into() })
+    Err(Error::BadManifest {
+        what: "index.json".into(),
+        reason: "indexes nested too deep".into(),
+    })
 }
 
 pub(super) fn read_small(path: &Path) -> Result<Vec<u8>, Error> {
@@ -43,7 +70,10 @@ pub(super) fn read_small(path: &Path) -> Result<Vec<u8>, Error> {
     let mut b = Vec::new();
     f.take(MAX_DOCUMENT + 1).read_to_end(&mut b).at(path)?;
     if b.len() as u64 > MAX_DOCUMENT {
-        return Err(Error::BadManifest { what: path.display().to_string(), reason: "too large".into() });
+        return Err(Error::BadManifest {
+            what: path.display().to_string(),
+            reason: "too large".into(),
+        });
     }
     Ok(b)
 }

@@ -13,8 +13,14 @@ const MAX_HEADER: u64 = 64 << 10;
 
 fn tar_error(path: &Path, e: TarError) -> Error {
     match e {
-        TarError::Io(source) => Error::Io { path: path.to_path_buf(), source },
-        TarError::Bad { entry, reason } => Error::UnknownImport { path: path.to_path_buf(), reason: format!("entry {entry:?}: {reason}") },
+        TarError::Io(source) => Error::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+        TarError::Bad { entry, reason } => Error::UnknownImport {
+            path: path.to_path_buf(),
+            reason: format!("entry {entry:?}: {reason}"),
+        },
     }
 }
 
@@ -38,7 +44,10 @@ pub(super) struct Staged {
 
 impl Staged {
     pub fn extract(store: &Store, path: &Path) -> Result<Staged, Error> {
-        let dir = tempfile::Builder::new().prefix("archive-").tempdir_in(store.tmp_dir()).at(store.tmp_dir())?;
+        let dir = tempfile::Builder::new()
+            .prefix("archive-")
+            .tempdir_in(store.tmp_dir())
+            .at(store.tmp_dir())?;
         let f = std::fs::File::open(path).at(path)?;
         let mut tar = TarStream::new(std::io::BufReader::new(f), MAX_HEADER);
         while let Some(h) = tar.next_entry().map_err(|e| tar_error(path, e))? {
@@ -46,12 +55,23 @@ impl Staged {
                 continue; // folders are made as needed; links and the rest are not part of a layout
             }
             let rel = String::from_utf8_lossy(&h.path).into_owned();
-            let comps: Vec<&str> = rel.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+            let comps: Vec<&str> = rel
+                .split('/')
+                .filter(|c| !c.is_empty() && *c != ".")
+                .collect();
             if rel.starts_with('/') || comps.contains(&"..") || comps.is_empty() {
-                return Err(Error::UnknownImport { path: path.to_path_buf(), reason: format!("entry {:?} leaves the archive", crate::digest::excerpt(&rel)) });
+                return Err(Error::UnknownImport {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "entry {:?} leaves the archive",
+                        crate::digest::excerpt(&rel)
+                    ),
+                });
             }
             // Only regular files and folders are ever created here, so no path can pass a link.
-            let target: PathBuf = comps.iter().fold(dir.path().to_path_buf(), |p, c| p.join(c));
+            let target: PathBuf = comps
+                .iter()
+                .fold(dir.path().to_path_buf(), |p, c| p.join(c));
             if let Some(parent) = target.parent() {
                 std::fs::create_dir_all(parent).at(parent)?;
             }

@@ -47,7 +47,10 @@ pub fn auth_file(flag: Option<&Path>) -> Option<PathBuf> {
 
 /// Credentials for `registry` (`host[:port]`), if any are configured.
 pub fn credentials(registry: &str, file: Option<&Path>) -> Result<Option<Credentials>, Error> {
-    if let (Ok(user), Ok(password)) = (std::env::var("CORRAL_REGISTRY_USER"), std::env::var("CORRAL_REGISTRY_PASSWORD")) {
+    if let (Ok(user), Ok(password)) = (
+        std::env::var("CORRAL_REGISTRY_USER"),
+        std::env::var("CORRAL_REGISTRY_PASSWORD"),
+    ) {
         return Ok(Some(Credentials { user, password }));
     }
     let Some(path) = file else { return Ok(None) };
@@ -56,31 +59,57 @@ pub fn credentials(registry: &str, file: Option<&Path>) -> Result<Option<Credent
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::Credentials(format!("{}: {e}", path.display()))),
     };
-    let cfg: ConfigFile = serde_json::from_slice(&bytes).map_err(|e| Error::Credentials(format!("{}: {e}", path.display())))?;
+    let cfg: ConfigFile = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::Credentials(format!("{}: {e}", path.display())))?;
     let entry = cfg.auths.iter().find(|(k, _)| {
-        let k = k.trim_start_matches("https://").trim_start_matches("http://");
+        let k = k
+            .trim_start_matches("https://")
+            .trim_start_matches("http://");
         k.split('/').next() == Some(registry)
     });
-    let Some((_, entry)) = entry else { return Ok(None) };
+    let Some((_, entry)) = entry else {
+        return Ok(None);
+    };
     if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
-        return Ok(Some(Credentials { user: user.clone(), password: password.clone() }));
+        return Ok(Some(Credentials {
+            user: user.clone(),
+            password: password.clone(),
+        }));
     }
-    let Some(auth) = &entry.auth else { return Ok(None) };
+    let Some(auth) = &entry.auth else {
+        return Ok(None);
+    };
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(auth.trim())
-        .map_err(|_| Error::Credentials(format!("{}: the auth entry for {registry} is not base64", path.display())))?;
-    let decoded = String::from_utf8(decoded).map_err(|_| Error::Credentials("auth entry is not UTF-8".into()))?;
-    let (user, password) = decoded
-        .split_once(':')
-        .ok_or_else(|| Error::Credentials(format!("{}: the auth entry for {registry} is not user:password", path.display())))?;
-    Ok(Some(Credentials { user: user.into(), password: password.into() }))
+        .map_err(|_| {
+            Error::Credentials(format!(
+                "{}: the auth entry for {registry} is not base64",
+                path.display()
+            ))
+        })?;
+    let decoded = String::from_utf8(decoded)
+        .map_err(|_| Error::Credentials("auth entry is not UTF-8".into()))?;
+    let (user, password) = decoded.split_once(':').ok_or_else(|| {
+        Error::Credentials(format!(
+            "{}: the auth entry for {registry} is not user:password",
+            path.display()
+        ))
+    })?;
+    Ok(Some(Credentials {
+        user: user.into(),
+        password: password.into(),
+    }))
 }
 
 /// A parsed `WWW-Authenticate` header.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Challenge {
     Basic,
-    Bearer { realm: String, service: Option<String>, scope: Option<String> },
+    Bearer {
+        realm: String,
+        service: Option<String>,
+        scope: Option<String>,
+    },
 }
 
 pub fn parse_challenge(h: &str) -> Option<Challenge> {
@@ -106,7 +135,11 @@ pub fn parse_challenge(h: &str) -> Option<Challenge> {
         map.insert(k, value.to_string());
         rest = after;
     }
-    Some(Challenge::Bearer { realm: map.remove("realm")?, service: map.remove("service"), scope: map.remove("scope") })
+    Some(Challenge::Bearer {
+        realm: map.remove("realm")?,
+        service: map.remove("service"),
+        scope: map.remove("scope"),
+    })
 }
 
 #[cfg(test)]
@@ -115,11 +148,21 @@ mod tests {
 
     #[test]
     fn parses_bearer_challenges() {
-        let c = parse_challenge(r#"Bearer realm="http://127.0.0.1:1/token",service="reg",scope="repository:a/b:pull""#).unwrap();
+        let c = parse_challenge(
+            r#"Bearer realm="http://127.0.0.1:1/token",service="reg",scope="repository:a/b:pull""#,
+        )
+        .unwrap();
         assert_eq!(
             c,
-            Challenge::Bearer { realm: "http://127.0.0.1:1/token".into(), service: Some("reg".into()), scope: Some("repository:a/b:pull".into()) }
+            Challenge::Bearer {
+                realm: "http://127.0.0.1:1/token".into(),
+                service: Some("reg".into()),
+                scope: Some("repository:a/b:pull".into())
+            }
         );
-        assert_eq!(parse_challenge(r#"Basic realm="x""#), Some(Challenge::Basic));
+        assert_eq!(
+            parse_challenge(r#"Basic realm="x""#),
+            Some(Challenge::Basic)
+        );
     }
 }

@@ -34,19 +34,36 @@ struct TokenReply {
 use serde::Deserialize;
 
 impl Registry {
-    pub fn new(remote: &RemoteRef, insecure: bool, creds: Option<Credentials>) -> Result<Registry, Error> {
+    pub fn new(
+        remote: &RemoteRef,
+        insecure: bool,
+        creds: Option<Credentials>,
+    ) -> Result<Registry, Error> {
         let http = Client::builder()
             .connect_timeout(Duration::from_secs(30))
             .timeout(Duration::from_secs(3600))
             .user_agent(concat!("corral/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| Error::Registry { registry: remote.registry.clone(), reason: e.to_string() })?;
+            .map_err(|e| Error::Registry {
+                registry: remote.registry.clone(),
+                reason: e.to_string(),
+            })?;
         let scheme = if insecure { "http" } else { "https" };
-        Ok(Registry { http, base: format!("{scheme}://{}", remote.registry), remote: remote.clone(), creds, bearer: None, basic: false })
+        Ok(Registry {
+            http,
+            base: format!("{scheme}://{}", remote.registry),
+            remote: remote.clone(),
+            creds,
+            bearer: None,
+            basic: false,
+        })
     }
 
     fn err(&self, reason: impl std::fmt::Display) -> Error {
-        Error::Registry { registry: self.remote.registry.clone(), reason: reason.to_string() }
+        Error::Registry {
+            registry: self.remote.registry.clone(),
+            reason: reason.to_string(),
+        }
     }
 
     fn authorise(&self, rb: RequestBuilder) -> RequestBuilder {
@@ -58,7 +75,12 @@ impl Registry {
     }
 
     /// GET `path` (under `/v2/`), answering one auth challenge if the registry sends one.
-    fn get(&mut self, path: &str, accept: Option<&str>, range_from: u64) -> Result<Response, Error> {
+    fn get(
+        &mut self,
+        path: &str,
+        accept: Option<&str>,
+        range_from: u64,
+    ) -> Result<Response, Error> {
         let url = format!("{}/v2/{}", self.base, path);
         for attempt in 0..2 {
             let mut rb = self.authorise(self.http.get(&url));
@@ -72,7 +94,11 @@ impl Registry {
             if resp.status() != StatusCode::UNAUTHORIZED || attempt == 1 {
                 return self.check(resp, &url);
             }
-            let challenge = resp.headers().get(WWW_AUTHENTICATE).and_then(|h| h.to_str().ok()).and_then(parse_challenge);
+            let challenge = resp
+                .headers()
+                .get(WWW_AUTHENTICATE)
+                .and_then(|h| h.to_str().ok())
+                .and_then(parse_challenge);
             match challenge {
                 Some(Challenge::Basic) if self.creds.is_some() => self.basic = true,
                 Some(Challenge::Bearer { realm, service, scope }) => self.fetch_token(&realm, service, scope)?,
@@ -96,7 +122,12 @@ impl Registry {
         Err(self.err(format!("GET {url}: {status}{hint}: {}", excerpt(&body))))
     }
 
-    fn fetch_token(&mut self, realm: &str, service: Option<String>, scope: Option<String>) -> Result<(), Error> {
+    fn fetch_token(
+        &mut self,
+        realm: &str,
+        service: Option<String>,
+        scope: Option<String>,
+    ) -> Result<(), Error> {
         let scope = scope.unwrap_or_else(|| format!("repository:{}:pull", self.remote.repository));
         let mut query = vec![("scope", scope)];
         if let Some(s) = service {
@@ -106,12 +137,24 @@ impl Registry {
         if let Some(c) = &self.creds {
             rb = rb.basic_auth(&c.user, Some(&c.password));
         }
-        let resp = rb.send().map_err(|e| self.err(format!("token from {realm}: {e}")))?;
+        let resp = rb
+            .send()
+            .map_err(|e| self.err(format!("token from {realm}: {e}")))?;
         if !resp.status().is_success() {
-            return Err(self.err(format!("token from {realm}: {} (check the credentials)", resp.status())));
+            return Err(self.err(format!(
+                "token from {realm}: {} (check the credentials)",
+                resp.status()
+            )));
         }
-        let reply: TokenReply = resp.json().map_err(|e| self.err(format!("token from {realm}: {e}")))?;
-        self.bearer = Some(reply.token.or(reply.access_token).ok_or_else(|| self.err("the token reply has no token"))?);
+        let reply: TokenReply = resp
+            .json()
+            .map_err(|e| self.err(format!("token from {realm}: {e}")))?;
+        self.bearer = Some(
+            reply
+                .token
+                .or(reply.access_token)
+                .ok_or_else(|| self.err("the token reply has no token"))?,
+        );
         Ok(())
     }
 
@@ -122,14 +165,22 @@ impl Registry {
         let path = format!("{}/manifests/{reference}", self.remote.repository);
         let resp = self.get(&path, Some(&accept), 0)?;
         let mut body = Vec::new();
-        resp.take(MAX_DOCUMENT + 1).read_to_end(&mut body).map_err(|e| self.err(e))?;
+        resp.take(MAX_DOCUMENT + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| self.err(e))?;
         if body.len() as u64 > MAX_DOCUMENT {
-            return Err(self.err(format!("manifest {reference} is larger than {MAX_DOCUMENT} bytes")));
+            return Err(self.err(format!(
+                "manifest {reference} is larger than {MAX_DOCUMENT} bytes"
+            )));
         }
         let actual = Digest::of_bytes(&body);
         if let Ok(expected) = Digest::parse(reference) {
             if expected != actual {
-                return Err(Error::DigestMismatch { what: format!("manifest {reference}"), expected: expected.to_string(), actual: actual.to_string() });
+                return Err(Error::DigestMismatch {
+                    what: format!("manifest {reference}"),
+                    expected: expected.to_string(),
+                    actual: actual.to_string(),
+                });
             }
         }
         Ok((body, actual))
@@ -148,13 +199,23 @@ impl Registry {
         let path = format!("{}/blobs/{digest}", self.remote.repository);
         let resp = self.get(&path, None, have)?;
         let resumed = resp.status() == StatusCode::PARTIAL_CONTENT;
-        let mut f = std::fs::OpenOptions::new().create(true).append(resumed).write(true).truncate(!resumed).open(part).at(part)?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(resumed)
+            .write(true)
+            .truncate(!resumed)
+            .open(part)
+            .at(part)?;
         let start = if resumed { have } else { 0 };
         let mut body = resp.take(size - start + 1);
         let mut buf = vec![0u8; 256 << 10];
         let mut got = start;
         loop {
-            let n = body.read(&mut buf).map_err(|e| self.err(format!("blob {digest}: {e} (run the pull again to continue)")))?;
+            let n = body.read(&mut buf).map_err(|e| {
+                self.err(format!(
+                    "blob {digest}: {e} (run the pull again to continue)"
+                ))
+            })?;
             if n == 0 {
                 break;
             }
@@ -162,7 +223,9 @@ impl Registry {
             if got > size {
                 drop(f);
                 let _ = std::fs::remove_file(part);
-                return Err(self.err(format!("blob {digest} is larger than the {size} bytes its descriptor says")));
+                return Err(self.err(format!(
+                    "blob {digest} is larger than the {size} bytes its descriptor says"
+                )));
             }
             f.write_all(&buf[..n]).at(part)?;
         }

@@ -42,7 +42,8 @@ impl BlobSource for Remote<'_> {
 
 /// Whether plain HTTP is allowed for `registry`.
 fn insecure(registry: &str, flag: bool) -> bool {
-    flag || std::env::var("CORRAL_INSECURE_REGISTRIES").is_ok_and(|l| l.split(',').any(|r| r.trim() == registry))
+    flag || std::env::var("CORRAL_INSECURE_REGISTRIES")
+        .is_ok_and(|l| l.split(',').any(|r| r.trim() == registry))
 }
 
 pub fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<ImageRecord, Error> {
@@ -57,7 +58,16 @@ pub fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<ImageR
         match oci::parse_document(&body, "manifest")? {
             Document::Manifest(_) => {
                 let name = remote.store_name();
-                return ingest(store, &mut Remote { registry: &mut registry }, &body, index, name.as_deref(), format!("pull {reference}"));
+                return ingest(
+                    store,
+                    &mut Remote {
+                        registry: &mut registry,
+                    },
+                    &body,
+                    index,
+                    name.as_deref(),
+                    format!("pull {reference}"),
+                );
             }
             Document::Index(idx) => {
                 store.put_blob_bytes(&body, "index")?;
@@ -67,5 +77,8 @@ pub fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<ImageR
             }
         }
     }
-    Err(Error::BadManifest { what: "index".into(), reason: "indexes nested too deep".into() })
+    Err(Error::BadManifest {
+        what: "index".into(),
+        reason: "indexes nested too deep".into(),
+    })
 }

@@ -19,29 +19,48 @@ impl Store {
 
     /// Stores `input` as the blob `expected` (refused if its digest differs), or under the digest
     /// it turns out to have when `expected` is `None`. At most `max` bytes are read.
-    pub fn put_blob(&self, input: impl Read, expected: Option<&Digest>, max: u64, what: &str) -> Result<Digest, Error> {
+    pub fn put_blob(
+        &self,
+        input: impl Read,
+        expected: Option<&Digest>,
+        max: u64,
+        what: &str,
+    ) -> Result<Digest, Error> {
         if let Some(d) = expected {
             if self.has_blob(d) {
                 return Ok(d.clone());
             }
         }
         let dir = self.root.join("blobs/sha256");
-        let mut tmp = tempfile::Builder::new().prefix(".incoming-").tempfile_in(&dir).at(&dir)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".incoming-")
+            .tempfile_in(&dir)
+            .at(&dir)?;
         let mut reader = HashingReader::new(input.take(max.saturating_add(1)));
         std::io::copy(&mut reader, tmp.as_file_mut()).at(tmp.path())?;
         if reader.count() > max {
-            return Err(Error::BadManifest { what: what.to_string(), reason: format!("larger than {max} bytes") });
+            return Err(Error::BadManifest {
+                what: what.to_string(),
+                reason: format!("larger than {max} bytes"),
+            });
         }
         let (actual, _) = reader.finish();
         if let Some(expected) = expected {
             if *expected != actual {
-                return Err(Error::DigestMismatch { what: what.to_string(), expected: expected.to_string(), actual: actual.to_string() });
+                return Err(Error::DigestMismatch {
+                    what: what.to_string(),
+                    expected: expected.to_string(),
+                    actual: actual.to_string(),
+                });
             }
         }
         tmp.as_file_mut().flush().at(tmp.path())?;
         tmp.as_file().sync_all().at(tmp.path())?;
         let path = self.blob_path(&actual);
-        tmp.persist(&path).map_err(|e| Error::Io { path: path.clone(), source: e.error })?;
+        tmp.persist(&path).map_err(|e| Error::Io {
+            path: path.clone(),
+            source: e.error,
+        })?;
         Ok(actual)
     }
 
@@ -54,10 +73,16 @@ impl Store {
         let path = self.blob_path(d);
         let f = std::fs::File::open(&path).at(&path)?;
         let mut bytes = Vec::new();
-        f.take(crate::oci::MAX_DOCUMENT + 1).read_to_end(&mut bytes).at(&path)?;
+        f.take(crate::oci::MAX_DOCUMENT + 1)
+            .read_to_end(&mut bytes)
+            .at(&path)?;
         let actual = Digest::of_bytes(&bytes);
         if actual != *d {
-            return Err(Error::DigestMismatch { what: path.display().to_string(), expected: d.to_string(), actual: actual.to_string() });
+            return Err(Error::DigestMismatch {
+                what: path.display().to_string(),
+                expected: d.to_string(),
+                actual: actual.to_string(),
+            });
         }
         Ok(bytes)
     }
@@ -66,14 +91,23 @@ impl Store {
 impl Store {
     /// Moves the downloaded file `file` into the store as blob `expected`, after checking its
     /// digest; a file that does not match is deleted (so a retry starts afresh).
-    pub fn adopt_blob(&self, file: &std::path::Path, expected: &Digest, what: &str) -> Result<(), Error> {
+    pub fn adopt_blob(
+        &self,
+        file: &std::path::Path,
+        expected: &Digest,
+        what: &str,
+    ) -> Result<(), Error> {
         let f = std::fs::File::open(file).at(file)?;
         let mut reader = HashingReader::new(std::io::BufReader::new(f));
         std::io::copy(&mut reader, &mut std::io::sink()).at(file)?;
         let (actual, _) = reader.finish();
         if actual != *expected {
             let _ = std::fs::remove_file(file);
-            return Err(Error::DigestMismatch { what: what.to_string(), expected: expected.to_string(), actual: actual.to_string() });
+            return Err(Error::DigestMismatch {
+                what: what.to_string(),
+                expected: expected.to_string(),
+                actual: actual.to_string(),
+            });
         }
         let path = self.blob_path(expected);
         std::fs::rename(file, &path).at(&path)

@@ -73,8 +73,14 @@ impl Store {
     }
 
     pub fn disk_usage(&self) -> Result<DiskUsage, Error> {
-        let mut du = DiskUsage { images: self.records()?.len() as u64, ..DiskUsage::default() };
-        for (sub, n, bytes) in [("blobs/sha256", &mut du.blobs, &mut du.blob_bytes), ("layers/sha256", &mut du.layers, &mut du.layer_bytes)] {
+        let mut du = DiskUsage {
+            images: self.records()?.len() as u64,
+            ..DiskUsage::default()
+        };
+        for (sub, n, bytes) in [
+            ("blobs/sha256", &mut du.blobs, &mut du.blob_bytes),
+            ("layers/sha256", &mut du.layers, &mut du.layer_bytes),
+        ] {
             let dir = self.root.join(sub);
             for e in std::fs::read_dir(&dir).at(&dir)? {
                 let e = e.at(&dir)?;
@@ -97,7 +103,9 @@ fn tree_bytes(path: &Path) -> u64 {
     let mut total = 0;
     let mut stack = vec![path.to_path_buf()];
     while let Some(p) = stack.pop() {
-        let Ok(m) = std::fs::symlink_metadata(&p) else { continue };
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
         if m.nlink() > 1 && !m.is_dir() && !seen.insert((m.dev(), m.ino())) {
             continue;
         }

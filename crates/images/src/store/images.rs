@@ -17,13 +17,20 @@ pub struct Listed {
 
 impl Store {
     fn record_path(&self, d: &Digest) -> std::path::PathBuf {
-        self.root.join("records/sha256").join(format!("{}.json", d.hex()))
+        self.root
+            .join("records/sha256")
+            .join(format!("{}.json", d.hex()))
     }
 
     pub fn record(&self, d: &Digest) -> Result<Option<ImageRecord>, Error> {
         let path = self.record_path(d);
         match std::fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| Error::Index { path, reason: e.to_string() }),
+            Ok(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| Error::Index {
+                    path,
+                    reason: e.to_string(),
+                }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::Io { path, source: e }),
         }
@@ -34,7 +41,9 @@ impl Store {
         let mut out = Vec::new();
         for e in std::fs::read_dir(&dir).at(&dir)? {
             let name = e.at(&dir)?.file_name();
-            let Some(hex) = name.to_str().and_then(|n| n.strip_suffix(".json")) else { continue };
+            let Some(hex) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+                continue;
+            };
             if let Ok(d) = Digest::from_hex(hex) {
                 out.extend(self.record(&d)?);
             }
@@ -46,7 +55,10 @@ impl Store {
     /// Writes the record (its blobs and layers must be stored already) and points `name` at it.
     pub fn save_image(&self, record: &ImageRecord, name: Option<&str>) -> Result<(), Error> {
         let json = serde_json::to_vec_pretty(record).expect("records serialise");
-        self.write_atomic(&format!("records/sha256/{}.json", record.digest.hex()), &json)?;
+        self.write_atomic(
+            &format!("records/sha256/{}.json", record.digest.hex()),
+            &json,
+        )?;
         if let Some(name) = name {
             let name = normalise_name(name).ok_or_else(|| Error::BadReference(excerpt(name)))?;
             self.update_names(|n| {
@@ -71,7 +83,10 @@ impl Store {
                     return Ok((name, r));
                 }
                 // A digest of the index an image was picked from names it too.
-                let r = self.records()?.into_iter().find(|r| r.index.as_ref() == Some(&d));
+                let r = self
+                    .records()?
+                    .into_iter()
+                    .find(|r| r.index.as_ref() == Some(&d));
                 Ok((name, r.ok_or_else(not_found)?))
             }
             Ref::Prefix(p) => {
@@ -80,7 +95,11 @@ impl Store {
                 if let Some(d) = normalise_name(&p).and_then(|n| names.names.get(&n)) {
                     return Ok((Some(p), self.record(d)?.ok_or_else(not_found)?));
                 }
-                let mut hits: Vec<ImageRecord> = self.records()?.into_iter().filter(|r| r.digest.hex().starts_with(&p)).collect();
+                let mut hits: Vec<ImageRecord> = self
+                    .records()?
+                    .into_iter()
+                    .filter(|r| r.digest.hex().starts_with(&p))
+                    .collect();
                 match hits.len() {
                     0 => Err(not_found()),
                     1 => Ok((None, hits.remove(0))),
@@ -97,7 +116,12 @@ impl Store {
             .records()?
             .into_iter()
             .map(|record| Listed {
-                names: names.names.iter().filter(|(_, d)| **d == record.digest).map(|(n, _)| n.clone()).collect(),
+                names: names
+                    .names
+                    .iter()
+                    .filter(|(_, d)| **d == record.digest)
+                    .map(|(n, _)| n.clone())
+                    .collect(),
                 record,
             })
             .collect())
@@ -119,13 +143,28 @@ impl Store {
     /// Its blobs and layers stay until `gc`.
     pub fn remove(&self, reference: &str) -> Result<(Vec<String>, Option<Digest>), Error> {
         let (by_name, rec) = self.resolve(reference)?;
-        let by_name = by_name.filter(|_| matches!(Ref::parse(reference), Ok(Ref::Name(_)) | Ok(Ref::Prefix(_))));
+        let by_name = by_name
+            .filter(|_| matches!(Ref::parse(reference), Ok(Ref::Name(_)) | Ok(Ref::Prefix(_))));
         let (removed, remaining) = self.update_names(|n| {
             let removed: Vec<String> = match &by_name {
-                Some(name) => n.names.remove_entry(name).map(|(k, _)| k).into_iter().collect(),
+                Some(name) => n
+                    .names
+                    .remove_entry(name)
+                    .map(|(k, _)| k)
+                    .into_iter()
+                    .collect(),
                 None => {
-                    let all: BTreeSet<String> = n.names.iter().filter(|(_, d)| **d == rec.digest).map(|(k, _)| k.clone()).collect();
-                    all.into_iter().inspect(|k| { n.names.remove(k); }).collect()
+                    let all: BTreeSet<String> = n
+                        .names
+                        .iter()
+                        .filter(|(_, d)| **d == rec.digest)
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    all.into_iter()
+                        .inspect(|k| {
+                            n.names.remove(k);
+                        })
+                        .collect()
                 }
             };
             let remaining = n.names.values().any(|d| *d == rec.digest);

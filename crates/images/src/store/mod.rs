@@ -83,7 +83,10 @@ impl Store {
             let p = root.join(sub);
             std::fs::create_dir_all(&p).at(&p)?;
         }
-        Ok(Store { root, limits: Limits::default() })
+        Ok(Store {
+            root,
+            limits: Limits::default(),
+        })
     }
 
     /// Replaces the per-layer caps (tests use small ones).
@@ -117,14 +120,30 @@ impl Store {
         }
         let path = self.blob_path(&layer.blob);
         let f = std::fs::File::open(&path).at(&path)?;
-        unpack::unpack_layer(f, Some(&layer.media_type), &target, Some(&layer.diff_id), &self.limits)?;
+        unpack::unpack_layer(
+            f,
+            Some(&layer.media_type),
+            &target,
+            Some(&layer.diff_id),
+            &self.limits,
+        )?;
         Ok(())
     }
 
     /// The ordered layer folders, Env and WorkingDir of `reference`: what a sandbox mounts.
     pub fn rootfs(&self, reference: &str) -> Result<RootFs, Error> {
         let (_, rec) = self.resolve(reference)?;
-        let lower_dirs = rec.layers.iter().rev().map(|l| self.layer_path(&l.diff_id)).collect();
-        Ok(RootFs { digest: rec.digest, lower_dirs, env: rec.env, working_dir: rec.working_dir })
+        let lower_dirs = rec
+            .layers
+            .iter()
+            .rev()
+            .map(|l| self.layer_path(&l.diff_id))
+            .collect();
+        Ok(RootFs {
+            digest: rec.digest,
+            lower_dirs,
+            env: rec.env,
+            working_dir: rec.working_dir,
+        })
     }
 }

@@ -21,8 +21,16 @@ pub(crate) struct Names {
 impl Store {
     fn lock(&self, path: &str, arg: FlockArg) -> Result<Flock<File>, Error> {
         let path = self.root.join(path);
-        let f = File::options().create(true).truncate(false).write(true).open(&path).at(&path)?;
-        Flock::lock(f, arg).map_err(|(_, e)| Error::Io { path, source: e.into() })
+        let f = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .at(&path)?;
+        Flock::lock(f, arg).map_err(|(_, e)| Error::Io {
+            path,
+            source: e.into(),
+        })
     }
 
     /// Held (shared) while an import or pull is writing blobs and layers, so `gc` (exclusive)
@@ -43,14 +51,20 @@ impl Store {
     fn load_names(&self) -> Result<Names, Error> {
         let path = self.root.join("names.json");
         match std::fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| Error::Index { path, reason: e.to_string() }),
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| Error::Index {
+                path,
+                reason: e.to_string(),
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Names::default()),
             Err(e) => Err(Error::Io { path, source: e }),
         }
     }
 
     /// Applies `change` to the index under the exclusive lock and writes it back atomically.
-    pub(crate) fn update_names<T>(&self, change: impl FnOnce(&mut Names) -> Result<T, Error>) -> Result<T, Error> {
+    pub(crate) fn update_names<T>(
+        &self,
+        change: impl FnOnce(&mut Names) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         let _g = self.lock("names.lock", FlockArg::LockExclusive)?;
         let mut names = self.load_names()?;
         let out = change(&mut names)?;
@@ -63,10 +77,16 @@ impl Store {
         use std::io::Write;
         let path = self.root.join(rel);
         let dir = path.parent().expect("store paths have a parent");
-        let mut tmp = tempfile::Builder::new().prefix(".writing-").tempfile_in(dir).at(dir)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".writing-")
+            .tempfile_in(dir)
+            .at(dir)?;
         tmp.write_all(bytes).at(tmp.path())?;
         tmp.as_file().sync_all().at(tmp.path())?;
-        tmp.persist(&path).map_err(|e| Error::Io { path, source: e.error })?;
+        tmp.persist(&path).map_err(|e| Error::Io {
+            path,
+            source: e.error,
+        })?;
         Ok(())
     }
 }

@@ -38,7 +38,10 @@ impl Ref {
 }
 
 fn prefix(hex: &str) -> Option<Ref> {
-    let ok = (MIN_PREFIX..=64).contains(&hex.len()) && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let ok = (MIN_PREFIX..=64).contains(&hex.len())
+        && hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     ok.then(|| Ref::Prefix(hex.to_string()))
 }
 
@@ -55,17 +58,23 @@ pub fn normalise_name(s: &str) -> Option<String> {
     };
     let tag_ok = !tag.is_empty()
         && tag.len() <= 128
-        && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && tag
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
         && !tag.starts_with(['.', '-']);
     let mut comps = path.split('/').peekable();
     let mut first = true;
     while let Some(c) = comps.next() {
-        let is_host = first && comps.peek().is_some() && (c.contains('.') || c.contains(':') || c == "localhost");
+        let is_host = first
+            && comps.peek().is_some()
+            && (c.contains('.') || c.contains(':') || c == "localhost");
         let ok = if is_host {
-            c.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:".contains(&b))
+            c.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-:".contains(&b))
         } else {
             !c.is_empty()
-                && c.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+                && c.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
                 && c.as_bytes()[0].is_ascii_alphanumeric()
         };
         if !ok {
@@ -82,12 +91,23 @@ mod tests {
 
     #[test]
     fn parses_every_form() {
-        assert_eq!(Ref::parse("python").unwrap(), Ref::Name("python:latest".into()));
-        assert_eq!(Ref::parse("127.0.0.1:5000/a/b:3.12").unwrap(), Ref::Name("127.0.0.1:5000/a/b:3.12".into()));
+        assert_eq!(
+            Ref::parse("python").unwrap(),
+            Ref::Name("python:latest".into())
+        );
+        assert_eq!(
+            Ref::parse("127.0.0.1:5000/a/b:3.12").unwrap(),
+            Ref::Name("127.0.0.1:5000/a/b:3.12".into())
+        );
         let d = format!("sha256:{}", "a".repeat(64));
         assert!(matches!(Ref::parse(&d).unwrap(), Ref::Digest(None, _)));
-        assert!(matches!(Ref::parse(&format!("x/y@{d}")).unwrap(), Ref::Digest(Some(n), _) if n == "x/y:latest"));
-        assert_eq!(Ref::parse("0123456789ab").unwrap(), Ref::Prefix("0123456789ab".into()));
+        assert!(
+            matches!(Ref::parse(&format!("x/y@{d}")).unwrap(), Ref::Digest(Some(n), _) if n == "x/y:latest")
+        );
+        assert_eq!(
+            Ref::parse("0123456789ab").unwrap(),
+            Ref::Prefix("0123456789ab".into())
+        );
         assert!(Ref::parse("UPPER").is_err());
         assert!(Ref::parse("a/../b").is_err());
         assert!(Ref::parse("a:").is_err());

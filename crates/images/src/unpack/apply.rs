@@ -21,7 +21,9 @@ use nix::unistd::{fchownat, linkat, symlinkat, unlinkat, Gid, Uid, UnlinkatFlags
 pub type Refusal = String;
 
 fn resolve() -> ResolveFlag {
-    ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS
+    ResolveFlag::RESOLVE_BENEATH
+        | ResolveFlag::RESOLVE_NO_SYMLINKS
+        | ResolveFlag::RESOLVE_NO_MAGICLINKS
 }
 
 fn os(b: &[u8]) -> &OsStr {
@@ -38,7 +40,11 @@ pub struct Tree {
 
 impl Tree {
     pub fn new(root: OwnedFd) -> Self {
-        Tree { root, files: HashSet::new(), chown: nix::unistd::geteuid().is_root() }
+        Tree {
+            root,
+            files: HashSet::new(),
+            chown: nix::unistd::geteuid().is_root(),
+        }
     }
 
     /// Opens (creating as needed, mode 0755) the folder `comps` beneath the root.
@@ -64,8 +70,9 @@ impl Tree {
             .flags(OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
             .resolve(resolve());
         let is_link = || {
-            fstatat(at, os(name), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-                .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK)
+            fstatat(at, os(name), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| {
+                SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK
+            })
         };
         openat2(at, os(name), how).map_err(|e| match e {
             Errno::ELOOP | Errno::ENOTDIR if is_link() => {
@@ -79,7 +86,13 @@ impl Tree {
 
     /// Clears `name` in `parent` if this layer already wrote something there (tar may repeat a path).
     /// A folder is kept when `keep_dir` (a folder entry over a folder just updates its mode).
-    fn clear(&mut self, parent: BorrowedFd<'_>, name: &[u8], path: &[u8], keep_dir: bool) -> Result<bool, Refusal> {
+    fn clear(
+        &mut self,
+        parent: BorrowedFd<'_>,
+        name: &[u8],
+        path: &[u8],
+        keep_dir: bool,
+    ) -> Result<bool, Refusal> {
         match fstatat(parent, os(name), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
             Err(Errno::ENOENT) => Ok(false),
             Err(e) => Err(format!("cannot inspect existing entry: {e}")),
@@ -91,14 +104,21 @@ impl Tree {
                 }
             }
             Ok(_) => {
-                unlinkat(parent, os(name), UnlinkatFlags::NoRemoveDir).map_err(|e| format!("cannot replace: {e}"))?;
+                unlinkat(parent, os(name), UnlinkatFlags::NoRemoveDir)
+                    .map_err(|e| format!("cannot replace: {e}"))?;
                 self.files.remove(path);
                 Ok(false)
             }
         }
     }
 
-    fn owner(&self, parent: BorrowedFd<'_>, name: &[u8], uid: u64, gid: u64) -> Result<(), Refusal> {
+    fn owner(
+        &self,
+        parent: BorrowedFd<'_>,
+        name: &[u8],
+        uid: u64,
+        gid: u64,
+    ) -> Result<(), Refusal> {
         if !self.chown {
             return Ok(());
         }
@@ -116,15 +136,26 @@ impl Tree {
         .map_err(|e| format!("cannot set owner: {e}"))
     }
 
-    pub fn mkdir(&mut self, comps: &[&[u8]], path: &[u8], mode: u32, uid: u64, gid: u64) -> Result<(), Refusal> {
-        let Some((name, parents)) = comps.split_last() else { return Ok(()) };
+    pub fn mkdir(
+        &mut self,
+        comps: &[&[u8]],
+        path: &[u8],
+        mode: u32,
+        uid: u64,
+        gid: u64,
+    ) -> Result<(), Refusal> {
+        let Some((name, parents)) = comps.split_last() else {
+            return Ok(());
+        };
         let parent = self.dir(parents)?;
         if !self.clear(parent.as_fd(), name, path, true)? {
-            mkdirat(parent.as_fd(), os(name), Mode::from_bits_truncate(0o700)).map_err(|e| format!("cannot create folder: {e}"))?;
+            mkdirat(parent.as_fd(), os(name), Mode::from_bits_truncate(0o700))
+                .map_err(|e| format!("cannot create folder: {e}"))?;
         }
         self.owner(parent.as_fd(), name, uid, gid)?;
         let dir = self.open_dir(parent.as_fd(), name)?;
-        nix::sys::stat::fchmod(dir.as_fd(), Mode::from_bits_truncate(mode)).map_err(|e| format!("cannot set mode: {e}"))
+        nix::sys::stat::fchmod(dir.as_fd(), Mode::from_bits_truncate(mode))
+            .map_err(|e| format!("cannot set mode: {e}"))
     }
 
     /// Creates a regular file from `data`; `budget` is decremented by what was written.
@@ -141,14 +172,23 @@ impl Tree {
         data: &mut dyn Read,
         budget: &mut u64,
     ) -> Result<Result<(), io::Error>, Refusal> {
-        let Some((name, parents)) = comps.split_last() else { return Err("a file at the layer root".into()) };
+        let Some((name, parents)) = comps.split_last() else {
+            return Err("a file at the layer root".into());
+        };
         let parent = self.dir(parents)?;
         self.clear(parent.as_fd(), name, path, false)?;
         let how = OpenHow::new()
-            .flags(OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+            .flags(
+                OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_WRONLY
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_CLOEXEC,
+            )
             .mode(Mode::from_bits_truncate(0o600))
             .resolve(resolve());
-        let fd = openat2(parent.as_fd(), os(name), how).map_err(|e| format!("cannot create file: {e}"))?;
+        let fd = openat2(parent.as_fd(), os(name), how)
+            .map_err(|e| format!("cannot create file: {e}"))?;
         let mut f = std::fs::File::from(fd);
         let mut buf = vec![0u8; 64 << 10];
         let mut written = 0u64;
@@ -164,58 +204,109 @@ impl Tree {
             }
             *budget -= n as u64;
             written += n as u64;
-            f.write_all(&buf[..n]).map_err(|e| format!("cannot write: {e}"))?;
+            f.write_all(&buf[..n])
+                .map_err(|e| format!("cannot write: {e}"))?;
         }
         if written != size {
-            return Ok(Err(io::Error::new(io::ErrorKind::UnexpectedEof, "tar stream ends inside a file")));
+            return Ok(Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "tar stream ends inside a file",
+            )));
         }
         self.owner(parent.as_fd(), name, uid, gid)?;
         // After chown (which clears setuid/setgid anyway); those bits are never set: see `mode`.
-        nix::sys::stat::fchmod(f.as_fd(), Mode::from_bits_truncate(mode)).map_err(|e| format!("cannot set mode: {e}"))?;
+        nix::sys::stat::fchmod(f.as_fd(), Mode::from_bits_truncate(mode))
+            .map_err(|e| format!("cannot set mode: {e}"))?;
         let t = nix::sys::time::TimeSpec::new(mtime, 0);
         let _ = nix::sys::stat::futimens(f.as_fd(), &t, &t);
         self.files.insert(path.to_vec());
         Ok(Ok(()))
     }
 
-    pub fn symlink(&mut self, comps: &[&[u8]], path: &[u8], target: &[u8], uid: u64, gid: u64) -> Result<(), Refusal> {
-        let Some((name, parents)) = comps.split_last() else { return Err("a symlink at the layer root".into()) };
+    pub fn symlink(
+        &mut self,
+        comps: &[&[u8]],
+        path: &[u8],
+        target: &[u8],
+        uid: u64,
+        gid: u64,
+    ) -> Result<(), Refusal> {
+        let Some((name, parents)) = comps.split_last() else {
+            return Err("a symlink at the layer root".into());
+        };
         let parent = self.dir(parents)?;
         self.clear(parent.as_fd(), name, path, false)?;
         // Stored as written (absolute targets too): resolved inside the image root at run time.
-        symlinkat(os(target), parent.as_fd(), os(name)).map_err(|e| format!("cannot create symlink: {e}"))?;
+        symlinkat(os(target), parent.as_fd(), os(name))
+            .map_err(|e| format!("cannot create symlink: {e}"))?;
         self.owner(parent.as_fd(), name, uid, gid)
     }
 
-    pub fn hardlink(&mut self, comps: &[&[u8]], path: &[u8], target_comps: &[&[u8]], target: &[u8]) -> Result<(), Refusal> {
+    pub fn hardlink(
+        &mut self,
+        comps: &[&[u8]],
+        path: &[u8],
+        target_comps: &[&[u8]],
+        target: &[u8],
+    ) -> Result<(), Refusal> {
         if !self.files.contains(target) {
             return Err(format!(
                 "hardlink to {:?}, which is not a regular file earlier in this layer",
                 crate::digest::excerpt(&String::from_utf8_lossy(target))
             ));
         }
-        let Some((name, parents)) = comps.split_last() else { return Err("a hardlink at the layer root".into()) };
-        let (tname, tparents) = target_comps.split_last().ok_or("hardlink to the layer root")?;
+        let Some((name, parents)) = comps.split_last() else {
+            return Err("a hardlink at the layer root".into());
+        };
+        let (tname, tparents) = target_comps
+            .split_last()
+            .ok_or("hardlink to the layer root")?;
         let parent = self.dir(parents)?;
         self.clear(parent.as_fd(), name, path, false)?;
         let tparent = self.dir(tparents)?;
-        linkat(tparent.as_fd(), os(tname), parent.as_fd(), os(name), nix::fcntl::AtFlags::empty())
-            .map_err(|e| format!("cannot create hardlink: {e}"))?;
+        linkat(
+            tparent.as_fd(),
+            os(tname),
+            parent.as_fd(),
+            os(name),
+            nix::fcntl::AtFlags::empty(),
+        )
+        .map_err(|e| format!("cannot create hardlink: {e}"))?;
         self.files.insert(path.to_vec());
         Ok(())
     }
 
-    pub fn fifo(&mut self, comps: &[&[u8]], path: &[u8], mode: u32, uid: u64, gid: u64) -> Result<(), Refusal> {
-        let Some((name, parents)) = comps.split_last() else { return Err("a fifo at the layer root".into()) };
+    pub fn fifo(
+        &mut self,
+        comps: &[&[u8]],
+        path: &[u8],
+        mode: u32,
+        uid: u64,
+        gid: u64,
+    ) -> Result<(), Refusal> {
+        let Some((name, parents)) = comps.split_last() else {
+            return Err("a fifo at the layer root".into());
+        };
         let parent = self.dir(parents)?;
         self.clear(parent.as_fd(), name, path, false)?;
-        mknodat(parent.as_fd(), os(name), SFlag::S_IFIFO, Mode::from_bits_truncate(mode), 0)
-            .map_err(|e| format!("cannot create fifo: {e}"))?;
+        mknodat(
+            parent.as_fd(),
+            os(name),
+            SFlag::S_IFIFO,
+            Mode::from_bits_truncate(mode),
+            0,
+        )
+        .map_err(|e| format!("cannot create fifo: {e}"))?;
         self.owner(parent.as_fd(), name, uid, gid)
     }
 
     /// `.wh.NAME`: overlayfs's whiteout, a 0/0 character device named NAME.
-    pub fn whiteout(&mut self, parent_comps: &[&[u8]], name: &[u8], path: &[u8]) -> Result<(), Refusal> {
+    pub fn whiteout(
+        &mut self,
+        parent_comps: &[&[u8]],
+        name: &[u8],
+        path: &[u8],
+    ) -> Result<(), Refusal> {
         let parent = self.dir(parent_comps)?;
         self.clear(parent.as_fd(), name, path, false)?;
         mknodat(parent.as_fd(), os(name), SFlag::S_IFCHR, Mode::empty(), 0)
@@ -228,7 +319,8 @@ impl Tree {
         let name = c"trusted.overlay.opaque";
         // SAFETY: `dir` is an open descriptor; name is a NUL-terminated string and the value a
         // valid 1-byte buffer whose length is passed.
-        let rc = unsafe { libc::fsetxattr(dir.as_raw_fd(), name.as_ptr(), b"y".as_ptr().cast(), 1, 0) };
+        let rc =
+            unsafe { libc::fsetxattr(dir.as_raw_fd(), name.as_ptr(), b"y".as_ptr().cast(), 1, 0) };
         if rc == 0 {
             Ok(())
         } else {

@@ -116,9 +116,16 @@ impl Read for Capped<'_> {
 }
 
 /// Wraps `input` in the right decoder (by its magic bytes) and the caps.
-pub fn open<'a>(input: impl Read + 'a, max_out: u64, max_ratio: u64) -> io::Result<(Capped<'a>, Compression)> {
+pub fn open<'a>(
+    input: impl Read + 'a,
+    max_out: u64,
+    max_ratio: u64,
+) -> io::Result<(Capped<'a>, Compression)> {
     let count = Rc::new(Cell::new(0));
-    let mut reader = Counting { inner: BufReader::with_capacity(64 << 10, input), count: count.clone() };
+    let mut reader = Counting {
+        inner: BufReader::with_capacity(64 << 10, input),
+        count: count.clone(),
+    };
     let head = reader.fill_buf()?;
     let compression = sniff(head);
     let inner: Box<dyn Read + 'a> = match compression {
@@ -126,5 +133,14 @@ pub fn open<'a>(input: impl Read + 'a, max_out: u64, max_ratio: u64) -> io::Resu
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(reader)),
         Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(reader)?),
     };
-    Ok((Capped { inner, compressed: count, out: 0, max_out, max_ratio }, compression))
+    Ok((
+        Capped {
+            inner,
+            compressed: count,
+            out: 0,
+            max_out,
+            max_ratio,
+        },
+        compression,
+    ))
 }

@@ -89,28 +89,51 @@ pub fn unpack_layer(
     limits: &Limits,
 ) -> Result<Unpacked, Error> {
     decompress::check_media_type(media_type)?;
-    let parent = target.parent().ok_or_else(|| Error::LayerLimit("layer target has no parent".into()))?;
+    let parent = target
+        .parent()
+        .ok_or_else(|| Error::LayerLimit("layer target has no parent".into()))?;
     std::fs::create_dir_all(parent).at(parent)?;
-    let tmp = tempfile::Builder::new().prefix(".unpacking-").tempdir_in(parent).at(parent)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".unpacking-")
+        .tempdir_in(parent)
+        .at(parent)?;
     let root: OwnedFd = std::fs::File::open(tmp.path()).at(tmp.path())?.into();
     // Tar overhead is at most 1024 bytes per entry (header + padding) on top of the content.
-    let max_stream = limits.max_bytes.saturating_add(limits.max_entries.saturating_mul(3 << 10)).saturating_add(1 << 20);
-    let (stream, compression) = decompress::open(input, max_stream, limits.max_ratio).map_err(Error::LayerStream)?;
+    let max_stream = limits
+        .max_bytes
+        .saturating_add(limits.max_entries.saturating_mul(3 << 10))
+        .saturating_add(1 << 20);
+    let (stream, compression) =
+        decompress::open(input, max_stream, limits.max_ratio).map_err(Error::LayerStream)?;
     let mut tar = TarStream::new(HashingReader::new(stream), limits.max_header);
     let mut tree = apply::Tree::new(root);
-    let mut out = Unpacked { diff_id: Digest::of_bytes(b""), compression, size: 0, entries: 0, dropped: 0 };
+    let mut out = Unpacked {
+        diff_id: Digest::of_bytes(b""),
+        compression,
+        size: 0,
+        entries: 0,
+        dropped: 0,
+    };
     let mut budget = limits.max_bytes;
     loop {
         let header = match tar.next_entry() {
             Ok(Some(h)) => h,
             Ok(None) => break,
             Err(TarError::Io(e)) => return Err(Error::LayerStream(e)),
-            Err(TarError::Bad { entry, reason }) => return Err(Error::LayerRefused { entry, reason }),
+            Err(TarError::Bad { entry, reason }) => {
+                return Err(Error::LayerRefused { entry, reason })
+            }
         };
         out.entries += 1;
-        let refuse = |reason: String| Error::LayerRefused { entry: excerpt(&String::from_utf8_lossy(&header.path)), reason };
+        let refuse = |reason: String| Error::LayerRefused {
+            entry: excerpt(&String::from_utf8_lossy(&header.path)),
+            reason,
+        };
         if out.entries > limits.max_entries {
-            return Err(refuse(format!("more than {} entries in one layer", limits.max_entries)));
+            return Err(refuse(format!(
+                "more than {} entries in one layer",
+                limits.max_entries
+            )));
         }
         let (comps, path) = normalise(&header.path, limits).map_err(refuse)?;
         let mode = header.mode & 0o1777; // no setuid, no setgid
@@ -128,7 +151,17 @@ pub fn unpack_layer(
                 Kind::Dir => tree.mkdir(&comps, &path, mode, header.uid, header.gid),
                 Kind::File => {
                     let mut data = tar.data(header.size);
-                    match tree.file(&comps, &path, mode, header.uid, header.gid, header.mtime, header.size, &mut data, &mut budget) {
+                    match tree.file(
+                        &comps,
+                        &path,
+                        mode,
+                        header.uid,
+                        header.gid,
+                        header.mtime,
+                        header.size,
+                        &mut data,
+                        &mut budget,
+                    ) {
                         Ok(Ok(())) => Ok(()),
                         Ok(Err(e)) => return Err(Error::LayerStream(e)),
                         Err(r) => Err(r),
@@ -177,7 +210,10 @@ pub fn unpack_layer(
         let _ = std::fs::remove_dir_all(&kept);
         // Another process may have unpacked the same layer meanwhile: theirs is as good.
         if !target.is_dir() {
-            return Err(Error::Io { path: target.to_path_buf(), source: e });
+            return Err(Error::Io {
+                path: target.to_path_buf(),
+                source: e,
+            });
         }
     }
     Ok(out)

@@ -38,7 +38,10 @@ pub struct Header {
 pub enum TarError {
     Io(io::Error),
     /// A structural problem, with the (bounded) name of the entry where it was seen.
-    Bad { entry: String, reason: String },
+    Bad {
+        entry: String,
+        reason: String,
+    },
 }
 
 impl From<io::Error> for TarError {
@@ -48,7 +51,10 @@ impl From<io::Error> for TarError {
 }
 
 fn bad(entry: &[u8], reason: impl Into<String>) -> TarError {
-    TarError::Bad { entry: crate::digest::excerpt(&String::from_utf8_lossy(entry)), reason: reason.into() }
+    TarError::Bad {
+        entry: crate::digest::excerpt(&String::from_utf8_lossy(entry)),
+        reason: reason.into(),
+    }
 }
 
 /// Reads entries one by one; the caller reads each regular file's data with [`TarStream::data`].
@@ -62,7 +68,12 @@ pub struct TarStream<R> {
 
 impl<R: Read> TarStream<R> {
     pub fn new(inner: R, max_header: u64) -> Self {
-        TarStream { inner, pending: 0, max_header, done: false }
+        TarStream {
+            inner,
+            pending: 0,
+            max_header,
+            done: false,
+        }
     }
 
     /// The next entry, or `None` at the end-of-archive marker (or a clean end of stream).
@@ -86,15 +97,24 @@ impl<R: Read> TarStream<R> {
             }
             let raw_name = cstr(&block[0..100]).to_vec();
             verify_checksum(&block).map_err(|r| bad(&raw_name, r))?;
-            let size = parse_number(&block[124..136]).ok_or_else(|| bad(&raw_name, "bad size field"))?;
+            let size =
+                parse_number(&block[124..136]).ok_or_else(|| bad(&raw_name, "bad size field"))?;
             let flag = block[156];
             match flag {
                 b'L' | b'K' | b'x' | b'g' => {
                     if size > self.max_header {
-                        return Err(bad(&raw_name, format!("extended header of {size} bytes (limit {})", self.max_header)));
+                        return Err(bad(
+                            &raw_name,
+                            format!(
+                                "extended header of {size} bytes (limit {})",
+                                self.max_header
+                            ),
+                        ));
                     }
                     let mut data = vec![0u8; size as usize];
-                    self.inner.read_exact(&mut data).map_err(|e| truncated(e, &raw_name))?;
+                    self.inner
+                        .read_exact(&mut data)
+                        .map_err(|e| truncated(e, &raw_name))?;
                     self.pending = padding(size);
                     self.skip_pending()?;
                     match flag {
@@ -116,7 +136,10 @@ impl<R: Read> TarStream<R> {
                 b'5' => Kind::Dir,
                 b'6' => Kind::Fifo,
                 other => {
-                    return Err(bad(&raw_name, format!("unsupported entry type {:?}", other as char)));
+                    return Err(bad(
+                        &raw_name,
+                        format!("unsupported entry type {:?}", other as char),
+                    ));
                 }
             };
             let ustar = &block[257..263] == b"ustar\0" || &block[257..263] == b"ustar ";
@@ -135,7 +158,9 @@ impl<R: Read> TarStream<R> {
             let mut uid = parse_number(&block[108..116]).unwrap_or(0);
             let mut gid = parse_number(&block[116..124]).unwrap_or(0);
             let mode = parse_number(&block[100..108]).unwrap_or(0o644) as u32;
-            let mut mtime = parse_number(&block[136..148]).unwrap_or(0).min(i64::MAX as u64) as i64;
+            let mut mtime = parse_number(&block[136..148])
+                .unwrap_or(0)
+                .min(i64::MAX as u64) as i64;
             if let Some(n) = long_name.take() {
                 path = n;
             }
@@ -161,7 +186,16 @@ impl<R: Read> TarStream<R> {
                 size = 0;
             }
             self.pending = size + padding(size);
-            return Ok(Some(Header { path, link, kind, mode, uid, gid, size, mtime }));
+            return Ok(Some(Header {
+                path,
+                link,
+                kind,
+                mode,
+                uid,
+                gid,
+                size,
+                mtime,
+            }));
         }
     }
 
@@ -181,7 +215,10 @@ impl<R: Read> TarStream<R> {
         if self.pending > 0 {
             let n = io::copy(&mut (&mut self.inner).take(self.pending), &mut io::sink())?;
             if n < self.pending {
-                return Err(TarError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "tar stream ends inside an entry")));
+                return Err(TarError::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "tar stream ends inside an entry",
+                )));
             }
             self.pending = 0;
         }
@@ -194,7 +231,12 @@ impl<R: Read> TarStream<R> {
         while got < 512 {
             match self.inner.read(&mut block[got..]) {
                 Ok(0) if got == 0 => return Ok(false),
-                Ok(0) => return Err(TarError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "tar stream ends inside a header"))),
+                Ok(0) => {
+                    return Err(TarError::Io(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "tar stream ends inside a header",
+                    )))
+                }
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
@@ -228,7 +270,13 @@ fn verify_checksum(block: &[u8; 512]) -> Result<(), String> {
     let sum: u64 = block
         .iter()
         .enumerate()
-        .map(|(i, &b)| if (148..156).contains(&i) { u64::from(b' ') } else { u64::from(b) })
+        .map(|(i, &b)| {
+            if (148..156).contains(&i) {
+                u64::from(b' ')
+            } else {
+                u64::from(b)
+            }
+        })
         .sum();
     if sum == stored {
         Ok(())
@@ -246,7 +294,11 @@ fn parse_number(field: &[u8]) -> Option<u64> {
         }
         return Some(v);
     }
-    let s: Vec<u8> = field.iter().copied().filter(|&b| b != 0 && b != b' ').collect();
+    let s: Vec<u8> = field
+        .iter()
+        .copied()
+        .filter(|&b| b != 0 && b != b' ')
+        .collect();
     if s.is_empty() {
         return Some(0);
     }
@@ -268,14 +320,26 @@ fn ascii_u64(v: &[u8]) -> Option<u64> {
 fn parse_pax(mut data: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
     let mut out = Vec::new();
     while !data.is_empty() && data[0] != 0 {
-        let sp = data.iter().position(|&b| b == b' ').ok_or("PAX record without a length")?;
-        let len: usize = std::str::from_utf8(&data[..sp]).ok().and_then(|s| s.parse().ok()).ok_or("bad PAX record length")?;
+        let sp = data
+            .iter()
+            .position(|&b| b == b' ')
+            .ok_or("PAX record without a length")?;
+        let len: usize = std::str::from_utf8(&data[..sp])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or("bad PAX record length")?;
         if len <= sp + 1 || len > data.len() || data[len - 1] != b'\n' {
             return Err("bad PAX record length".into());
         }
         let rec = &data[sp + 1..len - 1];
-        let eq = rec.iter().position(|&b| b == b'=').ok_or("PAX record without '='")?;
-        out.push((String::from_utf8_lossy(&rec[..eq]).into_owned(), rec[eq + 1..].to_vec()));
+        let eq = rec
+            .iter()
+            .position(|&b| b == b'=')
+            .ok_or("PAX record without '='")?;
+        out.push((
+            String::from_utf8_lossy(&rec[..eq]).into_owned(),
+            rec[eq + 1..].to_vec(),
+        ));
         data = &data[len..];
     }
     Ok(out)

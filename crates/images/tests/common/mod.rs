@@ -16,19 +16,49 @@ pub struct E {
 }
 
 pub fn file(name: &str, data: &[u8]) -> E {
-    E { name: name.into(), kind: b'0', mode: 0o644, link: vec![], data: data.to_vec() }
+    E {
+        name: name.into(),
+        kind: b'0',
+        mode: 0o644,
+        link: vec![],
+        data: data.to_vec(),
+    }
 }
 pub fn dir(name: &str) -> E {
-    E { name: name.into(), kind: b'5', mode: 0o755, link: vec![], data: vec![] }
+    E {
+        name: name.into(),
+        kind: b'5',
+        mode: 0o755,
+        link: vec![],
+        data: vec![],
+    }
 }
 pub fn symlink(name: &str, target: &str) -> E {
-    E { name: name.into(), kind: b'2', mode: 0o777, link: target.into(), data: vec![] }
+    E {
+        name: name.into(),
+        kind: b'2',
+        mode: 0o777,
+        link: target.into(),
+        data: vec![],
+    }
 }
 pub fn hardlink(name: &str, target: &str) -> E {
-    E { name: name.into(), kind: b'1', mode: 0o644, link: target.into(), data: vec![] }
+    E {
+        name: name.into(),
+        kind: b'1',
+        mode: 0o644,
+        link: target.into(),
+        data: vec![],
+    }
 }
 pub fn special(name: &str, kind: u8) -> E {
-    E { name: name.into(), kind, mode: 0o666, link: vec![], data: vec![] }
+    E {
+        name: name.into(),
+        kind,
+        mode: 0o666,
+        link: vec![],
+        data: vec![],
+    }
 }
 
 fn octal(field: &mut [u8], v: u64) {
@@ -68,7 +98,7 @@ pub fn header(name: &[u8], kind: u8, mode: u32, link: &[u8], size: u64) -> [u8; 
 }
 
 fn pad(out: &mut Vec<u8>) {
-    while out.len() % 512 != 0 {
+    while !out.len().is_multiple_of(512) {
         out.push(0);
     }
 }
@@ -79,11 +109,23 @@ pub fn tar(entries: &[E]) -> Vec<u8> {
         if e.name.len() > 100 {
             let mut long = e.name.clone();
             long.push(0);
-            out.extend_from_slice(&header(b"././@LongLink", b'L', 0o644, b"", long.len() as u64));
+            out.extend_from_slice(&header(
+                b"././@LongLink",
+                b'L',
+                0o644,
+                b"",
+                long.len() as u64,
+            ));
             out.extend_from_slice(&long);
             pad(&mut out);
         }
-        out.extend_from_slice(&header(&e.name, e.kind, e.mode, &e.link, e.data.len() as u64));
+        out.extend_from_slice(&header(
+            &e.name,
+            e.kind,
+            e.mode,
+            &e.link,
+            e.data.len() as u64,
+        ));
         out.extend_from_slice(&e.data);
         pad(&mut out);
     }
