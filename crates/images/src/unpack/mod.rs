@@ -14,7 +14,7 @@
 //!   `.wh..wh..opq` sets `trusted.overlay.opaque=y` on its folder (this needs root, which corral's
 //!   sandbox setup has anyway, and a filesystem with trusted xattrs: ext4, xfs, btrfs, tmpfs).
 //!   Other `.wh..wh.*` names (aufs bookkeeping) are skipped.
-//! - Caps: total unpacked bytes, entries (inodes), extended-header size (checked before anything
+//! - Caps: total unpacked bytes, entries (inodes), bytes of all paths, extended-header size (checked before anything
 //!   is allocated), decompressed stream size and decompression ratio.
 //! - Files are owned as in the layer when unpacking as root (ids must fit in 32 bits); mtimes of
 //!   regular files are kept (Python compares them with its .pyc caches).
@@ -47,6 +47,8 @@ pub struct Limits {
     pub max_path: usize,
     /// Components of one path.
     pub max_depth: usize,
+    /// Bytes of all paths together (they are remembered as hardlink targets).
+    pub max_path_bytes: u64,
     /// Bytes of one GNU long-name/long-link or PAX header.
     pub max_header: u64,
     /// Decompressed/compressed ratio (checked once past 64 MiB).
@@ -60,6 +62,7 @@ impl Default for Limits {
             max_entries: 500_000,
             max_path: 4096,
             max_depth: 128,
+            max_path_bytes: 64 << 20,
             max_header: 64 << 10,
             max_ratio: 200,
         }
@@ -115,6 +118,7 @@ pub fn unpack_layer(
         dropped: 0,
     };
     let mut budget = limits.max_bytes;
+    let mut path_bytes = 0u64;
     loop {
         let header = match tar.next_entry() {
             Ok(Some(h)) => h,
@@ -136,6 +140,13 @@ pub fn unpack_layer(
             )));
         }
         let (comps, path) = normalise(&header.path, limits).map_err(refuse)?;
+        path_bytes += path.len() as u64;
+        if path_bytes > limits.max_path_bytes {
+            return Err(refuse(format!(
+                "more than {} bytes of paths in one layer",
+                limits.max_path_bytes
+            )));
+        }
         let mode = header.mode & 0o1777; // no setuid, no setgid
         let name = comps.last().copied().unwrap_or(b".");
         let result = if name == b".wh..wh..opq" {
