@@ -31,6 +31,18 @@ pub struct Descriptor {
     pub annotations: Option<BTreeMap<String, String>>,
 }
 
+impl Descriptor {
+    pub fn new(media_type: &str, digest: Digest, size: u64) -> Descriptor {
+        Descriptor {
+            media_type: Some(media_type.into()),
+            digest,
+            size,
+            platform: None,
+            annotations: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Platform {
     pub architecture: String,
@@ -54,6 +66,20 @@ pub struct Manifest {
     pub media_type: Option<String>,
     pub config: Descriptor,
     pub layers: Vec<Descriptor>,
+}
+
+impl Manifest {
+    /// An OCI manifest written by corral (for archives and root filesystems that have none), as
+    /// the bytes that are stored and hashed.
+    pub fn written(config: &[u8], config_digest: Digest, layers: Vec<Descriptor>) -> Vec<u8> {
+        let m = Manifest {
+            schema_version: 2,
+            media_type: Some(OCI_MANIFEST.into()),
+            config: Descriptor::new(OCI_CONFIG, config_digest, config.len() as u64),
+            layers,
+        };
+        serde_json::to_vec(&m).expect("manifests serialise")
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

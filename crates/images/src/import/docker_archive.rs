@@ -10,7 +10,7 @@ use super::folder::Folder;
 use super::oci_layout::read_small;
 use crate::error::IoContext;
 use crate::ingest::ingest;
-use crate::oci::{Descriptor, Manifest, OCI_CONFIG, OCI_MANIFEST};
+use crate::oci::{Descriptor, Manifest};
 use crate::store::{ImageRecord, Store};
 use crate::unpack::decompress;
 use crate::Error;
@@ -63,27 +63,9 @@ pub(super) fn import(
         let f = std::fs::File::open(&path).at(&path)?;
         let size = f.metadata().at(&path)?.len();
         let digest = store.put_blob(f, None, u64::MAX, rel)?;
-        layers.push(Descriptor {
-            media_type: Some(compression.oci_media_type().into()),
-            digest,
-            size,
-            platform: None,
-            annotations: None,
-        });
+        layers.push(Descriptor::new(compression.oci_media_type(), digest, size));
     }
-    let manifest = Manifest {
-        schema_version: 2,
-        media_type: Some(OCI_MANIFEST.into()),
-        config: Descriptor {
-            media_type: Some(OCI_CONFIG.into()),
-            digest: config_digest,
-            size: config.len() as u64,
-            platform: None,
-            annotations: None,
-        },
-        layers,
-    };
-    let manifest = serde_json::to_vec(&manifest).expect("manifest serialises");
+    let manifest = Manifest::written(&config, config_digest, layers);
     let recorded = entry.repo_tags.as_ref().and_then(|t| t.first());
     let name = name
         .map(str::to_string)

@@ -7,9 +7,7 @@ use std::path::Path;
 use super::folder::Folder;
 use crate::error::IoContext;
 use crate::ingest::ingest;
-use crate::oci::{
-    self, Descriptor, ImageConfig, Manifest, RootFs, RunConfig, OCI_CONFIG, OCI_MANIFEST,
-};
+use crate::oci::{self, Descriptor, ImageConfig, Manifest, RootFs, RunConfig};
 use crate::store::{ImageRecord, Store};
 use crate::unpack::unpack_layer;
 use crate::Error;
@@ -55,25 +53,8 @@ pub(super) fn import(
     };
     let config = serde_json::to_vec(&config).expect("config serialises");
     let config_digest = store.put_blob_bytes(&config, "config")?;
-    let manifest = Manifest {
-        schema_version: 2,
-        media_type: Some(OCI_MANIFEST.into()),
-        config: Descriptor {
-            media_type: Some(OCI_CONFIG.into()),
-            digest: config_digest,
-            size: config.len() as u64,
-            platform: None,
-            annotations: None,
-        },
-        layers: vec![Descriptor {
-            media_type: Some(unpacked.compression.oci_media_type().into()),
-            digest: blob,
-            size,
-            platform: None,
-            annotations: None,
-        }],
-    };
-    let manifest = serde_json::to_vec(&manifest).expect("manifest serialises");
+    let layer = Descriptor::new(unpacked.compression.oci_media_type(), blob, size);
+    let manifest = Manifest::written(&config, config_digest, vec![layer]);
     ingest(
         store,
         &mut Folder::new(path.parent().unwrap_or(Path::new("."))),

@@ -136,6 +136,21 @@ impl Tree {
         .map_err(|e| format!("cannot set owner: {e}"))
     }
 
+    /// Opens the parent of `comps` and clears the final name for a new non-folder entry.
+    fn replace<'c>(
+        &mut self,
+        comps: &[&'c [u8]],
+        path: &[u8],
+        what: &str,
+    ) -> Result<(OwnedFd, &'c [u8]), Refusal> {
+        let Some((name, parents)) = comps.split_last() else {
+            return Err(format!("{what} at the layer root"));
+        };
+        let parent = self.dir(parents)?;
+        self.clear(parent.as_fd(), name, path, false)?;
+        Ok((parent, name))
+    }
+
     pub fn mkdir(
         &mut self,
         comps: &[&[u8]],
@@ -172,11 +187,7 @@ impl Tree {
         data: &mut dyn Read,
         budget: &mut u64,
     ) -> Result<Result<(), io::Error>, Refusal> {
-        let Some((name, parents)) = comps.split_last() else {
-            return Err("a file at the layer root".into());
-        };
-        let parent = self.dir(parents)?;
-        self.clear(parent.as_fd(), name, path, false)?;
+        let (parent, name) = self.replace(comps, path, "a file")?;
         let how = OpenHow::new()
             .flags(
                 OFlag::O_CREAT
@@ -231,11 +242,7 @@ impl Tree {
         uid: u64,
         gid: u64,
     ) -> Result<(), Refusal> {
-        let Some((name, parents)) = comps.split_last() else {
-            return Err("a symlink at the layer root".into());
-        };
-        let parent = self.dir(parents)?;
-        self.clear(parent.as_fd(), name, path, false)?;
+        let (parent, name) = self.replace(comps, path, "a symlink")?;
         // Stored as written (absolute targets too): resolved inside the image root at run time.
         symlinkat(os(target), parent.as_fd(), os(name))
             .map_err(|e| format!("cannot create symlink: {e}"))?;
@@ -255,14 +262,10 @@ impl Tree {
                 crate::digest::excerpt(&String::from_utf8_lossy(target))
             ));
         }
-        let Some((name, parents)) = comps.split_last() else {
-            return Err("a hardlink at the layer root".into());
-        };
         let (tname, tparents) = target_comps
             .split_last()
             .ok_or("hardlink to the layer root")?;
-        let parent = self.dir(parents)?;
-        self.clear(parent.as_fd(), name, path, false)?;
+        let (parent, name) = self.replace(comps, path, "a hardlink")?;
         let tparent = self.dir(tparents)?;
         linkat(
             tparent.as_fd(),
@@ -284,11 +287,7 @@ impl Tree {
         uid: u64,
         gid: u64,
     ) -> Result<(), Refusal> {
-        let Some((name, parents)) = comps.split_last() else {
-            return Err("a fifo at the layer root".into());
-        };
-        let parent = self.dir(parents)?;
-        self.clear(parent.as_fd(), name, path, false)?;
+        let (parent, name) = self.replace(comps, path, "a fifo")?;
         mknodat(
             parent.as_fd(),
             os(name),
