@@ -93,6 +93,46 @@ fn a_normal_layer_unpacks_with_its_diff_id_modes_and_links() {
 }
 
 #[test]
+fn long_names_from_gnu_and_pax_headers_and_the_root_entry() {
+    let long = format!("{}/file", "d".repeat(150));
+    let t = tar(&[
+        E {
+            mode: 0o750,
+            ..dir("./")
+        },
+        file(&long, b"gnu"),
+    ]);
+    let tmp = scratch();
+    let target = tmp.path().join("layer");
+    unpack(&t, &target, &Limits::default()).unwrap();
+    assert_eq!(std::fs::read(target.join(&long)).unwrap(), b"gnu");
+    assert_eq!(
+        std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777,
+        0o750
+    );
+    // A PAX tar written by GNU tar itself.
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(src.join("p".repeat(120))).unwrap();
+    std::fs::write(src.join("p".repeat(120)).join("q".repeat(120)), b"pax").unwrap();
+    let pax = tmp.path().join("pax.tar");
+    let st = std::process::Command::new("tar")
+        .args(["--format=pax", "-cf"])
+        .arg(&pax)
+        .arg("-C")
+        .arg(&src)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let target2 = tmp.path().join("layer2");
+    unpack(&std::fs::read(&pax).unwrap(), &target2, &Limits::default()).unwrap();
+    assert_eq!(
+        std::fs::read(target2.join("p".repeat(120)).join("q".repeat(120))).unwrap(),
+        b"pax"
+    );
+}
+
+#[test]
 fn whiteouts_and_opaque_folders_use_overlayfs_format() {
     let t = tar(&[
         dir("etc/"),

@@ -160,7 +160,8 @@ impl Tree {
         gid: u64,
     ) -> Result<(), Refusal> {
         let Some((name, parents)) = comps.split_last() else {
-            return Ok(());
+            // The layer's own root (`./`): overlayfs shows the top layer's root as `/`.
+            return self.root_attributes(mode, uid, gid);
         };
         let parent = self.dir(parents)?;
         if !self.clear(parent.as_fd(), name, path, true)? {
@@ -170,6 +171,24 @@ impl Tree {
         self.owner(parent.as_fd(), name, uid, gid)?;
         let dir = self.open_dir(parent.as_fd(), name)?;
         nix::sys::stat::fchmod(dir.as_fd(), Mode::from_bits_truncate(mode))
+            .map_err(|e| format!("cannot set mode: {e}"))
+    }
+
+    /// Mode (and owner, as root) of the layer's root folder.
+    pub fn root_attributes(&self, mode: u32, uid: u64, gid: u64) -> Result<(), Refusal> {
+        if self.chown {
+            let id = |v: u64| u32::try_from(v).ok().filter(|&v| v != u32::MAX);
+            let (Some(uid), Some(gid)) = (id(uid), id(gid)) else {
+                return Err("owner id out of range".into());
+            };
+            nix::unistd::fchown(
+                &self.root,
+                Some(Uid::from_raw(uid)),
+                Some(Gid::from_raw(gid)),
+            )
+            .map_err(|e| format!("cannot set owner: {e}"))?;
+        }
+        nix::sys::stat::fchmod(self.root.as_fd(), Mode::from_bits_truncate(mode))
             .map_err(|e| format!("cannot set mode: {e}"))
     }
 

@@ -110,6 +110,12 @@ pub fn unpack_layer(
         decompress::open(input, max_stream, limits.max_ratio).map_err(Error::LayerStream)?;
     let mut tar = TarStream::new(HashingReader::new(stream), limits.max_header);
     let mut tree = apply::Tree::new(root);
+    // A temporary folder is 0700; a layer root without its own `./` entry is an ordinary 0755.
+    tree.root_attributes(0o755, 0, 0)
+        .map_err(|reason| Error::LayerRefused {
+            entry: ".".into(),
+            reason,
+        })?;
     let mut out = Unpacked {
         diff_id: Digest::of_bytes(b""),
         compression,
