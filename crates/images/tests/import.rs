@@ -220,3 +220,79 @@ fn a_tampered_blob_in_a_layout_is_refused() {
     assert!(e.contains("digest mismatch"), "{e}");
     assert!(store.list().unwrap().is_empty());
 }
+
+#[test]
+fn stored_layers_stack_with_overlayfs_whiteouts_and_opaque_folders_applied() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let layout = tmp.path().join("layout");
+    let mut l = layers();
+    l.push(tar(&[
+        dir("bin/"),
+        file("bin/.wh..wh..opq", b""),
+        file("bin/only", b"new\n"),
+    ]));
+    oci_layout(&layout, &l, "gzip", "v1");
+    import(&store, &layout, Some("stack")).unwrap();
+    let root = store.rootfs("stack").unwrap();
+    let lower: Vec<String> = root
+        .lower_dirs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let merged = tmp.path().join("merged");
+    std::fs::create_dir(&merged).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o"])
+        .arg(format!("ro,lowerdir={}", lower.join(":")))
+        .arg(&merged)
+        .status()
+        .unwrap();
+    assert!(st.success(), "overlay mount of the stored layers");
+    let seen = (
+        merged.join("etc/os-release").exists(),
+        std::fs::read_to_string(merged.join("etc/motd")).ok(),
+        merged.join("bin/hello").exists(),
+        std::fs::read_to_string(merged.join("bin/only")).ok(),
+    );
+    let _ = Command::new("umount").arg(&merged).status();
+    assert_eq!(
+        seen,
+        (
+            false,
+            Some("welcome\n".to_string()),
+            false,
+            Some("new\n".to_string())
+        ),
+        "whiteout hides etc/os-release; the opaque bin/ hides the lower bin/hello"
+    );
+}
+
+#[test]
+fn concurrent_imports_of_one_image_share_its_layers() {
+    let tmp = scratch();
+    let data = tmp.path().join("data");
+    let layout = tmp.path().join("layout");
+    oci_layout(&layout, &layers(), "gzip", "v1");
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let (data, layout) = (data.clone(), layout.clone());
+            std::thread::spawn(move || {
+                let store = Store::open(&data).unwrap();
+                import(&store, &layout, Some(&format!("same:{i}")))
+                    .unwrap()
+                    .digest
+            })
+        })
+        .collect();
+    let digests: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(digests.windows(2).all(|w| w[0] == w[1]));
+    let store = Store::open(&data).unwrap();
+    let listed = store.list().unwrap();
+    assert_eq!((listed.len(), listed[0].names.len()), (1, 4));
+    let entries: Vec<_> = std::fs::read_dir(store.root().join("layers/sha256"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(entries.len(), 2, "two layers, no leftovers: {entries:?}");
+}
