@@ -248,6 +248,45 @@ fn pulls_oci_and_docker_images_by_tag_and_digest_and_refuses_tampering() {
 }
 
 #[test]
+fn pulls_through_an_oci_index_and_a_docker_manifest_list_picking_this_platform() {
+    let tmp = scratch();
+    let reg = start_registry(tmp.path(), "");
+    let layout = tmp.path().join("multi");
+    oci_layout(&layout, &layers(), "gzip", "v1");
+    let (index, amd) = make_multi_platform(&layout, "v1");
+    skopeo_push(&layout, &format!("{}/multi/oci:v1", reg.addr), &["--all"]);
+    skopeo_push(
+        &layout,
+        &format!("{}/multi/docker:v1", reg.addr),
+        &["--all", "--format", "v2s2"],
+    );
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+
+    let r = pull(&store, &format!("{}/multi/oci:v1", reg.addr), &insecure()).unwrap();
+    assert_eq!(r.platform, "linux/amd64");
+    assert_eq!(r.digest.to_string(), amd);
+    assert_eq!(r.index.as_ref().map(|d| d.to_string()), Some(index.clone()));
+    // By the index's digest: the same image, and the index digest names it in the store.
+    let by_index = pull(
+        &store,
+        &format!("{}/multi/oci@{index}", reg.addr),
+        &insecure(),
+    )
+    .unwrap();
+    assert_eq!(by_index.digest.to_string(), amd);
+    assert_eq!(store.resolve(&index).unwrap().1.digest.to_string(), amd);
+
+    let d = pull(
+        &store,
+        &format!("{}/multi/docker:v1", reg.addr),
+        &insecure(),
+    )
+    .unwrap();
+    assert_eq!(d.platform, "linux/amd64");
+    assert!(d.index.is_some(), "a Docker manifest list was followed");
+}
+
+#[test]
 fn a_cut_off_pull_continues_from_its_part_file() {
     let tmp = scratch();
     let reg = start_registry(tmp.path(), "");

@@ -199,3 +199,50 @@ pub fn scratch() -> tempfile::TempDir {
     std::fs::create_dir_all(base).unwrap();
     tempfile::tempdir_in(base).unwrap()
 }
+
+/// Turns the single-image layout at `dir` (from [`oci_layout`]) into a multi-platform one: its
+/// `index.json` points at an image index listing a linux/arm64 image (same layers, another
+/// config) and the original as linux/amd64. Returns (index digest, amd64 manifest digest).
+pub fn make_multi_platform(dir: &Path, tag: &str) -> (String, String) {
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
+    let amd = index["manifests"][0].clone();
+    let amd_digest = amd["digest"].as_str().unwrap().to_string();
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("blobs/sha256").join(&amd_digest[7..])).unwrap(),
+    )
+    .unwrap();
+    let mut config: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            dir.join("blobs/sha256")
+                .join(&manifest["config"]["digest"].as_str().unwrap()[7..]),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    config["architecture"] = "arm64".into();
+    let config = serde_json::to_vec(&config).unwrap();
+    let cd = put_blob(dir, &config);
+    let mut arm = manifest.clone();
+    arm["config"]["digest"] = cd.into();
+    arm["config"]["size"] = config.len().into();
+    let arm = serde_json::to_vec(&arm).unwrap();
+    let arm_digest = put_blob(dir, &arm);
+    let mt = "application/vnd.oci.image.manifest.v1+json";
+    let image_index = serde_json::json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [
+            {"mediaType": mt, "digest": arm_digest, "size": arm.len(), "platform": {"architecture": "arm64", "os": "linux"}},
+            {"mediaType": mt, "digest": amd_digest, "size": amd["size"], "platform": {"architecture": "amd64", "os": "linux"}}
+        ]
+    });
+    let image_index = serde_json::to_vec(&image_index).unwrap();
+    let index_digest = put_blob(dir, &image_index);
+    let top = serde_json::json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": "application/vnd.oci.image.index.v1+json", "digest": index_digest, "size": image_index.len(),
+                       "annotations": {"org.opencontainers.image.ref.name": tag}}]
+    });
+    std::fs::write(dir.join("index.json"), serde_json::to_vec(&top).unwrap()).unwrap();
+    (index_digest, amd_digest)
+}
