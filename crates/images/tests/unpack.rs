@@ -274,6 +274,16 @@ fn huge_extended_headers_are_refused_before_allocation() {
     bytes.extend_from_slice(&[0; 1024]);
     let e = refused(&bytes, "1 TiB PAX header");
     assert!(e.contains("extended header"), "{e}");
+    // Endless small extended headers are refused too.
+    let mut bytes = Vec::new();
+    for _ in 0..20 {
+        bytes.extend_from_slice(&header(b"g", b'g', 0o644, b"", 0));
+    }
+    bytes.extend_from_slice(&tar(&[file("a", b"x")]));
+    let e = refused(&bytes, "many global headers");
+    assert!(e.contains("extended headers"), "{e}");
+    let e = refused(&tar(&[dir("d/"), file("d/.wh...", b"")]), "whiteout of ..");
+    assert!(e.contains("whiteout"), "{e}");
     // Long paths within the header cap but over the path cap.
     let long = "d/".repeat(200) + "f";
     let e = refused(&tar(&[file(&long, b"x")]), "deep path");

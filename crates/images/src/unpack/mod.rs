@@ -160,6 +160,9 @@ pub fn unpack_layer(
         } else if name.starts_with(b".wh..wh.") {
             Ok(())
         } else if let Some(hidden) = name.strip_prefix(b".wh.") {
+            if matches!(hidden, b"" | b"." | b"..") {
+                return Err(refuse("a whiteout of no name, `.` or `..`".into()));
+            }
             let mut hidden_path = path[..path.len() - name.len()].to_vec();
             hidden_path.extend_from_slice(hidden);
             tree.whiteout(&comps[..comps.len() - 1], hidden, &hidden_path)

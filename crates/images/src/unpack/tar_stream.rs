@@ -7,6 +7,9 @@
 
 use std::io::{self, Read};
 
+/// Extended headers (long name, long link, PAX, global PAX) allowed before one entry.
+const MAX_EXTENSIONS: u32 = 8;
+
 /// What one entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -85,6 +88,7 @@ impl<R: Read> TarStream<R> {
         let mut long_name: Option<Vec<u8>> = None;
         let mut long_link: Option<Vec<u8>> = None;
         let mut pax: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut extensions = 0;
         loop {
             let mut block = [0u8; 512];
             if !self.read_block(&mut block)? {
@@ -102,6 +106,13 @@ impl<R: Read> TarStream<R> {
             let flag = block[156];
             match flag {
                 b'L' | b'K' | b'x' | b'g' => {
+                    extensions += 1;
+                    if extensions > MAX_EXTENSIONS {
+                        return Err(bad(
+                            &raw_name,
+                            format!("more than {MAX_EXTENSIONS} extended headers before one entry"),
+                        ));
+                    }
                     if size > self.max_header {
                         return Err(bad(
                             &raw_name,
