@@ -116,9 +116,17 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
             insecure,
             auth_file,
         } => {
+            // One line per blob on a terminal; nothing in scripts and logs.
+            let progress: Option<corral_images::Progress> =
+                if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                    Some(std::sync::Arc::new(|line: &str| eprintln!("{line}")))
+                } else {
+                    None
+                };
             let opts = corral_images::PullOptions {
                 insecure,
                 auth_file,
+                progress,
             };
             let r = corral_images::pull(&store, &reference, &opts)
                 .with_context(|| format!("pulling {reference}"))?;

@@ -18,4 +18,4 @@ mod ingest;
 pub use import::import;
 pub mod pull;
 
-pub use pull::{pull, PullOptions};
+pub use pull::{pull, Progress, PullOptions};

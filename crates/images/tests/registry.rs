@@ -112,6 +112,7 @@ fn insecure() -> PullOptions {
     PullOptions {
         insecure: true,
         auth_file: Some(PathBuf::from("/nonexistent")),
+        progress: None,
     }
 }
 
@@ -486,6 +487,7 @@ fn pulls_with_bearer_token_auth_and_credentials_from_a_config_file() {
     let opts = PullOptions {
         insecure: true,
         auth_file: Some(file.clone()),
+        progress: None,
     };
     assert!(pull(&store, &reference, &opts).is_err());
 

@@ -18,15 +18,30 @@ use crate::Error;
 use client::Registry;
 pub use reference::RemoteRef;
 
-#[derive(Debug, Clone, Default)]
+/// Told one line per blob downloaded (e.g. the CLI prints them on stderr).
+pub type Progress = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+#[derive(Clone, Default)]
 pub struct PullOptions {
     pub insecure: bool,
     /// A Docker `config.json`-format credentials file (see [`auth`]).
     pub auth_file: Option<PathBuf>,
+    pub progress: Option<Progress>,
+}
+
+impl std::fmt::Debug for PullOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PullOptions")
+            .field("insecure", &self.insecure)
+            .field("auth_file", &self.auth_file)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
 }
 
 struct Remote<'a> {
     registry: &'a mut Registry,
+    progress: Option<&'a Progress>,
 }
 
 impl BlobSource for Remote<'_> {
@@ -35,6 +50,15 @@ impl BlobSource for Remote<'_> {
             return Ok(());
         }
         let part = store.tmp_dir().join(format!("{}.part", d.digest.hex()));
+        if let Some(p) = self.progress {
+            let have = std::fs::metadata(&part).map_or(0, |m| m.len());
+            let resume = if have > 0 {
+                format!(", continuing after {have} bytes")
+            } else {
+                String::new()
+            };
+            p(&format!("fetching {what}: {} bytes{resume}", d.size));
+        }
         self.registry.download(&d.digest, d.size, &part)?;
         store.adopt_blob(&part, &d.digest, what)
     }
@@ -62,6 +86,7 @@ pub fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<ImageR
                     store,
                     &mut Remote {
                         registry: &mut registry,
+                        progress: opts.progress.as_ref(),
                     },
                     &body,
                     index,
