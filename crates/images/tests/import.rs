@@ -170,6 +170,16 @@ fn store_operations_list_tag_remove_gc_and_rootfs() {
         .unwrap_err()
         .to_string()
         .contains("no image"));
+    // A name that looks like a digest prefix is still a name.
+    store.tag("a/img", "abcdef012345").unwrap();
+    assert_eq!(
+        store.resolve("abcdef012345").unwrap().0.as_deref(),
+        Some("abcdef012345:latest")
+    );
+    assert_eq!(
+        store.remove("abcdef012345").unwrap(),
+        (vec!["abcdef012345:latest".to_string()], None)
+    );
 
     let root = store.rootfs("a/img").unwrap();
     assert_eq!(root.lower_dirs.len(), 2);

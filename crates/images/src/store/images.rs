@@ -1,7 +1,5 @@
 //! Image records, resolution of a REF, and the name operations (tag, rm).
 
-use std::collections::BTreeSet;
-
 use super::refs::{normalise_name, Ref};
 use super::{ImageRecord, Store};
 use crate::digest::{excerpt, Digest};
@@ -54,22 +52,26 @@ impl Store {
 
     /// Writes the record (its blobs and layers must be stored already) and points `name` at it.
     pub fn save_image(&self, record: &ImageRecord, name: Option<&str>) -> Result<(), Error> {
+        let name = match name {
+            Some(n) => Some(normalise_name(n).ok_or_else(|| Error::BadReference(excerpt(n)))?),
+            None => None,
+        };
         let json = serde_json::to_vec_pretty(record).expect("records serialise");
-        self.write_atomic(
-            &format!("records/sha256/{}.json", record.digest.hex()),
-            &json,
-        )?;
-        if let Some(name) = name {
-            let name = normalise_name(name).ok_or_else(|| Error::BadReference(excerpt(name)))?;
-            self.update_names(|n| {
+        // Under the names lock, so a concurrent `rm` cannot remove the record between the two.
+        self.update_names(|n| {
+            self.write_atomic(
+                &format!("records/sha256/{}.json", record.digest.hex()),
+                &json,
+            )?;
+            if let Some(name) = name {
                 n.names.insert(name, record.digest.clone());
-                Ok(())
-            })?;
-        }
-        Ok(())
+            }
+            Ok(())
+        })
     }
 
-    /// The image `reference` names, and the name it was found by (if any).
+    /// The image `reference` names, and the name it was found by (`None` for a digest or prefix;
+    /// in `NAME@sha256:…` the digest alone names the image).
     pub fn resolve(&self, reference: &str) -> Result<(Option<String>, ImageRecord), Error> {
         let not_found = || Error::NotFound(excerpt(reference));
         match Ref::parse(reference)? {
@@ -78,22 +80,24 @@ impl Store {
                 let d = names.names.get(&name).ok_or_else(not_found)?;
                 Ok((Some(name), self.record(d)?.ok_or_else(not_found)?))
             }
-            Ref::Digest(name, d) => {
+            Ref::Digest(_, d) => {
                 if let Some(r) = self.record(&d)? {
-                    return Ok((name, r));
+                    return Ok((None, r));
                 }
                 // A digest of the index an image was picked from names it too.
                 let r = self
                     .records()?
                     .into_iter()
                     .find(|r| r.index.as_ref() == Some(&d));
-                Ok((name, r.ok_or_else(not_found)?))
+                Ok((None, r.ok_or_else(not_found)?))
             }
             Ref::Prefix(p) => {
                 // A name that happens to look like hex wins over a prefix.
                 let names = self.read_names()?;
-                if let Some(d) = normalise_name(&p).and_then(|n| names.names.get(&n)) {
-                    return Ok((Some(p), self.record(d)?.ok_or_else(not_found)?));
+                if let Some((name, d)) =
+                    normalise_name(&p).and_then(|n| names.names.get_key_value(&n))
+                {
+                    return Ok((Some(name.clone()), self.record(d)?.ok_or_else(not_found)?));
                 }
                 let mut hits: Vec<ImageRecord> = self
                     .records()?
@@ -143,9 +147,9 @@ impl Store {
     /// Its blobs and layers stay until `gc`.
     pub fn remove(&self, reference: &str) -> Result<(Vec<String>, Option<Digest>), Error> {
         let (by_name, rec) = self.resolve(reference)?;
-        let by_name = by_name
-            .filter(|_| matches!(Ref::parse(reference), Ok(Ref::Name(_)) | Ok(Ref::Prefix(_))));
-        let (removed, remaining) = self.update_names(|n| {
+        let record_path = self.record_path(&rec.digest);
+        // Under the names lock, so no concurrent tag can point a name at a record being removed.
+        self.update_names(|n| {
             let removed: Vec<String> = match &by_name {
                 Some(name) => n
                     .names
@@ -154,27 +158,23 @@ impl Store {
                     .into_iter()
                     .collect(),
                 None => {
-                    let all: BTreeSet<String> = n
+                    let all: Vec<String> = n
                         .names
                         .iter()
                         .filter(|(_, d)| **d == rec.digest)
                         .map(|(k, _)| k.clone())
                         .collect();
-                    all.into_iter()
-                        .inspect(|k| {
-                            n.names.remove(k);
-                        })
-                        .collect()
+                    for k in &all {
+                        n.names.remove(k);
+                    }
+                    all
                 }
             };
-            let remaining = n.names.values().any(|d| *d == rec.digest);
-            Ok((removed, remaining))
-        })?;
-        if remaining {
-            return Ok((removed, None));
-        }
-        let path = self.record_path(&rec.digest);
-        std::fs::remove_file(&path).at(&path)?;
-        Ok((removed, Some(rec.digest)))
+            if n.names.values().any(|d| *d == rec.digest) {
+                return Ok((removed, None));
+            }
+            std::fs::remove_file(&record_path).at(&record_path)?;
+            Ok((removed, Some(rec.digest.clone())))
+        })
     }
 }
