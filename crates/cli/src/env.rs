@@ -135,12 +135,7 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
         EnvCommand::Import { path, name } => {
             let r = corral_images::import(&store, &path, name.as_deref())
                 .with_context(|| format!("importing {}", path.display()))?;
-            let names = store
-                .list()?
-                .into_iter()
-                .find(|l| l.record.digest == r.digest)
-                .map(|l| l.names)
-                .unwrap_or_default();
+            let names = store.names_of(&r.digest)?;
             println!("{} {}", r.digest, names.join(" "));
         }
         EnvCommand::Ls { json } => {
@@ -176,12 +171,7 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
         }
         EnvCommand::Inspect { reference } => {
             let (_, r) = store.resolve(&reference)?;
-            let names = store
-                .list()?
-                .into_iter()
-                .find(|l| l.record.digest == r.digest)
-                .map(|l| l.names)
-                .unwrap_or_default();
+            let names = store.names_of(&r.digest)?;
             let mut v = serde_json::to_value(&r)?;
             v["names"] = serde_json::json!(names);
             v["layer_dirs"] = serde_json::json!(r

@@ -9,22 +9,7 @@ use common::*;
 use corral_images::{import, Store};
 
 fn layers() -> Vec<Vec<u8>> {
-    vec![
-        tar(&[
-            dir("etc/"),
-            file("etc/os-release", b"ID=corraltest\n"),
-            dir("bin/"),
-            E {
-                mode: 0o755,
-                ..file("bin/hello", b"#!/bin/sh\necho hi\n")
-            },
-        ]),
-        tar(&[
-            dir("etc/"),
-            file("etc/.wh.os-release", b""),
-            file("etc/motd", b"welcome\n"),
-        ]),
-    ]
+    two_layers("hello", b"#!/bin/sh\necho hi\n")
 }
 
 fn diff_ids(store: &Store, reference: &str) -> Vec<String> {

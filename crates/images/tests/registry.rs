@@ -81,18 +81,7 @@ fn skopeo_push(layout: &Path, dest: &str, extra: &[&str]) {
 }
 
 fn layers() -> Vec<Vec<u8>> {
-    vec![
-        tar(&[
-            dir("etc/"),
-            file("etc/os-release", b"ID=corraltest\n"),
-            dir("bin/"),
-            E {
-                mode: 0o755,
-                ..file("bin/noise", &noise(300_000))
-            },
-        ]),
-        tar(&[dir("etc/"), file("etc/motd", b"welcome\n")]),
-    ]
+    two_layers("noise", &noise(300_000))
 }
 
 /// Incompressible bytes, so a gzip'd layer stays large enough to be cut in half.

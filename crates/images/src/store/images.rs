@@ -131,6 +131,17 @@ impl Store {
             .collect())
     }
 
+    /// The names pointing at the image `digest`, sorted.
+    pub fn names_of(&self, digest: &Digest) -> Result<Vec<String>, Error> {
+        let names = self.read_names()?;
+        Ok(names
+            .names
+            .into_iter()
+            .filter(|(_, d)| d == digest)
+            .map(|(n, _)| n)
+            .collect())
+    }
+
     /// Points `name` at the image `reference` names.
     pub fn tag(&self, reference: &str, name: &str) -> Result<(String, Digest), Error> {
         let (_, rec) = self.resolve(reference)?;

@@ -246,3 +246,24 @@ pub fn make_multi_platform(dir: &Path, tag: &str) -> (String, String) {
     std::fs::write(dir.join("index.json"), serde_json::to_vec(&top).unwrap()).unwrap();
     (index_digest, amd_digest)
 }
+
+/// The two test layers: a base (with `bin/FILE` holding `content`) and one that whites out
+/// `etc/os-release` and adds `etc/motd`.
+pub fn two_layers(file_name: &str, content: &[u8]) -> Vec<Vec<u8>> {
+    vec![
+        tar(&[
+            dir("etc/"),
+            file("etc/os-release", b"ID=corraltest\n"),
+            dir("bin/"),
+            E {
+                mode: 0o755,
+                ..file(&format!("bin/{file_name}"), content)
+            },
+        ]),
+        tar(&[
+            dir("etc/"),
+            file("etc/.wh.os-release", b""),
+            file("etc/motd", b"welcome\n"),
+        ]),
+    ]
+}
