@@ -96,6 +96,18 @@ fn import_list_inspect_tag_remove_and_gc() {
     let out = corral(&data, &["pull", "NOT A REF"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("not an image reference"));
 
+    // A registry is reached over HTTPS unless --insecure; the error names the URL tried.
+    let out = corral(&data, &["pull", "127.0.0.1:1/course/py:3.12"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("pulling 127.0.0.1:1/course/py:3.12")
+            && err.contains("https://127.0.0.1:1/v2/"),
+        "{err}"
+    );
+    let out = corral(&data, &["pull", "--insecure", "127.0.0.1:1/course/py:3.12"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("http://127.0.0.1:1/v2/"));
+
     // rm a name keeps the image; rm the last name removes it; gc frees the layer.
     assert!(ok(&data, &["rm", "course/base:1"]).contains("untagged course/base:1"));
     assert!(ok(&data, &["rm", "course/base:stable"]).contains(&format!("removed {digest}")));
