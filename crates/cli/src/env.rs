@@ -37,7 +37,7 @@ enum EnvCommand {
         /// The image to pull.
         #[arg(value_name = "REF")]
         reference: String,
-        /// Allow plain HTTP (also for registries listed in CORRAL_INSECURE_REGISTRIES).
+        /// Allow plain HTTP to this registry (registries listed in CORRAL_INSECURE_REGISTRIES always are).
         #[arg(long)]
         insecure: bool,
         /// A Docker config.json-format credentials file.
