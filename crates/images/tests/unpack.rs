@@ -307,6 +307,17 @@ fn a_gzip_bomb_stops_at_the_cap() {
     assert!(e.contains("ratio"), "{e}");
     assert!(!target.exists());
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    // The same with zstd (concatenated frames).
+    let mut bomb = zstd(&header(b"zeros", b'0', 0o644, b"", 1 << 30));
+    let frame = zstd(&vec![0u8; 1 << 20]);
+    for _ in 0..1024 {
+        bomb.extend_from_slice(&frame);
+    }
+    let e = unpack(&bomb, &target, &Limits::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ratio"), "{e}");
+    assert!(!target.exists());
     // And the plain size cap, for a layer that is not a bomb but too big.
     let limits = Limits {
         max_bytes: 1 << 20,
