@@ -3,6 +3,7 @@
 mod batch;
 mod check;
 mod doctor;
+mod env;
 mod grade;
 mod languages;
 mod run;
@@ -43,6 +44,8 @@ enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Manage API tokens of `corral serve`.
     Token(token::TokenArgs),
+    /// Container images to run in: pull, import, list, inspect, tag, remove, gc, disk use.
+    Env(Box<env::EnvArgs>),
     /// Judge queued submissions of a `corral serve` from another host (needs a worker token).
     Worker(Box<worker::WorkerArgs>),
 }
@@ -65,6 +68,7 @@ fn main() {
         Command::Serve(args) => serve::main(*args),
         Command::Token(args) => token::main(args),
         Command::Worker(args) => worker::main(*args),
+        Command::Env(args) => env::main(*args),
     };
     std::process::exit(code);
 }

@@ -1,0 +1,248 @@
+//! `corral env …`: container images (environments) in the data folder's image store — pull from a
+//! registry, import an archive or root filesystem, list, inspect, tag, remove, collect garbage.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use corral_images::{ImageRecord, Store};
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "A REF is a name (NAME[:TAG], `:latest` by default), NAME@sha256:…, a full digest \
+    (sha256:…), or at least 12 hex digits of one.\n\nImages live in DATA/images (the data folder of \
+    `corral serve`: --data, else data_dir in --config, else CORRAL_DATA, else ./corral-data)."
+)]
+pub struct EnvArgs {
+    #[command(subcommand)]
+    command: EnvCommand,
+    /// Data folder holding the image store [default: as `corral serve`: ./corral-data].
+    #[arg(long, value_name = "DIR", global = true)]
+    data: Option<PathBuf>,
+    /// The TOML configuration file of `corral serve`, for its data_dir.
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+enum EnvCommand {
+    /// Pull an image from an OCI registry: HOST[:PORT]/REPO[:TAG] or HOST[:PORT]/REPO@sha256:….
+    #[command(
+        after_help = "Credentials are never given on the command line: CORRAL_REGISTRY_USER and \
+        CORRAL_REGISTRY_PASSWORD, else the registry's entry in a Docker config.json-format file \
+        (--auth-file, else CORRAL_REGISTRY_AUTH, else ~/.docker/config.json). A pull that was cut off \
+        continues where it stopped when run again."
+    )]
+    Pull {
+        /// The image to pull.
+        #[arg(value_name = "REF")]
+        reference: String,
+        /// Allow plain HTTP to this registry (registries listed in CORRAL_INSECURE_REGISTRIES always are).
+        #[arg(long)]
+        insecure: bool,
+        /// A Docker config.json-format credentials file.
+        #[arg(long, value_name = "FILE")]
+        auth_file: Option<PathBuf>,
+    },
+    /// Import an OCI image layout (folder or tar), a docker-archive tar, or a root-filesystem tar.
+    #[command(
+        after_help = "A gzip or zstd file, or a tar without a top-level index.json or manifest.json, \
+        is a root filesystem (what mmdebstrap or debootstrap write) and becomes a one-layer image."
+    )]
+    Import {
+        /// The folder or file to import.
+        path: PathBuf,
+        /// Name for the image [default: the name recorded in the archive, if any].
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List images: names, digest, size, created.
+    Ls {
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show everything the store knows about an image, as JSON.
+    Inspect {
+        #[arg(value_name = "REF")]
+        reference: String,
+    },
+    /// Give an image another name.
+    Tag {
+        #[arg(value_name = "REF")]
+        reference: String,
+        /// The new name (NAME[:TAG]).
+        name: String,
+    },
+    /// Remove a name (the image goes with its last name), or an image by digest with all its names.
+    Rm {
+        #[arg(value_name = "REF", required = true)]
+        references: Vec<String>,
+    },
+    /// Delete layers and blobs no image uses any more.
+    Gc,
+    /// Report the disk space images, blobs and unpacked layers use.
+    Du {
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn main(args: EnvArgs) -> i32 {
+    match run(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("corral env: {e:#}");
+            1
+        }
+    }
+}
+
+fn data_dir(args: &EnvArgs) -> anyhow::Result<PathBuf> {
+    if let Some(d) = &args.data {
+        return Ok(d.clone());
+    }
+    Ok(corral_server::Config::load(args.config.as_deref())?.data_dir)
+}
+
+fn run(args: EnvArgs) -> anyhow::Result<()> {
+    let data = data_dir(&args)?;
+    let store = Store::open(&data)
+        .with_context(|| format!("opening the image store in {}", data.display()))?;
+    match args.command {
+        EnvCommand::Pull {
+            reference,
+            insecure,
+            auth_file,
+        } => {
+            // One line per blob on a terminal; nothing in scripts and logs.
+            let progress: Option<corral_images::Progress> =
+                if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                    Some(std::sync::Arc::new(|line: &str| eprintln!("{line}")))
+                } else {
+                    None
+                };
+            let opts = corral_images::PullOptions {
+                insecure,
+                auth_file,
+                progress,
+            };
+            let r = corral_images::pull(&store, &reference, &opts)
+                .with_context(|| format!("pulling {reference}"))?;
+            println!("{} {}", r.digest, reference);
+        }
+        EnvCommand::Import { path, name } => {
+            let r = corral_images::import(&store, &path, name.as_deref())
+                .with_context(|| format!("importing {}", path.display()))?;
+            let names = store.names_of(&r.digest)?;
+            println!("{} {}", r.digest, names.join(" "));
+        }
+        EnvCommand::Ls { json } => {
+            let list = store.list()?;
+            if json {
+                let v: Vec<_> = list
+                    .iter()
+                    .map(|l| {
+                        serde_json::json!({"names": l.names, "digest": l.record.digest.to_string(), "size": l.record.size,
+                                           "created": l.record.created, "platform": l.record.platform})
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                println!("{:<40} {:<19} {:>10}  CREATED", "NAME", "DIGEST", "SIZE");
+                for l in &list {
+                    let names = if l.names.is_empty() {
+                        vec!["<none>".to_string()]
+                    } else {
+                        l.names.clone()
+                    };
+                    for n in names {
+                        println!(
+                            "{:<40} {:<19} {:>10}  {}",
+                            n,
+                            short(&l.record),
+                            human(l.record.size),
+                            l.record.created.as_deref().unwrap_or("-")
+                        );
+                    }
+                }
+            }
+        }
+        EnvCommand::Inspect { reference } => {
+            let (_, r) = store.resolve(&reference)?;
+            let names = store.names_of(&r.digest)?;
+            let mut v = serde_json::to_value(&r)?;
+            v["names"] = serde_json::json!(names);
+            v["layer_dirs"] = serde_json::json!(r
+                .layers
+                .iter()
+                .map(|l| store.layer_path(&l.diff_id))
+                .collect::<Vec<_>>());
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        EnvCommand::Tag { reference, name } => {
+            let (name, digest) = store.tag(&reference, &name)?;
+            println!("{name} -> {digest}");
+        }
+        EnvCommand::Rm { references } => {
+            for reference in references {
+                let (names, gone) = store.remove(&reference)?;
+                for n in names {
+                    println!("untagged {n}");
+                }
+                if let Some(d) = gone {
+                    println!("removed {d} (run `corral env gc` to free its space)");
+                }
+            }
+        }
+        EnvCommand::Gc => {
+            let r = store.gc()?;
+            println!(
+                "removed {} layers and {} blobs, freed {}",
+                r.layers_removed,
+                r.blobs_removed,
+                human(r.bytes_freed)
+            );
+        }
+        EnvCommand::Du { json } => {
+            let du = store.disk_usage()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&du)?);
+            } else {
+                println!("images: {}", du.images);
+                println!("blobs:  {} ({})", du.blobs, human(du.blob_bytes));
+                println!(
+                    "layers: {} ({}, unpacked)",
+                    du.layers,
+                    human(du.layer_bytes)
+                );
+                println!("temp:   {}", human(du.tmp_bytes));
+                println!(
+                    "total:  {}",
+                    human(du.blob_bytes + du.layer_bytes + du.tmp_bytes)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn short(r: &ImageRecord) -> String {
+    format!("sha256:{}", &r.digest.hex()[..12])
+}
+
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}

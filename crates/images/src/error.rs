@@ -1,0 +1,61 @@
+//! The library's one error type: one variant per step that can fail.
+
+use std::path::PathBuf;
+
+/// What went wrong, with the file, entry or reference involved.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("not a sha256 digest: {0:?} (expected sha256: and 64 lowercase hex digits)")]
+    BadDigest(String),
+    #[error("digest mismatch for {what}: expected {expected}, got {actual} (the data was altered or truncated)")]
+    DigestMismatch {
+        what: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("layer refused: entry {entry:?}: {reason}")]
+    LayerRefused { entry: String, reason: String },
+    #[error("layer refused: {0}")]
+    LayerLimit(String),
+    #[error("layer stream: {0}")]
+    LayerStream(#[source] std::io::Error),
+    #[error("not an image reference: {0:?} (expected NAME[:TAG], NAME@sha256:…, or a digest or ≥12-hex prefix)")]
+    BadReference(String),
+    #[error("no image {0:?} in this store (see `corral env ls`)")]
+    NotFound(String),
+    #[error("{prefix:?} names more than one image ({count}); give more digits")]
+    Ambiguous { prefix: String, count: usize },
+    #[error("{what} is not valid: {reason}")]
+    BadManifest { what: String, reason: String },
+    #[error("unsupported media type {0:?}")]
+    UnsupportedMediaType(String),
+    #[error("no image for this host's platform ({0}) in the index")]
+    NoPlatform(String),
+    #[error("{path}: not an OCI image layout, docker-archive, or root-filesystem tar: {reason}")]
+    UnknownImport { path: PathBuf, reason: String },
+    #[error("registry {registry}: {reason}")]
+    Registry { registry: String, reason: String },
+    #[error("registry credentials: {0}")]
+    Credentials(String),
+    #[error("the image store index {path} is damaged: {reason}")]
+    Index { path: PathBuf, reason: String },
+}
+
+pub(crate) trait IoContext<T> {
+    fn at(self, path: impl Into<PathBuf>) -> Result<T, Error>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn at(self, path: impl Into<PathBuf>) -> Result<T, Error> {
+        self.map_err(|source| Error::Io {
+            path: path.into(),
+            source,
+        })
+    }
+}

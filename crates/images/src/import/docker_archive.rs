@@ -1,0 +1,81 @@
+//! A docker-archive (what `docker save` wrote before Docker 25): `manifest.json` listing each
+//! image's config file and layer tars. There is no registry manifest, so an OCI manifest is
+//! written for it; the layers (and so their diff-ids) are the same as in any other form.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::folder::Folder;
+use super::oci_layout::read_small;
+use crate::error::IoContext;
+use crate::ingest::ingest;
+use crate::oci::{Descriptor, Manifest};
+use crate::store::{ImageRecord, Store};
+use crate::unpack::decompress;
+use crate::Error;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Entry {
+    config: String,
+    #[serde(default)]
+    repo_tags: Option<Vec<String>>,
+    layers: Vec<String>,
+}
+
+pub(super) fn import(
+    store: &Store,
+    dir: &Path,
+    name: Option<&str>,
+    source: String,
+) -> Result<ImageRecord, Error> {
+    let folder = Folder::new(dir);
+    let bytes = read_small(&dir.join("manifest.json"))?;
+    let entries: Vec<Entry> = serde_json::from_slice(&bytes).map_err(|e| Error::BadManifest {
+        what: "manifest.json".into(),
+        reason: e.to_string(),
+    })?;
+    let entry = match entries.as_slice() {
+        [one] => one,
+        [] => {
+            return Err(Error::BadManifest {
+                what: "manifest.json".into(),
+                reason: "no image in it".into(),
+            })
+        }
+        _ => {
+            return Err(Error::BadManifest {
+                what: "manifest.json".into(),
+                reason: "more than one image; save one image per archive".into(),
+            })
+        }
+    };
+    let config = read_small(&folder.file(&entry.config)?)?;
+    let config_digest = store.put_blob_bytes(&config, "config")?;
+    let mut layers = Vec::new();
+    for rel in &entry.layers {
+        let path = folder.file(rel)?;
+        let mut f = std::fs::File::open(&path).at(&path)?;
+        let mut head = [0u8; 4];
+        let n = std::io::Read::read(&mut f, &mut head).at(&path)?;
+        let compression = decompress::sniff(&head[..n]);
+        let f = std::fs::File::open(&path).at(&path)?;
+        let size = f.metadata().at(&path)?.len();
+        let digest = store.put_blob(f, None, u64::MAX, rel)?;
+        layers.push(Descriptor::new(compression.oci_media_type(), digest, size));
+    }
+    let manifest = Manifest::written(&config, config_digest, layers);
+    let recorded = entry.repo_tags.as_ref().and_then(|t| t.first());
+    let name = name
+        .map(str::to_string)
+        .or_else(|| super::recorded_name(recorded));
+    ingest(
+        store,
+        &mut { folder },
+        &manifest,
+        None,
+        name.as_deref(),
+        source,
+    )
+}

@@ -1,0 +1,69 @@
+//! `corral env import PATH`: an OCI image layout (folder or tar), a docker-archive tar, or a plain
+//! root-filesystem tar (plain, gzip or zstd) which becomes a one-layer image.
+//!
+//! What a file is: a gzip/zstd file is a root-filesystem tar; a plain tar with a top-level
+//! `index.json` (OCI, also what `docker save` writes since Docker 25) or `manifest.json`
+//! (docker-archive) is an image archive, staged into a scratch folder and read as a folder;
+//! any other tar is a root filesystem.
+
+mod docker_archive;
+mod folder;
+mod oci_layout;
+mod rootfs;
+mod staging;
+
+use std::path::Path;
+
+use crate::digest::excerpt;
+use crate::error::IoContext;
+use crate::store::{ImageRecord, Store};
+use crate::unpack::decompress::{self, Compression};
+use crate::Error;
+
+/// Imports the image at `path`; `name` (if given) wins over a name recorded in the archive.
+pub fn import(store: &Store, path: &Path, name: Option<&str>) -> Result<ImageRecord, Error> {
+    let _writer = store.writer_lock()?;
+    let source = format!("import {}", path.display());
+    let meta = std::fs::metadata(path).at(path)?;
+    if meta.is_dir() {
+        return import_folder(store, path, name, source);
+    }
+    let mut head = [0u8; 4];
+    {
+        use std::io::Read;
+        let mut f = std::fs::File::open(path).at(path)?;
+        let n = f.read(&mut head).at(path)?;
+        if decompress::sniff(&head[..n]) != Compression::None {
+            return rootfs::import(store, path, name, source);
+        }
+    }
+    if staging::is_image_archive(path)? {
+        let staged = staging::Staged::extract(store, path)?;
+        return import_folder(store, staged.path(), name, source);
+    }
+    rootfs::import(store, path, name, source)
+}
+
+fn import_folder(
+    store: &Store,
+    dir: &Path,
+    name: Option<&str>,
+    source: String,
+) -> Result<ImageRecord, Error> {
+    if dir.join("index.json").is_file() {
+        oci_layout::import(store, dir, name, source)
+    } else if dir.join("manifest.json").is_file() {
+        docker_archive::import(store, dir, name, source)
+    } else {
+        Err(Error::UnknownImport {
+            path: dir.to_path_buf(),
+            reason: "a folder must be an OCI image layout (index.json, blobs/) or an unpacked docker-archive (manifest.json)".into(),
+        })
+    }
+}
+
+/// A name recorded in an archive, if it is a valid one.
+fn recorded_name(n: Option<&String>) -> Option<String> {
+    n.and_then(|n| crate::store::refs::normalise_name(n).map(|_| n.clone()))
+        .filter(|n| excerpt(n) == *n)
+}

@@ -1,0 +1,87 @@
+//! Image archives (OCI tar, docker-archive tar) are unpacked into a scratch folder of the store
+//! first — regular files and folders only, paths checked — and then read as a folder.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::error::IoContext;
+use crate::store::Store;
+use crate::unpack::tar_stream::{Kind, TarError, TarStream};
+use crate::Error;
+
+const MAX_HEADER: u64 = 64 << 10;
+
+fn tar_error(path: &Path, e: TarError) -> Error {
+    match e {
+        TarError::Io(source) => Error::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+        TarError::Bad { entry, reason } => Error::UnknownImport {
+            path: path.to_path_buf(),
+            reason: format!("entry {entry:?}: {reason}"),
+        },
+    }
+}
+
+/// Whether the plain tar at `path` has a top-level `index.json` or `manifest.json`.
+pub(super) fn is_image_archive(path: &Path) -> Result<bool, Error> {
+    let f = std::fs::File::open(path).at(path)?;
+    let mut tar = TarStream::new(std::io::BufReader::new(f), MAX_HEADER);
+    while let Some(h) = tar.next_entry().map_err(|e| tar_error(path, e))? {
+        let p = h.path.strip_prefix(b"./").unwrap_or(&h.path);
+        if h.kind == Kind::File && (p == b"index.json" || p == b"manifest.json") {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// A scratch folder holding an archive's files; removed when dropped.
+pub(super) struct Staged {
+    dir: tempfile::TempDir,
+}
+
+impl Staged {
+    pub fn extract(store: &Store, path: &Path) -> Result<Staged, Error> {
+        let dir = tempfile::Builder::new()
+            .prefix("archive-")
+            .tempdir_in(store.tmp_dir())
+            .at(store.tmp_dir())?;
+        let f = std::fs::File::open(path).at(path)?;
+        let mut tar = TarStream::new(std::io::BufReader::new(f), MAX_HEADER);
+        while let Some(h) = tar.next_entry().map_err(|e| tar_error(path, e))? {
+            if h.kind != Kind::File {
+                continue; // folders are made as needed; links and the rest are not part of a layout
+            }
+            let rel = String::from_utf8_lossy(&h.path).into_owned();
+            let comps: Vec<&str> = rel
+                .split('/')
+                .filter(|c| !c.is_empty() && *c != ".")
+                .collect();
+            if rel.starts_with('/') || comps.contains(&"..") || comps.is_empty() {
+                return Err(Error::UnknownImport {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "entry {:?} leaves the archive",
+                        crate::digest::excerpt(&rel)
+                    ),
+                });
+            }
+            // Only regular files and folders are ever created here, so no path can pass a link.
+            let target: PathBuf = comps
+                .iter()
+                .fold(dir.path().to_path_buf(), |p, c| p.join(c));
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent).at(parent)?;
+            }
+            let mut out = std::fs::File::create(&target).at(&target)?;
+            std::io::copy(&mut tar.data(h.size).take(h.size), &mut out).at(&target)?;
+        }
+        Ok(Staged { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}

@@ -1,0 +1,95 @@
+//! The one path every image takes into the store, whatever its source: manifest → config →
+//! layers, each blob verified against its digest, each layer unpacked once (by diff-id).
+
+use crate::digest::{excerpt, Digest};
+use crate::oci::{self, Descriptor, Document, ImageConfig, MAX_DOCUMENT};
+use crate::store::{ImageRecord, LayerRecord, Store};
+use crate::unpack::decompress;
+use crate::Error;
+
+/// Where blobs come from: a folder, a staged archive, a registry.
+pub(crate) trait BlobSource {
+    /// Puts the blob `d` into the store, verified against its digest (a no-op if present).
+    fn fetch(&mut self, store: &Store, d: &Descriptor, what: &str) -> Result<(), Error>;
+}
+
+/// Stores the image whose manifest is `manifest` (bytes exactly as published) and names it.
+pub(crate) fn ingest(
+    store: &Store,
+    src: &mut dyn BlobSource,
+    manifest: &[u8],
+    index: Option<Digest>,
+    name: Option<&str>,
+    source: String,
+) -> Result<ImageRecord, Error> {
+    let digest = store.put_blob_bytes(manifest, "manifest")?;
+    let m = match oci::parse_document(manifest, "manifest")? {
+        Document::Manifest(m) => m,
+        Document::Index(_) => {
+            return Err(Error::BadManifest {
+                what: "manifest".into(),
+                reason: "an index where an image manifest was expected".into(),
+            })
+        }
+    };
+    if m.config.size > MAX_DOCUMENT {
+        return Err(Error::BadManifest {
+            what: "config".into(),
+            reason: format!(
+                "{} bytes, over the {MAX_DOCUMENT}-byte limit",
+                m.config.size
+            ),
+        });
+    }
+    src.fetch(store, &m.config, "config")?;
+    let config_bytes = store.read_document(&m.config.digest)?;
+    let config: ImageConfig =
+        serde_json::from_slice(&config_bytes).map_err(|e| Error::BadManifest {
+            what: format!("config {}", m.config.digest),
+            reason: e.to_string(),
+        })?;
+    if config.rootfs.diff_ids.len() != m.layers.len() {
+        return Err(Error::BadManifest {
+            what: format!("config {}", m.config.digest),
+            reason: format!(
+                "{} diff_ids for {} layers",
+                config.rootfs.diff_ids.len(),
+                m.layers.len()
+            ),
+        });
+    }
+    let mut layers = Vec::new();
+    for (i, (d, diff_id)) in m.layers.iter().zip(&config.rootfs.diff_ids).enumerate() {
+        decompress::check_media_type(d.media_type.as_deref())?;
+        let layer = LayerRecord {
+            blob: d.digest.clone(),
+            media_type: d
+                .media_type
+                .clone()
+                .unwrap_or_else(|| decompress::Compression::Gzip.oci_media_type().into()),
+            size: d.size,
+            diff_id: diff_id.clone(),
+        };
+        src.fetch(store, d, &format!("layer {} ({})", i + 1, d.digest))?;
+        store.ensure_layer(&layer)?;
+        layers.push(layer);
+    }
+    let run = config.config.clone().unwrap_or_default();
+    let record = ImageRecord {
+        digest,
+        index,
+        config: m.config.digest.clone(),
+        size: m.config.size + manifest.len() as u64 + m.layers.iter().map(|l| l.size).sum::<u64>(),
+        layers,
+        env: run.env.unwrap_or_default(),
+        working_dir: run.working_dir.filter(|w| !w.is_empty()),
+        cmd: run.cmd,
+        entrypoint: run.entrypoint,
+        user: run.user.filter(|u| !u.is_empty()),
+        platform: format!("{}/{}", config.os, config.architecture),
+        created: config.created,
+        source: excerpt(&source),
+    };
+    store.save_image(&record, name)?;
+    Ok(record)
+}

@@ -1,0 +1,21 @@
+//! Container images for corral: a content-addressed store under the data folder, hostile-input
+//! layer unpacking, import of OCI layouts / docker archives / root-filesystem tars, and pulls
+//! from OCI distribution registries. See `README.md` in this crate for the on-disk layout.
+
+pub mod digest;
+mod error;
+pub mod unpack;
+
+pub use digest::Digest;
+pub use error::Error;
+pub mod oci;
+pub mod store;
+
+pub use store::{ImageRecord, LayerRecord, RootFs, Store};
+pub mod import;
+mod ingest;
+
+pub use import::import;
+pub mod pull;
+
+pub use pull::{pull, Progress, PullOptions};

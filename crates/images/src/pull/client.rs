@@ -1,0 +1,238 @@
+//! A blocking OCI distribution client: `/v2/…` requests with the auth dance, manifests read with a
+//! size cap, and blobs downloaded to `.part` files that a later pull continues with `Range`.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::blocking::{Client, RequestBuilder, Response};
+use reqwest::header::{ACCEPT, RANGE, WWW_AUTHENTICATE};
+use reqwest::StatusCode;
+
+use super::auth::{parse_challenge, Challenge, Credentials};
+use super::reference::RemoteRef;
+use crate::digest::{excerpt, Digest};
+use crate::error::IoContext;
+use crate::oci::{DOCKER_LIST, DOCKER_MANIFEST, MAX_DOCUMENT, OCI_INDEX, OCI_MANIFEST};
+use crate::Error;
+
+pub struct Registry {
+    http: Client,
+    base: String,
+    remote: RemoteRef,
+    creds: Option<Credentials>,
+    bearer: Option<String>,
+    basic: bool,
+}
+
+#[derive(Deserialize)]
+struct TokenReply {
+    token: Option<String>,
+    access_token: Option<String>,
+}
+
+use serde::Deserialize;
+
+impl Registry {
+    pub fn new(
+        remote: &RemoteRef,
+        insecure: bool,
+        creds: Option<Credentials>,
+    ) -> Result<Registry, Error> {
+        let http = Client::builder()
+            .connect_timeout(Duration::from_secs(30))
+            .timeout(Duration::from_secs(3600))
+            .user_agent(concat!("corral/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Error::Registry {
+                registry: remote.registry.clone(),
+                reason: e.to_string(),
+            })?;
+        let scheme = if insecure { "http" } else { "https" };
+        Ok(Registry {
+            http,
+            base: format!("{scheme}://{}", remote.registry),
+            remote: remote.clone(),
+            creds,
+            bearer: None,
+            basic: false,
+        })
+    }
+
+    fn err(&self, reason: impl std::fmt::Display) -> Error {
+        Error::Registry {
+            registry: self.remote.registry.clone(),
+            reason: reason.to_string(),
+        }
+    }
+
+    fn authorise(&self, rb: RequestBuilder) -> RequestBuilder {
+        match (&self.bearer, &self.creds) {
+            (Some(t), _) => rb.bearer_auth(t),
+            (None, Some(c)) if self.basic => rb.basic_auth(&c.user, Some(&c.password)),
+            _ => rb,
+        }
+    }
+
+    /// GET `path` (under `/v2/`), answering one auth challenge if the registry sends one.
+    fn get(
+        &mut self,
+        path: &str,
+        accept: Option<&str>,
+        range_from: u64,
+    ) -> Result<Response, Error> {
+        let url = format!("{}/v2/{}", self.base, path);
+        for attempt in 0..2 {
+            let mut rb = self.authorise(self.http.get(&url));
+            if let Some(a) = accept {
+                rb = rb.header(ACCEPT, a);
+            }
+            if range_from > 0 {
+                rb = rb.header(RANGE, format!("bytes={range_from}-"));
+            }
+            let resp = rb.send().map_err(|e| self.err(format!("GET {url}: {e}")))?;
+            if resp.status() != StatusCode::UNAUTHORIZED || attempt == 1 {
+                return self.check(resp, &url);
+            }
+            let challenge = resp
+                .headers()
+                .get(WWW_AUTHENTICATE)
+                .and_then(|h| h.to_str().ok())
+                .and_then(parse_challenge);
+            match challenge {
+                Some(Challenge::Basic) if self.creds.is_some() => self.basic = true,
+                Some(Challenge::Bearer { realm, service, scope }) => self.fetch_token(&realm, service, scope)?,
+                _ => return Err(self.err("authentication required: give credentials (CORRAL_REGISTRY_USER/PASSWORD or --auth-file)")),
+            }
+        }
+        unreachable!("the loop returns on its second attempt")
+    }
+
+    fn check(&self, resp: Response, url: &str) -> Result<Response, Error> {
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let body: String = resp.text().unwrap_or_default().chars().take(300).collect();
+        let hint = match status {
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => " (check the credentials)",
+            StatusCode::NOT_FOUND => " (no such repository, tag or blob)",
+            _ => "",
+        };
+        Err(self.err(format!("GET {url}: {status}{hint}: {}", excerpt(&body))))
+    }
+
+    fn fetch_token(
+        &mut self,
+        realm: &str,
+        service: Option<String>,
+        scope: Option<String>,
+    ) -> Result<(), Error> {
+        let scope = scope.unwrap_or_else(|| format!("repository:{}:pull", self.remote.repository));
+        let mut query = vec![("scope", scope)];
+        if let Some(s) = service {
+            query.push(("service", s));
+        }
+        let mut rb = self.http.get(realm).query(&query);
+        if let Some(c) = &self.creds {
+            rb = rb.basic_auth(&c.user, Some(&c.password));
+        }
+        let resp = rb
+            .send()
+            .map_err(|e| self.err(format!("token from {realm}: {e}")))?;
+        if !resp.status().is_success() {
+            return Err(self.err(format!(
+                "token from {realm}: {} (check the credentials)",
+                resp.status()
+            )));
+        }
+        let reply: TokenReply = resp
+            .json()
+            .map_err(|e| self.err(format!("token from {realm}: {e}")))?;
+        self.bearer = Some(
+            reply
+                .token
+                .or(reply.access_token)
+                .ok_or_else(|| self.err("the token reply has no token"))?,
+        );
+        Ok(())
+    }
+
+    /// The manifest or index `reference` (tag or digest): its bytes, checked against the digest
+    /// when one was asked for.
+    pub fn manifest(&mut self, reference: &str) -> Result<(Vec<u8>, Digest), Error> {
+        let accept = [OCI_INDEX, OCI_MANIFEST, DOCKER_LIST, DOCKER_MANIFEST].join(", ");
+        let path = format!("{}/manifests/{reference}", self.remote.repository);
+        let resp = self.get(&path, Some(&accept), 0)?;
+        let mut body = Vec::new();
+        resp.take(MAX_DOCUMENT + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| self.err(e))?;
+        if body.len() as u64 > MAX_DOCUMENT {
+            return Err(self.err(format!(
+                "manifest {reference} is larger than {MAX_DOCUMENT} bytes"
+            )));
+        }
+        let actual = Digest::of_bytes(&body);
+        if let Ok(expected) = Digest::parse(reference) {
+            if expected != actual {
+                return Err(Error::DigestMismatch {
+                    what: format!("manifest {reference}"),
+                    expected: expected.to_string(),
+                    actual: actual.to_string(),
+                });
+            }
+        }
+        Ok((body, actual))
+    }
+
+    /// Downloads blob `digest` (`size` bytes) into `part`, continuing a partial file.
+    pub fn download(&mut self, digest: &Digest, size: u64, part: &Path) -> Result<(), Error> {
+        let have = std::fs::metadata(part).map(|m| m.len()).unwrap_or(0);
+        if have > size {
+            std::fs::remove_file(part).at(part)?;
+        }
+        let have = have.min(size);
+        if have == size && size > 0 {
+            return Ok(());
+        }
+        let path = format!("{}/blobs/{digest}", self.remote.repository);
+        let resp = self.get(&path, None, have)?;
+        let resumed = resp.status() == StatusCode::PARTIAL_CONTENT;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(resumed)
+            .write(true)
+            .truncate(!resumed)
+            .open(part)
+            .at(part)?;
+        let start = if resumed { have } else { 0 };
+        let mut body = resp.take(size - start + 1);
+        let mut buf = vec![0u8; 256 << 10];
+        let mut got = start;
+        loop {
+            let n = body.read(&mut buf).map_err(|e| {
+                self.err(format!(
+                    "blob {digest}: {e} (run the pull again to continue)"
+                ))
+            })?;
+            if n == 0 {
+                break;
+            }
+            got += n as u64;
+            if got > size {
+                drop(f);
+                let _ = std::fs::remove_file(part);
+                return Err(self.err(format!(
+                    "blob {digest} is larger than the {size} bytes its descriptor says"
+                )));
+            }
+            f.write_all(&buf[..n]).at(part)?;
+        }
+        f.sync_all().at(part)?;
+        if got < size {
+            return Err(self.err(format!("blob {digest}: connection ended after {got} of {size} bytes (run the pull again to continue)")));
+        }
+        Ok(())
+    }
+}

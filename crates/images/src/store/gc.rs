@@ -1,0 +1,126 @@
+//! Garbage collection (blobs and layers no image references) and disk use.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use super::Store;
+use crate::error::IoContext;
+use crate::Error;
+
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct GcReport {
+    pub blobs_removed: u64,
+    pub layers_removed: u64,
+    pub bytes_freed: u64,
+}
+
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct DiskUsage {
+    pub images: u64,
+    pub blobs: u64,
+    pub blob_bytes: u64,
+    pub layers: u64,
+    pub layer_bytes: u64,
+    /// Partial downloads and staging.
+    pub tmp_bytes: u64,
+}
+
+impl Store {
+    /// Removes every blob and unpacked layer that no image record references, and leftovers of
+    /// interrupted unpacks. Waits for running imports and pulls (they hold the writer lock).
+    pub fn gc(&self) -> Result<GcReport, Error> {
+        let _g = self.gc_lock()?;
+        let mut blobs = HashSet::new();
+        let mut layers = HashSet::new();
+        for r in self.records()? {
+            blobs.insert(r.digest.hex().to_string());
+            blobs.insert(r.config.hex().to_string());
+            if let Some(i) = &r.index {
+                blobs.insert(i.hex().to_string());
+            }
+            for l in &r.layers {
+                blobs.insert(l.blob.hex().to_string());
+                layers.insert(l.diff_id.hex().to_string());
+            }
+        }
+        let mut report = GcReport::default();
+        for (sub, keep, count) in [("blobs/sha256", &blobs, 0), ("layers/sha256", &layers, 1)] {
+            let dir = self.root.join(sub);
+            for e in std::fs::read_dir(&dir).at(&dir)? {
+                let e = e.at(&dir)?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                if keep.contains(&name) {
+                    continue;
+                }
+                let path = e.path();
+                report.bytes_freed += tree_bytes(&path);
+                if e.file_type().at(&path)?.is_dir() {
+                    remove_tree(&path)?;
+                } else {
+                    std::fs::remove_file(&path).at(&path)?;
+                }
+                if name.starts_with('.') {
+                    continue; // leftovers of an interrupted write: not counted as an object
+                }
+                if count == 0 {
+                    report.blobs_removed += 1;
+                } else {
+                    report.layers_removed += 1;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    pub fn disk_usage(&self) -> Result<DiskUsage, Error> {
+        let mut du = DiskUsage {
+            images: self.records()?.len() as u64,
+            ..DiskUsage::default()
+        };
+        for (sub, n, bytes) in [
+            ("blobs/sha256", &mut du.blobs, &mut du.blob_bytes),
+            ("layers/sha256", &mut du.layers, &mut du.layer_bytes),
+        ] {
+            let dir = self.root.join(sub);
+            for e in std::fs::read_dir(&dir).at(&dir)? {
+                let e = e.at(&dir)?;
+                if !e.file_name().to_string_lossy().starts_with('.') {
+                    *n += 1;
+                }
+                *bytes += tree_bytes(&e.path());
+            }
+        }
+        du.tmp_bytes = tree_bytes(&self.tmp_dir());
+        Ok(du)
+    }
+}
+
+/// Bytes allocated on disk by `path` and everything beneath it (links not followed; a hardlinked
+/// inode counted once).
+fn tree_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = HashSet::new();
+    let mut total = 0;
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if m.nlink() > 1 && !m.is_dir() && !seen.insert((m.dev(), m.ino())) {
+            continue;
+        }
+        total += m.blocks() * 512;
+        if m.is_dir() {
+            if let Ok(rd) = std::fs::read_dir(&p) {
+                stack.extend(rd.flatten().map(|e| e.path()));
+            }
+        }
+    }
+    total
+}
+
+/// Removes a layer folder. Layers may hold read-only folders; root removes them regardless, and
+/// `remove_dir_all` never follows symlinks.
+fn remove_tree(path: &Path) -> Result<(), Error> {
+    std::fs::remove_dir_all(path).at(path)
+}

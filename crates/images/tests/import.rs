@@ -1,0 +1,293 @@
+//! Import of every form gives the same digest-addressed layers; store operations on the result.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use corral_images::{import, Store};
+
+fn layers() -> Vec<Vec<u8>> {
+    two_layers("hello", b"#!/bin/sh\necho hi\n")
+}
+
+fn diff_ids(store: &Store, reference: &str) -> Vec<String> {
+    let (_, r) = store.resolve(reference).unwrap();
+    r.layers.iter().map(|l| l.diff_id.to_string()).collect()
+}
+
+fn tar_folder(dir: &Path, out: &Path) {
+    let st = Command::new("tar")
+        .arg("-cf")
+        .arg(out)
+        .arg("-C")
+        .arg(dir)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn every_import_form_gives_the_same_layers() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let expected: Vec<String> = layers().iter().map(|l| sha(l)).collect();
+
+    // OCI folder (gzip layers), written by hand.
+    let layout = tmp.path().join("layout");
+    let manifest = oci_layout(&layout, &layers(), "gzip", "v1");
+    let r = import(&store, &layout, Some("course/base:v1")).unwrap();
+    assert_eq!(
+        r.digest.to_string(),
+        manifest,
+        "a layout keeps its manifest digest"
+    );
+    assert_eq!(diff_ids(&store, "course/base:v1"), expected);
+    assert_eq!(r.env, ["PATH=/usr/bin:/bin", "LANG=C.UTF-8"]);
+    assert_eq!(r.working_dir.as_deref(), Some("/work"));
+    assert_eq!(r.user.as_deref(), Some("1000"));
+
+    // OCI tar (the same folder as a tar): the very same image.
+    let oci_tar = tmp.path().join("oci.tar");
+    tar_folder(&layout, &oci_tar);
+    let r2 = import(&store, &oci_tar, Some("course/base:oci-tar")).unwrap();
+    assert_eq!(r2.digest, r.digest);
+
+    // zstd layers: other blobs, the same diff-ids.
+    let zlayout = tmp.path().join("zlayout");
+    oci_layout(&zlayout, &layers(), "zstd", "v1");
+    import(&store, &zlayout, Some("course/base:zstd")).unwrap();
+    assert_eq!(diff_ids(&store, "course/base:zstd"), expected);
+
+    // skopeo's oci-archive and docker-archive of the same layout.
+    for (dest, name) in [
+        ("oci-archive", "skopeo-oci"),
+        ("docker-archive", "skopeo-docker"),
+    ] {
+        let out = tmp.path().join(format!("{name}.tar"));
+        let dest_ref = if dest == "docker-archive" {
+            format!("{dest}:{}:example.org/skopeo:v1", out.display())
+        } else {
+            format!("{dest}:{}:v1", out.display())
+        };
+        let st = Command::new("skopeo")
+            .args(["--insecure-policy", "copy", "-q"])
+            .arg(format!("oci:{}:v1", layout.display()))
+            .arg(&dest_ref)
+            .status()
+            .expect("skopeo (scripts/setup installs it)");
+        assert!(st.success(), "skopeo copy to {dest}");
+        let r = import(&store, &out, Some(&format!("course/base:{name}"))).unwrap();
+        assert_eq!(
+            diff_ids(&store, &format!("course/base:{name}")),
+            expected,
+            "{dest}"
+        );
+        assert_eq!(
+            r.env,
+            ["PATH=/usr/bin:/bin", "LANG=C.UTF-8"],
+            "{dest} keeps the config"
+        );
+    }
+
+    // A docker-archive's own name is used when no --name is given.
+    let (names, _) = (store.list().unwrap(), ());
+    assert!(names
+        .iter()
+        .any(|l| l.names.iter().any(|n| n == "course/base:skopeo-docker")));
+
+    // A plain rootfs tar (plain, gzip, zstd) of the first layer: a one-layer image, same diff-id.
+    let base = &layers()[0];
+    for (i, bytes) in [base.clone(), gzip(base), zstd(base)]
+        .into_iter()
+        .enumerate()
+    {
+        let p = tmp.path().join(format!("rootfs{i}.tar"));
+        std::fs::write(&p, bytes).unwrap();
+        let r = import(&store, &p, Some(&format!("rootfs:{i}"))).unwrap();
+        assert_eq!(
+            diff_ids(&store, &format!("rootfs:{i}")),
+            [expected[0].clone()]
+        );
+        assert!(r.env.iter().any(|e| e.starts_with("PATH=")));
+    }
+    // Plain rootfs tar imported twice: the same digest (the written config has no time in it).
+    let again = import(&store, &tmp.path().join("rootfs0.tar"), None).unwrap();
+    assert_eq!(again.digest, store.resolve("rootfs:0").unwrap().1.digest);
+
+    // Each layer is stored once, however many images share it.
+    let layer_dirs = std::fs::read_dir(store.root().join("layers/sha256"))
+        .unwrap()
+        .count();
+    assert_eq!(layer_dirs, 2);
+}
+
+#[test]
+fn store_operations_list_tag_remove_gc_and_rootfs() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let layout = tmp.path().join("layout");
+    let manifest = oci_layout(&layout, &layers(), "", "v1");
+    import(&store, &layout, Some("a/img")).unwrap();
+    // Every form of REF.
+    let hex = &manifest[7..];
+    for reference in [
+        "a/img",
+        "a/img:latest",
+        &manifest,
+        &format!("a/img@{manifest}"),
+        &hex[..12],
+    ] {
+        assert_eq!(
+            store.resolve(reference).unwrap().1.digest.to_string(),
+            manifest,
+            "{reference}"
+        );
+    }
+    assert!(
+        store.resolve(&hex[..11]).is_err(),
+        "a prefix needs 12 digits"
+    );
+    assert!(store
+        .resolve("nope")
+        .unwrap_err()
+        .to_string()
+        .contains("no image"));
+    // A name that looks like a digest prefix is still a name.
+    store.tag("a/img", "abcdef012345").unwrap();
+    assert_eq!(
+        store.resolve("abcdef012345").unwrap().0.as_deref(),
+        Some("abcdef012345:latest")
+    );
+    assert_eq!(
+        store.remove("abcdef012345").unwrap(),
+        (vec!["abcdef012345:latest".to_string()], None)
+    );
+
+    let root = store.rootfs("a/img").unwrap();
+    assert_eq!(root.lower_dirs.len(), 2);
+    assert!(
+        root.lower_dirs[0].join("etc/motd").is_file(),
+        "top layer first"
+    );
+    assert!(root.lower_dirs[1].join("bin/hello").is_file());
+    assert_eq!(root.working_dir.as_deref(), Some("/work"));
+
+    store.tag("a/img", "b/other:1").unwrap();
+    let listed = store.list().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].names, ["a/img:latest", "b/other:1"]);
+
+    let du = store.disk_usage().unwrap();
+    assert_eq!((du.images, du.layers), (1, 2));
+    assert!(du.blob_bytes > 0 && du.layer_bytes > 0);
+
+    // Removing one name keeps the image; removing the last removes it; gc frees its parts.
+    let (removed, gone) = store.remove("a/img").unwrap();
+    assert_eq!((removed, gone), (vec!["a/img:latest".to_string()], None));
+    assert_eq!(store.gc().unwrap().layers_removed, 0, "still referenced");
+    let (_, gone) = store.remove("b/other:1").unwrap();
+    assert_eq!(gone.unwrap().to_string(), manifest);
+    let gc = store.gc().unwrap();
+    assert_eq!((gc.layers_removed, gc.blobs_removed), (2, 4));
+    assert!(std::fs::read_dir(store.root().join("layers/sha256"))
+        .unwrap()
+        .next()
+        .is_none());
+}
+
+#[test]
+fn a_tampered_blob_in_a_layout_is_refused() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let layout = tmp.path().join("layout");
+    oci_layout(&layout, &layers(), "gzip", "v1");
+    let blob = layout
+        .join("blobs/sha256")
+        .join(&sha(&gzip(&layers()[0]))[7..]);
+    let mut b = std::fs::read(&blob).unwrap();
+    let n = b.len();
+    b[n - 10] ^= 0xff;
+    std::fs::write(&blob, b).unwrap();
+    let e = import(&store, &layout, Some("x")).unwrap_err().to_string();
+    assert!(e.contains("digest mismatch"), "{e}");
+    assert!(store.list().unwrap().is_empty());
+}
+
+#[test]
+fn stored_layers_stack_with_overlayfs_whiteouts_and_opaque_folders_applied() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let layout = tmp.path().join("layout");
+    let mut l = layers();
+    l.push(tar(&[
+        dir("bin/"),
+        file("bin/.wh..wh..opq", b""),
+        file("bin/only", b"new\n"),
+    ]));
+    oci_layout(&layout, &l, "gzip", "v1");
+    import(&store, &layout, Some("stack")).unwrap();
+    let root = store.rootfs("stack").unwrap();
+    let lower: Vec<String> = root
+        .lower_dirs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let merged = tmp.path().join("merged");
+    std::fs::create_dir(&merged).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o"])
+        .arg(format!("ro,lowerdir={}", lower.join(":")))
+        .arg(&merged)
+        .status()
+        .unwrap();
+    assert!(st.success(), "overlay mount of the stored layers");
+    let seen = (
+        merged.join("etc/os-release").exists(),
+        std::fs::read_to_string(merged.join("etc/motd")).ok(),
+        merged.join("bin/hello").exists(),
+        std::fs::read_to_string(merged.join("bin/only")).ok(),
+    );
+    let _ = Command::new("umount").arg(&merged).status();
+    assert_eq!(
+        seen,
+        (
+            false,
+            Some("welcome\n".to_string()),
+            false,
+            Some("new\n".to_string())
+        ),
+        "whiteout hides etc/os-release; the opaque bin/ hides the lower bin/hello"
+    );
+}
+
+#[test]
+fn concurrent_imports_of_one_image_share_its_layers() {
+    let tmp = scratch();
+    let data = tmp.path().join("data");
+    let layout = tmp.path().join("layout");
+    oci_layout(&layout, &layers(), "gzip", "v1");
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let (data, layout) = (data.clone(), layout.clone());
+            std::thread::spawn(move || {
+                let store = Store::open(&data).unwrap();
+                import(&store, &layout, Some(&format!("same:{i}")))
+                    .unwrap()
+                    .digest
+            })
+        })
+        .collect();
+    let digests: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(digests.windows(2).all(|w| w[0] == w[1]));
+    let store = Store::open(&data).unwrap();
+    let listed = store.list().unwrap();
+    assert_eq!((listed.len(), listed[0].names.len()), (1, 4));
+    let entries: Vec<_> = std::fs::read_dir(store.root().join("layers/sha256"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(entries.len(), 2, "two layers, no leftovers: {entries:?}");
+}
