@@ -13,6 +13,14 @@ thread_local! {
     static FAKE: RefCell<Option<FakeKernel>> = const { RefCell::new(None) };
     /// Injected write failure: path, errno, and an optional substring the value must contain.
     static FAULT: RefCell<Option<(PathBuf, i32, Option<String>)>> = const { RefCell::new(None) };
+    /// A directory that vanishes right after it is next created (another process's rmdir).
+    static VANISH: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
+}
+
+/// Makes the next creation of `path` be undone at once, as another corral process removing the
+/// (then empty) base would.
+pub(crate) fn vanish_after_next_mkdir(path: &Path) {
+    VANISH.with(|v| *v.borrow_mut() = Some(path.to_owned()));
 }
 
 /// Makes `fs::write` to `path` fail with `errno` (on this thread, until the fake is dropped).
@@ -255,6 +263,10 @@ pub(crate) fn after_mkdir(path: &Path) {
             k.populate(path);
         }
     });
+    if VANISH.with(|v| v.borrow().as_deref() == Some(path)) {
+        VANISH.with(|v| *v.borrow_mut() = None);
+        std::fs::remove_dir_all(path).unwrap();
+    }
 }
 
 /// Called by `fs::rmdir_retry` before removing a directory: the kernel removes a cgroup's

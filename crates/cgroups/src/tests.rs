@@ -965,6 +965,25 @@ fn v2_systemd_session_moves_itself_and_delegates() {
 }
 
 #[test]
+fn v2_base_removed_by_another_process_during_setup_is_made_again() {
+    let h = pure_v2(true, true);
+    crate::testfs::vanish_after_next_mkdir(&h.p("sys/fs/cgroup/corral"));
+    let m = detect_with(
+        CONTAINER_V2_MOUNTINFO,
+        CONTAINER_V2_CGROUP,
+        h.root(),
+        &no_env(),
+    )
+    .unwrap();
+    assert_eq!(
+        h.read("sys/fs/cgroup/corral/cgroup.subtree_control"),
+        "+cpu +memory +pids"
+    );
+    let cg = m.create("a", &limits(MIB, 1)).unwrap();
+    cg.destroy().unwrap();
+}
+
+#[test]
 fn v2_container_at_root_uses_slash_corral() {
     let h = pure_v2(true, true);
     let m = detect_with(

@@ -84,8 +84,19 @@ impl V2Manager {
     }
 
     /// Creates the base and makes memory and pids (and cpu, if offered) available to its
-    /// children. Idempotent: only writes what is missing.
+    /// children. Idempotent: only writes what is missing. Another corral process that exits
+    /// removes the base while it is empty; if that happens half-way, start again.
     fn prepare(&self) -> Result<(), Error> {
+        let mut attempts = 0;
+        loop {
+            match self.prepare_once() {
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) && attempts < 3 => attempts += 1,
+                r => return r,
+            }
+        }
+    }
+
+    fn prepare_once(&self) -> Result<(), Error> {
         fs::mkdir_p(&self.mount, &self.base)?;
 
         // floor ..= base, top-down.

@@ -76,6 +76,73 @@ pub struct LanguageStatus {
     pub run: String,
 }
 
+/// A host path a language makes visible to every program in it (read-only), with what an
+/// operator should know about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Exposure {
+    pub path: String,
+    /// Why this path may show student code more than a toolchain: it lies in a home directory,
+    /// or holds files named like credentials (listed, at most a few).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// File names that hold secrets by convention (cargo, pip, npm, git, ssh, netrc, PostgreSQL).
+const CREDENTIAL_NAMES: [&str; 14] = [
+    "credentials",
+    "credentials.toml",
+    ".credentials.toml",
+    ".netrc",
+    ".pypirc",
+    ".npmrc",
+    ".git-credentials",
+    ".pgpass",
+    ".htpasswd",
+    ".env",
+    "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
+    "id_ed25519",
+];
+const CREDENTIAL_EXTENSIONS: [&str; 4] = ["key", "p12", "pfx", "keystore"];
+/// Entries looked at per exposed path: a toolchain has tens of thousands; the scan says when it
+/// stopped short.
+const SCAN_ENTRIES: usize = 200_000;
+
+fn looks_like_credentials(name: &str) -> bool {
+    CREDENTIAL_NAMES.contains(&name)
+        || Path::new(name)
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| CREDENTIAL_EXTENSIONS.contains(&e))
+}
+
+/// Credential-looking files below `root` (never following links), and whether the scan was cut.
+fn credential_files(root: &Path) -> (Vec<String>, bool) {
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    let mut seen = 0;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > SCAN_ENTRIES {
+                return (found, true);
+            }
+            let Ok(ft) = e.file_type() else { continue };
+            let name = e.file_name().to_string_lossy().into_owned();
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if looks_like_credentials(&name) && found.len() < 5 {
+                found.push(e.path().display().to_string());
+            }
+        }
+    }
+    (found, false)
+}
+
 /// All known languages, by id.
 #[derive(Debug, Clone, Default)]
 pub struct LanguageRegistry {
@@ -172,6 +239,44 @@ impl Language {
         self.paths
             .iter()
             .map(|p| Mount::parse(p, false).map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    /// The host paths this language shows to programs, each with warnings for an operator. Reads
+    /// the file tree below each path (bounded), so it is for `corral languages` and `corral doctor`,
+    /// not for a request path.
+    pub fn exposure(&self) -> Vec<Exposure> {
+        let Ok(mounts) = self.mounts() else {
+            return Vec::new();
+        };
+        mounts
+            .iter()
+            .map(|m| {
+                let mut warnings = Vec::new();
+                let in_home = m.src.starts_with("/root")
+                    || (m.src.starts_with("/home") && m.src.components().count() > 2);
+                if in_home {
+                    warnings.push(
+                        "lies in a home directory: keep nothing but the toolchain below it".into(),
+                    );
+                }
+                let (files, cut) = credential_files(&m.src);
+                if !files.is_empty() {
+                    warnings.push(format!(
+                        "holds files named like credentials, readable by every program: {}",
+                        files.join(", ")
+                    ));
+                }
+                if cut {
+                    warnings.push(format!(
+                        "more than {SCAN_ENTRIES} entries: only part of it was checked for credentials"
+                    ));
+                }
+                Exposure {
+                    path: m.src.display().to_string(),
+                    warnings,
+                }
+            })
             .collect()
     }
 
@@ -314,6 +419,58 @@ fn is_executable(p: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rust_exposes_its_toolchains_and_nothing_else_of_root() {
+        let rust = LanguageRegistry::builtin().get("rust").unwrap().clone();
+        let srcs: Vec<PathBuf> = rust.mounts().unwrap().into_iter().map(|m| m.src).collect();
+        assert_eq!(srcs, [PathBuf::from("/root/.rustup/toolchains")]);
+        for secret in [
+            "/root/.cargo/credentials.toml",
+            "/root/.rustup/settings.toml",
+            "/root/.ssh/id_rsa",
+        ] {
+            assert!(
+                !srcs.iter().any(|s| Path::new(secret).starts_with(s)),
+                "{secret} would be visible"
+            );
+        }
+        assert!(!rust.env.contains_key("CARGO_HOME"));
+    }
+
+    #[test]
+    fn exposure_warns_about_homes_and_credential_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("tool");
+        std::fs::create_dir_all(tool.join("bin")).unwrap();
+        std::fs::write(tool.join("bin/cc"), "").unwrap();
+        let lang = |paths: Vec<String>| Language {
+            paths,
+            ..LanguageRegistry::builtin().get("c").unwrap().clone()
+        };
+        let clean = lang(vec![tool.display().to_string()]).exposure();
+        assert_eq!(clean.len(), 1);
+        assert!(clean[0].warnings.is_empty(), "{clean:?}");
+        std::fs::create_dir_all(tool.join("registry")).unwrap();
+        std::fs::write(tool.join("registry/credentials.toml"), "token = \"x\"").unwrap();
+        std::fs::write(tool.join("server.key"), "").unwrap();
+        let w = &lang(vec![tool.display().to_string()]).exposure()[0].warnings;
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("credentials.toml") && w[0].contains("server.key"),
+            "{w:?}"
+        );
+        let home = lang(vec![
+            "/root/.rustup/toolchains".into(),
+            "/home/alice/jdk".into(),
+        ])
+        .exposure();
+        assert!(
+            home.iter()
+                .all(|e| e.warnings[0].contains("home directory")),
+            "{home:?}"
+        );
+    }
 
     #[test]
     fn builtin_registry_has_the_promised_languages() {

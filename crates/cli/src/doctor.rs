@@ -17,8 +17,16 @@ pub fn main(args: DoctorArgs) -> i32 {
     let smoke = smoke_test(report.ready());
     let ready = report.ready() && smoke.is_ok();
     if args.json {
+        let languages: serde_json::Map<String, serde_json::Value> = crate::check::registry(None)
+            .map(|r| {
+                r.iter()
+                    .map(|l| (l.id.clone(), serde_json::json!(l.exposure())))
+                    .collect()
+            })
+            .unwrap_or_default();
         let v = serde_json::json!({
             "ready": ready,
+            "language_exposures": languages,
             "level": report.level(),
             "checks": report.checks,
             "sandbox_smoke_test": match &smoke { Ok(s) => serde_json::json!({"ok": true, "detail": s}), Err(e) => serde_json::json!({"ok": false, "detail": e}) },
@@ -38,6 +46,12 @@ pub fn main(args: DoctorArgs) -> i32 {
         match &smoke {
             Ok(s) => println!("ok    {:<16} {s}", "sandbox"),
             Err(e) => println!("FAIL  {:<16} {e}", "sandbox"),
+        }
+        if let Ok(registry) = crate::check::registry(None) {
+            let exposures: Vec<_> = registry.iter().map(|l| l.exposure()).collect();
+            crate::languages::print_exposures(
+                registry.iter().map(|l| l.id.as_str()).zip(&exposures),
+            );
         }
         println!();
         if ready {

@@ -38,10 +38,20 @@ pub fn main(args: LanguagesArgs) -> i32 {
         Err(e) => (None, Some(format!("versions not read: {e}"))),
     };
     let statuses = registry.probe(pool.as_ref());
+    let exposures: Vec<_> = registry.iter().map(|l| l.exposure()).collect();
     if args.json {
+        let list: Vec<serde_json::Value> = statuses
+            .iter()
+            .zip(&exposures)
+            .map(|(s, e)| {
+                let mut v = serde_json::to_value(s).expect("serializable");
+                v["exposes"] = serde_json::to_value(e).expect("serializable");
+                v
+            })
+            .collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(&statuses).expect("serializable")
+            serde_json::to_string_pretty(&list).expect("serializable")
         );
     } else {
         for s in &statuses {
@@ -57,9 +67,29 @@ pub fn main(args: LanguagesArgs) -> i32 {
                 .unwrap_or_default();
             println!("{:<12} {:<22} {:<12} {}", s.id, s.name, state, detail);
         }
+        print_exposures(registry.iter().map(|l| l.id.as_str()).zip(&exposures));
         if let Some(n) = note {
             eprintln!("corral languages: {n}");
         }
     }
     0
+}
+
+/// What each language shows its programs of the host beyond the base system, with warnings.
+pub fn print_exposures<'a>(
+    list: impl Iterator<Item = (&'a str, &'a Vec<corral_checks::Exposure>)>,
+) {
+    let mut header = false;
+    for (id, exposures) in list {
+        for e in exposures {
+            if !header {
+                println!("\nhost paths visible to programs (read-only), beyond /usr, /bin, /lib:");
+                header = true;
+            }
+            println!("  {id:<12} {}", e.path);
+            for w in &e.warnings {
+                println!("  {:<12}   warning: {w}", "");
+            }
+        }
+    }
 }
