@@ -34,14 +34,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     }
 }
 
-/// A command: a string runs under `/bin/sh -c` inside the sandbox; an array is the argv itself.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-#[serde(untagged)]
-pub enum Cmd {
-    #[schema(example = "cc -o hello hello.c")]
-    Line(String),
-    Argv(Vec<String>),
-}
+pub use corral_judge::Cmd;
 
 /// Where to run: a fresh sandbox with an upload's files as `$HOME` (`homedir`), or the sandbox a
 /// previous run returned (`id`). Neither: a fresh, empty sandbox.

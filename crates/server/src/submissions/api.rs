@@ -13,11 +13,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::exec::{suite_file, JobSpec, SuiteRef, Verdict, VerdictKind};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::SharedState;
 use crate::types::{ApiJson, Cmd, LimitsDoc};
+use corral_judge::{suite_file, JobSpec, SuiteRef, Verdict, VerdictKind};
 
 /// One file of a submission.
 #[derive(Debug, Clone, Deserialize, ToSchema)]

@@ -18,10 +18,10 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::api::{accept, wait_for, SubmissionRequest};
-use super::exec::{JobSpec, Verdict, VerdictKind};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::SharedState;
+use corral_judge::{JobSpec, Verdict, VerdictKind};
 
 /// The Judge0 version this surface answers as (clients map language aliases by it).
 pub const VERSION: &str = "1.13.1";

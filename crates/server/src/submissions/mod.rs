@@ -2,13 +2,11 @@
 //! `GET /submissions/{id}` (with `?wait=true`), `POST /submissions/batch`; the in-process workers
 //! of `corral serve` and the housekeeping that puts expired leases back.
 //!
-//! - [`exec`]: judging one job (shared with `corral worker`).
 //! - [`api`]: the handlers and their bodies.
 //! - [`worker`]: in-process workers and the lease reaper.
 
 pub mod api;
 pub mod callbacks;
-pub mod exec;
 pub mod judge0;
 pub mod remote;
 pub mod worker;
@@ -19,7 +17,7 @@ use std::time::Duration;
 use corral_sandbox::Millis;
 use serde::Deserialize;
 
-pub use exec::{JobSpec, Verdict, VerdictKind};
+pub use corral_judge::{JobSpec, Verdict, VerdictKind};
 
 /// `[submissions]` in the configuration file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -262,8 +260,8 @@ pub fn routes() -> axum::Router<crate::SharedState> {
     components(schemas(
         api::SubmissionRequest, api::SubmissionFile, api::SubmissionCreated, api::BatchRequest,
         api::BatchResponse, api::BatchItem, api::SubmissionView, api::CallbackInfo, VerdictKind,
-        Verdict, remote::ClaimRequest, remote::ClaimedJob, remote::JobFile, remote::LeaseRequest,
-        remote::ResultRequest, remote::ResultResponse,
+        Verdict, corral_judge::ClaimRequest, corral_judge::ClaimedJob, corral_judge::JobFile, corral_judge::LeaseRequest,
+        corral_judge::ResultRequest, corral_judge::ResultResponse,
     )),
     tags(
         (name = "submissions", description = "The submission queue: submit, then get the verdict or a callback"),

@@ -14,75 +14,15 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use base64::Engine;
 use corral_store::{Completion, Role};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
-use super::exec::{JobSpec, Verdict};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::SharedState;
 use crate::types::ApiJson;
-
-/// How far a result's signature time may be from the server's clock.
-pub const SIGNATURE_TOLERANCE: Duration = Duration::from_secs(300);
-
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ClaimRequest {
-    /// The worker's name (shown in the submission's audit trail).
-    #[serde(default)]
-    pub worker: Option<String>,
-    /// Seconds to wait for a job (long poll), at most 30.
-    #[serde(default)]
-    pub wait: Option<f64>,
-}
-
-/// One file of a claimed job.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-pub struct JobFile {
-    pub path: String,
-    /// Permission bits (0o644 or 0o755).
-    pub mode: u32,
-    pub content_base64: String,
-}
-
-/// A claimed job: everything the worker needs to judge it.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-pub struct ClaimedJob {
-    pub id: String,
-    /// The lease: send it with heartbeats and the result.
-    pub lease: String,
-    /// The lease ends this long after the last heartbeat.
-    pub lease_ms: u64,
-    /// Send a heartbeat this often.
-    pub heartbeat_ms: u64,
-    pub attempt: u32,
-    #[schema(value_type = Object)]
-    pub spec: JobSpec,
-    pub files: Vec<JobFile>,
-    /// The suite's files (suite jobs only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub suite_files: Option<Vec<JobFile>>,
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LeaseRequest {
-    pub lease: String,
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ResultRequest {
-    pub lease: String,
-    pub verdict: Verdict,
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-pub struct ResultResponse {
-    /// `recorded`, or `already_recorded` (this lease's result was recorded before).
-    pub result: String,
-}
+use corral_judge::{
+    ClaimRequest, ClaimedJob, JobFile, JobSpec, LeaseRequest, ResultRequest, ResultResponse,
+    SIGNATURE_TOLERANCE,
+};
 
 fn require_worker(caller: &Caller) -> Result<(), ApiError> {
     // Only worker tokens: an admin's token does not take jobs by accident.
@@ -324,7 +264,7 @@ pub async fn result(
         .get("corral-signature")
         .and_then(|v| v.to_str().ok())
         .ok_or_else(|| ApiError::unauthorized("the result must carry a Corral-Signature header"))?;
-    super::callbacks::verify(
+    corral_judge::verify(
         key.as_bytes(),
         sig,
         &body,
@@ -341,7 +281,7 @@ pub async fn result(
             "score must be within 0..=max_score",
         ));
     }
-    let state = if v.verdict == super::VerdictKind::InternalError {
+    let state = if v.verdict == corral_judge::VerdictKind::InternalError {
         corral_store::JobState::Failed
     } else {
         corral_store::JobState::Done

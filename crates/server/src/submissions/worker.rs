@@ -3,14 +3,13 @@
 //! queue (or fails jobs that used up their attempts) and applies retention to finished jobs.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use corral_store::{Claim, Completion, JobState};
 
-use super::exec::{execute, JobFiles, JobSpec, Verdict, VerdictKind};
 use crate::state::SharedState;
+use corral_judge::{execute, Heartbeat, JobFiles, JobSpec, Verdict, VerdictKind};
 
 /// Starts the configured number of workers and the reaper.
 pub fn spawn(st: SharedState) -> Vec<tokio::task::JoinHandle<()>> {
@@ -70,40 +69,6 @@ async fn worker_loop(st: SharedState, i: usize) {
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
-    }
-}
-
-/// Keeps renewing a lease until dropped; `lost` is set when the store says it is gone.
-pub struct Heartbeat {
-    task: tokio::task::JoinHandle<()>,
-    pub lost: Arc<AtomicBool>,
-}
-
-impl Heartbeat {
-    pub fn start<F, Fut>(every: Duration, mut beat: F) -> Heartbeat
-    where
-        F: FnMut() -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = Option<bool>> + Send,
-    {
-        let lost = Arc::new(AtomicBool::new(false));
-        let lost2 = lost.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                // None: the store could not be asked (try again next time).
-                if beat().await == Some(false) {
-                    lost2.store(true, Ordering::SeqCst);
-                    break;
-                }
-            }
-        });
-        Heartbeat { task, lost }
-    }
-}
-
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 

@@ -1,153 +1,15 @@
-//! Judging one submission, the same way in an in-process worker and in `corral worker` on another
-//! host: the job's spec (what the server accepted and stored) plus its files on disk become a
-//! [`Verdict`]. Blocking: call it on a blocking thread.
+//! Judging one submission, the same way in the server's in-process workers and in `corral worker`
+//! on another host: the job's spec plus its files on disk become a [`Verdict`]. Blocking: call it
+//! on a blocking thread.
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use corral_checks::{GradeOptions, Registry, Suite, View};
 use corral_sandbox::{Limits, NoSink, Outcome, Pool, RunSpec, SandboxConfig, Size, Status, Stdin};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
 
-use crate::types::Cmd;
-
-/// What a submission runs, as stored in the queue (the server resolved and capped everything).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JobSpec {
-    /// A language of the registry: its compile command (if any), then its run command.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub language: Option<String>,
-    /// A command (a string runs under `/bin/sh -c`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cmd: Option<Cmd>,
-    /// A check suite: its id, and the upload holding its files (registered suites); `None` for
-    /// a suite of the server's suites folder.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub suite: Option<SuiteRef>,
-    /// Standard input of the run (language and command modes).
-    #[serde(default)]
-    pub stdin: String,
-    /// Compared with the program's standard output (line ends, trailing spaces and trailing
-    /// blank lines ignored); none: any output is accepted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_output: Option<String>,
-    /// The run's limits, already within the server's caps.
-    pub limits: Limits,
-    /// The compile step's limits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compile_limits: Option<Limits>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    /// Appended to the language's run command (Judge0's `command_line_arguments`; the command
-    /// runs under the sandbox's `/bin/sh -c`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_args: Option<String>,
-    /// Appended to the language's compile command (Judge0's `compiler_options`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compile_args: Option<String>,
-    /// Limits the request asked for above the caps (lowered).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub limits_clamped: Vec<String>,
-    /// The submitter is staff: hidden checks' details are shown.
-    #[serde(default)]
-    pub staff: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct SuiteRef {
-    pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upload: Option<String>,
-}
-
-/// The verdict of a submission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum VerdictKind {
-    Accepted,
-    WrongAnswer,
-    CompileError,
-    RuntimeError,
-    TimeLimit,
-    MemoryLimit,
-    OutputLimit,
-    InternalError,
-}
-
-impl VerdictKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VerdictKind::Accepted => "accepted",
-            VerdictKind::WrongAnswer => "wrong_answer",
-            VerdictKind::CompileError => "compile_error",
-            VerdictKind::RuntimeError => "runtime_error",
-            VerdictKind::TimeLimit => "time_limit",
-            VerdictKind::MemoryLimit => "memory_limit",
-            VerdictKind::OutputLimit => "output_limit",
-            VerdictKind::InternalError => "internal_error",
-        }
-    }
-}
-
-/// What a worker reports for a submission. Checked field by field when a remote worker posts it.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Verdict {
-    pub verdict: VerdictKind,
-    /// Points earned: 1 or 0 for a run, the suite's score for checks.
-    pub score: f64,
-    pub max_score: f64,
-    /// The run's result (the object of `corral run --json`), for language and command modes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub run: Option<Value>,
-    /// The compile step's result, when the language compiles.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub compile: Option<Value>,
-    /// The check report (corral's JSON report), for suites.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub checks: Option<Value>,
-    /// Why, in a sentence (wrong answer, which limit, what failed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-impl Verdict {
-    pub fn internal(message: impl Into<String>) -> Verdict {
-        Verdict {
-            verdict: VerdictKind::InternalError,
-            score: 0.0,
-            max_score: 1.0,
-            run: None,
-            compile: None,
-            checks: None,
-            message: Some(message.into()),
-        }
-    }
-}
-
-/// Where the job's files are on this host.
-pub struct JobFiles<'a> {
-    /// The submission's files (an empty folder when it has none).
-    pub files: &'a Path,
-    /// The suite's folder (with its suite file), for suite jobs.
-    pub suite_dir: Option<&'a Path>,
-}
-
-/// The suite file in a folder.
-pub fn suite_file(dir: &Path) -> Option<std::path::PathBuf> {
-    ["suite.yaml", "suite.yml", "suite.json"]
-        .iter()
-        .map(|n| dir.join(n))
-        .find(|p| p.is_file())
-}
+use crate::job::{suite_file, Cmd, JobFiles, JobSpec, SuiteRef};
+use crate::verdict::{Verdict, VerdictKind};
 
 /// Judges the job. Never panics on bad input: anything that keeps it from being judged is an
 /// `internal_error` verdict that says why.
