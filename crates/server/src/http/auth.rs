@@ -8,31 +8,8 @@ use axum::response::Response;
 use corral_store::Role;
 
 use crate::error::ApiError;
+use crate::service::caller::Caller;
 use crate::state::SharedState;
-
-/// Who is calling. Everything a caller owns is keyed by `id` (the token's public id).
-#[derive(Debug, Clone)]
-pub struct Caller {
-    pub id: String,
-    pub role: Role,
-}
-
-impl Caller {
-    pub fn require_staff(&self) -> Result<(), ApiError> {
-        if self.role.is_staff() {
-            Ok(())
-        } else {
-            Err(ApiError::forbidden("this needs a staff or admin token"))
-        }
-    }
-    pub fn require_admin(&self) -> Result<(), ApiError> {
-        if self.role == Role::Admin {
-            Ok(())
-        } else {
-            Err(ApiError::forbidden("this needs an admin token"))
-        }
-    }
-}
 
 fn query_token(req: &Request) -> Option<String> {
     req.uri().query()?.split('&').find_map(|kv| {

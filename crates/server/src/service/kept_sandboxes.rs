@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use corral_sandbox::Lease;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorKind};
 
 struct Inner {
     lease: Option<Lease>,
@@ -33,7 +33,7 @@ impl Held {
     }
 }
 
-pub struct Registry {
+pub struct KeptSandboxes {
     map: Mutex<HashMap<String, Arc<Held>>>,
     max_total: usize,
     max_per_owner: usize,
@@ -41,7 +41,7 @@ pub struct Registry {
     closed: AtomicBool,
 }
 
-/// Leases removed from the registry; drop them on a blocking thread (giving a sandbox back or
+/// Leases removed from the kept sandboxes; drop them on a blocking thread (giving a sandbox back or
 /// destroying it talks to its init).
 pub struct Evicted(pub Vec<Lease>);
 
@@ -61,9 +61,9 @@ pub fn new_id() -> String {
     corral_store::random_hex(16)
 }
 
-impl Registry {
+impl KeptSandboxes {
     pub fn new(max_total: usize, max_per_owner: usize, ttl: Duration) -> Self {
-        Registry {
+        KeptSandboxes {
             map: Mutex::new(HashMap::new()),
             max_total,
             max_per_owner,
@@ -140,7 +140,7 @@ impl Registry {
         }
         if over > 0 {
             return Err(ApiError::new(
-                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                ErrorKind::TooManyRequests,
                 "too_many_sandboxes",
                 "all your sandboxes are busy; wait for a run to end",
             ));
@@ -178,7 +178,7 @@ impl Registry {
     }
 
     /// Puts the lease back after a run and frees the sandbox. A broken sandbox, a missing lease or
-    /// a closed registry drops it instead. Returns whether the sandbox is kept, and what to drop.
+    /// shutting down drops it instead. Returns whether the sandbox is kept, and what to drop.
     pub fn finish(&self, held: &Held, lease: Option<Lease>) -> (bool, Evicted) {
         let keep = !self.closed.load(Ordering::SeqCst);
         let mut lease = lease;
@@ -197,7 +197,7 @@ impl Registry {
         (false, Evicted(lease.into_iter().collect()))
     }
 
-    /// Undoes [`Registry::acquire`] or [`Registry::reserve`] when the run did not happen.
+    /// Undoes [`KeptSandboxes::acquire`] or [`KeptSandboxes::reserve`] when the run did not happen.
     pub fn abort(&self, held: &Held) {
         let built = held
             .inner
@@ -272,22 +272,25 @@ mod tests {
 
     #[test]
     fn reservations_are_bounded_per_caller_and_in_total() {
-        let r = Registry::new(3, 2, Duration::from_secs(60));
+        let r = KeptSandboxes::new(3, 2, Duration::from_secs(60));
         let (a1, _) = r.reserve("a").unwrap();
         let (_a2, _) = r.reserve("a").unwrap();
         // Both of a's are busy (being built): a third is refused.
         let e = r.reserve("a").err().unwrap();
-        assert_eq!(e.status.as_u16(), 429);
+        assert_eq!(e.kind, ErrorKind::TooManyRequests);
         let (_b1, _) = r.reserve("b").unwrap();
         // Full and all busy: 503.
-        assert_eq!(r.reserve("c").err().unwrap().status.as_u16(), 503);
+        assert_eq!(r.reserve("c").err().unwrap().kind, ErrorKind::Unavailable);
         // A reservation that never ran is undone.
         r.abort(&a1);
         assert_eq!(r.len(), 2);
         assert!(r.reserve("c").is_ok());
         // Not built yet: nobody can acquire it, its owner included.
-        assert_eq!(r.acquire(&a1.id, "a").err().unwrap().status.as_u16(), 404);
+        assert_eq!(
+            r.acquire(&a1.id, "a").err().unwrap().kind,
+            ErrorKind::NotFound
+        );
         assert_eq!(r.close().0.len(), 0);
-        assert_eq!(r.reserve("d").err().unwrap().status.as_u16(), 503);
+        assert_eq!(r.reserve("d").err().unwrap().kind, ErrorKind::Unavailable);
     }
 }

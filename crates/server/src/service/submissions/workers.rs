@@ -2,12 +2,13 @@
 //! heartbeat keeps its lease, and records the verdict. The reaper puts expired leases back in the
 //! queue (or fails jobs that used up their attempts) and applies retention to finished jobs.
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use corral_store::{Claim, Completion, JobState};
 
+use super::queue::QueueHandle;
+use crate::service::suites::suites_dir;
 use crate::state::SharedState;
 use corral_judge::{execute, Heartbeat, JobFiles, JobSpec, Verdict, VerdictKind};
 
@@ -29,10 +30,10 @@ pub fn spawn(st: SharedState) -> Vec<tokio::task::JoinHandle<()>> {
 }
 
 /// Counts a job as in flight while it lives.
-struct InFlight<'a>(&'a super::QueueHandle);
+struct InFlight<'a>(&'a QueueHandle);
 
 impl<'a> InFlight<'a> {
-    fn new(q: &'a super::QueueHandle) -> Self {
+    fn new(q: &'a QueueHandle) -> Self {
         q.in_flight.fetch_add(1, Ordering::SeqCst);
         InFlight(q)
     }
@@ -137,14 +138,6 @@ pub async fn record(st: &SharedState, id: &str, lease: &str, verdict: &Verdict) 
             }
         }
     }
-}
-
-/// The suites folder of the server.
-pub fn suites_dir(st: &SharedState) -> PathBuf {
-    st.config
-        .suites_dir
-        .clone()
-        .unwrap_or_else(|| st.config.data_dir.join("suites"))
 }
 
 async fn judge(st: &SharedState, claim: &Claim) -> Result<Verdict, String> {

@@ -1,43 +1,43 @@
-//! `/upload`: multipart files (relative names, folders allowed) and tar archives, checked strictly
-//! before anything is stored.
+//! Uploads: files (relative names, folders allowed) and tar archives, checked strictly before
+//! anything is stored; storing them, and describing one to its owner.
 
 use std::io::Read;
 
-use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
-use axum::extract::Multipart;
-use corral_store::NewFile;
+use corral_store::{NewFile, Upload};
 
 use crate::config::UploadLimits;
 use crate::error::ApiError;
+use crate::service::caller::Caller;
+use crate::state::SharedState;
 
-fn multipart_error(e: MultipartError) -> ApiError {
-    let status = e.status();
-    if status.as_u16() == 413 {
-        ApiError::too_large(e.body_text())
-    } else {
-        ApiError::new(status, "bad_multipart", e.body_text())
-    }
-}
-
-pub fn rejection(e: MultipartRejection) -> ApiError {
-    ApiError::new(e.status(), "bad_multipart", e.body_text())
-}
-
-struct Collector<'a> {
+pub struct UploadFiles<'a> {
     limits: &'a UploadLimits,
     files: Vec<NewFile>,
     total: u64,
 }
 
-impl Collector<'_> {
-    fn too_large(&self) -> ApiError {
+impl<'a> UploadFiles<'a> {
+    pub fn new(limits: &'a UploadLimits) -> Self {
+        UploadFiles {
+            limits,
+            files: Vec::new(),
+            total: 0,
+        }
+    }
+
+    /// Whether `more` bytes would take the upload over its limit.
+    pub fn would_exceed(&self, more: u64) -> bool {
+        self.total + more > self.limits.max_bytes.bytes()
+    }
+
+    pub fn too_large(&self) -> ApiError {
         ApiError::too_large(format!(
             "the upload is larger than {} in total",
             self.limits.max_bytes
         ))
     }
 
-    fn add(&mut self, name: &str, content: Vec<u8>, mode: u32) -> Result<(), ApiError> {
+    pub fn add(&mut self, name: &str, content: Vec<u8>, mode: u32) -> Result<(), ApiError> {
         let path = corral_store::validate_path(name, self.limits.max_depth)
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
         if self.files.len() >= self.limits.max_files {
@@ -58,19 +58,8 @@ impl Collector<'_> {
         Ok(())
     }
 
-    async fn read_field(&self, field: &mut Field<'_>) -> Result<Vec<u8>, ApiError> {
-        let mut buf = Vec::new();
-        while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-            if self.total + (buf.len() + chunk.len()) as u64 > self.limits.max_bytes.bytes() {
-                return Err(self.too_large());
-            }
-            buf.extend_from_slice(&chunk);
-        }
-        Ok(buf)
-    }
-
     /// Unpacks a tar (optionally gzip-compressed) archive: regular files and folders only.
-    fn add_archive(&mut self, data: &[u8]) -> Result<(), ApiError> {
+    pub fn add_archive(&mut self, data: &[u8]) -> Result<(), ApiError> {
         let reader: Box<dyn Read> = if data.starts_with(&[0x1f, 0x8b]) {
             Box::new(flate2::read::GzDecoder::new(data))
         } else {
@@ -134,44 +123,42 @@ impl Collector<'_> {
 
 /// Unpacks one tar archive (optionally gzip-compressed) into checked files.
 pub fn unpack_archive(data: &[u8], limits: &UploadLimits) -> Result<Vec<NewFile>, ApiError> {
-    let mut c = Collector {
-        limits,
-        files: Vec::new(),
-        total: 0,
-    };
+    let mut c = UploadFiles::new(limits);
     c.add_archive(data)?;
     Ok(c.files)
 }
 
-/// Reads every part of the form into checked files.
-pub async fn collect(mut form: Multipart, limits: &UploadLimits) -> Result<Vec<NewFile>, ApiError> {
-    let mut c = Collector {
-        limits,
-        files: Vec::new(),
-        total: 0,
-    };
-    while let Some(mut field) = form.next_field().await.map_err(multipart_error)? {
-        let part = field.name().unwrap_or("").to_string();
-        let file_name = field.file_name().map(str::to_string);
-        if part == "archive" {
-            let data = c.read_field(&mut field).await?;
-            c.add_archive(&data)?;
-            continue;
+impl UploadFiles<'_> {
+    /// The checked files (at least one, no path both a file and a folder).
+    pub fn finish(self) -> Result<Vec<NewFile>, ApiError> {
+        if self.files.is_empty() {
+            return Err(ApiError::bad_request(
+                "no files: send multipart/form-data with one or more file parts",
+            ));
         }
-        let Some(name) = file_name else {
-            return Err(ApiError::bad_request(format!(
-                "form part {part:?} is not a file: give each file a file name (its relative path)"
-            )));
-        };
-        let data = c.read_field(&mut field).await?;
-        c.add(&name, data, 0o644)?;
+        let paths: Vec<&str> = self.files.iter().map(|f| f.path.as_str()).collect();
+        corral_store::check_tree(&paths).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        Ok(self.files)
     }
-    if c.files.is_empty() {
-        return Err(ApiError::bad_request(
-            "no files: send multipart/form-data with one or more file parts",
-        ));
-    }
-    let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
-    corral_store::check_tree(&paths).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok(c.files)
+}
+
+/// Stores checked files as an upload of `caller`.
+pub async fn store(
+    st: &SharedState,
+    caller: &Caller,
+    files: Vec<NewFile>,
+) -> Result<Upload, ApiError> {
+    let upload = st.store.create_upload(&caller.id, files).await?;
+    st.metrics.uploads.inc();
+    tracing::info!(upload = %upload.id, files = upload.files.len(), bytes = upload.total_bytes, "upload stored");
+    Ok(upload)
+}
+
+/// An upload of the caller's (404 for anyone else's: ids cannot be probed).
+pub async fn owned(st: &SharedState, caller: &Caller, id: &str) -> Result<Upload, ApiError> {
+    st.store
+        .get_upload(id)
+        .await?
+        .filter(|u| u.owner == caller.id)
+        .ok_or_else(|| ApiError::not_found(format!("no upload {id:?}")))
 }

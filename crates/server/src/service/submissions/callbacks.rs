@@ -14,7 +14,7 @@ use std::time::Duration;
 use corral_judge::signature_header;
 use corral_store::{CallbackClaim, CallbackOutcome};
 
-use super::api::SubmissionView;
+use super::view::SubmissionView;
 use crate::state::SharedState;
 
 /// An address range, `ADDR/BITS` (or a single address).

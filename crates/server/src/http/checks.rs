@@ -4,22 +4,23 @@
 //! seed's `{"results": {...}}`. Hidden checks' details never reach a student.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use corral_checks::{GradeError, GradeOptions, Suite, View};
 use corral_store::NewFile;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::auth::Caller;
+use super::json::ApiJson;
 use crate::error::{ApiError, ErrorBody};
+use crate::service::caller::Caller;
+use crate::service::checks;
+use crate::service::runs::SandboxRef;
+use crate::service::suites::{self, SuiteInfo};
 use crate::state::SharedState;
-use crate::types::{ApiJson, SandboxRef};
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -95,49 +96,6 @@ pub struct SuiteForm {
     pub archive: Option<Vec<u8>>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct SuiteInfo {
-    pub id: String,
-    pub name: String,
-    /// `registered` (POST /suites) or `folder` (the server's suites folder).
-    pub source: String,
-}
-
-fn valid_id(id: &str) -> Result<(), ApiError> {
-    let ok = !id.is_empty()
-        && id.len() <= 100
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-        && corral_store::validate_path(id, 4).is_ok();
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::unprocessable(format!(
-            "suite id {id:?}: use letters, digits, '-', '_', '.' and '/' (no '..'), at most 100"
-        )))
-    }
-}
-
-fn suites_dir(st: &SharedState) -> PathBuf {
-    st.config
-        .suites_dir
-        .clone()
-        .unwrap_or_else(|| st.config.data_dir.join("suites"))
-}
-
-/// The suite file in a folder.
-fn suite_file(dir: &Path) -> Option<PathBuf> {
-    ["suite.yaml", "suite.yml", "suite.json"]
-        .iter()
-        .map(|n| dir.join(n))
-        .find(|p| p.is_file())
-}
-
-fn suite_error(e: corral_checks::SuiteError) -> ApiError {
-    ApiError::unprocessable(format!("invalid suite: {e}"))
-}
-
 /// Register (or replace) a check suite (staff).
 #[utoipa::path(
     post, path = "/suites", tag = "checks",
@@ -156,26 +114,22 @@ pub async fn register_suite(
     Extension(caller): Extension<Caller>,
     form: Result<Multipart, MultipartRejection>,
 ) -> Result<(StatusCode, Json<SuiteInfo>), ApiError> {
-    caller.require_staff()?;
-    let mut form = form.map_err(crate::upload::rejection)?;
+    let mut form = form.map_err(super::uploads::rejection)?;
     // Split the form: `suite` and `id` parts here, the rest are assignment files.
-    let mut suite: Option<(String, Vec<u8>)> = None;
-    let mut id: Option<String> = None;
-    let mut files: Vec<NewFile> = Vec::new();
+    let mut parts = suites::SuiteParts::default();
     let limits = &st.config.upload;
     let mut total = 0u64;
-    let mut archives = Vec::new();
     while let Some(field) = form
         .next_field()
         .await
-        .map_err(|e| ApiError::new(e.status(), "bad_multipart", e.body_text()))?
+        .map_err(|e| ApiError::rejected(e.status(), "bad_multipart", e.body_text()))?
     {
         let name = field.name().unwrap_or("").to_string();
         let file_name = field.file_name().map(str::to_string);
         let data = field
             .bytes()
             .await
-            .map_err(|e| ApiError::new(e.status(), "bad_multipart", e.body_text()))?;
+            .map_err(|e| ApiError::rejected(e.status(), "bad_multipart", e.body_text()))?;
         total += data.len() as u64;
         if total > limits.max_bytes.bytes() {
             return Err(ApiError::too_large("the suite and its files are too large"));
@@ -184,12 +138,12 @@ pub async fn register_suite(
             "suite" => {
                 let is_json = file_name.as_deref().is_some_and(|f| f.ends_with(".json"));
                 let n = if is_json { "suite.json" } else { "suite.yaml" };
-                suite = Some((n.to_string(), data.to_vec()));
+                parts.suite = Some((n.to_string(), data.to_vec()));
             }
             "id" => {
-                id = Some(String::from_utf8_lossy(&data).trim().to_string());
+                parts.id = Some(String::from_utf8_lossy(&data).trim().to_string());
             }
-            "archive" => archives.push(data.to_vec()),
+            "archive" => parts.archives.push(data.to_vec()),
             _ => {
                 let Some(fname) = file_name else {
                     return Err(ApiError::bad_request(format!(
@@ -198,7 +152,7 @@ pub async fn register_suite(
                 };
                 let path = corral_store::validate_path(&fname, limits.max_depth)
                     .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                files.push(NewFile {
+                parts.files.push(NewFile {
                     path,
                     content: data.to_vec(),
                     mode: 0o644,
@@ -206,51 +160,8 @@ pub async fn register_suite(
             }
         }
     }
-    for a in archives {
-        files.extend(crate::upload::unpack_archive(&a, limits)?);
-    }
-    if files.len() + 1 > limits.max_files {
-        return Err(ApiError::too_large("too many files"));
-    }
-    let (suite_name, suite_text) = suite.ok_or_else(|| {
-        ApiError::bad_request("no `suite` part: send the suite file in a form part named suite")
-    })?;
-    files.push(NewFile {
-        path: suite_name.clone(),
-        content: suite_text,
-        mode: 0o644,
-    });
-    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-    corral_store::check_tree(&paths).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    // Validate the suite where it will be used: its folder with its files.
-    let dir = tempfile::Builder::new()
-        .prefix("suite-")
-        .tempdir_in(&st.tmp_dir)
-        .map_err(ApiError::internal)?;
-    for f in &files {
-        let p = dir.path().join(&f.path);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).map_err(ApiError::internal)?;
-        }
-        std::fs::write(&p, &f.content).map_err(ApiError::internal)?;
-    }
-    let parsed = Suite::load(&dir.path().join(&suite_name)).map_err(suite_error)?;
-    let id = id.filter(|s| !s.is_empty()).unwrap_or(parsed.name.clone());
-    valid_id(&id)?;
-    let upload = st.store.create_upload(&caller.id, files).await?;
-    let s = st
-        .store
-        .put_suite(&id, &caller.id, &parsed.name, &upload.id)
-        .await?;
-    tracing::info!(suite = %s.id, by = %caller.id, checks = parsed.checks.len(), "suite registered");
-    Ok((
-        StatusCode::CREATED,
-        Json(SuiteInfo {
-            id: s.id,
-            name: s.name,
-            source: "registered".into(),
-        }),
-    ))
+    let info = suites::register(&st, &caller, parts).await?;
+    Ok((StatusCode::CREATED, Json(info)))
 }
 
 /// List the suites.
@@ -266,34 +177,7 @@ pub async fn list_suites(
     State(st): State<SharedState>,
     Extension(_caller): Extension<Caller>,
 ) -> Result<Json<Vec<SuiteInfo>>, ApiError> {
-    let mut out: Vec<SuiteInfo> = st
-        .store
-        .list_suites()
-        .await?
-        .into_iter()
-        .map(|s| SuiteInfo {
-            id: s.id,
-            name: s.name,
-            source: "registered".into(),
-        })
-        .collect();
-    if let Ok(rd) = std::fs::read_dir(suites_dir(&st)) {
-        for e in rd.flatten() {
-            let id = e.file_name().to_string_lossy().into_owned();
-            if valid_id(&id).is_err() || out.iter().any(|s| s.id == id) {
-                continue;
-            }
-            if suite_file(&e.path()).is_some() {
-                out.push(SuiteInfo {
-                    name: id.clone(),
-                    id,
-                    source: "folder".into(),
-                });
-            }
-        }
-    }
-    out.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(Json(out))
+    Ok(Json(suites::list(&st).await?))
 }
 
 /// Run a check suite against an upload.
@@ -334,65 +218,7 @@ pub async fn check(
             "give sandbox.homedir: the upload to check",
         ));
     };
-    valid_id(&req.checks).map_err(|_| ApiError::not_found(format!("no suite {:?}", req.checks)))?;
-    let upload = st
-        .store
-        .get_upload(&homedir)
-        .await?
-        .filter(|u| u.owner == caller.id)
-        .ok_or_else(|| ApiError::not_found(format!("no upload {homedir:?}")))?;
-    let work = tempfile::Builder::new()
-        .prefix("check-")
-        .tempdir_in(&st.tmp_dir)
-        .map_err(ApiError::internal)?;
-    let submission = work.path().join("submission");
-    std::fs::create_dir(&submission).map_err(ApiError::internal)?;
-    st.store.materialize(&upload, &submission).await?;
-    let suite_path = match st.store.get_suite(&req.checks).await? {
-        Some(s) => {
-            let u = st
-                .store
-                .get_upload(&s.upload_id)
-                .await?
-                .ok_or_else(|| ApiError::internal(format!("suite {} lost its files", s.id)))?;
-            let dir = work.path().join("suite");
-            std::fs::create_dir(&dir).map_err(ApiError::internal)?;
-            st.store.materialize(&u, &dir).await?;
-            suite_file(&dir)
-        }
-        None => suite_file(&suites_dir(&st).join(&req.checks)),
-    }
-    .ok_or_else(|| ApiError::not_found(format!("no suite {:?}", req.checks)))?;
-    let suite = Suite::load(&suite_path).map_err(suite_error)?;
-    let view = if caller.role.is_staff() {
-        View::Staff
-    } else {
-        View::Student
-    };
-    let st2 = st.clone();
-    let report = st
-        .runner
-        .run(move || {
-            let started = std::time::Instant::now();
-            let r = corral_checks::grade(
-                &st2.pool,
-                &st2.languages,
-                &suite,
-                &submission,
-                &GradeOptions { jobs: 2 },
-            );
-            drop(work);
-            st2.metrics
-                .run_seconds
-                .observe(started.elapsed().as_secs_f64());
-            r
-        })
-        .await?
-        .map_err(|e| match e {
-            GradeError::Io { .. } => ApiError::internal(e),
-            GradeError::Submission { .. } => ApiError::bad_request(e.to_string()),
-            other => ApiError::unprocessable(other.to_string()),
-        })?;
+    let (report, view) = checks::grade(&st, &caller, &req.checks, &homedir).await?;
     tracing::info!(caller = %caller.id, suite = %req.checks, passed = report.passed(), "check");
     if corral_format {
         let mut v = report.to_json(view);

@@ -10,10 +10,10 @@ use corral_store::{NewRevision, RevisionFile, RevisionFilter, RevisionKind};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::auth::Caller;
+use super::json::ApiJson;
 use crate::error::{ApiError, ErrorBody};
+use crate::service::caller::Caller;
 use crate::state::SharedState;
-use crate::types::ApiJson;
 
 /// Text fields' limits (bytes).
 const MAX_FIELD: usize = 200;

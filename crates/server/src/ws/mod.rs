@@ -6,6 +6,8 @@
 //! The program is driven by one blocking thread ([`drive`]) that steps the `Execution` with short
 //! deadlines and talks to the socket task over channels.
 
+pub mod messages;
+
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
@@ -18,11 +20,11 @@ use corral_sandbox::{Outcome, OutputSink, RunSpec, Sandbox, Stdin};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
-use crate::auth::Caller;
-use crate::error::{ApiError, ErrorBody};
-use crate::run::{execute, prepare, RunInput};
+use crate::error::{ApiError, ErrorBody, ErrorKind};
+use crate::service::caller::Caller;
+use crate::service::runs::{execute, prepare, RunInput, RunResponse};
 use crate::state::SharedState;
-use crate::types::{RunResponse, WsClientMessage, WsServerMessage};
+use messages::{WsClientMessage, WsServerMessage};
 
 /// How often the driver looks at control messages while the program runs.
 const TICK: Duration = Duration::from_millis(20);
@@ -66,7 +68,7 @@ pub async fn ws(
 ) -> Result<Response, ApiError> {
     let upgrade = upgrade.map_err(|e| {
         ApiError::new(
-            axum::http::StatusCode::BAD_REQUEST,
+            ErrorKind::BadRequest,
             "not_websocket",
             format!("{}: connect with a WebSocket client", e.body_text()),
         )
@@ -85,6 +87,12 @@ fn error(code: &str, message: impl Into<String>) -> WsServerMessage {
         error: code.into(),
         message: message.into(),
     }
+}
+
+/// A request's error as a message (an internal error's detail goes to the log only).
+fn api_error(e: ApiError) -> WsServerMessage {
+    e.log_detail();
+    error(e.code, &e.message)
 }
 
 fn signal_number(name: &str) -> Option<i32> {
@@ -226,7 +234,7 @@ async fn handle(
             };
             let mut prepared = match prepare(st, caller, input).await {
                 Ok(p) => p,
-                Err(e) => return Some(error(e.code, e.message)),
+                Err(e) => return Some(api_error(e)),
             };
             prepared.spec.tty = tty.map(|t| (t.cols.clamp(1, 1000), t.rows.clamp(1, 1000)));
             prepared.spec.mounts = mounts;
@@ -249,7 +257,7 @@ async fn handle(
                         &outcome, sandbox, clamped,
                     ))),
                     // Not run at all (overload, shutdown): the client may try again.
-                    Err(e) => error(e.code, e.message),
+                    Err(e) => api_error(e),
                 };
                 let _ = ev_tx.send((msg, true)).await;
             });
@@ -458,6 +466,11 @@ fn drive(
             }
         }
     }
+}
+
+/// The WebSocket's route (behind authentication; browsers may pass `?token=`).
+pub fn routes() -> axum::Router<SharedState> {
+    axum::Router::new().route("/ws", axum::routing::get(ws))
 }
 
 #[cfg(test)]

@@ -1,18 +1,147 @@
 //! Turning a run request into a sandboxed run: the command, limits (defaults, then caps), the
 //! sandbox (a fresh one with an upload copied in, or a kept one), admission, and giving the
-//! sandbox back afterwards. Shared by `/run` and the WebSocket.
+//! sandbox back afterwards; the result object both return. Shared by `/run` and the WebSocket.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use corral_sandbox::{LimitsRequest, Outcome, RunSpec, Sandbox, SandboxConfig, Size, Stdin};
+use corral_sandbox::{
+    Limits, LimitsRequest, Outcome, RunSpec, Sandbox, SandboxConfig, Size, Stdin,
+};
 
-use crate::auth::Caller;
+use corral_judge::Cmd;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
 use crate::error::ApiError;
-use crate::sandboxes::Held;
+use crate::service::caller::Caller;
+use crate::service::kept_sandboxes::Held;
 use crate::state::SharedState;
-use crate::types::{Cmd, SandboxRef};
+
+/// Where to run: a fresh sandbox with an upload's files as `$HOME` (`homedir`), or the sandbox a
+/// previous run returned (`id`). Neither: a fresh, empty sandbox.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxRef {
+    /// An upload id from `/upload`.
+    #[serde(default)]
+    pub homedir: Option<String>,
+    /// A sandbox id from an earlier `/run` (or WebSocket `exit` event).
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// One limit: a duration (`"100ms"`, `"2s"`, or a number of seconds) or a size (`"64M"`, or a
+/// number of bytes), or a count.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum LimitValue {
+    Text(String),
+    Number(u64),
+}
+
+/// Resource limits, the same keys and units as `corral run` (missing keys take the server's
+/// defaults; values above the server's caps are lowered to the caps).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct LimitsDoc {
+    /// CPU time of the whole process tree (`"5s"`).
+    pub cpu_time: Option<LimitValue>,
+    /// Wall-clock time (`"10s"`).
+    pub wall_time: Option<LimitValue>,
+    /// Memory of the whole process tree (`"256M"`).
+    pub memory: Option<LimitValue>,
+    /// Processes and threads at once.
+    pub pids: Option<LimitValue>,
+    /// Captured stdout + stderr (`"1M"`).
+    pub output: Option<LimitValue>,
+    /// Size of the working directory, `/tmp` and `/dev/shm` (`"64M"`).
+    pub disk: Option<LimitValue>,
+    /// Open files per process.
+    pub open_files: Option<LimitValue>,
+    /// Largest file a process may write (`"64M"`).
+    pub file_size: Option<LimitValue>,
+}
+
+/// What a run did. `code`, `sandbox`, `script`, `stderr` and `stdout` are CS50 Sandbox's; the rest
+/// is corral's result object (`corral run --json`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunResponse {
+    /// The exit code (128 + N when killed by signal N; null when the sandbox failed).
+    pub code: Option<i32>,
+    /// The sandbox to continue in (`{"sandbox": {"id": …}}`), null when it was not kept.
+    pub sandbox: Option<String>,
+    /// stdout and stderr interleaved in arrival order.
+    pub script: String,
+    pub stderr: String,
+    pub stdout: String,
+    /// ok, nonzero_exit, signaled, time_limit, wall_time_limit, memory_limit, output_limit,
+    /// blocked_syscall, sandbox_error.
+    #[schema(example = "ok")]
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub cpu_time_ms: u64,
+    pub wall_time_ms: u64,
+    pub memory_peak_bytes: u64,
+    pub pids_peak: Option<u64>,
+    pub pids_limit_hit: bool,
+    pub disk_used_bytes: u64,
+    pub output_bytes: u64,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    /// The exact bytes, when stdout was not valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout_base64: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_base64: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_syscall: Option<String>,
+    /// What failed, for sandbox_error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Why a limit ended the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The limits in force.
+    #[schema(value_type = LimitsDoc)]
+    pub limits: Limits,
+    /// Limits the request asked for above the server's caps, lowered to the caps.
+    pub limits_clamped: Vec<String>,
+}
+
+impl RunResponse {
+    pub fn new(o: &Outcome, sandbox: Option<String>, limits_clamped: Vec<String>) -> Self {
+        RunResponse {
+            code: (o.status != corral_sandbox::Status::SandboxError).then(|| o.shell_code()),
+            sandbox,
+            script: o.script.text(),
+            stderr: o.stderr.text(),
+            stdout: o.stdout.text(),
+            status: o.status.as_str().to_string(),
+            exit_code: o.exit_code,
+            signal: o.signal,
+            cpu_time_ms: o.usage.cpu_time_ms,
+            wall_time_ms: o.usage.wall_time_ms,
+            memory_peak_bytes: o.usage.memory_peak_bytes,
+            pids_peak: o.usage.pids_peak,
+            pids_limit_hit: o.usage.pids_limit_hit,
+            disk_used_bytes: o.usage.disk_used_bytes,
+            output_bytes: o.usage.output_bytes,
+            stdout_truncated: o.stdout.truncated,
+            stderr_truncated: o.stderr.truncated,
+            stdout_base64: o.stdout.base64_if_binary(),
+            stderr_base64: o.stderr.base64_if_binary(),
+            blocked_syscall: o.blocked_syscall.clone(),
+            error: o.error.clone(),
+            reason: o.reason(),
+            limits: o.limits.clone(),
+            limits_clamped,
+        }
+    }
+}
 
 pub struct Prepared {
     pub spec: RunSpec,
@@ -43,7 +172,7 @@ fn argv(cmd: Cmd) -> Result<Vec<String>, ApiError> {
 }
 
 /// Names of the limits the request gave above the caps.
-pub(crate) fn clamped_keys(
+pub fn clamped_keys(
     req: &LimitsRequest,
     asked: &corral_sandbox::Limits,
     got: &corral_sandbox::Limits,
@@ -110,12 +239,7 @@ pub async fn prepare(
         (homedir, None) => {
             let dir = match homedir {
                 Some(h) => {
-                    let upload = st
-                        .store
-                        .get_upload(&h)
-                        .await?
-                        .filter(|u| u.owner == caller.id)
-                        .ok_or_else(|| ApiError::not_found(format!("no upload {h:?}")))?;
+                    let upload = crate::service::uploads::owned(st, caller, &h).await?;
                     let dir = tempfile::Builder::new()
                         .prefix("home-")
                         .tempdir_in(&st.tmp_dir)
@@ -221,4 +345,11 @@ impl Drop for Unreserve {
             st.sandboxes.abort(&held);
         }
     }
+}
+
+/// Destroys a kept sandbox of the caller now (404 when not theirs or missing, 409 when busy).
+pub fn destroy(st: &SharedState, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    st.sandboxes.remove(id, &caller.id)?.drop_blocking();
+    st.metrics.held_sandboxes.set(st.sandboxes.len() as i64);
+    Ok(())
 }

@@ -17,9 +17,10 @@ use corral_store::{Job, JobState};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::api::{accept, wait_for, SubmissionRequest};
-use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorKind};
+use crate::service::caller::Caller;
+use crate::service::submissions::accept::{accept, wake, SubmissionRequest};
+use crate::service::submissions::view::wait_for;
 use crate::state::SharedState;
 use corral_judge::{JobSpec, Verdict, VerdictKind};
 
@@ -237,9 +238,10 @@ async fn prepare_one(
         .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     let (req, run_args, compile_args) =
         convert(r, b64).map_err(|m| (StatusCode::UNPROCESSABLE_ENTITY, m))?;
-    let mut job = accept(st, caller, req)
-        .await
-        .map_err(|e| (e.status, e.message))?;
+    let mut job = accept(st, caller, req).await.map_err(|e| {
+        e.log_detail();
+        (e.status(), e.message)
+    })?;
     if run_args.is_some() || compile_args.is_some() {
         let mut spec: JobSpec = serde_json::from_str(&job.spec).expect("our own spec");
         spec.run_args = run_args;
@@ -435,8 +437,7 @@ pub async fn create(
         Ok(ids) => ids,
         Err(e) => return ApiError::from(e).into_response(),
     };
-    st.queue.work.notify_waiters();
-    st.store.notify_work().await;
+    wake(&st).await;
     if truthy(&p.wait) {
         let wait = st.config.submissions.wait_max.duration();
         return match wait_for(&st, &caller, &ids[0], wait).await {
@@ -498,8 +499,7 @@ pub async fn create_batch(
             }
             Err(e) => return ApiError::from(e).into_response(),
         }
-        st.queue.work.notify_waiters();
-        st.store.notify_work().await;
+        wake(&st).await;
     }
     (StatusCode::CREATED, Json(Value::Array(out))).into_response()
 }
@@ -514,7 +514,7 @@ pub async fn get_one(
     let b64 = truthy(&p.base64_encoded);
     match wait_for(&st, &caller, &id_of(&token), Duration::ZERO).await {
         Ok(job) => Json(render(&job, &p.fields, b64)).into_response(),
-        Err(e) if e.status == StatusCode::NOT_FOUND => j0_error(StatusCode::NOT_FOUND, "Not found"),
+        Err(e) if e.kind == ErrorKind::NotFound => j0_error(StatusCode::NOT_FOUND, "Not found"),
         Err(e) => e.into_response(),
     }
 }
@@ -544,7 +544,7 @@ pub async fn get_batch(
     for t in tokens {
         match wait_for(&st, &caller, &id_of(t), Duration::ZERO).await {
             Ok(job) => out.push(render(&job, &p.fields, b64)),
-            Err(e) if e.status == StatusCode::NOT_FOUND => out.push(Value::Null),
+            Err(e) if e.kind == ErrorKind::NotFound => out.push(Value::Null),
             Err(e) => return e.into_response(),
         }
     }
