@@ -1,7 +1,8 @@
 //! Errors: [`ServerError`] for starting and stopping the service, [`ApiError`] for one request.
 //! An [`ApiError`] says what kind of failure it is ([`ErrorKind`]), not how a protocol spells it:
 //! the HTTP adapter maps kinds to status codes (`http::error`), and every adapter answers the
-//! same JSON body, [`ErrorBody`]. Internal errors keep their detail for the logs only.
+//! same JSON body, `{"error": CODE, "message": TEXT}` ([`ErrorBody`]). Internal errors keep their
+//! detail for the logs only.
 
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -22,7 +23,7 @@ pub enum ServerError {
     },
 }
 
-/// The body of every error response: `{"error": CODE, "message": TEXT}`.
+/// The body of every error response.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// A stable machine-readable code (`bad_request`, `not_found`, `rate_limited`, …).

@@ -122,7 +122,7 @@ pub async fn serve(
     }
     state.runner.close();
     state.runner.drain(grace).await;
-    service::submissions::queue::drain(&state, grace).await;
+    service::submissions::workers::drain(&state, grace).await;
     housekeeping.abort();
     queue_tasks.iter().for_each(|t| t.abort());
     let evicted = state.sandboxes.close();

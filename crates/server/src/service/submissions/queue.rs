@@ -1,13 +1,11 @@
 //! The submission queue's in-process state: wake-ups for workers and waiting requests, this
-//! node's name, the callback key, the queue's metrics; and draining at shutdown.
+//! node's name, the callback key, the queue's metrics.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::ServerError;
 use crate::metrics::Metrics;
-use crate::state::SharedState;
 
 /// The queue's in-process signals, part of the server's state.
 #[derive(Default)]
@@ -154,16 +152,4 @@ fn hostname() -> Option<String> {
             .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
             .collect()
     })
-}
-
-/// Waits until this process's workers finished their jobs, or `grace` passes.
-pub async fn drain(st: &SharedState, grace: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + grace;
-    while st.queue.in_flight() > 0 {
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    true
 }

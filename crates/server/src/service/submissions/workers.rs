@@ -1,6 +1,7 @@
 //! In-process workers: each claims a job from the store, judges it on a blocking thread while a
 //! heartbeat keeps its lease, and records the verdict. The reaper puts expired leases back in the
 //! queue (or fails jobs that used up their attempts) and applies retention to finished jobs.
+//! At shutdown, [`drain`] waits for the jobs in hand.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -254,4 +255,16 @@ async fn reaper(st: SharedState) {
             }
         }
     }
+}
+
+/// Waits until this process's workers finished their jobs, or `grace` passes.
+pub async fn drain(st: &SharedState, grace: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + grace;
+    while st.queue.in_flight() > 0 {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    true
 }
