@@ -227,27 +227,18 @@ impl KeptSandboxes {
     /// Idle sandboxes past the TTL, removed.
     pub fn expire(&self) -> Evicted {
         let now = Instant::now();
-        let Ok(mut map) = self.map.lock() else {
-            return Evicted(Vec::new());
-        };
-        let mut out = Vec::new();
-        map.retain(|_, h| {
-            let Ok(mut i) = h.inner.lock() else {
-                return true;
-            };
-            if i.busy || now.duration_since(i.last_used) < self.ttl {
-                return true;
-            }
-            out.extend(i.lease.take());
-            false
-        });
-        Evicted(out)
+        self.remove_idle(|last_used| now.duration_since(last_used) >= self.ttl)
     }
 
     /// Refuses new sandboxes and removes every idle one (shutdown). Busy ones are dropped when
     /// their run ends.
     pub fn close(&self) -> Evicted {
         self.closed.store(true, Ordering::SeqCst);
+        self.remove_idle(|_| true)
+    }
+
+    /// Removes the idle sandboxes whose last use `stale` says is too old.
+    fn remove_idle(&self, stale: impl Fn(Instant) -> bool) -> Evicted {
         let Ok(mut map) = self.map.lock() else {
             return Evicted(Vec::new());
         };
@@ -256,7 +247,7 @@ impl KeptSandboxes {
             let Ok(mut i) = h.inner.lock() else {
                 return true;
             };
-            if i.busy {
+            if i.busy || !stale(i.last_used) {
                 return true;
             }
             out.extend(i.lease.take());

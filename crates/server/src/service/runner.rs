@@ -1,6 +1,6 @@
 //! Admission and parallelism for sandbox work: at most `parallelism` runs execute at once (each on
 //! a blocking thread, never on the async runtime), at most `queue` more wait; beyond that a run is
-//! refused with 503 + `Retry-After` instead of queueing without bound.
+//! refused as overloaded (503 + `Retry-After` over HTTP) instead of queueing without bound.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -178,35 +178,14 @@ pub fn clamped_keys(
     got: &corral_sandbox::Limits,
 ) -> Vec<String> {
     let mut out = Vec::new();
-    let mut check = |given: bool, name: &str, differs: bool| {
-        if given && differs {
-            out.push(name.to_string());
-        }
-    };
-    check(
-        req.cpu_time.is_some(),
-        "cpu_time",
-        asked.cpu_time != got.cpu_time,
-    );
-    check(
-        req.wall_time.is_some(),
-        "wall_time",
-        asked.wall_time != got.wall_time,
-    );
-    check(req.memory.is_some(), "memory", asked.memory != got.memory);
-    check(req.pids.is_some(), "pids", asked.pids != got.pids);
-    check(req.output.is_some(), "output", asked.output != got.output);
-    check(req.disk.is_some(), "disk", asked.disk != got.disk);
-    check(
-        req.open_files.is_some(),
-        "open_files",
-        asked.open_files != got.open_files,
-    );
-    check(
-        req.file_size.is_some(),
-        "file_size",
-        asked.file_size != got.file_size,
-    );
+    macro_rules! clamped {
+        ($($key:ident),*) => {$(
+            if req.$key.is_some() && asked.$key != got.$key {
+                out.push(stringify!($key).to_string());
+            }
+        )*};
+    }
+    clamped!(cpu_time, wall_time, memory, pids, output, disk, open_files, file_size);
     out
 }
 
