@@ -60,25 +60,7 @@ pub async fn authenticate(
                 "this needs a token: `Authorization: Bearer TOKEN` (create one with `corral token create`)",
             ));
         };
-        if token.len() > 256 {
-            return Err(ApiError::unauthorized("unknown or revoked token"));
-        }
-        let info = state
-            .store
-            .token_by_secret(&token)
-            .await?
-            .ok_or_else(|| ApiError::unauthorized("unknown or revoked token"))?;
-        Caller {
-            id: info.id,
-            role: info.role,
-        }
-    };
-    let rate = match caller.role {
-        Role::Student => state.config.rate_limit.student,
-        Role::Staff => state.config.rate_limit.staff,
-        Role::Admin => state.config.rate_limit.admin,
-        // Workers long-poll and post results; the queue bounds their work.
-        Role::Worker => state.config.rate_limit.admin,
+        Caller::of_token(&state, &token).await?
     };
     // A worker token reaches the worker endpoints and nothing else.
     if caller.role == Role::Worker && !req.uri().path().starts_with("/worker/") {
@@ -86,14 +68,7 @@ pub async fn authenticate(
             "a worker token may only claim jobs and post results (/worker/...)",
         ));
     }
-    if let Err(wait) = state.limiter.check(&caller.id, rate) {
-        state
-            .metrics
-            .rejected
-            .with_label_values(&["rate_limited"])
-            .inc();
-        return Err(ApiError::rate_limited(wait));
-    }
+    caller.admit(&state)?;
     tracing::debug!(caller = %caller.id, role = %caller.role, "authenticated");
     req.extensions_mut().insert(caller);
     Ok(next.run(req).await)

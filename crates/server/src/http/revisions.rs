@@ -6,20 +6,15 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Extension, Json, Router};
-use corral_store::{NewRevision, RevisionFile, RevisionFilter, RevisionKind};
+use corral_store::{RevisionFile, RevisionKind};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::json::ApiJson;
 use crate::error::{ApiError, ErrorBody};
 use crate::service::caller::Caller;
+use crate::service::revisions;
 use crate::state::SharedState;
-
-/// Text fields' limits (bytes).
-const MAX_FIELD: usize = 200;
-const MAX_SUMMARY: usize = 2000;
-const DEFAULT_LIST: u32 = 50;
-const MAX_LIST: u32 = 500;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -147,20 +142,6 @@ pub struct ListQuery {
     pub kind: Option<RevisionKindName>,
 }
 
-fn text(name: &str, v: &str, max: usize) -> Result<(), ApiError> {
-    if v.len() > max {
-        return Err(ApiError::unprocessable(format!(
-            "{name} is longer than {max} bytes"
-        )));
-    }
-    if v.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return Err(ApiError::unprocessable(format!(
-            "{name} contains control characters"
-        )));
-    }
-    Ok(())
-}
-
 /// Keep a revision of the editor's files.
 #[utoipa::path(
     post, path = "/revisions", tag = "editor",
@@ -178,60 +159,24 @@ pub async fn create(
     Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<RevisionRequest>,
 ) -> Result<(StatusCode, Json<RevisionMetaDoc>), ApiError> {
-    text("language", &req.language, MAX_FIELD)?;
-    text("status", &req.status, MAX_FIELD)?;
-    if let Some(s) = &req.suite {
-        text("suite", s, MAX_FIELD)?;
-    }
-    let summary = req.summary.unwrap_or_default();
-    text("summary", &summary, MAX_SUMMARY)?;
-    for (name, v) in [("score", req.score), ("max_score", req.max_score)] {
-        if v.is_some_and(|x| !x.is_finite()) {
-            return Err(ApiError::unprocessable(format!("{name} is not a number")));
-        }
-    }
-    let limits = &st.config.upload;
-    if req.files.is_empty() {
-        return Err(ApiError::unprocessable(
-            "a revision needs at least one file",
-        ));
-    }
-    if req.files.len() > limits.max_files {
-        return Err(ApiError::too_large(format!(
-            "more than {} files",
-            limits.max_files
-        )));
-    }
-    let total: u64 = req.files.iter().map(|f| f.content.len() as u64).sum();
-    if total > limits.max_bytes.bytes() {
-        return Err(ApiError::too_large("the files are too large"));
-    }
-    let mut files = Vec::with_capacity(req.files.len());
-    for f in req.files {
-        let path = corral_store::validate_path(&f.path, limits.max_depth)
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        files.push(RevisionFile {
-            path,
-            content: f.content,
-        });
-    }
-    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-    corral_store::check_tree(&paths).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let meta = st
-        .store
-        .create_revision(NewRevision {
-            owner: caller.id.clone(),
-            kind: req.kind.into(),
-            language: req.language,
-            status: req.status,
-            suite: req.suite,
-            score: req.score,
-            max_score: req.max_score,
-            summary,
-            files,
-        })
-        .await?;
-    tracing::info!(revision = %meta.id, caller = %caller.id, kind = meta.kind.as_str(), "revision stored");
+    let draft = revisions::Draft {
+        kind: req.kind.into(),
+        language: req.language,
+        status: req.status,
+        suite: req.suite,
+        score: req.score,
+        max_score: req.max_score,
+        summary: req.summary,
+        files: req
+            .files
+            .into_iter()
+            .map(|f| RevisionFile {
+                path: f.path,
+                content: f.content,
+            })
+            .collect(),
+    };
+    let meta = revisions::create(&st, &caller, draft).await?;
     Ok((StatusCode::CREATED, Json(meta_doc(meta))))
 }
 
@@ -252,19 +197,8 @@ pub async fn list(
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Vec<RevisionMetaDoc>>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::unprocessable(e.body_text()))?;
-    let owner = match q.scope.unwrap_or_default() {
-        Scope::Mine => Some(caller.id.clone()),
-        Scope::All => {
-            caller.require_staff()?;
-            None
-        }
-    };
-    let filter = RevisionFilter {
-        owner,
-        kind: q.kind.map(Into::into),
-        limit: q.limit.unwrap_or(DEFAULT_LIST).clamp(1, MAX_LIST),
-    };
-    let list = st.store.list_revisions(&filter).await?;
+    let all = q.scope.unwrap_or_default() == Scope::All;
+    let list = revisions::list(&st, &caller, all, q.kind.map(Into::into), q.limit).await?;
     Ok(Json(list.into_iter().map(meta_doc).collect()))
 }
 
@@ -283,16 +217,7 @@ pub async fn get_one(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<RevisionDoc>, ApiError> {
-    let missing = || ApiError::not_found(format!("no revision {id:?}"));
-    if id.len() > 64 {
-        return Err(missing());
-    }
-    let r = st
-        .store
-        .get_revision(&id)
-        .await?
-        .filter(|r| r.meta.owner == caller.id)
-        .ok_or_else(missing)?;
+    let r = revisions::get(&st, &caller, &id).await?;
     Ok(Json(RevisionDoc {
         meta: meta_doc(r.meta),
         files: r

@@ -17,9 +17,9 @@ use corral_store::{Job, JobState};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::error::{ApiError, ErrorKind};
+use crate::error::ErrorKind;
 use crate::service::caller::Caller;
-use crate::service::submissions::accept::{accept, wake, SubmissionRequest};
+use crate::service::submissions::accept::{accept, enqueue, SubmissionRequest};
 use crate::service::submissions::view::wait_for;
 use crate::state::SharedState;
 use corral_judge::{JobSpec, Verdict, VerdictKind};
@@ -433,11 +433,10 @@ pub async fn create(
         Ok(j) => j,
         Err((code, m)) => return j0_error(code, m),
     };
-    let ids = match st.store.enqueue(vec![job]).await {
+    let ids = match enqueue(&st, vec![job]).await {
         Ok(ids) => ids,
-        Err(e) => return ApiError::from(e).into_response(),
+        Err(e) => return e.into_response(),
     };
-    wake(&st).await;
     if truthy(&p.wait) {
         let wait = st.config.submissions.wait_max.duration();
         return match wait_for(&st, &caller, &ids[0], wait).await {
@@ -491,15 +490,14 @@ pub async fn create_batch(
         }
     }
     if !jobs.is_empty() {
-        match st.store.enqueue(jobs).await {
+        match enqueue(&st, jobs).await {
             Ok(ids) => {
                 for (slot, id) in slots.into_iter().zip(ids) {
                     out[slot] = json!({"token": token_of(&id)});
                 }
             }
-            Err(e) => return ApiError::from(e).into_response(),
+            Err(e) => return e.into_response(),
         }
-        wake(&st).await;
     }
     (StatusCode::CREATED, Json(Value::Array(out))).into_response()
 }

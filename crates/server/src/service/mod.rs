@@ -9,11 +9,13 @@
 //! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry.
 //! - [`suites`], [`checks`]: check suites and grading an upload with one.
 //! - [`tokens`]: API tokens.
+//! - [`revisions`]: the browser editor's history.
 //! - [`submissions`]: the submission queue.
 
 pub mod caller;
 pub mod checks;
 pub mod kept_sandboxes;
+pub mod revisions;
 pub mod runner;
 pub mod runs;
 pub mod submissions;

@@ -308,8 +308,16 @@ pub async fn check_pending(st: &SharedState, caller: &Caller, adding: u64) -> Re
     Ok(())
 }
 
+/// Stores accepted jobs in the queue (durably, before any answer) and wakes the workers; the
+/// jobs' ids in order.
+pub async fn enqueue(st: &SharedState, jobs: Vec<NewJob>) -> Result<Vec<String>, ApiError> {
+    let ids = st.store.enqueue(jobs).await?;
+    wake(st).await;
+    Ok(ids)
+}
+
 /// Wakes the workers: this node's at once, other nodes through the store.
-pub async fn wake(st: &SharedState) {
+async fn wake(st: &SharedState) {
     st.queue.work.notify_waiters();
     st.store.notify_work().await;
 }
@@ -325,8 +333,7 @@ pub async fn submit(
     }
     check_pending(st, caller, 1).await?;
     let job = accept(st, caller, req).await?;
-    let ids = st.store.enqueue(vec![job]).await?;
-    wake(st).await;
+    let ids = enqueue(st, vec![job]).await?;
     tracing::info!(caller = %caller.id, submission = %ids[0], "submission queued");
     Ok(ids[0].clone())
 }
@@ -370,11 +377,10 @@ pub async fn submit_batch(
         }
     }
     if !jobs.is_empty() {
-        let ids = st.store.enqueue(jobs).await?;
+        let ids = enqueue(st, jobs).await?;
         for (slot, id) in slots.into_iter().zip(ids) {
             out[slot] = Ok(id);
         }
-        wake(st).await;
     }
     tracing::info!(caller = %caller.id, items = out.len(), "batch queued");
     Ok(out)
