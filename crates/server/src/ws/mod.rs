@@ -3,20 +3,21 @@
 //! standard input (asked of the kernel through `/proc/PID/syscall` once output has gone quiet), and
 //! ends with `exit`. Closing the socket kills the run.
 //!
-//! The program is driven by one blocking thread ([`drive`]) that steps the `Execution` with short
+//! The program is driven by one blocking thread ([`driver`]) that steps the `Execution` with short
 //! deadlines and talks to the socket task over channels.
 
+mod driver;
 pub mod messages;
 
 use std::sync::mpsc as std_mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
 use axum::Extension;
-use corral_sandbox::{Outcome, OutputSink, RunSpec, Sandbox, Stdin};
+use corral_sandbox::Stdin;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
@@ -24,24 +25,12 @@ use crate::error::{ApiError, ErrorBody, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::runs::{execute, prepare, RunInput, RunResponse};
 use crate::state::SharedState;
+use driver::{drive, Ctl, Event};
 use messages::{WsClientMessage, WsServerMessage};
 
-/// How often the driver looks at control messages while the program runs.
-const TICK: Duration = Duration::from_millis(20);
-/// Quiet time before asking whether the program waits for input; doubled while it does not.
-const FIRST_PROBE: Duration = Duration::from_millis(10);
-const MAX_PROBE: Duration = Duration::from_millis(500);
 /// Standard input a client may send to one run.
 const MAX_STDIN: usize = 16 << 20;
 const MAX_MESSAGE: usize = 1 << 20;
-
-enum Ctl {
-    Stdin(Vec<u8>),
-    Resize(u16, u16),
-    Eof,
-    Signal(i32),
-    Kill,
-}
 
 /// Interactive runs over a WebSocket.
 ///
@@ -109,9 +98,6 @@ fn signal_number(name: &str) -> Option<i32> {
         _ => return None,
     })
 }
-
-/// A message for the socket, and whether it ends the run.
-type Event = (WsServerMessage, bool);
 
 struct Running {
     ctl: std_mpsc::Sender<Ctl>,
@@ -311,163 +297,6 @@ async fn handle(
     }
 }
 
-/// Forwards output chunks to the socket task (blocking when it lags: back-pressure on the
-/// program), decoding UTF-8 across chunk boundaries.
-struct ChannelSink {
-    tx: mpsc::Sender<Event>,
-    pending: [Vec<u8>; 2],
-    active: bool,
-}
-
-/// Appends `data` to `pending` and returns the longest decodable text, keeping an incomplete
-/// UTF-8 sequence at the end for the next chunk (invalid bytes become U+FFFD).
-fn decode(pending: &mut Vec<u8>, data: &[u8]) -> String {
-    pending.extend_from_slice(data);
-    let mut out = String::new();
-    let mut rest: &[u8] = pending;
-    loop {
-        match std::str::from_utf8(rest) {
-            Ok(s) => {
-                out.push_str(s);
-                rest = &[];
-                break;
-            }
-            Err(e) => {
-                let (good, bad) = rest.split_at(e.valid_up_to());
-                out.push_str(std::str::from_utf8(good).unwrap_or_default());
-                match e.error_len() {
-                    Some(n) => {
-                        out.push('\u{FFFD}');
-                        rest = &bad[n..];
-                    }
-                    None => {
-                        rest = bad;
-                        break;
-                    }
-                }
-            }
-        }
-    }
-    let keep = rest.to_vec();
-    *pending = keep;
-    out
-}
-
-impl ChannelSink {
-    fn push(&mut self, i: usize, data: &[u8]) {
-        self.active = true;
-        let text = decode(&mut self.pending[i], data);
-        if text.is_empty() {
-            return;
-        }
-        let msg = if i == 0 {
-            WsServerMessage::Stdout { data: text }
-        } else {
-            WsServerMessage::Stderr { data: text }
-        };
-        let _ = self.tx.blocking_send((msg, false));
-    }
-}
-
-impl OutputSink for ChannelSink {
-    fn stdout(&mut self, data: &[u8]) {
-        self.push(0, data);
-    }
-    fn stderr(&mut self, data: &[u8]) {
-        self.push(1, data);
-    }
-}
-
-/// Drives one interactive run on a blocking thread.
-fn drive(
-    sb: &mut Sandbox,
-    spec: &RunSpec,
-    ctl: std_mpsc::Receiver<Ctl>,
-    tx: mpsc::Sender<Event>,
-) -> Outcome {
-    let mut sink = ChannelSink {
-        tx: tx.clone(),
-        pending: [Vec::new(), Vec::new()],
-        active: false,
-    };
-    let mut exec = match sb.start(spec) {
-        Ok(e) => e,
-        Err(e) => return Outcome::sandbox_error(spec.limits.clone(), e.to_string()),
-    };
-    let fail = |e: corral_sandbox::SandboxError| {
-        Outcome::sandbox_error(spec.limits.clone(), e.to_string())
-    };
-    let mut probe_every = FIRST_PROBE;
-    let mut next_probe = Instant::now() + probe_every;
-    let mut announced = false;
-    let mut killed = false;
-    loop {
-        loop {
-            let c = match ctl.try_recv() {
-                Ok(c) => c,
-                Err(std_mpsc::TryRecvError::Empty) => break,
-                Err(std_mpsc::TryRecvError::Disconnected) => Ctl::Kill,
-            };
-            let r = match c {
-                Ctl::Stdin(d) => {
-                    exec.write_stdin(&d);
-                    announced = false;
-                    probe_every = FIRST_PROBE;
-                    next_probe = Instant::now() + probe_every;
-                    Ok(())
-                }
-                Ctl::Eof => {
-                    exec.close_stdin();
-                    Ok(())
-                }
-                Ctl::Signal(n) => exec.signal(n),
-                Ctl::Resize(cols, rows) => exec.resize(cols, rows),
-                Ctl::Kill if killed => Ok(()),
-                Ctl::Kill => {
-                    killed = true;
-                    exec.kill()
-                }
-            };
-            if let Err(e) = r {
-                return fail(e);
-            }
-            if killed {
-                break;
-            }
-        }
-        let now = Instant::now();
-        let mut until = now + TICK;
-        if !announced && !killed {
-            until = until.min(next_probe.max(now + Duration::from_millis(1)));
-        }
-        match exec.step(Some(until), &mut sink) {
-            Ok(Some(o)) => return o,
-            Ok(None) => {}
-            Err(e) => return fail(e),
-        }
-        if std::mem::take(&mut sink.active) {
-            // Output arrived: the program is not (yet) waiting.
-            announced = false;
-            probe_every = FIRST_PROBE;
-            next_probe = Instant::now() + probe_every;
-            continue;
-        }
-        if !announced && !killed && Instant::now() >= next_probe {
-            match exec.waiting_for_stdin(&mut sink) {
-                Ok(true) => {
-                    announced = true;
-                    let _ = tx.blocking_send((WsServerMessage::Stdin {}, false));
-                }
-                Ok(false) => {
-                    probe_every = (probe_every * 2).min(MAX_PROBE);
-                    next_probe = Instant::now() + probe_every;
-                }
-                Err(e) => return fail(e),
-            }
-        }
-    }
-}
-
 /// The WebSocket's route (behind authentication; browsers may pass `?token=`).
 pub fn routes() -> axum::Router<SharedState> {
     axum::Router::new().route("/ws", axum::routing::get(ws))
@@ -478,14 +307,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn utf8_split_across_chunks() {
-        let mut p = Vec::new();
-        let bytes = "héllo".as_bytes();
-        let a = decode(&mut p, &bytes[..2]);
-        let b = decode(&mut p, &bytes[2..]);
-        assert_eq!(format!("{a}{b}"), "héllo");
-        assert_eq!(decode(&mut p, &[0xff, b'a']), "\u{FFFD}a");
-        assert!(p.is_empty());
+    fn signal_names() {
         assert_eq!(signal_number("SIGINT"), Some(libc::SIGINT));
         assert_eq!(signal_number("term"), Some(libc::SIGTERM));
         assert_eq!(signal_number("SIGSEGV"), None);
