@@ -11,9 +11,11 @@
 //! - [`tokens`]: API tokens.
 //! - [`revisions`]: the browser editor's history.
 //! - [`submissions`]: the submission queue.
+//! - [`housekeeping`]: expiring idle sandboxes and old uploads.
 
 pub mod caller;
 pub mod checks;
+pub mod housekeeping;
 pub mod kept_sandboxes;
 pub mod revisions;
 pub mod runner;
