@@ -10,10 +10,8 @@ use std::time::Duration;
 use anyhow::Context;
 use base64::Engine;
 use clap::Args;
+use corral_judge::{execute, ClaimedJob, Heartbeat, JobFile, JobFiles, ResultRequest, Verdict};
 use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
-use corral_server::submissions::exec::{execute, JobFiles, Verdict};
-use corral_server::submissions::remote::{ClaimedJob, JobFile, ResultRequest};
-use corral_server::submissions::worker::Heartbeat;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -297,11 +295,7 @@ async fn post_result(ctx: &Ctx, job: &ClaimedJob, verdict: Verdict) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(job.lease_ms);
     let mut wait = Duration::from_millis(200);
     loop {
-        let sig = corral_server::submissions::callbacks::signature_header(
-            &ctx.key,
-            corral_store::now(),
-            &body,
-        );
+        let sig = corral_judge::signature_header(&ctx.key, corral_store::now(), &body);
         let r = ctx
             .http
             .post(format!("{}/worker/jobs/{}/result", ctx.server, job.id))

@@ -254,7 +254,7 @@ fn worker_endpoints_check_roles_leases_and_signatures() {
             }
         };
         let sign = |key: &str, body: &[u8]| {
-            corral_server::submissions::callbacks::signature_header(
+            corral_judge::signature_header(
                 key.as_bytes(),
                 corral_store::now(),
                 body,
@@ -267,7 +267,7 @@ fn worker_endpoints_check_roles_leases_and_signatures() {
         assert_eq!(send(good.clone(), Some(sign(&other, &good))).await.0, StatusCode::UNAUTHORIZED);
         let changed = String::from_utf8(good.clone()).unwrap().replace("accepted", "wrong_answer").into_bytes();
         assert_eq!(send(changed, Some(sign(&key, &good))).await.0, StatusCode::UNAUTHORIZED);
-        let old = corral_server::submissions::callbacks::signature_header(
+        let old = corral_judge::signature_header(
             key.as_bytes(),
             corral_store::now() - 3600,
             &good,

@@ -2,6 +2,7 @@
 //! flags (applied by the CLI), each overriding the one before.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use corral_sandbox::{Limits, LimitsRequest, Millis, Size};
 use serde::Deserialize;
@@ -104,7 +105,7 @@ pub struct Config {
     /// An operator's language registry (TOML) on top of the built-in one.
     pub languages: Option<PathBuf>,
     /// The submission queue and its workers (`[submissions]`).
-    pub submissions: crate::submissions::QueueConfig,
+    pub submissions: QueueConfig,
     /// Where uploaded files are kept (content-addressed); default `DATA/blobs`. API nodes sharing
     /// a PostgreSQL database must share this folder too (a network filesystem).
     pub blobs_dir: Option<PathBuf>,
@@ -284,5 +285,63 @@ mod tests {
         assert_eq!(c.database_url(), "sqlite:///srv/corral/corral.db");
         assert!(toml::from_str::<Config>("bogus = 1").is_err());
         c.validate().unwrap();
+    }
+}
+
+/// `[submissions]` in the configuration file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueConfig {
+    /// In-process workers judging submissions (default: `parallelism`; 0: only remote workers).
+    pub workers: Option<usize>,
+    /// How long a claim lasts without a heartbeat (workers renew it every third of it).
+    pub lease: Millis,
+    /// Claims of one job whose worker stopped answering before the job is marked failed.
+    pub max_attempts: u32,
+    /// The longest `?wait=true` waits for a result.
+    pub wait_max: Millis,
+    /// Submissions in one `POST /submissions/batch`.
+    pub batch_max: usize,
+    /// Submissions waiting (queued or running) per token; more are refused with 429.
+    pub max_pending_per_owner: u64,
+    /// The key callbacks are signed with (every API node needs the same one). Default: a random
+    /// key kept in `DATA/callback-secret` (created at the first start).
+    pub callback_secret: Option<String>,
+    /// Address ranges callbacks may reach although they are not public (`127.0.0.1/32`,
+    /// `10.0.0.0/8`, `::1`); by default loopback, private, link-local, multicast and other
+    /// non-public addresses are refused.
+    pub callback_allow: Vec<String>,
+    /// One callback request's time limit.
+    pub callback_timeout: Millis,
+    /// Tries before a callback is given up.
+    pub callback_max_attempts: u32,
+    /// The wait before the second try; doubled for each further one (capped at 1 h).
+    pub callback_backoff: Millis,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            workers: None,
+            lease: Millis::ms(30_000),
+            max_attempts: 3,
+            wait_max: Millis::ms(30_000),
+            batch_max: 100,
+            max_pending_per_owner: 10_000,
+            callback_secret: None,
+            callback_allow: Vec::new(),
+            callback_timeout: Millis::ms(10_000),
+            callback_max_attempts: 8,
+            callback_backoff: Millis::ms(2_000),
+        }
+    }
+}
+
+impl QueueConfig {
+    pub fn lease(&self) -> Duration {
+        self.lease.duration().max(Duration::from_millis(100))
+    }
+    pub fn heartbeat_every(&self) -> Duration {
+        self.lease() / 3
     }
 }

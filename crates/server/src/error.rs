@@ -1,8 +1,9 @@
-//! Errors: [`ServerError`] for starting and stopping the service, [`ApiError`] for one request
-//! (always a JSON body `{"error": CODE, "message": TEXT}` with the matching status).
+//! Errors: [`ServerError`] for starting and stopping the service, [`ApiError`] for one request.
+//! An [`ApiError`] says what kind of failure it is ([`ErrorKind`]), not how a protocol spells it:
+//! the HTTP adapter maps kinds to status codes (`http::error`), and every adapter answers the
+//! same JSON body, `{"error": CODE, "message": TEXT}` ([`ErrorBody`]). Internal errors keep their
+//! detail for the logs only.
 
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -32,68 +33,114 @@ pub struct ErrorBody {
     pub message: String,
 }
 
+/// What kind of failure a request met (each adapter says it its own way: a status code, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is malformed.
+    BadRequest,
+    /// No or an unknown token, or a bad signature.
+    Unauthorized,
+    /// The caller's role may not do this.
+    Forbidden,
+    /// No such thing (of this caller).
+    NotFound,
+    /// A known endpoint, another method.
+    MethodNotAllowed,
+    /// The thing is busy or in another state.
+    Conflict,
+    /// Too many files, bytes or items.
+    TooLarge,
+    /// A body of the wrong media type.
+    UnsupportedMediaType,
+    /// Well-formed but invalid (types, values, limits).
+    Invalid,
+    /// Too many requests or waiting items for this caller.
+    TooManyRequests,
+    /// A fault of the server: its detail is logged, never answered.
+    Internal,
+    /// Overloaded or shutting down: retry later.
+    Unavailable,
+}
+
 #[derive(Debug)]
 pub struct ApiError {
-    pub status: StatusCode,
+    pub kind: ErrorKind,
     pub code: &'static str,
+    /// What the caller is told.
     pub message: String,
     /// Seconds, sent as `Retry-After` (429, 503).
     pub retry_after: Option<u64>,
+    /// What an internal error really was: for the logs, never for the caller.
+    detail: Option<String>,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(kind: ErrorKind, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {
-            status,
+            kind,
             code,
             message: message.into(),
             retry_after: None,
+            detail: None,
         }
     }
     pub fn bad_request(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "bad_request", m)
+        Self::new(ErrorKind::BadRequest, "bad_request", m)
     }
     pub fn unprocessable(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", m)
+        Self::new(ErrorKind::Invalid, "invalid", m)
     }
     pub fn not_found(what: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", what)
+        Self::new(ErrorKind::NotFound, "not_found", what)
     }
     pub fn unauthorized(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", m)
+        Self::new(ErrorKind::Unauthorized, "unauthorized", m)
     }
     pub fn forbidden(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "forbidden", m)
+        Self::new(ErrorKind::Forbidden, "forbidden", m)
     }
     pub fn conflict(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, "conflict", m)
+        Self::new(ErrorKind::Conflict, "conflict", m)
     }
     pub fn too_large(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", m)
+        Self::new(ErrorKind::TooLarge, "too_large", m)
     }
     pub fn overloaded(m: impl Into<String>, retry_after: u64) -> Self {
         ApiError {
             retry_after: Some(retry_after),
-            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", m)
+            ..Self::new(ErrorKind::Unavailable, "overloaded", m)
         }
     }
     pub fn rate_limited(retry_after: u64) -> Self {
         ApiError {
             retry_after: Some(retry_after),
             ..Self::new(
-                StatusCode::TOO_MANY_REQUESTS,
+                ErrorKind::TooManyRequests,
                 "rate_limited",
                 format!("too many requests for this token; retry in {retry_after} s"),
             )
         }
     }
+    /// A fault of the server. The caller gets a generic message; `m` is kept for the log (the
+    /// HTTP adapter logs it with the request id and answers that id).
     pub fn internal(m: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %m, "internal error");
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            format!("internal error: {m}"),
-        )
+        ApiError {
+            detail: Some(m.to_string()),
+            ..Self::new(ErrorKind::Internal, "internal", "internal error")
+        }
+    }
+
+    /// The internal detail (internal errors only): for logs.
+    pub fn detail(&self) -> Option<&str> {
+        self.detail.as_deref()
+    }
+
+    /// Logs an internal error's detail where the error is not answered as a response (a batch
+    /// item, a WebSocket message): the request's span carries its id.
+    pub fn log_detail(&self) {
+        if let Some(d) = &self.detail {
+            tracing::error!(error = %d, "internal error");
+        }
     }
 }
 
@@ -106,21 +153,5 @@ impl From<corral_store::StoreError> for ApiError {
             E::Conflict(m) => ApiError::conflict(m),
             other => ApiError::internal(other),
         }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: self.code.to_string(),
-            message: self.message,
-        };
-        let mut r = (self.status, axum::Json(body)).into_response();
-        if let Some(s) = self.retry_after {
-            if let Ok(v) = HeaderValue::from_str(&s.max(1).to_string()) {
-                r.headers_mut().insert(header::RETRY_AFTER, v);
-            }
-        }
-        r
     }
 }

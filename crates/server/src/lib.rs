@@ -1,34 +1,29 @@
 //! corral's HTTP service (`corral serve`): the CS50 Sandbox API — `/upload`, `/run`, `/check`,
-//! interactive runs over `/ws` — on the sandbox library, with an embedded store.
+//! interactive runs over `/ws` — plus a submission queue (with a Judge0-compatible surface and
+//! remote workers), on the sandbox library, with an embedded store.
 //!
-//! - [`config`]: TOML + environment configuration (caps, defaults, parallelism, TTL, retention).
-//! - [`auth`]: bearer tokens, roles, per-token rate limits.
-//! - [`run`]: request → sandboxed run (limits clamped to caps, sandboxes kept between runs).
-//! - [`sandboxes`]: the kept sandboxes and their expiry.
-//! - [`runner`]: bounded parallelism and queue (503 + `Retry-After` beyond), blocking threads.
-//! - [`ws`]: the interactive protocol.
-//! - [`openapi`]: the generated OpenAPI document.
+//! - [`service`]: what the server does, with no HTTP types (runs, checks, uploads, tokens,
+//!   suites, submissions); [`state`] is what it shares, [`config`] how it is configured,
+//!   [`error`] how it fails.
+//! - Adapters, each with its routes and bodies: [`http`] (the REST API), [`judge0`] (Judge0's
+//!   API), [`ws`] (interactive runs), [`worker_api`] (remote workers' endpoints).
+//! - [`router`]: the adapters' routes behind authentication and the common layers;
+//!   [`openapi`]: the generated OpenAPI document.
+//! - [`metrics`], [`ratelimit`]: Prometheus metrics, per-token rate limits.
 //!
 //! All sandbox work runs on blocking threads; the async runtime never forks or waits on a sandbox.
 
-pub mod api;
-pub mod auth;
-pub mod checks;
 pub mod config;
 pub mod error;
-pub mod languages;
+pub mod http;
+pub mod judge0;
 pub mod metrics;
 pub mod openapi;
 pub mod ratelimit;
-pub mod revisions;
-pub mod run;
-pub mod runner;
-pub mod sandboxes;
+pub mod router;
+pub mod service;
 pub mod state;
-pub mod submissions;
-pub mod types;
-pub mod upload;
-pub mod web;
+pub mod worker_api;
 pub mod ws;
 
 use std::future::Future;
@@ -36,144 +31,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::DefaultBodyLimit;
-use axum::http::{header, HeaderName, HeaderValue, Request};
-use axum::routing::{delete, get, post};
-use axum::Router;
-use corral_store::{Role, Store};
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::set_header::SetResponseHeaderLayer;
-use tower_http::trace::TraceLayer;
+use corral_store::Store;
 
 pub use config::Config;
 pub use error::{ApiError, ServerError};
+pub use router::router;
+pub use service::tokens::first_admin_token;
 pub use state::{AppState, SharedState};
-
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-
-/// Every route, with authentication in front of the protected ones.
-pub fn router(state: SharedState) -> Router {
-    let json_limit = state.config.max_json_bytes.bytes() as usize;
-    // Multipart framing adds a little per part; the content limit itself is checked exactly.
-    let upload_limit = state.config.upload.max_bytes.bytes() as usize
-        + 64 * state.config.upload.max_files
-        + (1 << 20);
-    let protected = Router::new()
-        .route(
-            "/upload",
-            post(api::upload).layer(DefaultBodyLimit::max(upload_limit)),
-        )
-        .route(
-            "/suites",
-            post(checks::register_suite)
-                .layer(DefaultBodyLimit::max(upload_limit))
-                .get(checks::list_suites),
-        )
-        .route("/check", post(checks::check))
-        .route("/uploads/{id}", get(api::get_upload))
-        .route("/run", post(api::run))
-        .route("/sandboxes/{id}", delete(api::delete_sandbox))
-        .route("/ws", get(ws::ws))
-        .route("/tokens", post(api::create_token))
-        .route("/tokens/{id}", delete(api::revoke_token))
-        .route("/whoami", get(api::whoami))
-        .merge(submissions::routes())
-        .merge(revisions::routes())
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::authenticate,
-        ));
-    let public = Router::new()
-        .route("/health", get(api::health))
-        .route("/metrics", get(api::metrics))
-        .route("/languages", get(api::languages))
-        .merge(web::routes())
-        .route("/openapi.json", get(api::openapi));
-    Router::new()
-        .merge(protected)
-        .merge(public)
-        .fallback(api::not_found)
-        .method_not_allowed_fallback(api::method_not_allowed)
-        .layer(DefaultBodyLimit::max(json_limit))
-        // A bug in a handler answers 500 (JSON) instead of dropping the connection.
-        .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| {
-            axum::response::IntoResponse::into_response(ApiError::internal("a handler panicked"))
-        }))
-        .layer(SetResponseHeaderLayer::overriding(
-            header::X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        ))
-        // The editor's pages (`web`) set their own policy; everything else gets this one.
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
-        ))
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-store"),
-        ))
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-                let id = req
-                    .headers()
-                    .get(&REQUEST_ID)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("-");
-                // The path only: a `?token=` must never reach the logs.
-                tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
-            }),
-        )
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-        .with_state(state)
-}
-
-/// When the store has no admin token yet, creates one and returns its secret (the first start).
-pub async fn first_admin_token(store: &dyn Store) -> Result<Option<String>, ServerError> {
-    if store.count_tokens(Role::Admin).await? > 0 {
-        return Ok(None);
-    }
-    Ok(Some(
-        store.create_token(Role::Admin, "first admin").await?.secret,
-    ))
-}
-
-/// Background work: dropping idle sandboxes past their TTL, deleting uploads past retention.
-fn spawn_housekeeping(state: SharedState) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let every = (state.sandboxes.ttl() / 4)
-            .min(state.config.retention.duration() / 4)
-            .clamp(Duration::from_millis(100), Duration::from_secs(10));
-        let mut tick = tokio::time::interval(every);
-        // Retention is enforced at start, then a few times per retention period (10 min at most).
-        let retention_every = (state.config.retention.duration() / 4)
-            .clamp(Duration::from_millis(500), Duration::from_secs(600));
-        let mut last_retention: Option<tokio::time::Instant> = None;
-        loop {
-            tick.tick().await;
-            let evicted = state.sandboxes.expire();
-            if !evicted.is_empty() {
-                tracing::info!(count = evicted.0.len(), "idle sandboxes expired");
-                evicted.drop_blocking();
-            }
-            state
-                .metrics
-                .held_sandboxes
-                .set(state.sandboxes.len() as i64);
-            if last_retention.is_none_or(|t| t.elapsed() >= retention_every) {
-                last_retention = Some(tokio::time::Instant::now());
-                let cutoff =
-                    corral_store::now() - state.config.retention.duration().as_secs() as i64;
-                match state.store.delete_uploads_before(cutoff).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(count = n, "old uploads deleted"),
-                    Err(e) => tracing::warn!(error = %e, "deleting old uploads failed"),
-                }
-            }
-        }
-    })
-}
 
 /// Binds the listening socket.
 pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, ServerError> {
@@ -194,8 +58,8 @@ pub async fn serve(
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
-    let housekeeping = spawn_housekeeping(state.clone());
-    let queue_tasks = submissions::worker::spawn(state.clone());
+    let housekeeping = service::housekeeping::spawn(state.clone());
+    let queue_tasks = service::submissions::workers::spawn(state.clone());
     let app = router(state.clone());
     let st = state.clone();
     let stopping = async move {
@@ -222,7 +86,7 @@ pub async fn serve(
     }
     state.runner.close();
     state.runner.drain(grace).await;
-    submissions::drain(&state, grace).await;
+    service::submissions::workers::drain(&state, grace).await;
     housekeeping.abort();
     queue_tasks.iter().for_each(|t| t.abort());
     let evicted = state.sandboxes.close();

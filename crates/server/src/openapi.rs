@@ -4,8 +4,22 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+
 use crate::error::ErrorBody;
-use crate::types::*;
+use crate::http::{checks, meta, revisions, runs, submissions, tokens, uploads};
+use crate::service::runs::{LimitValue, LimitsDoc, RunResponse, SandboxRef};
+use crate::service::submissions::accept::{SubmissionFile, SubmissionRequest};
+use crate::service::submissions::view::{CallbackInfo, SubmissionView};
+use crate::service::suites::SuiteInfo;
+use crate::state::SharedState;
+use crate::ws::messages::{TermSize, WsClientMessage, WsServerMessage};
+use corral_judge::{
+    ClaimRequest, ClaimedJob, Cmd, JobFile, LeaseRequest, ResultRequest, ResultResponse, Verdict,
+    VerdictKind,
+};
 
 struct Security;
 
@@ -85,34 +99,34 @@ impl Modify for Security {
         license(name = "Apache-2.0")
     ),
     paths(
-        crate::api::upload,
-        crate::api::get_upload,
-        crate::api::run,
-        crate::api::delete_sandbox,
+        uploads::upload,
+        uploads::get_upload,
+        runs::run,
+        runs::delete_sandbox,
         crate::ws::ws,
-        crate::checks::check,
-        crate::checks::register_suite,
-        crate::checks::list_suites,
-        crate::api::create_token,
-        crate::api::revoke_token,
-        crate::api::whoami,
-        crate::api::health,
-        crate::api::metrics,
-        crate::api::languages,
-        crate::api::openapi,
-        crate::revisions::create,
-        crate::revisions::list,
-        crate::revisions::get_one,
+        checks::check,
+        checks::register_suite,
+        checks::list_suites,
+        tokens::create_token,
+        tokens::revoke_token,
+        tokens::whoami,
+        meta::health,
+        meta::metrics,
+        meta::languages,
+        openapi,
+        revisions::create,
+        revisions::list,
+        revisions::get_one,
     ),
     components(schemas(
-        ErrorBody, RunRequest, RunResponse, Cmd, SandboxRef, LimitsDoc, LimitValue, UploadResponse,
-        UploadForm, UploadInfo, FileInfo, TokenRequest, TokenResponse, RoleName, WhoAmI, Health,
-        LanguageInfo, WsClientMessage, WsServerMessage, crate::types::TermSize, crate::checks::CheckRequest,
-        crate::checks::CheckResponse, crate::checks::CheckResultDoc, crate::checks::ScriptEntry,
-        crate::checks::Observation, crate::checks::SuiteForm, crate::checks::SuiteInfo,
-        crate::revisions::RevisionRequest, crate::revisions::RevisionMetaDoc,
-        crate::revisions::RevisionDoc, crate::revisions::RevisionFileDoc,
-        crate::revisions::RevisionKindName,
+        ErrorBody, runs::RunRequest, RunResponse, Cmd, SandboxRef, LimitsDoc, LimitValue, uploads::UploadResponse,
+        uploads::UploadForm, uploads::UploadInfo, uploads::FileInfo, tokens::TokenRequest, tokens::TokenResponse, tokens::RoleName, tokens::WhoAmI, meta::Health,
+        meta::LanguageInfo, WsClientMessage, WsServerMessage, TermSize, checks::CheckRequest,
+        checks::CheckResponse, checks::CheckResultDoc, checks::ScriptEntry,
+        checks::Observation, checks::SuiteForm, SuiteInfo,
+        revisions::RevisionRequest, revisions::RevisionMetaDoc,
+        revisions::RevisionDoc, revisions::RevisionFileDoc,
+        revisions::RevisionKindName,
     )),
     modifiers(&Security),
     tags(
@@ -127,9 +141,43 @@ pub struct ApiDoc;
 
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
-    doc.merge(crate::submissions::ApiDoc::openapi());
+    doc.merge(QueueDoc::openapi());
     // The merged operations get the common answers too.
     Security.modify(&mut doc);
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
+}
+
+/// The queue's part of the document (merged into the rest): submissions and remote workers.
+#[derive(OpenApi)]
+#[openapi(
+    paths(
+        submissions::submit, submissions::submit_batch, submissions::get_submission,
+        crate::worker_api::claim, crate::worker_api::heartbeat, crate::worker_api::result,
+    ),
+    components(schemas(
+        SubmissionRequest, SubmissionFile, submissions::SubmissionCreated, submissions::BatchRequest,
+        submissions::BatchResponse, submissions::BatchItem, SubmissionView, CallbackInfo, VerdictKind,
+        Verdict, ClaimRequest, ClaimedJob, JobFile, LeaseRequest,
+        ResultRequest, ResultResponse,
+    )),
+    tags(
+        (name = "submissions", description = "The submission queue: submit, then get the verdict or a callback"),
+        (name = "workers", description = "Remote workers (worker tokens): claim, heartbeat, result"),
+    ),
+)]
+struct QueueDoc;
+
+/// The OpenAPI 3 document of this API (generated from the code).
+#[utoipa::path(
+    get, path = "/openapi.json", tag = "meta",
+    responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json"))
+)]
+pub async fn openapi() -> Response {
+    Json(document()).into_response()
+}
+
+/// `/openapi.json` (public).
+pub fn routes() -> Router<SharedState> {
+    Router::new().route("/openapi.json", get(openapi))
 }

@@ -1,4 +1,5 @@
-//! What every request handler shares.
+//! What the service shares between requests, workers and housekeeping: configuration, store,
+//! sandbox pool, kept sandboxes, admission, metrics, rate limits, languages, the queue.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,8 +11,9 @@ use crate::config::Config;
 use crate::error::ServerError;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
-use crate::runner::Runner;
-use crate::sandboxes::Registry;
+use crate::service::kept_sandboxes::KeptSandboxes;
+use crate::service::runner::Runner;
+use crate::service::submissions::queue::QueueHandle;
 
 pub struct AppState {
     pub config: Config,
@@ -19,7 +21,7 @@ pub struct AppState {
     pub defaults: Limits,
     pub store: Arc<dyn Store>,
     pub pool: Arc<Pool>,
-    pub sandboxes: Registry,
+    pub sandboxes: KeptSandboxes,
     pub runner: Runner,
     pub metrics: Arc<Metrics>,
     pub limiter: RateLimiter,
@@ -30,7 +32,7 @@ pub struct AppState {
     /// Fires once when the server starts shutting down.
     pub shutdown: tokio::sync::watch::Sender<bool>,
     /// The submission queue's in-process signals.
-    pub queue: crate::submissions::QueueHandle,
+    pub queue: QueueHandle,
 }
 
 pub type SharedState = Arc<AppState>;
@@ -58,7 +60,7 @@ impl AppState {
             defaults: config.default_limits()?,
             store,
             pool,
-            sandboxes: Registry::new(
+            sandboxes: KeptSandboxes::new(
                 config.max_sandboxes,
                 config.max_sandboxes_per_caller,
                 config.sandbox_ttl.duration(),
@@ -69,7 +71,7 @@ impl AppState {
             languages,
             tmp_dir,
             shutdown,
-            queue: crate::submissions::QueueHandle::new(&config)?,
+            queue: QueueHandle::new(&config)?,
             config,
         }))
     }

@@ -1,0 +1,213 @@
+//! Judging one submission, the same way in the server's in-process workers and in `corral worker`
+//! on another host: the job's spec plus its files on disk become a [`Verdict`]. Blocking: call it
+//! on a blocking thread.
+
+use std::sync::Arc;
+
+use corral_checks::{GradeOptions, LanguageRegistry, Suite, View};
+use corral_sandbox::{Limits, NoSink, Outcome, Pool, RunSpec, SandboxConfig, Size, Status, Stdin};
+use serde_json::Value;
+
+use crate::job::{suite_file, Cmd, JobFiles, JobSpec, SuiteRef};
+use crate::verdict::{Verdict, VerdictKind};
+
+/// Judges the job. Never panics on bad input: anything that keeps it from being judged is an
+/// `internal_error` verdict that says why.
+pub fn execute(
+    pool: &Arc<Pool>,
+    registry: &LanguageRegistry,
+    spec: &JobSpec,
+    at: &JobFiles,
+) -> Verdict {
+    if let Some(s) = &spec.suite {
+        return grade_suite(pool, registry, spec, s, at);
+    }
+    let mut compile: Option<Value> = None;
+    let mut mounts = Vec::new();
+    let mut env: Vec<(String, String)> = Vec::new();
+    let run_argv: Vec<String>;
+    let mut compile_argv: Option<Vec<String>> = None;
+    if let Some(id) = &spec.language {
+        let lang = match registry.get(id) {
+            Ok(l) => l,
+            Err(e) => return Verdict::internal(format!("this worker cannot run {id:?}: {e}")),
+        };
+        if let Err(why) = lang.check_host() {
+            return Verdict::internal(format!("language {id:?} is unavailable here: {why}"));
+        }
+        mounts = lang.mounts().unwrap_or_default();
+        env = lang.env_pairs();
+        let with = |cmd: &str, extra: &Option<String>| match extra {
+            Some(a) if !a.trim().is_empty() => format!("{cmd} {a}"),
+            _ => cmd.to_string(),
+        };
+        compile_argv = lang
+            .compile
+            .as_ref()
+            .map(|c| vec!["/bin/sh".into(), "-c".into(), with(c, &spec.compile_args)]);
+        run_argv = vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            format!("exec {}", with(&lang.run, &spec.run_args)),
+        ];
+    } else {
+        run_argv = match &spec.cmd {
+            Some(Cmd::Line(s)) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
+            Some(Cmd::Argv(v)) if !v.is_empty() => v.clone(),
+            _ => return Verdict::internal("the job has no language, command or suite"),
+        };
+    }
+    env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let disk = spec
+        .limits
+        .disk
+        .max(spec.compile_limits.as_ref().map_or(Size(0), |l| l.disk));
+    let shape = SandboxConfig::offline(mounts.clone(), disk.bytes());
+    let mut lease = match pool.lease(&shape) {
+        Ok(l) => l,
+        Err(e) => return Verdict::internal(format!("no sandbox: {e}")),
+    };
+    let sb = lease.sandbox();
+    if let Err(e) = sb.copy_in(at.files) {
+        return Verdict::internal(format!("copying the files into the sandbox: {e}"));
+    }
+    let make = |argv: Vec<String>, limits: &Limits, stdin: Stdin| {
+        let mut r = RunSpec::new(argv);
+        r.env = env.clone();
+        r.mounts = mounts.clone();
+        r.stdin = stdin;
+        r.limits = limits.clone();
+        r.limits.disk = Size(shape.disk_bytes);
+        r
+    };
+    if let Some(argv) = compile_argv {
+        let limits = spec.compile_limits.clone().unwrap_or(spec.limits.clone());
+        let o = sb.run(&make(argv, &limits, Stdin::Empty), &mut NoSink);
+        compile = Some(o.to_json());
+        if o.status == Status::SandboxError {
+            return Verdict {
+                compile,
+                ..Verdict::internal(o.reason().unwrap_or_default())
+            };
+        }
+        if o.status != Status::Ok {
+            let why = match o.reason() {
+                Some(r) => format!("compilation failed: {r}"),
+                None => format!("compilation failed (exit code {})", o.shell_code()),
+            };
+            return Verdict {
+                verdict: VerdictKind::CompileError,
+                score: 0.0,
+                max_score: 1.0,
+                run: None,
+                compile,
+                checks: None,
+                message: Some(why),
+            };
+        }
+    }
+    let stdin = Stdin::Bytes(spec.stdin.clone().into_bytes());
+    let o = sb.run(&make(run_argv, &spec.limits, stdin), &mut NoSink);
+    drop(lease);
+    let (verdict, message) = judge_run(&o, spec.expected_output.as_deref());
+    Verdict {
+        verdict,
+        score: if verdict == VerdictKind::Accepted {
+            1.0
+        } else {
+            0.0
+        },
+        max_score: 1.0,
+        run: Some(o.to_json()),
+        compile,
+        checks: None,
+        message,
+    }
+}
+
+/// A run's verdict: how it ended, then its output against the expected output.
+pub fn judge_run(o: &Outcome, expected: Option<&str>) -> (VerdictKind, Option<String>) {
+    let k = match o.status {
+        Status::Ok => {
+            return match expected {
+                Some(e)
+                    if corral_checks::engine::normalize(&o.stdout.bytes)
+                        != corral_checks::engine::normalize(e.as_bytes()) =>
+                {
+                    (
+                        VerdictKind::WrongAnswer,
+                        Some("the output differs from the expected output".into()),
+                    )
+                }
+                _ => (VerdictKind::Accepted, None),
+            }
+        }
+        Status::NonzeroExit => {
+            return (
+                VerdictKind::RuntimeError,
+                Some(format!("exited with code {}", o.shell_code())),
+            )
+        }
+        Status::Signaled => {
+            return (
+                VerdictKind::RuntimeError,
+                Some(format!(
+                    "killed by {}",
+                    corral_checks::engine::signal_name(o.signal.unwrap_or(0))
+                )),
+            )
+        }
+        Status::BlockedSyscall => VerdictKind::RuntimeError,
+        Status::TimeLimit | Status::WallTimeLimit => VerdictKind::TimeLimit,
+        Status::MemoryLimit => VerdictKind::MemoryLimit,
+        Status::OutputLimit => VerdictKind::OutputLimit,
+        Status::SandboxError => VerdictKind::InternalError,
+    };
+    (k, o.reason())
+}
+
+fn grade_suite(
+    pool: &Arc<Pool>,
+    registry: &LanguageRegistry,
+    spec: &JobSpec,
+    s: &SuiteRef,
+    at: &JobFiles,
+) -> Verdict {
+    let Some(dir) = at.suite_dir else {
+        return Verdict::internal(format!("the files of suite {:?} are missing", s.id));
+    };
+    let Some(file) = suite_file(dir) else {
+        return Verdict::internal(format!("suite {:?} has no suite file", s.id));
+    };
+    let suite = match Suite::load(&file) {
+        Ok(s) => s,
+        Err(e) => return Verdict::internal(format!("suite {:?}: {e}", s.id)),
+    };
+    let report =
+        match corral_checks::grade(pool, registry, &suite, at.files, &GradeOptions { jobs: 2 }) {
+            Ok(r) => r,
+            Err(e) => return Verdict::internal(format!("grading: {e}")),
+        };
+    let view = if spec.staff {
+        View::Staff
+    } else {
+        View::Student
+    };
+    let verdict = if report.has_errors() {
+        VerdictKind::InternalError
+    } else if report.passed() {
+        VerdictKind::Accepted
+    } else {
+        VerdictKind::WrongAnswer
+    };
+    Verdict {
+        verdict,
+        score: report.score(),
+        max_score: report.max_score(),
+        run: None,
+        compile: None,
+        message: (verdict == VerdictKind::InternalError)
+            .then(|| "a check could not be judged; see checks".to_string()),
+        checks: Some(report.to_json(view)),
+    }
+}

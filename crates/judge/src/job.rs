@@ -1,0 +1,85 @@
+//! What a queued submission is: the job's spec as the server stored it (everything resolved and
+//! capped), and where its files are on the host that judges it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use corral_sandbox::Limits;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// A command: a string runs under `/bin/sh -c` inside the sandbox; an array is the argv itself.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum Cmd {
+    #[schema(example = "cc -o hello hello.c")]
+    Line(String),
+    Argv(Vec<String>),
+}
+
+/// What a submission runs, as stored in the queue (the server resolved and capped everything).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// A language of the registry: its compile command (if any), then its run command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// A command (a string runs under `/bin/sh -c`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<Cmd>,
+    /// A check suite: its id, and the upload holding its files (registered suites); `None` for
+    /// a suite of the server's suites folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<SuiteRef>,
+    /// Standard input of the run (language and command modes).
+    #[serde(default)]
+    pub stdin: String,
+    /// Compared with the program's standard output (line ends, trailing spaces and trailing
+    /// blank lines ignored); none: any output is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_output: Option<String>,
+    /// The run's limits, already within the server's caps.
+    pub limits: Limits,
+    /// The compile step's limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_limits: Option<Limits>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Appended to the language's run command (Judge0's `command_line_arguments`; the command
+    /// runs under the sandbox's `/bin/sh -c`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_args: Option<String>,
+    /// Appended to the language's compile command (Judge0's `compiler_options`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_args: Option<String>,
+    /// Limits the request asked for above the caps (lowered).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits_clamped: Vec<String>,
+    /// The submitter is staff: hidden checks' details are shown.
+    #[serde(default)]
+    pub staff: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteRef {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload: Option<String>,
+}
+
+/// Where the job's files are on this host.
+pub struct JobFiles<'a> {
+    /// The submission's files (an empty folder when it has none).
+    pub files: &'a Path,
+    /// The suite's folder (with its suite file), for suite jobs.
+    pub suite_dir: Option<&'a Path>,
+}
+
+/// The suite file in a folder.
+pub fn suite_file(dir: &Path) -> Option<std::path::PathBuf> {
+    ["suite.yaml", "suite.yml", "suite.json"]
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
+}

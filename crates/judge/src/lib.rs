@@ -1,0 +1,26 @@
+//! Judging for corral's submission queue, shared by the server's in-process workers and
+//! `corral worker` on other hosts (which need nothing of the server but its HTTP API):
+//!
+//! - [`job`]: what a queued submission runs ([`JobSpec`]) and where its files are.
+//! - [`verdict`]: what judging it gives ([`Verdict`]).
+//! - [`execute`]: the judging itself (blocking).
+//! - [`wire`]: the remote workers' protocol bodies (claim, lease, result).
+//! - [`signature`]: `Corral-Signature` signing and checking (results and callbacks).
+//! - [`heartbeat`]: renewing a lease while a job is judged.
+
+pub mod execute;
+pub mod heartbeat;
+pub mod job;
+pub mod signature;
+pub mod verdict;
+pub mod wire;
+
+pub use execute::{execute, judge_run};
+pub use heartbeat::Heartbeat;
+pub use job::{suite_file, Cmd, JobFiles, JobSpec, SuiteRef};
+pub use signature::{signature_header, verify};
+pub use verdict::{Verdict, VerdictKind};
+pub use wire::{
+    ClaimRequest, ClaimedJob, JobFile, LeaseRequest, ResultRequest, ResultResponse,
+    SIGNATURE_TOLERANCE,
+};

@@ -1,0 +1,73 @@
+//! A submission's verdict: what a worker reports and the server stores and answers.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// The verdict of a submission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    Accepted,
+    WrongAnswer,
+    CompileError,
+    RuntimeError,
+    TimeLimit,
+    MemoryLimit,
+    OutputLimit,
+    InternalError,
+}
+
+impl VerdictKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::Accepted => "accepted",
+            VerdictKind::WrongAnswer => "wrong_answer",
+            VerdictKind::CompileError => "compile_error",
+            VerdictKind::RuntimeError => "runtime_error",
+            VerdictKind::TimeLimit => "time_limit",
+            VerdictKind::MemoryLimit => "memory_limit",
+            VerdictKind::OutputLimit => "output_limit",
+            VerdictKind::InternalError => "internal_error",
+        }
+    }
+}
+
+/// What a worker reports for a submission. Checked field by field when a remote worker posts it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Verdict {
+    pub verdict: VerdictKind,
+    /// Points earned: 1 or 0 for a run, the suite's score for checks.
+    pub score: f64,
+    pub max_score: f64,
+    /// The run's result (the object of `corral run --json`), for language and command modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub run: Option<Value>,
+    /// The compile step's result, when the language compiles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub compile: Option<Value>,
+    /// The check report (corral's JSON report), for suites.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub checks: Option<Value>,
+    /// Why, in a sentence (wrong answer, which limit, what failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl Verdict {
+    pub fn internal(message: impl Into<String>) -> Verdict {
+        Verdict {
+            verdict: VerdictKind::InternalError,
+            score: 0.0,
+            max_score: 1.0,
+            run: None,
+            compile: None,
+            checks: None,
+            message: Some(message.into()),
+        }
+    }
+}

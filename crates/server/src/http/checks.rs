@@ -1,0 +1,236 @@
+//! `/check` and `/suites`: CS50 Check over HTTP. Suites are registered by staff (`POST /suites`,
+//! a `suite` part plus the assignment's files) or live in the suites folder
+//! (`SUITES/ID/suite.yaml` + files); `/check` grades an upload against one and answers exactly the
+//! seed's `{"results": {...}}`. Hidden checks' details never reach a student.
+
+use std::collections::BTreeMap;
+
+use axum::extract::multipart::MultipartRejection;
+use axum::extract::{Multipart, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use corral_store::NewFile;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::json::ApiJson;
+use crate::error::{ApiError, ErrorBody};
+use crate::service::caller::Caller;
+use crate::service::checks;
+use crate::service::runs::SandboxRef;
+use crate::service::suites::{self, SuiteInfo};
+use crate::state::SharedState;
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRequest {
+    /// The suite's id.
+    #[schema(example = "hello")]
+    pub checks: String,
+    /// `{"homedir": UPLOAD_ID}`: the submission.
+    pub sandbox: SandboxRef,
+}
+
+/// `?format=`: `cs50` (default) answers exactly CS50 Check's shape; `json` answers corral's report
+/// (`corral check --format json`: adds `points`, `max_points`, `message`, … per check and `score`,
+/// `max_score`, `passed`) and `order`, the check ids in the suite's order; the browser editor
+/// shows it.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CheckQuery {
+    /// `cs50` (default) or `json`.
+    pub format: Option<String>,
+}
+
+/// One side of a script entry: what kind of thing (`stdout`, `exit`, `file`, …) and its value.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct Observation {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[schema(value_type = Object)]
+    pub value: Value,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct ScriptEntry {
+    pub expected: Option<Observation>,
+    pub actual: Option<Observation>,
+}
+
+/// One check's result, as CS50 Check reports it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct CheckResultDoc {
+    pub dependencies: Vec<String>,
+    pub description: String,
+    /// true: passed; false: failed; null: not run because a dependency failed.
+    pub result: Option<bool>,
+    pub script: Vec<ScriptEntry>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct CheckResponse {
+    /// By check id.
+    pub results: BTreeMap<String, CheckResultDoc>,
+}
+
+/// The multipart form of `POST /suites`.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)]
+pub struct SuiteForm {
+    /// The suite file (YAML; JSON when its file name ends in `.json`).
+    #[schema(value_type = String, format = Binary)]
+    pub suite: Vec<u8>,
+    /// The id to register it under (letters, digits, `-`, `_`, `.`, `/`); default: its name.
+    pub id: Option<String>,
+    /// The assignment's files (file names are relative paths).
+    #[schema(value_type = Vec<String>, format = Binary)]
+    pub files: Vec<Vec<u8>>,
+    /// A tar archive of assignment files.
+    #[schema(value_type = Option<String>, format = Binary)]
+    pub archive: Option<Vec<u8>>,
+}
+
+/// Register (or replace) a check suite (staff).
+#[utoipa::path(
+    post, path = "/suites", tag = "checks",
+    request_body(content = SuiteForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 201, description = "Registered", body = SuiteInfo),
+        (status = 400, description = "Bad form or file names", body = ErrorBody),
+        (status = 403, description = "Not staff", body = ErrorBody),
+        (status = 409, description = "Another caller registered this id", body = ErrorBody),
+        (status = 422, description = "The suite is invalid (the message says where)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn register_suite(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    form: Result<Multipart, MultipartRejection>,
+) -> Result<(StatusCode, Json<SuiteInfo>), ApiError> {
+    let mut form = form.map_err(super::uploads::rejection)?;
+    // Split the form: `suite` and `id` parts here, the rest are assignment files.
+    let mut parts = suites::SuiteParts::default();
+    let limits = &st.config.upload;
+    let mut total = 0u64;
+    while let Some(field) = form
+        .next_field()
+        .await
+        .map_err(|e| ApiError::rejected(e.status(), "bad_multipart", e.body_text()))?
+    {
+        let name = field.name().unwrap_or("").to_string();
+        let file_name = field.file_name().map(str::to_string);
+        let data = field
+            .bytes()
+            .await
+            .map_err(|e| ApiError::rejected(e.status(), "bad_multipart", e.body_text()))?;
+        total += data.len() as u64;
+        if total > limits.max_bytes.bytes() {
+            return Err(ApiError::too_large("the suite and its files are too large"));
+        }
+        match name.as_str() {
+            "suite" => {
+                let is_json = file_name.as_deref().is_some_and(|f| f.ends_with(".json"));
+                let n = if is_json { "suite.json" } else { "suite.yaml" };
+                parts.suite = Some((n.to_string(), data.to_vec()));
+            }
+            "id" => {
+                parts.id = Some(String::from_utf8_lossy(&data).trim().to_string());
+            }
+            "archive" => parts.archives.push(data.to_vec()),
+            _ => {
+                let Some(fname) = file_name else {
+                    return Err(ApiError::bad_request(format!(
+                        "form part {name:?} is not a file: give each assignment file a file name"
+                    )));
+                };
+                let path = corral_store::validate_path(&fname, limits.max_depth)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                parts.files.push(NewFile {
+                    path,
+                    content: data.to_vec(),
+                    mode: 0o644,
+                });
+            }
+        }
+    }
+    let info = suites::register(&st, &caller, parts).await?;
+    Ok((StatusCode::CREATED, Json(info)))
+}
+
+/// List the suites.
+#[utoipa::path(
+    get, path = "/suites", tag = "checks",
+    responses(
+        (status = 200, description = "Registered suites and those of the suites folder", body = Vec<SuiteInfo>),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_suites(
+    State(st): State<SharedState>,
+    Extension(_caller): Extension<Caller>,
+) -> Result<Json<Vec<SuiteInfo>>, ApiError> {
+    Ok(Json(suites::list(&st).await?))
+}
+
+/// Run a check suite against an upload.
+///
+/// CS50 Check's `/check`: `{"results": {id: {dependencies, description, result, script}}}`, where
+/// `result` is true (passed), false (failed) or null (not run: a dependency failed). Staff see
+/// hidden checks' expected and actual values; students do not.
+#[utoipa::path(
+    post, path = "/check", tag = "checks",
+    request_body = CheckRequest,
+    params(CheckQuery),
+    responses(
+        (status = 200, description = "Graded", body = CheckResponse),
+        (status = 404, description = "No such suite, or no such upload of this caller", body = ErrorBody),
+        (status = 422, description = "Bad request or suite", body = ErrorBody),
+        (status = 503, description = "Overloaded; see Retry-After", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn check(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    query: Result<Query<CheckQuery>, axum::extract::rejection::QueryRejection>,
+    ApiJson(req): ApiJson<CheckRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::unprocessable(e.body_text()))?;
+    let corral_format = match query.format.as_deref() {
+        None | Some("cs50") => false,
+        Some("json") => true,
+        Some(other) => {
+            return Err(ApiError::unprocessable(format!(
+                "format {other:?}: use cs50 or json"
+            )))
+        }
+    };
+    let Some(homedir) = req.sandbox.homedir.filter(|_| req.sandbox.id.is_none()) else {
+        return Err(ApiError::unprocessable(
+            "give sandbox.homedir: the upload to check",
+        ));
+    };
+    let (report, view) = checks::grade(&st, &caller, &req.checks, &homedir).await?;
+    tracing::info!(caller = %caller.id, suite = %req.checks, passed = report.passed(), "check");
+    if corral_format {
+        let mut v = report.to_json(view);
+        // The suite's order of the checks (a JSON object's keys have none).
+        v["order"] = Value::from(
+            report
+                .results
+                .iter()
+                .map(|r| r.id.clone())
+                .collect::<Vec<_>>(),
+        );
+        return Ok(Json(v));
+    }
+    Ok(Json(report.to_cs50(view)))
+}

@@ -1,0 +1,124 @@
+//! `/health`, `/metrics`, `/languages`, and the JSON answers for unknown paths and methods.
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ErrorKind};
+use crate::state::SharedState;
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Health {
+    #[schema(example = "ok")]
+    pub status: String,
+    pub version: String,
+    pub shutting_down: bool,
+    pub pool_idle: u64,
+    pub pool_active: u64,
+    pub held_sandboxes: u64,
+    pub runs_in_flight: i64,
+    pub runs_queued: i64,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LanguageInfo {
+    pub id: String,
+    pub name: String,
+    /// The conventional source file name.
+    pub source: String,
+    /// Builds `source` (a command run with `/bin/sh -c`).
+    pub compile: Option<String>,
+    pub run: String,
+    /// Whether this host has the toolchain.
+    pub available: bool,
+    /// Why it is unavailable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Liveness and load.
+#[utoipa::path(
+    get, path = "/health", tag = "meta",
+    responses((status = 200, description = "Up", body = Health))
+)]
+pub async fn health(State(st): State<SharedState>) -> Json<Health> {
+    Json(Health {
+        status: if st.is_shutting_down() {
+            "shutting_down".into()
+        } else {
+            "ok".into()
+        },
+        version: env!("CARGO_PKG_VERSION").into(),
+        shutting_down: st.is_shutting_down(),
+        pool_idle: st.pool.idle() as u64,
+        pool_active: st.pool.active() as u64,
+        held_sandboxes: st.sandboxes.len() as u64,
+        runs_in_flight: st.metrics.in_flight.get(),
+        runs_queued: st.metrics.queued.get(),
+    })
+}
+
+/// Prometheus metrics (text format).
+#[utoipa::path(
+    get, path = "/metrics", tag = "meta",
+    responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain"))
+)]
+pub async fn metrics(State(st): State<SharedState>) -> Response {
+    st.metrics.pool_idle.set(st.pool.idle() as i64);
+    st.metrics.pool_active.set(st.pool.active() as i64);
+    st.metrics.held_sandboxes.set(st.sandboxes.len() as i64);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        st.metrics.render(),
+    )
+        .into_response()
+}
+
+/// Languages this server knows, and whether this host has each toolchain.
+#[utoipa::path(
+    get, path = "/languages", tag = "meta",
+    responses((status = 200, description = "Languages", body = Vec<LanguageInfo>))
+)]
+pub async fn languages(State(st): State<SharedState>) -> Result<Json<Vec<LanguageInfo>>, ApiError> {
+    // Host-side file checks: off the async workers.
+    tokio::task::spawn_blocking(move || Json(language_list(&st)))
+        .await
+        .map_err(ApiError::internal)
+}
+
+/// JSON 404 for unknown paths.
+pub async fn not_found() -> ApiError {
+    ApiError::not_found("no such endpoint; see /openapi.json")
+}
+
+/// JSON 405 for a known path with the wrong method.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ErrorKind::MethodNotAllowed,
+        "method_not_allowed",
+        "this endpoint does not accept that method; see /openapi.json",
+    )
+}
+
+/// The check engine's language registry (built-in plus the operator's file), probed on the host.
+fn language_list(st: &SharedState) -> Vec<LanguageInfo> {
+    st.languages
+        .probe(None)
+        .into_iter()
+        .map(|l| LanguageInfo {
+            id: l.id,
+            name: l.name,
+            source: l.source,
+            compile: l.compile,
+            run: l.run,
+            available: l.available,
+            reason: l.reason,
+        })
+        .collect()
+}

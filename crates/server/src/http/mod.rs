@@ -1,0 +1,62 @@
+//! The REST adapter: routes, request and response bodies, authentication, and how errors are
+//! answered over HTTP. Handlers decode a request, call the service, encode its answer.
+//!
+//! - [`auth`]: bearer tokens (and `?token=` / `X-Auth-Token` where clients need them) into a caller.
+//! - [`error`]: status codes, the JSON error body, hiding internal errors behind a request id.
+//! - [`json`]: JSON bodies whose rejections are JSON errors.
+//! - [`uploads`], [`runs`], [`checks`], [`tokens`], [`submissions`], [`revisions`], [`meta`]: the
+//!   endpoints; [`web`]: the browser editor's pages.
+
+pub mod auth;
+pub mod checks;
+pub mod error;
+pub mod json;
+pub mod meta;
+pub mod revisions;
+pub mod runs;
+pub mod submissions;
+pub mod tokens;
+pub mod uploads;
+pub mod web;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{delete, get, post};
+use axum::Router;
+
+use crate::state::SharedState;
+
+/// The REST routes that need a token (authentication is layered on by the caller).
+/// `upload_limit` bounds multipart bodies (uploads, suites).
+pub fn routes(upload_limit: usize) -> Router<SharedState> {
+    Router::new()
+        .route(
+            "/upload",
+            post(uploads::upload).layer(DefaultBodyLimit::max(upload_limit)),
+        )
+        .route(
+            "/suites",
+            post(checks::register_suite)
+                .layer(DefaultBodyLimit::max(upload_limit))
+                .get(checks::list_suites),
+        )
+        .route("/check", post(checks::check))
+        .route("/uploads/{id}", get(uploads::get_upload))
+        .route("/run", post(runs::run))
+        .route("/sandboxes/{id}", delete(runs::delete_sandbox))
+        .route("/tokens", post(tokens::create_token))
+        .route("/tokens/{id}", delete(tokens::revoke_token))
+        .route("/whoami", get(tokens::whoami))
+        .route("/submissions", post(submissions::submit))
+        .route("/submissions/batch", post(submissions::submit_batch))
+        .route("/submissions/{id}", get(submissions::get_submission))
+        .merge(revisions::routes())
+}
+
+/// The REST routes anyone may call: health, metrics, languages, the editor's pages.
+pub fn public_routes() -> Router<SharedState> {
+    Router::new()
+        .route("/health", get(meta::health))
+        .route("/metrics", get(meta::metrics))
+        .route("/languages", get(meta::languages))
+        .merge(web::routes())
+}

@@ -1,0 +1,239 @@
+//! `/revisions`: the browser editor's history. Every Run, Check and Save stores the editor's files
+//! with how it went; a user lists and restores their own (another user's are a 404, like a missing
+//! id). Staff may list everyone's (`?scope=all`) for the staff page's recent submissions.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+use corral_store::{RevisionFile, RevisionKind};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::json::ApiJson;
+use crate::error::{ApiError, ErrorBody};
+use crate::service::caller::Caller;
+use crate::service::revisions;
+use crate::state::SharedState;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RevisionKindName {
+    Run,
+    Check,
+    Save,
+}
+
+impl From<RevisionKindName> for RevisionKind {
+    fn from(k: RevisionKindName) -> Self {
+        match k {
+            RevisionKindName::Run => RevisionKind::Run,
+            RevisionKindName::Check => RevisionKind::Check,
+            RevisionKindName::Save => RevisionKind::Save,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RevisionFileDoc {
+    /// Relative, `/`-separated path (the rules of `/upload`).
+    #[schema(example = "main.c")]
+    pub path: String,
+    /// The file's text.
+    pub content: String,
+}
+
+/// A revision to keep.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RevisionRequest {
+    /// What made it: `run`, `check` or `save`.
+    pub kind: RevisionKindName,
+    /// The editor's language id (`c`, `python`, …).
+    #[schema(example = "c")]
+    pub language: String,
+    /// How it went: a run's status (`ok`, `time_limit`, `compile_error`, …), `passed`/`failed`
+    /// for a check, `saved`.
+    #[schema(example = "ok")]
+    pub status: String,
+    /// The suite a check ran.
+    #[serde(default)]
+    pub suite: Option<String>,
+    #[serde(default)]
+    pub score: Option<f64>,
+    #[serde(default)]
+    pub max_score: Option<f64>,
+    /// One line for people (`exited with status 0`).
+    #[serde(default)]
+    pub summary: Option<String>,
+    pub files: Vec<RevisionFileDoc>,
+}
+
+/// A revision without its files.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RevisionMetaDoc {
+    pub id: String,
+    /// The owner's token id.
+    pub owner: String,
+    /// Unix seconds.
+    pub created_at: i64,
+    pub kind: RevisionKindName,
+    pub language: String,
+    pub status: String,
+    pub suite: Option<String>,
+    pub score: Option<f64>,
+    pub max_score: Option<f64>,
+    pub summary: String,
+    pub files_count: u32,
+    pub total_bytes: u64,
+}
+
+/// A revision with its files.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RevisionDoc {
+    #[serde(flatten)]
+    pub meta: RevisionMetaDoc,
+    pub files: Vec<RevisionFileDoc>,
+}
+
+fn meta_doc(m: corral_store::RevisionMeta) -> RevisionMetaDoc {
+    RevisionMetaDoc {
+        id: m.id,
+        owner: m.owner,
+        created_at: m.created_at,
+        kind: match m.kind {
+            RevisionKind::Run => RevisionKindName::Run,
+            RevisionKind::Check => RevisionKindName::Check,
+            RevisionKind::Save => RevisionKindName::Save,
+        },
+        language: m.language,
+        status: m.status,
+        suite: m.suite,
+        score: m.score,
+        max_score: m.max_score,
+        summary: m.summary,
+        files_count: m.files_count,
+        total_bytes: m.total_bytes,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// The caller's own revisions.
+    #[default]
+    Mine,
+    /// Everyone's (staff only).
+    All,
+}
+
+#[derive(Debug, Clone, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// At most this many, newest first (default 50, at most 500).
+    pub limit: Option<u32>,
+    /// `mine` (default) or `all` (staff: everyone's).
+    #[param(value_type = Option<String>)]
+    pub scope: Option<Scope>,
+    /// Only revisions of this kind.
+    #[param(value_type = Option<String>)]
+    pub kind: Option<RevisionKindName>,
+}
+
+/// Keep a revision of the editor's files.
+#[utoipa::path(
+    post, path = "/revisions", tag = "editor",
+    request_body = RevisionRequest,
+    responses(
+        (status = 201, description = "Stored", body = RevisionMetaDoc),
+        (status = 400, description = "A bad file name, or a name both file and folder", body = ErrorBody),
+        (status = 413, description = "Too many files or bytes", body = ErrorBody),
+        (status = 422, description = "Bad fields", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(req): ApiJson<RevisionRequest>,
+) -> Result<(StatusCode, Json<RevisionMetaDoc>), ApiError> {
+    let draft = revisions::Draft {
+        kind: req.kind.into(),
+        language: req.language,
+        status: req.status,
+        suite: req.suite,
+        score: req.score,
+        max_score: req.max_score,
+        summary: req.summary,
+        files: req
+            .files
+            .into_iter()
+            .map(|f| RevisionFile {
+                path: f.path,
+                content: f.content,
+            })
+            .collect(),
+    };
+    let meta = revisions::create(&st, &caller, draft).await?;
+    Ok((StatusCode::CREATED, Json(meta_doc(meta))))
+}
+
+/// List revisions, newest first: the caller's own, or (staff, `scope=all`) everyone's.
+#[utoipa::path(
+    get, path = "/revisions", tag = "editor",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "Revisions without their files", body = Vec<RevisionMetaDoc>),
+        (status = 403, description = "scope=all without a staff token", body = ErrorBody),
+        (status = 422, description = "A bad query (limit, scope, kind)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Vec<RevisionMetaDoc>>, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::unprocessable(e.body_text()))?;
+    let all = q.scope.unwrap_or_default() == Scope::All;
+    let list = revisions::list(&st, &caller, all, q.kind.map(Into::into), q.limit).await?;
+    Ok(Json(list.into_iter().map(meta_doc).collect()))
+}
+
+/// One of the caller's revisions, with its files.
+#[utoipa::path(
+    get, path = "/revisions/{id}", tag = "editor",
+    params(("id" = String, Path, description = "Revision id")),
+    responses(
+        (status = 200, description = "The revision", body = RevisionDoc),
+        (status = 404, description = "No such revision of this caller", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_one(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<RevisionDoc>, ApiError> {
+    let r = revisions::get(&st, &caller, &id).await?;
+    Ok(Json(RevisionDoc {
+        meta: meta_doc(r.meta),
+        files: r
+            .files
+            .into_iter()
+            .map(|f| RevisionFileDoc {
+                path: f.path,
+                content: f.content,
+            })
+            .collect(),
+    }))
+}
+
+/// The routes (behind authentication).
+pub fn routes() -> Router<SharedState> {
+    Router::new()
+        .route("/revisions", get(list).post(create))
+        .route("/revisions/{id}", get(get_one))
+}

@@ -1,0 +1,98 @@
+//! `POST /run` and `DELETE /sandboxes/{id}`: CS50 Sandbox's runs, continued in kept sandboxes.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use corral_judge::Cmd;
+use corral_sandbox::{LimitsRequest, NoSink, Stdin};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::json::ApiJson;
+use crate::error::{ApiError, ErrorBody};
+use crate::service::caller::Caller;
+use crate::service::runs::{self, LimitsDoc, RunResponse, SandboxRef};
+use crate::state::SharedState;
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    pub cmd: Cmd,
+    #[serde(default)]
+    pub sandbox: Option<SandboxRef>,
+    /// Standard input, all of it (the program sees end-of-file after it).
+    #[serde(default)]
+    pub stdin: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<LimitsDoc>)]
+    pub limits: Option<LimitsRequest>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Run a command.
+///
+/// CS50 Sandbox's `/run`: with `sandbox.homedir` the upload is copied into a fresh sandbox's
+/// `$HOME`; with `sandbox.id` the command continues in a sandbox an earlier run returned. The
+/// response's `sandbox` is the id to continue in (kept until idle for the server's TTL).
+#[utoipa::path(
+    post, path = "/run", tag = "sandbox",
+    request_body = RunRequest,
+    responses(
+        (status = 200, description = "The run happened (whatever the program did)", body = RunResponse),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 404, description = "No such upload or sandbox of this caller", body = ErrorBody),
+        (status = 409, description = "The sandbox is busy with another run", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 422, description = "Wrong types, unknown fields or impossible limits", body = ErrorBody),
+        (status = 429, description = "Rate limited, or all of the caller's sandboxes are busy", body = ErrorBody),
+        (status = 503, description = "Overloaded; see Retry-After", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn run(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(req): ApiJson<RunRequest>,
+) -> Result<Json<RunResponse>, ApiError> {
+    let input = runs::RunInput {
+        cmd: req.cmd,
+        sandbox: req.sandbox,
+        stdin: req
+            .stdin
+            .map(|s| Stdin::Bytes(s.into_bytes()))
+            .unwrap_or_default(),
+        limits: req.limits,
+        env: req.env,
+    };
+    let prepared = runs::prepare(&st, &caller, input).await?;
+    let clamped = prepared.clamped.clone();
+    let (outcome, sandbox) =
+        runs::execute(&st, prepared, |sb, spec| sb.run(spec, &mut NoSink)).await?;
+    tracing::info!(caller = %caller.id, status = outcome.status.as_str(), wall_ms = outcome.usage.wall_time_ms, "run");
+    Ok(Json(RunResponse::new(&outcome, sandbox, clamped)))
+}
+
+/// Destroy a kept sandbox now.
+#[utoipa::path(
+    delete, path = "/sandboxes/{id}", tag = "sandbox",
+    params(("id" = String, Path, description = "Sandbox id")),
+    responses(
+        (status = 204, description = "Destroyed"),
+        (status = 404, description = "No such sandbox of this caller", body = ErrorBody),
+        (status = 409, description = "Busy", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn delete_sandbox(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    runs::destroy(&st, &caller, &id)?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,347 @@
+//! A Judge0-compatible surface (Judge0 CE 1.13.1's API) over the submission queue, so existing
+//! Judge0 clients work by changing a URL: `/judge0/submissions` (+ `/batch`), `/judge0/languages`,
+//! `/judge0/statuses`, `/judge0/about`, `/judge0/config_info`; `X-Auth-Token`; `base64_encoded`,
+//! `wait`, `fields`; Judge0's status ids and response shape. Tokens are the submissions' ids
+//! written as UUIDs. Here: the routes and handlers; [`translate`]: Judge0's shapes into corral's and
+//! back.
+
+mod translate;
+
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::ErrorKind;
+use crate::service::caller::Caller;
+use crate::service::submissions::accept::{accept, enqueue};
+use crate::service::submissions::view::wait_for;
+use crate::state::SharedState;
+use corral_judge::JobSpec;
+use translate::{convert, id_of, render, token_of, J0Request, LANGUAGE_IDS, STATUSES};
+
+/// The Judge0 version this surface answers as (clients map language aliases by it).
+pub const VERSION: &str = "1.13.1";
+
+/// A Judge0-style error: `{"error": "..."}` (Judge0 answers 4xx with such bodies).
+fn j0_error(code: StatusCode, msg: impl Into<String>) -> Response {
+    (code, Json(json!({"error": msg.into()}))).into_response()
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+pub struct Params {
+    #[serde(default)]
+    pub base64_encoded: Option<String>,
+    #[serde(default)]
+    pub wait: Option<String>,
+    #[serde(default)]
+    pub fields: Option<String>,
+    #[serde(default)]
+    pub tokens: Option<String>,
+}
+
+fn truthy(v: &Option<String>) -> bool {
+    matches!(v.as_deref(), Some("true" | "1"))
+}
+
+/// Checks one Judge0 request and turns it into a job (not enqueued yet).
+async fn prepare_one(
+    st: &SharedState,
+    caller: &Caller,
+    body: Value,
+    b64: bool,
+) -> Result<corral_store::NewJob, (StatusCode, String)> {
+    let r: J0Request = serde_json::from_value(body)
+        .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+    let (req, run_args, compile_args) =
+        convert(r, b64).map_err(|m| (StatusCode::UNPROCESSABLE_ENTITY, m))?;
+    let mut job = accept(st, caller, req).await.map_err(|e| {
+        e.log_detail();
+        (e.status(), e.message)
+    })?;
+    if run_args.is_some() || compile_args.is_some() {
+        let mut spec: JobSpec = serde_json::from_str(&job.spec).expect("our own spec");
+        spec.run_args = run_args;
+        spec.compile_args = compile_args;
+        job.spec = serde_json::to_string(&spec).expect("serialisable");
+    }
+    Ok(job)
+}
+
+/// `POST /judge0/submissions`: 201 `{"token"}`; with `wait=true`, the finished submission.
+pub async fn create(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Query(p): Query<Params>,
+    body: axum::body::Bytes,
+) -> Response {
+    let b64 = truthy(&p.base64_encoded);
+    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+        return j0_error(StatusCode::BAD_REQUEST, "the body is not JSON");
+    };
+    if st.is_shutting_down() {
+        return j0_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down",
+        );
+    }
+    let job = match prepare_one(&st, &caller, body, b64).await {
+        Ok(j) => j,
+        Err((code, m)) => return j0_error(code, m),
+    };
+    let ids = match enqueue(&st, vec![job]).await {
+        Ok(ids) => ids,
+        Err(e) => return e.into_response(),
+    };
+    if truthy(&p.wait) {
+        let wait = st.config.submissions.wait_max.duration();
+        return match wait_for(&st, &caller, &ids[0], wait).await {
+            Ok(job) => (StatusCode::CREATED, Json(render(&job, &p.fields, b64))).into_response(),
+            Err(e) => e.into_response(),
+        };
+    }
+    (
+        StatusCode::CREATED,
+        Json(json!({"token": token_of(&ids[0])})),
+    )
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct J0Batch {
+    pub submissions: Vec<Value>,
+}
+
+/// `POST /judge0/submissions/batch`: 201 `[{"token"} | {"error"}]`.
+pub async fn create_batch(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Query(p): Query<Params>,
+    body: axum::body::Bytes,
+) -> Response {
+    let b64 = truthy(&p.base64_encoded);
+    let Ok(batch) = serde_json::from_slice::<J0Batch>(&body) else {
+        return j0_error(StatusCode::BAD_REQUEST, "expected {\"submissions\": [...]}");
+    };
+    if batch.submissions.is_empty() || batch.submissions.len() > st.config.submissions.batch_max {
+        return j0_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                "a batch holds 1 to {} submissions",
+                st.config.submissions.batch_max
+            ),
+        );
+    }
+    let mut out: Vec<Value> = Vec::new();
+    let mut jobs = Vec::new();
+    let mut slots = Vec::new();
+    for item in batch.submissions {
+        match prepare_one(&st, &caller, item, b64).await {
+            Ok(j) => {
+                slots.push(out.len());
+                jobs.push(j);
+                out.push(Value::Null);
+            }
+            Err((_, m)) => out.push(json!({"error": m})),
+        }
+    }
+    if !jobs.is_empty() {
+        match enqueue(&st, jobs).await {
+            Ok(ids) => {
+                for (slot, id) in slots.into_iter().zip(ids) {
+                    out[slot] = json!({"token": token_of(&id)});
+                }
+            }
+            Err(e) => return e.into_response(),
+        }
+    }
+    (StatusCode::CREATED, Json(Value::Array(out))).into_response()
+}
+
+/// `GET /judge0/submissions/{token}`.
+pub async fn get_one(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Path(token): Path<String>,
+    Query(p): Query<Params>,
+) -> Response {
+    let b64 = truthy(&p.base64_encoded);
+    match wait_for(&st, &caller, &id_of(&token), Duration::ZERO).await {
+        Ok(job) => Json(render(&job, &p.fields, b64)).into_response(),
+        Err(e) if e.kind == ErrorKind::NotFound => j0_error(StatusCode::NOT_FOUND, "Not found"),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET /judge0/submissions/batch?tokens=a,b,c`: `{"submissions": [...]}` (null for unknown).
+pub async fn get_batch(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Query(p): Query<Params>,
+) -> Response {
+    let b64 = truthy(&p.base64_encoded);
+    let tokens: Vec<&str> = p
+        .tokens
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if tokens.is_empty() || tokens.len() > st.config.submissions.batch_max {
+        return j0_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("give 1 to {} tokens", st.config.submissions.batch_max),
+        );
+    }
+    let mut out = Vec::new();
+    for t in tokens {
+        match wait_for(&st, &caller, &id_of(t), Duration::ZERO).await {
+            Ok(job) => out.push(render(&job, &p.fields, b64)),
+            Err(e) if e.kind == ErrorKind::NotFound => out.push(Value::Null),
+            Err(e) => return e.into_response(),
+        }
+    }
+    Json(json!({"submissions": out})).into_response()
+}
+
+fn language_json(st: &SharedState, id: u32, reg: &str) -> Option<Value> {
+    let l = st.languages.get(reg).ok()?;
+    Some(json!({
+        "id": id,
+        "name": l.name,
+        "is_archived": false,
+        "source_file": l.source,
+        "compile_cmd": l.compile,
+        "run_cmd": l.run,
+    }))
+}
+
+/// `GET /judge0/languages`: the registry's languages this host has, with Judge0's ids.
+pub async fn languages(State(st): State<SharedState>) -> Response {
+    let st2 = st.clone();
+    let list = tokio::task::spawn_blocking(move || {
+        let mut seen = std::collections::BTreeSet::new();
+        LANGUAGE_IDS
+            .iter()
+            .filter(|(_, reg)| seen.insert(*reg))
+            .filter(|(_, reg)| st2.languages.get(reg).is_ok_and(|l| l.check_host().is_ok()))
+            .filter_map(|(id, reg)| {
+                language_json(&st2, *id, reg).map(|mut v| {
+                    if let Some(o) = v.as_object_mut() {
+                        for k in ["source_file", "compile_cmd", "run_cmd", "is_archived"] {
+                            o.remove(k);
+                        }
+                    }
+                    v
+                })
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    Json(list).into_response()
+}
+
+/// `GET /judge0/languages/{id}`.
+pub async fn language(State(st): State<SharedState>, Path(id): Path<u32>) -> Response {
+    match LANGUAGE_IDS
+        .iter()
+        .find(|(i, _)| *i == id)
+        .and_then(|(i, reg)| language_json(&st, *i, reg))
+    {
+        Some(v) => Json(v).into_response(),
+        None => j0_error(StatusCode::NOT_FOUND, "Not found"),
+    }
+}
+
+/// `GET /judge0/statuses`.
+pub async fn statuses() -> Response {
+    Json(
+        STATUSES
+            .iter()
+            .map(|(id, d)| json!({"id": id, "description": d}))
+            .collect::<Vec<_>>(),
+    )
+    .into_response()
+}
+
+/// `GET /judge0/about`.
+pub async fn about() -> Response {
+    Json(json!({
+        "version": VERSION,
+        "homepage": "https://example.invalid/corral",
+        "source_code": "https://example.invalid/corral",
+        "maintainer": concat!("corral ", env!("CARGO_PKG_VERSION"), " (a Judge0-compatible surface)"),
+    }))
+    .into_response()
+}
+
+/// `GET /judge0/config_info`: Judge0's configuration keys, from corral's caps and defaults.
+pub async fn config_info(State(st): State<SharedState>) -> Response {
+    let (d, c) = (&st.defaults, &st.caps);
+    let q = &st.config.submissions;
+    Json(json!({
+        "maintenance_mode": false,
+        "enable_wait_result": true,
+        "enable_compiler_options": true,
+        "allowed_languages_for_compile_options": [],
+        "enable_command_line_arguments": true,
+        "enable_submission_delete": false,
+        "enable_callbacks": true,
+        "callbacks_max_tries": q.callback_max_attempts,
+        "callbacks_timeout": q.callback_timeout.duration().as_secs_f64(),
+        "enable_additional_files": false,
+        "max_queue_size": q.max_pending_per_owner,
+        "cpu_time_limit": d.cpu_time.0.as_secs_f64(),
+        "max_cpu_time_limit": c.cpu_time.0.as_secs_f64(),
+        "cpu_extra_time": 0.0,
+        "max_cpu_extra_time": 0.0,
+        "wall_time_limit": d.wall_time.0.as_secs_f64(),
+        "max_wall_time_limit": c.wall_time.0.as_secs_f64(),
+        "memory_limit": d.memory.0 / 1024,
+        "max_memory_limit": c.memory.0 / 1024,
+        "stack_limit": d.memory.0 / 1024,
+        "max_stack_limit": c.memory.0 / 1024,
+        "max_processes_and_or_threads": d.pids,
+        "max_max_processes_and_or_threads": c.pids,
+        "enable_per_process_and_thread_time_limit": false,
+        "allow_enable_per_process_and_thread_time_limit": false,
+        "enable_per_process_and_thread_memory_limit": false,
+        "allow_enable_per_process_and_thread_memory_limit": false,
+        "max_file_size": d.file_size.0 / 1024,
+        "max_max_file_size": c.file_size.0 / 1024,
+        "number_of_runs": 1,
+        "max_number_of_runs": 1,
+        "redirect_stderr_to_stdout": false,
+        "max_extract_size": 0,
+        "enable_batched_submissions": true,
+        "max_submission_batch_size": q.batch_max,
+        "submission_cache_duration": 0.0,
+        "use_docs_as_homepage": false,
+        "enable_network": false,
+        "allow_enable_network": false,
+    }))
+    .into_response()
+}
+
+/// The routes, mounted under `/judge0` behind authentication (`X-Auth-Token` or a bearer token).
+pub fn routes() -> axum::Router<SharedState> {
+    use axum::routing::{get, post};
+    axum::Router::new()
+        .route("/judge0/submissions", post(create))
+        .route(
+            "/judge0/submissions/batch",
+            post(create_batch).get(get_batch),
+        )
+        .route("/judge0/submissions/{token}", get(get_one))
+        .route("/judge0/languages", get(languages))
+        .route("/judge0/languages/{id}", get(language))
+        .route("/judge0/statuses", get(statuses))
+        .route("/judge0/about", get(about))
+        .route("/judge0/config_info", get(config_info))
+}

@@ -1,0 +1,411 @@
+//! Judge0's shapes and corral's: a Judge0 request into a submission, a job into a Judge0
+//! submission (statuses, times, `fields`, base64), Judge0's language and status ids, and tokens
+//! (the submissions' ids written as UUIDs).
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use corral_judge::{JobSpec, Verdict, VerdictKind};
+use corral_sandbox::{LimitsRequest, Millis, Size};
+use corral_store::{Job, JobState};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::service::submissions::accept::SubmissionRequest;
+
+/// Judge0 CE 1.13.1 language ids of the registry's languages.
+pub const LANGUAGE_IDS: &[(u32, &str)] = &[
+    (46, "bash"),
+    (50, "c"),
+    (52, "cpp"),
+    (54, "cpp"),
+    (62, "java"),
+    (63, "javascript"),
+    (71, "python"),
+    (73, "rust"),
+];
+
+pub const STATUSES: &[(u32, &str)] = &[
+    (1, "In Queue"),
+    (2, "Processing"),
+    (3, "Accepted"),
+    (4, "Wrong Answer"),
+    (5, "Time Limit Exceeded"),
+    (6, "Compilation Error"),
+    (7, "Runtime Error (SIGSEGV)"),
+    (8, "Runtime Error (SIGXFSZ)"),
+    (9, "Runtime Error (SIGFPE)"),
+    (10, "Runtime Error (SIGABRT)"),
+    (11, "Runtime Error (NZEC)"),
+    (12, "Runtime Error (Other)"),
+    (13, "Internal Error"),
+    (14, "Exec Format Error"),
+];
+
+const DEFAULT_FIELDS: &[&str] = &[
+    "stdout",
+    "time",
+    "memory",
+    "stderr",
+    "token",
+    "compile_output",
+    "message",
+    "status",
+];
+
+fn status(id: u32) -> Value {
+    let d = STATUSES
+        .iter()
+        .find(|(i, _)| *i == id)
+        .map_or("Internal Error", |(_, d)| d);
+    json!({"id": id, "description": d})
+}
+
+fn language_id_of(registry_id: &str) -> Option<u32> {
+    LANGUAGE_IDS
+        .iter()
+        .find(|(_, r)| *r == registry_id)
+        .map(|(i, _)| *i)
+}
+
+pub fn token_of(id: &str) -> String {
+    if id.len() != 32 {
+        return id.to_string();
+    }
+    format!(
+        "{}-{}-{}-{}-{}",
+        &id[0..8],
+        &id[8..12],
+        &id[12..16],
+        &id[16..20],
+        &id[20..32]
+    )
+}
+
+pub fn id_of(token: &str) -> String {
+    token.trim().replace('-', "").to_ascii_lowercase()
+}
+
+/// A Judge0 submission request (unknown fields are ignored, as Judge0 does).
+#[derive(Debug, Clone, Deserialize, Default)]
+pub struct J0Request {
+    pub source_code: Option<String>,
+    pub language_id: Option<u32>,
+    pub compiler_options: Option<String>,
+    pub command_line_arguments: Option<String>,
+    pub stdin: Option<String>,
+    pub expected_output: Option<String>,
+    pub cpu_time_limit: Option<f64>,
+    pub cpu_extra_time: Option<f64>,
+    pub wall_time_limit: Option<f64>,
+    /// Kilobytes.
+    pub memory_limit: Option<f64>,
+    pub stack_limit: Option<u64>,
+    pub max_processes_and_or_threads: Option<u64>,
+    /// Kilobytes.
+    pub max_file_size: Option<u64>,
+    pub enable_network: Option<bool>,
+    pub additional_files: Option<String>,
+    pub callback_url: Option<String>,
+    pub redirect_stderr_to_stdout: Option<bool>,
+    pub number_of_runs: Option<u32>,
+}
+
+fn decode(field: &str, v: Option<String>, b64: bool) -> Result<Option<String>, String> {
+    match v {
+        Some(s) if b64 => {
+            let clean: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(clean.as_bytes())
+                .map_err(|e| format!("{field} is not valid base64: {e}"))?;
+            String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| format!("{field} is not UTF-8 text"))
+        }
+        other => Ok(other),
+    }
+}
+
+fn seconds(field: &str, v: Option<f64>) -> Result<Option<Millis>, String> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
+            Ok(Some(Millis::ms((s * 1000.0).round().max(1.0) as u64)))
+        }
+        Some(_) => Err(format!("{field} must be a positive number of seconds")),
+    }
+}
+
+/// Judge0's request → corral's, or a message saying which field is wrong.
+pub fn convert(
+    r: J0Request,
+    b64: bool,
+) -> Result<(SubmissionRequest, Option<String>, Option<String>), String> {
+    let lang_id = r.language_id.ok_or("language_id can't be blank")?;
+    let lang = LANGUAGE_IDS
+        .iter()
+        .find(|(i, _)| *i == lang_id)
+        .map(|(_, l)| l.to_string())
+        .ok_or_else(|| format!("language with id {lang_id} doesn't exist"))?;
+    if r.enable_network == Some(true) {
+        return Err("enable_network is not allowed: sandboxes have no network".into());
+    }
+    if r.additional_files.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(
+            "additional_files is not supported: use corral's POST /submissions with files".into(),
+        );
+    }
+    if r.number_of_runs.is_some_and(|n| n > 1) {
+        return Err("number_of_runs above 1 is not supported".into());
+    }
+    let source = decode("source_code", r.source_code, b64)?.ok_or("source_code can't be blank")?;
+    let mut limits = LimitsRequest::default();
+    let cpu = seconds("cpu_time_limit", r.cpu_time_limit)?;
+    let extra = seconds("cpu_extra_time", r.cpu_extra_time)?;
+    limits.cpu_time = match (cpu, extra) {
+        (Some(c), Some(e)) => Some(Millis::ms((c.0 + e.0).as_millis() as u64)),
+        (c, _) => c,
+    };
+    limits.wall_time = seconds("wall_time_limit", r.wall_time_limit)?;
+    if let Some(kb) = r.memory_limit {
+        if !(kb.is_finite() && kb >= 4096.0) {
+            return Err("memory_limit must be at least 4096 (KB)".into());
+        }
+        limits.memory = Some(Size((kb * 1024.0) as u64));
+    }
+    limits.pids = r.max_processes_and_or_threads;
+    limits.file_size = r.max_file_size.map(|kb| Size(kb.saturating_mul(1024)));
+    let _ = (r.stack_limit, r.redirect_stderr_to_stdout);
+    let req = SubmissionRequest {
+        files: None,
+        source_code: Some(source),
+        upload: None,
+        language: Some(lang),
+        cmd: None,
+        suite: None,
+        stdin: decode("stdin", r.stdin, b64)?,
+        expected_output: decode("expected_output", r.expected_output, b64)?,
+        limits: Some(limits),
+        env: BTreeMap::new(),
+        callback_url: r.callback_url.filter(|u| !u.is_empty()),
+    };
+    Ok((req, r.command_line_arguments, r.compiler_options))
+}
+
+fn iso8601(ms: i64) -> String {
+    // Howard Hinnant's civil_from_days.
+    let secs = ms.div_euclid(1000);
+    let milli = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
+        sod / 3600,
+        (sod / 60) % 60,
+        sod % 60
+    )
+}
+
+/// The Judge0 status of a submission.
+fn status_id(job: &Job, v: Option<&Verdict>) -> u32 {
+    match (job.state, v) {
+        (JobState::Queued, _) => 1,
+        (JobState::Running, _) => 2,
+        (_, None) => 13,
+        (_, Some(v)) => match v.verdict {
+            VerdictKind::Accepted => 3,
+            VerdictKind::WrongAnswer => 4,
+            VerdictKind::TimeLimit => 5,
+            VerdictKind::CompileError => 6,
+            VerdictKind::RuntimeError => {
+                let run = v.run.as_ref();
+                let signal = run.and_then(|r| r["signal"].as_i64());
+                let exit = run.and_then(|r| r["exit_code"].as_i64());
+                match (signal, exit) {
+                    (Some(11), _) => 7,
+                    (Some(25), _) => 8,
+                    (Some(8), _) => 9,
+                    (Some(6), _) => 10,
+                    (None, Some(c)) if c != 0 => 11,
+                    _ => 12,
+                }
+            }
+            VerdictKind::MemoryLimit | VerdictKind::OutputLimit => 12,
+            VerdictKind::InternalError => 13,
+        },
+    }
+}
+
+/// A submission in Judge0's shape, with the requested fields (`*`: all).
+pub fn render(job: &Job, fields: &Option<String>, b64: bool) -> Value {
+    let spec: Option<JobSpec> = serde_json::from_str(&job.spec).ok();
+    let verdict: Option<Verdict> = job
+        .result
+        .as_deref()
+        .and_then(|r| serde_json::from_str(r).ok());
+    let run = verdict.as_ref().and_then(|v| v.run.clone());
+    let text = |s: Option<&str>| -> Value {
+        match s {
+            None => Value::Null,
+            Some(t) if b64 => Value::String(base64::engine::general_purpose::STANDARD.encode(t)),
+            Some(t) => Value::String(t.to_string()),
+        }
+    };
+    let nonempty = |s: Option<&str>| s.filter(|t| !t.is_empty()).map(str::to_string);
+    let stdout = run.as_ref().and_then(|r| nonempty(r["stdout"].as_str()));
+    let stderr = run.as_ref().and_then(|r| nonempty(r["stderr"].as_str()));
+    let compile_output = verdict
+        .as_ref()
+        .and_then(|v| v.compile.as_ref())
+        .and_then(|c| nonempty(c["script"].as_str()));
+    let message = match (&verdict, job.state) {
+        (Some(v), _) => v.message.clone(),
+        (None, JobState::Failed) => job.error.clone(),
+        _ => None,
+    };
+    let sid = status_id(job, verdict.as_ref());
+    let secs = |ms: Option<i64>| ms.map(|m| format!("{:.3}", m as f64 / 1000.0));
+    let lang_id = spec
+        .as_ref()
+        .and_then(|s| s.language.as_deref())
+        .and_then(language_id_of);
+    let mut all = Map::new();
+    all.insert("token".into(), json!(token_of(&job.id)));
+    all.insert("source_code".into(), Value::Null);
+    all.insert("language_id".into(), json!(lang_id));
+    all.insert(
+        "stdin".into(),
+        text(spec.as_ref().map(|s| s.stdin.as_str())),
+    );
+    all.insert(
+        "expected_output".into(),
+        text(spec.as_ref().and_then(|s| s.expected_output.as_deref())),
+    );
+    all.insert("stdout".into(), text(stdout.as_deref()));
+    all.insert("stderr".into(), text(stderr.as_deref()));
+    all.insert("compile_output".into(), text(compile_output.as_deref()));
+    all.insert("message".into(), text(message.as_deref()));
+    all.insert(
+        "exit_code".into(),
+        json!(run.as_ref().and_then(|r| r["exit_code"].as_i64())),
+    );
+    all.insert(
+        "exit_signal".into(),
+        json!(run.as_ref().and_then(|r| r["signal"].as_i64())),
+    );
+    all.insert("status".into(), status(sid));
+    all.insert("status_id".into(), json!(sid));
+    all.insert("created_at".into(), json!(iso8601(job.created_ms)));
+    all.insert("finished_at".into(), json!(job.finished_ms.map(iso8601)));
+    all.insert(
+        "time".into(),
+        json!(secs(run.as_ref().and_then(|r| r["cpu_time_ms"].as_i64()))),
+    );
+    all.insert(
+        "wall_time".into(),
+        json!(secs(run.as_ref().and_then(|r| r["wall_time_ms"].as_i64()))),
+    );
+    all.insert(
+        "memory".into(),
+        json!(run
+            .as_ref()
+            .and_then(|r| r["memory_peak_bytes"].as_i64())
+            .map(|b| b / 1024)),
+    );
+    if let Some(s) = &spec {
+        all.insert(
+            "cpu_time_limit".into(),
+            json!(s.limits.cpu_time.0.as_secs_f64()),
+        );
+        all.insert(
+            "wall_time_limit".into(),
+            json!(s.limits.wall_time.0.as_secs_f64()),
+        );
+        all.insert("memory_limit".into(), json!(s.limits.memory.0 / 1024));
+        all.insert("max_processes_and_or_threads".into(), json!(s.limits.pids));
+        all.insert("max_file_size".into(), json!(s.limits.file_size.0 / 1024));
+        all.insert("command_line_arguments".into(), json!(s.run_args));
+        all.insert("compiler_options".into(), json!(s.compile_args));
+    }
+    all.insert("number_of_runs".into(), json!(1));
+    all.insert("callback_url".into(), json!(job.callback_url));
+    let wanted: Vec<String> = match fields.as_deref().map(str::trim) {
+        Some("*") => return Value::Object(all),
+        Some(f) if !f.is_empty() => f.split(',').map(|x| x.trim().to_string()).collect(),
+        _ => DEFAULT_FIELDS.iter().map(|s| s.to_string()).collect(),
+    };
+    let mut out = Map::new();
+    for f in wanted {
+        if let Some(v) = all.get(&f) {
+            out.insert(f, v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_uuids_and_back() {
+        let id = corral_store::new_job_id();
+        let t = token_of(&id);
+        assert_eq!(t.len(), 36);
+        assert_eq!(&t[14..15], "4", "version 4");
+        assert!(
+            matches!(&t[19..20], "8" | "9" | "a" | "b"),
+            "RFC 4122 variant"
+        );
+        assert_eq!(id_of(&t), id);
+        assert_eq!(id_of(&t.to_uppercase()), id);
+    }
+
+    #[test]
+    fn times_are_iso8601() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(iso8601(1_764_115_200_000), "2025-11-26T00:00:00.000Z");
+    }
+
+    #[test]
+    fn requests_convert() {
+        let r: J0Request = serde_json::from_value(json!({
+            "source_code": "cHJpbnQoMSk=", "language_id": 71, "stdin": "eA==",
+            "cpu_time_limit": 1.5, "memory_limit": 65536, "command_line_arguments": "a b",
+            "unknown_field": 1
+        }))
+        .unwrap();
+        let (req, args, opts) = convert(r, true).unwrap();
+        assert_eq!(req.source_code.as_deref(), Some("print(1)"));
+        assert_eq!(req.language.as_deref(), Some("python"));
+        assert_eq!(req.stdin.as_deref(), Some("x"));
+        let l = req.limits.unwrap();
+        assert_eq!(l.cpu_time, Some(Millis::ms(1500)));
+        assert_eq!(l.memory, Some(Size(64 << 20)));
+        assert_eq!(args.as_deref(), Some("a b"));
+        assert!(opts.is_none());
+        for bad in [
+            json!({"source_code": "x", "language_id": 9999}),
+            json!({"language_id": 71}),
+            json!({"source_code": "x", "language_id": 71, "enable_network": true}),
+            json!({"source_code": "x", "language_id": 71, "cpu_time_limit": -1}),
+        ] {
+            let r: J0Request = serde_json::from_value(bad.clone()).unwrap();
+            assert!(convert(r, false).is_err(), "{bad}");
+        }
+        let r: J0Request =
+            serde_json::from_value(json!({"source_code": "!!", "language_id": 71})).unwrap();
+        assert!(convert(r, true).is_err(), "bad base64");
+    }
+}

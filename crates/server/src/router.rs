@@ -1,0 +1,73 @@
+//! The whole service over HTTP: every adapter's routes, authentication in front of the protected
+//! ones, and the layers every answer goes through (body limits, panics as JSON 500s, internal
+//! errors behind a request id, security headers, request ids and tracing).
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{header, HeaderValue, Request};
+use axum::Router;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::error::ApiError;
+use crate::http::error::REQUEST_ID;
+use crate::state::SharedState;
+use crate::{http, judge0, openapi, worker_api, ws};
+
+/// Every route, with authentication in front of the protected ones.
+pub fn router(state: SharedState) -> Router {
+    let json_limit = state.config.max_json_bytes.bytes() as usize;
+    // Multipart framing adds a little per part; the content limit itself is checked exactly.
+    let upload_limit = state.config.upload.max_bytes.bytes() as usize
+        + 64 * state.config.upload.max_files
+        + (1 << 20);
+    let protected = http::routes(upload_limit)
+        .merge(ws::routes())
+        .merge(worker_api::routes())
+        .merge(judge0::routes())
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            http::auth::authenticate,
+        ));
+    let public = http::public_routes().merge(openapi::routes());
+    Router::new()
+        .merge(protected)
+        .merge(public)
+        .fallback(http::meta::not_found)
+        .method_not_allowed_fallback(http::meta::method_not_allowed)
+        .layer(DefaultBodyLimit::max(json_limit))
+        // A bug in a handler answers 500 (JSON) instead of dropping the connection.
+        .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| {
+            axum::response::IntoResponse::into_response(ApiError::internal("a handler panicked"))
+        }))
+        // Internal errors: logged with the request id, answered with the id only.
+        .layer(axum::middleware::from_fn(http::error::hide_internal_errors))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        // The editor's pages (`web`) set their own policy; everything else gets this one.
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        ))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                let id = req
+                    .headers()
+                    .get(&REQUEST_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-");
+                // The path only: a `?token=` must never reach the logs.
+                tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+            }),
+        )
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .with_state(state)
+}

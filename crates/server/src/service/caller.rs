@@ -1,0 +1,77 @@
+//! Who is calling: a token's public id and role (every adapter authenticates into one), and the
+//! role checks and rate limits the service applies.
+
+use corral_store::Role;
+
+use crate::error::ApiError;
+use crate::state::SharedState;
+
+/// Who is calling. Everything a caller owns is keyed by `id` (the token's public id).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub id: String,
+    pub role: Role,
+}
+
+impl Caller {
+    /// The caller a token's secret stands for (401 when unknown or revoked).
+    pub async fn of_token(st: &SharedState, secret: &str) -> Result<Caller, ApiError> {
+        if secret.len() > 256 {
+            return Err(ApiError::unauthorized("unknown or revoked token"));
+        }
+        let info = st
+            .store
+            .token_by_secret(secret)
+            .await?
+            .ok_or_else(|| ApiError::unauthorized("unknown or revoked token"))?;
+        Ok(Caller {
+            id: info.id,
+            role: info.role,
+        })
+    }
+
+    /// Counts a request against the caller's rate limit (429 with the wait when over it).
+    pub fn admit(&self, st: &SharedState) -> Result<(), ApiError> {
+        let limits = &st.config.rate_limit;
+        let rate = match self.role {
+            Role::Student => limits.student,
+            Role::Staff => limits.staff,
+            Role::Admin => limits.admin,
+            // Workers long-poll and post results; the queue bounds their work.
+            Role::Worker => limits.admin,
+        };
+        if let Err(wait) = st.limiter.check(&self.id, rate) {
+            st.metrics
+                .rejected
+                .with_label_values(&["rate_limited"])
+                .inc();
+            return Err(ApiError::rate_limited(wait));
+        }
+        Ok(())
+    }
+
+    pub fn require_staff(&self) -> Result<(), ApiError> {
+        if self.role.is_staff() {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("this needs a staff or admin token"))
+        }
+    }
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        if self.role == Role::Admin {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("this needs an admin token"))
+        }
+    }
+    /// Only worker tokens: an admin's token does not take jobs by accident.
+    pub fn require_worker(&self) -> Result<(), ApiError> {
+        if self.role == Role::Worker {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(
+                "this needs a worker token (corral token create --role worker)",
+            ))
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! Grading an upload against a check suite (`/check`), within the server's admission.
+
+use corral_checks::{GradeError, GradeOptions, Report, Suite, View};
+use corral_judge::suite_file;
+
+use crate::error::ApiError;
+use crate::service::caller::Caller;
+use crate::service::suites::{is_valid_id, suite_error, suites_dir};
+use crate::state::SharedState;
+
+/// Grades the caller's upload `homedir` with suite `suite_id`; the view is the caller's (staff
+/// see hidden checks' details).
+pub async fn grade(
+    st: &SharedState,
+    caller: &Caller,
+    suite_id: &str,
+    homedir: &str,
+) -> Result<(Report, View), ApiError> {
+    if !is_valid_id(suite_id) {
+        return Err(ApiError::not_found(format!("no suite {suite_id:?}")));
+    }
+    let upload = crate::service::uploads::owned(st, caller, homedir).await?;
+    let work = tempfile::Builder::new()
+        .prefix("check-")
+        .tempdir_in(&st.tmp_dir)
+        .map_err(ApiError::internal)?;
+    let submission = work.path().join("submission");
+    std::fs::create_dir(&submission).map_err(ApiError::internal)?;
+    st.store.materialize(&upload, &submission).await?;
+    let suite_path = match st.store.get_suite(suite_id).await? {
+        Some(s) => {
+            let u = st
+                .store
+                .get_upload(&s.upload_id)
+                .await?
+                .ok_or_else(|| ApiError::internal(format!("suite {} lost its files", s.id)))?;
+            let dir = work.path().join("suite");
+            std::fs::create_dir(&dir).map_err(ApiError::internal)?;
+            st.store.materialize(&u, &dir).await?;
+            suite_file(&dir)
+        }
+        None => suite_file(&suites_dir(st).join(suite_id)),
+    }
+    .ok_or_else(|| ApiError::not_found(format!("no suite {suite_id:?}")))?;
+    let suite = Suite::load(&suite_path).map_err(suite_error)?;
+    let view = if caller.role.is_staff() {
+        View::Staff
+    } else {
+        View::Student
+    };
+    let st2 = st.clone();
+    let report = st
+        .runner
+        .run(move || {
+            let started = std::time::Instant::now();
+            let r = corral_checks::grade(
+                &st2.pool,
+                &st2.languages,
+                &suite,
+                &submission,
+                &GradeOptions { jobs: 2 },
+            );
+            drop(work);
+            st2.metrics
+                .run_seconds
+                .observe(started.elapsed().as_secs_f64());
+            r
+        })
+        .await?
+        .map_err(|e| match e {
+            GradeError::Io { .. } => ApiError::internal(e),
+            GradeError::Submission { .. } => ApiError::bad_request(e.to_string()),
+            other => ApiError::unprocessable(other.to_string()),
+        })?;
+    Ok((report, view))
+}

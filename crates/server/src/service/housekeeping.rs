@@ -1,0 +1,42 @@
+//! Background upkeep of the service: idle kept sandboxes past their TTL are destroyed, uploads past
+//! retention deleted.
+
+use std::time::Duration;
+
+use crate::state::SharedState;
+
+/// Background work: dropping idle sandboxes past their TTL, deleting uploads past retention.
+pub fn spawn(state: SharedState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let every = (state.sandboxes.ttl() / 4)
+            .min(state.config.retention.duration() / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(10));
+        let mut tick = tokio::time::interval(every);
+        // Retention is enforced at start, then a few times per retention period (10 min at most).
+        let retention_every = (state.config.retention.duration() / 4)
+            .clamp(Duration::from_millis(500), Duration::from_secs(600));
+        let mut last_retention: Option<tokio::time::Instant> = None;
+        loop {
+            tick.tick().await;
+            let evicted = state.sandboxes.expire();
+            if !evicted.is_empty() {
+                tracing::info!(count = evicted.0.len(), "idle sandboxes expired");
+                evicted.drop_blocking();
+            }
+            state
+                .metrics
+                .held_sandboxes
+                .set(state.sandboxes.len() as i64);
+            if last_retention.is_none_or(|t| t.elapsed() >= retention_every) {
+                last_retention = Some(tokio::time::Instant::now());
+                let cutoff =
+                    corral_store::now() - state.config.retention.duration().as_secs() as i64;
+                match state.store.delete_uploads_before(cutoff).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(count = n, "old uploads deleted"),
+                    Err(e) => tracing::warn!(error = %e, "deleting old uploads failed"),
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,287 @@
+//! Sandboxes kept between runs: after a `/run`, the sandbox (its working directory) stays leased
+//! under a new unguessable id so that the next `/run` with `{"sandbox": {"id": …}}` continues in it
+//! (compile, then run). Idle ones are destroyed after the TTL; each caller holds a few at most
+//! (their oldest idle one is dropped for a new one), and the server a bounded number (the least
+//! recently used idle one is dropped for a new one; when all are busy, 503).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use corral_sandbox::Lease;
+
+use crate::error::{ApiError, ErrorKind};
+
+struct Inner {
+    lease: Option<Lease>,
+    /// A run uses it (or is about to); nobody else may.
+    busy: bool,
+    last_used: Instant,
+}
+
+pub struct Held {
+    pub id: String,
+    pub owner: String,
+    inner: Mutex<Inner>,
+}
+
+impl Held {
+    /// Takes the lease out for a run (None for a sandbox not built yet).
+    pub fn take_lease(&self) -> Option<Lease> {
+        self.inner.lock().ok().and_then(|mut i| i.lease.take())
+    }
+}
+
+pub struct KeptSandboxes {
+    map: Mutex<HashMap<String, Arc<Held>>>,
+    max_total: usize,
+    max_per_owner: usize,
+    ttl: Duration,
+    closed: AtomicBool,
+}
+
+/// Leases removed from the kept sandboxes; drop them on a blocking thread (giving a sandbox back or
+/// destroying it talks to its init).
+pub struct Evicted(pub Vec<Lease>);
+
+impl Evicted {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn drop_blocking(self) {
+        if !self.0.is_empty() {
+            tokio::task::spawn_blocking(move || drop(self.0));
+        }
+    }
+}
+
+/// 128 random bits, URL-safe.
+pub fn new_id() -> String {
+    corral_store::random_hex(16)
+}
+
+impl KeptSandboxes {
+    pub fn new(max_total: usize, max_per_owner: usize, ttl: Duration) -> Self {
+        KeptSandboxes {
+            map: Mutex::new(HashMap::new()),
+            max_total,
+            max_per_owner,
+            ttl,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// An existing sandbox of this caller, marked busy. 404 when it does not exist or belongs to
+    /// someone else (the same answer, so ids cannot be probed); 409 while another run uses it.
+    pub fn acquire(&self, id: &str, owner: &str) -> Result<Arc<Held>, ApiError> {
+        let map = self.map.lock().map_err(ApiError::internal)?;
+        let missing = || ApiError::not_found(format!("no sandbox {id:?} (it may have expired)"));
+        let held = map
+            .get(id)
+            .filter(|h| h.owner == owner)
+            .ok_or_else(missing)?;
+        let mut inner = held.inner.lock().map_err(ApiError::internal)?;
+        if inner.busy {
+            return Err(ApiError::conflict(
+                "this sandbox is running something else; wait for that run to end",
+            ));
+        }
+        if inner.lease.is_none() {
+            return Err(missing());
+        }
+        inner.busy = true;
+        Ok(held.clone())
+    }
+
+    /// Reserves a place for a new sandbox of `owner` (busy, not built yet). When the caller already
+    /// holds its maximum, its least recently used idle sandbox is dropped (429 when all of them are
+    /// busy); when the server holds its maximum, the least recently used idle one of anyone is
+    /// dropped (503 when all are busy).
+    pub fn reserve(&self, owner: &str) -> Result<(Arc<Held>, Evicted), ApiError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ApiError::overloaded("the server is shutting down", 5));
+        }
+        let mut map = self.map.lock().map_err(ApiError::internal)?;
+        let mut evicted = Vec::new();
+        let mut mine: Vec<(Instant, String)> = map
+            .values()
+            .filter(|h| h.owner == owner)
+            .filter_map(|h| {
+                let i = h.inner.lock().ok()?;
+                (!i.busy).then(|| (i.last_used, h.id.clone()))
+            })
+            .collect();
+        let held_by_owner = map.values().filter(|h| h.owner == owner).count();
+        mine.sort();
+        let mut over = (held_by_owner + 1).saturating_sub(self.max_per_owner);
+        for (_, id) in mine {
+            if over == 0 {
+                break;
+            }
+            if let Some(h) = map.remove(&id) {
+                if let Some(l) = h.take_lease() {
+                    evicted.push(l);
+                }
+                over -= 1;
+            }
+        }
+        if over > 0 {
+            return Err(ApiError::new(
+                ErrorKind::TooManyRequests,
+                "too_many_sandboxes",
+                "all your sandboxes are busy; wait for a run to end",
+            ));
+        }
+        if map.len() >= self.max_total {
+            // Full: the least recently used idle sandbox (of anyone) makes room; all busy is 503.
+            let oldest = map
+                .values()
+                .filter_map(|h| {
+                    let i = h.inner.lock().ok()?;
+                    (!i.busy).then(|| (i.last_used, h.id.clone()))
+                })
+                .min();
+            match oldest.and_then(|(_, id)| map.remove(&id)) {
+                Some(h) => evicted.extend(h.take_lease()),
+                None => {
+                    return Err(ApiError::overloaded(
+                        "every sandbox the server may hold is busy; retry shortly",
+                        5,
+                    ))
+                }
+            }
+        }
+        let held = Arc::new(Held {
+            id: new_id(),
+            owner: owner.to_string(),
+            inner: Mutex::new(Inner {
+                lease: None,
+                busy: true,
+                last_used: Instant::now(),
+            }),
+        });
+        map.insert(held.id.clone(), held.clone());
+        Ok((held, Evicted(evicted)))
+    }
+
+    /// Puts the lease back after a run and frees the sandbox. A broken sandbox, a missing lease or
+    /// shutting down drops it instead. Returns whether the sandbox is kept, and what to drop.
+    pub fn finish(&self, held: &Held, lease: Option<Lease>) -> (bool, Evicted) {
+        let keep = !self.closed.load(Ordering::SeqCst);
+        let mut lease = lease;
+        let healthy = lease.as_mut().is_some_and(|l| !l.sandbox().is_broken());
+        if keep && healthy {
+            if let Ok(mut i) = held.inner.lock() {
+                i.lease = lease.take();
+                i.busy = false;
+                i.last_used = Instant::now();
+                return (true, Evicted(Vec::new()));
+            }
+        }
+        if let Ok(mut m) = self.map.lock() {
+            m.remove(&held.id);
+        }
+        (false, Evicted(lease.into_iter().collect()))
+    }
+
+    /// Undoes [`KeptSandboxes::acquire`] or [`KeptSandboxes::reserve`] when the run did not happen.
+    pub fn abort(&self, held: &Held) {
+        let built = held
+            .inner
+            .lock()
+            .map(|mut i| {
+                i.busy = false;
+                i.lease.is_some()
+            })
+            .unwrap_or(false);
+        if !built {
+            if let Ok(mut m) = self.map.lock() {
+                m.remove(&held.id);
+            }
+        }
+    }
+
+    /// Removes a sandbox of this caller now (404 when not theirs or missing, 409 when busy).
+    pub fn remove(&self, id: &str, owner: &str) -> Result<Evicted, ApiError> {
+        let held = self.acquire(id, owner)?;
+        let lease = held.take_lease();
+        if let Ok(mut m) = self.map.lock() {
+            m.remove(id);
+        }
+        Ok(Evicted(lease.into_iter().collect()))
+    }
+
+    /// Idle sandboxes past the TTL, removed.
+    pub fn expire(&self) -> Evicted {
+        let now = Instant::now();
+        self.remove_idle(|last_used| now.duration_since(last_used) >= self.ttl)
+    }
+
+    /// Refuses new sandboxes and removes every idle one (shutdown). Busy ones are dropped when
+    /// their run ends.
+    pub fn close(&self) -> Evicted {
+        self.closed.store(true, Ordering::SeqCst);
+        self.remove_idle(|_| true)
+    }
+
+    /// Removes the idle sandboxes whose last use `stale` says is too old.
+    fn remove_idle(&self, stale: impl Fn(Instant) -> bool) -> Evicted {
+        let Ok(mut map) = self.map.lock() else {
+            return Evicted(Vec::new());
+        };
+        let mut out = Vec::new();
+        map.retain(|_, h| {
+            let Ok(mut i) = h.inner.lock() else {
+                return true;
+            };
+            if i.busy || !stale(i.last_used) {
+                return true;
+            }
+            out.extend(i.lease.take());
+            false
+        });
+        Evicted(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservations_are_bounded_per_caller_and_in_total() {
+        let r = KeptSandboxes::new(3, 2, Duration::from_secs(60));
+        let (a1, _) = r.reserve("a").unwrap();
+        let (_a2, _) = r.reserve("a").unwrap();
+        // Both of a's are busy (being built): a third is refused.
+        let e = r.reserve("a").err().unwrap();
+        assert_eq!(e.kind, ErrorKind::TooManyRequests);
+        let (_b1, _) = r.reserve("b").unwrap();
+        // Full and all busy: 503.
+        assert_eq!(r.reserve("c").err().unwrap().kind, ErrorKind::Unavailable);
+        // A reservation that never ran is undone.
+        r.abort(&a1);
+        assert_eq!(r.len(), 2);
+        assert!(r.reserve("c").is_ok());
+        // Not built yet: nobody can acquire it, its owner included.
+        assert_eq!(
+            r.acquire(&a1.id, "a").err().unwrap().kind,
+            ErrorKind::NotFound
+        );
+        assert_eq!(r.close().0.len(), 0);
+        assert_eq!(r.reserve("d").err().unwrap().kind, ErrorKind::Unavailable);
+    }
+}

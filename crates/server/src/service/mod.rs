@@ -1,0 +1,26 @@
+//! The service: what corral does, as plain Rust functions over the shared state and the store,
+//! with no HTTP types. Every adapter (the REST API, the Judge0 surface, the WebSocket, the remote
+//! workers' endpoints) and the background workers call it.
+//!
+//! - [`caller`]: who is calling (a token's id and role) and the role checks.
+//! - [`uploads`]: checking files and archives, storing and finding uploads.
+//! - [`runs`]: a run request into a sandboxed run (limits, kept sandboxes, admission).
+//! - [`runner`]: bounded parallelism for sandbox work (blocking threads, a bounded queue).
+//! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry.
+//! - [`suites`], [`checks`]: check suites and grading an upload with one.
+//! - [`tokens`]: API tokens.
+//! - [`revisions`]: the browser editor's history.
+//! - [`submissions`]: the submission queue.
+//! - [`housekeeping`]: expiring idle sandboxes and old uploads.
+
+pub mod caller;
+pub mod checks;
+pub mod housekeeping;
+pub mod kept_sandboxes;
+pub mod revisions;
+pub mod runner;
+pub mod runs;
+pub mod submissions;
+pub mod suites;
+pub mod tokens;
+pub mod uploads;

@@ -1,0 +1,88 @@
+//! Admission and parallelism for sandbox work: at most `parallelism` runs execute at once (each on
+//! a blocking thread, never on the async runtime), at most `queue` more wait; beyond that a run is
+//! refused as overloaded (503 + `Retry-After` over HTTP) instead of queueing without bound.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+
+pub struct Runner {
+    slots: Arc<Semaphore>,
+    admitted: AtomicUsize,
+    max_admitted: usize,
+    metrics: Arc<Metrics>,
+}
+
+/// Gives back an admission when dropped (however the request ends).
+struct Admission<'a>(&'a Runner);
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        self.0.admitted.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Runner {
+    pub fn new(parallelism: usize, queue: usize, metrics: Arc<Metrics>) -> Self {
+        Runner {
+            slots: Arc::new(Semaphore::new(parallelism)),
+            admitted: AtomicUsize::new(0),
+            max_admitted: parallelism + queue,
+            metrics,
+        }
+    }
+
+    /// Runs `f` on a blocking thread once a slot is free. The slot is held until `f` returns,
+    /// even when the caller stops waiting (a client that disconnects does not free a slot early).
+    pub async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        if self.admitted.fetch_add(1, Ordering::SeqCst) >= self.max_admitted {
+            self.admitted.fetch_sub(1, Ordering::SeqCst);
+            self.metrics
+                .rejected
+                .with_label_values(&["overloaded"])
+                .inc();
+            return Err(ApiError::overloaded(
+                "all sandboxes are busy and the queue is full; retry shortly",
+                2,
+            ));
+        }
+        let _admission = Admission(self);
+        self.metrics.queued.inc();
+        let permit = self.slots.clone().acquire_owned().await;
+        self.metrics.queued.dec();
+        let permit = permit.map_err(|_| ApiError::overloaded("the server is shutting down", 5))?;
+        let metrics = self.metrics.clone();
+        metrics.in_flight.inc();
+        let task = tokio::task::spawn_blocking(move || {
+            let r = f();
+            metrics.in_flight.dec();
+            drop(permit);
+            r
+        });
+        task.await.map_err(ApiError::internal)
+    }
+
+    /// Refuses new runs (shutdown); runs already executing go on.
+    pub fn close(&self) {
+        self.slots.close();
+    }
+
+    /// Waits until no run executes, or `grace` passes. True when all finished.
+    pub async fn drain(&self, grace: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.metrics.in_flight.get() > 0 {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        true
+    }
+}

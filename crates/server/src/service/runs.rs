@@ -1,0 +1,334 @@
+//! Turning a run request into a sandboxed run: the command, limits (defaults, then caps), the
+//! sandbox (a fresh one with an upload copied in, or a kept one), admission, and giving the
+//! sandbox back afterwards; the result object both return. Shared by `/run` and the WebSocket.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use corral_sandbox::{
+    Limits, LimitsRequest, Outcome, RunSpec, Sandbox, SandboxConfig, Size, Stdin,
+};
+
+use corral_judge::Cmd;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::service::caller::Caller;
+use crate::service::kept_sandboxes::Held;
+use crate::state::SharedState;
+
+/// Where to run: a fresh sandbox with an upload's files as `$HOME` (`homedir`), or the sandbox a
+/// previous run returned (`id`). Neither: a fresh, empty sandbox.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxRef {
+    /// An upload id from `/upload`.
+    #[serde(default)]
+    pub homedir: Option<String>,
+    /// A sandbox id from an earlier `/run` (or WebSocket `exit` event).
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// One limit: a duration (`"100ms"`, `"2s"`, or a number of seconds) or a size (`"64M"`, or a
+/// number of bytes), or a count.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum LimitValue {
+    Text(String),
+    Number(u64),
+}
+
+/// Resource limits, the same keys and units as `corral run` (missing keys take the server's
+/// defaults; values above the server's caps are lowered to the caps).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct LimitsDoc {
+    /// CPU time of the whole process tree (`"5s"`).
+    pub cpu_time: Option<LimitValue>,
+    /// Wall-clock time (`"10s"`).
+    pub wall_time: Option<LimitValue>,
+    /// Memory of the whole process tree (`"256M"`).
+    pub memory: Option<LimitValue>,
+    /// Processes and threads at once.
+    pub pids: Option<LimitValue>,
+    /// Captured stdout + stderr (`"1M"`).
+    pub output: Option<LimitValue>,
+    /// Size of the working directory, `/tmp` and `/dev/shm` (`"64M"`).
+    pub disk: Option<LimitValue>,
+    /// Open files per process.
+    pub open_files: Option<LimitValue>,
+    /// Largest file a process may write (`"64M"`).
+    pub file_size: Option<LimitValue>,
+}
+
+/// What a run did. `code`, `sandbox`, `script`, `stderr` and `stdout` are CS50 Sandbox's; the rest
+/// is corral's result object (`corral run --json`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunResponse {
+    /// The exit code (128 + N when killed by signal N; null when the sandbox failed).
+    pub code: Option<i32>,
+    /// The sandbox to continue in (`{"sandbox": {"id": …}}`), null when it was not kept.
+    pub sandbox: Option<String>,
+    /// stdout and stderr interleaved in arrival order.
+    pub script: String,
+    pub stderr: String,
+    pub stdout: String,
+    /// ok, nonzero_exit, signaled, time_limit, wall_time_limit, memory_limit, output_limit,
+    /// blocked_syscall, sandbox_error.
+    #[schema(example = "ok")]
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub cpu_time_ms: u64,
+    pub wall_time_ms: u64,
+    pub memory_peak_bytes: u64,
+    pub pids_peak: Option<u64>,
+    pub pids_limit_hit: bool,
+    pub disk_used_bytes: u64,
+    pub output_bytes: u64,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    /// The exact bytes, when stdout was not valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout_base64: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_base64: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_syscall: Option<String>,
+    /// What failed, for sandbox_error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Why a limit ended the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The limits in force.
+    #[schema(value_type = LimitsDoc)]
+    pub limits: Limits,
+    /// Limits the request asked for above the server's caps, lowered to the caps.
+    pub limits_clamped: Vec<String>,
+}
+
+impl RunResponse {
+    pub fn new(o: &Outcome, sandbox: Option<String>, limits_clamped: Vec<String>) -> Self {
+        RunResponse {
+            code: (o.status != corral_sandbox::Status::SandboxError).then(|| o.shell_code()),
+            sandbox,
+            script: o.script.text(),
+            stderr: o.stderr.text(),
+            stdout: o.stdout.text(),
+            status: o.status.as_str().to_string(),
+            exit_code: o.exit_code,
+            signal: o.signal,
+            cpu_time_ms: o.usage.cpu_time_ms,
+            wall_time_ms: o.usage.wall_time_ms,
+            memory_peak_bytes: o.usage.memory_peak_bytes,
+            pids_peak: o.usage.pids_peak,
+            pids_limit_hit: o.usage.pids_limit_hit,
+            disk_used_bytes: o.usage.disk_used_bytes,
+            output_bytes: o.usage.output_bytes,
+            stdout_truncated: o.stdout.truncated,
+            stderr_truncated: o.stderr.truncated,
+            stdout_base64: o.stdout.base64_if_binary(),
+            stderr_base64: o.stderr.base64_if_binary(),
+            blocked_syscall: o.blocked_syscall.clone(),
+            error: o.error.clone(),
+            reason: o.reason(),
+            limits: o.limits.clone(),
+            limits_clamped,
+        }
+    }
+}
+
+pub struct Prepared {
+    pub spec: RunSpec,
+    pub held: Arc<Held>,
+    /// The upload's files, to be copied into a new sandbox.
+    pub upload_dir: Option<tempfile::TempDir>,
+    pub clamped: Vec<String>,
+}
+
+pub struct RunInput {
+    pub cmd: Cmd,
+    pub sandbox: Option<SandboxRef>,
+    pub stdin: Stdin,
+    pub limits: Option<LimitsRequest>,
+    pub env: BTreeMap<String, String>,
+}
+
+fn argv(cmd: Cmd) -> Result<Vec<String>, ApiError> {
+    match cmd {
+        Cmd::Line(s) if s.trim().is_empty() => Err(ApiError::unprocessable("cmd is empty")),
+        // Run by the sandbox's own shell; nothing is interpolated on the host.
+        Cmd::Line(s) => Ok(vec!["/bin/sh".into(), "-c".into(), s]),
+        Cmd::Argv(v) if v.first().is_none_or(|a| a.is_empty()) => {
+            Err(ApiError::unprocessable("cmd is empty"))
+        }
+        Cmd::Argv(v) => Ok(v),
+    }
+}
+
+/// Names of the limits the request gave above the caps.
+pub fn clamped_keys(
+    req: &LimitsRequest,
+    asked: &corral_sandbox::Limits,
+    got: &corral_sandbox::Limits,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    macro_rules! clamped {
+        ($($key:ident),*) => {$(
+            if req.$key.is_some() && asked.$key != got.$key {
+                out.push(stringify!($key).to_string());
+            }
+        )*};
+    }
+    clamped!(cpu_time, wall_time, memory, pids, output, disk, open_files, file_size);
+    out
+}
+
+/// Checks the request and reserves its sandbox (nothing runs yet).
+pub async fn prepare(
+    st: &SharedState,
+    caller: &Caller,
+    input: RunInput,
+) -> Result<Prepared, ApiError> {
+    let mut spec = RunSpec::new(argv(input.cmd)?);
+    spec.env = input.env.into_iter().collect();
+    spec.stdin = input.stdin;
+    let req = input.limits.unwrap_or_default();
+    let asked = req
+        .resolve(&st.defaults)
+        .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    spec.limits = asked.clamp_to(&st.caps);
+    let clamped = clamped_keys(&req, &asked, &spec.limits);
+    spec.validate()
+        .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+
+    let sandbox = input.sandbox.unwrap_or_default();
+    let (held, upload_dir) = match (sandbox.homedir, sandbox.id) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::unprocessable(
+                "give sandbox.homedir (a new sandbox with an upload) or sandbox.id (a kept sandbox), not both",
+            ))
+        }
+        (None, Some(id)) => (st.sandboxes.acquire(&id, &caller.id)?, None),
+        (homedir, None) => {
+            let dir = match homedir {
+                Some(h) => {
+                    let upload = crate::service::uploads::owned(st, caller, &h).await?;
+                    let dir = tempfile::Builder::new()
+                        .prefix("home-")
+                        .tempdir_in(&st.tmp_dir)
+                        .map_err(ApiError::internal)?;
+                    st.store.materialize(&upload, dir.path()).await?;
+                    Some(dir)
+                }
+                None => None,
+            };
+            let (held, evicted) = st.sandboxes.reserve(&caller.id)?;
+            evicted.drop_blocking();
+            (held, dir)
+        }
+    };
+    st.metrics.held_sandboxes.set(st.sandboxes.len() as i64);
+    Ok(Prepared {
+        spec,
+        held,
+        upload_dir,
+        clamped,
+    })
+}
+
+/// Runs a prepared request on a blocking thread (admission first): takes or builds the sandbox,
+/// copies the upload in, calls `drive`, and keeps the sandbox for follow-up runs. Returns the
+/// outcome and the id of the kept sandbox.
+pub async fn execute<F>(
+    st: &SharedState,
+    p: Prepared,
+    drive: F,
+) -> Result<(Outcome, Option<String>), ApiError>
+where
+    F: FnOnce(&mut Sandbox, &RunSpec) -> Outcome + Send + 'static,
+{
+    let Prepared {
+        mut spec,
+        held,
+        upload_dir,
+        clamped: _,
+    } = p;
+    let st2 = st.clone();
+    let held2 = held.clone();
+    // Undoes the reservation when the closure is dropped without running (the client went away
+    // while the run was queued).
+    let guard = Unreserve(Some((st.clone(), held.clone())));
+    let result = st
+        .runner
+        .run(move || {
+            guard.disarm();
+            let started = Instant::now();
+            let lease = match held2.take_lease() {
+                Some(l) => Ok(l),
+                None => st2.pool.lease(&SandboxConfig::for_spec(&spec)),
+            };
+            let (outcome, lease) = match lease {
+                Err(e) => (
+                    Outcome::sandbox_error(spec.limits.clone(), e.to_string()),
+                    None,
+                ),
+                Ok(mut l) => {
+                    let sb = l.sandbox();
+                    // The working directory's size was fixed when the sandbox was built.
+                    spec.limits.disk = Size(sb.config().disk_bytes);
+                    let copied = match &upload_dir {
+                        Some(d) => sb.copy_in(d.path()),
+                        None => Ok(()),
+                    };
+                    let o = match copied {
+                        Ok(()) => drive(sb, &spec),
+                        Err(e) => Outcome::sandbox_error(spec.limits.clone(), e.to_string()),
+                    };
+                    (o, Some(l))
+                }
+            };
+            drop(upload_dir);
+            st2.metrics.observe(&outcome, started.elapsed());
+            let (kept, evicted) = st2.sandboxes.finish(&held2, lease);
+            drop(evicted.0);
+            st2.metrics.held_sandboxes.set(st2.sandboxes.len() as i64);
+            (outcome, kept)
+        })
+        .await;
+    match result {
+        Ok((o, kept)) => Ok((o, kept.then(|| held.id.clone()))),
+        Err(e) => {
+            st.sandboxes.abort(&held);
+            Err(e)
+        }
+    }
+}
+
+struct Unreserve(Option<(SharedState, Arc<Held>)>);
+
+impl Unreserve {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unreserve {
+    fn drop(&mut self) {
+        if let Some((st, held)) = self.0.take() {
+            st.sandboxes.abort(&held);
+        }
+    }
+}
+
+/// Destroys a kept sandbox of the caller now (404 when not theirs or missing, 409 when busy).
+pub fn destroy(st: &SharedState, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    st.sandboxes.remove(id, &caller.id)?.drop_blocking();
+    st.metrics.held_sandboxes.set(st.sandboxes.len() as i64);
+    Ok(())
+}

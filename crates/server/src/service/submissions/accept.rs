@@ -1,0 +1,387 @@
+//! Accepting a submission: checking a request (modes, language, limits, files, suite, callback
+//! URL) and turning it into a queued job, its inline files stored as an upload; enqueueing one or
+//! many at once.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use corral_judge::{suite_file, Cmd, JobSpec, SuiteRef};
+use corral_sandbox::{Limits, LimitsRequest};
+use corral_store::{NewFile, NewJob};
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ErrorKind};
+use crate::service::caller::Caller;
+use crate::service::runs::{clamped_keys, LimitsDoc};
+use crate::service::{suites, uploads};
+use crate::state::SharedState;
+
+/// One file of a submission.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmissionFile {
+    /// Relative path (`src/main.c`).
+    pub path: String,
+    /// The contents: text, or base64 with `"encoding": "base64"`.
+    pub content: String,
+    /// `utf8` (default) or `base64`.
+    #[serde(default)]
+    pub encoding: Option<String>,
+    /// Make it executable.
+    #[serde(default)]
+    pub executable: bool,
+}
+
+/// A submission: what to run (a `language`, a `cmd` or a `suite`), on which files (`files`,
+/// `source_code` or an `upload`), with what input and limits; and where to call back.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmissionRequest {
+    /// The files, inline.
+    #[serde(default)]
+    pub files: Option<Vec<SubmissionFile>>,
+    /// One source file's text, stored under the language's conventional name (`main.c`, …).
+    #[serde(default)]
+    pub source_code: Option<String>,
+    /// An upload id from `/upload` (the caller's own).
+    #[serde(default)]
+    pub upload: Option<String>,
+    /// A language id (`GET /languages`): compile (when it compiles), then run.
+    #[serde(default)]
+    pub language: Option<String>,
+    /// Or a command: a string runs under `/bin/sh -c`, an array is the argv.
+    #[serde(default)]
+    pub cmd: Option<Cmd>,
+    /// Or a check suite id (`GET /suites`): the files are graded by its checks.
+    #[serde(default)]
+    pub suite: Option<String>,
+    /// Standard input, all of it.
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// The expected standard output (compared ignoring `\r`, trailing spaces and trailing blank
+    /// lines); without it a clean exit is accepted.
+    #[serde(default)]
+    pub expected_output: Option<String>,
+    /// Limits of the run (the keys of `corral run`), within the server's caps.
+    #[serde(default)]
+    #[schema(value_type = Option<LimitsDoc>)]
+    pub limits: Option<LimitsRequest>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// An `http(s)` URL that receives the result (signed; see the README).
+    #[serde(default)]
+    pub callback_url: Option<String>,
+}
+
+/// Checks a callback URL's form (where it points is checked when it is called).
+pub fn check_callback_url(u: &str) -> Result<(), ApiError> {
+    if u.len() > 2048 {
+        return Err(ApiError::unprocessable(
+            "callback_url is longer than 2048 bytes",
+        ));
+    }
+    let parsed =
+        url::Url::parse(u).map_err(|e| ApiError::unprocessable(format!("callback_url: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(ApiError::unprocessable(
+            "callback_url must be http:// or https://",
+        ));
+    }
+    if parsed.host().is_none() {
+        return Err(ApiError::unprocessable("callback_url has no host"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(ApiError::unprocessable(
+            "callback_url may not carry credentials; the signature authenticates corral",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a request and turns it into a job (its inline files stored as an upload).
+pub async fn accept(
+    st: &SharedState,
+    caller: &Caller,
+    req: SubmissionRequest,
+) -> Result<NewJob, ApiError> {
+    let modes = [
+        req.language.is_some(),
+        req.cmd.is_some(),
+        req.suite.is_some(),
+    ];
+    if modes.iter().filter(|m| **m).count() != 1 {
+        return Err(ApiError::unprocessable(
+            "give exactly one of language, cmd or suite",
+        ));
+    }
+    let sources = [
+        req.files.is_some(),
+        req.upload.is_some(),
+        req.source_code.is_some(),
+    ];
+    if sources.iter().filter(|m| **m).count() > 1 {
+        return Err(ApiError::unprocessable(
+            "give the files one way: files, source_code or upload",
+        ));
+    }
+    if let Some(u) = &req.callback_url {
+        check_callback_url(u)?;
+    }
+    let lang = match &req.language {
+        Some(id) => {
+            let l = st
+                .languages
+                .get(id)
+                .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+            if st
+                .config
+                .submissions
+                .workers
+                .unwrap_or(st.config.parallelism)
+                > 0
+            {
+                // In-process workers judge it here: refuse what they cannot run now.
+                l.check_host().map_err(|why| {
+                    ApiError::unprocessable(format!("language {id:?} is unavailable: {why}"))
+                })?;
+            }
+            Some(l.clone())
+        }
+        None => None,
+    };
+    if let Some(Cmd::Line(s)) = &req.cmd {
+        if s.trim().is_empty() {
+            return Err(ApiError::unprocessable("cmd is empty"));
+        }
+    }
+    if let Some(Cmd::Argv(v)) = &req.cmd {
+        if v.first().is_none_or(|a| a.is_empty()) {
+            return Err(ApiError::unprocessable("cmd is empty"));
+        }
+    }
+    if req.source_code.is_some() && lang.is_none() {
+        return Err(ApiError::unprocessable(
+            "source_code needs a language (its file name comes from the language)",
+        ));
+    }
+    // Limits: the server's defaults, the language's, the request's; then the caps.
+    let base: Limits = match &lang {
+        Some(l) => l
+            .limits
+            .resolve(&st.defaults)
+            .map_err(|e| ApiError::unprocessable(e.to_string()))?,
+        None => st.defaults.clone(),
+    };
+    let lreq = req.limits.clone().unwrap_or_default();
+    let asked = lreq
+        .resolve(&base)
+        .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    let limits = asked.clamp_to(&st.caps);
+    let limits_clamped = clamped_keys(&lreq, &asked, &limits);
+    limits
+        .validate()
+        .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    let compile_limits = lang
+        .as_ref()
+        .filter(|l| l.compile.is_some())
+        .map(|_| base.clamp_to(&st.caps));
+    // The suite, resolved now: a registered one (its files), or one of the suites folder.
+    let suite = match &req.suite {
+        None => None,
+        Some(id) => {
+            let missing = || ApiError::not_found(format!("no suite {id:?}"));
+            if !suites::is_valid_id(id) {
+                return Err(missing());
+            }
+            match st.store.get_suite(id).await? {
+                Some(s) => Some(SuiteRef {
+                    id: id.clone(),
+                    upload: Some(s.upload_id),
+                }),
+                None => {
+                    let dir = suites::suites_dir(st).join(id);
+                    suite_file(&dir).ok_or_else(missing)?;
+                    Some(SuiteRef {
+                        id: id.clone(),
+                        upload: None,
+                    })
+                }
+            }
+        }
+    };
+    // The files: an upload of the caller's, or inline files stored as one now.
+    let max_depth = st.config.upload.max_depth;
+    let mut new_files: Vec<NewFile> = Vec::new();
+    if let Some(files) = &req.files {
+        for f in files {
+            let path = corral_store::validate_path(&f.path, max_depth)
+                .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+            let content = match f.encoding.as_deref() {
+                None | Some("utf8") | Some("utf-8") => f.content.clone().into_bytes(),
+                Some("base64") => base64::engine::general_purpose::STANDARD
+                    .decode(f.content.as_bytes())
+                    .map_err(|e| ApiError::unprocessable(format!("{}: base64: {e}", f.path)))?,
+                Some(other) => {
+                    return Err(ApiError::unprocessable(format!(
+                        "{}: unknown encoding {other:?} (utf8 or base64)",
+                        f.path
+                    )))
+                }
+            };
+            new_files.push(NewFile {
+                path,
+                content,
+                mode: if f.executable { 0o755 } else { 0o644 },
+            });
+        }
+    }
+    if let (Some(src), Some(l)) = (&req.source_code, &lang) {
+        new_files.push(NewFile {
+            path: l.source.clone(),
+            content: src.clone().into_bytes(),
+            mode: 0o644,
+        });
+    }
+    let upload_id = if let Some(u) = &req.upload {
+        uploads::owned(st, caller, u).await?;
+        Some(u.clone())
+    } else if !new_files.is_empty() {
+        if new_files.len() > st.config.upload.max_files {
+            return Err(ApiError::too_large("too many files"));
+        }
+        let total: u64 = new_files.iter().map(|f| f.content.len() as u64).sum();
+        if total > st.config.upload.max_bytes.bytes() {
+            return Err(ApiError::too_large("the files are too large"));
+        }
+        let paths: Vec<&str> = new_files.iter().map(|f| f.path.as_str()).collect();
+        corral_store::check_tree(&paths).map_err(|e| ApiError::unprocessable(e.to_string()))?;
+        Some(st.store.create_upload(&caller.id, new_files).await?.id)
+    } else {
+        None
+    };
+    if suite.is_some() && upload_id.is_none() {
+        return Err(ApiError::unprocessable(
+            "a suite grades files: give files or an upload",
+        ));
+    }
+    let spec = JobSpec {
+        language: lang.map(|l| l.id),
+        cmd: req.cmd,
+        suite,
+        stdin: req.stdin.unwrap_or_default(),
+        expected_output: req.expected_output,
+        limits,
+        compile_limits,
+        env: req.env,
+        run_args: None,
+        compile_args: None,
+        limits_clamped,
+        staff: caller.role.is_staff(),
+    };
+    Ok(NewJob {
+        owner: caller.id.clone(),
+        spec: serde_json::to_string(&spec).expect("a job spec serialises"),
+        upload_id,
+        callback_url: req.callback_url,
+        max_attempts: st.config.submissions.max_attempts,
+    })
+}
+
+/// Refuses (429) when the caller would have more submissions waiting than allowed.
+pub async fn check_pending(st: &SharedState, caller: &Caller, adding: u64) -> Result<(), ApiError> {
+    let pending = st.store.pending_jobs_of(&caller.id).await?;
+    if pending + adding > st.config.submissions.max_pending_per_owner {
+        let mut e = ApiError::new(
+            ErrorKind::TooManyRequests,
+            "queue_full",
+            format!(
+                "this token has {pending} submissions waiting (at most {}); retry when some are done",
+                st.config.submissions.max_pending_per_owner
+            ),
+        );
+        e.retry_after = Some(5);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Stores accepted jobs in the queue (durably, before any answer) and wakes the workers; the
+/// jobs' ids in order.
+pub async fn enqueue(st: &SharedState, jobs: Vec<NewJob>) -> Result<Vec<String>, ApiError> {
+    let ids = st.store.enqueue(jobs).await?;
+    wake(st).await;
+    Ok(ids)
+}
+
+/// Wakes the workers: this node's at once, other nodes through the store.
+async fn wake(st: &SharedState) {
+    st.queue.work.notify_waiters();
+    st.store.notify_work().await;
+}
+
+/// Queues one submission; its id.
+pub async fn submit(
+    st: &SharedState,
+    caller: &Caller,
+    req: SubmissionRequest,
+) -> Result<String, ApiError> {
+    if st.is_shutting_down() {
+        return Err(ApiError::overloaded("the server is shutting down", 5));
+    }
+    check_pending(st, caller, 1).await?;
+    let job = accept(st, caller, req).await?;
+    let ids = enqueue(st, vec![job]).await?;
+    tracing::info!(caller = %caller.id, submission = %ids[0], "submission queued");
+    Ok(ids[0].clone())
+}
+
+/// Queues many submissions (each a `SubmissionRequest` as JSON): per item, its id or why it was
+/// refused (the others are queued regardless).
+pub async fn submit_batch(
+    st: &SharedState,
+    caller: &Caller,
+    items: Vec<Value>,
+) -> Result<Vec<Result<String, ApiError>>, ApiError> {
+    if st.is_shutting_down() {
+        return Err(ApiError::overloaded("the server is shutting down", 5));
+    }
+    if items.len() > st.config.submissions.batch_max {
+        return Err(ApiError::too_large(format!(
+            "{} submissions in one batch; at most {}",
+            items.len(),
+            st.config.submissions.batch_max
+        )));
+    }
+    if items.is_empty() {
+        return Err(ApiError::unprocessable("submissions is empty"));
+    }
+    check_pending(st, caller, items.len() as u64).await?;
+    let mut out: Vec<Result<String, ApiError>> = Vec::with_capacity(items.len());
+    let mut jobs = Vec::new();
+    let mut slots = Vec::new();
+    for v in items {
+        let r = match serde_json::from_value::<SubmissionRequest>(v) {
+            Ok(r) => accept(st, caller, r).await,
+            Err(e) => Err(ApiError::unprocessable(e.to_string())),
+        };
+        match r {
+            Ok(job) => {
+                slots.push(out.len());
+                jobs.push(job);
+                out.push(Ok(String::new()));
+            }
+            Err(e) => out.push(Err(e)),
+        }
+    }
+    if !jobs.is_empty() {
+        let ids = enqueue(st, jobs).await?;
+        for (slot, id) in slots.into_iter().zip(ids) {
+            out[slot] = Ok(id);
+        }
+    }
+    tracing::info!(caller = %caller.id, items = out.len(), "batch queued");
+    Ok(out)
+}

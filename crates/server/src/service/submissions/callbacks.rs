@@ -1,0 +1,167 @@
+//! Signed callbacks: when a submission with a `callback_url` finishes, its verdict (the body of
+//! `GET /submissions/{id}`) is POSTed there with
+//! `Corral-Signature: t=UNIX,v1=HEX(HMAC-SHA256(secret, "{t}.{body}"))`, retried with
+//! exponential backoff, never following a redirect, and only to the targets
+//! [`super::callback_targets`] allows (public addresses, unless the operator allowed a range).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_judge::signature_header;
+use corral_store::{CallbackClaim, CallbackOutcome};
+
+use super::callback_targets::{client, error_chain, TargetPolicy};
+use super::view::SubmissionView;
+use crate::state::SharedState;
+
+/// A failed try: retry later, or give up now.
+enum Failure {
+    Retry(String),
+    Permanent(String),
+}
+
+/// Sends one callback. Literal IP hosts never reach the resolver, so they are checked here.
+async fn deliver(
+    st: &SharedState,
+    http: &reqwest::Client,
+    policy: &TargetPolicy,
+    claim: &CallbackClaim,
+) -> Result<String, Failure> {
+    let Some(url) = claim.job.callback_url.as_deref() else {
+        return Err(Failure::Permanent("no callback URL".into()));
+    };
+    let parsed = url::Url::parse(url).map_err(|e| Failure::Permanent(format!("bad URL: {e}")))?;
+    match parsed.host() {
+        Some(url::Host::Ipv4(a)) => policy
+            .check(IpAddr::V4(a))
+            .map_err(|e| Failure::Permanent(format!("refused: {e}")))?,
+        Some(url::Host::Ipv6(a)) => policy
+            .check(IpAddr::V6(a))
+            .map_err(|e| Failure::Permanent(format!("refused: {e}")))?,
+        Some(url::Host::Domain(_)) => {}
+        None => return Err(Failure::Permanent("the URL has no host".into())),
+    }
+    let body = serde_json::to_vec(&SubmissionView::of(&claim.job)).expect("serialisable");
+    let t = corral_store::now();
+    let sig = signature_header(&st.queue.callback_secret, t, &body);
+    let r = http
+        .post(parsed)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header("Corral-Signature", sig)
+        .header("Corral-Submission", &claim.job.id)
+        .header("Corral-Delivery-Attempt", claim.attempt.to_string())
+        .body(body)
+        .send()
+        .await;
+    match r {
+        Ok(resp) if resp.status().is_success() => Ok(format!("HTTP {}", resp.status().as_u16())),
+        Ok(resp) if resp.status().is_redirection() => Err(Failure::Retry(format!(
+            "HTTP {} (redirects are not followed)",
+            resp.status().as_u16()
+        ))),
+        Ok(resp) => Err(Failure::Retry(format!("HTTP {}", resp.status().as_u16()))),
+        Err(e) => {
+            // A refused target stays refused: the resolver said so.
+            let text = error_chain(&e);
+            if text.contains("refused: ") {
+                Err(Failure::Permanent(
+                    text[text.find("refused: ").unwrap_or(0)..].to_string(),
+                ))
+            } else {
+                Err(Failure::Retry(text))
+            }
+        }
+    }
+}
+
+/// The wait before try `attempt + 1`: the base doubled per try, capped at an hour, with up to
+/// 25 % jitter so many failing callbacks do not retry in step.
+pub fn backoff(base: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
+    let capped = exp.min(Duration::from_secs(3600));
+    let mut b = [0u8; 2];
+    let _ = getrandom::fill(&mut b);
+    let jitter = capped.mul_f64(u16::from_le_bytes(b) as f64 / u16::MAX as f64 * 0.25);
+    capped + jitter
+}
+
+/// Delivers due callbacks until shutdown. Every API node runs one; claims keep them apart.
+pub async fn delivery_loop(st: SharedState) {
+    let cfg = &st.config.submissions;
+    let policy = match TargetPolicy::parse(&cfg.callback_allow) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            tracing::error!(error = %e, "submissions.callback_allow is invalid; callbacks are off");
+            return;
+        }
+    };
+    let timeout = cfg.callback_timeout.duration();
+    let http = client(policy.clone(), timeout);
+    let mut stop = st.shutdown.subscribe();
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        let claim = match st
+            .store
+            .claim_callback(timeout + Duration::from_secs(5))
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "claiming a callback failed");
+                None
+            }
+        };
+        let Some(claim) = claim else {
+            tokio::select! {
+                _ = st.queue.finished.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+                _ = stop.changed() => {}
+            }
+            continue;
+        };
+        let id = claim.job.id.clone();
+        let (outcome, detail) = match deliver(&st, &http, &policy, &claim).await {
+            Ok(d) => (CallbackOutcome::Delivered, d),
+            Err(Failure::Permanent(why)) => (CallbackOutcome::GaveUp, why),
+            Err(Failure::Retry(why)) if claim.attempt >= cfg.callback_max_attempts => (
+                CallbackOutcome::GaveUp,
+                format!("{why}; gave up after {} tries", claim.attempt),
+            ),
+            Err(Failure::Retry(why)) => {
+                let wait = backoff(cfg.callback_backoff.duration(), claim.attempt);
+                (
+                    CallbackOutcome::Retry {
+                        at_ms: corral_store::now_ms() + wait.as_millis() as i64,
+                    },
+                    why,
+                )
+            }
+        };
+        let label = match outcome {
+            CallbackOutcome::Delivered => "delivered",
+            CallbackOutcome::Retry { .. } => "retry",
+            CallbackOutcome::GaveUp => "gave_up",
+        };
+        st.queue.metrics.callbacks.with_label_values(&[label]).inc();
+        tracing::info!(submission = %id, attempt = claim.attempt, outcome = ?outcome, detail = %detail, "callback");
+        if let Err(e) = st.store.finish_callback(&id, outcome, &detail).await {
+            tracing::warn!(submission = %id, error = %e, "recording a callback try failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let b = Duration::from_secs(1);
+        assert!(backoff(b, 1) >= b && backoff(b, 1) <= b.mul_f64(1.25));
+        assert!(backoff(b, 4) >= Duration::from_secs(8));
+        assert!(backoff(b, 40) <= Duration::from_secs(4500));
+    }
+}

@@ -1,0 +1,18 @@
+//! The submission queue: submissions are accepted and stored durably, judged later by a worker
+//! (in-process, or `corral worker` on another host, with `corral_judge`), and their verdicts
+//! answered, waited for, or called back.
+//!
+//! - [`accept`]: checking a submission and queueing it.
+//! - [`view`]: a submission as its owner sees it; waiting for it.
+//! - [`queue`]: the queue's in-process signals, metrics and callback key.
+//! - [`workers`]: in-process workers and the lease reaper.
+//! - [`remote`]: claims, heartbeats and results of remote workers.
+//! - [`callbacks`]: signed callbacks, retried; [`callback_targets`]: only to public addresses.
+
+pub mod accept;
+pub mod callback_targets;
+pub mod callbacks;
+pub mod queue;
+pub mod remote;
+pub mod view;
+pub mod workers;

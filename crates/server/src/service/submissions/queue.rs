@@ -1,0 +1,155 @@
+//! The submission queue's in-process state: wake-ups for workers and waiting requests, this
+//! node's name, the callback key, the queue's metrics.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::config::Config;
+use crate::error::ServerError;
+use crate::metrics::Metrics;
+
+/// The queue's in-process signals, part of the server's state.
+#[derive(Default)]
+pub struct QueueHandle {
+    /// New work was enqueued here (local workers wake at once; other nodes poll or LISTEN).
+    pub work: tokio::sync::Notify,
+    /// A job finished here (local `?wait=true` requests look again at once).
+    pub finished: tokio::sync::Notify,
+    /// Jobs being judged by this process's workers right now.
+    pub in_flight: AtomicUsize,
+    /// A name for this process in leases and events.
+    pub node: String,
+    /// The key callbacks are signed with.
+    pub callback_secret: Vec<u8>,
+    pub metrics: QueueMetrics,
+}
+
+/// The queue's Prometheus metrics (`corral_submissions{state}`, …), registered at start.
+#[derive(Clone)]
+pub struct QueueMetrics {
+    /// Submissions by state, in the whole store (refreshed by the reaper).
+    pub submissions: prometheus::IntGaugeVec,
+    /// Verdicts recorded by this node (in-process and remote workers), by verdict.
+    pub judged: prometheus::IntCounterVec,
+    /// Leases this node found expired: `requeued` or `failed`.
+    pub expired: prometheus::IntCounterVec,
+    /// Callback tries this node made, by outcome (`delivered`, `retry`, `gave_up`).
+    pub callbacks: prometheus::IntCounterVec,
+}
+
+impl Default for QueueMetrics {
+    fn default() -> Self {
+        use prometheus::{IntCounterVec, IntGaugeVec, Opts};
+        QueueMetrics {
+            submissions: IntGaugeVec::new(
+                Opts::new("submissions", "Submissions in the store by state"),
+                &["state"],
+            )
+            .expect("valid metric"),
+            judged: IntCounterVec::new(
+                Opts::new("submissions_judged_total", "Verdicts recorded by this node"),
+                &["verdict"],
+            )
+            .expect("valid metric"),
+            expired: IntCounterVec::new(
+                Opts::new(
+                    "submission_leases_expired_total",
+                    "Expired leases found by this node",
+                ),
+                &["outcome"],
+            )
+            .expect("valid metric"),
+            callbacks: IntCounterVec::new(
+                Opts::new("callbacks_total", "Callback tries made by this node"),
+                &["outcome"],
+            )
+            .expect("valid metric"),
+        }
+    }
+}
+
+impl QueueMetrics {
+    pub fn register(&self, m: &Metrics) {
+        m.register(Box::new(self.submissions.clone()));
+        m.register(Box::new(self.judged.clone()));
+        m.register(Box::new(self.expired.clone()));
+        m.register(Box::new(self.callbacks.clone()));
+    }
+}
+
+impl QueueHandle {
+    /// The queue's state for a server with this configuration: the callback key is the
+    /// configured one, or the one kept in the data folder (made now when missing).
+    pub fn new(config: &Config) -> Result<Self, ServerError> {
+        let callback_secret = match &config.submissions.callback_secret {
+            Some(s) if s.len() >= 16 => s.clone().into_bytes(),
+            Some(_) => {
+                return Err(ServerError::Config(
+                    "submissions.callback_secret must be at least 16 characters".into(),
+                ))
+            }
+            None => secret_file(&config.data_dir.join("callback-secret"))?,
+        };
+        Ok(QueueHandle {
+            node: format!(
+                "{}-{}",
+                hostname().unwrap_or_else(|| "corral".into()),
+                &corral_store::random_hex(3)
+            ),
+            callback_secret,
+            ..Default::default()
+        })
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+}
+
+/// Reads a key file, or creates it (32 random bytes as hex, mode 0600) when it does not exist.
+fn secret_file(path: &std::path::Path) -> Result<Vec<u8>, ServerError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |e: std::io::Error| ServerError::Io {
+        what: format!("the callback key {}", path.display()),
+        source: e,
+    };
+    match std::fs::read_to_string(path) {
+        Ok(s) if s.trim().len() >= 16 => return Ok(s.trim().as_bytes().to_vec()),
+        Ok(_) => {
+            return Err(ServerError::Config(format!(
+                "{} is too short for a key (delete it to make a new one)",
+                path.display()
+            )))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(e)),
+    }
+    let key = corral_store::random_hex(32);
+    let mut f = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(f) => f,
+        // Another process made it first: use theirs.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            return secret_file(path);
+        }
+        Err(e) => return Err(io(e)),
+    };
+    f.write_all(key.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    Ok(key.into_bytes())
+}
+
+fn hostname() -> Option<String> {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let h = h.trim();
+    (!h.is_empty()).then(|| {
+        h.chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect()
+    })
+}

@@ -1,0 +1,216 @@
+//! The queue as remote workers see it: claiming a job with everything needed to judge it (its
+//! spec and files), renewing its lease, recording its verdict. Worker tokens only.
+
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine;
+use corral_judge::{ClaimRequest, ClaimedJob, JobFile, JobSpec, ResultRequest, ResultResponse};
+use corral_store::Completion;
+
+use crate::error::{ApiError, ErrorKind};
+use crate::service::caller::Caller;
+use crate::service::suites::suites_dir;
+use crate::state::SharedState;
+
+pub fn lease_lost() -> ApiError {
+    ApiError::new(
+        ErrorKind::Conflict,
+        "lease_lost",
+        "this lease is not current any more (it expired, or the job is finished): stop and claim another",
+    )
+}
+
+fn encode_files(files: Vec<(String, u32, Vec<u8>)>) -> Vec<JobFile> {
+    files
+        .into_iter()
+        .map(|(path, mode, data)| JobFile {
+            path,
+            mode,
+            content_base64: base64::engine::general_purpose::STANDARD.encode(data),
+        })
+        .collect()
+}
+
+async fn upload_files(st: &SharedState, id: &str) -> Result<Vec<(String, u32, Vec<u8>)>, ApiError> {
+    let upload = st
+        .store
+        .get_upload(id)
+        .await?
+        .ok_or_else(|| ApiError::internal(format!("upload {id} is gone")))?;
+    let dir = tempfile::Builder::new()
+        .prefix("claim-")
+        .tempdir_in(&st.tmp_dir)
+        .map_err(ApiError::internal)?;
+    st.store.materialize(&upload, dir.path()).await?;
+    let mut out = Vec::new();
+    for f in &upload.files {
+        let data = std::fs::read(dir.path().join(&f.path)).map_err(ApiError::internal)?;
+        out.push((f.path.clone(), f.mode, data));
+    }
+    Ok(out)
+}
+
+/// Plain files of a folder (the suites folder), never following links.
+fn folder_files(root: &Path) -> Result<Vec<(String, u32, Vec<u8>)>, ApiError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = stack.pop() {
+        for e in std::fs::read_dir(&dir)
+            .map_err(ApiError::internal)?
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let rel = if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let meta = std::fs::symlink_metadata(e.path()).map_err(ApiError::internal)?;
+            if meta.is_dir() {
+                stack.push((e.path(), rel));
+            } else if meta.is_file() {
+                let mode = if meta.permissions().mode() & 0o111 != 0 {
+                    0o755
+                } else {
+                    0o644
+                };
+                out.push((
+                    rel,
+                    mode,
+                    std::fs::read(e.path()).map_err(ApiError::internal)?,
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Waits up to the request's `wait` (30 s at most) for a queued job and leases it to this worker;
+/// `None` when none came.
+pub async fn claim(
+    st: &SharedState,
+    caller: &Caller,
+    req: ClaimRequest,
+) -> Result<Option<ClaimedJob>, ApiError> {
+    caller.require_worker()?;
+    let name: String = req
+        .worker
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        .take(64)
+        .collect();
+    let worker = format!("remote:{}:{}", caller.id, name);
+    let wait = Duration::from_secs_f64(req.wait.unwrap_or(25.0).clamp(0.0, 30.0));
+    let deadline = tokio::time::Instant::now() + wait;
+    let lease = st.config.submissions.lease();
+    let mut stop = st.shutdown.subscribe();
+    let claim = loop {
+        let work = st.queue.work.notified();
+        if let Some(c) = st.store.claim_job(&worker, lease).await? {
+            break c;
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline || *stop.borrow() {
+            return Ok(None);
+        }
+        tokio::select! {
+            _ = work => {}
+            _ = st.store.wait_for_work((deadline - now).min(Duration::from_millis(500))) => {}
+            _ = stop.changed() => {}
+        }
+    };
+    let id = claim.job.id.clone();
+    // From here on the job is leased: anything failing gives it back through lease expiry.
+    let spec: JobSpec = serde_json::from_str(&claim.job.spec)
+        .map_err(|e| ApiError::internal(format!("job {id}: unreadable spec: {e}")))?;
+    let files = match &claim.job.upload_id {
+        Some(u) => encode_files(upload_files(st, u).await?),
+        None => Vec::new(),
+    };
+    let suite_files = match &spec.suite {
+        None => None,
+        Some(s) => Some(encode_files(match &s.upload {
+            Some(u) => upload_files(st, u).await?,
+            None => {
+                let dir = suites_dir(st).join(&s.id);
+                tokio::task::spawn_blocking(move || folder_files(&dir))
+                    .await
+                    .map_err(ApiError::internal)??
+            }
+        })),
+    };
+    tracing::info!(submission = %id, worker = %worker, attempt = claim.job.attempts, "claimed by a remote worker");
+    Ok(Some(ClaimedJob {
+        id,
+        lease: claim.lease,
+        lease_ms: lease.as_millis() as u64,
+        heartbeat_ms: st.config.submissions.heartbeat_every().as_millis() as u64,
+        attempt: claim.job.attempts,
+        spec,
+        files,
+        suite_files,
+    }))
+}
+
+/// Renews a job's lease (409 `lease_lost` when it is not current any more).
+pub async fn heartbeat(
+    st: &SharedState,
+    caller: &Caller,
+    id: &str,
+    lease: &str,
+) -> Result<(), ApiError> {
+    caller.require_worker()?;
+    if st
+        .store
+        .heartbeat_job(id, lease, st.config.submissions.lease())
+        .await?
+    {
+        Ok(())
+    } else {
+        Err(lease_lost())
+    }
+}
+
+/// Records a worker's verdict for its lease (once: the same result again is acknowledged).
+pub async fn record_result(
+    st: &SharedState,
+    caller: &Caller,
+    id: &str,
+    req: ResultRequest,
+) -> Result<ResultResponse, ApiError> {
+    caller.require_worker()?;
+    let v = &req.verdict;
+    if !(v.score.is_finite() && v.max_score.is_finite() && v.score >= 0.0 && v.score <= v.max_score)
+    {
+        return Err(ApiError::unprocessable(
+            "score must be within 0..=max_score",
+        ));
+    }
+    let state = if v.verdict == corral_judge::VerdictKind::InternalError {
+        corral_store::JobState::Failed
+    } else {
+        corral_store::JobState::Done
+    };
+    let text = serde_json::to_string(v).expect("a verdict serialises");
+    match st.store.complete_job(id, &req.lease, state, &text).await? {
+        Completion::Recorded => {
+            st.queue
+                .metrics
+                .judged
+                .with_label_values(&[v.verdict.as_str()])
+                .inc();
+            tracing::info!(submission = %id, verdict = v.verdict.as_str(), worker = %caller.id, "judged by a remote worker");
+            st.queue.finished.notify_waiters();
+            Ok(ResultResponse {
+                result: "recorded".into(),
+            })
+        }
+        Completion::AlreadyRecorded => Ok(ResultResponse {
+            result: "already_recorded".into(),
+        }),
+        Completion::LeaseLost => Err(lease_lost()),
+    }
+}

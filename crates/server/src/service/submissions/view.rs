@@ -1,0 +1,146 @@
+//! What a submission looks like to its owner (and in its callback): status, verdict, timings,
+//! callback delivery; and waiting (bounded) for it to finish.
+
+use std::time::Duration;
+
+use corral_judge::{JobSpec, Verdict, VerdictKind};
+use corral_store::{Job, JobState};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::service::caller::Caller;
+use crate::state::SharedState;
+
+/// Callback delivery of a submission.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CallbackInfo {
+    pub url: String,
+    /// `waiting` (not finished), `pending`, `delivering`, `delivered`, `failed`.
+    pub state: String,
+    pub attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A submission and, once judged, its verdict.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SubmissionView {
+    pub id: String,
+    /// `queued`, `running`, `done` or `failed` (could not be judged: `internal_error`).
+    pub status: String,
+    /// accepted, wrong_answer, compile_error, runtime_error, time_limit, memory_limit,
+    /// output_limit, internal_error; null until finished.
+    pub verdict: Option<VerdictKind>,
+    pub score: Option<f64>,
+    pub max_score: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The run's result (the object of `corral run --json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub run: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub compile: Option<Value>,
+    /// The check report, for suites.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub checks: Option<Value>,
+    /// Claims so far (more than 1: a worker stopped answering and another took over).
+    pub attempts: u32,
+    /// The worker holding (or that held) the last claim.
+    pub worker: Option<String>,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    /// From submission to the first claim.
+    pub queue_wait_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits_clamped: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback: Option<CallbackInfo>,
+}
+
+impl SubmissionView {
+    pub fn of(job: &Job) -> SubmissionView {
+        let spec: Option<JobSpec> = serde_json::from_str(&job.spec).ok();
+        let verdict: Option<Verdict> = match (&job.result, job.state) {
+            (Some(r), _) => Some(serde_json::from_str(r).unwrap_or_else(|e| {
+                Verdict::internal(format!("the stored result is unreadable: {e}"))
+            })),
+            (None, JobState::Failed) => Some(Verdict::internal(
+                job.error.clone().unwrap_or_else(|| "failed".into()),
+            )),
+            _ => None,
+        };
+        let (v, score, max, message, run, compile, checks) = match verdict {
+            Some(v) => (
+                Some(v.verdict),
+                Some(v.score),
+                Some(v.max_score),
+                v.message,
+                v.run,
+                v.compile,
+                v.checks,
+            ),
+            None => (None, None, None, None, None, None, None),
+        };
+        SubmissionView {
+            id: job.id.clone(),
+            status: job.state.as_str().into(),
+            verdict: v,
+            score,
+            max_score: max,
+            message,
+            run,
+            compile,
+            checks,
+            attempts: job.attempts,
+            worker: job.worker.clone(),
+            created_at: job.created_ms,
+            started_at: job.started_ms,
+            finished_at: job.finished_ms,
+            queue_wait_ms: job.started_ms.map(|s| s - job.created_ms),
+            limits_clamped: spec.map(|s| s.limits_clamped).unwrap_or_default(),
+            callback: job.callback_url.as_ref().map(|u| CallbackInfo {
+                url: u.clone(),
+                state: job.callback_state.clone(),
+                attempts: job.callback_attempts,
+                error: job.callback_error.clone(),
+            }),
+        }
+    }
+}
+
+/// The caller's job, waiting up to `wait` for it to finish.
+pub async fn wait_for(
+    st: &SharedState,
+    caller: &Caller,
+    id: &str,
+    wait: Duration,
+) -> Result<Job, ApiError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        // Register interest before looking, so a finish in between is not missed.
+        let finished = st.queue.finished.notified();
+        let job = st
+            .store
+            .get_job(id)
+            .await?
+            .filter(|j| j.owner == caller.id || caller.role == corral_store::Role::Admin)
+            .ok_or_else(|| ApiError::not_found(format!("no submission {id:?}")))?;
+        let now = tokio::time::Instant::now();
+        if job.state.is_finished() || now >= deadline {
+            return Ok(job);
+        }
+        // Another node may finish it: look again at least every 200 ms.
+        let nap = (deadline - now).min(Duration::from_millis(200));
+        tokio::select! {
+            _ = finished => {}
+            _ = tokio::time::sleep(nap) => {}
+        }
+    }
+}

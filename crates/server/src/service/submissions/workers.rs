@@ -1,0 +1,270 @@
+//! In-process workers: each claims a job from the store, judges it on a blocking thread while a
+//! heartbeat keeps its lease, and records the verdict. The reaper puts expired leases back in the
+//! queue (or fails jobs that used up their attempts) and applies retention to finished jobs.
+//! At shutdown, [`drain`] waits for the jobs in hand.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use corral_store::{Claim, Completion, JobState};
+
+use super::queue::QueueHandle;
+use crate::service::suites::suites_dir;
+use crate::state::SharedState;
+use corral_judge::{execute, Heartbeat, JobFiles, JobSpec, Verdict, VerdictKind};
+
+/// Starts the configured number of workers and the reaper.
+pub fn spawn(st: SharedState) -> Vec<tokio::task::JoinHandle<()>> {
+    let n = st
+        .config
+        .submissions
+        .workers
+        .unwrap_or(st.config.parallelism);
+    st.queue.metrics.register(&st.metrics);
+    let mut tasks: Vec<_> = (0..n)
+        .map(|i| tokio::spawn(worker_loop(st.clone(), i)))
+        .collect();
+    tasks.push(tokio::spawn(reaper(st.clone())));
+    tasks.push(tokio::spawn(super::callbacks::delivery_loop(st.clone())));
+    tracing::info!(workers = n, node = %st.queue.node, "submission workers started");
+    tasks
+}
+
+/// Counts a job as in flight while it lives.
+struct InFlight<'a>(&'a QueueHandle);
+
+impl<'a> InFlight<'a> {
+    fn new(q: &'a QueueHandle) -> Self {
+        q.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(q)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn worker_loop(st: SharedState, i: usize) {
+    let name = format!("{}/w{i}", st.queue.node);
+    let mut stop = st.shutdown.subscribe();
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        match st
+            .store
+            .claim_job(&name, st.config.submissions.lease())
+            .await
+        {
+            Ok(Some(claim)) => judge_claim(&st, &name, claim).await,
+            Ok(None) => {
+                tokio::select! {
+                    _ = st.queue.work.notified() => {}
+                    _ = st.store.wait_for_work(Duration::from_millis(500)) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(worker = %name, error = %e, "claiming a submission failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+async fn judge_claim(st: &SharedState, worker: &str, claim: Claim) {
+    let _in_flight = InFlight::new(&st.queue);
+    let id = claim.job.id.clone();
+    let lease = claim.lease.clone();
+    tracing::info!(submission = %id, worker, attempt = claim.job.attempts, "judging");
+    let hb = {
+        let st = st.clone();
+        let (id, lease) = (id.clone(), lease.clone());
+        let extend = st.config.submissions.lease();
+        Heartbeat::start(st.config.submissions.heartbeat_every(), move || {
+            let st = st.clone();
+            let (id, lease) = (id.clone(), lease.clone());
+            async move { st.store.heartbeat_job(&id, &lease, extend).await.ok() }
+        })
+    };
+    let verdict = match judge(st, &claim).await {
+        Ok(v) => v,
+        Err(why) => Verdict::internal(why),
+    };
+    let lost = hb.lost.load(Ordering::SeqCst);
+    drop(hb);
+    if lost {
+        tracing::warn!(submission = %id, worker, "the lease was lost while judging; the result is offered anyway");
+    }
+    record(st, &id, &lease, &verdict).await;
+}
+
+/// Records a verdict for a lease, retrying while the store is unreachable (at most one lease).
+pub async fn record(st: &SharedState, id: &str, lease: &str, verdict: &Verdict) {
+    let state = if verdict.verdict == VerdictKind::InternalError {
+        JobState::Failed
+    } else {
+        JobState::Done
+    };
+    let body = serde_json::to_string(verdict).expect("a verdict serialises");
+    let deadline = tokio::time::Instant::now() + st.config.submissions.lease();
+    let mut wait = Duration::from_millis(100);
+    loop {
+        match st.store.complete_job(id, lease, state, &body).await {
+            Ok(Completion::Recorded) => {
+                st.queue
+                    .metrics
+                    .judged
+                    .with_label_values(&[verdict.verdict.as_str()])
+                    .inc();
+                tracing::info!(submission = %id, verdict = verdict.verdict.as_str(), "judged");
+                st.queue.finished.notify_waiters();
+                return;
+            }
+            Ok(Completion::AlreadyRecorded) => return,
+            Ok(Completion::LeaseLost) => {
+                tracing::warn!(submission = %id, "result refused: the lease is no longer ours");
+                return;
+            }
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(submission = %id, error = %e, "recording the result failed; retrying");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => {
+                tracing::error!(submission = %id, error = %e, "recording the result failed; the lease will expire and the job run again");
+                return;
+            }
+        }
+    }
+}
+
+async fn judge(st: &SharedState, claim: &Claim) -> Result<Verdict, String> {
+    let spec: JobSpec = serde_json::from_str(&claim.job.spec)
+        .map_err(|e| format!("the stored job is unreadable: {e}"))?;
+    let work = tempfile::Builder::new()
+        .prefix("job-")
+        .tempdir_in(&st.tmp_dir)
+        .map_err(|e| format!("a temporary folder: {e}"))?;
+    let files = work.path().join("files");
+    std::fs::create_dir(&files).map_err(|e| e.to_string())?;
+    if let Some(u) = &claim.job.upload_id {
+        let upload = st
+            .store
+            .get_upload(u)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("the submission's files ({u}) are gone"))?;
+        st.store
+            .materialize(&upload, &files)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let suite_dir = match &spec.suite {
+        None => None,
+        Some(s) => Some(match &s.upload {
+            Some(u) => {
+                let upload = st
+                    .store
+                    .get_upload(u)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| format!("the files of suite {:?} are gone", s.id))?;
+                let dir = work.path().join("suite");
+                std::fs::create_dir(&dir).map_err(|e| e.to_string())?;
+                st.store
+                    .materialize(&upload, &dir)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                dir
+            }
+            None => suites_dir(st).join(&s.id),
+        }),
+    };
+    let pool = st.pool.clone();
+    let registry = st.languages.clone();
+    tokio::task::spawn_blocking(move || {
+        let v = execute(
+            &pool,
+            &registry,
+            &spec,
+            &JobFiles {
+                files: &files,
+                suite_dir: suite_dir.as_deref(),
+            },
+        );
+        drop(work);
+        v
+    })
+    .await
+    .map_err(|e| format!("the worker thread failed: {e}"))
+}
+
+async fn reaper(st: SharedState) {
+    let every = (st.config.submissions.lease() / 4)
+        .clamp(Duration::from_millis(50), Duration::from_secs(5));
+    let retention_every = (st.config.retention.duration() / 4)
+        .clamp(Duration::from_millis(500), Duration::from_secs(600));
+    let mut last_retention: Option<tokio::time::Instant> = None;
+    let mut stop = st.shutdown.subscribe();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.changed() => break,
+        }
+        match st.store.expire_leases().await {
+            Ok(e) => {
+                let m = &st.queue.metrics.expired;
+                m.with_label_values(&["requeued"])
+                    .inc_by(e.requeued.len() as u64);
+                m.with_label_values(&["failed"])
+                    .inc_by(e.failed.len() as u64);
+                if !e.requeued.is_empty() {
+                    tracing::warn!(
+                        count = e.requeued.len(),
+                        "expired leases: submissions queued again"
+                    );
+                    st.queue.work.notify_waiters();
+                }
+                if !e.failed.is_empty() {
+                    tracing::warn!(
+                        count = e.failed.len(),
+                        "submissions failed: their workers stopped answering too often"
+                    );
+                    st.queue.finished.notify_waiters();
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "expiring leases failed"),
+        }
+        if let Ok(s) = st.store.queue_stats().await {
+            let g = &st.queue.metrics.submissions;
+            g.with_label_values(&["queued"]).set(s.queued as i64);
+            g.with_label_values(&["running"]).set(s.running as i64);
+            g.with_label_values(&["done"]).set(s.done as i64);
+            g.with_label_values(&["failed"]).set(s.failed as i64);
+        }
+        if last_retention.is_none_or(|t| t.elapsed() >= retention_every) {
+            last_retention = Some(tokio::time::Instant::now());
+            let cutoff = corral_store::now_ms() - st.config.retention.duration().as_millis() as i64;
+            match st.store.delete_jobs_before(cutoff).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(count = n, "old submissions deleted"),
+                Err(e) => tracing::warn!(error = %e, "deleting old submissions failed"),
+            }
+        }
+    }
+}
+
+/// Waits until this process's workers finished their jobs, or `grace` passes.
+pub async fn drain(st: &SharedState, grace: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + grace;
+    while st.queue.in_flight() > 0 {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    true
+}

@@ -1,0 +1,158 @@
+//! Check suites: registered by staff (a suite file plus the assignment's files, stored as an
+//! upload) or kept in the server's suites folder (`SUITES/ID/suite.yaml` + files).
+
+use std::path::PathBuf;
+
+use corral_checks::Suite;
+use corral_judge::suite_file;
+use corral_store::NewFile;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::service::caller::Caller;
+use crate::state::SharedState;
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SuiteInfo {
+    pub id: String,
+    pub name: String,
+    /// `registered` (POST /suites) or `folder` (the server's suites folder).
+    pub source: String,
+}
+
+/// What a staff member sends to register a suite.
+#[derive(Debug, Default)]
+pub struct SuiteParts {
+    /// The suite file: its name (`suite.yaml` or `suite.json`) and contents.
+    pub suite: Option<(String, Vec<u8>)>,
+    /// The id to register it under; default: the suite's name.
+    pub id: Option<String>,
+    /// The assignment's files (paths already checked).
+    pub files: Vec<NewFile>,
+    /// Tar archives of assignment files.
+    pub archives: Vec<Vec<u8>>,
+}
+
+/// Whether `id` may name a suite: letters, digits, `-`, `_`, `.`, `/` (no `..`), at most 100.
+pub fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 100
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        && corral_store::validate_path(id, 4).is_ok()
+}
+
+fn valid_id(id: &str) -> Result<(), ApiError> {
+    if is_valid_id(id) {
+        Ok(())
+    } else {
+        Err(ApiError::unprocessable(format!(
+            "suite id {id:?}: use letters, digits, '-', '_', '.' and '/' (no '..'), at most 100"
+        )))
+    }
+}
+
+/// The suites folder of the server.
+pub fn suites_dir(st: &SharedState) -> PathBuf {
+    st.config
+        .suites_dir
+        .clone()
+        .unwrap_or_else(|| st.config.data_dir.join("suites"))
+}
+
+pub fn suite_error(e: corral_checks::SuiteError) -> ApiError {
+    ApiError::unprocessable(format!("invalid suite: {e}"))
+}
+
+/// Registers (or replaces) a suite (staff): checks its files, loads the suite where it will be
+/// used (its folder with its files), then stores both.
+pub async fn register(
+    st: &SharedState,
+    caller: &Caller,
+    parts: SuiteParts,
+) -> Result<SuiteInfo, ApiError> {
+    caller.require_staff()?;
+    let SuiteParts {
+        suite,
+        id,
+        mut files,
+        archives,
+    } = parts;
+    let limits = &st.config.upload;
+    for a in archives {
+        files.extend(crate::service::uploads::unpack_archive(&a, limits)?);
+    }
+    if files.len() + 1 > limits.max_files {
+        return Err(ApiError::too_large("too many files"));
+    }
+    let (suite_name, suite_text) = suite.ok_or_else(|| {
+        ApiError::bad_request("no `suite` part: send the suite file in a form part named suite")
+    })?;
+    files.push(NewFile {
+        path: suite_name.clone(),
+        content: suite_text,
+        mode: 0o644,
+    });
+    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    corral_store::check_tree(&paths).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    // Validate the suite where it will be used: its folder with its files.
+    let dir = tempfile::Builder::new()
+        .prefix("suite-")
+        .tempdir_in(&st.tmp_dir)
+        .map_err(ApiError::internal)?;
+    for f in &files {
+        let p = dir.path().join(&f.path);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(ApiError::internal)?;
+        }
+        std::fs::write(&p, &f.content).map_err(ApiError::internal)?;
+    }
+    let parsed = Suite::load(&dir.path().join(&suite_name)).map_err(suite_error)?;
+    let id = id.filter(|s| !s.is_empty()).unwrap_or(parsed.name.clone());
+    valid_id(&id)?;
+    let upload = st.store.create_upload(&caller.id, files).await?;
+    let s = st
+        .store
+        .put_suite(&id, &caller.id, &parsed.name, &upload.id)
+        .await?;
+    tracing::info!(suite = %s.id, by = %caller.id, checks = parsed.checks.len(), "suite registered");
+    Ok(SuiteInfo {
+        id: s.id,
+        name: s.name,
+        source: "registered".into(),
+    })
+}
+
+/// The registered suites and those of the suites folder, by id.
+pub async fn list(st: &SharedState) -> Result<Vec<SuiteInfo>, ApiError> {
+    let mut out: Vec<SuiteInfo> = st
+        .store
+        .list_suites()
+        .await?
+        .into_iter()
+        .map(|s| SuiteInfo {
+            id: s.id,
+            name: s.name,
+            source: "registered".into(),
+        })
+        .collect();
+    if let Ok(rd) = std::fs::read_dir(suites_dir(st)) {
+        for e in rd.flatten() {
+            let id = e.file_name().to_string_lossy().into_owned();
+            if valid_id(&id).is_err() || out.iter().any(|s| s.id == id) {
+                continue;
+            }
+            if suite_file(&e.path()).is_some() {
+                out.push(SuiteInfo {
+                    name: id.clone(),
+                    id,
+                    source: "folder".into(),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
+}

@@ -1,0 +1,43 @@
+//! API tokens: created and revoked by admins; the first admin token at the first start.
+
+use corral_store::{NewToken, Role, Store};
+
+use crate::error::{ApiError, ServerError};
+use crate::service::caller::Caller;
+use crate::state::SharedState;
+
+/// Creates a token (admins only); its secret is in the answer and nowhere else.
+pub async fn create(
+    st: &SharedState,
+    caller: &Caller,
+    role: Role,
+    name: &str,
+) -> Result<NewToken, ApiError> {
+    caller.require_admin()?;
+    if name.len() > 200 {
+        return Err(ApiError::unprocessable("name is longer than 200 bytes"));
+    }
+    let t = st.store.create_token(role, name).await?;
+    tracing::info!(by = %caller.id, token = %t.info.id, role = %t.info.role, "token created");
+    Ok(t)
+}
+
+/// Revokes a live token (admins only; 404 when there is none with this id).
+pub async fn revoke(st: &SharedState, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    caller.require_admin()?;
+    if st.store.revoke_token(id).await? {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(format!("no live token {id:?}")))
+    }
+}
+
+/// When the store has no admin token yet, creates one and returns its secret (the first start).
+pub async fn first_admin_token(store: &dyn Store) -> Result<Option<String>, ServerError> {
+    if store.count_tokens(Role::Admin).await? > 0 {
+        return Ok(None);
+    }
+    Ok(Some(
+        store.create_token(Role::Admin, "first admin").await?.secret,
+    ))
+}

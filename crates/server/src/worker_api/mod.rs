@@ -1,0 +1,137 @@
+//! The endpoints remote workers (`corral worker`) use: long-poll for a job, renew its lease,
+//! post its verdict. A worker needs nothing but its `worker` token: the claim carries the job's
+//! spec and files, and the result is signed with the token
+//! (`Corral-Signature: t=UNIX,v1=HEX(HMAC-SHA256(sha256_hex(token), "{t}.{body}"))`), so the
+//! server checks both who sent it and that the body is the one the worker signed.
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use corral_judge::{
+    ClaimRequest, ClaimedJob, LeaseRequest, ResultRequest, ResultResponse, SIGNATURE_TOLERANCE,
+};
+
+use crate::error::{ApiError, ErrorBody};
+use crate::http::json::ApiJson;
+use crate::service::caller::Caller;
+use crate::service::submissions::remote;
+use crate::state::SharedState;
+
+/// Claim a job (long poll).
+///
+/// Waits up to `wait` seconds (30 at most) for a queued submission; 204 when none came.
+#[utoipa::path(
+    post, path = "/worker/claim", tag = "workers",
+    request_body = ClaimRequest,
+    responses(
+        (status = 200, description = "A job, now leased to this worker", body = ClaimedJob),
+        (status = 204, description = "No job within the wait"),
+        (status = 403, description = "Not a worker token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn claim(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(req): ApiJson<ClaimRequest>,
+) -> Result<Response, ApiError> {
+    match remote::claim(&st, &caller, req).await? {
+        Some(job) => Ok(Json(job).into_response()),
+        None => Ok(StatusCode::NO_CONTENT.into_response()),
+    }
+}
+
+/// Renew a job's lease.
+#[utoipa::path(
+    post, path = "/worker/jobs/{id}/heartbeat", tag = "workers",
+    params(("id" = String, Path, description = "Submission id")),
+    request_body = LeaseRequest,
+    responses(
+        (status = 204, description = "Renewed"),
+        (status = 403, description = "Not a worker token", body = ErrorBody),
+        (status = 409, description = "The lease is lost: stop working on this job", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn heartbeat(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<LeaseRequest>,
+) -> Result<StatusCode, ApiError> {
+    remote::heartbeat(&st, &caller, &id, &req.lease).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The bearer token of the request (already authenticated by the middleware).
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let h = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, t) = h.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| t.trim())
+}
+
+/// Post a job's verdict (signed with the worker token).
+///
+/// The body is `{"lease", "verdict"}`; the `Corral-Signature` header signs its exact bytes with
+/// the key `sha256_hex(worker token)`. Recorded once: the same result again is acknowledged
+/// without change; a result for a lease that is not current is refused (409).
+#[utoipa::path(
+    post, path = "/worker/jobs/{id}/result", tag = "workers",
+    params(("id" = String, Path, description = "Submission id")),
+    request_body = ResultRequest,
+    responses(
+        (status = 200, description = "Recorded (or recorded before)", body = ResultResponse),
+        (status = 401, description = "Missing or wrong signature", body = ErrorBody),
+        (status = 403, description = "Not a worker token", body = ErrorBody),
+        (status = 409, description = "The lease is lost", body = ErrorBody),
+        (status = 422, description = "Not a valid verdict", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn result(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<ResultResponse>, ApiError> {
+    caller.require_worker()?;
+    let key = corral_store::sha256_hex(
+        bearer_token(&headers)
+            .ok_or_else(|| ApiError::unauthorized("no token"))?
+            .as_bytes(),
+    );
+    let sig = headers
+        .get("corral-signature")
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| ApiError::unauthorized("the result must carry a Corral-Signature header"))?;
+    corral_judge::verify(
+        key.as_bytes(),
+        sig,
+        &body,
+        corral_store::now(),
+        SIGNATURE_TOLERANCE,
+    )
+    .map_err(|why| ApiError::unauthorized(format!("result signature: {why}")))?;
+    let req: ResultRequest = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::unprocessable(format!("result: {e}")))?;
+    Ok(Json(remote::record_result(&st, &caller, &id, req).await?))
+}
+
+/// The remote workers' routes (behind authentication; worker tokens reach nothing else).
+pub fn routes() -> Router<SharedState> {
+    Router::new()
+        .route("/worker/claim", post(claim))
+        .route("/worker/jobs/{id}/heartbeat", post(heartbeat))
+        .route(
+            "/worker/jobs/{id}/result",
+            // A verdict carries the run's output (up to the output cap, three times over).
+            post(result).layer(DefaultBodyLimit::max(64 << 20)),
+        )
+}

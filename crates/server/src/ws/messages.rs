@@ -1,0 +1,81 @@
+//! The WebSocket protocol's messages (documented in the OpenAPI document's schemas).
+
+use std::collections::BTreeMap;
+
+use corral_judge::Cmd;
+use corral_sandbox::LimitsRequest;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::service::runs::{LimitsDoc, RunResponse, SandboxRef};
+
+/// A terminal's size in character cells.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TermSize {
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// WebSocket messages from the client.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "lowercase")]
+#[allow(clippy::large_enum_variant)] // one short-lived message at a time
+pub enum WsClientMessage {
+    /// Start a program (one at a time per socket).
+    Run {
+        cmd: Cmd,
+        #[serde(default)]
+        sandbox: Option<SandboxRef>,
+        #[serde(default)]
+        #[schema(value_type = Option<LimitsDoc>)]
+        limits: Option<LimitsRequest>,
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+        /// Attach the program to a terminal of this size (`{"cols": 80, "rows": 24}`) instead of
+        /// pipes: prompts show without flushing, input echoes, output arrives as `stdout`.
+        #[serde(default)]
+        tty: Option<TermSize>,
+        /// A language of `/languages` (`"rust"`): its extra read-only paths (for a new sandbox)
+        /// and environment apply, and its limits when `limits` is not given (capped as usual).
+        /// The browser editor sends it.
+        #[serde(default)]
+        language: Option<String>,
+    },
+    /// Resize the terminal of a run started with `tty`.
+    Resize { cols: u16, rows: u16 },
+    /// Type into the program's standard input; `eof: true` closes it afterwards.
+    Stdin {
+        #[serde(default)]
+        data: String,
+        #[serde(default)]
+        eof: bool,
+    },
+    /// Send a signal to the program's process group (`SIGINT`, `SIGTERM`, `SIGKILL`, `SIGQUIT`,
+    /// `SIGHUP`, `SIGUSR1`, `SIGUSR2`).
+    Signal { name: String },
+    /// End the program now.
+    Kill,
+}
+
+/// WebSocket messages from the server.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum WsServerMessage {
+    /// Output as it is produced.
+    Stdout {
+        data: String,
+    },
+    Stderr {
+        data: String,
+    },
+    /// The program is blocked reading its standard input (asked of the kernel).
+    Stdin {},
+    /// The program ended; the same object as `/run` returns.
+    Exit(Box<RunResponse>),
+    /// A message could not be acted on; the socket stays open.
+    Error {
+        error: String,
+        message: String,
+    },
+}

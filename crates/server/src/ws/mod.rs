@@ -1,0 +1,315 @@
+//! `/ws`: interactive runs. The client sends `run`, `stdin`, `signal` and `kill` messages; the
+//! server streams `stdout` / `stderr` as produced, says `stdin` when the program blocks reading its
+//! standard input (asked of the kernel through `/proc/PID/syscall` once output has gone quiet), and
+//! ends with `exit`. Closing the socket kills the run.
+//!
+//! The program is driven by one blocking thread ([`driver`]) that steps the `Execution` with short
+//! deadlines and talks to the socket task over channels.
+
+mod driver;
+pub mod messages;
+
+use std::sync::mpsc as std_mpsc;
+use std::time::Duration;
+
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::response::Response;
+use axum::Extension;
+use corral_sandbox::Stdin;
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+
+use crate::error::{ApiError, ErrorBody, ErrorKind};
+use crate::service::caller::Caller;
+use crate::service::runs::{execute, prepare, RunInput, RunResponse};
+use crate::state::SharedState;
+use driver::{drive, Ctl, Event};
+use messages::{WsClientMessage, WsServerMessage};
+
+/// Standard input a client may send to one run.
+const MAX_STDIN: usize = 16 << 20;
+const MAX_MESSAGE: usize = 1 << 20;
+
+/// Interactive runs over a WebSocket.
+///
+/// Client messages (JSON, `type` field): `{"type": "run", "cmd", "sandbox", "limits", "tty"}`,
+/// `{"type": "resize", "cols", "rows"}`,
+/// `{"type": "stdin", "data", "eof"}`, `{"type": "signal", "name": "SIGINT"}`, `{"type": "kill"}`.
+/// Server messages: `{"type": "stdout" | "stderr", "data"}`, `{"type": "stdin"}` (the program
+/// waits for input), `{"type": "exit", "code", "status", "stdout", "stderr", "sandbox", …}` and
+/// `{"type": "error", "error", "message"}`. Browsers may pass the token as `?token=`.
+#[utoipa::path(
+    get, path = "/ws", tag = "sandbox",
+    params(("token" = Option<String>, Query, description = "The API token, for clients that cannot set headers")),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "Not a WebSocket upgrade request", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn ws(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::new(
+            ErrorKind::BadRequest,
+            "not_websocket",
+            format!("{}: connect with a WebSocket client", e.body_text()),
+        )
+    })?;
+    Ok(upgrade
+        .max_message_size(MAX_MESSAGE)
+        .on_upgrade(move |socket| session(st, caller, socket)))
+}
+
+fn json(msg: &WsServerMessage) -> Message {
+    Message::Text(serde_json::to_string(msg).unwrap_or_default().into())
+}
+
+fn error(code: &str, message: impl Into<String>) -> WsServerMessage {
+    WsServerMessage::Error {
+        error: code.into(),
+        message: message.into(),
+    }
+}
+
+/// A request's error as a message (an internal error's detail goes to the log only).
+fn api_error(e: ApiError) -> WsServerMessage {
+    e.log_detail();
+    error(e.code, &e.message)
+}
+
+fn signal_number(name: &str) -> Option<i32> {
+    let n = name.trim().to_ascii_uppercase();
+    let n = n.strip_prefix("SIG").unwrap_or(&n);
+    Some(match n {
+        "INT" => libc::SIGINT,
+        "TERM" => libc::SIGTERM,
+        "KILL" => libc::SIGKILL,
+        "QUIT" => libc::SIGQUIT,
+        "HUP" => libc::SIGHUP,
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        _ => return None,
+    })
+}
+
+struct Running {
+    ctl: std_mpsc::Sender<Ctl>,
+    stdin_sent: usize,
+}
+
+async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
+    let (mut tx, mut rx) = socket.split();
+    let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(64);
+    let mut running: Option<Running> = None;
+    let mut shutdown = st.shutdown.subscribe();
+    loop {
+        tokio::select! {
+            msg = rx.next() => {
+                let text = match msg {
+                    Some(Ok(Message::Text(t))) => t.to_string(),
+                    Some(Ok(Message::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                    // Closed or broken: the run (if any) is killed when `running` drops its sender.
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+                };
+                let reply = match serde_json::from_str::<WsClientMessage>(&text) {
+                    Err(e) => Some(error("bad_message", format!("not a valid message: {e}"))),
+                    Ok(m) => handle(&st, &caller, m, &mut running, &ev_tx).await,
+                };
+                if let Some(r) = reply {
+                    if tx.send(json(&r)).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            ev = ev_rx.recv() => {
+                let Some((ev, ends)) = ev else { break };
+                if ends {
+                    running = None;
+                }
+                if tx.send(json(&ev)).await.is_err() {
+                    break;
+                }
+            }
+            _ = shutdown.changed() => {
+                if let Some(r) = &running {
+                    let _ = r.ctl.send(Ctl::Kill);
+                }
+                let _ = tx.send(json(&error("shutting_down", "the server is shutting down"))).await;
+                // Let the exit event of a killed run through, then close.
+                let deadline = tokio::time::sleep(Duration::from_secs(5));
+                tokio::pin!(deadline);
+                while running.is_some() {
+                    tokio::select! {
+                        ev = ev_rx.recv() => match ev {
+                            Some((ev, ends)) => {
+                                if ends { running = None; }
+                                let _ = tx.send(json(&ev)).await;
+                            }
+                            None => break,
+                        },
+                        _ = &mut deadline => break,
+                    }
+                }
+                let _ = tx.send(Message::Close(None)).await;
+                break;
+            }
+        }
+    }
+    if let Some(r) = running {
+        let _ = r.ctl.send(Ctl::Kill);
+    }
+}
+
+async fn handle(
+    st: &SharedState,
+    caller: &Caller,
+    msg: WsClientMessage,
+    running: &mut Option<Running>,
+    ev_tx: &mpsc::Sender<Event>,
+) -> Option<WsServerMessage> {
+    let send = |r: &Running, c: Ctl| {
+        let _ = r.ctl.send(c);
+    };
+    match msg {
+        WsClientMessage::Run {
+            cmd,
+            sandbox,
+            limits,
+            mut env,
+            tty,
+            language,
+        } => {
+            if running.is_some() {
+                return Some(error(
+                    "busy",
+                    "a program is already running on this socket; wait for its exit",
+                ));
+            }
+            // The language's paths, environment and limits (the editor's runs), before anything
+            // is reserved.
+            let mut limits = limits;
+            let mut mounts = Vec::new();
+            if let Some(id) = &language {
+                let lang = match st.languages.get(id) {
+                    Ok(l) => l,
+                    Err(e) => return Some(error("unknown_language", e.to_string())),
+                };
+                mounts = match lang.mounts() {
+                    Ok(m) => m,
+                    Err(e) => return Some(error("unknown_language", e)),
+                };
+                for (k, v) in lang.env_pairs() {
+                    env.entry(k).or_insert(v);
+                }
+                limits = limits.or_else(|| Some(lang.limits.clone()));
+            }
+            let input = RunInput {
+                cmd,
+                sandbox,
+                stdin: Stdin::Pipe,
+                limits,
+                env,
+            };
+            let mut prepared = match prepare(st, caller, input).await {
+                Ok(p) => p,
+                Err(e) => return Some(api_error(e)),
+            };
+            prepared.spec.tty = tty.map(|t| (t.cols.clamp(1, 1000), t.rows.clamp(1, 1000)));
+            prepared.spec.mounts = mounts;
+            let clamped = prepared.clamped.clone();
+            let (ctl_tx, ctl_rx) = std_mpsc::channel();
+            *running = Some(Running {
+                ctl: ctl_tx,
+                stdin_sent: 0,
+            });
+            let st = st.clone();
+            let ev_tx = ev_tx.clone();
+            tokio::spawn(async move {
+                let out_tx = ev_tx.clone();
+                let result = execute(&st, prepared, move |sb, spec| {
+                    drive(sb, spec, ctl_rx, out_tx)
+                })
+                .await;
+                let msg = match result {
+                    Ok((outcome, sandbox)) => WsServerMessage::Exit(Box::new(RunResponse::new(
+                        &outcome, sandbox, clamped,
+                    ))),
+                    // Not run at all (overload, shutdown): the client may try again.
+                    Err(e) => api_error(e),
+                };
+                let _ = ev_tx.send((msg, true)).await;
+            });
+            None
+        }
+        WsClientMessage::Stdin { data, eof } => {
+            let Some(r) = running.as_mut() else {
+                return Some(error("not_running", "no program is running"));
+            };
+            r.stdin_sent += data.len();
+            if r.stdin_sent > MAX_STDIN {
+                return Some(error("too_large", "more than 16M of standard input"));
+            }
+            if !data.is_empty() {
+                send(r, Ctl::Stdin(data.into_bytes()));
+            }
+            if eof {
+                send(r, Ctl::Eof);
+            }
+            None
+        }
+        WsClientMessage::Signal { name } => {
+            let Some(r) = running.as_ref() else {
+                return Some(error("not_running", "no program is running"));
+            };
+            match signal_number(&name) {
+                Some(n) => {
+                    send(r, Ctl::Signal(n));
+                    None
+                }
+                None => Some(error(
+                    "bad_signal",
+                    format!("unknown signal {name:?}: use SIGINT, SIGTERM, SIGKILL, SIGQUIT, SIGHUP, SIGUSR1 or SIGUSR2"),
+                )),
+            }
+        }
+        WsClientMessage::Resize { cols, rows } => {
+            let Some(r) = running.as_ref() else {
+                return Some(error("not_running", "no program is running"));
+            };
+            send(r, Ctl::Resize(cols.clamp(1, 1000), rows.clamp(1, 1000)));
+            None
+        }
+        WsClientMessage::Kill => {
+            let Some(r) = running.as_ref() else {
+                return Some(error("not_running", "no program is running"));
+            };
+            send(r, Ctl::Kill);
+            None
+        }
+    }
+}
+
+/// The WebSocket's route (behind authentication; browsers may pass `?token=`).
+pub fn routes() -> axum::Router<SharedState> {
+    axum::Router::new().route("/ws", axum::routing::get(ws))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_names() {
+        assert_eq!(signal_number("SIGINT"), Some(libc::SIGINT));
+        assert_eq!(signal_number("term"), Some(libc::SIGTERM));
+        assert_eq!(signal_number("SIGSEGV"), None);
+    }
+}
