@@ -22,7 +22,7 @@ pub fn main(
             Ok(f) => Box::new(std::io::BufReader::new(f)),
             Err(e) => {
                 eprintln!("corral run: --batch {}: {e}", file.display());
-                return crate::run::USAGE_EXIT;
+                return crate::exit::USAGE;
             }
         }
     };
@@ -35,14 +35,14 @@ pub fn main(
         Ok(d) => d,
         Err(e) => {
             eprintln!("corral run: {e}");
-            return crate::run::USAGE_EXIT;
+            return crate::exit::USAGE;
         }
     };
     let host = match InitProgram::current_exe().and_then(Host::new) {
         Ok(h) => Arc::new(h),
         Err(e) => {
             eprintln!("corral run: sandbox error: {e}");
-            return crate::run::SANDBOX_ERROR_EXIT;
+            return crate::exit::SANDBOX_ERROR;
         }
     };
     let parallel = parallel.max(1);
@@ -62,7 +62,7 @@ pub fn main(
         let shape = corral_sandbox::SandboxConfig::for_spec(&probe);
         if let Err(e) = pool.prewarm(&shape, pool_size.max(1)) {
             eprintln!("corral run: sandbox error: {e}");
-            return crate::run::SANDBOX_ERROR_EXIT;
+            return crate::exit::SANDBOX_ERROR;
         }
     }
 

@@ -72,30 +72,30 @@ pub fn main(args: CheckArgs) -> i32 {
         Ok(s) => s,
         Err(e) => {
             eprintln!("corral check: {e}");
-            return crate::run::USAGE_EXIT;
+            return crate::exit::USAGE;
         }
     };
     let registry = match registry(args.languages.as_deref()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("corral check: {e:#}");
-            return crate::run::USAGE_EXIT;
+            return crate::exit::USAGE;
         }
     };
     if !args.submission.is_dir() {
         eprintln!("corral check: {}: not a folder", args.submission.display());
-        return crate::run::USAGE_EXIT;
+        return crate::exit::USAGE;
     }
     // Unknown or unavailable languages are reported before any sandbox is built.
     if let Err(e) = engine::plan(&suite, &registry) {
         eprintln!("corral check: {}: {e}", args.suite.display());
-        return crate::run::USAGE_EXIT;
+        return crate::exit::USAGE;
     }
     let host = match InitProgram::current_exe().and_then(Host::new) {
         Ok(h) => Arc::new(h),
         Err(e) => {
             eprintln!("corral check: sandbox error: {e}");
-            return crate::run::SANDBOX_ERROR_EXIT;
+            return crate::exit::SANDBOX_ERROR;
         }
     };
     let opts = engine::GradeOptions {
@@ -121,11 +121,11 @@ pub fn main(args: CheckArgs) -> i32 {
             | GradeError::Limits { .. }),
         ) => {
             eprintln!("corral check: {e}");
-            return crate::run::USAGE_EXIT;
+            return crate::exit::USAGE;
         }
         Err(e) => {
             eprintln!("corral check: {e}");
-            return crate::run::SANDBOX_ERROR_EXIT;
+            return crate::exit::SANDBOX_ERROR;
         }
     };
     let view = if args.staff {
@@ -149,10 +149,10 @@ pub fn main(args: CheckArgs) -> i32 {
     };
     if let Err(e) = emit(args.output.as_deref(), &text) {
         eprintln!("corral check: {e:#}");
-        return crate::run::USAGE_EXIT;
+        return crate::exit::USAGE;
     }
     if report.has_errors() {
-        crate::run::SANDBOX_ERROR_EXIT
+        crate::exit::SANDBOX_ERROR
     } else if report.passed() {
         0
     } else {

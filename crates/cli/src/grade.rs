@@ -53,7 +53,7 @@ pub struct GradeArgs {
 pub fn main(args: GradeArgs) -> i32 {
     let usage = |msg: String| {
         eprintln!("corral grade: {msg}");
-        crate::run::USAGE_EXIT
+        crate::exit::USAGE
     };
     if !args.assignment.is_dir() {
         return usage(format!("{}: not a folder", args.assignment.display()));
@@ -87,7 +87,7 @@ pub fn main(args: GradeArgs) -> i32 {
         Ok(h) => Arc::new(h),
         Err(e) => {
             eprintln!("corral grade: sandbox error: {e}");
-            return crate::run::SANDBOX_ERROR_EXIT;
+            return crate::exit::SANDBOX_ERROR;
         }
     };
     let jobs = args
@@ -148,13 +148,13 @@ pub fn main(args: GradeArgs) -> i32 {
         Err(e) => {
             bar.abandon();
             eprintln!("corral grade: {e}");
-            return crate::run::SANDBOX_ERROR_EXIT;
+            return crate::exit::SANDBOX_ERROR;
         }
     };
     bar.finish_and_clear();
     if let Err(e) = batch::write_outputs(&suite, &rows, &args.output) {
         eprintln!("corral grade: writing {}: {e}", args.output.display());
-        return crate::run::USAGE_EXIT;
+        return crate::exit::USAGE;
     }
     let errors = rows.iter().filter(|r| r.status == RowStatus::Error).count();
     eprintln!(

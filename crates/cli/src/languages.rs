@@ -20,7 +20,7 @@ pub fn main(args: LanguagesArgs) -> i32 {
         Ok(r) => r,
         Err(e) => {
             eprintln!("corral languages: {e:#}");
-            return crate::run::USAGE_EXIT;
+            return crate::exit::USAGE;
         }
     };
     // Versions are read inside a sandbox; without one, only the host-side checks are made.

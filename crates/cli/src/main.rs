@@ -4,6 +4,7 @@ mod batch;
 mod check;
 mod doctor;
 mod env;
+mod exit;
 mod grade;
 mod languages;
 mod run;

@@ -9,10 +9,7 @@ use corral_sandbox::{
     Host, InitProgram, LimitsRequest, Millis, Mount, OutputSink, RunSpec, Size, Status, Stdin,
 };
 
-/// Exit code for a sandbox that could not do its job (like `docker run`'s 125).
-pub const SANDBOX_ERROR_EXIT: i32 = 125;
-/// Exit code for bad usage.
-pub const USAGE_EXIT: i32 = 2;
+use crate::exit::{SANDBOX_ERROR as SANDBOX_ERROR_EXIT, USAGE as USAGE_EXIT};
 
 #[derive(Args, Debug)]
 #[command(

@@ -5,7 +5,7 @@ use std::io::{self, Read};
 
 use sha2::{Digest as _, Sha256};
 
-use crate::Error;
+use crate::error::Error;
 
 /// A content digest. Only sha256 is accepted (the only algorithm registries and `docker save` use).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -2,10 +2,10 @@
 //! layers, each blob verified against its digest, each layer unpacked once (by diff-id).
 
 use crate::digest::{excerpt, Digest};
+use crate::error::Error;
 use crate::oci::{self, Descriptor, Document, ImageConfig, MAX_DOCUMENT};
 use crate::store::{ImageRecord, LayerRecord, Store};
 use crate::unpack::decompress;
-use crate::Error;
 
 /// Where blobs come from: a folder, a staged archive, a registry.
 pub(crate) trait BlobSource {

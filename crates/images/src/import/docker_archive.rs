@@ -8,12 +8,12 @@ use serde::Deserialize;
 
 use super::folder::Folder;
 use super::oci_layout::read_small;
+use crate::error::Error;
 use crate::error::IoContext;
 use crate::ingest::ingest;
 use crate::oci::{Descriptor, Manifest};
 use crate::store::{ImageRecord, Store};
 use crate::unpack::decompress;
-use crate::Error;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -69,7 +69,7 @@ pub(super) fn import(
     let recorded = entry.repo_tags.as_ref().and_then(|t| t.first());
     let name = name
         .map(str::to_string)
-        .or_else(|| super::recorded_name(recorded));
+        .or_else(|| super::names::recorded_name(recorded));
     ingest(
         store,
         &mut { folder },

@@ -2,11 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::Error;
 use crate::error::IoContext;
 use crate::ingest::BlobSource;
 use crate::oci::Descriptor;
 use crate::store::Store;
-use crate::Error;
 
 /// A folder whose blobs are at `blobs/sha256/HEX` (other files are stored by the importer first).
 pub(super) struct Folder {

@@ -8,17 +8,17 @@
 
 mod docker_archive;
 mod folder;
+mod names;
 mod oci_layout;
 mod rootfs;
 mod staging;
 
 use std::path::Path;
 
-use crate::digest::excerpt;
+use crate::error::Error;
 use crate::error::IoContext;
 use crate::store::{ImageRecord, Store};
 use crate::unpack::decompress::{self, Compression};
-use crate::Error;
 
 /// Imports the image at `path`; `name` (if given) wins over a name recorded in the archive.
 pub fn import(store: &Store, path: &Path, name: Option<&str>) -> Result<ImageRecord, Error> {
@@ -60,10 +60,4 @@ fn import_folder(
             reason: "a folder must be an OCI image layout (index.json, blobs/) or an unpacked docker-archive (manifest.json)".into(),
         })
     }
-}
-
-/// A name recorded in an archive, if it is a valid one.
-fn recorded_name(n: Option<&String>) -> Option<String> {
-    n.and_then(|n| crate::store::refs::normalise_name(n).map(|_| n.clone()))
-        .filter(|n| excerpt(n) == *n)
 }

@@ -3,11 +3,11 @@
 use std::path::Path;
 
 use super::folder::Folder;
+use crate::error::Error;
 use crate::error::IoContext;
 use crate::ingest::{ingest, BlobSource};
 use crate::oci::{self, Document, MAX_DOCUMENT};
 use crate::store::{ImageRecord, Store};
-use crate::Error;
 
 pub(super) fn import(
     store: &Store,
@@ -38,7 +38,7 @@ pub(super) fn import(
             .and_then(|a| a.get("io.containerd.image.name"));
         let name = name
             .map(str::to_string)
-            .or_else(|| super::recorded_name(recorded));
+            .or_else(|| super::names::recorded_name(recorded));
         folder.fetch(store, &d, "manifest")?;
         let m = store.read_document(&d.digest)?;
         match oci::parse_document(&m, "manifest")? {

@@ -5,12 +5,12 @@
 use std::path::Path;
 
 use super::folder::Folder;
+use crate::error::Error;
 use crate::error::IoContext;
 use crate::ingest::ingest;
 use crate::oci::{self, Descriptor, ImageConfig, Manifest, RootFs, RunConfig};
 use crate::store::{ImageRecord, Store};
 use crate::unpack::unpack_layer;
-use crate::Error;
 
 const PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 

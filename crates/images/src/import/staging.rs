@@ -4,10 +4,10 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use crate::error::Error;
 use crate::error::IoContext;
 use crate::store::Store;
 use crate::unpack::tar_stream::{Kind, TarError, TarStream};
-use crate::Error;
 
 const MAX_HEADER: u64 = 64 << 10;
 

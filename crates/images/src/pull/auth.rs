@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use serde::Deserialize;
 
-use crate::Error;
+use crate::error::Error;
 
 #[derive(Clone)]
 pub struct Credentials {

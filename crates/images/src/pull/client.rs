@@ -12,9 +12,9 @@ use reqwest::StatusCode;
 use super::auth::{parse_challenge, Challenge, Credentials};
 use super::reference::RemoteRef;
 use crate::digest::{excerpt, Digest};
+use crate::error::Error;
 use crate::error::IoContext;
 use crate::oci::{DOCKER_LIST, DOCKER_MANIFEST, MAX_DOCUMENT, OCI_INDEX, OCI_MANIFEST};
-use crate::Error;
 
 pub struct Registry {
     http: Client,

@@ -11,10 +11,10 @@ pub mod reference;
 use std::path::PathBuf;
 
 use crate::digest::Digest;
+use crate::error::Error;
 use crate::ingest::{ingest, BlobSource};
 use crate::oci::{self, Descriptor, Document};
 use crate::store::{ImageRecord, Store};
-use crate::Error;
 use client::Registry;
 pub use reference::RemoteRef;
 

@@ -1,7 +1,7 @@
 //! `host[:port]/repo[:tag]` or `host[:port]/repo@sha256:…`, as `docker pull` reads them.
 
 use crate::digest::{excerpt, Digest};
-use crate::Error;
+use crate::error::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteRef {

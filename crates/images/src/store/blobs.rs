@@ -3,10 +3,10 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use super::Store;
+use super::model::Store;
 use crate::digest::{Digest, HashingReader};
+use crate::error::Error;
 use crate::error::IoContext;
-use crate::Error;
 
 impl Store {
     pub fn blob_path(&self, d: &Digest) -> PathBuf {

@@ -3,9 +3,9 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::Store;
+use super::model::Store;
+use crate::error::Error;
 use crate::error::IoContext;
-use crate::Error;
 
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct GcReport {

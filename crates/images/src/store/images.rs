@@ -1,10 +1,10 @@
 //! Image records, resolution of a REF, and the name operations (tag, rm).
 
+use super::model::{ImageRecord, Store};
 use super::refs::{normalise_name, Ref};
-use super::{ImageRecord, Store};
 use crate::digest::{excerpt, Digest};
+use crate::error::Error;
 use crate::error::IoContext;
-use crate::Error;
 
 /// An image with the names that point to it.
 #[derive(Debug, Clone)]

@@ -8,10 +8,10 @@ use std::fs::File;
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
-use super::Store;
+use super::model::Store;
 use crate::digest::Digest;
+use crate::error::Error;
 use crate::error::IoContext;
-use crate::Error;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Names {

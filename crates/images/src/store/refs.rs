@@ -1,7 +1,7 @@
 //! Image references: `NAME[:TAG]`, `NAME@sha256:…`, `sha256:…`, or a ≥12-hex digest prefix.
 
 use crate::digest::{excerpt, Digest};
-use crate::Error;
+use crate::error::Error;
 
 /// A parsed reference, before it is looked up in a store.
 #[derive(Debug, Clone, PartialEq, Eq)]

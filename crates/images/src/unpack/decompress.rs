@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::io::{self, BufRead, BufReader, Read};
 use std::rc::Rc;
 
-use crate::Error;
+use crate::error::Error;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {

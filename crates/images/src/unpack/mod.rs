@@ -31,8 +31,8 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use crate::digest::{excerpt, Digest, HashingReader};
+use crate::error::Error;
 use crate::error::IoContext;
-use crate::Error;
 use decompress::Compression;
 use tar_stream::{Kind, TarError, TarStream};
 

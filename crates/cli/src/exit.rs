@@ -1,0 +1,6 @@
+//! The exit codes every `corral` subcommand shares.
+
+/// A sandbox that could not do its job (like `docker run`'s 125).
+pub const SANDBOX_ERROR: i32 = 125;
+/// Bad usage: a flag, a file or a value the command cannot take.
+pub const USAGE: i32 = 2;

@@ -1,0 +1,138 @@
+//! The store handle and the records it keeps; its operations live in the sibling modules.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::Digest;
+use crate::error::Error;
+use crate::error::IoContext;
+use crate::unpack::{self, Limits};
+
+/// An image store rooted at `DATA/images`.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pub(super) root: PathBuf,
+    pub(super) limits: Limits,
+}
+
+/// One layer of an image.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LayerRecord {
+    /// The (possibly compressed) blob's digest.
+    pub blob: Digest,
+    pub media_type: String,
+    /// Bytes of the blob.
+    pub size: u64,
+    /// sha256 of the uncompressed tar: names the unpacked folder.
+    pub diff_id: Digest,
+}
+
+/// What the store knows about one image (`records/sha256/MANIFEST-HEX.json`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ImageRecord {
+    /// The image manifest's digest: the image's identity.
+    pub digest: Digest,
+    /// The index (manifest list) it was picked from, when pulled through one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<Digest>,
+    pub config: Digest,
+    /// Bottom layer first, as in the manifest.
+    pub layers: Vec<LayerRecord>,
+    pub env: Vec<String>,
+    pub working_dir: Option<String>,
+    pub cmd: Option<Vec<String>>,
+    pub entrypoint: Option<Vec<String>>,
+    /// Recorded for information only: programs never run as the image's user.
+    pub user: Option<String>,
+    pub platform: String,
+    /// The config's `created`, when it has one.
+    pub created: Option<String>,
+    /// Sum of the blobs' sizes.
+    pub size: u64,
+    /// Where it came from (`pull …`, `import …`).
+    pub source: String,
+}
+
+/// What a sandbox needs to run in an image.
+#[derive(Debug, Clone)]
+pub struct RootFs {
+    pub digest: Digest,
+    /// Unpacked layer folders, TOP layer first — the order of overlayfs's `lowerdir=a:b:c`.
+    pub lower_dirs: Vec<PathBuf>,
+    pub env: Vec<String>,
+    pub working_dir: Option<String>,
+}
+
+impl Store {
+    /// Opens (creating its folders) the store of the data folder `data_dir`.
+    pub fn open(data_dir: &Path) -> Result<Store, Error> {
+        let root = data_dir.join("images");
+        for sub in ["blobs/sha256", "layers/sha256", "records/sha256", "tmp"] {
+            let p = root.join(sub);
+            std::fs::create_dir_all(&p).at(&p)?;
+        }
+        Ok(Store {
+            root,
+            limits: Limits::default(),
+        })
+    }
+
+    /// Replaces the per-layer caps (tests use small ones).
+    pub fn with_limits(mut self, limits: Limits) -> Store {
+        self.limits = limits;
+        self
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn layer_path(&self, diff_id: &Digest) -> PathBuf {
+        self.root.join("layers/sha256").join(diff_id.hex())
+    }
+
+    /// A scratch folder for partial downloads and archive staging.
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+
+    /// Unpacks the stored blob of `layer` unless its folder exists already.
+    pub fn ensure_layer(&self, layer: &LayerRecord) -> Result<(), Error> {
+        let target = self.layer_path(&layer.diff_id);
+        if target.is_dir() {
+            return Ok(());
+        }
+        let path = self.blob_path(&layer.blob);
+        let f = std::fs::File::open(&path).at(&path)?;
+        unpack::unpack_layer(
+            f,
+            Some(&layer.media_type),
+            &target,
+            Some(&layer.diff_id),
+            &self.limits,
+        )?;
+        Ok(())
+    }
+
+    /// The ordered layer folders, Env and WorkingDir of `reference`: what a sandbox mounts.
+    pub fn rootfs(&self, reference: &str) -> Result<RootFs, Error> {
+        let (_, rec) = self.resolve(reference)?;
+        let lower_dirs = rec
+            .layers
+            .iter()
+            .rev()
+            .map(|l| self.layer_path(&l.diff_id))
+            .collect();
+        Ok(RootFs {
+            digest: rec.digest,
+            lower_dirs,
+            env: rec.env,
+            working_dir: rec.working_dir,
+        })
+    }
+}
