@@ -191,3 +191,52 @@ fn judge0_requests_and_answers() {
         }
     });
 }
+
+/// The languages Judge0 clients know by id beyond the first seven: listed, and judged through
+/// the registry's own commands (a compiled one and an interpreted one, with a prompt on stdin).
+#[test]
+fn judge0_ids_of_the_seed_languages() {
+    let s = Server::start("[submissions]\nworkers = 2\n", &[]);
+    rt().block_on(async {
+        use reqwest::Method;
+        let t = s.token("staff").await;
+        let (_, langs) = j0(&s, Some(&t), Method::GET, "/judge0/languages", None).await;
+        let ids: Vec<i64> = langs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["id"].as_i64().unwrap())
+            .collect();
+        for id in [60, 65, 68, 72, 85] {
+            assert!(ids.contains(&id), "{id} missing from {langs}");
+        }
+        let (st, go) = j0(&s, Some(&t), Method::GET, "/judge0/languages/60", None).await;
+        assert_eq!(st, StatusCode::OK);
+        assert_eq!(go["source_file"], "main.go");
+        for (id, source) in [
+            (72, "print \"Name: \"\nputs \"hi #{gets.chomp}\"\n"),
+            (
+                65,
+                "let () = print_string \"Name: \"; Printf.printf \"hi %s\\n\" (read_line ())\n",
+            ),
+        ] {
+            let (st, v) = j0(
+                &s,
+                Some(&t),
+                Method::POST,
+                "/judge0/submissions?base64_encoded=false&wait=true",
+                Some(
+                    json!({"source_code": source, "language_id": id, "stdin": "Ada\n",
+                            "expected_output": "Name: hi Ada"}),
+                ),
+            )
+            .await;
+            assert_eq!(st, StatusCode::CREATED, "{v}");
+            assert_eq!(
+                v["status"],
+                json!({"id": 3, "description": "Accepted"}),
+                "{id}: {v}"
+            );
+        }
+    });
+}

@@ -13,16 +13,21 @@ use serde_json::{json, Map, Value};
 
 use crate::service::submissions::accept::SubmissionRequest;
 
-/// Judge0 CE 1.13.1 language ids of the registry's languages.
+/// Judge0 CE 1.13.1 language ids of the registry's languages (Judge0 has no Scheme).
 pub const LANGUAGE_IDS: &[(u32, &str)] = &[
     (46, "bash"),
     (50, "c"),
     (52, "cpp"),
     (54, "cpp"),
+    (60, "go"),
     (62, "java"),
     (63, "javascript"),
+    (65, "ocaml"),
+    (68, "php"),
     (71, "python"),
+    (72, "ruby"),
     (73, "rust"),
+    (85, "perl"),
 ];
 
 pub const STATUSES: &[(u32, &str)] = &[
