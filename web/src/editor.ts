@@ -10,11 +10,17 @@ import { python } from '@codemirror/lang-python';
 import { java } from '@codemirror/lang-java';
 import { javascript } from '@codemirror/lang-javascript';
 import { rust } from '@codemirror/lang-rust';
+import { php } from '@codemirror/lang-php';
 import { shell } from '@codemirror/legacy-modes/mode/shell';
+import { oCaml } from '@codemirror/legacy-modes/mode/mllike';
+import { perl } from '@codemirror/legacy-modes/mode/perl';
+import { ruby } from '@codemirror/legacy-modes/mode/ruby';
+import { scheme } from '@codemirror/legacy-modes/mode/scheme';
+import { go } from '@codemirror/legacy-modes/mode/go';
 import { oneDark } from '@codemirror/theme-one-dark';
 import type { EditorFile } from './api';
 
-/** Highlighting for a file, from its name (the registry's languages: C, C++, Python, Java, JS, Rust, shell). */
+/** Highlighting for a file, from its name (every language of the built-in registry). */
 export function languageFor(path: string): Extension {
   const ext = path.toLowerCase().split('.').pop() ?? '';
   switch (ext) {
@@ -41,6 +47,21 @@ export function languageFor(path: string): Extension {
     case 'sh':
     case 'bash':
       return StreamLanguage.define(shell);
+    case 'ml':
+    case 'mli':
+      return StreamLanguage.define(oCaml);
+    case 'pl':
+    case 'pm':
+      return StreamLanguage.define(perl);
+    case 'php':
+      return php();
+    case 'rb':
+      return StreamLanguage.define(ruby);
+    case 'scm':
+    case 'ss':
+      return StreamLanguage.define(scheme);
+    case 'go':
+      return StreamLanguage.define(go);
     default:
       return [];
   }

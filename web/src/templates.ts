@@ -34,6 +34,29 @@ int main()
   bash: `#!/bin/bash
 echo "hello, world"
 `,
+  go: `package main
+
+import "fmt"
+
+func main() {
+	fmt.Println("hello, world")
+}
+`,
+  ocaml: `let () = print_endline "hello, world"
+`,
+  perl: `use strict;
+use warnings;
+
+print "hello, world\n";
+`,
+  php: `<?php
+echo "hello, world\n";
+`,
+  ruby: `puts "hello, world"
+`,
+  scheme: `(display "hello, world")
+(newline)
+`,
 };
 
 export function template(languageId: string): string {

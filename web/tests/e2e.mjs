@@ -354,7 +354,7 @@ await test('Run: Ctrl-C in the terminal interrupts the program (SIGINT)', page, 
   await waitTerminal(page, '^C');
 });
 
-await test('other languages: Python (no compile step) and Java, picked from the menu', page, async () => {
+await test('other languages: Python (no compile step), Java, Ruby and Go, picked from the menu', page, async () => {
   await page.locator('#language').selectOption('python');
   await page.getByRole('tab', { name: 'main.py' }).waitFor();
   await setCode(page, 'name = input("Name: ")\nprint(f"hi, {name}")\n');
@@ -384,6 +384,23 @@ await test('other languages: Python (no compile step) and Java, picked from the 
   } else {
     console.log('     note: Rust is not available on this server (optional); its run was not tried');
   }
+  // Two of the seed's other languages: Ruby (a prompt answered in the terminal) and Go (compiled).
+  await page.locator('#language').selectOption('ruby');
+  await page.getByRole('tab', { name: 'main.rb' }).waitFor();
+  await setCode(page, 'print "Name: "\nname = gets.chomp\nputs "hi, #{name}"\n');
+  await page.keyboard.press('Control+Enter');
+  await waitStatus(page, /waiting for input/i);
+  await waitTerminal(page, 'Name: ');
+  await page.keyboard.type('Matz');
+  await page.keyboard.press('Enter');
+  await waitStatus(page, /exited with status 0/);
+  await waitTerminal(page, 'hi, Matz');
+  await page.locator('#language').selectOption('go');
+  await page.getByRole('tab', { name: 'main.go' }).waitFor();
+  await page.keyboard.press('Control+Enter');
+  await waitStatus(page, /exited with status 0/, 180_000);
+  await waitTerminal(page, '$ go build');
+  await waitTerminal(page, 'hello, world');
   // Back to C: its file is still there.
   await page.locator('#language').selectOption('c');
   assert((await page.getByRole('tab', { name: 'main.c' }).getAttribute('aria-selected')) === 'true', 'main.c is selected');
