@@ -221,6 +221,32 @@ fn java_submissions() {
     grade("hello-java", &cases);
 }
 
+/// Build tools: make with the assignment's (protected) Makefile, and Ant with its build.xml.
+#[test]
+fn make_and_ant_projects() {
+    let ids = ["builds", "greets"];
+    let row = |r: [Option<bool>; 2]| -> Row { ids.iter().copied().zip(r).collect() };
+    grade(
+        "make-c",
+        &[
+            ("correct", 0, row([T, T])),
+            ("no_compile", 1, row([F, N])),
+            // Its own Makefile would fake the program; the assignment's is used, and it is flagged.
+            ("own_makefile", 1, row([T, F])),
+        ],
+    );
+    let (_, json, _) = check("make-c", "own_makefile", &[]);
+    assert!(json.to_string().contains("Makefile"), "{json:#}");
+    grade(
+        "ant-java",
+        &[
+            ("correct", 0, row([T, T])),
+            ("no_compile", 1, row([F, N])),
+            ("wrong_output", 1, row([T, F])),
+        ],
+    );
+}
+
 #[test]
 fn failures_say_what_was_expected_and_what_happened() {
     let (_, json, _) = check("hello", "wrong_output", &[]);
