@@ -45,11 +45,14 @@ fn header(name: &str, kind: tar::EntryType, size: u64) -> Vec<u8> {
     h.as_bytes().to_vec()
 }
 
-/// An extended header (`kind`: GNU long name/link or PAX) of `size` bytes of `a`, gzip'd (48 MiB
-/// compress to ~47 KiB): a reader that takes the header whole allocates all of it.
+/// An extended header (`kind`: GNU long name/link or PAX) of `size` bytes of `a`, then the entry
+/// it names, gzip'd (48 MiB compress to ~47 KiB): a reader that takes the header whole allocates
+/// all of it, and an error that quotes the whole name sends it back.
 fn claiming(kind: tar::EntryType, size: usize) -> Vec<u8> {
     let mut t = header("././@LongLink", kind, size as u64);
     t.extend(std::iter::repeat_n(b'a', size));
+    t.resize(t.len().div_ceil(512) * 512, 0);
+    t.extend(many(1, |_| header("x", tar::EntryType::Regular, 0)));
     gzip(&t)
 }
 
