@@ -5,23 +5,10 @@
 //!   decompressed size and on the decompression ratio, so a bomb stops at the cap.
 //! - [`tar_stream`]: a tar reader whose every variable-size header (GNU long name/link, PAX
 //!   records) is bounded *before* it is allocated, with at most a few extended headers per entry
-//!   and no sparse or other exotic entry types. Its errors quote a bounded [`excerpt`] of a name.
+//!   and no sparse or other exotic entry types. Its errors quote a bounded [`excerpt`](excerpt::excerpt) of a name.
 //!
 //! What an entry may be (paths, kinds, counts, total size) is the caller's policy, not this crate's.
 
 pub mod decompress;
+pub mod excerpt;
 pub mod tar_stream;
-
-/// A bounded, printable excerpt of untrusted text for error messages.
-pub fn excerpt(s: &str) -> String {
-    const MAX: usize = 120;
-    let clean: String = s
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    if clean.chars().count() <= MAX {
-        clean
-    } else {
-        format!("{}…", clean.chars().take(MAX).collect::<String>())
-    }
-}

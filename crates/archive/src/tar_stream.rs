@@ -57,7 +57,7 @@ impl From<io::Error> for TarError {
 
 fn bad(entry: &[u8], reason: impl Into<String>) -> TarError {
     TarError::Bad {
-        entry: crate::excerpt(&String::from_utf8_lossy(entry)),
+        entry: crate::excerpt::excerpt(&String::from_utf8_lossy(entry)),
         reason: reason.into(),
     }
 }

@@ -74,7 +74,7 @@ impl<'de> serde::Deserialize<'de> for Digest {
 }
 
 /// A bounded, printable excerpt of untrusted text for error messages.
-pub use corral_archive::excerpt;
+pub use corral_archive::excerpt::excerpt;
 
 /// Passes bytes through while hashing them and counting them.
 pub struct HashingReader<R> {

@@ -10,7 +10,7 @@
 use std::io::Read;
 
 use corral_archive::decompress::{self, Compression};
-use corral_archive::excerpt;
+use corral_archive::excerpt::excerpt;
 use corral_archive::tar_stream::{Header, Kind, TarError, TarStream};
 use corral_store::{NewFile, Upload};
 
