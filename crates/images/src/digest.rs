@@ -74,18 +74,7 @@ impl<'de> serde::Deserialize<'de> for Digest {
 }
 
 /// A bounded, printable excerpt of untrusted text for error messages.
-pub fn excerpt(s: &str) -> String {
-    const MAX: usize = 120;
-    let clean: String = s
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    if clean.chars().count() <= MAX {
-        clean
-    } else {
-        format!("{}…", clean.chars().take(MAX).collect::<String>())
-    }
-}
+pub use corral_archive::excerpt::excerpt;
 
 /// Passes bytes through while hashing them and counting them.
 pub struct HashingReader<R> {

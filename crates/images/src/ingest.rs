@@ -5,7 +5,8 @@ use crate::digest::{excerpt, Digest};
 use crate::error::Error;
 use crate::oci::{self, Descriptor, Document, ImageConfig, MAX_DOCUMENT};
 use crate::store::{ImageRecord, LayerRecord, Store};
-use crate::unpack::decompress;
+use crate::unpack::media_type;
+use corral_archive::decompress::Compression;
 
 /// Where blobs come from: a folder, a staged archive, a registry.
 pub(crate) trait BlobSource {
@@ -60,13 +61,13 @@ pub(crate) fn ingest(
     }
     let mut layers = Vec::new();
     for (i, (d, diff_id)) in m.layers.iter().zip(&config.rootfs.diff_ids).enumerate() {
-        decompress::check_media_type(d.media_type.as_deref())?;
+        media_type::check_media_type(d.media_type.as_deref())?;
         let layer = LayerRecord {
             blob: d.digest.clone(),
             media_type: d
                 .media_type
                 .clone()
-                .unwrap_or_else(|| decompress::Compression::Gzip.oci_media_type().into()),
+                .unwrap_or_else(|| media_type::oci_media_type(Compression::Gzip).into()),
             size: d.size,
             diff_id: diff_id.clone(),
         };

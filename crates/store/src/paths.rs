@@ -12,7 +12,13 @@ pub const MAX_PATH: usize = 1024;
 /// no `..` or `.`, not absolute, no empty component, no NUL, no backslash, no control characters.
 /// Returns the normalised form.
 pub fn validate_path(path: &str, max_depth: usize) -> Result<String> {
-    let bad = |why: &str| Err(StoreError::Invalid(format!("file name {path:?}: {why}")));
+    // Names are untrusted and may be huge: an error quotes at most SHOWN characters of one.
+    const SHOWN: usize = 200;
+    let mut shown: String = path.chars().take(SHOWN).collect();
+    if shown.len() < path.len() {
+        shown.push('…');
+    }
+    let bad = |why: &str| Err(StoreError::Invalid(format!("file name {shown:?}: {why}")));
     if path.is_empty() {
         return bad("empty name");
     }

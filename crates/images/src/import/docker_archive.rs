@@ -13,7 +13,8 @@ use crate::error::IoContext;
 use crate::ingest::ingest;
 use crate::oci::{Descriptor, Manifest};
 use crate::store::{ImageRecord, Store};
-use crate::unpack::decompress;
+use crate::unpack::media_type::oci_media_type;
+use corral_archive::decompress;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -63,7 +64,7 @@ pub(super) fn import(
         let f = std::fs::File::open(&path).at(&path)?;
         let size = f.metadata().at(&path)?.len();
         let digest = store.put_blob(f, None, u64::MAX, rel)?;
-        layers.push(Descriptor::new(compression.oci_media_type(), digest, size));
+        layers.push(Descriptor::new(oci_media_type(compression), digest, size));
     }
     let manifest = Manifest::written(&config, config_digest, layers);
     let recorded = entry.repo_tags.as_ref().and_then(|t| t.first());

@@ -18,7 +18,7 @@ use std::path::Path;
 use crate::error::Error;
 use crate::error::IoContext;
 use crate::store::{ImageRecord, Store};
-use crate::unpack::decompress::{self, Compression};
+use corral_archive::decompress::{self, Compression};
 
 /// Imports the image at `path`; `name` (if given) wins over a name recorded in the archive.
 pub fn import(store: &Store, path: &Path, name: Option<&str>) -> Result<ImageRecord, Error> {

@@ -53,7 +53,11 @@ pub(super) fn import(
     };
     let config = serde_json::to_vec(&config).expect("config serialises");
     let config_digest = store.put_blob_bytes(&config, "config")?;
-    let layer = Descriptor::new(unpacked.compression.oci_media_type(), blob, size);
+    let layer = Descriptor::new(
+        crate::unpack::media_type::oci_media_type(unpacked.compression),
+        blob,
+        size,
+    );
     let manifest = Manifest::written(&config, config_digest, vec![layer]);
     ingest(
         store,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Error;
 use crate::error::IoContext;
 use crate::store::Store;
-use crate::unpack::tar_stream::{Kind, TarError, TarStream};
+use corral_archive::tar_stream::{Kind, TarError, TarStream};
 
 const MAX_HEADER: u64 = 64 << 10;
 

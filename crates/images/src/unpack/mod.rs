@@ -23,8 +23,7 @@
 //! when complete: a crash leaves no half layer.
 
 mod apply;
-pub mod decompress;
-pub(crate) mod tar_stream;
+pub mod media_type;
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
@@ -33,8 +32,8 @@ use std::path::Path;
 use crate::digest::{excerpt, Digest, HashingReader};
 use crate::error::Error;
 use crate::error::IoContext;
-use decompress::Compression;
-use tar_stream::{Kind, TarError, TarStream};
+use corral_archive::decompress::{self, Compression};
+use corral_archive::tar_stream::{Kind, TarError, TarStream};
 
 /// Caps on one layer.
 #[derive(Debug, Clone)]
@@ -91,7 +90,7 @@ pub fn unpack_layer(
     expected: Option<&Digest>,
     limits: &Limits,
 ) -> Result<Unpacked, Error> {
-    decompress::check_media_type(media_type)?;
+    media_type::check_media_type(media_type)?;
     let parent = target
         .parent()
         .ok_or_else(|| Error::LayerLimit("layer target has no parent".into()))?;

@@ -128,7 +128,7 @@ pub fn rejection(e: MultipartRejection) -> ApiError {
 }
 
 /// Reads one part, stopping as soon as the upload would exceed its size.
-async fn read_field(c: &UploadFiles<'_>, field: &mut Field<'_>) -> Result<Vec<u8>, ApiError> {
+async fn read_field(c: &UploadFiles, field: &mut Field<'_>) -> Result<Vec<u8>, ApiError> {
     let mut buf = Vec::new();
     while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
         if c.would_exceed((buf.len() + chunk.len()) as u64) {
@@ -147,7 +147,7 @@ pub async fn collect(mut form: Multipart, limits: &UploadLimits) -> Result<Vec<N
         let file_name = field.file_name().map(str::to_string);
         if part == "archive" {
             let data = read_field(&c, &mut field).await?;
-            c.add_archive(&data)?;
+            c = uploads::unpack_archives(c, vec![data]).await?;
             continue;
         }
         let Some(name) = file_name else {

@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::service::caller::Caller;
+use crate::service::uploads::{self, UploadFiles};
 use crate::state::SharedState;
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -81,8 +82,9 @@ pub async fn register(
         archives,
     } = parts;
     let limits = &st.config.upload;
-    for a in archives {
-        files.extend(crate::service::uploads::unpack_archive(&a, limits)?);
+    if !archives.is_empty() {
+        let unpacked = uploads::unpack_archives(UploadFiles::new(limits), archives).await?;
+        files.extend(unpacked.into_files());
     }
     if files.len() + 1 > limits.max_files {
         return Err(ApiError::too_large("too many files"));

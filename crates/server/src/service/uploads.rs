@@ -1,8 +1,17 @@
 //! Uploads: files (relative names, folders allowed) and tar archives, checked strictly before
 //! anything is stored; storing them, and describing one to its owner.
+//!
+//! Archives are hostile input: they are read with corral-archive's bounded tar reader (every
+//! extended header capped before it is allocated) behind a capped decompressor, every entry and
+//! byte counted against [`UploadLimits`] before it is read, and on a blocking thread
+//! ([`unpack_archives`]) so a slow archive never holds an async worker. Errors quote names as
+//! bounded excerpts.
 
 use std::io::Read;
 
+use corral_archive::decompress::{self, Compression};
+use corral_archive::excerpt::excerpt;
+use corral_archive::tar_stream::{Header, Kind, TarError, TarStream};
 use corral_store::{NewFile, Upload};
 
 use crate::config::UploadLimits;
@@ -10,16 +19,23 @@ use crate::error::ApiError;
 use crate::service::caller::Caller;
 use crate::state::SharedState;
 
-pub struct UploadFiles<'a> {
-    limits: &'a UploadLimits,
+/// Bytes of one GNU long-name/long-link or PAX header (a stored name is at most 1 KiB anyway;
+/// PAX headers of ordinary tars carry a few records).
+const MAX_HEADER: u64 = 64 << 10;
+/// Decompressed/compressed ratio allowed once past the first 64 MiB (as for image layers).
+const MAX_RATIO: u64 = 200;
+
+pub struct UploadFiles {
+    /// Owned, so the files can move to a blocking thread for unpacking.
+    limits: UploadLimits,
     files: Vec<NewFile>,
     total: u64,
 }
 
-impl<'a> UploadFiles<'a> {
-    pub fn new(limits: &'a UploadLimits) -> Self {
+impl UploadFiles {
+    pub fn new(limits: &UploadLimits) -> Self {
         UploadFiles {
-            limits,
+            limits: limits.clone(),
             files: Vec::new(),
             total: 0,
         }
@@ -58,77 +74,117 @@ impl<'a> UploadFiles<'a> {
         Ok(())
     }
 
+    /// Entries one archive may hold: every file with, at most, a folder entry for each level
+    /// above it (folder entries are only checked, never stored).
+    fn max_entries(&self) -> u64 {
+        (self.limits.max_files as u64).saturating_mul(self.limits.max_depth as u64 + 1)
+    }
+
     /// Unpacks a tar (optionally gzip-compressed) archive: regular files and folders only.
+    /// Blocking (decompression and parsing): call it through [`unpack_archives`] from async code.
     pub fn add_archive(&mut self, data: &[u8]) -> Result<(), ApiError> {
-        let reader: Box<dyn Read> = if data.starts_with(&[0x1f, 0x8b]) {
-            Box::new(flate2::read::GzDecoder::new(data))
-        } else {
-            Box::new(data)
-        };
         let bad = |m: String| ApiError::bad_request(format!("archive: {m}"));
-        let mut archive = tar::Archive::new(reader);
-        let entries = archive
-            .entries()
+        let max_entries = self.max_entries();
+        // The content plus at most 3 KiB of headers and padding per entry: a bomb stops here.
+        let max_stream = self
+            .limits
+            .max_bytes
+            .bytes()
+            .saturating_add(max_entries.saturating_mul(3 << 10))
+            .saturating_add(1 << 20);
+        let (stream, compression) = decompress::open(data, max_stream, MAX_RATIO)
             .map_err(|e| bad(format!("not a tar archive: {e}")))?;
-        for entry in entries {
-            let mut entry = entry.map_err(|e| bad(format!("unreadable entry: {e}")))?;
-            let raw = entry.path_bytes().into_owned();
-            let name = String::from_utf8(raw)
-                .map_err(|_| bad("an entry's name is not UTF-8".to_string()))?;
-            let kind = entry.header().entry_type();
-            let shown = name.clone();
-            let name = name.strip_prefix("./").unwrap_or(&name).to_string();
-            if kind.is_dir() {
+        if compression == Compression::Zstd {
+            return Err(bad(
+                "zstd compression is not accepted: send a .tar or .tar.gz".to_string(),
+            ));
+        }
+        let mut tar = TarStream::new(stream, MAX_HEADER);
+        let mut entries = 0u64;
+        loop {
+            let header = match tar.next_entry() {
+                Ok(Some(h)) => h,
+                Ok(None) => return Ok(()),
+                Err(TarError::Io(e)) => return Err(bad(format!("unreadable entry: {e}"))),
+                Err(TarError::Bad { entry, reason }) => {
+                    return Err(bad(format!("entry {entry:?}: {reason}")))
+                }
+            };
+            entries += 1;
+            if entries > max_entries {
+                return Err(ApiError::too_large(format!(
+                    "archive: more than {max_entries} entries"
+                )));
+            }
+            self.add_entry(&mut tar, header, &bad)?;
+        }
+    }
+
+    /// Checks one entry and, if it is a regular file, reads and adds it.
+    fn add_entry<R: Read>(
+        &mut self,
+        tar: &mut TarStream<R>,
+        header: Header,
+        bad: &impl Fn(String) -> ApiError,
+    ) -> Result<(), ApiError> {
+        let name = String::from_utf8(header.path)
+            .map_err(|_| bad("an entry's name is not UTF-8".to_string()))?;
+        let shown = excerpt(&name);
+        let name = name.strip_prefix("./").unwrap_or(&name);
+        let what = match header.kind {
+            Kind::Dir => {
                 if name.is_empty() || name == "." || name == "./" {
-                    continue;
+                    return Ok(());
                 }
                 corral_store::validate_path(name.trim_end_matches('/'), self.limits.max_depth)
                     .map_err(|e| bad(e.to_string()))?;
-                continue;
+                return Ok(());
             }
-            let what = if kind.is_symlink() {
-                Some("a symbolic link")
-            } else if kind.is_hard_link() {
-                Some("a hard link")
-            } else if kind.is_character_special() || kind.is_block_special() {
-                Some("a device")
-            } else if kind.is_fifo() {
-                Some("a FIFO")
-            } else if !(kind.is_file() || kind == tar::EntryType::Continuous) {
-                Some("not a regular file")
-            } else {
-                None
-            };
-            if let Some(what) = what {
-                return Err(bad(format!(
-                    "{shown:?} is {what}; only regular files and folders are accepted"
-                )));
-            }
-            let size = entry.size();
-            if self.total + size > self.limits.max_bytes.bytes() {
-                return Err(self.too_large());
-            }
-            let mode = entry.header().mode().unwrap_or(0o644);
-            let mut content = Vec::with_capacity(size.min(1 << 20) as usize);
-            entry
-                .by_ref()
-                .take(size + 1)
-                .read_to_end(&mut content)
-                .map_err(|e| bad(format!("reading {shown:?}: {e}")))?;
-            self.add(&name, content, mode)?;
+            Kind::File => None,
+            Kind::Symlink => Some("a symbolic link"),
+            Kind::HardLink => Some("a hard link"),
+            Kind::CharDevice | Kind::BlockDevice => Some("a device"),
+            Kind::Fifo => Some("a FIFO"),
+        };
+        if let Some(what) = what {
+            return Err(bad(format!(
+                "{shown:?} is {what}; only regular files and folders are accepted"
+            )));
         }
-        Ok(())
+        let size = header.size;
+        if self.total + size > self.limits.max_bytes.bytes() {
+            return Err(self.too_large());
+        }
+        let mut content = Vec::with_capacity(size.min(1 << 20) as usize);
+        tar.data(size)
+            .read_to_end(&mut content)
+            .map_err(|e| bad(format!("reading {shown:?}: {e}")))?;
+        if (content.len() as u64) < size {
+            return Err(bad(format!(
+                "reading {shown:?}: the archive ends inside it"
+            )));
+        }
+        self.add(name, content, header.mode)
     }
 }
 
-/// Unpacks one tar archive (optionally gzip-compressed) into checked files.
-pub fn unpack_archive(data: &[u8], limits: &UploadLimits) -> Result<Vec<NewFile>, ApiError> {
-    let mut c = UploadFiles::new(limits);
-    c.add_archive(data)?;
-    Ok(c.files)
+/// Unpacks `archives` into `files` on a blocking thread (decompressing and parsing hostile input
+/// must not hold an async worker), all counted against one set of limits.
+pub async fn unpack_archives(
+    mut files: UploadFiles,
+    archives: Vec<Vec<u8>>,
+) -> Result<UploadFiles, ApiError> {
+    tokio::task::spawn_blocking(move || {
+        for a in &archives {
+            files.add_archive(a)?;
+        }
+        Ok(files)
+    })
+    .await
+    .map_err(ApiError::internal)?
 }
 
-impl UploadFiles<'_> {
+impl UploadFiles {
     /// The checked files (at least one, no path both a file and a folder).
     pub fn finish(self) -> Result<Vec<NewFile>, ApiError> {
         if self.files.is_empty() {
@@ -139,6 +195,11 @@ impl UploadFiles<'_> {
         let paths: Vec<&str> = self.files.iter().map(|f| f.path.as_str()).collect();
         corral_store::check_tree(&paths).map_err(|e| ApiError::bad_request(e.to_string()))?;
         Ok(self.files)
+    }
+
+    /// The files so far, unchecked as a whole (for a caller that adds more and checks the tree).
+    pub fn into_files(self) -> Vec<NewFile> {
+        self.files
     }
 }
 

@@ -1,14 +1,16 @@
 //! A tar reader for hostile input: every header is parsed here, and every variable-size header
 //! (GNU long name/link, PAX records) is bounded *before* anything is allocated.
 //!
-//! The `tar` crate reads GNU long-name and PAX headers whole into memory with no bound, so a layer
-//! could claim a multi-gigabyte "file name"; this reader refuses any such header over
-//! [`Limits::max_header`](super::Limits::max_header).
+//! The `tar` crate reads GNU long-name and PAX headers whole into memory with no bound, so an
+//! archive could claim a multi-gigabyte "file name"; this reader refuses any such header over the
+//! `max_header` its caller gives, and more than [`MAX_EXTENSIONS`] of them before one entry.
+//! Entry types other than files, links, devices, folders and fifos (GNU sparse files, volume
+//! labels, multi-volume continuations) are refused, so no sparse map is ever read.
 
 use std::io::{self, Read};
 
 /// Extended headers (long name, long link, PAX, global PAX) allowed before one entry.
-const MAX_EXTENSIONS: u32 = 8;
+pub const MAX_EXTENSIONS: u32 = 8;
 
 /// What one entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +57,7 @@ impl From<io::Error> for TarError {
 
 fn bad(entry: &[u8], reason: impl Into<String>) -> TarError {
     TarError::Bad {
-        entry: crate::digest::excerpt(&String::from_utf8_lossy(entry)),
+        entry: crate::excerpt::excerpt(&String::from_utf8_lossy(entry)),
         reason: reason.into(),
     }
 }
@@ -132,7 +134,7 @@ impl<R: Read> TarStream<R> {
                         b'L' => long_name = Some(cstr(&data).to_vec()),
                         b'K' => long_link = Some(cstr(&data).to_vec()),
                         b'x' => pax = parse_pax(&data).map_err(|r| bad(&raw_name, r))?,
-                        _ => {} // global PAX headers carry nothing an image needs
+                        _ => {} // global PAX headers carry nothing corral needs
                     }
                     continue;
                 }
@@ -189,7 +191,7 @@ impl<R: Read> TarStream<R> {
                         let whole = v.split(|&b| b == b'.').next().unwrap_or(&[]);
                         mtime = ascii_u64(whole).map_or(mtime, |t| t.min(i64::MAX as u64) as i64);
                     }
-                    _ => {} // xattrs (SCHILY.xattr.*) are deliberately not applied: see unpack's docs
+                    _ => {} // xattrs (SCHILY.xattr.*) are deliberately dropped: no caller applies them
                 }
             }
             // Only regular files carry data; for the others a size field is ignored, as tar does.

@@ -1,50 +1,15 @@
-//! Layer compression: detected from the first bytes (the media type only has to name a tar layer),
-//! with a cap on the decompressed size and on the ratio, so a decompression bomb stops at the cap.
+//! Compression of an archive: detected from the first bytes, with a cap on the decompressed size
+//! and on the ratio, so a decompression bomb stops at the cap.
 
 use std::cell::Cell;
 use std::io::{self, BufRead, BufReader, Read};
 use std::rc::Rc;
-
-use crate::error::Error;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
     None,
     Gzip,
     Zstd,
-}
-
-impl Compression {
-    /// The OCI layer media type for this compression.
-    pub fn oci_media_type(self) -> &'static str {
-        match self {
-            Compression::None => "application/vnd.oci.image.layer.v1.tar",
-            Compression::Gzip => "application/vnd.oci.image.layer.v1.tar+gzip",
-            Compression::Zstd => "application/vnd.oci.image.layer.v1.tar+zstd",
-        }
-    }
-}
-
-/// Checks that `media_type` names a tar layer (OCI or Docker, any compression, or none given).
-pub fn check_media_type(media_type: Option<&str>) -> Result<(), Error> {
-    let Some(mt) = media_type else { return Ok(()) };
-    let known = [
-        "application/vnd.oci.image.layer.v1.tar",
-        "application/vnd.oci.image.layer.v1.tar+gzip",
-        "application/vnd.oci.image.layer.v1.tar+zstd",
-        "application/vnd.oci.image.layer.nondistributable.v1.tar",
-        "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip",
-        "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd",
-        "application/vnd.docker.image.rootfs.diff.tar",
-        "application/vnd.docker.image.rootfs.diff.tar.gzip",
-        "application/vnd.docker.image.rootfs.diff.tar.zstd",
-        "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
-    ];
-    if known.contains(&mt) {
-        Ok(())
-    } else {
-        Err(Error::UnsupportedMediaType(crate::digest::excerpt(mt)))
-    }
 }
 
 /// The compression of a stream starting with `head`.
@@ -100,7 +65,7 @@ impl Read for Capped<'_> {
         self.out += n as u64;
         if self.out > self.max_out {
             return Err(io::Error::other(format!(
-                "decompressed layer exceeds {} bytes (the layer size cap)",
+                "decompressed data exceeds {} bytes (the size cap)",
                 self.max_out
             )));
         }

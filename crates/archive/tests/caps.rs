@@ -1,0 +1,136 @@
+//! The caps of the bounded tar reader and the capped decompressor, on hand-made hostile input.
+
+use std::io::{Read, Write};
+
+use corral_archive::decompress;
+use corral_archive::tar_stream::{Kind, TarError, TarStream, MAX_EXTENSIONS};
+
+/// One 512-byte ustar header with a correct checksum.
+fn header(name: &[u8], flag: u8, size: u64) -> Vec<u8> {
+    let mut h = vec![0u8; 512];
+    h[..name.len().min(100)].copy_from_slice(&name[..name.len().min(100)]);
+    h[100..108].copy_from_slice(b"0000644\0");
+    h[108..116].copy_from_slice(b"0000000\0");
+    h[116..124].copy_from_slice(b"0000000\0");
+    h[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
+    h[136..148].copy_from_slice(b"00000000000\0");
+    h[156] = flag;
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    h
+}
+
+fn padded(data: &[u8]) -> Vec<u8> {
+    let mut v = data.to_vec();
+    v.resize(data.len().div_ceil(512) * 512, 0);
+    v
+}
+
+const MAX_HEADER: u64 = 64 << 10;
+
+/// The first error reading every entry of `tar`.
+fn refusal(tar: &[u8]) -> (String, String) {
+    let mut t = TarStream::new(tar, MAX_HEADER);
+    loop {
+        match t.next_entry() {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("accepted"),
+            Err(TarError::Bad { entry, reason }) => return (entry, reason),
+            Err(TarError::Io(e)) => return (String::new(), e.to_string()),
+        }
+    }
+}
+
+#[test]
+fn huge_extended_headers_are_refused_before_they_are_read() {
+    // Each claims 48 MiB but carries nothing: the reader must refuse on the size field alone.
+    for flag in [b'L', b'K', b'x', b'g'] {
+        let tar = header(b"././@LongLink", flag, 48 << 20);
+        let (_, reason) = refusal(&tar);
+        assert!(
+            reason.contains("extended header of"),
+            "{}: {reason}",
+            flag as char
+        );
+    }
+}
+
+#[test]
+fn a_run_of_extended_headers_is_refused() {
+    let mut tar = Vec::new();
+    for _ in 0..=MAX_EXTENSIONS {
+        tar.extend(header(b"././@LongLink", b'L', 5));
+        tar.extend(padded(b"name\0"));
+    }
+    tar.extend(header(b"f", b'0', 0));
+    let (_, reason) = refusal(&tar);
+    assert!(
+        reason.contains("extended headers before one entry"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn sparse_and_other_exotic_entries_are_refused() {
+    for flag in [b'S', b'V', b'M', b'N', b'D'] {
+        let (_, reason) = refusal(&header(b"odd", flag, 0));
+        assert!(reason.contains("unsupported entry type"), "{reason}");
+    }
+}
+
+#[test]
+fn errors_quote_a_bounded_excerpt_of_a_long_name() {
+    let name = vec![b'n'; 60 << 10];
+    let mut tar = header(b"././@LongLink", b'L', name.len() as u64);
+    tar.extend(padded(&name));
+    tar.extend(header(b"short", b'S', 0));
+    let (entry, reason) = refusal(&tar);
+    assert!(reason.contains("unsupported entry type"), "{reason}");
+    assert!(
+        entry.chars().count() <= 121,
+        "{} chars",
+        entry.chars().count()
+    );
+}
+
+#[test]
+fn a_pax_record_longer_than_its_header_is_refused() {
+    let rec = b"99999999 path=x\n";
+    let mut tar = header(b"pax", b'x', rec.len() as u64);
+    tar.extend(padded(rec));
+    tar.extend(header(b"f", b'0', 0));
+    let (_, reason) = refusal(&tar);
+    assert!(reason.contains("PAX"), "{reason}");
+}
+
+#[test]
+fn ordinary_entries_with_long_names_read_back() {
+    let long = "d/".repeat(100) + "file.txt";
+    let mut tar = header(b"././@LongLink", b'L', long.len() as u64 + 1);
+    tar.extend(padded(format!("{long}\0").as_bytes()));
+    tar.extend(header(b"trunc", b'0', 5));
+    tar.extend(padded(b"hello"));
+    tar.extend(vec![0u8; 1024]);
+    let mut t = TarStream::new(&tar[..], MAX_HEADER);
+    let h = t.next_entry().unwrap().unwrap();
+    assert_eq!(h.path, long.as_bytes());
+    assert_eq!(h.kind, Kind::File);
+    let mut data = String::new();
+    t.data(h.size).read_to_string(&mut data).unwrap();
+    assert_eq!(data, "hello");
+    assert!(t.next_entry().unwrap().is_none());
+}
+
+#[test]
+fn decompression_stops_at_the_size_cap() {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&vec![0u8; 8 << 20]).unwrap();
+    let bomb = gz.finish().unwrap();
+    let (mut stream, compression) = decompress::open(&bomb[..], 1 << 20, 200).unwrap();
+    assert_eq!(compression, decompress::Compression::Gzip);
+    let e = std::io::copy(&mut stream, &mut std::io::sink()).unwrap_err();
+    assert!(e.to_string().contains("exceeds"), "{e}");
+}
