@@ -1,0 +1,75 @@
+//! Revoked tokens reaching connections that are already open: WebSockets, `?wait` long-polls and
+//! remote workers' claims authenticated once, at their start. One watch per process polls the
+//! store for recent revocations (one cheap query every [`POLL`], whatever the number of
+//! connections, so a token revoked on another node sharing the database is noticed too) and
+//! wakes the connections of a revoked token; a revocation made on this node is noted at once.
+//!
+//! Tokens have no expiry in the store, so revocation is the only way a token stops working.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::state::SharedState;
+
+/// How often the store is asked: well within the one second a revocation may take to reach an
+/// open connection.
+pub const POLL: Duration = Duration::from_millis(250);
+
+/// How far back each poll looks (seconds): revocations are recorded with the revoking node's
+/// clock, so this covers clocks that differ between nodes.
+const LOOKBACK_SECS: i64 = 300;
+
+/// The tokens this process knows to be revoked, and the connections waiting to hear of one.
+pub struct Revocations {
+    revoked: watch::Sender<HashSet<String>>,
+}
+
+impl Default for Revocations {
+    fn default() -> Self {
+        Revocations {
+            revoked: watch::Sender::new(HashSet::new()),
+        }
+    }
+}
+
+impl Revocations {
+    /// Notes revoked tokens (a revocation on this node, or what the store lists); wakes the
+    /// connections of any token not known before.
+    pub fn note<I: IntoIterator<Item = String>>(&self, ids: I) {
+        let ids: Vec<String> = ids.into_iter().collect();
+        self.revoked.send_if_modified(|set| {
+            let mut added = false;
+            for id in &ids {
+                added |= set.insert(id.clone());
+            }
+            added
+        });
+    }
+
+    /// Resolves once the token with this public id is revoked (at once when it already is).
+    pub async fn revoked(&self, id: &str) {
+        let mut rx = self.revoked.subscribe();
+        if rx.wait_for(|set| set.contains(id)).await.is_err() {
+            // The state (and so the watch) is gone: nothing will be revoked any more.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Polls the store for revocations until the process ends.
+pub fn spawn(state: SharedState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let since = corral_store::now() - LOOKBACK_SECS;
+            match state.store.tokens_revoked_since(since).await {
+                Ok(ids) => state.revocations.note(ids),
+                Err(e) => tracing::warn!(error = %e, "polling the store for revoked tokens failed"),
+            }
+        }
+    })
+}
