@@ -336,4 +336,29 @@ mod tests {
         let empty: RunSpecJson = serde_json::from_str(r#"{"argv":[]}"#).unwrap();
         assert!(empty.into_spec(Path::new("/"), &Limits::default()).is_err());
     }
+
+    #[test]
+    fn commands_are_checked_alike() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let env = |k: &str, val: &str| vec![(k.to_string(), val.to_string())];
+        assert!(validate_command(&v(&["echo", "hi"]), &env("A_1", "x")).is_ok());
+        let refused = [
+            validate_command(&[], &[]),
+            validate_command(&v(&[""]), &[]),
+            validate_command(&v(&["echo", "a\0b"]), &[]),
+            validate_command(&v(&["true"]), &env("A", "x\0")),
+            validate_command(&v(&["true"]), &env("A\0B", "x")),
+            validate_command(&v(&["true"]), &env("A=B", "x")),
+            validate_command(&v(&["true"]), &env("1A", "x")),
+            validate_command(&[String::from("echo"), "x".repeat(MAX_ARG_BYTES + 1)], &[]),
+            validate_command(&vec!["x".repeat(1000); MAX_COMMAND_BYTES / 1000 + 1], &[]),
+            validate_env(&env("BIG", &"x".repeat(MAX_ARG_BYTES))),
+        ];
+        for (i, r) in refused.iter().enumerate() {
+            assert!(r.is_err(), "case {i} was accepted");
+        }
+        // A refused name is quoted, but never a huge one.
+        let e = validate_env(&env(&"=".repeat(MAX_ARG_BYTES), "")).unwrap_err();
+        assert!(e.to_string().len() < 200, "{e}");
+    }
 }

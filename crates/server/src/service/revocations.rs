@@ -73,3 +73,27 @@ pub fn spawn(state: SharedState) -> tokio::task::JoinHandle<()> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_noted_revocation_wakes_its_waiters_only() {
+        let r = Revocations::default();
+        let waiting = tokio::time::timeout(Duration::from_millis(50), r.revoked("a"));
+        assert!(waiting.await.is_err(), "woke before any revocation");
+        let (a, b) = (r.revoked("a"), r.revoked("b"));
+        r.note(["a".to_string()]);
+        tokio::time::timeout(Duration::from_secs(1), a)
+            .await
+            .expect("the revoked token's waiter woke");
+        assert!(tokio::time::timeout(Duration::from_millis(50), b)
+            .await
+            .is_err());
+        // A waiter that starts after the revocation is told at once.
+        tokio::time::timeout(Duration::from_millis(50), r.revoked("a"))
+            .await
+            .expect("already revoked");
+    }
+}
