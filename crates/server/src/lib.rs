@@ -59,7 +59,8 @@ pub async fn serve(
 ) -> Result<(), ServerError> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     let housekeeping = service::housekeeping::spawn(state.clone());
-    let revocation_watch = service::revocations::spawn(state.clone());
+    let revocation_watch =
+        service::revocations::spawn(state.store.clone(), state.revocations.clone());
     let queue_tasks = service::submissions::workers::spawn(state.clone());
     let app = router(state.clone());
     let st = state.clone();

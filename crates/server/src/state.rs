@@ -28,7 +28,7 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub limiter: RateLimiter,
     /// Revoked tokens, for connections authenticated before the revocation.
-    pub revocations: Revocations,
+    pub revocations: Arc<Revocations>,
     /// Languages for `/languages` and check suites.
     pub languages: corral_checks::LanguageRegistry,
     /// Temporary folders (materialised uploads) live here.
@@ -72,7 +72,7 @@ impl AppState {
             runner: Runner::new(config.parallelism, config.queue, metrics.clone()),
             metrics,
             limiter: RateLimiter::default(),
-            revocations: Revocations::default(),
+            revocations: Arc::default(),
             languages,
             tmp_dir,
             shutdown,

@@ -7,11 +7,11 @@
 //! Tokens have no expiry in the store, so revocation is the only way a token stops working.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
+use corral_store::Store;
 use tokio::sync::watch;
-
-use crate::state::SharedState;
 
 /// How often the store is asked: well within the one second a revocation may take to reach an
 /// open connection.
@@ -58,16 +58,16 @@ impl Revocations {
     }
 }
 
-/// Polls the store for revocations until the process ends.
-pub fn spawn(state: SharedState) -> tokio::task::JoinHandle<()> {
+/// Polls the store for revocations until aborted (at shutdown).
+pub fn spawn(store: Arc<dyn Store>, revocations: Arc<Revocations>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
             let since = corral_store::now() - LOOKBACK_SECS;
-            match state.store.tokens_revoked_since(since).await {
-                Ok(ids) => state.revocations.note(ids),
+            match store.tokens_revoked_since(since).await {
+                Ok(ids) => revocations.note(ids),
                 Err(e) => tracing::warn!(error = %e, "polling the store for revoked tokens failed"),
             }
         }

@@ -71,7 +71,7 @@ mod tests {
         let db = std::fs::read(d.path().join("corral.db")).unwrap();
         assert!(!db.windows(t.secret.len()).any(|w| w == t.secret.as_bytes()));
         // Still known by its hash after reopening; once revoked, listed as revoked.
-        let before = crate::now() - 1;
+        let before = crate::clock::now() - 1;
         assert!(s.revoke_token(&t.info.id).await.unwrap());
         assert_eq!(
             s.tokens_revoked_since(before).await.unwrap(),
