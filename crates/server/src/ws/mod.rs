@@ -40,7 +40,9 @@ const MAX_MESSAGE: usize = 1 << 20;
 /// `{"type": "stdin", "data", "eof"}`, `{"type": "signal", "name": "SIGINT"}`, `{"type": "kill"}`.
 /// Server messages: `{"type": "stdout" | "stderr", "data"}`, `{"type": "stdin"}` (the program
 /// waits for input), `{"type": "exit", "code", "status", "stdout", "stderr", "sandbox", …}` and
-/// `{"type": "error", "error", "message"}`. Browsers may pass the token as `?token=`.
+/// `{"type": "error", "error", "message"}`. Browsers may pass the token as `?token=`. When the
+/// token is revoked, the run is killed, `{"type": "error", "error": "token_revoked"}` is sent and
+/// the socket closed with 1008 ("token revoked").
 #[utoipa::path(
     get, path = "/ws", tag = "sandbox",
     params(("token" = Option<String>, Query, description = "The API token, for clients that cannot set headers")),
