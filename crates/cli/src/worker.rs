@@ -62,6 +62,8 @@ struct Ctx {
     pool: Arc<Pool>,
     registry: corral_checks::LanguageRegistry,
     tmp: PathBuf,
+    /// The server refused the token (revoked or unknown): every claim loop stops.
+    refused: std::sync::atomic::AtomicBool,
 }
 
 fn run(args: WorkerArgs) -> anyhow::Result<()> {
@@ -126,11 +128,13 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         pool,
         registry,
         tmp: tmp.path().to_path_buf(),
+        refused: std::sync::atomic::AtomicBool::new(false),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let ctx2 = ctx.clone();
     rt.block_on(async move {
         let (stop_tx, stop) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
@@ -150,6 +154,10 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         }
     });
     drop(tmp);
+    anyhow::ensure!(
+        !ctx2.refused.load(std::sync::atomic::Ordering::SeqCst),
+        "the server refused the worker token (revoked or unknown): create a new one with `corral token create --role worker`"
+    );
     Ok(())
 }
 
@@ -185,6 +193,13 @@ async fn claim_loop(ctx: Arc<Ctx>, i: usize, mut stop: tokio::sync::watch::Recei
             Ok(resp) if resp.status() == StatusCode::NO_CONTENT => {
                 backoff = Duration::from_millis(500);
                 continue;
+            }
+            Ok(resp) if resp.status() == StatusCode::UNAUTHORIZED => {
+                tracing::error!(
+                    "the server refused the worker token (revoked or unknown); stopping"
+                );
+                ctx.refused.store(true, std::sync::atomic::Ordering::SeqCst);
+                return;
             }
             Ok(resp) => {
                 let st = resp.status();
@@ -241,7 +256,8 @@ async fn judge(ctx: &Arc<Ctx>, job: ClaimedJob) {
                     .ok()?;
                 match r.status() {
                     StatusCode::NO_CONTENT => Some(true),
-                    StatusCode::CONFLICT => Some(false),
+                    // The lease is gone, or the token was revoked: the job will run elsewhere.
+                    StatusCode::CONFLICT | StatusCode::UNAUTHORIZED => Some(false),
                     _ => None,
                 }
             }

@@ -19,6 +19,10 @@ pub fn execute(
     spec: &JobSpec,
     at: &JobFiles,
 ) -> Verdict {
+    // Refused at submission; a job queued before that check still ends with the reason.
+    if let Err(e) = spec.validate() {
+        return Verdict::internal(format!("the job cannot run: {e}"));
+    }
     if let Some(s) = &spec.suite {
         return grade_suite(pool, registry, spec, s, at);
     }
@@ -51,9 +55,8 @@ pub fn execute(
             format!("exec {}", with(&lang.run, &spec.run_args)),
         ];
     } else {
-        run_argv = match &spec.cmd {
-            Some(Cmd::Line(s)) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
-            Some(Cmd::Argv(v)) if !v.is_empty() => v.clone(),
+        run_argv = match spec.cmd.as_ref().map(Cmd::argv) {
+            Some(argv) if !argv.is_empty() => argv,
             _ => return Verdict::internal("the job has no language, command or suite"),
         };
     }

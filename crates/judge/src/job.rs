@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use corral_sandbox::Limits;
+use corral_sandbox::{validate_command, validate_env, Limits, SpecError};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -15,6 +15,17 @@ pub enum Cmd {
     #[schema(example = "cc -o hello hello.c")]
     Line(String),
     Argv(Vec<String>),
+}
+
+impl Cmd {
+    /// The argv it runs: a string under the sandbox's `/bin/sh -c`; none for a blank string.
+    pub fn argv(&self) -> Vec<String> {
+        match self {
+            Cmd::Line(s) if s.trim().is_empty() => Vec::new(),
+            Cmd::Line(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
+            Cmd::Argv(v) => v.clone(),
+        }
+    }
 }
 
 /// What a submission runs, as stored in the queue (the server resolved and capped everything).
@@ -58,6 +69,37 @@ pub struct JobSpec {
     /// The submitter is staff: hidden checks' details are shown.
     #[serde(default)]
     pub staff: bool,
+}
+
+impl JobSpec {
+    /// Checks what a request gave (its command, extra environment, extra arguments and limits)
+    /// by the sandbox's rules for every run, so a job that could never run is refused when it
+    /// is submitted rather than failing when judged.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let env: Vec<(String, String)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        match &self.cmd {
+            Some(c) => validate_command(&c.argv(), &env)?,
+            None => validate_env(&env)?,
+        }
+        for extra in [&self.run_args, &self.compile_args].into_iter().flatten() {
+            validate_extra_args(extra)?;
+        }
+        self.limits.validate()?;
+        if let Some(l) = &self.compile_limits {
+            l.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks words appended to a language's command line (Judge0's `command_line_arguments` and
+/// `compiler_options`) by the same rules as any argument.
+pub fn validate_extra_args(extra: &str) -> Result<(), SpecError> {
+    validate_command(&["/bin/sh".into(), "-c".into(), extra.to_string()], &[])
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

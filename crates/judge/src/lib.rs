@@ -17,7 +17,7 @@ pub mod wire;
 
 pub use execute::{execute, judge_run};
 pub use heartbeat::Heartbeat;
-pub use job::{suite_file, Cmd, JobFiles, JobSpec, SuiteRef};
+pub use job::{suite_file, validate_extra_args, Cmd, JobFiles, JobSpec, SuiteRef};
 pub use signature::{signature_header, verify};
 pub use verdict::{Verdict, VerdictKind};
 pub use wire::{

@@ -19,6 +19,8 @@ pub enum SpecError {
     EmptyCommand,
     #[error("{0} may not contain a NUL byte")]
     NulByte(&'static str),
+    #[error("{what} is longer than {max} bytes: pass large data as a file or standard input")]
+    TooLarge { what: &'static str, max: usize },
     #[error("give either {0} or {1}, not both")]
     Conflict(&'static str, &'static str),
 }

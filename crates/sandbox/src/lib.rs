@@ -38,4 +38,7 @@ pub use limits::{Limits, LimitsRequest, Millis, Size};
 pub use outcome::{Captured, Outcome, Status, Usage};
 pub use pool::{Lease, Pool, PoolConfig};
 pub use sandbox::{run_fresh, run_in, Sandbox, SandboxConfig};
-pub use spec::{parse_env, Mount, RunSpec, RunSpecJson, Stdin, DEFAULT_PATH, WORKDIR};
+pub use spec::{
+    parse_env, validate_command, validate_env, Mount, RunSpec, RunSpecJson, Stdin, DEFAULT_PATH,
+    MAX_ARG_BYTES, MAX_COMMAND_BYTES, WORKDIR,
+};

@@ -129,20 +129,7 @@ impl RunSpec {
 
     /// Checks everything a sandbox would otherwise fail on later, with a message that names the field.
     pub fn validate(&self) -> Result<(), SpecError> {
-        if self.argv.is_empty() || self.argv[0].is_empty() {
-            return Err(SpecError::EmptyCommand);
-        }
-        for a in &self.argv {
-            if a.contains('\0') {
-                return Err(SpecError::NulByte("argv"));
-            }
-        }
-        for (k, v) in &self.env {
-            parse_env_key(k)?;
-            if v.contains('\0') {
-                return Err(SpecError::NulByte("env"));
-            }
-        }
+        validate_command(&self.argv, &self.env)?;
         for m in &self.mounts {
             m.validate()?;
         }
@@ -179,6 +166,67 @@ pub fn parse_env(arg: &str) -> Result<(String, String), SpecError> {
         .ok_or_else(|| SpecError::BadEnv(arg.to_string()))?;
     parse_env_key(k)?;
     Ok((k.to_string(), v.to_string()))
+}
+
+/// The longest single argument or environment string the kernel passes (`MAX_ARG_STRLEN`, 128
+/// KiB with its NUL).
+pub const MAX_ARG_BYTES: usize = (128 << 10) - 1;
+/// The most bytes of arguments and environment together: well within the kernel's `ARG_MAX`
+/// (a quarter of the 8 MiB stack), so a run never fails late in `execve` with `E2BIG`.
+pub const MAX_COMMAND_BYTES: usize = 1 << 20;
+
+/// Checks a command and its extra environment the way every entry point must (the CLI, batch
+/// lines, `/run`, the WebSocket, submissions, Judge0): a non-empty program, no NUL bytes,
+/// variable names of letters, digits and `_`, and sizes the kernel accepts.
+pub fn validate_command(argv: &[String], env: &[(String, String)]) -> Result<(), SpecError> {
+    if argv.first().is_none_or(|a| a.is_empty()) {
+        return Err(SpecError::EmptyCommand);
+    }
+    for a in argv {
+        if a.contains('\0') {
+            return Err(SpecError::NulByte("argv"));
+        }
+    }
+    validate_env(env)?;
+    let mut total = 0usize;
+    for s in argv {
+        if s.len() > MAX_ARG_BYTES {
+            return Err(SpecError::TooLarge {
+                what: "an argument",
+                max: MAX_ARG_BYTES,
+            });
+        }
+        total += s.len() + 1;
+    }
+    for (k, v) in env {
+        total += k.len() + v.len() + 2;
+    }
+    if total > MAX_COMMAND_BYTES {
+        return Err(SpecError::TooLarge {
+            what: "the arguments and environment together",
+            max: MAX_COMMAND_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// Checks extra environment variables (for requests whose command is not the caller's, such as
+/// a language's): names of letters, digits and `_`, no NUL bytes, each within the kernel's size.
+pub fn validate_env(env: &[(String, String)]) -> Result<(), SpecError> {
+    for (k, v) in env {
+        // Sizes first: a refused name is quoted in the error.
+        if k.len() + v.len() + 1 > MAX_ARG_BYTES {
+            return Err(SpecError::TooLarge {
+                what: "an environment variable",
+                max: MAX_ARG_BYTES,
+            });
+        }
+        parse_env_key(k)?;
+        if v.contains('\0') {
+            return Err(SpecError::NulByte("env"));
+        }
+    }
+    Ok(())
 }
 
 fn parse_env_key(k: &str) -> Result<(), SpecError> {
@@ -287,5 +335,30 @@ mod tests {
         assert!(serde_json::from_str::<RunSpecJson>(r#"{"argv":[],"bogus":1}"#).is_err());
         let empty: RunSpecJson = serde_json::from_str(r#"{"argv":[]}"#).unwrap();
         assert!(empty.into_spec(Path::new("/"), &Limits::default()).is_err());
+    }
+
+    #[test]
+    fn commands_are_checked_alike() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let env = |k: &str, val: &str| vec![(k.to_string(), val.to_string())];
+        assert!(validate_command(&v(&["echo", "hi"]), &env("A_1", "x")).is_ok());
+        let refused = [
+            validate_command(&[], &[]),
+            validate_command(&v(&[""]), &[]),
+            validate_command(&v(&["echo", "a\0b"]), &[]),
+            validate_command(&v(&["true"]), &env("A", "x\0")),
+            validate_command(&v(&["true"]), &env("A\0B", "x")),
+            validate_command(&v(&["true"]), &env("A=B", "x")),
+            validate_command(&v(&["true"]), &env("1A", "x")),
+            validate_command(&[String::from("echo"), "x".repeat(MAX_ARG_BYTES + 1)], &[]),
+            validate_command(&vec!["x".repeat(1000); MAX_COMMAND_BYTES / 1000 + 1], &[]),
+            validate_env(&env("BIG", &"x".repeat(MAX_ARG_BYTES))),
+        ];
+        for (i, r) in refused.iter().enumerate() {
+            assert!(r.is_err(), "case {i} was accepted");
+        }
+        // A refused name is quoted, but never a huge one.
+        let e = validate_env(&env(&"=".repeat(MAX_ARG_BYTES), "")).unwrap_err();
+        assert!(e.to_string().len() < 200, "{e}");
     }
 }

@@ -59,6 +59,8 @@ pub async fn serve(
 ) -> Result<(), ServerError> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     let housekeeping = service::housekeeping::spawn(state.clone());
+    let revocation_watch =
+        service::revocations::spawn(state.store.clone(), state.revocations.clone());
     let queue_tasks = service::submissions::workers::spawn(state.clone());
     let app = router(state.clone());
     let st = state.clone();
@@ -88,6 +90,7 @@ pub async fn serve(
     state.runner.drain(grace).await;
     service::submissions::workers::drain(&state, grace).await;
     housekeeping.abort();
+    revocation_watch.abort();
     queue_tasks.iter().for_each(|t| t.abort());
     let evicted = state.sandboxes.close();
     let _ = tokio::task::spawn_blocking(move || drop(evicted.0)).await;

@@ -1,5 +1,6 @@
 //! What the service shares between requests, workers and housekeeping: configuration, store,
-//! sandbox pool, kept sandboxes, admission, metrics, rate limits, languages, the queue.
+//! sandbox pool, kept sandboxes, admission, metrics, rate limits, revoked tokens, languages, the
+//! queue.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use crate::error::ServerError;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use crate::service::kept_sandboxes::KeptSandboxes;
+use crate::service::revocations::Revocations;
 use crate::service::runner::Runner;
 use crate::service::submissions::queue::QueueHandle;
 
@@ -25,6 +27,8 @@ pub struct AppState {
     pub runner: Runner,
     pub metrics: Arc<Metrics>,
     pub limiter: RateLimiter,
+    /// Revoked tokens, for connections authenticated before the revocation.
+    pub revocations: Arc<Revocations>,
     /// Languages for `/languages` and check suites.
     pub languages: corral_checks::LanguageRegistry,
     /// Temporary folders (materialised uploads) live here.
@@ -68,6 +72,7 @@ impl AppState {
             runner: Runner::new(config.parallelism, config.queue, metrics.clone()),
             metrics,
             limiter: RateLimiter::default(),
+            revocations: Arc::default(),
             languages,
             tmp_dir,
             shutdown,

@@ -137,6 +137,9 @@ pub trait Store: Send + Sync + JobStore {
     async fn token_by_secret(&self, secret: &str) -> Result<Option<TokenInfo>>;
     /// Revokes a token by its public id; false when there was none.
     async fn revoke_token(&self, id: &str) -> Result<bool>;
+    /// Public ids of the tokens revoked at or after `since` (Unix seconds): what a server polls
+    /// to close the connections of tokens another node revoked.
+    async fn tokens_revoked_since(&self, since: i64) -> Result<Vec<String>>;
     /// Live tokens with this role.
     async fn count_tokens(&self, role: Role) -> Result<u64>;
 

@@ -154,6 +154,7 @@ pub async fn submit_batch(
     ),
     responses(
         (status = 200, description = "The submission", body = SubmissionView),
+        (status = 401, description = "No or unknown token, or revoked while waiting", body = ErrorBody),
         (status = 404, description = "No such submission of this caller", body = ErrorBody),
     ),
     security(("bearer" = []))

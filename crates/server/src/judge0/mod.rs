@@ -59,6 +59,10 @@ async fn prepare_one(
         .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     let (req, run_args, compile_args) =
         convert(r, b64).map_err(|m| (StatusCode::UNPROCESSABLE_ENTITY, m))?;
+    for extra in [&run_args, &compile_args].into_iter().flatten() {
+        corral_judge::validate_extra_args(extra)
+            .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+    }
     let mut job = accept(st, caller, req).await.map_err(|e| {
         e.log_detail();
         (e.status(), e.message)

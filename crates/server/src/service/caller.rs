@@ -13,6 +13,11 @@ pub struct Caller {
     pub role: Role,
 }
 
+/// The answer to a request whose token was revoked while it waited.
+pub fn revoked() -> ApiError {
+    ApiError::unauthorized("this token was revoked")
+}
+
 impl Caller {
     /// The caller a token's secret stands for (401 when unknown or revoked).
     pub async fn of_token(st: &SharedState, secret: &str) -> Result<Caller, ApiError> {
@@ -28,6 +33,26 @@ impl Caller {
             id: info.id,
             role: info.role,
         })
+    }
+
+    /// Resolves once this caller's token is revoked (never without authentication).
+    pub async fn revoked(&self, st: &SharedState) {
+        if st.config.dev_no_auth {
+            return std::future::pending().await;
+        }
+        st.revocations.revoked(&self.id).await
+    }
+
+    /// Runs `work` (a long-poll) while the caller's token is live: 401 as soon as it is revoked.
+    pub async fn while_live<T>(
+        &self,
+        st: &SharedState,
+        work: impl std::future::Future<Output = Result<T, ApiError>>,
+    ) -> Result<T, ApiError> {
+        tokio::select! {
+            r = work => r,
+            _ = self.revoked(st) => Err(revoked()),
+        }
     }
 
     /// Counts a request against the caller's rate limit (429 with the wait when over it).

@@ -9,6 +9,7 @@
 //! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry.
 //! - [`suites`], [`checks`]: check suites and grading an upload with one.
 //! - [`tokens`]: API tokens.
+//! - [`revocations`]: revoked tokens reaching open connections (WebSockets, long-polls).
 //! - [`revisions`]: the browser editor's history.
 //! - [`submissions`]: the submission queue.
 //! - [`housekeeping`]: expiring idle sandboxes and old uploads.
@@ -18,6 +19,7 @@ pub mod checks;
 pub mod housekeeping;
 pub mod kept_sandboxes;
 pub mod revisions;
+pub mod revocations;
 pub mod runner;
 pub mod runs;
 pub mod submissions;

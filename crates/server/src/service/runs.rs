@@ -159,18 +159,6 @@ pub struct RunInput {
     pub env: BTreeMap<String, String>,
 }
 
-fn argv(cmd: Cmd) -> Result<Vec<String>, ApiError> {
-    match cmd {
-        Cmd::Line(s) if s.trim().is_empty() => Err(ApiError::unprocessable("cmd is empty")),
-        // Run by the sandbox's own shell; nothing is interpolated on the host.
-        Cmd::Line(s) => Ok(vec!["/bin/sh".into(), "-c".into(), s]),
-        Cmd::Argv(v) if v.first().is_none_or(|a| a.is_empty()) => {
-            Err(ApiError::unprocessable("cmd is empty"))
-        }
-        Cmd::Argv(v) => Ok(v),
-    }
-}
-
 /// Names of the limits the request gave above the caps.
 pub fn clamped_keys(
     req: &LimitsRequest,
@@ -195,7 +183,8 @@ pub async fn prepare(
     caller: &Caller,
     input: RunInput,
 ) -> Result<Prepared, ApiError> {
-    let mut spec = RunSpec::new(argv(input.cmd)?);
+    // A string runs under the sandbox's own shell: nothing is interpolated on the host.
+    let mut spec = RunSpec::new(input.cmd.argv());
     spec.env = input.env.into_iter().collect();
     spec.stdin = input.stdin;
     let req = input.limits.unwrap_or_default();
@@ -204,6 +193,7 @@ pub async fn prepare(
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
     spec.limits = asked.clamp_to(&st.caps);
     let clamped = clamped_keys(&req, &asked, &spec.limits);
+    // The rules every run request meets (submissions and Judge0 check the same).
     spec.validate()
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
 

@@ -26,6 +26,8 @@ pub async fn create(
 pub async fn revoke(st: &SharedState, caller: &Caller, id: &str) -> Result<(), ApiError> {
     caller.require_admin()?;
     if st.store.revoke_token(id).await? {
+        // This node's connections hear of it at once; other nodes' at their next poll.
+        st.revocations.note([id.to_string()]);
         Ok(())
     } else {
         Err(ApiError::not_found(format!("no live token {id:?}")))

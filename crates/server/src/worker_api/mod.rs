@@ -29,6 +29,7 @@ use crate::state::SharedState;
     responses(
         (status = 200, description = "A job, now leased to this worker", body = ClaimedJob),
         (status = 204, description = "No job within the wait"),
+        (status = 401, description = "No or unknown token, or revoked while waiting: stop", body = ErrorBody),
         (status = 403, description = "Not a worker token", body = ErrorBody),
     ),
     security(("bearer" = []))

@@ -1,7 +1,8 @@
 //! `/ws`: interactive runs. The client sends `run`, `stdin`, `signal` and `kill` messages; the
 //! server streams `stdout` / `stderr` as produced, says `stdin` when the program blocks reading its
 //! standard input (asked of the kernel through `/proc/PID/syscall` once output has gone quiet), and
-//! ends with `exit`. Closing the socket kills the run.
+//! ends with `exit`. Closing the socket kills the run. When the token the socket was opened with
+//! is revoked, the run is killed and the socket closed (1008, "token revoked").
 //!
 //! The program is driven by one blocking thread ([`driver`]) that steps the `Execution` with short
 //! deadlines and talks to the socket task over channels.
@@ -13,7 +14,7 @@ use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
 use axum::Extension;
@@ -39,7 +40,9 @@ const MAX_MESSAGE: usize = 1 << 20;
 /// `{"type": "stdin", "data", "eof"}`, `{"type": "signal", "name": "SIGINT"}`, `{"type": "kill"}`.
 /// Server messages: `{"type": "stdout" | "stderr", "data"}`, `{"type": "stdin"}` (the program
 /// waits for input), `{"type": "exit", "code", "status", "stdout", "stderr", "sandbox", …}` and
-/// `{"type": "error", "error", "message"}`. Browsers may pass the token as `?token=`.
+/// `{"type": "error", "error", "message"}`. Browsers may pass the token as `?token=`. When the
+/// token is revoked, the run is killed, `{"type": "error", "error": "token_revoked"}` is sent and
+/// the socket closed with 1008 ("token revoked").
 #[utoipa::path(
     get, path = "/ws", tag = "sandbox",
     params(("token" = Option<String>, Query, description = "The API token, for clients that cannot set headers")),
@@ -109,6 +112,9 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
     let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(64);
     let mut running: Option<Running> = None;
     let mut shutdown = st.shutdown.subscribe();
+    // Noticed within the revocation watch's poll, without asking the store per message.
+    let revoked = caller.revoked(&st);
+    tokio::pin!(revoked);
     loop {
         tokio::select! {
             msg = rx.next() => {
@@ -137,6 +143,20 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                 if tx.send(json(&ev)).await.is_err() {
                     break;
                 }
+            }
+            _ = &mut revoked => {
+                if let Some(r) = running.take() {
+                    let _ = r.ctl.send(Ctl::Kill);
+                }
+                tracing::info!(caller = %caller.id, "token revoked: closing its WebSocket");
+                let _ = tx.send(json(&error("token_revoked", "this token was revoked"))).await;
+                let _ = tx
+                    .send(Message::Close(Some(CloseFrame {
+                        code: close_code::POLICY,
+                        reason: "token revoked".into(),
+                    })))
+                    .await;
+                break;
             }
             _ = shutdown.changed() => {
                 if let Some(r) = &running {

@@ -70,8 +70,18 @@ mod tests {
         let s = store(d.path()).await;
         let db = std::fs::read(d.path().join("corral.db")).unwrap();
         assert!(!db.windows(t.secret.len()).any(|w| w == t.secret.as_bytes()));
-        // Still known by its hash after reopening.
+        // Still known by its hash after reopening; once revoked, listed as revoked.
+        let before = crate::clock::now() - 1;
         assert!(s.revoke_token(&t.info.id).await.unwrap());
+        assert_eq!(
+            s.tokens_revoked_since(before).await.unwrap(),
+            vec![t.info.id.clone()]
+        );
+        assert!(s
+            .tokens_revoked_since(before + 3600)
+            .await
+            .unwrap()
+            .is_empty());
         assert!(s.token_by_secret(&t.secret).await.unwrap().is_none());
     }
 

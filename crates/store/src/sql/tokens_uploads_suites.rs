@@ -77,6 +77,15 @@ where
         Ok(D::rows_affected(&r) > 0)
     }
 
+    async fn tokens_revoked_since(&self, since: i64) -> Result<Vec<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT id FROM tokens WHERE revoked_at >= $1")
+                .bind(since)
+                .fetch_all(&self.db)
+                .await?,
+        )
+    }
+
     async fn count_tokens(&self, role: Role) -> Result<u64> {
         let n: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM tokens WHERE role = $1 AND revoked_at IS NULL",

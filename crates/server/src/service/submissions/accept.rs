@@ -152,16 +152,6 @@ pub async fn accept(
         }
         None => None,
     };
-    if let Some(Cmd::Line(s)) = &req.cmd {
-        if s.trim().is_empty() {
-            return Err(ApiError::unprocessable("cmd is empty"));
-        }
-    }
-    if let Some(Cmd::Argv(v)) = &req.cmd {
-        if v.first().is_none_or(|a| a.is_empty()) {
-            return Err(ApiError::unprocessable("cmd is empty"));
-        }
-    }
     if req.source_code.is_some() && lang.is_none() {
         return Err(ApiError::unprocessable(
             "source_code needs a language (its file name comes from the language)",
@@ -212,6 +202,24 @@ pub async fn accept(
             }
         }
     };
+    let spec = JobSpec {
+        language: lang.as_ref().map(|l| l.id.clone()),
+        cmd: req.cmd,
+        suite,
+        stdin: req.stdin.unwrap_or_default(),
+        expected_output: req.expected_output,
+        limits,
+        compile_limits,
+        env: req.env,
+        run_args: None,
+        compile_args: None,
+        limits_clamped,
+        staff: caller.role.is_staff(),
+    };
+    // The rules every run request meets (`/run` and the WebSocket check the same), before
+    // anything is stored.
+    spec.validate()
+        .map_err(|e| ApiError::unprocessable(e.to_string()))?;
     // The files: an upload of the caller's, or inline files stored as one now.
     let max_depth = st.config.upload.max_depth;
     let mut new_files: Vec<NewFile> = Vec::new();
@@ -262,25 +270,11 @@ pub async fn accept(
     } else {
         None
     };
-    if suite.is_some() && upload_id.is_none() {
+    if spec.suite.is_some() && upload_id.is_none() {
         return Err(ApiError::unprocessable(
             "a suite grades files: give files or an upload",
         ));
     }
-    let spec = JobSpec {
-        language: lang.map(|l| l.id),
-        cmd: req.cmd,
-        suite,
-        stdin: req.stdin.unwrap_or_default(),
-        expected_output: req.expected_output,
-        limits,
-        compile_limits,
-        env: req.env,
-        run_args: None,
-        compile_args: None,
-        limits_clamped,
-        staff: caller.role.is_staff(),
-    };
     Ok(NewJob {
         owner: caller.id.clone(),
         spec: serde_json::to_string(&spec).expect("a job spec serialises"),

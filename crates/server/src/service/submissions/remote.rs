@@ -88,7 +88,7 @@ fn folder_files(root: &Path) -> Result<Vec<(String, u32, Vec<u8>)>, ApiError> {
 }
 
 /// Waits up to the request's `wait` (30 s at most) for a queued job and leases it to this worker;
-/// `None` when none came.
+/// `None` when none came; 401 as soon as the worker's token is revoked.
 pub async fn claim(
     st: &SharedState,
     caller: &Caller,
@@ -107,20 +107,26 @@ pub async fn claim(
     let deadline = tokio::time::Instant::now() + wait;
     let lease = st.config.submissions.lease();
     let mut stop = st.shutdown.subscribe();
-    let claim = loop {
-        let work = st.queue.work.notified();
-        if let Some(c) = st.store.claim_job(&worker, lease).await? {
-            break c;
+    let waiting = async {
+        loop {
+            let work = st.queue.work.notified();
+            if let Some(c) = st.store.claim_job(&worker, lease).await? {
+                return Ok(Some(c));
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline || *stop.borrow() {
+                return Ok(None);
+            }
+            tokio::select! {
+                _ = work => {}
+                _ = st.store.wait_for_work((deadline - now).min(Duration::from_millis(500))) => {}
+                _ = stop.changed() => {}
+            }
         }
-        let now = tokio::time::Instant::now();
-        if now >= deadline || *stop.borrow() {
-            return Ok(None);
-        }
-        tokio::select! {
-            _ = work => {}
-            _ = st.store.wait_for_work((deadline - now).min(Duration::from_millis(500))) => {}
-            _ = stop.changed() => {}
-        }
+    };
+    // A claim made as the revocation lands is given back by its lease's expiry.
+    let Some(claim) = caller.while_live(st, waiting).await? else {
+        return Ok(None);
     };
     let id = claim.job.id.clone();
     // From here on the job is leased: anything failing gives it back through lease expiry.

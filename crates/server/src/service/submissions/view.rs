@@ -115,8 +115,20 @@ impl SubmissionView {
     }
 }
 
-/// The caller's job, waiting up to `wait` for it to finish.
+/// The caller's job, waiting up to `wait` for it to finish (401 as soon as the caller's token is
+/// revoked).
 pub async fn wait_for(
+    st: &SharedState,
+    caller: &Caller,
+    id: &str,
+    wait: Duration,
+) -> Result<Job, ApiError> {
+    caller
+        .while_live(st, wait_unrevoked(st, caller, id, wait))
+        .await
+}
+
+async fn wait_unrevoked(
     st: &SharedState,
     caller: &Caller,
     id: &str,
