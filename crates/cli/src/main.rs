@@ -7,6 +7,7 @@ mod env;
 mod exit;
 mod grade;
 mod languages;
+mod logs;
 mod run;
 mod serve;
 mod token;
@@ -60,6 +61,11 @@ fn main() {
         corral_sandbox::init_main();
     }
     let cli = Cli::parse();
+    // `serve` and `worker` install their own (info by default, optionally JSON); every other
+    // command shows warnings only unless CORRAL_LOG asks for more.
+    if !matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
+        logs::init(logs::Kind::OneShot, false);
+    }
     let code = match cli.command {
         Command::Run(args) => run::main(*args),
         Command::Doctor(args) => doctor::main(args),

@@ -47,23 +47,6 @@ pub struct ServeArgs {
     log_json: bool,
 }
 
-pub fn init_logs(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colour only on a terminal: `corral serve 2> server.log` must not write escape sequences.
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(colour)
-        .with_writer(std::io::stderr);
-    if json {
-        b.json().init();
-    } else {
-        b.init();
-    }
-}
-
 pub fn main(args: ServeArgs) -> i32 {
     match serve(args) {
         Ok(()) => 0,
@@ -105,7 +88,7 @@ fn config(args: &ServeArgs) -> anyhow::Result<Config> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    init_logs(args.log_json);
+    crate::logs::init(crate::logs::Kind::Service, args.log_json);
     let config = config(&args)?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;

@@ -42,7 +42,7 @@ pub struct WorkerArgs {
 }
 
 pub fn main(args: WorkerArgs) -> i32 {
-    crate::serve::init_logs(args.log_json);
+    crate::logs::init(crate::logs::Kind::Service, args.log_json);
     match run(args) {
         Ok(()) => 0,
         Err(e) => {

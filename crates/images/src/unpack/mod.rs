@@ -91,6 +91,29 @@ pub fn unpack_layer(
     expected: Option<&Digest>,
     limits: &Limits,
 ) -> Result<Unpacked, Error> {
+    let result = unpack(input, media_type, target, expected, limits);
+    match &result {
+        Ok(u) => tracing::debug!(
+            diff_id = %u.diff_id,
+            entries = u.entries,
+            bytes = u.size,
+            "layer unpacked"
+        ),
+        Err(e @ (Error::LayerRefused { .. } | Error::LayerLimit(_))) => {
+            tracing::warn!(error = %e, "layer refused")
+        }
+        Err(e) => tracing::debug!(error = %e, "layer not unpacked"),
+    }
+    result
+}
+
+fn unpack(
+    input: impl Read,
+    media_type: Option<&str>,
+    target: &Path,
+    expected: Option<&Digest>,
+    limits: &Limits,
+) -> Result<Unpacked, Error> {
     decompress::check_media_type(media_type)?;
     let parent = target
         .parent()
