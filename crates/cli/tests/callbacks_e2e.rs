@@ -215,13 +215,6 @@ async fn callback_settled(s: &Server, token: &str, id: &str) -> Value {
     }
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn callbacks_are_signed_retried_and_never_redirected() {
     let cfg = format!(

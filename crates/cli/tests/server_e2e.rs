@@ -65,13 +65,6 @@ async fn ws_until(ws: &mut Ws, what: &str, pred: impl Fn(&Value) -> bool) -> (St
     }
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn seed_hello_compiles_then_runs_in_the_returned_sandbox() {
     let s = Server::start("", &[]);

@@ -10,13 +10,6 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use server_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 async fn post(s: &Server, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
     let r = client()
         .post(s.url(path))

@@ -5,8 +5,7 @@
 
 mod server_support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,27 +20,12 @@ struct Worker {
 
 impl Worker {
     fn start(s: &Server, token: &str, name: &str, jobs: usize) -> Worker {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
-            .args(["worker", "--server", &s.base, "--name", name])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral"));
+        cmd.args(["worker", "--server", &s.base, "--name", name])
             .args(["--jobs", &jobs.to_string()])
             .env("CORRAL_WORKER_TOKEN", token)
-            .env("CORRAL_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start corral worker");
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().unwrap();
-        let log2 = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let mut l = log2.lock().unwrap();
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
+            .env("CORRAL_LOG", "info");
+        let Logged { child, log, .. } = Logged::spawn(cmd);
         Worker { child, log }
     }
 
@@ -83,13 +67,6 @@ impl Drop for Worker {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 async fn post(s: &Server, token: &str, path: &str, body: Value) -> (StatusCode, Value) {

@@ -11,6 +11,49 @@ use reqwest::multipart::{Form, Part};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+/// A `corral` child process whose stderr is kept, whole and line by line (to wait for a line, and
+/// to show when something fails).
+pub struct Logged {
+    pub child: Child,
+    pub log: Arc<Mutex<String>>,
+    pub lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Logged {
+    /// Starts `cmd` with no stdin, stdout discarded and stderr read by a thread.
+    pub fn spawn(mut cmd: Command) -> Logged {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let mut l = log2.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+                drop(l);
+                let _ = tx.send(line);
+            }
+        });
+        Logged { child, log, lines }
+    }
+}
+
+/// A multi-threaded runtime for a test's async part.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 pub struct Server {
     child: Option<Child>,
     pub base: String,
@@ -37,32 +80,20 @@ impl Server {
     pub fn start_in(data: &Path, config_toml: &str, args: &[&str]) -> Server {
         let cfg = data.join("config.toml");
         std::fs::write(&cfg, config_toml).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
-            .arg("serve")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral"));
+        cmd.arg("serve")
             .arg("--config")
             .arg(&cfg)
             .arg("--data")
             .arg(data)
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
-            .env("CORRAL_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start corral serve");
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        let log2 = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                log2.lock().unwrap().push_str(&line);
-                log2.lock().unwrap().push('\n');
-                let _ = tx.send(line);
-            }
-        });
+            .env("CORRAL_LOG", "info");
+        let Logged {
+            mut child,
+            log,
+            lines: rx,
+        } = Logged::spawn(cmd);
         let mut admin = String::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         let addr = loop {
