@@ -118,13 +118,8 @@ async fn finished(s: &Server, w: &Worker, token: &str, id: &str) -> Value {
 
 #[test]
 fn a_remote_worker_judges_what_the_server_queues() {
-    let data = tempfile::tempdir().unwrap();
-    let suite = data.path().join("suites/hello");
-    std::fs::create_dir_all(&suite).unwrap();
-    let ex = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello");
-    for f in ["suite.yaml", "expected.txt"] {
-        std::fs::copy(ex.join(f), suite.join(f)).unwrap();
-    }
+    let data = data_with_hello_suite();
+    let ex = hello_example();
     let s = Server::start_in(data.path(), "[submissions]\nworkers = 0\n", &[]);
     rt().block_on(async {
         let t = s.token("student").await;

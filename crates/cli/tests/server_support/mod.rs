@@ -46,6 +46,22 @@ impl Logged {
     }
 }
 
+/// The repository's `examples/hello`.
+pub fn hello_example() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello")
+}
+
+/// A data folder for [`Server::start_in`] whose `suites/hello` is that example's suite.
+pub fn data_with_hello_suite() -> tempfile::TempDir {
+    let data = tempfile::tempdir().unwrap();
+    let suite = data.path().join("suites/hello");
+    std::fs::create_dir_all(&suite).unwrap();
+    for f in ["suite.yaml", "expected.txt"] {
+        std::fs::copy(hello_example().join(f), suite.join(f)).unwrap();
+    }
+    data
+}
+
 /// A multi-threaded runtime for a test's async part.
 pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -177,10 +193,10 @@ impl Server {
         v["id"].as_str().unwrap().to_string()
     }
 
-    /// POST /run; status and JSON body.
-    pub async fn run(&self, token: &str, body: Value) -> (StatusCode, Value) {
+    /// POST PATH with a JSON body: the status and the JSON answer (panics when it is not JSON).
+    pub async fn post(&self, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
         let r = client()
-            .post(self.url("/run"))
+            .post(self.url(path))
             .bearer_auth(token)
             .json(&body)
             .send()
@@ -191,6 +207,11 @@ impl Server {
         let v =
             serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
         (st, v)
+    }
+
+    /// POST /run; status and JSON body.
+    pub async fn run(&self, token: &str, body: Value) -> (StatusCode, Value) {
+        self.post(token, "/run", body).await
     }
 
     /// POST /run that must succeed.
