@@ -9,6 +9,7 @@ mod grade;
 mod languages;
 mod logs;
 mod run;
+mod sandboxes;
 mod serve;
 mod token;
 mod worker;

@@ -1,11 +1,10 @@
 //! `corral serve`: the HTTP service (see the README's "HTTP service" section).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use corral_sandbox::{Host, InitProgram, Limits, Millis, Pool, PoolConfig};
+use corral_sandbox::{Limits, Millis};
 use corral_server::Config;
 
 #[derive(Args, Debug)]
@@ -93,17 +92,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     // Sandboxes are started by executing this binary as their init (never by forking the server).
-    let host = Arc::new(
-        Host::new(InitProgram::current_exe()?)
-            .context("this host cannot build sandboxes; run `corral doctor` to see why")?,
-    );
-    let pool = Pool::new(
-        host,
-        PoolConfig {
-            max_idle: config.parallelism * 2,
-            ..PoolConfig::default()
-        },
-    );
+    let pool = crate::sandboxes::service_pool(config.parallelism)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
