@@ -120,33 +120,29 @@ fn seed_failing_exit_and_wrong_stdout_are_reported() {
     rt().block_on(async {
         let t = s.token("student").await;
         let fails = "int main(void) { return 1; }\n";
-        let id = s.upload(&t, &[("hello.c", fails.as_bytes())]).await;
         let r = s
-            .run_ok(
+            .run_uploaded(
                 &t,
-                json!({"cmd": "cc -o hello hello.c && ./hello", "sandbox": {"homedir": id}}),
+                &[("hello.c", fails.as_bytes())],
+                "cc -o hello hello.c && ./hello",
             )
             .await;
         assert_eq!(r["code"], 1, "{r}");
         assert_eq!(r["status"], "nonzero_exit");
         let goodbye = "#include <stdio.h>\nint main(void) { printf(\"goodbye, world\\n\"); }\n";
-        let id = s.upload(&t, &[("hello.c", goodbye.as_bytes())]).await;
         let r = s
-            .run_ok(
+            .run_uploaded(
                 &t,
-                json!({"cmd": "cc -o hello hello.c && ./hello", "sandbox": {"homedir": id}}),
+                &[("hello.c", goodbye.as_bytes())],
+                "cc -o hello hello.c && ./hello",
             )
             .await;
         assert_eq!(r["code"], 0);
         assert_eq!(r["stdout"], "goodbye, world\n");
         // A compile error: code 1 and the compiler's message in stderr.
         let broken = "int main(void) { return }\n";
-        let id = s.upload(&t, &[("hello.c", broken.as_bytes())]).await;
         let r = s
-            .run_ok(
-                &t,
-                json!({"cmd": "cc -o hello hello.c", "sandbox": {"homedir": id}}),
-            )
+            .run_uploaded(&t, &[("hello.c", broken.as_bytes())], "cc -o hello hello.c")
             .await;
         assert_eq!(r["code"], 1, "{r}");
         assert!(r["stderr"].as_str().unwrap().contains("error"), "{r}");

@@ -214,6 +214,13 @@ impl Server {
         self.post(token, "/run", body).await
     }
 
+    /// Uploads `files`, then runs `cmd` with them as its working directory (must succeed).
+    pub async fn run_uploaded(&self, token: &str, files: &[(&str, &[u8])], cmd: &str) -> Value {
+        let id = self.upload(token, files).await;
+        self.run_ok(token, json!({"cmd": cmd, "sandbox": {"homedir": id}}))
+            .await
+    }
+
     /// POST /run that must succeed.
     pub async fn run_ok(&self, token: &str, body: Value) -> Value {
         let (st, v) = self.run(token, body).await;
