@@ -91,29 +91,6 @@ pub fn unpack_layer(
     expected: Option<&Digest>,
     limits: &Limits,
 ) -> Result<Unpacked, Error> {
-    let result = unpack(input, media_type, target, expected, limits);
-    match &result {
-        Ok(u) => tracing::debug!(
-            diff_id = %u.diff_id,
-            entries = u.entries,
-            bytes = u.size,
-            "layer unpacked"
-        ),
-        Err(e @ (Error::LayerRefused { .. } | Error::LayerLimit(_))) => {
-            tracing::warn!(error = %e, "layer refused")
-        }
-        Err(e) => tracing::debug!(error = %e, "layer not unpacked"),
-    }
-    result
-}
-
-fn unpack(
-    input: impl Read,
-    media_type: Option<&str>,
-    target: &Path,
-    expected: Option<&Digest>,
-    limits: &Limits,
-) -> Result<Unpacked, Error> {
     decompress::check_media_type(media_type)?;
     let parent = target
         .parent()
@@ -239,11 +216,11 @@ fn unpack(
     let (diff_id, _) = rest.finish();
     if let Some(expected) = expected {
         if *expected != diff_id {
-            return Err(Error::DigestMismatch {
-                what: "layer (uncompressed)".into(),
-                expected: expected.to_string(),
-                actual: diff_id.to_string(),
-            });
+            return Err(Error::digest_mismatch(
+                "layer (uncompressed)",
+                expected,
+                &diff_id,
+            ));
         }
     }
     out.diff_id = diff_id;
@@ -259,7 +236,16 @@ fn unpack(
             });
         }
     }
+    tracing::debug!(diff_id = %out.diff_id, entries = out.entries, bytes = out.size, "layer unpacked");
     Ok(out)
+}
+
+/// For callers' `inspect_err`: a layer refused for what it holds is an operator's concern (a
+/// hostile or broken image), so it is logged even when the caller only passes the error on.
+pub(crate) fn log_refusal(e: &Error) {
+    if matches!(e, Error::LayerRefused { .. } | Error::LayerLimit(_)) {
+        tracing::warn!(error = %e, "layer refused");
+    }
 }
 
 /// Splits a tar path into components, refusing absolute paths, `..`, and over-long paths.
