@@ -69,16 +69,9 @@ impl Drop for Worker {
     }
 }
 
+/// POST, with `null` for an answer that is not JSON.
 async fn post(s: &Server, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
-    let r = client()
-        .post(s.url(path))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let st = r.status();
-    let text = r.text().await.unwrap();
+    let (st, text) = s.post_text(token, path, body).await;
     (st, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 

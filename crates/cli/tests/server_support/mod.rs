@@ -195,6 +195,14 @@ impl Server {
 
     /// POST PATH with a JSON body: the status and the JSON answer (panics when it is not JSON).
     pub async fn post(&self, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+        let (st, text) = self.post_text(token, path, body).await;
+        let v =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
+        (st, v)
+    }
+
+    /// POST PATH with a JSON body: the status and the answer as it came.
+    pub async fn post_text(&self, token: &str, path: &str, body: Value) -> (StatusCode, String) {
         let r = client()
             .post(self.url(path))
             .bearer_auth(token)
@@ -203,10 +211,7 @@ impl Server {
             .await
             .unwrap();
         let st = r.status();
-        let text = r.text().await.unwrap();
-        let v =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
-        (st, v)
+        (st, r.text().await.unwrap())
     }
 
     /// POST /run; status and JSON body.
