@@ -504,15 +504,7 @@ fn seed_check_examples_through_check() {
         let (st, v) = register_suite(&s, &staff, "cs50/hello", SEED_SUITE).await;
         assert_eq!(st, StatusCode::CREATED, "{v}");
         assert_eq!(v["id"], "cs50/hello");
-        let list: Value = client()
-            .get(s.url("/suites"))
-            .bearer_auth(&student)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, list) = s.get(&student, "/suites").await;
         assert!(
             list.as_array()
                 .unwrap()

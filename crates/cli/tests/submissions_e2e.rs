@@ -15,14 +15,7 @@ async fn post(s: &Server, token: &str, path: &str, body: Value) -> (StatusCode, 
 }
 
 async fn get(s: &Server, token: &str, path: &str) -> (StatusCode, Value) {
-    let r = client()
-        .get(s.url(path))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    let st = r.status();
-    (st, r.json().await.unwrap())
+    s.get(token, path).await
 }
 
 async fn submit(s: &Server, token: &str, body: Value) -> String {

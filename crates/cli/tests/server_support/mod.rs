@@ -214,6 +214,18 @@ impl Server {
         (st, r.text().await.unwrap())
     }
 
+    /// GET PATH as `token`: the status and the JSON answer.
+    pub async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
+        let r = client()
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let st = r.status();
+        (st, r.json().await.unwrap())
+    }
+
     /// POST /run; status and JSON body.
     pub async fn run(&self, token: &str, body: Value) -> (StatusCode, Value) {
         self.post(token, "/run", body).await
