@@ -286,8 +286,10 @@ pub fn grade_one(
     check_jobs: usize,
 ) -> Row {
     let started = Instant::now();
+    let _span = tracing::debug_span!("submission", student = %sub.student).entered();
     let fp = fingerprint(suite, &sub.path);
     if let Some(p) = &sub.problem {
+        tracing::info!(problem = %p, "submission not graded");
         return failed_row(suite, sub, p.clone(), fp);
     }
     let opts = GradeOptions {
@@ -295,7 +297,10 @@ pub fn grade_one(
     };
     let report = match engine::grade(pool, registry, suite, &sub.path, &opts) {
         Ok(r) => r,
-        Err(e) => return failed_row(suite, sub, e.to_string(), fp),
+        Err(e) => {
+            tracing::warn!(error = %e, "grading the submission failed");
+            return failed_row(suite, sub, e.to_string(), fp);
+        }
     };
     let status = if report.has_errors() {
         RowStatus::Error
@@ -430,6 +435,7 @@ pub fn grade_all(
                     None => {
                         let r = grade_one(pool, registry, suite, sub, opts.check_jobs);
                         if let Err(e) = store_row(&file, &r) {
+                            tracing::error!(file = %file.display(), error = %e, "writing a result failed");
                             let mut w = write_error.lock().unwrap_or_else(|e| e.into_inner());
                             w.get_or_insert(GradeError::Io {
                                 what: format!("writing {}", file.display()),

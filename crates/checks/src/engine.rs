@@ -66,6 +66,7 @@ pub fn grade(
             why: "not a folder".into(),
         });
     }
+    let _span = tracing::debug_span!("grade", suite = %suite.name).entered();
     let settings = plan(suite, registry)?;
     let io = |what: &str| {
         let what = what.to_string();
@@ -95,6 +96,7 @@ pub fn grade(
             "not run: the static safety check found {}",
             report.describe().join("; ")
         );
+        tracing::info!(suite = %suite.name, %why, "submission blocked");
         let results = suite
             .checks
             .iter()
@@ -154,10 +156,13 @@ pub fn grade(
         for _ in 0..workers {
             let (job_rx, done_tx) = (job_rx.clone(), done_tx.clone());
             let (settings, base, tmp) = (&settings, &base, tmp.path());
+            let parent = tracing::Span::current();
             s.spawn(move || loop {
                 let job = job_rx.lock().ok().and_then(|rx| rx.recv().ok());
                 let Some(job) = job else { break };
                 let check = &suite.checks[job.index];
+                let _span =
+                    tracing::debug_span!(parent: &parent, "check", id = %check.id).entered();
                 let run = |stage: &Path| {
                     runner_of(&check.kind).run(&CheckContext {
                         pool,
@@ -180,6 +185,7 @@ pub fn grade(
                         ),
                     }
                 };
+                log_result(&result);
                 if done_tx.send((job.index, result, out)).is_err() {
                     break;
                 }
@@ -257,6 +263,21 @@ pub fn grade(
         integrity,
         safety,
     })
+}
+
+/// A check corral could not judge is an operator's concern (a sandbox error, an invalid test
+/// report); a pass or fail is routine.
+fn log_result(r: &CheckResult) {
+    match &r.error {
+        Some(error) => tracing::warn!(check = %r.id, %error, "check errored"),
+        None => tracing::debug!(
+            check = %r.id,
+            result = ?r.result,
+            points = r.points,
+            ms = r.time_ms,
+            "check finished"
+        ),
+    }
 }
 
 /// A dependent check's working directory: its dependencies' directories in order, then the

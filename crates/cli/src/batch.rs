@@ -5,7 +5,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 
-use corral_sandbox::{Host, InitProgram, LimitsRequest, Pool, PoolConfig, RunSpecJson};
+use corral_sandbox::{LimitsRequest, Pool, PoolConfig, RunSpecJson};
 
 /// Runs every line of `file`; prints one JSON line per input line. Returns the exit code.
 pub fn main(
@@ -38,12 +38,9 @@ pub fn main(
             return crate::exit::USAGE;
         }
     };
-    let host = match InitProgram::current_exe().and_then(Host::new) {
-        Ok(h) => Arc::new(h),
-        Err(e) => {
-            eprintln!("corral run: sandbox error: {e}");
-            return crate::exit::SANDBOX_ERROR;
-        }
+    let host = match crate::sandboxes::host_or_exit("run") {
+        Ok(h) => h,
+        Err(code) => return code,
     };
     let parallel = parallel.max(1);
     // Spares: while a sandbox resets after its run, its worker takes another that is ready.

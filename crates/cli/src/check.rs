@@ -2,12 +2,11 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use corral_checks::{engine, GradeError, LanguageRegistry, Suite, View};
-use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
+use corral_sandbox::{Pool, PoolConfig};
 
 /// Exit code when a check failed (or was skipped).
 pub const FAILED_EXIT: i32 = 1;
@@ -91,12 +90,9 @@ pub fn main(args: CheckArgs) -> i32 {
         eprintln!("corral check: {}: {e}", args.suite.display());
         return crate::exit::USAGE;
     }
-    let host = match InitProgram::current_exe().and_then(Host::new) {
-        Ok(h) => Arc::new(h),
-        Err(e) => {
-            eprintln!("corral check: sandbox error: {e}");
-            return crate::exit::SANDBOX_ERROR;
-        }
+    let host = match crate::sandboxes::host_or_exit("check") {
+        Ok(h) => h,
+        Err(code) => return code,
     };
     let opts = engine::GradeOptions {
         jobs: args

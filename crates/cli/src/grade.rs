@@ -2,12 +2,11 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 use clap::Args;
 use corral_checks::batch::{self, BatchOptions, Progress, RowStatus};
 use corral_checks::{engine, SafetyConfig, Suite};
-use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
+use corral_sandbox::{Pool, PoolConfig};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 #[derive(Args, Debug)]
@@ -83,12 +82,9 @@ pub fn main(args: GradeArgs) -> i32 {
     if let Err(e) = std::fs::create_dir_all(&args.output) {
         return usage(format!("{}: {e}", args.output.display()));
     }
-    let host = match InitProgram::current_exe().and_then(Host::new) {
-        Ok(h) => Arc::new(h),
-        Err(e) => {
-            eprintln!("corral grade: sandbox error: {e}");
-            return crate::exit::SANDBOX_ERROR;
-        }
+    let host = match crate::sandboxes::host_or_exit("grade") {
+        Ok(h) => h,
+        Err(code) => return code,
     };
     let jobs = args
         .jobs

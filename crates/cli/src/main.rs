@@ -7,7 +7,9 @@ mod env;
 mod exit;
 mod grade;
 mod languages;
+mod logs;
 mod run;
+mod sandboxes;
 mod serve;
 mod token;
 mod worker;
@@ -60,6 +62,11 @@ fn main() {
         corral_sandbox::init_main();
     }
     let cli = Cli::parse();
+    // `serve` and `worker` install their own (info by default, optionally JSON); every other
+    // command shows warnings only unless CORRAL_LOG asks for more.
+    if !matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
+        logs::init(logs::Kind::OneShot, false);
+    }
     let code = match cli.command {
         Command::Run(args) => run::main(*args),
         Command::Doctor(args) => doctor::main(args),

@@ -2,12 +2,9 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::Args;
-use corral_sandbox::{
-    Host, InitProgram, LimitsRequest, Millis, Mount, OutputSink, RunSpec, Size, Status, Stdin,
-};
+use corral_sandbox::{LimitsRequest, Millis, Mount, OutputSink, RunSpec, Size, Status, Stdin};
 
 use crate::exit::{SANDBOX_ERROR as SANDBOX_ERROR_EXIT, USAGE as USAGE_EXIT};
 
@@ -181,8 +178,8 @@ pub fn main(args: RunArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return usage(e),
     };
-    let host = match InitProgram::current_exe().and_then(Host::new) {
-        Ok(h) => Arc::new(h),
+    let host = match crate::sandboxes::host() {
+        Ok(h) => h,
         Err(e) => {
             let outcome =
                 corral_sandbox::Outcome::sandbox_error(spec.limits.clone(), e.to_string());

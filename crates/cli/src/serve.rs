@@ -1,11 +1,10 @@
 //! `corral serve`: the HTTP service (see the README's "HTTP service" section).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use corral_sandbox::{Host, InitProgram, Limits, Millis, Pool, PoolConfig};
+use corral_sandbox::{Limits, Millis};
 use corral_server::Config;
 
 #[derive(Args, Debug)]
@@ -45,23 +44,6 @@ pub struct ServeArgs {
     /// Print logs as JSON lines.
     #[arg(long)]
     log_json: bool,
-}
-
-pub fn init_logs(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colour only on a terminal: `corral serve 2> server.log` must not write escape sequences.
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(colour)
-        .with_writer(std::io::stderr);
-    if json {
-        b.json().init();
-    } else {
-        b.init();
-    }
 }
 
 pub fn main(args: ServeArgs) -> i32 {
@@ -105,22 +87,12 @@ fn config(args: &ServeArgs) -> anyhow::Result<Config> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    init_logs(args.log_json);
+    crate::logs::init(crate::logs::Kind::Service, args.log_json);
     let config = config(&args)?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     // Sandboxes are started by executing this binary as their init (never by forking the server).
-    let host = Arc::new(
-        Host::new(InitProgram::current_exe()?)
-            .context("this host cannot build sandboxes; run `corral doctor` to see why")?,
-    );
-    let pool = Pool::new(
-        host,
-        PoolConfig {
-            max_idle: config.parallelism * 2,
-            ..PoolConfig::default()
-        },
-    );
+    let pool = crate::sandboxes::service_pool(config.parallelism)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

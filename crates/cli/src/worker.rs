@@ -11,7 +11,7 @@ use anyhow::Context;
 use base64::Engine;
 use clap::Args;
 use corral_judge::{execute, ClaimedJob, Heartbeat, JobFile, JobFiles, ResultRequest, Verdict};
-use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
+use corral_sandbox::Pool;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -42,7 +42,7 @@ pub struct WorkerArgs {
 }
 
 pub fn main(args: WorkerArgs) -> i32 {
-    crate::serve::init_logs(args.log_json);
+    crate::logs::init(crate::logs::Kind::Service, args.log_json);
     match run(args) {
         Ok(()) => 0,
         Err(e) => {
@@ -95,17 +95,7 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         .or_else(|| env("CORRAL_LANGUAGES").map(PathBuf::from));
     let registry = corral_checks::LanguageRegistry::load(languages.as_deref())
         .map_err(|e| anyhow::anyhow!("languages: {e}"))?;
-    let host = Arc::new(
-        Host::new(InitProgram::current_exe()?)
-            .context("this host cannot build sandboxes; run `corral doctor` to see why")?,
-    );
-    let pool = Pool::new(
-        host,
-        PoolConfig {
-            max_idle: args.jobs * 2,
-            ..PoolConfig::default()
-        },
-    );
+    let pool = crate::sandboxes::service_pool(args.jobs)?;
     let name = args.name.clone().unwrap_or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())

@@ -193,15 +193,7 @@ async fn submit(s: &Server, token: &str, body: Value) -> String {
 async fn callback_settled(s: &Server, token: &str, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let v: Value = client()
-            .get(s.url(&format!("/submissions/{id}")))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, v) = s.get(token, &format!("/submissions/{id}")).await;
         let st = v["callback"]["state"].as_str().unwrap_or("").to_string();
         if st == "delivered" || st == "failed" {
             return v;
@@ -213,13 +205,6 @@ async fn callback_settled(s: &Server, token: &str, id: &str) -> Value {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 #[test]

@@ -5,20 +5,21 @@
 
 #[path = "../../store/tests/support/mod.rs"]
 mod pg_support;
+mod server_support;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use server_support::Logged;
 use sqlx::Connection;
 
 const JOBS: usize = 2000;
 
-/// A child process whose stderr is kept (to show when something fails).
+/// A `corral` child process whose stderr is kept (to show when something fails).
 struct Proc {
     child: Child,
     log: Arc<Mutex<String>>,
@@ -27,26 +28,8 @@ struct Proc {
 
 impl Proc {
     fn spawn(mut cmd: Command) -> Proc {
-        let mut child = cmd
-            .env("CORRAL_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start corral");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, lines) = std::sync::mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        let log2 = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let mut l = log2.lock().unwrap();
-                l.push_str(&line);
-                l.push('\n');
-                let _ = tx.send(line);
-            }
-        });
+        cmd.env("CORRAL_LOG", "warn");
+        let Logged { child, log, lines } = Logged::spawn(cmd);
         Proc { child, log, lines }
     }
 

@@ -2,27 +2,13 @@
 //! sandboxes and the per-check results (true / false / null), the exit code, the JSON shape (CS50
 //! Check's), hidden checks, integrity flags and the other formats are asserted.
 
+mod example_support;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use example_support::{corral, root, text};
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn corral(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(args)
-        .env_remove("CORRAL_LANGUAGES")
-        .output()
-        .expect("run corral")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// `corral check --json` on an example submission: (exit code, JSON, raw stdout).
 fn check(example: &str, case: &str, extra: &[&str]) -> (i32, Value, String) {

@@ -3,15 +3,14 @@
 //! /usr/local/lib/corral/python) offline inside the sandbox; its results are mapped to corral's
 //! (ids, descriptions, dependencies, pass/fail/skip, expected vs actual) with points.
 
+mod example_support;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+use example_support::root;
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn check(case: &str, staff: bool) -> (i32, Value) {
     assert!(

@@ -44,6 +44,63 @@ fn host_unchanged(marker: &str, dir: &Path) {
     assert_no_host_mount_mentions(dir.to_str().unwrap());
 }
 
+/// A hostile program in a working directory of its own, and the marker its argv carries so its
+/// processes can be found on the host afterwards.
+struct Hostile {
+    w: tempfile::TempDir,
+    marker: String,
+    argv: Vec<String>,
+}
+
+impl Hostile {
+    /// `tests/containment/PROGRAM.c`, compiled into the working directory; `tag` names the marker.
+    fn compiled(program: &str, tag: &str) -> Hostile {
+        let w = workdir();
+        compile(program, w.path());
+        Hostile {
+            w,
+            marker: marker(tag),
+            argv: vec![format!("./{program}")],
+        }
+    }
+
+    /// A Python script of `tests/containment`, copied into the working directory and run by PY.
+    fn python(script: &str, tag: &str) -> Hostile {
+        let w = workdir();
+        copy_program(script, w.path());
+        Hostile {
+            w,
+            marker: marker(tag),
+            argv: vec![PY.to_string(), script.to_string()],
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        self.w.path()
+    }
+
+    /// `corral run --json --dir W FLAGS -- PROGRAM MARKER ARGS`, at most 60 s.
+    fn run(&self, flags: &[&str], args: &[&str]) -> Outcome {
+        self.run_within(secs(60), flags, args)
+    }
+
+    fn run_within(&self, timeout: Duration, flags: &[&str], args: &[&str]) -> Outcome {
+        let mut a = strs(&["--dir", &d(self.dir())]);
+        a.extend(strs(flags));
+        a.push("--".into());
+        a.extend(self.argv.iter().cloned());
+        a.push(self.marker.clone());
+        a.extend(strs(args));
+        run(&a, timeout)
+    }
+
+    /// See [`host_unchanged`].
+    #[track_caller]
+    fn host_unchanged(&self) {
+        host_unchanged(&self.marker, self.dir());
+    }
+}
+
 fn has_line(o: &Outcome, prefix: &str) -> bool {
     o.stdout().lines().any(|l| l.starts_with(prefix))
 }
@@ -63,13 +120,9 @@ fn statvfs_free(path: &str) -> u64 {
 #[test]
 fn fork_bomb_is_capped_by_pids_limit() {
     let _g = shared();
-    let w = workdir();
-    compile("forkbomb", w.path());
-    let m = marker("forkbomb");
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
+    let h = Hostile::compiled("forkbomb", "forkbomb");
+    let o = h.run(
+        &[
             "--pids",
             "16",
             "--wall-time",
@@ -78,11 +131,8 @@ fn fork_bomb_is_capped_by_pids_limit() {
             "5s",
             "--memory",
             "128M",
-            "--",
-            "./forkbomb",
-            &m,
-        ]),
-        secs(60),
+        ],
+        &[],
     );
     o.assert_no_escape();
     o.assert_status("ok");
@@ -112,7 +162,7 @@ fn fork_bomb_is_capped_by_pids_limit() {
         o.describe()
     );
     assert_eq!(o.limit("pids"), Some(16), "limits.pids\n{}", o.describe());
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
@@ -159,13 +209,9 @@ fn shell_fork_bomb_is_stopped_and_leaves_nothing() {
 #[test]
 fn thread_bomb_is_capped_by_pids_limit() {
     let _g = shared();
-    let w = workdir();
-    copy_program("threadbomb.py", w.path());
-    let m = marker("threadbomb");
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
+    let h = Hostile::python("threadbomb.py", "threadbomb");
+    let o = h.run(
+        &[
             "--pids",
             "16",
             "--wall-time",
@@ -174,12 +220,8 @@ fn thread_bomb_is_capped_by_pids_limit() {
             "5s",
             "--memory",
             "512M",
-            "--",
-            PY,
-            "threadbomb.py",
-            &m,
-        ]),
-        secs(60),
+        ],
+        &[],
     );
     o.assert_no_escape();
     o.assert_status("ok");
@@ -201,19 +243,16 @@ fn thread_bomb_is_capped_by_pids_limit() {
         "started {n} threads under --pids 16\n{}",
         o.describe()
     );
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
 fn memory_bomb_hits_memory_limit() {
     let _g = shared();
-    let w = workdir();
-    compile("membomb", w.path());
-    let m = marker("membomb");
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
+    let h = Hostile::compiled("membomb", "membomb");
+    let o = h.run_within(
+        secs(90),
+        &[
             "--memory",
             "64M",
             "--pids",
@@ -222,11 +261,8 @@ fn memory_bomb_hits_memory_limit() {
             "20s",
             "--cpu-time",
             "10s",
-            "--",
-            "./membomb",
-            &m,
-        ]),
-        secs(90),
+        ],
+        &[],
     );
     o.assert_no_escape();
     o.assert_status("memory_limit");
@@ -244,7 +280,7 @@ fn memory_bomb_hits_memory_limit() {
             o.describe()
         );
     }
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 // ---------------------------------------------------------------- disk
@@ -450,13 +486,10 @@ fn tmpfs_data_counts_against_memory_limit() {
 #[test]
 fn pipe_buffers_count_against_memory_limit() {
     let _g = shared();
-    let w = workdir();
-    copy_program("pipebomb.py", w.path());
-    let m = marker("pipebomb");
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
+    let h = Hostile::python("pipebomb.py", "pipebomb");
+    let o = h.run_within(
+        secs(120),
+        &[
             "--memory",
             "64M",
             "--pids",
@@ -465,13 +498,8 @@ fn pipe_buffers_count_against_memory_limit() {
             "1024",
             "--wall-time",
             "30s",
-            "--",
-            PY,
-            "pipebomb.py",
-            &m,
-            "8",
-        ]),
-        secs(120),
+        ],
+        &["8"],
     );
     o.assert_status_in(&["memory_limit", "ok"]);
     let buffered: i64 = o
@@ -493,7 +521,7 @@ fn pipe_buffers_count_against_memory_limit() {
             o.describe()
         );
     }
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
@@ -636,23 +664,11 @@ fn output_flood_on_stderr_is_capped() {
 #[test]
 fn output_flood_on_both_streams_is_capped_together() {
     let _g = shared();
-    let w = workdir();
-    compile("outflood", w.path());
-    let m = marker("outboth");
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
-            "--output",
-            "1M",
-            "--wall-time",
-            "20s",
-            "--",
-            "./outflood",
-            &m,
-            "both",
-        ]),
+    let h = Hostile::compiled("outflood", "outboth");
+    let o = h.run_within(
         secs(90),
+        &["--output", "1M", "--wall-time", "20s"],
+        &["both"],
     );
     o.assert_status("output_limit");
     let limit = o.limit_bytes("output").unwrap();
@@ -667,7 +683,7 @@ fn output_flood_on_both_streams_is_capped_together() {
         "{}",
         o.describe()
     );
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 // ---------------------------------------------------------------- time
@@ -675,23 +691,11 @@ fn output_flood_on_both_streams_is_capped_together() {
 #[test]
 fn cpu_spin_hits_time_limit() {
     let _g = shared();
-    let w = workdir();
-    compile("cpuspin", w.path());
-    let m = marker("cpuspin");
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
-            "--cpu-time",
-            "1s",
-            "--wall-time",
-            "20s",
-            "--",
-            "./cpuspin",
-            &m,
-            "spin",
-        ]),
+    let h = Hostile::compiled("cpuspin", "cpuspin");
+    let o = h.run_within(
         secs(90),
+        &["--cpu-time", "1s", "--wall-time", "20s"],
+        &["spin"],
     );
     o.assert_status("time_limit");
     let cpu = o
@@ -713,33 +717,18 @@ fn cpu_spin_hits_time_limit() {
         "limits.cpu_time (ms)\n{}",
         o.describe()
     );
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
 fn cpu_limit_cannot_be_evaded_by_forking() {
     let _g = shared();
-    let w = workdir();
-    compile("cpuspin", w.path());
-    let m = marker("cpufork");
+    let h = Hostile::compiled("cpuspin", "cpufork");
     // 8 children x 0.9 s of CPU each = 7.2 s, no child ever reaches 1 s
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
-            "--cpu-time",
-            "1s",
-            "--wall-time",
-            "30s",
-            "--pids",
-            "32",
-            "--",
-            "./cpuspin",
-            &m,
-            "fork",
-            "8",
-        ]),
+    let o = h.run_within(
         secs(90),
+        &["--cpu-time", "1s", "--wall-time", "30s", "--pids", "32"],
+        &["fork", "8"],
     );
     o.assert_no_escape();
     o.assert_status("time_limit");
@@ -751,32 +740,17 @@ fn cpu_limit_cannot_be_evaded_by_forking() {
         "the run used {cpu} ms of CPU with --cpu-time 1s\n{}",
         o.describe()
     );
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
 fn cpu_limit_counts_all_threads() {
     let _g = shared();
-    let w = workdir();
-    compile("cpuspin", w.path());
-    let m = marker("cputhreads");
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
-            "--cpu-time",
-            "1s",
-            "--wall-time",
-            "30s",
-            "--pids",
-            "32",
-            "--",
-            "./cpuspin",
-            &m,
-            "threads",
-            "4",
-        ]),
+    let h = Hostile::compiled("cpuspin", "cputhreads");
+    let o = h.run_within(
         secs(90),
+        &["--cpu-time", "1s", "--wall-time", "30s", "--pids", "32"],
+        &["threads", "4"],
     );
     o.assert_no_escape();
     o.assert_status("time_limit");
@@ -788,7 +762,7 @@ fn cpu_limit_counts_all_threads() {
         "the run used {cpu} ms of CPU with --cpu-time 1s\n{}",
         o.describe()
     );
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
@@ -841,22 +815,9 @@ fn sleep_past_wall_limit() {
 #[test]
 fn daemonized_orphan_does_not_outlive_the_run() {
     let _g = shared();
-    let w = workdir();
-    compile("daemon", w.path());
-    let m = marker("daemon");
+    let h = Hostile::compiled("daemon", "daemon");
     let start = Instant::now();
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
-            "--wall-time",
-            "20s",
-            "--",
-            "./daemon",
-            &m,
-        ]),
-        secs(60),
-    );
+    let o = h.run(&["--wall-time", "20s"], &[]);
     o.assert_status("ok");
     assert!(
         o.stdout().contains("DAEMON STARTED"),
@@ -869,29 +830,15 @@ fn daemonized_orphan_does_not_outlive_the_run() {
         "corral waited {:?} for a daemon",
         start.elapsed()
     );
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
 fn stopped_child_does_not_outlive_the_run() {
     let _g = shared();
-    let w = workdir();
-    compile("stopped", w.path());
-    let m = marker("stopchild");
+    let h = Hostile::compiled("stopped", "stopchild");
     let start = Instant::now();
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
-            "--wall-time",
-            "20s",
-            "--",
-            "./stopped",
-            &m,
-            "child",
-        ]),
-        secs(60),
-    );
+    let o = h.run(&["--wall-time", "20s"], &["child"]);
     o.assert_status("ok");
     assert!(
         o.stdout().contains("CHILD STOPPED 1"),
@@ -903,29 +850,15 @@ fn stopped_child_does_not_outlive_the_run() {
         "corral waited {:?} for a stopped child",
         start.elapsed()
     );
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
 fn stopped_main_program_ends_at_wall_limit() {
     let _g = shared();
-    let w = workdir();
-    compile("stopped", w.path());
-    let m = marker("stopself");
+    let h = Hostile::compiled("stopped", "stopself");
     let start = Instant::now();
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
-            "--wall-time",
-            "2s",
-            "--",
-            "./stopped",
-            &m,
-            "self",
-        ]),
-        secs(60),
-    );
+    let o = h.run(&["--wall-time", "2s"], &["self"]);
     o.assert_no_escape();
     o.assert_status("wall_time_limit");
     assert!(
@@ -933,33 +866,17 @@ fn stopped_main_program_ends_at_wall_limit() {
         "corral took {:?} with --wall-time 2s",
         start.elapsed()
     );
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
 fn host_process_cannot_be_killed_or_traced() {
     let _g = shared();
-    let w = workdir();
-    compile("killhost", w.path());
-    let m = marker("killhost");
+    let h = Hostile::compiled("killhost", "killhost");
     let host_m = marker("hostvictim");
     let mut victim = spawn_host_sleeper(&host_m);
     let vpid = victim.id().to_string();
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
-            "--wall-time",
-            "10s",
-            "--pids",
-            "16",
-            "--",
-            "./killhost",
-            &m,
-            &vpid,
-        ]),
-        secs(60),
-    );
+    let o = h.run(&["--wall-time", "10s", "--pids", "16"], &[&vpid]);
     std::thread::sleep(Duration::from_millis(200));
     let alive = victim.try_wait().expect("try_wait").is_none();
     let _ = victim.kill();
@@ -993,30 +910,16 @@ fn host_process_cannot_be_killed_or_traced() {
         assert!(has_line(&o, "BLOCKED: ptrace-hostpid"), "{}", o.describe());
         assert!(has_line(&o, "BLOCKED: ptrace-init"), "{}", o.describe());
     }
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
 fn host_processes_are_invisible() {
     let _g = shared();
-    let w = workdir();
-    copy_program("procs.py", w.path());
-    let m = marker("procs");
+    let h = Hostile::python("procs.py", "procs");
     let host_m = marker("hostvisible");
     let mut victim = spawn_host_sleeper(&host_m);
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
-            "--wall-time",
-            "10s",
-            "--",
-            PY,
-            "procs.py",
-            &m,
-        ]),
-        secs(60),
-    );
+    let o = h.run(&["--wall-time", "10s"], &[]);
     let _ = victim.kill();
     let _ = victim.wait();
     o.assert_status("ok");
@@ -1048,7 +951,7 @@ fn host_processes_are_invisible() {
             assert!(!l.contains(bad), "host process visible in the sandbox: {l}");
         }
     }
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 // ---------------------------------------------------------------- files
@@ -1832,10 +1735,8 @@ fn init_environ_and_host_secrets_do_not_leak() {
 #[test]
 fn inherited_file_descriptors_are_not_visible() {
     let _g = shared();
-    let w = workdir();
-    compile("listfds", w.path());
-    let m = marker("fds");
-    let secret = w.path().join("host-secret.txt");
+    let h = Hostile::compiled("listfds", "fds");
+    let secret = h.dir().join("host-secret.txt");
     fs::write(&secret, "inherited secret\n").unwrap();
     let c = std::ffi::CString::new(secret.to_str().unwrap()).unwrap();
     // SAFETY: plain open(2)/pipe(2)/fcntl(2) calls; fds are closed below.
@@ -1848,18 +1749,7 @@ fn inherited_file_descriptors_are_not_visible() {
         assert_eq!(libc::pipe(p.as_mut_ptr()), 0);
         (f, hi, p)
     };
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
-            "--wall-time",
-            "10s",
-            "--",
-            "./listfds",
-            &m,
-        ]),
-        secs(60),
-    );
+    let o = h.run(&["--wall-time", "10s"], &[]);
     // SAFETY: closing the fds opened above.
     unsafe {
         libc::close(fd_file);
@@ -1890,7 +1780,7 @@ fn inherited_file_descriptors_are_not_visible() {
         "inherited secret\n",
         "the host file was written through an fd"
     );
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
@@ -2061,16 +1951,13 @@ fn copy_out_skips_planted_traps() {
 #[test]
 fn copy_out_of_sparse_files_is_bounded() {
     let _g = shared();
-    let w = workdir();
-    compile("sparse", w.path());
-    let m = marker("sparse");
+    let h = Hostile::compiled("sparse", "sparse");
     let out = tempdir();
     let dest = out.path().join("out");
     let root_free = statvfs_free("/");
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
+    let o = h.run_within(
+        secs(120),
+        &[
             "--copy-out",
             &d(&dest),
             "--disk",
@@ -2079,11 +1966,8 @@ fn copy_out_of_sparse_files_is_bounded() {
             "2G",
             "--wall-time",
             "30s",
-            "--",
-            "./sparse",
-            &m,
-        ]),
-        secs(120),
+        ],
+        &[],
     );
     o.assert_status("ok");
     assert!(
@@ -2124,7 +2008,7 @@ fn copy_out_of_sparse_files_is_bounded() {
         "host / lost {} MiB",
         (root_free - root_after) >> 20
     );
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
@@ -2229,22 +2113,8 @@ fn terminal_input_cannot_be_injected() {
 #[test]
 fn proc_and_sys_are_masked() {
     let _g = shared();
-    let w = workdir();
-    copy_program("procmask.py", w.path());
-    let m = marker("procmask");
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
-            "--wall-time",
-            "20s",
-            "--",
-            PY,
-            "procmask.py",
-            &m,
-        ]),
-        secs(60),
-    );
+    let h = Hostile::python("procmask.py", "procmask");
+    let o = h.run(&["--wall-time", "20s"], &[]);
     o.assert_status("ok");
     let line = |p: &str, op: &str| -> String {
         o.lines()
@@ -2294,7 +2164,7 @@ fn proc_and_sys_are_masked() {
             "{p} is writable: {l}"
         );
     }
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]
@@ -2352,23 +2222,9 @@ fn process_group_kill_does_not_reach_host() {
 #[test]
 fn orphan_holding_stdout_does_not_hang_the_run() {
     let _g = shared();
-    let w = workdir();
-    compile("daemon", w.path());
-    let m = marker("keepstdio");
+    let h = Hostile::compiled("daemon", "keepstdio");
     let start = Instant::now();
-    let o = run(
-        &strs(&[
-            "--dir",
-            &d(w.path()),
-            "--wall-time",
-            "20s",
-            "--",
-            "./daemon",
-            &m,
-            "keepstdio",
-        ]),
-        secs(60),
-    );
+    let o = h.run(&["--wall-time", "20s"], &["keepstdio"]);
     o.assert_status("ok");
     assert!(o.stdout().contains("DAEMON STARTED"), "{}", o.describe());
     assert!(
@@ -2376,7 +2232,7 @@ fn orphan_holding_stdout_does_not_hang_the_run() {
         "corral waited {:?} for an orphan holding its stdout",
         start.elapsed()
     );
-    host_unchanged(&m, w.path());
+    h.host_unchanged();
 }
 
 #[test]

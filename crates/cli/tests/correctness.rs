@@ -875,3 +875,42 @@ fn passwd_is_synthetic() {
         "password hashes in the sandbox's passwd"
     );
 }
+
+// ---------------------------------------------------------------- logs
+
+/// `CORRAL_LOG` shows the library's decisions on stderr; without it a run prints nothing there,
+/// and the JSON on stdout is the same either way.
+#[test]
+fn corral_log_shows_sandbox_decisions_on_stderr_only() {
+    let _g = shared();
+    let args = ["--wall-time", "10s", "--", "/bin/true"];
+    let mut quiet = corral_cmd();
+    quiet.env_remove("CORRAL_LOG");
+    let plain = run_json_with(quiet, &args, secs(60));
+    plain.assert_status("ok");
+    assert!(
+        plain.raw.stderr.is_empty(),
+        "no CORRAL_LOG: stderr must stay empty\n{}",
+        plain.describe()
+    );
+    let mut loud = corral_cmd();
+    loud.env("CORRAL_LOG", "debug");
+    let logged = run_json_with(loud, &args, secs(60));
+    logged.assert_status("ok");
+    let err = String::from_utf8_lossy(&logged.raw.stderr);
+    assert!(
+        err.lines()
+            .any(|l| l.contains("DEBUG") && l.contains("sandbox created")),
+        "CORRAL_LOG=debug: a sandbox debug line on stderr\n{}",
+        logged.describe()
+    );
+    let keys =
+        |o: &Outcome| -> BTreeSet<String> { o.json.as_object().unwrap().keys().cloned().collect() };
+    assert_eq!(
+        keys(&plain),
+        keys(&logged),
+        "the same JSON fields either way"
+    );
+    assert_eq!(plain.json["exit_code"], logged.json["exit_code"]);
+    assert_eq!(plain.stdout(), logged.stdout());
+}

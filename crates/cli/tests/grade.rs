@@ -5,27 +5,13 @@
 //! changed one is graded again, --force grades all), per-student JSON, the HTML report, and the
 //! static safety check.
 
+mod example_support;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
+use example_support::{corral, root, text};
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn corral(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(args)
-        .env_remove("CORRAL_LANGUAGES")
-        .output()
-        .expect("run corral")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

@@ -26,18 +26,11 @@ fn spec(argv: &[&str]) -> RunSpec {
     s
 }
 
-#[test]
-fn prompt_is_detected_answered_and_greeted() {
-    let pool = pool();
-    let s = spec(&[
-        "/usr/bin/python3",
-        "-c",
-        "name = input('Name: '); print('hello,', name)",
-    ]);
-    let mut lease = pool.lease(&SandboxConfig::for_spec(&s)).unwrap();
-    let mut exec = lease.sandbox().start(&s).unwrap();
+/// Steps the run until its output ends with `prompt` (10 s at most, and the program must not end
+/// first); returns that deadline.
+fn wait_for_prompt(exec: &mut corral_sandbox::Execution<'_>, prompt: &[u8]) -> Instant {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !exec.stdout_so_far().ends_with(b"Name: ") {
+    while !exec.stdout_so_far().ends_with(prompt) {
         assert!(
             Instant::now() < deadline,
             "no prompt; stdout so far: {:?}",
@@ -48,6 +41,20 @@ fn prompt_is_detected_answered_and_greeted() {
             "ended before prompting"
         );
     }
+    deadline
+}
+
+#[test]
+fn prompt_is_detected_answered_and_greeted() {
+    let pool = pool();
+    let s = spec(&[
+        "/usr/bin/python3",
+        "-c",
+        "name = input('Name: '); print('hello,', name)",
+    ]);
+    let mut lease = pool.lease(&SandboxConfig::for_spec(&s)).unwrap();
+    let mut exec = lease.sandbox().start(&s).unwrap();
+    let deadline = wait_for_prompt(&mut exec, b"Name: ");
     // Printing the prompt and blocking in read(0) are two steps; give the kernel a moment.
     let mut waiting = false;
     while !waiting && Instant::now() < deadline {
@@ -223,18 +230,7 @@ fn a_terminal_run_shows_an_unflushed_prompt_and_takes_a_line() {
     run.stdin = Stdin::Pipe;
     run.tty = Some((80, 24));
     let mut exec = lease.sandbox().start(&run).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !exec.stdout_so_far().ends_with(b"Name: ") {
-        assert!(
-            Instant::now() < deadline,
-            "no prompt: {:?}",
-            String::from_utf8_lossy(exec.stdout_so_far())
-        );
-        assert!(
-            exec.step(Some(deadline), &mut NoSink).unwrap().is_none(),
-            "ended before prompting"
-        );
-    }
+    wait_for_prompt(&mut exec, b"Name: ");
     exec.write_stdin(b"Ada\n");
     let out = exec.finish(&mut NoSink).unwrap();
     assert_eq!(out.status, Status::Ok, "{out:?}");

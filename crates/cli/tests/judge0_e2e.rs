@@ -12,13 +12,6 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use server_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn the_official_judge0_python_sdk_works_against_corral() {
     let s = Server::start("[submissions]\nworkers = 2\n", &[]);

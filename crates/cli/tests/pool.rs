@@ -12,14 +12,15 @@
 //! Helper programs live in `tests/pool/` (C compiled with the host's gcc, Python scripts); they
 //! are bound read-only into every sandbox at `/srv/pooltest`.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{mpsc, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -223,53 +224,13 @@ fn run_batch_text(lines: &[String], flags: &[&str]) -> Vec<Res> {
     let file = dir.path().join("batch.jsonl");
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     fs::write(&file, text).expect("write the batch file");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral"));
-    cmd.arg("run")
-        .arg("--batch")
-        .arg(&file)
-        .args(flags)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let start = Instant::now();
-    let mut child = cmd.spawn().expect("spawn corral");
-    let (tx, rx) = mpsc::channel::<(u8, Vec<u8>)>();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let tx2 = tx.clone();
-    std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = out.read_to_end(&mut b);
-        let _ = tx.send((1, b));
-    });
-    std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = err.read_to_end(&mut b);
-        let _ = tx2.send((2, b));
-    });
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait for corral") {
-            break st;
-        }
-        if start.elapsed() > BATCH_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("corral run --batch did not finish within {BATCH_TIMEOUT:?} (killed it); flags {flags:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let (mut stdout, mut stderr) = (None, None);
-    while stdout.is_none() || stderr.is_none() {
-        match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok((1, b)) => stdout = Some(b),
-            Ok((_, b)) => stderr = Some(b),
-            Err(_) => panic!(
-                "corral exited ({status}) but its stdout/stderr stayed open: a process outlived the batch"
-            ),
-        }
-    }
-    let stdout = String::from_utf8_lossy(&stdout.unwrap()).to_string();
-    let stderr = String::from_utf8_lossy(&stderr.unwrap()).to_string();
+    let mut cmd = common::corral_cmd();
+    cmd.arg("run").arg("--batch").arg(&file).args(flags);
+    // Panics when corral outlives the timeout or a process of the batch outlives corral.
+    let raw = common::run_command(cmd, BATCH_TIMEOUT);
+    let status = raw.status;
+    let stdout = String::from_utf8_lossy(&raw.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&raw.stderr).to_string();
     assert!(
         status.success(),
         "corral run --batch {flags:?} failed: {status}\nstderr: {stderr}\nstdout: {stdout}"

@@ -4,27 +4,13 @@
 //! results, error status and exit code are asserted. Also: hidden tests' details never reach
 //! students, rubric errors in a suite, and the optional static safety check.
 
+mod example_support;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
+use example_support::{corral, root, text};
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn corral(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(args)
-        .env_remove("CORRAL_LANGUAGES")
-        .output()
-        .expect("run corral")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn check_json(suite: &Path, sub: &Path, extra: &[&str]) -> (i32, Value) {
     let mut args = vec!["check", "--json"];

@@ -65,13 +65,6 @@ async fn ws_until(ws: &mut Ws, what: &str, pred: impl Fn(&Value) -> bool) -> (St
     }
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn seed_hello_compiles_then_runs_in_the_returned_sandbox() {
     let s = Server::start("", &[]);
@@ -127,33 +120,29 @@ fn seed_failing_exit_and_wrong_stdout_are_reported() {
     rt().block_on(async {
         let t = s.token("student").await;
         let fails = "int main(void) { return 1; }\n";
-        let id = s.upload(&t, &[("hello.c", fails.as_bytes())]).await;
         let r = s
-            .run_ok(
+            .run_uploaded(
                 &t,
-                json!({"cmd": "cc -o hello hello.c && ./hello", "sandbox": {"homedir": id}}),
+                &[("hello.c", fails.as_bytes())],
+                "cc -o hello hello.c && ./hello",
             )
             .await;
         assert_eq!(r["code"], 1, "{r}");
         assert_eq!(r["status"], "nonzero_exit");
         let goodbye = "#include <stdio.h>\nint main(void) { printf(\"goodbye, world\\n\"); }\n";
-        let id = s.upload(&t, &[("hello.c", goodbye.as_bytes())]).await;
         let r = s
-            .run_ok(
+            .run_uploaded(
                 &t,
-                json!({"cmd": "cc -o hello hello.c && ./hello", "sandbox": {"homedir": id}}),
+                &[("hello.c", goodbye.as_bytes())],
+                "cc -o hello hello.c && ./hello",
             )
             .await;
         assert_eq!(r["code"], 0);
         assert_eq!(r["stdout"], "goodbye, world\n");
         // A compile error: code 1 and the compiler's message in stderr.
         let broken = "int main(void) { return }\n";
-        let id = s.upload(&t, &[("hello.c", broken.as_bytes())]).await;
         let r = s
-            .run_ok(
-                &t,
-                json!({"cmd": "cc -o hello hello.c", "sandbox": {"homedir": id}}),
-            )
+            .run_uploaded(&t, &[("hello.c", broken.as_bytes())], "cc -o hello hello.c")
             .await;
         assert_eq!(r["code"], 1, "{r}");
         assert!(r["stderr"].as_str().unwrap().contains("error"), "{r}");
@@ -515,15 +504,7 @@ fn seed_check_examples_through_check() {
         let (st, v) = register_suite(&s, &staff, "cs50/hello", SEED_SUITE).await;
         assert_eq!(st, StatusCode::CREATED, "{v}");
         assert_eq!(v["id"], "cs50/hello");
-        let list: Value = client()
-            .get(s.url("/suites"))
-            .bearer_auth(&student)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, list) = s.get(&student, "/suites").await;
         assert!(
             list.as_array()
                 .unwrap()

@@ -10,36 +10,12 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use server_support::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 async fn post(s: &Server, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
-    let r = client()
-        .post(s.url(path))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let st = r.status();
-    let text = r.text().await.unwrap();
-    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
-    (st, v)
+    s.post(token, path, body).await
 }
 
 async fn get(s: &Server, token: &str, path: &str) -> (StatusCode, Value) {
-    let r = client()
-        .get(s.url(path))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    let st = r.status();
-    (st, r.json().await.unwrap())
+    s.get(token, path).await
 }
 
 async fn submit(s: &Server, token: &str, body: Value) -> String {
@@ -294,13 +270,8 @@ fn batches_ownership_and_validation() {
 
 #[test]
 fn suites_grade_submissions() {
-    let data = tempfile::tempdir().unwrap();
-    let suite = data.path().join("suites/hello");
-    std::fs::create_dir_all(&suite).unwrap();
-    let ex = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello");
-    for f in ["suite.yaml", "expected.txt"] {
-        std::fs::copy(ex.join(f), suite.join(f)).unwrap();
-    }
+    let data = data_with_hello_suite();
+    let ex = hello_example();
     let s = Server::start_in(data.path(), "[submissions]\nworkers = 2\n", &[]);
     rt().block_on(async {
         let t = s.token("student").await;

@@ -5,8 +5,7 @@
 
 mod server_support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,27 +20,12 @@ struct Worker {
 
 impl Worker {
     fn start(s: &Server, token: &str, name: &str, jobs: usize) -> Worker {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
-            .args(["worker", "--server", &s.base, "--name", name])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral"));
+        cmd.args(["worker", "--server", &s.base, "--name", name])
             .args(["--jobs", &jobs.to_string()])
             .env("CORRAL_WORKER_TOKEN", token)
-            .env("CORRAL_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start corral worker");
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().unwrap();
-        let log2 = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let mut l = log2.lock().unwrap();
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
+            .env("CORRAL_LOG", "info");
+        let Logged { child, log, .. } = Logged::spawn(cmd);
         Worker { child, log }
     }
 
@@ -85,23 +69,9 @@ impl Drop for Worker {
     }
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
+/// POST, with `null` for an answer that is not JSON.
 async fn post(s: &Server, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
-    let r = client()
-        .post(s.url(path))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let st = r.status();
-    let text = r.text().await.unwrap();
+    let (st, text) = s.post_text(token, path, body).await;
     (st, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
@@ -141,13 +111,8 @@ async fn finished(s: &Server, w: &Worker, token: &str, id: &str) -> Value {
 
 #[test]
 fn a_remote_worker_judges_what_the_server_queues() {
-    let data = tempfile::tempdir().unwrap();
-    let suite = data.path().join("suites/hello");
-    std::fs::create_dir_all(&suite).unwrap();
-    let ex = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello");
-    for f in ["suite.yaml", "expected.txt"] {
-        std::fs::copy(ex.join(f), suite.join(f)).unwrap();
-    }
+    let data = data_with_hello_suite();
+    let ex = hello_example();
     let s = Server::start_in(data.path(), "[submissions]\nworkers = 0\n", &[]);
     rt().block_on(async {
         let t = s.token("student").await;

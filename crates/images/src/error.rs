@@ -1,5 +1,6 @@
 //! The library's one error type: one variant per step that can fail.
 
+use std::fmt::Display;
 use std::path::PathBuf;
 
 /// What went wrong, with the file, entry or reference involved.
@@ -45,6 +46,24 @@ pub enum Error {
     Credentials(String),
     #[error("the image store index {path} is damaged: {reason}")]
     Index { path: PathBuf, reason: String },
+}
+
+impl Error {
+    /// Data that is not what its digest says: altered on the way or on disk, which an operator
+    /// should hear about even when the caller retries.
+    pub(crate) fn digest_mismatch(
+        what: impl Into<String>,
+        expected: impl Display,
+        actual: impl Display,
+    ) -> Error {
+        let what = what.into();
+        tracing::warn!(%what, %expected, %actual, "digest mismatch");
+        Error::DigestMismatch {
+            what,
+            expected: expected.to_string(),
+            actual: actual.to_string(),
+        }
+    }
 }
 
 pub(crate) trait IoContext<T> {

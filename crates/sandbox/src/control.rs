@@ -84,7 +84,9 @@ impl Control {
     /// Removes the cgroup (once every process in it is gone).
     pub(crate) fn destroy_cgroup(&mut self) {
         if let Some(cg) = self.cgroup.take() {
-            let _ = cg.destroy();
+            if let Err(e) = cg.destroy() {
+                tracing::warn!(error = %e, "removing the sandbox's cgroup failed; it is left behind");
+            }
         }
     }
 

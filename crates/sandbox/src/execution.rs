@@ -279,7 +279,10 @@ impl<'s> Execution<'s> {
         if ready[0] {
             progressed = true;
             match self.control.next_event()? {
-                Event::Blocked { syscall } => self.blocked = Some(syscall),
+                Event::Blocked { syscall } => {
+                    tracing::info!(%syscall, "a forbidden syscall: the run is killed");
+                    self.blocked = Some(syscall)
+                }
                 Event::StdinWait { waiting } => self.stdin_wait = Some(waiting),
                 Event::Finished {
                     exit_code,

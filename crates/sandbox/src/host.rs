@@ -81,6 +81,11 @@ impl Host {
             probe.destroy().map_err(rootless_err)?;
         }
         sweep_stale_cgroups(cgroups.as_ref());
+        tracing::debug!(
+            rootless,
+            cgroups = ?cgroups.version(),
+            "sandbox host ready"
+        );
         Ok(Host {
             cgroups,
             init,
@@ -148,7 +153,7 @@ fn sweep_stale_cgroups(cgroups: &dyn corral_cgroups::Manager) {
                 // Holding the lease while removing keeps a new sandbox of that uid from racing us.
                 match crate::uids::try_hold(std::path::Path::new(crate::uids::LOCK_DIR), uid) {
                     Some(_lease) => {
-                        let _ = std::fs::remove_dir(e.path());
+                        remove_stale(&e.path());
                         continue;
                     }
                     None => false,
@@ -160,9 +165,19 @@ fn sweep_stale_cgroups(cgroups: &dyn corral_cgroups::Manager) {
                 false
             };
             if gone {
-                // rmdir only succeeds on a cgroup with no processes and no children.
-                let _ = std::fs::remove_dir(e.path());
+                remove_stale(&e.path());
             }
+        }
+    }
+}
+
+/// rmdir only succeeds on a cgroup with no processes and no children; one that is not empty is
+/// some other process's and stays.
+fn remove_stale(path: &std::path::Path) {
+    match std::fs::remove_dir(path) {
+        Ok(()) => tracing::debug!(cgroup = %path.display(), "removed a stale sandbox cgroup"),
+        Err(e) => {
+            tracing::trace!(cgroup = %path.display(), error = %e, "a stale-looking cgroup stays")
         }
     }
 }

@@ -111,11 +111,20 @@ impl Pool {
             while let Some(mut s) = self.take_idle(shape) {
                 // Collect the reset that started when it was given back; a failure retires it.
                 if s.finish_reset().is_ok() {
+                    tracing::trace!(
+                        sandbox = s.id(),
+                        leases = s.leases(),
+                        "reusing a pooled sandbox"
+                    );
                     return Ok(Lease {
                         pool: self.clone(),
                         sandbox: Some(s),
                     });
                 }
+                tracing::info!(
+                    sandbox = s.id(),
+                    "discarding a pooled sandbox whose reset failed"
+                );
             }
         }
         match Sandbox::create(&self.host, shape) {
@@ -163,13 +172,22 @@ impl Pool {
             || s.is_broken()
             || (self.config.recycle_after > 0 && s.leases() >= self.config.recycle_after);
         if retire {
+            if s.is_broken() {
+                tracing::info!(
+                    sandbox = s.id(),
+                    "discarding a broken sandbox instead of reusing it"
+                );
+            } else {
+                tracing::debug!(sandbox = s.id(), leases = s.leases(), "retiring a sandbox");
+            }
             return; // dropped: the sandbox and everything in it are destroyed
         }
         if self.config.max_idle == 0 {
             return;
         }
         let (disk, inodes) = (s.config().disk_bytes, s.config().inodes);
-        if s.begin_reset(disk, inodes).is_err() {
+        if let Err(e) = s.begin_reset(disk, inodes) {
+            tracing::warn!(sandbox = s.id(), error = %e, "starting a sandbox's reset failed; discarding it");
             return;
         }
         let evicted = {
@@ -182,6 +200,12 @@ impl Pool {
             evicted
         };
         // Destroyed outside the lock: tearing a sandbox down waits for its init to exit.
+        if let Some(e) = &evicted {
+            tracing::debug!(
+                sandbox = e.id(),
+                "the idle pool is full; evicting its oldest sandbox"
+            );
+        }
         drop(evicted);
     }
 }

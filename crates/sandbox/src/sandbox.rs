@@ -69,10 +69,34 @@ pub struct Sandbox {
     leases: u64,
     pending_reset: Option<(u64, u64)>,
     pub landlock_abi: Option<i32>,
+    /// Every log line about this sandbox carries its id.
+    span: tracing::Span,
 }
 
 impl Sandbox {
     pub fn create(host: &Arc<Host>, config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
+        let started = Instant::now();
+        match Self::build(host, config) {
+            Ok(s) => {
+                s.span.in_scope(|| {
+                    tracing::debug!(
+                        network = config.network,
+                        disk_bytes = config.disk_bytes,
+                        mounts = config.mounts.len(),
+                        ms = started.elapsed().as_millis() as u64,
+                        "sandbox created"
+                    )
+                });
+                Ok(s)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, network = config.network, "sandbox creation failed");
+                Err(e)
+            }
+        }
+    }
+
+    fn build(host: &Arc<Host>, config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
         let (n, name) = host.unique();
         // A uid of its own per sandbox (like isolate's boxes), unique on the host and no account's.
         // Rootless: the program is uid 1000 in its own user namespace, the caller's uid outside.
@@ -177,6 +201,7 @@ impl Sandbox {
             leases: 0,
             pending_reset: None,
             landlock_abi: None,
+            span: tracing::debug_span!("sandbox", id = %name),
         };
         let setup = Setup {
             uid,
@@ -301,6 +326,16 @@ impl Sandbox {
         let Some((disk_bytes, inodes)) = self.pending_reset.take() else {
             return Ok(());
         };
+        let result = self.collect_reset(disk_bytes, inodes);
+        let _in = self.span.enter();
+        match &result {
+            Ok(()) => tracing::trace!("sandbox reset"),
+            Err(e) => tracing::warn!(error = %e, "sandbox reset failed; the sandbox is broken"),
+        }
+        result
+    }
+
+    fn collect_reset(&mut self, disk_bytes: u64, inodes: u64) -> Result<(), SandboxError> {
         match protocol::recv::<Event>(self.control.fd())? {
             Some((Event::Ready { .. }, mut fds)) if fds.len() == 1 => {
                 self.control.set_workdir(fds.pop().expect("one descriptor"));
@@ -324,6 +359,8 @@ impl Sandbox {
         spec.validate()?;
         self.finish_reset()?;
         if self.control.is_broken() {
+            let _in = self.span.enter();
+            tracing::warn!("refusing to run in a broken sandbox");
             return Err(SandboxError::Init(
                 "this sandbox is broken and cannot run anything".into(),
             ));
@@ -440,10 +477,19 @@ impl Sandbox {
 
     /// Runs one program to its end (or its limit) and reports what happened.
     pub fn run(&mut self, spec: &RunSpec, sink: &mut dyn OutputSink) -> Outcome {
+        let _in = self.span.clone().entered();
         let result = self.start(spec).and_then(|e| e.finish(sink));
         match result {
-            Ok(o) => o,
+            Ok(o) => {
+                tracing::debug!(
+                    status = o.status.as_str(),
+                    blocked_syscall = o.blocked_syscall.as_deref(),
+                    "run finished"
+                );
+                o
+            }
             Err(e) => {
+                tracing::warn!(error = %e, "run failed; the sandbox is marked broken");
                 self.control.set_broken(true);
                 Outcome::sandbox_error(spec.limits.clone(), e.to_string())
             }
@@ -453,6 +499,12 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
+        let _in = self.span.clone().entered();
+        tracing::debug!(
+            runs = self.runs(),
+            leases = self.leases,
+            "destroying sandbox"
+        );
         let _ = protocol::send(self.control.fd(), &Request::Exit, &[]);
         if let Some(mut keeper) = self.keeper.take() {
             // PID 1 exits at once on Exit; if it does not, killing the keeper kills it (PDEATHSIG).
@@ -461,6 +513,7 @@ impl Drop for Sandbox {
                 match keeper.try_wait() {
                     Ok(Some(_)) | Err(_) => break,
                     Ok(None) if Instant::now() >= deadline => {
+                        tracing::warn!("the sandbox init did not exit within 2 s; killing it");
                         let _ = keeper.kill();
                         let _ = keeper.wait();
                         break;

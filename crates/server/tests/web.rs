@@ -1,80 +1,17 @@
 //! The browser editor's side of the server, without running programs: the embedded pages and
 //! assets (content types, caching, the pages' CSP that forbids inline scripts), the revisions API
 //! (owner-only, staff listing, validation), `/check?format=` and the WebSocket run's `language`.
-//! The server runs in this process on a loopback port, as in `api.rs`. The editor itself is
+//! The server runs in this process on a loopback port (`support/mod.rs`, as for `api.rs`). The editor itself is
 //! tested in a real browser by `crates/cli/tests/web_e2e.rs`.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Arc;
+mod support;
 
-use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
-use corral_server::{AppState, Config};
-use corral_store::{Role, SqliteStore, Store};
+use corral_store::Role;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-
-struct TestServer {
-    base: String,
-    store: Arc<dyn Store>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
-}
+use support::TestServer;
 
 impl TestServer {
-    async fn start() -> TestServer {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            data_dir: dir.path().to_path_buf(),
-            listen: "127.0.0.1:0".into(),
-            ..Config::default()
-        };
-        let store = SqliteStore::open(&config.database_url(), &dir.path().join("blobs"))
-            .await
-            .unwrap();
-        let store: Arc<dyn Store> = Arc::new(store);
-        let init = InitProgram {
-            path: PathBuf::from("/nonexistent/corral-not-used-here"),
-            arg: "__sandbox-init".into(),
-        };
-        let host = Arc::new(
-            Host::new(init).expect("this host must support sandboxes (see corral doctor)"),
-        );
-        let pool = Pool::new(host, PoolConfig::default());
-        let listener = corral_server::bind(&config.listen).await.unwrap();
-        let addr: SocketAddr = listener.local_addr().unwrap();
-        let state = AppState::new(config, store.clone(), pool).unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            corral_server::serve(state, listener, async move {
-                let _ = rx.await;
-            })
-            .await
-            .unwrap();
-        });
-        TestServer {
-            base: format!("http://{addr}"),
-            store,
-            stop: Some(tx),
-            task: Some(task),
-            _dir: dir,
-        }
-    }
-
-    async fn token(&self, role: Role) -> String {
-        self.store.create_token(role, "test").await.unwrap().secret
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.take().unwrap().await.unwrap();
-    }
-
     async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
         let r = reqwest::Client::new()
             .get(self.url(path))
@@ -108,7 +45,7 @@ fn header(r: &reqwest::Response, name: &str) -> String {
 
 #[tokio::test]
 async fn pages_and_assets_are_served_with_their_types_and_a_strict_csp() {
-    let s = TestServer::start().await;
+    let s = TestServer::start(|_| {}).await;
     let r = reqwest::get(s.url("/")).await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(header(&r, "content-type"), "text/html; charset=utf-8");
@@ -178,7 +115,7 @@ fn revision(kind: &str, content: &str) -> Value {
 
 #[tokio::test]
 async fn revisions_are_the_owners_only() {
-    let s = TestServer::start().await;
+    let s = TestServer::start(|_| {}).await;
     let alice = s.token(Role::Student).await;
     let bob = s.token(Role::Student).await;
     let staff = s.token(Role::Staff).await;
@@ -290,7 +227,7 @@ async fn revisions_are_the_owners_only() {
 
 #[tokio::test]
 async fn check_format_is_cs50_or_json() {
-    let s = TestServer::start().await;
+    let s = TestServer::start(|_| {}).await;
     let t = s.token(Role::Student).await;
     let body = json!({"checks": "hello", "sandbox": {"homedir": "0123"}});
     let (st, e) = s.post(&t, "/check?format=xml", &body).await;
@@ -307,7 +244,7 @@ async fn check_format_is_cs50_or_json() {
 async fn a_websocket_run_names_a_known_language() {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
-    let s = TestServer::start().await;
+    let s = TestServer::start(|_| {}).await;
     let t = s.token(Role::Student).await;
     let url = format!("{}/ws?token={t}", s.base.replace("http://", "ws://"));
     let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();

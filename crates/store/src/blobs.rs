@@ -116,11 +116,17 @@ impl BlobStore {
                     .ok()
                     .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                     .is_some_and(|d| (d.as_secs() as i64) < older_than);
-                if old && std::fs::remove_file(f.path()).is_ok() {
-                    n += 1;
+                if old {
+                    match std::fs::remove_file(f.path()) {
+                        Ok(()) => n += 1,
+                        Err(e) => {
+                            tracing::warn!(blob = %h, error = %e, "removing an unused blob failed")
+                        }
+                    }
                 }
             }
         }
+        tracing::debug!(removed = n, "blob garbage collected");
         Ok(n)
     }
 }

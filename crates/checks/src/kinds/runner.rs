@@ -40,6 +40,10 @@ impl CheckContext<'_> {
             .pool
             .lease(&shape)
             .map_err(|e| format!("sandbox error: {e}"))?;
+        tracing::trace!(
+            sandbox = lease.sandbox().id(),
+            "leased a sandbox for the check"
+        );
         lease
             .sandbox()
             .copy_in(self.stage)

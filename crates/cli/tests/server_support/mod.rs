@@ -11,6 +11,65 @@ use reqwest::multipart::{Form, Part};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+/// A `corral` child process whose stderr is kept, whole and line by line (to wait for a line, and
+/// to show when something fails).
+pub struct Logged {
+    pub child: Child,
+    pub log: Arc<Mutex<String>>,
+    pub lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Logged {
+    /// Starts `cmd` with no stdin, stdout discarded and stderr read by a thread.
+    pub fn spawn(mut cmd: Command) -> Logged {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let mut l = log2.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+                drop(l);
+                let _ = tx.send(line);
+            }
+        });
+        Logged { child, log, lines }
+    }
+}
+
+/// The repository's `examples/hello`.
+pub fn hello_example() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello")
+}
+
+/// A data folder for [`Server::start_in`] whose `suites/hello` is that example's suite.
+pub fn data_with_hello_suite() -> tempfile::TempDir {
+    let data = tempfile::tempdir().unwrap();
+    let suite = data.path().join("suites/hello");
+    std::fs::create_dir_all(&suite).unwrap();
+    for f in ["suite.yaml", "expected.txt"] {
+        std::fs::copy(hello_example().join(f), suite.join(f)).unwrap();
+    }
+    data
+}
+
+/// A multi-threaded runtime for a test's async part.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 pub struct Server {
     child: Option<Child>,
     pub base: String,
@@ -37,32 +96,20 @@ impl Server {
     pub fn start_in(data: &Path, config_toml: &str, args: &[&str]) -> Server {
         let cfg = data.join("config.toml");
         std::fs::write(&cfg, config_toml).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
-            .arg("serve")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral"));
+        cmd.arg("serve")
             .arg("--config")
             .arg(&cfg)
             .arg("--data")
             .arg(data)
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
-            .env("CORRAL_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start corral serve");
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        let log2 = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                log2.lock().unwrap().push_str(&line);
-                log2.lock().unwrap().push('\n');
-                let _ = tx.send(line);
-            }
-        });
+            .env("CORRAL_LOG", "info");
+        let Logged {
+            mut child,
+            log,
+            lines: rx,
+        } = Logged::spawn(cmd);
         let mut admin = String::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         let addr = loop {
@@ -146,20 +193,49 @@ impl Server {
         v["id"].as_str().unwrap().to_string()
     }
 
-    /// POST /run; status and JSON body.
-    pub async fn run(&self, token: &str, body: Value) -> (StatusCode, Value) {
+    /// POST PATH with a JSON body: the status and the JSON answer (panics when it is not JSON).
+    pub async fn post(&self, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+        let (st, text) = self.post_text(token, path, body).await;
+        let v =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
+        (st, v)
+    }
+
+    /// POST PATH with a JSON body: the status and the answer as it came.
+    pub async fn post_text(&self, token: &str, path: &str, body: Value) -> (StatusCode, String) {
         let r = client()
-            .post(self.url("/run"))
+            .post(self.url(path))
             .bearer_auth(token)
             .json(&body)
             .send()
             .await
             .unwrap();
         let st = r.status();
-        let text = r.text().await.unwrap();
-        let v =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
-        (st, v)
+        (st, r.text().await.unwrap())
+    }
+
+    /// GET PATH as `token`: the status and the JSON answer.
+    pub async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
+        let r = client()
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let st = r.status();
+        (st, r.json().await.unwrap())
+    }
+
+    /// POST /run; status and JSON body.
+    pub async fn run(&self, token: &str, body: Value) -> (StatusCode, Value) {
+        self.post(token, "/run", body).await
+    }
+
+    /// Uploads `files`, then runs `cmd` with them as its working directory (must succeed).
+    pub async fn run_uploaded(&self, token: &str, files: &[(&str, &[u8])], cmd: &str) -> Value {
+        let id = self.upload(token, files).await;
+        self.run_ok(token, json!({"cmd": cmd, "sandbox": {"homedir": id}}))
+            .await
     }
 
     /// POST /run that must succeed.

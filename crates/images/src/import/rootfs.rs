@@ -10,7 +10,7 @@ use crate::error::IoContext;
 use crate::ingest::ingest;
 use crate::oci::{self, Descriptor, ImageConfig, Manifest, RootFs, RunConfig};
 use crate::store::{ImageRecord, Store};
-use crate::unpack::unpack_layer;
+use crate::unpack::{log_refusal, unpack_layer};
 
 const PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -30,7 +30,7 @@ pub(super) fn import(
         .at(store.tmp_dir())?;
     let staged = scratch.path().join("layer");
     let f = std::fs::File::open(store.blob_path(&blob)).at(store.blob_path(&blob))?;
-    let unpacked = unpack_layer(f, None, &staged, None, store.limits())?;
+    let unpacked = unpack_layer(f, None, &staged, None, store.limits()).inspect_err(log_refusal)?;
     let target = store.layer_path(&unpacked.diff_id);
     if !target.is_dir() && std::fs::rename(&staged, &target).is_err() && !target.is_dir() {
         return Err(Error::Io {

@@ -176,11 +176,11 @@ impl Registry {
         let actual = Digest::of_bytes(&body);
         if let Ok(expected) = Digest::parse(reference) {
             if expected != actual {
-                return Err(Error::DigestMismatch {
-                    what: format!("manifest {reference}"),
-                    expected: expected.to_string(),
-                    actual: actual.to_string(),
-                });
+                return Err(Error::digest_mismatch(
+                    format!("manifest {reference}"),
+                    &expected,
+                    &actual,
+                ));
             }
         }
         Ok((body, actual))

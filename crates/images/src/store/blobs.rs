@@ -47,11 +47,7 @@ impl Store {
         let (actual, _) = reader.finish();
         if let Some(expected) = expected {
             if *expected != actual {
-                return Err(Error::DigestMismatch {
-                    what: what.to_string(),
-                    expected: expected.to_string(),
-                    actual: actual.to_string(),
-                });
+                return Err(Error::digest_mismatch(what, expected, &actual));
             }
         }
         tmp.as_file_mut().flush().at(tmp.path())?;
@@ -78,11 +74,11 @@ impl Store {
             .at(&path)?;
         let actual = Digest::of_bytes(&bytes);
         if actual != *d {
-            return Err(Error::DigestMismatch {
-                what: path.display().to_string(),
-                expected: d.to_string(),
-                actual: actual.to_string(),
-            });
+            return Err(Error::digest_mismatch(
+                path.display().to_string(),
+                d,
+                &actual,
+            ));
         }
         Ok(bytes)
     }
@@ -103,11 +99,7 @@ impl Store {
         let (actual, _) = reader.finish();
         if actual != *expected {
             let _ = std::fs::remove_file(file);
-            return Err(Error::DigestMismatch {
-                what: what.to_string(),
-                expected: expected.to_string(),
-                actual: actual.to_string(),
-            });
+            return Err(Error::digest_mismatch(what, expected, &actual));
         }
         let path = self.blob_path(expected);
         std::fs::rename(file, &path).at(&path)

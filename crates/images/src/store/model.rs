@@ -115,7 +115,8 @@ impl Store {
             &target,
             Some(&layer.diff_id),
             &self.limits,
-        )?;
+        )
+        .inspect_err(unpack::log_refusal)?;
         Ok(())
     }
 

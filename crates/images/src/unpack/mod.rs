@@ -215,11 +215,11 @@ pub fn unpack_layer(
     let (diff_id, _) = rest.finish();
     if let Some(expected) = expected {
         if *expected != diff_id {
-            return Err(Error::DigestMismatch {
-                what: "layer (uncompressed)".into(),
-                expected: expected.to_string(),
-                actual: diff_id.to_string(),
-            });
+            return Err(Error::digest_mismatch(
+                "layer (uncompressed)",
+                expected,
+                &diff_id,
+            ));
         }
     }
     out.diff_id = diff_id;
@@ -235,7 +235,16 @@ pub fn unpack_layer(
             });
         }
     }
+    tracing::debug!(diff_id = %out.diff_id, entries = out.entries, bytes = out.size, "layer unpacked");
     Ok(out)
+}
+
+/// For callers' `inspect_err`: a layer refused for what it holds is an operator's concern (a
+/// hostile or broken image), so it is logged even when the caller only passes the error on.
+pub(crate) fn log_refusal(e: &Error) {
+    if matches!(e, Error::LayerRefused { .. } | Error::LayerLimit(_)) {
+        tracing::warn!(error = %e, "layer refused");
+    }
 }
 
 /// Splits a tar path into components, refusing absolute paths, `..`, and over-long paths.

@@ -125,6 +125,7 @@ where
         )
         .await?;
         tx.commit().await?;
+        tracing::debug!(submission = %job.id, worker, attempt = job.attempts, "job claimed");
         Ok(Some(Claim {
             job,
             lease: secret,
@@ -258,6 +259,12 @@ where
             .await?;
         }
         tx.commit().await?;
+        for id in &requeued {
+            tracing::info!(submission = %id, "a job's lease expired; queued again");
+        }
+        for id in &failed {
+            tracing::warn!(submission = %id, "a job's lease expired once too often; it failed");
+        }
         if !requeued.is_empty() {
             self.notify_work().await;
         }

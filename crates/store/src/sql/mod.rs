@@ -6,6 +6,7 @@
 //! - `store.rs`: [`SqlStore`], what a store holds (pool, blob folder, work listener);
 //! - `dialect.rs`: [`Dialect`], the SQL fragments and results that differ between the databases;
 //! - `sqlite.rs`, `postgres.rs`: connecting, migrations and each database's [`Dialect`];
+//! - `migrate.rs`: running the migrations and logging the ones applied;
 //! - `work_listener.rs`: PostgreSQL's `LISTEN corral_work` connection;
 //! - the queries, one module per domain: `tokens_uploads_suites.rs` (the [`Store`](crate::Store)
 //!   trait), `revisions.rs`, `jobs.rs` (the [`JobStore`](crate::JobStore) trait) and
@@ -14,6 +15,7 @@
 mod callbacks;
 mod dialect;
 mod jobs;
+mod migrate;
 mod postgres;
 mod revisions;
 mod sqlite;

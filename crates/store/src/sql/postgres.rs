@@ -37,7 +37,7 @@ impl SqlStore<Postgres> {
             .connect_with(opts)
             .await?;
         // Several nodes starting at once: migrations take an advisory lock (sqlx does).
-        MIGRATIONS.run(&db).await?;
+        super::migrate::migrate(&db, &MIGRATIONS).await?;
         let mut store = SqlStore::with_pool(db, blob_dir).await?;
         store.listener = Some(WorkListener::start(store.db.clone()));
         Ok(store)

@@ -31,7 +31,7 @@ impl SqlStore<Sqlite> {
             .max_connections(8)
             .connect_with(opts)
             .await?;
-        MIGRATIONS.run(&db).await?;
+        super::migrate::migrate(&db, &MIGRATIONS).await?;
         SqlStore::with_pool(db, blob_dir).await
     }
 }

@@ -45,19 +45,22 @@ async fn listen(db: PgPool, work: Arc<tokio::sync::Notify>) {
     loop {
         let mut l = match PgListener::connect_with(&db).await {
             Ok(l) => l,
-            Err(_) => {
+            Err(e) => {
+                tracing::warn!(error = %e, "LISTEN connection failed; retrying in 1 s (workers poll meanwhile)");
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;
             }
         };
-        if l.listen(WORK_CHANNEL).await.is_err() {
+        if let Err(e) = l.listen(WORK_CHANNEL).await {
+            tracing::warn!(error = %e, "LISTEN {WORK_CHANNEL} failed; retrying in 1 s");
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
         }
         loop {
             match l.recv().await {
                 Ok(_) => work.notify_waiters(),
-                Err(_) => {
+                Err(e) => {
+                    tracing::info!(error = %e, "the LISTEN connection dropped; reconnecting");
                     // Anything missed while reconnecting is found by the workers' polling.
                     work.notify_waiters();
                     tokio::time::sleep(Duration::from_millis(200)).await;

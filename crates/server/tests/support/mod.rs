@@ -1,0 +1,77 @@
+//! The HTTP server of these tests: the real router, auth and store in this process on a loopback
+//! port. The pool's init program is `$CORRAL_BIN` when set, else a path that is never executed
+//! (no test here runs a program); the host must still support sandboxes (root, cgroups).
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use corral_sandbox::{Host, InitProgram, Pool, PoolConfig};
+use corral_server::{AppState, Config};
+use corral_store::{Role, SqliteStore, Store};
+
+pub struct TestServer {
+    pub base: String,
+    pub store: Arc<dyn Store>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    pub async fn start(edit: impl FnOnce(&mut Config)) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config {
+            data_dir: dir.path().to_path_buf(),
+            listen: "127.0.0.1:0".into(),
+            ..Config::default()
+        };
+        edit(&mut config);
+        let store = SqliteStore::open(&config.database_url(), &dir.path().join("blobs"))
+            .await
+            .unwrap();
+        let store: Arc<dyn Store> = Arc::new(store);
+        let init = InitProgram {
+            path: std::env::var_os("CORRAL_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/nonexistent/corral-not-used-here")),
+            arg: "__sandbox-init".into(),
+        };
+        let host = Arc::new(
+            Host::new(init).expect("this host must support sandboxes (see corral doctor)"),
+        );
+        let pool = Pool::new(host, PoolConfig::default());
+        let listener = corral_server::bind(&config.listen).await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let state = AppState::new(config, store.clone(), pool).unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            corral_server::serve(state, listener, async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        TestServer {
+            base: format!("http://{addr}"),
+            store,
+            stop: Some(tx),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+
+    pub async fn token(&self, role: Role) -> String {
+        self.store.create_token(role, "test").await.unwrap().secret
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap();
+    }
+}
