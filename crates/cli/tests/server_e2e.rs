@@ -211,8 +211,10 @@ fn sigint_over_websocket_interrupts_and_closing_kills() {
     let s = Server::start("", &[]);
     rt().block_on(async {
         let t = s.token("student").await;
-        let prog = "import signal, sys, time\n\
-            def stop(*_):\n    print('interrupted', flush=True)\n    sys.exit(3)\n\
+        // The handler writes with os.write: SIGINT may land while print() is still returning
+        // from 'ready', and a second print() inside it would be a reentrant call.
+        let prog = "import os, signal, sys, time\n\
+            def stop(*_):\n    os.write(1, b'interrupted\\n')\n    sys.exit(3)\n\
             signal.signal(signal.SIGINT, stop)\n\
             print('ready', flush=True)\n\
             time.sleep(30)\n";
