@@ -19,7 +19,14 @@ pub(crate) struct Control {
     runs: u64,
     /// Set when something went wrong; a broken sandbox is never reused.
     broken: bool,
+    /// The kernel cannot reset this cgroup's memory peak (cgroup v2 before Linux 6.12) and a run
+    /// raised it by more than [`LIFETIME_PEAK_SLACK`]: a later run would be charged that peak.
+    peak_spent: bool,
 }
+
+/// How far a run may raise a lifetime-only memory peak before the sandbox is retired instead of
+/// reused: a later run's reported peak is then at most this much above what it really used.
+const LIFETIME_PEAK_SLACK: u64 = 32 << 20;
 
 impl Control {
     /// A sandbox being built: broken until its init says it is ready.
@@ -35,6 +42,7 @@ impl Control {
             baseline: None,
             runs: 0,
             broken: true,
+            peak_spent: false,
         }
     }
 
@@ -48,6 +56,11 @@ impl Control {
 
     pub(crate) fn is_broken(&self) -> bool {
         self.broken
+    }
+
+    /// Whether the memory peak, which this kernel cannot reset, is too high for another run.
+    pub(crate) fn peak_spent(&self) -> bool {
+        self.peak_spent
     }
 
     pub(crate) fn set_broken(&mut self, broken: bool) {
@@ -132,10 +145,13 @@ impl Control {
     }
 
     /// What the current run used; memory is what it added on top of PID 1's resident share.
-    pub(crate) fn run_usage(&self) -> Result<corral_cgroups::Usage, SandboxError> {
+    pub(crate) fn run_usage(&mut self) -> Result<corral_cgroups::Usage, SandboxError> {
         let (cg, b) = self.accounting()?;
         let mut u = cg.usage_since(b)?;
         u.memory_peak_bytes = u.memory_peak_bytes.saturating_sub(b.resident_bytes);
+        if b.peak_is_lifetime && u.memory_peak_bytes > LIFETIME_PEAK_SLACK {
+            self.peak_spent = true;
+        }
         // The kernel keeps the pids peak for the cgroup's whole life and cannot reset it: it
         // describes this run only when this is the sandbox's first run. Otherwise it would tell
         // a later user something about an earlier one.

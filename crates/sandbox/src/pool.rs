@@ -170,6 +170,7 @@ impl Pool {
     fn give_back(&self, mut s: Sandbox) {
         let retire = self.config.fresh
             || s.is_broken()
+            || s.memory_peak_spent()
             || (self.config.recycle_after > 0 && s.leases() >= self.config.recycle_after);
         if retire {
             if s.is_broken() {

@@ -268,6 +268,12 @@ impl Sandbox {
         self.control.is_broken()
     }
 
+    /// Whether the next run here would be charged an earlier run's memory peak (cgroup v2 before
+    /// Linux 6.12 cannot reset it): the pool retires such a sandbox instead of reusing it.
+    pub fn memory_peak_spent(&self) -> bool {
+        self.control.peak_spent()
+    }
+
     /// The working directory, for host-side copies (see [`crate::exists_beneath`] and the copy methods).
     pub fn workdir(&self) -> BorrowedFd<'_> {
         self.control.workdir()
