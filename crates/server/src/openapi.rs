@@ -7,6 +7,7 @@ use utoipa::{Modify, OpenApi};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use serde_json::Value;
 
 use crate::error::ErrorBody;
 use crate::http::{checks, meta, revisions, runs, submissions, tokens, uploads};
@@ -174,7 +175,42 @@ struct QueueDoc;
     responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json"))
 )]
 pub async fn openapi() -> Response {
-    Json(document()).into_response()
+    Json(served(document())).into_response()
+}
+
+/// The document as served. utoipa 5.5 writes the fields of a response's `links` (declared with
+/// the handlers, `links(...)` in `#[utoipa::path]`) in Rust's spelling (`operation_id`,
+/// `request_body`); OpenAPI, and so clients like schemathesis' stateful phase that follow the
+/// links, read `operationId`, `operationRef` and `requestBody`. Renamed here, in one place.
+fn served(doc: utoipa::openapi::OpenApi) -> Value {
+    let mut v = serde_json::to_value(doc).expect("the OpenAPI document is JSON");
+    let operations = v["paths"].as_object_mut().into_iter().flat_map(|paths| {
+        paths
+            .values_mut()
+            .filter_map(Value::as_object_mut)
+            .flat_map(|item| item.values_mut())
+    });
+    for op in operations {
+        let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let links = responses
+            .values_mut()
+            .filter_map(|r| r.get_mut("links").and_then(Value::as_object_mut))
+            .flat_map(|links| links.values_mut().filter_map(Value::as_object_mut));
+        for link in links {
+            for (rust, openapi) in [
+                ("operation_id", "operationId"),
+                ("operation_ref", "operationRef"),
+                ("request_body", "requestBody"),
+            ] {
+                if let Some(x) = link.remove(rust) {
+                    link.insert(openapi.to_string(), x);
+                }
+            }
+        }
+    }
+    v
 }
 
 /// `/openapi.json` (public).
