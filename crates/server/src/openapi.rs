@@ -217,3 +217,60 @@ fn served(doc: utoipa::openapi::OpenApi) -> Value {
 pub fn routes() -> Router<SharedState> {
     Router::new().route("/openapi.json", get(openapi))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The links that let a client (schemathesis' stateful phase) reach the operations on ids
+    /// with real ones, spelled as OpenAPI spells them.
+    #[test]
+    fn links_are_served_in_openapi_spelling() {
+        let doc = served(document());
+        let link = |path: &str, method: &str, status: &str, name: &str| {
+            doc["paths"][path][method]["responses"][status]["links"][name].clone()
+        };
+        let get_upload = link("/upload", "post", "200", "GetUpload");
+        assert_eq!(get_upload["operationId"], "get_upload");
+        assert_eq!(get_upload["parameters"]["id"], "$response.body#/id");
+        let delete = link("/run", "post", "200", "DeleteSandbox");
+        assert_eq!(delete["operationId"], "delete_sandbox");
+        assert_eq!(delete["parameters"]["id"], "$response.body#/sandbox");
+        let run = link("/upload", "post", "200", "RunInUpload");
+        assert_eq!(
+            run["requestBody"]["sandbox"]["homedir"],
+            "$response.body#/id"
+        );
+        for (path, status, name) in [
+            ("/tokens", "201", "RevokeToken"),
+            ("/submissions", "202", "GetSubmission"),
+            ("/suites", "201", "ListSuites"),
+            ("/suites", "201", "SubmitToSuite"),
+            ("/revisions", "201", "GetRevision"),
+            ("/upload", "200", "CheckUpload"),
+            ("/run", "200", "ContinueRun"),
+        ] {
+            let l = link(path, "post", status, name);
+            assert!(l["operationId"].is_string(), "{path} {name}: {l}");
+            assert!(l.get("operation_id").is_none() && l.get("request_body").is_none());
+        }
+        // Every link names an operation of the document.
+        let ids: Vec<&str> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|item| item.as_object().unwrap().values())
+            .filter_map(|op| op["operationId"].as_str())
+            .collect();
+        for item in doc["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                for r in op["responses"].as_object().into_iter().flat_map(|r| r.values()) {
+                    for l in r["links"].as_object().into_iter().flat_map(|l| l.values()) {
+                        let id = l["operationId"].as_str().unwrap();
+                        assert!(ids.contains(&id), "a link to unknown operation {id}");
+                    }
+                }
+            }
+        }
+    }
+}
