@@ -264,7 +264,11 @@ mod tests {
             .collect();
         for item in doc["paths"].as_object().unwrap().values() {
             for op in item.as_object().unwrap().values() {
-                for r in op["responses"].as_object().into_iter().flat_map(|r| r.values()) {
+                for r in op["responses"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|r| r.values())
+                {
                     for l in r["links"].as_object().into_iter().flat_map(|l| l.values()) {
                         let id = l["operationId"].as_str().unwrap();
                         assert!(ids.contains(&id), "a link to unknown operation {id}");
