@@ -1,4 +1,5 @@
-//! The OpenAPI 3 document, generated from the handlers' annotations and the body types.
+//! The OpenAPI 3 document, generated from the handlers' annotations (their examples and response
+//! links) and the body types.
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
