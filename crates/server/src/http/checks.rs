@@ -55,7 +55,8 @@ pub struct CheckQuery {
 pub struct Observation {
     #[serde(rename = "type")]
     pub kind: String,
-    #[schema(value_type = Object)]
+    /// Any JSON: a command line, an exit code, a text, …
+    #[schema(value_type = Value)]
     pub value: Value,
 }
 
