@@ -1,4 +1,5 @@
-//! The OpenAPI 3 document, generated from the handlers' annotations and the body types.
+//! The OpenAPI 3 document, generated from the handlers' annotations (their examples and response
+//! links) and the body types.
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
@@ -7,6 +8,7 @@ use utoipa::{Modify, OpenApi};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use serde_json::Value;
 
 use crate::error::ErrorBody;
 use crate::http::{checks, meta, revisions, runs, submissions, tokens, uploads};
@@ -174,10 +176,106 @@ struct QueueDoc;
     responses((status = 200, description = "OpenAPI 3.1 document", content_type = "application/json"))
 )]
 pub async fn openapi() -> Response {
-    Json(document()).into_response()
+    Json(served(document())).into_response()
+}
+
+/// The document as served. utoipa 5.5 writes the fields of a response's `links` (declared with
+/// the handlers, `links(...)` in `#[utoipa::path]`) in Rust's spelling (`operation_id`,
+/// `request_body`); OpenAPI, and so clients like schemathesis' stateful phase that follow the
+/// links, read `operationId`, `operationRef` and `requestBody`. Renamed here, in one place.
+fn served(doc: utoipa::openapi::OpenApi) -> Value {
+    let mut v = serde_json::to_value(doc).expect("the OpenAPI document is JSON");
+    let operations = v["paths"].as_object_mut().into_iter().flat_map(|paths| {
+        paths
+            .values_mut()
+            .filter_map(Value::as_object_mut)
+            .flat_map(|item| item.values_mut())
+    });
+    for op in operations {
+        let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let links = responses
+            .values_mut()
+            .filter_map(|r| r.get_mut("links").and_then(Value::as_object_mut))
+            .flat_map(|links| links.values_mut().filter_map(Value::as_object_mut));
+        for link in links {
+            for (rust, openapi) in [
+                ("operation_id", "operationId"),
+                ("operation_ref", "operationRef"),
+                ("request_body", "requestBody"),
+            ] {
+                if let Some(x) = link.remove(rust) {
+                    link.insert(openapi.to_string(), x);
+                }
+            }
+        }
+    }
+    v
 }
 
 /// `/openapi.json` (public).
 pub fn routes() -> Router<SharedState> {
     Router::new().route("/openapi.json", get(openapi))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The links that let a client (schemathesis' stateful phase) reach the operations on ids
+    /// with real ones, spelled as OpenAPI spells them.
+    #[test]
+    fn links_are_served_in_openapi_spelling() {
+        let doc = served(document());
+        let link = |path: &str, method: &str, status: &str, name: &str| {
+            doc["paths"][path][method]["responses"][status]["links"][name].clone()
+        };
+        let get_upload = link("/upload", "post", "200", "GetUpload");
+        assert_eq!(get_upload["operationId"], "get_upload");
+        assert_eq!(get_upload["parameters"]["id"], "$response.body#/id");
+        let delete = link("/run", "post", "200", "DeleteSandbox");
+        assert_eq!(delete["operationId"], "delete_sandbox");
+        assert_eq!(delete["parameters"]["id"], "$response.body#/sandbox");
+        let run = link("/upload", "post", "200", "RunInUpload");
+        assert_eq!(
+            run["requestBody"]["sandbox"]["homedir"],
+            "$response.body#/id"
+        );
+        for (path, status, name) in [
+            ("/tokens", "201", "RevokeToken"),
+            ("/submissions", "202", "GetSubmission"),
+            ("/suites", "201", "ListSuites"),
+            ("/suites", "201", "SubmitToSuite"),
+            ("/revisions", "201", "GetRevision"),
+            ("/upload", "200", "CheckUpload"),
+            ("/run", "200", "ContinueRun"),
+        ] {
+            let l = link(path, "post", status, name);
+            assert!(l["operationId"].is_string(), "{path} {name}: {l}");
+            assert!(l.get("operation_id").is_none() && l.get("request_body").is_none());
+        }
+        // Every link names an operation of the document.
+        let ids: Vec<&str> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|item| item.as_object().unwrap().values())
+            .filter_map(|op| op["operationId"].as_str())
+            .collect();
+        for item in doc["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                for r in op["responses"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|r| r.values())
+                {
+                    for l in r["links"].as_object().into_iter().flat_map(|l| l.values()) {
+                        let id = l["operationId"].as_str().unwrap();
+                        assert!(ids.contains(&id), "a link to unknown operation {id}");
+                    }
+                }
+            }
+        }
+    }
 }

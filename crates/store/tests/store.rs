@@ -105,6 +105,31 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
     assert!(s.get_upload(&waiting.id).await.unwrap().is_some());
 }
 
+/// Registrations of one suite at once all succeed: on SQLite a transaction that reads the owner,
+/// then writes, must hold the write lock from its start (fuzz-api found 500s, "database is
+/// locked").
+async fn concurrent_suite_registrations(s: Arc<dyn Store>) {
+    let u = s
+        .create_upload("staff1", vec![file("suite.yaml", b"name: x", 0o644)])
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            let (s, upload) = (s.clone(), u.id.clone());
+            tokio::spawn(async move {
+                // Other writes in between, as a busy server has.
+                s.create_token(Role::Student, &format!("t{i}")).await?;
+                s.put_suite("hello", "staff1", &format!("Hello {i}"), &upload)
+                    .await
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    assert_eq!(s.list_suites().await.unwrap().len(), 1);
+}
+
 macro_rules! store_tests {
     ($backend:ident, $($name:ident),* $(,)?) => {
         mod $backend {
@@ -120,8 +145,20 @@ macro_rules! store_tests {
     };
 }
 
-store_tests!(sqlite, tokens, uploads_suites_and_retention, revisions);
-store_tests!(postgres, tokens, uploads_suites_and_retention, revisions);
+store_tests!(
+    sqlite,
+    tokens,
+    uploads_suites_and_retention,
+    revisions,
+    concurrent_suite_registrations
+);
+store_tests!(
+    postgres,
+    tokens,
+    uploads_suites_and_retention,
+    revisions,
+    concurrent_suite_registrations
+);
 
 /// Two stores on one PostgreSQL database (two API nodes): enqueuing on one wakes the workers
 /// waiting on the other through NOTIFY, without waiting for its poll.

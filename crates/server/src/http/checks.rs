@@ -25,10 +25,14 @@ use crate::state::SharedState;
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckRequest {
-    /// The suite's id.
-    #[schema(example = "hello")]
+    /// The suite's id (`GET /suites`).
+    #[schema(
+        example = "hello",
+        max_length = 100,
+        pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*){0,3}$"
+    )]
     pub checks: String,
-    /// `{"homedir": UPLOAD_ID}`: the submission.
+    /// `{"homedir": UPLOAD_ID}`: the submission (required here; `id` is refused).
     pub sandbox: SandboxRef,
 }
 
@@ -41,6 +45,7 @@ pub struct CheckRequest {
 #[into_params(parameter_in = Query)]
 pub struct CheckQuery {
     /// `cs50` (default) or `json`.
+    #[param(pattern = "^(cs50|json)$")]
     pub format: Option<String>,
 }
 
@@ -50,7 +55,8 @@ pub struct CheckQuery {
 pub struct Observation {
     #[serde(rename = "type")]
     pub kind: String,
-    #[schema(value_type = Object)]
+    /// Any JSON: a command line, an exit code, a text, …
+    #[schema(value_type = Value)]
     pub value: Value,
 }
 
@@ -87,6 +93,10 @@ pub struct SuiteForm {
     #[schema(value_type = String, format = Binary)]
     pub suite: Vec<u8>,
     /// The id to register it under (letters, digits, `-`, `_`, `.`, `/`); default: its name.
+    #[schema(
+        max_length = 100,
+        pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*){0,3}$"
+    )]
     pub id: Option<String>,
     /// The assignment's files (file names are relative paths).
     #[schema(value_type = Vec<String>, format = Binary)]
@@ -99,9 +109,18 @@ pub struct SuiteForm {
 /// Register (or replace) a check suite (staff).
 #[utoipa::path(
     post, path = "/suites", tag = "checks",
-    request_body(content = SuiteForm, content_type = "multipart/form-data"),
+    request_body(content = SuiteForm, content_type = "multipart/form-data", example = json!({
+        "id": "hello",
+        "suite": "name: hello\nchecks:\n  - id: greets\n    description: Does greet.sh print hello?\n    steps:\n      - run: sh greet.sh\n      - stdout: hello\n      - exit: 0\n",
+        "files": ["echo hello\n"]
+    })),
     responses(
-        (status = 201, description = "Registered", body = SuiteInfo),
+        (status = 201, description = "Registered", body = SuiteInfo,
+            links(
+                ("ListSuites" = (operation_id = "list_suites")),
+                ("SubmitToSuite" = (operation_id = "submit", description = "Grade inline files with the suite",
+                    request_body = json!({"suite": "$response.body#/id", "files": [{"path": "greet.sh", "content": "echo hello\n"}]}))),
+            )),
         (status = 400, description = "Bad form or file names", body = ErrorBody),
         (status = 403, description = "Not staff", body = ErrorBody),
         (status = 409, description = "Another caller registered this id", body = ErrorBody),
@@ -187,7 +206,7 @@ pub async fn list_suites(
 /// hidden checks' expected and actual values; students do not.
 #[utoipa::path(
     post, path = "/check", tag = "checks",
-    request_body = CheckRequest,
+    request_body(content = CheckRequest, example = json!({"checks": "hello", "sandbox": {"homedir": "UPLOAD_ID"}})),
     params(CheckQuery),
     responses(
         (status = 200, description = "Graded", body = CheckResponse),

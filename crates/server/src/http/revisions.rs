@@ -37,8 +37,12 @@ impl From<RevisionKindName> for RevisionKind {
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RevisionFileDoc {
-    /// Relative, `/`-separated path (the rules of `/upload`).
-    #[schema(example = "main.c")]
+    /// Relative, `/`-separated path (the rules of `/upload`: no `.` or `..` folders either).
+    #[schema(
+        example = "main.c",
+        min_length = 1,
+        pattern = r"^[^/\\\u0000-\u001f\u007f-\u009f]+(/[^/\\\u0000-\u001f\u007f-\u009f]+)*$"
+    )]
     pub path: String,
     /// The file's text.
     pub content: String,
@@ -50,23 +54,42 @@ pub struct RevisionFileDoc {
 pub struct RevisionRequest {
     /// What made it: `run`, `check` or `save`.
     pub kind: RevisionKindName,
-    /// The editor's language id (`c`, `python`, …).
-    #[schema(example = "c")]
+    /// The editor's language id (`c`, `python`, …); at most 200 bytes, no control characters.
+    // The document's limits are in characters: 50 of up to 4 bytes stay within 200 bytes.
+    #[schema(
+        example = "c",
+        max_length = 50,
+        pattern = r"^[^\u0000-\u0008\u000b-\u001f\u007f-\u009f]*$"
+    )]
     pub language: String,
     /// How it went: a run's status (`ok`, `time_limit`, `compile_error`, …), `passed`/`failed`
-    /// for a check, `saved`.
-    #[schema(example = "ok")]
+    /// for a check, `saved`. At most 200 bytes, no control characters.
+    #[schema(
+        example = "ok",
+        max_length = 50,
+        pattern = r"^[^\u0000-\u0008\u000b-\u001f\u007f-\u009f]*$"
+    )]
     pub status: String,
-    /// The suite a check ran.
+    /// The suite a check ran (at most 200 bytes, no control characters).
     #[serde(default)]
+    #[schema(
+        max_length = 50,
+        pattern = r"^[^\u0000-\u0008\u000b-\u001f\u007f-\u009f]*$"
+    )]
     pub suite: Option<String>,
     #[serde(default)]
     pub score: Option<f64>,
     #[serde(default)]
     pub max_score: Option<f64>,
-    /// One line for people (`exited with status 0`).
+    /// One line for people (`exited with status 0`); at most 2000 bytes, no control characters.
     #[serde(default)]
+    #[schema(
+        max_length = 500,
+        pattern = r"^[^\u0000-\u0008\u000b-\u001f\u007f-\u009f]*$"
+    )]
     pub summary: Option<String>,
+    /// At least one file.
+    #[schema(min_items = 1)]
     pub files: Vec<RevisionFileDoc>,
 }
 
@@ -145,9 +168,13 @@ pub struct ListQuery {
 /// Keep a revision of the editor's files.
 #[utoipa::path(
     post, path = "/revisions", tag = "editor",
-    request_body = RevisionRequest,
+    request_body(content = RevisionRequest, example = json!({
+        "kind": "run", "language": "c", "status": "ok", "summary": "exited with status 0",
+        "files": [{"path": "main.c", "content": "int main(void) { return 0; }\n"}]
+    })),
     responses(
-        (status = 201, description = "Stored", body = RevisionMetaDoc),
+        (status = 201, description = "Stored", body = RevisionMetaDoc,
+            links(("GetRevision" = (operation_id = "get_one", parameters(("id" = "$response.body#/id")))))),
         (status = 400, description = "A bad file name, or a name both file and folder", body = ErrorBody),
         (status = 413, description = "Too many files or bytes", body = ErrorBody),
         (status = 422, description = "Bad fields", body = ErrorBody),

@@ -40,9 +40,15 @@ pub struct RunRequest {
 /// response's `sandbox` is the id to continue in (kept until idle for the server's TTL).
 #[utoipa::path(
     post, path = "/run", tag = "sandbox",
-    request_body = RunRequest,
+    request_body(content = RunRequest, example = json!({"cmd": "echo hi", "stdin": "", "env": {"GREETING": "hi"}})),
     responses(
-        (status = 200, description = "The run happened (whatever the program did)", body = RunResponse),
+        (status = 200, description = "The run happened (whatever the program did)", body = RunResponse,
+            links(
+                ("ContinueRun" = (operation_id = "run", description = "Run another command in the kept sandbox",
+                    request_body = json!({"cmd": "ls -a", "sandbox": {"id": "$response.body#/sandbox"}}))),
+                ("DeleteSandbox" = (operation_id = "delete_sandbox", description = "Destroy the kept sandbox",
+                    parameters(("id" = "$response.body#/sandbox")))),
+            )),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "No such upload or sandbox of this caller", body = ErrorBody),
         (status = 409, description = "The sandbox is busy with another run", body = ErrorBody),
@@ -80,7 +86,7 @@ pub async fn run(
 /// Destroy a kept sandbox now.
 #[utoipa::path(
     delete, path = "/sandboxes/{id}", tag = "sandbox",
-    params(("id" = String, Path, description = "Sandbox id")),
+    params(("id" = String, Path, description = "Sandbox id (the `sandbox` of a `POST /run` answer)")),
     responses(
         (status = 204, description = "Destroyed"),
         (status = 404, description = "No such sandbox of this caller", body = ErrorBody),

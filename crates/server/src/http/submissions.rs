@@ -69,9 +69,10 @@ fn is_true(v: &Option<String>) -> bool {
 /// POSTed there, signed.
 #[utoipa::path(
     post, path = "/submissions", tag = "submissions",
-    request_body = SubmissionRequest,
+    request_body(content = SubmissionRequest, example = json!({"cmd": "cat hello.txt", "files": [{"path": "hello.txt", "content": "hello\n"}], "expected_output": "hello"})),
     responses(
-        (status = 202, description = "Queued", body = SubmissionCreated),
+        (status = 202, description = "Queued", body = SubmissionCreated,
+            links(("GetSubmission" = (operation_id = "get_submission", parameters(("id" = "$response.body#/id")))))),
         (status = 404, description = "No such suite, or no such upload of this caller", body = ErrorBody),
         (status = 413, description = "Too many files or bytes", body = ErrorBody),
         (status = 422, description = "Invalid: modes, language, limits, callback URL", body = ErrorBody),
@@ -100,7 +101,10 @@ pub async fn submit(
 /// queued regardless). At most `submissions.batch_max` items.
 #[utoipa::path(
     post, path = "/submissions/batch", tag = "submissions",
-    request_body = BatchRequest,
+    request_body(content = BatchRequest, example = json!({"submissions": [
+        {"cmd": "cat hello.txt", "files": [{"path": "hello.txt", "content": "hello\n"}], "expected_output": "hello"},
+        {"cmd": "cat hello.txt", "files": [{"path": "hello.txt", "content": "bye\n"}], "expected_output": "hello"}
+    ]})),
     responses(
         (status = 202, description = "Queued (items may carry their own error)", body = BatchResponse),
         (status = 413, description = "Too many items", body = ErrorBody),

@@ -70,9 +70,10 @@ pub struct WhoAmI {
 /// Create an API token (admin).
 #[utoipa::path(
     post, path = "/tokens", tag = "admin",
-    request_body = TokenRequest,
+    request_body(content = TokenRequest, example = json!({"role": "student", "name": "fuzz"})),
     responses(
-        (status = 201, description = "Created; the secret is shown only now", body = TokenResponse),
+        (status = 201, description = "Created; the secret is shown only now", body = TokenResponse,
+            links(("RevokeToken" = (operation_id = "revoke_token", parameters(("id" = "$response.body#/id")))))),
         (status = 403, description = "Not an admin", body = ErrorBody),
         (status = 422, description = "Unknown role", body = ErrorBody),
     ),

@@ -56,9 +56,17 @@ pub struct UploadInfo {
 /// `{"sandbox": {"homedir": id}}`.
 #[utoipa::path(
     post, path = "/upload", tag = "sandbox",
-    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    request_body(content = UploadForm, content_type = "multipart/form-data",
+        example = json!({"files": ["hello, world\n"]})),
     responses(
-        (status = 200, description = "Stored", body = UploadResponse),
+        (status = 200, description = "Stored", body = UploadResponse,
+            links(
+                ("GetUpload" = (operation_id = "get_upload", parameters(("id" = "$response.body#/id")))),
+                ("CheckUpload" = (operation_id = "check", description = "Grade the upload with suite `hello` (the `POST /suites` example)",
+                    request_body = json!({"checks": "hello", "sandbox": {"homedir": "$response.body#/id"}}))),
+                ("RunInUpload" = (operation_id = "run", description = "Run a command with the upload as $HOME",
+                    request_body = json!({"cmd": "ls", "sandbox": {"homedir": "$response.body#/id"}}))),
+            )),
         (status = 400, description = "A bad name (`..`, absolute, NUL, backslash), a link or special file in an archive, or no files", body = ErrorBody),
         (status = 413, description = "Too many files or bytes", body = ErrorBody),
         (status = 401, description = "No or unknown token", body = ErrorBody),

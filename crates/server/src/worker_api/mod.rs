@@ -84,7 +84,13 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 /// without change; a result for a lease that is not current is refused (409).
 #[utoipa::path(
     post, path = "/worker/jobs/{id}/result", tag = "workers",
-    params(("id" = String, Path, description = "Submission id")),
+    params(
+        ("id" = String, Path, description = "Submission id"),
+        ("Corral-Signature" = String, Header,
+            description = "`t=UNIX,v1=HEX(HMAC-SHA256(sha256_hex(worker token), \"{t}.{body}\"))` over the exact body bytes; \
+                without a valid one (made with the caller's own worker token) the answer is 401",
+            example = "t=1767225600,v1=0000000000000000000000000000000000000000000000000000000000000000"),
+    ),
     request_body = ResultRequest,
     responses(
         (status = 200, description = "Recorded (or recorded before)", body = ResultResponse),

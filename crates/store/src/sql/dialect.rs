@@ -12,8 +12,13 @@ pub trait Dialect: sqlx::Database {
     /// nothing.
     const SKIP_LOCKED: &'static str;
     /// Ends a read that a transaction then writes back (a suite's owner before it is replaced):
-    /// PostgreSQL locks the row; SQLite lets one writer at a time in and needs nothing.
+    /// PostgreSQL locks the row; SQLite needs nothing when the transaction began with
+    /// [`Dialect::BEGIN_WRITE`].
     const FOR_UPDATE: &'static str;
+    /// Begins a transaction that reads, then writes. SQLite's `BEGIN IMMEDIATE` takes the write
+    /// lock first (waiting up to the busy timeout): a deferred transaction that reads, then
+    /// writes after another connection committed, fails at once with "database is locked".
+    const BEGIN_WRITE: &'static str;
     /// The next value of the fair-share counter (`queue_owners.served`): a sequence on
     /// PostgreSQL (concurrent claims each get their own), one more than the largest on SQLite.
     const NEXT_SERVED: &'static str;

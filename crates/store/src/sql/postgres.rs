@@ -47,6 +47,7 @@ impl SqlStore<Postgres> {
 impl Dialect for Postgres {
     const SKIP_LOCKED: &'static str = " FOR UPDATE OF s SKIP LOCKED";
     const FOR_UPDATE: &'static str = " FOR UPDATE";
+    const BEGIN_WRITE: &'static str = "BEGIN";
     const NEXT_SERVED: &'static str = "nextval('queue_served')";
     const NOTIFY_WORK: Option<&'static str> = Some("SELECT pg_notify('corral_work', '')");
 

@@ -39,6 +39,7 @@ impl SqlStore<Sqlite> {
 impl Dialect for Sqlite {
     const SKIP_LOCKED: &'static str = "";
     const FOR_UPDATE: &'static str = "";
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const NEXT_SERVED: &'static str = "(SELECT COALESCE(MAX(served), 0) + 1 FROM queue_owners)";
     const NOTIFY_WORK: Option<&'static str> = None;
 

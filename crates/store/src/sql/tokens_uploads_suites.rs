@@ -215,7 +215,7 @@ where
     }
 
     async fn put_suite(&self, id: &str, owner: &str, name: &str, upload_id: &str) -> Result<Suite> {
-        let mut tx = self.db.begin().await?;
+        let mut tx = self.db.begin_with(D::BEGIN_WRITE).await?;
         let existing: Option<String> = sqlx::query_scalar(&format!(
             "SELECT owner FROM suites WHERE id = $1{}",
             D::FOR_UPDATE

@@ -22,12 +22,18 @@ use crate::state::SharedState;
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmissionFile {
-    /// Relative path (`src/main.c`).
+    /// Relative path (`src/main.c`; the rules of `/upload`).
+    #[schema(
+        example = "main.c",
+        min_length = 1,
+        pattern = r"^[^/\\\u0000-\u001f\u007f-\u009f]+(/[^/\\\u0000-\u001f\u007f-\u009f]+)*$"
+    )]
     pub path: String,
     /// The contents: text, or base64 with `"encoding": "base64"`.
     pub content: String,
     /// `utf8` (default) or `base64`.
     #[serde(default)]
+    #[schema(pattern = "^(utf8|utf-8|base64)$")]
     pub encoding: Option<String>,
     /// Make it executable.
     #[serde(default)]
