@@ -29,23 +29,6 @@ fn rt() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// A new token: (secret, public id).
-async fn token_with_id(s: &Server, role: &str) -> (String, String) {
-    let r = client()
-        .post(s.url("/tokens"))
-        .bearer_auth(&s.admin)
-        .json(&json!({"role": role}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::CREATED);
-    let v: Value = r.json().await.unwrap();
-    (
-        v["token"].as_str().unwrap().to_string(),
-        v["id"].as_str().unwrap().to_string(),
-    )
-}
-
 async fn revoke(s: &Server, admin: &str, id: &str) {
     let r = client()
         .delete(s.url(&format!("/tokens/{id}")))
@@ -154,7 +137,7 @@ async fn revoked_socket_is_closed(on: &Server, admin_node: &Server, token: &str,
 fn a_revoked_token_closes_its_websocket_and_kills_its_run() {
     let s = Server::start("", &[]);
     rt().block_on(async {
-        let (t, id) = token_with_id(&s, "student").await;
+        let (t, id) = s.token_with_id("student").await;
         revoked_socket_is_closed(&s, &s, &t, &id).await;
     });
 }
@@ -169,7 +152,7 @@ fn a_revocation_on_one_node_closes_a_socket_held_by_another() {
         let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let a = Server::start_in(da.path(), &cfg, &[]);
         let b = Server::start_in(db.path(), &cfg, &[]);
-        let (t, id) = token_with_id(&a, "student").await;
+        let (t, id) = a.token_with_id("student").await;
         // Opened on B, revoked on A.
         revoked_socket_is_closed(&b, &a, &t, &id).await;
         drop((a, b));
@@ -182,7 +165,7 @@ fn a_revoked_token_ends_its_wait_for_a_submission() {
     // No workers: the submission stays queued and the wait would last its whole timeout.
     let s = Server::start("[submissions]\nworkers = 0\n", &[]);
     rt().block_on(async {
-        let (t, id) = token_with_id(&s, "student").await;
+        let (t, id) = s.token_with_id("student").await;
         let (st, v) = post(&s, &t, "/submissions", json!({"cmd": ["true"]})).await;
         assert_eq!(st, StatusCode::ACCEPTED, "{v}");
         let sub = v["id"].as_str().unwrap().to_string();
@@ -213,7 +196,7 @@ fn a_revoked_worker_token_loses_its_claim_its_job_and_its_worker() {
     let s = Server::start("[submissions]\nworkers = 0\nlease = \"1s\"\n", &[]);
     rt().block_on(async {
         let student = s.token("student").await;
-        let (w, wid) = token_with_id(&s, "worker").await;
+        let (w, wid) = s.token_with_id("worker").await;
         let (st, v) = post(&s, &student, "/submissions", json!({"cmd": ["true"]})).await;
         assert_eq!(st, StatusCode::ACCEPTED, "{v}");
         let sub = v["id"].as_str().unwrap().to_string();
@@ -276,7 +259,7 @@ fn a_revoked_worker_token_loses_its_claim_its_job_and_its_worker() {
         assert_eq!(again["attempt"], 2);
 
         // A running `corral worker` whose token is revoked stops, saying why.
-        let (w3, w3id) = token_with_id(&s, "worker").await;
+        let (w3, w3id) = s.token_with_id("worker").await;
         let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
             .args(["worker", "--server", &s.base, "--name", "revoked"])
             .env("CORRAL_WORKER_TOKEN", &w3)

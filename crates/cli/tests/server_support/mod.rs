@@ -160,6 +160,11 @@ impl Server {
 
     /// A new token with this role, made by the first admin over the API.
     pub async fn token(&self, role: &str) -> String {
+        self.token_with_id(role).await.0
+    }
+
+    /// The same, with the token's public id (what `DELETE /tokens/{id}` takes): (secret, id).
+    pub async fn token_with_id(&self, role: &str) -> (String, String) {
         let r = client()
             .post(self.url("/tokens"))
             .bearer_auth(&self.admin)
@@ -169,7 +174,10 @@ impl Server {
             .unwrap();
         assert_eq!(r.status(), StatusCode::CREATED);
         let v: Value = r.json().await.unwrap();
-        v["token"].as_str().unwrap().to_string()
+        (
+            v["token"].as_str().unwrap().to_string(),
+            v["id"].as_str().unwrap().to_string(),
+        )
     }
 
     pub async fn upload(&self, token: &str, files: &[(&str, &[u8])]) -> String {
