@@ -5,6 +5,7 @@
 //! checks that no two import each other):
 //!
 //! - [`error`]: the typed errors.
+//! - [`image_root`]: a named container image resolved to a sandbox root (never pulled here).
 //! - [`language_registry`]: the language registry (built-in `data/languages.toml` + an operator file).
 //! - [`suite`]: the suite model, plain data parsed strictly from YAML or JSON
 //!   (`schemas/suite.schema.json`) and validated, with each check kind's model.
@@ -34,6 +35,7 @@
 pub mod batch;
 pub mod engine;
 pub mod error;
+pub mod image_root;
 pub mod kinds;
 pub mod language_registry;
 pub mod report;

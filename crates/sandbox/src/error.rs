@@ -31,6 +31,8 @@ pub enum SpecError {
 pub enum SandboxError {
     #[error(transparent)]
     Spec(#[from] SpecError),
+    #[error("not supported here: {0}")]
+    Unsupported(&'static str),
     #[error("cgroups: {0}")]
     Cgroup(#[from] corral_cgroups::Error),
     #[error("seccomp: {0}")]

@@ -19,7 +19,7 @@ use crate::execution::Execution;
 use crate::host::Host;
 use crate::outcome::{Outcome, Status};
 use crate::protocol::{self, Event, Request, Rlimits, Setup};
-use crate::spec::{Mount, RunSpec, Stdin};
+use crate::spec::{Mount, Root, RunSpec, Stdin};
 use crate::uids::{self, UidLease};
 
 /// The shape of a sandbox: what is fixed when it is built. Runs with the same shape can share a
@@ -31,6 +31,8 @@ pub struct SandboxConfig {
     /// Size of the working directory, `/tmp` and `/dev/shm` (each).
     pub disk_bytes: u64,
     pub inodes: u64,
+    /// What `/` is; a pool keeps sandboxes per root.
+    pub root: Root,
 }
 
 impl SandboxConfig {
@@ -38,6 +40,7 @@ impl SandboxConfig {
     pub fn for_spec(spec: &RunSpec) -> Self {
         SandboxConfig {
             network: spec.network,
+            root: spec.root.clone(),
             ..Self::offline(spec.mounts.clone(), spec.limits.disk.bytes())
         }
     }
@@ -51,6 +54,7 @@ impl SandboxConfig {
             mounts,
             disk_bytes,
             inodes: (disk_bytes / 4096).clamp(256, 1 << 20),
+            root: Root::Host,
         }
     }
 }
@@ -97,6 +101,9 @@ impl Sandbox {
     }
 
     fn build(host: &Arc<Host>, config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
+        if let Root::Image(_) = config.root {
+            return Err(SandboxError::Unsupported("sandboxes in an image root"));
+        }
         let (n, name) = host.unique();
         // A uid of its own per sandbox (like isolate's boxes), unique on the host and no account's.
         // Rootless: the program is uid 1000 in its own user namespace, the caller's uid outside.

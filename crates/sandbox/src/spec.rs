@@ -12,6 +12,33 @@ pub const WORKDIR: &str = "/home/sandbox";
 /// The PATH the program sees.
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// The filesystem a sandbox's programs see as `/`. Part of a sandbox's shape: runs in different
+/// roots never share a pooled sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum Root {
+    /// The host's system folders, bound read-only (see `inside::rootfs`).
+    #[default]
+    Host,
+    /// The layers of a container image, stacked read-only.
+    Image(ImageRoot),
+}
+
+/// A container image resolved to what a sandbox needs (the images crate's store finds it; this
+/// crate only mounts it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ImageRoot {
+    /// The name the image was chosen by (e.g. `python:3.12-slim`), for results.
+    pub name: String,
+    /// The image manifest's digest (`sha256:…`): what actually ran, recorded in results.
+    pub digest: String,
+    /// Unpacked layer folders, topmost first (overlayfs `lowerdir` order).
+    pub layers: Vec<PathBuf>,
+    /// The image configuration's `Env`, under the run's own variables.
+    pub env: Vec<(String, String)>,
+    /// The image configuration's `WorkingDir`, if it names one.
+    pub working_dir: Option<String>,
+}
+
 /// A host path made visible inside the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -110,6 +137,8 @@ pub struct RunSpec {
     /// stderr are the terminal (output arrives as stdout, input is echoed), which is what an
     /// interactive program in a browser terminal expects.
     pub tty: Option<(u16, u16)>,
+    /// What `/` is: the host's system folders or a container image's layers.
+    pub root: Root,
 }
 
 impl RunSpec {
@@ -124,6 +153,7 @@ impl RunSpec {
             limits: Limits::default(),
             copy_out: None,
             tty: None,
+            root: Root::Host,
         }
     }
 
