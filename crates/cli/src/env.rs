@@ -101,7 +101,10 @@ pub fn main(args: EnvArgs) -> i32 {
 
 /// The data folder as `corral serve` finds it: `--data`, else `data_dir` in `--config`, else
 /// `CORRAL_DATA`, else `./corral-data`. Shared with `corral run --image`.
-pub fn data_dir(data: Option<&std::path::Path>, config: Option<&std::path::Path>) -> anyhow::Result<PathBuf> {
+pub fn data_dir(
+    data: Option<&std::path::Path>,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<PathBuf> {
     if let Some(d) = data {
         return Ok(d.to_path_buf());
     }

@@ -118,7 +118,11 @@ pub(crate) fn lease_range(
     for i in 0..RANGES {
         let n = hint.wrapping_add(i) % RANGES;
         let base = RANGE_FIRST + n * RANGE_SIZE;
-        if taken_by_host.range(base..base + RANGE_SIZE).next().is_some() {
+        if taken_by_host
+            .range(base..base + RANGE_SIZE)
+            .next()
+            .is_some()
+        {
             continue;
         }
         if let Some(lease) = hold(dir, &format!("range-{n}"), base)? {
@@ -188,7 +192,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let taken: BTreeSet<u32> = [RANGE_FIRST + 5].into();
         let a = lease_range(dir.path(), 0, &taken).unwrap();
-        assert_eq!(a.uid(), RANGE_FIRST + RANGE_SIZE, "a range with a host id is skipped");
+        assert_eq!(
+            a.uid(),
+            RANGE_FIRST + RANGE_SIZE,
+            "a range with a host id is skipped"
+        );
         let b = lease_range(dir.path(), 0, &taken).unwrap();
         assert_eq!(b.uid(), RANGE_FIRST + 2 * RANGE_SIZE);
         let last = lease_range(dir.path(), RANGES - 1, &taken).unwrap();

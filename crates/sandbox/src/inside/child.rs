@@ -452,7 +452,9 @@ mod tests {
             .chain(FROM_NO_NEW_PRIVS_TO_EXEC)
             .collect::<Vec<_>>()
         );
-        assert!(sys.calls.contains(&"setrlimit(RLIMIT_NPROC, 72, 72)".to_string()));
+        assert!(sys
+            .calls
+            .contains(&"setrlimit(RLIMIT_NPROC, 72, 72)".to_string()));
         // A join that left the process in the host's user namespace fails closed.
         let mut sys = Recording {
             stayed_in_host_userns: true,

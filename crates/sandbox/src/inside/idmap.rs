@@ -107,7 +107,11 @@ pub(crate) fn idmapped_clone(
         attr_set: libc::MOUNT_ATTR_IDMAP
             | libc::MOUNT_ATTR_NOSUID
             | libc::MOUNT_ATTR_NODEV
-            | if read_only { libc::MOUNT_ATTR_RDONLY } else { 0 },
+            | if read_only {
+                libc::MOUNT_ATTR_RDONLY
+            } else {
+                0
+            },
         attr_clr: 0,
         propagation: 0,
         userns_fd: userns.as_raw_fd() as u64,

@@ -288,7 +288,8 @@ pub(crate) fn check_mount_point(root: &Path, rel: &str) -> Result<(), SetupError
         })
     })?;
     let st = nix::sys::stat::fstat(&fd).map_err(|e| bad(e.to_string()))?;
-    let kind = nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT;
+    let kind =
+        nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT;
     if kind != nix::sys::stat::SFlag::S_IFDIR && kind != nix::sys::stat::SFlag::S_IFREG {
         return Err(bad("it is neither a folder nor a file".into()));
     }

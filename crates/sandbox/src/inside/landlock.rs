@@ -108,7 +108,10 @@ fn image_top_level() -> Result<Vec<String>, SetupError> {
     for e in entries {
         let e = e.map_err(SetupError::LandlockListRoot)?;
         let name = e.file_name().to_string_lossy().into_owned();
-        let is_link = e.file_type().map_err(SetupError::LandlockListRoot)?.is_symlink();
+        let is_link = e
+            .file_type()
+            .map_err(SetupError::LandlockListRoot)?
+            .is_symlink();
         if !is_link && name != "proc" && name != "dev" {
             names.push(name);
         }
