@@ -63,6 +63,10 @@ pub fn data_dir() -> &'static Path {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("image-test-data");
         std::fs::create_dir_all(&dir).unwrap();
         let _lock = lock(&dir.with_extension("lock"));
+        let store = corral_images::Store::open(&dir).unwrap();
+        if store.rootfs(NAME).is_ok() {
+            return dir;
+        }
         let out = Command::new(env!("CARGO_BIN_EXE_corral"))
             .args(["env", "--data"])
             .arg(&dir)
