@@ -131,9 +131,17 @@ fn apt_get_installs_a_package_with_its_sandbox_user_and_the_network() {
     spec.limits.output = corral_sandbox::Size(8 << 20);
     let o = corral_sandbox::run_fresh(&host(), &spec, &mut NoSink);
     assert_eq!(o.status, Status::Ok, "{}", o.to_json());
-    assert!(o.stdout.text().ends_with("Hello, world!\n"), "{}", o.to_json());
+    assert!(
+        o.stdout.text().ends_with("Hello, world!\n"),
+        "{}",
+        o.to_json()
+    );
     // apt could become _apt (a failed drop prints "...performed unsandboxed as root...").
-    assert!(!o.stderr.text().contains("unsandboxed"), "{}", o.stderr.text());
+    assert!(
+        !o.stderr.text().contains("unsandboxed"),
+        "{}",
+        o.stderr.text()
+    );
     let hello = std::fs::metadata(upper.join("usr/bin/hello")).unwrap();
     assert_eq!((hello.uid(), hello.gid()), (0, 0));
     // The same image without build mode has no network (and no hello).

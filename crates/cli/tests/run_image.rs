@@ -21,7 +21,12 @@ fn a_run_in_an_image_sees_the_image_and_records_it() {
     let out = corral()
         .args(["run", "--json", "--image", NAME, "--data"])
         .arg(data_dir())
-        .args(["--", "/bin/sh", "-c", "cat /etc/debian_version; echo $PATH; pwd; id -u"])
+        .args([
+            "--",
+            "/bin/sh",
+            "-c",
+            "cat /etc/debian_version; echo $PATH; pwd; id -u",
+        ])
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -41,7 +46,10 @@ fn a_run_in_an_image_sees_the_image_and_records_it() {
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["image"]["digest"], digest().as_str(), "{v}");
-    let out = corral().args(["run", "--json", "--", "true"]).output().unwrap();
+    let out = corral()
+        .args(["run", "--json", "--", "true"])
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v.get("image").is_none(), "{v}");
 }
@@ -82,7 +90,11 @@ fn batch_lines_name_their_image_and_the_flag_is_the_default() {
             .args(extra)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout)
             .unwrap()
             .lines()
@@ -94,7 +106,10 @@ fn batch_lines_name_their_image_and_the_flag_is_the_default() {
     assert_eq!(res[0]["image"]["digest"], digest().as_str());
     assert!(res[1].get("image").is_none(), "{}", res[1]);
     assert_eq!(res[2]["status"], "invalid_spec");
-    assert!(res[2]["error"].as_str().unwrap().contains("corral env pull"));
+    assert!(res[2]["error"]
+        .as_str()
+        .unwrap()
+        .contains("corral env pull"));
     // --image is every line's default.
     let res = run(&["--image", NAME]);
     assert_eq!(res[1]["image"]["name"], NAME, "{}", res[1]);

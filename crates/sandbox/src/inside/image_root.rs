@@ -103,8 +103,15 @@ fn skel_err(path: &Path) -> impl FnOnce(std::io::Error) -> SetupError + '_ {
     }
 }
 
-/// Writes the skeleton layer into `skel` (a folder on the staging tmpfs).
-fn write_skeleton(setup: &Setup, skel: &Path, build: bool) -> Result<(), SetupError> {
+/// Writes the skeleton layer into `skel` (a folder on the staging tmpfs). `dir_sources` tells,
+/// for each extra mount, whether its source is a folder (the source may be under the host's
+/// `/tmp`, which the staging tmpfs covers by now).
+fn write_skeleton(
+    setup: &Setup,
+    skel: &Path,
+    build: bool,
+    dir_sources: &[bool],
+) -> Result<(), SetupError> {
     let at = |p: &str| skel.join(p.trim_start_matches('/'));
     let dir = |p: &Path| fs::create_dir_all(p).map_err(skel_err(p));
     for d in ["/proc", "/dev", "/tmp", WORKDIR, "/etc"] {
@@ -131,9 +138,18 @@ fn write_skeleton(setup: &Setup, skel: &Path, build: bool) -> Result<(), SetupEr
         let var_tmp = at("/var/tmp");
         symlink("/tmp", &var_tmp).map_err(skel_err(&var_tmp))?;
     }
-    for m in &setup.mounts {
+    // Destinations under the scratch mounts are made on those (fresh) tmpfs instead.
+    let on_scratch = |p: &Path| {
+        ["/tmp", "/dev/shm", WORKDIR]
+            .iter()
+            .any(|s| p.starts_with(s))
+    };
+    for (m, &is_dir) in setup.mounts.iter().zip(dir_sources) {
+        if on_scratch(&m.dst) {
+            continue;
+        }
         let dst = at(&m.dst.to_string_lossy());
-        if fs::metadata(&m.src).is_ok_and(|md| md.is_dir()) {
+        if is_dir {
             dir(&dst)?;
         } else {
             if let Some(parent) = dst.parent() {
@@ -211,10 +227,11 @@ pub(crate) fn mount_root(
     setup: &Setup,
     staging: &Path,
     opened: &OpenedLayers,
+    dir_sources: &[bool],
 ) -> Result<PathBuf, SetupError> {
     let build = opened.upper.is_some();
     let skel = staging.join("skel");
-    write_skeleton(setup, &skel, build)?;
+    write_skeleton(setup, &skel, build, dir_sources)?;
     let root = staging.join("root");
     fs::create_dir_all(&root).map_err(skel_err(&root))?;
     let fd_path = |fd: &OwnedFd| format!("/proc/self/fd/{}", fd.as_raw_fd());
