@@ -114,3 +114,22 @@ pub fn image_root() -> corral_sandbox::ImageRoot {
     let store = corral_images::Store::open(data_dir()).unwrap();
     corral_checks::image_root::resolve(&store, NAME).unwrap()
 }
+
+/// In image mode, the names the image itself has in its folder `path` (absolute inside the
+/// sandbox): what a listing may show besides corral's own entries. Empty on the host root.
+pub fn entries(path: &str) -> Vec<String> {
+    if !image_mode() {
+        return Vec::new();
+    }
+    let mut names = Vec::new();
+    for layer in image_root().layers {
+        let dir = layer.join(path.trim_start_matches('/'));
+        // Only real folders of the layer: a link there would name a host path here.
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                names.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    names
+}
