@@ -10,6 +10,8 @@
 //! - [`suite`]: the suite model, plain data parsed strictly from YAML or JSON
 //!   (`schemas/suite.schema.json`) and validated, with each check kind's model.
 //! - [`report`]: results and their exports (corral JSON, CS50 JSON, Gradescope, text).
+//! - [`contracts`]: the files Gradescope autograders and PrairieLearn external graders read and
+//!   write, validated, and their mapping to rows.
 //! - [`shared`]: what the kinds and the engine share: run settings, host-side staging that never
 //!   follows a planted link, mounted folders and nonces, rows, output comparison.
 //! - [`kinds`]: one runner per check kind (steps, pytest, check50) behind one trait, and
@@ -33,6 +35,7 @@
 //! ```
 
 pub mod batch;
+pub mod contracts;
 pub mod engine;
 pub mod error;
 pub mod image_root;
