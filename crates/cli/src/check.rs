@@ -74,28 +74,70 @@ pub fn main(args: CheckArgs) -> i32 {
             return crate::exit::USAGE;
         }
     };
-    let registry = match registry(args.languages.as_deref()) {
+    let view = if args.staff {
+        View::Staff
+    } else {
+        View::Student
+    };
+    let format = if args.json {
+        Format::Json
+    } else {
+        args.format.unwrap_or(Format::Text)
+    };
+    let how = Output {
+        command: "check",
+        format,
+        view,
+        file: args.output,
+        jobs: args.jobs,
+        color: !args.no_color,
+    };
+    grade_and_print(&suite, &args.submission, args.languages.as_deref(), how)
+}
+
+/// How [`grade_and_print`] shows a report.
+pub struct Output {
+    /// The subcommand, in messages.
+    pub command: &'static str,
+    pub format: Format,
+    pub view: View,
+    pub file: Option<PathBuf>,
+    pub jobs: Option<usize>,
+    /// Color the text output when standard output is a terminal.
+    pub color: bool,
+}
+
+/// Grades one submission against a loaded suite and prints the report; the exit code of
+/// `corral check`.
+pub fn grade_and_print(
+    suite: &Suite,
+    submission: &Path,
+    languages: Option<&Path>,
+    how: Output,
+) -> i32 {
+    let cmd = how.command;
+    let registry = match registry(languages) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("corral check: {e:#}");
+            eprintln!("corral {cmd}: {e:#}");
             return crate::exit::USAGE;
         }
     };
-    if !args.submission.is_dir() {
-        eprintln!("corral check: {}: not a folder", args.submission.display());
+    if !submission.is_dir() {
+        eprintln!("corral {cmd}: {}: not a folder", submission.display());
         return crate::exit::USAGE;
     }
     // Unknown or unavailable languages are reported before any sandbox is built.
-    if let Err(e) = engine::plan(&suite, &registry) {
-        eprintln!("corral check: {}: {e}", args.suite.display());
+    if let Err(e) = engine::plan(suite, &registry) {
+        eprintln!("corral {cmd}: {}: {e}", suite.path.display());
         return crate::exit::USAGE;
     }
-    let host = match crate::sandboxes::host_or_exit("check") {
+    let host = match crate::sandboxes::host_or_exit(cmd) {
         Ok(h) => h,
         Err(code) => return code,
     };
     let opts = engine::GradeOptions {
-        jobs: args
+        jobs: how
             .jobs
             .unwrap_or_else(|| engine::GradeOptions::default().jobs)
             .max(1),
@@ -107,7 +149,7 @@ pub fn main(args: CheckArgs) -> i32 {
             ..Default::default()
         },
     );
-    let report = match engine::grade(&pool, &registry, &suite, &args.submission, &opts) {
+    let report = match engine::grade(&pool, &registry, suite, submission, &opts) {
         Ok(r) => r,
         Err(
             e @ (GradeError::Submission { .. }
@@ -116,35 +158,26 @@ pub fn main(args: CheckArgs) -> i32 {
             | GradeError::NoCompile { .. }
             | GradeError::Limits { .. }),
         ) => {
-            eprintln!("corral check: {e}");
+            eprintln!("corral {cmd}: {e}");
             return crate::exit::USAGE;
         }
         Err(e) => {
-            eprintln!("corral check: {e}");
+            eprintln!("corral {cmd}: {e}");
             return crate::exit::SANDBOX_ERROR;
         }
     };
-    let view = if args.staff {
-        View::Staff
-    } else {
-        View::Student
-    };
-    let format = if args.json {
-        Format::Json
-    } else {
-        args.format.unwrap_or(Format::Text)
-    };
-    let text = match format {
+    let view = how.view;
+    let text = match how.format {
         Format::Text => {
-            let color = !args.no_color && args.output.is_none() && std::io::stdout().is_terminal();
+            let color = how.color && how.file.is_none() && std::io::stdout().is_terminal();
             report.render_text(view, color)
         }
         Format::Json => report.pretty(&report.to_json(view)),
         Format::Cs50 => report.pretty(&report.to_cs50(view)),
         Format::Gradescope => report.pretty(&report.to_gradescope(view)),
     };
-    if let Err(e) = emit(args.output.as_deref(), &text) {
-        eprintln!("corral check: {e:#}");
+    if let Err(e) = emit(how.file.as_deref(), &text) {
+        eprintln!("corral {cmd}: {e:#}");
         return crate::exit::USAGE;
     }
     if report.has_errors() {

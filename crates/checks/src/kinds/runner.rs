@@ -33,6 +33,12 @@ impl CheckContext<'_> {
     /// assignment files), the check's disk limit, its working directory a copy of the stage.
     /// Errors are the row's message.
     pub fn lease(&self, extra: Option<Mount>) -> Result<Lease, String> {
+        self.lease_with(extra, self.stage)
+    }
+
+    /// [`CheckContext::lease`] with the working directory a copy of `dir` instead of the stage
+    /// (a kind that lays the stage out its own way).
+    pub fn lease_with(&self, extra: Option<Mount>, dir: &Path) -> Result<Lease, String> {
         let mut mounts = self.settings.mounts.clone();
         mounts.extend(extra);
         let shape = SandboxConfig::offline(mounts, self.settings.limits.disk.bytes());
@@ -46,7 +52,7 @@ impl CheckContext<'_> {
         );
         lease
             .sandbox()
-            .copy_in(self.stage)
+            .copy_in(dir)
             .map_err(|e| format!("copying files into the sandbox: {e}"))?;
         Ok(lease)
     }
