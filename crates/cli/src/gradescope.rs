@@ -100,7 +100,8 @@ fn run(args: RunArgs) -> i32 {
             // The message names the made-up suite file; say what was given instead.
             let msg = e.to_string();
             let msg = msg
-                .split_once(": ")
+                .split_once("gradescope.autograder: ")
+                .or_else(|| msg.split_once(": "))
                 .map(|(_, rest)| rest.to_string())
                 .unwrap_or(msg);
             eprintln!(

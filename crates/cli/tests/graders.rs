@@ -94,10 +94,17 @@ fn gradescope_shell_autograder_for_c() {
         assert_eq!(r["autograder"].1, 0.0, "{case}");
         for (i, (result, points)) in tests.iter().enumerate() {
             let id = format!("autograder/{}", i + 1);
-            assert_eq!((r[&id].0, r[&id].1, r[&id].2), (*result, *points, 2.0), "{case} {id}");
+            assert_eq!(
+                (r[&id].0, r[&id].1, r[&id].2),
+                (*result, *points, 2.0),
+                "{case} {id}"
+            );
         }
         // The autograder said stdout_visibility: visible, so its output row is not hidden.
-        assert_eq!(json["results"]["autograder/output"]["hidden"], false, "{case}");
+        assert_eq!(
+            json["results"]["autograder/output"]["hidden"], false,
+            "{case}"
+        );
     }
     let (_, json) = check("gradescope-c", "crashing");
     assert_eq!(message(&json, "autograder/2"), "crashed (signal 11)");
@@ -122,8 +129,16 @@ fn gradescope_shell_autograder_for_c() {
     // Hostile: the submission writes the results itself and kills the autograder. The contract
     // shares one sandbox (as on Gradescope), so this is accepted: documented in the README.
     let (code, json) = check("gradescope-c", "forges_results");
-    assert_eq!((code, json["score"].as_f64()), (1, Some(1000.0)), "{json:#}");
-    assert_eq!(json["results"]["autograder"]["result"], false);
+    assert_eq!(
+        (code, json["score"].as_f64()),
+        (0, Some(1000.0)),
+        "{json:#}"
+    );
+    assert_eq!(json["results"]["autograder"]["result"], true);
+    assert_eq!(
+        message(&json, "autograder"),
+        "forged\nautograder score: 1000/6"
+    );
 }
 
 #[test]
@@ -144,7 +159,11 @@ fn gradescope_limits_stop_the_whole_autograder() {
     std::fs::remove_file(t.path().join("autograder")).ok();
     std::fs::create_dir(t.path().join("autograder")).unwrap();
     for f in ["run_autograder", "setup.sh", "tests.txt"] {
-        std::fs::copy(src.join("autograder").join(f), t.path().join("autograder").join(f)).unwrap();
+        std::fs::copy(
+            src.join("autograder").join(f),
+            t.path().join("autograder").join(f),
+        )
+        .unwrap();
     }
     let (code, json) = corral(
         &["check", "--json", "--staff"],
@@ -182,13 +201,19 @@ fn gradescope_run_is_a_quick_local_run() {
     // Not an autograder: a clear error, exit 2.
     let out = Command::new(env!("CARGO_BIN_EXE_corral"))
         .args(["gradescope", "run"])
-        .arg(dir.join("submissions"))
+        .arg(&dir)
         .arg(dir.join("submissions/correct"))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("no run_autograder at its root (found correct"), "{err}");
+    assert!(
+        err.contains(
+            "\"gradescope-c\" has no run_autograder at its root (found \
+             autograder/run_autograder: zip the files, not their folder)"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -196,7 +221,7 @@ fn prairielearn_python_external_grader() {
     // PrairieLearn's score (0-1) times the check's 6 points; the tests' rows show their points.
     for (case, exit, score, tests) in [
         ("correct", 0, 6.0, [T, T, T, T]),
-        ("wrong", 1, 0.0, [F, F, F, F]),
+        ("wrong", 1, 1.0, [F, T, F, F]),
         ("crashing", 1, 2.0, [T, T, F, F]),
         ("looping", 1, 4.0, [T, T, T, F]),
     ] {
@@ -211,7 +236,10 @@ fn prairielearn_python_external_grader() {
         }
     }
     let (_, json) = check("prairielearn-python", "looping");
-    assert_eq!(message(&json, "fib/4"), "0/2 points\ntook longer than 2 seconds");
+    assert_eq!(
+        message(&json, "fib/4"),
+        "0/2 points\ntook longer than 2 seconds"
+    );
     assert_eq!(message(&json, "fib"), "4/6 points\nscore: 66.67%");
     let (_, json) = check("prairielearn-python", "crashing");
     assert_eq!(
@@ -257,9 +285,7 @@ fn graders_work_in_corral_grade() {
     let csv = std::fs::read_to_string(t.path().join("gradebook.csv")).unwrap();
     let head = csv.lines().next().unwrap();
     assert!(
-        head.ends_with(
-            "autograder,autograder/1,autograder/2,autograder/3,autograder/output"
-        ),
+        head.ends_with("autograder,autograder/1,autograder/2,autograder/3,autograder/output"),
         "{head}"
     );
     let line = |s: &str| {
@@ -268,9 +294,18 @@ fn graders_work_in_corral_grade() {
             .unwrap_or_else(|| panic!("{s} in {csv}"))
             .to_string()
     };
-    assert!(line("correct").starts_with("correct,6,6,100.0,graded,"), "{csv}");
+    assert!(
+        line("correct").starts_with("correct,6,6,100.0,graded,"),
+        "{csv}"
+    );
     assert!(line("crashing").ends_with(",0,2,0,2,pass"), "{csv}");
-    assert!(line("breaks_results").starts_with("breaks_results,0,6,0.0,error,"), "{csv}");
+    assert!(
+        line("breaks_results").starts_with("breaks_results,0,6,0.0,error,"),
+        "{csv}"
+    );
     let html = std::fs::read_to_string(t.path().join("report.html")).unwrap();
-    assert!(html.contains("adds a negative number"), "the report lists the tests' rows");
+    assert!(
+        html.contains("adds a negative number"),
+        "the report lists the tests' rows"
+    );
 }

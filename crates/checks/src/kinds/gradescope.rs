@@ -165,14 +165,13 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
     };
     script.push(ScriptEntry {
         expected: Observation::new("run", "/autograder/run_autograder"),
-        actual: Observation::new(
-            "run",
-            match &run {
-                GraderRun::Stopped { reason, .. } => format!("stopped: {reason}"),
-                GraderRun::Error(e) => format!("error: {e}"),
-                _ => ended(outcome.expect("ran")),
-            },
-        ),
+        actual: match &run {
+            GraderRun::Stopped { reason, .. } => Observation::new("limit", reason.clone()),
+            GraderRun::Error(e) => Observation::new("error", e.clone()),
+            GraderRun::Results { outcome, .. } | GraderRun::NoResults { outcome } => {
+                Observation::new("exit", ended(outcome))
+            }
+        },
     });
     parent.script = script;
     parent.time_ms = started.elapsed().as_millis() as u64;

@@ -122,16 +122,13 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
     parent.time_ms = started.elapsed().as_millis() as u64;
     parent.script = vec![ScriptEntry {
         expected: Observation::new("run", pc.entrypoint.clone()),
-        actual: Observation::new(
-            "run",
-            match &run {
-                GraderRun::Stopped { reason, .. } => format!("stopped: {reason}"),
-                GraderRun::Error(e) => format!("error: {e}"),
-                GraderRun::Results { outcome, .. } | GraderRun::NoResults { outcome } => {
-                    ended(outcome)
-                }
-            },
-        ),
+        actual: match &run {
+            GraderRun::Stopped { reason, .. } => Observation::new("limit", reason.clone()),
+            GraderRun::Error(e) => Observation::new("error", e.clone()),
+            GraderRun::Results { outcome, .. } | GraderRun::NoResults { outcome } => {
+                Observation::new("exit", ended(outcome))
+            }
+        },
     }];
     let mut out = match &run {
         GraderRun::Error(e) => errored(parent, e.clone()),
