@@ -185,7 +185,7 @@ pub fn columns_seen(suite: &Suite, rows: &[Row]) -> Vec<(String, String, f64)> {
                 }
             }
         }
-        seen.sort_by(|a, b| natural(&a.0).cmp(&natural(&b.0)));
+        seen.sort_by_key(|c| natural(&c.0));
         out.extend(seen);
     }
     out
