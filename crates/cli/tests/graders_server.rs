@@ -218,3 +218,51 @@ fn registered_suites_grade_through_check_and_the_queue() {
         );
     });
 }
+
+#[test]
+fn a_remote_worker_runs_a_registered_autograder() {
+    let s = Server::start("[submissions]\nworkers = 0\n", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let student = s.token("student").await;
+        let wt = s.token("worker").await;
+        let zip = zip_of(&root().join("examples/gradescope-c/autograder"));
+        let suite = std::fs::read_to_string(root().join("examples/gradescope-c/suite.yaml"))
+            .unwrap()
+            .replace("autograder: autograder", "autograder: autograder.zip");
+        register(&s, &staff, "gradescope-zip", &suite, &[("autograder.zip".into(), zip)]).await;
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_corral"));
+        cmd.args(["worker", "--server", &s.base, "--name", "remote1"])
+            .env("CORRAL_WORKER_TOKEN", &wt);
+        let mut worker = Logged::spawn(cmd);
+        let files: Vec<Value> = submission("gradescope-c", "crashing")
+            .into_iter()
+            .map(|(p, b)| json!({"path": p, "content": String::from_utf8(b).unwrap()}))
+            .collect();
+        let (st, v) = s
+            .post(&student, "/submissions", json!({"suite": "gradescope-zip", "files": files}))
+            .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+        let id = v["id"].as_str().unwrap().to_string();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let v = loop {
+            let (_, v) = s
+                .get(&student, &format!("/submissions/{id}?wait=true&timeout=10"))
+                .await;
+            if v["status"] == "done" || v["status"] == "failed" {
+                break v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{v}\n{}\nworker:\n{}",
+                s.log(),
+                worker.log.lock().unwrap()
+            );
+        };
+        assert!(v["worker"].as_str().unwrap().starts_with("remote:"), "{v}");
+        assert_eq!((v["score"].as_f64(), v["max_score"].as_f64()), (Some(4.0), Some(6.0)), "{v:#}");
+        assert_eq!(v["checks"]["results"]["autograder/2"]["message"], "crashed (signal 11)");
+        let _ = worker.child.kill();
+        let _ = worker.child.wait();
+    });
+}
