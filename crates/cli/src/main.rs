@@ -7,6 +7,7 @@ mod env;
 mod exit;
 mod grade;
 mod gradescope;
+mod image_choice;
 mod languages;
 mod logs;
 mod run;
