@@ -358,6 +358,7 @@ pub fn grade_one(
     }
     let opts = GradeOptions {
         jobs: check_jobs.max(1),
+        ..Default::default()
     };
     let report = match engine::grade(pool, registry, suite, &sub.path, &opts) {
         Ok(r) => r,

@@ -57,6 +57,9 @@ pub struct CheckArgs {
     /// Never color the text output (default: color when standard output is a terminal).
     #[arg(long)]
     no_color: bool,
+    /// The data folder whose image store holds base images (default: the server configuration's).
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
 }
 
 /// The registry: built-in, plus `--languages FILE` or `$CORRAL_LANGUAGES`.
@@ -91,6 +94,7 @@ pub fn main(args: CheckArgs) -> i32 {
         file: args.output,
         jobs: args.jobs,
         color: !args.no_color,
+        data: args.data,
     };
     grade_and_print(&suite, &args.submission, args.languages.as_deref(), how)
 }
@@ -105,6 +109,8 @@ pub struct Output {
     pub jobs: Option<usize>,
     /// Color the text output when standard output is a terminal.
     pub color: bool,
+    /// The data folder (its image store), when given.
+    pub data: Option<PathBuf>,
 }
 
 /// Grades one submission against a loaded suite and prints the report; the exit code of
@@ -136,11 +142,33 @@ pub fn grade_and_print(
         Ok(h) => h,
         Err(code) => return code,
     };
+    // A Gradescope check on a base image finds it (and caches its built environment) in the
+    // data folder's image store.
+    let needs_images = suite
+        .checks
+        .iter()
+        .any(|c| matches!(&c.kind, corral_checks::CheckKind::Gradescope(g) if g.base.is_some()));
+    let images = if needs_images {
+        let opened = crate::env::data_dir(how.data.as_deref(), None).and_then(|d| {
+            corral_images::Store::open(&d)
+                .with_context(|| format!("opening the image store in {}", d.display()))
+        });
+        match opened {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("corral {cmd}: {e:#}");
+                return crate::exit::USAGE;
+            }
+        }
+    } else {
+        None
+    };
     let opts = engine::GradeOptions {
         jobs: how
             .jobs
             .unwrap_or_else(|| engine::GradeOptions::default().jobs)
             .max(1),
+        images,
     };
     let pool = Pool::new(
         host,

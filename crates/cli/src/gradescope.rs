@@ -50,6 +50,10 @@ struct RunArgs {
     /// Show what students would see (hidden tests as pass/fail only).
     #[arg(long)]
     student: bool,
+    /// The data folder whose image store holds the base image (default: the server
+    /// configuration's).
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
 }
 
 pub fn main(args: GradescopeArgs) -> i32 {
@@ -130,6 +134,7 @@ fn run(args: RunArgs) -> i32 {
             file: None,
             jobs: Some(1),
             color: true,
+            data: args.data.clone(),
         },
     )
 }

@@ -230,7 +230,14 @@ fn a_remote_worker_runs_a_registered_autograder() {
         let suite = std::fs::read_to_string(root().join("examples/gradescope-c/suite.yaml"))
             .unwrap()
             .replace("autograder: autograder", "autograder: autograder.zip");
-        register(&s, &staff, "gradescope-zip", &suite, &[("autograder.zip".into(), zip)]).await;
+        register(
+            &s,
+            &staff,
+            "gradescope-zip",
+            &suite,
+            &[("autograder.zip".into(), zip)],
+        )
+        .await;
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_corral"));
         cmd.args(["worker", "--server", &s.base, "--name", "remote1"])
             .env("CORRAL_WORKER_TOKEN", &wt);
@@ -240,7 +247,11 @@ fn a_remote_worker_runs_a_registered_autograder() {
             .map(|(p, b)| json!({"path": p, "content": String::from_utf8(b).unwrap()}))
             .collect();
         let (st, v) = s
-            .post(&student, "/submissions", json!({"suite": "gradescope-zip", "files": files}))
+            .post(
+                &student,
+                "/submissions",
+                json!({"suite": "gradescope-zip", "files": files}),
+            )
             .await;
         assert_eq!(st, StatusCode::ACCEPTED, "{v}");
         let id = v["id"].as_str().unwrap().to_string();
@@ -260,8 +271,15 @@ fn a_remote_worker_runs_a_registered_autograder() {
             );
         };
         assert!(v["worker"].as_str().unwrap().starts_with("remote:"), "{v}");
-        assert_eq!((v["score"].as_f64(), v["max_score"].as_f64()), (Some(4.0), Some(6.0)), "{v:#}");
-        assert_eq!(v["checks"]["results"]["autograder/2"]["message"], "crashed (signal 11)");
+        assert_eq!(
+            (v["score"].as_f64(), v["max_score"].as_f64()),
+            (Some(4.0), Some(6.0)),
+            "{v:#}"
+        );
+        assert_eq!(
+            v["checks"]["results"]["autograder/2"]["message"],
+            "crashed (signal 11)"
+        );
         let _ = worker.child.kill();
         let _ = worker.child.wait();
     });

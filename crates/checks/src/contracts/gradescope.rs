@@ -108,8 +108,8 @@ pub struct Results {
     /// The submission's score; overrides the tests' sum when given.
     #[serde(default)]
     pub score: Option<f64>,
-    /// Seconds.
-    #[serde(default)]
+    /// Seconds. gradescope-utils writes it as text (`"0.42"`): a number or a text holding one.
+    #[serde(default, deserialize_with = "number_or_numeric_text")]
     pub execution_time: Option<f64>,
     #[serde(default)]
     pub output: Option<String>,
@@ -139,6 +139,23 @@ fn text_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::
         Some(Value::Number(n)) => Ok(Some(n.to_string())),
         Some(other) => Err(serde::de::Error::custom(format!(
             "expected a text or a number, found {other}"
+        ))),
+    }
+}
+
+fn number_or_numeric_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom(format!("{s:?} is not a number"))),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "expected a number, found {other}"
         ))),
     }
 }
@@ -514,6 +531,11 @@ mod tests {
             (r#"{}"#, "neither a top-level score"),
             (r#"{"score": 1} trailing"#, "trailing"),
             (r#"{"score": 1e999}"#, "out of range"),
+            (
+                r#"{"score": 1, "execution_time": "soon"}"#,
+                "execution_time",
+            ),
+            (r#"{"score": 1, "execution_time": [1]}"#, "execution_time"),
         ] {
             let e = parse(text).expect_err(text).to_string();
             assert!(e.contains(says), "{text}: {e}");
@@ -537,6 +559,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.tests[0].number.as_deref(), Some("3"));
+        // gradescope-utils' JSONTestRunner writes the execution time as text.
+        let r = parse(r#"{"score": 1, "execution_time": "0.42"}"#).unwrap();
+        assert_eq!(r.execution_time, Some(0.42));
         assert_eq!(r.total(), 1.0);
     }
 

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use corral_sandbox::{Mount, NoSink, Outcome, RunSpec, Status};
+use corral_sandbox::{Mount, NoSink, Outcome, Root, RunSpec, Status};
 use serde_json::json;
 
 use crate::kinds::runner::CheckContext;
@@ -38,11 +38,13 @@ pub enum GraderRun {
     Error(String),
 }
 
-/// Runs `command` (a shell command, from the contract's root folder) in a sandbox whose working
+/// Runs `command` (a shell command, from the contract's root folder) in `root` (the host's
+/// system folders or an image), in a sandbox whose working
 /// directory is a copy of `staged` and whose `layout.root` links into it; reads
 /// `results` (relative to the working directory), at most `max_results` bytes.
 pub fn run_grader(
     cx: &CheckContext<'_>,
+    root: Root,
     layout: &Layout,
     staged: &Path,
     command: &str,
@@ -66,6 +68,7 @@ pub fn run_grader(
             writable: false,
         }),
         staged,
+        root,
     ) {
         Ok(l) => l,
         Err(e) => return GraderRun::Error(e),

@@ -15,7 +15,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use corral_sandbox::Root;
+
 use crate::contracts::gradescope::{self as contract, Assignment, Visibility, MAX_RESULTS_BYTES};
+use crate::kinds::grader_env;
 use crate::kinds::grader_run::{ended, output_row, run_grader, GraderRun, Layout};
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry};
@@ -88,6 +91,26 @@ fn stage_layout(cx: &CheckContext<'_>, gc: &GradescopeCheck, dir: &Path) -> std:
     Ok(())
 }
 
+/// The base image with the autograder's `setup.sh` run on it (built once, then cached).
+fn environment(
+    cx: &CheckContext<'_>,
+    gc: &GradescopeCheck,
+    base: &str,
+) -> Result<grader_env::Environment, String> {
+    let store = cx.images.ok_or_else(|| {
+        format!("base image {base:?}: no image store was given (corral check --data DIR)")
+    })?;
+    let image = crate::image_root::resolve(store, base).map_err(|e| {
+        format!("base image {base:?}: {e} (add it with `corral env pull` or `corral env import`)")
+    })?;
+    let cache = store
+        .root()
+        .parent()
+        .unwrap_or(store.root())
+        .join("graders/gradescope");
+    grader_env::prepare(cx.pool.host(), &gc.bundle, &image, &cache)
+}
+
 fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
     let check = cx.check;
     let started = Instant::now();
@@ -95,19 +118,6 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
         max_points: gc.total.unwrap_or(0.0),
         ..row(check)
     };
-    let mut script = vec![ScriptEntry {
-        expected: Observation::new("setup", "setup.sh"),
-        actual: Observation::new(
-            "setup",
-            match (&gc.base, gc.bundle.get("setup.sh")) {
-                (_, None) => "no setup.sh".to_string(),
-                (None, Some(_)) => {
-                    "not run: no base image; the host's system folders are the environment".into()
-                }
-                (Some(b), Some(_)) => format!("needs base image {b}"),
-            },
-        ),
-    }];
     let fail = |mut parent: CheckResult, error: Option<String>, message: String| {
         parent.result = Some(false);
         parent.points = 0.0;
@@ -115,18 +125,42 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
         parent.message = Some(message);
         parent
     };
-    if let Some(base) = &gc.base {
-        let why = format!(
-            "base image {base:?}: running setup.sh on a base image needs corral's image sandbox \
-             in build mode, which this build does not have yet; remove `base` to run on the host"
-        );
-        parent.script = script;
-        return fail(
-            parent,
-            Some(why.clone()),
-            format!("could not be checked: {why}"),
-        );
-    }
+    let (root, setup) = match &gc.base {
+        None => (
+            Root::Host,
+            match gc.bundle.get("setup.sh") {
+                None => "no setup.sh".to_string(),
+                Some(_) => {
+                    "not run: no base image; the host's system folders are the environment".into()
+                }
+            },
+        ),
+        Some(base) => match environment(cx, gc, base) {
+            Ok(env) => {
+                let said = if env.built_now {
+                    format!("ran on {base}: environment {}", env.key)
+                } else {
+                    format!("cached: environment {}", env.key)
+                };
+                (Root::Image(env.root), said)
+            }
+            Err(why) => {
+                parent.script = vec![ScriptEntry {
+                    expected: Observation::new("setup", "setup.sh"),
+                    actual: Observation::new("error", why.clone()),
+                }];
+                return fail(
+                    parent,
+                    Some(why.clone()),
+                    format!("could not be checked: {why}"),
+                );
+            }
+        },
+    };
+    let mut script = vec![ScriptEntry {
+        expected: Observation::new("setup", "setup.sh"),
+        actual: Observation::new("setup", setup),
+    }];
     let tmp = match tempfile::Builder::new()
         .prefix("corral-gradescope-")
         .tempdir()
@@ -151,6 +185,7 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
     }
     let run = run_grader(
         cx,
+        root,
         &LAYOUT,
         tmp.path(),
         "exec /autograder/run_autograder",

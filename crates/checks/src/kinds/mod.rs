@@ -4,12 +4,13 @@
 //! - [`pytest`]: the assignment's pytest files, the outcome read from pytest's JUnit XML.
 //! - [`check50`]: a check50 problem folder run by check50 itself.
 //! - [`gradescope`], [`prairielearn`]: a course's existing grader run unmodified, sharing
-//!   [`grader_run`].
+//!   [`grader_run`]; [`grader_env`] builds an autograder's environment (its `setup.sh`).
 //!
 //! A new kind is a model in [`crate::suite`] (a `CheckKind` variant), a module here implementing
 //! [`CheckRunner`] for it, and its arm in [`runner_of`].
 
 pub mod check50;
+pub mod grader_env;
 pub mod grader_run;
 pub mod gradescope;
 pub mod prairielearn;

@@ -113,6 +113,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
     }
     let run = run_grader(
         cx,
+        corral_sandbox::Root::Host,
         &LAYOUT,
         tmp.path(),
         &pc.entrypoint,
