@@ -143,11 +143,12 @@ pub fn grade_and_print(
         Err(code) => return code,
     };
     // A Gradescope check on a base image finds it (and caches its built environment) in the
-    // data folder's image store.
-    let needs_images = suite
-        .checks
-        .iter()
-        .any(|c| matches!(&c.kind, corral_checks::CheckKind::Gradescope(g) if g.base.is_some()));
+    // data folder's image store; so does a PrairieLearn check in its grader's image.
+    let needs_images = suite.checks.iter().any(|c| match &c.kind {
+        corral_checks::CheckKind::Gradescope(g) => g.base.is_some(),
+        corral_checks::CheckKind::PrairieLearn(p) => p.image.is_some(),
+        _ => false,
+    });
     let images = if needs_images {
         let opened = crate::env::data_dir(how.data.as_deref(), None).and_then(|d| {
             corral_images::Store::open(&d)

@@ -286,3 +286,38 @@ fn a_changed_autograder_builds_again() {
     let e = json["results"]["autograder"]["error"].as_str().unwrap();
     assert!(e.starts_with("base image \"nothing/here:1\": "), "{e}");
 }
+
+#[test]
+fn prairielearn_grader_in_its_image() {
+    let t = tempfile::tempdir().unwrap();
+    copy(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/prairielearn-python"),
+        t.path(),
+    );
+    let suite = std::fs::read_to_string(t.path().join("suite.yaml"))
+        .unwrap()
+        .replace(
+            "      entrypoint:",
+            &format!("      image: {}\n      entrypoint:", common::image::NAME),
+        );
+    std::fs::write(t.path().join("suite.yaml"), suite).unwrap();
+    for (case, exit, score) in [
+        ("correct", 0, 6.0),
+        ("looping", 1, 4.0),
+        ("crashing", 1, 2.0),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(["check", "--json", "--data"])
+            .arg(common::image::data_dir())
+            .arg(t.path().join("suite.yaml"))
+            .arg(submission("prairielearn-python", case))
+            .output()
+            .unwrap();
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            (out.status.code(), json["score"].as_f64()),
+            (Some(exit), Some(score)),
+            "{case}: {json:#}"
+        );
+    }
+}

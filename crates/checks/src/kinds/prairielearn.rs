@@ -7,12 +7,14 @@
 //! (writable). The entrypoint runs from `/grade` with the check's limits and timeout;
 //! `/grade/results/results.json` becomes the rows.
 //!
-//! PrairieLearn runs graders in the question's Docker image. Without an image sandbox, the
-//! grader runs on the host's system folders; a check naming an `image` is refused until corral
-//! can run it there.
+//! PrairieLearn runs graders in the question's Docker image: a check naming an `image` runs in
+//! it (from the data folder's image store, never pulled); without one, on the host's system
+//! folders.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+use corral_sandbox::Root;
 
 use crate::contracts::prairielearn::{self as contract, Mapped, MAX_RESULTS_BYTES};
 use crate::kinds::grader_run::{ended, output_row, run_grader, GraderRun, Layout};
@@ -92,15 +94,26 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
         parent.error = Some(why);
         parent
     };
-    if let Some(image) = &pc.image {
-        return errored(
-            parent,
-            format!(
-                "image {image:?}: running a grader in its image needs corral's image sandbox, \
-                 which this build does not have yet; remove `image` to run on the host"
-            ),
-        );
-    }
+    // The question's grader image, from the data folder's store (never pulled).
+    let root = match &pc.image {
+        None => Root::Host,
+        Some(image) => {
+            let resolved = cx
+                .images
+                .ok_or_else(|| {
+                    format!("image {image:?}: no image store was given (corral check --data DIR)")
+                })
+                .and_then(|store| {
+                    crate::image_root::resolve(store, image).map_err(|e| {
+                        format!("image {image:?}: {e} (add it with `corral env pull` or `corral env import`)")
+                    })
+                });
+            match resolved {
+                Ok(r) => Root::Image(r),
+                Err(why) => return errored(parent, why),
+            }
+        }
+    };
     let tmp = match tempfile::Builder::new()
         .prefix("corral-prairielearn-")
         .tempdir()
@@ -113,7 +126,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
     }
     let run = run_grader(
         cx,
-        corral_sandbox::Root::Host,
+        root,
         &LAYOUT,
         tmp.path(),
         &pc.entrypoint,
