@@ -7,10 +7,10 @@
 //! `/autograder` with the check's limits and timeout. Its `results/results.json` becomes the
 //! rows: one per test with its points, the check's own row for the top-level score.
 //!
-//! The environment: on Gradescope, `setup.sh` runs once as root on an Ubuntu image. Running it
-//! needs an image sandbox in build mode (a base image, a writable layer, network); without a
-//! `base`, the autograder runs on the host's system folders and `setup.sh` is **not run** (the
-//! check's script says so): whatever it would install must already be there.
+//! The environment: on Gradescope, `setup.sh` runs once as root on an Ubuntu image. With a
+//! `base`, [`crate::kinds::grader_env`] does the same in a build sandbox and caches the result;
+//! without one, the autograder runs on the host's system folders and `setup.sh` is **not run**
+//! (the check's script says so): whatever it would install must already be there.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -6,13 +6,13 @@
 //!   points: 10                        # the assignment's total (default: the tests' maximum)
 //!   gradescope:
 //!     autograder: autograder.zip      # a Gradescope autograder: a zip or a folder
-//!     base: debian:bookworm           # the image its setup.sh runs on (optional for now)
+//!     base: debian:bookworm           # optional: the image its setup.sh runs on, once
 //! - id: fib
 //!   points: 5                         # PrairieLearn's score (0-1) times this (default 1)
 //!   prairielearn:
 //!     tests: tests                    # the question's tests folder, /grade/tests
 //!     entrypoint: python3 /grade/tests/grade.py
-//!     image: prairielearn/grader-python   # optional for now
+//!     image: my-course/grader-python  # optional: the grader's image
 //!     server_files_course: serverFilesCourse   # optional: /grade/serverFilesCourse
 //!     params: {n: 10}                 # optional: data.json's params and correct_answers
 //! ```
