@@ -122,6 +122,38 @@ fn zip_of(dir: &Path) -> Vec<u8> {
     std::fs::read(out).unwrap()
 }
 
+/// Queues `files` for `suite`; the 202 answer.
+async fn submit(s: &Server, token: &str, suite: &str, files: &[(String, Vec<u8>)]) -> Value {
+    let files: Vec<Value> = files
+        .iter()
+        .map(|(p, b)| json!({"path": p, "content": String::from_utf8(b.clone()).unwrap()}))
+        .collect();
+    let (st, v) = s
+        .post(
+            token,
+            "/submissions",
+            json!({"suite": suite, "files": files}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    v
+}
+
+/// Waits until submission `id` is done or failed (120 s at most); `more` goes into a timeout's
+/// message.
+async fn finished(s: &Server, token: &str, id: &str, more: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, v) = s
+            .get(token, &format!("/submissions/{id}?wait=true&timeout=10"))
+            .await;
+        if v["status"] == "done" || v["status"] == "failed" {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{v}\n{}\n{more}", s.log());
+    }
+}
+
 #[test]
 fn registered_suites_grade_through_check_and_the_queue() {
     let s = Server::start("[submissions]\nworkers = 1\n", &[]);
@@ -188,29 +220,14 @@ fn registered_suites_grade_through_check_and_the_queue() {
         assert_eq!(hidden["script"], json!([]));
 
         // Through the queue.
-        let files: Vec<Value> = submission("gradescope-c", "crashing")
-            .into_iter()
-            .map(|(p, b)| json!({"path": p, "content": String::from_utf8(b).unwrap()}))
-            .collect();
-        let (st, v) = s
-            .post(
-                &student,
-                "/submissions",
-                json!({"suite": "gradescope-zip", "files": files}),
-            )
-            .await;
-        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
-        let id = v["id"].as_str().unwrap().to_string();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let v = loop {
-            let (_, v) = s
-                .get(&student, &format!("/submissions/{id}?wait=true&timeout=10"))
-                .await;
-            if v["status"] == "done" || v["status"] == "failed" {
-                break v;
-            }
-            assert!(Instant::now() < deadline, "{v}\n{}", s.log());
-        };
+        let v = submit(
+            &s,
+            &student,
+            "gradescope-zip",
+            &submission("gradescope-c", "crashing"),
+        )
+        .await;
+        let v = finished(&s, &student, v["id"].as_str().unwrap(), "").await;
         assert_eq!(v["verdict"], "wrong_answer", "{v:#}");
         assert_eq!(
             (v["score"].as_f64(), v["max_score"].as_f64()),
@@ -242,34 +259,15 @@ fn a_remote_worker_runs_a_registered_autograder() {
         cmd.args(["worker", "--server", &s.base, "--name", "remote1"])
             .env("CORRAL_WORKER_TOKEN", &wt);
         let mut worker = Logged::spawn(cmd);
-        let files: Vec<Value> = submission("gradescope-c", "crashing")
-            .into_iter()
-            .map(|(p, b)| json!({"path": p, "content": String::from_utf8(b).unwrap()}))
-            .collect();
-        let (st, v) = s
-            .post(
-                &student,
-                "/submissions",
-                json!({"suite": "gradescope-zip", "files": files}),
-            )
-            .await;
-        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
-        let id = v["id"].as_str().unwrap().to_string();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let v = loop {
-            let (_, v) = s
-                .get(&student, &format!("/submissions/{id}?wait=true&timeout=10"))
-                .await;
-            if v["status"] == "done" || v["status"] == "failed" {
-                break v;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{v}\n{}\nworker:\n{}",
-                s.log(),
-                worker.log.lock().unwrap()
-            );
-        };
+        let v = submit(
+            &s,
+            &student,
+            "gradescope-zip",
+            &submission("gradescope-c", "crashing"),
+        )
+        .await;
+        let log = worker.log.lock().unwrap().clone();
+        let v = finished(&s, &student, v["id"].as_str().unwrap(), &log).await;
         assert!(v["worker"].as_str().unwrap().starts_with("remote:"), "{v}");
         assert_eq!(
             (v["score"].as_f64(), v["max_score"].as_f64()),

@@ -12,14 +12,9 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 
+use super::results_file::{cap, fmt_num as fmt, parse, MAX_TESTS};
+pub use super::results_file::{ResultsError, MAX_OUTPUT, MAX_RESULTS_BYTES};
 use crate::report::{CheckResult, Observation, ScriptEntry};
-
-/// The largest `results.json` read.
-pub const MAX_RESULTS_BYTES: usize = 4 << 20;
-/// The most tests one file may list.
-pub const MAX_TESTS: usize = 5000;
-/// The longest text kept from one `output` in a row's message.
-pub const MAX_OUTPUT: usize = 16 * 1024;
 
 /// Who sees a result on Gradescope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -160,40 +155,10 @@ fn number_or_numeric_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>
     }
 }
 
-/// Why a `results.json` cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ResultsError {
-    #[error("results.json is larger than {MAX_RESULTS_BYTES} bytes")]
-    TooLarge,
-    #[error("results.json is not valid JSON of Gradescope's shape: {0}")]
-    Malformed(String),
-    #[error("results.json: {0}")]
-    Invalid(String),
-}
-
 impl Results {
     /// Reads and validates the bytes of a `results.json`.
     pub fn parse(bytes: &[u8]) -> Result<Results, ResultsError> {
-        if bytes.len() > MAX_RESULTS_BYTES {
-            return Err(ResultsError::TooLarge);
-        }
-        // Parsed as a value first: serde would also take an array for a struct.
-        let value: Value =
-            serde_json::from_slice(bytes).map_err(|e| ResultsError::Malformed(e.to_string()))?;
-        if !value.is_object() {
-            return Err(ResultsError::Malformed(
-                "the file is not a JSON object".into(),
-            ));
-        }
-        let r: Results = serde_path_to_error::deserialize(value).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            ResultsError::Malformed(if path == "." {
-                inner.to_string()
-            } else {
-                format!("{path}: {inner}")
-            })
-        })?;
+        let r: Results = parse(bytes, "Gradescope")?;
         r.validate()?;
         Ok(r)
     }
@@ -255,26 +220,6 @@ pub struct Mapped {
     pub hidden: bool,
     /// Observations for the check's row (leaderboard, execution time, extra data).
     pub script: Vec<ScriptEntry>,
-}
-
-/// Cuts `s` to at most [`MAX_OUTPUT`] bytes (on a character boundary).
-fn cap(s: &str) -> String {
-    if s.len() <= MAX_OUTPUT {
-        return s.to_string();
-    }
-    let mut end = MAX_OUTPUT;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n[… cut at {MAX_OUTPUT} bytes]", &s[..end])
-}
-
-fn fmt(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{}", x as i64)
-    } else {
-        format!("{x}")
-    }
 }
 
 /// Maps validated results to rows of check `check_id`. `total` is the check's declared maximum

@@ -11,9 +11,9 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::results_file::{cap, fmt_num as fmt, parse, MAX_TESTS};
+pub use super::results_file::{ResultsError, MAX_OUTPUT, MAX_RESULTS_BYTES};
 use crate::report::{CheckResult, Observation, ScriptEntry};
-
-pub use super::gradescope::{MAX_OUTPUT, MAX_RESULTS_BYTES, MAX_TESTS};
 
 /// One entry of `tests`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -51,40 +51,10 @@ pub struct Results {
     pub tests: Vec<Test>,
 }
 
-/// Why a `results.json` cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ResultsError {
-    #[error("results.json is larger than {MAX_RESULTS_BYTES} bytes")]
-    TooLarge,
-    #[error("results.json is not valid JSON of PrairieLearn's shape: {0}")]
-    Malformed(String),
-    #[error("results.json: {0}")]
-    Invalid(String),
-}
-
 impl Results {
     /// Reads and validates the bytes of a `results.json`.
     pub fn parse(bytes: &[u8]) -> Result<Results, ResultsError> {
-        if bytes.len() > MAX_RESULTS_BYTES {
-            return Err(ResultsError::TooLarge);
-        }
-        // Parsed as a value first: serde would also take an array for a struct.
-        let value: Value =
-            serde_json::from_slice(bytes).map_err(|e| ResultsError::Malformed(e.to_string()))?;
-        if !value.is_object() {
-            return Err(ResultsError::Malformed(
-                "the file is not a JSON object".into(),
-            ));
-        }
-        let r: Results = serde_path_to_error::deserialize(value).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            ResultsError::Malformed(if path == "." {
-                inner.to_string()
-            } else {
-                format!("{path}: {inner}")
-            })
-        })?;
+        let r: Results = parse(bytes, "PrairieLearn")?;
         r.validate()?;
         Ok(r)
     }
@@ -133,25 +103,6 @@ pub enum Mapped {
     },
     /// `gradable: false` or `succeeded: false`: an error row with the grader's message.
     NotGradable(String),
-}
-
-fn fmt(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{}", x as i64)
-    } else {
-        format!("{x}")
-    }
-}
-
-fn cap(s: &str) -> String {
-    if s.len() <= MAX_OUTPUT {
-        return s.to_string();
-    }
-    let mut end = MAX_OUTPUT;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n[… cut at {MAX_OUTPUT} bytes]", &s[..end])
 }
 
 /// Maps validated results to rows of check `check_id` worth `points` in all.
