@@ -126,6 +126,19 @@ fn gradescope_shell_autograder_for_c() {
     let err = json["results"]["autograder"]["error"].as_str().unwrap();
     assert!(err.contains("score"), "{err}");
 
+    // Hostile: results.json replaced by a link to a host file: never followed, an error.
+    let (code, json) = check("gradescope-c", "links_results");
+    assert_eq!((code, json["score"].as_f64()), (125, Some(0.0)), "{json:#}");
+    let err = json["results"]["autograder"]["error"].as_str().unwrap();
+    assert!(
+        err.contains("without writing results/results.json (or left a link"),
+        "{err}"
+    );
+    assert!(
+        !json.to_string().contains("root:x:0:0"),
+        "the link was followed: {json:#}"
+    );
+
     // Hostile: the submission writes the results itself and kills the autograder. The contract
     // shares one sandbox (as on Gradescope), so this is accepted: documented in the README.
     let (code, json) = check("gradescope-c", "forges_results");

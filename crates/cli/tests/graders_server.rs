@@ -182,6 +182,47 @@ fn registered_suites_grade_through_check_and_the_queue() {
         )
         .await;
 
+        // A hostile zip (a path out of its folder) is refused with the entry named.
+        let t = tempfile::tempdir().unwrap();
+        let evil = t.path().join("evil.zip");
+        let st = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import sys, zipfile\n\
+                 z = zipfile.ZipFile(sys.argv[1], 'w')\n\
+                 z.writestr('run_autograder', '#!/bin/sh\\n')\n\
+                 z.writestr('../../escaped', 'x')\n\
+                 z.close()",
+            ])
+            .arg(&evil)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let form = reqwest::multipart::Form::new()
+            .text("id", "evil")
+            .part(
+                "suite",
+                reqwest::multipart::Part::bytes(suite.clone().into_bytes()).file_name("suite.yaml"),
+            )
+            .part(
+                "f",
+                reqwest::multipart::Part::bytes(std::fs::read(&evil).unwrap())
+                    .file_name("autograder.zip"),
+            );
+        let r = client()
+            .post(s.url("/suites"))
+            .bearer_auth(&staff)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let body = r.text().await.unwrap();
+        assert!(
+            body.contains("entry \\\"../../escaped\\\": '..' or '.' in the path"),
+            "{body}"
+        );
+
         for (suite, example, case, score, max) in [
             ("gradescope-c", "gradescope-c", "correct", 6.0, 6.0),
             ("gradescope-c", "gradescope-c", "crashing", 4.0, 6.0),
