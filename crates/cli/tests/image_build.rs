@@ -8,19 +8,10 @@ mod common;
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
-use std::sync::Arc;
 
-use corral_sandbox::{Host, ImageRoot, InitProgram, NoSink, Outcome, Root, RunSpec, Status};
+use corral_sandbox::{ImageRoot, NoSink, Outcome, Root, RunSpec, Status};
 
-fn host() -> Arc<Host> {
-    Arc::new(
-        Host::new(InitProgram {
-            path: env!("CARGO_BIN_EXE_corral").into(),
-            arg: corral_sandbox::INIT_ARG.into(),
-        })
-        .expect("a sandbox host (run as root)"),
-    )
-}
+use common::image::host;
 
 fn build_root(upper: &Path) -> ImageRoot {
     ImageRoot {

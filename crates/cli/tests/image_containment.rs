@@ -10,19 +10,10 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 
-use corral_sandbox::{Host, ImageRoot, InitProgram, NoSink, Outcome, Root, RunSpec, Status};
+use corral_sandbox::{ImageRoot, NoSink, Outcome, Root, RunSpec, Status};
 
-fn host() -> Arc<Host> {
-    Arc::new(
-        Host::new(InitProgram {
-            path: env!("CARGO_BIN_EXE_corral").into(),
-            arg: corral_sandbox::INIT_ARG.into(),
-        })
-        .expect("a sandbox host (run as root)"),
-    )
-}
+use common::image::host;
 
 fn run_in(root: ImageRoot, argv: &[&str]) -> Outcome {
     let mut spec = RunSpec::new(argv.iter().map(|s| s.to_string()).collect());

@@ -133,3 +133,14 @@ pub fn entries(path: &str) -> Vec<String> {
     }
     names
 }
+
+/// A sandbox host for tests that drive the library, with the built `corral` as init.
+pub fn host() -> std::sync::Arc<corral_sandbox::Host> {
+    std::sync::Arc::new(
+        corral_sandbox::Host::new(corral_sandbox::InitProgram {
+            path: env!("CARGO_BIN_EXE_corral").into(),
+            arg: corral_sandbox::INIT_ARG.into(),
+        })
+        .expect("a sandbox host (run as root)"),
+    )
+}
