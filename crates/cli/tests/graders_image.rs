@@ -213,7 +213,10 @@ fn a_changed_autograder_builds_again() {
     let write = |setup_word: &str| {
         std::fs::write(
             ag.join("setup.sh"),
-            format!("#!/bin/bash\nset -e\necho {setup_word} > /opt/built-by-setup\n"),
+            format!(
+                "#!/bin/bash\nset -e\necho {setup_word} > /opt/built-by-setup\n\
+                 cp /bin/sh /opt/suid-sh && chmod 4755 /opt/suid-sh\n"
+            ),
         )
         .unwrap();
     };
@@ -249,6 +252,12 @@ fn a_changed_autograder_builds_again() {
     assert_eq!(code, 0, "{json:#}");
     assert!(setup(&json).starts_with("ran on"), "{json:#}");
     assert!(message(&json).starts_with("one\n"), "{json:#}");
+    // setup.sh was root in its sandbox; its setuid shell is no setuid file on the host.
+    let key = setup(&json).rsplit(':').next().unwrap().to_string();
+    let suid = data_dir().join(format!("graders/gradescope/{key}/layer/opt/suid-sh"));
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&suid).unwrap().permissions());
+    assert_eq!(mode & 0o7777, 0o755, "{}", suid.display());
     let (_, json) = check(t.path(), sub.path());
     assert!(setup(&json).starts_with("cached"), "{json:#}");
     write("two");

@@ -53,6 +53,43 @@ fn lock(path: &Path) -> std::io::Result<std::fs::File> {
     Ok(f)
 }
 
+/// Clears what would make a file of the layer run with privileges on the host: setuid and
+/// setgid bits and file capabilities (`security.capability`). `setup.sh` is root in its
+/// sandbox and may leave a setuid-root shell; the layer lives on the host's disk, where a local
+/// user could otherwise run it. (Inside sandboxes every mount is `nosuid` anyway; the images
+/// store never keeps these bits either.) Links are never followed.
+fn defuse(dir: &Path, depth: usize) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    if depth > 256 {
+        return Err(std::io::Error::other("folders nested too deep"));
+    }
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let ft = e.file_type()?;
+        if ft.is_dir() {
+            defuse(&e.path(), depth + 1)?;
+        } else if ft.is_file() {
+            let path = e.path();
+            let mode = std::fs::symlink_metadata(&path)?.permissions().mode();
+            if mode & 0o6000 != 0 {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o1777))?;
+            }
+            let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+                .map_err(std::io::Error::other)?;
+            // SAFETY: lremovexattr with NUL-terminated strings this function owns.
+            let rc = unsafe { libc::lremovexattr(c.as_ptr(), c"security.capability".as_ptr()) };
+            if rc != 0 {
+                let err = std::io::Error::last_os_error();
+                if err.raw_os_error() != Some(libc::ENODATA) {
+                    return Err(err);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The environment of `bundle` on `base`: the cached layer, or `setup.sh` run now (in a fresh
 /// build sandbox of `host`) when there is none. `cache` is the folder of every key's layer.
 pub fn prepare(
@@ -142,6 +179,7 @@ pub fn prepare(
                 .unwrap_or_else(|| outcome.status.as_str().to_string())
         ));
     }
+    defuse(&upper, 0).map_err(|e| io("clearing setuid bits in the layer", e))?;
     let target = work.path().join("ready");
     std::fs::create_dir(&target).map_err(|e| io("finishing the build", e))?;
     std::fs::rename(&upper, target.join("layer")).map_err(|e| io("finishing the build", e))?;
