@@ -284,6 +284,8 @@ pub struct BatchOptions {
     pub jobs: usize,
     /// Checks of one submission run at once.
     pub check_jobs: usize,
+    /// The image store of base and grader images (see [`GradeOptions::images`]).
+    pub images: Option<corral_images::Store>,
 }
 
 impl Default for BatchOptions {
@@ -294,6 +296,7 @@ impl Default for BatchOptions {
                 .map(|n| n.get())
                 .unwrap_or(1),
             check_jobs: 1,
+            images: None,
         }
     }
 }
@@ -347,7 +350,7 @@ pub fn grade_one(
     registry: &LanguageRegistry,
     suite: &Suite,
     sub: &Submission,
-    check_jobs: usize,
+    batch: &BatchOptions,
 ) -> Row {
     let started = Instant::now();
     let _span = tracing::debug_span!("submission", student = %sub.student).entered();
@@ -357,8 +360,8 @@ pub fn grade_one(
         return failed_row(suite, sub, p.clone(), fp);
     }
     let opts = GradeOptions {
-        jobs: check_jobs.max(1),
-        ..Default::default()
+        jobs: batch.check_jobs.max(1),
+        images: batch.images.clone(),
     };
     let report = match engine::grade(pool, registry, suite, &sub.path, &opts) {
         Ok(r) => r,
@@ -507,7 +510,7 @@ pub fn grade_all(
                 let (row, how) = match kept {
                     Some(r) => (r, Progress::Kept),
                     None => {
-                        let r = grade_one(pool, registry, suite, sub, opts.check_jobs);
+                        let r = grade_one(pool, registry, suite, sub, opts);
                         if let Err(e) = store_row(&file, &r) {
                             tracing::error!(file = %file.display(), error = %e, "writing a result failed");
                             let mut w = write_error.lock().unwrap_or_else(|e| e.into_inner());

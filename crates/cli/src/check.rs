@@ -142,27 +142,12 @@ pub fn grade_and_print(
         Ok(h) => h,
         Err(code) => return code,
     };
-    // A Gradescope check on a base image finds it (and caches its built environment) in the
-    // data folder's image store; so does a PrairieLearn check in its grader's image.
-    let needs_images = suite.checks.iter().any(|c| match &c.kind {
-        corral_checks::CheckKind::Gradescope(g) => g.base.is_some(),
-        corral_checks::CheckKind::PrairieLearn(p) => p.image.is_some(),
-        _ => false,
-    });
-    let images = if needs_images {
-        let opened = crate::env::data_dir(how.data.as_deref(), None).and_then(|d| {
-            corral_images::Store::open(&d)
-                .with_context(|| format!("opening the image store in {}", d.display()))
-        });
-        match opened {
-            Ok(s) => Some(s),
-            Err(e) => {
-                eprintln!("corral {cmd}: {e:#}");
-                return crate::exit::USAGE;
-            }
+    let images = match open_images(suite, how.data.as_deref()) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("corral {cmd}: {e:#}");
+            return crate::exit::USAGE;
         }
-    } else {
-        None
     };
     let opts = engine::GradeOptions {
         jobs: how
@@ -216,6 +201,27 @@ pub fn grade_and_print(
     } else {
         FAILED_EXIT
     }
+}
+
+/// The data folder's image store when the suite needs one: a Gradescope check on a base image
+/// finds it there (and caches its built environment), so does a PrairieLearn check in its
+/// grader's image.
+pub fn open_images(
+    suite: &Suite,
+    data: Option<&Path>,
+) -> anyhow::Result<Option<corral_images::Store>> {
+    let needs_images = suite.checks.iter().any(|c| match &c.kind {
+        corral_checks::CheckKind::Gradescope(g) => g.base.is_some(),
+        corral_checks::CheckKind::PrairieLearn(p) => p.image.is_some(),
+        _ => false,
+    });
+    if !needs_images {
+        return Ok(None);
+    }
+    let d = crate::env::data_dir(data, None)?;
+    let store = corral_images::Store::open(&d)
+        .with_context(|| format!("opening the image store in {}", d.display()))?;
+    Ok(Some(store))
 }
 
 fn emit(output: Option<&Path>, text: &str) -> anyhow::Result<()> {

@@ -202,6 +202,42 @@ fn gradescope_utils_autograder_built_by_its_setup_sh() {
         m.starts_with("run_autograder was stopped: wall time limit"),
         "{m}"
     );
+
+    // corral grade: the same environment for the whole batch, a gradebook with the tests' columns.
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["grade", "--no-progress", "--data"])
+        .arg(data_dir())
+        .arg("-o")
+        .arg(out_dir.path())
+        .arg(ex.path())
+        .arg(submission("gradescope-python", "correct").parent().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(out_dir.path().join("gradebook.csv")).unwrap();
+    let head = csv.lines().next().unwrap();
+    assert!(
+        head.ends_with(",autograder,autograder/1.1,autograder/1.2,autograder/1.3,autograder/2.1,autograder/output"),
+        "{head}"
+    );
+    for (student, score) in [
+        ("correct", 10),
+        ("wrong", 6),
+        ("crashing", 0),
+        ("looping", 0),
+    ] {
+        let line = csv
+            .lines()
+            .find(|l| l.starts_with(&format!("{student},")))
+            .unwrap();
+        assert!(line.starts_with(&format!("{student},{score},10,")), "{csv}");
+    }
 }
 
 #[test]
