@@ -122,6 +122,24 @@ fn zip_of(dir: &Path) -> Vec<u8> {
     std::fs::read(out).unwrap()
 }
 
+/// Registers `examples/gradescope-c` with its autograder as a zip, as `gradescope-zip`; the
+/// suite's text.
+async fn register_zip_suite(s: &Server, staff: &str) -> String {
+    let zip = zip_of(&root().join("examples/gradescope-c/autograder"));
+    let suite = std::fs::read_to_string(root().join("examples/gradescope-c/suite.yaml"))
+        .unwrap()
+        .replace("autograder: autograder", "autograder: autograder.zip");
+    register(
+        s,
+        staff,
+        "gradescope-zip",
+        &suite,
+        &[("autograder.zip".into(), zip)],
+    )
+    .await;
+    suite
+}
+
 /// Queues `files` for `suite`; the 202 answer.
 async fn submit(s: &Server, token: &str, suite: &str, files: &[(String, Vec<u8>)]) -> Value {
     let files: Vec<Value> = files
@@ -169,18 +187,7 @@ fn registered_suites_grade_through_check_and_the_queue() {
             register_example(&s, &staff, ex).await;
         }
         // The same autograder as a zip.
-        let zip = zip_of(&root().join("examples/gradescope-c/autograder"));
-        let suite = std::fs::read_to_string(root().join("examples/gradescope-c/suite.yaml"))
-            .unwrap()
-            .replace("autograder: autograder", "autograder: autograder.zip");
-        register(
-            &s,
-            &staff,
-            "gradescope-zip",
-            &suite,
-            &[("autograder.zip".into(), zip)],
-        )
-        .await;
+        let suite = register_zip_suite(&s, &staff).await;
 
         // A hostile zip (a path out of its folder) is refused with the entry named.
         let t = tempfile::tempdir().unwrap();
@@ -284,18 +291,7 @@ fn a_remote_worker_runs_a_registered_autograder() {
         let staff = s.token("staff").await;
         let student = s.token("student").await;
         let wt = s.token("worker").await;
-        let zip = zip_of(&root().join("examples/gradescope-c/autograder"));
-        let suite = std::fs::read_to_string(root().join("examples/gradescope-c/suite.yaml"))
-            .unwrap()
-            .replace("autograder: autograder", "autograder: autograder.zip");
-        register(
-            &s,
-            &staff,
-            "gradescope-zip",
-            &suite,
-            &[("autograder.zip".into(), zip)],
-        )
-        .await;
+        register_zip_suite(&s, &staff).await;
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_corral"));
         cmd.args(["worker", "--server", &s.base, "--name", "remote1"])
             .env("CORRAL_WORKER_TOKEN", &wt);
