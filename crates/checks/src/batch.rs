@@ -30,7 +30,7 @@ use crate::error::{GradeError, SuiteError};
 use crate::kinds;
 use crate::language_registry::LanguageRegistry;
 use crate::report::View;
-use crate::suite::Suite;
+use crate::suite::{CheckKind, Suite};
 
 /// Suite file names looked for in an assignment folder, in this order.
 pub const SUITE_FILES: &[&str] = &["suite.yaml", "suite.yml", "suite.json"];
@@ -153,6 +153,70 @@ pub fn columns(suite: &Suite) -> Vec<(String, String, f64)> {
     out
 }
 
+/// [`columns`] with the rows only known once graders ran (the tests of `gradescope` and
+/// `prairielearn` checks) after their check, in natural order of their ids, with the largest
+/// maximum any student's report gave them.
+pub fn columns_seen(suite: &Suite, rows: &[Row]) -> Vec<(String, String, f64)> {
+    let mut out = Vec::new();
+    for col in columns(suite) {
+        let prefix = format!("{}/", col.0);
+        let dynamic = suite.check(&col.0).is_some_and(|c| {
+            matches!(
+                c.kind,
+                CheckKind::Gradescope(_) | CheckKind::PrairieLearn(_)
+            )
+        });
+        out.push(col);
+        if !dynamic {
+            continue;
+        }
+        let mut seen: Vec<(String, String, f64)> = Vec::new();
+        for r in rows {
+            for id in r.checks.keys().filter(|k| k.starts_with(&prefix)) {
+                let row = &r.report["results"][id];
+                let max = row["max_points"].as_f64().unwrap_or(0.0);
+                match seen.iter_mut().find(|(s, _, _)| s == id) {
+                    Some(s) => s.2 = s.2.max(max),
+                    None => seen.push((
+                        id.clone(),
+                        row["description"].as_str().unwrap_or(id).to_string(),
+                        max,
+                    )),
+                }
+            }
+        }
+        seen.sort_by_key(|c| natural(&c.0));
+        out.extend(seen);
+    }
+    out
+}
+
+/// A sort key comparing runs of digits as numbers (`t/2` before `t/10`).
+fn natural(s: &str) -> Vec<(u8, u128, String)> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits > 0 {
+            out.push((
+                0,
+                rest[..digits].parse().unwrap_or(u128::MAX),
+                String::new(),
+            ));
+            rest = &rest[digits..];
+        } else {
+            let text = rest
+                .find(|c: char| c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            out.push((1, 0, rest[..text].to_string()));
+            rest = &rest[text..];
+        }
+    }
+    out
+}
+
 /// A stable fingerprint of what grading depends on: the suite file, the assignment folder's files
 /// it names, and every file of the submission (names and contents).
 pub fn fingerprint(suite: &Suite, submission: &Path) -> String {
@@ -220,6 +284,8 @@ pub struct BatchOptions {
     pub jobs: usize,
     /// Checks of one submission run at once.
     pub check_jobs: usize,
+    /// The image store of base and grader images (see [`GradeOptions::images`]).
+    pub images: Option<corral_images::Store>,
 }
 
 impl Default for BatchOptions {
@@ -230,6 +296,7 @@ impl Default for BatchOptions {
                 .map(|n| n.get())
                 .unwrap_or(1),
             check_jobs: 1,
+            images: None,
         }
     }
 }
@@ -283,7 +350,7 @@ pub fn grade_one(
     registry: &LanguageRegistry,
     suite: &Suite,
     sub: &Submission,
-    check_jobs: usize,
+    batch: &BatchOptions,
 ) -> Row {
     let started = Instant::now();
     let _span = tracing::debug_span!("submission", student = %sub.student).entered();
@@ -293,7 +360,8 @@ pub fn grade_one(
         return failed_row(suite, sub, p.clone(), fp);
     }
     let opts = GradeOptions {
-        jobs: check_jobs.max(1),
+        jobs: batch.check_jobs.max(1),
+        images: batch.images.clone(),
     };
     let report = match engine::grade(pool, registry, suite, &sub.path, &opts) {
         Ok(r) => r,
@@ -326,7 +394,16 @@ pub fn grade_one(
         // Each failed check's own reason (a pytest check's names the run's problem or how many
         // tests passed); skipped checks add nothing (their dependency's reason says it).
         for r in &report.results {
-            if r.result != Some(false) || item_ids.contains(&r.id.as_str()) {
+            // A grader's test rows: the check's own row says how many points it lost.
+            let grader_row = r.id.split_once('/').is_some_and(|(c, _)| {
+                suite.check(c).is_some_and(|c| {
+                    matches!(
+                        c.kind,
+                        CheckKind::Gradescope(_) | CheckKind::PrairieLearn(_)
+                    )
+                })
+            });
+            if r.result != Some(false) || item_ids.contains(&r.id.as_str()) || grader_row {
                 continue;
             }
             if let Some(m) = r.error.as_ref().or(r.message.as_ref()) {
@@ -433,7 +510,7 @@ pub fn grade_all(
                 let (row, how) = match kept {
                     Some(r) => (r, Progress::Kept),
                     None => {
-                        let r = grade_one(pool, registry, suite, sub, opts.check_jobs);
+                        let r = grade_one(pool, registry, suite, sub, opts);
                         if let Err(e) = store_row(&file, &r) {
                             tracing::error!(file = %file.display(), error = %e, "writing a result failed");
                             let mut w = write_error.lock().unwrap_or_else(|e| e.into_inner());
@@ -486,7 +563,7 @@ fn csv_field(s: &str) -> String {
 /// The gradebook: one line per student; per report row, the points (rows worth points) or
 /// `pass` / `fail` / `skip`.
 pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
-    let cols = columns(suite);
+    let cols = columns_seen(suite, rows);
     let mut out = String::new();
     let mut head = vec![
         "student".to_string(),
@@ -567,7 +644,7 @@ pub fn histogram(rows: &[Row], max: f64, bins: usize) -> Vec<usize> {
 
 /// Per report row: (id, description, passed, judged).
 pub fn pass_rates(suite: &Suite, rows: &[Row]) -> Vec<(String, String, usize, usize)> {
-    columns(suite)
+    columns_seen(suite, rows)
         .into_iter()
         .map(|(id, desc, _)| {
             let (mut passed, mut judged) = (0, 0);

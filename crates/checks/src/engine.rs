@@ -30,6 +30,9 @@ pub use crate::shared::text::{normalize, signal_name, MAX_VALUE};
 pub struct GradeOptions {
     /// Checks running at once (default: the number of CPUs).
     pub jobs: usize,
+    /// The image store (the data folder's) base images are found in, and where built grader
+    /// environments are cached; `None`: a check naming a base image cannot run.
+    pub images: Option<corral_images::Store>,
 }
 
 impl Default for GradeOptions {
@@ -38,6 +41,7 @@ impl Default for GradeOptions {
             jobs: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
+            images: None,
         }
     }
 }
@@ -165,6 +169,7 @@ pub fn grade(
                     tracing::debug_span!(parent: &parent, "check", id = %check.id).entered();
                 let run = |stage: &Path| {
                     runner_of(&check.kind).run(&CheckContext {
+                        images: opts.images.as_ref(),
                         pool,
                         suite,
                         check,

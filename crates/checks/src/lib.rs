@@ -7,9 +7,11 @@
 //! - [`error`]: the typed errors.
 //! - [`image_root`]: a named container image resolved to a sandbox root (never pulled here).
 //! - [`language_registry`]: the language registry (built-in `data/languages.toml` + an operator file).
+//! - [`report`]: results and their exports (corral JSON, CS50 JSON, Gradescope, text).
+//! - [`contracts`]: the files Gradescope autograders and PrairieLearn external graders read and
+//!   write, validated, and their mapping to rows.
 //! - [`suite`]: the suite model, plain data parsed strictly from YAML or JSON
 //!   (`schemas/suite.schema.json`) and validated, with each check kind's model.
-//! - [`report`]: results and their exports (corral JSON, CS50 JSON, Gradescope, text).
 //! - [`shared`]: what the kinds and the engine share: run settings, host-side staging that never
 //!   follows a planted link, mounted folders and nonces, rows, output comparison.
 //! - [`kinds`]: one runner per check kind (steps, pytest, check50) behind one trait, and
@@ -33,6 +35,7 @@
 //! ```
 
 pub mod batch;
+pub mod contracts;
 pub mod engine;
 pub mod error;
 pub mod image_root;

@@ -57,6 +57,9 @@ pub struct CheckArgs {
     /// Never color the text output (default: color when standard output is a terminal).
     #[arg(long)]
     no_color: bool,
+    /// The data folder whose image store holds base images (default: the server configuration's).
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
 }
 
 /// The registry: built-in, plus `--languages FILE` or `$CORRAL_LANGUAGES`.
@@ -74,56 +77,6 @@ pub fn main(args: CheckArgs) -> i32 {
             return crate::exit::USAGE;
         }
     };
-    let registry = match registry(args.languages.as_deref()) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("corral check: {e:#}");
-            return crate::exit::USAGE;
-        }
-    };
-    if !args.submission.is_dir() {
-        eprintln!("corral check: {}: not a folder", args.submission.display());
-        return crate::exit::USAGE;
-    }
-    // Unknown or unavailable languages are reported before any sandbox is built.
-    if let Err(e) = engine::plan(&suite, &registry) {
-        eprintln!("corral check: {}: {e}", args.suite.display());
-        return crate::exit::USAGE;
-    }
-    let host = match crate::sandboxes::host_or_exit("check") {
-        Ok(h) => h,
-        Err(code) => return code,
-    };
-    let opts = engine::GradeOptions {
-        jobs: args
-            .jobs
-            .unwrap_or_else(|| engine::GradeOptions::default().jobs)
-            .max(1),
-    };
-    let pool = Pool::new(
-        host,
-        PoolConfig {
-            max_idle: opts.jobs,
-            ..Default::default()
-        },
-    );
-    let report = match engine::grade(&pool, &registry, &suite, &args.submission, &opts) {
-        Ok(r) => r,
-        Err(
-            e @ (GradeError::Submission { .. }
-            | GradeError::Language(_)
-            | GradeError::LanguageUnavailable { .. }
-            | GradeError::NoCompile { .. }
-            | GradeError::Limits { .. }),
-        ) => {
-            eprintln!("corral check: {e}");
-            return crate::exit::USAGE;
-        }
-        Err(e) => {
-            eprintln!("corral check: {e}");
-            return crate::exit::SANDBOX_ERROR;
-        }
-    };
     let view = if args.staff {
         View::Staff
     } else {
@@ -134,17 +87,111 @@ pub fn main(args: CheckArgs) -> i32 {
     } else {
         args.format.unwrap_or(Format::Text)
     };
-    let text = match format {
+    let how = Output {
+        command: "check",
+        format,
+        view,
+        file: args.output,
+        jobs: args.jobs,
+        color: !args.no_color,
+        data: args.data,
+    };
+    grade_and_print(&suite, &args.submission, args.languages.as_deref(), how)
+}
+
+/// How [`grade_and_print`] shows a report.
+pub struct Output {
+    /// The subcommand, in messages.
+    pub command: &'static str,
+    pub format: Format,
+    pub view: View,
+    pub file: Option<PathBuf>,
+    pub jobs: Option<usize>,
+    /// Color the text output when standard output is a terminal.
+    pub color: bool,
+    /// The data folder (its image store), when given.
+    pub data: Option<PathBuf>,
+}
+
+/// Grades one submission against a loaded suite and prints the report; the exit code of
+/// `corral check`.
+pub fn grade_and_print(
+    suite: &Suite,
+    submission: &Path,
+    languages: Option<&Path>,
+    how: Output,
+) -> i32 {
+    let cmd = how.command;
+    let registry = match registry(languages) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("corral {cmd}: {e:#}");
+            return crate::exit::USAGE;
+        }
+    };
+    if !submission.is_dir() {
+        eprintln!("corral {cmd}: {}: not a folder", submission.display());
+        return crate::exit::USAGE;
+    }
+    // Unknown or unavailable languages are reported before any sandbox is built.
+    if let Err(e) = engine::plan(suite, &registry) {
+        eprintln!("corral {cmd}: {}: {e}", suite.path.display());
+        return crate::exit::USAGE;
+    }
+    let host = match crate::sandboxes::host_or_exit(cmd) {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    let images = match open_images(suite, how.data.as_deref()) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("corral {cmd}: {e:#}");
+            return crate::exit::USAGE;
+        }
+    };
+    let opts = engine::GradeOptions {
+        jobs: how
+            .jobs
+            .unwrap_or_else(|| engine::GradeOptions::default().jobs)
+            .max(1),
+        images,
+    };
+    let pool = Pool::new(
+        host,
+        PoolConfig {
+            max_idle: opts.jobs,
+            ..Default::default()
+        },
+    );
+    let report = match engine::grade(&pool, &registry, suite, submission, &opts) {
+        Ok(r) => r,
+        Err(
+            e @ (GradeError::Submission { .. }
+            | GradeError::Language(_)
+            | GradeError::LanguageUnavailable { .. }
+            | GradeError::NoCompile { .. }
+            | GradeError::Limits { .. }),
+        ) => {
+            eprintln!("corral {cmd}: {e}");
+            return crate::exit::USAGE;
+        }
+        Err(e) => {
+            eprintln!("corral {cmd}: {e}");
+            return crate::exit::SANDBOX_ERROR;
+        }
+    };
+    let view = how.view;
+    let text = match how.format {
         Format::Text => {
-            let color = !args.no_color && args.output.is_none() && std::io::stdout().is_terminal();
+            let color = how.color && how.file.is_none() && std::io::stdout().is_terminal();
             report.render_text(view, color)
         }
         Format::Json => report.pretty(&report.to_json(view)),
         Format::Cs50 => report.pretty(&report.to_cs50(view)),
         Format::Gradescope => report.pretty(&report.to_gradescope(view)),
     };
-    if let Err(e) = emit(args.output.as_deref(), &text) {
-        eprintln!("corral check: {e:#}");
+    if let Err(e) = emit(how.file.as_deref(), &text) {
+        eprintln!("corral {cmd}: {e:#}");
         return crate::exit::USAGE;
     }
     if report.has_errors() {
@@ -154,6 +201,27 @@ pub fn main(args: CheckArgs) -> i32 {
     } else {
         FAILED_EXIT
     }
+}
+
+/// The data folder's image store when the suite needs one: a Gradescope check on a base image
+/// finds it there (and caches its built environment), so does a PrairieLearn check in its
+/// grader's image.
+pub fn open_images(
+    suite: &Suite,
+    data: Option<&Path>,
+) -> anyhow::Result<Option<corral_images::Store>> {
+    let needs_images = suite.checks.iter().any(|c| match &c.kind {
+        corral_checks::CheckKind::Gradescope(g) => g.base.is_some(),
+        corral_checks::CheckKind::PrairieLearn(p) => p.image.is_some(),
+        _ => false,
+    });
+    if !needs_images {
+        return Ok(None);
+    }
+    let d = crate::env::data_dir(data, None)?;
+    let store = corral_images::Store::open(&d)
+        .with_context(|| format!("opening the image store in {}", d.display()))?;
+    Ok(Some(store))
 }
 
 fn emit(output: Option<&Path>, text: &str) -> anyhow::Result<()> {

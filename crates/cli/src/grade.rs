@@ -47,6 +47,10 @@ pub struct GradeArgs {
     /// No progress bar (it is only drawn on a terminal anyway).
     #[arg(long)]
     no_progress: bool,
+    /// The data folder whose image store has the suite's base or grader images (default: the
+    /// server configuration's).
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
 }
 
 pub fn main(args: GradeArgs) -> i32 {
@@ -111,10 +115,15 @@ pub fn main(args: GradeArgs) -> i32 {
         ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} (eta {eta}) {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    let images = match crate::check::open_images(&suite, args.data.as_deref()) {
+        Ok(i) => i,
+        Err(e) => return usage(format!("{e:#}")),
+    };
     let opts = BatchOptions {
         force: args.force,
         jobs,
         check_jobs,
+        images,
     };
     let (graded, kept) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let progress = |row: &batch::Row, how: Progress| {

@@ -6,6 +6,7 @@ mod doctor;
 mod env;
 mod exit;
 mod grade;
+mod gradescope;
 mod image_choice;
 mod languages;
 mod logs;
@@ -42,6 +43,8 @@ enum Command {
     Check(Box<check::CheckArgs>),
     /// Grade every submission of a folder (gradebook CSV, per-student JSON, HTML report).
     Grade(Box<grade::GradeArgs>),
+    /// Run a Gradescope autograder locally on one submission.
+    Gradescope(Box<gradescope::GradescopeArgs>),
     /// List the languages checks can use, and whether this host has them.
     Languages(languages::LanguagesArgs),
     /// Serve the HTTP API (upload, run, check, interactive runs over WebSocket).
@@ -73,6 +76,7 @@ fn main() {
         Command::Doctor(args) => doctor::main(args),
         Command::Check(args) => check::main(*args),
         Command::Grade(args) => grade::main(*args),
+        Command::Gradescope(args) => gradescope::main(*args),
         Command::Languages(args) => languages::main(args),
         Command::Serve(args) => serve::main(*args),
         Command::Token(args) => token::main(args),

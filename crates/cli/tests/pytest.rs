@@ -434,7 +434,7 @@ fn rubric_errors_name_the_file_line_and_key() {
         ),
         (
             "name: x\nchecks:\n  - id: t\n    steps: [{exists: a}]\n    pytest: {tests: [test_public.py]}\n",
-            "give only one of `steps`, `pytest` and `check50`",
+            "give only one of `steps`, `pytest`, `check50`, `gradescope` and `prairielearn`",
         ),
     ] {
         let a = temp_assignment(suite);

@@ -186,11 +186,19 @@ fn grade_suite(
         Ok(s) => s,
         Err(e) => return Verdict::internal(format!("suite {:?}: {e}", s.id)),
     };
-    let report =
-        match corral_checks::grade(pool, registry, &suite, at.files, &GradeOptions { jobs: 2 }) {
-            Ok(r) => r,
-            Err(e) => return Verdict::internal(format!("grading: {e}")),
-        };
+    let report = match corral_checks::grade(
+        pool,
+        registry,
+        &suite,
+        at.files,
+        &GradeOptions {
+            jobs: 2,
+            ..Default::default()
+        },
+    ) {
+        Ok(r) => r,
+        Err(e) => return Verdict::internal(format!("grading: {e}")),
+    };
     let view = if spec.staff {
         View::Staff
     } else {

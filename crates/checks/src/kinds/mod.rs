@@ -3,11 +3,17 @@
 //! - [`steps`]: steps run against live processes (CS50 Check's chains).
 //! - [`pytest`]: the assignment's pytest files, the outcome read from pytest's JUnit XML.
 //! - [`check50`]: a check50 problem folder run by check50 itself.
+//! - [`gradescope`], [`prairielearn`]: a course's existing grader run unmodified, sharing
+//!   [`grader_run`]; [`grader_env`] builds an autograder's environment (its `setup.sh`).
 //!
 //! A new kind is a model in [`crate::suite`] (a `CheckKind` variant), a module here implementing
 //! [`CheckRunner`] for it, and its arm in [`runner_of`].
 
 pub mod check50;
+pub mod grader_env;
+pub mod grader_run;
+pub mod gradescope;
+pub mod prairielearn;
 pub mod pytest;
 pub mod runner;
 pub mod steps;
@@ -24,6 +30,8 @@ pub fn runner_of(kind: &CheckKind) -> &dyn CheckRunner {
         CheckKind::Steps(steps) => steps,
         CheckKind::Pytest(pc) => pc.as_ref(),
         CheckKind::Check50(cc) => cc.as_ref(),
+        CheckKind::Gradescope(gc) => gc.as_ref(),
+        CheckKind::PrairieLearn(pc) => pc.as_ref(),
     }
 }
 

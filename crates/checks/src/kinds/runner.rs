@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use corral_sandbox::{Lease, Mount, Pool, SandboxConfig};
+use corral_sandbox::{Lease, Mount, Pool, Root, SandboxConfig};
 
 use crate::report::{CheckResult, IntegrityFlag};
 use crate::shared::settings::RunSettings;
@@ -26,6 +26,8 @@ pub struct CheckContext<'a> {
     pub stage: &'a Path,
     /// Where the working directory goes when the check passes: dependents start from it.
     pub output: Option<&'a Path>,
+    /// The image store, for kinds that name a base image (see [`crate::engine::GradeOptions`]).
+    pub images: Option<&'a corral_images::Store>,
 }
 
 impl CheckContext<'_> {
@@ -33,9 +35,23 @@ impl CheckContext<'_> {
     /// assignment files), the check's disk limit, its working directory a copy of the stage.
     /// Errors are the row's message.
     pub fn lease(&self, extra: Option<Mount>) -> Result<Lease, String> {
+        self.lease_with(extra, self.stage, Root::Host)
+    }
+
+    /// [`CheckContext::lease`] with the working directory a copy of `dir` instead of the stage
+    /// (a kind that lays the stage out its own way), in `root`.
+    pub fn lease_with(
+        &self,
+        extra: Option<Mount>,
+        dir: &Path,
+        root: Root,
+    ) -> Result<Lease, String> {
         let mut mounts = self.settings.mounts.clone();
         mounts.extend(extra);
-        let shape = SandboxConfig::offline(mounts, self.settings.limits.disk.bytes());
+        let shape = SandboxConfig {
+            root,
+            ..SandboxConfig::offline(mounts, self.settings.limits.disk.bytes())
+        };
         let mut lease = self
             .pool
             .lease(&shape)
@@ -46,7 +62,7 @@ impl CheckContext<'_> {
         );
         lease
             .sandbox()
-            .copy_in(self.stage)
+            .copy_in(dir)
             .map_err(|e| format!("copying files into the sandbox: {e}"))?;
         Ok(lease)
     }

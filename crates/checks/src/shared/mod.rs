@@ -4,9 +4,11 @@
 //! - [`stage`]: host-side preparation of working directories that never follows a planted link.
 //! - [`python`]: how a check runs one of corral's Python programs in the sandbox, nonces.
 //! - [`mounted`]: read-only host folders of assignment files to mount, shared while in use.
+//! - [`layout`]: the folders of symlinks a grader contract expects (`/autograder`, `/grade`).
 //! - [`rows`]: a check's rows in the report before and without running it.
 //! - [`text`]: output comparison, signal names, value sizes.
 
+pub mod layout;
 pub mod mounted;
 pub mod python;
 pub mod rows;

@@ -12,11 +12,13 @@
 //! parser knows it) and the key. See the README ("Checks and grading") for every key.
 //!
 //! This is the model only: plain data, parsing and validation, no sandbox. Each check kind's
-//! model is a module here ([`steps`], [`pytest`], [`check50`]; its runner is in [`crate::kinds`]),
+//! model is a module here ([`steps`], [`pytest`], [`check50`], [`graders`] for Gradescope and
+//! PrairieLearn graders; its runner is in [`crate::kinds`]),
 //! next to the safety scan's rules ([`safety`]), the scanner of the assignment's own Python files
 //! ([`pyscan`]) and path rules ([`paths`]).
 
 pub mod check50;
+pub mod graders;
 pub mod paths;
 pub mod pyscan;
 pub mod pytest;
@@ -32,6 +34,7 @@ use serde::Deserialize;
 
 use crate::error::SuiteError;
 pub use check50::{Check50Check, Check50Item};
+pub use graders::{GradescopeCheck, PrairieLearnCheck};
 pub use paths::relative;
 use paths::{assignment_path, normalize_rel};
 pub use pytest::{Item, PytestCheck, TestCase};
@@ -106,6 +109,10 @@ pub enum CheckKind {
     Pytest(Box<PytestCheck>),
     /// A check50 problem folder run by check50 itself; see [`check50`].
     Check50(Box<Check50Check>),
+    /// A Gradescope autograder run unmodified; see [`graders`].
+    Gradescope(Box<GradescopeCheck>),
+    /// A PrairieLearn external grader run unmodified; see [`graders`].
+    PrairieLearn(Box<PrairieLearnCheck>),
 }
 
 /// A rubric item of a check whose points are its items' (a pytest test or group, a check50
@@ -136,7 +143,8 @@ impl Check {
             }],
         };
         match &self.kind {
-            CheckKind::Steps(_) => None,
+            // Graders' tests are known only once they ran: their rows come with the results.
+            CheckKind::Steps(_) | CheckKind::Gradescope(_) | CheckKind::PrairieLearn(_) => None,
             CheckKind::Pytest(pc) => Some(
                 pc.items
                     .iter()
@@ -175,6 +183,8 @@ impl CheckKind {
                 .chain(&pc.config)
                 .collect(),
             CheckKind::Check50(cc) => cc.files.iter().collect(),
+            CheckKind::Gradescope(gc) => gc.files.iter().collect(),
+            CheckKind::PrairieLearn(pc) => pc.files.iter().collect(),
         }
     }
 }
@@ -224,6 +234,10 @@ struct RawCheck {
     pytest: Option<pytest::RawPytest>,
     #[serde(default)]
     check50: Option<check50::RawCheck50>,
+    #[serde(default)]
+    gradescope: Option<graders::RawGradescope>,
+    #[serde(default)]
+    prairielearn: Option<graders::RawPrairieLearn>,
 }
 
 // ------------------------------------------------------------------------------------ loading
@@ -335,11 +349,14 @@ impl Suite {
                 rc.steps.is_some(),
                 rc.pytest.is_some(),
                 rc.check50.is_some(),
+                rc.gradescope.is_some(),
+                rc.prairielearn.is_some(),
             ];
             if kinds.iter().filter(|k| **k).count() > 1 {
                 return Err(check_err(
                     &id,
-                    "give only one of `steps`, `pytest` and `check50`".into(),
+                    "give only one of `steps`, `pytest`, `check50`, `gradescope` and `prairielearn`"
+                        .into(),
                 ));
             }
             let rubric_kind = rc.pytest.is_some() || rc.check50.is_some();
@@ -351,23 +368,37 @@ impl Suite {
             }
             let language = rc.language.as_ref().or(raw.language.as_ref());
             let at = |m: String| check_err(&id, m);
-            let (kind, points) = match (rc.steps, rc.pytest, rc.check50) {
-                (_, Some(raw), _) => {
-                    let pc = PytestCheck::resolve(raw, &id, dir).map_err(at)?;
-                    let max = pc.max_points();
-                    (CheckKind::Pytest(Box::new(pc)), max)
-                }
-                (_, _, Some(raw)) => {
-                    let cc = Check50Check::resolve(raw, &id, dir).map_err(at)?;
-                    let max = cc.max_points();
-                    (CheckKind::Check50(Box::new(cc)), max)
-                }
-                (Some(steps), None, None) => {
-                    steps::validate(&steps, language.is_some(), dir).map_err(at)?;
-                    (CheckKind::Steps(steps), points)
-                }
-                (None, None, None) => {
-                    return Err(at("missing `steps` (or `pytest`, or `check50`)".into()));
+            let (kind, points) = if let Some(raw) = rc.gradescope {
+                let gc = GradescopeCheck::resolve(raw, rc.points, dir).map_err(at)?;
+                (
+                    CheckKind::Gradescope(Box::new(gc)),
+                    rc.points.unwrap_or(0.0),
+                )
+            } else if let Some(raw) = rc.prairielearn {
+                let pc = PrairieLearnCheck::resolve(raw, points, dir).map_err(at)?;
+                (CheckKind::PrairieLearn(Box::new(pc)), points)
+            } else {
+                match (rc.steps, rc.pytest, rc.check50) {
+                    (_, Some(raw), _) => {
+                        let pc = PytestCheck::resolve(raw, &id, dir).map_err(at)?;
+                        let max = pc.max_points();
+                        (CheckKind::Pytest(Box::new(pc)), max)
+                    }
+                    (_, _, Some(raw)) => {
+                        let cc = Check50Check::resolve(raw, &id, dir).map_err(at)?;
+                        let max = cc.max_points();
+                        (CheckKind::Check50(Box::new(cc)), max)
+                    }
+                    (Some(steps), None, None) => {
+                        steps::validate(&steps, language.is_some(), dir).map_err(at)?;
+                        (CheckKind::Steps(steps), points)
+                    }
+                    (None, None, None) => {
+                        return Err(at(
+                        "missing `steps` (or `pytest`, `check50`, `gradescope`, `prairielearn`)"
+                            .into(),
+                    ));
+                    }
                 }
             };
             checks.push(Check {

@@ -58,7 +58,10 @@ pub async fn grade(
                 &st2.languages,
                 &suite,
                 &submission,
-                &GradeOptions { jobs: 2 },
+                &GradeOptions {
+                    jobs: 2,
+                    ..Default::default()
+                },
             );
             drop(work);
             st2.metrics

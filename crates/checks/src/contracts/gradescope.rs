@@ -1,0 +1,640 @@
+//! Gradescope's autograder contract, as its public specification documents it
+//! (<https://gradescope-autograders.readthedocs.io/en/latest/specs/>): the `results.json` an
+//! autograder writes (read here: plain data, validated), how its tests become corral rows, and the
+//! `submission_metadata.json` the harness gives the autograder.
+//!
+//! What is refused (the check errors, it never passes): a file over [`MAX_RESULTS_BYTES`], text
+//! that is not JSON or not an object, a known key of the wrong type or value (an unknown
+//! `visibility`, a negative `max_score`, a `status` other than `passed`/`failed`), more than
+//! [`MAX_TESTS`] tests, and a file with neither a top-level `score` nor a `score` on every test
+//! (the specification requires one of them). Unknown keys are ignored, as Gradescope ignores them.
+
+use serde::{Deserialize, Deserializer};
+use serde_json::{json, Value};
+
+use super::results_file::{cap, fmt_num as fmt, parse, MAX_TESTS};
+pub use super::results_file::{ResultsError, MAX_OUTPUT, MAX_RESULTS_BYTES};
+use crate::report::{CheckResult, Observation, ScriptEntry};
+
+/// Who sees a result on Gradescope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    Visible,
+    Hidden,
+    AfterDueDate,
+    AfterPublished,
+}
+
+impl Visibility {
+    /// Students see only pass/fail in corral (a hidden row) unless it is `visible`.
+    pub fn hides(self) -> bool {
+        self != Visibility::Visible
+    }
+}
+
+/// How Gradescope renders an `output` or a test name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    Text,
+    Html,
+    SimpleFormat,
+    Md,
+    Ansi,
+}
+
+/// A test's `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Passed,
+    Failed,
+}
+
+/// One entry of `tests`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Test {
+    #[serde(default)]
+    pub score: Option<f64>,
+    #[serde(default)]
+    pub max_score: Option<f64>,
+    #[serde(default)]
+    pub status: Option<Status>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub name_format: Option<Format>,
+    /// `"1.1"`; a number is read as its text (gradescope-utils writes strings, others numbers).
+    #[serde(default, deserialize_with = "text_or_number")]
+    pub number: Option<String>,
+    #[serde(default)]
+    pub output: Option<String>,
+    #[serde(default)]
+    pub output_format: Option<Format>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub visibility: Option<Visibility>,
+    #[serde(default)]
+    pub extra_data: Option<Value>,
+}
+
+/// One entry of `leaderboard`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct LeaderboardEntry {
+    pub name: String,
+    /// A number or a text (`"*****"`).
+    pub value: Value,
+    #[serde(default)]
+    pub order: Option<Order>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    Asc,
+    Desc,
+}
+
+/// A whole `results.json`, validated.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Results {
+    /// The submission's score; overrides the tests' sum when given.
+    #[serde(default)]
+    pub score: Option<f64>,
+    /// Seconds. gradescope-utils writes it as text (`"0.42"`): a number or a text holding one.
+    #[serde(default, deserialize_with = "number_or_numeric_text")]
+    pub execution_time: Option<f64>,
+    #[serde(default)]
+    pub output: Option<String>,
+    #[serde(default)]
+    pub output_format: Option<Format>,
+    #[serde(default)]
+    pub test_output_format: Option<Format>,
+    #[serde(default)]
+    pub test_name_format: Option<Format>,
+    /// The default of every test's visibility, and of the whole result's.
+    #[serde(default)]
+    pub visibility: Option<Visibility>,
+    #[serde(default)]
+    pub stdout_visibility: Option<Visibility>,
+    #[serde(default)]
+    pub extra_data: Option<Value>,
+    #[serde(default)]
+    pub tests: Vec<Test>,
+    #[serde(default)]
+    pub leaderboard: Vec<LeaderboardEntry>,
+}
+
+fn text_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "expected a text or a number, found {other}"
+        ))),
+    }
+}
+
+fn number_or_numeric_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom(format!("{s:?} is not a number"))),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "expected a number, found {other}"
+        ))),
+    }
+}
+
+impl Results {
+    /// Reads and validates the bytes of a `results.json`.
+    pub fn parse(bytes: &[u8]) -> Result<Results, ResultsError> {
+        let r: Results = parse(bytes, "Gradescope")?;
+        r.validate()?;
+        Ok(r)
+    }
+
+    fn validate(&self) -> Result<(), ResultsError> {
+        let bad = |m: String| Err(ResultsError::Invalid(m));
+        if self.tests.len() > MAX_TESTS {
+            return bad(format!("more than {MAX_TESTS} tests"));
+        }
+        if let Some(s) = self.score {
+            if !s.is_finite() {
+                return bad("score: must be a finite number".into());
+            }
+        }
+        if self.score.is_none()
+            && (self.tests.is_empty() || self.tests.iter().any(|t| t.score.is_none()))
+        {
+            return bad(
+                "neither a top-level score nor a score on every test (Gradescope requires one)"
+                    .into(),
+            );
+        }
+        for (i, t) in self.tests.iter().enumerate() {
+            if t.score.is_some_and(|s| !s.is_finite()) {
+                return bad(format!("tests[{i}].score: must be a finite number"));
+            }
+            if let Some(m) = t.max_score {
+                if !m.is_finite() || m < 0.0 {
+                    return bad(format!("tests[{i}].max_score: must be a number >= 0"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The score Gradescope gives: the top-level `score`, else the sum of the tests'.
+    pub fn total(&self) -> f64 {
+        self.score
+            .unwrap_or_else(|| self.tests.iter().filter_map(|t| t.score).sum())
+    }
+}
+
+/// The rows of a Gradescope check, from its results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mapped {
+    /// One row per test, `CHECK/NUMBER` (or `CHECK/N`, N counted from 1, when the test has no
+    /// number; a repeated id gets `~2`, `~3`).
+    pub tests: Vec<CheckResult>,
+    /// The check's own row's points and maximum: what the tests' rows do not carry (the
+    /// top-level score when there are no tests, or what it overrides of the tests' sum; the
+    /// declared total's part the tests do not cover).
+    pub points: f64,
+    pub max_points: f64,
+    /// Every test passed (and, with no tests, the score reached the maximum).
+    pub passed: bool,
+    /// What the check's row says: the top-level `output`, the score, and what is odd.
+    pub message: String,
+    /// Whether the check's own row is hidden from students (`visibility` not `visible`).
+    pub hidden: bool,
+    /// Observations for the check's row (leaderboard, execution time, extra data).
+    pub script: Vec<ScriptEntry>,
+}
+
+/// Maps validated results to rows of check `check_id`. `total` is the check's declared maximum
+/// (the suite's `points`), when given; `check_hidden` hides every row.
+pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: bool) -> Mapped {
+    let default_vis = results.visibility.unwrap_or(Visibility::Visible);
+    let mut ids: Vec<String> = Vec::new();
+    let mut tests = Vec::new();
+    for (i, t) in results.tests.iter().enumerate() {
+        let base = t
+            .number
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty() && !n.contains(['/', '\n']))
+            .map(str::to_string)
+            .unwrap_or_else(|| (i + 1).to_string());
+        let mut id = format!("{check_id}/{base}");
+        let mut k = 2;
+        while ids.contains(&id) {
+            id = format!("{check_id}/{base}~{k}");
+            k += 1;
+        }
+        ids.push(id.clone());
+        let score = t.score.unwrap_or(0.0);
+        let max = t.max_score.unwrap_or(0.0);
+        // Gradescope's rule: the status when given, else passed when the score reaches the
+        // maximum (a test without a maximum is not failed).
+        let passed = match t.status {
+            Some(s) => s == Status::Passed,
+            None => t.max_score.is_none_or(|m| score >= m),
+        };
+        let mut message = Vec::new();
+        if let Some(o) = t.output.as_deref().filter(|o| !o.trim().is_empty()) {
+            message.push(cap(o));
+        }
+        if !passed && message.is_empty() {
+            message.push("test failed".into());
+        }
+        let name = t
+            .name
+            .clone()
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| format!("test {base}"));
+        let mut script = vec![ScriptEntry {
+            expected: Observation::new("test", json!({"name": name, "max_score": t.max_score})),
+            actual: Observation::new(
+                "result",
+                json!({"score": t.score, "status": t.status.map(|s| if s == Status::Passed { "passed" } else { "failed" })}),
+            ),
+        }];
+        if !t.tags.is_empty() {
+            script.push(ScriptEntry {
+                expected: Observation::new("tags", json!(t.tags)),
+                actual: Observation::new("tags", json!(t.tags)),
+            });
+        }
+        if let Some(x) = t.extra_data.as_ref().filter(|x| !x.is_null()) {
+            script.push(ScriptEntry {
+                expected: Observation::new("extra_data", x.clone()),
+                actual: Observation::new("extra_data", x.clone()),
+            });
+        }
+        tests.push(CheckResult {
+            id,
+            description: name,
+            dependencies: vec![check_id.to_string()],
+            result: Some(passed),
+            script,
+            points: score,
+            max_points: max,
+            time_ms: 0,
+            hidden: check_hidden || t.visibility.unwrap_or(default_vis).hides(),
+            message: (!message.is_empty()).then(|| message.join("\n")),
+            error: None,
+            children: Vec::new(),
+        });
+    }
+
+    let test_points: f64 = tests.iter().map(|t| t.points).sum();
+    let test_max: f64 = tests.iter().map(|t| t.max_points).sum();
+    let score = results.total();
+    let points = score - test_points;
+    let max_points = match total {
+        Some(t) => t - test_max,
+        None => 0.0,
+    };
+    let mut message = Vec::new();
+    if let Some(o) = results.output.as_deref().filter(|o| !o.trim().is_empty()) {
+        message.push(cap(o));
+    }
+    let shown_max = total.unwrap_or(test_max);
+    message.push(format!(
+        "autograder score: {}/{}",
+        fmt(score),
+        fmt(shown_max)
+    ));
+    if !tests.is_empty() && results.score.is_some() && points != 0.0 {
+        message.push(format!(
+            "the top-level score {} overrides the tests' sum {} (Gradescope's rule): the difference is on this row",
+            fmt(score),
+            fmt(test_points)
+        ));
+    }
+    if total.is_some_and(|t| t != test_max) && !tests.is_empty() {
+        message.push(format!(
+            "the tests' maximum {} differs from the check's points {}",
+            fmt(test_max),
+            fmt(shown_max)
+        ));
+    }
+    if total.is_none() && tests.is_empty() {
+        message.push("no tests and no `points` for the check: the maximum is unknown".into());
+    }
+    // Passed: every test passed and the score reached the maximum (with no tests and no
+    // declared maximum, nothing says it passed).
+    let passed = if tests.is_empty() {
+        total.is_some_and(|t| score >= t)
+    } else {
+        tests.iter().all(|t| t.result == Some(true)) && score >= shown_max
+    };
+    let mut script = Vec::new();
+    if let Some(t) = results.execution_time {
+        script.push(ScriptEntry {
+            expected: Observation::new("execution_time", json!(null)),
+            actual: Observation::new("execution_time", json!(t)),
+        });
+    }
+    for l in &results.leaderboard {
+        let v = json!({"name": l.name, "value": l.value, "order": l.order.map(|o| if o == Order::Asc { "asc" } else { "desc" })});
+        script.push(ScriptEntry {
+            expected: Observation::new("leaderboard", v.clone()),
+            actual: Observation::new("leaderboard", v),
+        });
+    }
+    if let Some(x) = results.extra_data.as_ref().filter(|x| !x.is_null()) {
+        script.push(ScriptEntry {
+            expected: Observation::new("extra_data", x.clone()),
+            actual: Observation::new("extra_data", x.clone()),
+        });
+    }
+    Mapped {
+        tests,
+        points,
+        max_points,
+        passed,
+        message: message.join("\n"),
+        hidden: check_hidden || default_vis.hides(),
+        script,
+    }
+}
+
+/// The assignment, as `submission_metadata.json` describes it.
+#[derive(Debug, Clone, Default)]
+pub struct Assignment {
+    pub title: String,
+    pub total_points: Option<f64>,
+}
+
+/// `submission_metadata.json` in Gradescope's documented shape. corral does not know the
+/// submitters, course or due dates of a check: `users` and `previous_submissions` are empty, ids
+/// 0, dates `null`, `created_at` now.
+pub fn submission_metadata(assignment: &Assignment, created_at: &str) -> Value {
+    json!({
+        "id": 0,
+        "created_at": created_at,
+        "assignment": {
+            "due_date": null,
+            "group_size": null,
+            "group_submission": false,
+            "id": 0,
+            "course_id": 0,
+            "late_due_date": null,
+            "release_date": null,
+            "title": assignment.title,
+            "total_points": assignment.total_points.map(|p| format!("{p:.1}")),
+        },
+        "submission_method": "upload",
+        "users": [],
+        "previous_submissions": [],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Results, ResultsError> {
+        Results::parse(s.as_bytes())
+    }
+
+    #[test]
+    fn the_documented_example_parses() {
+        let r = parse(
+            r#"{ "score": 44.0, "execution_time": 136, "output": "Text relevant to the entire submission",
+                 "output_format": "simple_format", "test_output_format": "text", "test_name_format": "text",
+                 "visibility": "after_due_date", "stdout_visibility": "visible", "extra_data": {},
+                 "tests": [
+                   {"score": 2.0, "max_score": 2.0, "status": "passed", "name": "Your name here",
+                    "name_format": "text", "number": "1.1", "output": "Giant multiline string",
+                    "output_format": "text", "tags": ["tag1", "tag2", "tag3"], "visibility": "visible",
+                    "extra_data": {}}
+                 ],
+                 "leaderboard": [
+                   {"name": "Accuracy", "value": 0.926},
+                   {"name": "Time", "value": 15.1, "order": "asc"},
+                   {"name": "Stars", "value": "*****"}
+                 ] }"#,
+        )
+        .unwrap();
+        assert_eq!(r.score, Some(44.0));
+        assert_eq!(r.visibility, Some(Visibility::AfterDueDate));
+        assert_eq!(r.tests[0].number.as_deref(), Some("1.1"));
+        assert_eq!(r.tests[0].tags.len(), 3);
+        assert_eq!(r.leaderboard[1].order, Some(Order::Asc));
+        assert_eq!(r.total(), 44.0);
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_key() {
+        for (text, says) in [
+            ("", "EOF"),
+            ("[]", "not a JSON object"),
+            ("not json", "expected"),
+            (r#"{"score": "10"}"#, "score"),
+            (
+                r#"{"score": 1, "tests": [{"score": 1, "visibility": "students"}]}"#,
+                "tests[0].visibility",
+            ),
+            (
+                r#"{"score": 1, "tests": [{"score": 1, "status": "ok"}]}"#,
+                "tests[0].status",
+            ),
+            (
+                r#"{"score": 1, "tests": [{"score": 1, "max_score": -1}]}"#,
+                "tests[0].max_score",
+            ),
+            (
+                r#"{"score": 1, "tests": [{"score": 1, "tags": "a"}]}"#,
+                "tests[0].tags",
+            ),
+            (
+                r#"{"score": 1, "tests": [{"score": 1, "number": [1]}]}"#,
+                "tests[0].number",
+            ),
+            (r#"{"score": 1, "output_format": "pdf"}"#, "output_format"),
+            (
+                r#"{"score": 1, "leaderboard": [{"value": 1}]}"#,
+                "leaderboard[0]",
+            ),
+            (
+                r#"{"tests": [{"score": 1}, {"max_score": 1}]}"#,
+                "neither a top-level score",
+            ),
+            (r#"{}"#, "neither a top-level score"),
+            (r#"{"score": 1} trailing"#, "trailing"),
+            (r#"{"score": 1e999}"#, "out of range"),
+            (
+                r#"{"score": 1, "execution_time": "soon"}"#,
+                "execution_time",
+            ),
+            (r#"{"score": 1, "execution_time": [1]}"#, "execution_time"),
+        ] {
+            let e = parse(text).expect_err(text).to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        let big = format!(
+            "{{\"score\": 1, \"output\": \"{}\"}}",
+            "x".repeat(MAX_RESULTS_BYTES)
+        );
+        assert_eq!(parse(&big), Err(ResultsError::TooLarge));
+        let many = format!(
+            "{{\"tests\": [{}]}}",
+            vec!["{\"score\": 0}"; MAX_TESTS + 1].join(",")
+        );
+        assert!(parse(&many).unwrap_err().to_string().contains("more than"));
+    }
+
+    #[test]
+    fn unknown_keys_are_ignored_and_numbers_read_as_text() {
+        let r = parse(
+            r#"{"tests": [{"score": 1, "max_score": 1, "number": 3, "future": true}], "x": 1}"#,
+        )
+        .unwrap();
+        assert_eq!(r.tests[0].number.as_deref(), Some("3"));
+        // gradescope-utils' JSONTestRunner writes the execution time as text.
+        let r = parse(r#"{"score": 1, "execution_time": "0.42"}"#).unwrap();
+        assert_eq!(r.execution_time, Some(0.42));
+        assert_eq!(r.total(), 1.0);
+    }
+
+    #[test]
+    fn tests_become_rows_with_their_points_and_visibility() {
+        let r = parse(
+            r#"{"tests": [
+                 {"score": 2, "max_score": 2, "name": "adds", "number": "1.1"},
+                 {"score": 0, "max_score": 3, "name": "divides", "number": "1.2", "output": "ZeroDivisionError"},
+                 {"score": 1, "max_score": 1, "visibility": "hidden", "number": "2"},
+                 {"score": 0, "max_score": 1, "visibility": "after_due_date", "number": "2"},
+                 {"score": 1, "max_score": 1, "visibility": "after_published", "status": "failed"},
+                 {"score": 0.5}
+               ]}"#,
+        )
+        .unwrap();
+        let m = map(&r, "gs", Some(10.0), false);
+        let ids: Vec<&str> = m.tests.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["gs/1.1", "gs/1.2", "gs/2", "gs/2~2", "gs/5", "gs/6"]);
+        let points: Vec<(f64, f64)> = m.tests.iter().map(|t| (t.points, t.max_points)).collect();
+        assert_eq!(
+            points,
+            [
+                (2.0, 2.0),
+                (0.0, 3.0),
+                (1.0, 1.0),
+                (0.0, 1.0),
+                (1.0, 1.0),
+                (0.5, 0.0)
+            ]
+        );
+        let results: Vec<Option<bool>> = m.tests.iter().map(|t| t.result).collect();
+        assert_eq!(
+            results,
+            [
+                Some(true),
+                Some(false),
+                Some(true),
+                Some(false),
+                Some(false),
+                Some(true)
+            ]
+        );
+        let hidden: Vec<bool> = m.tests.iter().map(|t| t.hidden).collect();
+        assert_eq!(hidden, [false, false, true, true, true, false]);
+        assert_eq!(m.tests[1].message.as_deref(), Some("ZeroDivisionError"));
+        assert_eq!(m.tests[0].description, "adds");
+        assert_eq!(m.tests[2].description, "test 2");
+        // The check's row carries the declared total's part the tests do not cover.
+        assert_eq!((m.points, m.max_points), (0.0, 2.0));
+        assert!(!m.passed);
+        let sum: f64 = m.tests.iter().map(|t| t.points).sum::<f64>() + m.points;
+        assert_eq!(sum, 4.5);
+    }
+
+    #[test]
+    fn the_top_level_score_overrides_and_stands_alone() {
+        let r = parse(r#"{"score": 7, "tests": [{"score": 2, "max_score": 2}, {"score": 1, "max_score": 8}]}"#).unwrap();
+        let m = map(&r, "gs", Some(10.0), false);
+        assert_eq!((m.points, m.max_points), (4.0, 0.0));
+        assert!(m.message.contains("overrides"), "{}", m.message);
+        let total: f64 = m.tests.iter().map(|t| t.points).sum::<f64>() + m.points;
+        assert_eq!(total, 7.0);
+
+        let r = parse(r#"{"score": 6.5, "output": "good job", "visibility": "after_published"}"#)
+            .unwrap();
+        let m = map(&r, "gs", Some(10.0), false);
+        assert!(m.tests.is_empty());
+        assert_eq!((m.points, m.max_points), (6.5, 10.0));
+        assert!(m.hidden && !m.passed);
+        assert!(
+            m.message.starts_with("good job\nautograder score: 6.5/10"),
+            "{}",
+            m.message
+        );
+        let m = map(&parse(r#"{"score": 10}"#).unwrap(), "gs", Some(10.0), false);
+        assert!(m.passed);
+        let m = map(&parse(r#"{"score": 3}"#).unwrap(), "gs", None, false);
+        assert_eq!((m.points, m.max_points), (3.0, 0.0));
+        assert!(m.message.contains("maximum is unknown"));
+    }
+
+    #[test]
+    fn the_top_level_visibility_is_the_tests_default() {
+        let r = parse(r#"{"visibility": "hidden", "tests": [{"score": 1, "max_score": 1}, {"score": 1, "max_score": 1, "visibility": "visible"}]}"#).unwrap();
+        let m = map(&r, "gs", None, false);
+        assert_eq!(
+            m.tests.iter().map(|t| t.hidden).collect::<Vec<_>>(),
+            [true, false]
+        );
+        assert!(m.hidden);
+        assert!(m.passed);
+        assert_eq!((m.points, m.max_points), (0.0, 0.0));
+        // A hidden check hides everything.
+        let m = map(&r, "gs", None, true);
+        assert!(m.tests.iter().all(|t| t.hidden));
+    }
+
+    #[test]
+    fn long_outputs_are_cut() {
+        let r = parse(&format!(
+            r#"{{"tests": [{{"score": 0, "max_score": 1, "output": "{}é"}}]}}"#,
+            "a".repeat(MAX_OUTPUT - 1)
+        ))
+        .unwrap();
+        let m = map(&r, "gs", None, false);
+        let msg = m.tests[0].message.as_deref().unwrap();
+        assert!(
+            msg.ends_with("[… cut at 16384 bytes]"),
+            "{}",
+            &msg[msg.len() - 40..]
+        );
+        assert!(msg.len() < MAX_OUTPUT + 64);
+    }
+
+    #[test]
+    fn metadata_has_the_documented_keys() {
+        let m = submission_metadata(
+            &Assignment {
+                title: "hw1".into(),
+                total_points: Some(20.0),
+            },
+            "2026-11-26T08:00:00Z",
+        );
+        assert_eq!(m["assignment"]["title"], "hw1");
+        assert_eq!(m["assignment"]["total_points"], "20.0");
+        assert_eq!(m["created_at"], "2026-11-26T08:00:00Z");
+        assert!(m["users"].as_array().unwrap().is_empty());
+        assert!(m["previous_submissions"].as_array().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,334 @@
+//! PrairieLearn's external grader contract, as its documentation describes it: the grader reads
+//! `/grade/` (`student/`, `tests/`, `serverFilesCourse/`, `data/data.json`) and writes
+//! `/grade/results/results.json`. Read here: plain data, validated; mapped to corral rows.
+//!
+//! What is refused (the check errors, it never passes): a file over [`MAX_RESULTS_BYTES`], text
+//! that is not a JSON object, a known key of the wrong type, a `score` outside 0–1, a missing
+//! `score` on a gradable result, more than [`MAX_TESTS`] tests, a test without a `name`, negative
+//! points; and a result the grader itself marks `gradable: false` or `succeeded: false` is an
+//! error row with the grader's message. Unknown keys (`images`, …) are ignored.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::results_file::{cap, fmt_num as fmt, parse, MAX_TESTS};
+pub use super::results_file::{ResultsError, MAX_OUTPUT, MAX_RESULTS_BYTES};
+use crate::report::{CheckResult, Observation, ScriptEntry};
+
+/// One entry of `tests`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Test {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub points: Option<f64>,
+    #[serde(default)]
+    pub max_points: Option<f64>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub output: Option<String>,
+}
+
+/// A whole `results.json`, validated.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Results {
+    /// `false`: the grading itself failed.
+    #[serde(default)]
+    pub succeeded: Option<bool>,
+    /// `false`: the submission cannot be graded (the grader says why in `message`).
+    #[serde(default)]
+    pub gradable: Option<bool>,
+    /// 0–1.
+    #[serde(default)]
+    pub score: Option<f64>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub output: Option<String>,
+    #[serde(default)]
+    pub tests: Vec<Test>,
+}
+
+impl Results {
+    /// Reads and validates the bytes of a `results.json`.
+    pub fn parse(bytes: &[u8]) -> Result<Results, ResultsError> {
+        let r: Results = parse(bytes, "PrairieLearn")?;
+        r.validate()?;
+        Ok(r)
+    }
+
+    fn validate(&self) -> Result<(), ResultsError> {
+        let bad = |m: String| Err(ResultsError::Invalid(m));
+        if self.tests.len() > MAX_TESTS {
+            return bad(format!("more than {MAX_TESTS} tests"));
+        }
+        match self.score {
+            Some(s) if !(0.0..=1.0).contains(&s) => {
+                return bad(format!("score: {s} is not between 0 and 1"))
+            }
+            None if self.judged() => return bad("score: missing".into()),
+            _ => {}
+        }
+        for (i, t) in self.tests.iter().enumerate() {
+            for (key, v) in [("points", t.points), ("max_points", t.max_points)] {
+                if v.is_some_and(|p| !p.is_finite() || p < 0.0) {
+                    return bad(format!("tests[{i}].{key}: must be a number >= 0"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The grader graded the submission (not `gradable: false`, not `succeeded: false`).
+    pub fn judged(&self) -> bool {
+        self.gradable != Some(false) && self.succeeded != Some(false)
+    }
+}
+
+/// The rows of a PrairieLearn check, from its results.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mapped {
+    /// The grader graded the submission.
+    Graded {
+        /// `score × points` of the check's `points`.
+        points: f64,
+        /// One row per test, `CHECK/N` (N counted from 1), worth no points of their own: the
+        /// score is PrairieLearn's, the tests' points are shown in their messages.
+        tests: Vec<CheckResult>,
+        /// The grader's `message`, then the score.
+        message: String,
+        passed: bool,
+    },
+    /// `gradable: false` or `succeeded: false`: an error row with the grader's message.
+    NotGradable(String),
+}
+
+/// Maps validated results to rows of check `check_id` worth `points` in all.
+pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapped {
+    if !results.judged() {
+        let what = if results.gradable == Some(false) {
+            "the grader marked the submission not gradable"
+        } else {
+            "the grader says grading did not succeed"
+        };
+        let why = results
+            .message
+            .as_deref()
+            .filter(|m| !m.trim().is_empty())
+            .map(|m| format!("{what}: {}", cap(m)))
+            .unwrap_or_else(|| what.to_string());
+        return Mapped::NotGradable(why);
+    }
+    let score = results.score.unwrap_or(0.0);
+    let tests: Vec<CheckResult> = results
+        .tests
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let passed = match (t.points, t.max_points) {
+                (Some(p), Some(m)) => p >= m,
+                (Some(p), None) => p > 0.0,
+                _ => true,
+            };
+            let mut message = Vec::new();
+            if let (Some(p), Some(m)) = (t.points, t.max_points) {
+                message.push(format!("{}/{} points", fmt(p), fmt(m)));
+            }
+            for m in [&t.message, &t.output].into_iter().flatten() {
+                if !m.trim().is_empty() {
+                    message.push(cap(m));
+                }
+            }
+            CheckResult {
+                id: format!("{check_id}/{}", i + 1),
+                description: match &t.description {
+                    Some(d) if !d.trim().is_empty() => format!("{}: {d}", t.name),
+                    _ => t.name.clone(),
+                },
+                dependencies: vec![check_id.to_string()],
+                result: Some(passed),
+                script: vec![ScriptEntry {
+                    expected: Observation::new(
+                        "test",
+                        json!({"name": t.name, "max_points": t.max_points}),
+                    ),
+                    actual: Observation::new("points", json!(t.points)),
+                }],
+                points: 0.0,
+                max_points: 0.0,
+                time_ms: 0,
+                hidden,
+                message: (!message.is_empty()).then(|| message.join("\n")),
+                error: None,
+                children: Vec::new(),
+            }
+        })
+        .collect();
+    let mut message = Vec::new();
+    if let Some(m) = results.message.as_deref().filter(|m| !m.trim().is_empty()) {
+        message.push(cap(m));
+    }
+    message.push(format!(
+        "score: {}%",
+        fmt((score * 10000.0).round() / 100.0)
+    ));
+    Mapped::Graded {
+        points: score * points,
+        tests,
+        message: message.join("\n"),
+        passed: score >= 1.0,
+    }
+}
+
+/// `data/data.json`: what PrairieLearn gives a grader about the submission. corral knows the
+/// files (also under `student/`, and base64 in `submitted_answers._files` as PrairieLearn's file
+/// editors submit them) and the parameters the suite declares; the rest is empty.
+pub fn data_json(params: &Value, correct_answers: &Value, files: &[(String, Vec<u8>)]) -> Value {
+    use base64::Engine;
+    let files: Vec<Value> = files
+        .iter()
+        .map(|(name, bytes)| {
+            json!({"name": name, "contents": base64::engine::general_purpose::STANDARD.encode(bytes)})
+        })
+        .collect();
+    json!({
+        "params": params,
+        "correct_answers": correct_answers,
+        "submitted_answers": {"_files": files},
+        "format_errors": {},
+        "partial_scores": {},
+        "score": 0,
+        "feedback": {},
+        "variant_seed": 0,
+        "options": {},
+        "raw_submitted_answers": {},
+        "editable": false,
+        "panel": "question",
+        "extensions": {},
+        "num_valid_submissions": 0,
+        "manual_grading": false,
+        "answers_names": {},
+        "gradable": true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Results, ResultsError> {
+        Results::parse(s.as_bytes())
+    }
+
+    #[test]
+    fn the_documented_shape_parses_and_maps() {
+        let r = parse(
+            r#"{"gradable": true, "score": 0.25, "message": "Tests completed successfully.",
+                "output": "Running tests...", "images": [],
+                "tests": [
+                  {"name": "Test 1", "description": "adds", "points": 1, "max_points": 1, "message": "ok", "output": "1+1=2"},
+                  {"name": "Test 2", "points": 0, "max_points": 3, "message": "expected 4, got 5"}
+                ]}"#,
+        )
+        .unwrap();
+        let Mapped::Graded {
+            points,
+            tests,
+            message,
+            passed,
+        } = map(&r, "pl", 4.0, false)
+        else {
+            panic!("graded")
+        };
+        assert_eq!(points, 1.0);
+        assert!(!passed);
+        assert_eq!(message, "Tests completed successfully.\nscore: 25%");
+        assert_eq!(tests[0].id, "pl/1");
+        assert_eq!(tests[0].description, "Test 1: adds");
+        assert_eq!(tests[0].result, Some(true));
+        assert_eq!(tests[1].result, Some(false));
+        assert_eq!(
+            tests[1].message.as_deref(),
+            Some("0/3 points\nexpected 4, got 5")
+        );
+        assert!(tests.iter().all(|t| t.points == 0.0 && t.max_points == 0.0));
+    }
+
+    #[test]
+    fn not_gradable_is_an_error_with_the_graders_message() {
+        let r = parse(r#"{"gradable": false, "message": "no file named fib.py"}"#).unwrap();
+        assert_eq!(
+            map(&r, "pl", 1.0, false),
+            Mapped::NotGradable(
+                "the grader marked the submission not gradable: no file named fib.py".into()
+            )
+        );
+        let r = parse(r#"{"succeeded": false, "score": 0}"#).unwrap();
+        assert!(matches!(map(&r, "pl", 1.0, false), Mapped::NotGradable(_)));
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_key() {
+        for (text, says) in [
+            ("", "EOF"),
+            ("[1]", "not a JSON object"),
+            (r#"{"gradable": true}"#, "score: missing"),
+            (r#"{"score": 1.5}"#, "not between 0 and 1"),
+            (r#"{"score": -0.1}"#, "not between 0 and 1"),
+            (r#"{"score": "1"}"#, "score"),
+            (r#"{"score": 1, "gradable": "yes"}"#, "gradable"),
+            (r#"{"score": 1, "tests": [{"points": 1}]}"#, "tests[0]"),
+            (
+                r#"{"score": 1, "tests": [{"name": "a", "points": -1}]}"#,
+                "tests[0].points",
+            ),
+            (
+                r#"{"score": 1, "tests": [{"name": "a", "max_points": "2"}]}"#,
+                "tests[0].max_points",
+            ),
+            (r#"{"score": 1, "message": 3}"#, "message"),
+            (r#"{"score": 1}{}"#, "trailing"),
+        ] {
+            let e = parse(text).expect_err(text).to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        let big = format!(
+            r#"{{"score": 1, "output": "{}"}}"#,
+            "x".repeat(MAX_RESULTS_BYTES)
+        );
+        assert_eq!(parse(&big), Err(ResultsError::TooLarge));
+    }
+
+    #[test]
+    fn a_full_score_passes_and_scales_to_the_checks_points() {
+        let r = parse(r#"{"score": 1}"#).unwrap();
+        let Mapped::Graded {
+            points,
+            passed,
+            tests,
+            ..
+        } = map(&r, "pl", 5.0, true)
+        else {
+            panic!()
+        };
+        assert_eq!(points, 5.0);
+        assert!(passed && tests.is_empty());
+    }
+
+    #[test]
+    fn data_json_carries_the_files_and_parameters() {
+        let d = data_json(
+            &json!({"n": 5}),
+            &json!({}),
+            &[("fib.py".into(), b"def fib(n): pass\n".to_vec())],
+        );
+        assert_eq!(d["params"]["n"], 5);
+        assert_eq!(d["submitted_answers"]["_files"][0]["name"], "fib.py");
+        assert_eq!(
+            d["submitted_answers"]["_files"][0]["contents"],
+            "ZGVmIGZpYihuKTogcGFzcwo="
+        );
+    }
+}

@@ -1,0 +1,68 @@
+//! What reading any grader's `results.json` shares: the size cap, the JSON object check, error
+//! messages that name the key, and how long texts are cut in rows.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The largest `results.json` read.
+pub const MAX_RESULTS_BYTES: usize = 4 << 20;
+/// The most tests one file may list.
+pub const MAX_TESTS: usize = 5000;
+/// The longest text kept from one `output` or `message` in a row.
+pub const MAX_OUTPUT: usize = 16 * 1024;
+
+/// Why a `results.json` cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResultsError {
+    #[error("results.json is larger than {MAX_RESULTS_BYTES} bytes")]
+    TooLarge,
+    /// Not JSON, not an object, or a known key of the wrong type (the key is named).
+    #[error("results.json is not valid JSON of {contract}'s shape: {why}")]
+    Malformed { contract: &'static str, why: String },
+    /// The right types, an impossible meaning (a score outside its range, …).
+    #[error("results.json: {0}")]
+    Invalid(String),
+}
+
+/// Parses `bytes` as a JSON object of shape `T` (`contract` names the shape in errors).
+pub fn parse<T: DeserializeOwned>(bytes: &[u8], contract: &'static str) -> Result<T, ResultsError> {
+    if bytes.len() > MAX_RESULTS_BYTES {
+        return Err(ResultsError::TooLarge);
+    }
+    let malformed = |why: String| ResultsError::Malformed { contract, why };
+    // Parsed as a value first: serde would also take an array for a struct.
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| malformed(e.to_string()))?;
+    if !value.is_object() {
+        return Err(malformed("the file is not a JSON object".into()));
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        malformed(if path == "." {
+            inner.to_string()
+        } else {
+            format!("{path}: {inner}")
+        })
+    })
+}
+
+/// Cuts `s` to at most [`MAX_OUTPUT`] bytes (on a character boundary), saying so.
+pub fn cap(s: &str) -> String {
+    if s.len() <= MAX_OUTPUT {
+        return s.to_string();
+    }
+    let mut end = MAX_OUTPUT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[… cut at {MAX_OUTPUT} bytes]", &s[..end])
+}
+
+/// A number as people write it: `3`, `2.5`.
+pub fn fmt_num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x}")
+    }
+}

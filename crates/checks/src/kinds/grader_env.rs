@@ -1,0 +1,193 @@
+//! A Gradescope autograder's environment: its `setup.sh` run once, as root of a build sandbox
+//! (corral's image sandbox in build mode: the base image's layers under a writable upper folder,
+//! root of its own user namespace, network on, as Gradescope runs it), the upper folder kept as
+//! a layer on top of the base. Cached by the autograder's digest and the base's digest: the
+//! second submission starts at once, a changed autograder or base builds again.
+//!
+//! The cache is a folder per key under the data folder (`graders/gradescope/KEY/layer`), made
+//! under an exclusive lock (concurrent graders of one autograder build once) in a temporary
+//! folder renamed into place only when `setup.sh` succeeded, so a failed or interrupted build
+//! is never used.
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use corral_sandbox::{ImageRoot, Millis, Mount, NoSink, Root, RunSpec, Size, Status};
+use sha2::{Digest, Sha256};
+
+use crate::contracts::bundle::Bundle;
+
+/// The environment an autograder runs in.
+#[derive(Debug, Clone)]
+pub struct Environment {
+    pub root: ImageRoot,
+    /// Whether this call ran `setup.sh` (false: the cached layer was used).
+    pub built_now: bool,
+    /// `sha256:…` of (autograder digest, base digest).
+    pub key: String,
+}
+
+/// The key of an autograder on a base.
+pub fn key(bundle: &Bundle, base: &ImageRoot) -> String {
+    let mut h = Sha256::new();
+    h.update(b"corral gradescope environment v1\0");
+    h.update(bundle.digest.as_bytes());
+    h.update(b"\0");
+    h.update(base.digest.as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An exclusive `flock`, held while the returned file lives.
+fn lock(path: &Path) -> std::io::Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    // SAFETY: flock on a descriptor this function owns; no memory is involved.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(f)
+}
+
+/// Clears what would make a file of the layer run with privileges on the host: setuid and
+/// setgid bits and file capabilities (`security.capability`). `setup.sh` is root in its
+/// sandbox and may leave a setuid-root shell; the layer lives on the host's disk, where a local
+/// user could otherwise run it. (Inside sandboxes every mount is `nosuid` anyway; the images
+/// store never keeps these bits either.) Links are never followed.
+fn defuse(dir: &Path, depth: usize) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    if depth > 256 {
+        return Err(std::io::Error::other("folders nested too deep"));
+    }
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let ft = e.file_type()?;
+        if ft.is_dir() {
+            defuse(&e.path(), depth + 1)?;
+        } else if ft.is_file() {
+            let path = e.path();
+            let mode = std::fs::symlink_metadata(&path)?.permissions().mode();
+            if mode & 0o6000 != 0 {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o1777))?;
+            }
+            let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+                .map_err(std::io::Error::other)?;
+            // SAFETY: lremovexattr with NUL-terminated strings this function owns.
+            let rc = unsafe { libc::lremovexattr(c.as_ptr(), c"security.capability".as_ptr()) };
+            if rc != 0 {
+                let err = std::io::Error::last_os_error();
+                if err.raw_os_error() != Some(libc::ENODATA) {
+                    return Err(err);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The environment of `bundle` on `base`: the cached layer, or `setup.sh` run now (in a fresh
+/// build sandbox of `host`) when there is none. `cache` is the folder of every key's layer.
+pub fn prepare(
+    host: &std::sync::Arc<corral_sandbox::Host>,
+    bundle: &Bundle,
+    base: &ImageRoot,
+    cache: &Path,
+) -> Result<Environment, String> {
+    let key = key(bundle, base);
+    let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
+    std::fs::create_dir_all(cache).map_err(|e| io(&format!("creating {}", cache.display()), e))?;
+    let done = cache.join(&key);
+    let _held = lock(&cache.join(format!("{key}.lock"))).map_err(|e| io("locking the cache", e))?;
+    let layered = |layer: PathBuf| ImageRoot {
+        name: format!("{}+autograder", base.name),
+        digest: format!("sha256:{key}"),
+        layers: std::iter::once(layer)
+            .chain(base.layers.iter().cloned())
+            .collect(),
+        env: base.env.clone(),
+        working_dir: base.working_dir.clone(),
+        upper: None,
+    };
+    if done.join("layer").is_dir() {
+        tracing::debug!(%key, "gradescope environment cached");
+        return Ok(Environment {
+            root: layered(done.join("layer")),
+            built_now: false,
+            key: format!("sha256:{key}"),
+        });
+    }
+    let started = Instant::now();
+    let work = tempfile::Builder::new()
+        .prefix(&format!("{key}.building-"))
+        .tempdir_in(cache)
+        .map_err(|e| io("creating the build folder", e))?;
+    let upper = work.path().join("layer");
+    let source = work.path().join("source");
+    std::fs::create_dir(&upper).map_err(|e| io("creating the layer folder", e))?;
+    std::fs::create_dir(&source).map_err(|e| io("creating the source folder", e))?;
+    bundle
+        .write_to(&source)
+        .map_err(|e| io("writing the autograder", e))?;
+    // world-readable: the build's root is not the host's root.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755));
+        let _ = std::fs::set_permissions(&source, std::fs::Permissions::from_mode(0o755));
+    }
+    let mut spec = RunSpec::new(vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        "cd /autograder/source && exec bash ./setup.sh".into(),
+    ]);
+    spec.root = Root::Image(ImageRoot {
+        upper: Some(upper.clone()),
+        ..base.clone()
+    });
+    spec.network = true;
+    spec.mounts = vec![Mount {
+        src: source.clone(),
+        dst: PathBuf::from("/autograder/source"),
+        writable: false,
+    }];
+    // Gradescope gives setup.sh minutes; package installs need memory and processes.
+    spec.limits.wall_time = Millis(Duration::from_secs(900));
+    spec.limits.cpu_time = Millis(Duration::from_secs(600));
+    spec.limits.memory = Size(2 << 30);
+    spec.limits.pids = 512;
+    spec.limits.output = Size(16 << 20);
+    spec.limits.disk = Size(1 << 30);
+    spec.limits.file_size = Size(1 << 30);
+    tracing::info!(%key, base = %base.name, "running the autograder's setup.sh");
+    let outcome = corral_sandbox::run_fresh(host, &spec, &mut NoSink);
+    if outcome.status != Status::Ok {
+        let tail: String = {
+            let text = outcome.script.text();
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(20)..].join("\n")
+        };
+        return Err(format!(
+            "setup.sh failed on {} ({}):\n{tail}",
+            base.name,
+            outcome
+                .reason()
+                .or_else(|| outcome.exit_code.map(|c| format!("exit code {c}")))
+                .unwrap_or_else(|| outcome.status.as_str().to_string())
+        ));
+    }
+    defuse(&upper, 0).map_err(|e| io("clearing setuid bits in the layer", e))?;
+    let target = work.path().join("ready");
+    std::fs::create_dir(&target).map_err(|e| io("finishing the build", e))?;
+    std::fs::rename(&upper, target.join("layer")).map_err(|e| io("finishing the build", e))?;
+    std::fs::rename(&target, &done).map_err(|e| io("finishing the build", e))?;
+    tracing::info!(%key, secs = started.elapsed().as_secs_f64(), "gradescope environment built");
+    Ok(Environment {
+        root: layered(done.join("layer")),
+        built_now: true,
+        key: format!("sha256:{key}"),
+    })
+}

@@ -1,0 +1,150 @@
+//! What the `gradescope` and `prairielearn` kinds share: a course's grader run unmodified in one
+//! sandbox with the submission, its contract's folder laid out (see [`crate::shared::layout`]),
+//! and its results file read back without following links.
+//!
+//! The grader and the submission share that sandbox, as on Gradescope and PrairieLearn: the
+//! submission's code can rewrite the results file. What corral guarantees is the sandbox (limits,
+//! no network, nothing outside it reachable) and that a missing, oversized or malformed results
+//! file is an error, never a pass.
+
+use std::path::{Path, PathBuf};
+
+use corral_sandbox::{Mount, NoSink, Outcome, Root, RunSpec, Status};
+use serde_json::json;
+
+use crate::kinds::runner::CheckContext;
+use crate::report::{CheckResult, Observation, ScriptEntry};
+use crate::shared::layout::layout_folder;
+use crate::shared::text::MAX_VALUE;
+use crate::suite::Check;
+
+/// A grader contract's fixed folder: where it is mounted and the names in it, each a link to
+/// the same name in the working directory.
+pub struct Layout {
+    /// `/autograder` or `/grade`.
+    pub root: &'static str,
+    pub names: &'static [&'static str],
+}
+
+/// How the grader's run ended.
+pub enum GraderRun {
+    /// The grader ended on its own (whatever its exit code) and wrote this results file.
+    Results { bytes: Vec<u8>, outcome: Outcome },
+    /// The grader ended on its own without a results file (or with a link or special file there).
+    NoResults { outcome: Outcome },
+    /// A limit stopped it (the submission's loop, flood, memory …): no results are trusted.
+    Stopped { reason: String, outcome: Outcome },
+    /// corral could not run it.
+    Error(String),
+}
+
+/// Runs `command` (a shell command, from the contract's root folder) in `root` (the host's
+/// system folders or an image), in a sandbox whose working
+/// directory is a copy of `staged` and whose `layout.root` links into it; reads
+/// `results` (relative to the working directory), at most `max_results` bytes.
+pub fn run_grader(
+    cx: &CheckContext<'_>,
+    root: Root,
+    layout: &Layout,
+    staged: &Path,
+    command: &str,
+    results: &str,
+    max_results: usize,
+) -> GraderRun {
+    let links: Vec<(&str, String)> = layout
+        .names
+        .iter()
+        .map(|n| (*n, format!("{}/{n}", corral_sandbox::WORKDIR)))
+        .collect();
+    let links: Vec<(&str, &str)> = links.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let folder = match layout_folder(&links) {
+        Ok(f) => f,
+        Err(e) => return GraderRun::Error(format!("preparing {}: {e}", layout.root)),
+    };
+    let mut lease = match cx.lease_with(
+        Some(Mount {
+            src: folder.path().to_path_buf(),
+            dst: PathBuf::from(layout.root),
+            writable: false,
+        }),
+        staged,
+        root,
+    ) {
+        Ok(l) => l,
+        Err(e) => return GraderRun::Error(e),
+    };
+    let sb = lease.sandbox();
+    let mut spec = RunSpec::new(vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        format!("cd {} && {command}", layout.root),
+    ]);
+    spec.limits = cx.settings.limits.clone();
+    spec.env = cx.settings.env.clone();
+    let outcome = sb.run(&spec, &mut NoSink);
+    match outcome.status {
+        Status::SandboxError => {
+            return GraderRun::Error(
+                outcome
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "sandbox error".into()),
+            )
+        }
+        Status::Ok | Status::NonzeroExit | Status::Signaled => {}
+        _ => {
+            return GraderRun::Stopped {
+                reason: outcome
+                    .reason()
+                    .unwrap_or_else(|| outcome.status.as_str().to_string()),
+                outcome,
+            }
+        }
+    }
+    match sb.read_file(Path::new(results), max_results as u64 + 1) {
+        Ok(Some(bytes)) => GraderRun::Results { bytes, outcome },
+        Ok(None) => GraderRun::NoResults { outcome },
+        Err(e) => GraderRun::Error(format!("reading {results}: {e}")),
+    }
+}
+
+/// The grader's own output (stdout and stderr, interleaved), as a row of its own worth no
+/// points: `CHECK/output`, hidden from students unless `visible` (Gradescope's
+/// `stdout_visibility`), so staff always see it and students see it only when the grader says.
+pub fn output_row(check: &Check, outcome: &Outcome, visible: bool) -> CheckResult {
+    let mut text = outcome.script.text();
+    if text.len() > MAX_VALUE {
+        let mut end = MAX_VALUE;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("\n[… cut]");
+    }
+    CheckResult {
+        id: format!("{}/output", check.id),
+        description: "the grader's output".into(),
+        dependencies: vec![check.id.clone()],
+        result: Some(true),
+        script: vec![ScriptEntry {
+            expected: Observation::new("run", json!(null)),
+            actual: Observation::new("output", text),
+        }],
+        points: 0.0,
+        max_points: 0.0,
+        time_ms: outcome.usage.wall_time_ms,
+        hidden: !visible || check.hidden,
+        message: None,
+        error: None,
+        children: Vec::new(),
+    }
+}
+
+/// How the run ended, for the check's script and messages.
+pub fn ended(outcome: &Outcome) -> String {
+    match (outcome.exit_code, outcome.signal) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("killed by {}", crate::shared::text::signal_name(s)),
+        _ => outcome.status.as_str().to_string(),
+    }
+}

@@ -1,0 +1,277 @@
+//! The `gradescope` kind: a Gradescope autograder run unmodified (see
+//! [`crate::suite::graders`] for its model and [`crate::contracts::gradescope`] for the files).
+//!
+//! Each submission gets the documented layout: `/autograder/source` (the autograder's files),
+//! `/autograder/submission` (the student's files), `/autograder/results/` (writable),
+//! `/autograder/submission_metadata.json`, and `/autograder/run_autograder`, which runs from
+//! `/autograder` with the check's limits and timeout. Its `results/results.json` becomes the
+//! rows: one per test with its points, the check's own row for the top-level score.
+//!
+//! The environment: on Gradescope, `setup.sh` runs once as root on an Ubuntu image. With a
+//! `base`, [`crate::kinds::grader_env`] does the same in a build sandbox and caches the result;
+//! without one, the autograder runs on the host's system folders and `setup.sh` is **not run**
+//! (the check's script says so): whatever it would install must already be there.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use corral_sandbox::Root;
+
+use crate::contracts::gradescope::{self as contract, Assignment, Visibility, MAX_RESULTS_BYTES};
+use crate::kinds::grader_env;
+use crate::kinds::grader_run::{ended, output_row, run_grader, GraderRun, Layout};
+use crate::kinds::runner::{CheckContext, CheckRunner};
+use crate::report::{CheckResult, Observation, ScriptEntry};
+use crate::shared::rows::row;
+use crate::shared::stage;
+use crate::suite::GradescopeCheck;
+
+/// `/autograder` and what Gradescope's harness puts in it.
+pub const LAYOUT: Layout = Layout {
+    root: "/autograder",
+    names: &[
+        "source",
+        "submission",
+        "results",
+        "submission_metadata.json",
+        "run_autograder",
+    ],
+};
+
+/// Seconds since the epoch as RFC 3339 UTC (`created_at`); hand-written to avoid a date crate
+/// for one field.
+fn rfc3339_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// The working directory of one run: the layout's folders and files.
+fn stage_layout(cx: &CheckContext<'_>, gc: &GradescopeCheck, dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let source = dir.join("source");
+    std::fs::create_dir_all(&source)?;
+    gc.bundle.write_to(&source)?;
+    stage::copy_tree(cx.stage, &dir.join("submission"))?;
+    std::fs::create_dir_all(dir.join("results"))?;
+    let metadata = contract::submission_metadata(
+        &Assignment {
+            title: cx.suite.name.clone(),
+            total_points: gc.total,
+        },
+        &rfc3339_now(),
+    );
+    std::fs::write(
+        dir.join("submission_metadata.json"),
+        serde_json::to_vec_pretty(&metadata).map_err(std::io::Error::other)?,
+    )?;
+    // The harness copies run_autograder to /autograder and runs it: executable whatever the
+    // zip said.
+    let run = dir.join("run_autograder");
+    std::fs::copy(source.join("run_autograder"), &run)?;
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755))?;
+    Ok(())
+}
+
+/// The base image with the autograder's `setup.sh` run on it (built once, then cached).
+fn environment(
+    cx: &CheckContext<'_>,
+    gc: &GradescopeCheck,
+    base: &str,
+) -> Result<grader_env::Environment, String> {
+    let store = cx.images.ok_or_else(|| {
+        format!("base image {base:?}: no image store was given (corral check --data DIR)")
+    })?;
+    let image = crate::image_root::resolve(store, base).map_err(|e| {
+        format!("base image {base:?}: {e} (add it with `corral env pull` or `corral env import`)")
+    })?;
+    let cache = store
+        .root()
+        .parent()
+        .unwrap_or(store.root())
+        .join("graders/gradescope");
+    grader_env::prepare(cx.pool.host(), &gc.bundle, &image, &cache)
+}
+
+fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
+    let check = cx.check;
+    let started = Instant::now();
+    let mut parent = CheckResult {
+        max_points: gc.total.unwrap_or(0.0),
+        ..row(check)
+    };
+    let fail = |mut parent: CheckResult, error: Option<String>, message: String| {
+        parent.result = Some(false);
+        parent.points = 0.0;
+        parent.error = error;
+        parent.message = Some(message);
+        parent
+    };
+    let (root, setup) = match &gc.base {
+        None => (
+            Root::Host,
+            match gc.bundle.get("setup.sh") {
+                None => "no setup.sh".to_string(),
+                Some(_) => {
+                    "not run: no base image; the host's system folders are the environment".into()
+                }
+            },
+        ),
+        Some(base) => match environment(cx, gc, base) {
+            Ok(env) => {
+                let said = if env.built_now {
+                    format!("ran on {base}: environment {}", env.key)
+                } else {
+                    format!("cached: environment {}", env.key)
+                };
+                (Root::Image(env.root), said)
+            }
+            Err(why) => {
+                parent.script = vec![ScriptEntry {
+                    expected: Observation::new("setup", "setup.sh"),
+                    actual: Observation::new("error", why.clone()),
+                }];
+                return fail(
+                    parent,
+                    Some(why.clone()),
+                    format!("could not be checked: {why}"),
+                );
+            }
+        },
+    };
+    let mut script = vec![ScriptEntry {
+        expected: Observation::new("setup", "setup.sh"),
+        actual: Observation::new("setup", setup),
+    }];
+    let tmp = match tempfile::Builder::new()
+        .prefix("corral-gradescope-")
+        .tempdir()
+    {
+        Ok(t) => t,
+        Err(e) => {
+            let why = format!("creating a temporary folder: {e}");
+            return fail(
+                parent,
+                Some(why.clone()),
+                format!("could not be checked: {why}"),
+            );
+        }
+    };
+    if let Err(e) = stage_layout(cx, gc, tmp.path()) {
+        let why = format!("preparing /autograder: {e}");
+        return fail(
+            parent,
+            Some(why.clone()),
+            format!("could not be checked: {why}"),
+        );
+    }
+    let run = run_grader(
+        cx,
+        root,
+        &LAYOUT,
+        tmp.path(),
+        "exec /autograder/run_autograder",
+        "results/results.json",
+        MAX_RESULTS_BYTES,
+    );
+    let outcome = match &run {
+        GraderRun::Results { outcome, .. }
+        | GraderRun::NoResults { outcome }
+        | GraderRun::Stopped { outcome, .. } => Some(outcome),
+        GraderRun::Error(_) => None,
+    };
+    script.push(ScriptEntry {
+        expected: Observation::new("run", "/autograder/run_autograder"),
+        actual: match &run {
+            GraderRun::Stopped { reason, .. } => Observation::new("limit", reason.clone()),
+            GraderRun::Error(e) => Observation::new("error", e.clone()),
+            GraderRun::Results { outcome, .. } | GraderRun::NoResults { outcome } => {
+                Observation::new("exit", ended(outcome))
+            }
+        },
+    });
+    parent.script = script;
+    parent.time_ms = started.elapsed().as_millis() as u64;
+    let mut out = match &run {
+        GraderRun::Error(e) => fail(
+            parent,
+            Some(e.clone()),
+            format!("could not be checked: {e}"),
+        ),
+        GraderRun::Stopped { reason, .. } => fail(
+            parent,
+            None,
+            format!("run_autograder was stopped: {reason}"),
+        ),
+        GraderRun::NoResults { outcome } => {
+            let why = format!(
+                "run_autograder ended ({}) without writing results/results.json (or left a link \
+                 or special file there)",
+                ended(outcome)
+            );
+            fail(parent, Some(why.clone()), why)
+        }
+        GraderRun::Results { bytes, .. } => match contract::Results::parse(bytes) {
+            Err(e) => {
+                let why = e.to_string();
+                fail(parent, Some(why.clone()), why)
+            }
+            Ok(results) => {
+                let m = contract::map(&results, &check.id, gc.total, check.hidden);
+                parent.result = Some(m.passed);
+                parent.points = m.points;
+                parent.max_points = m.max_points;
+                parent.hidden = m.hidden;
+                parent.message = Some(m.message);
+                parent.script.extend(m.script);
+                parent.children = m.tests;
+                let visible = results.stdout_visibility == Some(Visibility::Visible);
+                if let Some(o) = outcome {
+                    parent.children.push(output_row(check, o, visible));
+                }
+                return parent;
+            }
+        },
+    };
+    // Staff see the autograder's output even when it failed.
+    if let Some(o) = outcome {
+        out.children.push(output_row(check, o, false));
+    }
+    out
+}
+
+impl CheckRunner for GradescopeCheck {
+    fn run(&self, cx: &CheckContext<'_>) -> (CheckResult, Option<PathBuf>) {
+        (run_check(cx, self), None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates_are_rfc3339() {
+        let s = super::rfc3339_now();
+        assert_eq!(s.len(), 20, "{s}");
+        assert!(s.starts_with("20") && s.ends_with('Z'), "{s}");
+        assert_eq!(&s[4..5], "-");
+        assert_eq!(&s[10..11], "T");
+    }
+}

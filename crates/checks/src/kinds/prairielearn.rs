@@ -1,0 +1,193 @@
+//! The `prairielearn` kind: a PrairieLearn external grader run unmodified (see
+//! [`crate::suite::graders`] for its model and [`crate::contracts::prairielearn`] for the files).
+//!
+//! Each submission gets the documented layout: `/grade/student` (the student's files),
+//! `/grade/tests` (the question's tests folder), `/grade/serverFilesCourse` (the course's
+//! shared files, when given), `/grade/data/data.json` (the submission's data), `/grade/results/`
+//! (writable). The entrypoint runs from `/grade` with the check's limits and timeout;
+//! `/grade/results/results.json` becomes the rows.
+//!
+//! PrairieLearn runs graders in the question's Docker image: a check naming an `image` runs in
+//! it (from the data folder's image store, never pulled); without one, on the host's system
+//! folders.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use corral_sandbox::Root;
+
+use crate::contracts::prairielearn::{self as contract, Mapped, MAX_RESULTS_BYTES};
+use crate::kinds::grader_run::{ended, output_row, run_grader, GraderRun, Layout};
+use crate::kinds::runner::{CheckContext, CheckRunner};
+use crate::report::{CheckResult, Observation, ScriptEntry};
+use crate::shared::rows::row;
+use crate::shared::stage;
+use crate::suite::PrairieLearnCheck;
+
+/// `/grade` and what PrairieLearn puts in it.
+pub const LAYOUT: Layout = Layout {
+    root: "/grade",
+    names: &["student", "tests", "serverFilesCourse", "data", "results"],
+};
+
+/// The submission's regular files (relative paths), for `data.json`, at most 64 MiB in all.
+fn student_files(dir: &Path) -> std::io::Result<Vec<(String, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    let mut stack = vec![(dir.to_path_buf(), String::new(), 0)];
+    while let Some((at, rel, depth)) = stack.pop() {
+        for e in std::fs::read_dir(&at)? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let r = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            let ft = e.file_type()?; // links are not followed, nor listed
+            if ft.is_dir() && depth < 16 {
+                stack.push((e.path(), r, depth + 1));
+            } else if ft.is_file() {
+                let bytes = std::fs::read(e.path())?;
+                total += bytes.len() as u64;
+                if total > 64 << 20 {
+                    return Err(std::io::Error::other("the submission is over 64 MiB"));
+                }
+                out.push((r, bytes));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn stage_layout(cx: &CheckContext<'_>, pc: &PrairieLearnCheck, dir: &Path) -> std::io::Result<()> {
+    stage::copy_tree(cx.stage, &dir.join("student"))?;
+    let tests = dir.join("tests");
+    std::fs::create_dir_all(&tests)?;
+    pc.tests_bundle.write_to(&tests)?;
+    let course = dir.join("serverFilesCourse");
+    std::fs::create_dir_all(&course)?;
+    if let Some(b) = &pc.course_bundle {
+        b.write_to(&course)?;
+    }
+    std::fs::create_dir_all(dir.join("results"))?;
+    std::fs::create_dir_all(dir.join("data"))?;
+    let data = contract::data_json(&pc.params, &pc.correct_answers, &student_files(cx.stage)?);
+    std::fs::write(
+        dir.join("data/data.json"),
+        serde_json::to_vec(&data).map_err(std::io::Error::other)?,
+    )
+}
+
+fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
+    let check = cx.check;
+    let started = Instant::now();
+    let mut parent = CheckResult {
+        max_points: pc.points,
+        ..row(check)
+    };
+    let errored = |mut parent: CheckResult, why: String| {
+        parent.result = Some(false);
+        parent.points = 0.0;
+        parent.message = Some(format!("could not be checked: {why}"));
+        parent.error = Some(why);
+        parent
+    };
+    // The question's grader image, from the data folder's store (never pulled).
+    let root = match &pc.image {
+        None => Root::Host,
+        Some(image) => {
+            let resolved = cx
+                .images
+                .ok_or_else(|| {
+                    format!("image {image:?}: no image store was given (corral check --data DIR)")
+                })
+                .and_then(|store| {
+                    crate::image_root::resolve(store, image).map_err(|e| {
+                        format!("image {image:?}: {e} (add it with `corral env pull` or `corral env import`)")
+                    })
+                });
+            match resolved {
+                Ok(r) => Root::Image(r),
+                Err(why) => return errored(parent, why),
+            }
+        }
+    };
+    let tmp = match tempfile::Builder::new()
+        .prefix("corral-prairielearn-")
+        .tempdir()
+    {
+        Ok(t) => t,
+        Err(e) => return errored(parent, format!("creating a temporary folder: {e}")),
+    };
+    if let Err(e) = stage_layout(cx, pc, tmp.path()) {
+        return errored(parent, format!("preparing /grade: {e}"));
+    }
+    let run = run_grader(
+        cx,
+        root,
+        &LAYOUT,
+        tmp.path(),
+        &pc.entrypoint,
+        "results/results.json",
+        MAX_RESULTS_BYTES,
+    );
+    parent.time_ms = started.elapsed().as_millis() as u64;
+    parent.script = vec![ScriptEntry {
+        expected: Observation::new("run", pc.entrypoint.clone()),
+        actual: match &run {
+            GraderRun::Stopped { reason, .. } => Observation::new("limit", reason.clone()),
+            GraderRun::Error(e) => Observation::new("error", e.clone()),
+            GraderRun::Results { outcome, .. } | GraderRun::NoResults { outcome } => {
+                Observation::new("exit", ended(outcome))
+            }
+        },
+    }];
+    let mut out = match &run {
+        GraderRun::Error(e) => errored(parent, e.clone()),
+        GraderRun::Stopped { reason, .. } => {
+            parent.message = Some(format!("the grader was stopped: {reason}"));
+            parent
+        }
+        GraderRun::NoResults { outcome } => errored(
+            parent,
+            format!(
+                "the grader ended ({}) without writing /grade/results/results.json (or left a \
+                 link or special file there)",
+                ended(outcome)
+            ),
+        ),
+        GraderRun::Results { bytes, .. } => match contract::Results::parse(bytes) {
+            Err(e) => errored(parent, e.to_string()),
+            Ok(results) => match contract::map(&results, &check.id, pc.points, check.hidden) {
+                Mapped::NotGradable(why) => errored(parent, why),
+                Mapped::Graded {
+                    points,
+                    tests,
+                    message,
+                    passed,
+                } => {
+                    parent.result = Some(passed);
+                    parent.points = points;
+                    parent.message = Some(message);
+                    parent.children = tests;
+                    parent
+                }
+            },
+        },
+    };
+    if let GraderRun::Results { outcome, .. }
+    | GraderRun::NoResults { outcome }
+    | GraderRun::Stopped { outcome, .. } = &run
+    {
+        out.children.push(output_row(check, outcome, false));
+    }
+    out
+}
+
+impl CheckRunner for PrairieLearnCheck {
+    fn run(&self, cx: &CheckContext<'_>) -> (CheckResult, Option<PathBuf>) {
+        (run_check(cx, self), None)
+    }
+}

@@ -1,0 +1,201 @@
+//! The models of the kinds that run a course's existing grader unmodified (see
+//! [`crate::kinds::gradescope`] and [`crate::kinds::prairielearn`] for how they run):
+//!
+//! ```yaml
+//! - id: autograder
+//!   points: 10                        # the assignment's total (default: the tests' maximum)
+//!   gradescope:
+//!     autograder: autograder.zip      # a Gradescope autograder: a zip or a folder
+//!     base: debian:bookworm           # optional: the image its setup.sh runs on, once
+//! - id: fib
+//!   points: 5                         # PrairieLearn's score (0-1) times this (default 1)
+//!   prairielearn:
+//!     tests: tests                    # the question's tests folder, /grade/tests
+//!     entrypoint: python3 /grade/tests/grade.py
+//!     image: my-course/grader-python  # optional: the grader's image
+//!     server_files_course: serverFilesCourse   # optional: /grade/serverFilesCourse
+//!     params: {n: 10}                 # optional: data.json's params and correct_answers
+//! ```
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::paths::assignment_path;
+use crate::contracts::bundle::Bundle;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGradescope {
+    autograder: String,
+    #[serde(default)]
+    base: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPrairieLearn {
+    tests: String,
+    entrypoint: String,
+    #[serde(default)]
+    image: Option<String>,
+    #[serde(default)]
+    server_files_course: Option<String>,
+    #[serde(default)]
+    params: Option<Value>,
+    #[serde(default)]
+    correct_answers: Option<Value>,
+}
+
+/// A Gradescope autograder, read and checked when the suite is loaded.
+#[derive(Debug, Clone)]
+pub struct GradescopeCheck {
+    /// The zip or folder (assignment path).
+    pub autograder: String,
+    /// The base image `setup.sh` runs on.
+    pub base: Option<String>,
+    /// The assignment's total points (the check's `points`), when given.
+    pub total: Option<f64>,
+    /// The autograder's files and digest.
+    pub bundle: Arc<Bundle>,
+    /// The assignment files it was read from (the zip, or every file of the folder).
+    pub files: Vec<String>,
+}
+
+/// A PrairieLearn external grader.
+#[derive(Debug, Clone)]
+pub struct PrairieLearnCheck {
+    pub tests: String,
+    pub entrypoint: String,
+    pub image: Option<String>,
+    pub server_files_course: Option<String>,
+    pub params: Value,
+    pub correct_answers: Value,
+    /// The question's points: the grader's score (0-1) times these.
+    pub points: f64,
+    pub tests_bundle: Arc<Bundle>,
+    pub course_bundle: Option<Arc<Bundle>>,
+    /// Every assignment file they were read from.
+    pub files: Vec<String>,
+}
+
+/// The assignment paths of a bundle read from `rel`: the zip itself, or the folder's files.
+fn files_of(rel: &str, full: &Path, bundle: &Bundle) -> Vec<String> {
+    if full.is_dir() {
+        bundle
+            .files
+            .iter()
+            .map(|f| format!("{}/{}", rel.trim_end_matches('/'), f.path))
+            .collect()
+    } else {
+        vec![rel.to_string()]
+    }
+}
+
+fn read_bundle(dir: &Path, key: &str, rel: &str) -> Result<(Arc<Bundle>, Vec<String>), String> {
+    assignment_path(dir, key, rel)?;
+    let full = dir.join(rel);
+    let bundle = Bundle::load(&full).map_err(|e| format!("{key}: {e}"))?;
+    let files = files_of(rel, &full, &bundle);
+    Ok((Arc::new(bundle), files))
+}
+
+fn image_name(key: &str, name: &Option<String>) -> Result<(), String> {
+    match name {
+        Some(n) if n.trim().is_empty() || n.chars().any(char::is_whitespace) => {
+            Err(format!("{key}: {n:?} is not an image name"))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl GradescopeCheck {
+    pub(crate) fn resolve(
+        raw: RawGradescope,
+        points: Option<f64>,
+        dir: &Path,
+    ) -> Result<GradescopeCheck, String> {
+        let (bundle, files) = read_bundle(dir, "gradescope.autograder", &raw.autograder)?;
+        if bundle.get("run_autograder").is_none() {
+            let nested = bundle
+                .files
+                .iter()
+                .find(|f| f.path.ends_with("/run_autograder"))
+                .map(|f| format!(" (found {}: zip the files, not their folder)", f.path))
+                .unwrap_or_default();
+            return Err(format!(
+                "gradescope.autograder: {:?} has no run_autograder at its root{nested}",
+                raw.autograder
+            ));
+        }
+        image_name("gradescope.base", &raw.base)?;
+        Ok(GradescopeCheck {
+            autograder: raw.autograder,
+            base: raw.base,
+            total: points,
+            bundle,
+            files,
+        })
+    }
+}
+
+impl PrairieLearnCheck {
+    pub(crate) fn resolve(
+        raw: RawPrairieLearn,
+        points: f64,
+        dir: &Path,
+    ) -> Result<PrairieLearnCheck, String> {
+        if !dir.join(&raw.tests).is_dir() {
+            assignment_path(dir, "prairielearn.tests", &raw.tests)?;
+            return Err(format!(
+                "prairielearn.tests: {:?} is not a folder",
+                raw.tests
+            ));
+        }
+        let (tests_bundle, mut files) = read_bundle(dir, "prairielearn.tests", &raw.tests)?;
+        let course_bundle = match &raw.server_files_course {
+            Some(p) => {
+                if !dir.join(p).is_dir() {
+                    assignment_path(dir, "prairielearn.server_files_course", p)?;
+                    return Err(format!(
+                        "prairielearn.server_files_course: {p:?} is not a folder"
+                    ));
+                }
+                let (b, f) = read_bundle(dir, "prairielearn.server_files_course", p)?;
+                files.extend(f);
+                Some(b)
+            }
+            None => None,
+        };
+        if raw.entrypoint.trim().is_empty() {
+            return Err("prairielearn.entrypoint: must not be empty".into());
+        }
+        image_name("prairielearn.image", &raw.image)?;
+        for (key, v) in [
+            ("params", &raw.params),
+            ("correct_answers", &raw.correct_answers),
+        ] {
+            if v.as_ref().is_some_and(|v| !v.is_object()) {
+                return Err(format!("prairielearn.{key}: must be a mapping"));
+            }
+        }
+        Ok(PrairieLearnCheck {
+            tests: raw.tests,
+            entrypoint: raw.entrypoint,
+            image: raw.image,
+            server_files_course: raw.server_files_course,
+            params: raw
+                .params
+                .unwrap_or_else(|| Value::Object(Default::default())),
+            correct_answers: raw
+                .correct_answers
+                .unwrap_or_else(|| Value::Object(Default::default())),
+            points,
+            tests_bundle,
+            course_bundle,
+            files,
+        })
+    }
+}

@@ -1,0 +1,140 @@
+//! `corral gradescope run AUTOGRADER SUBMISSION_DIR`: a quick local run of a Gradescope
+//! autograder (a zip or a folder) on one submission, as a one-check suite.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use corral_checks::{Suite, View};
+
+use crate::check::{grade_and_print, Format, Output};
+
+#[derive(Args, Debug)]
+pub struct GradescopeArgs {
+    #[command(subcommand)]
+    command: GradescopeCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum GradescopeCommand {
+    /// Run an autograder on one submission folder and print its rows and score.
+    #[command(
+        after_help = "Exit status: 0 when every test passed, 1 when one failed, 2 for a \
+        bad autograder or usage, 125 when the autograder could not be run or wrote no valid \
+        results.json.\n\nThe autograder runs in a sandbox with the documented /autograder \
+        layout. Without --base, setup.sh is not run: the host's system folders must already \
+        have what it installs."
+    )]
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The autograder: a zip or a folder with run_autograder (and setup.sh) at its root.
+    #[arg(value_name = "AUTOGRADER")]
+    autograder: PathBuf,
+    /// The folder holding the submission's files (/autograder/submission).
+    #[arg(value_name = "SUBMISSION_DIR")]
+    submission: PathBuf,
+    /// Print corral's JSON report instead of lines.
+    #[arg(long)]
+    json: bool,
+    /// The assignment's total points (default: the tests' maximum).
+    #[arg(long, value_name = "N")]
+    points: Option<f64>,
+    /// The image setup.sh runs on (needs corral's image sandbox).
+    #[arg(long, value_name = "IMAGE")]
+    base: Option<String>,
+    /// How long run_autograder may take (wall clock and CPU).
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    timeout: String,
+    /// Show what students would see (hidden tests as pass/fail only).
+    #[arg(long)]
+    student: bool,
+    /// The data folder whose image store holds the base image (default: the server
+    /// configuration's).
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+}
+
+pub fn main(args: GradescopeArgs) -> i32 {
+    match args.command {
+        GradescopeCommand::Run(args) => run(args),
+    }
+}
+
+/// The one-check suite of an autograder, as YAML next to it (so its path is an assignment path).
+fn suite_text(name: &str, args: &RunArgs) -> String {
+    let mut text = format!(
+        "name: {name}\ntimeout: {t}\nlimits: {{cpu_time: {t}}}\nchecks:\n  - id: autograder\n    description: the Gradescope autograder\n",
+        t = serde_json::Value::String(args.timeout.clone())
+    );
+    if let Some(p) = args.points {
+        text.push_str(&format!("    points: {p}\n"));
+    }
+    text.push_str(&format!(
+        "    gradescope:\n      autograder: {}\n",
+        serde_json::Value::String(name.to_string())
+    ));
+    if let Some(b) = &args.base {
+        text.push_str(&format!(
+            "      base: {}\n",
+            serde_json::Value::String(b.clone())
+        ));
+    }
+    text
+}
+
+fn run(args: RunArgs) -> i32 {
+    let path = match std::fs::canonicalize(&args.autograder) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("corral gradescope: {}: {e}", args.autograder.display());
+            return crate::exit::USAGE;
+        }
+    };
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        eprintln!("corral gradescope: {}: not an autograder", path.display());
+        return crate::exit::USAGE;
+    };
+    let name = name.to_string_lossy().into_owned();
+    let text = suite_text(&name, &args);
+    let suite = match Suite::parse(&text, &dir.join(".corral-gradescope-run.yaml"), false) {
+        Ok(s) => s,
+        Err(e) => {
+            // The message names the made-up suite file; say what was given instead.
+            let msg = e.to_string();
+            let msg = msg
+                .split_once("gradescope.autograder: ")
+                .or_else(|| msg.split_once(": "))
+                .map(|(_, rest)| rest.to_string())
+                .unwrap_or(msg);
+            eprintln!(
+                "corral gradescope: {}: {msg}",
+                Path::new(&args.autograder).display()
+            );
+            return crate::exit::USAGE;
+        }
+    };
+    grade_and_print(
+        &suite,
+        &args.submission,
+        None,
+        Output {
+            command: "gradescope",
+            format: if args.json {
+                Format::Json
+            } else {
+                Format::Text
+            },
+            view: if args.student {
+                View::Student
+            } else {
+                View::Staff
+            },
+            file: None,
+            jobs: Some(1),
+            color: true,
+            data: args.data.clone(),
+        },
+    )
+}

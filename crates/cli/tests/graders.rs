@@ -1,0 +1,324 @@
+//! Courses' existing graders run unmodified, end to end through the real binary: a Gradescope
+//! shell autograder for a C program (`examples/gradescope-c`) and a PrairieLearn Python external
+//! grader (`examples/prairielearn-python`), each with correct, wrong, crashing, looping, missing
+//! and hostile submissions; exact scores asserted.
+//!
+//! The hostile `forges_results` submissions show the contracts' documented weakness: the grader
+//! and the submission share one sandbox, so a submission can write the results itself. What
+//! corral guarantees is asserted instead: a malformed results file is an error (never a pass),
+//! limits stop a run, and nothing leaves the sandbox.
+
+mod example_support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use example_support::root;
+use serde_json::Value;
+
+fn corral(args: &[&str], suite: &Path, sub: &Path) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .arg(suite)
+        .arg(sub)
+        .env_remove("CORRAL_LANGUAGES")
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{}: not JSON ({e}): {}\n{}",
+            sub.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap(), json)
+}
+
+fn check(example: &str, case: &str) -> (i32, Value) {
+    let dir = root().join("examples").join(example);
+    corral(
+        &["check", "--json", "--staff"],
+        &dir.join("suite.yaml"),
+        &dir.join("submissions").join(case),
+    )
+}
+
+/// Row id -> (result, points, max_points).
+fn rows(json: &Value) -> BTreeMap<String, (Option<bool>, f64, f64)> {
+    json["results"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                (
+                    v["result"].as_bool(),
+                    v["points"].as_f64().unwrap(),
+                    v["max_points"].as_f64().unwrap(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn message(json: &Value, id: &str) -> String {
+    json["results"][id]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+const T: Option<bool> = Some(true);
+const F: Option<bool> = Some(false);
+
+#[test]
+fn gradescope_shell_autograder_for_c() {
+    // Every test row carries its points; the check's own row what the tests do not cover.
+    for (case, exit, score, tests) in [
+        ("correct", 0, 6.0, [(T, 2.0), (T, 2.0), (T, 2.0)]),
+        ("wrong", 1, 0.0, [(F, 0.0), (F, 0.0), (F, 0.0)]),
+        ("crashing", 1, 4.0, [(T, 2.0), (F, 0.0), (T, 2.0)]),
+        ("looping", 1, 0.0, [(F, 0.0), (F, 0.0), (F, 0.0)]),
+        // Answers correctly while everything it tries to escape with fails (it would print
+        // WROTE/READ/CONNECTED into the answer and fail the tests otherwise).
+        ("escapes", 0, 6.0, [(T, 2.0), (T, 2.0), (T, 2.0)]),
+    ] {
+        let (code, json) = check("gradescope-c", case);
+        let r = rows(&json);
+        assert_eq!(json["score"], score, "{case}: {json:#}");
+        assert_eq!(json["max_score"], 6.0, "{case}");
+        assert_eq!(code, exit, "{case}: {json:#}");
+        assert_eq!(r["autograder"].1, 0.0, "{case}");
+        for (i, (result, points)) in tests.iter().enumerate() {
+            let id = format!("autograder/{}", i + 1);
+            assert_eq!(
+                (r[&id].0, r[&id].1, r[&id].2),
+                (*result, *points, 2.0),
+                "{case} {id}"
+            );
+        }
+        // The autograder said stdout_visibility: visible, so its output row is not hidden.
+        assert_eq!(
+            json["results"]["autograder/output"]["hidden"], false,
+            "{case}"
+        );
+    }
+    let (_, json) = check("gradescope-c", "crashing");
+    assert_eq!(message(&json, "autograder/2"), "crashed (signal 11)");
+    let (_, json) = check("gradescope-c", "looping");
+    assert_eq!(message(&json, "autograder/1"), "timed out after 2 seconds");
+    // after_due_date: a hidden row for students.
+    assert_eq!(json["results"]["autograder/3"]["hidden"], true);
+    assert_eq!(json["results"]["autograder/1"]["hidden"], false);
+
+    // The autograder's own answer for a missing file: the top-level score, no tests.
+    let (code, json) = check("gradescope-c", "missing");
+    assert_eq!((code, json["score"].as_f64()), (1, Some(0.0)), "{json:#}");
+    assert!(message(&json, "autograder").starts_with("add.c was not submitted\n"));
+
+    // Hostile: a results.json of the wrong shape is an error, never a pass.
+    let (code, json) = check("gradescope-c", "breaks_results");
+    assert_eq!(code, 125, "{json:#}");
+    assert_eq!(json["score"], 0.0);
+    let err = json["results"]["autograder"]["error"].as_str().unwrap();
+    assert!(err.contains("score"), "{err}");
+
+    // Hostile: results.json replaced by a link to a host file: never followed, an error.
+    let (code, json) = check("gradescope-c", "links_results");
+    assert_eq!((code, json["score"].as_f64()), (125, Some(0.0)), "{json:#}");
+    let err = json["results"]["autograder"]["error"].as_str().unwrap();
+    assert!(
+        err.contains("without writing results/results.json (or left a link"),
+        "{err}"
+    );
+    assert!(
+        !json.to_string().contains("root:x:0:0"),
+        "the link was followed: {json:#}"
+    );
+
+    // Hostile: the submission writes the results itself and kills the autograder. The contract
+    // shares one sandbox (as on Gradescope), so this is accepted: documented in the README.
+    let (code, json) = check("gradescope-c", "forges_results");
+    assert_eq!(
+        (code, json["score"].as_f64()),
+        (0, Some(1000.0)),
+        "{json:#}"
+    );
+    assert_eq!(json["results"]["autograder"]["result"], true);
+    assert_eq!(
+        message(&json, "autograder"),
+        "forged\nautograder score: 1000/6"
+    );
+}
+
+#[test]
+fn gradescope_limits_stop_the_whole_autograder() {
+    // The same autograder with a 3 s check timeout: the looping submission's three 2 s tests
+    // cannot finish; the run is stopped and no results are trusted.
+    let t = tempfile::tempdir().unwrap();
+    let src = root().join("examples/gradescope-c");
+    std::fs::write(
+        t.path().join("suite.yaml"),
+        std::fs::read_to_string(src.join("suite.yaml"))
+            .unwrap()
+            .replace("timeout: 20s", "timeout: 3s"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(src.join("autograder"), t.path().join("autograder")).ok();
+    // A folder of the assignment is read without following links: copy it instead.
+    std::fs::remove_file(t.path().join("autograder")).ok();
+    std::fs::create_dir(t.path().join("autograder")).unwrap();
+    for f in ["run_autograder", "setup.sh", "tests.txt"] {
+        std::fs::copy(
+            src.join("autograder").join(f),
+            t.path().join("autograder").join(f),
+        )
+        .unwrap();
+    }
+    let (code, json) = corral(
+        &["check", "--json", "--staff"],
+        &t.path().join("suite.yaml"),
+        &src.join("submissions/looping"),
+    );
+    assert_eq!((code, json["score"].as_f64()), (1, Some(0.0)), "{json:#}");
+    let m = message(&json, "autograder");
+    assert!(m.starts_with("run_autograder was stopped: wall"), "{m}");
+    assert!(json["results"]["autograder"]["error"].is_null());
+}
+
+#[test]
+fn gradescope_run_is_a_quick_local_run() {
+    let dir = root().join("examples/gradescope-c");
+    let (code, json) = corral(
+        &["gradescope", "run", "--json"],
+        &dir.join("autograder"),
+        &dir.join("submissions/crashing"),
+    );
+    assert_eq!(code, 1, "{json:#}");
+    assert_eq!(json["score"], 4.0);
+    // No --points: the maximum is the tests'.
+    assert_eq!(json["max_score"], 6.0);
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["gradescope", "run"])
+        .arg(dir.join("autograder"))
+        .arg(dir.join("submissions/correct"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("adds small numbers [2/2]"), "{text}");
+    assert!(text.contains("score: 6/6"), "{text}");
+    // Not an autograder: a clear error, exit 2.
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["gradescope", "run"])
+        .arg(&dir)
+        .arg(dir.join("submissions/correct"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "\"gradescope-c\" has no run_autograder at its root (found \
+             autograder/run_autograder: zip the files, not their folder)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn prairielearn_python_external_grader() {
+    // PrairieLearn's score (0-1) times the check's 6 points; the tests' rows show their points.
+    for (case, exit, score, tests) in [
+        ("correct", 0, 6.0, [T, T, T, T]),
+        ("wrong", 1, 1.0, [F, T, F, F]),
+        ("crashing", 1, 2.0, [T, T, F, F]),
+        ("looping", 1, 4.0, [T, T, T, F]),
+    ] {
+        let (code, json) = check("prairielearn-python", case);
+        let r = rows(&json);
+        assert_eq!(json["score"], score, "{case}: {json:#}");
+        assert_eq!(json["max_score"], 6.0, "{case}");
+        assert_eq!(code, exit, "{case}: {json:#}");
+        for (i, result) in tests.iter().enumerate() {
+            let id = format!("fib/{}", i + 1);
+            assert_eq!((r[&id].0, r[&id].1), (*result, 0.0), "{case} {id}");
+        }
+    }
+    let (_, json) = check("prairielearn-python", "looping");
+    assert_eq!(
+        message(&json, "fib/4"),
+        "0/2 points\ntook longer than 2 seconds"
+    );
+    assert_eq!(message(&json, "fib"), "4/6 points\nscore: 66.67%");
+    let (_, json) = check("prairielearn-python", "crashing");
+    assert_eq!(
+        message(&json, "fib/3"),
+        "0/2 points\nraised: RecursionError: too deep"
+    );
+
+    // gradable: false is an error row with the grader's message.
+    let (code, json) = check("prairielearn-python", "missing");
+    assert_eq!(code, 125, "{json:#}");
+    assert_eq!(
+        json["results"]["fib"]["error"],
+        "the grader marked the submission not gradable: no file named fib.py was submitted"
+    );
+
+    // Hostile: a score outside 0-1 is an error, never a pass.
+    let (code, json) = check("prairielearn-python", "breaks_results");
+    assert_eq!((code, json["score"].as_f64()), (125, Some(0.0)), "{json:#}");
+    assert!(json["results"]["fib"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("score: 7 is not between 0 and 1"));
+
+    // Hostile: forged results are accepted (one shared sandbox, as on PrairieLearn: documented).
+    let (code, json) = check("prairielearn-python", "forges_results");
+    assert_eq!((code, json["score"].as_f64()), (0, Some(6.0)), "{json:#}");
+}
+
+#[test]
+fn graders_work_in_corral_grade() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = root().join("examples/gradescope-c");
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["grade", "--no-progress", "-o"])
+        .arg(t.path())
+        .arg(&dir)
+        .arg(dir.join("submissions"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // breaks_results is an error row.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let csv = std::fs::read_to_string(t.path().join("gradebook.csv")).unwrap();
+    let head = csv.lines().next().unwrap();
+    assert!(
+        head.ends_with("autograder,autograder/1,autograder/2,autograder/3,autograder/output"),
+        "{head}"
+    );
+    let line = |s: &str| {
+        csv.lines()
+            .find(|l| l.starts_with(&format!("{s},")))
+            .unwrap_or_else(|| panic!("{s} in {csv}"))
+            .to_string()
+    };
+    assert!(
+        line("correct").starts_with("correct,6,6,100.0,graded,"),
+        "{csv}"
+    );
+    assert!(line("crashing").ends_with(",0,2,0,2,pass"), "{csv}");
+    assert!(
+        line("breaks_results").starts_with("breaks_results,0,6,0.0,error,"),
+        "{csv}"
+    );
+    let html = std::fs::read_to_string(t.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("adds a negative number"),
+        "the report lists the tests' rows"
+    );
+}

@@ -1,0 +1,368 @@
+//! A Gradescope autograder's environment built by its own `setup.sh` in corral's image sandbox
+//! (build mode: root of its own user namespace, network on) on a base image, then cached by the
+//! autograder's and the base's digests: `examples/gradescope-python`, whose `setup.sh` installs
+//! pip from Debian and gradescope-utils from PyPI, with correct, wrong, crashing, looping and
+//! hostile submissions (exact scores); the second submission starts no build; a changed
+//! autograder builds again.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// The base: the shared Debian test image plus the site's extra CA certificates, as a site's
+/// own base image would have them (this machine reaches PyPI through a TLS-inspecting egress
+/// proxy; `update-ca-certificates`, run when setup.sh installs pip, picks them up).
+const BASE: &str = "corral-test/debian-site-ca:bookworm";
+
+fn data_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = common::image::data_dir().to_path_buf();
+        let store = corral_images::Store::open(&dir).unwrap();
+        if store.rootfs(BASE).is_err() {
+            let t = tempfile::tempdir().unwrap();
+            let tar = t.path().join("base.tar");
+            std::fs::copy(common::image::debian_tar(), &tar).unwrap();
+            let extra = t.path().join("root/usr/local/share/ca-certificates");
+            std::fs::create_dir_all(&extra).unwrap();
+            for e in std::fs::read_dir("/usr/local/share/ca-certificates")
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if e.file_name().to_string_lossy().ends_with(".crt") {
+                    std::fs::copy(e.path(), extra.join(e.file_name())).unwrap();
+                }
+            }
+            let st = Command::new("tar")
+                .args(["--append", "--owner=0", "--group=0", "-f"])
+                .arg(&tar)
+                .arg("-C")
+                .arg(t.path().join("root"))
+                .arg("./usr/local/share/ca-certificates")
+                .status()
+                .unwrap();
+            assert!(st.success());
+            let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+                .args(["env", "--data"])
+                .arg(&dir)
+                .args(["import", "--name", BASE])
+                .arg(&tar)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        dir
+    })
+}
+
+/// A copy of an example folder (without its submissions) whose suite names `BASE`.
+fn example_on_base(example: &str) -> tempfile::TempDir {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(example);
+    let t = tempfile::tempdir().unwrap();
+    copy(&from, t.path());
+    let suite = std::fs::read_to_string(t.path().join("suite.yaml")).unwrap();
+    let suite = suite
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("base:") {
+                format!("      base: {BASE}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(t.path().join("suite.yaml"), suite).unwrap();
+    t
+}
+
+fn copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        if e.file_name() == "submissions" {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn check(suite_dir: &Path, submission: &Path) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["check", "--json", "--staff", "--data"])
+        .arg(data_dir())
+        .arg(suite_dir.join("suite.yaml"))
+        .arg(submission)
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap(), json)
+}
+
+/// What the check's script says about setup.sh.
+fn setup(json: &Value) -> String {
+    json["results"]["autograder"]["script"][0]["actual"]["value"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn submission(example: &str, case: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(example)
+        .join("submissions")
+        .join(case)
+}
+
+/// Removes the cached environments, so the first run below must build.
+fn forget_environments() {
+    let _ = std::fs::remove_dir_all(data_dir().join("graders/gradescope"));
+}
+
+#[test]
+fn gradescope_utils_autograder_built_by_its_setup_sh() {
+    let _g = common::exclusive();
+    forget_environments();
+    let ex = example_on_base("gradescope-python");
+    let (code, json) = check(ex.path(), &submission("gradescope-python", "correct"));
+    assert!(
+        setup(&json).starts_with(&format!("ran on {BASE}: environment sha256:")),
+        "{json:#}"
+    );
+    assert_eq!((code, json["score"].as_f64()), (0, Some(10.0)), "{json:#}");
+    let key = setup(&json).rsplit(' ').next().unwrap().to_string();
+    // Weights, numbers and visibility from gradescope-utils' decorators.
+    let r = &json["results"];
+    for (id, points, max, hidden) in [
+        ("autograder/1.1", 2.0, 2.0, false),
+        ("autograder/1.2", 3.0, 3.0, false),
+        ("autograder/1.3", 1.0, 1.0, true),
+        ("autograder/2.1", 4.0, 4.0, true),
+    ] {
+        assert_eq!(
+            (
+                r[id]["points"].as_f64(),
+                r[id]["max_points"].as_f64(),
+                r[id]["hidden"].as_bool()
+            ),
+            (Some(points), Some(max), Some(hidden)),
+            "{id}: {json:#}"
+        );
+    }
+    assert_eq!(r["autograder/1.1"]["description"], "add adds two numbers");
+
+    // Every later submission starts at once: the environment is cached.
+    for (case, exit, score) in [
+        ("wrong", 1, 6.0),
+        ("crashing", 1, 0.0),
+        ("looping", 1, 0.0),
+        // Rewrites results.json from an atexit hook: one shared sandbox (documented).
+        ("forges_results", 0, 10.0),
+    ] {
+        let (code, json) = check(ex.path(), &submission("gradescope-python", case));
+        assert_eq!(
+            setup(&json),
+            format!("cached: environment {key}"),
+            "{case}: {json:#}"
+        );
+        assert_eq!(
+            (code, json["score"].as_f64()),
+            (exit, Some(score)),
+            "{case}: {json:#}"
+        );
+    }
+    let (_, json) = check(ex.path(), &submission("gradescope-python", "wrong"));
+    assert_eq!(
+        json["results"]["autograder/1.2"]["message"],
+        "Test Failed: 2 != 2.5\n"
+    );
+    let (_, json) = check(ex.path(), &submission("gradescope-python", "looping"));
+    let m = json["results"]["autograder"]["message"].as_str().unwrap();
+    assert!(
+        m.starts_with("run_autograder was stopped: wall time limit"),
+        "{m}"
+    );
+
+    // corral grade: the same environment for the whole batch, a gradebook with the tests' columns.
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["grade", "--no-progress", "--data"])
+        .arg(data_dir())
+        .arg("-o")
+        .arg(out_dir.path())
+        .arg(ex.path())
+        .arg(submission("gradescope-python", "correct").parent().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(out_dir.path().join("gradebook.csv")).unwrap();
+    let head = csv.lines().next().unwrap();
+    assert!(
+        head.ends_with(",autograder,autograder/1.1,autograder/1.2,autograder/1.3,autograder/2.1,autograder/output"),
+        "{head}"
+    );
+    for (student, score) in [
+        ("correct", 10),
+        ("wrong", 6),
+        ("crashing", 0),
+        ("looping", 0),
+    ] {
+        let line = csv
+            .lines()
+            .find(|l| l.starts_with(&format!("{student},")))
+            .unwrap();
+        assert!(line.starts_with(&format!("{student},{score},10,")), "{csv}");
+    }
+}
+
+#[test]
+fn a_changed_autograder_builds_again() {
+    let _g = common::exclusive();
+    let t = tempfile::tempdir().unwrap();
+    let ag = t.path().join("autograder");
+    std::fs::create_dir(&ag).unwrap();
+    let write = |setup_word: &str| {
+        std::fs::write(
+            ag.join("setup.sh"),
+            format!(
+                "#!/bin/bash\nset -e\necho {setup_word} > /opt/built-by-setup\n\
+                 cp /bin/sh /opt/suid-sh && chmod 4755 /opt/suid-sh\n"
+            ),
+        )
+        .unwrap();
+    };
+    write("one");
+    std::fs::write(
+        ag.join("run_autograder"),
+        "#!/bin/sh\n\
+         printf '{\"score\": 1, \"output\": \"%s\"}' \"$(cat /opt/built-by-setup)\" \
+           > /autograder/results/results.json\n",
+    )
+    .unwrap();
+    std::fs::write(
+        t.path().join("suite.yaml"),
+        format!(
+            "name: changes\nchecks:\n  - id: autograder\n    points: 1\n    gradescope:\n      autograder: autograder\n      base: {BASE}\n"
+        ),
+    )
+    .unwrap();
+    // A nonce in the autograder: this test's environment is new whatever ran before.
+    std::fs::write(
+        ag.join("nonce"),
+        format!("{:?}", std::time::SystemTime::now()),
+    )
+    .unwrap();
+    let sub = tempfile::tempdir().unwrap();
+    let message = |json: &Value| {
+        json["results"]["autograder"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (code, json) = check(t.path(), sub.path());
+    assert_eq!(code, 0, "{json:#}");
+    assert!(setup(&json).starts_with("ran on"), "{json:#}");
+    assert!(message(&json).starts_with("one\n"), "{json:#}");
+    // setup.sh was root in its sandbox; its setuid shell is no setuid file on the host.
+    let key = setup(&json).rsplit(':').next().unwrap().to_string();
+    let suid = data_dir().join(format!("graders/gradescope/{key}/layer/opt/suid-sh"));
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&suid).unwrap().permissions());
+    assert_eq!(mode & 0o7777, 0o755, "{}", suid.display());
+    let (_, json) = check(t.path(), sub.path());
+    assert!(setup(&json).starts_with("cached"), "{json:#}");
+    write("two");
+    let (_, json) = check(t.path(), sub.path());
+    assert!(
+        setup(&json).starts_with("ran on"),
+        "a changed setup.sh builds again: {json:#}"
+    );
+    assert!(message(&json).starts_with("two\n"), "{json:#}");
+
+    // A setup.sh that fails is an error, and nothing is cached.
+    std::fs::write(
+        ag.join("setup.sh"),
+        "#!/bin/bash\necho broken >&2\nexit 3\n",
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let (code, json) = check(t.path(), sub.path());
+        assert_eq!(code, 125, "{json:#}");
+        let e = json["results"]["autograder"]["error"].as_str().unwrap();
+        assert!(
+            e.starts_with(&format!("setup.sh failed on {BASE} (exit code 3):")),
+            "{e}"
+        );
+        assert!(e.ends_with("broken"), "{e}");
+    }
+    // A base the store lacks: a clear error.
+    std::fs::write(
+        t.path().join("suite.yaml"),
+        "name: changes\nchecks:\n  - id: autograder\n    gradescope:\n      autograder: autograder\n      base: nothing/here:1\n",
+    )
+    .unwrap();
+    let (code, json) = check(t.path(), sub.path());
+    assert_eq!(code, 125);
+    let e = json["results"]["autograder"]["error"].as_str().unwrap();
+    assert!(e.starts_with("base image \"nothing/here:1\": "), "{e}");
+}
+
+#[test]
+fn prairielearn_grader_in_its_image() {
+    let t = tempfile::tempdir().unwrap();
+    copy(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/prairielearn-python"),
+        t.path(),
+    );
+    let suite = std::fs::read_to_string(t.path().join("suite.yaml"))
+        .unwrap()
+        .replace(
+            "      entrypoint:",
+            &format!("      image: {}\n      entrypoint:", common::image::NAME),
+        );
+    std::fs::write(t.path().join("suite.yaml"), suite).unwrap();
+    for (case, exit, score) in [
+        ("correct", 0, 6.0),
+        ("looping", 1, 4.0),
+        ("crashing", 1, 2.0),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(["check", "--json", "--data"])
+            .arg(common::image::data_dir())
+            .arg(t.path().join("suite.yaml"))
+            .arg(submission("prairielearn-python", case))
+            .output()
+            .unwrap();
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            (out.status.code(), json["score"].as_f64()),
+            (Some(exit), Some(score)),
+            "{case}: {json:#}"
+        );
+    }
+}

@@ -1,0 +1,321 @@
+//! Suites with their files registered over HTTP (`POST /suites`), then used by `/check` and the
+//! submission queue: the Gradescope autograder (as a folder and as a zip), the PrairieLearn
+//! grader, and — the same upload path — the pytest and check50 examples.
+
+mod example_support;
+mod server_support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use example_support::root;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use server_support::*;
+
+/// Every file under `dir` (relative paths, sorted), leaving `submissions/` out.
+fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    fn walk(dir: &Path, rel: &str, out: &mut Vec<(String, Vec<u8>)>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let r = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if r == "submissions" || name == "__pycache__" {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                walk(&e.path(), &r, out);
+            } else {
+                out.push((r, std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, "", &mut out);
+    out.sort();
+    out
+}
+
+/// Registers `suite` (YAML text) with `files` as suite `id`.
+async fn register(s: &Server, token: &str, id: &str, suite: &str, files: &[(String, Vec<u8>)]) {
+    let mut form = reqwest::multipart::Form::new()
+        .text("id", id.to_string())
+        .part(
+            "suite",
+            reqwest::multipart::Part::bytes(suite.as_bytes().to_vec()).file_name("suite.yaml"),
+        );
+    for (i, (path, bytes)) in files.iter().enumerate() {
+        form = form.part(
+            format!("file{i}"),
+            reqwest::multipart::Part::bytes(bytes.clone()).file_name(path.clone()),
+        );
+    }
+    let r = client()
+        .post(s.url("/suites"))
+        .bearer_auth(token)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    let st = r.status();
+    let body = r.text().await.unwrap();
+    assert_eq!(st, StatusCode::CREATED, "{id}: {body}\n{}", s.log());
+}
+
+async fn register_example(s: &Server, token: &str, example: &str) {
+    let dir = root().join("examples").join(example);
+    let files: Vec<_> = files_of(&dir)
+        .into_iter()
+        .filter(|(p, _)| p != "suite.yaml")
+        .collect();
+    let suite = std::fs::read_to_string(dir.join("suite.yaml")).unwrap();
+    register(s, token, example, &suite, &files).await;
+}
+
+fn submission(example: &str, case: &str) -> Vec<(String, Vec<u8>)> {
+    files_of(
+        &root()
+            .join("examples")
+            .join(example)
+            .join("submissions")
+            .join(case),
+    )
+}
+
+async fn check(s: &Server, token: &str, suite: &str, files: &[(String, Vec<u8>)]) -> Value {
+    let files: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    let id = s.upload(token, &files).await;
+    let (st, v) = s
+        .post(
+            token,
+            "/check?format=json",
+            json!({"checks": suite, "sandbox": {"homedir": id}}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{suite}: {v}\n{}", s.log());
+    v
+}
+
+/// A zip of `dir`'s files (Python's zipfile: another implementation than ours).
+fn zip_of(dir: &Path) -> Vec<u8> {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("a.zip");
+    let st = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os, sys, zipfile\n\
+             z = zipfile.ZipFile(sys.argv[2], 'w', zipfile.ZIP_DEFLATED)\n\
+             for n in sorted(os.listdir(sys.argv[1])): z.write(os.path.join(sys.argv[1], n), n)\n\
+             z.close()",
+        ])
+        .arg(dir)
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::read(out).unwrap()
+}
+
+/// Registers `examples/gradescope-c` with its autograder as a zip, as `gradescope-zip`; the
+/// suite's text.
+async fn register_zip_suite(s: &Server, staff: &str) -> String {
+    let zip = zip_of(&root().join("examples/gradescope-c/autograder"));
+    let suite = std::fs::read_to_string(root().join("examples/gradescope-c/suite.yaml"))
+        .unwrap()
+        .replace("autograder: autograder", "autograder: autograder.zip");
+    register(
+        s,
+        staff,
+        "gradescope-zip",
+        &suite,
+        &[("autograder.zip".into(), zip)],
+    )
+    .await;
+    suite
+}
+
+/// Queues `files` for `suite`; the 202 answer.
+async fn submit(s: &Server, token: &str, suite: &str, files: &[(String, Vec<u8>)]) -> Value {
+    let files: Vec<Value> = files
+        .iter()
+        .map(|(p, b)| json!({"path": p, "content": String::from_utf8(b.clone()).unwrap()}))
+        .collect();
+    let (st, v) = s
+        .post(
+            token,
+            "/submissions",
+            json!({"suite": suite, "files": files}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    v
+}
+
+/// Waits until submission `id` is done or failed (120 s at most); `more` goes into a timeout's
+/// message.
+async fn finished(s: &Server, token: &str, id: &str, more: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, v) = s
+            .get(token, &format!("/submissions/{id}?wait=true&timeout=10"))
+            .await;
+        if v["status"] == "done" || v["status"] == "failed" {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{v}\n{}\n{more}", s.log());
+    }
+}
+
+#[test]
+fn registered_suites_grade_through_check_and_the_queue() {
+    let s = Server::start("[submissions]\nworkers = 1\n", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let student = s.token("student").await;
+        for ex in [
+            "gradescope-c",
+            "prairielearn-python",
+            "pycalc",
+            "check50-hello",
+        ] {
+            register_example(&s, &staff, ex).await;
+        }
+        // The same autograder as a zip.
+        let suite = register_zip_suite(&s, &staff).await;
+
+        // A hostile zip (a path out of its folder) is refused with the entry named.
+        let t = tempfile::tempdir().unwrap();
+        let evil = t.path().join("evil.zip");
+        let st = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import sys, zipfile\n\
+                 z = zipfile.ZipFile(sys.argv[1], 'w')\n\
+                 z.writestr('run_autograder', '#!/bin/sh\\n')\n\
+                 z.writestr('../../escaped', 'x')\n\
+                 z.close()",
+            ])
+            .arg(&evil)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let form = reqwest::multipart::Form::new()
+            .text("id", "evil")
+            .part(
+                "suite",
+                reqwest::multipart::Part::bytes(suite.clone().into_bytes()).file_name("suite.yaml"),
+            )
+            .part(
+                "f",
+                reqwest::multipart::Part::bytes(std::fs::read(&evil).unwrap())
+                    .file_name("autograder.zip"),
+            );
+        let r = client()
+            .post(s.url("/suites"))
+            .bearer_auth(&staff)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let body = r.text().await.unwrap();
+        assert!(
+            body.contains("entry \\\"../../escaped\\\": '..' or '.' in the path"),
+            "{body}"
+        );
+
+        for (suite, example, case, score, max) in [
+            ("gradescope-c", "gradescope-c", "correct", 6.0, 6.0),
+            ("gradescope-c", "gradescope-c", "crashing", 4.0, 6.0),
+            ("gradescope-zip", "gradescope-c", "crashing", 4.0, 6.0),
+            ("gradescope-zip", "gradescope-c", "wrong", 0.0, 6.0),
+            (
+                "prairielearn-python",
+                "prairielearn-python",
+                "looping",
+                4.0,
+                6.0,
+            ),
+            ("pycalc", "pycalc", "correct", 10.0, 10.0),
+            ("pycalc", "pycalc", "wrong_mean", 5.0, 10.0),
+            ("check50-hello", "check50-hello", "correct", 6.0, 6.0),
+            ("check50-hello", "check50-hello", "wrong", 4.0, 6.0),
+        ] {
+            let v = check(&s, &student, suite, &submission(example, case)).await;
+            assert_eq!(
+                (v["score"].as_f64(), v["max_score"].as_f64()),
+                (Some(score), Some(max)),
+                "{suite} {case}: {v:#}"
+            );
+        }
+        // A student sees an after_due_date test as pass/fail only.
+        let v = check(
+            &s,
+            &student,
+            "gradescope-c",
+            &submission("gradescope-c", "wrong"),
+        )
+        .await;
+        let hidden = &v["results"]["autograder/3"];
+        assert_eq!(hidden["hidden"], true, "{v:#}");
+        assert_eq!(hidden["message"], "hidden check failed");
+        assert_eq!(hidden["script"], json!([]));
+
+        // Through the queue.
+        let v = submit(
+            &s,
+            &student,
+            "gradescope-zip",
+            &submission("gradescope-c", "crashing"),
+        )
+        .await;
+        let v = finished(&s, &student, v["id"].as_str().unwrap(), "").await;
+        assert_eq!(v["verdict"], "wrong_answer", "{v:#}");
+        assert_eq!(
+            (v["score"].as_f64(), v["max_score"].as_f64()),
+            (Some(4.0), Some(6.0))
+        );
+    });
+}
+
+#[test]
+fn a_remote_worker_runs_a_registered_autograder() {
+    let s = Server::start("[submissions]\nworkers = 0\n", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let student = s.token("student").await;
+        let wt = s.token("worker").await;
+        register_zip_suite(&s, &staff).await;
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_corral"));
+        cmd.args(["worker", "--server", &s.base, "--name", "remote1"])
+            .env("CORRAL_WORKER_TOKEN", &wt);
+        let mut worker = Logged::spawn(cmd);
+        let v = submit(
+            &s,
+            &student,
+            "gradescope-zip",
+            &submission("gradescope-c", "crashing"),
+        )
+        .await;
+        let log = worker.log.lock().unwrap().clone();
+        let v = finished(&s, &student, v["id"].as_str().unwrap(), &log).await;
+        assert!(v["worker"].as_str().unwrap().starts_with("remote:"), "{v}");
+        assert_eq!(
+            (v["score"].as_f64(), v["max_score"].as_f64()),
+            (Some(4.0), Some(6.0)),
+            "{v:#}"
+        );
+        assert_eq!(
+            v["checks"]["results"]["autograder/2"]["message"],
+            "crashed (signal 11)"
+        );
+        let _ = worker.child.kill();
+        let _ = worker.child.wait();
+    });
+}

@@ -1,0 +1,1 @@
+raise RuntimeError("calc.py crashes when imported")
