@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use corral_checks::{engine, GradeError, LanguageRegistry, Suite, View};
+use corral_images::Store as ImageStore;
 use corral_sandbox::{Pool, PoolConfig};
 
 /// Exit code when a check failed (or was skipped).
@@ -57,6 +58,35 @@ pub struct CheckArgs {
     /// Never color the text output (default: color when standard output is a terminal).
     #[arg(long)]
     no_color: bool,
+}
+
+/// Where the image store is: the data folder found as `corral env` and `corral serve` find it.
+#[derive(Args, Debug, Clone, Default)]
+pub struct DataFolderArgs {
+    /// Data folder holding the image store (DATA/images) [default: as `corral serve`:
+    /// data_dir of --config, else $CORRAL_DATA, else ./corral-data].
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// The TOML configuration file of `corral serve`, for its data_dir.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+impl DataFolderArgs {
+    /// The image store of the data folder, when it has one (nothing is created: a suite or
+    /// language naming an image then says the store is missing).
+    pub fn image_store(&self) -> anyhow::Result<Option<ImageStore>> {
+        let data = match &self.data {
+            Some(d) => d.clone(),
+            None => corral_server::Config::load(self.config.as_deref())?.data_dir,
+        };
+        if !data.join("images").is_dir() {
+            return Ok(None);
+        }
+        let store = ImageStore::open(&data)
+            .with_context(|| format!("opening the image store in {}", data.display()))?;
+        Ok(Some(store))
+    }
 }
 
 /// The registry: built-in, plus `--languages FILE` or `$CORRAL_LANGUAGES`.

@@ -123,7 +123,7 @@ impl Modify for Security {
     components(schemas(
         ErrorBody, runs::RunRequest, RunResponse, Cmd, SandboxRef, LimitsDoc, LimitValue, uploads::UploadResponse,
         uploads::UploadForm, uploads::UploadInfo, uploads::FileInfo, tokens::TokenRequest, tokens::TokenResponse, tokens::RoleName, tokens::WhoAmI, meta::Health,
-        meta::LanguageInfo, WsClientMessage, WsServerMessage, TermSize, checks::CheckRequest,
+        meta::LanguageInfo, meta::LanguageImageInfo, WsClientMessage, WsServerMessage, TermSize, checks::CheckRequest,
         checks::CheckResponse, checks::CheckResultDoc, checks::ScriptEntry,
         checks::Observation, checks::SuiteForm, SuiteInfo,
         revisions::RevisionRequest, revisions::RevisionMetaDoc,
