@@ -21,12 +21,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use corral_images::Store as ImageStore;
 use corral_sandbox::Pool;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::{self, GradeOptions};
 use crate::error::{GradeError, SuiteError};
+use crate::image_root::UsedImage;
 use crate::kinds;
 use crate::language_registry::LanguageRegistry;
 use crate::report::View;
@@ -134,6 +136,9 @@ pub struct Row {
     pub fingerprint: String,
     /// corral's staff JSON report (`null` when the submission could not be graded).
     pub report: Value,
+    /// The container images the submission was graded in (empty: the host root).
+    #[serde(default)]
+    pub images: Vec<UsedImage>,
 }
 
 /// The rows every report of this suite has, in order: (id, description, max points).
@@ -220,6 +225,8 @@ pub struct BatchOptions {
     pub jobs: usize,
     /// Checks of one submission run at once.
     pub check_jobs: usize,
+    /// Where the suite's images are (see [`GradeOptions::images`]).
+    pub images: Option<ImageStore>,
 }
 
 impl Default for BatchOptions {
@@ -230,6 +237,7 @@ impl Default for BatchOptions {
                 .map(|n| n.get())
                 .unwrap_or(1),
             check_jobs: 1,
+            images: None,
         }
     }
 }
@@ -274,6 +282,7 @@ fn failed_row(suite: &Suite, sub: &Submission, why: String, fp: String) -> Row {
         graded_at: now(),
         fingerprint: fp,
         report: Value::Null,
+        images: Vec::new(),
     }
 }
 
@@ -283,7 +292,7 @@ pub fn grade_one(
     registry: &LanguageRegistry,
     suite: &Suite,
     sub: &Submission,
-    check_jobs: usize,
+    opts: &BatchOptions,
 ) -> Row {
     let started = Instant::now();
     let _span = tracing::debug_span!("submission", student = %sub.student).entered();
@@ -292,10 +301,12 @@ pub fn grade_one(
         tracing::info!(problem = %p, "submission not graded");
         return failed_row(suite, sub, p.clone(), fp);
     }
-    let opts = GradeOptions {
-        jobs: check_jobs.max(1),
+    let grade_opts = GradeOptions {
+        jobs: opts.check_jobs.max(1),
+        images: opts.images.clone(),
+        pins: BTreeMap::new(),
     };
-    let report = match engine::grade(pool, registry, suite, &sub.path, &opts) {
+    let report = match engine::grade(pool, registry, suite, &sub.path, &grade_opts) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "grading the submission failed");
@@ -363,6 +374,7 @@ pub fn grade_one(
         graded_at: now(),
         fingerprint: fp,
         report: report.to_json(View::Staff),
+        images: report.used_images(),
     }
 }
 
@@ -406,7 +418,10 @@ pub fn grade_all(
     let io = |what: String| move |source| GradeError::Io { what, source };
     let results = out_dir.join(RESULTS_DIR);
     std::fs::create_dir_all(&results).map_err(io(format!("creating {}", results.display())))?;
-    engine::plan(suite, registry)?;
+    let settings = engine::plan(suite, registry, opts.images.as_ref())?;
+    // A stored result is kept only if it was graded in the images the suite names now (a name
+    // moved to another digest grades again).
+    let images = engine::planned_images(&settings);
     // Keep the pytest/check50 test folders (and so the pooled sandboxes' shape) for the batch.
     let _held = kinds::keep_folders(suite)
         .map_err(io("preparing the assignment's test files".to_string()))?;
@@ -428,12 +443,14 @@ pub fn grade_all(
                     .then(|| load_row(&file))
                     .flatten()
                     .filter(|r| {
-                        r.student == sub.student && r.fingerprint == fingerprint(suite, &sub.path)
+                        r.student == sub.student
+                            && r.fingerprint == fingerprint(suite, &sub.path)
+                            && r.images == images
                     });
                 let (row, how) = match kept {
                     Some(r) => (r, Progress::Kept),
                     None => {
-                        let r = grade_one(pool, registry, suite, sub, opts.check_jobs);
+                        let r = grade_one(pool, registry, suite, sub, opts);
                         if let Err(e) = store_row(&file, &r) {
                             tracing::error!(file = %file.display(), error = %e, "writing a result failed");
                             let mut w = write_error.lock().unwrap_or_else(|e| e.into_inner());
@@ -497,6 +514,7 @@ pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
         "reason".into(),
         "integrity".into(),
         "safety".into(),
+        "image".into(),
     ];
     head.extend(cols.iter().map(|(id, _, _)| id.clone()));
     out.push_str(
@@ -530,6 +548,7 @@ pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
                 Some(s) if s.is_empty() => "ok".into(),
                 Some(s) => s.join("; "),
             },
+            images_cell(&r.images),
         ];
         for (id, _, max) in &cols {
             f.push(match r.checks.get(id) {
@@ -544,6 +563,21 @@ pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A row's images for a gradebook cell: `NAME@DIGEST`, `; `-separated (empty: the host root).
+fn images_cell(images: &[UsedImage]) -> String {
+    images
+        .iter()
+        .map(|i| {
+            format!(
+                "{}@{}",
+                i.name.split('@').next().unwrap_or(&i.name),
+                i.digest
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn esc(s: &str) -> String {
@@ -693,12 +727,12 @@ pub fn html_report(suite: &Suite, rows: &[Row]) -> String {
     // Students.
     let _ = writeln!(
         h,
-        "<h2>Submissions</h2>\n<table><tr><th>student</th><th class=\"num\">score</th><th>status</th><th>reason</th></tr>"
+        "<h2>Submissions</h2>\n<table><tr><th>student</th><th class=\"num\">score</th><th>status</th><th>reason</th><th>image</th></tr>"
     );
     for r in rows {
         let _ = writeln!(
             h,
-            "<tr><td><a href=\"{}/{}\">{}</a></td><td class=\"num\">{}/{}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
+            "<tr><td><a href=\"{}/{}\">{}</a></td><td class=\"num\">{}/{}</td><td class=\"{}\">{}</td><td>{}</td><td><code>{}</code></td></tr>",
             RESULTS_DIR,
             esc(&result_file(&r.student)),
             esc(&r.student),
@@ -706,7 +740,8 @@ pub fn html_report(suite: &Suite, rows: &[Row]) -> String {
             num(r.max_score),
             r.status.as_str(),
             r.status.as_str(),
-            esc(r.reason.as_deref().unwrap_or(""))
+            esc(r.reason.as_deref().unwrap_or("")),
+            esc(&images_cell(&r.images))
         );
     }
     let _ = writeln!(h, "</table>\n</body></html>");
@@ -747,10 +782,65 @@ mod tests {
             graded_at: 0,
             fingerprint: String::new(),
             report: Value::Null,
+            images: vec![],
         };
         let rows: Vec<Row> = [0.0, 0.5, 5.0, 9.99, 10.0].into_iter().map(row).collect();
         let h = histogram(&rows, 10.0, 10);
         assert_eq!(h, vec![2, 0, 0, 0, 0, 1, 0, 0, 0, 2]);
         assert_eq!(esc("<a href='x'>&"), "&lt;a href=&#39;x&#39;&gt;&amp;");
+    }
+
+    #[test]
+    fn gradebook_rows_record_their_images() {
+        let suite = crate::suite::Suite::parse(
+            "name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n",
+            Path::new("/tmp/suite.yaml"),
+            false,
+        )
+        .unwrap();
+        let digest = format!("sha256:{}", "cd".repeat(32));
+        let row = |student: &str, images: Vec<UsedImage>| Row {
+            student: student.into(),
+            status: RowStatus::Graded,
+            score: 1.0,
+            max_score: 1.0,
+            reason: None,
+            integrity: vec![],
+            safety: None,
+            checks: BTreeMap::from([("a".to_string(), (Some(true), 1.0))]),
+            time_ms: 0,
+            graded_at: 0,
+            fingerprint: String::new(),
+            report: Value::Null,
+            images,
+        };
+        let used = UsedImage {
+            name: "course/numpy:1".into(),
+            digest: digest.clone(),
+        };
+        let rows = vec![row("ann", vec![used.clone()]), row("bob", vec![])];
+        let csv = gradebook_csv(&suite, &rows);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            lines[0],
+            "student,score,max_score,percent,status,reason,integrity,safety,image,a"
+        );
+        assert_eq!(
+            lines[1],
+            format!("ann,1,1,100.0,graded,,ok,,course/numpy:1@{digest},1")
+        );
+        assert_eq!(lines[2], "bob,1,1,100.0,graded,,ok,,,1");
+        let html = html_report(&suite, &rows);
+        assert!(
+            html.contains(&format!("<code>course/numpy:1@{digest}</code>")),
+            "{html}"
+        );
+        // Results stored before images were recorded still load (no image: the host root).
+        let mut old = serde_json::to_value(&rows[1]).unwrap();
+        old.as_object_mut().unwrap().remove("images");
+        let back: Row = serde_json::from_value(old).unwrap();
+        assert!(back.images.is_empty());
+        let back: Row = serde_json::from_value(serde_json::to_value(&rows[0]).unwrap()).unwrap();
+        assert_eq!(back.images, vec![used]);
     }
 }

@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 /// already has. Never pulls: students may only pick images staff made available.
 pub fn resolve(store: &Store, reference: &str) -> Result<ImageRoot, corral_images::Error> {
     let (found_as, _) = store.resolve(reference)?;
+    // `NAME@sha256:…` is found by its digest; its name is still the one it was chosen by.
+    let found_as = found_as.or_else(|| match corral_images::store::Ref::parse(reference) {
+        Ok(corral_images::store::Ref::Digest(name, _)) => name,
+        _ => None,
+    });
     let rootfs = store.rootfs(reference)?;
     let env = rootfs
         .env
@@ -58,6 +63,39 @@ pub fn root_for(store: Option<&Store>, reference: Option<&str>) -> Result<Root, 
         .map_err(|e| format!("image {reference:?}: {e}"))
 }
 
+/// `reference` as `NAME@DIGEST` when `pins` pins it (REF → `sha256:…`), so it resolves to
+/// exactly that digest and still records the name; else unchanged.
+pub fn pinned(reference: &str, pins: &std::collections::BTreeMap<String, String>) -> String {
+    match pins.get(reference) {
+        Some(digest) => match corral_images::store::Ref::parse(reference) {
+            Ok(corral_images::store::Ref::Name(name)) => format!("{name}@{digest}"),
+            Ok(corral_images::store::Ref::Digest(Some(name), _)) => format!("{name}@{digest}"),
+            _ => digest.clone(),
+        },
+        None => reference.to_string(),
+    }
+}
+
+/// Pins every reference in `references` to the digest `store` resolves it to now (what a queued
+/// job records at submission, so every worker runs the same image).
+pub fn pin_all<'a>(
+    store: &Store,
+    references: impl IntoIterator<Item = &'a str>,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let mut pins = std::collections::BTreeMap::new();
+    for r in references {
+        if pins.contains_key(r) {
+            continue;
+        }
+        if let Some(why) = unavailable(r, Some(store)) {
+            return Err(why);
+        }
+        let (_, rec) = store.resolve(r).map_err(|e| format!("image {r:?}: {e}"))?;
+        pins.insert(r.to_string(), rec.digest.to_string());
+    }
+    Ok(pins)
+}
+
 /// Whether `reference` is written like an image reference (a name, `name@sha256:…`, a digest or
 /// a ≥ 12-hex prefix); says why not. Existence is checked only when something runs.
 pub fn check_reference(reference: &str) -> Result<(), String> {
@@ -92,7 +130,12 @@ impl UsedImage {
 pub(crate) fn test_image(store: &Store, scratch: &std::path::Path, name: &str) -> String {
     let rootfs = scratch.join("rootfs");
     std::fs::create_dir_all(&rootfs).unwrap();
-    std::fs::write(rootfs.join("hello.txt"), name).unwrap();
+    // The scratch folder in the content: two calls give two images.
+    std::fs::write(
+        rootfs.join("hello.txt"),
+        format!("{name} {}", scratch.display()),
+    )
+    .unwrap();
     let tar = scratch.join("rootfs.tar");
     let ok = std::process::Command::new("tar")
         .arg("-C")
@@ -167,6 +210,27 @@ mod tests {
         );
         // By digest, the digest is the name it was chosen by.
         let by_digest = resolve(&store, &digest).unwrap();
-        assert_eq!((by_digest.name, by_digest.digest), (digest.clone(), digest));
+        assert_eq!(
+            (by_digest.name, by_digest.digest),
+            (digest.clone(), digest.clone())
+        );
+        // Pinned, a name resolves to its digest at pinning time even after it moves.
+        let pins = pin_all(&store, ["course/py:1"]).unwrap();
+        assert_eq!(pins["course/py:1"], digest);
+        let other = dir.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        let moved = test_image(&store, &other, "course/py:1");
+        assert_ne!(moved, digest);
+        let pinned_ref = pinned("course/py:1", &pins);
+        assert_eq!(pinned_ref, format!("course/py:1@{digest}"));
+        let again = resolve(&store, &pinned_ref).unwrap();
+        assert_eq!(
+            (again.name.as_str(), again.digest.as_str()),
+            ("course/py:1", digest.as_str())
+        );
+        assert_eq!(resolve(&store, "course/py:1").unwrap().digest, moved);
+        assert!(pin_all(&store, ["course/none:1"])
+            .unwrap_err()
+            .contains("not in the image store"));
     }
 }

@@ -58,6 +58,12 @@ pub struct CheckArgs {
     /// Never color the text output (default: color when standard output is a terminal).
     #[arg(long)]
     no_color: bool,
+    /// Grade in this container image (REF) instead of the suite's `image` (a check's own
+    /// `image` still wins). It must be in the data folder's image store.
+    #[arg(long, value_name = "REF")]
+    image: Option<String>,
+    #[command(flatten)]
+    data: DataFolderArgs,
 }
 
 /// Where the image store is: the data folder found as `corral env` and `corral serve` find it.
@@ -73,20 +79,31 @@ pub struct DataFolderArgs {
 }
 
 impl DataFolderArgs {
+    fn folder(&self) -> anyhow::Result<PathBuf> {
+        Ok(match &self.data {
+            Some(d) => d.clone(),
+            None => corral_server::Config::load(self.config.as_deref())?.data_dir,
+        })
+    }
+
     /// The image store of the data folder, when it has one (nothing is created: a suite or
     /// language naming an image then says the store is missing).
     pub fn image_store(&self) -> anyhow::Result<Option<ImageStore>> {
-        let data = match &self.data {
-            Some(d) => d.clone(),
-            None => corral_server::Config::load(self.config.as_deref())?.data_dir,
-        };
+        let data = self.folder()?;
         if !data.join("images").is_dir() {
             return Ok(None);
         }
-        let store = ImageStore::open(&data)
-            .with_context(|| format!("opening the image store in {}", data.display()))?;
-        Ok(Some(store))
+        open_store(&data).map(Some)
     }
+
+    /// The image store of the data folder, created if missing (a worker fills its own).
+    pub fn open_image_store(&self) -> anyhow::Result<ImageStore> {
+        open_store(&self.folder()?)
+    }
+}
+
+fn open_store(data: &Path) -> anyhow::Result<ImageStore> {
+    ImageStore::open(data).with_context(|| format!("opening the image store in {}", data.display()))
 }
 
 /// The registry: built-in, plus `--languages FILE` or `$CORRAL_LANGUAGES`.
@@ -96,11 +113,31 @@ pub fn registry(flag: Option<&Path>) -> anyhow::Result<LanguageRegistry> {
     Ok(LanguageRegistry::load(file.as_deref())?)
 }
 
+/// `--image REF` over the suite's default image (checked for shape only: the store decides
+/// whether it exists).
+pub fn override_image(suite: &mut Suite, image: Option<&str>) -> anyhow::Result<()> {
+    if let Some(image) = image {
+        corral_checks::image_root::check_reference(image)
+            .map_err(|e| anyhow::anyhow!("--image: {e}"))?;
+        suite.image = Some(image.to_string());
+    }
+    Ok(())
+}
+
 pub fn main(args: CheckArgs) -> i32 {
-    let suite = match Suite::load(&args.suite) {
+    let mut suite = match Suite::load(&args.suite) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("corral check: {e}");
+            return crate::exit::USAGE;
+        }
+    };
+    let images = match override_image(&mut suite, args.image.as_deref())
+        .and_then(|()| args.data.image_store())
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("corral check: {e:#}");
             return crate::exit::USAGE;
         }
     };
@@ -115,8 +152,8 @@ pub fn main(args: CheckArgs) -> i32 {
         eprintln!("corral check: {}: not a folder", args.submission.display());
         return crate::exit::USAGE;
     }
-    // Unknown or unavailable languages are reported before any sandbox is built.
-    if let Err(e) = engine::plan(&suite, &registry) {
+    // Unknown or unavailable languages and images are reported before any sandbox is built.
+    if let Err(e) = engine::plan(&suite, &registry, images.as_ref()) {
         eprintln!("corral check: {}: {e}", args.suite.display());
         return crate::exit::USAGE;
     }
@@ -129,6 +166,8 @@ pub fn main(args: CheckArgs) -> i32 {
             .jobs
             .unwrap_or_else(|| engine::GradeOptions::default().jobs)
             .max(1),
+        images,
+        ..Default::default()
     };
     let pool = Pool::new(
         host,
@@ -144,6 +183,7 @@ pub fn main(args: CheckArgs) -> i32 {
             | GradeError::Language(_)
             | GradeError::LanguageUnavailable { .. }
             | GradeError::NoCompile { .. }
+            | GradeError::ImageUnavailable { .. }
             | GradeError::Limits { .. }),
         ) => {
             eprintln!("corral check: {e}");

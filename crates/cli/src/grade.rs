@@ -47,6 +47,12 @@ pub struct GradeArgs {
     /// No progress bar (it is only drawn on a terminal anyway).
     #[arg(long)]
     no_progress: bool,
+    /// Grade in this container image (REF) instead of the suite's `image` (a check's own
+    /// `image` still wins). It must be in the data folder's image store.
+    #[arg(long, value_name = "REF")]
+    image: Option<String>,
+    #[command(flatten)]
+    data: crate::check::DataFolderArgs,
 }
 
 pub fn main(args: GradeArgs) -> i32 {
@@ -72,7 +78,13 @@ pub fn main(args: GradeArgs) -> i32 {
         Ok(r) => r,
         Err(e) => return usage(format!("{e:#}")),
     };
-    if let Err(e) = engine::plan(&suite, &registry) {
+    let images = match crate::check::override_image(&mut suite, args.image.as_deref())
+        .and_then(|()| args.data.image_store())
+    {
+        Ok(s) => s,
+        Err(e) => return usage(format!("{e:#}")),
+    };
+    if let Err(e) = engine::plan(&suite, &registry, images.as_ref()) {
         return usage(format!("{}: {e}", suite_path.display()));
     }
     let submissions = match batch::discover(&args.submissions) {
@@ -115,6 +127,7 @@ pub fn main(args: GradeArgs) -> i32 {
         force: args.force,
         jobs,
         check_jobs,
+        images,
     };
     let (graded, kept) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let progress = |row: &batch::Row, how: Progress| {

@@ -39,6 +39,10 @@ pub struct WorkerArgs {
     /// Print logs as JSON lines.
     #[arg(long)]
     log_json: bool,
+    /// The worker's data folder: its image store (DATA/images), where images it lacks are
+    /// fetched from the server by digest.
+    #[command(flatten)]
+    data: crate::check::DataFolderArgs,
 }
 
 pub fn main(args: WorkerArgs) -> i32 {
@@ -61,6 +65,8 @@ struct Ctx {
     http: reqwest::Client,
     pool: Arc<Pool>,
     registry: corral_checks::LanguageRegistry,
+    /// This worker's own image store.
+    images: corral_images::Store,
     tmp: PathBuf,
     /// The server refused the token (revoked or unknown): every claim loop stops.
     refused: std::sync::atomic::AtomicBool,
@@ -95,6 +101,7 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         .or_else(|| env("CORRAL_LANGUAGES").map(PathBuf::from));
     let registry = corral_checks::LanguageRegistry::load(languages.as_deref())
         .map_err(|e| anyhow::anyhow!("languages: {e}"))?;
+    let images = args.data.open_image_store()?;
     let pool = crate::sandboxes::service_pool(args.jobs)?;
     let name = args.name.clone().unwrap_or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -117,6 +124,7 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
             .build()?,
         pool,
         registry,
+        images,
         tmp: tmp.path().to_path_buf(),
         refused: std::sync::atomic::AtomicBool::new(false),
     });
@@ -272,6 +280,7 @@ async fn judge(ctx: &Arc<Ctx>, job: ClaimedJob) {
                 execute(
                     &ctx2.pool,
                     &ctx2.registry,
+                    Some(&ctx2.images),
                     &spec,
                     &JobFiles {
                         files: &files2,

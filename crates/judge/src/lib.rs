@@ -19,7 +19,7 @@ pub use execute::{execute, judge_run};
 pub use heartbeat::Heartbeat;
 pub use job::{suite_file, validate_extra_args, Cmd, JobFiles, JobSpec, SuiteRef};
 pub use signature::{signature_header, verify};
-pub use verdict::{Verdict, VerdictKind};
+pub use verdict::{ImageDoc, Verdict, VerdictKind};
 pub use wire::{
     ClaimRequest, ClaimedJob, JobFile, LeaseRequest, ResultRequest, ResultResponse,
     SIGNATURE_TOLERANCE,

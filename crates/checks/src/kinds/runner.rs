@@ -29,13 +29,16 @@ pub struct CheckContext<'a> {
 }
 
 impl CheckContext<'_> {
-    /// A pooled sandbox for the check: offline, the language's mounts plus `extra` (read-only
-    /// assignment files), the check's disk limit, its working directory a copy of the stage.
+    /// A pooled sandbox for the check: offline, in the check's root (host or image), the
+    /// language's mounts plus `extra` (read-only assignment files), the check's disk limit, its working directory a copy of the stage.
     /// Errors are the row's message.
     pub fn lease(&self, extra: Option<Mount>) -> Result<Lease, String> {
         let mut mounts = self.settings.mounts.clone();
         mounts.extend(extra);
-        let shape = SandboxConfig::offline(mounts, self.settings.limits.disk.bytes());
+        let shape = SandboxConfig {
+            root: self.settings.root.clone(),
+            ..SandboxConfig::offline(mounts, self.settings.limits.disk.bytes())
+        };
         let mut lease = self
             .pool
             .lease(&shape)

@@ -80,6 +80,12 @@ pub struct SubmissionRequest {
     /// An `http(s)` URL that receives the result (signed; see the README).
     #[serde(default)]
     pub callback_url: Option<String>,
+    /// A container image this server has (`GET /images`: a name, `name@sha256:…` or a digest):
+    /// the run's root (over the language's image), or the suite's default image. Pinned to its
+    /// digest now; the verdict and the submission record it. Never pulled: 422 when missing.
+    #[serde(default)]
+    #[schema(example = "python:3.12-slim", max_length = 400)]
+    pub image: Option<String>,
 }
 
 /// Checks a callback URL's form (where it points is checked when it is called).
@@ -148,6 +154,8 @@ pub async fn accept(
                 .workers
                 .unwrap_or(st.config.parallelism)
                 > 0
+                && req.image.is_none()
+                && l.image.is_none()
             {
                 // In-process workers judge it here: refuse what they cannot run now.
                 l.check_host().map_err(|why| {
@@ -208,7 +216,22 @@ pub async fn accept(
             }
         }
     };
+    // Images: the request's (over the language's), pinned to the digests this server has now,
+    // so every worker runs exactly those.
+    let image_refs: Vec<String> = req
+        .image
+        .iter()
+        .chain(lang.as_ref().and_then(|l| l.image.as_ref()))
+        .cloned()
+        .collect();
+    let image_digests = if image_refs.is_empty() {
+        BTreeMap::new()
+    } else {
+        crate::service::images::pin(st, image_refs).await?
+    };
     let spec = JobSpec {
+        image: req.image.clone(),
+        image_digests,
         language: lang.as_ref().map(|l| l.id.clone()),
         cmd: req.cmd,
         suite,
