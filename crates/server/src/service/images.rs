@@ -140,7 +140,14 @@ pub async fn import(
 ) -> Result<ImageInfo, ApiError> {
     let st = st.clone();
     blocking(move || {
-        let rec = corral_images::import(&st.images, &path, name.as_deref()).map_err(store_error)?;
+        let rec =
+            corral_images::import(&st.images, &path, name.as_deref()).map_err(|e| match e {
+                // Reading the uploaded archive itself failed: it is not a well-formed tar.
+                corral_images::Error::Io { path: p, source } if p == path => {
+                    ApiError::unprocessable(format!("the archive: {source}"))
+                }
+                other => store_error(other),
+            })?;
         let names = st.images.names_of(&rec.digest).map_err(store_error)?;
         Ok(ImageInfo::of(names, rec))
     })
