@@ -13,6 +13,7 @@ mod sandboxes;
 mod serve;
 mod token;
 mod worker;
+mod worker_images;
 
 use clap::{Parser, Subcommand};
 

@@ -1,7 +1,8 @@
 //! `corral worker --server URL --token T`: a remote worker. It long-polls the server for a job
 //! (`POST /worker/claim`), judges it in its own warm sandboxes, renews the lease while it runs,
 //! and posts the verdict back signed with its token. It needs no database, no blob store and no
-//! other secret than its `worker` token.
+//! other secret than its `worker` token; images a job names that its data folder's image store
+//! lacks it fetches from the server by digest (`worker_images`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -269,12 +270,28 @@ async fn judge(ctx: &Arc<Ctx>, job: ClaimedJob) {
         Some(s) => write_files(&suite, s),
         None => Ok(()),
     });
+    let has_suite = job.suite_files.is_some();
+    let mut spec = job.spec.clone();
+    // The images the job names, fetched from the server when this worker lacks them.
+    let prepared = match prepared {
+        Ok(()) => {
+            let needed =
+                corral_judge::images_needed(&spec, &ctx.registry, has_suite.then_some(&*suite));
+            let remote = crate::worker_images::Remote {
+                http: &ctx.http,
+                server: &ctx.server,
+                token: &ctx.token,
+            };
+            crate::worker_images::ensure_images(&remote, &ctx.images, &mut spec, needed)
+                .await
+                .map_err(|e| format!("the worker could not get the job's images: {e:#}"))
+        }
+        Err(e) => Err(format!("the worker could not write the job's files: {e}")),
+    };
     let verdict = match prepared {
-        Err(e) => Verdict::internal(format!("the worker could not write the job's files: {e}")),
+        Err(e) => Verdict::internal(e),
         Ok(()) => {
             let ctx2 = ctx.clone();
-            let spec = job.spec.clone();
-            let has_suite = job.suite_files.is_some();
             let (files2, suite2) = (files.clone(), suite.clone());
             tokio::task::spawn_blocking(move || {
                 execute(

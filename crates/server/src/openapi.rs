@@ -163,6 +163,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     paths(
         submissions::submit, submissions::submit_batch, submissions::get_submission,
         crate::worker_api::claim, crate::worker_api::heartbeat, crate::worker_api::result,
+        crate::worker_api::images::resolve, crate::worker_api::images::blob,
     ),
     components(schemas(
         SubmissionRequest, SubmissionFile, submissions::SubmissionCreated, submissions::BatchRequest,
