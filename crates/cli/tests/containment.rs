@@ -2051,8 +2051,7 @@ fn terminal_input_cannot_be_injected() {
     }
     // corral without --json, the terminal as its stdin, stdout and stderr
     let mut c = Command::new(corral_bin());
-    c.args([
-        "run",
+    c.arg("run").args(image::root_args()).args([
         "--dir",
         &d(w.path()),
         "--wall-time",
@@ -2292,6 +2291,7 @@ fn run_batch(
     fs::write(&file, text).unwrap();
     let mut c = corral_cmd();
     c.args(["run", "--batch", file.to_str().unwrap(), "--pool-size", "1"])
+        .args(image::root_args())
         .args(flags);
     let raw = run_command(c, secs(180));
     let out = String::from_utf8_lossy(&raw.stdout).to_string();
