@@ -80,10 +80,7 @@ pub struct DataFolderArgs {
 
 impl DataFolderArgs {
     fn folder(&self) -> anyhow::Result<PathBuf> {
-        Ok(match &self.data {
-            Some(d) => d.clone(),
-            None => corral_server::Config::load(self.config.as_deref())?.data_dir,
-        })
+        crate::env::data_dir(self.data.as_deref(), self.config.as_deref())
     }
 
     /// The image store of the data folder, when it has one (nothing is created: a suite or
