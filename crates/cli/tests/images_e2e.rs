@@ -137,6 +137,42 @@ fn a_suite_naming_an_image_is_graded_in_it_and_reports_record_it() {
     assert!(csv.lines().next().unwrap().contains(",image,"), "{csv}");
 }
 
+/// Imports a one-file image `course/tiny:1` into the data folder and overwrites its layer blob
+/// on disk with other bytes of the same length; the image's digest.
+fn tampered_image(data: &Path) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f.txt"), "tiny").unwrap();
+    let tar = dir.path().join("tiny.tar");
+    let ok = Command::new("tar")
+        .arg("-C")
+        .arg(dir.path())
+        .arg("-cf")
+        .arg(&tar)
+        .arg("f.txt")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let out = corral()
+        .args(["env", "--data"])
+        .arg(data)
+        .args(["import", "--name", "course/tiny:1"])
+        .arg(&tar)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = corral_images::Store::open(data).unwrap();
+    let (_, rec) = store.resolve("course/tiny:1").unwrap();
+    let blob = store.blob_path(&rec.layers[0].blob);
+    let len = std::fs::metadata(&blob).unwrap().len() as usize;
+    std::fs::write(&blob, vec![b'x'; len]).unwrap();
+    rec.digest.to_string()
+}
+
 struct Worker(
     std::process::Child,
     std::sync::Arc<std::sync::Mutex<String>>,
@@ -232,6 +268,18 @@ fn the_server_and_a_remote_worker_run_in_images_and_record_them() {
         }
         let (_, images) = s.get(&staff, "/images").await;
         assert_eq!(images.as_array().unwrap().len(), 1, "{images}");
+        // /check grades in the suite's image; a missing image is a 422 there too.
+        let upload = s.upload(&t, &[("a.txt", b"x")]).await;
+        let (st, v) = s
+            .post(&t, "/check?format=json", json!({"checks": "img", "sandbox": {"homedir": upload}}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        assert_eq!(v["results"]["in_image"]["result"], true, "{v}");
+        assert_eq!(v["images"], json!([{"name": NAME, "digest": d}]));
+        let (st, e) = s
+            .post(&t, "/check", json!({"checks": "img", "sandbox": {"homedir": upload}, "image": "registry.example.invalid/x:1"}))
+            .await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
 
         // Submissions through the queue, judged by a remote worker whose store starts empty.
         let ids = [
@@ -279,6 +327,19 @@ fn the_server_and_a_remote_worker_run_in_images_and_record_them() {
             .lock()
             .unwrap()
             .contains("image fetched from the server"));
+
+        // A blob altered on the server's disk: the worker refuses the image and keeps nothing.
+        let tiny = tampered_image(data.path());
+        let (st, v) = s
+            .post(&t, "/submissions", json!({"cmd": "true", "image": "course/tiny:1"}))
+            .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+        let v = finished(&s, &w, &t, v["id"].as_str().unwrap()).await;
+        assert_eq!(v["verdict"], "internal_error", "{v}");
+        let m = v["message"].as_str().unwrap();
+        assert!(m.contains(&tiny) && m.contains("altered"), "{v}");
+        let worker_store = corral_images::Store::open(worker_data.path()).unwrap();
+        assert!(worker_store.resolve(&tiny).is_err());
     });
     // The worker's own store now holds the image, by the same digest.
     let store = corral_images::Store::open(worker_data.path()).unwrap();
