@@ -222,7 +222,18 @@ fn the_server_and_a_remote_worker_run_in_images_and_record_them() {
     let suite = data.path().join("suites/img");
     std::fs::create_dir_all(&suite).unwrap();
     std::fs::write(suite.join("suite.yaml"), suite_text(Some(NAME))).unwrap();
-    let s = Server::start_in(data.path(), "[submissions]\nworkers = 0\n", &[]);
+    // A language whose toolchain is the image's.
+    let langs = data.path().join("languages.toml");
+    std::fs::write(
+        &langs,
+        format!("[languages.pyimg]\nname = \"Python in the test image\"\nsource = \"main.py\"\nrun = \"python3 main.py\"\nimage = \"{NAME}\"\n"),
+    )
+    .unwrap();
+    let config = format!(
+        "languages = {:?}\n[submissions]\nworkers = 0\n",
+        langs.display().to_string()
+    );
+    let s = Server::start_in(data.path(), &config, &[]);
     let worker_data = tempfile::tempdir().unwrap();
     rt().block_on(async {
         let (t, staff, wt) = (
@@ -268,6 +279,10 @@ fn the_server_and_a_remote_worker_run_in_images_and_record_them() {
         }
         let (_, images) = s.get(&staff, "/images").await;
         assert_eq!(images.as_array().unwrap().len(), 1, "{images}");
+        let (_, listed) = s.get(&t, "/languages").await;
+        let pyimg = listed.as_array().unwrap().iter().find(|l| l["id"] == "pyimg").unwrap();
+        assert_eq!(pyimg["available"], true, "{pyimg}");
+        assert_eq!(pyimg["image"], json!({"name": NAME, "digest": d}));
         // /check grades in the suite's image; a missing image is a 422 there too.
         let upload = s.upload(&t, &[("a.txt", b"x")]).await;
         let (st, v) = s
@@ -291,6 +306,13 @@ fn the_server_and_a_remote_worker_run_in_images_and_record_them() {
                 json!({"suite": "img", "files": [{"path": "a.txt", "content": "x"}]}),
             )
             .await,
+            s.post(
+                &t,
+                "/submissions",
+                json!({"language": "pyimg", "source_code": "import os\nprint(os.path.exists('/usr/bin/gcc'))\n",
+                       "expected_output": "False"}),
+            )
+            .await,
         ]
         .map(|(st, v)| {
             assert_eq!(st, StatusCode::ACCEPTED, "{v}");
@@ -306,6 +328,8 @@ fn the_server_and_a_remote_worker_run_in_images_and_record_them() {
             "--data",
         ])
         .arg(worker_data.path())
+        .arg("--languages")
+        .arg(&langs)
         .env("CORRAL_WORKER_TOKEN", &wt)
         .env("CORRAL_LOG", "info");
         let Logged { child, log, .. } = Logged::spawn(cmd);

@@ -106,7 +106,9 @@ pub async fn pull(
     params(ImportQuery),
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The archive"),
     responses(
-        (status = 201, description = "Imported", body = ImageInfo),
+        (status = 201, description = "Imported", body = ImageInfo,
+            links(("RemoveImage" = (operation_id = "remove", description = "Remove the imported image",
+                parameters(("reference" = "$response.body#/digest")))))),
         (status = 403, description = "Not an admin", body = ErrorBody),
         (status = 413, description = "Larger than the image store's cap", body = ErrorBody),
         (status = 422, description = "Not an image archive or root filesystem, or a layer broke a rule", body = ErrorBody),
