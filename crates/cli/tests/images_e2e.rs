@@ -137,6 +137,33 @@ fn a_suite_naming_an_image_is_graded_in_it_and_reports_record_it() {
     assert!(csv.lines().next().unwrap().contains(",image,"), "{csv}");
 }
 
+/// Runs one WebSocket `run` message; the `exit` message.
+async fn ws_run(s: &Server, token: &str, msg: Value) -> Value {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws?token={token}", s.addr))
+        .await
+        .unwrap();
+    ws.send(Message::Text(msg.to_string().into()))
+        .await
+        .unwrap();
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(120), ws.next())
+            .await
+            .expect("no WebSocket message within 120 s")
+            .unwrap()
+            .unwrap();
+        if let Message::Text(t) = m {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            match v["type"].as_str() {
+                Some("exit") => return v,
+                Some("error") => panic!("{v}"),
+                _ => {}
+            }
+        }
+    }
+}
+
 /// Imports a one-file image `course/tiny:1` into the data folder and overwrites its layer blob
 /// on disk with other bytes of the same length; the image's digest.
 fn tampered_image(data: &Path) -> String {
@@ -259,6 +286,10 @@ fn the_server_and_a_remote_worker_run_in_images_and_record_them() {
         let (_, v) = s.run(&t, json!({"cmd": IN_IMAGE})).await;
         assert_eq!(v["status"], "nonzero_exit", "{v}");
         assert!(v.get("image").is_none(), "{v}");
+        // A WebSocket run in the image: its exit message records it.
+        let exit = ws_run(&s, &t, json!({"type": "run", "cmd": IN_IMAGE, "image": NAME})).await;
+        assert_eq!(exit["status"], "ok", "{exit}");
+        assert_eq!(exit["image"], json!({"name": NAME, "digest": d}));
         // A student naming an image the server lacks: 422 naming it; nothing is pulled.
         for path in ["/run", "/submissions"] {
             let (st, e) = s
