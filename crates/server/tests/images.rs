@@ -124,7 +124,19 @@ async fn staff_list_admins_import_and_remove() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn students_may_name_only_images_the_server_has() {
-    let s = TestServer::start(|_| {}).await;
+    // Two folder suites: one naming an image the server will have, one naming a missing one.
+    let s = TestServer::start(|c| {
+        for (id, image) in [("has", "course/py:1"), ("lacks", "course/none:1")] {
+            let dir = c.data_dir.join("suites").join(id);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("suite.yaml"),
+                format!("name: {id}\nchecks:\n  - id: a\n    image: {image}\n    steps: [{{run: \"true\"}}]\n"),
+            )
+            .unwrap();
+        }
+    })
+    .await;
     let (admin, student) = (s.token(Role::Admin).await, s.token(Role::Student).await);
     let missing = "registry.example.invalid/course/python:3.12";
     let not_here = |v: &Value| {
@@ -212,5 +224,35 @@ async fn students_may_name_only_images_the_server_has() {
     let spec: Value = serde_json::from_str(&job.spec).unwrap();
     assert_eq!(spec["image"], "course/py:1");
     assert_eq!(spec["image_digests"]["course/py:1"], img["digest"]);
+    // A suite's own images are pinned at submission too; one the server lacks is a 422 then.
+    let files = json!([{"path": "a.txt", "content": "x"}]);
+    let (st, sub) = post(
+        &s,
+        &student,
+        "/submissions",
+        json!({"suite": "has", "files": files}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{sub}");
+    let job = s
+        .store
+        .get_job(sub["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let spec: Value = serde_json::from_str(&job.spec).unwrap();
+    assert_eq!(spec["image_digests"], json!({"course/py:1": img["digest"]}));
+    let (st, e) = post(
+        &s,
+        &student,
+        "/submissions",
+        json!({"suite": "lacks", "files": files}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("course/none:1"),
+        "{e}"
+    );
     s.stop().await;
 }

@@ -216,22 +216,9 @@ pub async fn accept(
             }
         }
     };
-    // Images: the request's (over the language's), pinned to the digests this server has now,
-    // so every worker runs exactly those.
-    let image_refs: Vec<String> = req
-        .image
-        .iter()
-        .chain(lang.as_ref().and_then(|l| l.image.as_ref()))
-        .cloned()
-        .collect();
-    let image_digests = if image_refs.is_empty() {
-        BTreeMap::new()
-    } else {
-        crate::service::images::pin(st, image_refs).await?
-    };
-    let spec = JobSpec {
+    let mut spec = JobSpec {
         image: req.image.clone(),
-        image_digests,
+        image_digests: BTreeMap::new(),
         language: lang.as_ref().map(|l| l.id.clone()),
         cmd: req.cmd,
         suite,
@@ -249,6 +236,9 @@ pub async fn accept(
     // anything is stored.
     spec.validate()
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    // Every image the job names (the request's, the language's, the suite's and its checks'),
+    // pinned to the digest this server has now: every worker judges exactly those.
+    spec.image_digests = pin_images(st, &spec).await?;
     // The files: an upload of the caller's, or inline files stored as one now.
     let max_depth = st.config.upload.max_depth;
     let mut new_files: Vec<NewFile> = Vec::new();
@@ -311,6 +301,42 @@ pub async fn accept(
         callback_url: req.callback_url,
         max_attempts: st.config.submissions.max_attempts,
     })
+}
+
+/// The job's images pinned to digests (422 naming one the server lacks). A suite is read from
+/// its folder, or from its registered files materialised for the purpose.
+async fn pin_images(
+    st: &SharedState,
+    spec: &JobSpec,
+) -> Result<BTreeMap<String, String>, ApiError> {
+    let work = tempfile::Builder::new()
+        .prefix("pin-")
+        .tempdir_in(&st.tmp_dir)
+        .map_err(ApiError::internal)?;
+    let suite_dir = match &spec.suite {
+        None => None,
+        Some(SuiteRef {
+            upload: Some(u), ..
+        }) => {
+            let upload = st.store.get_upload(u).await?.ok_or_else(|| {
+                ApiError::internal(format!("the files of suite upload {u} are gone"))
+            })?;
+            st.store.materialize(&upload, work.path()).await?;
+            Some(work.path().to_path_buf())
+        }
+        Some(SuiteRef { id, upload: None }) => Some(suites::suites_dir(st).join(id)),
+    };
+    let (st2, spec2) = (st.clone(), spec.clone());
+    let needed = tokio::task::spawn_blocking(move || {
+        corral_judge::images_needed(&spec2, &st2.languages, suite_dir.as_deref())
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    drop(work);
+    if needed.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    crate::service::images::pin(st, needed).await
 }
 
 /// Refuses (429) when the caller would have more submissions waiting than allowed.
