@@ -564,6 +564,11 @@ async fn openapi_document_is_complete() {
         "/openapi.json",
         "/check",
         "/suites",
+        "/images",
+        "/images/import",
+        "/images/{reference}",
+        "/worker/images/{reference}",
+        "/worker/blobs/{digest}",
     ] {
         assert!(
             doc["paths"][p].is_object(),
@@ -576,6 +581,8 @@ async fn openapi_document_is_complete() {
         "UploadResponse",
         "ErrorBody",
         "WsClientMessage",
+        "ImageInfo",
+        "ImageDoc",
     ] {
         assert!(
             doc["components"]["schemas"][schema].is_object(),
