@@ -393,6 +393,12 @@ pub fn result_file(student: &str) -> String {
     format!("{safe}.json")
 }
 
+/// Whether a stored row still stands for `sub`: same student, same files and suite
+/// (`fingerprint`), graded in the images the suite's names point at now.
+fn still_valid(row: &Row, sub: &Submission, fingerprint: &str, images: &[UsedImage]) -> bool {
+    row.student == sub.student && row.fingerprint == fingerprint && row.images == images
+}
+
 fn load_row(path: &Path) -> Option<Row> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
@@ -442,11 +448,7 @@ pub fn grade_all(
                 let kept = (!opts.force)
                     .then(|| load_row(&file))
                     .flatten()
-                    .filter(|r| {
-                        r.student == sub.student
-                            && r.fingerprint == fingerprint(suite, &sub.path)
-                            && r.images == images
-                    });
+                    .filter(|r| still_valid(r, sub, &fingerprint(suite, &sub.path), &images));
                 let (row, how) = match kept {
                     Some(r) => (r, Progress::Kept),
                     None => {
@@ -788,6 +790,40 @@ mod tests {
         let h = histogram(&rows, 10.0, 10);
         assert_eq!(h, vec![2, 0, 0, 0, 0, 1, 0, 0, 0, 2]);
         assert_eq!(esc("<a href='x'>&"), "&lt;a href=&#39;x&#39;&gt;&amp;");
+    }
+
+    #[test]
+    fn a_stored_row_graded_in_another_digest_is_graded_again() {
+        let image = |hex: &str| UsedImage {
+            name: "course/numpy:1".into(),
+            digest: format!("sha256:{}", hex.repeat(32)),
+        };
+        let row = Row {
+            student: "ann".into(),
+            status: RowStatus::Graded,
+            score: 1.0,
+            max_score: 1.0,
+            reason: None,
+            integrity: vec![],
+            safety: None,
+            checks: BTreeMap::new(),
+            time_ms: 0,
+            graded_at: 0,
+            fingerprint: "f".into(),
+            report: Value::Null,
+            images: vec![image("ab")],
+        };
+        let sub = Submission {
+            student: "ann".into(),
+            path: PathBuf::from("/nonexistent"),
+            problem: None,
+        };
+        assert!(still_valid(&row, &sub, "f", &[image("ab")]));
+        // The name now points at another digest: graded again.
+        assert!(!still_valid(&row, &sub, "f", &[image("cd")]));
+        // Moved to the host root, or changed files: graded again.
+        assert!(!still_valid(&row, &sub, "f", &[]));
+        assert!(!still_valid(&row, &sub, "g", &[image("ab")]));
     }
 
     #[test]
