@@ -21,12 +21,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use corral_images::Store as ImageStore;
 use corral_sandbox::Pool;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::{self, GradeOptions};
 use crate::error::{GradeError, SuiteError};
+use crate::image_root::UsedImage;
 use crate::kinds;
 use crate::language_registry::LanguageRegistry;
 use crate::report::View;
@@ -134,6 +136,9 @@ pub struct Row {
     pub fingerprint: String,
     /// corral's staff JSON report (`null` when the submission could not be graded).
     pub report: Value,
+    /// The container images the submission was graded in (empty: the host root).
+    #[serde(default)]
+    pub images: Vec<UsedImage>,
 }
 
 /// The rows every report of this suite has, in order: (id, description, max points).
@@ -284,8 +289,8 @@ pub struct BatchOptions {
     pub jobs: usize,
     /// Checks of one submission run at once.
     pub check_jobs: usize,
-    /// The image store of base and grader images (see [`GradeOptions::images`]).
-    pub images: Option<corral_images::Store>,
+    /// Where the suite's images are (see [`GradeOptions::images`]).
+    pub images: Option<ImageStore>,
 }
 
 impl Default for BatchOptions {
@@ -341,6 +346,7 @@ fn failed_row(suite: &Suite, sub: &Submission, why: String, fp: String) -> Row {
         graded_at: now(),
         fingerprint: fp,
         report: Value::Null,
+        images: Vec::new(),
     }
 }
 
@@ -350,7 +356,7 @@ pub fn grade_one(
     registry: &LanguageRegistry,
     suite: &Suite,
     sub: &Submission,
-    batch: &BatchOptions,
+    opts: &BatchOptions,
 ) -> Row {
     let started = Instant::now();
     let _span = tracing::debug_span!("submission", student = %sub.student).entered();
@@ -359,11 +365,12 @@ pub fn grade_one(
         tracing::info!(problem = %p, "submission not graded");
         return failed_row(suite, sub, p.clone(), fp);
     }
-    let opts = GradeOptions {
-        jobs: batch.check_jobs.max(1),
-        images: batch.images.clone(),
+    let grade_opts = GradeOptions {
+        jobs: opts.check_jobs.max(1),
+        images: opts.images.clone(),
+        pins: BTreeMap::new(),
     };
-    let report = match engine::grade(pool, registry, suite, &sub.path, &opts) {
+    let report = match engine::grade(pool, registry, suite, &sub.path, &grade_opts) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "grading the submission failed");
@@ -440,6 +447,7 @@ pub fn grade_one(
         graded_at: now(),
         fingerprint: fp,
         report: report.to_json(View::Staff),
+        images: report.used_images(),
     }
 }
 
@@ -456,6 +464,12 @@ pub fn result_file(student: &str) -> String {
         })
         .collect();
     format!("{safe}.json")
+}
+
+/// Whether a stored row still stands for `sub`: same student, same files and suite
+/// (`fingerprint`), graded in the images the suite's names point at now.
+fn still_valid(row: &Row, sub: &Submission, fingerprint: &str, images: &[UsedImage]) -> bool {
+    row.student == sub.student && row.fingerprint == fingerprint && row.images == images
 }
 
 fn load_row(path: &Path) -> Option<Row> {
@@ -483,7 +497,10 @@ pub fn grade_all(
     let io = |what: String| move |source| GradeError::Io { what, source };
     let results = out_dir.join(RESULTS_DIR);
     std::fs::create_dir_all(&results).map_err(io(format!("creating {}", results.display())))?;
-    engine::plan(suite, registry)?;
+    let settings = engine::plan(suite, registry, opts.images.as_ref())?;
+    // A stored result is kept only if it was graded in the images the suite names now (a name
+    // moved to another digest grades again).
+    let images = engine::planned_images(&settings);
     // Keep the pytest/check50 test folders (and so the pooled sandboxes' shape) for the batch.
     let _held = kinds::keep_folders(suite)
         .map_err(io("preparing the assignment's test files".to_string()))?;
@@ -504,9 +521,7 @@ pub fn grade_all(
                 let kept = (!opts.force)
                     .then(|| load_row(&file))
                     .flatten()
-                    .filter(|r| {
-                        r.student == sub.student && r.fingerprint == fingerprint(suite, &sub.path)
-                    });
+                    .filter(|r| still_valid(r, sub, &fingerprint(suite, &sub.path), &images));
                 let (row, how) = match kept {
                     Some(r) => (r, Progress::Kept),
                     None => {
@@ -574,6 +589,7 @@ pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
         "reason".into(),
         "integrity".into(),
         "safety".into(),
+        "image".into(),
     ];
     head.extend(cols.iter().map(|(id, _, _)| id.clone()));
     out.push_str(
@@ -607,6 +623,7 @@ pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
                 Some(s) if s.is_empty() => "ok".into(),
                 Some(s) => s.join("; "),
             },
+            images_cell(&r.images),
         ];
         for (id, _, max) in &cols {
             f.push(match r.checks.get(id) {
@@ -621,6 +638,21 @@ pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A row's images for a gradebook cell: `NAME@DIGEST`, `; `-separated (empty: the host root).
+fn images_cell(images: &[UsedImage]) -> String {
+    images
+        .iter()
+        .map(|i| {
+            format!(
+                "{}@{}",
+                i.name.split('@').next().unwrap_or(&i.name),
+                i.digest
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn esc(s: &str) -> String {
@@ -770,12 +802,12 @@ pub fn html_report(suite: &Suite, rows: &[Row]) -> String {
     // Students.
     let _ = writeln!(
         h,
-        "<h2>Submissions</h2>\n<table><tr><th>student</th><th class=\"num\">score</th><th>status</th><th>reason</th></tr>"
+        "<h2>Submissions</h2>\n<table><tr><th>student</th><th class=\"num\">score</th><th>status</th><th>reason</th><th>image</th></tr>"
     );
     for r in rows {
         let _ = writeln!(
             h,
-            "<tr><td><a href=\"{}/{}\">{}</a></td><td class=\"num\">{}/{}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
+            "<tr><td><a href=\"{}/{}\">{}</a></td><td class=\"num\">{}/{}</td><td class=\"{}\">{}</td><td>{}</td><td><code>{}</code></td></tr>",
             RESULTS_DIR,
             esc(&result_file(&r.student)),
             esc(&r.student),
@@ -783,7 +815,8 @@ pub fn html_report(suite: &Suite, rows: &[Row]) -> String {
             num(r.max_score),
             r.status.as_str(),
             r.status.as_str(),
-            esc(r.reason.as_deref().unwrap_or(""))
+            esc(r.reason.as_deref().unwrap_or("")),
+            esc(&images_cell(&r.images))
         );
     }
     let _ = writeln!(h, "</table>\n</body></html>");
@@ -824,10 +857,99 @@ mod tests {
             graded_at: 0,
             fingerprint: String::new(),
             report: Value::Null,
+            images: vec![],
         };
         let rows: Vec<Row> = [0.0, 0.5, 5.0, 9.99, 10.0].into_iter().map(row).collect();
         let h = histogram(&rows, 10.0, 10);
         assert_eq!(h, vec![2, 0, 0, 0, 0, 1, 0, 0, 0, 2]);
         assert_eq!(esc("<a href='x'>&"), "&lt;a href=&#39;x&#39;&gt;&amp;");
+    }
+
+    #[test]
+    fn a_stored_row_graded_in_another_digest_is_graded_again() {
+        let image = |hex: &str| UsedImage {
+            name: "course/numpy:1".into(),
+            digest: format!("sha256:{}", hex.repeat(32)),
+        };
+        let row = Row {
+            student: "ann".into(),
+            status: RowStatus::Graded,
+            score: 1.0,
+            max_score: 1.0,
+            reason: None,
+            integrity: vec![],
+            safety: None,
+            checks: BTreeMap::new(),
+            time_ms: 0,
+            graded_at: 0,
+            fingerprint: "f".into(),
+            report: Value::Null,
+            images: vec![image("ab")],
+        };
+        let sub = Submission {
+            student: "ann".into(),
+            path: PathBuf::from("/nonexistent"),
+            problem: None,
+        };
+        assert!(still_valid(&row, &sub, "f", &[image("ab")]));
+        // The name now points at another digest: graded again.
+        assert!(!still_valid(&row, &sub, "f", &[image("cd")]));
+        // Moved to the host root, or changed files: graded again.
+        assert!(!still_valid(&row, &sub, "f", &[]));
+        assert!(!still_valid(&row, &sub, "g", &[image("ab")]));
+    }
+
+    #[test]
+    fn gradebook_rows_record_their_images() {
+        let suite = crate::suite::Suite::parse(
+            "name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n",
+            Path::new("/tmp/suite.yaml"),
+            false,
+        )
+        .unwrap();
+        let digest = format!("sha256:{}", "cd".repeat(32));
+        let row = |student: &str, images: Vec<UsedImage>| Row {
+            student: student.into(),
+            status: RowStatus::Graded,
+            score: 1.0,
+            max_score: 1.0,
+            reason: None,
+            integrity: vec![],
+            safety: None,
+            checks: BTreeMap::from([("a".to_string(), (Some(true), 1.0))]),
+            time_ms: 0,
+            graded_at: 0,
+            fingerprint: String::new(),
+            report: Value::Null,
+            images,
+        };
+        let used = UsedImage {
+            name: "course/numpy:1".into(),
+            digest: digest.clone(),
+        };
+        let rows = vec![row("ann", vec![used.clone()]), row("bob", vec![])];
+        let csv = gradebook_csv(&suite, &rows);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            lines[0],
+            "student,score,max_score,percent,status,reason,integrity,safety,image,a"
+        );
+        assert_eq!(
+            lines[1],
+            format!("ann,1,1,100.0,graded,,ok,,course/numpy:1@{digest},1")
+        );
+        assert_eq!(lines[2], "bob,1,1,100.0,graded,,ok,,,1");
+        let html = html_report(&suite, &rows);
+        assert!(
+            html.contains(&format!("<code>course/numpy:1@{digest}</code>")),
+            "{html}"
+        );
+        // Results stored before images were recorded still load (no image: the host root).
+        let mut old = serde_json::to_value(&rows[1]).unwrap();
+        old.as_object_mut().unwrap().remove("images");
+        let back: Row = serde_json::from_value(old).unwrap();
+        assert!(back.images.is_empty());
+        let back: Row = serde_json::from_value(serde_json::to_value(&rows[0]).unwrap()).unwrap();
+        assert_eq!(back.images, vec![used]);
     }
 }

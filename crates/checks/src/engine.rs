@@ -7,12 +7,15 @@
 //! - What a check runs is its kind's ([`crate::kinds`]); the engine stages, schedules and
 //!   collects the rows.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 
+use corral_images::Store as ImageStore;
 use corral_sandbox::Pool;
 
 use crate::error::GradeError;
+use crate::image_root::UsedImage;
 use crate::kinds::{runner_of, CheckContext};
 use crate::language_registry::LanguageRegistry;
 use crate::report::{CheckResult, IntegrityFlag, Report};
@@ -30,9 +33,12 @@ pub use crate::shared::text::{normalize, signal_name, MAX_VALUE};
 pub struct GradeOptions {
     /// Checks running at once (default: the number of CPUs).
     pub jobs: usize,
-    /// The image store (the data folder's) base images are found in, and where built grader
-    /// environments are cached; `None`: a check naming a base image cannot run.
-    pub images: Option<corral_images::Store>,
+    /// The image store the suite's, checks' and languages' images are found in (the data
+    /// folder's); `None`: a suite naming an image cannot be graded.
+    pub images: Option<ImageStore>,
+    /// Image references pinned to digests (REF → `sha256:…`): a queued submission grades in the
+    /// digests the server resolved when it was submitted, whatever the names point to now.
+    pub pins: BTreeMap<String, String>,
 }
 
 impl Default for GradeOptions {
@@ -42,14 +48,30 @@ impl Default for GradeOptions {
                 .map(|n| n.get())
                 .unwrap_or(1),
             images: None,
+            pins: BTreeMap::new(),
         }
     }
 }
 
 /// Resolves the run settings of every check (see [`settings::for_suite`]); fails on an unknown
-/// or unavailable language before anything runs.
-pub fn plan(suite: &Suite, registry: &LanguageRegistry) -> Result<Vec<RunSettings>, GradeError> {
-    settings::for_suite(suite, registry)
+/// or unavailable language, or an image `images` lacks, before anything runs.
+pub fn plan(
+    suite: &Suite,
+    registry: &LanguageRegistry,
+    images: Option<&ImageStore>,
+) -> Result<Vec<RunSettings>, GradeError> {
+    settings::for_suite(suite, registry, images, &BTreeMap::new())
+}
+
+/// The images a plan runs in, each once, in suite order.
+pub fn planned_images(settings: &[RunSettings]) -> Vec<UsedImage> {
+    let mut out: Vec<UsedImage> = Vec::new();
+    for i in settings.iter().filter_map(|s| UsedImage::of(&s.root)) {
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    out
 }
 
 /// Grades the submission in `submission` (a host folder) against `suite`.
@@ -71,7 +93,20 @@ pub fn grade(
         });
     }
     let _span = tracing::debug_span!("grade", suite = %suite.name).entered();
-    let settings = plan(suite, registry)?;
+    let settings = settings::for_suite(suite, registry, opts.images.as_ref(), &opts.pins)?;
+    // Every row of a check (its rubric items too) records the image the check is graded in.
+    let images: BTreeMap<String, UsedImage> = suite
+        .checks
+        .iter()
+        .zip(&settings)
+        .filter_map(|(c, s)| Some((c, UsedImage::of(&s.root)?)))
+        .flat_map(|(c, image)| {
+            let items = c.rubric().unwrap_or_default();
+            std::iter::once(c.id.clone())
+                .chain(items.into_iter().map(|i| i.id.to_string()))
+                .map(move |id| (id, image.clone()))
+        })
+        .collect();
     let io = |what: &str| {
         let what = what.to_string();
         move |source| GradeError::Io { what, source }
@@ -119,6 +154,7 @@ pub fn grade(
             results,
             integrity,
             safety,
+            images,
         });
     }
 
@@ -267,6 +303,7 @@ pub fn grade(
         results,
         integrity,
         safety,
+        images,
     })
 }
 

@@ -56,6 +56,8 @@ pub enum GradeError {
         check: String,
         why: String,
     },
+    #[error("check {check:?}: {why}")]
+    ImageUnavailable { check: String, why: String },
     #[error("check {check:?} runs {{compile}} but language {id:?} has no compile command")]
     NoCompile { id: String, check: String },
     #[error(transparent)]

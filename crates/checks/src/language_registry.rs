@@ -2,18 +2,22 @@
 //!
 //! The built-in entries live in `data/languages.toml` (embedded in the binary). An operator file of
 //! the same shape adds languages or replaces entries by id. A language whose toolchain is missing on
-//! this host is *unavailable* — reported, never a crash.
+//! this host is *unavailable* — reported, never a crash. A language may instead run in a container
+//! image (`image = "python:3.12-slim"`): then its toolchain is the image's, and it is available when
+//! the image store has that image (never pulled on demand).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use corral_images::Store as ImageStore;
 use corral_sandbox::{
-    Limits, LimitsRequest, Mount, NoSink, Pool, RunSpec, SandboxConfig, Status, Stdin,
+    Limits, LimitsRequest, Mount, NoSink, Pool, Root, RunSpec, SandboxConfig, Status, Stdin,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::error::LanguageError;
+use crate::image_root;
 
 /// The built-in registry file.
 pub const BUILTIN: &str = include_str!("../data/languages.toml");
@@ -47,9 +51,13 @@ pub struct Language {
     #[serde(default)]
     pub limits: LimitsRequest,
     /// Programs or absolute host paths that must exist; default: the first word of `compile`
-    /// and `run` unless it starts with `./`.
+    /// and `run` unless it starts with `./`. Not looked for on the host when `image` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requires: Option<Vec<String>>,
+    /// A container image (REF: name, `name@sha256:…` or digest) whose root filesystem every
+    /// program of this language runs in; its toolchain is the image's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -74,6 +82,17 @@ pub struct LanguageStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compile: Option<String>,
     pub run: String,
+    /// The image the language runs in, when it names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<LanguageImage>,
+}
+
+/// A language's image in its status: the REF it names and, when the store has it, the image
+/// manifest's digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LanguageImage {
+    pub name: String,
+    pub digest: Option<String>,
 }
 
 /// A host path a language makes visible to every program in it (read-only), with what an
@@ -201,6 +220,9 @@ impl LanguageRegistry {
             for (k, v) in &lang.env {
                 corral_sandbox::parse_env(&format!("{k}={v}")).map_err(|e| bad(e.to_string()))?;
             }
+            if let Some(image) = &lang.image {
+                image_root::check_reference(image).map_err(|e| bad(format!("image: {e}")))?;
+            }
             self.languages.insert(id, lang);
         }
         Ok(())
@@ -217,13 +239,18 @@ impl LanguageRegistry {
     }
 
     /// Every language with its status; versions are read by running each `version` command in a
-    /// sandbox from `pool` (without a pool, only the host-side checks are made).
-    pub fn probe(&self, pool: Option<&Arc<Pool>>) -> Vec<LanguageStatus> {
+    /// sandbox from `pool` (without a pool, only the host-side checks are made). Languages in an
+    /// image are looked up in `images`.
+    pub fn probe(
+        &self,
+        pool: Option<&Arc<Pool>>,
+        images: Option<&ImageStore>,
+    ) -> Vec<LanguageStatus> {
         let langs: Vec<&Language> = self.iter().collect();
         std::thread::scope(|s| {
             let handles: Vec<_> = langs
                 .iter()
-                .map(|l| s.spawn(move || l.probe(pool)))
+                .map(|l| s.spawn(move || l.probe(pool, images)))
                 .collect();
             handles
                 .into_iter()
@@ -309,13 +336,25 @@ impl Language {
         out
     }
 
-    /// Host-side availability: every mount source and required program exists. `Err` says why not.
+    /// The root this language's programs run in: its image from `images` (which must have it),
+    /// or the host's after [`Language::check_host`]. `Err` says why the language is unavailable.
+    pub fn root(&self, images: Option<&ImageStore>) -> Result<Root, String> {
+        self.check_host()?;
+        image_root::root_for(images, self.image.as_deref())
+    }
+
+    /// Host-side availability: every mount source and (without an image) every required program
+    /// exists. `Err` says why not.
     pub fn check_host(&self) -> Result<(), String> {
         let mounts = self.mounts()?;
         for m in &mounts {
             if !m.src.exists() {
                 return Err(format!("{} does not exist on this host", m.src.display()));
             }
+        }
+        if self.image.is_some() {
+            // The toolchain is the image's; whether the store has it is `root`'s question.
+            return Ok(());
         }
         let path_var = self
             .env
@@ -341,9 +380,9 @@ impl Language {
         Ok(())
     }
 
-    /// Availability and version. The version command runs in a sandbox, which also proves that the
-    /// toolchain works there.
-    pub fn probe(&self, pool: Option<&Arc<Pool>>) -> LanguageStatus {
+    /// Availability and version. The version command runs in a sandbox (in the language's image,
+    /// if it names one), which also proves that the toolchain works there.
+    pub fn probe(&self, pool: Option<&Arc<Pool>>, images: Option<&ImageStore>) -> LanguageStatus {
         let mut st = LanguageStatus {
             id: self.id.clone(),
             name: self.name.clone(),
@@ -353,11 +392,21 @@ impl Language {
             source: self.source.clone(),
             compile: self.compile.clone(),
             run: self.run.clone(),
+            image: self.image.as_ref().map(|name| LanguageImage {
+                name: name.clone(),
+                digest: None,
+            }),
         };
-        if let Err(why) = self.check_host() {
-            st.available = false;
-            st.reason = Some(why);
-            return st;
+        let root = match self.root(images) {
+            Ok(root) => root,
+            Err(why) => {
+                st.available = false;
+                st.reason = Some(why);
+                return st;
+            }
+        };
+        if let (Some(image), Some(used)) = (&mut st.image, image_root::UsedImage::of(&root)) {
+            image.digest = Some(used.digest);
         }
         let (Some(cmd), Some(pool)) = (&self.version, pool) else {
             return st;
@@ -367,6 +416,7 @@ impl Language {
         spec.stdin = Stdin::Empty;
         spec.mounts = self.mounts().unwrap_or_default();
         spec.limits = self.default_limits();
+        spec.root = root;
         let shape = SandboxConfig::for_spec(&spec);
         let outcome = match pool.lease(&shape) {
             Ok(mut lease) => lease.sandbox().run(&spec, &mut NoSink),
@@ -499,7 +549,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.get("c").unwrap().name, "C (clang)");
         let ghost = r.get("ghost").unwrap();
-        let st = ghost.probe(None);
+        let st = ghost.probe(None, None);
         assert!(!st.available);
         assert!(st.reason.unwrap().contains("ghostc-does-not-exist"));
         let missing_path = r
@@ -512,6 +562,52 @@ mod tests {
             .unwrap()
             .unwrap_err()
             .contains("/definitely/not/here"));
+    }
+
+    #[test]
+    fn a_language_in_an_image_is_available_exactly_when_the_store_has_it() {
+        let mut r = LanguageRegistry::builtin();
+        r.merge_str(
+            "[languages.py312]\nname = \"Python 3.12\"\nsource = \"main.py\"\n\
+             run = \"python3.12-only-in-the-image main.py\"\nimage = \"course/py:3.12\"\n",
+            "ops.toml",
+        )
+        .unwrap();
+        let lang = r.get("py312").unwrap();
+        // Its toolchain is not looked for on the host.
+        lang.check_host().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = ImageStore::open(&dir.path().join("data")).unwrap();
+        let st = lang.probe(None, Some(&store));
+        assert!(!st.available);
+        assert!(
+            st.reason
+                .as_deref()
+                .unwrap()
+                .contains("not in the image store"),
+            "{st:?}"
+        );
+        assert_eq!(st.image.as_ref().unwrap().digest, None);
+        assert!(!lang.probe(None, None).available);
+        let digest = crate::image_root::test_image(&store, dir.path(), "course/py:3.12");
+        let st = lang.probe(None, Some(&store));
+        assert!(st.available, "{st:?}");
+        assert_eq!(
+            st.image,
+            Some(LanguageImage {
+                name: "course/py:3.12".into(),
+                digest: Some(digest.clone())
+            })
+        );
+        let Root::Image(root) = lang.root(Some(&store)).unwrap() else {
+            panic!("not an image root")
+        };
+        assert_eq!(root.digest, digest);
+        // A host language keeps the host root.
+        assert_eq!(
+            r.get("bash").unwrap().root(Some(&store)).unwrap(),
+            Root::Host
+        );
     }
 
     #[test]
@@ -535,6 +631,13 @@ mod tests {
             )
             .unwrap_err();
         assert!(e.to_string().contains("absolute"), "{e}");
+        let e = r
+            .merge_str(
+                "[languages.x]\nname = \"X\"\nsource = \"x\"\nrun = \"x\"\nimage = \"Not/A/Ref\"\n",
+                "ops.toml",
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("image"), "{e}");
         assert!(matches!(r.get("nope"), Err(LanguageError::Unknown(_))));
     }
 }

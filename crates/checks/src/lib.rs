@@ -48,6 +48,7 @@ pub mod suite;
 
 pub use engine::{grade, GradeOptions};
 pub use error::{GradeError, LanguageError, SuiteError};
-pub use language_registry::{Exposure, Language, LanguageRegistry, LanguageStatus};
+pub use image_root::UsedImage;
+pub use language_registry::{Exposure, Language, LanguageImage, LanguageRegistry, LanguageStatus};
 pub use report::{CheckResult, Integrity, Report, View};
 pub use suite::{Check, CheckKind, SafetyConfig, Step, Suite};

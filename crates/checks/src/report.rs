@@ -1,8 +1,12 @@
 //! Results of a graded submission and their exports: corral's JSON (CS50 Check's shape plus points,
 //! timings and integrity), strict CS50 JSON, Gradescope's `results.json` and check50-style text.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+
+use crate::image_root::UsedImage;
 
 /// What a step expected or what actually happened: CS50 Check's `{type, value}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -87,6 +91,9 @@ pub struct Report {
     pub integrity: Integrity,
     /// The static safety check's findings, when the suite asked for one.
     pub safety: Option<SafetyReport>,
+    /// The container image each row's check was graded in, by row id (rows on the host root
+    /// have none).
+    pub images: BTreeMap<String, UsedImage>,
 }
 
 /// One thing the scan found.
@@ -222,9 +229,24 @@ impl Report {
         self.results.iter().any(|r| r.error.is_some())
     }
 
+    /// The images the checks were graded in, each once, in suite order (empty: all on the host).
+    pub fn used_images(&self) -> Vec<UsedImage> {
+        let mut out: Vec<UsedImage> = Vec::new();
+        for r in &self.results {
+            if let Some(i) = self.images.get(&r.id) {
+                if !out.contains(i) {
+                    out.push(i.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// corral's JSON: CS50 Check's `{"results": {...}}` with added fields per check (`points`,
-    /// `max_points`, `time_ms`, `hidden`, `message`, `error`) and at the top (`suite`, `score`,
-    /// `max_score`, `passed`, `integrity`).
+    /// `max_points`, `time_ms`, `hidden`, `message`, `error`, `image`) and at the top (`suite`,
+    /// `score`, `max_score`, `passed`, `integrity`, `images`). `image` is `{"name", "digest"}`
+    /// of the container image the check ran in (absent on the host root); `images` lists each
+    /// once (absent when none).
     pub fn to_json(&self, view: View) -> Value {
         let mut results = Map::new();
         for r in &self.results {
@@ -239,6 +261,9 @@ impl Report {
             if let Some(e) = &r.error {
                 m.insert("error".into(), json!(e));
             }
+            if let Some(i) = self.images.get(&r.id) {
+                m.insert("image".into(), json!(i));
+            }
             results.insert(r.id.clone(), Value::Object(m));
         }
         let mut v = json!({
@@ -251,6 +276,10 @@ impl Report {
         });
         if let Some(s) = &self.safety {
             v["safety"] = serde_json::to_value(s).expect("serializable");
+        }
+        let images = self.used_images();
+        if !images.is_empty() {
+            v["images"] = json!(images);
         }
         v
     }
@@ -337,6 +366,7 @@ impl Report {
                 "max_score": num(self.max_score()),
                 "integrity": self.integrity,
                 "safety": self.safety,
+                "images": self.used_images(),
             },
         })
     }
@@ -421,6 +451,9 @@ impl Report {
                 out.push_str(&format!("    {l}\n"));
             }
         }
+        for i in self.used_images() {
+            out.push_str(&format!("image: {} ({})\n", i.name, i.digest));
+        }
         out.push_str(&format!(
             "score: {}/{}\n",
             fmt_num(self.score()),
@@ -439,6 +472,7 @@ const KEY_ORDER: &[&str] = &[
     "passed",
     "integrity",
     "safety",
+    "images",
     "dependencies",
     "description",
     "result",
@@ -452,7 +486,9 @@ const KEY_ORDER: &[&str] = &[
     "hidden",
     "message",
     "error",
+    "image",
     "name",
+    "digest",
     "number",
     "status",
     "output",
@@ -603,6 +639,7 @@ mod tests {
                 flagged: vec![],
             },
             safety: None,
+            images: BTreeMap::new(),
         }
     }
 
@@ -665,6 +702,34 @@ mod tests {
         assert!(text.find("\"dependencies\"").unwrap() < text.find("\"script\"").unwrap());
         let back: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back, r.to_json(View::Staff));
+    }
+
+    #[test]
+    fn reports_record_the_image_each_check_ran_in() {
+        let mut r = report();
+        let j = r.to_json(View::Student);
+        assert!(j.get("images").is_none() && j["results"]["a"].get("image").is_none());
+        assert!(!r.render_text(View::Student, false).contains("image:"));
+        let img = UsedImage {
+            name: "python:3.12-slim".into(),
+            digest: format!("sha256:{}", "ab".repeat(32)),
+        };
+        r.images.insert("a".into(), img.clone());
+        r.images.insert("b".into(), img.clone());
+        let j = r.to_json(View::Student);
+        assert_eq!(j["results"]["a"]["image"]["digest"], img.digest.as_str());
+        assert_eq!(j["results"]["b"]["image"]["name"], "python:3.12-slim");
+        assert!(j["results"]["c"].get("image").is_none());
+        assert_eq!(j["images"], json!([img]));
+        assert_eq!(
+            r.to_gradescope(View::Student)["extra_data"]["images"],
+            json!([img])
+        );
+        let t = r.render_text(View::Student, false);
+        assert!(
+            t.contains(&format!("image: python:3.12-slim ({})", img.digest)),
+            "{t}"
+        );
     }
 
     #[test]

@@ -73,3 +73,19 @@ fn schema_rejects_what_the_parser_rejects() {
         );
     }
 }
+
+#[test]
+fn schema_knows_images_per_suite_and_per_check() {
+    let v = validator();
+    let ok = yaml(
+        "name: x\nimage: python:3.12-slim\nchecks:\n  - id: a\n    image: course/numpy@sha256:0000000000000000000000000000000000000000000000000000000000000000\n    steps: [{run: ls}]\n",
+    );
+    assert!(errors(&v, &ok).is_empty(), "{:#?}", errors(&v, &ok));
+    for bad in [
+        "name: x\nimage: \"Not A Ref\"\nchecks: [{id: a, steps: [{run: ls}]}]\n",
+        "name: x\nimage: 3\nchecks: [{id: a, steps: [{run: ls}]}]\n",
+        "name: x\nchecks: [{id: a, image: \"\", steps: [{run: ls}]}]\n",
+    ] {
+        assert!(!errors(&v, &yaml(bad)).is_empty(), "accepted: {bad}");
+    }
+}

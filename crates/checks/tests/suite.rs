@@ -252,3 +252,35 @@ fn the_examples_parse() {
     }
     assert!(n >= 3, "expected at least three example suites, found {n}");
 }
+
+#[test]
+fn images_are_per_suite_and_per_check_and_must_look_like_references() {
+    let s = Suite::parse(
+        "name: x\nimage: python:3.12-slim\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    image: course/numpy@sha256:0000000000000000000000000000000000000000000000000000000000000000\n    steps: [{run: ls}]\n",
+        Path::new("/tmp/suite.yaml"),
+        false,
+    )
+    .unwrap();
+    assert_eq!(s.image.as_deref(), Some("python:3.12-slim"));
+    assert_eq!(s.image_of(&s.checks[0]), Some("python:3.12-slim"));
+    assert!(s
+        .image_of(&s.checks[1])
+        .unwrap()
+        .starts_with("course/numpy@sha256:"));
+    let e = Suite::parse(
+        "name: x\nimage: Not A Ref\nchecks:\n  - id: a\n    steps: [{run: ls}]\n",
+        Path::new("/tmp/suite.yaml"),
+        false,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("image") && e.contains("Not A Ref"), "{e}");
+    let e = Suite::parse(
+        "name: x\nchecks:\n  - id: a\n    image: \"a/../b\"\n    steps: [{run: ls}]\n",
+        Path::new("/tmp/suite.yaml"),
+        false,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("check \"a\"") && e.contains("image"), "{e}");
+}

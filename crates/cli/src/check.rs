@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use corral_checks::{engine, GradeError, LanguageRegistry, Suite, View};
+use corral_images::Store as ImageStore;
 use corral_sandbox::{Pool, PoolConfig};
 
 /// Exit code when a check failed (or was skipped).
@@ -57,9 +58,49 @@ pub struct CheckArgs {
     /// Never color the text output (default: color when standard output is a terminal).
     #[arg(long)]
     no_color: bool,
-    /// The data folder whose image store holds base images (default: the server configuration's).
+    /// Grade in this container image (REF) instead of the suite's `image` (a check's own
+    /// `image` still wins). It must be in the data folder's image store.
+    #[arg(long, value_name = "REF")]
+    image: Option<String>,
+    #[command(flatten)]
+    data: DataFolderArgs,
+}
+
+/// Where the image store is: the data folder found as `corral env` and `corral serve` find it.
+#[derive(Args, Debug, Clone, Default)]
+pub struct DataFolderArgs {
+    /// Data folder holding the image store (DATA/images) [default: as `corral serve`:
+    /// data_dir of --config, else $CORRAL_DATA, else ./corral-data].
     #[arg(long, value_name = "DIR")]
-    data: Option<PathBuf>,
+    pub data: Option<PathBuf>,
+    /// The TOML configuration file of `corral serve`, for its data_dir.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+impl DataFolderArgs {
+    fn folder(&self) -> anyhow::Result<PathBuf> {
+        crate::env::data_dir(self.data.as_deref(), self.config.as_deref())
+    }
+
+    /// The image store of the data folder, when it has one (nothing is created: a suite or
+    /// language naming an image then says the store is missing).
+    pub fn image_store(&self) -> anyhow::Result<Option<ImageStore>> {
+        let data = self.folder()?;
+        if !data.join("images").is_dir() {
+            return Ok(None);
+        }
+        open_store(&data).map(Some)
+    }
+
+    /// The image store of the data folder, created if missing (a worker fills its own).
+    pub fn open_image_store(&self) -> anyhow::Result<ImageStore> {
+        open_store(&self.folder()?)
+    }
+}
+
+fn open_store(data: &Path) -> anyhow::Result<ImageStore> {
+    ImageStore::open(data).with_context(|| format!("opening the image store in {}", data.display()))
 }
 
 /// The registry: built-in, plus `--languages FILE` or `$CORRAL_LANGUAGES`.
@@ -69,14 +110,29 @@ pub fn registry(flag: Option<&Path>) -> anyhow::Result<LanguageRegistry> {
     Ok(LanguageRegistry::load(file.as_deref())?)
 }
 
+/// `--image REF` over the suite's default image (checked for shape only: the store decides
+/// whether it exists).
+pub fn override_image(suite: &mut Suite, image: Option<&str>) -> anyhow::Result<()> {
+    if let Some(image) = image {
+        corral_checks::image_root::check_reference(image)
+            .map_err(|e| anyhow::anyhow!("--image: {e}"))?;
+        suite.image = Some(image.to_string());
+    }
+    Ok(())
+}
+
 pub fn main(args: CheckArgs) -> i32 {
-    let suite = match Suite::load(&args.suite) {
+    let mut suite = match Suite::load(&args.suite) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("corral check: {e}");
             return crate::exit::USAGE;
         }
     };
+    if let Err(e) = override_image(&mut suite, args.image.as_deref()) {
+        eprintln!("corral check: {e:#}");
+        return crate::exit::USAGE;
+    }
     let view = if args.staff {
         View::Staff
     } else {
@@ -109,8 +165,8 @@ pub struct Output {
     pub jobs: Option<usize>,
     /// Color the text output when standard output is a terminal.
     pub color: bool,
-    /// The data folder (its image store), when given.
-    pub data: Option<PathBuf>,
+    /// Where the image store is.
+    pub data: DataFolderArgs,
 }
 
 /// Grades one submission against a loaded suite and prints the report; the exit code of
@@ -122,6 +178,13 @@ pub fn grade_and_print(
     how: Output,
 ) -> i32 {
     let cmd = how.command;
+    let images = match how.data.image_store() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("corral {cmd}: {e:#}");
+            return crate::exit::USAGE;
+        }
+    };
     let registry = match registry(languages) {
         Ok(r) => r,
         Err(e) => {
@@ -133,8 +196,8 @@ pub fn grade_and_print(
         eprintln!("corral {cmd}: {}: not a folder", submission.display());
         return crate::exit::USAGE;
     }
-    // Unknown or unavailable languages are reported before any sandbox is built.
-    if let Err(e) = engine::plan(suite, &registry) {
+    // Unknown or unavailable languages and images are reported before any sandbox is built.
+    if let Err(e) = engine::plan(suite, &registry, images.as_ref()) {
         eprintln!("corral {cmd}: {}: {e}", suite.path.display());
         return crate::exit::USAGE;
     }
@@ -142,19 +205,13 @@ pub fn grade_and_print(
         Ok(h) => h,
         Err(code) => return code,
     };
-    let images = match open_images(suite, how.data.as_deref()) {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("corral {cmd}: {e:#}");
-            return crate::exit::USAGE;
-        }
-    };
     let opts = engine::GradeOptions {
         jobs: how
             .jobs
             .unwrap_or_else(|| engine::GradeOptions::default().jobs)
             .max(1),
         images,
+        ..Default::default()
     };
     let pool = Pool::new(
         host,
@@ -170,6 +227,7 @@ pub fn grade_and_print(
             | GradeError::Language(_)
             | GradeError::LanguageUnavailable { .. }
             | GradeError::NoCompile { .. }
+            | GradeError::ImageUnavailable { .. }
             | GradeError::Limits { .. }),
         ) => {
             eprintln!("corral {cmd}: {e}");
@@ -201,27 +259,6 @@ pub fn grade_and_print(
     } else {
         FAILED_EXIT
     }
-}
-
-/// The data folder's image store when the suite needs one: a Gradescope check on a base image
-/// finds it there (and caches its built environment), so does a PrairieLearn check in its
-/// grader's image.
-pub fn open_images(
-    suite: &Suite,
-    data: Option<&Path>,
-) -> anyhow::Result<Option<corral_images::Store>> {
-    let needs_images = suite.checks.iter().any(|c| match &c.kind {
-        corral_checks::CheckKind::Gradescope(g) => g.base.is_some(),
-        corral_checks::CheckKind::PrairieLearn(p) => p.image.is_some(),
-        _ => false,
-    });
-    if !needs_images {
-        return Ok(None);
-    }
-    let d = crate::env::data_dir(data, None)?;
-    let store = corral_images::Store::open(&d)
-        .with_context(|| format!("opening the image store in {}", d.display()))?;
-    Ok(Some(store))
 }
 
 fn emit(output: Option<&Path>, text: &str) -> anyhow::Result<()> {

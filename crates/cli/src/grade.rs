@@ -47,10 +47,12 @@ pub struct GradeArgs {
     /// No progress bar (it is only drawn on a terminal anyway).
     #[arg(long)]
     no_progress: bool,
-    /// The data folder whose image store has the suite's base or grader images (default: the
-    /// server configuration's).
-    #[arg(long, value_name = "DIR")]
-    data: Option<PathBuf>,
+    /// Grade in this container image (REF) instead of the suite's `image` (a check's own
+    /// `image` still wins). It must be in the data folder's image store.
+    #[arg(long, value_name = "REF")]
+    image: Option<String>,
+    #[command(flatten)]
+    data: crate::check::DataFolderArgs,
 }
 
 pub fn main(args: GradeArgs) -> i32 {
@@ -76,7 +78,13 @@ pub fn main(args: GradeArgs) -> i32 {
         Ok(r) => r,
         Err(e) => return usage(format!("{e:#}")),
     };
-    if let Err(e) = engine::plan(&suite, &registry) {
+    let images = match crate::check::override_image(&mut suite, args.image.as_deref())
+        .and_then(|()| args.data.image_store())
+    {
+        Ok(s) => s,
+        Err(e) => return usage(format!("{e:#}")),
+    };
+    if let Err(e) = engine::plan(&suite, &registry, images.as_ref()) {
         return usage(format!("{}: {e}", suite_path.display()));
     }
     let submissions = match batch::discover(&args.submissions) {
@@ -115,10 +123,6 @@ pub fn main(args: GradeArgs) -> i32 {
         ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} (eta {eta}) {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let images = match crate::check::open_images(&suite, args.data.as_deref()) {
-        Ok(i) => i,
-        Err(e) => return usage(format!("{e:#}")),
-    };
     let opts = BatchOptions {
         force: args.force,
         jobs,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use corral_checks::{Suite, View};
 
-use crate::check::{grade_and_print, Format, Output};
+use crate::check::{grade_and_print, DataFolderArgs, Format, Output};
 
 #[derive(Args, Debug)]
 pub struct GradescopeArgs {
@@ -50,10 +50,8 @@ struct RunArgs {
     /// Show what students would see (hidden tests as pass/fail only).
     #[arg(long)]
     student: bool,
-    /// The data folder whose image store holds the base image (default: the server
-    /// configuration's).
-    #[arg(long, value_name = "DIR")]
-    data: Option<PathBuf>,
+    #[command(flatten)]
+    data: DataFolderArgs,
 }
 
 pub fn main(args: GradescopeArgs) -> i32 {

@@ -13,11 +13,21 @@ pub struct LanguagesArgs {
     /// An operator's language registry file (TOML) added to the built-in one (or $CORRAL_LANGUAGES).
     #[arg(long, value_name = "FILE")]
     languages: Option<std::path::PathBuf>,
+    /// Where the image store of languages that run in an image is.
+    #[command(flatten)]
+    data: crate::check::DataFolderArgs,
 }
 
 pub fn main(args: LanguagesArgs) -> i32 {
     let registry = match crate::check::registry(args.languages.as_deref()) {
         Ok(r) => r,
+        Err(e) => {
+            eprintln!("corral languages: {e:#}");
+            return crate::exit::USAGE;
+        }
+    };
+    let images = match args.data.image_store() {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("corral languages: {e:#}");
             return crate::exit::USAGE;
@@ -37,7 +47,7 @@ pub fn main(args: LanguagesArgs) -> i32 {
         ),
         Err(e) => (None, Some(format!("versions not read: {e}"))),
     };
-    let statuses = registry.probe(pool.as_ref());
+    let statuses = registry.probe(pool.as_ref(), images.as_ref());
     let exposures: Vec<_> = registry.iter().map(|l| l.exposure()).collect();
     if args.json {
         let list: Vec<serde_json::Value> = statuses
@@ -66,6 +76,10 @@ pub fn main(args: LanguagesArgs) -> i32 {
                 .or_else(|| s.reason.clone())
                 .unwrap_or_default();
             println!("{:<12} {:<22} {:<12} {}", s.id, s.name, state, detail);
+            if let Some(image) = &s.image {
+                let digest = image.digest.as_deref().unwrap_or("not in the image store");
+                println!("{:<12}   in image {} ({digest})", "", image.name);
+            }
         }
         print_exposures(registry.iter().map(|l| l.id.as_str()).zip(&exposures));
         if let Some(n) = note {

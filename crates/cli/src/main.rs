@@ -15,6 +15,7 @@ mod sandboxes;
 mod serve;
 mod token;
 mod worker;
+mod worker_images;
 
 use clap::{Parser, Subcommand};
 

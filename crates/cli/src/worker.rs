@@ -1,7 +1,8 @@
 //! `corral worker --server URL --token T`: a remote worker. It long-polls the server for a job
 //! (`POST /worker/claim`), judges it in its own warm sandboxes, renews the lease while it runs,
 //! and posts the verdict back signed with its token. It needs no database, no blob store and no
-//! other secret than its `worker` token.
+//! other secret than its `worker` token; images a job names that its data folder's image store
+//! lacks it fetches from the server by digest (`worker_images`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,6 +40,10 @@ pub struct WorkerArgs {
     /// Print logs as JSON lines.
     #[arg(long)]
     log_json: bool,
+    /// The worker's data folder: its image store (DATA/images), where images it lacks are
+    /// fetched from the server by digest.
+    #[command(flatten)]
+    data: crate::check::DataFolderArgs,
 }
 
 pub fn main(args: WorkerArgs) -> i32 {
@@ -61,6 +66,8 @@ struct Ctx {
     http: reqwest::Client,
     pool: Arc<Pool>,
     registry: corral_checks::LanguageRegistry,
+    /// This worker's own image store.
+    images: corral_images::Store,
     tmp: PathBuf,
     /// The server refused the token (revoked or unknown): every claim loop stops.
     refused: std::sync::atomic::AtomicBool,
@@ -95,6 +102,7 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         .or_else(|| env("CORRAL_LANGUAGES").map(PathBuf::from));
     let registry = corral_checks::LanguageRegistry::load(languages.as_deref())
         .map_err(|e| anyhow::anyhow!("languages: {e}"))?;
+    let images = args.data.open_image_store()?;
     let pool = crate::sandboxes::service_pool(args.jobs)?;
     let name = args.name.clone().unwrap_or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -117,6 +125,7 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
             .build()?,
         pool,
         registry,
+        images,
         tmp: tmp.path().to_path_buf(),
         refused: std::sync::atomic::AtomicBool::new(false),
     });
@@ -261,17 +270,34 @@ async fn judge(ctx: &Arc<Ctx>, job: ClaimedJob) {
         Some(s) => write_files(&suite, s),
         None => Ok(()),
     });
+    let has_suite = job.suite_files.is_some();
+    let mut spec = job.spec.clone();
+    // The images the job names, fetched from the server when this worker lacks them.
+    let prepared = match prepared {
+        Ok(()) => {
+            let needed =
+                corral_judge::images_needed(&spec, &ctx.registry, has_suite.then_some(&*suite));
+            let remote = crate::worker_images::Remote {
+                http: &ctx.http,
+                server: &ctx.server,
+                token: &ctx.token,
+            };
+            crate::worker_images::ensure_images(&remote, &ctx.images, &mut spec, needed)
+                .await
+                .map_err(|e| format!("the worker could not get the job's images: {e:#}"))
+        }
+        Err(e) => Err(format!("the worker could not write the job's files: {e}")),
+    };
     let verdict = match prepared {
-        Err(e) => Verdict::internal(format!("the worker could not write the job's files: {e}")),
+        Err(e) => Verdict::internal(e),
         Ok(()) => {
             let ctx2 = ctx.clone();
-            let spec = job.spec.clone();
-            let has_suite = job.suite_files.is_some();
             let (files2, suite2) = (files.clone(), suite.clone());
             tokio::task::spawn_blocking(move || {
                 execute(
                     &ctx2.pool,
                     &ctx2.registry,
+                    Some(&ctx2.images),
                     &spec,
                     &JobFiles {
                         files: &files2,

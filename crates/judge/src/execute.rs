@@ -4,18 +4,22 @@
 
 use std::sync::Arc;
 
+use corral_checks::image_root::{self, UsedImage};
 use corral_checks::{GradeOptions, LanguageRegistry, Suite, View};
+use corral_images::Store as ImageStore;
 use corral_sandbox::{Limits, NoSink, Outcome, Pool, RunSpec, SandboxConfig, Size, Status, Stdin};
 use serde_json::Value;
 
 use crate::job::{suite_file, Cmd, JobFiles, JobSpec, SuiteRef};
 use crate::verdict::{Verdict, VerdictKind};
 
-/// Judges the job. Never panics on bad input: anything that keeps it from being judged is an
-/// `internal_error` verdict that says why.
+/// Judges the job; its images are found (by the digests the job pins) in `images`. Never panics
+/// on bad input: anything that keeps it from being judged is an `internal_error` verdict that
+/// says why.
 pub fn execute(
     pool: &Arc<Pool>,
     registry: &LanguageRegistry,
+    images: Option<&ImageStore>,
     spec: &JobSpec,
     at: &JobFiles,
 ) -> Verdict {
@@ -24,20 +28,25 @@ pub fn execute(
         return Verdict::internal(format!("the job cannot run: {e}"));
     }
     if let Some(s) = &spec.suite {
-        return grade_suite(pool, registry, spec, s, at);
+        return grade_suite(pool, registry, images, spec, s, at);
     }
     let mut compile: Option<Value> = None;
     let mut mounts = Vec::new();
     let mut env: Vec<(String, String)> = Vec::new();
     let run_argv: Vec<String>;
     let mut compile_argv: Option<Vec<String>> = None;
+    let mut image = spec.image.clone();
     if let Some(id) = &spec.language {
         let lang = match registry.get(id) {
             Ok(l) => l,
             Err(e) => return Verdict::internal(format!("this worker cannot run {id:?}: {e}")),
         };
-        if let Err(why) = lang.check_host() {
-            return Verdict::internal(format!("language {id:?} is unavailable here: {why}"));
+        image = image.or(lang.image.clone());
+        // In an image the toolchain is the image's; on the host it must be here.
+        if image.is_none() {
+            if let Err(why) = lang.check_host() {
+                return Verdict::internal(format!("language {id:?} is unavailable here: {why}"));
+            }
         }
         mounts = lang.mounts().unwrap_or_default();
         env = lang.env_pairs();
@@ -61,11 +70,22 @@ pub fn execute(
         };
     }
     env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let pinned = image
+        .as_deref()
+        .map(|r| image_root::pinned(r, &spec.image_digests));
+    let root = match image_root::root_for(images, pinned.as_deref()) {
+        Ok(root) => root,
+        Err(why) => return Verdict::internal(format!("this worker cannot run the job: {why}")),
+    };
+    let used = UsedImage::of(&root).map(Into::into);
     let disk = spec
         .limits
         .disk
         .max(spec.compile_limits.as_ref().map_or(Size(0), |l| l.disk));
-    let shape = SandboxConfig::offline(mounts.clone(), disk.bytes());
+    let shape = SandboxConfig {
+        root: root.clone(),
+        ..SandboxConfig::offline(mounts.clone(), disk.bytes())
+    };
     let mut lease = match pool.lease(&shape) {
         Ok(l) => l,
         Err(e) => return Verdict::internal(format!("no sandbox: {e}")),
@@ -81,6 +101,7 @@ pub fn execute(
         r.stdin = stdin;
         r.limits = limits.clone();
         r.limits.disk = Size(shape.disk_bytes);
+        r.root = root.clone();
         r
     };
     if let Some(argv) = compile_argv {
@@ -90,6 +111,7 @@ pub fn execute(
         if o.status == Status::SandboxError {
             return Verdict {
                 compile,
+                image: used,
                 ..Verdict::internal(o.reason().unwrap_or_default())
             };
         }
@@ -106,6 +128,7 @@ pub fn execute(
                 compile,
                 checks: None,
                 message: Some(why),
+                image: used,
             };
         }
     }
@@ -125,6 +148,7 @@ pub fn execute(
         compile,
         checks: None,
         message,
+        image: used,
     }
 }
 
@@ -172,6 +196,7 @@ pub fn judge_run(o: &Outcome, expected: Option<&str>) -> (VerdictKind, Option<St
 fn grade_suite(
     pool: &Arc<Pool>,
     registry: &LanguageRegistry,
+    images: Option<&ImageStore>,
     spec: &JobSpec,
     s: &SuiteRef,
     at: &JobFiles,
@@ -182,20 +207,19 @@ fn grade_suite(
     let Some(file) = suite_file(dir) else {
         return Verdict::internal(format!("suite {:?} has no suite file", s.id));
     };
-    let suite = match Suite::load(&file) {
+    let mut suite = match Suite::load(&file) {
         Ok(s) => s,
         Err(e) => return Verdict::internal(format!("suite {:?}: {e}", s.id)),
     };
-    let report = match corral_checks::grade(
-        pool,
-        registry,
-        &suite,
-        at.files,
-        &GradeOptions {
-            jobs: 2,
-            ..Default::default()
-        },
-    ) {
+    if spec.image.is_some() {
+        suite.image = spec.image.clone();
+    }
+    let opts = GradeOptions {
+        jobs: 2,
+        images: images.cloned(),
+        pins: spec.image_digests.clone(),
+    };
+    let report = match corral_checks::grade(pool, registry, &suite, at.files, &opts) {
         Ok(r) => r,
         Err(e) => return Verdict::internal(format!("grading: {e}")),
     };
@@ -220,5 +244,6 @@ fn grade_suite(
         message: (verdict == VerdictKind::InternalError)
             .then(|| "a check could not be judged; see checks".to_string()),
         checks: Some(report.to_json(view)),
+        image: report.used_images().into_iter().next().map(Into::into),
     }
 }

@@ -69,6 +69,15 @@ pub struct JobSpec {
     /// The submitter is staff: hidden checks' details are shown.
     #[serde(default)]
     pub staff: bool,
+    /// The container image the request chose (REF): the run's root, or the suite's default
+    /// image; none: the language's image, else the host root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Every image reference the job names (request, language, suite, checks), pinned by the
+    /// server at submission: REF → the image manifest's digest then. Workers run exactly these
+    /// digests (and fetch those they lack from the API node).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub image_digests: BTreeMap<String, String>,
 }
 
 impl JobSpec {
@@ -94,6 +103,15 @@ impl JobSpec {
         }
         Ok(())
     }
+}
+
+/// `sha256:` and 64 lowercase hex digits (what a pinned image and a fetched blob are named by).
+pub fn is_digest(s: &str) -> bool {
+    s.strip_prefix("sha256:").is_some_and(|h| {
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// Checks words appended to a language's command line (Judge0's `command_line_arguments` and

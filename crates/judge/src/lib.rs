@@ -7,9 +7,11 @@
 //! - [`wire`]: the remote workers' protocol bodies (claim, lease, result).
 //! - [`signature`]: `Corral-Signature` signing and checking (results and callbacks).
 //! - [`heartbeat`]: renewing a lease while a job is judged.
+//! - [`images`]: the container images a job names (what a worker must have before judging it).
 
 pub mod execute;
 pub mod heartbeat;
+pub mod images;
 pub mod job;
 pub mod signature;
 pub mod verdict;
@@ -17,9 +19,10 @@ pub mod wire;
 
 pub use execute::{execute, judge_run};
 pub use heartbeat::Heartbeat;
+pub use images::images_needed;
 pub use job::{suite_file, validate_extra_args, Cmd, JobFiles, JobSpec, SuiteRef};
 pub use signature::{signature_header, verify};
-pub use verdict::{Verdict, VerdictKind};
+pub use verdict::{ImageDoc, Verdict, VerdictKind};
 pub use wire::{
     ClaimRequest, ClaimedJob, JobFile, LeaseRequest, ResultRequest, ResultResponse,
     SIGNATURE_TOLERANCE,

@@ -56,6 +56,28 @@ pub struct Verdict {
     /// Why, in a sentence (wrong answer, which limit, what failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The container image it ran in (for suites: the first check's); absent on the host root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageDoc>,
+}
+
+/// A container image as results record it: the name it was chosen by and the image manifest's
+/// digest (what actually ran).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"name": "python:3.12-slim", "digest": "sha256:4c3f0ef8d6e9b1a2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a"}))]
+pub struct ImageDoc {
+    pub name: String,
+    pub digest: String,
+}
+
+impl From<corral_checks::UsedImage> for ImageDoc {
+    fn from(i: corral_checks::UsedImage) -> Self {
+        ImageDoc {
+            name: i.name,
+            digest: i.digest,
+        }
+    }
 }
 
 impl Verdict {
@@ -68,6 +90,7 @@ impl Verdict {
             compile: None,
             checks: None,
             message: Some(message.into()),
+            image: None,
         }
     }
 }

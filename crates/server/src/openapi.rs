@@ -11,7 +11,7 @@ use axum::{Json, Router};
 use serde_json::Value;
 
 use crate::error::ErrorBody;
-use crate::http::{checks, meta, revisions, runs, submissions, tokens, uploads};
+use crate::http::{checks, images, meta, revisions, runs, submissions, tokens, uploads};
 use crate::service::runs::{LimitValue, LimitsDoc, RunResponse, SandboxRef};
 use crate::service::submissions::accept::{SubmissionFile, SubmissionRequest};
 use crate::service::submissions::view::{CallbackInfo, SubmissionView};
@@ -119,16 +119,22 @@ impl Modify for Security {
         revisions::create,
         revisions::list,
         revisions::get_one,
+        images::list,
+        images::pull,
+        images::import,
+        images::remove,
     ),
     components(schemas(
         ErrorBody, runs::RunRequest, RunResponse, Cmd, SandboxRef, LimitsDoc, LimitValue, uploads::UploadResponse,
         uploads::UploadForm, uploads::UploadInfo, uploads::FileInfo, tokens::TokenRequest, tokens::TokenResponse, tokens::RoleName, tokens::WhoAmI, meta::Health,
-        meta::LanguageInfo, WsClientMessage, WsServerMessage, TermSize, checks::CheckRequest,
+        meta::LanguageInfo, meta::LanguageImageInfo, WsClientMessage, WsServerMessage, TermSize, checks::CheckRequest,
         checks::CheckResponse, checks::CheckResultDoc, checks::ScriptEntry,
         checks::Observation, checks::SuiteForm, SuiteInfo,
         revisions::RevisionRequest, revisions::RevisionMetaDoc,
         revisions::RevisionDoc, revisions::RevisionFileDoc,
         revisions::RevisionKindName,
+        images::PullRequest, crate::service::images::ImageInfo, crate::service::images::Removed,
+        corral_judge::ImageDoc,
     )),
     modifiers(&Security),
     tags(
@@ -137,6 +143,7 @@ impl Modify for Security {
         (name = "admin", description = "Tokens"),
         (name = "meta", description = "Health, metrics, languages, this document"),
         (name = "editor", description = "The browser editor's revisions"),
+        (name = "images", description = "Container images requests may name (staff list them; admins pull, import, remove)"),
     )
 )]
 pub struct ApiDoc;
@@ -156,6 +163,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     paths(
         submissions::submit, submissions::submit_batch, submissions::get_submission,
         crate::worker_api::claim, crate::worker_api::heartbeat, crate::worker_api::result,
+        crate::worker_api::images::resolve, crate::worker_api::images::blob,
     ),
     components(schemas(
         SubmissionRequest, SubmissionFile, submissions::SubmissionCreated, submissions::BatchRequest,

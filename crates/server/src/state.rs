@@ -31,6 +31,8 @@ pub struct AppState {
     pub revocations: Arc<Revocations>,
     /// Languages for `/languages` and check suites.
     pub languages: corral_checks::LanguageRegistry,
+    /// The data folder's image store (`DATA/images`): the only images requests may name.
+    pub images: corral_images::Store,
     /// Temporary folders (materialised uploads) live here.
     pub tmp_dir: PathBuf,
     /// Fires once when the server starts shutting down.
@@ -59,6 +61,10 @@ impl AppState {
         let (shutdown, _) = tokio::sync::watch::channel(false);
         let languages = corral_checks::LanguageRegistry::load(config.languages.as_deref())
             .map_err(|e| ServerError::Config(format!("languages: {e}")))?;
+        let images = corral_images::Store::open(&config.data_dir).map_err(|e| ServerError::Io {
+            what: "opening the image store".into(),
+            source: std::io::Error::other(e),
+        })?;
         Ok(Arc::new(AppState {
             caps: config.caps()?,
             defaults: config.default_limits()?,
@@ -74,6 +80,7 @@ impl AppState {
             limiter: RateLimiter::default(),
             revocations: Arc::default(),
             languages,
+            images,
             tmp_dir,
             shutdown,
             queue: QueueHandle::new(&config)?,

@@ -14,7 +14,7 @@ use corral_store::Role;
 use reqwest::multipart::{Form, Part};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use support::TestServer;
+use support::{json_of, TestServer};
 
 impl TestServer {
     /// The server still answers.
@@ -26,30 +26,6 @@ impl TestServer {
 
 fn client() -> reqwest::Client {
     reqwest::Client::new()
-}
-
-/// Status and JSON body; every response of this API is JSON, errors included.
-async fn json_of(r: reqwest::Response) -> (StatusCode, Value) {
-    let status = r.status();
-    let ct = r
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    let text = r.text().await.unwrap();
-    let v: Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{status}: not JSON ({e}), content-type {ct:?}: {text}"));
-    assert!(
-        ct.starts_with("application/json"),
-        "{status}: content-type {ct:?}"
-    );
-    if !status.is_success() {
-        assert!(
-            v["error"].is_string() && v["message"].is_string(),
-            "{status}: error body without error/message: {v}"
-        );
-    }
-    (status, v)
 }
 
 fn form(files: &[(&str, &[u8])]) -> Form {
@@ -588,6 +564,11 @@ async fn openapi_document_is_complete() {
         "/openapi.json",
         "/check",
         "/suites",
+        "/images",
+        "/images/import",
+        "/images/{reference}",
+        "/worker/images/{reference}",
+        "/worker/blobs/{digest}",
     ] {
         assert!(
             doc["paths"][p].is_object(),
@@ -600,6 +581,8 @@ async fn openapi_document_is_complete() {
         "UploadResponse",
         "ErrorBody",
         "WsClientMessage",
+        "ImageInfo",
+        "ImageDoc",
     ] {
         assert!(
             doc["components"]["schemas"][schema].is_object(),

@@ -108,6 +108,18 @@ pub struct Job {
     #[sqlx(try_from = "i64")]
     pub callback_attempts: u32,
     pub callback_error: Option<String>,
+    /// The container image the verdict was reached in (both `None` on the host root).
+    pub image_name: Option<String>,
+    /// That image's manifest digest (`sha256:…`).
+    pub image_digest: Option<String>,
+}
+
+/// The container image a job ran in, recorded with its verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobImage {
+    pub name: String,
+    /// The image manifest's digest (`sha256:…`).
+    pub digest: String,
 }
 
 /// A job a worker now holds: the lease secret proves it when heartbeating and completing.
@@ -178,13 +190,15 @@ pub trait JobStore: Send + Sync {
     async fn claim_job(&self, worker: &str, lease: Duration) -> Result<Option<Claim>>;
     /// Extends a lease; false when it is no longer current (the worker should stop).
     async fn heartbeat_job(&self, id: &str, lease: &str, extend: Duration) -> Result<bool>;
-    /// Records a worker's verdict (`done`) or its failure to judge (`failed`), exactly once.
+    /// Records a worker's verdict (`done`) or its failure to judge (`failed`), exactly once, with
+    /// the image it ran in (`None`: the host root).
     async fn complete_job(
         &self,
         id: &str,
         lease: &str,
         state: JobState,
         result: &str,
+        image: Option<&JobImage>,
     ) -> Result<Completion>;
     /// Puts jobs whose lease expired back in the queue, or fails them after `max_attempts`.
     async fn expire_leases(&self) -> Result<Expired>;

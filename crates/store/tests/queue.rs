@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use corral_store::{CallbackOutcome, Completion, JobState, NewJob, Store};
+use corral_store::{CallbackOutcome, Completion, JobImage, JobState, NewJob, Store};
 
 fn job(owner: &str, n: usize) -> NewJob {
     NewJob {
@@ -75,7 +75,7 @@ async fn completion_is_recorded_exactly_once(s: Arc<dyn Store>) {
         .await
         .unwrap());
     assert_eq!(
-        s.complete_job(&ids[0], "not-the-lease", JobState::Done, "{}")
+        s.complete_job(&ids[0], "not-the-lease", JobState::Done, "{}", None)
             .await
             .unwrap(),
         Completion::LeaseLost
@@ -85,7 +85,11 @@ async fn completion_is_recorded_exactly_once(s: Arc<dyn Store>) {
             &ids[0],
             &c.lease,
             JobState::Done,
-            "{\"verdict\":\"accepted\"}"
+            "{\"verdict\":\"accepted\"}",
+            Some(&JobImage {
+                name: "python:3.12-slim".into(),
+                digest: format!("sha256:{}", "ab".repeat(32)),
+            })
         )
         .await
         .unwrap(),
@@ -93,10 +97,23 @@ async fn completion_is_recorded_exactly_once(s: Arc<dyn Store>) {
     );
     // The same request again (a retry after a lost answer) changes nothing.
     assert_eq!(
-        s.complete_job(&ids[0], &c.lease, JobState::Done, "{\"verdict\":\"other\"}")
-            .await
-            .unwrap(),
+        s.complete_job(
+            &ids[0],
+            &c.lease,
+            JobState::Done,
+            "{\"verdict\":\"other\"}",
+            None
+        )
+        .await
+        .unwrap(),
         Completion::AlreadyRecorded
+    );
+    // The image it ran in is recorded with the verdict, and kept by the retried request.
+    let job = s.get_job(&ids[0]).await.unwrap().unwrap();
+    assert_eq!(job.image_name.as_deref(), Some("python:3.12-slim"));
+    assert_eq!(
+        job.image_digest,
+        Some(format!("sha256:{}", "ab".repeat(32)))
     );
     let j = s.get_job(&ids[0]).await.unwrap().unwrap();
     assert_eq!(j.state, JobState::Done);
@@ -118,7 +135,7 @@ async fn completion_is_recorded_exactly_once(s: Arc<dyn Store>) {
         "{kinds:?}"
     );
     assert!(s
-        .complete_job("missing", "x", JobState::Done, "{}")
+        .complete_job("missing", "x", JobState::Done, "{}", None)
         .await
         .is_err());
 }
@@ -135,7 +152,7 @@ async fn expired_lease_goes_back_to_the_queue(s: Arc<dyn Store>) {
     // The old holder has lost it: no heartbeat, no result.
     assert!(!s.heartbeat_job(&ids[0], &first.lease, LONG).await.unwrap());
     assert_eq!(
-        s.complete_job(&ids[0], &first.lease, JobState::Done, "{}")
+        s.complete_job(&ids[0], &first.lease, JobState::Done, "{}", None)
             .await
             .unwrap(),
         Completion::LeaseLost
@@ -147,14 +164,14 @@ async fn expired_lease_goes_back_to_the_queue(s: Arc<dyn Store>) {
     // A live lease is not expired.
     assert_eq!(s.expire_leases().await.unwrap().requeued.len(), 0);
     assert_eq!(
-        s.complete_job(&ids[0], &second.lease, JobState::Done, "{}")
+        s.complete_job(&ids[0], &second.lease, JobState::Done, "{}", None)
             .await
             .unwrap(),
         Completion::Recorded
     );
     // The first holder coming back late still cannot overwrite it.
     assert_eq!(
-        s.complete_job(&ids[0], &first.lease, JobState::Done, "{\"late\":1}")
+        s.complete_job(&ids[0], &first.lease, JobState::Done, "{\"late\":1}", None)
             .await
             .unwrap(),
         Completion::LeaseLost
@@ -222,7 +239,7 @@ async fn concurrent_claims_never_share_a_job(s: Arc<dyn Store>) {
             let mut mine = Vec::new();
             while let Some(c) = s.claim_job(&format!("w{w}"), LONG).await.unwrap() {
                 assert_eq!(
-                    s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}")
+                    s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}", None)
                         .await
                         .unwrap(),
                     Completion::Recorded
@@ -252,7 +269,7 @@ async fn callbacks_are_claimed_retried_and_finished(s: Arc<dyn Store>) {
     );
     for _ in 0..2 {
         let c = s.claim_job("w", LONG).await.unwrap().unwrap();
-        s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}")
+        s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}", None)
             .await
             .unwrap();
     }
@@ -294,7 +311,7 @@ async fn callbacks_are_claimed_retried_and_finished(s: Arc<dyn Store>) {
         .await
         .unwrap();
     let c = s.claim_job("w", LONG).await.unwrap().unwrap();
-    s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}")
+    s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}", None)
         .await
         .unwrap();
     let first = s.claim_callback(SHORT).await.unwrap().unwrap();
@@ -314,7 +331,7 @@ async fn callbacks_are_claimed_retried_and_finished(s: Arc<dyn Store>) {
 async fn retention_deletes_finished_jobs_only(s: Arc<dyn Store>) {
     let ids = s.enqueue(vec![job("a", 1), job("a", 2)]).await.unwrap();
     let c = s.claim_job("w", LONG).await.unwrap().unwrap();
-    s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}")
+    s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}", None)
         .await
         .unwrap();
     let n = s

@@ -31,11 +31,11 @@ pub struct CheckContext<'a> {
 }
 
 impl CheckContext<'_> {
-    /// A pooled sandbox for the check: offline, the language's mounts plus `extra` (read-only
-    /// assignment files), the check's disk limit, its working directory a copy of the stage.
+    /// A pooled sandbox for the check: offline, in the check's root (host or image), the
+    /// language's mounts plus `extra` (read-only assignment files), the check's disk limit, its working directory a copy of the stage.
     /// Errors are the row's message.
     pub fn lease(&self, extra: Option<Mount>) -> Result<Lease, String> {
-        self.lease_with(extra, self.stage, Root::Host)
+        self.lease_with(extra, self.stage, self.settings.root.clone())
     }
 
     /// [`CheckContext::lease`] with the working directory a copy of `dir` instead of the stage

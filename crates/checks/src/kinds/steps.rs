@@ -192,6 +192,7 @@ impl Runner<'_> {
         spec.stdin = Stdin::Pipe;
         spec.limits = self.settings.limits.clone();
         spec.mounts = self.settings.mounts.clone();
+        spec.root = self.settings.root.clone();
         let run_obs = Observation::new("run", cmd.to_string());
         let exec = match sb.start(&spec) {
             Ok(e) => e,

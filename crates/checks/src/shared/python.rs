@@ -30,6 +30,7 @@ pub fn python_helper(
     spec.stdin = Stdin::Bytes(format!("{nonce}\n").into_bytes());
     spec.limits = settings.limits.clone();
     spec.env = settings.env.clone();
+    spec.root = settings.root.clone();
     spec
 }
 

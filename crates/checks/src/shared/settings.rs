@@ -1,11 +1,15 @@
-//! A check's run settings: its language, limits, mounts, environment and timeout, resolved once
-//! from the language registry, the suite and the check before anything runs.
+//! A check's run settings: its language, limits, mounts, environment, timeout and root (host or
+//! image), resolved once from the language registry, the image store, the suite and the check
+//! before anything runs.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use corral_sandbox::{Limits, Mount};
+use corral_images::Store as ImageStore;
+use corral_sandbox::{Limits, Mount, Root};
 
 use crate::error::GradeError;
+use crate::image_root;
 use crate::language_registry::{Language, LanguageRegistry};
 use crate::suite::{Check, CheckKind, Command, Step, Suite};
 
@@ -18,6 +22,9 @@ pub struct RunSettings {
     pub timeout: Duration,
     /// The check's language, for `{compile}`, `{run}` and `{source}` in commands.
     pub language: Option<Language>,
+    /// What `/` is for the check's sandboxes: the check's (or suite's) image, else its language's,
+    /// else the host's.
+    pub root: Root,
 }
 
 impl RunSettings {
@@ -47,16 +54,36 @@ impl RunSettings {
     }
 }
 
-/// Resolves language, limits and timeout of every check of the suite, in suite order; fails on an
-/// unknown or unavailable language before anything runs.
+/// Resolves language, limits, timeout and root of every check of the suite, in suite order;
+/// fails on an unknown or unavailable language or an image `images` lacks before anything runs.
+/// Each image reference is resolved once, so every check naming it runs in the same digest; a
+/// reference in `pins` resolves to its pinned digest instead (see [`image_root::pinned`]).
 pub fn for_suite(
     suite: &Suite,
     registry: &LanguageRegistry,
+    images: Option<&ImageStore>,
+    pins: &BTreeMap<String, String>,
 ) -> Result<Vec<RunSettings>, GradeError> {
+    let mut roots: BTreeMap<String, Root> = BTreeMap::new();
+    let mut root_of = |reference: &str, check: &Check| -> Result<Root, GradeError> {
+        if let Some(root) = roots.get(reference) {
+            return Ok(root.clone());
+        }
+        let pinned = image_root::pinned(reference, pins);
+        let root = image_root::root_for(images, Some(&pinned)).map_err(|why| {
+            GradeError::ImageUnavailable {
+                check: check.id.clone(),
+                why,
+            }
+        })?;
+        roots.insert(reference.to_string(), root.clone());
+        Ok(root)
+    };
     suite
         .checks
         .iter()
         .map(|check| {
+            let named_image = suite.image_of(check);
             let mut language = None;
             let (base, mounts, env) = match suite.language_of(check) {
                 Some(id) => {
@@ -68,12 +95,15 @@ pub fn for_suite(
                         });
                     }
                     language = Some(lang.clone());
-                    lang.check_host()
-                        .map_err(|why| GradeError::LanguageUnavailable {
-                            id: id.to_string(),
-                            check: check.id.clone(),
-                            why,
-                        })?;
+                    // In an image the suite names, the toolchain is the image's.
+                    if named_image.is_none() {
+                        lang.check_host()
+                            .map_err(|why| GradeError::LanguageUnavailable {
+                                id: id.to_string(),
+                                check: check.id.clone(),
+                                why,
+                            })?;
+                    }
                     (
                         lang.default_limits(),
                         lang.mounts().unwrap_or_default(),
@@ -81,6 +111,11 @@ pub fn for_suite(
                     )
                 }
                 None => (Limits::default(), Vec::new(), Vec::new()),
+            };
+            let image = named_image.or(language.as_ref().and_then(|l| l.image.as_deref()));
+            let root = match image {
+                Some(reference) => root_of(reference, check)?,
+                None => Root::Host,
             };
             let limits_err = |source| GradeError::Limits {
                 check: check.id.clone(),
@@ -104,6 +139,7 @@ pub fn for_suite(
                 env,
                 timeout,
                 language,
+                root,
             })
         })
         .collect()
@@ -117,4 +153,70 @@ fn uses(check: &Check, placeholder: &str) -> bool {
     steps
         .iter()
         .any(|s| matches!(s, Step::Run(Command::Shell(c)) if c.contains(placeholder)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::image_root::test_image;
+
+    fn suite(text: &str) -> Suite {
+        Suite::parse(text, Path::new("/tmp/suite.yaml"), false).unwrap()
+    }
+
+    #[test]
+    fn a_check_image_overrides_the_suites_and_a_language_image_comes_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ImageStore::open(&dir.path().join("data")).unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let suite_digest = test_image(&store, &a, "course/base:1");
+        let check_digest = test_image(&store, &b, "course/numpy:1");
+        let mut registry = LanguageRegistry::builtin();
+        registry
+            .merge_str(
+                "[languages.py]\nname = \"Py\"\nsource = \"m.py\"\nrun = \"python3 m.py\"\nimage = \"course/numpy:1\"\n",
+                "test",
+            )
+            .unwrap();
+        let s = suite(
+            "name: x\nimage: course/base:1\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    image: course/numpy:1\n    steps: [{run: ls}]\n",
+        );
+        let plans = for_suite(&s, &registry, Some(&store), &BTreeMap::new()).unwrap();
+        let digest_of = |r: &Root| match r {
+            Root::Image(i) => i.digest.clone(),
+            Root::Host => "host".into(),
+        };
+        assert_eq!(digest_of(&plans[0].root), suite_digest);
+        assert_eq!(digest_of(&plans[1].root), check_digest);
+        // No image anywhere: the host; a language's image when the suite names none.
+        let s = suite("name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    language: py\n    steps: [{run: \"{run}\"}]\n");
+        let plans = for_suite(&s, &registry, Some(&store), &BTreeMap::new()).unwrap();
+        assert_eq!(plans[0].root, Root::Host);
+        assert_eq!(digest_of(&plans[1].root), check_digest);
+        // Pinned, a name resolves to the pinned digest.
+        let pins = BTreeMap::from([("course/numpy:1".to_string(), suite_digest.clone())]);
+        let plans = for_suite(&s, &registry, Some(&store), &pins).unwrap();
+        assert_eq!(digest_of(&plans[1].root), suite_digest);
+    }
+
+    #[test]
+    fn an_image_the_store_lacks_is_an_error_before_anything_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ImageStore::open(&dir.path().join("data")).unwrap();
+        let s = suite(
+            "name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    image: course/missing:1\n    steps: [{run: ls}]\n",
+        );
+        let registry = LanguageRegistry::builtin();
+        for images in [Some(&store), None] {
+            let e = for_suite(&s, &registry, images, &BTreeMap::new()).unwrap_err();
+            assert!(
+                matches!(&e, GradeError::ImageUnavailable { check, .. } if check == "b"),
+                "{e}"
+            );
+            assert!(e.to_string().contains("course/missing:1"), "{e}");
+        }
+        assert!(store.records().unwrap().is_empty());
+    }
 }

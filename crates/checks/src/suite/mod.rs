@@ -33,6 +33,7 @@ use corral_sandbox::{Limits, LimitsRequest, Millis};
 use serde::Deserialize;
 
 use crate::error::SuiteError;
+use crate::image_root::check_reference;
 pub use check50::{Check50Check, Check50Item};
 pub use graders::{GradescopeCheck, PrairieLearnCheck};
 pub use paths::relative;
@@ -51,6 +52,8 @@ pub struct Suite {
     pub description: Option<String>,
     /// Default language of the checks (a language id of the registry).
     pub language: Option<String>,
+    /// Default container image of the checks (REF); `None`: the language's image, else the host.
+    pub image: Option<String>,
     /// Default limits of every run of every check.
     pub limits: LimitsRequest,
     /// Default time a check may take.
@@ -93,6 +96,8 @@ pub struct Check {
     pub timeout: Option<Millis>,
     pub limits: LimitsRequest,
     pub language: Option<String>,
+    /// The container image (REF) the check runs in, over the suite's.
+    pub image: Option<String>,
     pub kind: CheckKind,
 }
 
@@ -200,6 +205,8 @@ struct RawSuite {
     #[serde(default)]
     language: Option<String>,
     #[serde(default)]
+    image: Option<String>,
+    #[serde(default)]
     limits: LimitsRequest,
     #[serde(default)]
     timeout: Option<Millis>,
@@ -228,6 +235,8 @@ struct RawCheck {
     limits: LimitsRequest,
     #[serde(default)]
     language: Option<String>,
+    #[serde(default)]
+    image: Option<String>,
     #[serde(default)]
     steps: Option<Vec<Step>>,
     #[serde(default)]
@@ -311,6 +320,9 @@ impl Suite {
         raw.limits
             .resolve(&Limits::default())
             .map_err(|e| invalid(format!("limits: {e}")))?;
+        if let Some(image) = &raw.image {
+            check_reference(image).map_err(|e| invalid(format!("image: {e}")))?;
+        }
         let mut seen_files = BTreeSet::new();
         for (i, f) in raw.files.iter().enumerate() {
             assignment_path(dir, &format!("files[{i}].path"), &f.path).map_err(invalid)?;
@@ -345,6 +357,9 @@ impl Suite {
             rc.limits
                 .resolve(&Limits::default())
                 .map_err(|e| check_err(&id, format!("limits: {e}")))?;
+            if let Some(image) = &rc.image {
+                check_reference(image).map_err(|e| check_err(&id, format!("image: {e}")))?;
+            }
             let kinds = [
                 rc.steps.is_some(),
                 rc.pytest.is_some(),
@@ -410,6 +425,7 @@ impl Suite {
                 timeout: rc.timeout,
                 limits: rc.limits,
                 language: rc.language,
+                image: rc.image,
                 kind,
             });
         }
@@ -443,6 +459,7 @@ impl Suite {
             name: raw.name,
             description: raw.description,
             language: raw.language,
+            image: raw.image,
             limits: raw.limits,
             timeout: raw.timeout,
             files: raw.files,
@@ -479,6 +496,11 @@ impl Suite {
     /// The language of a check: its own, or the suite's.
     pub fn language_of<'a>(&'a self, check: &'a Check) -> Option<&'a str> {
         check.language.as_deref().or(self.language.as_deref())
+    }
+
+    /// The image a check names: its own, or the suite's (`None`: its language's, else the host).
+    pub fn image_of<'a>(&'a self, check: &'a Check) -> Option<&'a str> {
+        check.image.as_deref().or(self.image.as_deref())
     }
 }
 

@@ -34,11 +34,17 @@ pub struct CheckRequest {
     pub checks: String,
     /// `{"homedir": UPLOAD_ID}`: the submission (required here; `id` is refused).
     pub sandbox: SandboxRef,
+    /// A container image this server has (`GET /images`: a name, `name@sha256:…` or a digest)
+    /// to grade in instead of the suite's `image` (a check's own `image` still wins). Never
+    /// pulled: an image the server lacks is a 422. `?format=json` reports record its digest.
+    #[serde(default)]
+    #[schema(example = "python:3.12-slim", max_length = 400)]
+    pub image: Option<String>,
 }
 
 /// `?format=`: `cs50` (default) answers exactly CS50 Check's shape; `json` answers corral's report
-/// (`corral check --format json`: adds `points`, `max_points`, `message`, … per check and `score`,
-/// `max_score`, `passed`) and `order`, the check ids in the suite's order; the browser editor
+/// (`corral check --format json`: adds `points`, `max_points`, `message`, `image`, … per check and
+/// `score`, `max_score`, `passed`, `images`) and `order`, the check ids in the suite's order; the browser editor
 /// shows it.
 #[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -237,7 +243,8 @@ pub async fn check(
             "give sandbox.homedir: the upload to check",
         ));
     };
-    let (report, view) = checks::grade(&st, &caller, &req.checks, &homedir).await?;
+    let (report, view) =
+        checks::grade(&st, &caller, &req.checks, &homedir, req.image.as_deref()).await?;
     tracing::info!(caller = %caller.id, suite = %req.checks, passed = report.passed(), "check");
     if corral_format {
         let mut v = report.to_json(view);

@@ -37,6 +37,18 @@ pub struct LanguageInfo {
     /// Why it is unavailable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The container image the language runs in, when it names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<LanguageImageInfo>,
+}
+
+/// A language's image: the reference it names and, when this server has it, its digest.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(example = json!({"name": "python:3.12-slim", "digest": "sha256:4c3f0ef8d6e9b1a2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a"}))]
+pub struct LanguageImageInfo {
+    pub name: String,
+    /// `null` when this server's image store lacks the image (the language is then unavailable).
+    pub digest: Option<String>,
 }
 
 /// Liveness and load.
@@ -109,7 +121,7 @@ pub async fn method_not_allowed() -> ApiError {
 /// The check engine's language registry (built-in plus the operator's file), probed on the host.
 fn language_list(st: &SharedState) -> Vec<LanguageInfo> {
     st.languages
-        .probe(None)
+        .probe(None, Some(&st.images))
         .into_iter()
         .map(|l| LanguageInfo {
             id: l.id,
@@ -119,6 +131,10 @@ fn language_list(st: &SharedState) -> Vec<LanguageInfo> {
             run: l.run,
             available: l.available,
             reason: l.reason,
+            image: l.image.map(|i| LanguageImageInfo {
+                name: i.name,
+                digest: i.digest,
+            }),
         })
         .collect()
 }

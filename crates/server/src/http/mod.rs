@@ -4,12 +4,13 @@
 //! - [`auth`]: bearer tokens (and `?token=` / `X-Auth-Token` where clients need them) into a caller.
 //! - [`error`]: status codes, the JSON error body, hiding internal errors behind a request id.
 //! - [`json`]: JSON bodies whose rejections are JSON errors.
-//! - [`uploads`], [`runs`], [`checks`], [`tokens`], [`submissions`], [`revisions`], [`meta`]: the
-//!   endpoints; [`web`]: the browser editor's pages.
+//! - [`uploads`], [`runs`], [`checks`], [`tokens`], [`submissions`], [`revisions`], [`images`],
+//!   [`meta`]: the endpoints; [`web`]: the browser editor's pages.
 
 pub mod auth;
 pub mod checks;
 pub mod error;
+pub mod images;
 pub mod json;
 pub mod meta;
 pub mod revisions;
@@ -50,6 +51,7 @@ pub fn routes(upload_limit: usize) -> Router<SharedState> {
         .route("/submissions/batch", post(submissions::submit_batch))
         .route("/submissions/{id}", get(submissions::get_submission))
         .merge(revisions::routes())
+        .merge(images::routes())
 }
 
 /// The REST routes anyone may call: health, metrics, languages, the editor's pages.

@@ -31,6 +31,12 @@ pub struct RunRequest {
     /// Extra environment variables.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// A container image this server has (`GET /images`: a name, `name@sha256:…` or a digest)
+    /// as a new sandbox's root; the result's `image` records its digest. Never pulled: an image
+    /// the server lacks is a 422. Not with `sandbox.id` (a kept sandbox keeps its own).
+    #[serde(default)]
+    #[schema(example = "python:3.12-slim", max_length = 400)]
+    pub image: Option<String>,
 }
 
 /// Run a command.
@@ -74,13 +80,13 @@ pub async fn run(
             .unwrap_or_default(),
         limits: req.limits,
         env: req.env,
+        image: req.image,
     };
     let prepared = runs::prepare(&st, &caller, input).await?;
     let clamped = prepared.clamped.clone();
-    let (outcome, sandbox) =
-        runs::execute(&st, prepared, |sb, spec| sb.run(spec, &mut NoSink)).await?;
+    let (outcome, ran) = runs::execute(&st, prepared, |sb, spec| sb.run(spec, &mut NoSink)).await?;
     tracing::info!(caller = %caller.id, status = outcome.status.as_str(), wall_ms = outcome.usage.wall_time_ms, "run");
-    Ok(Json(RunResponse::new(&outcome, sandbox, clamped)))
+    Ok(Json(RunResponse::new(&outcome, ran, clamped)))
 }
 
 /// Destroy a kept sandbox now.

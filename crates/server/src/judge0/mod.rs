@@ -233,7 +233,12 @@ pub async fn languages(State(st): State<SharedState>) -> Response {
         LANGUAGE_IDS
             .iter()
             .filter(|(_, reg)| seen.insert(*reg))
-            .filter(|(_, reg)| st2.languages.get(reg).is_ok_and(|l| l.check_host().is_ok()))
+            .filter(|(_, reg)| {
+                // A language in an image is listed when this server has the image.
+                st2.languages
+                    .get(reg)
+                    .is_ok_and(|l| l.root(Some(&st2.images)).is_ok())
+            })
             .filter_map(|(id, reg)| {
                 language_json(&st2, *id, reg).map(|mut v| {
                     if let Some(o) = v.as_object_mut() {

@@ -193,6 +193,8 @@ pub fn convert(
         limits: Some(limits),
         env: BTreeMap::new(),
         callback_url: r.callback_url.filter(|u| !u.is_empty()),
+        // Judge0 names no image: a language's own image (the registry's) is used.
+        image: None,
     };
     Ok((req, r.command_line_arguments, r.compiler_options))
 }

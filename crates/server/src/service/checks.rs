@@ -8,16 +8,21 @@ use crate::service::caller::Caller;
 use crate::service::suites::{is_valid_id, suite_error, suites_dir};
 use crate::state::SharedState;
 
-/// Grades the caller's upload `homedir` with suite `suite_id`; the view is the caller's (staff
-/// see hidden checks' details).
+/// Grades the caller's upload `homedir` with suite `suite_id`, in `image` (over the suite's
+/// default) when given; the view is the caller's (staff see hidden checks' details).
 pub async fn grade(
     st: &SharedState,
     caller: &Caller,
     suite_id: &str,
     homedir: &str,
+    image: Option<&str>,
 ) -> Result<(Report, View), ApiError> {
     if !is_valid_id(suite_id) {
         return Err(ApiError::not_found(format!("no suite {suite_id:?}")));
+    }
+    if let Some(image) = image {
+        corral_checks::image_root::check_reference(image)
+            .map_err(|e| ApiError::unprocessable(format!("image: {e}")))?;
     }
     let upload = crate::service::uploads::owned(st, caller, homedir).await?;
     let work = tempfile::Builder::new()
@@ -42,7 +47,10 @@ pub async fn grade(
         None => suite_file(&suites_dir(st).join(suite_id)),
     }
     .ok_or_else(|| ApiError::not_found(format!("no suite {suite_id:?}")))?;
-    let suite = Suite::load(&suite_path).map_err(suite_error)?;
+    let mut suite = Suite::load(&suite_path).map_err(suite_error)?;
+    if let Some(image) = image {
+        suite.image = Some(image.to_string());
+    }
     let view = if caller.role.is_staff() {
         View::Staff
     } else {
@@ -60,7 +68,8 @@ pub async fn grade(
                 &submission,
                 &GradeOptions {
                     jobs: 2,
-                    ..Default::default()
+                    images: Some(st2.images.clone()),
+                    ..GradeOptions::default()
                 },
             );
             drop(work);

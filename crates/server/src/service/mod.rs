@@ -8,6 +8,7 @@
 //! - [`runner`]: bounded parallelism for sandbox work (blocking threads, a bounded queue).
 //! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry.
 //! - [`suites`], [`checks`]: check suites and grading an upload with one.
+//! - [`images`]: the container images requests may name, and staff's image operations.
 //! - [`tokens`]: API tokens.
 //! - [`revocations`]: revoked tokens reaching open connections (WebSockets, long-polls).
 //! - [`revisions`]: the browser editor's history.
@@ -17,6 +18,7 @@
 pub mod caller;
 pub mod checks;
 pub mod housekeeping;
+pub mod images;
 pub mod kept_sandboxes;
 pub mod revisions;
 pub mod revocations;

@@ -10,7 +10,8 @@ use corral_sandbox::{
     Limits, LimitsRequest, Outcome, RunSpec, Sandbox, SandboxConfig, Size, Stdin,
 };
 
-use corral_judge::Cmd;
+use corral_checks::UsedImage;
+use corral_judge::{Cmd, ImageDoc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -110,10 +111,15 @@ pub struct RunResponse {
     pub limits: Limits,
     /// Limits the request asked for above the server's caps, lowered to the caps.
     pub limits_clamped: Vec<String>,
+    /// The container image the run's sandbox has as its root (`{"name", "digest"}`); absent on
+    /// the host root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageDoc>,
 }
 
 impl RunResponse {
-    pub fn new(o: &Outcome, sandbox: Option<String>, limits_clamped: Vec<String>) -> Self {
+    pub fn new(o: &Outcome, ran: Ran, limits_clamped: Vec<String>) -> Self {
+        let Ran { sandbox, image } = ran;
         RunResponse {
             code: (o.status != corral_sandbox::Status::SandboxError).then(|| o.shell_code()),
             sandbox,
@@ -139,8 +145,16 @@ impl RunResponse {
             reason: o.reason(),
             limits: o.limits.clone(),
             limits_clamped,
+            image,
         }
     }
+}
+
+/// Where a run happened: the kept sandbox to continue in, and its image.
+#[derive(Debug, Clone, Default)]
+pub struct Ran {
+    pub sandbox: Option<String>,
+    pub image: Option<ImageDoc>,
 }
 
 pub struct Prepared {
@@ -157,6 +171,8 @@ pub struct RunInput {
     pub stdin: Stdin,
     pub limits: Option<LimitsRequest>,
     pub env: BTreeMap<String, String>,
+    /// A container image of this server for a new sandbox's root (never pulled).
+    pub image: Option<String>,
 }
 
 /// Names of the limits the request gave above the caps.
@@ -198,6 +214,14 @@ pub async fn prepare(
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
 
     let sandbox = input.sandbox.unwrap_or_default();
+    if let Some(image) = input.image {
+        if sandbox.id.is_some() {
+            return Err(ApiError::unprocessable(
+                "image chooses a new sandbox's root: a kept sandbox (sandbox.id) keeps its own",
+            ));
+        }
+        spec.root = crate::service::images::root(st, image).await?;
+    }
     let (held, upload_dir) = match (sandbox.homedir, sandbox.id) {
         (Some(_), Some(_)) => {
             return Err(ApiError::unprocessable(
@@ -234,12 +258,8 @@ pub async fn prepare(
 
 /// Runs a prepared request on a blocking thread (admission first): takes or builds the sandbox,
 /// copies the upload in, calls `drive`, and keeps the sandbox for follow-up runs. Returns the
-/// outcome and the id of the kept sandbox.
-pub async fn execute<F>(
-    st: &SharedState,
-    p: Prepared,
-    drive: F,
-) -> Result<(Outcome, Option<String>), ApiError>
+/// outcome, and the id of the kept sandbox with the image it runs in.
+pub async fn execute<F>(st: &SharedState, p: Prepared, drive: F) -> Result<(Outcome, Ran), ApiError>
 where
     F: FnOnce(&mut Sandbox, &RunSpec) -> Outcome + Send + 'static,
 {
@@ -270,8 +290,10 @@ where
                 ),
                 Ok(mut l) => {
                     let sb = l.sandbox();
-                    // The working directory's size was fixed when the sandbox was built.
+                    // The working directory's size and the root were fixed when the sandbox was
+                    // built (a kept sandbox keeps its image).
                     spec.limits.disk = Size(sb.config().disk_bytes);
+                    spec.root = sb.config().root.clone();
                     let copied = match &upload_dir {
                         Some(d) => sb.copy_in(d.path()),
                         None => Ok(()),
@@ -285,14 +307,21 @@ where
             };
             drop(upload_dir);
             st2.metrics.observe(&outcome, started.elapsed());
+            let image = UsedImage::of(&spec.root).map(ImageDoc::from);
             let (kept, evicted) = st2.sandboxes.finish(&held2, lease);
             drop(evicted.0);
             st2.metrics.held_sandboxes.set(st2.sandboxes.len() as i64);
-            (outcome, kept)
+            (outcome, kept, image)
         })
         .await;
     match result {
-        Ok((o, kept)) => Ok((o, kept.then(|| held.id.clone()))),
+        Ok((o, kept, image)) => Ok((
+            o,
+            Ran {
+                sandbox: kept.then(|| held.id.clone()),
+                image,
+            },
+        )),
         Err(e) => {
             st.sandboxes.abort(&held);
             Err(e)

@@ -2,13 +2,16 @@
 //! post its verdict. A worker needs nothing but its `worker` token: the claim carries the job's
 //! spec and files, and the result is signed with the token
 //! (`Corral-Signature: t=UNIX,v1=HEX(HMAC-SHA256(sha256_hex(token), "{t}.{body}"))`), so the
-//! server checks both who sent it and that the body is the one the worker signed.
+//! server checks both who sent it and that the body is the one the worker signed. A worker that
+//! lacks an image a job names fetches it from here by digest ([`images`]).
+
+pub mod images;
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use corral_judge::{
     ClaimRequest, ClaimedJob, LeaseRequest, ResultRequest, ResultResponse, SIGNATURE_TOLERANCE,
@@ -135,6 +138,8 @@ pub async fn result(
 pub fn routes() -> Router<SharedState> {
     Router::new()
         .route("/worker/claim", post(claim))
+        .route("/worker/images/{*reference}", get(images::resolve))
+        .route("/worker/blobs/{digest}", get(images::blob))
         .route("/worker/jobs/{id}/heartbeat", post(heartbeat))
         .route(
             "/worker/jobs/{id}/result",

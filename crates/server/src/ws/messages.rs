@@ -41,6 +41,12 @@ pub enum WsClientMessage {
         /// The browser editor sends it.
         #[serde(default)]
         language: Option<String>,
+        /// A container image of this server (`GET /images`) as a new sandbox's root, over the
+        /// language's own image; never pulled (an image the server lacks is an error message).
+        /// The `exit` message's `image` records its digest.
+        #[serde(default)]
+        #[schema(example = "python:3.12-slim", max_length = 400)]
+        image: Option<String>,
     },
     /// Resize the terminal of a run started with `tty`.
     Resize { cols: u16, rows: u16 },

@@ -206,6 +206,7 @@ async fn handle(
             mut env,
             tty,
             language,
+            mut image,
         } => {
             if running.is_some() {
                 return Some(error(
@@ -230,6 +231,10 @@ async fn handle(
                     env.entry(k).or_insert(v);
                 }
                 limits = limits.or_else(|| Some(lang.limits.clone()));
+                // A new sandbox runs in the language's image unless the message names one.
+                if sandbox.as_ref().is_none_or(|s| s.id.is_none()) {
+                    image = image.or_else(|| lang.image.clone());
+                }
             }
             let input = RunInput {
                 cmd,
@@ -237,6 +242,7 @@ async fn handle(
                 stdin: Stdin::Pipe,
                 limits,
                 env,
+                image,
             };
             let mut prepared = match prepare(st, caller, input).await {
                 Ok(p) => p,
@@ -259,9 +265,9 @@ async fn handle(
                 })
                 .await;
                 let msg = match result {
-                    Ok((outcome, sandbox)) => WsServerMessage::Exit(Box::new(RunResponse::new(
-                        &outcome, sandbox, clamped,
-                    ))),
+                    Ok((outcome, ran)) => {
+                        WsServerMessage::Exit(Box::new(RunResponse::new(&outcome, ran, clamped)))
+                    }
                     // Not run at all (overload, shutdown): the client may try again.
                     Err(e) => api_error(e),
                 };

@@ -75,3 +75,27 @@ impl TestServer {
         self.task.take().unwrap().await.unwrap();
     }
 }
+
+/// Status and JSON body; every response of this API is JSON, errors included.
+pub async fn json_of(r: reqwest::Response) -> (reqwest::StatusCode, serde_json::Value) {
+    let status = r.status();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let text = r.text().await.unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{status}: not JSON ({e}), content-type {ct:?}: {text}"));
+    assert!(
+        ct.starts_with("application/json"),
+        "{status}: content-type {ct:?}"
+    );
+    if !status.is_success() {
+        assert!(
+            v["error"].is_string() && v["message"].is_string(),
+            "{status}: error body without error/message: {v}"
+        );
+    }
+    (status, v)
+}

@@ -14,7 +14,7 @@ use crate::error::{Result, StoreError};
 use crate::ids::random_hex;
 use crate::jobs::{
     new_job_id, CallbackClaim, CallbackOutcome, Claim, Completion, Expired, Job, JobEvent,
-    JobState, JobStore, NewJob, QueueStats,
+    JobImage, JobState, JobStore, NewJob, QueueStats,
 };
 
 #[async_trait::async_trait]
@@ -151,6 +151,7 @@ where
         lease: &str,
         state: JobState,
         result: &str,
+        image: Option<&JobImage>,
     ) -> Result<Completion> {
         if !state.is_finished() {
             return Err(StoreError::Invalid(
@@ -164,13 +165,15 @@ where
         let r = sqlx::query(
             "UPDATE submissions SET state = $1, result = $2, finished_ms = $3, lease_expires_ms = NULL, \
              callback_state = CASE WHEN callback_url IS NULL THEN 'none' ELSE 'pending' END, \
-             callback_next_ms = $4 \
-             WHERE id = $5 AND lease = $6 AND state = 'running'",
+             callback_next_ms = $4, image_name = $5, image_digest = $6 \
+             WHERE id = $7 AND lease = $8 AND state = 'running'",
         )
         .bind(state.as_str())
         .bind(result)
         .bind(now)
         .bind(now)
+        .bind(image.map(|i| i.name.as_str()))
+        .bind(image.map(|i| i.digest.as_str()))
         .bind(id)
         .bind(lease)
         .execute(&mut *tx)

@@ -10,7 +10,7 @@ use crate::error::Result;
 /// The columns a [`Job`](crate::jobs::Job) is read from.
 pub const JOB_COLUMNS: &str = "id, owner, state, spec, upload_id, result, error, attempts, \
     max_attempts, created_ms, started_ms, finished_ms, worker, callback_url, callback_state, \
-    callback_attempts, callback_error";
+    callback_attempts, callback_error, image_name, image_digest";
 
 /// Appends to a submission's audit trail (in the caller's transaction).
 pub async fn record_event<D>(

@@ -80,6 +80,12 @@ pub struct SubmissionRequest {
     /// An `http(s)` URL that receives the result (signed; see the README).
     #[serde(default)]
     pub callback_url: Option<String>,
+    /// A container image this server has (`GET /images`: a name, `name@sha256:…` or a digest):
+    /// the run's root (over the language's image), or the suite's default image. Pinned to its
+    /// digest now; the verdict and the submission record it. Never pulled: 422 when missing.
+    #[serde(default)]
+    #[schema(example = "python:3.12-slim", max_length = 400)]
+    pub image: Option<String>,
 }
 
 /// Checks a callback URL's form (where it points is checked when it is called).
@@ -148,6 +154,8 @@ pub async fn accept(
                 .workers
                 .unwrap_or(st.config.parallelism)
                 > 0
+                && req.image.is_none()
+                && l.image.is_none()
             {
                 // In-process workers judge it here: refuse what they cannot run now.
                 l.check_host().map_err(|why| {
@@ -208,7 +216,9 @@ pub async fn accept(
             }
         }
     };
-    let spec = JobSpec {
+    let mut spec = JobSpec {
+        image: req.image.clone(),
+        image_digests: BTreeMap::new(),
         language: lang.as_ref().map(|l| l.id.clone()),
         cmd: req.cmd,
         suite,
@@ -226,6 +236,9 @@ pub async fn accept(
     // anything is stored.
     spec.validate()
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    // Every image the job names (the request's, the language's, the suite's and its checks'),
+    // pinned to the digest this server has now: every worker judges exactly those.
+    spec.image_digests = pin_images(st, &spec).await?;
     // The files: an upload of the caller's, or inline files stored as one now.
     let max_depth = st.config.upload.max_depth;
     let mut new_files: Vec<NewFile> = Vec::new();
@@ -288,6 +301,42 @@ pub async fn accept(
         callback_url: req.callback_url,
         max_attempts: st.config.submissions.max_attempts,
     })
+}
+
+/// The job's images pinned to digests (422 naming one the server lacks). A suite is read from
+/// its folder, or from its registered files materialised for the purpose.
+async fn pin_images(
+    st: &SharedState,
+    spec: &JobSpec,
+) -> Result<BTreeMap<String, String>, ApiError> {
+    let work = tempfile::Builder::new()
+        .prefix("pin-")
+        .tempdir_in(&st.tmp_dir)
+        .map_err(ApiError::internal)?;
+    let suite_dir = match &spec.suite {
+        None => None,
+        Some(SuiteRef {
+            upload: Some(u), ..
+        }) => {
+            let upload = st.store.get_upload(u).await?.ok_or_else(|| {
+                ApiError::internal(format!("the files of suite upload {u} are gone"))
+            })?;
+            st.store.materialize(&upload, work.path()).await?;
+            Some(work.path().to_path_buf())
+        }
+        Some(SuiteRef { id, upload: None }) => Some(suites::suites_dir(st).join(id)),
+    };
+    let (st2, spec2) = (st.clone(), spec.clone());
+    let needed = tokio::task::spawn_blocking(move || {
+        corral_judge::images_needed(&spec2, &st2.languages, suite_dir.as_deref())
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    drop(work);
+    if needed.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    crate::service::images::pin(st, needed).await
 }
 
 /// Refuses (429) when the caller would have more submissions waiting than allowed.

@@ -200,8 +200,20 @@ pub async fn record_result(
     } else {
         corral_store::JobState::Done
     };
+    if let Some(i) = &v.image {
+        if !corral_judge::job::is_digest(&i.digest) || i.name.is_empty() || i.name.len() > 400 {
+            return Err(ApiError::unprocessable(
+                "image: a name (at most 400 bytes) and a sha256: digest",
+            ));
+        }
+    }
     let text = serde_json::to_string(v).expect("a verdict serialises");
-    match st.store.complete_job(id, &req.lease, state, &text).await? {
+    let image = v.image.as_ref().map(super::workers::job_image);
+    match st
+        .store
+        .complete_job(id, &req.lease, state, &text, image.as_ref())
+        .await?
+    {
         Completion::Recorded => {
             st.queue
                 .metrics

@@ -62,6 +62,10 @@ pub struct SubmissionView {
     pub limits_clamped: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callback: Option<CallbackInfo>,
+    /// The container image it was judged in (`{"name", "digest"}`, as the store recorded it);
+    /// absent on the host root and until judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<corral_judge::ImageDoc>,
 }
 
 impl SubmissionView {
@@ -111,6 +115,13 @@ impl SubmissionView {
                 attempts: job.callback_attempts,
                 error: job.callback_error.clone(),
             }),
+            image: match (&job.image_name, &job.image_digest) {
+                (Some(name), Some(digest)) => Some(corral_judge::ImageDoc {
+                    name: name.clone(),
+                    digest: digest.clone(),
+                }),
+                _ => None,
+            },
         }
     }
 }

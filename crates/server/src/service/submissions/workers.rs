@@ -101,6 +101,14 @@ async fn judge_claim(st: &SharedState, worker: &str, claim: Claim) {
     record(st, &id, &lease, &verdict).await;
 }
 
+/// The store's record of the image a verdict was reached in.
+pub fn job_image(i: &corral_judge::ImageDoc) -> corral_store::JobImage {
+    corral_store::JobImage {
+        name: i.name.clone(),
+        digest: i.digest.clone(),
+    }
+}
+
 /// Records a verdict for a lease, retrying while the store is unreachable (at most one lease).
 pub async fn record(st: &SharedState, id: &str, lease: &str, verdict: &Verdict) {
     let state = if verdict.verdict == VerdictKind::InternalError {
@@ -109,10 +117,15 @@ pub async fn record(st: &SharedState, id: &str, lease: &str, verdict: &Verdict) 
         JobState::Done
     };
     let body = serde_json::to_string(verdict).expect("a verdict serialises");
+    let image = verdict.image.as_ref().map(job_image);
     let deadline = tokio::time::Instant::now() + st.config.submissions.lease();
     let mut wait = Duration::from_millis(100);
     loop {
-        match st.store.complete_job(id, lease, state, &body).await {
+        match st
+            .store
+            .complete_job(id, lease, state, &body, image.as_ref())
+            .await
+        {
             Ok(Completion::Recorded) => {
                 st.queue
                     .metrics
@@ -185,10 +198,12 @@ async fn judge(st: &SharedState, claim: &Claim) -> Result<Verdict, String> {
     };
     let pool = st.pool.clone();
     let registry = st.languages.clone();
+    let images = st.images.clone();
     tokio::task::spawn_blocking(move || {
         let v = execute(
             &pool,
             &registry,
+            Some(&images),
             &spec,
             &JobFiles {
                 files: &files,

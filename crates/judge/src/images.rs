@@ -1,0 +1,109 @@
+//! The container images a job names, so a worker can make sure it has each before judging.
+
+use std::path::Path;
+
+use corral_checks::{LanguageRegistry, Suite};
+
+use crate::job::{suite_file, JobSpec};
+
+/// Every image reference the job runs in: the request's image, else its language's (runs); for
+/// suites, each check's image (its own, the request's over the suite's default, else its
+/// language's). Each once, in order. A suite that cannot be read names none here (judging it
+/// reports why).
+pub fn images_needed(
+    spec: &JobSpec,
+    registry: &LanguageRegistry,
+    suite_dir: Option<&Path>,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |r: Option<&str>| {
+        if let Some(r) = r {
+            if !out.iter().any(|o| o == r) {
+                out.push(r.to_string());
+            }
+        }
+    };
+    let language_image = |id: Option<&str>| {
+        id.and_then(|id| registry.get(id).ok())
+            .and_then(|l| l.image.clone())
+    };
+    if spec.suite.is_none() {
+        add(spec
+            .image
+            .clone()
+            .or_else(|| language_image(spec.language.as_deref()))
+            .as_deref());
+        return out;
+    }
+    let Some(mut suite) = suite_dir
+        .and_then(suite_file)
+        .and_then(|f| Suite::load(&f).ok())
+    else {
+        return out;
+    };
+    if spec.image.is_some() {
+        suite.image = spec.image.clone();
+    }
+    for check in &suite.checks {
+        let image = suite
+            .image_of(check)
+            .map(str::to_string)
+            .or_else(|| language_image(suite.language_of(check)));
+        add(image.as_deref());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::SuiteRef;
+
+    fn spec(json: serde_json::Value) -> JobSpec {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn runs_need_the_requests_image_else_the_languages() {
+        let mut r = LanguageRegistry::builtin();
+        r.merge_str(
+            "[languages.py]\nname = \"Py\"\nsource = \"m.py\"\nrun = \"python3 m.py\"\nimage = \"python:3.12-slim\"\n",
+            "test",
+        )
+        .unwrap();
+        let limits = serde_json::to_value(corral_sandbox::Limits::default()).unwrap();
+        let s = spec(serde_json::json!({"language": "py", "limits": limits}));
+        assert_eq!(images_needed(&s, &r, None), ["python:3.12-slim"]);
+        let s =
+            spec(serde_json::json!({"language": "py", "image": "course/py:2", "limits": limits}));
+        assert_eq!(images_needed(&s, &r, None), ["course/py:2"]);
+        let s = spec(serde_json::json!({"cmd": "true", "limits": limits}));
+        assert!(images_needed(&s, &r, None).is_empty());
+    }
+
+    #[test]
+    fn suites_need_each_checks_image() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("suite.yaml"),
+            "name: x\nimage: course/base:1\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    image: course/numpy:1\n    steps: [{run: ls}]\n  - id: c\n    image: course/numpy:1\n    steps: [{run: ls}]\n",
+        )
+        .unwrap();
+        let r = LanguageRegistry::builtin();
+        let limits = serde_json::to_value(corral_sandbox::Limits::default()).unwrap();
+        let mut s = spec(serde_json::json!({"limits": limits}));
+        s.suite = Some(SuiteRef {
+            id: "x".into(),
+            upload: None,
+        });
+        assert_eq!(
+            images_needed(&s, &r, Some(dir.path())),
+            ["course/base:1", "course/numpy:1"]
+        );
+        s.image = Some("course/other:1".into());
+        assert_eq!(
+            images_needed(&s, &r, Some(dir.path())),
+            ["course/other:1", "course/numpy:1"]
+        );
+    }
+}

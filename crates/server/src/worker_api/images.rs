@@ -1,0 +1,111 @@
+//! Images for remote workers: a worker that lacks an image a job names fetches it from this node
+//! by digest — the manifest, config and layer blobs exactly as stored — and verifies every one
+//! itself. Workers need no registry credentials, only their worker token.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use corral_judge::ImageDoc;
+use futures_util::stream;
+use tokio::io::AsyncReadExt;
+
+use crate::error::{ApiError, ErrorBody};
+use crate::service::caller::Caller;
+use crate::state::SharedState;
+
+/// Resolve an image reference on this node (worker).
+///
+/// The image manifest's digest of a name, `name@sha256:…` or digest this node has: what a
+/// worker then fetches with `GET /worker/blobs/{digest}`.
+#[utoipa::path(
+    get, path = "/worker/images/{reference}", tag = "workers",
+    params(("reference" = String, Path, description = "NAME[:TAG], NAME@sha256:…, or a digest", example = "course/numpy:1")),
+    responses(
+        (status = 200, description = "The image", body = ImageDoc),
+        (status = 403, description = "Not a worker token", body = ErrorBody),
+        (status = 404, description = "No such image on this node", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn resolve(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Path(reference): Path<String>,
+) -> Result<Json<ImageDoc>, ApiError> {
+    caller.require_worker()?;
+    let st2 = st.clone();
+    let r = reference.clone();
+    let found = tokio::task::spawn_blocking(move || st2.images.resolve(&r))
+        .await
+        .map_err(ApiError::internal)?;
+    match found {
+        Ok((name, rec)) => Ok(Json(ImageDoc {
+            name: name.unwrap_or(reference),
+            digest: rec.digest.to_string(),
+        })),
+        Err(e @ corral_images::Error::NotFound(_)) => Err(ApiError::not_found(e.to_string())),
+        Err(e @ (corral_images::Error::BadReference(_) | corral_images::Error::BadDigest(_))) => {
+            Err(ApiError::unprocessable(e.to_string()))
+        }
+        Err(e) => Err(ApiError::internal(e)),
+    }
+}
+
+/// Fetch a blob of this node's image store by digest (worker).
+///
+/// The bytes exactly as stored (a manifest, a config, a compressed layer), streamed; the worker
+/// checks them against the digest.
+#[utoipa::path(
+    get, path = "/worker/blobs/{digest}", tag = "workers",
+    params(("digest" = String, Path, description = "sha256: and 64 hex digits",
+        example = "sha256:4c3f0ef8d6e9b1a2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a")),
+    responses(
+        (status = 200, description = "The blob", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 403, description = "Not a worker token", body = ErrorBody),
+        (status = 404, description = "No such blob on this node", body = ErrorBody),
+        (status = 422, description = "Not a digest", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn blob(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Path(digest): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require_worker()?;
+    let d = corral_images::Digest::parse(&digest)
+        .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    let path = st.images.blob_path(&d);
+    let file = match tokio::fs::File::open(&path).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ApiError::not_found(format!(
+                "no blob {digest} on this node"
+            )))
+        }
+        Err(e) => return Err(ApiError::internal(e)),
+    };
+    let len = file.metadata().await.map_err(ApiError::internal)?.len();
+    // Chunks read as the client takes them: a layer is never held in memory whole.
+    let chunks = stream::unfold(file, |mut f| async move {
+        let mut buf = vec![0u8; 256 << 10];
+        match f.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok::<_, std::io::Error>(axum::body::Bytes::from(buf)), f))
+            }
+            Err(e) => Some((Err(e), f)),
+        }
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (header::CONTENT_LENGTH, len.to_string()),
+        ],
+        Body::from_stream(chunks),
+    )
+        .into_response())
+}

@@ -1,0 +1,258 @@
+//! Container images over HTTP: staff list them, admins import and remove them, and requests of
+//! any role may name only images the server has (never pulled: a clear 422, nothing fetched).
+//! The pool here never runs a program (see support/mod.rs): runs in an image end to end are in
+//! `crates/cli/tests`.
+
+mod support;
+
+use corral_store::Role;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use support::{json_of, TestServer};
+
+/// A root-filesystem tar with one file: a one-layer image when imported.
+fn rootfs_tar(text: &str) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_size(text.len() as u64);
+    h.set_mode(0o644);
+    h.set_path("hello.txt").unwrap();
+    h.set_cksum();
+    b.append(&h, text.as_bytes()).unwrap();
+    b.into_inner().unwrap()
+}
+
+async fn import(s: &TestServer, token: &str, name: &str, tar: Vec<u8>) -> (StatusCode, Value) {
+    json_of(
+        reqwest::Client::new()
+            .post(s.url(&format!("/images/import?name={name}")))
+            .bearer_auth(token)
+            .header("content-type", "application/octet-stream")
+            .body(tar)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+async fn post(s: &TestServer, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+    json_of(
+        reqwest::Client::new()
+            .post(s.url(path))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+async fn get(s: &TestServer, token: &str, path: &str) -> (StatusCode, Value) {
+    json_of(
+        reqwest::Client::new()
+            .get(s.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn staff_list_admins_import_and_remove() {
+    let s = TestServer::start(|_| {}).await;
+    let (admin, staff, student) = (
+        s.token(Role::Admin).await,
+        s.token(Role::Staff).await,
+        s.token(Role::Student).await,
+    );
+    let (st, list) = get(&s, &staff, "/images").await;
+    assert_eq!((st, list), (StatusCode::OK, json!([])));
+    assert_eq!(get(&s, &student, "/images").await.0, StatusCode::FORBIDDEN);
+    // Importing and pulling are an admin's.
+    let (st, _) = import(&s, &staff, "course/py:1", rootfs_tar("x")).await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    let (st, _) = post(
+        &s,
+        &student,
+        "/images",
+        json!({"pull": "example.invalid/x:1"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    let (st, img) = import(&s, &admin, "course/py:1", rootfs_tar("x")).await;
+    assert_eq!(st, StatusCode::CREATED, "{img}");
+    let digest = img["digest"].as_str().unwrap().to_string();
+    assert!(digest.starts_with("sha256:") && digest.len() == 71, "{img}");
+    assert_eq!(img["names"], json!(["course/py:1"]));
+    let (_, list) = get(&s, &staff, "/images").await;
+    assert_eq!(list[0]["digest"], digest.as_str());
+    assert!(list[0]["size"].as_u64().unwrap() > 0);
+    // Not an archive, an empty body, a bad name: clean 422s.
+    let (st, e) = import(&s, &admin, "course/bad:1", b"not an archive".to_vec()).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    let (st, _) = import(&s, &admin, "course/empty:1", Vec::new()).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
+    let (st, _) = import(&s, &admin, "Not..A..Name", rootfs_tar("y")).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
+    // A pull of a reference that is not one is refused before any network.
+    let (st, _) = post(&s, &admin, "/images", json!({"pull": "Not A Ref"})).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
+    // Removal: staff may not; an admin removes the name (the image with it).
+    let del = |token: String, r: &str| {
+        reqwest::Client::new()
+            .delete(s.url(&format!("/images/{r}")))
+            .bearer_auth(token)
+            .send()
+    };
+    assert_eq!(
+        del(staff.clone(), "course/py:1").await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+    let (st, gone) = json_of(del(admin.clone(), "course/py:1").await.unwrap()).await;
+    assert_eq!(st, StatusCode::OK, "{gone}");
+    assert_eq!(gone["removed"], digest.as_str());
+    let (st, _) = json_of(del(admin.clone(), "course/py:1").await.unwrap()).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    assert_eq!(get(&s, &staff, "/images").await.1, json!([]));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn students_may_name_only_images_the_server_has() {
+    // Two folder suites: one naming an image the server will have, one naming a missing one.
+    let s = TestServer::start(|c| {
+        for (id, image) in [("has", "course/py:1"), ("lacks", "course/none:1")] {
+            let dir = c.data_dir.join("suites").join(id);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("suite.yaml"),
+                format!("name: {id}\nchecks:\n  - id: a\n    image: {image}\n    steps: [{{run: \"true\"}}]\n"),
+            )
+            .unwrap();
+        }
+    })
+    .await;
+    let (admin, student) = (s.token(Role::Admin).await, s.token(Role::Student).await);
+    let missing = "registry.example.invalid/course/python:3.12";
+    let not_here = |v: &Value| {
+        let m = v["message"].as_str().unwrap_or_default();
+        m.contains("not on this server") && m.contains(missing)
+    };
+    let (st, e) = post(
+        &s,
+        &student,
+        "/run",
+        json!({"cmd": "true", "image": missing}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert!(not_here(&e), "{e}");
+    let (st, e) = post(
+        &s,
+        &student,
+        "/submissions",
+        json!({"cmd": "true", "image": missing}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert!(not_here(&e), "{e}");
+    let (st, out) = post(
+        &s,
+        &student,
+        "/submissions/batch",
+        json!({"submissions": [{"cmd": "true", "image": missing}]}),
+    )
+    .await;
+    assert!(st.is_success(), "{st} {out}");
+    assert!(not_here(&out["submissions"][0]), "{out}");
+    let (st, e) = post(
+        &s,
+        &student,
+        "/run",
+        json!({"cmd": "true", "image": "Not A Ref"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    // Nothing was pulled on the students' behalf.
+    assert_eq!(get(&s, &admin, "/images").await.1, json!([]));
+
+    // An image the server has: the run records it (this pool cannot start programs, so the run
+    // itself is a sandbox error here; the image it was to run in is still what the result says).
+    let (st, img) = import(&s, &admin, "course/py:1", rootfs_tar("z")).await;
+    assert_eq!(st, StatusCode::CREATED, "{img}");
+    let (st, r) = post(
+        &s,
+        &student,
+        "/run",
+        json!({"cmd": "true", "image": "course/py:1"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{r}");
+    assert_eq!(
+        r["image"],
+        json!({"name": "course/py:1", "digest": img["digest"]})
+    );
+    // An image with a kept sandbox is refused (the sandbox keeps its own root).
+    let (st, e) = post(
+        &s,
+        &student,
+        "/run",
+        json!({"cmd": "true", "image": "course/py:1", "sandbox": {"id": "x"}}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    // A submission naming it is queued, pinned to the digest.
+    let (st, sub) = post(
+        &s,
+        &student,
+        "/submissions",
+        json!({"cmd": "true", "image": "course/py:1"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{sub}");
+    let job = s
+        .store
+        .get_job(sub["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let spec: Value = serde_json::from_str(&job.spec).unwrap();
+    assert_eq!(spec["image"], "course/py:1");
+    assert_eq!(spec["image_digests"]["course/py:1"], img["digest"]);
+    // A suite's own images are pinned at submission too; one the server lacks is a 422 then.
+    let files = json!([{"path": "a.txt", "content": "x"}]);
+    let (st, sub) = post(
+        &s,
+        &student,
+        "/submissions",
+        json!({"suite": "has", "files": files}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{sub}");
+    let job = s
+        .store
+        .get_job(sub["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let spec: Value = serde_json::from_str(&job.spec).unwrap();
+    assert_eq!(spec["image_digests"], json!({"course/py:1": img["digest"]}));
+    let (st, e) = post(
+        &s,
+        &student,
+        "/submissions",
+        json!({"suite": "lacks", "files": files}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("course/none:1"),
+        "{e}"
+    );
+    s.stop().await;
+}
