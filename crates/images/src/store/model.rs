@@ -68,7 +68,13 @@ impl Store {
     /// Opens (creating its folders) the store of the data folder `data_dir`.
     pub fn open(data_dir: &Path) -> Result<Store, Error> {
         let root = data_dir.join("images");
-        for sub in ["blobs/sha256", "layers/sha256", "records/sha256", "tmp"] {
+        for sub in [
+            "blobs/sha256",
+            "layers/sha256",
+            "records/sha256",
+            "cache/sha256",
+            "tmp",
+        ] {
             let p = root.join(sub);
             std::fs::create_dir_all(&p).at(&p)?;
         }
