@@ -74,7 +74,9 @@ pub struct NewLayer {
 
 /// One entry of the changes, in tar terms.
 enum Kind {
-    Dir { opaque: bool },
+    Dir {
+        opaque: bool,
+    },
     File,
     /// A later name of an inode already written (the first name, relative).
     HardLink(Vec<u8>),
@@ -264,14 +266,7 @@ fn lgetxattr(path: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
     let mut buf = vec![0u8; 256];
     // SAFETY: both strings are NUL-terminated and live across the call; `buf` is a writable
     // buffer of the length passed.
-    let rc = unsafe {
-        libc::lgetxattr(
-            p.as_ptr(),
-            n.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
+    let rc = unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
     if rc >= 0 {
         buf.truncate(rc as usize);
         return Ok(Some(buf));

@@ -30,7 +30,10 @@ pub fn set_env(env: &[String], vars: &BTreeMap<String, String>) -> Vec<String> {
     let mut out: Vec<String> = env.to_vec();
     for (k, v) in vars {
         let entry = format!("{k}={}", expand(v, &before));
-        match out.iter_mut().find(|kv| kv.split_once('=').is_some_and(|(n, _)| n == k)) {
+        match out
+            .iter_mut()
+            .find(|kv| kv.split_once('=').is_some_and(|(n, _)| n == k))
+        {
             Some(slot) => *slot = entry,
             None => out.push(entry),
         }

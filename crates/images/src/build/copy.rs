@@ -2,8 +2,8 @@
 //! (the same shape as a run step's overlayfs upper folder), which then becomes a layer.
 //!
 //! The source is hostile-ish (a course's repository): it is opened beneath the build folder with
-//! `openat2(RESOLVE_BENEATH)`, so `..` or a symlink that leaves the folder is refused; inside a
-//! copied folder nothing is followed — symlinks are copied as links, devices and sockets refused.
+//! `openat2(RESOLVE_BENEATH)`, so `..` or a symlink that leaves the folder is refused (one that
+//! stays inside is followed); inside a copied folder nothing is followed — symlinks are copied as links, devices and sockets refused.
 //! Copied entries are owned by root, keep their permission bits, and get one fixed mtime
 //! ([`COPY_MTIME`]), so the same content always gives the same layer.
 //!
@@ -67,16 +67,20 @@ impl Source {
         let base = std::fs::File::open(dir)
             .map_err(|e| format!("cannot open the build folder {}: {e}", dir.display()))?;
         let how = OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
             .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
         let root = openat2(base.as_fd(), src, how).map_err(|e| match e {
-            Errno::EXDEV => format!("src {src:?} leaves the build file's folder (through '..' or a symlink)"),
-            Errno::ENOENT => format!("src {src:?} is not in the build file's folder {}", dir.display()),
-            Errno::ELOOP => format!("src {src:?} is a symlink (copy what it points to instead)"),
+            Errno::EXDEV => {
+                format!("src {src:?} leaves the build file's folder (through '..' or a symlink)")
+            }
+            Errno::ENOENT => format!(
+                "src {src:?} is not in the build file's folder {}",
+                dir.display()
+            ),
+            Errno::ELOOP => format!("src {src:?}: too many symlinks"),
             e => format!("src {src:?}: {e}"),
         })?;
-        let st = fstatat(root.as_fd(), "", AtFlags::AT_EMPTY_PATH)
-            .map_err(|e| os_err("src", e))?;
+        let st = fstatat(root.as_fd(), "", AtFlags::AT_EMPTY_PATH).map_err(|e| os_err("src", e))?;
         let name = Path::new(src)
             .components()
             .filter_map(|c| match c {
@@ -105,14 +109,15 @@ impl Source {
                 },
                 mode: st.st_mode & 0o777,
             });
-        } else if is(&st, SFlag::S_IFLNK) {
-            return Err(format!(
-                "src {src:?} is a symlink (copy what it points to instead)"
-            ));
         } else {
             return Err(format!("src {src:?} is not a file or a folder"));
         }
-        items.sort_by(|a, b| a.rel.as_os_str().as_bytes().cmp(b.rel.as_os_str().as_bytes()));
+        items.sort_by(|a, b| {
+            a.rel
+                .as_os_str()
+                .as_bytes()
+                .cmp(b.rel.as_os_str().as_bytes())
+        });
         Ok(Source { root, items, name })
     }
 
@@ -136,7 +141,10 @@ impl Source {
         };
         let fd = if path.as_os_str().is_empty() {
             // The source is the file itself: reopen its O_PATH descriptor for reading.
-            let proc = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&self.root));
+            let proc = format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&self.root)
+            );
             return std::fs::File::open(proc).map_err(|e| format!("cannot read src: {e}"));
         } else {
             openat2(self.root.as_fd(), path, how)
@@ -159,7 +167,11 @@ impl Source {
                     if n != *size {
                         return Err(format!("{} changed while it was read", it.rel.display()));
                     }
-                    h.update(format!("F {:o} {size} {} ", it.mode, hex::encode(fh.finalize())));
+                    h.update(format!(
+                        "F {:o} {size} {} ",
+                        it.mode,
+                        hex::encode(fh.finalize())
+                    ));
                 }
                 ItemKind::Symlink(t) => {
                     h.update(b"L ");
@@ -204,7 +216,12 @@ impl Source {
                     ))
                 }
             };
-            make_dir(&upper.join(cur.strip_prefix("/").expect("absolute")), mode, uid, gid)?;
+            make_dir(
+                &upper.join(cur.strip_prefix("/").expect("absolute")),
+                mode,
+                uid,
+                gid,
+            )?;
         }
         for it in &self.items {
             let out = if it.rel.as_os_str().is_empty() {

@@ -216,7 +216,10 @@ impl TryFrom<RawStep> for Step {
 impl<'de> Deserialize<'de> for Command {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
-        #[serde(untagged, expecting = "a command: a string (run with /bin/sh -c) or a list of arguments")]
+        #[serde(
+            untagged,
+            expecting = "a command: a string (run with /bin/sh -c) or a list of arguments"
+        )]
         enum Raw {
             Shell(String),
             Argv(Vec<String>),
@@ -237,7 +240,9 @@ impl<'de> Deserialize<'de> for Command {
             Command::Argv(a) => a.iter().any(|s| s.contains('\0')),
         };
         if nul {
-            return Err(serde::de::Error::custom("a command may not contain a NUL byte"));
+            return Err(serde::de::Error::custom(
+                "a command may not contain a NUL byte",
+            ));
         }
         Ok(c)
     }
@@ -274,7 +279,10 @@ fn check_image_path(p: &str) -> Result<(), &'static str> {
     if p.contains('\0') || p.len() > 4096 {
         return Err("may not contain a NUL byte or be longer than 4096 bytes");
     }
-    if path.components().all(|c| matches!(c, Component::RootDir | Component::CurDir)) {
+    if path
+        .components()
+        .all(|c| matches!(c, Component::RootDir | Component::CurDir))
+    {
         return Err("may not be the image's root");
     }
     Ok(())
@@ -399,23 +407,38 @@ mod tests {
     #[test]
     fn refuses_with_the_field_and_line() {
         for (text, want) in [
-            ("from: x\nsteps:\n  - rn: ls\n", "line 3"),
+            ("from: x\nsteps:\n  - rn: ls\n", "build.yaml:3:"),
             ("from: x\nsteps:\n  - rn: ls\n", "rn"),
             ("from: x\nbogus: 1\nsteps: [{run: ls}]\n", "bogus"),
-            ("from: x\nsteps:\n  - {run: ls, copy: {src: a, dst: /b}}\n", "exactly one"),
+            (
+                "from: x\nsteps:\n  - {run: ls, copy: {src: a, dst: /b}}\n",
+                "exactly one",
+            ),
             ("from: x\nsteps:\n  - copy: {src: ../a, dst: /b}\n", "'..'"),
-            ("from: x\nsteps:\n  - copy: {src: /etc/passwd, dst: /b}\n", "relative"),
+            (
+                "from: x\nsteps:\n  - copy: {src: /etc/passwd, dst: /b}\n",
+                "relative",
+            ),
             ("from: x\nsteps:\n  - copy: {src: a, dst: b}\n", "absolute"),
             ("from: x\nsteps:\n  - copy: {src: a}\n", "dst"),
             ("from: x\nsteps:\n  - workdir: /a/../b\n", "'..'"),
             ("from: x\nsteps:\n  - env: {1A: x}\n", "variable name"),
-            ("from: x\nsteps:\n  - {env: {A: x}, limits: {memory: 1G}}\n", "only with `run`"),
-            ("from: x\nsteps:\n  - {run: ls, limits: {memry: 1G}}\n", "memry"),
+            (
+                "from: x\nsteps:\n  - {env: {A: x}, limits: {memory: 1G}}\n",
+                "only with `run`",
+            ),
+            (
+                "from: x\nsteps:\n  - {run: ls, limits: {memry: 1G}}\n",
+                "memry",
+            ),
             ("from: x\nsteps:\n  - run: ''\n", "empty command"),
             ("from: x\nsteps: []\n", "at least one step"),
             ("steps: [{run: ls}]\n", "from"),
             ("from: UPPER\nsteps: [{run: ls}]\n", "from"),
-            ("from: x\nlimits: {memory: 1K}\nsteps: [{run: ls}]\n", "memory"),
+            (
+                "from: x\nlimits: {memory: 1K}\nsteps: [{run: ls}]\n",
+                "memory",
+            ),
         ] {
             let e = parse(text).expect_err(text);
             assert!(e.contains(want), "{text:?}: {e}");

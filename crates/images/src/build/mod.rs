@@ -151,13 +151,13 @@ pub fn build(
         });
         let started = Instant::now();
         let source = match step {
-            Step::Copy { src, .. } => Some(copy::Source::open(&file.dir, src).map_err(|message| {
-                BuildError::Copy {
+            Step::Copy { src, .. } => Some(copy::Source::open(&file.dir, src).map_err(
+                |message| BuildError::Copy {
                     step: n,
                     total,
                     message,
-                }
-            })?),
+                },
+            )?),
             _ => None,
         };
         let content = match &source {
@@ -176,8 +176,20 @@ pub fn build(
             Some(s) => s,
             None => {
                 let at = At { step: n, total };
-                let next = apply(store, file, step, at, &state, source.as_ref(), runner, events)?;
-                let next = State { key: k.clone(), ..next };
+                let next = apply(
+                    store,
+                    file,
+                    step,
+                    at,
+                    &state,
+                    source.as_ref(),
+                    runner,
+                    events,
+                )?;
+                let next = State {
+                    key: k.clone(),
+                    ..next
+                };
                 store.save_state(&next)?;
                 next
             }
@@ -280,13 +292,11 @@ fn apply(
             };
             let outcome = runner
                 .run(request, &mut |bytes| events(Event::Output(bytes)))
-                .map_err(|message| {
-                BuildError::Sandbox {
+                .map_err(|message| BuildError::Sandbox {
                     step: n,
                     total,
                     message,
-                }
-            })?;
+                })?;
             match outcome {
                 StepOutcome::Failed(verdict) => {
                     return Err(BuildError::StepFailed {
@@ -296,8 +306,8 @@ fn apply(
                     })
                 }
                 StepOutcome::Succeeded(changes) => {
-                    let layer =
-                        layer_from_changes(store, &changes.upper, changes.ids).map_err(layer_err)?;
+                    let layer = layer_from_changes(store, &changes.upper, changes.ids)
+                        .map_err(layer_err)?;
                     drop(changes);
                     layer
                 }

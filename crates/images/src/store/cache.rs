@@ -26,7 +26,9 @@ pub struct State {
 
 impl Store {
     fn cache_path(&self, key: &Digest) -> std::path::PathBuf {
-        self.root().join("cache/sha256").join(format!("{}.json", key.hex()))
+        self.root()
+            .join("cache/sha256")
+            .join(format!("{}.json", key.hex()))
     }
 
     /// The cached state of `key`, if every layer it needs is still stored.
