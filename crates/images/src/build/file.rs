@@ -22,15 +22,17 @@ use serde::{Deserialize, Serialize};
 use super::error::BuildError;
 
 /// The limits of a `run` step when neither the file nor the step says: package managers need far
-/// more than a graded run (apt-get resolving and unpacking a few hundred MiB).
+/// more than a graded run (apt-get resolving and unpacking a few hundred MiB). `disk` caps what a
+/// step may write into the image (its upper folder is a tmpfs of that size); tmpfs pages count
+/// as the step's memory too, so `memory` is larger than `disk`.
 pub fn build_limits() -> Limits {
     Limits {
         cpu_time: Millis::ms(30 * 60_000),
         wall_time: Millis::ms(30 * 60_000),
-        memory: Size::mib(2048),
+        memory: Size::mib(6144),
         pids: 1024,
         output: Size::mib(16),
-        disk: Size::mib(8192),
+        disk: Size::mib(4096),
         open_files: 4096,
         file_size: Size::mib(4096),
     }
