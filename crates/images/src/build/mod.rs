@@ -31,6 +31,9 @@ pub use file::{BuildFile, Command, Step};
 pub struct RunRequest<'a> {
     pub step: usize,
     pub total: usize,
+    /// What the image so far is called in results (`BASE, build step N`) and its state's key.
+    pub image: String,
+    pub parent: Digest,
     pub argv: Vec<String>,
     /// The image's layer folders, top first (overlayfs `lowerdir` order), read-only.
     pub lower_dirs: Vec<PathBuf>,
@@ -283,6 +286,8 @@ fn apply(
             let request = RunRequest {
                 step: n,
                 total,
+                image: format!("{}, build step {n}", file.from),
+                parent: before.key.clone(),
                 argv: command.argv(),
                 lower_dirs,
                 env: before.env.clone(),
