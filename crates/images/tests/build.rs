@@ -115,13 +115,7 @@ fn run_build(
     runner: &mut OverlayChroot,
 ) -> Result<build::BuildReport, build::BuildError> {
     let file = BuildFile::load(path)?;
-    let mut output = Vec::new();
-    let r = build::build(store, &file, None, runner, &mut |e| {
-        if let Event::Output(b) = e {
-            output.extend_from_slice(b)
-        }
-    });
-    r
+    build::build(store, &file, None, runner, &mut |_| {})
 }
 
 /// The merged view of an image, mounted read-only; unmounted on drop.
@@ -178,8 +172,20 @@ fn run_steps_become_layers_with_whiteouts_opaque_folders_and_hardlinks() {
         "from: busybox:test\nname: built:1\nsteps:\n  - run: mkdir -p /data/sub && echo hi > /data/sub/f && ln /data/sub/f /data/sub/hard && rm /bin/rmme && rm -rf /opt/old && mkdir /opt/old && echo new > /opt/old/new\n  - env: {GREETING: hello}\n  - run: echo \"$GREETING\" > /data/greeting\n",
     );
     let mut runner = OverlayChroot::default();
-    let r = run_build(&store, &path, &mut runner).unwrap();
+    let file = BuildFile::load(&path).unwrap();
+    let mut events = Vec::new();
+    let r = build::build(&store, &file, None, &mut runner, &mut |e| match e {
+        Event::Start { step, total, .. } => events.push(format!("start {step}/{total}")),
+        Event::Output(b) => events.push(format!("output {}", String::from_utf8_lossy(b))),
+        Event::Done(r) => events.push(format!("done {} cached={}", r.step, r.cached)),
+    })
+    .unwrap();
     assert_eq!((r.ran, r.cached, runner.runs), (3, 0, 2));
+    assert_eq!(events.first().map(String::as_str), Some("start 1/3"));
+    assert!(
+        events.contains(&"done 3 cached=false".to_string()),
+        "{events:?}"
+    );
     assert_eq!(r.name.as_deref(), Some("built:1"));
     let (_, rec) = store.resolve("built:1").unwrap();
     assert_eq!(rec.digest, r.digest);

@@ -22,7 +22,7 @@ pub enum BuildError {
     Base {
         reference: String,
         #[source]
-        source: crate::Error,
+        source: crate::error::Error,
     },
     /// A `copy` step whose source cannot be used (outside the folder, missing, a device, …).
     #[error("step {step}/{total} (copy): {message}")]
@@ -51,9 +51,9 @@ pub enum BuildError {
         step: usize,
         total: usize,
         #[source]
-        source: crate::Error,
+        source: crate::error::Error,
     },
     /// Reading or writing the image store (step cache, blobs, the new image).
     #[error("image store: {0}")]
-    Store(#[from] crate::Error),
+    Store(#[from] crate::error::Error),
 }

@@ -46,8 +46,10 @@ impl Store {
                 layers.insert(l.diff_id.hex().to_string());
             }
         }
-        let mut report = GcReport::default();
-        report.cache_entries_removed = self.gc_cache(&layers)?;
+        let mut report = GcReport {
+            cache_entries_removed: self.gc_cache(&layers)?,
+            ..GcReport::default()
+        };
         for (sub, keep, count) in [("blobs/sha256", &blobs, 0), ("layers/sha256", &layers, 1)] {
             let dir = self.root.join(sub);
             for e in std::fs::read_dir(&dir).at(&dir)? {
@@ -84,7 +86,7 @@ impl Store {
             let path = e.at(&dir)?.path();
             let keep = std::fs::read(&path)
                 .ok()
-                .and_then(|b| serde_json::from_slice::<super::State>(&b).ok())
+                .and_then(|b| serde_json::from_slice::<super::cache::State>(&b).ok())
                 .is_some_and(|s| s.layers.iter().all(|l| kept.contains(l.diff_id.hex())));
             if !keep {
                 std::fs::remove_file(&path).at(&path)?;
