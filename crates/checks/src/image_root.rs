@@ -20,5 +20,6 @@ pub fn resolve(store: &Store, reference: &str) -> Result<ImageRoot, corral_image
         layers: rootfs.lower_dirs,
         env,
         working_dir: rootfs.working_dir,
+        upper: None,
     })
 }

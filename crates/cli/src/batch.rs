@@ -5,7 +5,9 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 
-use corral_sandbox::{LimitsRequest, Pool, PoolConfig, RunSpecJson};
+use corral_sandbox::{LimitsRequest, Pool, PoolConfig, Root, RunSpecJson};
+
+use crate::image_choice::Images;
 
 /// Runs every line of `file`; prints one JSON line per input line. Returns the exit code.
 pub fn main(
@@ -14,6 +16,8 @@ pub fn main(
     pool_size: usize,
     fresh: bool,
     defaults: &LimitsRequest,
+    image: Option<&str>,
+    images: Images,
 ) -> i32 {
     let reader: Box<dyn BufRead + Send> = if file == Path::new("-") {
         Box::new(std::io::BufReader::new(std::io::stdin()))
@@ -38,6 +42,15 @@ pub fn main(
             return crate::exit::USAGE;
         }
     };
+    // `--image` is the default image of every line (a line's own "image" wins).
+    let default_root = match image.map(|r| images.root(r)).transpose() {
+        Ok(root) => root.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("corral run: {e}");
+            return crate::exit::USAGE;
+        }
+    };
+    let images = Arc::new(images);
     let host = match crate::sandboxes::host_or_exit("run") {
         Ok(h) => h,
         Err(code) => return code,
@@ -56,6 +69,7 @@ pub fn main(
         // Warm sandboxes of the default shape; lines with another shape build their own.
         let mut probe = corral_sandbox::RunSpec::new(vec!["true".into()]);
         probe.limits = defaults.clone();
+        probe.root = default_root.clone();
         let shape = corral_sandbox::SandboxConfig::for_spec(&probe);
         if let Err(e) = pool.prewarm(&shape, pool_size.max(1)) {
             eprintln!("corral run: sandbox error: {e}");
@@ -75,11 +89,20 @@ pub fn main(
             base.clone(),
             defaults.clone(),
         );
+        let (images, default_root) = (images.clone(), default_root.clone());
         workers.push(std::thread::spawn(move || loop {
             let next = lines.lock().ok().and_then(|mut it| it.next());
             let Some((i, line)) = next else { break };
             let result = match line {
-                Ok(line) => run_line(&pool, &line, i + 1, &base, &defaults),
+                Ok(line) => {
+                    let ctx = LineContext {
+                        base: &base,
+                        defaults: &defaults,
+                        images: &images,
+                        default_root: &default_root,
+                    };
+                    run_line(&pool, &line, i + 1, &ctx)
+                }
                 Err(e) => bad_line(i + 1, &format!("cannot read the line: {e}")),
             };
             if tx.send((i, result)).is_err() {
@@ -106,13 +129,15 @@ pub fn main(
     0
 }
 
-fn run_line(
-    pool: &Arc<Pool>,
-    line: &str,
-    number: usize,
-    base: &Path,
-    defaults: &corral_sandbox::Limits,
-) -> String {
+/// What every line of one batch shares.
+struct LineContext<'a> {
+    base: &'a Path,
+    defaults: &'a corral_sandbox::Limits,
+    images: &'a Images,
+    default_root: &'a Root,
+}
+
+fn run_line(pool: &Arc<Pool>, line: &str, number: usize, ctx: &LineContext<'_>) -> String {
     if line.trim().is_empty() {
         return bad_line(number, "empty line");
     }
@@ -120,13 +145,18 @@ fn run_line(
         Ok(p) => p,
         Err(e) => return bad_line(number, &e.to_string()),
     };
-    let spec = match parsed.into_spec(base, defaults) {
+    let image = parsed.image.clone();
+    let mut spec = match parsed.into_spec(ctx.base, ctx.defaults) {
         Ok(s) => s,
         Err(e) => return bad_line(number, &e.to_string()),
     };
-    pool.run(&spec, &mut corral_sandbox::NoSink)
-        .to_json()
-        .to_string()
+    spec.root = match image.map(|r| ctx.images.root(&r)).transpose() {
+        Ok(Some(root)) => root,
+        Ok(None) => ctx.default_root.clone(),
+        Err(e) => return bad_line(number, &e),
+    };
+    let outcome = pool.run(&spec, &mut corral_sandbox::NoSink);
+    crate::image_choice::result_json(&outcome, &spec).to_string()
 }
 
 /// The result line of an input line that is not a valid run spec: the batch goes on.

@@ -99,15 +99,20 @@ pub fn main(args: EnvArgs) -> i32 {
     }
 }
 
-fn data_dir(args: &EnvArgs) -> anyhow::Result<PathBuf> {
-    if let Some(d) = &args.data {
-        return Ok(d.clone());
+/// The data folder as `corral serve` finds it: `--data`, else `data_dir` in `--config`, else
+/// `CORRAL_DATA`, else `./corral-data`. Shared with `corral run --image`.
+pub fn data_dir(
+    data: Option<&std::path::Path>,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<PathBuf> {
+    if let Some(d) = data {
+        return Ok(d.to_path_buf());
     }
-    Ok(corral_server::Config::load(args.config.as_deref())?.data_dir)
+    Ok(corral_server::Config::load(config)?.data_dir)
 }
 
 fn run(args: EnvArgs) -> anyhow::Result<()> {
-    let data = data_dir(&args)?;
+    let data = data_dir(args.data.as_deref(), args.config.as_deref())?;
     let store = Store::open(&data)
         .with_context(|| format!("opening the image store in {}", data.display()))?;
     match args.command {

@@ -6,6 +6,7 @@ mod doctor;
 mod env;
 mod exit;
 mod grade;
+mod image_choice;
 mod languages;
 mod logs;
 mod run;

@@ -65,6 +65,16 @@ pub struct RunArgs {
     /// Largest file a process may write [default: 64M].
     #[arg(long, value_name = "SIZE")]
     file_size: Option<Size>,
+    /// Run in this container image (NAME[:TAG], NAME@sha256:… or a digest) instead of the host's
+    /// system folders. The image must be in the data folder's store (`corral env pull|import|build`).
+    #[arg(long, value_name = "REF")]
+    image: Option<String>,
+    /// Data folder holding the image store [default: as `corral serve` and `corral env`: CORRAL_DATA, else ./corral-data].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// The TOML configuration file of `corral serve`, for its data_dir (where images are).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Build a new sandbox for every run instead of reusing warm ones from the pool.
     #[arg(long)]
     fresh: bool,
@@ -140,7 +150,14 @@ impl RunArgs {
             .resolve(&corral_sandbox::Limits::default())
             .map_err(|e| e.to_string())?;
         spec.validate().map_err(|e| e.to_string())?;
+        if let Some(reference) = &self.image {
+            spec.root = self.images().root(reference)?;
+        }
         Ok(spec)
+    }
+
+    fn images(&self) -> crate::image_choice::Images {
+        crate::image_choice::Images::new(self.data.clone(), self.config.clone())
     }
 }
 
@@ -172,6 +189,8 @@ pub fn main(args: RunArgs) -> i32 {
             pool_size,
             args.fresh,
             &args.limits_request(),
+            args.image.as_deref(),
+            args.images(),
         );
     }
     let spec = match args.spec() {
@@ -183,7 +202,7 @@ pub fn main(args: RunArgs) -> i32 {
         Err(e) => {
             let outcome =
                 corral_sandbox::Outcome::sandbox_error(spec.limits.clone(), e.to_string());
-            return report(&args, &outcome);
+            return report(&args, &spec, &outcome);
         }
     };
     // One run: a pool with no idle room builds one sandbox and tears it down afterwards.
@@ -200,12 +219,12 @@ pub fn main(args: RunArgs) -> i32 {
     } else {
         pool.run(&spec, &mut PassThrough)
     };
-    report(&args, &outcome)
+    report(&args, &spec, &outcome)
 }
 
-fn report(args: &RunArgs, outcome: &corral_sandbox::Outcome) -> i32 {
+fn report(args: &RunArgs, spec: &RunSpec, outcome: &corral_sandbox::Outcome) -> i32 {
     if args.json {
-        println!("{}", outcome.to_json());
+        println!("{}", crate::image_choice::result_json(outcome, spec));
         return if outcome.status == Status::SandboxError {
             SANDBOX_ERROR_EXIT
         } else {

@@ -37,6 +37,26 @@ pub struct Setup {
     pub seccomp: Vec<u8>,
     /// Apply Landlock when the kernel has it.
     pub landlock: bool,
+    /// What `/` is made of.
+    pub root: SetupRoot,
+    /// The folder each program starts in.
+    pub cwd: String,
+    /// Build mode: the first of the 65536 host uids (and gids) that the program's user namespace
+    /// maps its 0–65535 to; the program is its root, `uid` and `gid` are then 0.
+    pub build_ids: Option<u32>,
+}
+
+/// The root a sandbox's init builds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum SetupRoot {
+    /// The host's system folders, bound read-only.
+    Host,
+    /// An image's unpacked layers (topmost first), stacked by overlayfs; with `upper`, writable
+    /// into that folder (build mode).
+    Image {
+        layers: Vec<std::path::PathBuf>,
+        upper: Option<std::path::PathBuf>,
+    },
 }
 
 impl Setup {
@@ -46,9 +66,16 @@ impl Setup {
     pub fn fs_owner(&self) -> (u32, u32) {
         if self.userns.is_some() {
             (0, 0)
+        } else if let Some(base) = self.build_ids {
+            (base, base)
         } else {
             (self.uid, self.gid)
         }
+    }
+
+    /// Whether `/` is an image's layers (read-only or build mode).
+    pub fn image_root(&self) -> bool {
+        matches!(self.root, SetupRoot::Image { .. })
     }
 }
 

@@ -18,7 +18,7 @@ use crate::error::SandboxError;
 use crate::execution::Execution;
 use crate::host::Host;
 use crate::outcome::{Outcome, Status};
-use crate::protocol::{self, Event, Request, Rlimits, Setup};
+use crate::protocol::{self, Event, Request, Rlimits, Setup, SetupRoot};
 use crate::spec::{Mount, Root, RunSpec, Stdin};
 use crate::uids::{self, UidLease};
 
@@ -38,8 +38,10 @@ pub struct SandboxConfig {
 impl SandboxConfig {
     /// The shape a run of `spec` needs.
     pub fn for_spec(spec: &RunSpec) -> Self {
+        let build = matches!(&spec.root, Root::Image(img) if img.is_build());
         SandboxConfig {
-            network: spec.network,
+            // Build mode always has network (package managers); every other run only on request.
+            network: spec.network || build,
             root: spec.root.clone(),
             ..Self::offline(spec.mounts.clone(), spec.limits.disk.bytes())
         }
@@ -70,6 +72,8 @@ pub struct Sandbox {
     gid: u32,
     /// Held while the sandbox lives (root mode): no other sandbox on the host gets its uid.
     _uid_lease: Option<UidLease>,
+    /// Build mode: the 65536 host ids its user namespace maps, held like the uid.
+    _range_lease: Option<UidLease>,
     leases: u64,
     pending_reset: Option<(u64, u64)>,
     pub landlock_abi: Option<i32>,
@@ -101,9 +105,37 @@ impl Sandbox {
     }
 
     fn build(host: &Arc<Host>, config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
-        if let Root::Image(_) = config.root {
-            return Err(SandboxError::Unsupported("sandboxes in an image root"));
+        let image = match &config.root {
+            Root::Host => None,
+            Root::Image(img) => Some(img),
+        };
+        let build = image.is_some_and(|i| i.is_build());
+        if build && host.rootless {
+            return Err(SandboxError::Unsupported(
+                "build mode (root in a user namespace of its own over a range of host uids) needs corral to run as root",
+            ));
         }
+        let (root, cwd) = match image {
+            None => (SetupRoot::Host, crate::spec::WORKDIR.to_string()),
+            Some(img) => {
+                if let Some(upper) = &img.upper {
+                    prepare_upper(upper)?;
+                }
+                let cwd = match (&img.upper, &img.working_dir) {
+                    (Some(_), Some(dir)) => dir.clone(),
+                    (Some(_), None) => "/".to_string(),
+                    (None, _) => crate::spec::WORKDIR.to_string(),
+                };
+                (
+                    SetupRoot::Image {
+                        layers: img.layers.clone(),
+                        upper: img.upper.clone(),
+                    },
+                    cwd,
+                )
+            }
+        };
+        let network = config.network || build;
         let (n, name) = host.unique();
         // A uid of its own per sandbox (like isolate's boxes), unique on the host and no account's.
         // Rootless: the program is uid 1000 in its own user namespace, the caller's uid outside.
@@ -118,7 +150,18 @@ impl Sandbox {
             let lease = uids::lease(Path::new(uids::LOCK_DIR), hint, &host.host_ids)?;
             (lease.uid(), None, Some(lease))
         };
-        let filter = host.filter(config.network)?;
+        let range_lease = if build {
+            let hint = std::process::id().wrapping_add(n);
+            Some(uids::lease_range(
+                Path::new(uids::LOCK_DIR),
+                hint,
+                &host.host_ids,
+            )?)
+        } else {
+            None
+        };
+        let build_ids = range_lease.as_ref().map(UidLease::uid);
+        let filter = host.filter(network)?;
         // The sandbox's PID 1 joins this cgroup once; every program it starts inherits it, so no
         // run pays for a cgroup migration (an RCU grace period on cgroup v1).
         let no_limits = corral_cgroups::Limits {
@@ -201,30 +244,40 @@ impl Sandbox {
                     .map_err(|e| SandboxError::io("opening /", e))?,
                 cgroup,
             ),
-            // Who owns copied-in files, as the host sees it.
-            uid: userns.map_or(uid, |(u, _)| u),
-            gid: userns.map_or(uid, |(_, g)| g),
+            // Who owns copied-in files, as the host sees it (build mode: the namespace's root).
+            uid: build_ids.unwrap_or(userns.map_or(uid, |(u, _)| u)),
+            gid: build_ids.unwrap_or(userns.map_or(uid, |(_, g)| g)),
             _uid_lease: uid_lease,
+            _range_lease: range_lease,
             leases: 0,
             pending_reset: None,
             landlock_abi: None,
             span: tracing::debug_span!("sandbox", id = %name),
         };
+        // Build mode: the program is root of its own user namespace.
+        let uid = if build { 0 } else { uid };
         let setup = Setup {
             uid,
             gid: uid,
             userns,
             hostname: "sandbox".into(),
-            network: config.network,
+            network,
             disk_bytes: config.disk_bytes,
             inodes: config.inodes,
             mounts: config.mounts.clone(),
-            etc_entries: crate::inside::rootfs::DEFAULT_ETC
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            // An image brings its own /etc; corral writes only its curated entries over it.
+            etc_entries: match image {
+                None => crate::inside::rootfs::DEFAULT_ETC
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+                Some(_) => Vec::new(),
+            },
             seccomp: filter.as_bytes().to_vec(),
             landlock: host.landlock,
+            root,
+            cwd,
+            build_ids,
         };
         let fds: Vec<_> = procs.iter().map(|f| f.as_raw_fd()).collect();
         protocol::send(sandbox.control.fd(), &setup, &fds)?;
@@ -537,6 +590,26 @@ impl Drop for Sandbox {
         }
         self.control.destroy_cgroup();
     }
+}
+
+/// Build mode: the upper folder must be an absolute folder; its overlayfs `workdir` (the sibling
+/// `NAME.work`) is made here when missing.
+fn prepare_upper(upper: &Path) -> Result<(), SandboxError> {
+    let bad = |why: &str| SandboxError::Path {
+        path: upper.to_path_buf(),
+        why: why.into(),
+    };
+    if !upper.is_absolute() || upper.file_name().is_none() {
+        return Err(bad("the build upper folder must be an absolute path"));
+    }
+    match std::fs::symlink_metadata(upper) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(bad("the build upper folder is not a folder")),
+        Err(e) => return Err(bad(&format!("the build upper folder is missing: {e}"))),
+    }
+    let work = crate::inside::image_root::overlay_workdir(upper);
+    std::fs::create_dir_all(&work)
+        .map_err(|e| SandboxError::io(format!("creating {}", work.display()), e))
 }
 
 /// What a terminal run types in at the start: the given bytes, or a file's contents.

@@ -35,9 +35,29 @@ pub struct ImageRoot {
     pub layers: Vec<PathBuf>,
     /// The image configuration's `Env`, under the run's own variables.
     pub env: Vec<(String, String)>,
-    /// The image configuration's `WorkingDir`, if it names one.
+    /// The image configuration's `WorkingDir`, if it names one. Runs always start in
+    /// [`WORKDIR`] (where corral puts their files); build mode starts its program here (or in `/`).
     pub working_dir: Option<String>,
+    /// Build mode: overlayfs's writable `upperdir` on the host, `None` for an ordinary (read-only)
+    /// run. Its `workdir` is the sibling folder `NAME.work` (made when missing; same filesystem).
+    /// The program then runs as root inside a user namespace of its own (uids 0–65535 mapped to a
+    /// leased unprivileged range), with network allowed, and whatever it changes lands here in
+    /// overlayfs's own format with the image's uids: files owned by the uids the program gave them
+    /// (0 for root), deletions as `0:0` character devices, replaced folders marked
+    /// `trusted.overlay.opaque=y` — the format unpacked layers have. Mount points the image lacks
+    /// (e.g. `/proc`, `/home/sandbox`, `/etc/resolv.conf`) never land here.
+    pub upper: Option<PathBuf>,
 }
+
+impl ImageRoot {
+    /// Build mode (a writable upper folder): see [`ImageRoot::upper`].
+    pub fn is_build(&self) -> bool {
+        self.upper.is_some()
+    }
+}
+
+/// Variables that describe the sandbox itself: an image's `Env` never replaces them.
+const SANDBOX_FACTS: &[&str] = &["HOME", "PWD", "USER", "LOGNAME", "TMPDIR"];
 
 /// A host path made visible inside the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -166,14 +186,25 @@ impl RunSpec {
         self.limits.validate()
     }
 
-    /// The complete environment of the program: minimal defaults, then the spec's own variables.
+    /// The complete environment of the program: minimal defaults, then an image's `Env` (its
+    /// `PATH` replaces the default one; it never changes `HOME`, `PWD`, `USER`, `LOGNAME` or
+    /// `TMPDIR`, which describe the sandbox), then the spec's own variables.
     pub fn environment(&self) -> Vec<(String, String)> {
+        let build = matches!(&self.root, Root::Image(img) if img.is_build());
+        let (home, user, pwd) = match &self.root {
+            Root::Image(img) if build => (
+                "/root",
+                "root",
+                img.working_dir.clone().unwrap_or_else(|| "/".into()),
+            ),
+            _ => (WORKDIR, "sandbox", WORKDIR.to_string()),
+        };
         let mut env: Vec<(String, String)> = [
             ("PATH", DEFAULT_PATH),
-            ("HOME", WORKDIR),
-            ("PWD", WORKDIR),
-            ("USER", "sandbox"),
-            ("LOGNAME", "sandbox"),
+            ("HOME", home),
+            ("PWD", &pwd),
+            ("USER", user),
+            ("LOGNAME", user),
             ("SHELL", "/bin/sh"),
             ("TMPDIR", "/tmp"),
             ("LANG", "C.UTF-8"),
@@ -181,9 +212,19 @@ impl RunSpec {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        for (k, v) in &self.env {
+        let set = |env: &mut Vec<(String, String)>, k: &str, v: &str| {
             env.retain(|(ek, _)| ek != k);
-            env.push((k.clone(), v.clone()));
+            env.push((k.to_string(), v.to_string()));
+        };
+        if let Root::Image(img) = &self.root {
+            for (k, v) in &img.env {
+                if !SANDBOX_FACTS.contains(&k.as_str()) {
+                    set(&mut env, k, v);
+                }
+            }
+        }
+        for (k, v) in &self.env {
+            set(&mut env, k, v);
         }
         env
     }
@@ -296,6 +337,10 @@ pub struct RunSpecJson {
     /// Attach the program to an 80×24 pseudo-terminal instead of pipes.
     #[serde(default)]
     pub tty: bool,
+    /// Run in this container image (a name, `name@sha256:…` or a digest) instead of the host's
+    /// root. [`RunSpecJson::into_spec`] leaves the root to the caller, which owns the image store.
+    #[serde(default)]
+    pub image: Option<String>,
 }
 
 impl RunSpecJson {

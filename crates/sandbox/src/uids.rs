@@ -21,6 +21,13 @@ use crate::error::SandboxError;
 pub(crate) const FIRST: u32 = 60_000;
 pub(crate) const COUNT: u32 = 30_000;
 
+/// Build sandboxes (a program that is root in a user namespace of its own) need 65536 ids each:
+/// ranges of that many, from 0x7000_0000 up (unused by distributions and by systemd's container
+/// ranges, below 2^31 - 1), leased like single uids (lock files `range-N`).
+pub(crate) const RANGE_FIRST: u32 = 0x7000_0000;
+pub(crate) const RANGE_SIZE: u32 = 65_536;
+pub(crate) const RANGES: u32 = 4095;
+
 /// Where the lock files live: shared by every corral process of the host.
 pub(crate) const LOCK_DIR: &str = "/run/corral/uids";
 
@@ -86,7 +93,7 @@ pub(crate) fn lease(
         if taken_by_host.contains(&uid) {
             continue;
         }
-        if let Some(lease) = hold(dir, uid)? {
+        if let Some(lease) = hold(dir, &uid.to_string(), uid)? {
             return Ok(lease);
         }
     }
@@ -96,9 +103,40 @@ pub(crate) fn lease(
     )))
 }
 
-/// The lease of `uid` if no process holds it now.
-fn hold(dir: &Path, uid: u32) -> Result<Option<UidLease>, SandboxError> {
-    let path: PathBuf = dir.join(uid.to_string());
+/// Leases a free range of [`RANGE_SIZE`] ids for a build sandbox; the lease's `uid()` is its first.
+/// Ranges holding an id of the host's accounts are skipped.
+pub(crate) fn lease_range(
+    dir: &Path,
+    hint: u32,
+    taken_by_host: &BTreeSet<u32>,
+) -> Result<UidLease, SandboxError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| SandboxError::io(format!("creating {}", dir.display()), e))?;
+    for i in 0..RANGES {
+        let n = hint.wrapping_add(i) % RANGES;
+        let base = RANGE_FIRST + n * RANGE_SIZE;
+        if taken_by_host
+            .range(base..base + RANGE_SIZE)
+            .next()
+            .is_some()
+        {
+            continue;
+        }
+        if let Some(lease) = hold(dir, &format!("range-{n}"), base)? {
+            return Ok(lease);
+        }
+    }
+    Err(SandboxError::Init(format!(
+        "all {RANGES} build uid ranges are in use on this host"
+    )))
+}
+
+/// The lease of `uid` (lock file `name`) if no process holds it now.
+fn hold(dir: &Path, name: &str, uid: u32) -> Result<Option<UidLease>, SandboxError> {
+    let path: PathBuf = dir.join(name);
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -122,7 +160,7 @@ pub(crate) fn try_hold(dir: &Path, uid: u32) -> Option<UidLease> {
     if !(FIRST..FIRST + COUNT).contains(&uid) || !dir.is_dir() {
         return None;
     }
-    hold(dir, uid).ok().flatten()
+    hold(dir, &uid.to_string(), uid).ok().flatten()
 }
 
 #[cfg(test)]
@@ -147,6 +185,25 @@ mod tests {
         let e = lease(dir.path(), COUNT - 1, &taken).unwrap();
         assert_eq!(e.uid(), FIRST + 4);
         drop((b, c, d, e));
+    }
+
+    #[test]
+    fn build_ranges_are_exclusive_disjoint_and_skip_host_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let taken: BTreeSet<u32> = [RANGE_FIRST + 5].into();
+        let a = lease_range(dir.path(), 0, &taken).unwrap();
+        assert_eq!(
+            a.uid(),
+            RANGE_FIRST + RANGE_SIZE,
+            "a range with a host id is skipped"
+        );
+        let b = lease_range(dir.path(), 0, &taken).unwrap();
+        assert_eq!(b.uid(), RANGE_FIRST + 2 * RANGE_SIZE);
+        let last = lease_range(dir.path(), RANGES - 1, &taken).unwrap();
+        assert!(u64::from(last.uid()) + u64::from(RANGE_SIZE) <= 0x7FFF_FFFF);
+        // Ranges never meet the single uids.
+        assert!(RANGE_FIRST > FIRST + COUNT);
+        drop((a, b, last));
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! temporary directory, which is then handed to the sandbox with `--dir`.
 #![allow(dead_code)]
 
+pub mod image;
+
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs;
@@ -319,7 +321,10 @@ impl Outcome {
 /// message if corral exits non-zero or prints something that is not one JSON
 /// object.
 pub fn run_json_with(mut cmd: Command, args: &[&str], timeout: Duration) -> Outcome {
-    cmd.arg("run").arg("--json").args(args);
+    cmd.arg("run")
+        .arg("--json")
+        .args(image::root_args())
+        .args(args);
     let raw = run_command(cmd, timeout);
     let text = String::from_utf8_lossy(&raw.stdout).to_string();
     let json: Value = match serde_json::from_str(text.trim()) {

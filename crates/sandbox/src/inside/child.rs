@@ -17,7 +17,7 @@ use crate::inside::error::SetupError;
 use crate::inside::privileges::{self, Identity};
 use crate::inside::syscalls::{ExecArgs, Kernel, Syscalls};
 use crate::protocol::{self, ChildReport, Rlimits, Setup};
-use crate::spec::{DEFAULT_PATH, WORKDIR};
+use crate::spec::DEFAULT_PATH;
 
 /// Everything the program's process needs, prepared by PID 1 before forking.
 pub(crate) struct ChildPlan {
@@ -32,6 +32,8 @@ pub(crate) struct ChildPlan {
     rlimits: Rlimits,
     landlock: bool,
     program: String,
+    /// Where the program starts.
+    cwd: String,
 }
 
 impl ChildPlan {
@@ -42,6 +44,7 @@ impl ChildPlan {
         rlimits: &Rlimits,
         controlling_tty: bool,
         oom_protected: bool,
+        build_userns: Option<RawFd>,
     ) -> Result<ChildPlan, SetupError> {
         let cstr = |s: &str| CString::new(s).map_err(|_| SetupError::NulByte(s.to_string()));
         let program = argv.first().ok_or(SetupError::EmptyCommand)?.clone();
@@ -71,12 +74,14 @@ impl ChildPlan {
                 uid: setup.uid,
                 gid: setup.gid,
                 nested_userns: setup.userns.is_some(),
+                build_userns,
             },
             controlling_tty,
             oom_protected,
             rlimits: rlimits.clone(),
             landlock: setup.landlock,
             program,
+            cwd: setup.cwd.clone(),
         })
     }
 }
@@ -137,8 +142,8 @@ pub(crate) fn contain_and_exec<S: Syscalls>(
         .map_err(|e| SetupError::Unshare(CloneFlags::CLONE_NEWCGROUP, e))?;
     set_rlimits(plan, sys)?;
     attach_stdio(plan, sys, stdio)?;
-    sys.chdir(WORKDIR).map_err(|errno| SetupError::Chdir {
-        dir: WORKDIR,
+    sys.chdir(&plan.cwd).map_err(|errno| SetupError::Chdir {
+        dir: plan.cwd.clone(),
         errno,
     })?;
     privileges::drop_privileges(sys, plan.identity)?;
@@ -257,6 +262,9 @@ mod tests {
             etc_entries: Vec::new(),
             seccomp: Vec::new(),
             landlock: true,
+            root: crate::protocol::SetupRoot::Host,
+            cwd: crate::spec::WORKDIR.into(),
+            build_ids: None,
         }
     }
 
@@ -278,8 +286,16 @@ mod tests {
             cpu_secs: 3,
             nproc: 72,
         };
-        ChildPlan::new(&setup(rootless), &argv, &env, &rlimits, tty, oom_protected)
-            .expect("a valid plan")
+        ChildPlan::new(
+            &setup(rootless),
+            &argv,
+            &env,
+            &rlimits,
+            tty,
+            oom_protected,
+            None,
+        )
+        .expect("a valid plan")
     }
 
     fn kernel() -> Recording {
@@ -384,6 +400,69 @@ mod tests {
             .chain(FROM_NO_NEW_PRIVS_TO_EXEC)
             .collect::<Vec<_>>()
         );
+    }
+
+    /// Build mode: the program joins the build user namespace and becomes its root (capabilities
+    /// over that namespace only), in its working folder, then proves it left the host's user
+    /// namespace; no bounding-set drop (the kernel gives a joined namespace a full one, which
+    /// `apt-get` and `dpkg` need for chown and setuid inside), then the same confinement.
+    #[test]
+    fn in_build_mode_the_program_is_root_of_its_own_user_namespace_in_this_exact_order() {
+        let mut s = setup(false);
+        s.uid = 0;
+        s.gid = 0;
+        s.build_ids = Some(0x7000_0000);
+        s.cwd = "/src".into();
+        let rlimits = Rlimits {
+            nofile: 256,
+            fsize: 1 << 20,
+            cpu_secs: 3,
+            nproc: 72,
+        };
+        let plan = ChildPlan::new(
+            &s,
+            &["/usr/bin/prog".to_string()],
+            &[],
+            &rlimits,
+            false,
+            false,
+            Some(7),
+        )
+        .unwrap();
+        let mut sys = kernel();
+        run(&plan, &mut sys, true).expect("every step succeeds");
+        let from_chdir: Vec<&str> = sys
+            .calls
+            .iter()
+            .map(String::as_str)
+            .skip_while(|c| !c.starts_with("chdir"))
+            .collect();
+        assert_eq!(
+            from_chdir,
+            [
+                "chdir /src",
+                "setns(7, CLONE_NEWUSER)",
+                "PR_CAP_AMBIENT_CLEAR_ALL",
+                "setgroups([])",
+                "setresgid(0)",
+                "setresuid(0)",
+                "read /proc/self/uid_map",
+            ]
+            .into_iter()
+            .chain(FROM_NO_NEW_PRIVS_TO_EXEC)
+            .collect::<Vec<_>>()
+        );
+        assert!(sys
+            .calls
+            .contains(&"setrlimit(RLIMIT_NPROC, 72, 72)".to_string()));
+        // A join that left the process in the host's user namespace fails closed.
+        let mut sys = Recording {
+            stayed_in_host_userns: true,
+            ..kernel()
+        };
+        let err = run(&plan, &mut sys, true).expect_err("must refuse");
+        assert!(matches!(err, SetupError::NotInBuildUserns), "{err}");
+        assert!(!sys.calls.iter().any(|c| c.starts_with("execve")));
     }
 
     /// A failed step is the last thing that happens: nothing after it runs, least of all exec.

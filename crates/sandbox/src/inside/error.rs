@@ -33,6 +33,41 @@ pub enum SetupError {
     RegainedRoot,
     #[error("PR_SET_NO_NEW_PRIVS: {0}")]
     NoNewPrivs(Errno),
+    #[error("entering the build user namespace: {0}")]
+    SetnsUser(Errno),
+    #[error("the build program is still in the host's user namespace")]
+    NotInBuildUserns,
+
+    // An image root.
+    #[error("making the build user namespace: {0}")]
+    BuildUserns(Errno),
+    #[error("writing the build user namespace's {file}: {why}")]
+    BuildIdMap { file: &'static str, why: String },
+    #[error("idmapping the image folder {path} ({step}): {errno} (build mode needs idmapped mounts: Linux 5.19+ and a filesystem that supports them)")]
+    IdmappedMount {
+        path: String,
+        step: &'static str,
+        errno: Errno,
+    },
+    #[error("switching filesystem ids to mount the build overlay: {0}")]
+    BuildFsIds(Errno),
+    #[error("opening the image layer {path}: {errno}")]
+    ImageLayer { path: String, errno: Errno },
+    #[error("writing the image root's skeleton ({path}): {source}")]
+    Skeleton {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("mounting the image's layers with overlayfs ({layers} layers{mode}): {errno}{hint}")]
+    Overlay {
+        layers: usize,
+        mode: &'static str,
+        errno: Errno,
+        hint: &'static str,
+    },
+    #[error("the image's {path} cannot hold corral's mount: {why}")]
+    ImageMountPoint { path: String, why: String },
 
     // The program's process.
     #[error("sigprocmask: {0}")]
@@ -50,7 +85,7 @@ pub enum SetupError {
     #[error("TIOCSCTTY: {0}")]
     ControllingTty(Errno),
     #[error("chdir {dir}: {errno}")]
-    Chdir { dir: &'static str, errno: Errno },
+    Chdir { dir: String, errno: Errno },
     #[error("building the Landlock ruleset: {0}")]
     LandlockRuleset(#[source] landlock::RulesetError),
     #[error("Landlock rule for {path}: {source}")]
@@ -59,6 +94,8 @@ pub enum SetupError {
         #[source]
         source: landlock::RulesetError,
     },
+    #[error("listing the image root for the Landlock rules: {0}")]
+    LandlockListRoot(#[source] std::io::Error),
     #[error("copying the Landlock ruleset: {0}")]
     LandlockClone(#[source] std::io::Error),
     #[error("applying the Landlock ruleset: {0}")]

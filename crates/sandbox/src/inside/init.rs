@@ -19,7 +19,7 @@ use crate::inside::error::SetupError;
 use crate::inside::pid1::{self, Built};
 use crate::inside::privileges;
 use crate::inside::syscalls::Kernel;
-use crate::inside::{landlock, netns, rootfs};
+use crate::inside::{idmap, landlock, netns, rootfs};
 use crate::protocol::{self, Event, Setup};
 
 /// The hidden subcommand the supervisor runs.
@@ -58,6 +58,15 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
             return refuse(ctl.as_fd(), format!("user namespace: {e}"));
         }
     }
+    // Build mode's user namespace is made here, in the host's PID namespace, where its helper's
+    // /proc entry is found; PID 1 idmaps the layers through it and each program joins it.
+    let build_userns = match setup.build_ids {
+        Some(base) => match idmap::build_user_namespace(base) {
+            Ok(ns) => Some(ns),
+            Err(e) => return refuse(ctl.as_fd(), e.to_string()),
+        },
+        None => None,
+    };
     let mut flags = CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
@@ -76,7 +85,7 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
             // If the keeper dies, PID 1 dies, and with it the namespace.
             // SAFETY: plain prctl with integer arguments.
             unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-            let code = match build(&setup, &cgroup_procs, ctl.as_fd())
+            let code = match build(&setup, &cgroup_procs, ctl.as_fd(), build_userns)
                 .and_then(|built| pid1::serve(&setup, ctl.as_fd(), built))
             {
                 Ok(()) => 0,
@@ -110,6 +119,7 @@ fn build(
     setup: &Setup,
     cgroup_procs: &[OwnedFd],
     ctl: BorrowedFd<'_>,
+    build_userns: Option<OwnedFd>,
 ) -> Result<Built, SandboxError> {
     // Before anything else: every program inherits the cgroup.
     join_cgroup(cgroup_procs)?;
@@ -123,7 +133,7 @@ fn build(
     if !setup.network {
         netns::loopback_up();
     }
-    rootfs::build(setup)?;
+    rootfs::build(setup, build_userns.as_ref())?;
     default_signals();
     privileges::drop_bounding_set(&mut Kernel::for_init())?;
     // The OOM killer should pick a program, never PID 1 (best effort: needs CAP_SYS_RESOURCE).
@@ -135,7 +145,7 @@ fn build(
         netns::fingerprint()
     };
     let landlock = if setup.landlock {
-        landlock::prepare(&setup.mounts)?
+        landlock::prepare(setup)?
     } else {
         None
     };
@@ -149,6 +159,7 @@ fn build(
         landlock,
         landlock_abi,
         filter,
+        build_userns,
     })
 }
 

@@ -10,7 +10,8 @@ use landlock::{
 };
 
 use crate::inside::error::SetupError;
-use crate::spec::{Mount, WORKDIR};
+use crate::protocol::Setup;
+use crate::spec::WORKDIR;
 
 /// Newest ABI we know how to use; older kernels get the subset they support (best effort).
 const TARGET: ABI = ABI::V6;
@@ -36,7 +37,12 @@ pub(crate) fn kernel_abi() -> i32 {
 /// Builds the ruleset for the sandbox's current filesystem (once per sandbox, and again after each
 /// reset, since the fresh scratch mounts are new inodes). `Ok(None)` when the kernel has no Landlock.
 /// Applying it to each program is then a single syscall ([`apply`]).
-pub(crate) fn prepare(mounts: &[Mount]) -> Result<Option<RulesetCreated>, SetupError> {
+///
+/// On the host root the system folders are readable; in an image root every top-level entry of
+/// the image is (its programs may live anywhere: `/opt`, `/app`, `/usr/local`) — or, in build
+/// mode, writable, since the build changes the image. `/proc` and `/dev` keep their narrow rules
+/// in every root; the scratch mounts and writable binds are writable in every root.
+pub(crate) fn prepare(setup: &Setup) -> Result<Option<RulesetCreated>, SetupError> {
     if kernel_abi() <= 0 {
         return Ok(None);
     }
@@ -44,10 +50,17 @@ pub(crate) fn prepare(mounts: &[Mount]) -> Result<Option<RulesetCreated>, SetupE
     let read = AccessFs::from_read(TARGET);
     let dev_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
     let mut rules: Vec<(String, landlock::BitFlags<AccessFs>)> = Vec::new();
-    for p in [
-        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-    ] {
-        rules.push((p.into(), read));
+    if setup.image_root() {
+        let access = if setup.build_ids.is_some() { all } else { read };
+        for name in image_top_level()? {
+            rules.push((format!("/{name}"), access));
+        }
+    } else {
+        for p in [
+            "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+        ] {
+            rules.push((p.into(), read));
+        }
     }
     rules.push((
         "/proc".into(),
@@ -62,7 +75,7 @@ pub(crate) fn prepare(mounts: &[Mount]) -> Result<Option<RulesetCreated>, SetupE
     for p in [WORKDIR, "/tmp", "/dev/shm"] {
         rules.push((p.into(), all));
     }
-    for m in mounts {
+    for m in &setup.mounts {
         rules.push((
             m.dst.to_string_lossy().into_owned(),
             if m.writable { all } else { read },
@@ -85,6 +98,25 @@ pub(crate) fn prepare(mounts: &[Mount]) -> Result<Option<RulesetCreated>, SetupE
             .map_err(|source| SetupError::LandlockRule { path, source })?;
     }
     Ok(Some(ruleset))
+}
+
+/// The image root's top-level entries except `/proc` and `/dev`. Links are left out: a rule
+/// would follow them (their targets inside the image are covered by their own entries).
+fn image_top_level() -> Result<Vec<String>, SetupError> {
+    let entries = std::fs::read_dir("/").map_err(SetupError::LandlockListRoot)?;
+    let mut names = Vec::new();
+    for e in entries {
+        let e = e.map_err(SetupError::LandlockListRoot)?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let is_link = e
+            .file_type()
+            .map_err(SetupError::LandlockListRoot)?
+            .is_symlink();
+        if !is_link && name != "proc" && name != "dev" {
+            names.push(name);
+        }
+    }
+    Ok(names)
 }
 
 /// Restricts the calling process (and its future children) with a prepared ruleset. An error

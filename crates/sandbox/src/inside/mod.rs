@@ -1,7 +1,8 @@
 //! Everything that runs inside a sandbox, in the order it runs:
 //!
 //! - [`init`]: `corral __sandbox-init` — namespaces, the fork of PID 1, and PID 1's ordered build
-//!   steps ([`rootfs`], [`netns`], the bounding set, [`landlock`] rules, the seccomp program).
+//!   steps ([`rootfs`] with [`image_root`] for an image's layers and [`idmap`] for build mode,
+//!   [`netns`], the bounding set, [`landlock`] rules, the seccomp program).
 //! - [`pid1`]: PID 1 serving the supervisor's requests (start, kill, reset), with [`pty`] and
 //!   [`stdin_probe`] for interactive runs.
 //! - [`child`]: the program's process — the ordered steps from fork to exec.
@@ -10,11 +11,13 @@
 //! - [`error`]: one error variant per step.
 //!
 //! Dependencies point one way, down this list's call order: `init` → `pid1` → `child` →
-//! `privileges` → `syscalls`; the leaves (`rootfs`, `netns`, `landlock`, `pty`, `stdin_probe`,
+//! `privileges` → `syscalls`; `rootfs` → `image_root` → `idmap`; the leaves (`netns`, `landlock`, `pty`, `stdin_probe`,
 //! `error`) call back into none of them.
 
 mod child;
 pub(crate) mod error;
+mod idmap;
+pub(crate) mod image_root;
 pub(crate) mod init;
 pub(crate) mod landlock;
 mod netns;

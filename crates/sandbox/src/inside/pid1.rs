@@ -30,6 +30,8 @@ pub(crate) struct Built {
     pub landlock: Option<::landlock::RulesetCreated>,
     pub landlock_abi: Option<i32>,
     pub filter: corral_seccomp::CompiledFilter,
+    /// Build mode: the user namespace each program joins as its root.
+    pub build_userns: Option<OwnedFd>,
 }
 
 /// Serves requests until the supervisor leaves or asks to exit.
@@ -41,6 +43,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
         mut landlock,
         landlock_abi,
         filter,
+        build_userns,
     } = built;
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
@@ -126,6 +129,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         &rlimits,
                         master.is_some(),
                         oom_protected,
+                        build_userns.as_ref().map(|ns| ns.as_raw_fd()),
                     );
                     match plan.and_then(|plan| start(&plan, &filter, landlock.as_ref(), fds)) {
                         Ok(run) => {
@@ -154,7 +158,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     reset(setup, disk_bytes, inodes, &last_pid, &mut net_baseline)?;
                     // The scratch mounts are new inodes: the Landlock rules must name them again.
                     if setup.landlock {
-                        landlock = landlock::prepare(&setup.mounts)?;
+                        landlock = landlock::prepare(setup)?;
                     }
                     send_ready(ctl, landlock_abi)?;
                 }

@@ -18,6 +18,9 @@ pub(crate) struct Identity {
     /// Rootless mode: become `uid` through a nested user namespace (the sandbox's own user
     /// namespace has only uid 0, the caller's uid outside).
     pub nested_userns: bool,
+    /// Build mode: join this user namespace (its 0–65535 are a leased range of host ids) and be
+    /// its root, `uid` and `gid` being 0.
+    pub build_userns: Option<std::os::fd::RawFd>,
 }
 
 /// Writes this process's uid/gid maps: `inside` maps to `outside` (one id each). Writing
@@ -69,7 +72,23 @@ pub(crate) fn drop_bounding_set(sys: &mut impl Syscalls) -> Result<(), SetupErro
 /// program gets a nested user namespace where it is `uid`, mapped to the sandbox namespace's 0, so
 /// it holds no capability over anything (a uid other than 0 has none), and its bounding set, full
 /// again in the new namespace, is emptied while we still may.
+///
+/// Build mode is the one exception to "no capabilities": the program joins the build user
+/// namespace, whose root it becomes — with capabilities over that namespace only, which owns no
+/// mount, PID or network namespace and no host file (only the idmapped image's files are its
+/// ids'). The proof there is that the process left the host's user namespace.
 pub(crate) fn drop_privileges(sys: &mut impl Syscalls, who: Identity) -> Result<(), SetupError> {
+    if let Some(ns) = who.build_userns {
+        sys.setns_user(ns).map_err(SetupError::SetnsUser)?;
+        sys.clear_ambient_caps();
+        sys.setgroups_empty().map_err(SetupError::SetGroups)?;
+        sys.setresgid(who.gid).map_err(SetupError::SetResGid)?;
+        sys.setresuid(who.uid).map_err(SetupError::SetResUid)?;
+        if sys.in_host_user_namespace() {
+            return Err(SetupError::NotInBuildUserns);
+        }
+        return Ok(());
+    }
     if who.nested_userns {
         sys.unshare(CloneFlags::CLONE_NEWUSER)
             .map_err(|e| SetupError::Unshare(CloneFlags::CLONE_NEWUSER, e))?;

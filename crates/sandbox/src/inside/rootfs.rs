@@ -4,8 +4,11 @@
 //! hosts; read-only binds of what programs need to start, e.g. the loader cache and `alternatives`);
 //! an own `/proc` with `hidepid` and the kernel's sensitive files masked; a minimal `/dev`; fresh
 //! size-limited tmpfs for `/tmp`, `/dev/shm` and the working directory. Nothing else of the host exists.
+//! In an image root, the image's layers replace the host's system folders and `/etc` (see
+//! [`crate::inside::image_root`]); everything from `/dev` on is the same.
 
 use std::fs;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
@@ -13,6 +16,7 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::unistd::{chdir, pivot_root};
 
 use crate::error::SandboxError;
+use crate::inside::image_root;
 use crate::protocol::Setup;
 use crate::spec::WORKDIR;
 
@@ -177,10 +181,11 @@ fn copy_symlink(src: &Path, dst: &Path) -> Result<(), SandboxError> {
     symlink(&target, dst).map_err(ioerr(format!("creating link {}", dst.display())))
 }
 
-/// Builds the root under a fresh tmpfs and makes it `/`. Runs as PID 1 of the new PID namespace,
-/// in the new mount namespace, before any untrusted code exists.
-pub(crate) fn build(setup: &Setup) -> Result<(), SandboxError> {
-    let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+/// Builds the root and makes it `/`: the host's system folders on a fresh tmpfs, or an image's
+/// layers (see [`crate::inside::image_root`]). Runs as PID 1 of the new PID namespace, in the new
+/// mount namespace, before any untrusted code exists. `build_userns` is build mode's user
+/// namespace (its layers are idmapped through it).
+pub(crate) fn build(setup: &Setup, build_userns: Option<&OwnedFd>) -> Result<(), SandboxError> {
     // Nothing we mount may propagate back to the host.
     mount(
         None::<&str>,
@@ -191,8 +196,9 @@ pub(crate) fn build(setup: &Setup) -> Result<(), SandboxError> {
     )
     .map_err(err("making mounts private".into()))?;
 
-    // Bind sources are opened before anything is mounted: the new root covers the host's /tmp,
-    // and a source under it (or a path swapped for a symlink meanwhile) must still be the one asked for.
+    // Bind sources and image layers are opened before anything is mounted: the new root covers
+    // the host's /tmp, and a source under it (or a path swapped for a symlink meanwhile) must
+    // still be the one asked for.
     let mut sources = Vec::new();
     for m in &setup.mounts {
         let fd = nix::fcntl::open(
@@ -203,30 +209,54 @@ pub(crate) fn build(setup: &Setup) -> Result<(), SandboxError> {
         .map_err(err(format!("bind source {}", m.src.display())))?;
         sources.push(fd);
     }
+    let layers = image_root::open_layers(setup, build_userns)?;
 
-    // The new root is a small tmpfs over the host's /tmp, visible only in this namespace.
-    let root = PathBuf::from("/tmp");
+    // A small tmpfs over the host's /tmp, visible only in this namespace: the new root itself
+    // (host root), or the image root's skeleton and mount point.
+    let staging = PathBuf::from("/tmp");
     tmpfs(
-        &root,
+        &staging,
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         "size=4m,nr_inodes=4096,mode=0755",
     )?;
+    let root = match &layers {
+        None => {
+            host_system_dirs(setup, &staging)?;
+            staging.clone()
+        }
+        Some(layers) => image_root::mount_root(setup, &staging, layers)?,
+    };
+    drop(layers);
+    let image = setup.image_root();
+    let build = setup.build_ids.is_some();
     let r = |p: &str| root.join(p.trim_start_matches('/'));
-
-    for dir in SYSTEM_DIRS {
-        let host = Path::new(dir);
-        match fs::symlink_metadata(host) {
-            Ok(m) if m.file_type().is_symlink() => copy_symlink(host, &r(dir))?,
-            Ok(m) if m.is_dir() => bind(host, &r(dir), ro)?,
-            _ => {}
+    // In an image every mount point must be reached without following a link the image planted.
+    let target = |p: &str| -> Result<PathBuf, SandboxError> {
+        if image {
+            image_root::check_mount_point(&root, p)?;
+        }
+        Ok(r(p))
+    };
+    if build {
+        // The build's own /etc stays; a resolver and its hosts file are bound over it.
+        for (name, text) in [
+            ("hosts", image_root::hosts(setup)),
+            ("resolv.conf", image_root::resolv_conf(setup)),
+        ] {
+            let staged = staging.join(format!("staged-{name}"));
+            write_file(&staged, &text)?;
+            bind(
+                &staged,
+                &target(&format!("/etc/{name}"))?,
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            )?;
         }
     }
 
-    build_etc(setup, &r("/etc"))?;
-    build_dev(&r("/dev"))?;
+    build_dev(&target("/dev")?)?;
 
     // /proc of the new PID namespace; hidepid=invisible hides processes of other users (init).
-    let proc_dir = r("/proc");
+    let proc_dir = target("/proc")?;
     fs::create_dir_all(&proc_dir).map_err(ioerr("creating /proc".into()))?;
     mount(
         Some("proc"),
@@ -239,10 +269,15 @@ pub(crate) fn build(setup: &Setup) -> Result<(), SandboxError> {
     mask_proc(&proc_dir, &r("/dev/null"))?;
 
     // Scratch space: /tmp (with /var/tmp pointing at it), /dev/shm and the working directory.
-    fs::create_dir_all(r("/tmp")).map_err(ioerr("creating /tmp".into()))?;
-    fs::create_dir_all(r("/var")).map_err(ioerr("creating /var".into()))?;
-    symlink("/tmp", r("/var/tmp")).map_err(ioerr("creating /var/tmp".into()))?;
-    fs::create_dir_all(r(WORKDIR)).map_err(ioerr(format!("creating {WORKDIR}")))?;
+    if !image {
+        fs::create_dir_all(r("/tmp")).map_err(ioerr("creating /tmp".into()))?;
+        fs::create_dir_all(r("/var")).map_err(ioerr("creating /var".into()))?;
+        symlink("/tmp", r("/var/tmp")).map_err(ioerr("creating /var/tmp".into()))?;
+        fs::create_dir_all(r(WORKDIR)).map_err(ioerr(format!("creating {WORKDIR}")))?;
+    }
+    for p in ["/tmp", WORKDIR] {
+        target(p)?;
+    }
     let (owner_uid, owner_gid) = setup.fs_owner();
     mount_scratch(&root, owner_uid, owner_gid, setup.disk_bytes, setup.inodes)?;
 
@@ -251,7 +286,7 @@ pub(crate) fn build(setup: &Setup) -> Result<(), SandboxError> {
             "/proc/self/fd/{}",
             std::os::fd::AsRawFd::as_raw_fd(fd)
         ));
-        let dst = r(&m.dst.to_string_lossy());
+        let dst = target(&m.dst.to_string_lossy())?;
         let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         if !m.writable {
             flags |= MsFlags::MS_RDONLY;
@@ -266,16 +301,34 @@ pub(crate) fn build(setup: &Setup) -> Result<(), SandboxError> {
     pivot_root(".", ".").map_err(err("pivot_root".into()))?;
     umount2(".", MntFlags::MNT_DETACH).map_err(err("detaching the host root".into()))?;
     chdir("/").map_err(err("entering /".into()))?;
-    // The root tmpfs itself becomes read-only; only the scratch mounts stay writable.
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        None::<&str>,
-    )
-    .map_err(err("making / read-only".into()))?;
+    if !image {
+        // The root tmpfs itself becomes read-only; only the scratch mounts stay writable.
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            None::<&str>,
+        )
+        .map_err(err("making / read-only".into()))?;
+    }
+    // An image root is mounted read-only already (build mode: writable into its upper folder).
     Ok(())
+}
+
+/// The host root's layout on `root`: read-only binds of the system folders and the curated `/etc`.
+fn host_system_dirs(setup: &Setup, root: &Path) -> Result<(), SandboxError> {
+    let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    let r = |p: &str| root.join(p.trim_start_matches('/'));
+    for dir in SYSTEM_DIRS {
+        let host = Path::new(dir);
+        match fs::symlink_metadata(host) {
+            Ok(m) if m.file_type().is_symlink() => copy_symlink(host, &r(dir))?,
+            Ok(m) if m.is_dir() => bind(host, &r(dir), ro)?,
+            _ => {}
+        }
+    }
+    build_etc(setup, &r("/etc"))
 }
 
 fn build_etc(setup: &Setup, etc: &Path) -> Result<(), SandboxError> {
@@ -305,25 +358,13 @@ fn build_etc(setup: &Setup, etc: &Path) -> Result<(), SandboxError> {
         &etc.join("group"),
         &format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n"),
     )?;
-    write_file(
-        &etc.join("hosts"),
-        &format!(
-            "127.0.0.1\tlocalhost {h}\n::1\tlocalhost ip6-localhost {h}\n",
-            h = setup.hostname
-        ),
-    )?;
+    write_file(&etc.join("hosts"), &image_root::hosts(setup))?;
     write_file(&etc.join("hostname"), &format!("{}\n", setup.hostname))?;
     write_file(
         &etc.join("nsswitch.conf"),
         "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n",
     )?;
-    if setup.network {
-        if let Ok(conf) = fs::read_to_string("/etc/resolv.conf") {
-            write_file(&etc.join("resolv.conf"), &conf)?;
-        }
-    } else {
-        write_file(&etc.join("resolv.conf"), "")?;
-    }
+    write_file(&etc.join("resolv.conf"), &image_root::resolv_conf(setup))?;
     Ok(())
 }
 

@@ -43,6 +43,10 @@ pub(crate) trait Syscalls {
     fn setresuid(&mut self, uid: u32) -> Result<(), Errno>;
     /// `setuid(0)`: true if it succeeded (which must never happen after a drop).
     fn setuid_root(&mut self) -> bool;
+    /// Joins the user namespace `ns` refers to (build mode).
+    fn setns_user(&mut self, ns: RawFd) -> Result<(), Errno>;
+    /// Whether this process is still in the host's user namespace (its uid map is the identity).
+    fn in_host_user_namespace(&mut self) -> bool;
     fn no_new_privs(&mut self) -> Result<(), Errno>;
     /// The kernel's Landlock ABI (0 = none).
     fn landlock_abi(&mut self) -> i32;
@@ -202,6 +206,18 @@ impl Syscalls for Kernel<'_> {
         unsafe { libc::setuid(0) == 0 }
     }
 
+    fn setns_user(&mut self, ns: RawFd) -> Result<(), Errno> {
+        // SAFETY: setns on a namespace descriptor PID 1 keeps open for the sandbox's lifetime.
+        check(unsafe { libc::setns(ns, libc::CLONE_NEWUSER) } as libc::c_long)
+    }
+
+    fn in_host_user_namespace(&mut self) -> bool {
+        // The host's map is "0 0 4294967295"; an unreadable map counts as the host's (fail closed).
+        std::fs::read_to_string("/proc/self/uid_map").map_or(true, |m| {
+            m.split_whitespace().take(3).collect::<Vec<_>>() == ["0", "0", "4294967295"]
+        })
+    }
+
     fn no_new_privs(&mut self) -> Result<(), Errno> {
         // SAFETY: prctl with integer arguments.
         check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } as libc::c_long)
@@ -253,6 +269,8 @@ pub(crate) mod recording {
         pub fail: Option<&'static str>,
         /// What `setuid(0)` answers after the drop (true = a broken drop).
         pub root_regainable: bool,
+        /// Build mode: the process stayed in the host's user namespace (a broken join).
+        pub stayed_in_host_userns: bool,
         pub landlock_abi: i32,
         pub last_cap: u64,
     }
@@ -318,6 +336,13 @@ pub(crate) mod recording {
         fn setuid_root(&mut self) -> bool {
             let _ = self.call("setuid(0)".into());
             self.root_regainable
+        }
+        fn setns_user(&mut self, ns: RawFd) -> Result<(), Errno> {
+            self.call(format!("setns({ns}, CLONE_NEWUSER)"))
+        }
+        fn in_host_user_namespace(&mut self) -> bool {
+            let _ = self.call("read /proc/self/uid_map".into());
+            self.stayed_in_host_userns
         }
         fn no_new_privs(&mut self) -> Result<(), Errno> {
             self.call("PR_SET_NO_NEW_PRIVS".into())

@@ -1,0 +1,112 @@
+//! The test image: a minimal Debian bookworm root (`mmdebstrap --variant=minbase
+//! --include=python3`, Debian's packages — the host's Debian 12, so host-compiled hostile programs
+//! find the same glibc), built once and cached in /var/tmp, imported once per build folder into a
+//! data folder that every test binary shares (under a lock).
+//!
+//! A test binary whose name ends in `_image` (`containment_image`, `correctness_image`) runs its
+//! suite with every sandbox in this image: [`root_args`] is what `corral run` gets.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The image's name in the test data folder.
+pub const NAME: &str = "corral-test/debian:bookworm";
+
+/// The cached root-filesystem tar.
+pub fn debian_tar() -> PathBuf {
+    let cache = Path::new("/var/tmp/corral-test-cache");
+    std::fs::create_dir_all(cache).unwrap();
+    let path = cache.join("mmdebstrap-minbase-python3-bookworm.tar");
+    let _lock = lock(&cache.join("mmdebstrap-python3.lock"));
+    if !path.is_file() {
+        let partial = cache.join(format!("partial-{}.tar", std::process::id()));
+        let st = Command::new("mmdebstrap")
+            .args([
+                "--quiet",
+                "--variant=minbase",
+                "--include=python3",
+                "bookworm",
+            ])
+            .arg(&partial)
+            .status()
+            .expect("mmdebstrap (scripts/setup installs it)");
+        assert!(
+            st.success(),
+            "mmdebstrap failed (it needs Debian's package mirror)"
+        );
+        std::fs::rename(&partial, &path).unwrap();
+    }
+    path
+}
+
+/// An exclusive lock held while the returned file lives (other test processes wait).
+fn lock(path: &Path) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .unwrap();
+    // SAFETY: flock on a descriptor we own.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "flock {}", path.display());
+    f
+}
+
+/// The data folder holding [`NAME`] (imported on first use).
+pub fn data_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let tar = debian_tar();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("image-test-data");
+        std::fs::create_dir_all(&dir).unwrap();
+        let _lock = lock(&dir.with_extension("lock"));
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(["env", "--data"])
+            .arg(&dir)
+            .args(["import", "--name", NAME])
+            .arg(&tar)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "importing the test image: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    })
+}
+
+/// Whether this test binary runs its suite in the image (its name ends in `_image`).
+pub fn image_mode() -> bool {
+    static MODE: OnceLock<bool> = OnceLock::new();
+    *MODE.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let name = exe.file_name().unwrap().to_string_lossy().into_owned();
+        // Cargo names test binaries NAME-HASH.
+        name.rsplit_once('-')
+            .is_some_and(|(stem, _)| stem.ends_with("_image"))
+    })
+}
+
+/// The `corral run` flags that put a sandbox in the image (none on the host root).
+pub fn root_args() -> Vec<String> {
+    if image_mode() {
+        vec![
+            "--image".into(),
+            NAME.into(),
+            "--data".into(),
+            data_dir().display().to_string(),
+        ]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The image as the sandbox library takes it (for tests that drive the library directly).
+pub fn image_root() -> corral_sandbox::ImageRoot {
+    let store = corral_images::Store::open(data_dir()).unwrap();
+    corral_checks::image_root::resolve(&store, NAME).unwrap()
+}
