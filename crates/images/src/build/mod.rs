@@ -13,6 +13,7 @@ pub mod copy;
 mod error;
 pub mod file;
 pub mod key;
+pub mod sandboxed;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -104,7 +104,7 @@ impl StepRunner for SandboxRunner {
                     // The sandbox writes through an idmapped upper: the image's own ids on disk.
                     ids: IdMap::IDENTITY,
                     keep: Box::new(disk),
-                }))
+                }));
             }
             Status::SandboxError => return Err(outcome.reason().unwrap_or_default()),
             Status::NonzeroExit => format!("exit status {}", outcome.shell_code()),
@@ -112,7 +112,9 @@ impl StepRunner for SandboxRunner {
                 "killed by signal {}",
                 outcome.signal.map_or("?".into(), |s| s.to_string())
             ),
-            _ => outcome.reason().unwrap_or_else(|| outcome.status.as_str().into()),
+            _ => outcome
+                .reason()
+                .unwrap_or_else(|| outcome.status.as_str().into()),
         };
         Ok(StepOutcome::Failed(if disk.full() {
             format!(
