@@ -1,12 +1,10 @@
-//! `corral env build` through the real binary and real build sandboxes, on a minimal Debian root
-//! (mmdebstrap --variant=minbase, cached in /var/tmp/corral-test-cache like the images tests'):
+//! `corral env build` through the real binary and real build sandboxes, on the minimal Debian root
+//! of the image tests (common::image: mmdebstrap --variant=minbase with python3, cached):
 //! apt-get installs numpy from Debian's mirror, a pytest suite that imports numpy passes in the
 //! image and fails on the host root, a second build runs no step, and hostile build files (a step
 //! that fills its disk, one that loops, one that writes to the host's /etc) meet their limits.
 
 mod common;
-#[path = "../../images/tests/common/debian_root.rs"]
-mod debian_root;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -26,7 +24,7 @@ fn text(b: &[u8]) -> String {
 /// A data folder with the Debian root imported as `debian:bookworm-minbase`.
 fn data_with_debian(tmp: &Path) -> PathBuf {
     let data = tmp.join("data");
-    let tar = debian_root::debian_tar();
+    let tar = common::image::debian_tar();
     let out = corral(
         &data,
         &[

@@ -46,8 +46,7 @@ impl Tmpfs {
 
     /// Whether (almost) nothing is left: the step ran into its disk limit.
     fn full(&self) -> bool {
-        nix::sys::statvfs::statvfs(&self.0)
-            .is_ok_and(|s| s.blocks_available() * 64 < s.blocks())
+        nix::sys::statvfs::statvfs(&self.0).is_ok_and(|s| s.blocks_available() * 64 < s.blocks())
     }
 }
 

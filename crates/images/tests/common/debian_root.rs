@@ -1,6 +1,5 @@
 //! A real minimal Debian root (`mmdebstrap --variant=minbase bookworm`, Debian's packages), built
-//! once and cached in /var/tmp/corral-test-cache (keyed by the arguments). Shared with
-//! crates/cli/tests (included there by path).
+//! once and cached in /var/tmp/corral-test-cache (keyed by the arguments).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
