@@ -69,9 +69,7 @@ impl Store {
     /// current folder when not absolute).
     pub fn open(data_dir: &Path) -> Result<Store, Error> {
         // Absolute: layer and build folders are handed to sandboxes, which mount them elsewhere.
-        let root = std::path::absolute(data_dir)
-            .at(data_dir)?
-            .join("images");
+        let root = std::path::absolute(data_dir).at(data_dir)?.join("images");
         for sub in [
             "blobs/sha256",
             "layers/sha256",
