@@ -107,6 +107,16 @@ else
   echo "bench/compare.sh: runsc missing or unable to run here; gVisor skipped" >&2
 fi
 
+# --- the test image (a minimal Debian root), for pooled runs in an image next to the host root ---
+IMAGE_TAR="${CORRAL_BENCH_IMAGE_TAR:-/var/tmp/corral-test-cache/mmdebstrap-minbase-python3-bookworm.tar}"
+if [ -f "$IMAGE_TAR" ]; then
+  say "importing the test image $IMAGE_TAR"
+  "$CORRAL" env --data "$RAW/image-data" import --name bench/debian "$IMAGE_TAR" >&2
+  BENCH_FLAGS+=(--image-data "$RAW/image-data" --image bench/debian)
+else
+  echo "bench/compare.sh: no test image at $IMAGE_TAR (the image tests cache one); the image row is skipped" >&2
+fi
+
 # --- corral in-process: pool, fresh, throughput, limits, idle memory, grading loops -----------
 say "corral-bench (pool, fresh, throughput, limits, idle RSS, grading: corral / bare / bwrap)"
 "$BENCH" --corral "$CORRAL" --bwrap "$BWRAP" "${BENCH_FLAGS[@]}" >"$RAW/corral.json" 2>"$RAW/corral.err" || {
@@ -115,6 +125,7 @@ say "corral-bench (pool, fresh, throughput, limits, idle RSS, grading: corral / 
   exit 1
 }
 grep '^corral-bench' "$RAW/corral.err" >&2 || true
+rm -rf "$RAW/image-data"
 
 # --- the same batch of /bin/true, whole process: corral run --batch vs xargs over bwrap ----------
 say "$BATCH x /bin/true: corral run --batch --parallel 2  vs  xargs -P 2 bwrap"

@@ -104,6 +104,7 @@ TARGETS = [
     ("grading overhead <= 5% over bare (worse of C, Python)", "grading_overhead_pct", "%", lambda v: v <= 5.0),
     ("limit overshoot p99 <= 5 ms (worse of CPU, wall)", "limit_overshoot_p99_ms", "ms", lambda v: v <= 5.0),
     ("idle RSS with 8 warm sandboxes <= 40 MiB", "idle_rss_mib", "MiB", lambda v: v <= 40.0),
+    ("pooled /bin/true in an image <= 1.1x on the host root", "image_p50_over_host", "x", lambda v: v <= 1.1),
 ]
 r["targets"] = []
 for name, key, unit, ok in TARGETS:
@@ -176,6 +177,7 @@ w(f"python3 -c pass: bare p50 {fmt(g('bare_python_p50_ms'))} ms, corral warm poo
 w(f"fresh sandbox: build p50 {fmt(g('fresh_build_p50_ms'))} ms, teardown p50 {fmt(g('fresh_teardown_p50_ms'))} ms; "
   f"pooled with a single sandbox (waits for its reset) p50 {fmt(g('pooled_1sbx_p50_ms'))} ms")
 w("")
+w(f"pooled /bin/true in an image root p50 {fmt(g('image_pooled_p50_ms'))} ms, on the host root {fmt(g('image_host_pooled_p50_ms'))} ms (same run)")
 w("targets (ratios from this run):")
 for t in r["targets"]:
     verdict = {True: "MET", False: "MISSED", None: "n/a"}[t["met"]]
@@ -223,6 +225,7 @@ m(f"- Idle pool of {g('idle_sandboxes', 8)} warm sandboxes: the holding process 
   f"({fmt(g('idle_pss_inits_mib'))} MiB PSS: they share the corral binary's pages), "
   f"{fmt(g('idle_cgroup_memory_mib'))} MiB charged to their cgroups (tmpfs roots included).")
 m(f"- `python3 -c pass`: bare {fmt(g('bare_python_p50_ms'))} ms, warm pool {fmt(g('pooled_python_p50_ms'))} ms (p50).")
+m(f"- Pooled `/bin/true` in a Debian image root {fmt(g('image_pooled_p50_ms'))} ms vs the host root {fmt(g('image_host_pooled_p50_ms'))} ms (p50, taking turns in one run): {fmt(g('image_p50_over_host'))}x.")
 m("")
 m("| target | this run | verdict |")
 m("| --- | ---: | --- |")

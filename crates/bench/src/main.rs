@@ -7,6 +7,8 @@
 //! - `latency`: one `/bin/true` through the warm pool and through a fresh sandbox, p50/p99;
 //! - `throughput`: runs/s with 1, 2 and 8 threads sharing one pool;
 //! - `limits`: how far past a 100 ms CPU or wall limit a run gets before it is stopped;
+//! - `image`: pooled `/bin/true` in a container image's root and on the host's root, taking turns
+//!   (with `--image-data` and `--image`);
 //! - `grading`: a C submission (gcc + 10 runs) and a Python one (10 runs), the same work done
 //!   through corral's pool, bare (no sandbox) and through bubblewrap, interleaved submission by
 //!   submission so drift on the machine hits all three alike.
@@ -15,6 +17,7 @@
 //! here asserts a timing: it measures and reports.
 
 mod grading;
+mod image_root;
 mod pooled;
 mod rss;
 mod stats;
@@ -39,9 +42,15 @@ pub struct Args {
     /// Fewer iterations everywhere (a smoke run in well under a minute).
     #[arg(long)]
     pub quick: bool,
-    /// Comma-separated sections: rss, latency, throughput, limits, grading.
-    #[arg(long, default_value = "rss,latency,throughput,limits,grading")]
+    /// Comma-separated sections: rss, latency, throughput, limits, image, grading.
+    #[arg(long, default_value = "rss,latency,throughput,limits,image,grading")]
     pub sections: String,
+    /// The data folder whose image store holds `--image` (the `image` section).
+    #[arg(long, requires = "image")]
+    pub image_data: Option<PathBuf>,
+    /// The image the `image` section runs in (a name or digest in `--image-data`).
+    #[arg(long, requires = "image_data")]
+    pub image: Option<String>,
     /// Timed `/bin/true` runs through the warm pool (default 1000, quick 200).
     #[arg(long)]
     pub n: Option<usize>,
@@ -114,6 +123,13 @@ fn run(args: &Args, report: &mut Report) -> anyhow::Result<()> {
                 pooled::throughput(&host, args.pick(args.throughput_runs, 2000, 400), report)
             }
             "limits" => pooled::limits(&host, args.pick(args.limit_runs, 40, 10), report),
+            "image" => image_root::measure(
+                &host,
+                &args.corral,
+                args.image_data.as_deref().zip(args.image.as_deref()),
+                args.pick(args.n, 1000, 200),
+                report,
+            ),
             "grading" => grading::measure(
                 &host,
                 args.pick(args.submissions, 15, 4),

@@ -34,6 +34,23 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// A warm pool of two sandboxes of `shape` (one resets while the other runs, as in steady use).
+pub fn warm_pool(host: &Arc<Host>, shape: &SandboxConfig) -> anyhow::Result<Arc<Pool>> {
+    let p = pool(host, 2, false);
+    p.prewarm(shape, 2)?;
+    Ok(p)
+}
+
+/// [`timed_runs`] for other modules.
+pub fn timed_runs_in(
+    pool: &Arc<Pool>,
+    spec: &RunSpec,
+    warmup: usize,
+    n: usize,
+) -> anyhow::Result<Samples> {
+    timed_runs(pool, spec, warmup, n)
+}
+
 /// Times `n` sequential runs of `spec` (after `warmup` untimed ones); fails on any run that is not
 /// `ok`.
 fn timed_runs(

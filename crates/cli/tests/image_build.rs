@@ -8,19 +8,10 @@ mod common;
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
-use std::sync::Arc;
 
-use corral_sandbox::{Host, ImageRoot, InitProgram, NoSink, Outcome, Root, RunSpec, Status};
+use corral_sandbox::{ImageRoot, NoSink, Outcome, Root, RunSpec, Status};
 
-fn host() -> Arc<Host> {
-    Arc::new(
-        Host::new(InitProgram {
-            path: env!("CARGO_BIN_EXE_corral").into(),
-            arg: corral_sandbox::INIT_ARG.into(),
-        })
-        .expect("a sandbox host (run as root)"),
-    )
-}
+use common::image::host;
 
 fn build_root(upper: &Path) -> ImageRoot {
     ImageRoot {
@@ -109,4 +100,79 @@ fn xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
         )
     };
     (n >= 0).then(|| buf[..n as usize].to_vec())
+}
+
+/// The point of build mode: a package manager installs as root — apt drops to its `_apt` user
+/// for downloads (setgroups, setresuid inside the namespace), dpkg chowns — over the network,
+/// and the package lands in the upper folder.
+#[test]
+fn apt_get_installs_a_package_with_its_sandbox_user_and_the_network() {
+    let tmp = upper_dir();
+    let upper = tmp.path().join("upper");
+    std::fs::create_dir(&upper).unwrap();
+    let mut spec = RunSpec::new(vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        "apt-get update -q && apt-get install -y -q --no-install-recommends hello && hello".into(),
+    ]);
+    spec.root = Root::Image(build_root(&upper));
+    spec.limits.wall_time = corral_sandbox::Millis(std::time::Duration::from_secs(240));
+    spec.limits.cpu_time = corral_sandbox::Millis(std::time::Duration::from_secs(120));
+    spec.limits.memory = corral_sandbox::Size(1 << 30);
+    spec.limits.output = corral_sandbox::Size(8 << 20);
+    let o = corral_sandbox::run_fresh(&host(), &spec, &mut NoSink);
+    assert_eq!(o.status, Status::Ok, "{}", o.to_json());
+    assert!(
+        o.stdout.text().ends_with("Hello, world!\n"),
+        "{}",
+        o.to_json()
+    );
+    // apt could become _apt (a failed drop prints "...performed unsandboxed as root...").
+    assert!(
+        !o.stderr.text().contains("unsandboxed"),
+        "{}",
+        o.stderr.text()
+    );
+    let hello = std::fs::metadata(upper.join("usr/bin/hello")).unwrap();
+    assert_eq!((hello.uid(), hello.gid()), (0, 0));
+    // The same image without build mode has no network (and no hello).
+    let mut spec = RunSpec::new(vec![
+        "/usr/bin/python3".into(),
+        "-c".into(),
+        "import socket\ntry:\n socket.create_connection(('deb.debian.org', 80), timeout=5); print('ESCAPED')\nexcept OSError as e: print('BLOCKED', e)".into(),
+    ]);
+    spec.root = Root::Image(common::image::image_root());
+    let o = corral_sandbox::run_fresh(&host(), &spec, &mut NoSink);
+    assert_eq!(o.status, Status::Ok, "{}", o.to_json());
+    assert!(o.stdout.text().starts_with("BLOCKED"), "{}", o.to_json());
+}
+
+/// Root of the build namespace is root of nothing else: no mounts (seccomp), no writable
+/// `/proc/sys`, no host process, no id outside its range, no capability over the host's files.
+#[test]
+fn root_inside_a_build_cannot_touch_the_host() {
+    let tmp = upper_dir();
+    let upper = tmp.path().join("upper");
+    std::fs::create_dir(&upper).unwrap();
+    let probe = |script: &str| run(build_root(&upper), script);
+
+    let o = probe("mount -t tmpfs none /mnt; echo ESCAPED");
+    assert_eq!(o.status, Status::BlockedSyscall, "{}", o.to_json());
+    assert_eq!(o.blocked_syscall.as_deref(), Some("mount"));
+
+    let o = probe(
+        "echo evil > /proc/sys/kernel/domainname && echo ESCAPED-sysctl; \
+         echo 1 > /proc/sysrq-trigger && echo ESCAPED-sysrq; \
+         ls /proc/1/root/ >/dev/null 2>&1 && echo ESCAPED-pid1-root; \
+         cat /proc/1/environ >/dev/null 2>&1 && echo ESCAPED-pid1-environ; \
+         touch /tmp/f && chown 70000 /tmp/f && echo ESCAPED-chown-outside-range; \
+         grep -q '^0 ' /proc/self/uid_map && awk '$1 == 0 && $2 == 0 {print \"ESCAPED-host-root-map\"}' /proc/self/uid_map; \
+         grep CapEff /proc/self/status; echo done",
+    );
+    assert_eq!(o.status, Status::Ok, "{}", o.to_json());
+    let out = o.stdout.text();
+    assert!(!out.contains("ESCAPED"), "{out}");
+    assert!(out.ends_with("done\n"), "{out}");
+    // Nothing the attempts did reached the upper folder beyond the scratch /tmp (a tmpfs).
+    assert!(std::fs::symlink_metadata(upper.join("tmp/f")).is_err());
 }

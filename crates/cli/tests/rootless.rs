@@ -6,6 +6,8 @@
 //! lets a user move processes only between cgroups below one it may write, which is what
 //! `systemd-run --user -p Delegate=yes` arranges). Then it runs the real binary as `nobody`.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -322,6 +324,69 @@ fn rootless_pool_resets_between_runs() {
         "a reset sandbox must be empty: {}",
         lines[1]
     );
+}
+
+/// An image root without root: overlayfs in the sandbox's user namespace (Linux 5.11+), the
+/// image's files (owned by the host's root, unmapped there) read-only, the same confinement.
+#[test]
+fn rootless_runs_in_an_image_root() {
+    let bin = binary();
+    let cg = delegate("image");
+    // The user's own data folder (as a rootless deployment has), its layers those of the test
+    // image (linked: read-only to the user, owned by root).
+    let mine = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let shared = common::image::data_dir().join("images");
+    let images = mine.path().join("images");
+    for sub in ["records/sha256", "layers/sha256", "blobs/sha256", "tmp"] {
+        std::fs::create_dir_all(images.join(sub)).unwrap();
+    }
+    std::fs::copy(shared.join("names.json"), images.join("names.json")).unwrap();
+    for e in std::fs::read_dir(shared.join("records/sha256")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), images.join("records/sha256").join(e.file_name())).unwrap();
+    }
+    for e in std::fs::read_dir(shared.join("layers/sha256")).unwrap() {
+        let e = e.unwrap();
+        std::os::unix::fs::symlink(e.path(), images.join("layers/sha256").join(e.file_name()))
+            .unwrap();
+    }
+    let status = Command::new("chown")
+        .args(["-R", "-h", "65534:65534"])
+        .arg(mine.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let data = mine.path().to_str().unwrap().to_string();
+    let out = as_nobody(
+        &bin.path,
+        Some(&cg),
+        &[
+            "run",
+            "--json",
+            "--image",
+            common::image::NAME,
+            "--data",
+            &data,
+            "--",
+            "/bin/sh",
+            "-c",
+            "id -u; cat /etc/debian_version; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; \
+             (echo x > /etc/x) 2>/dev/null && echo ESCAPED-etc; (echo x > /usr/x) 2>/dev/null && echo ESCAPED-usr; \
+             echo ok > f && cat f",
+        ],
+    );
+    let v = json(&out);
+    assert_eq!(v["status"], "ok", "{v}");
+    assert_eq!(v["image"]["name"], common::image::NAME);
+    let stdout = v["stdout"].as_str().unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "1000", "{stdout}");
+    assert!(lines[1].starts_with("12."), "{stdout}");
+    assert!(stdout.contains("CapEff:\t0000000000000000"), "{stdout}");
+    assert!(stdout.contains("NoNewPrivs:\t1"), "{stdout}");
+    assert!(stdout.contains("Seccomp:\t2"), "{stdout}");
+    assert!(!stdout.contains("ESCAPED"), "{stdout}");
+    assert!(stdout.ends_with("ok\n"), "{stdout}");
 }
 
 #[test]

@@ -143,15 +143,37 @@ pub fn probe() -> Report {
         "overlayfs",
         false,
         if fss.contains("\toverlay") {
-            Ok("available".into())
+            Ok("available (runs in container images: --image)".into())
         } else {
-            Err("not available (not used yet)".into())
+            Err(
+                "not available: runs in container images (--image) fail; the host root works"
+                    .into(),
+            )
         },
     ));
+    checks.push(check("idmapped mounts", false, idmapped_mounts_status()));
     checks.push(check("openat2", true, openat2_status()));
     checks.push(check("pidfd", false, pidfd_status()));
     checks.push(check("clone3", false, clone3_status()));
     Report { checks }
+}
+
+/// Build mode (`corral env build`) stacks idmapped layers under overlayfs: Linux 5.19+.
+fn idmapped_mounts_status() -> Result<String, String> {
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .map_err(|e| format!("uname: {e}"))?;
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if version >= (5, 19) {
+        Ok("available (image builds: root in a user namespace over idmapped layers)".into())
+    } else {
+        Err(format!(
+            "Linux {release} has no idmapped overlayfs layers (5.19+): image builds (corral env build) fail; runs work"
+        ))
+    }
 }
 
 fn describe_cgroups(p: &corral_cgroups::Probe) -> Result<String, String> {

@@ -398,6 +398,53 @@ mod tests {
     }
 
     #[test]
+    fn an_images_env_applies_under_the_runs_own_and_never_moves_the_sandbox() {
+        let kv = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let img = ImageRoot {
+            name: "py".into(),
+            digest: "sha256:00".into(),
+            layers: vec![],
+            env: vec![
+                kv("PATH", "/usr/local/bin:/usr/bin"),
+                kv("LANG", "de_DE.UTF-8"),
+                kv("HOME", "/root"),
+                kv("TMPDIR", "/var/x"),
+                kv("PYTHON_VERSION", "3.12"),
+            ],
+            working_dir: Some("/app".into()),
+            upper: None,
+        };
+        let mut s = RunSpec::new(vec!["true".into()]);
+        s.env.push(kv("LANG", "C"));
+        s.root = Root::Image(img.clone());
+        let env = s.environment();
+        let get = |env: &[(String, String)], k: &str| {
+            let v: Vec<&String> = env
+                .iter()
+                .filter(|(ek, _)| ek == k)
+                .map(|(_, v)| v)
+                .collect();
+            assert_eq!(v.len(), 1, "{k} once: {env:?}");
+            v[0].clone()
+        };
+        assert_eq!(get(&env, "PATH"), "/usr/local/bin:/usr/bin");
+        assert_eq!(get(&env, "LANG"), "C", "the run's own wins");
+        assert_eq!(get(&env, "PYTHON_VERSION"), "3.12");
+        assert_eq!(get(&env, "HOME"), WORKDIR, "the image never moves HOME");
+        assert_eq!(get(&env, "TMPDIR"), "/tmp");
+        assert_eq!(get(&env, "PWD"), WORKDIR);
+        // Build mode: root's HOME, the image's working folder.
+        s.root = Root::Image(ImageRoot {
+            upper: Some("/x/upper".into()),
+            ..img
+        });
+        let env = s.environment();
+        assert_eq!(get(&env, "HOME"), "/root");
+        assert_eq!(get(&env, "USER"), "root");
+        assert_eq!(get(&env, "PWD"), "/app");
+    }
+
+    #[test]
     fn batch_line_becomes_spec() {
         let j: RunSpecJson = serde_json::from_str(
             r#"{"argv": ["./a.out"], "dir": "sub1", "stdin_file": "in1.txt", "limits": {"cpu_time": "1s", "wall_time": "100ms", "memory": "64M", "pids": 16, "output": "1M"}}"#,

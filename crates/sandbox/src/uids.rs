@@ -83,11 +83,7 @@ pub(crate) fn lease(
     hint: u32,
     taken_by_host: &BTreeSet<u32>,
 ) -> Result<UidLease, SandboxError> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| SandboxError::io(format!("creating {}", dir.display()), e))?;
+    make_lock_dir(dir)?;
     for i in 0..COUNT {
         let uid = FIRST + (hint.wrapping_add(i) % COUNT);
         if taken_by_host.contains(&uid) {
@@ -110,11 +106,7 @@ pub(crate) fn lease_range(
     hint: u32,
     taken_by_host: &BTreeSet<u32>,
 ) -> Result<UidLease, SandboxError> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| SandboxError::io(format!("creating {}", dir.display()), e))?;
+    make_lock_dir(dir)?;
     for i in 0..RANGES {
         let n = hint.wrapping_add(i) % RANGES;
         let base = RANGE_FIRST + n * RANGE_SIZE;
@@ -132,6 +124,14 @@ pub(crate) fn lease_range(
     Err(SandboxError::Init(format!(
         "all {RANGES} build uid ranges are in use on this host"
     )))
+}
+
+fn make_lock_dir(dir: &Path) -> Result<(), SandboxError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| SandboxError::io(format!("creating {}", dir.display()), e))
 }
 
 /// The lease of `uid` (lock file `name`) if no process holds it now.
@@ -202,7 +202,7 @@ mod tests {
         let last = lease_range(dir.path(), RANGES - 1, &taken).unwrap();
         assert!(u64::from(last.uid()) + u64::from(RANGE_SIZE) <= 0x7FFF_FFFF);
         // Ranges never meet the single uids.
-        assert!(RANGE_FIRST > FIRST + COUNT);
+        const { assert!(RANGE_FIRST > FIRST + COUNT) };
         drop((a, b, last));
     }
 

@@ -63,6 +63,10 @@ pub fn data_dir() -> &'static Path {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("image-test-data");
         std::fs::create_dir_all(&dir).unwrap();
         let _lock = lock(&dir.with_extension("lock"));
+        let store = corral_images::Store::open(&dir).unwrap();
+        if store.rootfs(NAME).is_ok() {
+            return dir;
+        }
         let out = Command::new(env!("CARGO_BIN_EXE_corral"))
             .args(["env", "--data"])
             .arg(&dir)
@@ -109,4 +113,34 @@ pub fn root_args() -> Vec<String> {
 pub fn image_root() -> corral_sandbox::ImageRoot {
     let store = corral_images::Store::open(data_dir()).unwrap();
     corral_checks::image_root::resolve(&store, NAME).unwrap()
+}
+
+/// In image mode, the names the image itself has in its folder `path` (absolute inside the
+/// sandbox): what a listing may show besides corral's own entries. Empty on the host root.
+pub fn entries(path: &str) -> Vec<String> {
+    if !image_mode() {
+        return Vec::new();
+    }
+    let mut names = Vec::new();
+    for layer in image_root().layers {
+        let dir = layer.join(path.trim_start_matches('/'));
+        // Only real folders of the layer: a link there would name a host path here.
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                names.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    names
+}
+
+/// A sandbox host for tests that drive the library, with the built `corral` as init.
+pub fn host() -> std::sync::Arc<corral_sandbox::Host> {
+    std::sync::Arc::new(
+        corral_sandbox::Host::new(corral_sandbox::InitProgram {
+            path: env!("CARGO_BIN_EXE_corral").into(),
+            arg: corral_sandbox::INIT_ARG.into(),
+        })
+        .expect("a sandbox host (run as root)"),
+    )
 }

@@ -132,39 +132,3 @@ pub(crate) fn idmapped_clone(
     }
     Ok(tree)
 }
-
-/// Runs `mount` with filesystem ids `base` (keeping every capability): overlayfs records its
-/// mounter's credentials and creates its work folder and whiteouts with them, which through an
-/// idmapped upper folder must be an id of the range. Restores uid 0 afterwards.
-pub(crate) fn with_fs_ids<T>(
-    base: u32,
-    mount: impl FnOnce() -> Result<T, SetupError>,
-) -> Result<T, SetupError> {
-    // SAFETY: prctl with integer arguments. NO_SETUID_FIXUP keeps the capabilities that a
-    // change of filesystem ids would otherwise clear.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_SET_SECUREBITS,
-            libc::SECBIT_NO_SETUID_FIXUP as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
-    if rc < 0 {
-        return Err(SetupError::BuildFsIds(Errno::last()));
-    }
-    // SAFETY: setfsuid/setfsgid only change this process's filesystem ids.
-    unsafe {
-        libc::setfsgid(base);
-        libc::setfsuid(base);
-    }
-    let result = mount();
-    // SAFETY: as above, back to root's ids and the default secure bits.
-    unsafe {
-        libc::setfsuid(0);
-        libc::setfsgid(0);
-        libc::prctl(libc::PR_SET_SECUREBITS, 0, 0, 0, 0);
-    }
-    result
-}

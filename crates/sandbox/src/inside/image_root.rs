@@ -26,11 +26,12 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{open, OFlag};
-use nix::mount::{mount, MsFlags};
+use nix::mount::MsFlags;
 use nix::sys::stat::Mode;
 
 use crate::inside::error::SetupError;
 use crate::inside::idmap;
+use crate::inside::syscalls::{Kernel, Syscalls};
 use crate::protocol::{Setup, SetupRoot};
 use crate::spec::WORKDIR;
 
@@ -103,8 +104,15 @@ fn skel_err(path: &Path) -> impl FnOnce(std::io::Error) -> SetupError + '_ {
     }
 }
 
-/// Writes the skeleton layer into `skel` (a folder on the staging tmpfs).
-fn write_skeleton(setup: &Setup, skel: &Path, build: bool) -> Result<(), SetupError> {
+/// Writes the skeleton layer into `skel` (a folder on the staging tmpfs). `dir_sources` tells,
+/// for each extra mount, whether its source is a folder (the source may be under the host's
+/// `/tmp`, which the staging tmpfs covers by now).
+fn write_skeleton(
+    setup: &Setup,
+    skel: &Path,
+    build: bool,
+    dir_sources: &[bool],
+) -> Result<(), SetupError> {
     let at = |p: &str| skel.join(p.trim_start_matches('/'));
     let dir = |p: &Path| fs::create_dir_all(p).map_err(skel_err(p));
     for d in ["/proc", "/dev", "/tmp", WORKDIR, "/etc"] {
@@ -131,9 +139,18 @@ fn write_skeleton(setup: &Setup, skel: &Path, build: bool) -> Result<(), SetupEr
         let var_tmp = at("/var/tmp");
         symlink("/tmp", &var_tmp).map_err(skel_err(&var_tmp))?;
     }
-    for m in &setup.mounts {
+    // Destinations under the scratch mounts are made on those (fresh) tmpfs instead.
+    let on_scratch = |p: &Path| {
+        ["/tmp", "/dev/shm", WORKDIR]
+            .iter()
+            .any(|s| p.starts_with(s))
+    };
+    for (m, &is_dir) in setup.mounts.iter().zip(dir_sources) {
+        if on_scratch(&m.dst) {
+            continue;
+        }
         let dst = at(&m.dst.to_string_lossy());
-        if fs::metadata(&m.src).is_ok_and(|md| md.is_dir()) {
+        if is_dir {
             dir(&dst)?;
         } else {
             if let Some(parent) = dst.parent() {
@@ -211,10 +228,11 @@ pub(crate) fn mount_root(
     setup: &Setup,
     staging: &Path,
     opened: &OpenedLayers,
+    dir_sources: &[bool],
 ) -> Result<PathBuf, SetupError> {
     let build = opened.upper.is_some();
     let skel = staging.join("skel");
-    write_skeleton(setup, &skel, build)?;
+    write_skeleton(setup, &skel, build, dir_sources)?;
     let root = staging.join("root");
     fs::create_dir_all(&root).map_err(skel_err(&root))?;
     let fd_path = |fd: &OwnedFd| format!("/proc/self/fd/{}", fd.as_raw_fd());
@@ -227,35 +245,57 @@ pub(crate) fn mount_root(
         )
     });
     let rootless = setup.userns.is_some();
-    let opts = overlay_options(&skel, &layers, upper, rootless);
+    let plan = OverlayPlan {
+        target: root.clone(),
+        layers: layers.len(),
+        options: overlay_options(&skel, &layers, upper, rootless),
+        build_ids: opened.build_ids.filter(|_| build),
+        rootless,
+    };
+    mount_overlay(&mut Kernel::for_init(), &plan)?;
+    Ok(root)
+}
+
+/// The one overlayfs mount of an image root.
+struct OverlayPlan {
+    target: PathBuf,
+    layers: usize,
+    options: String,
+    /// Build mode: mount with these filesystem ids (see [`mount_overlay`]).
+    build_ids: Option<u32>,
+    rootless: bool,
+}
+
+/// Mounts the overlay. In build mode overlayfs records its mounter's credentials and creates its
+/// work folder, copy-ups and whiteouts with them; through the idmapped upper folder those must be
+/// an id of the range, so PID 1 mounts with the range's first id as filesystem ids (keeping its
+/// capabilities: `SECBIT_NO_SETUID_FIXUP`) — and always goes back to root's ids and the default
+/// secure bits afterwards, whether the mount worked or not.
+fn mount_overlay(sys: &mut impl Syscalls, plan: &OverlayPlan) -> Result<(), SetupError> {
     let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    if !build {
+    if plan.build_ids.is_none() {
         flags |= MsFlags::MS_RDONLY;
     }
-    let do_mount = || {
-        mount(
-            Some("overlay"),
-            &root,
-            Some("overlay"),
-            flags,
-            Some(opts.as_str()),
-        )
-        .map_err(|errno| SetupError::Overlay {
-            layers: layers.len(),
-            mode: if build { ", build mode" } else { "" },
-            errno,
-            hint: if rootless {
-                " (rootless: this kernel may not allow overlayfs in a user namespace — Linux 5.11+ — or the layers are not readable by this user; run corral as root)"
-            } else {
-                ""
-            },
-        })
-    };
-    match opened.build_ids {
-        Some(base) if build => idmap::with_fs_ids(base, do_mount)?,
-        _ => do_mount()?,
+    if let Some(base) = plan.build_ids {
+        sys.set_securebits(libc::SECBIT_NO_SETUID_FIXUP as u32)
+            .map_err(SetupError::BuildFsIds)?;
+        sys.set_fs_ids(base);
     }
-    Ok(root)
+    let mounted = sys.mount_overlay(&plan.target, flags, &plan.options);
+    if plan.build_ids.is_some() {
+        sys.set_fs_ids(0);
+        sys.set_securebits(0).map_err(SetupError::BuildFsIds)?;
+    }
+    mounted.map_err(|errno| SetupError::Overlay {
+        layers: plan.layers,
+        mode: if plan.build_ids.is_some() { ", build mode" } else { "" },
+        errno,
+        hint: if plan.rootless {
+            " (rootless: this kernel may not allow overlayfs in a user namespace — Linux 5.11+ — or the layers are not readable by this user; run corral as root)"
+        } else {
+            ""
+        },
+    })
 }
 
 /// Refuses a mount point inside the image root that is reached through a symlink or is missing:
@@ -299,6 +339,51 @@ pub(crate) fn check_mount_point(root: &Path, rel: &str) -> Result<(), SetupError
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inside::syscalls::recording::Recording;
+
+    fn plan(build_ids: Option<u32>) -> OverlayPlan {
+        OverlayPlan {
+            target: "/tmp/root".into(),
+            layers: 1,
+            options: "lowerdir=/tmp/skel:/proc/self/fd/5".into(),
+            build_ids,
+            rootless: false,
+        }
+    }
+
+    /// A read-only run: one read-only, nosuid, nodev overlay mount, nothing else.
+    #[test]
+    fn a_run_mounts_a_read_only_overlay() {
+        let mut sys = Recording::default();
+        mount_overlay(&mut sys, &plan(None)).unwrap();
+        assert_eq!(
+            sys.calls,
+            ["mount overlay /tmp/root MsFlags(MS_RDONLY | MS_NOSUID | MS_NODEV) lowerdir=/tmp/skel:/proc/self/fd/5"]
+        );
+    }
+
+    /// Build mode: the range's first id as filesystem ids around the mount, and back to root's —
+    /// also when the mount fails (PID 1 must never keep another identity).
+    #[test]
+    fn build_mode_mounts_with_the_ranges_ids_and_always_restores_them() {
+        let expected = [
+            "PR_SET_SECUREBITS 0x4",
+            "setfsgid+setfsuid(1879048192)",
+            "mount overlay /tmp/root MsFlags(MS_NOSUID | MS_NODEV) lowerdir=/tmp/skel:/proc/self/fd/5",
+            "setfsgid+setfsuid(0)",
+            "PR_SET_SECUREBITS 0x0",
+        ];
+        let mut sys = Recording::default();
+        mount_overlay(&mut sys, &plan(Some(0x7000_0000))).unwrap();
+        assert_eq!(sys.calls, expected);
+        let mut sys = Recording {
+            fail: Some("mount overlay"),
+            ..Recording::default()
+        };
+        let err = mount_overlay(&mut sys, &plan(Some(0x7000_0000))).unwrap_err();
+        assert!(matches!(err, SetupError::Overlay { .. }), "{err}");
+        assert_eq!(sys.calls, expected);
+    }
 
     #[test]
     fn the_skeleton_is_on_top_for_runs_and_at_the_bottom_for_builds() {

@@ -224,7 +224,19 @@ pub(crate) fn build(setup: &Setup, build_userns: Option<&OwnedFd>) -> Result<(),
             host_system_dirs(setup, &staging)?;
             staging.clone()
         }
-        Some(layers) => image_root::mount_root(setup, &staging, layers)?,
+        Some(layers) => {
+            let dir_sources: Vec<bool> = sources
+                .iter()
+                .map(|fd| {
+                    nix::sys::stat::fstat(fd).is_ok_and(|st| {
+                        nix::sys::stat::SFlag::from_bits_truncate(st.st_mode)
+                            & nix::sys::stat::SFlag::S_IFMT
+                            == nix::sys::stat::SFlag::S_IFDIR
+                    })
+                })
+                .collect();
+            image_root::mount_root(setup, &staging, layers, &dir_sources)?
+        }
     };
     drop(layers);
     let image = setup.image_root();
@@ -286,7 +298,17 @@ pub(crate) fn build(setup: &Setup, build_userns: Option<&OwnedFd>) -> Result<(),
             "/proc/self/fd/{}",
             std::os::fd::AsRawFd::as_raw_fd(fd)
         ));
-        let dst = target(&m.dst.to_string_lossy())?;
+        // A destination under a scratch mount is made on that fresh tmpfs (as on the host root);
+        // anywhere else in an image it is the skeleton's.
+        let dst_str = m.dst.to_string_lossy();
+        let on_scratch = ["/tmp", "/dev/shm", WORKDIR]
+            .iter()
+            .any(|s| m.dst.starts_with(s));
+        let dst = if on_scratch {
+            r(&dst_str)
+        } else {
+            target(&dst_str)?
+        };
         let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         if !m.writable {
             flags |= MsFlags::MS_RDONLY;

@@ -7,8 +7,10 @@
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::path::Path;
 
 use nix::errno::Errno;
+use nix::mount::MsFlags;
 use nix::sched::CloneFlags;
 use nix::sys::resource::Resource;
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal};
@@ -59,6 +61,14 @@ pub(crate) trait Syscalls {
     fn close_from(&mut self, first: u32);
     /// Returns only on failure, with the reason.
     fn execve(&mut self, path: &CStr, args: &ExecArgs) -> Errno;
+
+    // PID 1 mounting an image root.
+    /// `PR_SET_SECUREBITS`.
+    fn set_securebits(&mut self, bits: u32) -> Result<(), Errno>;
+    /// `setfsgid` then `setfsuid`: the ids new files get and permission checks use.
+    fn set_fs_ids(&mut self, id: u32);
+    /// Mounts overlayfs at `target`.
+    fn mount_overlay(&mut self, target: &Path, flags: MsFlags, options: &str) -> Result<(), Errno>;
 }
 
 /// A program's argv and environment as the NUL-terminated pointer arrays `execve` reads; the
@@ -255,6 +265,30 @@ impl Syscalls for Kernel<'_> {
         unsafe { libc::execve(path.as_ptr(), args.argv.as_ptr(), args.envp.as_ptr()) };
         Errno::last()
     }
+
+    fn set_securebits(&mut self, bits: u32) -> Result<(), Errno> {
+        // SAFETY: prctl with integer arguments.
+        let rc = unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits as libc::c_ulong, 0, 0, 0) };
+        check(rc as libc::c_long)
+    }
+
+    fn set_fs_ids(&mut self, id: u32) {
+        // SAFETY: setfsgid/setfsuid only change this process's filesystem ids.
+        unsafe {
+            libc::setfsgid(id);
+            libc::setfsuid(id);
+        }
+    }
+
+    fn mount_overlay(&mut self, target: &Path, flags: MsFlags, options: &str) -> Result<(), Errno> {
+        nix::mount::mount(
+            Some("overlay"),
+            target,
+            Some("overlay"),
+            flags,
+            Some(options),
+        )
+    }
 }
 
 /// A stand-in for the kernel that records each call, in order, and fails the one it is told to.
@@ -371,6 +405,23 @@ pub(crate) mod recording {
                 Ok(()) => Errno::ENOENT,
                 Err(e) => e,
             }
+        }
+        fn set_securebits(&mut self, bits: u32) -> Result<(), Errno> {
+            self.call(format!("PR_SET_SECUREBITS {bits:#x}"))
+        }
+        fn set_fs_ids(&mut self, id: u32) {
+            let _ = self.call(format!("setfsgid+setfsuid({id})"));
+        }
+        fn mount_overlay(
+            &mut self,
+            target: &Path,
+            flags: MsFlags,
+            options: &str,
+        ) -> Result<(), Errno> {
+            self.call(format!(
+                "mount overlay {} {flags:?} {options}",
+                target.display()
+            ))
         }
     }
 }

@@ -1,0 +1,116 @@
+//! `corral run --image REF`, `"image"` in `--batch` lines, and the result's `"image"` record.
+
+mod common;
+
+use std::process::Command;
+
+use common::image::{data_dir, NAME};
+
+fn corral() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_corral"));
+    c.env_remove("CORRAL_DATA");
+    c
+}
+
+fn digest() -> String {
+    common::image::image_root().digest
+}
+
+#[test]
+fn a_run_in_an_image_sees_the_image_and_records_it() {
+    let out = corral()
+        .args(["run", "--json", "--image", NAME, "--data"])
+        .arg(data_dir())
+        .args([
+            "--",
+            "/bin/sh",
+            "-c",
+            "cat /etc/debian_version; echo $PATH; pwd; id -u",
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "ok", "{v}");
+    assert_eq!(v["image"]["name"], NAME);
+    assert_eq!(v["image"]["digest"], digest().as_str());
+    let stdout = v["stdout"].as_str().unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("12."), "bookworm: {stdout}");
+    assert_eq!(lines[2], "/home/sandbox");
+    assert_ne!(lines[3], "0", "never the image's root");
+    // CORRAL_DATA finds the data folder too; on the host root there is no "image".
+    let out = corral()
+        .env("CORRAL_DATA", data_dir())
+        .args(["run", "--json", "--image", NAME, "--", "true"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["image"]["digest"], digest().as_str(), "{v}");
+    let out = corral()
+        .args(["run", "--json", "--", "true"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("image").is_none(), "{v}");
+}
+
+#[test]
+fn an_unknown_image_is_a_clear_usage_error() {
+    let out = corral()
+        .args(["run", "--image", "no/such:image", "--data"])
+        .arg(data_dir())
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no/such:image"), "{err}");
+    for cmd in ["corral env pull", "corral env import", "corral env build"] {
+        assert!(err.contains(cmd), "{err}");
+    }
+}
+
+#[test]
+fn batch_lines_name_their_image_and_the_flag_is_the_default() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = tmp.path().join("b.jsonl");
+    let lines = [
+        serde_json::json!({"argv": ["cat", "/etc/debian_version"], "image": NAME}),
+        serde_json::json!({"argv": ["true"]}),
+        serde_json::json!({"argv": ["true"], "image": "no/such:image"}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, text).unwrap();
+    let run = |extra: &[&str]| -> Vec<serde_json::Value> {
+        let out = corral()
+            .args(["run", "--batch"])
+            .arg(&file)
+            .arg("--data")
+            .arg(data_dir())
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let res = run(&[]);
+    assert_eq!(res[0]["status"], "ok", "{}", res[0]);
+    assert_eq!(res[0]["image"]["digest"], digest().as_str());
+    assert!(res[1].get("image").is_none(), "{}", res[1]);
+    assert_eq!(res[2]["status"], "invalid_spec");
+    assert!(res[2]["error"]
+        .as_str()
+        .unwrap()
+        .contains("corral env pull"));
+    // --image is every line's default.
+    let res = run(&["--image", NAME]);
+    assert_eq!(res[1]["image"]["name"], NAME, "{}", res[1]);
+}
