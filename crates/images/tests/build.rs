@@ -348,6 +348,26 @@ fn gc_keeps_the_cache_of_images_and_drops_the_rest() {
 }
 
 #[test]
+fn gc_clears_what_a_killed_build_left_mounted() {
+    let tmp = common::scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let disk = store.tmp_dir().join("build-killed/disk");
+    std::fs::create_dir_all(&disk).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "corral-build"])
+        .arg(&disk)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::create_dir(disk.join("upper")).unwrap();
+    std::fs::write(disk.join("upper/half-written"), "x").unwrap();
+    store.gc().unwrap();
+    assert!(!store.tmp_dir().join("build-killed").exists());
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&*disk.to_string_lossy()), "still mounted");
+}
+
+#[test]
 fn a_failed_step_names_nothing_and_says_which_step() {
     let tmp = common::scratch();
     let store = busybox_store(tmp.path());

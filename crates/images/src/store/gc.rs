@@ -48,6 +48,7 @@ impl Store {
         }
         let mut report = GcReport {
             cache_entries_removed: self.gc_cache(&layers)?,
+            bytes_freed: self.gc_build_leftovers()?,
             ..GcReport::default()
         };
         for (sub, keep, count) in [("blobs/sha256", &blobs, 0), ("layers/sha256", &layers, 1)] {
@@ -76,6 +77,25 @@ impl Store {
             }
         }
         Ok(report)
+    }
+
+    /// Removes the scratch folders of builds that were killed (a running build holds the writer
+    /// lock, so under gc's none is live), unmounting the tmpfs a step's upper folder was on first.
+    fn gc_build_leftovers(&self) -> Result<u64, Error> {
+        let dir = self.tmp_dir();
+        let mut freed = 0;
+        for e in std::fs::read_dir(&dir).at(&dir)? {
+            let e = e.at(&dir)?;
+            if !e.file_name().to_string_lossy().starts_with("build-") {
+                continue;
+            }
+            let path = e.path();
+            // Not mounted (EINVAL) is the usual case; anything else shows in the removal below.
+            let _ = nix::mount::umount2(&path.join("disk"), nix::mount::MntFlags::MNT_DETACH);
+            freed += tree_bytes(&path);
+            remove_tree(&path)?;
+        }
+        Ok(freed)
     }
 
     /// Removes the cache entries (and damaged ones) that need a layer not in `kept`.
