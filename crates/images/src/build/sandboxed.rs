@@ -13,7 +13,7 @@ use std::sync::Arc;
 use corral_sandbox::{run_fresh, Host, ImageRoot, OutputSink, Root, RunSpec, Status};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
-use super::{Changes, RunRequest, StepOutcome, StepRunner};
+use super::runner::{Changes, RunRequest, StepOutcome, StepRunner};
 use crate::changes::IdMap;
 
 /// Runs each step in a fresh build-mode sandbox of `host`.
