@@ -1,5 +1,6 @@
 //! `corral env …`: container images (environments) in the data folder's image store — pull from a
-//! registry, import an archive or root filesystem, list, inspect, tag, remove, collect garbage.
+//! registry, import an archive or root filesystem, build from a build file (`env_build`), list,
+//! inspect, tag, remove, collect garbage.
 
 use std::path::PathBuf;
 
@@ -56,6 +57,14 @@ enum EnvCommand {
         #[arg(long)]
         name: Option<String>,
     },
+    /// Build an image from a build file: a base (`from`) and steps (run, copy, env, workdir).
+    #[command(
+        after_help = "Each `run` step runs in a build sandbox (the same isolation as every run; root \
+        in a user namespace of its own, with network) over the image so far, and what it changes \
+        becomes a layer. Steps are cached: an unchanged step (same parent, same text, for `copy` \
+        the same content) is not run again. The image is named only when every step succeeded."
+    )]
+    Build(crate::env_build::BuildArgs),
     /// List images: names, digest, size, created.
     Ls {
         /// One JSON array instead of a table.
@@ -143,6 +152,7 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
             let names = store.names_of(&r.digest)?;
             println!("{} {}", r.digest, names.join(" "));
         }
+        EnvCommand::Build(args) => crate::env_build::run(&store, args)?,
         EnvCommand::Ls { json } => {
             let list = store.list()?;
             if json {
@@ -204,9 +214,10 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
         EnvCommand::Gc => {
             let r = store.gc()?;
             println!(
-                "removed {} layers and {} blobs, freed {}",
+                "removed {} layers, {} blobs and {} build-cache entries, freed {}",
                 r.layers_removed,
                 r.blobs_removed,
+                r.cache_entries_removed,
                 human(r.bytes_freed)
             );
         }

@@ -4,6 +4,7 @@ mod batch;
 mod check;
 mod doctor;
 mod env;
+mod env_build;
 mod exit;
 mod grade;
 mod gradescope;
@@ -52,7 +53,7 @@ enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Manage API tokens of `corral serve`.
     Token(token::TokenArgs),
-    /// Container images to run in: pull, import, list, inspect, tag, remove, gc, disk use.
+    /// Container images to run in: pull, import, build, list, inspect, tag, remove, gc, disk use.
     Env(Box<env::EnvArgs>),
     /// Judge queued submissions of a `corral serve` from another host (needs a worker token).
     Worker(Box<worker::WorkerArgs>),

@@ -114,3 +114,28 @@ fn import_list_inspect_tag_remove_and_gc() {
     assert!(ok(&data, &["gc"]).contains("removed 1 layers"));
     assert_eq!(ok(&data, &["ls", "--json"]).trim(), "[]");
 }
+
+#[test]
+fn a_relative_data_folder_gives_sandboxes_absolute_layer_folders() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    rootfs_tar(&tmp.path().join("root.tar"));
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .current_dir(tmp.path())
+            .args(["env", "--data", "rel-data"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run(&["import", "root.tar", "--name", "rel"]);
+    let v: serde_json::Value = serde_json::from_str(&run(&["inspect", "rel"])).unwrap();
+    let layer = Path::new(v["layer_dirs"][0].as_str().unwrap());
+    assert!(layer.is_absolute(), "{layer:?}");
+    assert!(layer.starts_with(tmp.path().join("rel-data")), "{layer:?}");
+}

@@ -114,3 +114,48 @@ impl<R: Read> Read for HashingReader<R> {
         Ok(n)
     }
 }
+
+/// Passes bytes through to `inner` while hashing and counting them.
+pub struct HashingWriter<W> {
+    inner: W,
+    hasher: Sha256,
+    count: u64,
+}
+
+impl<W: io::Write> HashingWriter<W> {
+    pub fn new(inner: W) -> Self {
+        HashingWriter {
+            inner,
+            hasher: Sha256::new(),
+            count: 0,
+        }
+    }
+
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.inner
+    }
+
+    /// The digest and byte count of everything written, and the inner writer.
+    pub fn finish(self) -> (Digest, u64, W) {
+        (
+            Digest {
+                hex: hex::encode(self.hasher.finalize()),
+            },
+            self.count,
+            self.inner,
+        )
+    }
+}
+
+impl<W: io::Write> io::Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.count += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}

@@ -1,6 +1,7 @@
 //! Container images for corral: a content-addressed store under the data folder, hostile-input
 //! layer unpacking, import of OCI layouts / docker archives / root-filesystem tars, and pulls
-//! from OCI distribution registries. See `README.md` in this crate for the on-disk layout.
+//! from OCI distribution registries, and builds from a build file (steps run by a caller-given
+//! build sandbox, their changes turned into layers, each step cached). See `README.md` in this crate for the on-disk layout.
 
 pub mod digest;
 mod error;
@@ -19,3 +20,5 @@ pub use import::import;
 pub mod pull;
 
 pub use pull::{pull, Progress, PullOptions};
+pub mod build;
+pub mod changes;

@@ -2,33 +2,12 @@
 //! a root-filesystem tar and as an OCI layout holding the same tar, it is the same layer.
 //! The tar is built once and cached in /var/tmp (keyed by the mmdebstrap arguments).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
+use std::path::Path;
+
+use common::debian_root::debian_tar;
 use corral_images::{import, Store};
-
-const ARGS: [&str; 2] = ["--variant=minbase", "bookworm"];
-
-fn debian_tar() -> PathBuf {
-    let cache = Path::new("/var/tmp/corral-test-cache");
-    std::fs::create_dir_all(cache).unwrap();
-    let path = cache.join("mmdebstrap-minbase-bookworm.tar");
-    if !path.is_file() {
-        let partial = cache.join(format!("mmdebstrap-{}.tar.partial", std::process::id()));
-        let st = Command::new("mmdebstrap")
-            .args(["--quiet"])
-            .args(ARGS)
-            .arg(&partial)
-            .status()
-            .expect("mmdebstrap (scripts/setup installs it)");
-        assert!(
-            st.success(),
-            "mmdebstrap failed (it needs Debian's package mirror)"
-        );
-        std::fs::rename(&partial, &path).unwrap();
-    }
-    path
-}
 
 fn sha_file(p: &Path) -> String {
     use sha2::Digest;

@@ -11,6 +11,8 @@ use crate::error::IoContext;
 pub struct GcReport {
     pub blobs_removed: u64,
     pub layers_removed: u64,
+    /// Build-cache entries whose layers no image uses any more.
+    pub cache_entries_removed: u64,
     pub bytes_freed: u64,
 }
 
@@ -26,8 +28,9 @@ pub struct DiskUsage {
 }
 
 impl Store {
-    /// Removes every blob and unpacked layer that no image record references, and leftovers of
-    /// interrupted unpacks. Waits for running imports and pulls (they hold the writer lock).
+    /// Removes every blob and unpacked layer that no image record references, the build-cache
+    /// entries that need one of them, and leftovers of interrupted unpacks. Waits for running
+    /// imports, pulls and builds (they hold the writer lock).
     pub fn gc(&self) -> Result<GcReport, Error> {
         let _g = self.gc_lock()?;
         let mut blobs = HashSet::new();
@@ -43,7 +46,11 @@ impl Store {
                 layers.insert(l.diff_id.hex().to_string());
             }
         }
-        let mut report = GcReport::default();
+        let mut report = GcReport {
+            cache_entries_removed: self.gc_cache(&layers)?,
+            bytes_freed: self.gc_build_leftovers()?,
+            ..GcReport::default()
+        };
         for (sub, keep, count) in [("blobs/sha256", &blobs, 0), ("layers/sha256", &layers, 1)] {
             let dir = self.root.join(sub);
             for e in std::fs::read_dir(&dir).at(&dir)? {
@@ -70,6 +77,43 @@ impl Store {
             }
         }
         Ok(report)
+    }
+
+    /// Removes the scratch folders of builds that were killed (a running build holds the writer
+    /// lock, so under gc's none is live), unmounting the tmpfs a step's upper folder was on first.
+    fn gc_build_leftovers(&self) -> Result<u64, Error> {
+        let dir = self.tmp_dir();
+        let mut freed = 0;
+        for e in std::fs::read_dir(&dir).at(&dir)? {
+            let e = e.at(&dir)?;
+            if !e.file_name().to_string_lossy().starts_with("build-") {
+                continue;
+            }
+            let path = e.path();
+            // Not mounted (EINVAL) is the usual case; anything else shows in the removal below.
+            let _ = nix::mount::umount2(&path.join("disk"), nix::mount::MntFlags::MNT_DETACH);
+            freed += tree_bytes(&path);
+            remove_tree(&path)?;
+        }
+        Ok(freed)
+    }
+
+    /// Removes the cache entries (and damaged ones) that need a layer not in `kept`.
+    fn gc_cache(&self, kept: &HashSet<String>) -> Result<u64, Error> {
+        let dir = self.root.join("cache/sha256");
+        let mut removed = 0;
+        for e in std::fs::read_dir(&dir).at(&dir)? {
+            let path = e.at(&dir)?.path();
+            let keep = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<super::cache::State>(&b).ok())
+                .is_some_and(|s| s.layers.iter().all(|l| kept.contains(l.diff_id.hex())));
+            if !keep {
+                std::fs::remove_file(&path).at(&path)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     pub fn disk_usage(&self) -> Result<DiskUsage, Error> {

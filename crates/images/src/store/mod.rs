@@ -3,11 +3,13 @@
 //! one record per image, and the names index.
 
 mod blobs;
+mod cache;
 pub mod gc;
 mod images;
 mod model;
 mod names;
 pub mod refs;
 
+pub use cache::State;
 pub use model::{ImageRecord, LayerRecord, RootFs, Store};
 pub use refs::Ref;

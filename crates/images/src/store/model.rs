@@ -65,10 +65,18 @@ pub struct RootFs {
 }
 
 impl Store {
-    /// Opens (creating its folders) the store of the data folder `data_dir`.
+    /// Opens (creating its folders) the store of the data folder `data_dir` (relative to the
+    /// current folder when not absolute).
     pub fn open(data_dir: &Path) -> Result<Store, Error> {
-        let root = data_dir.join("images");
-        for sub in ["blobs/sha256", "layers/sha256", "records/sha256", "tmp"] {
+        // Absolute: layer and build folders are handed to sandboxes, which mount them elsewhere.
+        let root = std::path::absolute(data_dir).at(data_dir)?.join("images");
+        for sub in [
+            "blobs/sha256",
+            "layers/sha256",
+            "records/sha256",
+            "cache/sha256",
+            "tmp",
+        ] {
             let p = root.join(sub);
             std::fs::create_dir_all(&p).at(&p)?;
         }

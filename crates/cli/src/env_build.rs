@@ -1,0 +1,70 @@
+//! `corral env build FILE [--name NAME] [--json]`: an image from a build file, each `run` step in
+//! a build sandbox. Progress (step N/M, cached or ran, time) and the steps' own output go to
+//! stderr; stdout gets the result: `DIGEST NAME`, or with `--json` one summary object.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use corral_images::build::{self, BuildFile, Event};
+use corral_images::Store;
+
+#[derive(Args, Debug)]
+pub struct BuildArgs {
+    /// The build file (YAML, or JSON when it ends in .json; see schemas/build.schema.json).
+    file: PathBuf,
+    /// Name for the image [default: the file's `name`, else none: the digest names it].
+    #[arg(long)]
+    name: Option<String>,
+    /// One JSON summary on stdout (digest, name, base, per step: cached, seconds, layer).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(store: &Store, args: BuildArgs) -> anyhow::Result<()> {
+    let file = BuildFile::load(&args.file)?;
+    let host = crate::sandboxes::host()
+        .context("the build sandbox cannot start here; run `corral doctor` to see why")?;
+    let mut runner = build::sandboxed::SandboxRunner::new(host);
+    let mut stderr = std::io::stderr();
+    let mut on_event = |e: Event<'_>| {
+        // Progress is best effort: a closed stderr must not fail the build.
+        let _ = match e {
+            Event::Start { step, total, text } => {
+                writeln!(stderr, "step {step}/{total}: {text}")
+            }
+            Event::Output(bytes) => stderr.write_all(bytes),
+            Event::Done(r) => {
+                let what = if r.cached { "cached" } else { "ran" };
+                let layer = r
+                    .layer
+                    .as_ref()
+                    .map(|d| format!(", layer {}", &d.to_string()[..19]))
+                    .unwrap_or_default();
+                writeln!(stderr, "step {}: {what} ({:.1}s{layer})", r.step, r.seconds)
+            }
+        };
+    };
+    let report = build::build(
+        store,
+        &file,
+        args.name.as_deref(),
+        &mut runner,
+        &mut on_event,
+    )?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        eprintln!(
+            "built {} ({} steps ran, {} cached)",
+            report.digest, report.ran, report.cached
+        );
+        println!(
+            "{} {}",
+            report.digest,
+            report.name.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(())
+}
