@@ -139,6 +139,9 @@ pub struct RunSpec {
     pub tty: Option<(u16, u16)>,
     /// What `/` is: the host's system folders or a container image's layers.
     pub root: Root,
+    /// A stricter seccomp profile on top of the default one (`no_spawn`, `no_sockets`,
+    /// `allow:…`); the default adds nothing.
+    pub seccomp: corral_seccomp::Restrictions,
 }
 
 impl RunSpec {
@@ -154,6 +157,7 @@ impl RunSpec {
             copy_out: None,
             tty: None,
             root: Root::Host,
+            seccomp: corral_seccomp::Restrictions::default(),
         }
     }
 
@@ -296,6 +300,9 @@ pub struct RunSpecJson {
     /// Attach the program to an 80×24 pseudo-terminal instead of pipes.
     #[serde(default)]
     pub tty: bool,
+    /// A stricter seccomp profile: `no_spawn`, `no_sockets`, `allow:NAME,…`, joined by `+`.
+    #[serde(default)]
+    pub seccomp: Option<String>,
 }
 
 impl RunSpecJson {
@@ -321,6 +328,9 @@ impl RunSpecJson {
         spec.limits = self.limits.resolve(defaults)?;
         spec.copy_out = self.copy_out.map(rel);
         spec.tty = self.tty.then_some((80, 24));
+        if let Some(name) = &self.seccomp {
+            spec.seccomp = name.parse()?;
+        }
         spec.validate()?;
         Ok(spec)
     }

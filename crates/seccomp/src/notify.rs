@@ -118,6 +118,38 @@ pub fn respond_errno(listener: BorrowedFd<'_>, id: u64, errno: i32) -> io::Resul
     Ok(())
 }
 
+/// Answers notification `id` by letting the suspended syscall run as if the filter had allowed it
+/// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`, Linux 5.5). The decision must not depend on the call's
+/// arguments in memory (another thread could change them before the kernel reads them): the
+/// sandbox uses it only for the exec of a process that has not yet run any program code.
+/// `ENOENT` (the task died or the call was interrupted) is not an error.
+pub fn respond_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
+    const SECCOMP_USER_NOTIF_FLAG_CONTINUE: u32 = 1;
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: SECCOMP_USER_NOTIF_FLAG_CONTINUE,
+    };
+    // SAFETY: NOTIF_SEND reads one `struct seccomp_notif_resp` (the size encoded in the request
+    // number is that of this very struct) from the pointer, valid for the duration of the call.
+    let rc = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &mut resp as *mut libc::seccomp_notif_resp,
+        )
+    };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ENOENT) {
+            return Ok(());
+        }
+        return Err(err);
+    }
+    Ok(())
+}
+
 /// Human-readable name of a syscall seen in a notification.
 ///
 /// Native syscalls give their bare name (`"ptrace"`); syscalls through
