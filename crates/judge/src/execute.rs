@@ -30,6 +30,8 @@ pub fn execute(
     let mut mounts = Vec::new();
     let mut env: Vec<(String, String)> = Vec::new();
     let run_argv: Vec<String>;
+    // The language's profile for its program's run (never the compile).
+    let mut run_seccomp = corral_sandbox::Restrictions::default();
     let mut compile_argv: Option<Vec<String>> = None;
     if let Some(id) = &spec.language {
         let lang = match registry.get(id) {
@@ -49,11 +51,17 @@ pub fn execute(
             .compile
             .as_ref()
             .map(|c| vec!["/bin/sh".into(), "-c".into(), with(c, &spec.compile_args)]);
-        run_argv = vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            format!("exec {}", with(&lang.run, &spec.run_args)),
-        ];
+        let run = with(&lang.run, &spec.run_args);
+        run_seccomp = lang.seccomp.clone();
+        run_argv = match corral_checks::suite::Command::Shell(run.clone()).direct_argv() {
+            // Under no_spawn nothing may exec once the program runs, a shell's exec included.
+            Some(argv) if run_seccomp.no_spawn => argv,
+            _ => {
+                // A command that needs the shell cannot keep the language's no_spawn.
+                run_seccomp.no_spawn = false;
+                vec!["/bin/sh".into(), "-c".into(), format!("exec {run}")]
+            }
+        };
     } else {
         run_argv = match spec.cmd.as_ref().map(Cmd::argv) {
             Some(argv) if !argv.is_empty() => argv,
@@ -110,7 +118,9 @@ pub fn execute(
         }
     }
     let stdin = Stdin::Bytes(spec.stdin.clone().into_bytes());
-    let o = sb.run(&make(run_argv, &spec.limits, stdin), &mut NoSink);
+    let mut run_spec = make(run_argv, &spec.limits, stdin);
+    run_spec.seccomp = run_seccomp;
+    let o = sb.run(&run_spec, &mut NoSink);
     drop(lease);
     let (verdict, message) = judge_run(&o, spec.expected_output.as_deref());
     Verdict {

@@ -1,9 +1,9 @@
 //! `Host`: what a process needs once to make sandboxes — the cgroup manager, the compiled seccomp
 //! programs and the path of the init binary. Built once, shared by every sandbox.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use corral_seccomp::{CompiledFilter, Profile, Restrictions};
@@ -108,11 +108,9 @@ impl Host {
         } else {
             &self.filter_offline
         };
-        cell.get_or_init(|| {
-            CompiledFilter::compile(&profile(network)).map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|e| SandboxError::Init(format!("compiling the seccomp profile: {e}")))
+        cell.get_or_init(|| CompiledFilter::compile(&profile(network)).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| SandboxError::Init(format!("compiling the seccomp profile: {e}")))
     }
 
     /// The program of a stricter profile (see [`Restrictions`]) for a sandbox with or without
@@ -133,12 +131,10 @@ impl Host {
             return Ok(Some(f.clone()));
         }
         let filter = Arc::new(
-            CompiledFilter::compile(
-                &profile(network).with_restrictions(restrictions.clone()),
-            )
-            .map_err(|e| {
-                SandboxError::Init(format!("compiling the seccomp profile {restrictions}: {e}"))
-            })?,
+            CompiledFilter::compile(&profile(network).with_restrictions(restrictions.clone()))
+                .map_err(|e| {
+                    SandboxError::Init(format!("compiling the seccomp profile {restrictions}: {e}"))
+                })?,
         );
         let mut kept = self.lock_strict();
         if kept.len() < KEPT {

@@ -98,7 +98,9 @@ impl CompiledFilter {
         let denied = profile::allow_list_denied(profile, &rules);
         for &nr in &denied {
             ctx.add_rule_exact(ScmpAction::Notify, ScmpSyscall::from(nr))
-                .map_err(seccomp_err(format!("adding allow-list rule for syscall {nr}")))?;
+                .map_err(seccomp_err(format!(
+                    "adding allow-list rule for syscall {nr}"
+                )))?;
         }
 
         let mut bytes = export_bpf(&ctx)?;

@@ -136,8 +136,8 @@ mod restrictions;
 
 pub use filter::{CompiledFilter, Verdict, INSN_SIZE, MAX_INSNS};
 pub use notify::{
-    receive, respond_continue, respond_errno, syscall_name, Notification, AUDIT_ARCH_AARCH64, AUDIT_ARCH_ARM,
-    AUDIT_ARCH_I386, AUDIT_ARCH_NATIVE, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT,
+    receive, respond_continue, respond_errno, syscall_name, Notification, AUDIT_ARCH_AARCH64,
+    AUDIT_ARCH_ARM, AUDIT_ARCH_I386, AUDIT_ARCH_NATIVE, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT,
 };
 pub use profile::{Action, Profile, RuleInfo};
 pub use restrictions::{Restrictions, RestrictionsError, STARTUP};

@@ -225,7 +225,10 @@ mod tests {
         let r: Restrictions = serde_json::from_str(r#""no_spawn+no_sockets""#).unwrap();
         let l: Restrictions = serde_json::from_str(r#"["no_spawn", "no_sockets"]"#).unwrap();
         assert_eq!(r, l);
-        assert_eq!(serde_json::to_string(&r).unwrap(), r#""no_spawn+no_sockets""#);
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#""no_spawn+no_sockets""#
+        );
         let e = serde_json::from_str::<Restrictions>(r#""nope""#).unwrap_err();
         assert!(e.to_string().contains("unknown seccomp profile"), "{e}");
     }

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral_sandbox::{Limits, LimitsRequest, Millis};
+use corral_sandbox::{Limits, LimitsRequest, Millis, Restrictions};
 use serde::Deserialize;
 
 use crate::error::SuiteError;
@@ -52,6 +52,8 @@ pub struct Suite {
     pub limits: LimitsRequest,
     /// Default time a check may take.
     pub timeout: Option<Millis>,
+    /// A stricter seccomp profile for every run of every check (replacing the language's).
+    pub seccomp: Option<Restrictions>,
     /// Files of the assignment copied in next to the submission.
     pub files: Vec<AssignmentFile>,
     /// The checks, in file order.
@@ -90,6 +92,8 @@ pub struct Check {
     pub timeout: Option<Millis>,
     pub limits: LimitsRequest,
     pub language: Option<String>,
+    /// A stricter seccomp profile for every run of this check (replacing the suite's).
+    pub seccomp: Option<Restrictions>,
     pub kind: CheckKind,
 }
 
@@ -194,6 +198,8 @@ struct RawSuite {
     #[serde(default)]
     timeout: Option<Millis>,
     #[serde(default)]
+    seccomp: Option<Restrictions>,
+    #[serde(default)]
     files: Vec<AssignmentFile>,
     #[serde(default)]
     safety: Option<safety::RawSafety>,
@@ -218,6 +224,8 @@ struct RawCheck {
     limits: LimitsRequest,
     #[serde(default)]
     language: Option<String>,
+    #[serde(default)]
+    seccomp: Option<Restrictions>,
     #[serde(default)]
     steps: Option<Vec<Step>>,
     #[serde(default)]
@@ -379,6 +387,7 @@ impl Suite {
                 timeout: rc.timeout,
                 limits: rc.limits,
                 language: rc.language,
+                seccomp: rc.seccomp,
                 kind,
             });
         }
@@ -414,6 +423,7 @@ impl Suite {
             language: raw.language,
             limits: raw.limits,
             timeout: raw.timeout,
+            seccomp: raw.seccomp,
             files: raw.files,
             checks,
             safety: raw
@@ -443,6 +453,11 @@ impl Suite {
             .or(self.timeout)
             .map(|m| m.duration())
             .unwrap_or(DEFAULT_TIMEOUT)
+    }
+
+    /// The seccomp profile a check names: its own, or the suite's (`None`: the language's).
+    pub fn seccomp_of<'a>(&'a self, check: &'a Check) -> Option<&'a Restrictions> {
+        check.seccomp.as_ref().or(self.seccomp.as_ref())
     }
 
     /// The language of a check: its own, or the suite's.

@@ -452,12 +452,7 @@ fn pre_exec_notification(
 ) -> bool {
     let n = match corral_seccomp::receive(listener) {
         Ok(n) => n,
-        Err(e) => {
-            return matches!(
-                e.raw_os_error(),
-                Some(libc::EINTR) | Some(libc::ENOENT)
-            )
-        }
+        Err(e) => return matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::ENOENT)),
     };
     // Checked after receiving: a program's call is made after its exec closed the socket.
     let exec_done = readable(report, PollTimeout::ZERO, None);

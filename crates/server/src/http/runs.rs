@@ -31,6 +31,13 @@ pub struct RunRequest {
     /// Extra environment variables.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// A stricter seccomp profile on top of the default one: `no_spawn` (no new process or
+    /// program once the command runs; a simple `cmd` string is then exec'd without a shell),
+    /// `no_sockets`, `allow:NAME,NAME` (only these syscalls), joined by `+`. A call it denies ends
+    /// the run as `blocked_syscall`.
+    #[serde(default)]
+    #[schema(example = "no_spawn+no_sockets")]
+    pub seccomp: Option<String>,
 }
 
 /// Run a command.
@@ -65,6 +72,21 @@ pub async fn run(
     Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<RunRequest>,
 ) -> Result<Json<RunResponse>, ApiError> {
+    let seccomp: corral_sandbox::Restrictions = match &req.seccomp {
+        Some(name) => name
+            .parse()
+            .map_err(|e: corral_sandbox::RestrictionsError| {
+                ApiError::unprocessable(e.to_string())
+            })?,
+        None => Default::default(),
+    };
+    // Under no_spawn a shell could not exec the command: a simple one is exec'd directly.
+    let direct = match &req.cmd {
+        Cmd::Line(s) if seccomp.no_spawn => {
+            corral_checks::suite::Command::Shell(s.clone()).direct_argv()
+        }
+        _ => None,
+    };
     let input = runs::RunInput {
         cmd: req.cmd,
         sandbox: req.sandbox,
@@ -75,7 +97,11 @@ pub async fn run(
         limits: req.limits,
         env: req.env,
     };
-    let prepared = runs::prepare(&st, &caller, input).await?;
+    let mut prepared = runs::prepare(&st, &caller, input).await?;
+    prepared.spec.seccomp = seccomp;
+    if let Some(argv) = direct {
+        prepared.spec.argv = argv;
+    }
     let clamped = prepared.clamped.clone();
     let (outcome, sandbox) =
         runs::execute(&st, prepared, |sb, spec| sb.run(spec, &mut NoSink)).await?;
