@@ -112,7 +112,7 @@ pub async fn run(
 /// Destroy a kept sandbox now.
 #[utoipa::path(
     delete, path = "/sandboxes/{id}", tag = "sandbox",
-    params(("id" = String, Path, description = "Sandbox id (the `sandbox` of a `POST /run` answer)")),
+    params(("id" = String, Path, description = "Sandbox id (the `sandbox` of a `POST /run` answer)", example = "0123456789abcdef0123456789abcdef")),
     responses(
         (status = 204, description = "Destroyed"),
         (status = 404, description = "No such sandbox of this caller", body = ErrorBody),
