@@ -133,6 +133,7 @@ mod notify;
 mod patterns;
 mod profile;
 mod restrictions;
+mod syscalls;
 
 pub use filter::{CompiledFilter, Verdict, INSN_SIZE, MAX_INSNS};
 pub use notify::{

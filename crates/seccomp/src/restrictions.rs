@@ -132,7 +132,7 @@ impl FromStr for Restrictions {
                         return Err(RestrictionsError::EmptyAllowList(s.to_string()));
                     }
                     for n in &names {
-                        if crate::profile::resolve_owned(n).is_none() {
+                        if crate::syscalls::resolve_owned(n).is_none() {
                             return Err(RestrictionsError::UnknownSyscall(n.clone()));
                         }
                     }
