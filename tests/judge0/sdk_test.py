@@ -67,6 +67,18 @@ check(subs[4].exit_signal == 11, subs[4].exit_signal)
 check(subs[6].stdout == "a+b\n", subs[6].stdout)
 check(subs[7].stdout == "quoted\n", subs[7].stdout)
 
+# Multi-file programs: the SDK zips a Filesystem into additional_files, unpacked beside the source.
+fs = judge0.Filesystem(content=[judge0.File(name="greet.py", content="def greet(n):\n    return 'hello, ' + n\n")])
+s = Submission(source_code="import greet\nprint(greet.greet(input()))", language=judge0.PYTHON, stdin="sdk",
+               additional_files=fs)
+s = judge0.run(client=client, submissions=s)
+check(s.status == Status.ACCEPTED and s.stdout == "hello, sdk\n", s)
+# Standard error merged into standard output, and repeated runs.
+s = Submission(source_code="import sys\nprint('out', flush=True)\nsys.stderr.write('err\\n')", language=judge0.PYTHON,
+               redirect_stderr_to_stdout=True, number_of_runs=2, expected_output="out\nerr")
+s = judge0.run(client=client, submissions=s)
+check(s.status == Status.ACCEPTED and s.stdout == "out\nerr\n", s)
+
 # Fields: only what is asked for comes back.
 s = Submission(source_code="print('hi')", language=judge0.PYTHON)
 s = client.create_submission(s)

@@ -7,8 +7,12 @@
 //!   records) is bounded *before* it is allocated, with at most a few extended headers per entry
 //!   and no sparse or other exotic entry types. Its errors quote a bounded [`excerpt`](excerpt::excerpt) of a name.
 //!
+//! - [`zip_files`]: zip archives (Judge0's `additional_files`) through the `zip` crate, with the
+//!   entry count, name length and form, entry kinds, total size and ratio checked before reading.
+//!
 //! What an entry may be (paths, kinds, counts, total size) is the caller's policy, not this crate's.
 
 pub mod decompress;
 pub mod excerpt;
 pub mod tar_stream;
+pub mod zip_files;

@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use corral_images::Store as ImageStore;
 use corral_sandbox::{
-    Limits, LimitsRequest, Mount, NoSink, Pool, Root, RunSpec, SandboxConfig, Status, Stdin,
+    Limits, LimitsRequest, Mount, NoSink, Pool, Restrictions, Root, RunSpec, SandboxConfig, Status,
+    Stdin,
 };
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +51,10 @@ pub struct Language {
     /// Default limits this toolchain needs (a suite's own limits still win).
     #[serde(default)]
     pub limits: LimitsRequest,
+    /// The seccomp profile of the program's runs (`run`, never `compile`): a stricter layer on
+    /// top of the default one. A suite or check that names its own replaces it.
+    #[serde(default, skip_serializing_if = "Restrictions::is_default")]
+    pub seccomp: Restrictions,
     /// Programs or absolute host paths that must exist; default: the first word of `compile`
     /// and `run` unless it starts with `./`. Not looked for on the host when `image` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]

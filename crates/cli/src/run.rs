@@ -38,6 +38,10 @@ pub struct RunArgs {
     /// Share the host's network (default: no network at all).
     #[arg(long)]
     network: bool,
+    /// A stricter seccomp profile on top of the default one: no_spawn (no new process or program
+    /// once the program runs), no_sockets, allow:NAME,NAME,… (only these syscalls), joined by '+'.
+    #[arg(long, value_name = "NAME", conflicts_with = "batch")]
+    seccomp_profile: Option<corral_sandbox::Restrictions>,
     /// After the run, copy the working directory's regular files and folders to this host folder.
     #[arg(long, value_name = "DIR")]
     copy_out: Option<PathBuf>,
@@ -144,6 +148,7 @@ impl RunArgs {
             }
         }
         spec.network = self.network;
+        spec.seccomp = self.seccomp_profile.clone().unwrap_or_default();
         spec.copy_out = self.copy_out.clone();
         spec.limits = self
             .limits_request()

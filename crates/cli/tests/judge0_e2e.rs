@@ -233,3 +233,211 @@ fn judge0_ids_of_the_seed_languages() {
         }
     });
 }
+
+/// A zip of `(name, bytes)` entries (a name ending in `/` is a folder; `@target` as the bytes of a
+/// name starting with `link:` makes a symbolic link).
+fn zip_of(entries: &[(&str, &[u8])]) -> String {
+    use std::io::Write;
+    use zip::write::SimpleFileOptions;
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (name, data) in entries {
+        let o = SimpleFileOptions::default();
+        if let Some(link) = name.strip_prefix("link:") {
+            w.add_symlink(link, std::str::from_utf8(data).unwrap(), o)
+                .unwrap();
+        } else if name.ends_with('/') {
+            w.add_directory(*name, o).unwrap();
+        } else {
+            w.start_file(*name, o).unwrap();
+            w.write_all(data).unwrap();
+        }
+    }
+    base64::engine::general_purpose::STANDARD.encode(w.finish().unwrap().into_inner())
+}
+
+/// `POST /judge0/submissions?wait=true&fields=*` → (status code, body).
+async fn j0_wait(s: &Server, t: &str, body: Value) -> (StatusCode, Value) {
+    j0(
+        s,
+        Some(t),
+        reqwest::Method::POST,
+        "/judge0/submissions?base64_encoded=false&wait=true&fields=*",
+        Some(body),
+    )
+    .await
+}
+
+#[test]
+fn multi_file_programs_repeated_runs_and_merged_output() {
+    let s = Server::start("[submissions]\nworkers = 2\n", &[]);
+    rt().block_on(async {
+        let t = s.token("staff").await;
+        // A C program whose header comes in the zip, in a folder.
+        let files = zip_of(&[
+            ("lib/", b""),
+            ("lib/answer.h", b"#define ANSWER 42\n"),
+            ("data.txt", b"from the zip\n"),
+        ]);
+        let (st, v) = j0_wait(
+            &s,
+            &t,
+            json!({"language_id": 50, "additional_files": files,
+                   "source_code": "#include <stdio.h>\n#include \"lib/answer.h\"\nint main(void){char b[64]; FILE *f = fopen(\"data.txt\", \"r\"); fgets(b, sizeof b, f); printf(\"%d %s\", ANSWER, b); return 0;}\n"}),
+        )
+        .await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        assert_eq!(v["status"]["id"], 3, "{v}");
+        assert_eq!(v["stdout"], "42 from the zip\n", "{v}");
+        // A Python module beside the source.
+        let files = zip_of(&[("greet.py", b"def greet(n):\n    return 'hello, ' + n\n")]);
+        let (_, v) = j0_wait(
+            &s,
+            &t,
+            json!({"language_id": 71, "additional_files": files, "stdin": "zip",
+                   "source_code": "import greet\nprint(greet.greet(input()))\n"}),
+        )
+        .await;
+        assert_eq!(v["stdout"], "hello, zip\n", "{v}");
+
+        // number_of_runs: every run made, the means reported; a failing run ends the series.
+        let (_, v) = j0_wait(
+            &s,
+            &t,
+            json!({"language_id": 71, "number_of_runs": 3, "source_code": "print(sum(range(10**5)))\n",
+                   "expected_output": "4999950000"}),
+        )
+        .await;
+        assert_eq!(v["status"]["id"], 3, "{v}");
+        assert_eq!(v["number_of_runs"], 3, "{v}");
+        assert!(v["time"].as_str().is_some() && v["memory"].as_i64().unwrap() > 0, "{v}");
+        let (_, v) = j0_wait(
+            &s,
+            &t,
+            json!({"language_id": 71, "number_of_runs": 3,
+                   "source_code": "import os\nn = len(os.listdir('.'))\nopen(f'run{n}', 'w').close()\nprint(n)\n",
+                   "expected_output": "1"}),
+        )
+        .await;
+        // The first run sees main.py only and is accepted; the second sees run1 and is not: the
+        // series stops there and reports it.
+        assert_eq!(v["status"]["id"], 4, "{v}");
+        assert_eq!(v["stdout"], "2\n", "{v}");
+        let (st, v) = j0_wait(
+            &s,
+            &t,
+            json!({"language_id": 71, "number_of_runs": 21, "source_code": "print(1)"}),
+        )
+        .await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        assert!(v["error"].as_str().unwrap().contains("at most 20"), "{v}");
+
+        // redirect_stderr_to_stdout: both streams, in order, as the output judged.
+        let src = "import sys\nprint('out', flush=True)\nsys.stderr.write('err\\n')\n";
+        let (_, v) = j0_wait(
+            &s,
+            &t,
+            json!({"language_id": 71, "redirect_stderr_to_stdout": true, "source_code": src,
+                   "expected_output": "out\nerr"}),
+        )
+        .await;
+        assert_eq!(v["status"]["id"], 3, "{v}");
+        assert_eq!(v["stdout"], "out\nerr\n", "{v}");
+        assert_eq!(v["stderr"], Value::Null, "{v}");
+        let (_, v) = j0_wait(&s, &t, json!({"language_id": 71, "source_code": src})).await;
+        assert_eq!(v["stdout"], "out\n", "{v}");
+        assert_eq!(v["stderr"], "err\n", "{v}");
+    });
+}
+
+#[test]
+fn hostile_additional_files_are_refused() {
+    let s = Server::start("[submissions]\nworkers = 1\n[upload]\nmax_files = 5\n", &[]);
+    rt().block_on(async {
+        let t = s.token("staff").await;
+        let bomb = vec![0u8; 16 << 20];
+        let many: Vec<(String, Vec<u8>)> =
+            (0..100).map(|i| (format!("f{i}"), vec![b'x'])).collect();
+        let many: Vec<(&str, &[u8])> = many.iter().map(|(n, d)| (n.as_str(), &d[..])).collect();
+        let cases: Vec<(String, &str)> = vec![
+            (zip_of(&[("../escape.txt", b"x")]), "leaves its folder"),
+            (zip_of(&[("a/../../escape.txt", b"x")]), "leaves its folder"),
+            (zip_of(&[("/etc/cron.d/x", b"x")]), "absolute"),
+            (zip_of(&[("link:shadow", b"/etc/shadow")]), "symbolic link"),
+            (zip_of(&[("bomb", &bomb)]), "zip bomb"),
+            (zip_of(&many), "entries"),
+            (zip_of(&[("main.py", b"print('replaced')")]), "source file"),
+            (
+                base64::engine::general_purpose::STANDARD.encode(b"PK\x03\x04junk"),
+                "not a zip",
+            ),
+            ("%%%".to_string(), "base64"),
+        ];
+        for (zip, want) in cases {
+            let (st, v) = j0_wait(
+                &s,
+                &t,
+                json!({"language_id": 71, "source_code": "print(1)", "additional_files": zip}),
+            )
+            .await;
+            assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{want}: {v}");
+            assert!(
+                v["error"].as_str().unwrap_or_default().contains(want),
+                "{want}: {v}"
+            );
+        }
+        // Nothing was written outside the data folder, and the server is still up.
+        assert!(!Path::new("/etc/cron.d/x").exists());
+        s.health().await;
+    });
+}
+
+#[test]
+fn enable_network_is_refused_unless_the_operator_allows_it() {
+    // Interfaces the run sees: /proc/net/dev has two header lines, then one per interface.
+    let src = "tail -n +3 /proc/net/dev | wc -l";
+    let offline = Server::start("[submissions]\nworkers = 1\n", &[]);
+    let sandboxed = rt().block_on(async {
+        let t = offline.token("staff").await;
+        let (st, v) = j0_wait(
+            &offline,
+            &t,
+            json!({"language_id": 46, "source_code": src, "enable_network": true}),
+        )
+        .await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        assert!(
+            v["error"].as_str().unwrap().contains("allow_network"),
+            "{v}"
+        );
+        let (_, v) = j0_wait(&offline, &t, json!({"language_id": 46, "source_code": src})).await;
+        assert_eq!(v["status"]["id"], 3, "{v}");
+        v["stdout"].as_str().unwrap().trim().parse::<u32>().unwrap()
+    });
+    assert_eq!(sandboxed, 1, "only the sandbox's own loopback");
+    drop(offline);
+    let online = Server::start(
+        "[submissions]\nworkers = 1\n[judge0]\nallow_network = true\n",
+        &[],
+    );
+    rt().block_on(async {
+        let t = online.token("staff").await;
+        let (st, v) = j0_wait(
+            &online,
+            &t,
+            json!({"language_id": 46, "source_code": src, "enable_network": true}),
+        )
+        .await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        assert_eq!(v["enable_network"], true, "{v}");
+        let host = std::fs::read_to_string("/proc/net/dev")
+            .unwrap()
+            .lines()
+            .count() as u32
+            - 2;
+        assert_eq!(
+            v["stdout"].as_str().unwrap().trim().parse::<u32>().unwrap(),
+            host,
+            "{v}"
+        );
+    });
+}

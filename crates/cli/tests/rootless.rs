@@ -240,6 +240,28 @@ fn rootless_limits_and_seccomp_hold() {
     ));
     assert_eq!(blocked["status"], "blocked_syscall", "{blocked}");
     assert_eq!(blocked["blocked_syscall"], "unshare", "{blocked}");
+    // A stricter profile: the program itself starts (found on PATH), what it starts is stopped.
+    let strict = |argv: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--json",
+            "--seccomp-profile",
+            "no_spawn+no_sockets",
+            "--",
+        ];
+        args.extend(argv);
+        json(&as_nobody(&bin.path, Some(&cg), &args))
+    };
+    let started = strict(&["echo", "started"]);
+    assert_eq!(started["stdout"], "started\n", "{started}");
+    let forked = strict(&["/bin/sh", "-c", "true | true"]);
+    assert_eq!(forked["blocked_syscall"], "clone", "{forked}");
+    let threads = strict(&[
+        "/usr/bin/python3",
+        "-c",
+        "import threading; t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()",
+    ]);
+    assert_eq!(threads["stdout"], "thread\n", "{threads}");
     let bomb = json(&as_nobody(
         &bin.path,
         Some(&cg),

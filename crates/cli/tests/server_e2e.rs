@@ -884,3 +884,39 @@ fn a_terminal_run_over_websocket_shows_an_unflushed_c_prompt() {
         assert_eq!(out, "17 91\r\n");
     });
 }
+
+#[test]
+fn a_run_can_ask_for_a_stricter_seccomp_profile() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        // A simple command still starts (exec'd without the shell); the shell's fork is stopped.
+        let v = s
+            .run_ok(&t, json!({"cmd": "echo hi", "seccomp": "no_spawn+no_sockets"}))
+            .await;
+        assert_eq!(v["status"], "ok", "{v}");
+        assert_eq!(v["stdout"], "hi\n");
+        let v = s
+            .run_ok(&t, json!({"cmd": "true | true", "seccomp": "no_spawn"}))
+            .await;
+        assert_eq!(v["status"], "blocked_syscall", "{v}");
+        assert_eq!(v["blocked_syscall"], "clone", "{v}");
+        let v = s
+            .run_ok(
+                &t,
+                json!({"cmd": ["python3", "-c", "import socket; socket.socket()"], "seccomp": "no_sockets"}),
+            )
+            .await;
+        assert_eq!(v["blocked_syscall"], "socket", "{v}");
+        let r = client()
+            .post(s.url("/run"))
+            .bearer_auth(&t)
+            .json(&json!({"cmd": "true", "seccomp": "no_forks"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let v: Value = r.json().await.unwrap();
+        assert!(v.to_string().contains("unknown seccomp profile"), "{v}");
+    });
+}

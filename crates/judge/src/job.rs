@@ -78,6 +78,25 @@ pub struct JobSpec {
     /// digests (and fetch those they lack from the API node).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub image_digests: BTreeMap<String, String>,
+    /// Times the program runs (Judge0's `number_of_runs`): it stops at the first run that is not
+    /// accepted; the reported CPU time and memory are the runs' means.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub runs: u32,
+    /// The program's standard error goes to its standard output (Judge0's
+    /// `redirect_stderr_to_stdout`): the output judged and reported is both, in arrival order.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stderr_to_stdout: bool,
+    /// The run shares the host's network (Judge0's `enable_network`, when the operator allows it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 impl JobSpec {

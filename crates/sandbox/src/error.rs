@@ -23,6 +23,8 @@ pub enum SpecError {
     TooLarge { what: &'static str, max: usize },
     #[error("give either {0} or {1}, not both")]
     Conflict(&'static str, &'static str),
+    #[error(transparent)]
+    BadSeccompProfile(#[from] corral_seccomp::RestrictionsError),
 }
 
 /// The sandbox could not be set up or supervised. A run that hits one of these never ran with less

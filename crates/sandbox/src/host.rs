@@ -1,11 +1,12 @@
 //! `Host`: what a process needs once to make sandboxes — the cgroup manager, the compiled seccomp
 //! programs and the path of the init binary. Built once, shared by every sandbox.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use corral_seccomp::{CompiledFilter, Profile};
+use corral_seccomp::{CompiledFilter, Profile, Restrictions};
 
 use crate::error::SandboxError;
 
@@ -34,6 +35,8 @@ pub struct Host {
     pub(crate) init: InitProgram,
     filter_offline: OnceLock<Result<CompiledFilter, String>>,
     filter_online: OnceLock<Result<CompiledFilter, String>>,
+    /// Programs of stricter profiles, by (network, restrictions), compiled on first use.
+    strict_filters: Mutex<HashMap<(bool, Restrictions), Arc<CompiledFilter>>>,
     pub(crate) landlock: bool,
     /// Not root: sandboxes live in user namespaces owned by the caller.
     pub(crate) rootless: bool,
@@ -91,6 +94,7 @@ impl Host {
             init,
             filter_offline: OnceLock::new(),
             filter_online: OnceLock::new(),
+            strict_filters: Mutex::new(HashMap::new()),
             landlock: true,
             rootless,
             host_ids: crate::uids::host_ids(),
@@ -104,16 +108,48 @@ impl Host {
         } else {
             &self.filter_offline
         };
-        cell.get_or_init(|| {
-            CompiledFilter::compile(
-                &Profile::default_profile()
-                    .with_network(network)
-                    .with_unix_sockets(!network || abstract_sockets_scoped()),
-            )
-            .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|e| SandboxError::Init(format!("compiling the seccomp profile: {e}")))
+        cell.get_or_init(|| CompiledFilter::compile(&profile(network)).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| SandboxError::Init(format!("compiling the seccomp profile: {e}")))
+    }
+
+    /// The program of a stricter profile (see [`Restrictions`]) for a sandbox with or without
+    /// network; `None` for the default profile (the sandbox's own program, shipped once).
+    pub(crate) fn strict_filter(
+        &self,
+        network: bool,
+        restrictions: &Restrictions,
+    ) -> Result<Option<Arc<CompiledFilter>>, SandboxError> {
+        /// Allow-lists come from requests: past this many, programs are compiled for one run
+        /// and not kept.
+        const KEPT: usize = 64;
+        if restrictions.is_default() {
+            return Ok(None);
+        }
+        let key = (network, restrictions.clone());
+        if let Some(f) = self.lock_strict().get(&key) {
+            return Ok(Some(f.clone()));
+        }
+        let filter = Arc::new(
+            CompiledFilter::compile(&profile(network).with_restrictions(restrictions.clone()))
+                .map_err(|e| {
+                    SandboxError::Init(format!("compiling the seccomp profile {restrictions}: {e}"))
+                })?,
+        );
+        let mut kept = self.lock_strict();
+        if kept.len() < KEPT {
+            kept.insert(key, filter.clone());
+        }
+        Ok(Some(filter))
+    }
+
+    fn lock_strict(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(bool, Restrictions), Arc<CompiledFilter>>> {
+        // A panic while holding it leaves nothing half-written: the map is still valid.
+        self.strict_filters
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// A name unique on this machine for a sandbox (cgroup names, uids): the process id and a
@@ -133,6 +169,13 @@ impl Host {
     pub fn cgroup_version(&self) -> corral_cgroups::Version {
         self.cgroups.version()
     }
+}
+
+/// The default profile of a sandbox with or without network.
+fn profile(network: bool) -> Profile {
+    Profile::default_profile()
+        .with_network(network)
+        .with_unix_sockets(!network || abstract_sockets_scoped())
 }
 
 /// Removes empty sandbox cgroups whose owner is gone: a supervisor killed with SIGKILL cannot

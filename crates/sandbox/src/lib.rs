@@ -29,6 +29,7 @@ mod spec;
 mod uids;
 
 pub use capture::{NoSink, OutputSink};
+pub use corral_seccomp::{Restrictions, RestrictionsError};
 pub use error::{SandboxError, SpecError};
 pub use execution::Execution;
 pub use host::{Host, InitProgram};

@@ -100,6 +100,10 @@ pub enum Request {
         rlimits: Rlimits,
         #[serde(default)]
         tty: Option<(u16, u16)>,
+        /// A stricter seccomp program for this run (raw `sock_filter` array); `None`: the
+        /// sandbox's default one from `Setup`.
+        #[serde(default)]
+        seccomp: Option<Vec<u8>>,
     },
     /// Send a signal to the current program's process group.
     Signal { signal: i32 },

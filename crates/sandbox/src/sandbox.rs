@@ -66,6 +66,8 @@ pub struct Sandbox {
     id: String,
     config: SandboxConfig,
     keeper: Option<Child>,
+    /// Compiles the stricter seccomp programs a run may ask for.
+    host: Arc<Host>,
     /// The init's socket and the run accounting, which an [`Execution`] borrows.
     control: Control,
     uid: u32,
@@ -237,6 +239,7 @@ impl Sandbox {
             id: name.clone(),
             config: config.clone(),
             keeper: Some(keeper),
+            host: host.clone(),
             control: Control::new(
                 mine,
                 File::open("/")
@@ -478,11 +481,16 @@ impl Sandbox {
             // Above the pids cgroup limit, so the cgroup (which reports hits) bites first.
             nproc: limits.pids.saturating_add(8),
         };
+        let seccomp = self
+            .host
+            .strict_filter(self.config.network, &spec.seccomp)?
+            .map(|f| f.as_bytes().to_vec());
         let run = Request::Run {
             argv: spec.argv.clone(),
             env: spec.environment(),
             rlimits,
             tty: spec.tty,
+            seccomp,
         };
         self.control.count_run();
         let mut sent = Vec::new();

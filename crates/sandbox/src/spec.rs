@@ -159,6 +159,9 @@ pub struct RunSpec {
     pub tty: Option<(u16, u16)>,
     /// What `/` is: the host's system folders or a container image's layers.
     pub root: Root,
+    /// A stricter seccomp profile on top of the default one (`no_spawn`, `no_sockets`,
+    /// `allow:…`); the default adds nothing.
+    pub seccomp: corral_seccomp::Restrictions,
 }
 
 impl RunSpec {
@@ -174,6 +177,7 @@ impl RunSpec {
             copy_out: None,
             tty: None,
             root: Root::Host,
+            seccomp: corral_seccomp::Restrictions::default(),
         }
     }
 
@@ -341,6 +345,9 @@ pub struct RunSpecJson {
     /// root. [`RunSpecJson::into_spec`] leaves the root to the caller, which owns the image store.
     #[serde(default)]
     pub image: Option<String>,
+    /// A stricter seccomp profile: `no_spawn`, `no_sockets`, `allow:NAME,…`, joined by `+`.
+    #[serde(default)]
+    pub seccomp: Option<String>,
 }
 
 impl RunSpecJson {
@@ -366,6 +373,9 @@ impl RunSpecJson {
         spec.limits = self.limits.resolve(defaults)?;
         spec.copy_out = self.copy_out.map(rel);
         spec.tty = self.tty.then_some((80, 24));
+        if let Some(name) = &self.seccomp {
+            spec.seccomp = name.parse()?;
+        }
         spec.validate()?;
         Ok(spec)
     }

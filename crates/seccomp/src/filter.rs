@@ -78,7 +78,8 @@ impl CompiledFilter {
         ctx.set_ctl_optimize(2)
             .map_err(seccomp_err("setting the optimization level"))?;
 
-        for rule in profile::rule_specs(profile) {
+        let rules = profile::rule_specs(profile);
+        for rule in &rules {
             let Some(nr) = profile::resolve(rule.syscall) else {
                 continue;
             };
@@ -94,8 +95,19 @@ impl CompiledFilter {
                     .map_err(seccomp_err(context()))?;
             }
         }
+        let denied = profile::allow_list_denied(profile, &rules);
+        for &nr in &denied {
+            ctx.add_rule_exact(ScmpAction::Notify, ScmpSyscall::from(nr))
+                .map_err(seccomp_err(format!(
+                    "adding allow-list rule for syscall {nr}"
+                )))?;
+        }
 
-        Self::from_bytes(export_bpf(&ctx)?)
+        let mut bytes = export_bpf(&ctx)?;
+        if profile.restrictions().allow.is_some() {
+            bytes = [allow_list_prefix(), bytes].concat();
+        }
+        Self::from_bytes(bytes)
     }
 
     /// The raw `struct sock_filter` array, to ship over a socket.
@@ -225,6 +237,35 @@ pub enum Verdict {
     /// The program is not one the kernel would accept (bad instruction,
     /// out-of-bounds jump or load, running off the end).
     Invalid,
+}
+
+/// Placed before libseccomp's program in allow-list mode: a native syscall numbered above
+/// [`profile::ALLOW_LIST_NR_MAX`] (one a newer kernel may add, which no rule names) is killed and
+/// reported. libseccomp's program starts from scratch (it loads what it tests), and its jumps are
+/// relative, so a prefix leaves it intact.
+fn allow_list_prefix() -> Vec<u8> {
+    const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JGT_K: u16 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const RET_USER_NOTIF: u32 = 0x7fc0_0000;
+    let prefix: [(u16, u8, u8, u32); 5] = [
+        (LD_ABS, 0, 0, 4), // arch
+        (JEQ_K, 0, 3, crate::AUDIT_ARCH_NATIVE),
+        (LD_ABS, 0, 0, 0), // nr
+        (JGT_K, 0, 1, profile::ALLOW_LIST_NR_MAX as u32),
+        (RET_K, 0, 0, RET_USER_NOTIF),
+    ];
+    prefix
+        .iter()
+        .flat_map(|&(code, jt, jf, k)| {
+            let mut b = Vec::with_capacity(INSN_SIZE);
+            b.extend_from_slice(&code.to_ne_bytes());
+            b.extend_from_slice(&[jt, jf]);
+            b.extend_from_slice(&k.to_ne_bytes());
+            b
+        })
+        .collect()
 }
 
 fn export_bpf(ctx: &ScmpFilterContext) -> Result<Vec<u8>, Error> {

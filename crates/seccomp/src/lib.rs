@@ -90,6 +90,17 @@
 //! * `ioctl` with `TIOCSTI` or `TIOCLINUX` → `EPERM`: injecting input into
 //!   a terminal the sandbox shares would execute commands outside it.
 //!
+//! # Stricter profiles ([`Restrictions`])
+//!
+//! A language, suite, check or run can add layers that only deny more: `no_spawn` (no new
+//! process or program once the program runs: `fork`, `vfork`, `clone` without `CLONE_THREAD`,
+//! `execve`, `execveat` are killed and reported; threads still work), `no_sockets` (`socket` and
+//! `socketpair` of every family killed and reported) and `allow:NAME,…` (allow-list mode: only the
+//! named syscalls, [`STARTUP`], and what the default answers quietly; every other syscall number,
+//! those libseccomp does not know included, is killed and reported). The program's own `execve`
+//! under `no_spawn` is let through by the sandbox's PID 1, which answers it with
+//! [`respond_continue`] while the program's process has not exec'd yet.
+//!
 //! Arguments the kernel reads as 32-bit `int`s (socket domain, ioctl
 //! request, persona) are compared on their low 32 bits only, so garbage in
 //! the upper half of the register cannot smuggle a value past the filter.
@@ -121,13 +132,16 @@ mod filter;
 mod notify;
 mod patterns;
 mod profile;
+mod restrictions;
+mod syscalls;
 
 pub use filter::{CompiledFilter, Verdict, INSN_SIZE, MAX_INSNS};
 pub use notify::{
-    receive, respond_errno, syscall_name, Notification, AUDIT_ARCH_AARCH64, AUDIT_ARCH_ARM,
-    AUDIT_ARCH_I386, AUDIT_ARCH_NATIVE, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT,
+    receive, respond_continue, respond_errno, syscall_name, Notification, AUDIT_ARCH_AARCH64,
+    AUDIT_ARCH_ARM, AUDIT_ARCH_I386, AUDIT_ARCH_NATIVE, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT,
 };
 pub use profile::{Action, Profile, RuleInfo};
+pub use restrictions::{Restrictions, RestrictionsError, STARTUP};
 
 /// Errors of compiling or loading a filter program.
 #[derive(Debug, thiserror::Error)]

@@ -92,15 +92,39 @@ pub fn respond_errno(listener: BorrowedFd<'_>, id: u64, errno: i32) -> io::Resul
             format!("respond_errno: {errno} is not a valid errno"),
         ));
     }
-    let mut resp = libc::seccomp_notif_resp {
-        id,
-        val: 0,
-        error: -errno,
-        flags: 0,
-    };
-    // SAFETY: NOTIF_SEND reads one `struct seccomp_notif_resp` (the size
-    // encoded in the request number is that of this very struct) from the
-    // pointer, valid for the duration of the call.
+    send(
+        listener,
+        libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: -errno,
+            flags: 0,
+        },
+    )
+}
+
+/// Answers notification `id` by letting the suspended syscall run as if the filter had allowed it
+/// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`, Linux 5.5). The decision must not depend on the call's
+/// arguments in memory (another thread could change them before the kernel reads them): the
+/// sandbox uses it only for the exec of a process that has not yet run any program code.
+/// `ENOENT` (the task died or the call was interrupted) is not an error.
+pub fn respond_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
+    const SECCOMP_USER_NOTIF_FLAG_CONTINUE: u32 = 1;
+    send(
+        listener,
+        libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: 0,
+            flags: SECCOMP_USER_NOTIF_FLAG_CONTINUE,
+        },
+    )
+}
+
+/// `SECCOMP_IOCTL_NOTIF_SEND`; `ENOENT` (the task died or its call was interrupted) is success.
+fn send(listener: BorrowedFd<'_>, mut resp: libc::seccomp_notif_resp) -> io::Result<()> {
+    // SAFETY: NOTIF_SEND reads one `struct seccomp_notif_resp` (the size encoded in the request
+    // number is that of this very struct) from the pointer, valid for the duration of the call.
     let rc = unsafe {
         libc::ioctl(
             listener.as_raw_fd(),
@@ -141,7 +165,7 @@ pub fn syscall_name(nr: i32, arch: u32) -> String {
         .ok()
         .or_else(|| {
             native
-                .then(|| crate::profile::raw_name(nr))
+                .then(|| crate::syscalls::raw_name(nr))
                 .flatten()
                 .map(str::to_owned)
         });

@@ -2,9 +2,11 @@
 
 use std::fmt;
 
-use libseccomp::{ScmpArgCompare, ScmpCompareOp, ScmpSyscall};
+use libseccomp::{ScmpArgCompare, ScmpCompareOp};
 
 use crate::patterns::{self, Pattern};
+use crate::restrictions::{Restrictions, STARTUP};
+pub(crate) use crate::syscalls::{resolve, resolve_owned};
 
 /// What the profile does when a syscall matches one of its rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -45,6 +47,7 @@ fn errno_name(e: i32) -> Option<&'static str> {
 pub struct Profile {
     allow_network: bool,
     unix_sockets: bool,
+    restrictions: Restrictions,
 }
 
 impl Default for Profile {
@@ -59,6 +62,7 @@ impl Profile {
         Profile {
             allow_network: false,
             unix_sockets: true,
+            restrictions: Restrictions::default(),
         }
     }
 
@@ -95,6 +99,17 @@ impl Profile {
     /// See [`Profile::with_unix_sockets`].
     pub fn unix_sockets(&self) -> bool {
         self.unix_sockets
+    }
+
+    /// A stricter layer on top (see [`Restrictions`]).
+    pub fn with_restrictions(mut self, restrictions: Restrictions) -> Self {
+        self.restrictions = restrictions;
+        self
+    }
+
+    /// See [`Profile::with_restrictions`].
+    pub fn restrictions(&self) -> &Restrictions {
+        &self.restrictions
     }
 }
 
@@ -219,31 +234,6 @@ const NOTIFY_ALWAYS: &[&str] = &[
     "clock_settime",
     "clock_settime64",
 ];
-
-/// Syscalls newer than the libseccomp we build against (2.5.4) knows,
-/// with their number on the architectures we support. Since Linux 5.1 all
-/// architectures share numbers for new syscalls (x86_64 included).
-const RAW_NUMBERS: &[(&str, i32)] = &[("open_tree_attr", 467)];
-
-/// Resolves a syscall name on the native architecture; `None` if it does
-/// not exist there.
-pub(crate) fn resolve(name: &'static str) -> Option<i32> {
-    match ScmpSyscall::from_name(name) {
-        Ok(s) if i32::from(s) >= 0 => Some(i32::from(s)),
-        // libseccomp returns negative pseudo numbers for syscalls that exist
-        // on other architectures only, and an error for names it does not
-        // know at all.
-        _ => RAW_NUMBERS
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|&(_, nr)| nr),
-    }
-}
-
-/// Name of a native syscall number that libseccomp does not know.
-pub(crate) fn raw_name(nr: i32) -> Option<&'static str> {
-    RAW_NUMBERS.iter().find(|(_, n)| *n == nr).map(|&(n, _)| n)
-}
 
 fn lo32_patterns(arg: u32, patterns: &[Pattern]) -> Vec<Vec<ScmpArgCompare>> {
     patterns
@@ -380,5 +370,88 @@ pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
             .collect(),
     );
 
+    restrict(&mut rules, &profile.restrictions);
     rules
+}
+
+/// Makes `syscall` killed and reported whatever its arguments, replacing its default rules.
+fn notify_always(rules: &mut Vec<RuleSpec>, syscall: &'static str, condition: &'static str) {
+    rules.retain(|r| r.syscall != syscall);
+    rules.push(RuleSpec {
+        syscall,
+        action: Action::KillAndReport,
+        condition,
+        alternatives: Vec::new(),
+    });
+}
+
+/// The stricter layers: each only turns an allowed case into a reported one.
+fn restrict(rules: &mut Vec<RuleSpec>, r: &Restrictions) {
+    if r.no_spawn {
+        for name in ["fork", "vfork"] {
+            notify_always(rules, name, "");
+        }
+        for name in ["execve", "execveat"] {
+            notify_always(
+                rules,
+                name,
+                "after the program's own exec (no_spawn; PID 1 lets that one through)",
+            );
+        }
+        let clone = rules
+            .iter_mut()
+            .find(|r| r.syscall == "clone")
+            .expect("the default profile has a clone rule");
+        clone.condition = "flags contain any CLONE_NEW* namespace flag, or lack CLONE_THREAD (no_spawn: a new process)";
+        clone.alternatives.push(vec![ScmpArgCompare::new(
+            0,
+            ScmpCompareOp::MaskedEqual(libc::CLONE_THREAD as u64),
+            0,
+        )]);
+    }
+    if r.no_sockets {
+        notify_always(rules, "socket", "any family (no_sockets)");
+        notify_always(rules, "socketpair", "any family (no_sockets)");
+    }
+    if let Some(allow) = &r.allow {
+        // A syscall outside the list loses its conditional default rules (it is reported whatever
+        // its arguments); one the default fails quietly as a whole (clone3, io_uring) stays quiet,
+        // so runtimes still fall back. Syscalls with no rule at all are denied by number when the
+        // filter is compiled (`allow_list_denied`).
+        let conditional: Vec<&'static str> = rules
+            .iter()
+            .filter(|r| !r.alternatives.is_empty() && !allowed(allow, r.syscall))
+            .map(|r| r.syscall)
+            .collect();
+        for name in conditional {
+            notify_always(rules, name, "not in the allow-list");
+        }
+    }
+}
+
+fn allowed(allow: &std::collections::BTreeSet<String>, name: &str) -> bool {
+    allow.contains(name) || STARTUP.contains(&name)
+}
+
+/// Highest syscall number an allow-list denies one by one; anything above is denied by a check
+/// placed before libseccomp's program (see `CompiledFilter::compile`). x86_64 and aarch64 number
+/// their syscalls below 600 (x86_64's x32 range ends at 547; new syscalls share numbers from 424).
+pub(crate) const ALLOW_LIST_NR_MAX: i32 = 599;
+
+/// In allow-list mode: every native syscall number up to [`ALLOW_LIST_NR_MAX`] that is neither
+/// allowed nor already has a rule, to be killed and reported. Empty without an allow-list.
+pub(crate) fn allow_list_denied(profile: &Profile, rules: &[RuleSpec]) -> Vec<i32> {
+    let Some(allow) = &profile.restrictions.allow else {
+        return Vec::new();
+    };
+    let mut keep: std::collections::BTreeSet<i32> = allow
+        .iter()
+        .map(String::as_str)
+        .chain(STARTUP.iter().copied())
+        .filter_map(resolve_owned)
+        .collect();
+    keep.extend(rules.iter().filter_map(|r| resolve(r.syscall)));
+    (0..=ALLOW_LIST_NR_MAX)
+        .filter(|nr| !keep.contains(nr))
+        .collect()
 }

@@ -428,3 +428,165 @@ fn without_unix_sockets_socket_af_unix_fails_but_socketpair_works() {
         );
     }
 }
+
+fn strict(name: &str) -> CompiledFilter {
+    let r: Restrictions = name.parse().unwrap();
+    CompiledFilter::compile(&Profile::default_profile().with_restrictions(r)).unwrap()
+}
+
+/// Flags glibc's pthread_create gives clone (CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|
+/// CLONE_THREAD|CLONE_SYSVSEM|CLONE_SETTLS|CLONE_PARENT_SETTID|CLONE_CHILD_CLEARTID).
+const THREAD_FLAGS: u64 = 0x3d0f00;
+
+#[test]
+fn no_spawn_reports_new_processes_and_programs_but_not_threads() {
+    let f = strict("no_spawn");
+    let d = default_filter();
+    let sigchld = libc::SIGCHLD as u64;
+    for (nr, args) in [
+        (libc::SYS_clone, vec![sigchld]),
+        // vfork as posix_spawn does it.
+        (
+            libc::SYS_clone,
+            vec![(libc::CLONE_VM | libc::CLONE_VFORK) as u64 | sigchld],
+        ),
+        (libc::SYS_fork, vec![]),
+        (libc::SYS_vfork, vec![]),
+        (libc::SYS_execve, vec![]),
+        (libc::SYS_execveat, vec![]),
+    ] {
+        assert_eq!(native(&f, nr, &args), Verdict::Notify, "{nr} {args:?}");
+        assert_eq!(native(d, nr, &args), Verdict::Allow, "{nr} {args:?}");
+    }
+    // Threads (glibc's and Go's flags) still work; a namespace flag is still reported.
+    assert_eq!(native(&f, libc::SYS_clone, &[THREAD_FLAGS]), Verdict::Allow);
+    assert_eq!(
+        native(&f, libc::SYS_clone, &[0x50f00 | libc::CLONE_THREAD as u64]),
+        Verdict::Allow
+    );
+    assert_eq!(
+        native(
+            &f,
+            libc::SYS_clone,
+            &[THREAD_FLAGS | libc::CLONE_NEWNET as u64]
+        ),
+        Verdict::Notify
+    );
+    // clone3 keeps failing quietly, so glibc falls back to clone.
+    assert_eq!(
+        native(&f, libc::SYS_clone3, &[]),
+        Verdict::Errno(libc::ENOSYS)
+    );
+    assert_eq!(native(&f, libc::SYS_getpid, &[]), Verdict::Allow);
+    assert_eq!(
+        native(&f, libc::SYS_socket, &[libc::AF_INET as u64]),
+        Verdict::Allow
+    );
+}
+
+#[test]
+fn no_sockets_reports_every_family() {
+    let f = strict("no_sockets");
+    for family in [
+        libc::AF_UNIX,
+        libc::AF_INET,
+        libc::AF_INET6,
+        libc::AF_NETLINK,
+        0,
+        200,
+    ] {
+        for nr in [libc::SYS_socket, libc::SYS_socketpair] {
+            assert_eq!(native(&f, nr, &[family as u64, 1, 0]), Verdict::Notify);
+        }
+    }
+    assert_eq!(
+        native(
+            default_filter(),
+            libc::SYS_socket,
+            &[libc::AF_INET as u64, 1, 0]
+        ),
+        Verdict::Allow
+    );
+    // Fork still works.
+    assert_eq!(
+        native(&f, libc::SYS_clone, &[libc::SIGCHLD as u64]),
+        Verdict::Allow
+    );
+    let both = strict("no_spawn+no_sockets");
+    assert_eq!(
+        native(&both, libc::SYS_clone, &[libc::SIGCHLD as u64]),
+        Verdict::Notify
+    );
+    assert_eq!(
+        native(&both, libc::SYS_socketpair, &[1, 1, 0]),
+        Verdict::Notify
+    );
+}
+
+#[test]
+fn allow_list_allows_only_the_list_startup_and_quiet_defaults() {
+    let f = strict("allow:getpid,clone,socket");
+    assert!(
+        f.instruction_count() < MAX_INSNS,
+        "{}",
+        f.instruction_count()
+    );
+    for nr in [
+        libc::SYS_getpid,
+        libc::SYS_read,
+        libc::SYS_write,
+        libc::SYS_mmap,
+        libc::SYS_exit_group,
+    ] {
+        assert_eq!(native(&f, nr, &[]), Verdict::Allow, "{nr}");
+    }
+    for nr in [
+        libc::SYS_getuid,
+        libc::SYS_kill,
+        libc::SYS_unlink,
+        libc::SYS_socketpair,
+        libc::SYS_ioctl,
+        libc::SYS_execve,
+        // The default's own reported calls stay reported.
+        libc::SYS_ptrace,
+    ] {
+        assert_eq!(native(&f, nr, &[]), Verdict::Notify, "{nr}");
+    }
+    // Numbers no libseccomp knows, and numbers past any syscall a kernel has.
+    for nr in [470, 599, 600, 5000, i32::MAX] {
+        assert_eq!(
+            f.evaluate(AUDIT_ARCH_NATIVE, nr, [0; 6]),
+            Verdict::Notify,
+            "{nr}"
+        );
+    }
+    // The default's conditions still apply to listed syscalls.
+    assert_eq!(
+        native(&f, libc::SYS_clone, &[libc::SIGCHLD as u64]),
+        Verdict::Allow
+    );
+    assert_eq!(
+        native(&f, libc::SYS_clone, &[libc::CLONE_NEWUSER as u64]),
+        Verdict::Notify
+    );
+    assert_eq!(
+        native(&f, libc::SYS_socket, &[libc::AF_INET as u64]),
+        Verdict::Allow
+    );
+    assert_eq!(
+        native(&f, libc::SYS_socket, &[libc::AF_NETLINK as u64]),
+        Verdict::Errno(libc::EAFNOSUPPORT)
+    );
+    assert_eq!(
+        native(&f, libc::SYS_clone3, &[]),
+        Verdict::Errno(libc::ENOSYS)
+    );
+    // Foreign ABIs stay reported.
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(f.evaluate(AUDIT_ARCH_I386, 20, [0; 6]), Verdict::Notify);
+    // Without the list, a number beyond the table is the kernel's to refuse (ENOSYS).
+    assert_eq!(
+        default_filter().evaluate(AUDIT_ARCH_NATIVE, 5000, [0; 6]),
+        Verdict::Allow
+    );
+}

@@ -106,6 +106,8 @@ pub struct Config {
     pub languages: Option<PathBuf>,
     /// The submission queue and its workers (`[submissions]`).
     pub submissions: QueueConfig,
+    /// The Judge0 surface (`[judge0]`).
+    pub judge0: Judge0Config,
     /// Where uploaded files are kept (content-addressed); default `DATA/blobs`. API nodes sharing
     /// a PostgreSQL database must share this folder too (a network filesystem).
     pub blobs_dir: Option<PathBuf>,
@@ -135,6 +137,7 @@ impl Default for Config {
             shutdown_grace: Millis::ms(20_000),
             languages: None,
             submissions: Default::default(),
+            judge0: Default::default(),
             blobs_dir: None,
         }
     }
@@ -285,6 +288,26 @@ mod tests {
         assert_eq!(c.database_url(), "sqlite:///srv/corral/corral.db");
         assert!(toml::from_str::<Config>("bogus = 1").is_err());
         c.validate().unwrap();
+    }
+}
+
+/// `[judge0]` in the configuration file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Judge0Config {
+    /// Judge0's `enable_network: true` runs the program with the host's network. Refused (422)
+    /// unless this is on: a sandbox has no network by default.
+    pub allow_network: bool,
+    /// The most `number_of_runs` a submission may ask for (Judge0's own default cap).
+    pub max_number_of_runs: u32,
+}
+
+impl Default for Judge0Config {
+    fn default() -> Self {
+        Judge0Config {
+            allow_network: false,
+            max_number_of_runs: 20,
+        }
     }
 }
 

@@ -97,7 +97,14 @@ impl Modify for Security {
         title = "corral",
         description = "Run untrusted code in isolated Linux sandboxes: upload files, run commands \
             (then more commands in the same sandbox), run check suites, drive interactive programs \
-            over a WebSocket. The CS50 Sandbox API, extended.",
+            over a WebSocket. The CS50 Sandbox API, extended.\n\n\
+            Two operations are not plain HTTP requests: `GET /ws` is a WebSocket (RFC 6455); open \
+            it with an `Upgrade: websocket` handshake (`ws://` or `wss://`). A plain HTTP request \
+            cannot open it and is answered 400. `POST /worker/jobs/{id}/result` takes a worker \
+            token (role `worker`; any other role gets 403) and a `Corral-Signature` header, an \
+            HMAC-SHA256 of the exact body bytes keyed with the SHA-256 of that token; without a \
+            valid signature the answer is 401, so a client that cannot compute it only ever sees \
+            401 or 403 there.",
         license(name = "Apache-2.0")
     ),
     paths(
@@ -151,10 +158,37 @@ pub struct ApiDoc;
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
     doc.merge(QueueDoc::openapi());
+    exactly_one_mode(&mut doc);
     // The merged operations get the common answers too.
     Security.modify(&mut doc);
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
+}
+
+/// `POST /submissions` (and each item of a batch) takes exactly one of `language`, `cmd` and
+/// `suite`: said in the schema as `oneOf` three `required` alternatives beside the derived
+/// properties (utoipa derives the properties only).
+fn exactly_one_mode(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, OneOfBuilder, Schema};
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let Some(RefOr::T(derived)) = components.schemas.remove("SubmissionRequest") else {
+        return;
+    };
+    let modes = ["language", "cmd", "suite"]
+        .into_iter()
+        .fold(OneOfBuilder::new(), |b, mode| {
+            b.item(ObjectBuilder::new().required(mode).build())
+        })
+        .description(Some("Exactly one of language, cmd and suite"));
+    let schema = AllOfBuilder::new()
+        .item(derived)
+        .item(Schema::OneOf(modes.build()))
+        .build();
+    components
+        .schemas
+        .insert("SubmissionRequest".into(), RefOr::T(Schema::AllOf(schema)));
 }
 
 /// The queue's part of the document (merged into the rest): submissions and remote workers.

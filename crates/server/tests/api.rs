@@ -593,6 +593,37 @@ async fn openapi_document_is_complete() {
         doc["components"]["securitySchemes"]["bearer"]["scheme"],
         "bearer"
     );
+    // A submission names exactly one of language, cmd and suite, and the schema says so.
+    let sub = &doc["components"]["schemas"]["SubmissionRequest"]["allOf"];
+    assert!(sub[0]["properties"]["cmd"].is_object(), "{sub}");
+    let modes: Vec<&Value> = sub[1]["oneOf"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no oneOf: {sub}"))
+        .iter()
+        .map(|m| &m["required"][0])
+        .collect();
+    assert_eq!(modes, ["language", "cmd", "suite"]);
+    // Every path and query parameter has an example, so the examples phase of a fuzzer (and a
+    // reader) has something to send.
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                if p["in"] == "header" || p["in"] == "path" || p["in"] == "query" {
+                    assert!(
+                        p.get("example").is_some() || p["schema"].get("example").is_some(),
+                        "{method} {path}: parameter {} has no example",
+                        p["name"]
+                    );
+                }
+            }
+        }
+    }
+    // What plain HTTP cannot do is said where a client reads it.
+    let about = doc["info"]["description"].as_str().unwrap();
+    assert!(
+        about.contains("WebSocket") && about.contains("Corral-Signature"),
+        "{about}"
+    );
     // Every $ref points at a schema that exists.
     fn refs(v: &Value, out: &mut Vec<String>) {
         match v {

@@ -130,6 +130,100 @@ async fn concurrent_suite_registrations(s: Arc<dyn Store>) {
     assert_eq!(s.list_suites().await.unwrap().len(), 1);
 }
 
+/// Every transaction that writes, from several tasks at once, with the reads some of them make
+/// before writing (a suite's owner, a job's worker, a lost lease's state): none may fail. On
+/// SQLite a transaction that read first and then wrote after another connection's commit would
+/// fail at once with "database is locked"; each begins with the write lock instead.
+async fn every_write_under_concurrency(s: Arc<dyn Store>) {
+    use corral_store::{
+        CallbackOutcome, JobState, NewRevision, RevisionFile, RevisionKind, StoreError,
+    };
+    let start = corral_store::now();
+    let shared = s
+        .create_upload("staff", vec![file("suite.yaml", b"name: x", 0o644)])
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let (s, shared) = (s.clone(), shared.id.clone());
+            tokio::spawn(async move {
+                let owner = format!("owner{i}");
+                for n in 0..5 {
+                    let mine = s
+                        .create_upload(
+                            &owner,
+                            vec![file("main.c", format!("{i} {n}").as_bytes(), 0o644)],
+                        )
+                        .await?;
+                    s.put_suite(
+                        &format!("suite{}", n % 2),
+                        "staff",
+                        &format!("v{i}.{n}"),
+                        &shared,
+                    )
+                    .await?;
+                    s.create_revision(NewRevision {
+                        owner: owner.clone(),
+                        kind: RevisionKind::Run,
+                        language: "c".into(),
+                        status: "ok".into(),
+                        suite: None,
+                        score: None,
+                        max_score: None,
+                        summary: String::new(),
+                        files: vec![RevisionFile {
+                            path: "main.c".into(),
+                            content: format!("{i} {n}"),
+                        }],
+                    })
+                    .await?;
+                    let t = s.create_token(Role::Student, &owner).await?;
+                    s.revoke_token(&t.info.id).await?;
+                    s.enqueue(vec![NewJob {
+                        owner: owner.clone(),
+                        spec: "{}".into(),
+                        upload_id: Some(mine.id.clone()),
+                        callback_url: Some("http://callback.invalid/".into()),
+                        max_attempts: 2,
+                    }])
+                    .await?;
+                    // Some leases run out at once, for expire_leases to find.
+                    let lease = Duration::from_millis(if n % 3 == 0 { 1 } else { 60_000 });
+                    if let Some(c) = s.claim_job(&format!("worker{i}"), lease).await? {
+                        s.heartbeat_job(&c.job.id, &c.lease, lease).await?;
+                        // A stale lease: read the state, then record the refusal. A job whose
+                        // 1 ms lease ran out may meanwhile have been claimed again, finished and
+                        // deleted by another task: not found is an answer, not a failure.
+                        for lease in ["stale", c.lease.as_str()] {
+                            match s
+                                .complete_job(&c.job.id, lease, JobState::Done, "{}", None)
+                                .await
+                            {
+                                Ok(_) | Err(StoreError::NotFound(_)) => {}
+                                Err(e) => return Err(e),
+                            }
+                        }
+                    }
+                    s.expire_leases().await?;
+                    if let Some(cb) = s.claim_callback(Duration::from_secs(60)).await? {
+                        s.finish_callback(&cb.job.id, CallbackOutcome::Delivered, "ok")
+                            .await?;
+                    }
+                    s.delete_jobs_before(corral_store::now_ms() + 1).await?;
+                    // Uploads of this test are newer than `start`: the transaction runs, nothing
+                    // another task still needs goes.
+                    s.delete_uploads_before(start - 1).await?;
+                }
+                Ok::<_, StoreError>(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    assert_eq!(s.list_suites().await.unwrap().len(), 2);
+}
+
 macro_rules! store_tests {
     ($backend:ident, $($name:ident),* $(,)?) => {
         mod $backend {
@@ -150,14 +244,16 @@ store_tests!(
     tokens,
     uploads_suites_and_retention,
     revisions,
-    concurrent_suite_registrations
+    concurrent_suite_registrations,
+    every_write_under_concurrency
 );
 store_tests!(
     postgres,
     tokens,
     uploads_suites_and_retention,
     revisions,
-    concurrent_suite_registrations
+    concurrent_suite_registrations,
+    every_write_under_concurrency
 );
 
 /// Two stores on one PostgreSQL database (two API nodes): enqueuing on one wakes the workers

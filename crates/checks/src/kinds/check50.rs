@@ -97,7 +97,8 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
         "site": SITE,
         "problem": format!("{PROBLEM_DIR}/{}", cc.problem),
     });
-    let spec = python_helper(BOOTSTRAP, &cfg, &nonce, cx.settings);
+    let mut spec = python_helper(BOOTSTRAP, &cfg, &nonce, cx.settings);
+    spec.seccomp = cx.settings.harness_seccomp();
     let outcome = sb.run(&spec, &mut NoSink);
     match outcome.status {
         Status::SandboxError => {

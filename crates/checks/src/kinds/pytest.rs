@@ -447,7 +447,8 @@ fn session(
         "args": args,
         "test_timeout": pc.test_timeout.map(|d| d.as_secs_f64()),
     });
-    let spec = python_helper(BOOTSTRAP, &cfg, &nonce, cx.settings);
+    let mut spec = python_helper(BOOTSTRAP, &cfg, &nonce, cx.settings);
+    spec.seccomp = cx.settings.harness_seccomp();
     let outcome = sb.run(&spec, &mut NoSink);
     let read = |name: &str, max: u64| -> Result<Option<Vec<u8>>, String> {
         sb.read_file(&Path::new(&out_dir).join(name), max)

@@ -186,8 +186,10 @@ impl Runner<'_> {
 
     /// A `run` step and the process steps after it.
     fn segment(&mut self, sb: &mut Sandbox, steps: &[Step], at: usize, cmd: &Command) -> Flow {
+        let (argv, seccomp) = self.settings.launch(cmd);
         let cmd = &self.settings.expand(cmd);
-        let mut spec = RunSpec::new(cmd.argv());
+        let mut spec = RunSpec::new(argv);
+        spec.seccomp = seccomp;
         spec.env = self.settings.env.clone();
         spec.stdin = Stdin::Pipe;
         spec.limits = self.settings.limits.clone();

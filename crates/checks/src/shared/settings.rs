@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use corral_images::Store as ImageStore;
-use corral_sandbox::{Limits, Mount, Root};
+use corral_sandbox::{Limits, Mount, Restrictions, Root};
 
 use crate::error::GradeError;
 use crate::image_root;
@@ -25,9 +25,50 @@ pub struct RunSettings {
     /// What `/` is for the check's sandboxes: the check's (or suite's) image, else its language's,
     /// else the host's.
     pub root: Root,
+    /// The seccomp profile the check or suite names for all its runs (`None`: the language's
+    /// for runs of its program, see [`RunSettings::launch`]).
+    pub seccomp: Option<Restrictions>,
 }
 
 impl RunSettings {
+    /// What a `run` step of `cmd` (as the suite wrote it) executes, and under which seccomp
+    /// profile: the check's or suite's when it names one; otherwise the language's for a run of
+    /// the language's program (`{run}`), and the default for anything else (compilers, tools and
+    /// shells start other programs). Under `no_spawn` a simple command is exec'd directly (a
+    /// shell could not exec it); a language's `no_spawn` is left out when the command needs the
+    /// shell, a suite's is kept (the shell's exec is then reported).
+    pub fn launch(&self, cmd: &Command) -> (Vec<String>, Restrictions) {
+        let expanded = self.expand(cmd);
+        let mut seccomp = match (&self.seccomp, &self.language) {
+            (Some(s), _) => s.clone(),
+            (None, Some(lang)) if cmd.runs_program() => lang.seccomp.clone(),
+            _ => Restrictions::default(),
+        };
+        match expanded.direct_argv() {
+            Some(argv) if seccomp.no_spawn => (argv, seccomp),
+            _ => {
+                if self.seccomp.is_none() {
+                    seccomp.no_spawn = false;
+                }
+                (expanded.argv(), seccomp)
+            }
+        }
+    }
+
+    /// The seccomp profile of a harness that runs the submission's code (pytest, check50): the
+    /// check's or suite's, else the language's without `no_spawn` (check50 starts the program as
+    /// a child; tests may too).
+    pub fn harness_seccomp(&self) -> Restrictions {
+        match (&self.seccomp, &self.language) {
+            (Some(s), _) => s.clone(),
+            (None, Some(lang)) => Restrictions {
+                no_spawn: false,
+                ..lang.seccomp.clone()
+            },
+            (None, None) => Restrictions::default(),
+        }
+    }
+
     /// A command with the language placeholders replaced.
     pub fn expand(&self, cmd: &Command) -> Command {
         let Some(lang) = &self.language else {
@@ -140,6 +181,7 @@ pub fn for_suite(
                 timeout,
                 language,
                 root,
+                seccomp: suite.seccomp_of(check).cloned(),
             })
         })
         .collect()

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral_sandbox::{Limits, LimitsRequest, Millis};
+use corral_sandbox::{Limits, LimitsRequest, Millis, Restrictions};
 use serde::Deserialize;
 
 use crate::error::SuiteError;
@@ -58,6 +58,8 @@ pub struct Suite {
     pub limits: LimitsRequest,
     /// Default time a check may take.
     pub timeout: Option<Millis>,
+    /// A stricter seccomp profile for every run of every check (replacing the language's).
+    pub seccomp: Option<Restrictions>,
     /// Files of the assignment copied in next to the submission.
     pub files: Vec<AssignmentFile>,
     /// The checks, in file order.
@@ -98,6 +100,8 @@ pub struct Check {
     pub language: Option<String>,
     /// The container image (REF) the check runs in, over the suite's.
     pub image: Option<String>,
+    /// A stricter seccomp profile for every run of this check (replacing the suite's).
+    pub seccomp: Option<Restrictions>,
     pub kind: CheckKind,
 }
 
@@ -211,6 +215,8 @@ struct RawSuite {
     #[serde(default)]
     timeout: Option<Millis>,
     #[serde(default)]
+    seccomp: Option<Restrictions>,
+    #[serde(default)]
     files: Vec<AssignmentFile>,
     #[serde(default)]
     safety: Option<safety::RawSafety>,
@@ -237,6 +243,7 @@ struct RawCheck {
     language: Option<String>,
     #[serde(default)]
     image: Option<String>,
+    seccomp: Option<Restrictions>,
     #[serde(default)]
     steps: Option<Vec<Step>>,
     #[serde(default)]
@@ -426,6 +433,7 @@ impl Suite {
                 limits: rc.limits,
                 language: rc.language,
                 image: rc.image,
+                seccomp: rc.seccomp,
                 kind,
             });
         }
@@ -462,6 +470,7 @@ impl Suite {
             image: raw.image,
             limits: raw.limits,
             timeout: raw.timeout,
+            seccomp: raw.seccomp,
             files: raw.files,
             checks,
             safety: raw
@@ -491,6 +500,11 @@ impl Suite {
             .or(self.timeout)
             .map(|m| m.duration())
             .unwrap_or(DEFAULT_TIMEOUT)
+    }
+
+    /// The seccomp profile a check names: its own, or the suite's (`None`: the language's).
+    pub fn seccomp_of<'a>(&'a self, check: &'a Check) -> Option<&'a Restrictions> {
+        check.seccomp.as_ref().or(self.seccomp.as_ref())
     }
 
     /// The language of a check: its own, or the suite's.

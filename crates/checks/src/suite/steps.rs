@@ -130,6 +130,25 @@ impl Command {
     }
 }
 
+impl Command {
+    /// The argv that runs this command without a shell: an argv as given, a simple command's
+    /// words (see [`Command::argv`]); `None` when the command needs the shell.
+    pub fn direct_argv(&self) -> Option<Vec<String>> {
+        match self {
+            Command::Shell(s) if is_simple(s) => {
+                Some(s.split_whitespace().map(str::to_string).collect())
+            }
+            Command::Shell(_) => None,
+            Command::Argv(a) => Some(a.clone()),
+        }
+    }
+
+    /// Whether this runs the language's program (`{run}`).
+    pub fn runs_program(&self) -> bool {
+        matches!(self, Command::Shell(s) if s.contains("{run}"))
+    }
+}
+
 /// Words of characters the shell gives no meaning to, the first not an assignment or a builtin
 /// that `exec` would not find.
 fn is_simple(s: &str) -> bool {

@@ -153,7 +153,7 @@ pub(crate) fn contain_and_exec<S: Syscalls>(
     sys.report_listener(listener)
         .map_err(SetupError::ReportListener)?;
     // No descriptor but 0, 1, 2 may reach the program (the listener above would let it answer its
-    // own seccomp notifications).
+    // own seccomp notifications); the report socket, close-on-exec, goes with the exec.
     sys.close_from(3);
     Ok(exec(plan, sys))
 }

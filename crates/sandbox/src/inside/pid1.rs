@@ -101,6 +101,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     env,
                     rlimits,
                     tty,
+                    seccomp,
                 } => {
                     if current.is_some() {
                         protocol::send(ctl, &Event::failed("a run is already in progress"), &[])?;
@@ -131,10 +132,24 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         oom_protected,
                         build_userns.as_ref().map(|ns| ns.as_raw_fd()),
                     );
-                    match plan.and_then(|plan| start(&plan, &filter, landlock.as_ref(), fds)) {
+                    // A stricter profile comes with the run; the sandbox's default otherwise.
+                    let strict = match seccomp.map(corral_seccomp::CompiledFilter::from_bytes) {
+                        Some(Ok(f)) => Some(f),
+                        Some(Err(e)) => {
+                            protocol::send(ctl, &Event::failed(e), &[])?;
+                            continue;
+                        }
+                        None => None,
+                    };
+                    let filter = strict.as_ref().unwrap_or(&filter);
+                    match plan.and_then(|plan| start(&plan, filter, landlock.as_ref(), fds)) {
                         Ok(run) => {
                             let passed: Vec<_> = master.iter().map(|m| m.as_raw_fd()).collect();
                             protocol::send(ctl, &Event::Started, &passed)?;
+                            // A call reported while it was starting (see `start`).
+                            if let Some(syscall) = run.blocked.clone() {
+                                protocol::send(ctl, &Event::Blocked { syscall }, &[])?;
+                            }
                             current = Some(run);
                         }
                         Err(e) => {
@@ -370,8 +385,19 @@ fn start(
             drop(theirs);
             drop(fds);
             // The child sends its seccomp listener, or an error; end-of-file means it exec'd.
-            let mut listener = None;
+            // In between, an `execve` the filter reports (`no_spawn`) is the child's own exec of
+            // the program: the child runs only corral's code until then, single-threaded, so it
+            // is let through. Anything else reported is blocked as in a run.
+            let mut listener: Option<OwnedFd> = None;
+            let mut blocked = None;
+            let mut watch = true;
             loop {
+                if let Some(l) = listener.as_ref().filter(|_| watch) {
+                    if !readable(mine.as_fd(), PollTimeout::NONE, Some(l.as_fd())) {
+                        watch = pre_exec_notification(l.as_fd(), mine.as_fd(), child, &mut blocked);
+                        continue;
+                    }
+                }
                 match protocol::recv::<ChildReport>(mine.as_fd()) {
                     Ok(None) => break,
                     Ok(Some((ChildReport::Listener, mut got))) => listener = got.pop(),
@@ -394,10 +420,56 @@ fn start(
                 pid: child,
                 started,
                 listener,
-                blocked: None,
+                blocked,
                 ended: None,
                 wall_ns: 0,
             })
         }
     }
+}
+
+/// Whether `fd` has something to read (data or end-of-file) within `timeout`; with `other`, waits
+/// for either and answers for `fd` only.
+fn readable(fd: BorrowedFd<'_>, timeout: PollTimeout, other: Option<BorrowedFd<'_>>) -> bool {
+    loop {
+        let mut fds = vec![PollFd::new(fd, PollFlags::POLLIN)];
+        if let Some(o) = other {
+            fds.push(PollFd::new(o, PollFlags::POLLIN));
+        }
+        match poll(&mut fds, timeout) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return true, // let the caller's read find out what is wrong
+            Ok(_) => return fds[0].revents().is_some_and(|r| !r.is_empty()),
+        }
+    }
+}
+
+/// A notification from the program's process before its exec was seen to happen: the process's
+/// own `execve` continues; anything else — or an `execve` after the exec happened (the report
+/// socket, closed on exec, already shows end-of-file) — is blocked, the process killed. False
+/// when the listener has nothing more to say.
+fn pre_exec_notification(
+    listener: BorrowedFd<'_>,
+    report: BorrowedFd<'_>,
+    child: Pid,
+    blocked: &mut Option<String>,
+) -> bool {
+    let n = match corral_seccomp::receive(listener) {
+        Ok(n) => n,
+        Err(e) => return matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::ENOENT)),
+    };
+    // Checked after receiving: a program's call is made after its exec closed the socket.
+    let exec_done = readable(report, PollTimeout::ZERO, None);
+    let own_exec = !exec_done
+        && n.pid == child.as_raw() as u32
+        && n.arch == corral_seccomp::AUDIT_ARCH_NATIVE
+        && i64::from(n.syscall_nr) == libc::SYS_execve;
+    if own_exec {
+        let _ = corral_seccomp::respond_continue(listener, n.id);
+        return true;
+    }
+    blocked.get_or_insert_with(|| n.syscall_name());
+    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    let _ = corral_seccomp::respond_errno(listener, n.id, libc::EPERM);
+    true
 }

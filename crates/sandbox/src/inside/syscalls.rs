@@ -6,7 +6,7 @@
 //! Each method is one step of that order and does nothing else; none calls back into the steps.
 
 use std::ffi::{CStr, CString};
-use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::path::Path;
 
 use nix::errno::Errno;
@@ -256,8 +256,24 @@ impl Syscalls for Kernel<'_> {
     }
 
     fn close_from(&mut self, first: u32) {
-        // SAFETY: close_range on our own descriptor table; nothing else runs in this process.
-        unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
+        // The report socket is spared: it is close-on-exec, so its end-of-file tells PID 1 that
+        // the exec happened (which PID 1 needs to know under `no_spawn`); the program never has it.
+        let close = |from: u32, to: u32| {
+            if from <= to {
+                // SAFETY: close_range on our own descriptor table; nothing else runs in this
+                // process.
+                unsafe { libc::syscall(libc::SYS_close_range, from, to, 0u32) };
+            }
+        };
+        match self.report.map(|r| r.as_raw_fd() as u32) {
+            Some(r) if r >= first => {
+                if r > 0 {
+                    close(first, r - 1);
+                }
+                close(r.saturating_add(1), u32::MAX);
+            }
+            _ => close(first, u32::MAX),
+        }
     }
 
     fn execve(&mut self, path: &CStr, args: &ExecArgs) -> Errno {

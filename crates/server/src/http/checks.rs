@@ -51,7 +51,7 @@ pub struct CheckRequest {
 #[into_params(parameter_in = Query)]
 pub struct CheckQuery {
     /// `cs50` (default) or `json`.
-    #[param(pattern = "^(cs50|json)$")]
+    #[param(pattern = "^(cs50|json)$", example = "json")]
     pub format: Option<String>,
 }
 

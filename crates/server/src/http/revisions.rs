@@ -156,12 +156,13 @@ pub enum Scope {
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// At most this many, newest first (default 50, at most 500).
+    #[param(example = 10)]
     pub limit: Option<u32>,
     /// `mine` (default) or `all` (staff: everyone's).
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, example = "mine")]
     pub scope: Option<Scope>,
     /// Only revisions of this kind.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, example = "run")]
     pub kind: Option<RevisionKindName>,
 }
 
@@ -232,7 +233,7 @@ pub async fn list(
 /// One of the caller's revisions, with its files.
 #[utoipa::path(
     get, path = "/revisions/{id}", tag = "editor",
-    params(("id" = String, Path, description = "Revision id")),
+    params(("id" = String, Path, description = "Revision id", example = "0123456789abcdef0123456789abcdef")),
     responses(
         (status = 200, description = "The revision", body = RevisionDoc),
         (status = 404, description = "No such revision of this caller", body = ErrorBody),

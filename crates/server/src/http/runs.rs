@@ -37,6 +37,13 @@ pub struct RunRequest {
     #[serde(default)]
     #[schema(example = "python:3.12-slim", max_length = 400)]
     pub image: Option<String>,
+    /// A stricter seccomp profile on top of the default one: `no_spawn` (no new process or
+    /// program once the command runs; a simple `cmd` string is then exec'd without a shell),
+    /// `no_sockets`, `allow:NAME,NAME` (only these syscalls), joined by `+`. A call it denies ends
+    /// the run as `blocked_syscall`.
+    #[serde(default)]
+    #[schema(example = "no_spawn+no_sockets")]
+    pub seccomp: Option<String>,
 }
 
 /// Run a command.
@@ -71,6 +78,21 @@ pub async fn run(
     Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<RunRequest>,
 ) -> Result<Json<RunResponse>, ApiError> {
+    let seccomp: corral_sandbox::Restrictions = match &req.seccomp {
+        Some(name) => name
+            .parse()
+            .map_err(|e: corral_sandbox::RestrictionsError| {
+                ApiError::unprocessable(e.to_string())
+            })?,
+        None => Default::default(),
+    };
+    // Under no_spawn a shell could not exec the command: a simple one is exec'd directly.
+    let direct = match &req.cmd {
+        Cmd::Line(s) if seccomp.no_spawn => {
+            corral_checks::suite::Command::Shell(s.clone()).direct_argv()
+        }
+        _ => None,
+    };
     let input = runs::RunInput {
         cmd: req.cmd,
         sandbox: req.sandbox,
@@ -82,7 +104,11 @@ pub async fn run(
         env: req.env,
         image: req.image,
     };
-    let prepared = runs::prepare(&st, &caller, input).await?;
+    let mut prepared = runs::prepare(&st, &caller, input).await?;
+    prepared.spec.seccomp = seccomp;
+    if let Some(argv) = direct {
+        prepared.spec.argv = argv;
+    }
     let clamped = prepared.clamped.clone();
     let (outcome, ran) = runs::execute(&st, prepared, |sb, spec| sb.run(spec, &mut NoSink)).await?;
     tracing::info!(caller = %caller.id, status = outcome.status.as_str(), wall_ms = outcome.usage.wall_time_ms, "run");
@@ -92,7 +118,7 @@ pub async fn run(
 /// Destroy a kept sandbox now.
 #[utoipa::path(
     delete, path = "/sandboxes/{id}", tag = "sandbox",
-    params(("id" = String, Path, description = "Sandbox id (the `sandbox` of a `POST /run` answer)")),
+    params(("id" = String, Path, description = "Sandbox id (the `sandbox` of a `POST /run` answer)", example = "0123456789abcdef0123456789abcdef")),
     responses(
         (status = 204, description = "Destroyed"),
         (status = 404, description = "No such sandbox of this caller", body = ErrorBody),

@@ -152,9 +152,9 @@ pub async fn submit_batch(
 #[utoipa::path(
     get, path = "/submissions/{id}", tag = "submissions",
     params(
-        ("id" = String, Path, description = "Submission id"),
-        ("wait" = Option<bool>, Query, description = "Wait for the verdict (bounded)"),
-        ("timeout" = Option<f64>, Query, description = "Seconds to wait at most"),
+        ("id" = String, Path, description = "Submission id", example = "0123456789abcdef0123456789abcdef"),
+        ("wait" = Option<bool>, Query, description = "Wait for the verdict (bounded)", example = false),
+        ("timeout" = Option<f64>, Query, description = "Seconds to wait at most", example = 1.0),
     ),
     responses(
         (status = 200, description = "The submission", body = SubmissionView),

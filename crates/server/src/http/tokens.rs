@@ -99,7 +99,7 @@ pub async fn create_token(
 /// Revoke an API token (admin).
 #[utoipa::path(
     delete, path = "/tokens/{id}", tag = "admin",
-    params(("id" = String, Path, description = "The token's public id")),
+    params(("id" = String, Path, description = "The token's public id", example = "0123456789abcdef")),
     responses(
         (status = 204, description = "Revoked"),
         (status = 403, description = "Not an admin", body = ErrorBody),

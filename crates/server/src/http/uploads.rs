@@ -91,7 +91,7 @@ pub async fn upload(
 /// Describe an upload (its owner only).
 #[utoipa::path(
     get, path = "/uploads/{id}", tag = "sandbox",
-    params(("id" = String, Path, description = "Upload id")),
+    params(("id" = String, Path, description = "Upload id", example = "0123456789abcdef0123456789abcdef")),
     responses(
         (status = 200, description = "The upload", body = UploadInfo),
         (status = 404, description = "No such upload of this caller", body = ErrorBody),

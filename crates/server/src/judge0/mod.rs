@@ -1,8 +1,10 @@
 //! A Judge0-compatible surface (Judge0 CE 1.13.1's API) over the submission queue, so existing
 //! Judge0 clients work by changing a URL: `/judge0/submissions` (+ `/batch`), `/judge0/languages`,
 //! `/judge0/statuses`, `/judge0/about`, `/judge0/config_info`; `X-Auth-Token`; `base64_encoded`,
-//! `wait`, `fields`; Judge0's status ids and response shape. Tokens are the submissions' ids
-//! written as UUIDs. Here: the routes and handlers; [`translate`]: Judge0's shapes into corral's and
+//! `wait`, `fields`; Judge0's status ids and response shape; multi-file programs
+//! (`additional_files`, a zip read by corral-archive's bounded reader within the upload limits),
+//! `number_of_runs`, `redirect_stderr_to_stdout`, and `enable_network` when `[judge0]` allows it.
+//! Tokens are the submissions' ids written as UUIDs. Here: the routes and handlers; [`translate`]: Judge0's shapes into corral's and
 //! back.
 
 mod translate;
@@ -22,7 +24,7 @@ use crate::service::submissions::accept::{accept, enqueue};
 use crate::service::submissions::view::wait_for;
 use crate::state::SharedState;
 use corral_judge::JobSpec;
-use translate::{convert, id_of, render, token_of, J0Request, LANGUAGE_IDS, STATUSES};
+use translate::{convert, id_of, render, token_of, Converted, J0Request, LANGUAGE_IDS, STATUSES};
 
 /// The Judge0 version this surface answers as (clients map language aliases by it).
 pub const VERSION: &str = "1.13.1";
@@ -55,25 +57,104 @@ async fn prepare_one(
     body: Value,
     b64: bool,
 ) -> Result<corral_store::NewJob, (StatusCode, String)> {
-    let r: J0Request = serde_json::from_value(body)
-        .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-    let (req, run_args, compile_args) =
-        convert(r, b64).map_err(|m| (StatusCode::UNPROCESSABLE_ENTITY, m))?;
+    let unprocessable = |m: String| (StatusCode::UNPROCESSABLE_ENTITY, m);
+    let r: J0Request = serde_json::from_value(body).map_err(|e| unprocessable(e.to_string()))?;
+    let Converted {
+        mut req,
+        run_args,
+        compile_args,
+        additional_files,
+        runs,
+        stderr_to_stdout,
+        network,
+    } = convert(r, b64).map_err(unprocessable)?;
     for extra in [&run_args, &compile_args].into_iter().flatten() {
-        corral_judge::validate_extra_args(extra)
-            .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+        corral_judge::validate_extra_args(extra).map_err(|e| unprocessable(e.to_string()))?;
+    }
+    let j0 = &st.config.judge0;
+    if network && !j0.allow_network {
+        return Err(unprocessable(
+            "enable_network is not allowed on this server: sandboxes have no network (the operator can allow it with [judge0] allow_network = true)".into(),
+        ));
+    }
+    if runs > j0.max_number_of_runs {
+        return Err(unprocessable(format!(
+            "number_of_runs must be at most {}",
+            j0.max_number_of_runs
+        )));
+    }
+    if let Some(zip) = additional_files {
+        req.files = Some(with_additional_files(st, &mut req, zip).await?);
     }
     let mut job = accept(st, caller, req).await.map_err(|e| {
         e.log_detail();
         (e.status(), e.message)
     })?;
-    if run_args.is_some() || compile_args.is_some() {
-        let mut spec: JobSpec = serde_json::from_str(&job.spec).expect("our own spec");
-        spec.run_args = run_args;
-        spec.compile_args = compile_args;
-        job.spec = serde_json::to_string(&spec).expect("serialisable");
-    }
+    let mut spec: JobSpec = serde_json::from_str(&job.spec).expect("our own spec");
+    spec.run_args = run_args;
+    spec.compile_args = compile_args;
+    spec.runs = runs;
+    spec.stderr_to_stdout = stderr_to_stdout;
+    spec.network = network;
+    job.spec = serde_json::to_string(&spec).expect("serialisable");
     Ok(job)
+}
+
+/// The source file and the files of Judge0's `additional_files` zip beside it, read on a
+/// blocking thread with the upload path's limits (the submission's checks then apply to them
+/// all: paths, count, total size).
+async fn with_additional_files(
+    st: &SharedState,
+    req: &mut crate::service::submissions::accept::SubmissionRequest,
+    zip: Vec<u8>,
+) -> Result<Vec<crate::service::submissions::accept::SubmissionFile>, (StatusCode, String)> {
+    use crate::service::submissions::accept::SubmissionFile;
+    use base64::Engine;
+    let limits = &st.config.upload;
+    let zip_limits = corral_archive::zip_files::ZipLimits {
+        max_entries: (limits.max_files as u64).saturating_mul(limits.max_depth as u64 + 1),
+        max_total: limits.max_bytes.bytes(),
+        max_name: corral_store::MAX_PATH,
+        max_ratio: crate::service::uploads::MAX_RATIO,
+    };
+    let unpacked =
+        tokio::task::spawn_blocking(move || corral_archive::zip_files::read(&zip, &zip_limits))
+            .await
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+            .map_err(|e| {
+                (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("additional_files: {e}"),
+                )
+            })?;
+    let language = req.language.as_deref().unwrap_or_default();
+    let source_name = st
+        .languages
+        .get(language)
+        .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?
+        .source
+        .clone();
+    let mut files = vec![SubmissionFile {
+        path: source_name.clone(),
+        content: req.source_code.take().unwrap_or_default(),
+        encoding: None,
+        executable: false,
+    }];
+    for f in unpacked {
+        if f.path == source_name {
+            return Err((
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("additional_files: {source_name} is the source file's own name"),
+            ));
+        }
+        files.push(SubmissionFile {
+            path: f.path,
+            content: base64::engine::general_purpose::STANDARD.encode(&f.data),
+            encoding: Some("base64".into()),
+            executable: f.executable,
+        });
+    }
+    Ok(files)
 }
 
 /// `POST /judge0/submissions`: 201 `{"token"}`; with `wait=true`, the finished submission.

@@ -141,28 +141,46 @@ fn seconds(field: &str, v: Option<f64>) -> Result<Option<Millis>, String> {
     }
 }
 
+/// A Judge0 request in corral's terms, before the server's own checks.
+pub struct Converted {
+    pub req: SubmissionRequest,
+    /// `command_line_arguments` and `compiler_options`.
+    pub run_args: Option<String>,
+    pub compile_args: Option<String>,
+    /// `additional_files`: the zip's bytes (always base64 in Judge0's API), unpacked by the caller
+    /// within the upload limits.
+    pub additional_files: Option<Vec<u8>>,
+    /// `number_of_runs` (1 when not given).
+    pub runs: u32,
+    pub stderr_to_stdout: bool,
+    /// `enable_network: true` (allowed or refused by the caller's configuration).
+    pub network: bool,
+}
+
 /// Judge0's request → corral's, or a message saying which field is wrong.
-pub fn convert(
-    r: J0Request,
-    b64: bool,
-) -> Result<(SubmissionRequest, Option<String>, Option<String>), String> {
+pub fn convert(r: J0Request, b64: bool) -> Result<Converted, String> {
     let lang_id = r.language_id.ok_or("language_id can't be blank")?;
     let lang = LANGUAGE_IDS
         .iter()
         .find(|(i, _)| *i == lang_id)
         .map(|(_, l)| l.to_string())
         .ok_or_else(|| format!("language with id {lang_id} doesn't exist"))?;
-    if r.enable_network == Some(true) {
-        return Err("enable_network is not allowed: sandboxes have no network".into());
-    }
-    if r.additional_files.as_deref().is_some_and(|s| !s.is_empty()) {
-        return Err(
-            "additional_files is not supported: use corral's POST /submissions with files".into(),
-        );
-    }
-    if r.number_of_runs.is_some_and(|n| n > 1) {
-        return Err("number_of_runs above 1 is not supported".into());
-    }
+    let additional_files = match r.additional_files.as_deref().map(str::trim) {
+        Some(s) if !s.is_empty() => {
+            let clean: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+            Some(
+                base64::engine::general_purpose::STANDARD
+                    .decode(clean.as_bytes())
+                    .map_err(|e| format!("additional_files is not valid base64: {e}"))?,
+            )
+        }
+        _ => None,
+    };
+    let runs = match r.number_of_runs {
+        None => 1,
+        Some(0) => return Err("number_of_runs must be at least 1".into()),
+        Some(n) => n,
+    };
     let source = decode("source_code", r.source_code, b64)?.ok_or("source_code can't be blank")?;
     let mut limits = LimitsRequest::default();
     let cpu = seconds("cpu_time_limit", r.cpu_time_limit)?;
@@ -180,7 +198,7 @@ pub fn convert(
     }
     limits.pids = r.max_processes_and_or_threads;
     limits.file_size = r.max_file_size.map(|kb| Size(kb.saturating_mul(1024)));
-    let _ = (r.stack_limit, r.redirect_stderr_to_stdout);
+    let _ = r.stack_limit;
     let req = SubmissionRequest {
         files: None,
         source_code: Some(source),
@@ -196,7 +214,15 @@ pub fn convert(
         // Judge0 names no image: a language's own image (the registry's) is used.
         image: None,
     };
-    Ok((req, r.command_line_arguments, r.compiler_options))
+    Ok(Converted {
+        req,
+        run_args: r.command_line_arguments,
+        compile_args: r.compiler_options,
+        additional_files,
+        runs,
+        stderr_to_stdout: r.redirect_stderr_to_stdout == Some(true),
+        network: r.enable_network == Some(true),
+    })
 }
 
 fn iso8601(ms: i64) -> String {
@@ -314,9 +340,14 @@ pub fn render(job: &Job, fields: &Option<String>, b64: bool) -> Value {
     all.insert("status_id".into(), json!(sid));
     all.insert("created_at".into(), json!(iso8601(job.created_ms)));
     all.insert("finished_at".into(), json!(job.finished_ms.map(iso8601)));
+    // With number_of_runs, Judge0 reports the runs' mean CPU time and memory.
+    let mean_or = |mean: &str, one: &str| {
+        run.as_ref()
+            .and_then(|r| r[mean].as_f64().or_else(|| r[one].as_f64()))
+    };
     all.insert(
         "time".into(),
-        json!(secs(run.as_ref().and_then(|r| r["cpu_time_ms"].as_i64()))),
+        json!(mean_or("cpu_time_ms_mean", "cpu_time_ms").map(|ms| format!("{:.3}", ms / 1000.0))),
     );
     all.insert(
         "wall_time".into(),
@@ -324,10 +355,7 @@ pub fn render(job: &Job, fields: &Option<String>, b64: bool) -> Value {
     );
     all.insert(
         "memory".into(),
-        json!(run
-            .as_ref()
-            .and_then(|r| r["memory_peak_bytes"].as_i64())
-            .map(|b| b / 1024)),
+        json!(mean_or("memory_peak_bytes_mean", "memory_peak_bytes").map(|b| (b / 1024.0) as i64)),
     );
     if let Some(s) = &spec {
         all.insert(
@@ -344,7 +372,18 @@ pub fn render(job: &Job, fields: &Option<String>, b64: bool) -> Value {
         all.insert("command_line_arguments".into(), json!(s.run_args));
         all.insert("compiler_options".into(), json!(s.compile_args));
     }
-    all.insert("number_of_runs".into(), json!(1));
+    all.insert(
+        "number_of_runs".into(),
+        json!(spec.as_ref().map_or(1, |s| s.runs)),
+    );
+    all.insert(
+        "redirect_stderr_to_stdout".into(),
+        json!(spec.as_ref().is_some_and(|s| s.stderr_to_stdout)),
+    );
+    all.insert(
+        "enable_network".into(),
+        json!(spec.as_ref().is_some_and(|s| s.network)),
+    );
     all.insert("callback_url".into(), json!(job.callback_url));
     let wanted: Vec<String> = match fields.as_deref().map(str::trim) {
         Some("*") => return Value::Object(all),
@@ -393,7 +432,12 @@ mod tests {
             "unknown_field": 1
         }))
         .unwrap();
-        let (req, args, opts) = convert(r, true).unwrap();
+        let Converted {
+            req,
+            run_args: args,
+            compile_args: opts,
+            ..
+        } = convert(r, true).unwrap();
         assert_eq!(req.source_code.as_deref(), Some("print(1)"));
         assert_eq!(req.language.as_deref(), Some("python"));
         assert_eq!(req.stdin.as_deref(), Some("x"));
@@ -405,7 +449,8 @@ mod tests {
         for bad in [
             json!({"source_code": "x", "language_id": 9999}),
             json!({"language_id": 71}),
-            json!({"source_code": "x", "language_id": 71, "enable_network": true}),
+            json!({"source_code": "x", "language_id": 71, "number_of_runs": 0}),
+            json!({"source_code": "x", "language_id": 71, "additional_files": "!!"}),
             json!({"source_code": "x", "language_id": 71, "cpu_time_limit": -1}),
         ] {
             let r: J0Request = serde_json::from_value(bad.clone()).unwrap();

@@ -23,7 +23,7 @@ use crate::state::SharedState;
 /// PAX headers of ordinary tars carry a few records).
 const MAX_HEADER: u64 = 64 << 10;
 /// Decompressed/compressed ratio allowed once past the first 64 MiB (as for image layers).
-const MAX_RATIO: u64 = 200;
+pub(crate) const MAX_RATIO: u64 = 200;
 
 pub struct UploadFiles {
     /// Owned, so the files can move to a blocking thread for unpacking.

@@ -51,7 +51,7 @@ pub async fn claim(
 /// Renew a job's lease.
 #[utoipa::path(
     post, path = "/worker/jobs/{id}/heartbeat", tag = "workers",
-    params(("id" = String, Path, description = "Submission id")),
+    params(("id" = String, Path, description = "Submission id", example = "0123456789abcdef0123456789abcdef")),
     request_body = LeaseRequest,
     responses(
         (status = 204, description = "Renewed"),
@@ -82,13 +82,16 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 
 /// Post a job's verdict (signed with the worker token).
 ///
+/// Needs a worker token and the `Corral-Signature` HMAC below: a client without both gets 401 or
+/// 403 only.
+///
 /// The body is `{"lease", "verdict"}`; the `Corral-Signature` header signs its exact bytes with
 /// the key `sha256_hex(worker token)`. Recorded once: the same result again is acknowledged
 /// without change; a result for a lease that is not current is refused (409).
 #[utoipa::path(
     post, path = "/worker/jobs/{id}/result", tag = "workers",
     params(
-        ("id" = String, Path, description = "Submission id"),
+        ("id" = String, Path, description = "Submission id", example = "0123456789abcdef0123456789abcdef"),
         ("Corral-Signature" = String, Header,
             description = "`t=UNIX,v1=HEX(HMAC-SHA256(sha256_hex(worker token), \"{t}.{body}\"))` over the exact body bytes; \
                 without a valid one (made with the caller's own worker token) the answer is 401",

@@ -35,6 +35,9 @@ const MAX_MESSAGE: usize = 1 << 20;
 
 /// Interactive runs over a WebSocket.
 ///
+/// This is a WebSocket endpoint: open it with an `Upgrade: websocket` handshake; a plain HTTP
+/// request cannot open it and gets 400.
+///
 /// Client messages (JSON, `type` field): `{"type": "run", "cmd", "sandbox", "limits", "tty"}`,
 /// `{"type": "resize", "cols", "rows"}`,
 /// `{"type": "stdin", "data", "eof"}`, `{"type": "signal", "name": "SIGINT"}`, `{"type": "kill"}`.
@@ -45,7 +48,7 @@ const MAX_MESSAGE: usize = 1 << 20;
 /// the socket closed with 1008 ("token revoked").
 #[utoipa::path(
     get, path = "/ws", tag = "sandbox",
-    params(("token" = Option<String>, Query, description = "The API token, for clients that cannot set headers")),
+    params(("token" = Option<String>, Query, description = "The API token, for clients that cannot set headers", example = "corral_0123456789abcdef0123456789abcdef")),
     responses(
         (status = 101, description = "Switching to the WebSocket protocol"),
         (status = 400, description = "Not a WebSocket upgrade request", body = ErrorBody),

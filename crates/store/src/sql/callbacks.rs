@@ -59,7 +59,7 @@ where
             CallbackOutcome::GaveUp => ("failed", None),
             CallbackOutcome::Retry { at_ms } => ("pending", Some(at_ms)),
         };
-        let mut tx = self.db.begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "UPDATE submissions SET callback_state = $1, callback_next_ms = $2, callback_error = $3 \
              WHERE id = $4 AND callback_state = 'delivering'",

@@ -15,9 +15,10 @@ pub trait Dialect: sqlx::Database {
     /// PostgreSQL locks the row; SQLite needs nothing when the transaction began with
     /// [`Dialect::BEGIN_WRITE`].
     const FOR_UPDATE: &'static str;
-    /// Begins a transaction that reads, then writes. SQLite's `BEGIN IMMEDIATE` takes the write
-    /// lock first (waiting up to the busy timeout): a deferred transaction that reads, then
-    /// writes after another connection committed, fails at once with "database is locked".
+    /// Begins every transaction that writes (`SqlStore::begin_write`). SQLite's `BEGIN IMMEDIATE`
+    /// takes the write lock first (waiting up to the busy timeout): a deferred transaction that
+    /// reads, then writes after another connection committed, fails at once with "database is
+    /// locked".
     const BEGIN_WRITE: &'static str;
     /// The next value of the fair-share counter (`queue_owners.served`): a sequence on
     /// PostgreSQL (concurrent claims each get their own), one more than the largest on SQLite.

@@ -32,7 +32,7 @@ where
 {
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<String>> {
         let now = now_ms();
-        let mut tx = self.db.begin().await?;
+        let mut tx = self.begin_write().await?;
         let mut ids = Vec::with_capacity(jobs.len());
         for j in jobs {
             let id = new_job_id();
@@ -88,7 +88,7 @@ where
         let expires = now + ms(lease);
         // One statement: the row is chosen and updated under SQLite's write lock, or chosen and
         // locked on PostgreSQL (rows other claimers hold are skipped, not waited for).
-        let mut tx = self.db.begin().await?;
+        let mut tx = self.begin_write().await?;
         let job: Option<Job> = sqlx::query_as(&format!(
             "UPDATE submissions SET state = 'running', attempts = attempts + 1, worker = $1, \
              lease = $2, lease_expires_ms = $3, \
@@ -161,7 +161,7 @@ where
         let now = now_ms();
         // The lease stays on the row after completion: a retried request with the same lease is
         // recognised (AlreadyRecorded) instead of refused.
-        let mut tx = self.db.begin().await?;
+        let mut tx = self.begin_write().await?;
         let r = sqlx::query(
             "UPDATE submissions SET state = $1, result = $2, finished_ms = $3, lease_expires_ms = NULL, \
              callback_state = CASE WHEN callback_url IS NULL THEN 'none' ELSE 'pending' END, \
@@ -219,7 +219,7 @@ where
 
     async fn expire_leases(&self) -> Result<Expired> {
         let now = now_ms();
-        let mut tx = self.db.begin().await?;
+        let mut tx = self.begin_write().await?;
         let failed: Vec<String> = sqlx::query_scalar(
             "UPDATE submissions SET state = 'failed', finished_ms = $1, lease = NULL, lease_expires_ms = NULL, \
              error = 'the job was claimed ' || attempts || ' times and its worker stopped answering each time', \
@@ -312,7 +312,7 @@ where
     }
 
     async fn delete_jobs_before(&self, before_ms: i64) -> Result<u64> {
-        let mut tx = self.db.begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "DELETE FROM submission_events WHERE job_id IN (SELECT id FROM submissions \
              WHERE state IN ('done', 'failed') AND finished_ms < $1 \

@@ -55,7 +55,7 @@ where
             files_count: rev.files.len() as u32,
             total_bytes: rev.files.iter().map(|f| f.content.len() as u64).sum(),
         };
-        let mut tx = self.db.begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(&format!(
             "INSERT INTO revisions ({META}, files) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"

@@ -86,6 +86,45 @@ mod tests {
         assert!(s.token_by_secret(&t.secret).await.unwrap().is_none());
     }
 
+    /// Why every writing transaction begins with `BEGIN_WRITE`: a deferred one that read first
+    /// fails at once when another connection committed in between, while one that took the write
+    /// lock first makes the other writer wait instead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deferred_read_then_write_fails_where_begin_write_waits() {
+        let d = tempfile::tempdir().unwrap();
+        let s = std::sync::Arc::new(store(d.path()).await);
+        let count = "SELECT COUNT(*) FROM tokens";
+        let write = "UPDATE tokens SET name = name";
+
+        let mut deferred = s.db.begin().await.unwrap();
+        let _: i64 = sqlx::query_scalar(count)
+            .fetch_one(&mut *deferred)
+            .await
+            .unwrap();
+        s.create_token(Role::Student, "other").await.unwrap();
+        let e = sqlx::query(write)
+            .execute(&mut *deferred)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("database is locked"), "{e}");
+        drop(deferred);
+
+        let mut first = s.begin_write().await.unwrap();
+        let _: i64 = sqlx::query_scalar(count)
+            .fetch_one(&mut *first)
+            .await
+            .unwrap();
+        let other = {
+            let s = s.clone();
+            tokio::spawn(async move { s.create_token(Role::Student, "waits").await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(!other.is_finished(), "the other writer waits for the lock");
+        sqlx::query(write).execute(&mut *first).await.unwrap();
+        first.commit().await.unwrap();
+        other.await.unwrap().unwrap();
+    }
+
     #[tokio::test]
     async fn retention_collects_the_blobs_no_upload_holds() {
         let d = tempfile::tempdir().unwrap();

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use super::dialect::Dialect;
 use super::work_listener::WorkListener;
 use crate::blobs::BlobStore;
 use crate::error::{Result, StoreError};
@@ -43,5 +44,16 @@ impl<D: sqlx::Database> SqlStore<D> {
         tokio::task::spawn_blocking(move || f(b))
             .await
             .map_err(|e| StoreError::Invalid(format!("blob store task: {e}")))?
+    }
+}
+
+impl<D: Dialect> SqlStore<D> {
+    /// Begins a transaction that writes. Every transaction of the store that writes begins here,
+    /// whatever its first statement: on SQLite it takes the write lock first
+    /// ([`Dialect::BEGIN_WRITE`], waiting up to the busy timeout), so a read inside it never has
+    /// to upgrade to a write — a deferred transaction that does fails at once with "database is
+    /// locked" when another connection wrote in between.
+    pub(super) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, D>> {
+        Ok(self.db.begin_with(D::BEGIN_WRITE).await?)
     }
 }

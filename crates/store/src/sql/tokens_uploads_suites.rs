@@ -124,7 +124,7 @@ where
             total_bytes: stored.iter().map(|f| f.size).sum(),
             files: stored,
         };
-        let mut tx = self.db.begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO uploads (id, owner, created_at, total_bytes) VALUES ($1, $2, $3, $4)",
         )
@@ -189,7 +189,7 @@ where
     }
 
     async fn delete_uploads_before(&self, before: i64) -> Result<u64> {
-        let mut tx = self.db.begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(&format!(
             "DELETE FROM upload_files WHERE upload_id IN \
              (SELECT id FROM uploads WHERE created_at < $1 AND {UPLOAD_NOT_IN_USE})"
@@ -215,7 +215,7 @@ where
     }
 
     async fn put_suite(&self, id: &str, owner: &str, name: &str, upload_id: &str) -> Result<Suite> {
-        let mut tx = self.db.begin_with(D::BEGIN_WRITE).await?;
+        let mut tx = self.begin_write().await?;
         let existing: Option<String> = sqlx::query_scalar(&format!(
             "SELECT owner FROM suites WHERE id = $1{}",
             D::FOR_UPDATE

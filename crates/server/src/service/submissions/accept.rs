@@ -231,6 +231,9 @@ pub async fn accept(
         compile_args: None,
         limits_clamped,
         staff: caller.role.is_staff(),
+        runs: 1,
+        stderr_to_stdout: false,
+        network: false,
     };
     // The rules every run request meets (`/run` and the WebSocket check the same), before
     // anything is stored.

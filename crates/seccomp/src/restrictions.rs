@@ -1,0 +1,255 @@
+//! Stricter layers on top of the default profile, named per language, suite, check or run.
+//!
+//! Written as a profile name: `default`, `no_spawn`, `no_sockets`, `allow:NAME,NAME,…`, or
+//! several joined by `+` (`no_spawn+no_sockets`). Every layer only denies more: the default
+//! profile's own rules stay in force underneath.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+/// What a stricter profile denies on top of the default one. The default value denies nothing
+/// more.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Restrictions {
+    /// `no_spawn`: once the run's program has been exec'd, no new process or program: `fork`,
+    /// `vfork`, `clone` without `CLONE_THREAD`, `execve` and `execveat` are killed and reported
+    /// (`clone3` already fails with `ENOSYS`, so runtimes fall back to `clone`). Threads still
+    /// work. The program's own exec is let through by the sandbox's PID 1, which answers the
+    /// notifications of the program's process until its exec has happened (see the sandbox's
+    /// `inside::pid1`).
+    pub no_spawn: bool,
+    /// `no_sockets`: `socket` and `socketpair` of every family are killed and reported.
+    pub no_sockets: bool,
+    /// `allow:…`: allow-list mode. Only these syscalls, [`STARTUP`] (what loading and ending a
+    /// program needs) and those the default profile answers with a quiet errno are allowed; any
+    /// other syscall, known to libseccomp or not, is killed and reported.
+    pub allow: Option<BTreeSet<String>>,
+}
+
+/// What every program needs to be loaded (the dynamic loader, libc's start-up), to end, and what
+/// the sandbox itself calls between installing the filter and `execve` (sending the listener,
+/// closing descriptors): allowed in allow-list mode whatever the list says.
+pub const STARTUP: &[&str] = &[
+    // The sandbox's own last steps before exec.
+    "sendmsg",
+    "close_range",
+    "close",
+    // Loading: ld.so and libc's initialisation.
+    "brk",
+    "arch_prctl",
+    "mmap",
+    "munmap",
+    "mprotect",
+    "openat",
+    "open",
+    "read",
+    "pread64",
+    "fstat",
+    "newfstatat",
+    "stat",
+    "access",
+    "faccessat",
+    "faccessat2",
+    "readlink",
+    "readlinkat",
+    "set_tid_address",
+    "set_robust_list",
+    "rseq",
+    "prlimit64",
+    "getrandom",
+    "rt_sigaction",
+    "rt_sigprocmask",
+    "rt_sigreturn",
+    "sigaltstack",
+    // Writing the output, ending.
+    "write",
+    "writev",
+    "exit",
+    "exit_group",
+];
+
+/// A profile name that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RestrictionsError {
+    #[error("unknown seccomp profile {0:?}: use default, no_spawn, no_sockets or allow:NAME,NAME,… (several joined by '+')")]
+    UnknownLayer(String),
+    #[error("seccomp profile {0:?}: `allow:` needs at least one syscall name")]
+    EmptyAllowList(String),
+    #[error("seccomp profile: {0:?} is not a syscall on this architecture")]
+    UnknownSyscall(String),
+    #[error("seccomp profile {0:?}: `allow:` may appear once")]
+    TwoAllowLists(String),
+}
+
+impl Restrictions {
+    /// Nothing beyond the default profile.
+    pub fn is_default(&self) -> bool {
+        *self == Restrictions::default()
+    }
+
+    /// `no_spawn`.
+    pub fn no_spawn() -> Self {
+        Restrictions {
+            no_spawn: true,
+            ..Default::default()
+        }
+    }
+
+    /// `no_sockets`.
+    pub fn no_sockets() -> Self {
+        Restrictions {
+            no_sockets: true,
+            ..Default::default()
+        }
+    }
+}
+
+impl FromStr for Restrictions {
+    type Err = RestrictionsError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut r = Restrictions::default();
+        for part in s.split('+').map(str::trim) {
+            match part {
+                "default" => {}
+                "no_spawn" => r.no_spawn = true,
+                "no_sockets" => r.no_sockets = true,
+                _ => {
+                    let Some(list) = part.strip_prefix("allow:") else {
+                        return Err(RestrictionsError::UnknownLayer(part.to_string()));
+                    };
+                    if r.allow.is_some() {
+                        return Err(RestrictionsError::TwoAllowLists(s.to_string()));
+                    }
+                    let names: BTreeSet<String> = list
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_string)
+                        .collect();
+                    if names.is_empty() {
+                        return Err(RestrictionsError::EmptyAllowList(s.to_string()));
+                    }
+                    for n in &names {
+                        if crate::syscalls::resolve_owned(n).is_none() {
+                            return Err(RestrictionsError::UnknownSyscall(n.clone()));
+                        }
+                    }
+                    r.allow = Some(names);
+                }
+            }
+        }
+        Ok(r)
+    }
+}
+
+impl fmt::Display for Restrictions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if self.no_spawn {
+            parts.push("no_spawn".to_string());
+        }
+        if self.no_sockets {
+            parts.push("no_sockets".to_string());
+        }
+        if let Some(allow) = &self.allow {
+            parts.push(format!(
+                "allow:{}",
+                allow.iter().cloned().collect::<Vec<_>>().join(",")
+            ));
+        }
+        if parts.is_empty() {
+            f.write_str("default")
+        } else {
+            f.write_str(&parts.join("+"))
+        }
+    }
+}
+
+/// Written as its name (`"no_spawn+no_sockets"`).
+impl serde::Serialize for Restrictions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Read from a name (`"no_spawn+no_sockets"`) or a list of layers (`["no_spawn", "no_sockets"]`).
+impl<'de> serde::Deserialize<'de> for Restrictions {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Name(String),
+            Layers(Vec<String>),
+        }
+        let name = match Form::deserialize(d)? {
+            Form::Name(n) => n,
+            Form::Layers(l) if l.is_empty() => "default".to_string(),
+            Form::Layers(l) => l.join("+"),
+        };
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in [
+            "default",
+            "no_spawn",
+            "no_sockets",
+            "no_spawn+no_sockets",
+            "allow:exit_group,read,write",
+            "no_spawn+allow:read",
+        ] {
+            let r: Restrictions = s.parse().unwrap();
+            assert_eq!(r.to_string(), s);
+        }
+        assert!("default".parse::<Restrictions>().unwrap().is_default());
+        assert_eq!(
+            "no_sockets + no_spawn".parse::<Restrictions>().unwrap(),
+            Restrictions {
+                no_spawn: true,
+                no_sockets: true,
+                allow: None
+            }
+        );
+    }
+
+    #[test]
+    fn serde_takes_a_name_or_a_list() {
+        let r: Restrictions = serde_json::from_str(r#""no_spawn+no_sockets""#).unwrap();
+        let l: Restrictions = serde_json::from_str(r#"["no_spawn", "no_sockets"]"#).unwrap();
+        assert_eq!(r, l);
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#""no_spawn+no_sockets""#
+        );
+        let e = serde_json::from_str::<Restrictions>(r#""nope""#).unwrap_err();
+        assert!(e.to_string().contains("unknown seccomp profile"), "{e}");
+    }
+
+    #[test]
+    fn bad_names_are_errors() {
+        assert!(matches!(
+            "nospawn".parse::<Restrictions>(),
+            Err(RestrictionsError::UnknownLayer(_))
+        ));
+        assert!(matches!(
+            "allow:".parse::<Restrictions>(),
+            Err(RestrictionsError::EmptyAllowList(_))
+        ));
+        assert!(matches!(
+            "allow:read,not_a_syscall".parse::<Restrictions>(),
+            Err(RestrictionsError::UnknownSyscall(n)) if n == "not_a_syscall"
+        ));
+        assert!(matches!(
+            "allow:read+allow:write".parse::<Restrictions>(),
+            Err(RestrictionsError::TwoAllowLists(_))
+        ));
+    }
+}
