@@ -5,7 +5,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 
-use corral_sandbox::{LimitsRequest, Pool, PoolConfig, RunSpecJson};
+use corral_sandbox::{LimitsRequest, Pool, PoolConfig, RunSpecJson, Runtime};
 
 /// Runs every line of `file`; prints one JSON line per input line. Returns the exit code.
 pub fn main(
@@ -13,6 +13,7 @@ pub fn main(
     parallel: usize,
     pool_size: usize,
     fresh: bool,
+    runtime: Runtime,
     defaults: &LimitsRequest,
 ) -> i32 {
     let reader: Box<dyn BufRead + Send> = if file == Path::new("-") {
@@ -56,6 +57,7 @@ pub fn main(
         // Warm sandboxes of the default shape; lines with another shape build their own.
         let mut probe = corral_sandbox::RunSpec::new(vec!["true".into()]);
         probe.limits = defaults.clone();
+        probe.runtime = runtime;
         let shape = corral_sandbox::SandboxConfig::for_spec(&probe);
         if let Err(e) = pool.prewarm(&shape, pool_size.max(1)) {
             eprintln!("corral run: sandbox error: {e}");
@@ -79,7 +81,7 @@ pub fn main(
             let next = lines.lock().ok().and_then(|mut it| it.next());
             let Some((i, line)) = next else { break };
             let result = match line {
-                Ok(line) => run_line(&pool, &line, i + 1, &base, &defaults),
+                Ok(line) => run_line(&pool, &line, i + 1, &base, &defaults, runtime),
                 Err(e) => bad_line(i + 1, &format!("cannot read the line: {e}")),
             };
             if tx.send((i, result)).is_err() {
@@ -112,14 +114,16 @@ fn run_line(
     number: usize,
     base: &Path,
     defaults: &corral_sandbox::Limits,
+    runtime: Runtime,
 ) -> String {
     if line.trim().is_empty() {
         return bad_line(number, "empty line");
     }
-    let parsed: RunSpecJson = match serde_json::from_str(line) {
+    let mut parsed: RunSpecJson = match serde_json::from_str(line) {
         Ok(p) => p,
         Err(e) => return bad_line(number, &e.to_string()),
     };
+    parsed.runtime.get_or_insert(runtime);
     let spec = match parsed.into_spec(base, defaults) {
         Ok(s) => s,
         Err(e) => return bad_line(number, &e.to_string()),

@@ -4,7 +4,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use corral_sandbox::{LimitsRequest, Millis, Mount, OutputSink, RunSpec, Size, Status, Stdin};
+use corral_sandbox::{
+    LimitsRequest, Millis, Mount, OutputSink, RunSpec, Runtime, Size, Status, Stdin,
+};
 
 use crate::exit::{SANDBOX_ERROR as SANDBOX_ERROR_EXIT, USAGE as USAGE_EXIT};
 
@@ -68,6 +70,11 @@ pub struct RunArgs {
     /// Build a new sandbox for every run instead of reusing warm ones from the pool.
     #[arg(long)]
     fresh: bool,
+    /// The kernel the program talks to: `native` (the host's, behind namespaces, seccomp and
+    /// Landlock) or `gvisor` (gVisor's user-space kernel, via runsc). With --batch: the default
+    /// for lines without a "runtime" [default: native].
+    #[arg(long, value_name = "native|gvisor")]
+    runtime: Option<Runtime>,
     /// Run every line of this JSONL file (one run spec per line, the JSON form of these flags) and
     /// print one result line each, in input order. Relative paths are relative to the file's folder.
     #[arg(long, value_name = "SPECS.jsonl", conflicts_with_all = ["dir", "stdin", "copy_out"])]
@@ -134,6 +141,7 @@ impl RunArgs {
             }
         }
         spec.network = self.network;
+        spec.runtime = self.runtime.unwrap_or_default();
         spec.copy_out = self.copy_out.clone();
         spec.limits = self
             .limits_request()
@@ -171,6 +179,7 @@ pub fn main(args: RunArgs) -> i32 {
             args.parallel,
             pool_size,
             args.fresh,
+            args.runtime.unwrap_or_default(),
             &args.limits_request(),
         );
     }
@@ -182,7 +191,8 @@ pub fn main(args: RunArgs) -> i32 {
         Ok(h) => h,
         Err(e) => {
             let outcome =
-                corral_sandbox::Outcome::sandbox_error(spec.limits.clone(), e.to_string());
+                corral_sandbox::Outcome::sandbox_error(spec.limits.clone(), e.to_string())
+                    .in_runtime(spec.runtime);
             return report(&args, &outcome);
         }
     };

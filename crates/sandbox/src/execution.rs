@@ -391,6 +391,7 @@ impl<'s> Execution<'s> {
             error: None,
             copy_out_skipped: Vec::new(),
             sandbox: None,
+            runtime: crate::spec::Runtime::Native,
         };
         outcome.status = verdict(&outcome, self.killed_for, usage.oom_killed);
         Ok(Some(outcome))

@@ -23,6 +23,45 @@ pub enum Root {
     Image(ImageRoot),
 }
 
+/// Which kernel a sandbox's programs talk to. Part of a sandbox's shape: a pool never gives a run
+/// of one runtime a sandbox of the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    /// The host kernel, behind namespaces, cgroups, seccomp and Landlock.
+    #[default]
+    Native,
+    /// gVisor (`runsc`): a user-space kernel between the program and the host's, with corral's
+    /// own init inside it (see the `gvisor` module).
+    Gvisor,
+}
+
+impl Runtime {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Runtime::Native => "native",
+            Runtime::Gvisor => "gvisor",
+        }
+    }
+}
+
+impl std::str::FromStr for Runtime {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
+        match s {
+            "native" => Ok(Runtime::Native),
+            "gvisor" => Ok(Runtime::Gvisor),
+            other => Err(SpecError::BadRuntime(other.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A container image resolved to what a sandbox needs (the images crate's store finds it; this
 /// crate only mounts it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -139,6 +178,8 @@ pub struct RunSpec {
     pub tty: Option<(u16, u16)>,
     /// What `/` is: the host's system folders or a container image's layers.
     pub root: Root,
+    /// Which kernel runs the program.
+    pub runtime: Runtime,
 }
 
 impl RunSpec {
@@ -154,6 +195,7 @@ impl RunSpec {
             copy_out: None,
             tty: None,
             root: Root::Host,
+            runtime: Runtime::Native,
         }
     }
 
@@ -296,6 +338,9 @@ pub struct RunSpecJson {
     /// Attach the program to an 80×24 pseudo-terminal instead of pipes.
     #[serde(default)]
     pub tty: bool,
+    /// `"native"` or `"gvisor"`; absent means the caller's default.
+    #[serde(default)]
+    pub runtime: Option<Runtime>,
 }
 
 impl RunSpecJson {
@@ -321,6 +366,7 @@ impl RunSpecJson {
         spec.limits = self.limits.resolve(defaults)?;
         spec.copy_out = self.copy_out.map(rel);
         spec.tty = self.tty.then_some((80, 24));
+        spec.runtime = self.runtime.unwrap_or_default();
         spec.validate()?;
         Ok(spec)
     }

@@ -32,6 +32,10 @@ pub(crate) struct ChildPlan {
     rlimits: Rlimits,
     landlock: bool,
     program: String,
+    /// Inside gVisor: the seccomp filter traps instead of notifying PID 1 (gVisor has no user
+    /// notification, see `gvisor::trapping_filter`) and RLIMIT_MSGQUEUE is gVisor's to set
+    /// (it refuses to lower it; its message queues live in its own kernel).
+    pub(crate) gvisor: bool,
 }
 
 impl ChildPlan {
@@ -77,6 +81,7 @@ impl ChildPlan {
             rlimits: rlimits.clone(),
             landlock: setup.landlock,
             program,
+            gvisor: setup.gvisor,
         })
     }
 }
@@ -144,9 +149,15 @@ pub(crate) fn contain_and_exec<S: Syscalls>(
     privileges::drop_privileges(sys, plan.identity)?;
     sys.no_new_privs().map_err(SetupError::NoNewPrivs)?;
     restrict_filesystem(plan, sys, landlock)?;
-    let listener = sys.install_seccomp(filter).map_err(SetupError::Seccomp)?;
-    sys.report_listener(listener)
-        .map_err(SetupError::ReportListener)?;
+    if !plan.gvisor {
+        let listener = sys.install_seccomp(filter).map_err(SetupError::Seccomp)?;
+        sys.report_listener(listener)
+            .map_err(SetupError::ReportListener)?;
+    } else {
+        sys.install_seccomp_trapping(filter)
+            .map_err(SetupError::Seccomp)?;
+        sys.report_trapping().map_err(SetupError::ReportListener)?;
+    }
     // No descriptor but 0, 1, 2 may reach the program (the listener above would let it answer its
     // own seccomp notifications).
     sys.close_from(3);
@@ -187,8 +198,10 @@ fn set_rlimits(plan: &ChildPlan, sys: &mut impl Syscalls) -> Result<(), SetupErr
     limits.extend([
         (Resource::RLIMIT_CORE, 0, 0),
         (Resource::RLIMIT_MEMLOCK, 64 << 10, 64 << 10),
-        (Resource::RLIMIT_MSGQUEUE, 64 << 10, 64 << 10),
     ]);
+    if !plan.gvisor {
+        limits.push((Resource::RLIMIT_MSGQUEUE, 64 << 10, 64 << 10));
+    }
     for (resource, soft, hard) in limits {
         sys.setrlimit(resource, soft, hard.max(soft))
             .map_err(|errno| SetupError::Rlimit { resource, errno })?;
@@ -257,6 +270,7 @@ mod tests {
             etc_entries: Vec::new(),
             seccomp: Vec::new(),
             landlock: true,
+            gvisor: false,
         }
     }
 

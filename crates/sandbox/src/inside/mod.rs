@@ -7,14 +7,16 @@
 //! - [`child`]: the program's process — the ordered steps from fork to exec.
 //! - [`privileges`]: the privilege drop, written once; [`syscalls`]: the system calls it and
 //!   [`child`] make, behind a trait so their order is tested without root.
+//! - [`gvisor`]: what init does differently inside gVisor (pids cgroup, scratch reset).
 //! - [`error`]: one error variant per step.
 //!
 //! Dependencies point one way, down this list's call order: `init` → `pid1` → `child` →
-//! `privileges` → `syscalls`; the leaves (`rootfs`, `netns`, `landlock`, `pty`, `stdin_probe`,
-//! `error`) call back into none of them.
+//! `privileges` → `syscalls`; the leaves (`rootfs`, `netns`, `landlock`, `gvisor`, `pty`,
+//! `stdin_probe`, `error`) call back into none of them.
 
 mod child;
 pub(crate) mod error;
+mod gvisor;
 pub(crate) mod init;
 pub(crate) mod landlock;
 mod netns;
