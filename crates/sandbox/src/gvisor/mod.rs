@@ -254,6 +254,7 @@ pub(crate) fn sweep_stale(runsc: Option<&Path>) {
 /// `SECCOMP_RET_TRAP`: gVisor's kernel refuses `SECCOMP_FILTER_FLAG_NEW_LISTENER`, and a filter
 /// that notifies without a listener would only fail the call with ENOSYS, unreported. A trapped
 /// call does not run either; its caller gets SIGSYS.
+
 pub(crate) fn trapping_filter(
     filter: &corral_seccomp::CompiledFilter,
 ) -> Result<corral_seccomp::CompiledFilter, SandboxError> {
