@@ -72,7 +72,7 @@ pub struct RunArgs {
     fresh: bool,
     /// The kernel the program talks to: `native` (the host's, behind namespaces, seccomp and
     /// Landlock) or `gvisor` (gVisor's user-space kernel, via runsc). With --batch: the default
-    /// for lines without a "runtime" [default: native].
+    /// for lines without a "runtime" [default: $CORRAL_RUNTIME, else native].
     #[arg(long, value_name = "native|gvisor")]
     runtime: Option<Runtime>,
     /// Run every line of this JSONL file (one run spec per line, the JSON form of these flags) and
@@ -111,6 +111,17 @@ impl RunArgs {
         }
     }
 
+    /// `--runtime`, else `$CORRAL_RUNTIME`, else native.
+    fn runtime(&self) -> Result<Runtime, String> {
+        match (self.runtime, std::env::var("CORRAL_RUNTIME")) {
+            (Some(r), _) => Ok(r),
+            (None, Ok(v)) if !v.is_empty() => v
+                .parse()
+                .map_err(|e| format!("CORRAL_RUNTIME: {e}")),
+            (None, _) => Ok(Runtime::default()),
+        }
+    }
+
     fn spec(&self) -> Result<RunSpec, String> {
         let mut spec = RunSpec::new(self.command.clone());
         for e in &self.env {
@@ -141,7 +152,7 @@ impl RunArgs {
             }
         }
         spec.network = self.network;
-        spec.runtime = self.runtime.unwrap_or_default();
+        spec.runtime = self.runtime()?;
         spec.copy_out = self.copy_out.clone();
         spec.limits = self
             .limits_request()
@@ -179,7 +190,10 @@ pub fn main(args: RunArgs) -> i32 {
             args.parallel,
             pool_size,
             args.fresh,
-            args.runtime.unwrap_or_default(),
+            match args.runtime() {
+                Ok(r) => r,
+                Err(e) => return usage(e),
+            },
             &args.limits_request(),
         );
     }

@@ -179,7 +179,7 @@ fn gvisor_status() -> Result<String, String> {
 }
 
 /// What each runtime enforces on this host, and where (for `corral doctor`).
-pub fn runtime_enforcement(report: &Report) -> Vec<(&'static str, String)> {
+pub fn runtime_enforcement(report: &Report, gvisor_usable: bool) -> Vec<(&'static str, String)> {
     let ok = |name: &str| report.checks.iter().any(|c| c.name == name && c.ok);
     let landlock = if ok("landlock") {
         "Landlock"
@@ -195,10 +195,10 @@ pub fn runtime_enforcement(report: &Report) -> Vec<(&'static str, String)> {
         ),
         (
             "gvisor",
-            if ok("gvisor") {
-                "gVisor's kernel between the program and the host's; inside it corral's init: namespaces, pivot_root, seccomp (a blocked call traps: reported without its name), gVisor's pids cgroup, an unprivileged uid; memory and CPU by the host cgroup around runsc (figures include gVisor's own work); no Landlock (gVisor lacks it: its file server reaches only the bundle's binds instead); pids_peak not reported".to_string()
+            if ok("gvisor") && gvisor_usable {
+                "gVisor's kernel between the program and the host's; the root runsc builds from corral's bundle (read-only system folders, curated /etc, tmpfs scratch; gVisor's file server reaches nothing else: this replaces Landlock, which gVisor lacks); corral's init inside: seccomp (a blocked call traps and is reported without its name), gVisor's pids cgroup, an unprivileged uid; memory and CPU by the host cgroup around runsc (figures include gVisor's own work); no pids_peak; no terminal runs yet".to_string()
             } else {
-                "unusable here (see the gvisor line): runs that ask for it fail, never fall back".to_string()
+                "UNUSABLE here (see the gvisor lines): runs that ask for it fail, never fall back to native".to_string()
             },
         ),
     ]
