@@ -411,6 +411,13 @@ impl Sandbox {
                 "this sandbox is broken and cannot run anything".into(),
             ));
         }
+        if spec.tty.is_some() && self.config.runtime == Runtime::Gvisor {
+            // The terminal is made inside the sandbox and its master sent out, which gVisor
+            // cannot do (descriptors only flow in).
+            return Err(SandboxError::Unsupported(
+                "terminal runs under the gVisor runtime (use pipes, or the native runtime)",
+            ));
+        }
         let limits = spec.limits.clone();
         // Pipes for stdio, unless the run has a terminal (init makes the pty inside the sandbox).
         // With a terminal, stderr still gets a pipe of its own so errors stay distinguishable.
