@@ -9,12 +9,15 @@
 //! - `limits`: how far past a 100 ms CPU or wall limit a run gets before it is stopped;
 //! - `grading`: a C submission (gcc + 10 runs) and a Python one (10 runs), the same work done
 //!   through corral's pool, bare (no sandbox) and through bubblewrap, interleaved submission by
-//!   submission so drift on the machine hits all three alike.
+//!   submission so drift on the machine hits all three alike;
+//! - `gvisor` (when asked for): the gVisor runtime fresh, in a warm lease, pre-started, and
+//!   `runsc do`, in the same run.
 //!
 //! `bench/compare.sh` runs this next to the other sandboxes and writes the comparison. Nothing
 //! here asserts a timing: it measures and reports.
 
 mod grading;
+mod gvisor;
 mod pooled;
 mod rss;
 mod stats;
@@ -39,7 +42,7 @@ pub struct Args {
     /// Fewer iterations everywhere (a smoke run in well under a minute).
     #[arg(long)]
     pub quick: bool,
-    /// Comma-separated sections: rss, latency, throughput, limits, grading.
+    /// Comma-separated sections: rss, latency, throughput, limits, grading, gvisor.
     #[arg(long, default_value = "rss,latency,throughput,limits,grading")]
     pub sections: String,
     /// Timed `/bin/true` runs through the warm pool (default 1000, quick 200).
@@ -120,6 +123,7 @@ fn run(args: &Args, report: &mut Report) -> anyhow::Result<()> {
                 &args.bwrap,
                 report,
             ),
+            "gvisor" => gvisor::measure(&host, args.pick(args.n_fresh, 30, 5), report),
             "" => Ok(()),
             other => Err(anyhow::anyhow!("unknown section {other:?}")),
         };
