@@ -18,7 +18,14 @@ pub fn measure(host: &Arc<Host>, n: usize, report: &mut Report) -> anyhow::Resul
     let shape = SandboxConfig::for_spec(&spec);
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
 
-    let fresh = Pool::new(host.clone(), PoolConfig { max_idle: 0, fresh: true, ..Default::default() });
+    let fresh = Pool::new(
+        host.clone(),
+        PoolConfig {
+            max_idle: 0,
+            fresh: true,
+            ..Default::default()
+        },
+    );
     let mut s = Samples::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
@@ -40,7 +47,13 @@ pub fn measure(host: &Arc<Host>, n: usize, report: &mut Report) -> anyhow::Resul
 
     // One run per lease, as `corral run --batch` does: each lease takes a pre-started sandbox and
     // its return starts the next one in the background (a pause between runs lets it finish).
-    let spares = Pool::new(host.clone(), PoolConfig { max_idle: 2, ..Default::default() });
+    let spares = Pool::new(
+        host.clone(),
+        PoolConfig {
+            max_idle: 2,
+            ..Default::default()
+        },
+    );
     spares.prewarm(&shape, 2)?;
     let mut pre = Samples::with_capacity(n);
     for _ in 0..n {

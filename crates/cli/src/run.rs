@@ -115,9 +115,7 @@ impl RunArgs {
     fn runtime(&self) -> Result<Runtime, String> {
         match (self.runtime, std::env::var("CORRAL_RUNTIME")) {
             (Some(r), _) => Ok(r),
-            (None, Ok(v)) if !v.is_empty() => v
-                .parse()
-                .map_err(|e| format!("CORRAL_RUNTIME: {e}")),
+            (None, Ok(v)) if !v.is_empty() => v.parse().map_err(|e| format!("CORRAL_RUNTIME: {e}")),
             (None, _) => Ok(Runtime::default()),
         }
     }

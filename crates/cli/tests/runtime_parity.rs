@@ -165,12 +165,28 @@ fn a_gvisor_run_really_runs_in_gvisor() {
         return;
     }
     let o = run_json(
-        &["--runtime", "gvisor", "--", "/bin/sh", "-c", "cat /proc/version; id -u"],
+        &[
+            "--runtime",
+            "gvisor",
+            "--",
+            "/bin/sh",
+            "-c",
+            "cat /proc/version; id -u",
+        ],
         secs(120),
     );
     assert_eq!(o.status(), "ok", "{}", o.describe());
     let out = o.json["stdout"].as_str().unwrap_or("");
     assert!(out.contains("gVisor") || out.contains("4.4.0"), "{out}");
-    let uid: u32 = out.lines().last().unwrap_or("").trim().parse().expect("a uid");
-    assert!(uid >= 60_000, "the program runs as a sandbox uid, got {uid}");
+    let uid: u32 = out
+        .lines()
+        .last()
+        .unwrap_or("")
+        .trim()
+        .parse()
+        .expect("a uid");
+    assert!(
+        uid >= 60_000,
+        "the program runs as a sandbox uid, got {uid}"
+    );
 }

@@ -281,7 +281,9 @@ impl<'s> Execution<'s> {
             let event = match self.control.next_event() {
                 Ok(event) => event,
                 Err(_) if self.finished.is_none() && self.control.init_died_of_oom() => {
-                    tracing::info!("the memory limit's OOM kill took the sandbox's kernel (gVisor)");
+                    tracing::info!(
+                        "the memory limit's OOM kill took the sandbox's kernel (gVisor)"
+                    );
                     let wall_ns = self.start.elapsed().as_nanos() as u64;
                     self.finished = Some((None, Some(libc::SIGKILL), wall_ns));
                     self.stdin = None;

@@ -165,7 +165,12 @@ fn copy_in_dir(
 /// Removes everything in the folder `dir` (never following a link): how a working directory that
 /// cannot be replaced by a fresh mount (gVisor's, shared from the host) is emptied between users.
 pub(crate) fn empty_dir(dir: BorrowedFd<'_>) -> std::io::Result<()> {
-    let listing = open_beneath(dir, Path::new("."), OFlag::O_DIRECTORY | OFlag::O_RDONLY, Mode::empty())?;
+    let listing = open_beneath(
+        dir,
+        Path::new("."),
+        OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+        Mode::empty(),
+    )?;
     let names: Vec<std::ffi::OsString> = nix::dir::Dir::from_fd(listing)?
         .iter()
         .filter_map(|e| e.ok())

@@ -186,7 +186,7 @@ impl Sandbox {
             Some(runsc) => {
                 let launched = crate::gvisor::launch(crate::gvisor::LaunchPlan {
                     runsc,
-                    init: &host.init,
+                    init: (&host.init.path, &host.init.arg),
                     name: &format!("u{uid}"),
                     uid,
                     gid: uid,
@@ -254,7 +254,9 @@ impl Sandbox {
         protocol::send(sandbox.control.fd(), &setup, &fds)?;
         drop(procs);
         match protocol::recv::<Event>(sandbox.control.fd())? {
-            Some((Event::Ready { landlock_abi }, mut fds)) if fds.len() == usize::from(!is_gvisor) => {
+            Some((Event::Ready { landlock_abi }, mut fds))
+                if fds.len() == usize::from(!is_gvisor) =>
+            {
                 if let Some(workdir) = fds.pop() {
                     sandbox.control.set_workdir(workdir);
                 }
@@ -374,7 +376,9 @@ impl Sandbox {
 
     fn collect_reset(&mut self, disk_bytes: u64, inodes: u64) -> Result<(), SandboxError> {
         match protocol::recv::<Event>(self.control.fd())? {
-            Some((Event::Ready { .. }, mut fds)) if fds.len() == usize::from(self.gvisor.is_none()) => {
+            Some((Event::Ready { .. }, mut fds))
+                if fds.len() == usize::from(self.gvisor.is_none()) =>
+            {
                 match fds.pop() {
                     Some(workdir) => self.control.set_workdir(workdir),
                     // gVisor's working directory is the host's: emptied here, every process of
@@ -459,7 +463,10 @@ impl Sandbox {
         // counts gVisor's own threads, only has a backstop.
         let (host_pids, inner_pids) = match self.config.runtime {
             Runtime::Native => (limits.pids, None),
-            Runtime::Gvisor => (crate::gvisor::host_pids_backstop(limits.pids), Some(limits.pids)),
+            Runtime::Gvisor => (
+                crate::gvisor::host_pids_backstop(limits.pids),
+                Some(limits.pids),
+            ),
         };
         self.control
             .account_new_run(limits.memory.bytes(), host_pids)?;

@@ -13,13 +13,12 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{
-    Capability, LinuxBuilder, LinuxCapabilitiesBuilder, LinuxNamespaceBuilder,
-    LinuxNamespaceType, Mount, MountBuilder, PosixRlimitBuilder, PosixRlimitType, ProcessBuilder,
-    RootBuilder, Spec, SpecBuilder, UserBuilder,
+    Capability, LinuxBuilder, LinuxCapabilitiesBuilder, LinuxNamespaceBuilder, LinuxNamespaceType,
+    Mount, MountBuilder, PosixRlimitBuilder, PosixRlimitType, ProcessBuilder, RootBuilder, Spec,
+    SpecBuilder, UserBuilder,
 };
 
 use crate::error::SandboxError;
-use crate::host::InitProgram;
 use crate::inside::rootfs::{synthetic_etc, DEFAULT_ETC, SYSTEM_DIRS};
 use crate::spec::WORKDIR;
 
@@ -75,7 +74,8 @@ fn mount_point(root: &Path, inside: &Path, src: &Path) -> Result<(), SandboxErro
 
 /// What the bundle is made of.
 pub(crate) struct BundlePlan<'a> {
-    pub init: &'a InitProgram,
+    /// corral's binary and the argument that makes it the sandbox's init.
+    pub init: (&'a Path, &'a str),
     /// The host folder shared as the working directory.
     pub workdir: &'a Path,
     /// The run's own binds (`--ro-bind`, `--bind`).
@@ -96,15 +96,13 @@ pub(crate) fn write(dir: &Path, plan: &BundlePlan<'_>) -> Result<PathBuf, Sandbo
         fs::create_dir_all(at(sub)).map_err(io(format!("creating {sub}")))?;
     }
     symlink("/tmp", at("/var/tmp")).map_err(io("creating /var/tmp".into()))?;
-    let mut mounts = vec![
-        MountBuilder::default()
-            .destination("/proc")
-            .typ("proc")
-            .source("proc")
-            .options(vec!["nosuid".into(), "nodev".into(), "noexec".into()])
-            .build()
-            .map_err(oci)?,
-    ];
+    let mut mounts = vec![MountBuilder::default()
+        .destination("/proc")
+        .typ("proc")
+        .source("proc")
+        .options(vec!["nosuid".into(), "nodev".into(), "noexec".into()])
+        .build()
+        .map_err(oci)?];
     for scratch in ["/tmp", "/dev/shm"] {
         mounts.push(
             MountBuilder::default()
@@ -152,8 +150,8 @@ pub(crate) fn write(dir: &Path, plan: &BundlePlan<'_>) -> Result<PathBuf, Sandbo
         mount_point(&root, &m.dst, &m.src)?;
         mounts.push(bind(&m.src, &m.dst, m.writable)?);
     }
-    mount_point(&root, Path::new(INIT_IN_CONTAINER), &plan.init.path)?;
-    mounts.push(bind(&plan.init.path, Path::new(INIT_IN_CONTAINER), false)?);
+    mount_point(&root, Path::new(INIT_IN_CONTAINER), plan.init.0)?;
+    mounts.push(bind(plan.init.0, Path::new(INIT_IN_CONTAINER), false)?);
     mounts.push(bind(plan.workdir, Path::new(WORKDIR), true)?);
 
     let spec = spec(plan, mounts)?;
@@ -191,11 +189,14 @@ fn spec(plan: &BundlePlan<'_>, mounts: Vec<Mount>) -> Result<Spec, SandboxError>
         .map_err(oci)?;
     let process = ProcessBuilder::default()
         .terminal(false)
-        .user(UserBuilder::default().uid(0u32).gid(0u32).build().map_err(oci)?)
-        .args(vec![
-            INIT_IN_CONTAINER.to_string(),
-            plan.init.arg.clone(),
-        ])
+        .user(
+            UserBuilder::default()
+                .uid(0u32)
+                .gid(0u32)
+                .build()
+                .map_err(oci)?,
+        )
+        .args(vec![INIT_IN_CONTAINER.to_string(), plan.init.1.to_string()])
         .env(vec![
             format!("PATH={}", crate::spec::DEFAULT_PATH),
             format!(
@@ -222,7 +223,12 @@ fn spec(plan: &BundlePlan<'_>, mounts: Vec<Mount>) -> Result<Spec, SandboxError>
         LinuxNamespaceType::Mount,
     ]
     .into_iter()
-    .map(|typ| LinuxNamespaceBuilder::default().typ(typ).build().map_err(oci))
+    .map(|typ| {
+        LinuxNamespaceBuilder::default()
+            .typ(typ)
+            .build()
+            .map_err(oci)
+    })
     .collect::<Result<Vec<_>, _>>()?;
     let linux = LinuxBuilder::default()
         .namespaces(namespaces)

@@ -30,7 +30,6 @@ use std::process::{Child, Command, Stdio};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
 use crate::error::SandboxError;
-use crate::host::InitProgram;
 pub use runsc::{find as find_runsc, kvm_usable, Platform, Runsc};
 
 /// Where gVisor sandboxes keep their bundles, working directories and runsc's state.
@@ -67,7 +66,8 @@ impl Drop for HostDirs {
 /// What a gVisor sandbox is started with.
 pub(crate) struct LaunchPlan<'a> {
     pub runsc: &'a Runsc,
-    pub init: &'a InitProgram,
+    /// corral's binary and the argument that makes it the sandbox's init.
+    pub init: (&'a Path, &'a str),
     /// Unique on the host while the sandbox lives (the sandbox's uid lease makes it so).
     pub name: &'a str,
     pub uid: u32,
@@ -155,8 +155,8 @@ pub(crate) fn launch(plan: LaunchPlan<'_>) -> Result<Launched, SandboxError> {
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     let procs: Vec<RawFd> = plan.cgroup_procs.iter().map(|f| f.as_raw_fd()).collect();
-    // SAFETY: the closure only calls write(2), which is async-signal-safe, on descriptors that stay
-    // open in the parent until spawn returns.
+    // SAFETY: the closure only calls write(2) and close_range(2), which are async-signal-safe, on
+    // descriptors that stay open in the parent until spawn returns.
     unsafe {
         cmd.pre_exec(move || {
             for &fd in &procs {
@@ -164,6 +164,8 @@ pub(crate) fn launch(plan: LaunchPlan<'_>) -> Result<Launched, SandboxError> {
                     return Err(std::io::Error::last_os_error());
                 }
             }
+            // runsc gets stdio only: nothing the caller leaked into corral reaches gVisor.
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
             Ok(())
         });
     }
@@ -241,9 +243,7 @@ pub(crate) fn sweep_stale(runsc: Option<&Path>) {
         let Some(uid) = name.strip_prefix('u').and_then(|u| u.parse().ok()) else {
             continue;
         };
-        if let Some(_lease) =
-            crate::uids::try_hold(Path::new(crate::uids::LOCK_DIR), uid)
-        {
+        if let Some(_lease) = crate::uids::try_hold(Path::new(crate::uids::LOCK_DIR), uid) {
             let container = format!("corral-{name}");
             remove_leftovers(&e.path(), &container, runsc.unwrap_or(Path::new("runsc")));
         }
@@ -254,7 +254,6 @@ pub(crate) fn sweep_stale(runsc: Option<&Path>) {
 /// `SECCOMP_RET_TRAP`: gVisor's kernel refuses `SECCOMP_FILTER_FLAG_NEW_LISTENER`, and a filter
 /// that notifies without a listener would only fail the call with ENOSYS, unreported. A trapped
 /// call does not run either; its caller gets SIGSYS.
-
 pub(crate) fn trapping_filter(
     filter: &corral_seccomp::CompiledFilter,
 ) -> Result<corral_seccomp::CompiledFilter, SandboxError> {
@@ -296,6 +295,9 @@ mod tests {
                 assert_eq!(n, g, "syscall {nr}");
             }
         }
-        assert!(reported > 10, "the default profile reports {reported} syscalls");
+        assert!(
+            reported > 10,
+            "the default profile reports {reported} syscalls"
+        );
     }
 }

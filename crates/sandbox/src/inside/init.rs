@@ -79,6 +79,8 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
     };
     // Inside gVisor, init already is PID 1 of the container's own namespaces (runsc made them).
     if setup.gvisor {
+        // gVisor's /proc has no hidepid and shows init's environment to the program: it holds
+        // only what the bundle sets (PATH, CORRAL_CONTROL_FD) and runsc's HOME, nothing of the host.
         return build(&setup, &cgroup_procs, ctl.as_fd())
             .and_then(|built| pid1::serve(&setup, ctl.as_fd(), built))
             .inspect_err(|e| {

@@ -168,7 +168,13 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         continue;
                     }
                     // A sandbox that cannot be made as good as new must not be reused: exit.
-                    reset(setup, disk_bytes, inodes, last_pid.as_ref(), &mut net_baseline)?;
+                    reset(
+                        setup,
+                        disk_bytes,
+                        inodes,
+                        last_pid.as_ref(),
+                        &mut net_baseline,
+                    )?;
                     // The scratch mounts are new inodes: the Landlock rules must name them again.
                     if setup.landlock {
                         landlock = landlock::prepare(&setup.mounts)?;

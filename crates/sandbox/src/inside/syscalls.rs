@@ -367,7 +367,8 @@ pub(crate) mod recording {
             self.call("seccomp(SET_MODE_FILTER, 0)".into())
         }
         fn report_trapping(&mut self) -> Result<(), String> {
-            self.call("report trapping".into()).map_err(|e| e.to_string())
+            self.call("report trapping".into())
+                .map_err(|e| e.to_string())
         }
         fn install_seccomp(&mut self, _: &()) -> Result<RawFd, Errno> {
             self.call("seccomp(SET_MODE_FILTER, NEW_LISTENER)".into())
