@@ -190,3 +190,63 @@ fn a_gvisor_run_really_runs_in_gvisor() {
         "the program runs as a sandbox uid, got {uid}"
     );
 }
+
+/// One lease of a gVisor sandbox serves one submission: its runs share the working directory
+/// (compile, then test). The next lease never gets that sandbox back, however clean a reset
+/// would be: it gets another, which the pool started while the first was in use.
+#[test]
+fn a_gvisor_sandbox_serves_one_lease_and_is_never_reused() {
+    use corral_sandbox::{
+        run_in, Host, InitProgram, NoSink, Pool, PoolConfig, RunSpec, Runtime, SandboxConfig,
+    };
+    let (usable, why) = gvisor_usable();
+    if !usable {
+        eprintln!("\n!!! gVisor is UNUSABLE on this host ({why}) !!!\n");
+        return;
+    }
+    let host = std::sync::Arc::new(
+        Host::new(InitProgram {
+            path: std::path::PathBuf::from(env!("CARGO_BIN_EXE_corral")),
+            arg: corral_sandbox::INIT_ARG.into(),
+        })
+        .expect("this host must support sandboxes (see corral doctor)"),
+    );
+    let pool = Pool::new(host, PoolConfig::default());
+    let sh = |code: &str| {
+        let mut s = RunSpec::new(vec!["/bin/sh".into(), "-c".into(), code.into()]);
+        s.runtime = Runtime::Gvisor;
+        s
+    };
+    let shape = SandboxConfig::for_spec(&sh("true"));
+    let mut lease = pool.lease(&shape).expect("a gVisor sandbox");
+    let first_id = lease.sandbox().id().to_string();
+    let o = run_in(
+        lease.sandbox(),
+        &sh("echo compiled > a.out; echo x > /tmp/t"),
+        &mut NoSink,
+    );
+    assert_eq!(o.status.as_str(), "ok", "{o:?}");
+    assert_eq!(o.runtime, Runtime::Gvisor);
+    let o = run_in(lease.sandbox(), &sh("cat a.out"), &mut NoSink);
+    assert_eq!(
+        o.stdout.text(),
+        "compiled\n",
+        "runs of one lease share the working directory: {o:?}"
+    );
+    drop(lease);
+
+    let mut next = pool.lease(&shape).expect("another gVisor sandbox");
+    assert_ne!(
+        next.sandbox().id(),
+        first_id,
+        "a used gVisor sandbox was leased again"
+    );
+    assert_eq!(
+        next.sandbox().leases(),
+        0,
+        "the next lease gets a sandbox nobody used"
+    );
+    let o = run_in(next.sandbox(), &sh("cat a.out /tmp/t"), &mut NoSink);
+    assert_eq!(o.status.as_str(), "nonzero_exit", "{o:?}");
+    assert!(!o.stdout.text().contains("compiled"), "{o:?}");
+}

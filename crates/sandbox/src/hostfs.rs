@@ -165,6 +165,11 @@ fn copy_in_dir(
 /// Removes everything in the folder `dir` (never following a link): how a working directory that
 /// cannot be replaced by a fresh mount (gVisor's, shared from the host) is emptied between users.
 pub(crate) fn empty_dir(dir: BorrowedFd<'_>) -> std::io::Result<()> {
+    empty_beneath(dir, 0)
+}
+
+/// Removes every entry of the folder `dir`, `depth` folders below where the removal started.
+fn empty_beneath(dir: BorrowedFd<'_>, depth: usize) -> std::io::Result<()> {
     let listing = open_beneath(
         dir,
         Path::new("."),
@@ -178,7 +183,7 @@ pub(crate) fn empty_dir(dir: BorrowedFd<'_>) -> std::io::Result<()> {
         .filter(|n| n != "." && n != "..")
         .collect();
     for n in names {
-        remove_beneath(dir, Path::new(&n), 0)?;
+        remove_beneath(dir, Path::new(&n), depth)?;
     }
     Ok(())
 }
@@ -199,16 +204,7 @@ fn remove_beneath(dir: BorrowedFd<'_>, name: &Path, depth: usize) -> std::io::Re
         OFlag::O_DIRECTORY | OFlag::O_RDONLY,
         Mode::empty(),
     )?;
-    let mut listing = nix::dir::Dir::from_fd(sub.try_clone()?)?;
-    let names: Vec<std::ffi::OsString> = listing
-        .iter()
-        .filter_map(|e| e.ok())
-        .map(|e| std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
-        .filter(|n| n != "." && n != "..")
-        .collect();
-    for n in names {
-        remove_beneath(sub.as_fd(), Path::new(&n), depth + 1)?;
-    }
+    empty_beneath(sub.as_fd(), depth + 1)?;
     unlinkat(dir, name, UnlinkatFlags::RemoveDir)?;
     Ok(())
 }
