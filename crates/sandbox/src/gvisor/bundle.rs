@@ -183,8 +183,9 @@ fn spec(plan: &BundlePlan<'_>, mounts: Vec<Mount>) -> Result<Spec, SandboxError>
     let capabilities = LinuxCapabilitiesBuilder::default()
         .bounding(caps.clone())
         .effective(caps.clone())
-        .permitted(caps.clone())
-        .inheritable(caps)
+        .permitted(caps)
+        // Nothing inheritable: a program's process keeps no capability set at all.
+        .inheritable(oci_spec::runtime::Capabilities::new())
         .build()
         .map_err(oci)?;
     let process = ProcessBuilder::default()
@@ -215,14 +216,16 @@ fn spec(plan: &BundlePlan<'_>, mounts: Vec<Mount>) -> Result<Spec, SandboxError>
         .no_new_privileges(false)
         .build()
         .map_err(oci)?;
+    // With network, runsc's --network=host gives gVisor the host's network; a network namespace
+    // in the spec would replace it with an empty one.
     let namespaces = [
         LinuxNamespaceType::Pid,
-        LinuxNamespaceType::Network,
         LinuxNamespaceType::Ipc,
         LinuxNamespaceType::Uts,
         LinuxNamespaceType::Mount,
     ]
     .into_iter()
+    .chain((!plan.network).then_some(LinuxNamespaceType::Network))
     .map(|typ| {
         LinuxNamespaceBuilder::default()
             .typ(typ)
