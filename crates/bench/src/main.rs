@@ -11,12 +11,15 @@
 //!   (with `--image-data` and `--image`);
 //! - `grading`: a C submission (gcc + 10 runs) and a Python one (10 runs), the same work done
 //!   through corral's pool, bare (no sandbox) and through bubblewrap, interleaved submission by
-//!   submission so drift on the machine hits all three alike.
+//!   submission so drift on the machine hits all three alike;
+//! - `gvisor` (when asked for): the gVisor runtime fresh, in a warm lease, pre-started, and
+//!   `runsc do`, in the same run.
 //!
 //! `bench/compare.sh` runs this next to the other sandboxes and writes the comparison. Nothing
 //! here asserts a timing: it measures and reports.
 
 mod grading;
+mod gvisor;
 mod image_root;
 mod pooled;
 mod rss;
@@ -42,7 +45,7 @@ pub struct Args {
     /// Fewer iterations everywhere (a smoke run in well under a minute).
     #[arg(long)]
     pub quick: bool,
-    /// Comma-separated sections: rss, latency, throughput, limits, image, grading.
+    /// Comma-separated sections: rss, latency, throughput, limits, image, grading, gvisor.
     #[arg(long, default_value = "rss,latency,throughput,limits,image,grading")]
     pub sections: String,
     /// The data folder whose image store holds `--image` (the `image` section).
@@ -136,6 +139,7 @@ fn run(args: &Args, report: &mut Report) -> anyhow::Result<()> {
                 &args.bwrap,
                 report,
             ),
+            "gvisor" => gvisor::measure(&host, args.pick(args.n_fresh, 30, 5), report),
             "" => Ok(()),
             other => Err(anyhow::anyhow!("unknown section {other:?}")),
         };

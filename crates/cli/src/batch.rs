@@ -5,7 +5,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 
-use corral_sandbox::{LimitsRequest, Pool, PoolConfig, Root, RunSpecJson};
+use corral_sandbox::{LimitsRequest, Pool, PoolConfig, Root, RunSpecJson, Runtime};
 
 use crate::image_choice::Images;
 
@@ -15,6 +15,7 @@ pub fn main(
     parallel: usize,
     pool_size: usize,
     fresh: bool,
+    runtime: Runtime,
     defaults: &LimitsRequest,
     image: Option<&str>,
     images: Images,
@@ -70,6 +71,7 @@ pub fn main(
         let mut probe = corral_sandbox::RunSpec::new(vec!["true".into()]);
         probe.limits = defaults.clone();
         probe.root = default_root.clone();
+        probe.runtime = runtime;
         let shape = corral_sandbox::SandboxConfig::for_spec(&probe);
         if let Err(e) = pool.prewarm(&shape, pool_size.max(1)) {
             eprintln!("corral run: sandbox error: {e}");
@@ -100,6 +102,7 @@ pub fn main(
                         defaults: &defaults,
                         images: &images,
                         default_root: &default_root,
+                        runtime,
                     };
                     run_line(&pool, &line, i + 1, &ctx)
                 }
@@ -135,17 +138,20 @@ struct LineContext<'a> {
     defaults: &'a corral_sandbox::Limits,
     images: &'a Images,
     default_root: &'a Root,
+    /// The runtime of lines that do not name one (`--runtime`).
+    runtime: Runtime,
 }
 
 fn run_line(pool: &Arc<Pool>, line: &str, number: usize, ctx: &LineContext<'_>) -> String {
     if line.trim().is_empty() {
         return bad_line(number, "empty line");
     }
-    let parsed: RunSpecJson = match serde_json::from_str(line) {
+    let mut parsed: RunSpecJson = match serde_json::from_str(line) {
         Ok(p) => p,
         Err(e) => return bad_line(number, &e.to_string()),
     };
     let image = parsed.image.clone();
+    parsed.runtime.get_or_insert(ctx.runtime);
     let mut spec = match parsed.into_spec(ctx.base, ctx.defaults) {
         Ok(s) => s,
         Err(e) => return bad_line(number, &e.to_string()),

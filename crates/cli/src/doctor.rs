@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use clap::Args;
-use corral_sandbox::{Host, InitProgram, RunSpec, Status};
+use corral_sandbox::{Host, InitProgram, RunSpec, Runtime, Status};
 
 #[derive(Args, Debug)]
 pub struct DoctorArgs {
@@ -14,7 +14,14 @@ pub struct DoctorArgs {
 
 pub fn main(args: DoctorArgs) -> i32 {
     let report = corral_sandbox::doctor::probe();
-    let smoke = smoke_test(report.ready());
+    let smoke = smoke_test(report.ready(), Runtime::Native);
+    // gVisor is optional: its failure is reported (runs asking for it fail), not fatal.
+    let gvisor_smoke = match report.checks.iter().find(|c| c.name == "gvisor") {
+        Some(c) if c.ok => smoke_test(report.ready(), Runtime::Gvisor),
+        Some(c) => Err(c.detail.clone()),
+        None => Err("not probed".into()),
+    };
+    let enforcement = corral_sandbox::doctor::runtime_enforcement(&report, gvisor_smoke.is_ok());
     let ready = report.ready() && smoke.is_ok();
     if args.json {
         let languages: serde_json::Map<String, serde_json::Value> = crate::check::registry(None)
@@ -30,6 +37,14 @@ pub fn main(args: DoctorArgs) -> i32 {
             "level": report.level(),
             "checks": report.checks,
             "sandbox_smoke_test": match &smoke { Ok(s) => serde_json::json!({"ok": true, "detail": s}), Err(e) => serde_json::json!({"ok": false, "detail": e}) },
+            "runtimes": {
+                "native": {"usable": smoke.is_ok(), "enforces": enforcement[0].1},
+                "gvisor": {
+                    "usable": gvisor_smoke.is_ok(),
+                    "detail": match &gvisor_smoke { Ok(s) | Err(s) => s },
+                    "enforces": enforcement[1].1,
+                },
+            },
         });
         println!("{v:#}");
     } else {
@@ -46,6 +61,14 @@ pub fn main(args: DoctorArgs) -> i32 {
         match &smoke {
             Ok(s) => println!("ok    {:<16} {s}", "sandbox"),
             Err(e) => println!("FAIL  {:<16} {e}", "sandbox"),
+        }
+        match &gvisor_smoke {
+            Ok(s) => println!("ok    {:<16} {s}", "gvisor sandbox"),
+            Err(e) => println!("warn  {:<16} UNUSABLE: {e}", "gvisor sandbox"),
+        }
+        println!();
+        for (runtime, enforces) in &enforcement {
+            println!("runtime {runtime:<8} {enforces}");
         }
         if let Ok(registry) = crate::check::registry(None) {
             let exposures: Vec<_> = registry.iter().map(|l| l.exposure()).collect();
@@ -67,8 +90,8 @@ pub fn main(args: DoctorArgs) -> i32 {
     }
 }
 
-/// Builds a real sandbox and runs `id -u` in it.
-fn smoke_test(ready: bool) -> Result<String, String> {
+/// Builds a real sandbox of `runtime` and runs `id -u` in it.
+fn smoke_test(ready: bool, runtime: Runtime) -> Result<String, String> {
     if !ready {
         return Err("skipped: a required feature is missing".into());
     }
@@ -77,7 +100,8 @@ fn smoke_test(ready: bool) -> Result<String, String> {
             .and_then(Host::new)
             .map_err(|e| e.to_string())?,
     );
-    let spec = RunSpec::new(vec!["/bin/sh".into(), "-c".into(), "id -u".into()]);
+    let mut spec = RunSpec::new(vec!["/bin/sh".into(), "-c".into(), "id -u".into()]);
+    spec.runtime = runtime;
     let o = corral_sandbox::run_fresh(&host, &spec, &mut corral_sandbox::NoSink);
     match o.status {
         Status::Ok => Ok(format!(

@@ -4,7 +4,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use corral_sandbox::{LimitsRequest, Millis, Mount, OutputSink, RunSpec, Size, Status, Stdin};
+use corral_sandbox::{
+    LimitsRequest, Millis, Mount, OutputSink, RunSpec, Runtime, Size, Status, Stdin,
+};
 
 use crate::exit::{SANDBOX_ERROR as SANDBOX_ERROR_EXIT, USAGE as USAGE_EXIT};
 
@@ -82,6 +84,11 @@ pub struct RunArgs {
     /// Build a new sandbox for every run instead of reusing warm ones from the pool.
     #[arg(long)]
     fresh: bool,
+    /// The kernel the program talks to: `native` (the host's, behind namespaces, seccomp and
+    /// Landlock) or `gvisor` (gVisor's user-space kernel, via runsc). With --batch: the default
+    /// for lines without a "runtime" [default: $CORRAL_RUNTIME, else native].
+    #[arg(long, value_name = "native|gvisor")]
+    runtime: Option<Runtime>,
     /// Run every line of this JSONL file (one run spec per line, the JSON form of these flags) and
     /// print one result line each, in input order. Relative paths are relative to the file's folder.
     #[arg(long, value_name = "SPECS.jsonl", conflicts_with_all = ["dir", "stdin", "copy_out"])]
@@ -118,6 +125,15 @@ impl RunArgs {
         }
     }
 
+    /// `--runtime`, else `$CORRAL_RUNTIME`, else native.
+    fn runtime(&self) -> Result<Runtime, String> {
+        match (self.runtime, std::env::var("CORRAL_RUNTIME")) {
+            (Some(r), _) => Ok(r),
+            (None, Ok(v)) if !v.is_empty() => v.parse().map_err(|e| format!("CORRAL_RUNTIME: {e}")),
+            (None, _) => Ok(Runtime::default()),
+        }
+    }
+
     fn spec(&self) -> Result<RunSpec, String> {
         let mut spec = RunSpec::new(self.command.clone());
         for e in &self.env {
@@ -149,6 +165,7 @@ impl RunArgs {
         }
         spec.network = self.network;
         spec.seccomp = self.seccomp_profile.clone().unwrap_or_default();
+        spec.runtime = self.runtime()?;
         spec.copy_out = self.copy_out.clone();
         spec.limits = self
             .limits_request()
@@ -193,6 +210,10 @@ pub fn main(args: RunArgs) -> i32 {
             args.parallel,
             pool_size,
             args.fresh,
+            match args.runtime() {
+                Ok(r) => r,
+                Err(e) => return usage(e),
+            },
             &args.limits_request(),
             args.image.as_deref(),
             args.images(),
@@ -206,7 +227,8 @@ pub fn main(args: RunArgs) -> i32 {
         Ok(h) => h,
         Err(e) => {
             let outcome =
-                corral_sandbox::Outcome::sandbox_error(spec.limits.clone(), e.to_string());
+                corral_sandbox::Outcome::sandbox_error(spec.limits.clone(), e.to_string())
+                    .in_runtime(spec.runtime);
             return report(&args, &spec, &outcome);
         }
     };

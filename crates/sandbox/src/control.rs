@@ -22,6 +22,9 @@ pub(crate) struct Control {
     /// The kernel cannot reset this cgroup's memory peak (cgroup v2 before Linux 6.12) and a run
     /// raised it by more than [`LIFETIME_PEAK_SLACK`]: a later run would be charged that peak.
     peak_spent: bool,
+    /// The init is gone (killed with the run, see [`Control::init_died_of_oom`]): the sandbox
+    /// stays broken whatever the run's end looked like.
+    dead: bool,
 }
 
 /// How far a run may raise a lifetime-only memory peak before the sandbox is retired instead of
@@ -43,6 +46,7 @@ impl Control {
             runs: 0,
             broken: true,
             peak_spent: false,
+            dead: false,
         }
     }
 
@@ -126,7 +130,22 @@ impl Control {
 
     /// The run ended cleanly: the sandbox may serve again.
     pub(crate) fn run_finished(&mut self) {
-        self.broken = false;
+        self.broken = self.dead;
+    }
+
+    /// Whether the init that just vanished mid-run was taken by the cgroup's OOM killer. Under
+    /// gVisor the killer picks gVisor's kernel (the cgroup's largest process) together with the
+    /// program: the run ended by its memory limit, and the sandbox is gone for good.
+    pub(crate) fn init_died_of_oom(&mut self) -> bool {
+        let oom = self
+            .accounting()
+            .ok()
+            .and_then(|(cg, b)| cg.usage_since(b).ok())
+            .is_some_and(|u| u.oom_killed);
+        if oom {
+            self.dead = true;
+        }
+        oom
     }
 
     fn accounting(

@@ -153,6 +153,7 @@ pub fn probe() -> Report {
     ));
     checks.push(check("idmapped mounts", false, idmapped_mounts_status()));
     checks.push(check("openat2", true, openat2_status()));
+    checks.push(check("gvisor", false, gvisor_status()));
     checks.push(check("pidfd", false, pidfd_status()));
     checks.push(check("clone3", false, clone3_status()));
     Report { checks }
@@ -174,6 +175,55 @@ fn idmapped_mounts_status() -> Result<String, String> {
             "Linux {release} has no idmapped overlayfs layers (5.19+): image builds (corral env build) fail; runs work"
         ))
     }
+}
+
+/// Whether `runsc` is there and which platform corral starts it with (a real gVisor sandbox is
+/// then built by the CLI's smoke test).
+fn gvisor_status() -> Result<String, String> {
+    let runsc = crate::gvisor::find_runsc()?;
+    if !nix::unistd::geteuid().is_root() {
+        return Err(format!(
+            "{} found, but the gVisor runtime needs root",
+            runsc.version
+        ));
+    }
+    let kvm = match (runsc.platform, crate::gvisor::kvm_usable()) {
+        (crate::gvisor::Platform::Kvm, _) => "",
+        (_, true) => " (/dev/kvm is usable: CORRAL_GVISOR_PLATFORM=kvm selects it)",
+        (_, false) => " (no usable /dev/kvm)",
+    };
+    Ok(format!(
+        "{} at {}, platform {}{kvm}",
+        runsc.version,
+        runsc.path.display(),
+        runsc.platform.as_str()
+    ))
+}
+
+/// What each runtime enforces on this host, and where (for `corral doctor`).
+pub fn runtime_enforcement(report: &Report, gvisor_usable: bool) -> Vec<(&'static str, String)> {
+    let ok = |name: &str| report.checks.iter().any(|c| c.name == name && c.ok);
+    let landlock = if ok("landlock") {
+        "Landlock"
+    } else {
+        "no Landlock (kernel lacks it)"
+    };
+    vec![
+        (
+            "native",
+            format!(
+                "host kernel; namespaces, pivot_root, cgroups (memory, pids, CPU), seccomp with the syscall named, {landlock}, an unprivileged uid"
+            ),
+        ),
+        (
+            "gvisor",
+            if ok("gvisor") && gvisor_usable {
+                "gVisor's kernel between the program and the host's; the root runsc builds from corral's bundle (read-only system folders, curated /etc, tmpfs scratch; gVisor's file server reaches nothing else: this replaces Landlock, which gVisor lacks); corral's init inside: seccomp (a blocked call traps and is reported without its name), gVisor's pids cgroup, an unprivileged uid; memory and CPU by the host cgroup around runsc (figures include gVisor's own work); no pids_peak; no terminal runs yet".to_string()
+            } else {
+                "UNUSABLE here (see the gvisor lines): runs that ask for it fail, never fall back to native".to_string()
+            },
+        ),
+    ]
 }
 
 fn describe_cgroups(p: &corral_cgroups::Probe) -> Result<String, String> {

@@ -21,6 +21,8 @@ pub enum SpecError {
     NulByte(&'static str),
     #[error("{what} is longer than {max} bytes: pass large data as a file or standard input")]
     TooLarge { what: &'static str, max: usize },
+    #[error("unknown runtime {0:?}: use \"native\" or \"gvisor\"")]
+    BadRuntime(String),
     #[error("give either {0} or {1}, not both")]
     Conflict(&'static str, &'static str),
     #[error(transparent)]

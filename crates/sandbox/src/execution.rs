@@ -278,7 +278,21 @@ impl<'s> Execution<'s> {
         }
         if ready[0] {
             progressed = true;
-            match self.control.next_event()? {
+            let event = match self.control.next_event() {
+                Ok(event) => event,
+                Err(_) if self.finished.is_none() && self.control.init_died_of_oom() => {
+                    tracing::info!(
+                        "the memory limit's OOM kill took the sandbox's kernel (gVisor)"
+                    );
+                    let wall_ns = self.start.elapsed().as_nanos() as u64;
+                    self.finished = Some((None, Some(libc::SIGKILL), wall_ns));
+                    self.stdin = None;
+                    self.drain_deadline = Some(Instant::now() + DRAIN);
+                    return Ok(true);
+                }
+                Err(e) => return Err(e),
+            };
+            match event {
                 Event::Blocked { syscall } => {
                     tracing::info!(%syscall, "a forbidden syscall: the run is killed");
                     self.blocked = Some(syscall)
@@ -391,6 +405,7 @@ impl<'s> Execution<'s> {
             error: None,
             copy_out_skipped: Vec::new(),
             sandbox: None,
+            runtime: crate::spec::Runtime::Native,
         };
         outcome.status = verdict(&outcome, self.killed_for, usage.oom_killed);
         Ok(Some(outcome))

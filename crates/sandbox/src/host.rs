@@ -42,6 +42,8 @@ pub struct Host {
     pub(crate) rootless: bool,
     /// The uids and gids of the host's accounts, which no sandbox may run as.
     pub(crate) host_ids: std::collections::BTreeSet<u32>,
+    /// `runsc`, looked for at the first gVisor sandbox (or its absence, with the reason).
+    runsc: OnceLock<Result<crate::gvisor::Runsc, String>>,
 }
 
 impl Host {
@@ -98,6 +100,7 @@ impl Host {
             landlock: true,
             rootless,
             host_ids: crate::uids::host_ids(),
+            runsc: OnceLock::new(),
         })
     }
 
@@ -150,6 +153,24 @@ impl Host {
         self.strict_filters
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The `runsc` gVisor sandboxes are started with; the error says why gVisor cannot be used
+    /// (a run that asked for it then fails: it never falls back to the native runtime).
+    pub fn runsc(&self) -> Result<&crate::gvisor::Runsc, SandboxError> {
+        self.runsc
+            .get_or_init(|| {
+                let found = crate::gvisor::find_runsc();
+                if self.rootless {
+                    return Err("the gVisor runtime needs root (runsc's sandbox is set up by root); run corral as root or use the native runtime".into());
+                }
+                if let Ok(r) = &found {
+                    crate::gvisor::sweep_stale(Some(&r.path));
+                }
+                found
+            })
+            .as_ref()
+            .map_err(|e| SandboxError::Init(format!("the gVisor runtime is unusable: {e}")))
     }
 
     /// A name unique on this machine for a sandbox (cgroup names, uids): the process id and a

@@ -162,6 +162,32 @@ fn copy_in_dir(
     Ok(())
 }
 
+/// Removes everything in the folder `dir` (never following a link): how a working directory that
+/// cannot be replaced by a fresh mount (gVisor's, shared from the host) is emptied between users.
+pub(crate) fn empty_dir(dir: BorrowedFd<'_>) -> std::io::Result<()> {
+    empty_beneath(dir, 0)
+}
+
+/// Removes every entry of the folder `dir`, `depth` folders below where the removal started.
+fn empty_beneath(dir: BorrowedFd<'_>, depth: usize) -> std::io::Result<()> {
+    let listing = open_beneath(
+        dir,
+        Path::new("."),
+        OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+        Mode::empty(),
+    )?;
+    let names: Vec<std::ffi::OsString> = nix::dir::Dir::from_fd(listing)?
+        .iter()
+        .filter_map(|e| e.ok())
+        .map(|e| std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
+        .filter(|n| n != "." && n != "..")
+        .collect();
+    for n in names {
+        remove_beneath(dir, Path::new(&n), depth)?;
+    }
+    Ok(())
+}
+
 /// Removes `name` beneath `dir` if it exists — a file or link is unlinked (never followed), a
 /// folder emptied the same way and removed.
 fn remove_beneath(dir: BorrowedFd<'_>, name: &Path, depth: usize) -> std::io::Result<()> {
@@ -178,16 +204,7 @@ fn remove_beneath(dir: BorrowedFd<'_>, name: &Path, depth: usize) -> std::io::Re
         OFlag::O_DIRECTORY | OFlag::O_RDONLY,
         Mode::empty(),
     )?;
-    let mut listing = nix::dir::Dir::from_fd(sub.try_clone()?)?;
-    let names: Vec<std::ffi::OsString> = listing
-        .iter()
-        .filter_map(|e| e.ok())
-        .map(|e| std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
-        .filter(|n| n != "." && n != "..")
-        .collect();
-    for n in names {
-        remove_beneath(sub.as_fd(), Path::new(&n), depth + 1)?;
-    }
+    empty_beneath(sub.as_fd(), depth + 1)?;
     unlinkat(dir, name, UnlinkatFlags::RemoveDir)?;
     Ok(())
 }

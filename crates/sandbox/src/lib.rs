@@ -17,6 +17,7 @@ mod control;
 pub mod doctor;
 mod error;
 mod execution;
+mod gvisor;
 mod host;
 mod hostfs;
 mod inside;
@@ -40,6 +41,6 @@ pub use outcome::{Captured, Outcome, Status, Usage};
 pub use pool::{Lease, Pool, PoolConfig};
 pub use sandbox::{run_fresh, run_in, Sandbox, SandboxConfig};
 pub use spec::{
-    parse_env, validate_command, validate_env, ImageRoot, Mount, Root, RunSpec, RunSpecJson, Stdin,
-    DEFAULT_PATH, MAX_ARG_BYTES, MAX_COMMAND_BYTES, WORKDIR,
+    parse_env, validate_command, validate_env, ImageRoot, Mount, Root, RunSpec, RunSpecJson,
+    Runtime, Stdin, DEFAULT_PATH, MAX_ARG_BYTES, MAX_COMMAND_BYTES, WORKDIR,
 };

@@ -87,6 +87,8 @@ pub struct Outcome {
     pub copy_out_skipped: Vec<String>,
     /// Which sandbox ran it, and how many leases that sandbox had served before (0 = brand new).
     pub sandbox: Option<(String, u64)>,
+    /// Which kernel ran it (or was asked to, for a `sandbox_error`).
+    pub runtime: crate::spec::Runtime,
 }
 
 impl Outcome {
@@ -104,7 +106,14 @@ impl Outcome {
             error: Some(error),
             copy_out_skipped: Vec::new(),
             sandbox: None,
+            runtime: crate::spec::Runtime::Native,
         }
+    }
+
+    /// Says which runtime this outcome belongs to.
+    pub fn in_runtime(mut self, runtime: crate::spec::Runtime) -> Self {
+        self.runtime = runtime;
+        self
     }
 
     /// The exit code a shell would report: the program's code, or 128 + signal.
@@ -155,6 +164,7 @@ impl Outcome {
             "stderr_truncated": self.stderr.truncated,
             "script": self.script.text(),
             "limits": self.limits,
+            "runtime": self.runtime.as_str(),
         });
         let o = v.as_object_mut().expect("object literal");
         if let Some(b) = self.stdout.base64_if_binary() {

@@ -5,6 +5,10 @@
 //! scratch mounts, fresh IPC and network namespaces, PID numbering restarted, every process dead —
 //! while the caller already has its result; the next user collects the reset's answer first. A
 //! sandbox whose reset fails, or that served `recycle_after` runs, is destroyed, never reused.
+//!
+//! A gVisor sandbox serves one lease only (one submission: its compile and its tests), never a
+//! second user, however clean its reset. Its start-up (~150 ms) is hidden instead by starting a
+//! replacement in the background when one is given back, kept idle until a lease takes it.
 
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -13,7 +17,7 @@ use crate::error::SandboxError;
 use crate::host::Host;
 use crate::outcome::Outcome;
 use crate::sandbox::{run_in, Sandbox, SandboxConfig};
-use crate::spec::RunSpec;
+use crate::spec::{RunSpec, Runtime};
 
 /// How the pool behaves.
 #[derive(Debug, Clone)]
@@ -142,7 +146,8 @@ impl Pool {
     /// One run, start to end, in a pooled sandbox (copy in, run, copy out, give back).
     pub fn run(self: &Arc<Self>, spec: &RunSpec, sink: &mut dyn OutputSink) -> Outcome {
         if let Err(e) = spec.validate() {
-            return Outcome::sandbox_error(spec.limits.clone(), e.to_string());
+            return Outcome::sandbox_error(spec.limits.clone(), e.to_string())
+                .in_runtime(spec.runtime);
         }
         match self.lease(&SandboxConfig::for_spec(spec)) {
             Ok(mut lease) => {
@@ -152,7 +157,9 @@ impl Pool {
                 outcome.sandbox = Some(who);
                 outcome
             }
-            Err(e) => Outcome::sandbox_error(spec.limits.clone(), e.to_string()),
+            Err(e) => {
+                Outcome::sandbox_error(spec.limits.clone(), e.to_string()).in_runtime(spec.runtime)
+            }
         }
     }
 
@@ -169,6 +176,7 @@ impl Pool {
 
     fn give_back(&self, mut s: Sandbox) {
         let retire = self.config.fresh
+            || s.config().runtime == Runtime::Gvisor && s.leases() > 0
             || s.is_broken()
             || s.memory_peak_spent()
             || (self.config.recycle_after > 0 && s.leases() >= self.config.recycle_after);
@@ -227,8 +235,39 @@ impl Drop for Lease {
     fn drop(&mut self) {
         if let Some(mut s) = self.sandbox.take() {
             s.count_lease();
+            let gvisor_shape = (s.config().runtime == Runtime::Gvisor).then(|| s.config().clone());
             self.pool.give_back(s);
+            if let Some(shape) = gvisor_shape {
+                self.pool.replenish(shape);
+            }
         }
         self.pool.leave();
+    }
+}
+
+impl Pool {
+    /// Starts a new sandbox of this shape in the background and keeps it idle, when the pool
+    /// keeps idle sandboxes at all and has room: a used gVisor sandbox is never reused, so the
+    /// next lease would otherwise wait for a whole start. A pool dropped meanwhile gets nothing
+    /// (the new sandbox is torn down).
+    fn replenish(self: &Arc<Self>, shape: SandboxConfig) {
+        if self.config.fresh || self.config.max_idle == 0 || self.idle() >= self.config.max_idle {
+            return;
+        }
+        let pool = Arc::downgrade(self);
+        let host = self.host.clone();
+        let spawned = std::thread::Builder::new()
+            .name("corral-replenish".into())
+            .spawn(move || match Sandbox::create(&host, &shape) {
+                Ok(s) => {
+                    if let Some(pool) = pool.upgrade() {
+                        pool.give_back(s);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "starting a spare gVisor sandbox failed"),
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "could not start a thread for a spare gVisor sandbox");
+        }
     }
 }

@@ -44,6 +44,11 @@ pub struct Setup {
     /// Build mode: the first of the 65536 host uids (and gids) that the program's user namespace
     /// maps its 0–65535 to; the program is its root, `uid` and `gid` are then 0.
     pub build_ids: Option<u32>,
+    /// Init runs inside gVisor (see the `gvisor` module) as the container's PID 1: runsc built the
+    /// root, the working directory is the host's, processes are limited by gVisor's own pids
+    /// cgroup, the seccomp filter traps instead of notifying, and no descriptor is sent back.
+    #[serde(default)]
+    pub gvisor: bool,
 }
 
 /// The root a sandbox's init builds.
@@ -104,6 +109,10 @@ pub enum Request {
         /// sandbox's default one from `Setup`.
         #[serde(default)]
         seccomp: Option<Vec<u8>>,
+        /// Processes and threads at once, enforced by init (under gVisor); natively the host
+        /// cgroup enforces it and this is `None`.
+        #[serde(default)]
+        pids: Option<u64>,
     },
     /// Send a signal to the current program's process group.
     Signal { signal: i32 },
@@ -123,13 +132,16 @@ pub enum Request {
 pub enum ChildReport {
     /// The seccomp listener rides along as a descriptor.
     Listener,
+    /// The filter is installed without a listener (under gVisor, where it traps instead).
+    Trapping,
     Error(String),
 }
 
 /// Init → supervisor.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Event {
-    /// The root is built. Fd: the working directory (`O_PATH`).
+    /// The root is built. Fd: the working directory (`O_PATH`); none under gVisor, whose
+    /// working directory the supervisor already holds.
     Ready { landlock_abi: Option<i32> },
     /// The program was exec'd. Fd: the terminal's master side, for a run with a terminal.
     Started,

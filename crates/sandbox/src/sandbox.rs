@@ -19,7 +19,7 @@ use crate::execution::Execution;
 use crate::host::Host;
 use crate::outcome::{Outcome, Status};
 use crate::protocol::{self, Event, Request, Rlimits, Setup, SetupRoot};
-use crate::spec::{Mount, Root, RunSpec, Stdin};
+use crate::spec::{Mount, Root, RunSpec, Runtime, Stdin};
 use crate::uids::{self, UidLease};
 
 /// The shape of a sandbox: what is fixed when it is built. Runs with the same shape can share a
@@ -33,6 +33,8 @@ pub struct SandboxConfig {
     pub inodes: u64,
     /// What `/` is; a pool keeps sandboxes per root.
     pub root: Root,
+    /// Which kernel runs the programs; a pool never mixes them.
+    pub runtime: Runtime,
 }
 
 impl SandboxConfig {
@@ -43,6 +45,7 @@ impl SandboxConfig {
             // Build mode always has network (package managers); every other run only on request.
             network: spec.network || build,
             root: spec.root.clone(),
+            runtime: spec.runtime,
             ..Self::offline(spec.mounts.clone(), spec.limits.disk.bytes())
         }
     }
@@ -57,6 +60,7 @@ impl SandboxConfig {
             disk_bytes,
             inodes: (disk_bytes / 4096).clamp(256, 1 << 20),
             root: Root::Host,
+            runtime: Runtime::Native,
         }
     }
 }
@@ -81,6 +85,9 @@ pub struct Sandbox {
     pub landlock_abi: Option<i32>,
     /// Every log line about this sandbox carries its id.
     span: tracing::Span,
+    /// A gVisor sandbox's folder on the host (bundle, working directory); removed after the
+    /// keeper (runsc) has exited.
+    gvisor: Option<crate::gvisor::HostDirs>,
 }
 
 impl Sandbox {
@@ -138,6 +145,17 @@ impl Sandbox {
             }
         };
         let network = config.network || build;
+        if image.is_some() && config.runtime == Runtime::Gvisor {
+            // The bundle runsc starts is built from the host's system folders only (see gvisor/).
+            return Err(SandboxError::Unsupported(
+                "image roots under the gVisor runtime (run the image natively, or gVisor on the host root)",
+            ));
+        }
+        // Fail closed before anything is made: a gVisor run never falls back to the host kernel.
+        let runsc = match config.runtime {
+            Runtime::Native => None,
+            Runtime::Gvisor => Some(host.runsc()?),
+        };
         let (n, name) = host.unique();
         // A uid of its own per sandbox (like isolate's boxes), unique on the host and no account's.
         // Rootless: the program is uid 1000 in its own user namespace, the caller's uid outside.
@@ -202,51 +220,49 @@ impl Sandbox {
             SockFlag::SOCK_CLOEXEC,
         )
         .map_err(|e| SandboxError::io("socketpair", e.into()))?;
-        let child_fd = theirs.as_raw_fd();
-        let mut cmd = Command::new(&host.init.path);
-        cmd.arg(&host.init.arg)
-            .env_clear()
-            .env("PATH", crate::spec::DEFAULT_PATH)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        // SAFETY: the closure only calls dup2/fcntl, which are async-signal-safe, on a descriptor
-        // that stays open in the parent until spawn returns.
-        unsafe {
-            cmd.pre_exec(move || {
-                if child_fd == crate::inside::init::CONTROL_FD {
-                    if libc::fcntl(child_fd, libc::F_SETFD, 0) < 0 {
-                        return Err(std::io::Error::last_os_error());
+        let (keeper, workdir, gvisor) = match runsc {
+            None => {
+                let keeper = match spawn_init(host, theirs) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        let _ = cgroup.destroy();
+                        return Err(e);
                     }
-                } else if libc::dup2(child_fd, crate::inside::init::CONTROL_FD) < 0 {
-                    return Err(std::io::Error::last_os_error());
+                };
+                let root = File::open("/")
+                    .map(OwnedFd::from)
+                    .map_err(|e| SandboxError::io("opening /", e))?;
+                (keeper, root, None)
+            }
+            Some(runsc) => {
+                let launched = crate::gvisor::launch(crate::gvisor::LaunchPlan {
+                    runsc,
+                    init: (&host.init.path, &host.init.arg),
+                    name: &format!("u{uid}"),
+                    uid,
+                    gid: uid,
+                    disk_bytes: config.disk_bytes,
+                    inodes: config.inodes,
+                    network: config.network,
+                    mounts: &config.mounts,
+                    cgroup_procs: &procs,
+                    control: theirs,
+                });
+                match launched {
+                    Ok(l) => (l.runsc, l.workdir, Some(l.dirs)),
+                    Err(e) => {
+                        let _ = cgroup.destroy();
+                        return Err(e);
+                    }
                 }
-                Ok(())
-            });
-        }
-        let keeper = match cmd.spawn() {
-            Ok(k) => k,
-            Err(e) => {
-                let _ = cgroup.destroy();
-                return Err(SandboxError::io(
-                    format!("starting {}", host.init.path.display()),
-                    e,
-                ));
             }
         };
-        drop(theirs);
         let mut sandbox = Sandbox {
             id: name.clone(),
             config: config.clone(),
             keeper: Some(keeper),
             host: host.clone(),
-            control: Control::new(
-                mine,
-                File::open("/")
-                    .map(OwnedFd::from)
-                    .map_err(|e| SandboxError::io("opening /", e))?,
-                cgroup,
-            ),
+            control: Control::new(mine, workdir, cgroup),
             // Who owns copied-in files, as the host sees it (build mode: the namespace's root).
             uid: build_ids.unwrap_or(userns.map_or(uid, |(u, _)| u)),
             gid: build_ids.unwrap_or(userns.map_or(uid, |(_, g)| g)),
@@ -256,6 +272,13 @@ impl Sandbox {
             pending_reset: None,
             landlock_abi: None,
             span: tracing::debug_span!("sandbox", id = %name),
+            gvisor,
+        };
+        let is_gvisor = sandbox.gvisor.is_some();
+        let seccomp = if is_gvisor {
+            crate::gvisor::trapping_filter(filter)?.as_bytes().to_vec()
+        } else {
+            filter.as_bytes().to_vec()
         };
         // Build mode: the program is root of its own user namespace.
         let uid = if build { 0 } else { uid };
@@ -276,20 +299,29 @@ impl Sandbox {
                     .collect(),
                 Some(_) => Vec::new(),
             },
-            seccomp: filter.as_bytes().to_vec(),
-            landlock: host.landlock,
+            seccomp,
+            // gVisor has no Landlock (ENOSYS); what its file server can reach is the wall there.
+            landlock: host.landlock && !is_gvisor,
             root,
             cwd,
             build_ids,
+            gvisor: is_gvisor,
         };
-        let fds: Vec<_> = procs.iter().map(|f| f.as_raw_fd()).collect();
+        // Under gVisor, runsc joined the cgroup before it executed (init cannot reach the host's).
+        let fds: Vec<_> = if is_gvisor {
+            Vec::new()
+        } else {
+            procs.iter().map(|f| f.as_raw_fd()).collect()
+        };
         protocol::send(sandbox.control.fd(), &setup, &fds)?;
         drop(procs);
         match protocol::recv::<Event>(sandbox.control.fd())? {
-            Some((Event::Ready { landlock_abi }, mut fds)) if fds.len() == 1 => {
-                sandbox
-                    .control
-                    .set_workdir(fds.pop().expect("one descriptor"));
+            Some((Event::Ready { landlock_abi }, mut fds))
+                if fds.len() == usize::from(!is_gvisor) =>
+            {
+                if let Some(workdir) = fds.pop() {
+                    sandbox.control.set_workdir(workdir);
+                }
                 sandbox.landlock_abi = landlock_abi;
                 sandbox.control.set_broken(false);
                 Ok(sandbox)
@@ -406,8 +438,19 @@ impl Sandbox {
 
     fn collect_reset(&mut self, disk_bytes: u64, inodes: u64) -> Result<(), SandboxError> {
         match protocol::recv::<Event>(self.control.fd())? {
-            Some((Event::Ready { .. }, mut fds)) if fds.len() == 1 => {
-                self.control.set_workdir(fds.pop().expect("one descriptor"));
+            Some((Event::Ready { .. }, mut fds))
+                if fds.len() == usize::from(self.gvisor.is_none()) =>
+            {
+                match fds.pop() {
+                    Some(workdir) => self.control.set_workdir(workdir),
+                    // gVisor's working directory is the host's: emptied here, every process of
+                    // the sandbox being dead (init checked before it answered).
+                    None => {
+                        if let Some(dirs) = &self.gvisor {
+                            dirs.reset_workdir(self.uid, self.gid)?;
+                        }
+                    }
+                }
                 self.config.disk_bytes = disk_bytes;
                 self.config.inodes = inodes;
                 self.control.set_broken(false);
@@ -432,6 +475,13 @@ impl Sandbox {
             tracing::warn!("refusing to run in a broken sandbox");
             return Err(SandboxError::Init(
                 "this sandbox is broken and cannot run anything".into(),
+            ));
+        }
+        if spec.tty.is_some() && self.config.runtime == Runtime::Gvisor {
+            // The terminal is made inside the sandbox and its master sent out, which gVisor
+            // cannot do (descriptors only flow in).
+            return Err(SandboxError::Unsupported(
+                "terminal runs under the gVisor runtime (use pipes, or the native runtime)",
             ));
         }
         let limits = spec.limits.clone();
@@ -471,8 +521,17 @@ impl Sandbox {
                 (Some(r), Some(w), Vec::new())
             }
         };
+        // Under gVisor the program's processes are limited inside it; the host cgroup, which
+        // counts gVisor's own threads, only has a backstop.
+        let (host_pids, inner_pids) = match self.config.runtime {
+            Runtime::Native => (limits.pids, None),
+            Runtime::Gvisor => (
+                crate::gvisor::host_pids_backstop(limits.pids),
+                Some(limits.pids),
+            ),
+        };
         self.control
-            .account_new_run(limits.memory.bytes(), limits.pids)?;
+            .account_new_run(limits.memory.bytes(), host_pids)?;
         let rlimits = Rlimits {
             nofile: limits.open_files,
             fsize: limits.file_size.bytes(),
@@ -491,6 +550,7 @@ impl Sandbox {
             rlimits,
             tty: spec.tty,
             seccomp,
+            pids: inner_pids,
         };
         self.control.count_run();
         let mut sent = Vec::new();
@@ -552,9 +612,16 @@ impl Sandbox {
     /// Runs one program to its end (or its limit) and reports what happened.
     pub fn run(&mut self, spec: &RunSpec, sink: &mut dyn OutputSink) -> Outcome {
         let _in = self.span.clone().entered();
+        let runtime = self.config.runtime;
         let result = self.start(spec).and_then(|e| e.finish(sink));
-        match result {
-            Ok(o) => {
+        match result.map(|o| o.in_runtime(runtime)) {
+            Ok(mut o) => {
+                if runtime == Runtime::Gvisor {
+                    // The host cgroup's pids figures count gVisor's threads, not the program's
+                    // processes; gVisor's own pids cgroup keeps no peak and no event count.
+                    o.usage.pids_peak = None;
+                    o.usage.pids_limit_hit = false;
+                }
                 tracing::debug!(
                     status = o.status.as_str(),
                     blocked_syscall = o.blocked_syscall.as_deref(),
@@ -565,7 +632,7 @@ impl Sandbox {
             Err(e) => {
                 tracing::warn!(error = %e, "run failed; the sandbox is marked broken");
                 self.control.set_broken(true);
-                Outcome::sandbox_error(spec.limits.clone(), e.to_string())
+                Outcome::sandbox_error(spec.limits.clone(), e.to_string()).in_runtime(runtime)
             }
         }
     }
@@ -620,6 +687,37 @@ fn prepare_upper(upper: &Path) -> Result<(), SandboxError> {
         .map_err(|e| SandboxError::io(format!("creating {}", work.display()), e))
 }
 
+/// Starts the native sandbox's init: the corral binary itself, with the control socket as fd 3.
+fn spawn_init(host: &Host, theirs: OwnedFd) -> Result<Child, SandboxError> {
+    let child_fd = theirs.as_raw_fd();
+    let mut cmd = Command::new(&host.init.path);
+    cmd.arg(&host.init.arg)
+        .env_clear()
+        .env("PATH", crate::spec::DEFAULT_PATH)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    // SAFETY: the closure only calls dup2/fcntl, which are async-signal-safe, on a descriptor
+    // that stays open in the parent until spawn returns.
+    unsafe {
+        cmd.pre_exec(move || {
+            if child_fd == crate::inside::init::CONTROL_FD {
+                if libc::fcntl(child_fd, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(child_fd, crate::inside::init::CONTROL_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let keeper = cmd
+        .spawn()
+        .map_err(|e| SandboxError::io(format!("starting {}", host.init.path.display()), e))?;
+    drop(theirs);
+    Ok(keeper)
+}
+
 /// What a terminal run types in at the start: the given bytes, or a file's contents.
 fn stdin_bytes(stdin: &Stdin) -> Result<Vec<u8>, SandboxError> {
     match stdin {
@@ -647,7 +745,9 @@ fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<(), SandboxError> {
 
 /// Runs `spec` in a fresh sandbox: build, copy the folder in, run, copy out, tear down.
 pub fn run_fresh(host: &Arc<Host>, spec: &RunSpec, sink: &mut dyn OutputSink) -> Outcome {
-    let fail = |e: SandboxError| Outcome::sandbox_error(spec.limits.clone(), e.to_string());
+    let fail = |e: SandboxError| {
+        Outcome::sandbox_error(spec.limits.clone(), e.to_string()).in_runtime(spec.runtime)
+    };
     if let Err(e) = spec.validate() {
         return fail(e.into());
     }
@@ -660,7 +760,10 @@ pub fn run_fresh(host: &Arc<Host>, spec: &RunSpec, sink: &mut dyn OutputSink) ->
 
 /// Copy in, run, copy out — in an existing sandbox.
 pub fn run_in(sandbox: &mut Sandbox, spec: &RunSpec, sink: &mut dyn OutputSink) -> Outcome {
-    let fail = |e: SandboxError| Outcome::sandbox_error(spec.limits.clone(), e.to_string());
+    let runtime = sandbox.config().runtime;
+    let fail = |e: SandboxError| {
+        Outcome::sandbox_error(spec.limits.clone(), e.to_string()).in_runtime(runtime)
+    };
     if let Some(dir) = &spec.dir {
         if let Err(e) = sandbox.copy_in(dir) {
             return fail(e);

@@ -23,6 +23,45 @@ pub enum Root {
     Image(ImageRoot),
 }
 
+/// Which kernel a sandbox's programs talk to. Part of a sandbox's shape: a pool never gives a run
+/// of one runtime a sandbox of the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    /// The host kernel, behind namespaces, cgroups, seccomp and Landlock.
+    #[default]
+    Native,
+    /// gVisor (`runsc`): a user-space kernel between the program and the host's, with corral's
+    /// own init inside it (see the `gvisor` module).
+    Gvisor,
+}
+
+impl Runtime {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Runtime::Native => "native",
+            Runtime::Gvisor => "gvisor",
+        }
+    }
+}
+
+impl std::str::FromStr for Runtime {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
+        match s {
+            "native" => Ok(Runtime::Native),
+            "gvisor" => Ok(Runtime::Gvisor),
+            other => Err(SpecError::BadRuntime(other.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A container image resolved to what a sandbox needs (the images crate's store finds it; this
 /// crate only mounts it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -162,6 +201,8 @@ pub struct RunSpec {
     /// A stricter seccomp profile on top of the default one (`no_spawn`, `no_sockets`,
     /// `allow:…`); the default adds nothing.
     pub seccomp: corral_seccomp::Restrictions,
+    /// Which kernel runs the program.
+    pub runtime: Runtime,
 }
 
 impl RunSpec {
@@ -178,6 +219,7 @@ impl RunSpec {
             tty: None,
             root: Root::Host,
             seccomp: corral_seccomp::Restrictions::default(),
+            runtime: Runtime::Native,
         }
     }
 
@@ -348,6 +390,9 @@ pub struct RunSpecJson {
     /// A stricter seccomp profile: `no_spawn`, `no_sockets`, `allow:NAME,…`, joined by `+`.
     #[serde(default)]
     pub seccomp: Option<String>,
+    /// `"native"` or `"gvisor"`; absent means the caller's default.
+    #[serde(default)]
+    pub runtime: Option<Runtime>,
 }
 
 impl RunSpecJson {
@@ -376,6 +421,7 @@ impl RunSpecJson {
         if let Some(name) = &self.seccomp {
             spec.seccomp = name.parse()?;
         }
+        spec.runtime = self.runtime.unwrap_or_default();
         spec.validate()?;
         Ok(spec)
     }

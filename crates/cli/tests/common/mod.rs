@@ -181,7 +181,24 @@ pub fn run_command(mut cmd: Command, timeout: Duration) -> Raw {
 pub fn corral_cmd() -> Command {
     let mut c = Command::new(corral_bin());
     c.stdin(Stdio::null());
+    // The same suites run under each runtime: CORRAL_TEST_RUNTIME=gvisor makes every `corral
+    // run` of the test use gVisor (through the CLI's CORRAL_RUNTIME default).
+    if let Some(rt) = test_runtime() {
+        c.env("CORRAL_RUNTIME", rt);
+    }
     c
+}
+
+/// The runtime the suites run under (`CORRAL_TEST_RUNTIME`), when not the native default.
+pub fn test_runtime() -> Option<String> {
+    std::env::var("CORRAL_TEST_RUNTIME")
+        .ok()
+        .filter(|r| !r.is_empty() && r != "native")
+}
+
+/// Whether this test binary runs its programs under gVisor.
+pub fn under_gvisor() -> bool {
+    test_runtime().as_deref() == Some("gvisor")
 }
 
 /// The parsed result of `corral run --json ...`.

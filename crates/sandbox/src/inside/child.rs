@@ -34,6 +34,10 @@ pub(crate) struct ChildPlan {
     program: String,
     /// Where the program starts.
     cwd: String,
+    /// Inside gVisor: the seccomp filter traps instead of notifying PID 1 (gVisor has no user
+    /// notification, see `gvisor::trapping_filter`) and RLIMIT_MSGQUEUE is gVisor's to set
+    /// (it refuses to lower it; its message queues live in its own kernel).
+    pub(crate) gvisor: bool,
 }
 
 impl ChildPlan {
@@ -82,6 +86,7 @@ impl ChildPlan {
             landlock: setup.landlock,
             program,
             cwd: setup.cwd.clone(),
+            gvisor: setup.gvisor,
         })
     }
 }
@@ -149,9 +154,15 @@ pub(crate) fn contain_and_exec<S: Syscalls>(
     privileges::drop_privileges(sys, plan.identity)?;
     sys.no_new_privs().map_err(SetupError::NoNewPrivs)?;
     restrict_filesystem(plan, sys, landlock)?;
-    let listener = sys.install_seccomp(filter).map_err(SetupError::Seccomp)?;
-    sys.report_listener(listener)
-        .map_err(SetupError::ReportListener)?;
+    if !plan.gvisor {
+        let listener = sys.install_seccomp(filter).map_err(SetupError::Seccomp)?;
+        sys.report_listener(listener)
+            .map_err(SetupError::ReportListener)?;
+    } else {
+        sys.install_seccomp_trapping(filter)
+            .map_err(SetupError::Seccomp)?;
+        sys.report_trapping().map_err(SetupError::ReportListener)?;
+    }
     // No descriptor but 0, 1, 2 may reach the program (the listener above would let it answer its
     // own seccomp notifications); the report socket, close-on-exec, goes with the exec.
     sys.close_from(3);
@@ -192,8 +203,10 @@ fn set_rlimits(plan: &ChildPlan, sys: &mut impl Syscalls) -> Result<(), SetupErr
     limits.extend([
         (Resource::RLIMIT_CORE, 0, 0),
         (Resource::RLIMIT_MEMLOCK, 64 << 10, 64 << 10),
-        (Resource::RLIMIT_MSGQUEUE, 64 << 10, 64 << 10),
     ]);
+    if !plan.gvisor {
+        limits.push((Resource::RLIMIT_MSGQUEUE, 64 << 10, 64 << 10));
+    }
     for (resource, soft, hard) in limits {
         sys.setrlimit(resource, soft, hard.max(soft))
             .map_err(|errno| SetupError::Rlimit { resource, errno })?;
@@ -265,6 +278,7 @@ mod tests {
             root: crate::protocol::SetupRoot::Host,
             cwd: crate::spec::WORKDIR.into(),
             build_ids: None,
+            gvisor: false,
         }
     }
 

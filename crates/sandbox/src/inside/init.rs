@@ -19,17 +19,27 @@ use crate::inside::error::SetupError;
 use crate::inside::pid1::{self, Built};
 use crate::inside::privileges;
 use crate::inside::syscalls::Kernel;
-use crate::inside::{idmap, landlock, netns, rootfs};
+use crate::inside::{gvisor, idmap, landlock, netns, rootfs};
 use crate::protocol::{self, Event, Setup};
 
 /// The hidden subcommand the supervisor runs.
 pub const INIT_ARG: &str = "__sandbox-init";
 /// The control socket's number in init.
 pub(crate) const CONTROL_FD: RawFd = 3;
+/// Names another descriptor as the control socket (under gVisor, runsc donates only stdio: it is
+/// 0); init moves it to [`CONTROL_FD`] and puts `/dev/null` in its place.
+pub(crate) const CONTROL_FD_ENV: &str = "CORRAL_CONTROL_FD";
 
 /// Entry point of `corral __sandbox-init`: a binary that starts sandboxes calls this first thing
 /// in `main` when its first argument is [`INIT_ARG`]. Never returns.
 pub fn init_main() -> ! {
+    if let Some(fd) = std::env::var(CONTROL_FD_ENV)
+        .ok()
+        .and_then(|v| v.parse::<RawFd>().ok())
+        .filter(|&fd| fd != CONTROL_FD)
+    {
+        move_control_fd(fd);
+    }
     // SAFETY: the supervisor passes the control socket as fd 3 and nothing else in this fresh
     // process has taken ownership of it.
     let ctl = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
@@ -43,6 +53,20 @@ pub fn init_main() -> ! {
     std::process::exit(code)
 }
 
+/// Makes `fd` the control socket's [`CONTROL_FD`] and `/dev/null` the old number.
+fn move_control_fd(fd: RawFd) {
+    // SAFETY: dup2/open/close on descriptors of this fresh single-threaded process; nothing owns
+    // `fd` or CONTROL_FD yet.
+    unsafe {
+        libc::dup2(fd, CONTROL_FD);
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 && null != fd {
+            libc::dup2(null, fd);
+            libc::close(null);
+        }
+    }
+}
+
 /// Tells the supervisor why the sandbox could not be built, and fails with the same words.
 fn refuse(ctl: BorrowedFd<'_>, error: String) -> Result<(), SandboxError> {
     protocol::send(ctl, &Event::failed(&error), &[])?;
@@ -53,6 +77,16 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
     let Some((setup, cgroup_procs)) = protocol::recv::<Setup>(ctl.as_fd())? else {
         return Ok(());
     };
+    // Inside gVisor, init already is PID 1 of the container's own namespaces (runsc made them).
+    if setup.gvisor {
+        // gVisor's /proc has no hidepid and shows init's environment to the program: it holds
+        // only what the bundle sets (PATH, CORRAL_CONTROL_FD) and runsc's HOME, nothing of the host.
+        return build(&setup, &cgroup_procs, ctl.as_fd())
+            .and_then(|built| pid1::serve(&setup, ctl.as_fd(), built))
+            .inspect_err(|e| {
+                let _ = protocol::send(ctl.as_fd(), &Event::failed(e), &[]);
+            });
+    }
     if let Some((uid, gid)) = setup.userns {
         if let Err(e) = privileges::enter_user_namespace(&mut Kernel::for_init(), uid, gid) {
             return refuse(ctl.as_fd(), format!("user namespace: {e}"));
@@ -126,14 +160,30 @@ fn build(
     let _ = nix::unistd::sethostname(&setup.hostname);
     // Kept open from before /proc/sys becomes read-only: a reset restarts PID numbering with it,
     // so a run cannot count how many processes the previous one made.
-    let last_pid = std::fs::OpenOptions::new()
+    // gVisor has no ns_last_pid: its PID numbering is not restarted, and a run there can count
+    // how many processes earlier runs of the same lease made (never another user's: a gVisor
+    // sandbox serves one submission).
+    let last_pid = match std::fs::OpenOptions::new()
         .write(true)
         .open("/proc/sys/kernel/ns_last_pid")
-        .map_err(|e| SandboxError::io("opening ns_last_pid", e))?;
+    {
+        Ok(f) => Some(f),
+        Err(_) if setup.gvisor => None,
+        Err(e) => return Err(SandboxError::io("opening ns_last_pid", e)),
+    };
+    // Under gVisor the program's processes are counted by gVisor's own pids cgroup, which PID 1
+    // joins like the host's (before the root hides it).
+    let pids_max = if setup.gvisor {
+        Some(gvisor::join()?)
+    } else {
+        None
+    };
     if !setup.network {
         netns::loopback_up();
     }
-    rootfs::build(setup, build_userns.as_ref())?;
+    if !setup.gvisor {
+        rootfs::build(setup, build_userns.as_ref())?;
+    }
     default_signals();
     privileges::drop_bounding_set(&mut Kernel::for_init())?;
     // The OOM killer should pick a program, never PID 1 (best effort: needs CAP_SYS_RESOURCE).
@@ -151,9 +201,10 @@ fn build(
     };
     let filter = corral_seccomp::CompiledFilter::from_bytes(setup.seccomp.clone())?;
     let landlock_abi = setup.landlock.then(landlock::kernel_abi);
-    pid1::send_ready(ctl, landlock_abi)?;
+    pid1::send_ready(ctl, landlock_abi, setup.gvisor)?;
     Ok(Built {
         last_pid,
+        pids_max,
         oom_protected,
         net_baseline,
         landlock,

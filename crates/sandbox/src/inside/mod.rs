@@ -8,14 +8,16 @@
 //! - [`child`]: the program's process — the ordered steps from fork to exec.
 //! - [`privileges`]: the privilege drop, written once; [`syscalls`]: the system calls it and
 //!   [`child`] make, behind a trait so their order is tested without root.
+//! - [`gvisor`]: what init does differently inside gVisor (pids cgroup, scratch reset).
 //! - [`error`]: one error variant per step.
 //!
 //! Dependencies point one way, down this list's call order: `init` → `pid1` → `child` →
-//! `privileges` → `syscalls`; `rootfs` → `image_root` → `idmap`; the leaves (`netns`, `landlock`, `pty`, `stdin_probe`,
-//! `error`) call back into none of them.
+//! `privileges` → `syscalls`; `rootfs` → `image_root` → `idmap`; the leaves (`netns`, `landlock`,
+//! `gvisor`, `pty`, `stdin_probe`, `error`) call back into none of them.
 
 mod child;
 pub(crate) mod error;
+mod gvisor;
 mod idmap;
 pub(crate) mod image_root;
 pub(crate) mod init;

@@ -16,13 +16,15 @@ use nix::unistd::{fork, ForkResult, Pid};
 use crate::error::SandboxError;
 use crate::inside::child::{self, ChildPlan};
 use crate::inside::error::SetupError;
-use crate::inside::{landlock, netns, pty, rootfs, stdin_probe};
+use crate::inside::{gvisor, landlock, netns, pty, rootfs, stdin_probe};
 use crate::protocol::{self, ChildReport, Event, Request, Setup};
 
 /// What PID 1 keeps from building the sandbox.
 pub(crate) struct Built {
-    /// `/proc/sys/kernel/ns_last_pid`, opened before `/proc/sys` became read-only.
-    pub last_pid: std::fs::File,
+    /// `/proc/sys/kernel/ns_last_pid`, opened before `/proc/sys` became read-only (gVisor has none).
+    pub last_pid: Option<std::fs::File>,
+    /// Under gVisor: `pids.max` of gVisor's own pids cgroup, which PID 1 joined.
+    pub pids_max: Option<std::fs::File>,
     /// PID 1 exempted itself from the OOM killer.
     pub oom_protected: bool,
     /// What the unused network namespace looked like (see [`netns::fingerprint`]).
@@ -38,6 +40,7 @@ pub(crate) struct Built {
 pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<(), SandboxError> {
     let Built {
         last_pid,
+        pids_max,
         oom_protected,
         mut net_baseline,
         mut landlock,
@@ -102,10 +105,23 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     rlimits,
                     tty,
                     seccomp,
+                    pids,
                 } => {
                     if current.is_some() {
                         protocol::send(ctl, &Event::failed("a run is already in progress"), &[])?;
                         continue;
+                    }
+                    // Under gVisor the pids limit is enforced here or the run does not start.
+                    if let Some(file) = &pids_max {
+                        let limited = match pids {
+                            Some(n) => gvisor::limit(file, n).map_err(|e| e.to_string()),
+                            None => Err("no pids limit was given".to_string()),
+                        };
+                        if let Err(e) = limited {
+                            let msg = format!("setting gVisor's pids limit: {e}");
+                            protocol::send(ctl, &Event::failed(msg), &[])?;
+                            continue;
+                        }
                     }
                     // With a terminal, the program's stdio is the slave of a fresh pty; the
                     // master goes back to the supervisor.
@@ -143,7 +159,8 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     };
                     let filter = strict.as_ref().unwrap_or(&filter);
                     match plan.and_then(|plan| start(&plan, filter, landlock.as_ref(), fds)) {
-                        Ok(run) => {
+                        Ok(mut run) => {
+                            run.gvisor = setup.gvisor;
                             let passed: Vec<_> = master.iter().map(|m| m.as_raw_fd()).collect();
                             protocol::send(ctl, &Event::Started, &passed)?;
                             // A call reported while it was starting (see `start`).
@@ -170,12 +187,18 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         continue;
                     }
                     // A sandbox that cannot be made as good as new must not be reused: exit.
-                    reset(setup, disk_bytes, inodes, &last_pid, &mut net_baseline)?;
+                    reset(
+                        setup,
+                        disk_bytes,
+                        inodes,
+                        last_pid.as_ref(),
+                        &mut net_baseline,
+                    )?;
                     // The scratch mounts are new inodes: the Landlock rules must name them again.
                     if setup.landlock {
                         landlock = landlock::prepare(setup)?;
                     }
-                    send_ready(ctl, landlock_abi)?;
+                    send_ready(ctl, landlock_abi, setup.gvisor)?;
                 }
                 Request::Kill => {
                     if let Some(run) = current.as_mut() {
@@ -190,6 +213,16 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
             }
         }
         if let Some(done) = current.as_mut().and_then(Running::finished) {
+            // Under gVisor a blocked call is only known once its caller died (natively the
+            // notification already said so).
+            if let Some(Running {
+                gvisor: true,
+                blocked: Some(syscall),
+                ..
+            }) = current.take()
+            {
+                protocol::send(ctl, &Event::Blocked { syscall }, &[])?;
+            }
             current = None;
             protocol::send(ctl, &done, &[])?;
         }
@@ -199,7 +232,12 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
 pub(crate) fn send_ready(
     ctl: BorrowedFd<'_>,
     landlock_abi: Option<i32>,
+    gvisor: bool,
 ) -> Result<(), SandboxError> {
+    // gVisor cannot send its descriptors out; the supervisor holds the (host) working directory.
+    if gvisor {
+        return protocol::send(ctl, &Event::Ready { landlock_abi }, &[]);
+    }
     let work = nix::fcntl::open(
         crate::spec::WORKDIR,
         nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
@@ -216,7 +254,7 @@ fn reset(
     setup: &Setup,
     disk_bytes: u64,
     inodes: u64,
-    last_pid: &std::fs::File,
+    last_pid: Option<&std::fs::File>,
     net_baseline: &mut Option<Vec<u8>>,
 ) -> Result<(), SandboxError> {
     reap_all_nonblocking();
@@ -226,7 +264,11 @@ fn reset(
         ));
     }
     let (owner_uid, owner_gid) = setup.fs_owner();
-    rootfs::reset_scratch(owner_uid, owner_gid, disk_bytes, inodes)?;
+    if setup.gvisor {
+        gvisor::reset_scratch(disk_bytes)?;
+    } else {
+        rootfs::reset_scratch(owner_uid, owner_gid, disk_bytes, inodes)?;
+    }
     let mut flags = CloneFlags::CLONE_NEWIPC;
     // A network namespace costs ~0.6 ms to replace; one nobody used is as good as new.
     let renew_net =
@@ -240,11 +282,16 @@ fn reset(
         *net_baseline = netns::fingerprint();
     }
     use std::os::unix::fs::FileExt;
-    last_pid
-        .write_at(b"1", 0)
-        .map_err(|e| SandboxError::io("restarting PID numbering", e))?;
+    if let Some(last_pid) = last_pid {
+        last_pid
+            .write_at(b"1", 0)
+            .map_err(|e| SandboxError::io("restarting PID numbering", e))?;
+    }
     Ok(())
 }
+
+/// What a blocked call is called under gVisor, which does not say which call it was.
+pub(crate) const GVISOR_UNNAMED_SYSCALL: &str = "unknown (gVisor does not name it)";
 
 /// A program running in this sandbox.
 struct Running {
@@ -255,6 +302,8 @@ struct Running {
     /// How the main program ended, once it has been reaped: (exit code, signal).
     ended: Option<(Option<i32>, Option<i32>)>,
     wall_ns: u64,
+    /// Inside gVisor, where a blocked call traps (SIGSYS) instead of notifying.
+    gvisor: bool,
 }
 
 impl Running {
@@ -287,6 +336,13 @@ impl Running {
     }
 
     fn record(&mut self, status: WaitStatus) {
+        // Under gVisor a blocked call kills its caller with SIGSYS (see `gvisor::trapping_filter`):
+        // whichever process PID 1 sees die of it ends the run as blocked, like a notification.
+        if let (true, WaitStatus::Signaled(_, Signal::SIGSYS, _), None) =
+            (self.gvisor, status, &self.blocked)
+        {
+            self.blocked = Some(GVISOR_UNNAMED_SYSCALL.to_string());
+        }
         let ended = match status {
             WaitStatus::Exited(pid, code) if pid == self.pid => (Some(code), None),
             WaitStatus::Signaled(pid, sig, _) if pid == self.pid => (None, Some(sig as i32)),
@@ -306,7 +362,13 @@ impl Running {
                 Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL),
             ) {
                 Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => return Ok(()),
-                Ok(s) => self.record(s),
+                Ok(s) => {
+                    self.record(s);
+                    // A blocked call ends the whole run, as a notification does natively.
+                    if self.gvisor && self.blocked.is_some() && self.ended.is_none() {
+                        self.kill_all();
+                    }
+                }
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => return Err(SandboxError::io("waitpid", e.into())),
             }
@@ -391,6 +453,7 @@ fn start(
             let mut listener: Option<OwnedFd> = None;
             let mut blocked = None;
             let mut watch = true;
+            let mut trapping = false;
             loop {
                 if let Some(l) = listener.as_ref().filter(|_| watch) {
                     if !readable(mine.as_fd(), PollTimeout::NONE, Some(l.as_fd())) {
@@ -401,6 +464,7 @@ fn start(
                 match protocol::recv::<ChildReport>(mine.as_fd()) {
                     Ok(None) => break,
                     Ok(Some((ChildReport::Listener, mut got))) => listener = got.pop(),
+                    Ok(Some((ChildReport::Trapping, _))) => trapping = true,
                     Ok(Some((ChildReport::Error(e), _))) => {
                         let _ = kill(child, Signal::SIGKILL);
                         return Err(SetupError::Child(e));
@@ -411,7 +475,7 @@ fn start(
                     }
                 }
             }
-            if listener.is_none() {
+            if listener.is_none() && !(trapping && plan.gvisor) {
                 // No listener means no seccomp filter; the child must have died before exec.
                 let _ = kill(child, Signal::SIGKILL);
                 return Err(SetupError::NoListener);
@@ -423,6 +487,7 @@ fn start(
                 blocked,
                 ended: None,
                 wall_ns: 0,
+                gvisor: false,
             })
         }
     }

@@ -21,7 +21,7 @@ use crate::protocol::Setup;
 use crate::spec::WORKDIR;
 
 /// Host folders bound read-only (when present). Symlinks (merged /usr) are copied as symlinks.
-const SYSTEM_DIRS: &[&str] = &[
+pub(crate) const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
 
@@ -371,23 +371,39 @@ fn build_etc(setup: &Setup, etc: &Path) -> Result<(), SandboxError> {
             Err(_) => {}
         }
     }
-    let (uid, gid) = (setup.uid, setup.gid);
-    write_file(
-        &etc.join("passwd"),
-        &format!("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:{WORKDIR}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"),
-    )?;
-    write_file(
-        &etc.join("group"),
-        &format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n"),
-    )?;
-    write_file(&etc.join("hosts"), &image_root::hosts(setup))?;
-    write_file(&etc.join("hostname"), &format!("{}\n", setup.hostname))?;
-    write_file(
-        &etc.join("nsswitch.conf"),
-        "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n",
-    )?;
-    write_file(&etc.join("resolv.conf"), &image_root::resolv_conf(setup))?;
+    for (name, contents) in synthetic_etc(setup.uid, setup.gid, &setup.hostname, setup.network) {
+        write_file(&etc.join(name), &contents)?;
+    }
     Ok(())
+}
+
+/// The files of the curated `/etc` that corral writes rather than binds (also written into a
+/// gVisor sandbox's bundle): accounts, names, and the resolver only with network.
+pub(crate) fn synthetic_etc(
+    uid: u32,
+    gid: u32,
+    hostname: &str,
+    network: bool,
+) -> Vec<(&'static str, String)> {
+    let mut files = vec![
+        ("passwd", format!("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:{WORKDIR}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")),
+        ("group", format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n")),
+        (
+            "hosts",
+            format!("127.0.0.1\tlocalhost {hostname}\n::1\tlocalhost ip6-localhost {hostname}\n"),
+        ),
+        ("hostname", format!("{hostname}\n")),
+        (
+            "nsswitch.conf",
+            "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n".to_string(),
+        ),
+    ];
+    match (network, fs::read_to_string("/etc/resolv.conf")) {
+        (true, Ok(conf)) => files.push(("resolv.conf", conf)),
+        (true, Err(_)) => {}
+        (false, _) => files.push(("resolv.conf", String::new())),
+    }
+    files
 }
 
 fn build_dev(dev: &Path) -> Result<(), SandboxError> {

@@ -57,6 +57,10 @@ pub(crate) trait Syscalls {
     fn install_seccomp(&mut self, filter: &Self::Filter) -> Result<RawFd, Errno>;
     /// Hands the listener to PID 1 (over the child's report socket).
     fn report_listener(&mut self, listener: RawFd) -> Result<(), String>;
+    /// Installs a filter that needs no listener (gVisor's: it traps).
+    fn install_seccomp_trapping(&mut self, filter: &Self::Filter) -> Result<(), Errno>;
+    /// Tells PID 1 the trapping filter is installed.
+    fn report_trapping(&mut self) -> Result<(), String>;
     /// Closes every descriptor from `first` up.
     fn close_from(&mut self, first: u32);
     /// Returns only on failure, with the reason.
@@ -255,6 +259,36 @@ impl Syscalls for Kernel<'_> {
         .map_err(|e| e.to_string())
     }
 
+    fn install_seccomp_trapping(&mut self, filter: &Self::Filter) -> Result<(), Errno> {
+        let insns = filter.as_bytes();
+        let prog = libc::sock_fprog {
+            len: (insns.len() / corral_seccomp::INSN_SIZE) as libc::c_ushort,
+            filter: insns.as_ptr().cast::<libc::sock_filter>().cast_mut(),
+        };
+        // SAFETY: seccomp(SECCOMP_SET_MODE_FILTER, 0, &prog) only reads `prog` and the
+        // instructions it points to, both alive for the call; `as_bytes` views the filter's
+        // typed, aligned `sock_filter` array, and from_bytes bounded its length.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                &prog as *const libc::sock_fprog,
+            )
+        };
+        if rc < 0 {
+            Err(Errno::last())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn report_trapping(&mut self) -> Result<(), String> {
+        let report = self.report.ok_or("no report socket")?;
+        protocol::send(report.as_fd(), &protocol::ChildReport::Trapping, &[])
+            .map_err(|e| e.to_string())
+    }
+
     fn close_from(&mut self, first: u32) {
         // The report socket is spared: it is close-on-exec, so its end-of-file tells PID 1 that
         // the exec happened (which PID 1 needs to know under `no_spawn`); the program never has it.
@@ -403,6 +437,13 @@ pub(crate) mod recording {
         fn landlock_restrict(&mut self, _: &()) -> Result<(), SetupError> {
             self.call("landlock_restrict_self".into())
                 .map_err(|_| SetupError::LandlockNotEnforced)
+        }
+        fn install_seccomp_trapping(&mut self, _: &()) -> Result<(), Errno> {
+            self.call("seccomp(SET_MODE_FILTER, 0)".into())
+        }
+        fn report_trapping(&mut self) -> Result<(), String> {
+            self.call("report trapping".into())
+                .map_err(|e| e.to_string())
         }
         fn install_seccomp(&mut self, _: &()) -> Result<RawFd, Errno> {
             self.call("seccomp(SET_MODE_FILTER, NEW_LISTENER)".into())

@@ -1,0 +1,255 @@
+//! The OCI bundle `runsc` starts: a root folder holding only mount points, links and the
+//! synthetic `/etc` files, the host paths the sandbox needs bound onto them, and corral's init
+//! as the container's process.
+//!
+//! gVisor (2022) cannot build corral's native root from inside (no recursive binds, no read-only
+//! bind remounts, no `pivot_root`), so runsc builds the same layout from this bundle: read-only
+//! system folders, the curated `/etc`, gVisor's own `/proc` and `/dev`, size-limited tmpfs on
+//! `/tmp` and `/dev/shm`, the host's working-directory tmpfs on `/home/sandbox`, the run's binds.
+//! gVisor's file server (the Gofer, a host process) reaches nothing else of the host.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{
+    Capability, LinuxBuilder, LinuxCapabilitiesBuilder, LinuxNamespaceBuilder, LinuxNamespaceType,
+    Mount, MountBuilder, PosixRlimitBuilder, PosixRlimitType, ProcessBuilder, RootBuilder, Spec,
+    SpecBuilder, UserBuilder,
+};
+
+use crate::error::SandboxError;
+use crate::inside::rootfs::{synthetic_etc, DEFAULT_ETC, SYSTEM_DIRS};
+use crate::spec::WORKDIR;
+
+/// Where corral's binary appears in the container.
+pub(crate) const INIT_IN_CONTAINER: &str = "/.corral/init";
+/// Which descriptor of the container's process is the control socket: runsc donates its own
+/// standard input, and nothing but stdio crosses into the container.
+pub(crate) const CONTROL_FD_IN_CONTAINER: i32 = 0;
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> SandboxError {
+    move |e| SandboxError::io(what, e)
+}
+
+fn oci(e: oci_spec::OciSpecError) -> SandboxError {
+    SandboxError::Init(format!("writing the gVisor bundle: {e}"))
+}
+
+/// A read-only (or writable) bind of `src` at `dst`.
+fn bind(src: &Path, dst: &Path, writable: bool) -> Result<Mount, SandboxError> {
+    let mode = if writable { "rw" } else { "ro" };
+    MountBuilder::default()
+        .destination(dst)
+        .typ("bind")
+        .source(src)
+        .options(vec![
+            "rbind".to_string(),
+            mode.to_string(),
+            "nosuid".into(),
+            "nodev".into(),
+        ])
+        .build()
+        .map_err(oci)
+}
+
+/// Creates in `root` a mount point for `inside` shaped like the host's `src` (folder or file).
+fn mount_point(root: &Path, inside: &Path, src: &Path) -> Result<(), SandboxError> {
+    let at = root.join(inside.strip_prefix("/").unwrap_or(inside));
+    let is_dir = fs::metadata(src)
+        .map_err(io(format!("bind source {}", src.display())))?
+        .is_dir();
+    if is_dir {
+        fs::create_dir_all(&at).map_err(io(format!("creating {}", at.display())))
+    } else {
+        if let Some(parent) = at.parent() {
+            fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+        }
+        if !at.exists() {
+            fs::write(&at, b"").map_err(io(format!("creating {}", at.display())))?;
+        }
+        Ok(())
+    }
+}
+
+/// What the bundle is made of.
+pub(crate) struct BundlePlan<'a> {
+    /// corral's binary and the argument that makes it the sandbox's init.
+    pub init: (&'a Path, &'a str),
+    /// The host folder shared as the working directory.
+    pub workdir: &'a Path,
+    /// The run's own binds (`--ro-bind`, `--bind`).
+    pub mounts: &'a [crate::spec::Mount],
+    pub hostname: &'a str,
+    pub uid: u32,
+    pub gid: u32,
+    pub network: bool,
+    /// Size of `/tmp` and `/dev/shm` (each).
+    pub disk_bytes: u64,
+}
+
+/// Writes `dir/config.json` and the root folder `dir/root`; returns the bundle folder.
+pub(crate) fn write(dir: &Path, plan: &BundlePlan<'_>) -> Result<PathBuf, SandboxError> {
+    let root = dir.join("root");
+    let at = |inside: &str| root.join(inside.trim_start_matches('/'));
+    for sub in ["proc", "dev", "tmp", "etc", "var", WORKDIR] {
+        fs::create_dir_all(at(sub)).map_err(io(format!("creating {sub}")))?;
+    }
+    symlink("/tmp", at("/var/tmp")).map_err(io("creating /var/tmp".into()))?;
+    let mut mounts = vec![MountBuilder::default()
+        .destination("/proc")
+        .typ("proc")
+        .source("proc")
+        .options(vec!["nosuid".into(), "nodev".into(), "noexec".into()])
+        .build()
+        .map_err(oci)?];
+    for scratch in ["/tmp", "/dev/shm"] {
+        mounts.push(
+            MountBuilder::default()
+                .destination(scratch)
+                .typ("tmpfs")
+                .source("tmpfs")
+                .options(vec![
+                    "nosuid".into(),
+                    "nodev".into(),
+                    format!("size={}", plan.disk_bytes),
+                    "mode=1777".into(),
+                ])
+                .build()
+                .map_err(oci)?,
+        );
+    }
+    // A host path bound at the same path inside, read-only; a link is copied as a link.
+    let mut same_path = |host: &Path| -> Result<(), SandboxError> {
+        match fs::symlink_metadata(host) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target =
+                    fs::read_link(host).map_err(io(format!("reading {}", host.display())))?;
+                let link = root.join(host.strip_prefix("/").unwrap_or(host));
+                symlink(&target, &link).map_err(io(format!("creating {}", link.display())))
+            }
+            Ok(_) => {
+                mount_point(&root, host, host)?;
+                mounts.push(bind(host, host, false)?);
+                Ok(())
+            }
+            Err(_) => Ok(()),
+        }
+    };
+    for d in SYSTEM_DIRS {
+        same_path(Path::new(d))?;
+    }
+    for name in DEFAULT_ETC {
+        same_path(&Path::new("/etc").join(name))?;
+    }
+    for (name, contents) in synthetic_etc(plan.uid, plan.gid, plan.hostname, plan.network) {
+        let f = at("/etc").join(name);
+        fs::write(&f, contents).map_err(io(format!("writing {}", f.display())))?;
+    }
+    for m in plan.mounts {
+        mount_point(&root, &m.dst, &m.src)?;
+        mounts.push(bind(&m.src, &m.dst, m.writable)?);
+    }
+    mount_point(&root, Path::new(INIT_IN_CONTAINER), plan.init.0)?;
+    mounts.push(bind(plan.init.0, Path::new(INIT_IN_CONTAINER), false)?);
+    mounts.push(bind(plan.workdir, Path::new(WORKDIR), true)?);
+
+    let spec = spec(plan, mounts)?;
+    spec.save(dir.join("config.json")).map_err(oci)?;
+    Ok(dir.to_path_buf())
+}
+
+fn spec(plan: &BundlePlan<'_>, mounts: Vec<Mount>) -> Result<Spec, SandboxError> {
+    // Init needs root inside gVisor's kernel to build the sandbox (mounts, namespaces, the uid
+    // drop); those are capabilities in gVisor's kernel, not the host's. Programs lose them all.
+    let caps: oci_spec::runtime::Capabilities = [
+        Capability::Chown,
+        Capability::DacOverride,
+        Capability::DacReadSearch,
+        Capability::Fowner,
+        Capability::Fsetid,
+        Capability::Kill,
+        Capability::Setgid,
+        Capability::Setuid,
+        Capability::Setpcap,
+        Capability::NetAdmin,
+        Capability::SysAdmin,
+        Capability::SysChroot,
+        Capability::SysResource,
+        Capability::Mknod,
+    ]
+    .into_iter()
+    .collect();
+    let capabilities = LinuxCapabilitiesBuilder::default()
+        .bounding(caps.clone())
+        .effective(caps.clone())
+        .permitted(caps)
+        // Nothing inheritable: a program's process keeps no capability set at all.
+        .inheritable(oci_spec::runtime::Capabilities::new())
+        .build()
+        .map_err(oci)?;
+    let process = ProcessBuilder::default()
+        .terminal(false)
+        .user(
+            UserBuilder::default()
+                .uid(0u32)
+                .gid(0u32)
+                .build()
+                .map_err(oci)?,
+        )
+        .args(vec![INIT_IN_CONTAINER.to_string(), plan.init.1.to_string()])
+        .env(vec![
+            format!("PATH={}", crate::spec::DEFAULT_PATH),
+            format!(
+                "{}={CONTROL_FD_IN_CONTAINER}",
+                crate::inside::init::CONTROL_FD_ENV
+            ),
+        ])
+        .cwd("/")
+        .capabilities(capabilities)
+        .rlimits(vec![PosixRlimitBuilder::default()
+            .typ(PosixRlimitType::RlimitNofile)
+            .hard(65536u64)
+            .soft(65536u64)
+            .build()
+            .map_err(oci)?])
+        .no_new_privileges(false)
+        .build()
+        .map_err(oci)?;
+    // With network, runsc's --network=host gives gVisor the host's network; a network namespace
+    // in the spec would replace it with an empty one.
+    let namespaces = [
+        LinuxNamespaceType::Pid,
+        LinuxNamespaceType::Ipc,
+        LinuxNamespaceType::Uts,
+        LinuxNamespaceType::Mount,
+    ]
+    .into_iter()
+    .chain((!plan.network).then_some(LinuxNamespaceType::Network))
+    .map(|typ| {
+        LinuxNamespaceBuilder::default()
+            .typ(typ)
+            .build()
+            .map_err(oci)
+    })
+    .collect::<Result<Vec<_>, _>>()?;
+    let linux = LinuxBuilder::default()
+        .namespaces(namespaces)
+        .build()
+        .map_err(oci)?;
+    SpecBuilder::default()
+        .version("1.0.2")
+        .root(
+            RootBuilder::default()
+                .path("root")
+                .readonly(true)
+                .build()
+                .map_err(oci)?,
+        )
+        .hostname(plan.hostname)
+        .process(process)
+        .mounts(mounts)
+        .linux(linux)
+        .build()
+        .map_err(oci)
+}
