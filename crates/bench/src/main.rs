@@ -9,7 +9,9 @@
 //! - `limits`: how far past a 100 ms CPU or wall limit a run gets before it is stopped;
 //! - `grading`: a C submission (gcc + 10 runs) and a Python one (10 runs), the same work done
 //!   through corral's pool, bare (no sandbox) and through bubblewrap, interleaved submission by
-//!   submission so drift on the machine hits all three alike.
+//!   submission so drift on the machine hits all three alike;
+//! - `ws` (only when asked for, with `--ws-url`): stdin line in → echo out over a running
+//!   `corral serve`'s WebSocket (`bench/service.sh` starts the server).
 //!
 //! `bench/compare.sh` runs this next to the other sandboxes and writes the comparison. Nothing
 //! here asserts a timing: it measures and reports.
@@ -18,6 +20,7 @@ mod grading;
 mod pooled;
 mod rss;
 mod stats;
+mod ws_echo;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,7 +42,7 @@ pub struct Args {
     /// Fewer iterations everywhere (a smoke run in well under a minute).
     #[arg(long)]
     pub quick: bool,
-    /// Comma-separated sections: rss, latency, throughput, limits, grading.
+    /// Comma-separated sections: rss, latency, throughput, limits, grading, ws.
     #[arg(long, default_value = "rss,latency,throughput,limits,grading")]
     pub sections: String,
     /// Timed `/bin/true` runs through the warm pool (default 1000, quick 200).
@@ -57,6 +60,15 @@ pub struct Args {
     /// Timed submissions per language and runner in the grading section (default 15, quick 4).
     #[arg(long)]
     pub submissions: Option<usize>,
+    /// The WebSocket of a running `corral serve` (`ws://HOST:PORT/ws`), for the `ws` section.
+    #[arg(long)]
+    pub ws_url: Option<String>,
+    /// A token of that server for the `ws` section.
+    #[arg(long)]
+    pub ws_token: Option<String>,
+    /// Lines typed in the `ws` section (default 100, quick 20).
+    #[arg(long)]
+    pub ws_lines: Option<usize>,
     /// bubblewrap for the grading comparison (skipped when absent).
     #[arg(long, default_value = "/usr/bin/bwrap")]
     pub bwrap: PathBuf,
@@ -120,6 +132,14 @@ fn run(args: &Args, report: &mut Report) -> anyhow::Result<()> {
                 &args.bwrap,
                 report,
             ),
+            "ws" => match (&args.ws_url, &args.ws_token) {
+                (Some(url), Some(token)) => {
+                    ws_echo::measure(url, token, args.pick(args.ws_lines, 100, 20), report)
+                }
+                _ => Err(anyhow::anyhow!(
+                    "the ws section needs --ws-url and --ws-token"
+                )),
+            },
             "" => Ok(()),
             other => Err(anyhow::anyhow!("unknown section {other:?}")),
         };
