@@ -93,17 +93,6 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     // Sandboxes are started by executing this binary as their init (never by forking the server).
     let pool = crate::sandboxes::service_pool(config.parallelism)?;
-    // Idle sandboxes of a plain run's shape from the start (two a slot): a run then takes one
-    // whose reset has finished instead of waiting for a reset or a build. In the background, so
-    // the server listens at once.
-    let shape =
-        corral_sandbox::SandboxConfig::offline(Vec::new(), config.default_limits()?.disk.bytes());
-    let (warm, n) = (pool.clone(), config.parallelism * 2);
-    std::thread::spawn(move || {
-        if let Err(e) = warm.prewarm(&shape, n) {
-            tracing::warn!(error = %e, "building the idle sandboxes ahead failed; they are built on demand");
-        }
-    });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
