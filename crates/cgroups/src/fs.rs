@@ -126,16 +126,6 @@ pub(crate) fn pread_u64(file: &File, path: &Path) -> Result<u64, Error> {
     parse_u64(path, &String::from_utf8_lossy(&buf[..len]))
 }
 
-/// Writes only if the file exists (for knobs that older kernels or configs lack).
-/// Returns whether it was written.
-pub(crate) fn write_if_exists(path: &Path, value: &str) -> Result<bool, Error> {
-    match write(path, value) {
-        Ok(()) => Ok(true),
-        Err(Error::Write { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
 /// Opens `cgroup.procs` write-only and close-on-exec, for a child to join by writing "0".
 pub(crate) fn open_procs(dir: &Path) -> Result<OwnedFd, Error> {
     let path = dir.join("cgroup.procs");
@@ -243,19 +233,6 @@ pub(crate) fn parse_u64(path: &Path, text: &str) -> Result<u64, Error> {
         path: path.to_owned(),
         reason: format!("expected an unsigned integer, got {t:?}"),
     })
-}
-
-/// Reads and parses a single unsigned integer file.
-pub(crate) fn read_u64(path: &Path) -> Result<u64, Error> {
-    parse_u64(path, &read(path)?)
-}
-
-/// Like [`read_u64`] for a file that older kernels (or configs) lack: `None` if absent.
-pub(crate) fn read_optional_u64(path: &Path) -> Result<Option<u64>, Error> {
-    match read_optional(path)? {
-        Some(t) => parse_u64(path, &t).map(Some),
-        None => Ok(None),
-    }
 }
 
 /// A "flat keyed" file (`key value` per line: memory.events, pids.events, cpu.stat,

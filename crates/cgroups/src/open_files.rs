@@ -15,10 +15,12 @@ use std::sync::{Arc, Mutex};
 use crate::fs;
 use crate::Error;
 
+/// (path, opened for writing) → the open file, or None when the kernel has no such file.
+type Cache = HashMap<(PathBuf, bool), Option<Arc<File>>>;
+
 #[derive(Default)]
 pub(crate) struct OpenFiles {
-    /// (path, opened for writing) → the open file, or None when the kernel has no such file.
-    files: Mutex<HashMap<(PathBuf, bool), Option<Arc<File>>>>,
+    files: Mutex<Cache>,
 }
 
 impl OpenFiles {
@@ -69,7 +71,7 @@ impl OpenFiles {
     pub(crate) fn read(&self, path: &Path) -> Result<String, Error> {
         self.read_optional(path)?.ok_or_else(|| Error::Read {
             path: path.to_owned(),
-            source: io::Error::from(io::ErrorKind::NotFound),
+            source: io::Error::from_raw_os_error(libc::ENOENT),
         })
     }
 
@@ -98,7 +100,7 @@ impl OpenFiles {
         let f = self
             .get(path, true)
             .map_err(err)?
-            .ok_or_else(|| err(io::Error::from(io::ErrorKind::NotFound)))?;
+            .ok_or_else(|| err(io::Error::from_raw_os_error(libc::ENOENT)))?;
         // The fake trees of the tests are regular files: make the write replace the content.
         #[cfg(test)]
         let _ = f.set_len(0);

@@ -284,7 +284,13 @@ fn write_never_creates_files() {
     assert!(!p.exists());
     assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
     assert!(e.to_string().contains("memory.max"), "{e}");
-    assert!(!fs::write_if_exists(&p, "max").unwrap());
+    // The same through the control files a cgroup keeps open.
+    let files = crate::open_files::OpenFiles::default();
+    let e = files.write(&p, "max").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+    assert!(e.to_string().contains("memory.max"), "{e}");
+    assert!(!files.write_if_exists(&p, "max").unwrap());
+    assert!(files.read_optional(&p).unwrap().is_none());
     assert!(!p.exists());
 }
 
