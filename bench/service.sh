@@ -26,13 +26,10 @@ command -v wrk >/dev/null || {
     || { apt-get update -qq >/dev/null && apt-get install -y --no-install-recommends wrk >/dev/null; }
 }
 
+. bench/serve_lib.sh
 work=$(mktemp -d /tmp/corral-service-bench.XXXXXX)
-server_pid=""
 cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
+  stop_server
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -44,18 +41,7 @@ parallelism = $PARALLEL
 [submissions]
 workers = $PARALLEL
 TOML
-CORRAL_LOG=warn "$CORRAL" serve --config "$work/config.toml" --data "$work/data" \
-  --listen 127.0.0.1:0 2>"$work/server.log" &
-server_pid=$!
-addr=""
-for _ in $(seq 1 300); do
-  addr="$(sed -n 's|.*listening on http://\([^ ]*\).*|\1|p' "$work/server.log" | head -1)"
-  [ -n "$addr" ] && break
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.1
-done
-[ -n "$addr" ] || { cat "$work/server.log" >&2; echo "bench/service.sh: the server did not start" >&2; exit 1; }
-admin="$(sed -n 's|.*admin token (shown once, stored hashed): \(corral_[0-9a-f]*\).*|\1|p' "$work/server.log")"
+start_server "$CORRAL" "$work"
 
 # Student tokens, made through the API.
 python3 - "http://$addr" "$admin" "$TOKENS" >"$work/tokens" <<'PY'

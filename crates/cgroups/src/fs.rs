@@ -41,6 +41,24 @@ pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, Error> {
 /// tests honest. There is no O_CREAT: a missing file means the controller is absent, and that must
 /// surface as an error rather than as a stray regular file.
 pub(crate) fn write(path: &Path, value: &str) -> Result<(), Error> {
+    write_once(path, value, || {
+        OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)?
+            .write(value.as_bytes())
+    })
+}
+
+/// One write of `value` to the control file `path`, done by `op` (which returns the bytes
+/// written): a fault the tests injected comes first, a short write is an error, and every error
+/// names the file and the value.
+pub(crate) fn write_once(
+    path: &Path,
+    value: &str,
+    op: impl FnOnce() -> io::Result<usize>,
+) -> Result<(), Error> {
     let err = |source| Error::Write {
         path: path.to_owned(),
         value: value.to_owned(),
@@ -50,13 +68,7 @@ pub(crate) fn write(path: &Path, value: &str) -> Result<(), Error> {
     if let Some(e) = crate::testfs::write_fault(path, value) {
         return Err(err(e));
     }
-    let mut f = OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(err)?;
-    let n = f.write(value.as_bytes()).map_err(err)?;
+    let n = op().map_err(err)?;
     if n != value.len() {
         return Err(err(io::Error::new(
             io::ErrorKind::WriteZero,

@@ -88,30 +88,15 @@ impl OpenFiles {
 
     /// Writes `value` with one `pwrite(2)` (cgroupfs ignores the offset).
     pub(crate) fn write(&self, path: &Path, value: &str) -> Result<(), Error> {
-        let err = |source| Error::Write {
-            path: path.to_owned(),
-            value: value.to_owned(),
-            source,
-        };
-        #[cfg(test)]
-        if let Some(e) = crate::testfs::write_fault(path, value) {
-            return Err(err(e));
-        }
-        let f = self
-            .get(path, true)
-            .map_err(err)?
-            .ok_or_else(|| err(io::Error::from_raw_os_error(libc::ENOENT)))?;
-        // The fake trees of the tests are regular files: make the write replace the content.
-        #[cfg(test)]
-        let _ = f.set_len(0);
-        let n = f.write_at(value.as_bytes(), 0).map_err(err)?;
-        if n != value.len() {
-            return Err(err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                format!("short write: {n} of {} bytes", value.len()),
-            )));
-        }
-        Ok(())
+        fs::write_once(path, value, || {
+            let f = self
+                .get(path, true)?
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
+            // The fake trees of the tests are regular files: make the write replace the content.
+            #[cfg(test)]
+            let _ = f.set_len(0);
+            f.write_at(value.as_bytes(), 0)
+        })
     }
 
     /// Writes only if the file exists; returns whether it was written.
