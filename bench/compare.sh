@@ -1,29 +1,40 @@
 #!/usr/bin/env bash
 # corral next to its peers, measured side by side in one run on this machine.
 #
-#   bench/compare.sh [--quick]
+#   bench/compare.sh [--quick] [--debug] [--out DIR]
 #
 # Builds release, then measures: bare fork+exec of /bin/true (the physical floor), corral's warm
 # pool and fresh sandboxes (in-process, crates/bench), bubblewrap, Python subprocess.run with
 # rlimits in preexec_fn (the ADR-0003 design), gVisor's `runsc do` when it installs; the same
 # /bin/true batch through `corral run --batch --parallel 2` and `xargs -P 2` over bwrap; a C and
-# a Python grading loop bare, through corral and through bwrap; time-limit precision; idle memory.
-# Prints a table and writes bench/results/latest.{json,csv} and docs/bench.png.
-# Needs root (sandboxes use namespaces and cgroups). Nothing here is a test: it only reports.
+# a Python grading loop bare, through corral and through bwrap; time-limit precision; idle memory;
+# and the service (bench/service.sh): `POST /run` under wrk, WebSocket echo, the submission queue.
+# Prints a table and writes bench/results/latest.{json,csv,md,txt} and docs/bench.png, each target
+# of issue 13 with its verdict. --out DIR writes them (and bench.png) into DIR instead; --debug
+# measures the debug build and installs nothing optional (scripts/test runs `--quick --debug --out`
+# so the script cannot silently break; its numbers mean nothing). Exits 3 when a measurement failed
+# or a target could not be computed. Needs root (sandboxes use namespaces and cgroups). Nothing
+# here is a test of speed: it only reports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 START=$(date +%s)
 
-QUICK=0
-for a in "$@"; do
-  case "$a" in
-    --quick) QUICK=1 ;;
-    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "bench/compare.sh: unknown argument $a (try --help)" >&2; exit 2 ;;
+QUICK=0 DEBUG=0 OUT=bench/results PLOT=docs/bench.png
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1; shift ;;
+    --debug) DEBUG=1; shift ;;
+    --out) OUT=$2; PLOT=$2/bench.png; shift 2 ;;
+    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench/compare.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
-if [ "$QUICK" = 1 ]; then
+if [ "$QUICK" = 1 ] && [ "$DEBUG" = 1 ]; then
+  # The smoke run of scripts/test: every row once, as small as still means anything.
+  N_BARE=100 N_BWRAP=20 N_PY=40 N_RUNSC=2 N_PYSTART=10 BATCH=100
+  BENCH_FLAGS=(--quick --n 50 --n-fresh 5 --throughput-runs 100 --limit-runs 3 --submissions 2)
+elif [ "$QUICK" = 1 ]; then
   N_BARE=500 N_BWRAP=100 N_PY=200 N_RUNSC=6 N_PYSTART=40 BATCH=400 BENCH_FLAGS=(--quick)
 else
   N_BARE=2000 N_BWRAP=400 N_PY=500 N_RUNSC=16 N_PYSTART=200 BATCH=2000 BENCH_FLAGS=()
@@ -39,7 +50,7 @@ if ! command -v bwrap >/dev/null || ! command -v gcc >/dev/null || ! command -v 
   || ! pkg-config --exists libseccomp 2>/dev/null; then
   scripts/setup
 fi
-if ! command -v runsc >/dev/null; then
+if [ "$DEBUG" = 0 ] && ! command -v runsc >/dev/null; then
   # gVisor is optional: measured when Debian's package installs, skipped otherwise.
   export DEBIAN_FRONTEND=noninteractive
   { apt-get install -y --no-install-recommends runsc >/dev/null 2>&1 \
@@ -47,18 +58,23 @@ if ! command -v runsc >/dev/null; then
     || echo "bench/compare.sh: runsc (gVisor) is not installable here; skipped" >&2
 fi
 PY=python3
-if ! $PY -c 'import matplotlib' 2>/dev/null; then
+if [ "$DEBUG" = 0 ] && ! $PY -c 'import matplotlib' 2>/dev/null; then
   $PY -m pip install --quiet --disable-pip-version-check matplotlib >/dev/null 2>&1 \
     || echo "bench/compare.sh: matplotlib is not installable; the plot will be skipped" >&2
 fi
 
-say "building (release)"
-cargo build --release -p corral-cli -p corral-bench >&2
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
-CORRAL="$TARGET/release/corral"
-BENCH="$TARGET/release/corral-bench"
+if [ "$DEBUG" = 1 ]; then
+  say "building (debug: a smoke run, its numbers mean nothing)"
+  cargo build -p corral-cli -p corral-bench >&2
+  CORRAL="$TARGET/debug/corral" BENCH="$TARGET/debug/corral-bench"
+else
+  say "building (release)"
+  cargo build --release -p corral-cli -p corral-bench >&2
+  CORRAL="$TARGET/release/corral" BENCH="$TARGET/release/corral-bench"
+fi
 
-RAW=bench/results/raw.tmp
+RAW=$OUT/raw.tmp
 rm -rf "$RAW"
 mkdir -p "$RAW"
 gcc -O2 -Wall -pthread -o "$RAW/spawn_bench" bench/spawn_bench.c -lm
@@ -146,8 +162,12 @@ seq "$BATCH" | xargs -P 2 -I{} "${BWRAP_CMD[@]}" || fail=$?
 t1=$(now)
 echo "{\"runs\": $BATCH, \"elapsed_us\": $((t1 - t0)), \"xargs_exit\": $fail}" | tee "$RAW/batch_bwrap.json" >&2
 
+# --- the service: POST /run under load, WebSocket echo, the submission queue ------------------
+say "corral serve on loopback: POST /run (wrk), WebSocket echo, /submissions vs corral check"
+bench/service.sh "$RAW" "$CORRAL" "$BENCH" "$QUICK" "$DEBUG" || echo "bench/compare.sh: bench/service.sh failed" >&2
+
 # --- report ----------------------------------------------------------------------------------
 $PY -c 'import json,os,sys; m=json.load(open(sys.argv[1])); m["loadavg_end"]=os.getloadavg()[0]; m["script_s"]=int(sys.argv[2]); json.dump(m, open(sys.argv[1],"w"))' \
   "$RAW/machine.json" "$(($(date +%s) - START))"
-mkdir -p docs
-$PY bench/report.py "$RAW" bench/results docs/bench.png
+mkdir -p "$(dirname "$PLOT")"
+$PY bench/report.py "$RAW" "$OUT" "$PLOT"

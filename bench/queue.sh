@@ -26,13 +26,10 @@ target="${CARGO_TARGET_DIR:-$PWD/target}"
 echo "bench/queue.sh: building release" >&2
 cargo build --release -q -p corral-cli
 corral="$target/release/corral"
+. bench/serve_lib.sh
 work=$(mktemp -d /tmp/corral-queue-bench.XXXXXX)
-server_pid=""
 cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
+  stop_server
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -47,20 +44,9 @@ for w in $WORKERS; do
     rm -rf "$work/data"
     mkdir -p "$work/data"
     printf '[submissions]\nworkers = %s\nbatch_max = 100\nmax_pending_per_owner = 100000\n' "$w" > "$work/config.toml"
-    CORRAL_LOG=warn "$corral" serve --config "$work/config.toml" --data "$work/data" \
-      --listen 127.0.0.1:0 --parallelism "$w" 2> "$work/server.log" &
-    server_pid=$!
-    addr=""
-    for _ in $(seq 1 300); do
-      addr="$(sed -n 's|.*listening on http://\([^ ]*\).*|\1|p' "$work/server.log" | head -1)"
-      [ -n "$addr" ] && break
-      sleep 0.1
-    done
-    [ -n "$addr" ] || { cat "$work/server.log" >&2; exit 1; }
-    token="$(sed -n 's|.*admin token (shown once, stored hashed): \(corral_[0-9a-f]*\).*|\1|p' "$work/server.log")"
-    python3 bench/queue_driver.py "http://$addr" "$token" "$workload" "$JOBS" "$w" | tee -a "$out"
-    kill -TERM "$server_pid"; wait "$server_pid" 2>/dev/null || true
-    server_pid=""
+    start_server "$corral" "$work" --parallelism "$w"
+    python3 bench/queue_driver.py "http://$addr" "$admin" "$workload" "$JOBS" "$w" | tee -a "$out"
+    stop_server
   done
 done
 echo >&2

@@ -14,6 +14,8 @@
 //!   submission so drift on the machine hits all three alike;
 //! - `gvisor` (when asked for): the gVisor runtime fresh, in a warm lease, pre-started, and
 //!   `runsc do`, in the same run.
+//! - `ws` (only when asked for, with `--ws-url`): stdin line in → echo out over a running
+//!   `corral serve`'s WebSocket (`bench/service.sh` starts the server).
 //!
 //! `bench/compare.sh` runs this next to the other sandboxes and writes the comparison. Nothing
 //! here asserts a timing: it measures and reports.
@@ -24,6 +26,7 @@ mod image_root;
 mod pooled;
 mod rss;
 mod stats;
+mod ws_echo;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -45,7 +48,7 @@ pub struct Args {
     /// Fewer iterations everywhere (a smoke run in well under a minute).
     #[arg(long)]
     pub quick: bool,
-    /// Comma-separated sections: rss, latency, throughput, limits, image, grading, gvisor.
+    /// Comma-separated sections: rss, latency, throughput, limits, image, grading, gvisor, ws.
     #[arg(long, default_value = "rss,latency,throughput,limits,image,grading")]
     pub sections: String,
     /// The data folder whose image store holds `--image` (the `image` section).
@@ -69,6 +72,15 @@ pub struct Args {
     /// Timed submissions per language and runner in the grading section (default 15, quick 4).
     #[arg(long)]
     pub submissions: Option<usize>,
+    /// The WebSocket of a running `corral serve` (`ws://HOST:PORT/ws`), for the `ws` section.
+    #[arg(long)]
+    pub ws_url: Option<String>,
+    /// A token of that server for the `ws` section.
+    #[arg(long)]
+    pub ws_token: Option<String>,
+    /// Lines typed in the `ws` section (default 100, quick 20).
+    #[arg(long)]
+    pub ws_lines: Option<usize>,
     /// bubblewrap for the grading comparison (skipped when absent).
     #[arg(long, default_value = "/usr/bin/bwrap")]
     pub bwrap: PathBuf,
@@ -140,6 +152,14 @@ fn run(args: &Args, report: &mut Report) -> anyhow::Result<()> {
                 report,
             ),
             "gvisor" => gvisor::measure(&host, args.pick(args.n_fresh, 30, 5), report),
+            "ws" => match (&args.ws_url, &args.ws_token) {
+                (Some(url), Some(token)) => {
+                    ws_echo::measure(url, token, args.pick(args.ws_lines, 100, 20), report)
+                }
+                _ => Err(anyhow::anyhow!(
+                    "the ws section needs --ws-url and --ws-token"
+                )),
+            },
             "" => Ok(()),
             other => Err(anyhow::anyhow!("unknown section {other:?}")),
         };

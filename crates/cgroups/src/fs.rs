@@ -41,6 +41,24 @@ pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, Error> {
 /// tests honest. There is no O_CREAT: a missing file means the controller is absent, and that must
 /// surface as an error rather than as a stray regular file.
 pub(crate) fn write(path: &Path, value: &str) -> Result<(), Error> {
+    write_once(path, value, || {
+        OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)?
+            .write(value.as_bytes())
+    })
+}
+
+/// One write of `value` to the control file `path`, done by `op` (which returns the bytes
+/// written): a fault the tests injected comes first, a short write is an error, and every error
+/// names the file and the value.
+pub(crate) fn write_once(
+    path: &Path,
+    value: &str,
+    op: impl FnOnce() -> io::Result<usize>,
+) -> Result<(), Error> {
     let err = |source| Error::Write {
         path: path.to_owned(),
         value: value.to_owned(),
@@ -50,13 +68,7 @@ pub(crate) fn write(path: &Path, value: &str) -> Result<(), Error> {
     if let Some(e) = crate::testfs::write_fault(path, value) {
         return Err(err(e));
     }
-    let mut f = OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(err)?;
-    let n = f.write(value.as_bytes()).map_err(err)?;
+    let n = op().map_err(err)?;
     if n != value.len() {
         return Err(err(io::Error::new(
             io::ErrorKind::WriteZero,
@@ -124,16 +136,6 @@ pub(crate) fn pread_u64(file: &File, path: &Path) -> Result<u64, Error> {
         len += n;
     }
     parse_u64(path, &String::from_utf8_lossy(&buf[..len]))
-}
-
-/// Writes only if the file exists (for knobs that older kernels or configs lack).
-/// Returns whether it was written.
-pub(crate) fn write_if_exists(path: &Path, value: &str) -> Result<bool, Error> {
-    match write(path, value) {
-        Ok(()) => Ok(true),
-        Err(Error::Write { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
 }
 
 /// Opens `cgroup.procs` write-only and close-on-exec, for a child to join by writing "0".
@@ -243,19 +245,6 @@ pub(crate) fn parse_u64(path: &Path, text: &str) -> Result<u64, Error> {
         path: path.to_owned(),
         reason: format!("expected an unsigned integer, got {t:?}"),
     })
-}
-
-/// Reads and parses a single unsigned integer file.
-pub(crate) fn read_u64(path: &Path) -> Result<u64, Error> {
-    parse_u64(path, &read(path)?)
-}
-
-/// Like [`read_u64`] for a file that older kernels (or configs) lack: `None` if absent.
-pub(crate) fn read_optional_u64(path: &Path) -> Result<Option<u64>, Error> {
-    match read_optional(path)? {
-        Some(t) => parse_u64(path, &t).map(Some),
-        None => Ok(None),
-    }
 }
 
 /// A "flat keyed" file (`key value` per line: memory.events, pids.events, cpu.stat,

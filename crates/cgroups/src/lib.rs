@@ -19,6 +19,7 @@ mod detect;
 mod error;
 mod fs;
 mod leaf;
+mod open_files;
 #[cfg(test)]
 mod testfs;
 #[cfg(test)]

@@ -284,7 +284,13 @@ fn write_never_creates_files() {
     assert!(!p.exists());
     assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
     assert!(e.to_string().contains("memory.max"), "{e}");
-    assert!(!fs::write_if_exists(&p, "max").unwrap());
+    // The same through the control files a cgroup keeps open.
+    let files = crate::open_files::OpenFiles::default();
+    let e = files.write(&p, "max").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+    assert!(e.to_string().contains("memory.max"), "{e}");
+    assert!(!files.write_if_exists(&p, "max").unwrap());
+    assert!(files.read_optional(&p).unwrap().is_none());
     assert!(!p.exists());
 }
 
@@ -451,9 +457,12 @@ fn v1_usage_parsing() {
     assert_eq!(u.memory_peak_bytes, 64 * MIB);
     assert!(u.oom_killed && u.memory_limit_hit && u.pids_limit_hit);
     assert_eq!(u.pids_peak, Some(16));
-    // Older kernels have no pids.peak on v1.
-    std::fs::remove_file(h.p("sys/fs/cgroup/pids/corral/u/pids.peak")).unwrap();
-    assert_eq!(cg.usage().unwrap().pids_peak, None);
+    // Older kernels have no pids.peak on v1 (from the start: control files stay open, and a
+    // kernel never removes one from a live cgroup).
+    let old = m.create("old", &limits(64 * MIB, 16)).unwrap();
+    std::fs::remove_file(h.p("sys/fs/cgroup/pids/corral/old/pids.peak")).unwrap();
+    assert_eq!(old.usage().unwrap().pids_peak, None);
+    old.destroy().unwrap();
 
     // Pre-4.13 kernels: no oom_kill counter; failures plus an ongoing OOM count as a kill.
     h.set(
@@ -1166,13 +1175,17 @@ fn v2_usage_parsing() {
     let u = cg.usage().unwrap();
     assert!(!u.oom_killed && u.memory_limit_hit);
 
-    // Pre-5.19 kernels: no memory.peak, fall back to memory.current.
-    std::fs::remove_file(h.p(&format!("{leaf}/memory.peak"))).unwrap();
-    std::fs::remove_file(h.p(&format!("{leaf}/pids.peak"))).unwrap();
-    h.set(&format!("{leaf}/memory.current"), "4096\n");
-    let u = cg.usage().unwrap();
+    // Pre-5.19 kernels: no memory.peak, fall back to memory.current (a cgroup of such a kernel
+    // lacks the files from the start; control files stay open once read).
+    let old = m.create("old", &limits(64 * MIB, 16)).unwrap();
+    let old_leaf = "sys/fs/cgroup/corral/old";
+    std::fs::remove_file(h.p(&format!("{old_leaf}/memory.peak"))).unwrap();
+    std::fs::remove_file(h.p(&format!("{old_leaf}/pids.peak"))).unwrap();
+    h.set(&format!("{old_leaf}/memory.current"), "4096\n");
+    let u = old.usage().unwrap();
     assert_eq!(u.memory_peak_bytes, 4096);
     assert_eq!(u.pids_peak, None);
+    old.destroy().unwrap();
 
     h.set(&format!("{leaf}/cpu.stat"), "user_usec 1\n");
     let e = cg.cpu_time().unwrap_err();
@@ -1296,7 +1309,10 @@ fn v2_begin_run_falls_back_to_the_lifetime_peak() {
     assert!(b.peak_is_lifetime);
     assert_eq!(cg.usage_since(&b).unwrap().memory_peak_bytes, 100 * MIB);
     assert_eq!(h.read(&f("memory.peak")), "104857600");
+    cg.destroy().unwrap();
     // Before 5.19 there is no memory.peak at all: memory.current is all there is.
+    let (_m, cg) = container_cgroup(&h, "older");
+    let f = |file: &str| format!("sys/fs/cgroup/corral/older/{file}");
     std::fs::remove_file(h.p(&f("memory.peak"))).unwrap();
     std::fs::remove_file(h.p(&f("pids.peak"))).unwrap();
     h.set(&f("memory.current"), "4096\n");

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::detect::{cg_join, v1_for, V1Hierarchy};
 use crate::fs::{self, KeyedFile};
 use crate::leaf::Leaf;
+use crate::open_files::OpenFiles;
 use crate::{
     validate_name, Baseline, Cgroup, Error, Limits, Manager, MemoryBaseline, Usage, Version,
 };
@@ -169,6 +170,7 @@ impl Manager for V1Manager {
             pids: leaf_of(self.pids),
             cpuacct: leaf_of(self.cpuacct),
             leaf: Leaf::new(dirs, None),
+            files: OpenFiles::default(),
         };
         // On error `cg` is dropped, which removes the directories again.
         cg.apply(limits)?;
@@ -226,6 +228,8 @@ pub(crate) struct V1Cgroup {
     pids: PathBuf,
     cpuacct: PathBuf,
     leaf: Leaf,
+    /// The control files every run reads and resets, opened once.
+    files: OpenFiles,
 }
 
 impl V1Cgroup {
@@ -234,13 +238,15 @@ impl V1Cgroup {
         self.set_memory_limit(limits.memory_bytes)?;
         // Refused in some setups (e.g. the root cgroup, or a parent with use_hierarchy); it
         // only makes the kernel prefer dropping page cache over swapping, so ignore failure.
-        let _ = fs::write(&self.memory.join("memory.swappiness"), "0");
+        let _ = self
+            .files
+            .write(&self.memory.join("memory.swappiness"), "0");
         self.set_pids_limit(limits.pids)
     }
 
     fn set_pids_limit(&self, pids: Option<u64>) -> Result<(), Error> {
         let pids = pids.map_or_else(|| "max".to_owned(), |n| n.to_string());
-        fs::write(&self.pids.join("pids.max"), &pids)
+        self.files.write(&self.pids.join("pids.max"), &pids)
     }
 
     /// Sets `memory.limit_in_bytes` and, where it exists, `memory.memsw.limit_in_bytes` to the
@@ -256,10 +262,10 @@ impl V1Cgroup {
         let limit = bytes.unwrap_or(u64::MAX);
         let mem = self.memory.join("memory.limit_in_bytes");
         let memsw = self.memory.join("memory.memsw.limit_in_bytes");
-        let Some(old_memsw) = fs::read_optional(&memsw)? else {
+        let Some(old_memsw) = self.files.read_optional(&memsw)? else {
             return self.write_memory_limit(&mem, &value, limit, "memory.usage_in_bytes");
         };
-        let old_mem = fs::read(&mem)?;
+        let old_mem = self.files.read(&mem)?;
         // The kernel shows "unlimited" as a huge number; tolerate "-1" as well.
         let old_limit = match old_mem.trim() {
             V1_MEMORY_UNLIMITED => u64::MAX,
@@ -275,7 +281,7 @@ impl V1Cgroup {
         };
         self.write_memory_limit(first.0, &value, limit, first.1)?;
         if let Err(e) = self.write_memory_limit(second.0, &value, limit, second.1) {
-            let _ = fs::write(first.0, first.2);
+            let _ = self.files.write(first.0, first.2);
             return Err(e);
         }
         Ok(())
@@ -290,12 +296,15 @@ impl V1Cgroup {
         limit: u64,
         usage_file: &str,
     ) -> Result<(), Error> {
-        match fs::write(path, value) {
+        match self.files.write(path, value) {
             Err(Error::Write { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) => {
                 Err(Error::MemoryLimitBelowUsage {
                     path: path.to_owned(),
                     limit,
-                    usage: fs::read_u64(&self.memory.join(usage_file)).unwrap_or(0),
+                    usage: self
+                        .files
+                        .read_u64(&self.memory.join(usage_file))
+                        .unwrap_or(0),
                     source,
                 })
             }
@@ -305,13 +314,13 @@ impl V1Cgroup {
 
     /// A number from a memory file that may be absent (memsw without swap accounting).
     fn read_optional_u64(&self, file: &str) -> Result<Option<u64>, Error> {
-        fs::read_optional_u64(&self.memory.join(file))
+        self.files.read_optional_u64(&self.memory.join(file))
     }
 
     /// `memory.oom_control`: the oom_kill counter (absent before Linux 4.13) and under_oom.
     fn oom_control(&self) -> Result<(Option<u64>, u64), Error> {
         let path = self.memory.join("memory.oom_control");
-        let text = fs::read(&path)?;
+        let text = self.files.read(&path)?;
         let oom = KeyedFile::parse(&path, &text)?;
         Ok((oom.get("oom_kill")?, oom.get_or_zero("under_oom")?))
     }
@@ -334,8 +343,13 @@ impl V1Cgroup {
         };
         let cpu_time = self.cpu_time()?.saturating_sub(cpu0);
         // After begin_run's reset: the peak since then (starting at the usage at that moment).
-        let memory_peak_bytes = fs::read_u64(&self.memory.join("memory.max_usage_in_bytes"))?;
-        let failcnt = fs::read_u64(&self.memory.join("memory.failcnt"))?.saturating_sub(fail0);
+        let memory_peak_bytes = self
+            .files
+            .read_u64(&self.memory.join("memory.max_usage_in_bytes"))?;
+        let failcnt = self
+            .files
+            .read_u64(&self.memory.join("memory.failcnt"))?
+            .saturating_sub(fail0);
         // With memsw limited to the same value, the memory+swap counter is the one that trips,
         // and recent kernels (seen on 6.18) keep no failcnt for it: memory.memsw.failcnt stays
         // 0, and so does memory.failcnt. So a peak at the limit counts as hitting it too.
@@ -372,8 +386,8 @@ impl V1Cgroup {
                 || memsw_at_limit
                 || oom_killed,
             // Recent kernels (6.18 has it) offer pids.peak on v1 too; it is never reset.
-            pids_peak: fs::read_optional_u64(&self.pids.join("pids.peak"))?,
-            pids_limit_hit: pids_events_max(&self.pids)? > pids0,
+            pids_peak: self.files.read_optional_u64(&self.pids.join("pids.peak"))?,
+            pids_limit_hit: pids_events_max(&self.files, &self.pids)? > pids0,
         })
     }
 }
@@ -385,7 +399,9 @@ impl Cgroup for V1Cgroup {
 
     fn cpu_time(&self) -> Result<Duration, Error> {
         // Nanoseconds, including tasks that have exited.
-        fs::read_u64(&self.cpuacct.join("cpuacct.usage")).map(Duration::from_nanos)
+        self.files
+            .read_u64(&self.cpuacct.join("cpuacct.usage"))
+            .map(Duration::from_nanos)
     }
 
     fn usage(&self) -> Result<Usage, Error> {
@@ -418,11 +434,13 @@ impl Cgroup for V1Cgroup {
     fn begin_run(&self) -> Result<Baseline, Error> {
         let mem = |file: &str| self.memory.join(file);
         // Writing 0 sets a peak to the current usage and zeroes a failure or CPU counter.
-        fs::write(&mem("memory.max_usage_in_bytes"), "0")?;
-        fs::write_if_exists(&mem("memory.memsw.max_usage_in_bytes"), "0")?;
-        fs::write(&mem("memory.failcnt"), "0")?;
-        fs::write_if_exists(&mem("memory.memsw.failcnt"), "0")?;
-        fs::write(&self.cpuacct.join("cpuacct.usage"), "0")?;
+        self.files.write(&mem("memory.max_usage_in_bytes"), "0")?;
+        self.files
+            .write_if_exists(&mem("memory.memsw.max_usage_in_bytes"), "0")?;
+        self.files.write(&mem("memory.failcnt"), "0")?;
+        self.files
+            .write_if_exists(&mem("memory.memsw.failcnt"), "0")?;
+        self.files.write(&self.cpuacct.join("cpuacct.usage"), "0")?;
         // Snapshot anyway: the long-lived processes keep running (and counting) meanwhile, and
         // the oom_kill and pids.events counters cannot be reset.
         Ok(Baseline {
@@ -431,9 +449,9 @@ impl Cgroup for V1Cgroup {
             dir: self.memory.clone(),
             cpu: self.cpu_time()?,
             oom_kills: self.oom_control()?.0.unwrap_or(0),
-            pids_max_events: pids_events_max(&self.pids)?,
+            pids_max_events: pids_events_max(&self.files, &self.pids)?,
             memory: MemoryBaseline::V1 {
-                failcnt: fs::read_u64(&mem("memory.failcnt"))?,
+                failcnt: self.files.read_u64(&mem("memory.failcnt"))?,
                 memsw_failcnt: self.read_optional_u64("memory.memsw.failcnt")?.unwrap_or(0),
             },
         })
@@ -448,11 +466,12 @@ impl Cgroup for V1Cgroup {
     }
 
     fn memory_current(&self) -> Result<u64, Error> {
-        fs::read_u64(&self.memory.join("memory.usage_in_bytes"))
+        self.files
+            .read_u64(&self.memory.join("memory.usage_in_bytes"))
     }
 
     fn pids_current(&self) -> Result<u64, Error> {
-        fs::read_u64(&self.pids.join("pids.current"))
+        self.files.read_u64(&self.pids.join("pids.current"))
     }
 }
 
@@ -466,9 +485,9 @@ pub(crate) fn near_limit_margin(limit: u64) -> u64 {
 
 /// `pids.events` "max N": how many forks failed on pids.max (0 if the file is absent, before
 /// Linux 4.3 or so).
-pub(crate) fn pids_events_max(dir: &Path) -> Result<u64, Error> {
+pub(crate) fn pids_events_max(files: &OpenFiles, dir: &Path) -> Result<u64, Error> {
     let path = dir.join("pids.events");
-    match fs::read_optional(&path)? {
+    match files.read_optional(&path)? {
         Some(text) => KeyedFile::parse(&path, &text)?.get_or_zero("max"),
         None => Ok(0),
     }

@@ -24,6 +24,7 @@ use std::time::Duration;
 use crate::detect::{cg_join, cg_parent, V2Hierarchy, V2_REQUIRED};
 use crate::fs::{self, KeyedFile};
 use crate::leaf::Leaf;
+use crate::open_files::OpenFiles;
 use crate::v1::pids_events_max;
 use crate::{
     validate_name, Baseline, Cgroup, Error, Limits, Manager, MemoryBaseline, Usage, Version,
@@ -239,6 +240,7 @@ impl Manager for V2Manager {
         let cg = V2Cgroup {
             leaf: Leaf::new(vec![dir.clone()], kill_file),
             dir,
+            files: OpenFiles::default(),
         };
         // On error `cg` is dropped, which removes the directory again.
         cg.apply(limits)?;
@@ -313,27 +315,31 @@ impl Drop for V2Manager {
 pub(crate) struct V2Cgroup {
     dir: PathBuf,
     leaf: Leaf,
+    /// The control files every run reads and resets, opened once.
+    files: OpenFiles,
 }
 
 impl V2Cgroup {
     /// The limits at creation, plus no swap and group OOM kills.
     fn apply(&self, limits: &Limits) -> Result<(), Error> {
-        fs::write(
+        self.files.write(
             &self.dir.join("memory.max"),
             &memory_max(limits.memory_bytes),
         )?;
         // Absent without swap accounting (CONFIG_SWAP off, or swapaccount=0).
-        fs::write_if_exists(&self.dir.join("memory.swap.max"), "0")?;
+        self.files
+            .write_if_exists(&self.dir.join("memory.swap.max"), "0")?;
         // No group OOM kill: the sandbox's long-lived PID 1 shares this cgroup and must survive
         // its programs' OOM (it cannot always exempt itself: oom_score_adj -1000 needs
         // CAP_SYS_RESOURCE). PID 1 ends the rest of the run itself once the program dies.
-        fs::write_if_exists(&self.dir.join("memory.oom.group"), "0")?;
+        self.files
+            .write_if_exists(&self.dir.join("memory.oom.group"), "0")?;
         self.set_pids_limit(limits.pids)
     }
 
     fn set_pids_limit(&self, pids: Option<u64>) -> Result<(), Error> {
         let pids = pids.map_or_else(|| "max".to_owned(), |n| n.to_string());
-        fs::write(&self.dir.join("pids.max"), &pids)
+        self.files.write(&self.dir.join("pids.max"), &pids)
     }
 
     /// Lowers or raises `memory.max` of a live cgroup without letting the kernel OOM-kill to
@@ -345,7 +351,7 @@ impl V2Cgroup {
             let current = self.memory_current()?;
             if current > limit {
                 let reclaim = self.dir.join("memory.reclaim");
-                match fs::write(&reclaim, &(current - limit).to_string()) {
+                match self.files.write(&reclaim, &(current - limit).to_string()) {
                     Ok(()) => {}
                     Err(Error::Write { source, .. })
                         if source.kind() == std::io::ErrorKind::NotFound => {}
@@ -361,7 +367,8 @@ impl V2Cgroup {
                 }
             }
         }
-        fs::write(&self.dir.join("memory.max"), &memory_max(bytes))
+        self.files
+            .write(&self.dir.join("memory.max"), &memory_max(bytes))
     }
 
     /// [`Usage`] relative to `base` (counter growth since then), or over the cgroup's life.
@@ -379,14 +386,14 @@ impl V2Cgroup {
         let memory_peak_bytes = match peak_file {
             // Peak since begin_run's fd-local reset.
             Some(f) => fs::pread_u64(f, &peak_path)?,
-            None => match fs::read_optional_u64(&peak_path)? {
+            None => match self.files.read_optional_u64(&peak_path)? {
                 Some(peak) => peak,
                 // memory.peak is 5.19+; the current usage is the best lower bound we have.
                 None => self.memory_current()?,
             },
         };
         let events_path = self.dir.join("memory.events");
-        let events_text = fs::read(&events_path)?;
+        let events_text = self.files.read(&events_path)?;
         let events = KeyedFile::parse(&events_path, &events_text)?;
         Ok(Usage {
             cpu_time,
@@ -394,15 +401,15 @@ impl V2Cgroup {
             oom_killed: events.get_or_zero("oom_kill")? > oom0,
             memory_limit_hit: events.get_or_zero("max")? > max0,
             // Lifetime: the kernel has no reset for pids.peak.
-            pids_peak: fs::read_optional_u64(&self.dir.join("pids.peak"))?,
-            pids_limit_hit: pids_events_max(&self.dir)? > pids0,
+            pids_peak: self.files.read_optional_u64(&self.dir.join("pids.peak"))?,
+            pids_limit_hit: pids_events_max(&self.files, &self.dir)? > pids0,
         })
     }
 
     /// (`oom_kill`, `max`) from `memory.events`.
     fn memory_events(&self) -> Result<(u64, u64), Error> {
         let path = self.dir.join("memory.events");
-        let text = fs::read(&path)?;
+        let text = self.files.read(&path)?;
         let events = KeyedFile::parse(&path, &text)?;
         Ok((events.get_or_zero("oom_kill")?, events.get_or_zero("max")?))
     }
@@ -420,7 +427,7 @@ impl Cgroup for V2Cgroup {
 
     fn cpu_time(&self) -> Result<Duration, Error> {
         let path = self.dir.join("cpu.stat");
-        let text = fs::read(&path)?;
+        let text = self.files.read(&path)?;
         let usec = KeyedFile::parse(&path, &text)?
             .get("usage_usec")?
             .ok_or_else(|| Error::Parse {
@@ -467,7 +474,7 @@ impl Cgroup for V2Cgroup {
             dir: self.dir.clone(),
             cpu: self.cpu_time()?,
             oom_kills,
-            pids_max_events: pids_events_max(&self.dir)?,
+            pids_max_events: pids_events_max(&self.files, &self.dir)?,
             memory: MemoryBaseline::V2 { max_events, peak },
         })
     }
@@ -481,10 +488,10 @@ impl Cgroup for V2Cgroup {
     }
 
     fn memory_current(&self) -> Result<u64, Error> {
-        fs::read_u64(&self.dir.join("memory.current"))
+        self.files.read_u64(&self.dir.join("memory.current"))
     }
 
     fn pids_current(&self) -> Result<u64, Error> {
-        fs::read_u64(&self.dir.join("pids.current"))
+        self.files.read_u64(&self.dir.join("pids.current"))
     }
 }

@@ -19,6 +19,7 @@ use crate::error::SandboxError;
 use crate::limits::Limits;
 use crate::outcome::{Outcome, Status, Usage};
 use crate::protocol::{Event, Request};
+use crate::waker::Waker;
 
 /// How long output may keep trickling in after every process is dead (only a leaked pipe could).
 const DRAIN: Duration = Duration::from_secs(2);
@@ -47,6 +48,8 @@ pub struct Execution<'s> {
     drain_deadline: Option<Instant>,
     done: bool,
     buf: Vec<u8>,
+    /// Another thread's way to end a wait early (see [`Execution::wake_on`]).
+    waker: Option<Waker>,
 }
 
 impl<'s> Execution<'s> {
@@ -59,9 +62,7 @@ impl<'s> Execution<'s> {
         tty: bool,
         start: Instant,
     ) -> Self {
-        let cpus = std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1);
+        let cpus = cpus();
         Execution {
             control,
             wall_deadline: start + limits.wall_time.duration(),
@@ -85,7 +86,14 @@ impl<'s> Execution<'s> {
             drain_deadline: None,
             done: false,
             buf: vec![0u8; 64 * 1024],
+            waker: None,
         }
+    }
+
+    /// From now on, [`Waker::wake`] from any thread makes a waiting [`Execution::step`] return
+    /// at once, so the caller can act on what it was woken for (input, a kill).
+    pub fn wake_on(&mut self, waker: &Waker) {
+        self.waker = Some(waker.clone());
     }
 
     /// Queues bytes for the program's standard input (written as the pipe accepts them).
@@ -255,6 +263,10 @@ impl<'s> Execution<'s> {
             }
             _ => None,
         };
+        let wake_slot = self.waker.as_ref().map(|w| {
+            pfds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
+            pfds.len() - 1
+        });
         match nix::poll::ppoll(&mut pfds, Some(TimeSpec::from_duration(timeout)), None) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(SandboxError::io("ppoll", e.into())),
@@ -274,6 +286,12 @@ impl<'s> Execution<'s> {
         if let Some(slot) = stdin_slot {
             if ready[slot] {
                 self.flush_stdin();
+            }
+        }
+        if let (Some(slot), Some(w)) = (wake_slot, &self.waker) {
+            if ready[slot] {
+                w.drain();
+                progressed = true;
             }
         }
         if ready[0] {
@@ -410,6 +428,17 @@ impl<'s> Execution<'s> {
         outcome.status = verdict(&outcome, self.killed_for, usage.oom_killed);
         Ok(Some(outcome))
     }
+}
+
+/// CPUs this process may use, asked once: `available_parallelism` reads `/proc/self/cgroup` and
+/// the CPU quota files on every call, four file opens that each run would otherwise pay.
+fn cpus() -> u32 {
+    static CPUS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1)
+    })
 }
 
 /// Decides the status; the limit corral enforced wins, then a blocked syscall, then what the

@@ -86,6 +86,7 @@ impl Host {
             probe.destroy().map_err(rootless_err)?;
         }
         sweep_stale_cgroups(cgroups.as_ref());
+        raise_open_files_limit();
         tracing::debug!(
             rootless,
             cgroups = ?cgroups.version(),
@@ -252,4 +253,17 @@ fn remove_stale(path: &std::path::Path) {
 /// bus's) would otherwise be one `connect` away.
 pub(crate) fn abstract_sockets_scoped() -> bool {
     crate::inside::landlock::kernel_abi() >= 6
+}
+
+/// Each live sandbox holds about twenty descriptors here (its socket, its working directory, the
+/// cgroup control files kept open for its runs); a server with a few dozen sandboxes would hit
+/// the usual soft limit of 1024. The soft limit is raised to the hard one, as Go's runtime does;
+/// sandboxed programs get their own limit from their run's `open_files`.
+fn raise_open_files_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
 }

@@ -4,7 +4,7 @@
 //! The public surface is the vocabulary and the entry points, all at the crate root:
 //! - what to run: [`RunSpec`], [`Limits`] (and their parts); what happened: [`Outcome`], [`Status`];
 //! - where: [`Host`] (once per process), [`Sandbox`] and [`Execution`] (one program, driven step
-//!   by step), [`Pool`] / [`Lease`] (warm sandboxes), [`run_fresh`] / [`run_in`];
+//!   by step, woken by a [`Waker`]), [`Pool`] / [`Lease`] (warm sandboxes), [`run_fresh`] / [`run_in`];
 //! - [`doctor`]: what this host offers; [`init_main`]: the sandbox's init, which the binary must
 //!   dispatch to when its first argument is [`INIT_ARG`].
 //!
@@ -28,6 +28,7 @@ mod protocol;
 mod sandbox;
 mod spec;
 mod uids;
+mod waker;
 
 pub use capture::{NoSink, OutputSink};
 pub use corral_seccomp::{Restrictions, RestrictionsError};
@@ -44,3 +45,4 @@ pub use spec::{
     parse_env, validate_command, validate_env, ImageRoot, Mount, Root, RunSpec, RunSpecJson,
     Runtime, Stdin, DEFAULT_PATH, MAX_ARG_BYTES, MAX_COMMAND_BYTES, WORKDIR,
 };
+pub use waker::Waker;

@@ -1,12 +1,12 @@
 //! The blocking side of an interactive run: one thread steps the `Execution` with short
-//! deadlines, applies the socket's control messages (input, resize, signals, kill), forwards
-//! output as it comes (decoding UTF-8 across chunks), and asks the kernel whether the program
-//! waits for input once output has gone quiet.
+//! deadlines, applies the socket's control messages (input, resize, signals, kill) as soon as
+//! their `Waker` ends the wait, forwards output as it comes (decoding UTF-8 across chunks), and
+//! asks the kernel whether the program waits for input once output has gone quiet.
 
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use corral_sandbox::{Outcome, OutputSink, RunSpec, Sandbox};
+use corral_sandbox::{Outcome, OutputSink, RunSpec, Sandbox, Waker};
 use tokio::sync::mpsc;
 
 use super::messages::WsServerMessage;
@@ -102,6 +102,7 @@ pub fn drive(
     sb: &mut Sandbox,
     spec: &RunSpec,
     ctl: std_mpsc::Receiver<Ctl>,
+    waker: &Waker,
     tx: mpsc::Sender<Event>,
 ) -> Outcome {
     let mut sink = ChannelSink {
@@ -113,6 +114,9 @@ pub fn drive(
         Ok(e) => e,
         Err(e) => return Outcome::sandbox_error(spec.limits.clone(), e.to_string()),
     };
+    // A control message wakes the wait below: typed input reaches the program at once, not
+    // at the next tick.
+    exec.wake_on(waker);
     let fail = |e: corral_sandbox::SandboxError| {
         Outcome::sandbox_error(spec.limits.clone(), e.to_string())
     };

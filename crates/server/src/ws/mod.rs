@@ -18,7 +18,7 @@ use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpg
 use axum::extract::State;
 use axum::response::Response;
 use axum::Extension;
-use corral_sandbox::Stdin;
+use corral_sandbox::{Stdin, Waker};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
@@ -107,7 +107,16 @@ fn signal_number(name: &str) -> Option<i32> {
 
 struct Running {
     ctl: std_mpsc::Sender<Ctl>,
+    /// Wakes the driver thread out of its wait, so a control message is acted on at once.
+    waker: Waker,
     stdin_sent: usize,
+}
+
+impl Running {
+    fn send(&self, c: Ctl) {
+        let _ = self.ctl.send(c);
+        self.waker.wake();
+    }
 }
 
 async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
@@ -149,7 +158,7 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
             }
             _ = &mut revoked => {
                 if let Some(r) = running.take() {
-                    let _ = r.ctl.send(Ctl::Kill);
+                    r.send(Ctl::Kill);
                 }
                 tracing::info!(caller = %caller.id, "token revoked: closing its WebSocket");
                 let _ = tx.send(json(&error("token_revoked", "this token was revoked"))).await;
@@ -163,7 +172,7 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
             }
             _ = shutdown.changed() => {
                 if let Some(r) = &running {
-                    let _ = r.ctl.send(Ctl::Kill);
+                    r.send(Ctl::Kill);
                 }
                 let _ = tx.send(json(&error("shutting_down", "the server is shutting down"))).await;
                 // Let the exit event of a killed run through, then close.
@@ -187,7 +196,7 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
         }
     }
     if let Some(r) = running {
-        let _ = r.ctl.send(Ctl::Kill);
+        r.send(Ctl::Kill);
     }
 }
 
@@ -198,9 +207,7 @@ async fn handle(
     running: &mut Option<Running>,
     ev_tx: &mpsc::Sender<Event>,
 ) -> Option<WsServerMessage> {
-    let send = |r: &Running, c: Ctl| {
-        let _ = r.ctl.send(c);
-    };
+    let send = |r: &Running, c: Ctl| r.send(c);
     match msg {
         WsClientMessage::Run {
             cmd,
@@ -255,8 +262,13 @@ async fn handle(
             prepared.spec.mounts = mounts;
             let clamped = prepared.clamped.clone();
             let (ctl_tx, ctl_rx) = std_mpsc::channel();
+            let waker = match Waker::new() {
+                Ok(w) => w,
+                Err(e) => return Some(api_error(ApiError::internal(e))),
+            };
             *running = Some(Running {
                 ctl: ctl_tx,
+                waker: waker.clone(),
                 stdin_sent: 0,
             });
             let st = st.clone();
@@ -264,7 +276,7 @@ async fn handle(
             tokio::spawn(async move {
                 let out_tx = ev_tx.clone();
                 let result = execute(&st, prepared, move |sb, spec| {
-                    drive(sb, spec, ctl_rx, out_tx)
+                    drive(sb, spec, ctl_rx, &waker, out_tx)
                 })
                 .await;
                 let msg = match result {
