@@ -579,8 +579,6 @@ fn posix_message_queues_and_shm_do_not_reach_the_next_run() {
 #[test]
 fn daemons_do_not_survive_into_the_next_run() {
     let m = marker("daemon");
-    let out = host_dir(0o777);
-    let out_bind = format!("{}:/srv/pooltest-out", out.path().display());
     let attacker = sh(&format!(
         r#"/srv/pooltest/daemon {m} /srv/pooltest-out/tick
 ( trap '' TERM HUP INT; exec setsid /bin/sh -c 'while :; do date +%s%N > /srv/pooltest-out/tick2.tmp; mv /srv/pooltest-out/tick2.tmp /srv/pooltest-out/tick2; sleep 0.02; done' {m} ) </dev/null >/dev/null 2>&1 &
@@ -595,9 +593,19 @@ echo "TICK $t1 $(cat /srv/pooltest-out/tick)"
 echo "TICK2 $t2 $(cat /srv/pooltest-out/tick2)"
 exec /usr/bin/python3 /srv/pooltest/scan.py"#,
     );
-    let attacker = with(attacker, "bind", json!([out_bind]));
-    let victim = with(victim, "bind", json!([out_bind]));
-    for (mode, attacker, victim) in attack_then_look(&attacker, &victim) {
+    // A folder of its own per mode: a daemon killed between truncating tick2.tmp and writing it
+    // leaves an empty file owned by its uid, which the next mode's attacker (another uid) could
+    // not overwrite, so its first `mv` would publish an empty tick.
+    let mut outs = Vec::new();
+    for mode in MODES {
+        let out = host_dir(0o777);
+        let out_bind = format!("{}:/srv/pooltest-out", out.path().display());
+        let attacker = with(attacker.clone(), "bind", json!([out_bind]));
+        let victim = with(victim.clone(), "bind", json!([out_bind]));
+        let mut res = run_batch(&[attacker, victim], &mode.flags());
+        let victim = res.pop().unwrap();
+        let attacker = res.pop().unwrap();
+        assert_served(mode, &[&attacker, &victim]);
         assert_status(mode, &attacker, "ok");
         assert_planted(mode, &attacker, "DAEMON RUNNING");
         let own: Vec<&str> = attacker
@@ -630,17 +638,20 @@ exec /usr/bin/python3 /srv/pooltest/scan.py"#,
             "[{mode:?}] the victim should be the run's first process\n{}",
             victim.describe()
         );
+        outs.push(out);
     }
-    // Nothing lives on after the batch either.
+    // Nothing lives on after the batches either.
     assert_no_host_procs(&m);
-    let read = |f: &str| fs::read_to_string(out.path().join(f)).unwrap_or_default();
-    let before = (read("tick"), read("tick2"));
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(
-        before,
-        (read("tick"), read("tick2")),
-        "a daemon still writes its tick files after the batch ended"
-    );
+    for out in &outs {
+        let read = |f: &str| fs::read_to_string(out.path().join(f)).unwrap_or_default();
+        let before = (read("tick"), read("tick2"));
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            before,
+            (read("tick"), read("tick2")),
+            "a daemon still writes its tick files after the batch ended"
+        );
+    }
 }
 
 #[test]
