@@ -9,12 +9,20 @@ use corral_sandbox::{LimitsRequest, Pool, PoolConfig, Root, RunSpecJson, Runtime
 
 use crate::image_choice::Images;
 
+/// How a batch's lines are spread over sandboxes.
+pub struct Workers {
+    /// Lines running at once.
+    pub parallel: usize,
+    /// Warm sandboxes kept.
+    pub pool_size: usize,
+    /// A new sandbox per line instead of the pool.
+    pub fresh: bool,
+}
+
 /// Runs every line of `file`; prints one JSON line per input line. Returns the exit code.
 pub fn main(
     file: &Path,
-    parallel: usize,
-    pool_size: usize,
-    fresh: bool,
+    workers: Workers,
     runtime: Runtime,
     defaults: &LimitsRequest,
     image: Option<&str>,
@@ -56,6 +64,11 @@ pub fn main(
         Ok(h) => h,
         Err(code) => return code,
     };
+    let Workers {
+        parallel,
+        pool_size,
+        fresh,
+    } = workers;
     let parallel = parallel.max(1);
     // Spares: while a sandbox resets after its run, its worker takes another that is ready.
     let pool = Pool::new(

@@ -207,9 +207,11 @@ pub fn main(args: RunArgs) -> i32 {
         let pool_size = args.pool_size.unwrap_or(2 * args.parallel.max(1));
         return crate::batch::main(
             file,
-            args.parallel,
-            pool_size,
-            args.fresh,
+            crate::batch::Workers {
+                parallel: args.parallel,
+                pool_size,
+                fresh: args.fresh,
+            },
             match args.runtime() {
                 Ok(r) => r,
                 Err(e) => return usage(e),

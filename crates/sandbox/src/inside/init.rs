@@ -81,7 +81,7 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
     if setup.gvisor {
         // gVisor's /proc has no hidepid and shows init's environment to the program: it holds
         // only what the bundle sets (PATH, CORRAL_CONTROL_FD) and runsc's HOME, nothing of the host.
-        return build(&setup, &cgroup_procs, ctl.as_fd())
+        return build(&setup, &cgroup_procs, ctl.as_fd(), None)
             .and_then(|built| pid1::serve(&setup, ctl.as_fd(), built))
             .inspect_err(|e| {
                 let _ = protocol::send(ctl.as_fd(), &Event::failed(e), &[]);
