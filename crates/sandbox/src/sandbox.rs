@@ -629,6 +629,19 @@ impl Sandbox {
                 );
                 o
             }
+            Err(e) if self.control.init_died_of_oom() => {
+                // Where the supervisor lacks CAP_SYS_RESOURCE, init cannot be made OOM-exempt:
+                // when only unattributed memory (pipe buffers, tmpfs) is left to reclaim, the
+                // cgroup's OOM killer may pick the init itself. The run did hit its memory limit;
+                // what it printed is lost with the init, and the sandbox is not used again.
+                tracing::info!(error = %e, "the memory limit's OOM kill took the sandbox's init");
+                self.control.set_broken(true);
+                let mut o = Outcome::sandbox_error(spec.limits.clone(), String::new());
+                o.status = Status::MemoryLimit;
+                o.signal = Some(libc::SIGKILL);
+                o.error = None;
+                o.in_runtime(runtime)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "run failed; the sandbox is marked broken");
                 self.control.set_broken(true);
