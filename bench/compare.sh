@@ -116,7 +116,7 @@ done
 if command -v runsc >/dev/null && timeout 60 runsc --network=none do /bin/true >/dev/null 2>&1; then
   RUNSC="$(command -v runsc)"
   # corral-bench adds the gVisor runtime's rows (fresh, warm lease, pre-started, runsc do) in its run.
-  BENCH_FLAGS+=(--sections rss,latency,throughput,limits,grading,gvisor)
+  BENCH_FLAGS+=(--sections rss,latency,throughput,limits,image,grading,gvisor)
   for p in 1 2 8; do
     say "runsc do /bin/true, parallel $p"
     "$SPAWN" "$N_RUNSC" "$p" 1 -- "$RUNSC" --network=none do /bin/true | tee "$RAW/runsc_p$p.json" >&2
