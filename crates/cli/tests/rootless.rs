@@ -16,21 +16,39 @@ use std::process::{Command, Output};
 const NOBODY: u32 = 65534;
 
 /// A copy of the corral binary that `nobody` can execute (the build tree may be under /root).
+///
+/// One copy shared by every test: a copy made while another test thread forks leaves its write
+/// descriptor in that child until the child execs, and exec of the copy then fails with "Text
+/// file busy" (ETXTBSY). Every test takes the copy before it starts a process, so no thread forks
+/// while the `OnceLock` is writing it.
 struct Binary {
-    _dir: tempfile::TempDir,
     path: PathBuf,
 }
 
-fn binary() -> Binary {
-    let dir = tempfile::Builder::new()
-        .prefix("corral-rootless-bin")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = dir.path().join("corral");
-    std::fs::copy(env!("CARGO_BIN_EXE_corral"), &path).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    Binary { _dir: dir, path }
+fn binary() -> &'static Binary {
+    static COPY: std::sync::OnceLock<Binary> = std::sync::OnceLock::new();
+    COPY.get_or_init(|| {
+        // The folder outlives the test process (statics are never dropped): remove copies left
+        // by earlier runs whose process is gone.
+        if let Ok(entries) = std::fs::read_dir("/tmp") {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name.strip_prefix("corral-rootless-bin-") {
+                    if !Path::new("/proc").join(pid).exists() {
+                        let _ = std::fs::remove_dir_all(e.path());
+                    }
+                }
+            }
+        }
+        let dir = PathBuf::from(format!("/tmp/corral-rootless-bin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.join("corral");
+        std::fs::copy(env!("CARGO_BIN_EXE_corral"), &path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Binary { path }
+    })
 }
 
 /// A cgroup subtree delegated to `nobody`, removed at the end.
