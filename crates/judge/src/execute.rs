@@ -61,14 +61,18 @@ pub fn execute(
             .as_ref()
             .map(|c| vec!["/bin/sh".into(), "-c".into(), with(c, &spec.compile_args)]);
         let run = with(&lang.run, &spec.run_args);
-        run_seccomp = spec.seccomp.clone().unwrap_or_else(|| lang.seccomp.clone());
+        // The request's profile adds to the language's: never less than the registry says.
+        run_seccomp = match &spec.seccomp {
+            Some(asked) => lang.seccomp.and(asked),
+            None => lang.seccomp.clone(),
+        };
         run_argv = match corral_checks::suite::Command::Shell(run.clone()).direct_argv() {
             // Under no_spawn nothing may exec once the program runs, a shell's exec included.
             Some(argv) if run_seccomp.no_spawn => argv,
             _ => {
                 // A command that needs the shell cannot keep the language's no_spawn (one the
                 // request asked for stays: its shell's exec is then blocked and reported).
-                if spec.seccomp.is_none() {
+                if !spec.seccomp.as_ref().is_some_and(|r| r.no_spawn) {
                     run_seccomp.no_spawn = false;
                 }
                 vec!["/bin/sh".into(), "-c".into(), format!("exec {run}")]

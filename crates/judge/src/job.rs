@@ -104,7 +104,8 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub network: bool,
     /// The seccomp profile the request chose for the program's run (never the compile), on top
-    /// of the default one; it replaces the language's own. None: the language's, else default.
+    /// of the default one and added to the language's own (only ever stricter). None: the
+    /// language's, else the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seccomp: Option<Restrictions>,
 }

@@ -88,9 +88,9 @@ pub struct SubmissionRequest {
     pub image: Option<String>,
     /// A stricter seccomp profile for the program's run (never the compile), on top of the
     /// default one, as in `POST /run`: `no_spawn`, `no_sockets`, `allow:NAME,…`, joined by `+`.
-    /// It replaces the language's own profile (`GET /languages`). A call it denies is a
-    /// `runtime_error` verdict whose run says `blocked_syscall`. Not with `suite` (its checks
-    /// name their own).
+    /// It adds to the language's own profile (`GET /languages`): a request can only make it
+    /// stricter. A call it denies is a `runtime_error` verdict whose run says `blocked_syscall`.
+    /// Not with `suite` (its checks name their own).
     #[serde(default)]
     #[schema(example = "no_spawn+no_sockets", max_length = 4000)]
     pub seccomp: Option<String>,
