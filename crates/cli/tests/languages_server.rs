@@ -39,7 +39,7 @@ const GREET: [(&str, &str); 13] = [
     ),
     (
         "javascript",
-        "const rl = require('readline').createInterface({ input: process.stdin });\nprocess.stdout.write('Name: ');\nrl.once('line', (n) => { console.log('hello, ' + n); rl.close(); });\n",
+        "const rl = require('readline').createInterface({ input: process.stdin });\nprocess.stdout.write('Name: ');\nrl.once('line', (n) => { console.log('hello, ' + n); rl.close(); process.stdin.destroy(); });\n",
     ),
     (
         "ocaml",
@@ -70,11 +70,15 @@ const GREET: [(&str, &str); 13] = [
 
 const EXPECTED: &str = "Name: hello, world\n";
 
-/// Room for the heaviest toolchains (javac, rustc, go build) on a busy machine; the languages'
-/// own limits apply where they name any.
+/// Room for the heaviest toolchains (javac, rustc, go build) on a busy machine (the languages'
+/// own limits apply where they name any), and for every language's run at once from one token.
 const CONFIG: &str = r#"
 parallelism = 3
 queue = 64
+max_sandboxes_per_caller = 32
+[rate_limit.student]
+per_minute = 0
+burst = 0
 [default_limits]
 cpu_time = "30s"
 wall_time = "120s"
@@ -165,8 +169,11 @@ async fn via_ws(s: &Server, token: &str, l: &Lang) {
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws?token={token}", s.addr))
         .await
         .expect("WebSocket connect");
-    let run = json!({"type": "run", "cmd": l.cmd, "language": l.id, "sandbox": {"homedir": upload}});
-    ws.send(Message::Text(run.to_string().into())).await.unwrap();
+    let run =
+        json!({"type": "run", "cmd": l.cmd, "language": l.id, "sandbox": {"homedir": upload}});
+    ws.send(Message::Text(run.to_string().into()))
+        .await
+        .unwrap();
     // The prompt arrives while the program waits for its input: nothing has been typed yet.
     let mut out = String::new();
     while !out.contains("Name: ") {
@@ -174,7 +181,10 @@ async fn via_ws(s: &Server, token: &str, l: &Lang) {
         match m["type"].as_str() {
             Some("stdout") => out.push_str(m["data"].as_str().unwrap()),
             Some("stderr") | Some("stdin") => {}
-            _ => panic!("{}: waiting for the prompt, got {m}; stdout so far {out:?}", l.id),
+            _ => panic!(
+                "{}: waiting for the prompt, got {m}; stdout so far {out:?}",
+                l.id
+            ),
         }
     }
     let line = json!({"type": "stdin", "data": "world\n"});
@@ -213,9 +223,17 @@ async fn via_submission(s: &Server, token: &str, l: &Lang) {
         if v["status"] == "done" || v["status"] == "failed" {
             break v;
         }
-        assert!(Instant::now() < deadline, "{}: not judged in time: {v}", l.id);
+        assert!(
+            Instant::now() < deadline,
+            "{}: not judged in time: {v}",
+            l.id
+        );
     };
-    assert_eq!(done["verdict"], "accepted", "{}: /submissions: {done}", l.id);
+    assert_eq!(
+        done["verdict"], "accepted",
+        "{}: /submissions: {done}",
+        l.id
+    );
     assert_eq!(done["run"]["stdout"], EXPECTED, "{}: {done}", l.id);
 }
 

@@ -20,7 +20,9 @@ type Ws =
 /// Runs `run` (a WebSocket `run` message's fields) to its end; the `exit` message.
 async fn ws_run(ws: &mut Ws, mut run: Value) -> Value {
     run["type"] = json!("run");
-    ws.send(Message::Text(run.to_string().into())).await.unwrap();
+    ws.send(Message::Text(run.to_string().into()))
+        .await
+        .unwrap();
     loop {
         let m = tokio::time::timeout(Duration::from_secs(120), ws.next())
             .await
@@ -40,7 +42,10 @@ async fn ws_run(ws: &mut Ws, mut run: Value) -> Value {
 fn assert_blocked(v: &Value, syscall: &str) {
     assert_eq!(v["status"], "blocked_syscall", "{v}");
     assert_eq!(v["blocked_syscall"], syscall, "{v}");
-    assert!(!v["stdout"].as_str().unwrap_or("").contains("ESCAPED"), "{v}");
+    assert!(
+        !v["stdout"].as_str().unwrap_or("").contains("ESCAPED"),
+        "{v}"
+    );
 }
 
 #[test]
@@ -51,14 +56,16 @@ fn a_websocket_run_takes_a_stricter_seccomp_profile() {
         // spawn.c, compiled in a sandbox the runs below continue in.
         let upload = s.upload(&t, &[("spawn.c", &containment("spawn.c"))]).await;
         let built = s
-            .run_ok(&t, json!({"cmd": "cc -O1 -o spawn spawn.c -lpthread", "sandbox": {"homedir": upload}}))
+            .run_ok(
+                &t,
+                json!({"cmd": "cc -O1 -o spawn spawn.c -lpthread", "sandbox": {"homedir": upload}}),
+            )
             .await;
         assert_eq!(built["status"], "ok", "{built}");
         let kept = built["sandbox"].as_str().unwrap().to_string();
-        let (mut ws, _) =
-            tokio_tungstenite::connect_async(format!("ws://{}/ws?token={t}", s.addr))
-                .await
-                .expect("WebSocket connect");
+        let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws?token={t}", s.addr))
+            .await
+            .expect("WebSocket connect");
         for (way, syscall) in [("fork", "clone"), ("vfork", "vfork"), ("exec", "execve")] {
             let marker = format!("corral-ws-nospawn-{way}-{}", std::process::id());
             let argv = json!(["./spawn", marker, way]);
@@ -68,21 +75,39 @@ fn a_websocket_run_takes_a_stricter_seccomp_profile() {
             )
             .await;
             assert_blocked(&v, syscall);
-            assert!(host_procs_with(&marker).is_empty(), "{marker} outlived its run");
+            assert!(
+                host_procs_with(&marker).is_empty(),
+                "{marker} outlived its run"
+            );
             // The control: the default profile lets the same program start a process.
             let v = ws_run(&mut ws, json!({"cmd": argv, "sandbox": {"id": kept}})).await;
             assert_eq!(v["status"], "ok", "{way}: {v}");
-            assert!(v["stdout"].as_str().unwrap().contains("ESCAPED"), "{way}: {v}");
+            assert!(
+                v["stdout"].as_str().unwrap().contains("ESCAPED"),
+                "{way}: {v}"
+            );
         }
         // A shell pipeline needs new processes: its first fork is the blocked call.
-        let v = ws_run(&mut ws, json!({"cmd": "true | true", "seccomp": "no_spawn"})).await;
+        let v = ws_run(
+            &mut ws,
+            json!({"cmd": "true | true", "seccomp": "no_spawn"}),
+        )
+        .await;
         assert_blocked(&v, "clone");
         // A simple command runs without the shell under no_spawn, so it works.
-        let v = ws_run(&mut ws, json!({"cmd": "echo fine", "seccomp": "no_spawn+no_sockets"})).await;
+        let v = ws_run(
+            &mut ws,
+            json!({"cmd": "echo fine", "seccomp": "no_spawn+no_sockets"}),
+        )
+        .await;
         assert_eq!(v["status"], "ok", "{v}");
         assert_eq!(v["stdout"], "fine\n", "{v}");
         // Sockets of any family.
-        let sock = json!(["python3", "-c", "import socket; socket.socket(socket.AF_UNIX); print('ESCAPED')"]);
+        let sock = json!([
+            "python3",
+            "-c",
+            "import socket; socket.socket(socket.AF_UNIX); print('ESCAPED')"
+        ]);
         let v = ws_run(&mut ws, json!({"cmd": sock, "seccomp": "no_sockets"})).await;
         assert_blocked(&v, "socket");
         let v = ws_run(&mut ws, json!({"cmd": sock})).await;
@@ -91,7 +116,13 @@ fn a_websocket_run_takes_a_stricter_seccomp_profile() {
         let v = ws_run(&mut ws, json!({"cmd": "true", "seccomp": "no_forks"})).await;
         assert_eq!(v["type"], "error", "{v}");
         assert_eq!(v["error"], "invalid", "{v}");
-        assert!(v["message"].as_str().unwrap().contains("unknown seccomp profile"), "{v}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("unknown seccomp profile"),
+            "{v}"
+        );
         s.health().await;
     });
 }

@@ -32,11 +32,9 @@ impl Cmd {
     /// anything else runs as [`Cmd::argv`] (its shell's forks and execs are then blocked).
     pub fn argv_under(&self, seccomp: &Restrictions) -> Vec<String> {
         match self {
-            Cmd::Line(s) if seccomp.no_spawn => {
-                corral_checks::suite::Command::Shell(s.clone())
-                    .direct_argv()
-                    .unwrap_or_else(|| self.argv())
-            }
+            Cmd::Line(s) if seccomp.no_spawn => corral_checks::suite::Command::Shell(s.clone())
+                .direct_argv()
+                .unwrap_or_else(|| self.argv()),
             _ => self.argv(),
         }
     }

@@ -213,13 +213,19 @@ mod tests {
     #[test]
     fn and_denies_what_either_denies() {
         let p = |s: &str| s.parse::<Restrictions>().unwrap();
-        assert_eq!(p("no_spawn").and(&p("no_sockets")), p("no_spawn+no_sockets"));
+        assert_eq!(
+            p("no_spawn").and(&p("no_sockets")),
+            p("no_spawn+no_sockets")
+        );
         assert_eq!(p("default").and(&p("no_spawn")), p("no_spawn"));
         assert_eq!(
             p("allow:read,write,openat").and(&p("allow:write,openat,close+no_spawn")),
             p("allow:write,openat+no_spawn")
         );
-        assert_eq!(p("allow:read").and(&p("no_sockets")), p("allow:read+no_sockets"));
+        assert_eq!(
+            p("allow:read").and(&p("no_sockets")),
+            p("allow:read+no_sockets")
+        );
     }
 
     #[test]
