@@ -41,6 +41,12 @@ def messages_until(c, kind):
             return seen
 
 
+def until_exit(c):
+    """The stdout up to the run's end, and its `exit` message."""
+    seen = messages_until(c, "exit")
+    return "".join(m["data"] for m in seen if m["type"] == "stdout"), seen[-1]
+
+
 def expect_error(c, code):
     m = json.loads(c.recv())
     assert m["type"] == "error", f"expected an error message, got {m}"
@@ -63,9 +69,8 @@ def expect_closed(c):
 def echo_run(c):
     """A complete run on an open socket: the socket still works."""
     c.send(json.dumps({"type": "run", "cmd": "echo alive"}))
-    seen = messages_until(c, "exit")
-    out = "".join(m.get("data", "") for m in seen if m["type"] == "stdout")
-    assert "alive" in out and seen[-1]["status"] == "ok", seen
+    out, end = until_exit(c)
+    assert "alive" in out and end["status"] == "ok", (out, end)
 
 
 def case_interactive_run():
@@ -75,9 +80,8 @@ def case_interactive_run():
     seen = messages_until(c, "stdin")
     assert "Name: " in "".join(m.get("data", "") for m in seen), seen
     c.send(json.dumps({"type": "stdin", "data": "fuzz\n"}))
-    seen = messages_until(c, "exit")
-    out = "".join(m.get("data", "") for m in seen if m["type"] == "stdout")
-    assert "hello, fuzz" in out and seen[-1]["code"] == 0, seen
+    out, end = until_exit(c)
+    assert "hello, fuzz" in out and end["code"] == 0, (out, end)
     c.close()
 
 
@@ -138,8 +142,8 @@ def case_busy_and_bad_signal():
     c.send(json.dumps({"type": "signal", "name": "\u0000" * 1000}))
     expect_error(c, "bad_signal")
     c.send(json.dumps({"type": "stdin", "data": "x", "eof": True}))
-    seen = messages_until(c, "exit")
-    assert "got x" in "".join(m.get("data", "") for m in seen), seen
+    out, end = until_exit(c)
+    assert "got x" in out, (out, end)
     c.close()
 
 
@@ -148,8 +152,8 @@ def case_binary_frames():
     c.send_raw(frame(BINARY, b"\xff\xfe\x00garbage"))
     expect_error(c, "bad_message")
     c.send_raw(frame(BINARY, json.dumps({"type": "run", "cmd": "echo bin"}).encode()))
-    seen = messages_until(c, "exit")
-    assert seen[-1]["status"] == "ok", seen
+    out, end = until_exit(c)
+    assert out == "bin\n" and end["status"] == "ok", (out, end)
     c.close()
 
 
@@ -160,8 +164,8 @@ def case_fragmented_message():
     c.send_raw(frame(PING, b"between fragments"))
     c.send_raw(frame(CONTINUATION, whole[5:12], fin=False))
     c.send_raw(frame(CONTINUATION, whole[12:]))
-    seen = messages_until(c, "exit")
-    assert "pieces" in "".join(m.get("data", "") for m in seen), seen
+    out, end = until_exit(c)
+    assert out == "pieces\n", (out, end)
     c.close()
 
 
@@ -278,6 +282,7 @@ def main():
         except Exception as e:  # every failure is reported, then the next case runs
             failures += 1
             print(f"ws {name}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+    print(f"ws: {len(cases) - failures} of {len(cases)} cases passed")
     try:
         c = connect()
         echo_run(c)
@@ -285,7 +290,6 @@ def main():
     except Exception as e:
         failures += 1
         print(f"ws: the server no longer runs programs over a socket: {e}", file=sys.stderr)
-    print(f"ws: {len(cases) - failures if failures <= len(cases) else 0} of {len(cases)} cases passed")
     sys.exit(1 if failures else 0)
 
 

@@ -238,3 +238,43 @@ fn every_language_has_a_test_here() {
         assert!(text.contains(&format!("[languages.{}]", l.id)), "{}", l.id);
     }
 }
+
+/// `corral languages --json` and `corral doctor --json` name each language's seccomp profile, the
+/// registry's own (C's is `no_spawn+no_sockets`, Java's `no_spawn`, Python's `no_sockets`, Bash's
+/// the default one).
+#[test]
+fn languages_and_doctor_show_each_languages_seccomp_profile() {
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["languages", "--json"])
+        .env_remove("CORRAL_LANGUAGES")
+        .output()
+        .unwrap();
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let profile = |id: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["id"] == id)
+            .unwrap_or_else(|| panic!("no language {id}"))["seccomp"]
+            .clone()
+    };
+    let doctor = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["doctor", "--json"])
+        .env_remove("CORRAL_LANGUAGES")
+        .output()
+        .unwrap();
+    let doctor: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    for (id, want) in [
+        ("c", "no_spawn+no_sockets"),
+        ("java", "no_spawn"),
+        ("python", "no_sockets"),
+        ("bash", "default"),
+    ] {
+        assert_eq!(profile(id), want, "corral languages: {id}");
+        assert_eq!(
+            doctor["language_seccomp"][id], want,
+            "corral doctor: {id}: {}",
+            doctor["language_seccomp"]
+        );
+    }
+}

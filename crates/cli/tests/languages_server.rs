@@ -10,7 +10,7 @@
 mod server_support;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -148,9 +148,6 @@ async fn via_run(s: &Server, token: &str, l: &Lang) {
     assert_eq!(v["stdout"], EXPECTED, "{}: /run: {v}", l.id);
 }
 
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
 async fn ws_next(ws: &mut Ws, what: &str) -> Value {
     loop {
         let m = tokio::time::timeout(Duration::from_secs(180), ws.next())
@@ -166,9 +163,7 @@ async fn ws_next(ws: &mut Ws, what: &str) -> Value {
 
 async fn via_ws(s: &Server, token: &str, l: &Lang) {
     let upload = s.upload(token, &[(&l.source, l.program.as_bytes())]).await;
-    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws?token={token}", s.addr))
-        .await
-        .expect("WebSocket connect");
+    let mut ws = s.ws(token).await;
     let run =
         json!({"type": "run", "cmd": l.cmd, "language": l.id, "sandbox": {"homedir": upload}});
     ws.send(Message::Text(run.to_string().into()))
@@ -213,22 +208,7 @@ async fn via_submission(s: &Server, token: &str, l: &Lang) {
         )
         .await;
     assert_eq!(st, 202, "{}: /submissions: {v}", l.id);
-    let id = v["id"].as_str().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let done = loop {
-        let (st, v) = s
-            .get(token, &format!("/submissions/{id}?wait=true&timeout=20"))
-            .await;
-        assert_eq!(st, 200, "{v}");
-        if v["status"] == "done" || v["status"] == "failed" {
-            break v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{}: not judged in time: {v}",
-            l.id
-        );
-    };
+    let done = s.judged(token, v["id"].as_str().unwrap()).await;
     assert_eq!(
         done["verdict"], "accepted",
         "{}: /submissions: {done}",

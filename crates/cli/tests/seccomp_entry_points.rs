@@ -7,15 +7,12 @@
 
 mod server_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use server_support::*;
 use tokio_tungstenite::tungstenite::Message;
-
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Runs `run` (a WebSocket `run` message's fields) to its end; the `exit` message.
 async fn ws_run(ws: &mut Ws, mut run: Value) -> Value {
@@ -63,9 +60,7 @@ fn a_websocket_run_takes_a_stricter_seccomp_profile() {
             .await;
         assert_eq!(built["status"], "ok", "{built}");
         let kept = built["sandbox"].as_str().unwrap().to_string();
-        let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws?token={t}", s.addr))
-            .await
-            .expect("WebSocket connect");
+        let mut ws = s.ws(&t).await;
         for (way, syscall) in [("fork", "clone"), ("vfork", "vfork"), ("exec", "execve")] {
             let marker = format!("corral-ws-nospawn-{way}-{}", std::process::id());
             let argv = json!(["./spawn", marker, way]);
@@ -127,21 +122,11 @@ fn a_websocket_run_takes_a_stricter_seccomp_profile() {
     });
 }
 
+/// Submits `body` and waits for its verdict.
 async fn judged(s: &Server, token: &str, body: Value) -> Value {
     let (st, v) = s.post(token, "/submissions", body.clone()).await;
     assert_eq!(st, 202, "{body}: {v}");
-    let id = v["id"].as_str().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let (st, v) = s
-            .get(token, &format!("/submissions/{id}?wait=true&timeout=10"))
-            .await;
-        assert_eq!(st, 200, "{v}");
-        if v["status"] == "done" || v["status"] == "failed" {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "not judged in time: {v}");
-    }
+    s.judged(token, v["id"].as_str().unwrap()).await
 }
 
 #[track_caller]
