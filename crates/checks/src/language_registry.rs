@@ -87,6 +87,8 @@ pub struct LanguageStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compile: Option<String>,
     pub run: String,
+    /// The seccomp profile of the program's runs (`default`, or stricter layers joined by `+`).
+    pub seccomp: String,
     /// The image the language runs in, when it names one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<LanguageImage>,
@@ -397,6 +399,7 @@ impl Language {
             source: self.source.clone(),
             compile: self.compile.clone(),
             run: self.run.clone(),
+            seccomp: self.seccomp.to_string(),
             image: self.image.as_ref().map(|name| LanguageImage {
                 name: name.clone(),
                 digest: None,

@@ -31,9 +31,17 @@ pub fn main(args: DoctorArgs) -> i32 {
                     .collect()
             })
             .unwrap_or_default();
+        let seccomp: serde_json::Map<String, serde_json::Value> = crate::check::registry(None)
+            .map(|r| {
+                r.iter()
+                    .map(|l| (l.id.clone(), serde_json::json!(l.seccomp.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
         let v = serde_json::json!({
             "ready": ready,
             "language_exposures": languages,
+            "language_seccomp": seccomp,
             "level": report.level(),
             "checks": report.checks,
             "sandbox_smoke_test": match &smoke { Ok(s) => serde_json::json!({"ok": true, "detail": s}), Err(e) => serde_json::json!({"ok": false, "detail": e}) },
@@ -75,6 +83,7 @@ pub fn main(args: DoctorArgs) -> i32 {
             crate::languages::print_exposures(
                 registry.iter().map(|l| l.id.as_str()).zip(&exposures),
             );
+            crate::languages::print_seccomp_profiles(registry.iter());
         }
         println!();
         if ready {

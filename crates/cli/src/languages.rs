@@ -64,6 +64,10 @@ pub fn main(args: LanguagesArgs) -> i32 {
             serde_json::to_string_pretty(&list).expect("serializable")
         );
     } else {
+        println!(
+            "{:<12} {:<22} {:<12} {:<20} version, or why unavailable",
+            "id", "name", "state", "seccomp profile"
+        );
         for s in &statuses {
             let state = if s.available {
                 "available"
@@ -75,7 +79,10 @@ pub fn main(args: LanguagesArgs) -> i32 {
                 .clone()
                 .or_else(|| s.reason.clone())
                 .unwrap_or_default();
-            println!("{:<12} {:<22} {:<12} {}", s.id, s.name, state, detail);
+            println!(
+                "{:<12} {:<22} {:<12} {:<20} {}",
+                s.id, s.name, state, s.seccomp, detail
+            );
             if let Some(image) = &s.image {
                 let digest = image.digest.as_deref().unwrap_or("not in the image store");
                 println!("{:<12}   in image {} ({digest})", "", image.name);
@@ -105,5 +112,13 @@ pub fn print_exposures<'a>(
                 println!("  {:<12}   warning: {w}", "");
             }
         }
+    }
+}
+
+/// The seccomp profile of each language's program runs (compiles run under the default one).
+pub fn print_seccomp_profiles<'a>(list: impl Iterator<Item = &'a corral_checks::Language>) {
+    println!("\nseccomp profile of each language's program runs (on top of the default profile):");
+    for l in list {
+        println!("  {:<12} {}", l.id, l.seccomp);
     }
 }

@@ -122,21 +122,30 @@ fn result(json: &Value, check: &str) -> Value {
     json["results"][check]["result"].clone()
 }
 
-/// Each language's registry entry: available here, with its source file name and compile step.
-fn entry(id: &str) -> (String, bool) {
+/// `corral ARGS` (without an operator's registry): its JSON output.
+fn corral_json(args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["languages", "--json"])
+        .args(args)
         .env_remove("CORRAL_LANGUAGES")
         .output()
         .unwrap();
-    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let e = list
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The built-in language `id` as `corral languages --json` lists it.
+fn listed(id: &str) -> Value {
+    corral_json(&["languages", "--json"])
         .as_array()
         .unwrap()
         .iter()
         .find(|l| l["id"] == id)
         .unwrap_or_else(|| panic!("no built-in language {id}"))
-        .clone();
+        .clone()
+}
+
+/// Each language's registry entry: available here, with its source file name and compile step.
+fn entry(id: &str) -> (String, bool) {
+    let e = listed(id);
     assert_eq!(
         e["available"], true,
         "{id} must be available (scripts/setup installs it): {e}"
@@ -236,5 +245,26 @@ fn every_language_has_a_test_here() {
     let text = std::fs::read_to_string(registry).unwrap();
     for l in &LANGS {
         assert!(text.contains(&format!("[languages.{}]", l.id)), "{}", l.id);
+    }
+}
+
+/// `corral languages --json` and `corral doctor --json` name each language's seccomp profile, the
+/// registry's own (C's is `no_spawn+no_sockets`, Java's `no_spawn`, Python's `no_sockets`, Bash's
+/// the default one).
+#[test]
+fn languages_and_doctor_show_each_languages_seccomp_profile() {
+    let doctor = corral_json(&["doctor", "--json"]);
+    for (id, want) in [
+        ("c", "no_spawn+no_sockets"),
+        ("java", "no_spawn"),
+        ("python", "no_sockets"),
+        ("bash", "default"),
+    ] {
+        assert_eq!(listed(id)["seccomp"], want, "corral languages: {id}");
+        assert_eq!(
+            doctor["language_seccomp"][id], want,
+            "corral doctor: {id}: {}",
+            doctor["language_seccomp"]
+        );
     }
 }

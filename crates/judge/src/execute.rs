@@ -10,7 +10,7 @@ use corral_images::Store as ImageStore;
 use corral_sandbox::{Limits, NoSink, Outcome, Pool, RunSpec, SandboxConfig, Size, Status, Stdin};
 use serde_json::Value;
 
-use crate::job::{suite_file, Cmd, JobFiles, JobSpec, SuiteRef};
+use crate::job::{suite_file, JobFiles, JobSpec, SuiteRef};
 use crate::verdict::{Verdict, VerdictKind};
 
 /// Judges the job; its images are found (by the digests the job pins) in `images`. Never panics
@@ -35,7 +35,7 @@ pub fn execute(
     let mut env: Vec<(String, String)> = Vec::new();
     let run_argv: Vec<String>;
     // The language's profile for its program's run (never the compile).
-    let mut run_seccomp = corral_sandbox::Restrictions::default();
+    let mut run_seccomp: corral_sandbox::Restrictions;
     let mut compile_argv: Option<Vec<String>> = None;
     let mut image = spec.image.clone();
     if let Some(id) = &spec.language {
@@ -61,18 +61,26 @@ pub fn execute(
             .as_ref()
             .map(|c| vec!["/bin/sh".into(), "-c".into(), with(c, &spec.compile_args)]);
         let run = with(&lang.run, &spec.run_args);
-        run_seccomp = lang.seccomp.clone();
+        // The request's profile adds to the language's: never less than the registry says.
+        run_seccomp = match &spec.seccomp {
+            Some(asked) => lang.seccomp.and(asked),
+            None => lang.seccomp.clone(),
+        };
         run_argv = match corral_checks::suite::Command::Shell(run.clone()).direct_argv() {
             // Under no_spawn nothing may exec once the program runs, a shell's exec included.
             Some(argv) if run_seccomp.no_spawn => argv,
             _ => {
-                // A command that needs the shell cannot keep the language's no_spawn.
-                run_seccomp.no_spawn = false;
+                // A command that needs the shell cannot keep the language's no_spawn (one the
+                // request asked for stays: its shell's exec is then blocked and reported).
+                if !spec.seccomp.as_ref().is_some_and(|r| r.no_spawn) {
+                    run_seccomp.no_spawn = false;
+                }
                 vec!["/bin/sh".into(), "-c".into(), format!("exec {run}")]
             }
         };
     } else {
-        run_argv = match spec.cmd.as_ref().map(Cmd::argv) {
+        run_seccomp = spec.seccomp.clone().unwrap_or_default();
+        run_argv = match spec.cmd.as_ref().map(|c| c.argv_under(&run_seccomp)) {
             Some(argv) if !argv.is_empty() => argv,
             _ => return Verdict::internal("the job has no language, command or suite"),
         };

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use corral_sandbox::{validate_command, validate_env, Limits, SpecError};
+use corral_sandbox::{validate_command, validate_env, Limits, Restrictions, SpecError};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -24,6 +24,18 @@ impl Cmd {
             Cmd::Line(s) if s.trim().is_empty() => Vec::new(),
             Cmd::Line(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
             Cmd::Argv(v) => v.clone(),
+        }
+    }
+
+    /// The argv it runs under the seccomp profile `seccomp`: under `no_spawn` the shell could not
+    /// exec the command, so a simple string (plain words, no shell syntax) runs without a shell;
+    /// anything else runs as [`Cmd::argv`] (its shell's forks and execs are then blocked).
+    pub fn argv_under(&self, seccomp: &Restrictions) -> Vec<String> {
+        match self {
+            Cmd::Line(s) if seccomp.no_spawn => corral_checks::suite::Command::Shell(s.clone())
+                .direct_argv()
+                .unwrap_or_else(|| self.argv()),
+            _ => self.argv(),
         }
     }
 }
@@ -89,6 +101,11 @@ pub struct JobSpec {
     /// The run shares the host's network (Judge0's `enable_network`, when the operator allows it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub network: bool,
+    /// The seccomp profile the request chose for the program's run (never the compile), on top
+    /// of the default one and added to the language's own (only ever stricter). None: the
+    /// language's, else the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seccomp: Option<Restrictions>,
 }
 
 fn one() -> u32 {

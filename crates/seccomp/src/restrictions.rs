@@ -103,6 +103,20 @@ impl Restrictions {
             ..Default::default()
         }
     }
+
+    /// What both deny: every layer of either, and only the syscalls both allow-lists name. A
+    /// request adding its profile to a language's can only make it stricter this way.
+    pub fn and(&self, other: &Restrictions) -> Restrictions {
+        let allow = match (&self.allow, &other.allow) {
+            (Some(a), Some(b)) => Some(a.intersection(b).cloned().collect()),
+            (a, b) => a.clone().or_else(|| b.clone()),
+        };
+        Restrictions {
+            no_spawn: self.no_spawn || other.no_spawn,
+            no_sockets: self.no_sockets || other.no_sockets,
+            allow,
+        }
+    }
 }
 
 impl FromStr for Restrictions {
@@ -195,6 +209,24 @@ impl<'de> serde::Deserialize<'de> for Restrictions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn and_denies_what_either_denies() {
+        let p = |s: &str| s.parse::<Restrictions>().unwrap();
+        assert_eq!(
+            p("no_spawn").and(&p("no_sockets")),
+            p("no_spawn+no_sockets")
+        );
+        assert_eq!(p("default").and(&p("no_spawn")), p("no_spawn"));
+        assert_eq!(
+            p("allow:read,write,openat").and(&p("allow:write,openat,close+no_spawn")),
+            p("allow:write,openat+no_spawn")
+        );
+        assert_eq!(
+            p("allow:read").and(&p("no_sockets")),
+            p("allow:read+no_sockets")
+        );
+    }
 
     #[test]
     fn names_round_trip() {

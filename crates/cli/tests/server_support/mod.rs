@@ -253,6 +253,34 @@ impl Server {
         v
     }
 
+    /// Waits (`?wait=true`, in rounds of 10 s) until submission `id` is `done` or `failed`;
+    /// 10 minutes at most. Its view.
+    pub async fn judged(&self, token: &str, id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let (st, v) = self
+                .get(token, &format!("/submissions/{id}?wait=true&timeout=10"))
+                .await;
+            assert_eq!(st, StatusCode::OK, "{v}");
+            if v["status"] == "done" || v["status"] == "failed" {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "submission {id} not judged in 10 minutes: {v}"
+            );
+        }
+    }
+
+    /// A WebSocket to `/ws` as `token`.
+    pub async fn ws(&self, token: &str) -> Ws {
+        let (ws, _) =
+            tokio_tungstenite::connect_async(format!("ws://{}/ws?token={token}", self.addr))
+                .await
+                .expect("WebSocket connect");
+        ws
+    }
+
     pub async fn health(&self) -> Value {
         let r = reqwest::get(self.url("/health")).await.unwrap();
         assert_eq!(r.status(), StatusCode::OK, "the server must still be up");
@@ -299,6 +327,9 @@ impl Drop for Server {
         }
     }
 }
+
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()

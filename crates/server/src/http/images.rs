@@ -104,7 +104,7 @@ pub async fn pull(
 #[utoipa::path(
     post, path = "/images/import", tag = "images",
     params(ImportQuery),
-    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The archive"),
+    request_body(content = super::binary::BinaryBody, content_type = "application/octet-stream", description = "The archive"),
     responses(
         (status = 201, description = "Imported", body = ImageInfo,
             links(("RemoveImage" = (operation_id = "remove", description = "Remove the imported image",

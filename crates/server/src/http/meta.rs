@@ -32,6 +32,10 @@ pub struct LanguageInfo {
     /// Builds `source` (a command run with `/bin/sh -c`).
     pub compile: Option<String>,
     pub run: String,
+    /// The seccomp profile of the program's runs in submissions and checks (`default`, or
+    /// stricter layers joined by `+`, e.g. `no_spawn+no_sockets`).
+    #[schema(example = "no_spawn+no_sockets")]
+    pub seccomp: String,
     /// Whether this host has the toolchain.
     pub available: bool,
     /// Why it is unavailable.
@@ -129,6 +133,7 @@ fn language_list(st: &SharedState) -> Vec<LanguageInfo> {
             source: l.source,
             compile: l.compile,
             run: l.run,
+            seccomp: l.seccomp,
             available: l.available,
             reason: l.reason,
             image: l.image.map(|i| LanguageImageInfo {

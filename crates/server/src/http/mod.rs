@@ -3,11 +3,13 @@
 //!
 //! - [`auth`]: bearer tokens (and `?token=` / `X-Auth-Token` where clients need them) into a caller.
 //! - [`error`]: status codes, the JSON error body, hiding internal errors behind a request id.
-//! - [`json`]: JSON bodies whose rejections are JSON errors.
+//! - [`json`]: JSON bodies whose rejections are JSON errors; [`binary`]: raw byte bodies as the
+//!   OpenAPI document shows them.
 //! - [`uploads`], [`runs`], [`checks`], [`tokens`], [`submissions`], [`revisions`], [`images`],
 //!   [`meta`]: the endpoints; [`web`]: the browser editor's pages.
 
 pub mod auth;
+pub mod binary;
 pub mod checks;
 pub mod error;
 pub mod images;

@@ -40,10 +40,17 @@ pub struct RunRequest {
     /// A stricter seccomp profile on top of the default one: `no_spawn` (no new process or
     /// program once the command runs; a simple `cmd` string is then exec'd without a shell),
     /// `no_sockets`, `allow:NAME,NAME` (only these syscalls), joined by `+`. A call it denies ends
-    /// the run as `blocked_syscall`.
+    /// the run as `blocked_syscall`. An unknown profile is a 422.
     #[serde(default)]
-    #[schema(example = "no_spawn+no_sockets")]
+    #[schema(example = "no_spawn+no_sockets", max_length = 4000)]
     pub seccomp: Option<String>,
+    /// A language of `GET /languages` (`"rust"`): its extra read-only paths and environment
+    /// apply, its image for a new sandbox (unless `image` names one), and its limits when
+    /// `limits` is not given (capped as usual). `cmd` still says what runs (the language's
+    /// `compile` and `run` commands are in `GET /languages`).
+    #[serde(default)]
+    #[schema(example = "c", max_length = 100)]
+    pub language: Option<String>,
 }
 
 /// Run a command.
@@ -78,21 +85,6 @@ pub async fn run(
     Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<RunRequest>,
 ) -> Result<Json<RunResponse>, ApiError> {
-    let seccomp: corral_sandbox::Restrictions = match &req.seccomp {
-        Some(name) => name
-            .parse()
-            .map_err(|e: corral_sandbox::RestrictionsError| {
-                ApiError::unprocessable(e.to_string())
-            })?,
-        None => Default::default(),
-    };
-    // Under no_spawn a shell could not exec the command: a simple one is exec'd directly.
-    let direct = match &req.cmd {
-        Cmd::Line(s) if seccomp.no_spawn => {
-            corral_checks::suite::Command::Shell(s.clone()).direct_argv()
-        }
-        _ => None,
-    };
     let input = runs::RunInput {
         cmd: req.cmd,
         sandbox: req.sandbox,
@@ -103,12 +95,10 @@ pub async fn run(
         limits: req.limits,
         env: req.env,
         image: req.image,
+        seccomp: req.seccomp,
+        language: req.language,
     };
-    let mut prepared = runs::prepare(&st, &caller, input).await?;
-    prepared.spec.seccomp = seccomp;
-    if let Some(argv) = direct {
-        prepared.spec.argv = argv;
-    }
+    let prepared = runs::prepare(&st, &caller, input).await?;
     let clamped = prepared.clamped.clone();
     let (outcome, ran) = runs::execute(&st, prepared, |sb, spec| sb.run(spec, &mut NoSink)).await?;
     tracing::info!(caller = %caller.id, status = outcome.status.as_str(), wall_ms = outcome.usage.wall_time_ms, "run");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use corral_sandbox::{
-    Limits, LimitsRequest, Outcome, RunSpec, Sandbox, SandboxConfig, Size, Stdin,
+    Limits, LimitsRequest, Outcome, Restrictions, RunSpec, Sandbox, SandboxConfig, Size, Stdin,
 };
 
 use corral_checks::UsedImage;
@@ -173,6 +173,11 @@ pub struct RunInput {
     pub env: BTreeMap<String, String>,
     /// A container image of this server for a new sandbox's root (never pulled).
     pub image: Option<String>,
+    /// A stricter seccomp profile on top of the default one, by name (see [`seccomp_profile`]).
+    pub seccomp: Option<String>,
+    /// A language of the registry: its extra read-only paths, environment, image (for a new
+    /// sandbox) and limits (when none are given) apply.
+    pub language: Option<String>,
 }
 
 /// Names of the limits the request gave above the caps.
@@ -193,6 +198,18 @@ pub fn clamped_keys(
     out
 }
 
+/// A request's seccomp profile (`no_spawn`, `no_sockets`, `allow:NAME,…`, joined by `+`; none:
+/// nothing beyond the default profile). Every entry point reads it here, so a bad name gets the
+/// same 422 everywhere.
+pub fn seccomp_profile(name: Option<&str>) -> Result<Restrictions, ApiError> {
+    match name {
+        None => Ok(Restrictions::default()),
+        Some(n) => n
+            .parse()
+            .map_err(|e: corral_sandbox::RestrictionsError| ApiError::unprocessable(e.to_string())),
+    }
+}
+
 /// Checks the request and reserves its sandbox (nothing runs yet).
 pub async fn prepare(
     st: &SharedState,
@@ -200,10 +217,41 @@ pub async fn prepare(
     input: RunInput,
 ) -> Result<Prepared, ApiError> {
     // A string runs under the sandbox's own shell: nothing is interpolated on the host.
-    let mut spec = RunSpec::new(input.cmd.argv());
-    spec.env = input.env.into_iter().collect();
-    spec.stdin = input.stdin;
-    let req = input.limits.unwrap_or_default();
+    let RunInput {
+        cmd,
+        sandbox,
+        stdin,
+        mut limits,
+        mut env,
+        mut image,
+        seccomp,
+        language,
+    } = input;
+    let sandbox = sandbox.unwrap_or_default();
+    // The language's paths, environment and limits, before anything is reserved.
+    let mut mounts = Vec::new();
+    if let Some(id) = &language {
+        let unknown =
+            |m: String| ApiError::new(crate::error::ErrorKind::Invalid, "unknown_language", m);
+        let lang = st.languages.get(id).map_err(|e| unknown(e.to_string()))?;
+        mounts = lang.mounts().map_err(unknown)?;
+        for (k, v) in lang.env_pairs() {
+            env.entry(k).or_insert(v);
+        }
+        limits = limits.or_else(|| Some(lang.limits.clone()));
+        // A new sandbox runs in the language's image unless the request names one.
+        if sandbox.id.is_none() {
+            image = image.or_else(|| lang.image.clone());
+        }
+    }
+    let seccomp = seccomp_profile(seccomp.as_deref())?;
+    // Under no_spawn a simple command runs without the shell, which could not exec it.
+    let mut spec = RunSpec::new(cmd.argv_under(&seccomp));
+    spec.seccomp = seccomp;
+    spec.env = env.into_iter().collect();
+    spec.stdin = stdin;
+    spec.mounts = mounts;
+    let req = limits.unwrap_or_default();
     let asked = req
         .resolve(&st.defaults)
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
@@ -213,8 +261,7 @@ pub async fn prepare(
     spec.validate()
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
 
-    let sandbox = input.sandbox.unwrap_or_default();
-    if let Some(image) = input.image {
+    if let Some(image) = image {
         if sandbox.id.is_some() {
             return Err(ApiError::unprocessable(
                 "image chooses a new sandbox's root: a kept sandbox (sandbox.id) keeps its own",

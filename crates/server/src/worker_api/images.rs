@@ -26,6 +26,7 @@ use crate::state::SharedState;
         (status = 200, description = "The image", body = ImageDoc),
         (status = 403, description = "Not a worker token", body = ErrorBody),
         (status = 404, description = "No such image on this node", body = ErrorBody),
+        (status = 422, description = "Not an image reference", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -62,7 +63,7 @@ pub async fn resolve(
     params(("digest" = String, Path, description = "sha256: and 64 hex digits",
         example = "sha256:4c3f0ef8d6e9b1a2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a")),
     responses(
-        (status = 200, description = "The blob", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 200, description = "The blob", content_type = "application/octet-stream", body = crate::http::binary::BinaryBody),
         (status = 403, description = "Not a worker token", body = ErrorBody),
         (status = 404, description = "No such blob on this node", body = ErrorBody),
         (status = 422, description = "Not a digest", body = ErrorBody),

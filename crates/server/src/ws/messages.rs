@@ -47,6 +47,12 @@ pub enum WsClientMessage {
         #[serde(default)]
         #[schema(example = "python:3.12-slim", max_length = 400)]
         image: Option<String>,
+        /// A stricter seccomp profile on top of the default one, as in `POST /run`: `no_spawn`,
+        /// `no_sockets`, `allow:NAME,…`, joined by `+` (an unknown one is an `invalid` error).
+        /// A call it denies ends the run as `blocked_syscall`.
+        #[serde(default)]
+        #[schema(example = "no_spawn", max_length = 4000)]
+        seccomp: Option<String>,
     },
     /// Resize the terminal of a run started with `tty`.
     Resize { cols: u16, rows: u16 },

@@ -38,7 +38,8 @@ const MAX_MESSAGE: usize = 1 << 20;
 /// This is a WebSocket endpoint: open it with an `Upgrade: websocket` handshake; a plain HTTP
 /// request cannot open it and gets 400.
 ///
-/// Client messages (JSON, `type` field): `{"type": "run", "cmd", "sandbox", "limits", "tty"}`,
+/// Client messages (JSON, `type` field): `{"type": "run", "cmd", "sandbox", "limits", "tty",
+/// "language", "image", "seccomp"}`,
 /// `{"type": "resize", "cols", "rows"}`,
 /// `{"type": "stdin", "data", "eof"}`, `{"type": "signal", "name": "SIGINT"}`, `{"type": "kill"}`.
 /// Server messages: `{"type": "stdout" | "stderr", "data"}`, `{"type": "stdin"}` (the program
@@ -213,38 +214,17 @@ async fn handle(
             cmd,
             sandbox,
             limits,
-            mut env,
+            env,
             tty,
             language,
-            mut image,
+            image,
+            seccomp,
         } => {
             if running.is_some() {
                 return Some(error(
                     "busy",
                     "a program is already running on this socket; wait for its exit",
                 ));
-            }
-            // The language's paths, environment and limits (the editor's runs), before anything
-            // is reserved.
-            let mut limits = limits;
-            let mut mounts = Vec::new();
-            if let Some(id) = &language {
-                let lang = match st.languages.get(id) {
-                    Ok(l) => l,
-                    Err(e) => return Some(error("unknown_language", e.to_string())),
-                };
-                mounts = match lang.mounts() {
-                    Ok(m) => m,
-                    Err(e) => return Some(error("unknown_language", e)),
-                };
-                for (k, v) in lang.env_pairs() {
-                    env.entry(k).or_insert(v);
-                }
-                limits = limits.or_else(|| Some(lang.limits.clone()));
-                // A new sandbox runs in the language's image unless the message names one.
-                if sandbox.as_ref().is_none_or(|s| s.id.is_none()) {
-                    image = image.or_else(|| lang.image.clone());
-                }
             }
             let input = RunInput {
                 cmd,
@@ -253,13 +233,14 @@ async fn handle(
                 limits,
                 env,
                 image,
+                seccomp,
+                language,
             };
             let mut prepared = match prepare(st, caller, input).await {
                 Ok(p) => p,
                 Err(e) => return Some(api_error(e)),
             };
             prepared.spec.tty = tty.map(|t| (t.cols.clamp(1, 1000), t.rows.clamp(1, 1000)));
-            prepared.spec.mounts = mounts;
             let clamped = prepared.clamped.clone();
             let (ctl_tx, ctl_rx) = std_mpsc::channel();
             let waker = match Waker::new() {

@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
-use crate::service::runs::{clamped_keys, LimitsDoc};
+use crate::service::runs::{clamped_keys, seccomp_profile, LimitsDoc};
 use crate::service::{suites, uploads};
 use crate::state::SharedState;
 
@@ -86,6 +86,14 @@ pub struct SubmissionRequest {
     #[serde(default)]
     #[schema(example = "python:3.12-slim", max_length = 400)]
     pub image: Option<String>,
+    /// A stricter seccomp profile for the program's run (never the compile), on top of the
+    /// default one, as in `POST /run`: `no_spawn`, `no_sockets`, `allow:NAME,…`, joined by `+`.
+    /// It adds to the language's own profile (`GET /languages`): a request can only make it
+    /// stricter. A call it denies is a `runtime_error` verdict whose run says `blocked_syscall`.
+    /// Not with `suite` (its checks name their own).
+    #[serde(default)]
+    #[schema(example = "no_spawn+no_sockets", max_length = 4000)]
+    pub seccomp: Option<String>,
 }
 
 /// Checks a callback URL's form (where it points is checked when it is called).
@@ -141,6 +149,11 @@ pub async fn accept(
     }
     if let Some(u) = &req.callback_url {
         check_callback_url(u)?;
+    }
+    if req.suite.is_some() && req.seccomp.is_some() {
+        return Err(ApiError::unprocessable(
+            "seccomp is for a language's or a command's run: a suite's checks name their own",
+        ));
     }
     let lang = match &req.language {
         Some(id) => {
@@ -234,6 +247,10 @@ pub async fn accept(
         runs: 1,
         stderr_to_stdout: false,
         network: false,
+        seccomp: match &req.seccomp {
+            Some(name) => Some(seccomp_profile(Some(name))?),
+            None => None,
+        },
     };
     // The rules every run request meets (`/run` and the WebSocket check the same), before
     // anything is stored.
