@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use corral_images::document::DocumentError;
 use corral_images::Store as ImageStore;
 use corral_sandbox::Pool;
 use serde::{Deserialize, Serialize};
@@ -45,15 +46,17 @@ pub fn find_suite(assignment: &Path) -> Result<PathBuf, SuiteError> {
         .iter()
         .map(|n| assignment.join(n))
         .find(|p| p.is_file())
-        .ok_or_else(|| SuiteError::Read {
-            path: assignment.join(SUITE_FILES[0]),
-            source: std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!(
-                    "no suite file in the assignment folder (looked for {})",
-                    SUITE_FILES.join(", ")
+        .ok_or_else(|| {
+            SuiteError::File(DocumentError::Read {
+                path: assignment.join(SUITE_FILES[0]),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!(
+                        "no suite file in the assignment folder (looked for {})",
+                        SUITE_FILES.join(", ")
+                    ),
                 ),
-            ),
+            })
         })
 }
 
