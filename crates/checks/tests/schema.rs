@@ -1,27 +1,9 @@
 //! `schemas/suite.schema.json` accepts the example suites and rejects what the parser rejects.
 
-use std::path::{Path, PathBuf};
-
-use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use corral_testkit::{schema, schema_errors as errors, workspace_root as root};
 
 fn validator() -> jsonschema::Validator {
-    let text = std::fs::read_to_string(root().join("schemas/suite.schema.json")).unwrap();
-    let schema: Value = serde_json::from_str(&text).unwrap();
-    jsonschema::validator_for(&schema).expect("the schema itself is valid")
-}
-
-fn yaml(text: &str) -> Value {
-    serde_yaml::from_str(text).unwrap()
-}
-
-fn errors(v: &jsonschema::Validator, instance: &Value) -> Vec<String> {
-    v.iter_errors(instance)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect()
+    schema("suite.schema.json")
 }
 
 #[test]
@@ -33,8 +15,7 @@ fn example_suites_validate() {
         if !path.exists() {
             continue;
         }
-        let instance = yaml(&std::fs::read_to_string(&path).unwrap());
-        let errs = errors(&v, &instance);
+        let errs = errors(&v, &std::fs::read_to_string(&path).unwrap());
         assert!(errs.is_empty(), "{}: {errs:#?}", path.display());
         n += 1;
     }
@@ -44,10 +25,9 @@ fn example_suites_validate() {
 #[test]
 fn schema_rejects_what_the_parser_rejects() {
     let v = validator();
-    let ok = yaml(
-        "name: x\ntimeout: 3s\nlimits: {memory: 64M, cpu_time: 1.5}\nchecks:\n  - id: a\n    steps:\n      - run: [ls, -l]\n      - stdin: {text: \"1\\n\", eof: true}\n      - stdin: {line: hi, wait: true}\n      - stdout: {regex: x}\n      - exit: 0\n",
-    );
-    assert!(errors(&v, &ok).is_empty(), "{:#?}", errors(&v, &ok));
+    let ok =
+        "name: x\ntimeout: 3s\nlimits: {memory: 64M, cpu_time: 1.5}\nchecks:\n  - id: a\n    steps:\n      - run: [ls, -l]\n      - stdin: {text: \"1\\n\", eof: true}\n      - stdin: {line: hi, wait: true}\n      - stdout: {regex: x}\n      - exit: 0\n";
+    assert!(errors(&v, ok).is_empty(), "{:#?}", errors(&v, ok));
     for bad in [
         "name: x\nbogus: 1\nchecks: [{id: a, steps: [{run: ls}]}]\n",
         "name: x\nchecks: []\n",
@@ -67,25 +47,21 @@ fn schema_rejects_what_the_parser_rejects() {
         "name: x\nchecks: [{id: a, steps: [{run: ls}, {stdin: {wait: false}}]}]\n",
         "name: x\nchecks: [{id: a, steps: [{diff: {actual: a}}]}]\n",
     ] {
-        assert!(
-            !errors(&v, &yaml(bad)).is_empty(),
-            "schema accepted:\n{bad}"
-        );
+        assert!(!errors(&v, bad).is_empty(), "schema accepted:\n{bad}");
     }
 }
 
 #[test]
 fn schema_knows_images_per_suite_and_per_check() {
     let v = validator();
-    let ok = yaml(
-        "name: x\nimage: python:3.12-slim\nchecks:\n  - id: a\n    image: course/numpy@sha256:0000000000000000000000000000000000000000000000000000000000000000\n    steps: [{run: ls}]\n",
-    );
-    assert!(errors(&v, &ok).is_empty(), "{:#?}", errors(&v, &ok));
+    let ok =
+        "name: x\nimage: python:3.12-slim\nchecks:\n  - id: a\n    image: course/numpy@sha256:0000000000000000000000000000000000000000000000000000000000000000\n    steps: [{run: ls}]\n";
+    assert!(errors(&v, ok).is_empty(), "{:#?}", errors(&v, ok));
     for bad in [
         "name: x\nimage: \"Not A Ref\"\nchecks: [{id: a, steps: [{run: ls}]}]\n",
         "name: x\nimage: 3\nchecks: [{id: a, steps: [{run: ls}]}]\n",
         "name: x\nchecks: [{id: a, image: \"\", steps: [{run: ls}]}]\n",
     ] {
-        assert!(!errors(&v, &yaml(bad)).is_empty(), "accepted: {bad}");
+        assert!(!errors(&v, bad).is_empty(), "accepted: {bad}");
     }
 }

@@ -1,26 +1,13 @@
 //! `schemas/build.schema.json` accepts the shipped build files (environments/) and rejects what
 //! the parser rejects.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use corral_images::build::BuildFile;
-use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use corral_testkit::{schema, schema_errors as errors, workspace_root as root};
 
 fn validator() -> jsonschema::Validator {
-    let text = std::fs::read_to_string(root().join("schemas/build.schema.json")).unwrap();
-    let schema: Value = serde_json::from_str(&text).unwrap();
-    jsonschema::validator_for(&schema).expect("the schema itself is valid")
-}
-
-fn errors(v: &jsonschema::Validator, text: &str) -> Vec<String> {
-    let instance: Value = serde_yaml::from_str(text).unwrap();
-    v.iter_errors(&instance)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect()
+    schema("build.schema.json")
 }
 
 #[test]

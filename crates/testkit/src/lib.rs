@@ -1,6 +1,7 @@
 //! Test-only helpers shared by corral's crates (a dev-dependency, never built into corral): the
-//! real minimal Debian root that image tests run in, an OCI layout around it, and running a
-//! command that must succeed. Each of these was once written in two test trees.
+//! real minimal Debian root that image tests run in, an OCI layout around it, running a command
+//! that must succeed or print JSON, and validating against the workspace's JSON schemas. Each of
+//! these was once written in two test trees.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -106,4 +107,43 @@ pub fn succeed(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs `cmd`, which prints one JSON document: its exit code, the document, and stdout as
+/// printed. The test fails, showing stdout and stderr, when stdout is not JSON or `cmd` was
+/// killed by a signal.
+pub fn json_output(cmd: &mut Command) -> (i32, serde_json::Value, String) {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "{cmd:?}: not JSON ({e}):\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let code = out
+        .status
+        .code()
+        .unwrap_or_else(|| panic!("{cmd:?}: {}", out.status));
+    (code, json, stdout)
+}
+
+/// The workspace's root folder (`schemas/`, `examples/`, `environments/`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A validator for the workspace's `schemas/NAME`.
+pub fn schema(name: &str) -> jsonschema::Validator {
+    let text = std::fs::read_to_string(workspace_root().join("schemas").join(name)).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+    jsonschema::validator_for(&schema).expect("the schema itself is valid")
+}
+
+/// What `v` finds wrong with the YAML (or JSON) `text`: one line an error, none when it is valid.
+pub fn schema_errors(v: &jsonschema::Validator, text: &str) -> Vec<String> {
+    let instance: serde_json::Value = serde_yaml::from_str(text).unwrap();
+    v.iter_errors(&instance)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect()
 }

@@ -46,6 +46,25 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8], contract: &'static str) -> Resul
     })
 }
 
+/// Reads and validates the bytes of a `results.json` of shape `T`: `contract` names the shape in
+/// errors, `tests` counts its tests (at most [`MAX_TESTS`]), `check` applies the contract's own
+/// rules over the values and says why they are impossible.
+pub fn read<T: DeserializeOwned>(
+    bytes: &[u8],
+    contract: &'static str,
+    tests: impl Fn(&T) -> usize,
+    check: impl Fn(&T) -> Result<(), String>,
+) -> Result<T, ResultsError> {
+    let r: T = parse(bytes, contract)?;
+    if tests(&r) > MAX_TESTS {
+        return Err(ResultsError::Invalid(format!(
+            "more than {MAX_TESTS} tests"
+        )));
+    }
+    check(&r).map_err(ResultsError::Invalid)?;
+    Ok(r)
+}
+
 /// Cuts `s` to at most [`MAX_OUTPUT`] bytes (on a character boundary), saying so.
 pub fn cap(s: &str) -> String {
     if s.len() <= MAX_OUTPUT {
