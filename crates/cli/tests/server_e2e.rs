@@ -455,21 +455,8 @@ checks:
 "#;
 
 async fn register_suite(s: &Server, token: &str, id: &str, suite: &str) -> (StatusCode, Value) {
-    let form = reqwest::multipart::Form::new()
-        .text("id", id.to_string())
-        .part(
-            "suite",
-            reqwest::multipart::Part::bytes(suite.as_bytes().to_vec()).file_name("suite.yaml"),
-        );
-    let r = client()
-        .post(s.url("/suites"))
-        .bearer_auth(token)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    let st = r.status();
-    (st, r.json().await.unwrap())
+    let (st, text) = s.register_suite(token, id, suite, &[]).await;
+    (st, serde_json::from_str(&text).unwrap())
 }
 
 async fn check(s: &Server, token: &str, suite: &str, upload: &str) -> (StatusCode, Value) {
