@@ -2,13 +2,9 @@
 
 use corral_testkit::{schema, schema_errors as errors, workspace_root as root};
 
-fn validator() -> jsonschema::Validator {
-    schema("suite.schema.json")
-}
-
 #[test]
 fn example_suites_validate() {
-    let v = validator();
+    let v = schema("suite.schema.json");
     let mut n = 0;
     for entry in std::fs::read_dir(root().join("examples")).unwrap() {
         let path = entry.unwrap().path().join("suite.yaml");
@@ -24,7 +20,7 @@ fn example_suites_validate() {
 
 #[test]
 fn schema_rejects_what_the_parser_rejects() {
-    let v = validator();
+    let v = schema("suite.schema.json");
     let ok =
         "name: x\ntimeout: 3s\nlimits: {memory: 64M, cpu_time: 1.5}\nchecks:\n  - id: a\n    steps:\n      - run: [ls, -l]\n      - stdin: {text: \"1\\n\", eof: true}\n      - stdin: {line: hi, wait: true}\n      - stdout: {regex: x}\n      - exit: 0\n";
     assert!(errors(&v, ok).is_empty(), "{:#?}", errors(&v, ok));
@@ -53,7 +49,7 @@ fn schema_rejects_what_the_parser_rejects() {
 
 #[test]
 fn schema_knows_images_per_suite_and_per_check() {
-    let v = validator();
+    let v = schema("suite.schema.json");
     let ok =
         "name: x\nimage: python:3.12-slim\nchecks:\n  - id: a\n    image: course/numpy@sha256:0000000000000000000000000000000000000000000000000000000000000000\n    steps: [{run: ls}]\n";
     assert!(errors(&v, ok).is_empty(), "{:#?}", errors(&v, ok));

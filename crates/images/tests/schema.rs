@@ -6,13 +6,9 @@ use std::path::Path;
 use corral_images::build::BuildFile;
 use corral_testkit::{schema, schema_errors as errors, workspace_root as root};
 
-fn validator() -> jsonschema::Validator {
-    schema("build.schema.json")
-}
-
 #[test]
 fn shipped_build_files_validate_and_parse() {
-    let v = validator();
+    let v = schema("build.schema.json");
     let mut n = 0;
     for entry in std::fs::read_dir(root().join("environments")).unwrap() {
         let path = entry.unwrap().path();
@@ -30,7 +26,7 @@ fn shipped_build_files_validate_and_parse() {
 
 #[test]
 fn schema_rejects_what_the_parser_rejects() {
-    let v = validator();
+    let v = schema("build.schema.json");
     let ok = "from: debian:x\nname: a/b:1\nlimits: {memory: 1G, wall_time: 10m}\nsteps:\n  - run: [ls, -l]\n    limits: {disk: 1G}\n  - run: apt-get update\n  - copy: {src: files/a.txt, dst: /opt/a.txt}\n  - env: {A: '1', _B: x}\n  - workdir: /opt\n";
     assert!(errors(&v, ok).is_empty(), "{:#?}", errors(&v, ok));
     BuildFile::parse(ok, Path::new("b.yaml"), false).unwrap();

@@ -1,6 +1,7 @@
 //! Tokens, uploads, suites and the editor's revisions on every backend (SQLite and PostgreSQL), and PostgreSQL's
 //! LISTEN/NOTIFY wake-up across store instances (two API nodes).
 
+#[macro_use]
 mod support;
 
 use std::sync::Arc;
@@ -224,36 +225,13 @@ async fn every_write_under_concurrency(s: Arc<dyn Store>) {
     assert_eq!(s.list_suites().await.unwrap().len(), 2);
 }
 
-macro_rules! store_tests {
-    ($backend:ident, $($name:ident),* $(,)?) => {
-        mod $backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let b = super::support::Backend::$backend().await;
-                    super::$name(b.store.clone()).await;
-                    b.finish().await;
-                }
-            )*
-        }
-    };
-}
-
-store_tests!(
-    sqlite,
+on_both_backends!(
+    threads = 2;
     tokens,
     uploads_suites_and_retention,
     revisions,
     concurrent_suite_registrations,
-    every_write_under_concurrency
-);
-store_tests!(
-    postgres,
-    tokens,
-    uploads_suites_and_retention,
-    revisions,
-    concurrent_suite_registrations,
-    every_write_under_concurrency
+    every_write_under_concurrency,
 );
 
 /// Two stores on one PostgreSQL database (two API nodes): enqueuing on one wakes the workers

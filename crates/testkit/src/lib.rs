@@ -1,149 +1,16 @@
-//! Test-only helpers shared by corral's crates (a dev-dependency, never built into corral): the
-//! real minimal Debian root that image tests run in, an OCI layout around it, running a command
-//! that must succeed or print JSON, and validating against the workspace's JSON schemas. Each of
-//! these was once written in two test trees.
+//! Test-only helpers shared by corral's crates (a dev-dependency, never built into corral). Each
+//! was once written in two test trees:
+//!
+//! - [`debian`]: the real minimal Debian root that image tests run in, an OCI layout around it.
+//! - [`command`]: running a command that must succeed, or that prints JSON.
+//! - [`schema`]: validating documents against the workspace's JSON schemas.
+//! - [`http`]: one request to a corral server under test, its status and its answer.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+pub mod command;
+pub mod debian;
+pub mod http;
+pub mod schema;
 
-/// Where built test roots are cached across builds and test runs.
-const CACHE: &str = "/var/tmp/corral-test-cache";
-
-/// A minimal Debian bookworm root (`mmdebstrap --variant=minbase`, Debian's packages) with the
-/// `include`d packages, as a root-filesystem tar: built on first use (needs Debian's mirror) and
-/// cached in /var/tmp/corral-test-cache, keyed by the packages. Concurrent test processes wait for
-/// one build.
-pub fn debian_tar(include: &[&str]) -> PathBuf {
-    let cache = Path::new(CACHE);
-    std::fs::create_dir_all(cache).unwrap();
-    let key: String = include.iter().map(|p| format!("-{p}")).collect();
-    let path = cache.join(format!("mmdebstrap-minbase{key}-bookworm.tar"));
-    let _lock = lock(&cache.join(format!("mmdebstrap{key}.lock")));
-    if !path.is_file() {
-        let partial = cache.join(format!("partial{key}-{}.tar", std::process::id()));
-        let st = Command::new("mmdebstrap")
-            .args(["--quiet", "--variant=minbase"])
-            .args(include.iter().map(|p| format!("--include={p}")))
-            .arg("bookworm")
-            .arg(&partial)
-            .status()
-            .expect("mmdebstrap (scripts/setup installs it)");
-        assert!(
-            st.success(),
-            "mmdebstrap failed (it needs Debian's package mirror)"
-        );
-        std::fs::rename(&partial, &path).unwrap();
-    }
-    path
-}
-
-/// An exclusive lock held while the returned file lives (other test processes wait).
-pub fn lock(path: &Path) -> std::fs::File {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .unwrap();
-    // SAFETY: flock on a descriptor we own.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(rc, 0, "flock {}", path.display());
-    f
-}
-
-/// `sha256:HEX` of a file's bytes.
-pub fn sha256_file(p: &Path) -> String {
-    use sha2::Digest;
-    let mut h = sha2::Sha256::new();
-    std::io::copy(&mut std::fs::File::open(p).unwrap(), &mut h).unwrap();
-    format!("sha256:{}", hex::encode(h.finalize()))
-}
-
-/// Writes an OCI image layout at `layout` whose one layer is the uncompressed tar `tar` (linked,
-/// not copied, where it can be). `config` is the image config's `config` object (user, env,
-/// working folder), if any. Returns the layer's digest (its diff id).
-pub fn oci_layout_of_tar(layout: &Path, tar: &Path, config: Option<serde_json::Value>) -> String {
-    let blobs = layout.join("blobs/sha256");
-    std::fs::create_dir_all(&blobs).unwrap();
-    let put = |b: &[u8]| {
-        use sha2::Digest;
-        let d = format!("sha256:{}", hex::encode(sha2::Sha256::digest(b)));
-        std::fs::write(blobs.join(&d[7..]), b).unwrap();
-        (d, b.len())
-    };
-    let diff_id = sha256_file(tar);
-    let size = std::fs::metadata(tar).unwrap().len();
-    std::fs::hard_link(tar, blobs.join(&diff_id[7..]))
-        .or_else(|_| std::fs::copy(tar, blobs.join(&diff_id[7..])).map(drop))
-        .unwrap();
-    let mut image = serde_json::json!({"architecture": "amd64", "os": "linux",
-        "rootfs": {"type": "layers", "diff_ids": [diff_id]}});
-    if let Some(config) = config {
-        image["config"] = config;
-    }
-    let (cd, cs) = put(image.to_string().as_bytes());
-    let manifest = serde_json::json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": cs},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": diff_id, "size": size}]});
-    let (md, ms) = put(manifest.to_string().as_bytes());
-    std::fs::write(
-        layout.join("oci-layout"),
-        r#"{"imageLayoutVersion":"1.0.0"}"#,
-    )
-    .unwrap();
-    let index = serde_json::json!({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": md, "size": ms}]});
-    std::fs::write(layout.join("index.json"), index.to_string()).unwrap();
-    diff_id
-}
-
-/// Runs `cmd` and returns what it printed on stdout; the test fails, showing its stderr, when
-/// it did not exit 0.
-pub fn succeed(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Runs `cmd`, which prints one JSON document: its exit code, the document, and stdout as
-/// printed. The test fails, showing stdout and stderr, when stdout is not JSON or `cmd` was
-/// killed by a signal.
-pub fn json_output(cmd: &mut Command) -> (i32, serde_json::Value, String) {
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "{cmd:?}: not JSON ({e}):\n{stdout}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    let code = out
-        .status
-        .code()
-        .unwrap_or_else(|| panic!("{cmd:?}: {}", out.status));
-    (code, json, stdout)
-}
-
-/// The workspace's root folder (`schemas/`, `examples/`, `environments/`).
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// A validator for the workspace's `schemas/NAME`.
-pub fn schema(name: &str) -> jsonschema::Validator {
-    let text = std::fs::read_to_string(workspace_root().join("schemas").join(name)).unwrap();
-    let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
-    jsonschema::validator_for(&schema).expect("the schema itself is valid")
-}
-
-/// What `v` finds wrong with the YAML (or JSON) `text`: one line an error, none when it is valid.
-pub fn schema_errors(v: &jsonschema::Validator, text: &str) -> Vec<String> {
-    let instance: serde_json::Value = serde_yaml::from_str(text).unwrap();
-    v.iter_errors(&instance)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect()
-}
+pub use command::{json_output, succeed};
+pub use debian::{debian_tar, lock, oci_layout_of_tar, sha256_file};
+pub use schema::{schema, schema_errors, workspace_root};

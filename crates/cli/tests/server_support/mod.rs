@@ -280,27 +280,12 @@ impl Server {
 
     /// POST PATH with a JSON body: the status and the answer as it came.
     pub async fn post_text(&self, token: &str, path: &str, body: Value) -> (StatusCode, String) {
-        let r = client()
-            .post(self.url(path))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let st = r.status();
-        (st, r.text().await.unwrap())
+        corral_testkit::http::post(&client(), &self.url(path), token, &body).await
     }
 
     /// GET PATH as `token`: the status and the JSON answer.
     pub async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
-        let r = client()
-            .get(self.url(path))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        let st = r.status();
-        (st, r.json().await.unwrap())
+        corral_testkit::http::get(&client(), &self.url(path), token).await
     }
 
     /// POST /run; status and JSON body.

@@ -1,0 +1,26 @@
+//! One request to a corral server under test (on loopback): its status and its answer.
+
+use reqwest::{Client, StatusCode};
+use serde_json::Value;
+
+/// GET `url` as `token`: the status and the JSON answer (panics when it is not JSON).
+pub async fn get(client: &Client, url: &str, token: &str) -> (StatusCode, Value) {
+    let r = client.get(url).bearer_auth(token).send().await.unwrap();
+    let st = r.status();
+    let text = r.text().await.unwrap();
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
+    (st, v)
+}
+
+/// POST `body` as JSON to `url` as `token`: the status and the answer as it came.
+pub async fn post(client: &Client, url: &str, token: &str, body: &Value) -> (StatusCode, String) {
+    let r = client
+        .post(url)
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let st = r.status();
+    (st, r.text().await.unwrap())
+}
