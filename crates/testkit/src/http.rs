@@ -24,3 +24,16 @@ pub async fn post(client: &Client, url: &str, token: &str, body: &Value) -> (Sta
     let st = r.status();
     (st, r.text().await.unwrap())
 }
+
+/// POST `body` as JSON to `url` as `token`: the status and the JSON answer (panics when it is
+/// not JSON).
+pub async fn post_json(
+    client: &Client,
+    url: &str,
+    token: &str,
+    body: &Value,
+) -> (StatusCode, Value) {
+    let (st, text) = post(client, url, token, body).await;
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
+    (st, v)
+}

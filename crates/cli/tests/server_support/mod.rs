@@ -265,10 +265,7 @@ impl Server {
 
     /// POST PATH with a JSON body: the status and the JSON answer (panics when it is not JSON).
     pub async fn post(&self, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
-        let (st, text) = self.post_text(token, path, body).await;
-        let v =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
-        (st, v)
+        corral_testkit::http::post_json(&client(), &self.url(path), token, &body).await
     }
 
     /// POST PATH with a JSON body: the status and the JSON answer, or `null` when the answer is
