@@ -612,23 +612,14 @@ fn overload_is_refused_with_503_and_retry_after() {
             .await
             .unwrap();
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let wait: u64 = r.headers()["retry-after"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let wait = corral_testkit::http::retry_after(&r);
         assert!(wait >= 1);
         let v: Value = r.json().await.unwrap();
         assert_eq!(v["error"], "overloaded");
         assert_eq!(busy.await.unwrap(), StatusCode::OK);
         // Free again.
         s.run_ok(&t, json!({"cmd": "true"})).await;
-        let m = reqwest::get(s.url("/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let m = corral_testkit::http::get_text(&s.url("/metrics")).await;
         assert!(
             m.contains("corral_rejected_total{reason=\"overloaded\"} 1"),
             "{m}"

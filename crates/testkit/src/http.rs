@@ -37,3 +37,18 @@ pub async fn post_json(
     let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
     (st, v)
 }
+
+/// The whole seconds of an answer's `Retry-After` header (panics when it is missing or not a
+/// number).
+pub fn retry_after(r: &reqwest::Response) -> u64 {
+    r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// GET `url` without a token (`/metrics`, pages): the answer's text.
+pub async fn get_text(url: &str) -> String {
+    reqwest::get(url).await.unwrap().text().await.unwrap()
+}
