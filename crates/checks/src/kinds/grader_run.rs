@@ -84,19 +84,12 @@ pub fn run_grader(
     let outcome = sb.run(&spec, &mut NoSink);
     match outcome.status {
         Status::SandboxError => {
-            return GraderRun::Error(
-                outcome
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| "sandbox error".into()),
-            )
+            return GraderRun::Error(crate::shared::text::sandbox_error(&outcome))
         }
         Status::Ok | Status::NonzeroExit | Status::Signaled => {}
         _ => {
             return GraderRun::Stopped {
-                reason: outcome
-                    .reason()
-                    .unwrap_or_else(|| outcome.status.as_str().to_string()),
+                reason: crate::shared::text::stop_reason(&outcome),
                 outcome,
             }
         }

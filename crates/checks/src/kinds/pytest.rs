@@ -231,14 +231,7 @@ pub(crate) fn judge(
     expected: &[&TestCase],
 ) -> Session {
     match outcome.status {
-        Status::SandboxError => {
-            return Session::Error(
-                outcome
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| "sandbox error".into()),
-            )
-        }
+        Status::SandboxError => return Session::Error(crate::shared::text::sandbox_error(outcome)),
         Status::Ok | Status::NonzeroExit => {}
         Status::Signaled => {
             return Session::Stopped(format!(
@@ -246,13 +239,7 @@ pub(crate) fn judge(
                 signal_name(outcome.signal.unwrap_or(0))
             ))
         }
-        _ => {
-            return Session::Stopped(
-                outcome
-                    .reason()
-                    .unwrap_or_else(|| outcome.status.as_str().to_string()),
-            )
-        }
+        _ => return Session::Stopped(crate::shared::text::stop_reason(outcome)),
     }
     let code = outcome.exit_code.unwrap_or(-1);
     let Some(summary) = summary else {

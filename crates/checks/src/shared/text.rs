@@ -1,5 +1,5 @@
 //! Text every kind shows the same way: program output compared modulo trailing whitespace, signal
-//! names, and how much of a value a report keeps.
+//! names, why a run failed or stopped, and how much of a value a report keeps.
 
 /// Longest value (in bytes of output) kept in a script entry.
 pub const MAX_VALUE: usize = 8 * 1024;
@@ -50,6 +50,21 @@ mod libc_sig {
     pub const SIGTERM: i32 = 15;
     pub const SIGXCPU: i32 = 24;
     pub const SIGXFSZ: i32 = 25;
+}
+
+/// What went wrong in a run the sandbox could not carry out (`sandbox_error`).
+pub fn sandbox_error(outcome: &corral_sandbox::Outcome) -> String {
+    outcome
+        .error
+        .clone()
+        .unwrap_or_else(|| "sandbox error".into())
+}
+
+/// Why a limit or a signal stopped a run: the sandbox's reason, else its status.
+pub fn stop_reason(outcome: &corral_sandbox::Outcome) -> String {
+    outcome
+        .reason()
+        .unwrap_or_else(|| outcome.status.as_str().to_string())
 }
 
 #[cfg(test)]
