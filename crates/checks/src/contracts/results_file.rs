@@ -67,14 +67,7 @@ pub fn read<T: DeserializeOwned>(
 
 /// Cuts `s` to at most [`MAX_OUTPUT`] bytes (on a character boundary), saying so.
 pub fn cap(s: &str) -> String {
-    if s.len() <= MAX_OUTPUT {
-        return s.to_string();
-    }
-    let mut end = MAX_OUTPUT;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n[… cut at {MAX_OUTPUT} bytes]", &s[..end])
+    crate::report::cut_text(s, MAX_OUTPUT, &format!("\n[… cut at {MAX_OUTPUT} bytes]"))
 }
 
 /// A number as people write it: `3`, `2.5`.

@@ -472,14 +472,7 @@ fn session(
 }
 
 fn clip(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}...", &s[..cut])
+    crate::report::cut_text(s, max, "...")
 }
 
 /// The first meaningful line of a failure text (pytest's `E   ...` line when there is one).

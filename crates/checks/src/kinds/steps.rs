@@ -566,15 +566,7 @@ fn stderr_tail(o: &Outcome) -> String {
     if lines.is_empty() {
         return String::new();
     }
-    let mut tail: String = lines[..lines.len().min(6)].join("\n");
-    if tail.len() > 1000 {
-        let mut cut = 1000;
-        while !tail.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        tail.truncate(cut);
-        tail.push_str("...");
-    }
+    let tail = crate::report::cut_text(&lines[..lines.len().min(6)].join("\n"), 1000, "...");
     format!("\n{tail}")
 }
 
