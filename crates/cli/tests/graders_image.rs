@@ -46,13 +46,7 @@ fn data_dir() -> &'static Path {
                 .status()
                 .unwrap();
             assert!(st.success());
-            corral_testkit::succeed(
-                Command::new(env!("CARGO_BIN_EXE_corral"))
-                    .args(["env", "--data"])
-                    .arg(&dir)
-                    .args(["import", "--name", BASE])
-                    .arg(&tar),
-            );
+            common::image::import(&dir, BASE, &tar);
         }
         dir
     })

@@ -161,13 +161,7 @@ fn the_images_user_never_applies_and_its_env_does() {
     let config = serde_json::json!({"User": "root", "Env": ["PATH=/opt/corral/bin:/usr/bin:/bin",
         "IMAGE_VAR=from-image", "RUN_VAR=from-image", "HOME=/root"], "WorkingDir": "/opt"});
     corral_testkit::oci_layout_of_tar(&layout, &common::image::debian_tar(), Some(config));
-    corral_testkit::succeed(
-        Command::new(env!("CARGO_BIN_EXE_corral"))
-            .args(["env", "--data"])
-            .arg(&data)
-            .args(["import", "--name", "rootuser:1"])
-            .arg(&layout),
-    );
+    common::image::import(&data, "rootuser:1", &layout);
 
     let out = Command::new(env!("CARGO_BIN_EXE_corral"))
         .args(["run", "--json", "--image", "rootuser:1", "--data"])

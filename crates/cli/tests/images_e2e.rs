@@ -175,13 +175,7 @@ fn tampered_image(data: &Path) -> String {
         .unwrap()
         .success();
     assert!(ok);
-    corral_testkit::succeed(
-        corral()
-            .args(["env", "--data"])
-            .arg(data)
-            .args(["import", "--name", "course/tiny:1"])
-            .arg(&tar),
-    );
+    common::image::import(data, "course/tiny:1", &tar);
     let store = corral_images::Store::open(data).unwrap();
     let (_, rec) = store.resolve("course/tiny:1").unwrap();
     let blob = store.blob_path(&rec.layers[0].blob);
@@ -212,13 +206,7 @@ async fn finished(s: &Server, w: &Worker, token: &str, id: &str) -> Value {
 #[test]
 fn the_server_and_a_remote_worker_run_in_images_and_record_them() {
     let data = tempfile::tempdir().unwrap();
-    corral_testkit::succeed(
-        corral()
-            .args(["env", "--data"])
-            .arg(data.path())
-            .args(["import", "--name", NAME])
-            .arg(debian_tar()),
-    );
+    common::image::import(data.path(), NAME, &debian_tar());
     let suite = data.path().join("suites/img");
     std::fs::create_dir_all(&suite).unwrap();
     std::fs::write(suite.join("suite.yaml"), suite_text(Some(NAME))).unwrap();

@@ -12,6 +12,24 @@ pub async fn get(client: &Client, url: &str, token: &str) -> (StatusCode, Value)
     (st, v)
 }
 
+/// POST a multipart `form` to `url` as `token`: the status and the answer as it came.
+pub async fn post_form(
+    client: &Client,
+    url: &str,
+    token: &str,
+    form: reqwest::multipart::Form,
+) -> (StatusCode, String) {
+    let r = client
+        .post(url)
+        .bearer_auth(token)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    let st = r.status();
+    (st, r.text().await.unwrap())
+}
+
 /// POST `body` as JSON to `url` as `token`: the status and the answer as it came.
 pub async fn post(client: &Client, url: &str, token: &str, body: &Value) -> (StatusCode, String) {
     let r = client

@@ -30,15 +30,21 @@ pub fn data_dir() -> &'static Path {
         if store.rootfs(NAME).is_ok() {
             return dir;
         }
-        corral_testkit::succeed(
-            Command::new(env!("CARGO_BIN_EXE_corral"))
-                .args(["env", "--data"])
-                .arg(&dir)
-                .args(["import", "--name", NAME])
-                .arg(&tar),
-        );
+        import(&dir, NAME, &tar);
         dir
     })
+}
+
+/// `corral env --data DATA import --name NAME TAR` (an image tar or layout), which must succeed.
+pub fn import(data: &Path, name: &str, tar: &Path) {
+    corral_testkit::succeed(
+        Command::new(env!("CARGO_BIN_EXE_corral"))
+            .env_remove("CORRAL_DATA")
+            .args(["env", "--data"])
+            .arg(data)
+            .args(["import", "--name", name])
+            .arg(tar),
+    );
 }
 
 /// Whether this test binary runs its suite in the image (its name ends in `_image`).

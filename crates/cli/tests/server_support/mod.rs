@@ -252,15 +252,7 @@ impl Server {
         path: &str,
         form: reqwest::multipart::Form,
     ) -> (StatusCode, String) {
-        let r = client()
-            .post(self.url(path))
-            .bearer_auth(token)
-            .multipart(form)
-            .send()
-            .await
-            .unwrap();
-        let st = r.status();
-        (st, r.text().await.unwrap())
+        corral_testkit::http::post_form(&client(), &self.url(path), token, form).await
     }
 
     /// POST PATH with a JSON body: the status and the JSON answer (panics when it is not JSON).
