@@ -5,11 +5,8 @@ use serde_json::Value;
 
 /// GET `url` as `token`: the status and the JSON answer (panics when it is not JSON).
 pub async fn get(client: &Client, url: &str, token: &str) -> (StatusCode, Value) {
-    let r = client.get(url).bearer_auth(token).send().await.unwrap();
-    let st = r.status();
-    let text = r.text().await.unwrap();
-    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
-    (st, v)
+    let (st, text) = send(client.get(url).bearer_auth(token)).await;
+    (st, json(st, &text))
 }
 
 /// POST a multipart `form` to `url` as `token`: the status and the answer as it came.
@@ -19,26 +16,22 @@ pub async fn post_form(
     token: &str,
     form: reqwest::multipart::Form,
 ) -> (StatusCode, String) {
-    let r = client
-        .post(url)
-        .bearer_auth(token)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    let st = r.status();
-    (st, r.text().await.unwrap())
+    send(client.post(url).bearer_auth(token).multipart(form)).await
 }
 
 /// POST `body` as JSON to `url` as `token`: the status and the answer as it came.
 pub async fn post(client: &Client, url: &str, token: &str, body: &Value) -> (StatusCode, String) {
-    let r = client
-        .post(url)
-        .bearer_auth(token)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
+    send(client.post(url).bearer_auth(token).json(body)).await
+}
+
+/// An answer's text as JSON; the test fails, showing the status and the text, when it is not.
+fn json(st: StatusCode, text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"))
+}
+
+/// Sends `request`: the status and the answer as it came.
+async fn send(request: reqwest::RequestBuilder) -> (StatusCode, String) {
+    let r = request.send().await.unwrap();
     let st = r.status();
     (st, r.text().await.unwrap())
 }
@@ -52,8 +45,7 @@ pub async fn post_json(
     body: &Value,
 ) -> (StatusCode, Value) {
     let (st, text) = post(client, url, token, body).await;
-    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
-    (st, v)
+    (st, json(st, &text))
 }
 
 /// The whole seconds of an answer's `Retry-After` header (panics when it is missing or not a
