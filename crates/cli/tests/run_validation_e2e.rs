@@ -142,14 +142,8 @@ fn every_entry_point_refuses_the_same_bad_run_requests_the_same_way() {
         }
 
         // Nothing was queued by any of them.
-        let r = client()
-            .get(s.url("/submissions"))
-            .bearer_auth(&t)
-            .send()
-            .await
-            .unwrap();
-        if r.status() == StatusCode::OK {
-            let v: Value = r.json().await.unwrap();
+        let (st, v) = s.get(&t, "/submissions").await;
+        if st == StatusCode::OK {
             let n = v["submissions"].as_array().map_or(0, |a| a.len());
             assert_eq!(n, 0, "bad requests were queued: {v}");
         }

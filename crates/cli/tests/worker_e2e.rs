@@ -143,21 +143,10 @@ fn worker_endpoints_check_roles_leases_and_signatures() {
         // Students cannot claim; workers can do nothing else.
         let (st, _) = s.post_lenient(&t, "/worker/claim", json!({"wait": 0})).await;
         assert_eq!(st, StatusCode::FORBIDDEN);
-        let r = client()
-            .get(s.url("/submissions/0123456789abcdef0123456789abcdef"))
-            .bearer_auth(&wt)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::FORBIDDEN);
-        let r = client()
-            .post(s.url("/worker/claim"))
-            .bearer_auth(&wt)
-            .json(&json!({"wait": 0}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::NO_CONTENT, "nothing queued");
+        let (st, _) = s.get(&wt, "/submissions/0123456789abcdef0123456789abcdef").await;
+        assert_eq!(st, StatusCode::FORBIDDEN);
+        let (st, _) = s.post_text(&wt, "/worker/claim", json!({"wait": 0})).await;
+        assert_eq!(st, StatusCode::NO_CONTENT, "nothing queued");
         let id = submit(&s, &t, json!({"cmd": "cat in.txt", "files": [{"path": "in.txt", "content": "data"}]})).await;
         let (st, job) = s.post_lenient(&wt, "/worker/claim", json!({"worker": "manual", "wait": 5})).await;
         assert_eq!(st, StatusCode::OK, "{job}");
@@ -169,14 +158,9 @@ fn worker_endpoints_check_roles_leases_and_signatures() {
         let lease = job["lease"].as_str().unwrap().to_string();
         let (st, _) = s.post_lenient(&wt, &format!("/worker/jobs/{id}/heartbeat"), json!({"lease": "nope"})).await;
         assert_eq!(st, StatusCode::CONFLICT);
-        let r = client()
-            .post(s.url(&format!("/worker/jobs/{id}/heartbeat")))
-            .bearer_auth(&wt)
-            .json(&json!({"lease": lease}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::NO_CONTENT);
+        let heartbeat = format!("/worker/jobs/{id}/heartbeat");
+        let (st, _) = s.post_text(&wt, &heartbeat, json!({"lease": lease})).await;
+        assert_eq!(st, StatusCode::NO_CONTENT);
 
         let key = corral_store::sha256_hex(wt.as_bytes());
         let verdict = json!({"verdict": "accepted", "score": 1.0, "max_score": 1.0, "run": {"stdout": "data"}});
