@@ -82,33 +82,22 @@ pub(crate) fn write_once(
 /// still open file: for knobs whose effect is local to the open file (v2 `memory.peak`'s reset,
 /// Linux 6.12+), read back later through the same fd with [`pread_u64`].
 pub(crate) fn open_and_write(path: &Path, value: &str) -> Result<File, Error> {
-    let err = |source| Error::Write {
-        path: path.to_owned(),
-        value: value.to_owned(),
-        source,
-    };
-    #[cfg(test)]
-    if let Some(e) = crate::testfs::write_fault(path, value) {
-        return Err(err(e));
-    }
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(err)?;
-    #[cfg(test)]
-    if let Some(result) = crate::testfs::fd_local_write(path, &f, value) {
-        return result.map(|()| f).map_err(err);
-    }
-    let n = f.write(value.as_bytes()).map_err(err)?;
-    if n != value.len() {
-        return Err(err(io::Error::new(
-            io::ErrorKind::WriteZero,
-            format!("short write: {n} of {} bytes", value.len()),
-        )));
-    }
-    Ok(f)
+    let mut opened = None;
+    write_once(path, value, || {
+        let f = opened.insert(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_CLOEXEC)
+                .open(path)?,
+        );
+        #[cfg(test)]
+        if let Some(result) = crate::testfs::fd_local_write(path, f, value) {
+            return result.map(|()| value.len());
+        }
+        f.write(value.as_bytes())
+    })?;
+    Ok(opened.expect("write_once ran the write"))
 }
 
 /// Reads a single unsigned integer from offset 0 of an open control file (`pread`, so the file

@@ -71,6 +71,45 @@ pub(crate) fn kill_until_empty(dirs: &[PathBuf], kill_file: Option<&Path>) -> Re
     }
 }
 
+/// The [`Cgroup`](crate::Cgroup) methods that v1 and v2 answer alike: through their [`Leaf`]
+/// (`leaf` field) and their own `measure`, `set_memory_limit` and `set_pids_limit`. Expanded
+/// inside each backend's `impl Cgroup`. On v1, which has no freezer, `kill_all` relies on the
+/// pids limit bounding how fast the set can grow, and its loop repeats until `cgroup.procs`
+/// stays empty.
+macro_rules! leaf_cgroup_methods {
+    () => {
+        fn procs_files(&self) -> Result<Vec<std::os::fd::OwnedFd>, Error> {
+            self.leaf.procs_files()
+        }
+
+        fn usage(&self) -> Result<Usage, Error> {
+            self.measure(None)
+        }
+
+        fn pids(&self) -> Result<Vec<i32>, Error> {
+            self.leaf.pids()
+        }
+
+        fn kill_all(&self) -> Result<(), Error> {
+            self.leaf.kill_all()
+        }
+
+        fn destroy(mut self: Box<Self>) -> Result<(), Error> {
+            self.leaf.destroy()
+        }
+
+        fn paths(&self) -> Vec<PathBuf> {
+            self.leaf.dirs.clone()
+        }
+
+        fn set_limits(&self, limits: &Limits) -> Result<(), Error> {
+            self.set_memory_limit(limits.memory_bytes)?;
+            self.set_pids_limit(limits.pids)
+        }
+    };
+}
+pub(crate) use leaf_cgroup_methods;
+
 /// The directories of one run's cgroup plus the cleanup logic both backends share.
 pub(crate) struct Leaf {
     /// One directory per distinct hierarchy.

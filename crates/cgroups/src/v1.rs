@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::detect::{cg_join, v1_for, V1Hierarchy};
 use crate::fs::{self, KeyedFile};
-use crate::leaf::Leaf;
+use crate::leaf::{leaf_cgroup_methods, Leaf};
 use crate::open_files::OpenFiles;
 use crate::{
     validate_name, Baseline, Cgroup, Error, Limits, Manager, MemoryBaseline, Usage, Version,
@@ -393,42 +393,13 @@ impl V1Cgroup {
 }
 
 impl Cgroup for V1Cgroup {
-    fn procs_files(&self) -> Result<Vec<std::os::fd::OwnedFd>, Error> {
-        self.leaf.procs_files()
-    }
+    leaf_cgroup_methods!();
 
     fn cpu_time(&self) -> Result<Duration, Error> {
         // Nanoseconds, including tasks that have exited.
         self.files
             .read_u64(&self.cpuacct.join("cpuacct.usage"))
             .map(Duration::from_nanos)
-    }
-
-    fn usage(&self) -> Result<Usage, Error> {
-        self.measure(None)
-    }
-
-    fn pids(&self) -> Result<Vec<i32>, Error> {
-        self.leaf.pids()
-    }
-
-    fn kill_all(&self) -> Result<(), Error> {
-        // No freezer: the pids limit bounds how fast the set can grow, and the loop repeats
-        // until `cgroup.procs` stays empty.
-        self.leaf.kill_all()
-    }
-
-    fn destroy(mut self: Box<Self>) -> Result<(), Error> {
-        self.leaf.destroy()
-    }
-
-    fn paths(&self) -> Vec<PathBuf> {
-        self.leaf.dirs.clone()
-    }
-
-    fn set_limits(&self, limits: &Limits) -> Result<(), Error> {
-        self.set_memory_limit(limits.memory_bytes)?;
-        self.set_pids_limit(limits.pids)
     }
 
     fn begin_run(&self) -> Result<Baseline, Error> {

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use crate::detect::{cg_join, cg_parent, V2Hierarchy, V2_REQUIRED};
 use crate::fs::{self, KeyedFile};
-use crate::leaf::Leaf;
+use crate::leaf::{leaf_cgroup_methods, Leaf};
 use crate::open_files::OpenFiles;
 use crate::v1::pids_events_max;
 use crate::{
@@ -421,9 +421,7 @@ fn memory_max(bytes: Option<u64>) -> String {
 }
 
 impl Cgroup for V2Cgroup {
-    fn procs_files(&self) -> Result<Vec<std::os::fd::OwnedFd>, Error> {
-        self.leaf.procs_files()
-    }
+    leaf_cgroup_methods!();
 
     fn cpu_time(&self) -> Result<Duration, Error> {
         let path = self.dir.join("cpu.stat");
@@ -435,31 +433,6 @@ impl Cgroup for V2Cgroup {
                 reason: "no usage_usec line".to_owned(),
             })?;
         Ok(Duration::from_micros(usec))
-    }
-
-    fn usage(&self) -> Result<Usage, Error> {
-        self.measure(None)
-    }
-
-    fn pids(&self) -> Result<Vec<i32>, Error> {
-        self.leaf.pids()
-    }
-
-    fn kill_all(&self) -> Result<(), Error> {
-        self.leaf.kill_all()
-    }
-
-    fn destroy(mut self: Box<Self>) -> Result<(), Error> {
-        self.leaf.destroy()
-    }
-
-    fn paths(&self) -> Vec<PathBuf> {
-        self.leaf.dirs.clone()
-    }
-
-    fn set_limits(&self, limits: &Limits) -> Result<(), Error> {
-        self.set_memory_limit(limits.memory_bytes)?;
-        self.set_pids_limit(limits.pids)
     }
 
     fn begin_run(&self) -> Result<Baseline, Error> {

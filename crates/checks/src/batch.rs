@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use corral_images::document::DocumentError;
 use corral_images::Store as ImageStore;
 use corral_sandbox::Pool;
 use serde::{Deserialize, Serialize};
@@ -45,15 +46,17 @@ pub fn find_suite(assignment: &Path) -> Result<PathBuf, SuiteError> {
         .iter()
         .map(|n| assignment.join(n))
         .find(|p| p.is_file())
-        .ok_or_else(|| SuiteError::Read {
-            path: assignment.join(SUITE_FILES[0]),
-            source: std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!(
-                    "no suite file in the assignment folder (looked for {})",
-                    SUITE_FILES.join(", ")
+        .ok_or_else(|| {
+            SuiteError::File(DocumentError::Read {
+                path: assignment.join(SUITE_FILES[0]),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!(
+                        "no suite file in the assignment folder (looked for {})",
+                        SUITE_FILES.join(", ")
+                    ),
                 ),
-            ),
+            })
         })
 }
 
@@ -842,13 +845,13 @@ mod tests {
         assert_eq!(csv_field("plain"), "plain");
     }
 
-    #[test]
-    fn histogram_bins_include_the_maximum() {
-        let row = |s: f64| Row {
-            student: "x".into(),
+    /// A graded row of `student` with nothing else recorded.
+    fn graded(student: &str, score: f64, max_score: f64) -> Row {
+        Row {
+            student: student.into(),
             status: RowStatus::Graded,
-            score: s,
-            max_score: 10.0,
+            score,
+            max_score,
             reason: None,
             integrity: vec![],
             safety: None,
@@ -858,7 +861,12 @@ mod tests {
             fingerprint: String::new(),
             report: Value::Null,
             images: vec![],
-        };
+        }
+    }
+
+    #[test]
+    fn histogram_bins_include_the_maximum() {
+        let row = |s: f64| graded("x", s, 10.0);
         let rows: Vec<Row> = [0.0, 0.5, 5.0, 9.99, 10.0].into_iter().map(row).collect();
         let h = histogram(&rows, 10.0, 10);
         assert_eq!(h, vec![2, 0, 0, 0, 0, 1, 0, 0, 0, 2]);
@@ -872,19 +880,9 @@ mod tests {
             digest: format!("sha256:{}", hex.repeat(32)),
         };
         let row = Row {
-            student: "ann".into(),
-            status: RowStatus::Graded,
-            score: 1.0,
-            max_score: 1.0,
-            reason: None,
-            integrity: vec![],
-            safety: None,
-            checks: BTreeMap::new(),
-            time_ms: 0,
-            graded_at: 0,
             fingerprint: "f".into(),
-            report: Value::Null,
             images: vec![image("ab")],
+            ..graded("ann", 1.0, 1.0)
         };
         let sub = Submission {
             student: "ann".into(),

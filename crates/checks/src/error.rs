@@ -5,20 +5,10 @@ use std::path::PathBuf;
 /// A suite file that cannot be used. The message names the file, and where known the line and key.
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
-    #[error("{}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file does not parse or has the wrong shape (unknown key, wrong type, …).
-    #[error("{}{}: {message}", path.display(), location.map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default())]
-    Parse {
-        path: PathBuf,
-        /// Line and column (1-based) when the parser knows them.
-        location: Option<(usize, usize)>,
-        message: String,
-    },
+    /// The file cannot be read or does not parse, or one check means something impossible (at
+    /// the line of its `id:`).
+    #[error(transparent)]
+    File(#[from] corral_images::document::DocumentError),
     /// The file parses but means something impossible (unknown dependency, cycle, bad regex, …).
     #[error("{}: {message}", path.display())]
     Invalid { path: PathBuf, message: String },

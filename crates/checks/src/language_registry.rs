@@ -621,31 +621,16 @@ mod tests {
     #[test]
     fn bad_operator_files_are_errors_naming_the_origin() {
         let mut r = LanguageRegistry::builtin();
-        let e = r
-            .merge_str("[languages.x]\nname = \"X\"\nsource = \"x\"\n", "ops.toml")
-            .unwrap_err();
-        assert!(e.to_string().contains("ops.toml"), "{e}");
-        let e = r
-            .merge_str(
-                "[languages.x]\nname = \"X\"\nsource = \"x\"\nrun = \"x\"\nbogus = 1\n",
-                "ops.toml",
-            )
-            .unwrap_err();
-        assert!(e.to_string().contains("bogus"), "{e}");
-        let e = r
-            .merge_str(
-                "[languages.x]\nname = \"X\"\nsource = \"x\"\nrun = \"x\"\npaths = [\"rel\"]\n",
-                "ops.toml",
-            )
-            .unwrap_err();
-        assert!(e.to_string().contains("absolute"), "{e}");
-        let e = r
-            .merge_str(
-                "[languages.x]\nname = \"X\"\nsource = \"x\"\nrun = \"x\"\nimage = \"Not/A/Ref\"\n",
-                "ops.toml",
-            )
-            .unwrap_err();
-        assert!(e.to_string().contains("image"), "{e}");
+        for (extra, says) in [
+            ("", "ops.toml"),
+            ("run = \"x\"\nbogus = 1\n", "bogus"),
+            ("run = \"x\"\npaths = [\"rel\"]\n", "absolute"),
+            ("run = \"x\"\nimage = \"Not/A/Ref\"\n", "image"),
+        ] {
+            let text = format!("[languages.x]\nname = \"X\"\nsource = \"x\"\n{extra}");
+            let e = r.merge_str(&text, "ops.toml").unwrap_err();
+            assert!(e.to_string().contains(says), "{extra}: {e}");
+        }
         assert!(matches!(r.get("nope"), Err(LanguageError::Unknown(_))));
     }
 }

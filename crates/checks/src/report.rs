@@ -578,6 +578,19 @@ fn fmt_num(x: f64) -> String {
     }
 }
 
+/// `s` when it is at most `max` bytes; else its longest prefix of at most `max` bytes that ends on
+/// a character boundary, then `marker` (which says the text was cut).
+pub fn cut_text(s: &str, max: usize, marker: &str) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{marker}", &s[..end])
+}
+
 /// A value for a human: strings quoted with escapes (so newlines show), at most `max` characters.
 pub fn show(v: &Value, max: usize) -> String {
     match v {
@@ -596,6 +609,14 @@ pub fn show(v: &Value, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_text_is_cut_on_a_character_boundary_and_marked() {
+        assert_eq!(cut_text("short", 5, "…"), "short");
+        assert_eq!(cut_text("abcdef", 3, "..."), "abc...");
+        // "é" is two bytes: a cut inside it moves back before it.
+        assert_eq!(cut_text("aé", 2, "!"), "a!");
+    }
 
     fn result(id: &str, r: Option<bool>, hidden: bool) -> CheckResult {
         let script = if r.is_none() {

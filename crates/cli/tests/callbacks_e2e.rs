@@ -150,26 +150,19 @@ fn python_verify(secret: &str, cases: &[(String, Vec<u8>)]) -> Vec<bool> {
     let mut f = std::fs::File::create(dir.path().join("cases.json")).unwrap();
     f.write_all(serde_json::to_string(&cases_json).unwrap().as_bytes())
         .unwrap();
-    let out = std::process::Command::new("python3")
-        .arg(dir.path().join("verify.py"))
-        .arg(dir.path().join("cases.json"))
-        .arg(secret)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| match l {
-            "True" => true,
-            "False" => false,
-            other => panic!("verify printed {other:?}"),
-        })
-        .collect()
+    corral_testkit::succeed(
+        std::process::Command::new("python3")
+            .arg(dir.path().join("verify.py"))
+            .arg(dir.path().join("cases.json"))
+            .arg(secret),
+    )
+    .lines()
+    .map(|l| match l {
+        "True" => true,
+        "False" => false,
+        other => panic!("verify printed {other:?}"),
+    })
+    .collect()
 }
 
 fn hex_encode(b: &[u8]) -> String {

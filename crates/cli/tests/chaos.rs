@@ -13,6 +13,7 @@ use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use corral_testkit::http::{get, post_json};
 use serde_json::{json, Value};
 use server_support::Logged;
 use sqlx::Connection;
@@ -108,16 +109,13 @@ fn http() -> reqwest::Client {
 }
 
 async fn token(base: &str, admin: &str, role: &str) -> String {
-    let v: Value = http()
-        .post(format!("{base}/tokens"))
-        .bearer_auth(admin)
-        .json(&json!({"role": role}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, v) = post_json(
+        &http(),
+        &format!("{base}/tokens"),
+        admin,
+        &json!({"role": role}),
+    )
+    .await;
     v["token"].as_str().unwrap().to_string()
 }
 
@@ -194,15 +192,10 @@ fn two_api_nodes_three_workers_kill_9_and_every_job_done_once() {
         let mut ids = HashSet::new();
         for b in 0..JOBS / 100 {
             let items: Vec<Value> = (0..100).map(|_| json!({"cmd": ["true"]})).collect();
-            let r = http()
-                .post(format!("{}/submissions/batch", base[b % 2]))
-                .bearer_auth(&students[b % 2])
-                .json(&json!({"submissions": items}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), reqwest::StatusCode::ACCEPTED);
-            let v: Value = r.json().await.unwrap();
+            let url = format!("{}/submissions/batch", base[b % 2]);
+            let body = json!({"submissions": items});
+            let (st, v) = post_json(&http(), &url, &students[b % 2], &body).await;
+            assert_eq!(st, reqwest::StatusCode::ACCEPTED);
             for item in v["submissions"].as_array().unwrap() {
                 assert!(ids.insert(item["id"].as_str().unwrap().to_string()));
             }
@@ -297,31 +290,19 @@ fn a_single_node_on_postgresql_with_in_process_workers() {
         let t = token(&base, &admin, "student").await;
         let mut ids = Vec::new();
         for i in 0..3 {
-            let r = http()
-                .post(format!("{base}/submissions"))
-                .bearer_auth(&t)
-                .json(&json!({"language": "python", "source_code": format!("print({i} * 2)"),
-                              "expected_output": (i * 2).to_string()}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), reqwest::StatusCode::ACCEPTED);
-            ids.push(r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string());
+            let body = json!({"language": "python", "source_code": format!("print({i} * 2)"),
+                              "expected_output": (i * 2).to_string()});
+            let (st, v) = post_json(&http(), &format!("{base}/submissions"), &t, &body).await;
+            assert_eq!(st, reqwest::StatusCode::ACCEPTED);
+            ids.push(v["id"].as_str().unwrap().to_string());
         }
         node.kill9();
         let (node, _) = start_node(&tmp.path().join("data"), &cfg(2), port);
         for id in &ids {
             let deadline = Instant::now() + Duration::from_secs(120);
             loop {
-                let v: Value = http()
-                    .get(format!("{base}/submissions/{id}?wait=true&timeout=10"))
-                    .bearer_auth(&t)
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
+                let url = format!("{base}/submissions/{id}?wait=true&timeout=10");
+                let (_, v) = get(&http(), &url, &t).await;
                 if v["status"] == "done" {
                     assert_eq!(v["verdict"], "accepted", "{v}");
                     break;

@@ -7,7 +7,7 @@ mod example_support;
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use example_support::{corral, root, text};
+use example_support::{check_json, corral, root, text};
 use serde_json::Value;
 
 /// `corral check --json` on an example submission: (exit code, JSON, raw stdout).
@@ -15,29 +15,12 @@ fn check(example: &str, case: &str, extra: &[&str]) -> (i32, Value, String) {
     let suite = root().join(format!("examples/{example}/suite.yaml"));
     let sub = root().join(format!("examples/{example}/submissions/{case}"));
     assert!(sub.is_dir(), "{} missing", sub.display());
-    let mut args = vec!["check", "--json"];
-    args.extend_from_slice(extra);
-    let (s, d) = (suite.to_str().unwrap(), sub.to_str().unwrap());
-    args.extend([s, d]);
-    let out = corral(&args);
-    let stdout = text(&out.stdout);
-    let json: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "{example}/{case}: not JSON ({e}):\n{stdout}\nstderr:\n{}",
-            text(&out.stderr)
-        )
-    });
-    (out.status.code().expect("exited"), json, stdout)
+    check_json(&suite, &sub, extra)
 }
 
 /// The per-check results, `Some(bool)` or `None` (skipped).
 fn results(json: &Value) -> BTreeMap<String, Option<bool>> {
-    json["results"]
-        .as_object()
-        .expect("results object")
-        .iter()
-        .map(|(k, v)| (k.clone(), v["result"].as_bool()))
-        .collect()
+    example_support::results(json, |v| v["result"].as_bool())
 }
 
 fn expect(pairs: &[(&str, Option<bool>)]) -> BTreeMap<String, Option<bool>> {

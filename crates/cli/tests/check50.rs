@@ -7,9 +7,9 @@ mod example_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
-use example_support::root;
+use corral_testkit::json_output;
+use example_support::{corral_cmd, root};
 use serde_json::Value;
 
 fn check(case: &str, staff: bool) -> (i32, Value) {
@@ -20,25 +20,13 @@ fn check(case: &str, staff: bool) -> (i32, Value) {
     let dir = root().join("examples/check50-hello");
     let sub = dir.join("submissions").join(case);
     assert!(sub.is_dir(), "{} missing", sub.display());
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral"));
+    let mut cmd = corral_cmd();
     cmd.args(["check", "--json"]);
     if staff {
         cmd.arg("--staff");
     }
-    let out = cmd
-        .arg(dir.join("suite.yaml"))
-        .arg(&sub)
-        .env_remove("CORRAL_LANGUAGES")
-        .output()
-        .unwrap();
-    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{case}: not JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap(), json)
+    let (code, json, _) = json_output(cmd.arg(dir.join("suite.yaml")).arg(&sub));
+    (code, json)
 }
 
 const IDS: [&str; 5] = [
@@ -53,17 +41,9 @@ const F: Option<bool> = Some(false);
 const N: Option<bool> = None;
 
 fn results(json: &Value) -> BTreeMap<String, (Option<bool>, f64)> {
-    json["results"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                (v["result"].as_bool(), v["points"].as_f64().unwrap()),
-            )
-        })
-        .collect()
+    example_support::results(json, |v| {
+        (v["result"].as_bool(), v["points"].as_f64().unwrap())
+    })
 }
 
 fn want(r: [Option<bool>; 5], p: [f64; 5]) -> BTreeMap<String, (Option<bool>, f64)> {

@@ -120,18 +120,12 @@ fn a_relative_data_folder_gives_sandboxes_absolute_layer_folders() {
     let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     rootfs_tar(&tmp.path().join("root.tar"));
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-            .current_dir(tmp.path())
-            .args(["env", "--data", "rel-data"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        corral_testkit::succeed(
+            Command::new(env!("CARGO_BIN_EXE_corral"))
+                .current_dir(tmp.path())
+                .args(["env", "--data", "rel-data"])
+                .args(args),
+        )
     };
     run(&["import", "root.tar", "--name", "rel"]);
     let v: serde_json::Value = serde_json::from_str(&run(&["inspect", "rel"])).unwrap();

@@ -14,26 +14,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use example_support::root;
+use corral_testkit::json_output;
+use example_support::{corral_cmd, root};
 use serde_json::Value;
 
 fn corral(args: &[&str], suite: &Path, sub: &Path) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(args)
-        .arg(suite)
-        .arg(sub)
-        .env_remove("CORRAL_LANGUAGES")
-        .output()
-        .unwrap();
-    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{}: not JSON ({e}): {}\n{}",
-            sub.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap(), json)
+    let (code, json, _) = json_output(corral_cmd().args(args).arg(suite).arg(sub));
+    (code, json)
 }
 
 fn check(example: &str, case: &str) -> (i32, Value) {
@@ -47,21 +34,13 @@ fn check(example: &str, case: &str) -> (i32, Value) {
 
 /// Row id -> (result, points, max_points).
 fn rows(json: &Value) -> BTreeMap<String, (Option<bool>, f64, f64)> {
-    json["results"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                (
-                    v["result"].as_bool(),
-                    v["points"].as_f64().unwrap(),
-                    v["max_points"].as_f64().unwrap(),
-                ),
-            )
-        })
-        .collect()
+    example_support::results(json, |v| {
+        (
+            v["result"].as_bool(),
+            v["points"].as_f64().unwrap(),
+            v["max_points"].as_f64().unwrap(),
+        )
+    })
 }
 
 fn message(json: &Value, id: &str) -> String {

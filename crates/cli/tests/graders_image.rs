@@ -46,18 +46,7 @@ fn data_dir() -> &'static Path {
                 .status()
                 .unwrap();
             assert!(st.success());
-            let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-                .args(["env", "--data"])
-                .arg(&dir)
-                .args(["import", "--name", BASE])
-                .arg(&tar)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            common::image::import(&dir, BASE, &tar);
         }
         dir
     })
@@ -101,21 +90,14 @@ fn copy(from: &Path, to: &Path) {
 }
 
 fn check(suite_dir: &Path, submission: &Path) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["check", "--json", "--staff", "--data"])
-        .arg(data_dir())
-        .arg(suite_dir.join("suite.yaml"))
-        .arg(submission)
-        .output()
-        .unwrap();
-    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap(), json)
+    let (code, json, _) = corral_testkit::json_output(
+        Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(["check", "--json", "--staff", "--data"])
+            .arg(data_dir())
+            .arg(suite_dir.join("suite.yaml"))
+            .arg(submission),
+    );
+    (code, json)
 }
 
 /// What the check's script says about setup.sh.

@@ -6,7 +6,7 @@ mod example_support;
 mod server_support;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use example_support::root;
 use reqwest::StatusCode;
@@ -41,27 +41,7 @@ fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 /// Registers `suite` (YAML text) with `files` as suite `id`.
 async fn register(s: &Server, token: &str, id: &str, suite: &str, files: &[(String, Vec<u8>)]) {
-    let mut form = reqwest::multipart::Form::new()
-        .text("id", id.to_string())
-        .part(
-            "suite",
-            reqwest::multipart::Part::bytes(suite.as_bytes().to_vec()).file_name("suite.yaml"),
-        );
-    for (i, (path, bytes)) in files.iter().enumerate() {
-        form = form.part(
-            format!("file{i}"),
-            reqwest::multipart::Part::bytes(bytes.clone()).file_name(path.clone()),
-        );
-    }
-    let r = client()
-        .post(s.url("/suites"))
-        .bearer_auth(token)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    let st = r.status();
-    let body = r.text().await.unwrap();
+    let (st, body) = s.register_suite(token, id, suite, files).await;
     assert_eq!(st, StatusCode::CREATED, "{id}: {body}\n{}", s.log());
 }
 
@@ -160,16 +140,8 @@ async fn submit(s: &Server, token: &str, suite: &str, files: &[(String, Vec<u8>)
 /// Waits until submission `id` is done or failed (120 s at most); `more` goes into a timeout's
 /// message.
 async fn finished(s: &Server, token: &str, id: &str, more: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (_, v) = s
-            .get(token, &format!("/submissions/{id}?wait=true&timeout=10"))
-            .await;
-        if v["status"] == "done" || v["status"] == "failed" {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{v}\n{}\n{more}", s.log());
-    }
+    s.finished(token, id, Duration::from_secs(120), || more.to_string())
+        .await
 }
 
 #[test]

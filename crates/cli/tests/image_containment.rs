@@ -158,49 +158,10 @@ fn the_images_user_never_applies_and_its_env_does() {
     let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let data = tmp.path().join("data");
     let layout = tmp.path().join("layout");
-    let blobs = layout.join("blobs/sha256");
-    std::fs::create_dir_all(&blobs).unwrap();
-    let put = |b: &[u8]| {
-        let staged = blobs.join("staged");
-        std::fs::write(&staged, b).unwrap();
-        let d = sha256(&staged);
-        std::fs::rename(&staged, blobs.join(&d[7..])).unwrap();
-        (d, b.len())
-    };
-    let tar_path = common::image::debian_tar();
-    let size = std::fs::metadata(&tar_path).unwrap().len();
-    let diff_id = sha256(&tar_path);
-    std::fs::hard_link(&tar_path, blobs.join(&diff_id[7..]))
-        .or_else(|_| std::fs::copy(&tar_path, blobs.join(&diff_id[7..])).map(drop))
-        .unwrap();
-    let config = serde_json::json!({"architecture": "amd64", "os": "linux",
-        "config": {"User": "root", "Env": ["PATH=/opt/corral/bin:/usr/bin:/bin", "IMAGE_VAR=from-image",
-                   "RUN_VAR=from-image", "HOME=/root"], "WorkingDir": "/opt"},
-        "rootfs": {"type": "layers", "diff_ids": [diff_id]}});
-    let (cd, cs) = put(config.to_string().as_bytes());
-    let manifest = serde_json::json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": cs},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": diff_id, "size": size}]});
-    let (md, ms) = put(manifest.to_string().as_bytes());
-    std::fs::write(
-        layout.join("oci-layout"),
-        r#"{"imageLayoutVersion":"1.0.0"}"#,
-    )
-    .unwrap();
-    let index = serde_json::json!({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": md, "size": ms}]});
-    std::fs::write(layout.join("index.json"), index.to_string()).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["env", "--data"])
-        .arg(&data)
-        .args(["import", "--name", "rootuser:1"])
-        .arg(&layout)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let config = serde_json::json!({"User": "root", "Env": ["PATH=/opt/corral/bin:/usr/bin:/bin",
+        "IMAGE_VAR=from-image", "RUN_VAR=from-image", "HOME=/root"], "WorkingDir": "/opt"});
+    corral_testkit::oci_layout_of_tar(&layout, &common::image::debian_tar(), Some(config));
+    common::image::import(&data, "rootuser:1", &layout);
 
     let out = Command::new(env!("CARGO_BIN_EXE_corral"))
         .args(["run", "--json", "--image", "rootuser:1", "--data"])
@@ -227,14 +188,6 @@ fn the_images_user_never_applies_and_its_env_does() {
     assert_eq!(lines[3], "from-image from-run /home/sandbox");
     // WorkingDir names where the image's own files live; runs start where their files are.
     assert_eq!(lines[4], "/home/sandbox");
-}
-
-/// `sha256:HEX` of a file (coreutils' sha256sum).
-fn sha256(p: &Path) -> String {
-    let out = Command::new("sha256sum").arg(p).output().unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
-    format!("sha256:{}", text.split_whitespace().next().unwrap())
 }
 
 /// The warm pool keeps sandboxes per image: a sandbox that served one image never serves

@@ -10,7 +10,7 @@ mod server_support;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::image::{data_dir, debian_tar, NAME};
 use reqwest::StatusCode;
@@ -116,20 +116,15 @@ fn a_suite_naming_an_image_is_graded_in_it_and_reports_record_it() {
         std::fs::write(subs.join(s).join("a.txt"), s).unwrap();
     }
     let grades = dir.path().join("grades");
-    let out = corral()
-        .arg("grade")
-        .arg(with.parent().unwrap())
-        .arg(&subs)
-        .arg("-o")
-        .arg(&grades)
-        .args(["--no-progress", "--data"])
-        .arg(data_dir())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    corral_testkit::succeed(
+        corral()
+            .arg("grade")
+            .arg(with.parent().unwrap())
+            .arg(&subs)
+            .arg("-o")
+            .arg(&grades)
+            .args(["--no-progress", "--data"])
+            .arg(data_dir()),
     );
     let csv = std::fs::read_to_string(grades.join("gradebook.csv")).unwrap();
     let cell = format!("{NAME}@{}", digest());
@@ -180,18 +175,7 @@ fn tampered_image(data: &Path) -> String {
         .unwrap()
         .success();
     assert!(ok);
-    let out = corral()
-        .args(["env", "--data"])
-        .arg(data)
-        .args(["import", "--name", "course/tiny:1"])
-        .arg(&tar)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::image::import(data, "course/tiny:1", &tar);
     let store = corral_images::Store::open(data).unwrap();
     let (_, rec) = store.resolve("course/tiny:1").unwrap();
     let blob = store.blob_path(&rec.layers[0].blob);
@@ -213,39 +197,16 @@ impl Drop for Worker {
 }
 
 async fn finished(s: &Server, w: &Worker, token: &str, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let (st, v) = s
-            .get(token, &format!("/submissions/{id}?wait=true&timeout=10"))
-            .await;
-        assert_eq!(st, StatusCode::OK, "{v}");
-        if v["status"] == "done" || v["status"] == "failed" {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{id} not finished: {v}\nserver:\n{}\nworker:\n{}",
-            s.log(),
-            w.1.lock().unwrap()
-        );
-    }
+    s.finished(token, id, Duration::from_secs(300), || {
+        format!("worker:\n{}", w.1.lock().unwrap())
+    })
+    .await
 }
 
 #[test]
 fn the_server_and_a_remote_worker_run_in_images_and_record_them() {
     let data = tempfile::tempdir().unwrap();
-    let out = corral()
-        .args(["env", "--data"])
-        .arg(data.path())
-        .args(["import", "--name", NAME])
-        .arg(debian_tar())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::image::import(data.path(), NAME, &debian_tar());
     let suite = data.path().join("suites/img");
     std::fs::create_dir_all(&suite).unwrap();
     std::fs::write(suite.join("suite.yaml"), suite_text(Some(NAME))).unwrap();

@@ -17,7 +17,6 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -57,19 +56,7 @@ fn tools_dir() -> &'static Path {
         for name in ["sbxid", "ipc", "daemon"] {
             let src = sources().join(format!("{name}.c"));
             let out = dir.join(name);
-            let res = Command::new("gcc")
-                .args(["-O1", "-Wall", "-o"])
-                .arg(&out)
-                .arg(&src)
-                .arg("-lrt")
-                .output()
-                .expect("gcc must be installed on the host to build the pool tests' programs");
-            assert!(
-                res.status.success(),
-                "compiling {} failed:\n{}",
-                src.display(),
-                String::from_utf8_lossy(&res.stderr)
-            );
+            common::gcc(&src, &out, &["-lrt"]);
             chmod(&out, 0o755);
         }
         for name in ["scan.py", "net.py"] {

@@ -13,19 +13,8 @@ use example_support::{corral, root, text};
 use serde_json::Value;
 
 fn check_json(suite: &Path, sub: &Path, extra: &[&str]) -> (i32, Value) {
-    let mut args = vec!["check", "--json"];
-    args.extend_from_slice(extra);
-    args.extend([suite.to_str().unwrap(), sub.to_str().unwrap()]);
-    let out = corral(&args);
-    let stdout = text(&out.stdout);
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "{}: not JSON ({e}):\n{stdout}\nstderr:\n{}",
-            sub.display(),
-            text(&out.stderr)
-        )
-    });
-    (out.status.code().expect("exited"), json)
+    let (code, json, _) = example_support::check_json(suite, sub, extra);
+    (code, json)
 }
 
 fn pycalc(case: &str, extra: &[&str]) -> (i32, Value) {

@@ -82,24 +82,17 @@ fn batch_lines_name_their_image_and_the_flag_is_the_default() {
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(&file, text).unwrap();
     let run = |extra: &[&str]| -> Vec<serde_json::Value> {
-        let out = corral()
-            .args(["run", "--batch"])
-            .arg(&file)
-            .arg("--data")
-            .arg(data_dir())
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        corral_testkit::succeed(
+            corral()
+                .args(["run", "--batch"])
+                .arg(&file)
+                .arg("--data")
+                .arg(data_dir())
+                .args(extra),
+        )
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
     };
     let res = run(&[]);
     assert_eq!(res[0]["status"], "ok", "{}", res[0]);

@@ -38,19 +38,6 @@ fn bad_requests() -> Vec<(&'static str, Value, Value)> {
     ]
 }
 
-async fn post(s: &Server, token: &str, path: &str, body: &Value) -> (StatusCode, Value) {
-    let r = client()
-        .post(s.url(path))
-        .bearer_auth(token)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let st = r.status();
-    let text = r.text().await.unwrap();
-    (st, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
 type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -83,7 +70,9 @@ fn every_entry_point_refuses_the_same_bad_run_requests_the_same_way() {
             .expect("WebSocket connect");
         for (what, cmd, env) in bad_requests() {
             // /run: the reference answer.
-            let (st, run) = post(&s, &t, "/run", &json!({"cmd": cmd, "env": env})).await;
+            let (st, run) = s
+                .post_lenient(&t, "/run", json!({"cmd": cmd, "env": env}))
+                .await;
             assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{what}: /run: {run}");
             assert_eq!(run["error"], "invalid", "{what}: /run: {run}");
             let message = run["message"].as_str().unwrap().to_string();
@@ -103,7 +92,9 @@ fn every_entry_point_refuses_the_same_bad_run_requests_the_same_way() {
             assert_eq!(m["message"], message.as_str(), "{what}: ws: {m}");
 
             // POST /submissions: 422 with the same body, nothing queued.
-            let (st, sub) = post(&s, &t, "/submissions", &json!({"cmd": cmd, "env": env})).await;
+            let (st, sub) = s
+                .post_lenient(&t, "/submissions", json!({"cmd": cmd, "env": env}))
+                .await;
             assert_eq!(
                 st,
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -112,13 +103,13 @@ fn every_entry_point_refuses_the_same_bad_run_requests_the_same_way() {
             assert_eq!(sub, run, "{what}: /submissions");
 
             // A batch item: its own error, the same one.
-            let (st, batch) = post(
-                &s,
-                &t,
-                "/submissions/batch",
-                &json!({"submissions": [{"cmd": cmd, "env": env}]}),
-            )
-            .await;
+            let (st, batch) = s
+                .post_lenient(
+                    &t,
+                    "/submissions/batch",
+                    json!({"submissions": [{"cmd": cmd, "env": env}]}),
+                )
+                .await;
             assert_eq!(st, StatusCode::ACCEPTED, "{what}: batch: {batch}");
             let item = &batch["submissions"][0];
             assert!(item["id"].is_null(), "{what}: batch item queued: {batch}");
@@ -145,20 +136,14 @@ fn every_entry_point_refuses_the_same_bad_run_requests_the_same_way() {
             for (k, v) in args.as_object().unwrap() {
                 body[k] = v.clone();
             }
-            let (st, v) = post(&s, &t, "/judge0/submissions", &body).await;
+            let (st, v) = s.post_lenient(&t, "/judge0/submissions", body).await;
             assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{what}: judge0: {v}");
             assert!(v["error"].is_string(), "{what}: judge0's shape: {v}");
         }
 
         // Nothing was queued by any of them.
-        let r = client()
-            .get(s.url("/submissions"))
-            .bearer_auth(&t)
-            .send()
-            .await
-            .unwrap();
-        if r.status() == StatusCode::OK {
-            let v: Value = r.json().await.unwrap();
+        let (st, v) = s.get(&t, "/submissions").await;
+        if st == StatusCode::OK {
             let n = v["submissions"].as_array().map_or(0, |a| a.len());
             assert_eq!(n, 0, "bad requests were queued: {v}");
         }

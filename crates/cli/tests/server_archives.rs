@@ -114,17 +114,6 @@ fn hostile() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-async fn post(s: &Server, path: &str, token: &str, form: Form) -> (reqwest::StatusCode, String) {
-    let r = client()
-        .post(s.url(path))
-        .bearer_auth(token)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    (r.status(), r.text().await.unwrap())
-}
-
 #[test]
 fn hostile_archives_get_short_4xx_and_bounded_memory() {
     let archives = hostile();
@@ -140,7 +129,7 @@ fn hostile_archives_get_short_4xx_and_bounded_memory() {
         }));
         let arch =
             |data: Vec<u8>| Form::new().part("archive", Part::bytes(data).file_name("a.tgz"));
-        let (st, body) = post(&s, "/upload", &t, arch(ok)).await;
+        let (st, body) = s.post_form(&t, "/upload", arch(ok)).await;
         assert!(st.is_success(), "{st}: {body}");
         let before = status_kib(pid, "VmRSS:");
 
@@ -163,7 +152,7 @@ fn hostile_archives_get_short_4xx_and_bounded_memory() {
             })
         };
         for (what, data) in &archives {
-            let (st, body) = post(&s, "/upload", &t, arch(data.clone())).await;
+            let (st, body) = s.post_form(&t, "/upload", arch(data.clone())).await;
             assert!(st.is_client_error(), "{what}: {st}: {body}");
             assert!(
                 body.len() <= MAX_ERROR_BODY,
@@ -181,7 +170,7 @@ fn hostile_archives_get_short_4xx_and_bounded_memory() {
                     Part::bytes(b"checks: []\n".to_vec()).file_name("suite.yaml"),
                 )
                 .part("archive", Part::bytes(data.clone()).file_name("files.tgz"));
-            let (st, body) = post(&s, "/suites", &s.admin, form).await;
+            let (st, body) = s.post_form(&s.admin, "/suites", form).await;
             assert!(st.is_client_error(), "suites, {what}: {st}: {body}");
             assert!(
                 body.len() <= MAX_ERROR_BODY,

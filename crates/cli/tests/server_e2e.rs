@@ -455,21 +455,8 @@ checks:
 "#;
 
 async fn register_suite(s: &Server, token: &str, id: &str, suite: &str) -> (StatusCode, Value) {
-    let form = reqwest::multipart::Form::new()
-        .text("id", id.to_string())
-        .part(
-            "suite",
-            reqwest::multipart::Part::bytes(suite.as_bytes().to_vec()).file_name("suite.yaml"),
-        );
-    let r = client()
-        .post(s.url("/suites"))
-        .bearer_auth(token)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    let st = r.status();
-    (st, r.json().await.unwrap())
+    let (st, text) = s.register_suite(token, id, suite, &[]).await;
+    (st, serde_json::from_str(&text).unwrap())
 }
 
 async fn check(s: &Server, token: &str, suite: &str, upload: &str) -> (StatusCode, Value) {
@@ -625,23 +612,14 @@ fn overload_is_refused_with_503_and_retry_after() {
             .await
             .unwrap();
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let wait: u64 = r.headers()["retry-after"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let wait = corral_testkit::http::retry_after(&r);
         assert!(wait >= 1);
         let v: Value = r.json().await.unwrap();
         assert_eq!(v["error"], "overloaded");
         assert_eq!(busy.await.unwrap(), StatusCode::OK);
         // Free again.
         s.run_ok(&t, json!({"cmd": "true"})).await;
-        let m = reqwest::get(s.url("/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let m = corral_testkit::http::get_text(&s.url("/metrics")).await;
         assert!(
             m.contains("corral_rejected_total{reason=\"overloaded\"} 1"),
             "{m}"

@@ -69,44 +69,23 @@ impl Drop for Worker {
     }
 }
 
-/// POST, with `null` for an answer that is not JSON.
-async fn post(s: &Server, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
-    let (st, text) = s.post_text(token, path, body).await;
-    (st, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
 async fn submit(s: &Server, token: &str, body: Value) -> String {
-    let (st, v) = post(s, token, "/submissions", body).await;
+    let (st, v) = s.post_lenient(token, "/submissions", body).await;
     assert_eq!(st, StatusCode::ACCEPTED, "{v}");
     v["id"].as_str().unwrap().to_string()
 }
 
-async fn view(s: &Server, token: &str, id: &str, wait: bool) -> Value {
-    let q = if wait { "?wait=true&timeout=10" } else { "" };
-    let r = client()
-        .get(s.url(&format!("/submissions/{id}{q}")))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    r.json().await.unwrap()
+async fn view(s: &Server, token: &str, id: &str) -> Value {
+    let (st, v) = s.get(token, &format!("/submissions/{id}")).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    v
 }
 
 async fn finished(s: &Server, w: &Worker, token: &str, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let v = view(s, token, id, true).await;
-        if v["status"] == "done" || v["status"] == "failed" {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{id} not finished: {v}\nserver:\n{}\nworker:\n{}",
-            s.log(),
-            w.log()
-        );
-    }
+    s.finished(token, id, Duration::from_secs(120), || {
+        format!("worker:\n{}", w.log())
+    })
+    .await
 }
 
 #[test]
@@ -144,7 +123,7 @@ fn a_remote_worker_judges_what_the_server_queues() {
         let items: Vec<Value> = (0..10)
             .map(|i| json!({"cmd": format!("echo {i}"), "expected_output": i.to_string()}))
             .collect();
-        let (st, v) = post(&s, &t, "/submissions/batch", json!({"submissions": items})).await;
+        let (st, v) = s.post_lenient(&t, "/submissions/batch", json!({"submissions": items})).await;
         assert_eq!(st, StatusCode::ACCEPTED);
         for item in v["submissions"].as_array().unwrap() {
             let v = finished(&s, &w, &t, item["id"].as_str().unwrap()).await;
@@ -162,25 +141,14 @@ fn worker_endpoints_check_roles_leases_and_signatures() {
         let t = s.token("student").await;
         let wt = s.token("worker").await;
         // Students cannot claim; workers can do nothing else.
-        let (st, _) = post(&s, &t, "/worker/claim", json!({"wait": 0})).await;
+        let (st, _) = s.post_lenient(&t, "/worker/claim", json!({"wait": 0})).await;
         assert_eq!(st, StatusCode::FORBIDDEN);
-        let r = client()
-            .get(s.url("/submissions/0123456789abcdef0123456789abcdef"))
-            .bearer_auth(&wt)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::FORBIDDEN);
-        let r = client()
-            .post(s.url("/worker/claim"))
-            .bearer_auth(&wt)
-            .json(&json!({"wait": 0}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::NO_CONTENT, "nothing queued");
+        let (st, _) = s.get(&wt, "/submissions/0123456789abcdef0123456789abcdef").await;
+        assert_eq!(st, StatusCode::FORBIDDEN);
+        let (st, _) = s.post_text(&wt, "/worker/claim", json!({"wait": 0})).await;
+        assert_eq!(st, StatusCode::NO_CONTENT, "nothing queued");
         let id = submit(&s, &t, json!({"cmd": "cat in.txt", "files": [{"path": "in.txt", "content": "data"}]})).await;
-        let (st, job) = post(&s, &wt, "/worker/claim", json!({"worker": "manual", "wait": 5})).await;
+        let (st, job) = s.post_lenient(&wt, "/worker/claim", json!({"worker": "manual", "wait": 5})).await;
         assert_eq!(st, StatusCode::OK, "{job}");
         assert_eq!(job["id"], id.as_str());
         assert_eq!(job["attempt"], 1);
@@ -188,16 +156,11 @@ fn worker_endpoints_check_roles_leases_and_signatures() {
         assert_eq!(job["files"][0]["content_base64"], "ZGF0YQ==");
         assert_eq!(job["spec"]["cmd"], "cat in.txt");
         let lease = job["lease"].as_str().unwrap().to_string();
-        let (st, _) = post(&s, &wt, &format!("/worker/jobs/{id}/heartbeat"), json!({"lease": "nope"})).await;
+        let (st, _) = s.post_lenient(&wt, &format!("/worker/jobs/{id}/heartbeat"), json!({"lease": "nope"})).await;
         assert_eq!(st, StatusCode::CONFLICT);
-        let r = client()
-            .post(s.url(&format!("/worker/jobs/{id}/heartbeat")))
-            .bearer_auth(&wt)
-            .json(&json!({"lease": lease}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::NO_CONTENT);
+        let heartbeat = format!("/worker/jobs/{id}/heartbeat");
+        let (st, _) = s.post_text(&wt, &heartbeat, json!({"lease": lease})).await;
+        assert_eq!(st, StatusCode::NO_CONTENT);
 
         let key = corral_store::sha256_hex(wt.as_bytes());
         let verdict = json!({"verdict": "accepted", "score": 1.0, "max_score": 1.0, "run": {"stdout": "data"}});
@@ -250,7 +213,7 @@ fn worker_endpoints_check_roles_leases_and_signatures() {
         assert_eq!((st, v["result"].as_str()), (StatusCode::OK, Some("recorded")), "{v}");
         let (st, v) = send(good.clone(), Some(sign(&key, &good))).await;
         assert_eq!((st, v["result"].as_str()), (StatusCode::OK, Some("already_recorded")));
-        let v = view(&s, &t, &id, false).await;
+        let v = view(&s, &t, &id).await;
         assert_eq!(v["status"], "done");
         assert_eq!(v["verdict"], "accepted");
         assert_eq!(v["run"]["stdout"], "data");
@@ -273,7 +236,7 @@ fn a_worker_killed_mid_run_loses_the_job_to_another() {
         .await;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let v = view(&s, &t, &id, false).await;
+            let v = view(&s, &t, &id).await;
             if v["status"] == "running" {
                 assert!(v["worker"].as_str().unwrap().ends_with(":doomed/0"));
                 break;

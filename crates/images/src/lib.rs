@@ -22,3 +22,4 @@ pub mod pull;
 pub use pull::{pull, Progress, PullOptions};
 pub mod build;
 pub mod changes;
+pub mod document;

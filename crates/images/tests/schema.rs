@@ -1,31 +1,14 @@
 //! `schemas/build.schema.json` accepts the shipped build files (environments/) and rejects what
 //! the parser rejects.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use corral_images::build::BuildFile;
-use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn validator() -> jsonschema::Validator {
-    let text = std::fs::read_to_string(root().join("schemas/build.schema.json")).unwrap();
-    let schema: Value = serde_json::from_str(&text).unwrap();
-    jsonschema::validator_for(&schema).expect("the schema itself is valid")
-}
-
-fn errors(v: &jsonschema::Validator, text: &str) -> Vec<String> {
-    let instance: Value = serde_yaml::from_str(text).unwrap();
-    v.iter_errors(&instance)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect()
-}
+use corral_testkit::{schema, schema_errors as errors, workspace_root as root};
 
 #[test]
 fn shipped_build_files_validate_and_parse() {
-    let v = validator();
+    let v = schema("build.schema.json");
     let mut n = 0;
     for entry in std::fs::read_dir(root().join("environments")).unwrap() {
         let path = entry.unwrap().path();
@@ -43,7 +26,7 @@ fn shipped_build_files_validate_and_parse() {
 
 #[test]
 fn schema_rejects_what_the_parser_rejects() {
-    let v = validator();
+    let v = schema("build.schema.json");
     let ok = "from: debian:x\nname: a/b:1\nlimits: {memory: 1G, wall_time: 10m}\nsteps:\n  - run: [ls, -l]\n    limits: {disk: 1G}\n  - run: apt-get update\n  - copy: {src: files/a.txt, dst: /opt/a.txt}\n  - env: {A: '1', _B: x}\n  - workdir: /opt\n";
     assert!(errors(&v, ok).is_empty(), "{:#?}", errors(&v, ok));
     BuildFile::parse(ok, Path::new("b.yaml"), false).unwrap();

@@ -526,11 +526,7 @@ async fn rate_limit_answers_429_with_retry_after() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-    let wait: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let wait = corral_testkit::http::retry_after(&r);
     assert!(wait >= 1, "Retry-After {wait}");
     let (_, body) = json_of(r).await;
     assert_eq!(body["error"], "rate_limited");
@@ -647,12 +643,7 @@ async fn openapi_document_is_complete() {
         );
     }
     // Metrics are Prometheus text, health is JSON.
-    let m = reqwest::get(s.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = corral_testkit::http::get_text(&s.url("/metrics")).await;
     assert!(m.contains("corral_runs_in_flight"), "{m}");
     let (st, h) = json_of(reqwest::get(s.url("/health")).await.unwrap()).await;
     assert_eq!((st, h["status"].as_str()), (StatusCode::OK, Some("ok")));

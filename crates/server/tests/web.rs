@@ -13,26 +13,14 @@ use support::TestServer;
 
 impl TestServer {
     async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
-        let r = reqwest::Client::new()
-            .get(self.url(path))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        let st = r.status();
-        (st, r.json().await.unwrap())
+        corral_testkit::http::get(&reqwest::Client::new(), &self.url(path), token).await
     }
 
     async fn post(&self, token: &str, path: &str, body: &Value) -> (StatusCode, Value) {
-        let r = reqwest::Client::new()
-            .post(self.url(path))
-            .bearer_auth(token)
-            .json(body)
-            .send()
-            .await
-            .unwrap();
-        let st = r.status();
-        (st, r.json().await.unwrap())
+        let url = self.url(path);
+        let (st, text) =
+            corral_testkit::http::post(&reqwest::Client::new(), &url, token, body).await;
+        (st, serde_json::from_str(&text).unwrap())
     }
 }
 

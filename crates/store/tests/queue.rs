@@ -3,6 +3,7 @@
 //! database per test on `CORRAL_TEST_POSTGRES_URL`, or on the private cluster
 //! `scripts/pg-test-cluster` starts).
 
+#[macro_use]
 mod support;
 
 use std::collections::HashSet;
@@ -347,36 +348,8 @@ async fn retention_deletes_finished_jobs_only(s: Arc<dyn Store>) {
     );
 }
 
-macro_rules! queue_tests {
-    ($backend:ident, $($name:ident),* $(,)?) => {
-        mod $backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let b = super::support::Backend::$backend().await;
-                    super::$name(b.store.clone()).await;
-                    b.finish().await;
-                }
-            )*
-        }
-    };
-}
-
-queue_tests!(
-    sqlite,
-    enqueue_and_read,
-    claims_in_order_and_once,
-    completion_is_recorded_exactly_once,
-    expired_lease_goes_back_to_the_queue,
-    a_job_that_kills_its_workers_fails,
-    owners_share_fairly,
-    concurrent_claims_never_share_a_job,
-    callbacks_are_claimed_retried_and_finished,
-    retention_deletes_finished_jobs_only,
-);
-
-queue_tests!(
-    postgres,
+on_both_backends!(
+    threads = 4;
     enqueue_and_read,
     claims_in_order_and_once,
     completion_is_recorded_exactly_once,

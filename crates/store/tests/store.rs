@@ -1,6 +1,7 @@
 //! Tokens, uploads, suites and the editor's revisions on every backend (SQLite and PostgreSQL), and PostgreSQL's
 //! LISTEN/NOTIFY wake-up across store instances (two API nodes).
 
+#[macro_use]
 mod support;
 
 use std::sync::Arc;
@@ -14,6 +15,35 @@ fn file(path: &str, content: &[u8], mode: u32) -> NewFile {
         content: content.to_vec(),
         mode,
     }
+}
+
+/// A revision of `owner`: one C file `main.c` holding `content`.
+fn c_revision(
+    owner: &str,
+    kind: corral_store::RevisionKind,
+    content: &str,
+) -> corral_store::NewRevision {
+    corral_store::NewRevision {
+        owner: owner.into(),
+        kind,
+        language: "c".into(),
+        status: "ok".into(),
+        suite: None,
+        score: None,
+        max_score: None,
+        summary: String::new(),
+        files: vec![corral_store::RevisionFile {
+            path: "main.c".into(),
+            content: content.into(),
+        }],
+    }
+}
+
+/// An upload of `owner` holding a one-line suite.
+async fn suite_upload(s: &Arc<dyn Store>, owner: &str) -> corral_store::Upload {
+    s.create_upload(owner, vec![file("suite.yaml", b"name: x", 0o644)])
+        .await
+        .unwrap()
 }
 
 async fn tokens(s: Arc<dyn Store>) {
@@ -109,10 +139,7 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
 /// then writes, must hold the write lock from its start (fuzz-api found 500s, "database is
 /// locked").
 async fn concurrent_suite_registrations(s: Arc<dyn Store>) {
-    let u = s
-        .create_upload("staff1", vec![file("suite.yaml", b"name: x", 0o644)])
-        .await
-        .unwrap();
+    let u = suite_upload(&s, "staff1").await;
     let tasks: Vec<_> = (0..16)
         .map(|i| {
             let (s, upload) = (s.clone(), u.id.clone());
@@ -135,14 +162,9 @@ async fn concurrent_suite_registrations(s: Arc<dyn Store>) {
 /// SQLite a transaction that read first and then wrote after another connection's commit would
 /// fail at once with "database is locked"; each begins with the write lock instead.
 async fn every_write_under_concurrency(s: Arc<dyn Store>) {
-    use corral_store::{
-        CallbackOutcome, JobState, NewRevision, RevisionFile, RevisionKind, StoreError,
-    };
+    use corral_store::{CallbackOutcome, JobState, RevisionKind, StoreError};
     let start = corral_store::now();
-    let shared = s
-        .create_upload("staff", vec![file("suite.yaml", b"name: x", 0o644)])
-        .await
-        .unwrap();
+    let shared = suite_upload(&s, "staff").await;
     let tasks: Vec<_> = (0..8)
         .map(|i| {
             let (s, shared) = (s.clone(), shared.id.clone());
@@ -162,21 +184,8 @@ async fn every_write_under_concurrency(s: Arc<dyn Store>) {
                         &shared,
                     )
                     .await?;
-                    s.create_revision(NewRevision {
-                        owner: owner.clone(),
-                        kind: RevisionKind::Run,
-                        language: "c".into(),
-                        status: "ok".into(),
-                        suite: None,
-                        score: None,
-                        max_score: None,
-                        summary: String::new(),
-                        files: vec![RevisionFile {
-                            path: "main.c".into(),
-                            content: format!("{i} {n}"),
-                        }],
-                    })
-                    .await?;
+                    s.create_revision(c_revision(&owner, RevisionKind::Run, &format!("{i} {n}")))
+                        .await?;
                     let t = s.create_token(Role::Student, &owner).await?;
                     s.revoke_token(&t.info.id).await?;
                     s.enqueue(vec![NewJob {
@@ -224,36 +233,13 @@ async fn every_write_under_concurrency(s: Arc<dyn Store>) {
     assert_eq!(s.list_suites().await.unwrap().len(), 2);
 }
 
-macro_rules! store_tests {
-    ($backend:ident, $($name:ident),* $(,)?) => {
-        mod $backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let b = super::support::Backend::$backend().await;
-                    super::$name(b.store.clone()).await;
-                    b.finish().await;
-                }
-            )*
-        }
-    };
-}
-
-store_tests!(
-    sqlite,
+on_both_backends!(
+    threads = 2;
     tokens,
     uploads_suites_and_retention,
     revisions,
     concurrent_suite_registrations,
-    every_write_under_concurrency
-);
-store_tests!(
-    postgres,
-    tokens,
-    uploads_suites_and_retention,
-    revisions,
-    concurrent_suite_registrations,
-    every_write_under_concurrency
+    every_write_under_concurrency,
 );
 
 /// Two stores on one PostgreSQL database (two API nodes): enqueuing on one wakes the workers
@@ -304,33 +290,17 @@ async fn postgres_new_work_wakes_other_nodes() {
 }
 
 async fn revisions(s: Arc<dyn Store>) {
-    use corral_store::{
-        NewRevision, RevisionFile, RevisionFilter, RevisionKind, MAX_REVISIONS_PER_OWNER,
-    };
-    let new = |owner: &str, kind, content: &str| NewRevision {
-        owner: owner.into(),
-        kind,
-        language: "c".into(),
-        status: "ok".into(),
-        suite: None,
-        score: None,
-        max_score: None,
-        summary: String::new(),
-        files: vec![RevisionFile {
-            path: "main.c".into(),
-            content: content.into(),
-        }],
-    };
+    use corral_store::{RevisionFile, RevisionFilter, RevisionKind, MAX_REVISIONS_PER_OWNER};
     let a = s
-        .create_revision(new("alice", RevisionKind::Run, "int main(){}"))
+        .create_revision(c_revision("alice", RevisionKind::Run, "int main(){}"))
         .await
         .unwrap();
-    let mut c = new("alice", RevisionKind::Check, "v2");
+    let mut c = c_revision("alice", RevisionKind::Check, "v2");
     c.suite = Some("hello".into());
     c.score = Some(2.5);
     c.max_score = Some(6.0);
     let b = s.create_revision(c).await.unwrap();
-    s.create_revision(new("bob", RevisionKind::Save, "bob's"))
+    s.create_revision(c_revision("bob", RevisionKind::Save, "bob's"))
         .await
         .unwrap();
     let mine = s
@@ -368,7 +338,7 @@ async fn revisions(s: Arc<dyn Store>) {
     assert_eq!(got.meta, a);
     assert_eq!(got.files[0].content, "int main(){}");
     assert!(s.get_revision("nope").await.unwrap().is_none());
-    let mut bad = new("alice", RevisionKind::Save, "");
+    let mut bad = c_revision("alice", RevisionKind::Save, "");
     bad.files.push(RevisionFile {
         path: "main.c/x".into(),
         content: String::new(),
@@ -376,12 +346,12 @@ async fn revisions(s: Arc<dyn Store>) {
     assert!(s.create_revision(bad).await.is_err());
     // Bounded: only each owner's newest MAX_REVISIONS_PER_OWNER stay.
     for i in 0..MAX_REVISIONS_PER_OWNER {
-        s.create_revision(new("carol", RevisionKind::Save, &i.to_string()))
+        s.create_revision(c_revision("carol", RevisionKind::Save, &i.to_string()))
             .await
             .unwrap();
     }
     let newest = s
-        .create_revision(new("carol", RevisionKind::Save, "last"))
+        .create_revision(c_revision("carol", RevisionKind::Save, "last"))
         .await
         .unwrap();
     let owned_by = |owner: &str| RevisionFilter {

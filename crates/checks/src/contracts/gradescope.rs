@@ -12,8 +12,8 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 
-use super::results_file::{cap, fmt_num as fmt, parse, MAX_TESTS};
-pub use super::results_file::{ResultsError, MAX_OUTPUT, MAX_RESULTS_BYTES};
+use super::results_file::{cap, fmt_num as fmt, read};
+pub use super::results_file::{ResultsError, MAX_OUTPUT, MAX_RESULTS_BYTES, MAX_TESTS};
 use crate::report::{CheckResult, Observation, ScriptEntry};
 
 /// Who sees a result on Gradescope.
@@ -156,42 +156,42 @@ fn number_or_numeric_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>
 }
 
 impl Results {
-    /// Reads and validates the bytes of a `results.json`.
-    pub fn parse(bytes: &[u8]) -> Result<Results, ResultsError> {
-        let r: Results = parse(bytes, "Gradescope")?;
-        r.validate()?;
-        Ok(r)
-    }
-
-    fn validate(&self) -> Result<(), ResultsError> {
-        let bad = |m: String| Err(ResultsError::Invalid(m));
-        if self.tests.len() > MAX_TESTS {
-            return bad(format!("more than {MAX_TESTS} tests"));
-        }
+    /// The contract's rules over the values, beyond their types.
+    fn check(&self) -> Result<(), String> {
         if let Some(s) = self.score {
             if !s.is_finite() {
-                return bad("score: must be a finite number".into());
+                return Err("score: must be a finite number".into());
             }
         }
         if self.score.is_none()
             && (self.tests.is_empty() || self.tests.iter().any(|t| t.score.is_none()))
         {
-            return bad(
+            return Err(
                 "neither a top-level score nor a score on every test (Gradescope requires one)"
                     .into(),
             );
         }
         for (i, t) in self.tests.iter().enumerate() {
             if t.score.is_some_and(|s| !s.is_finite()) {
-                return bad(format!("tests[{i}].score: must be a finite number"));
+                return Err(format!("tests[{i}].score: must be a finite number"));
             }
             if let Some(m) = t.max_score {
                 if !m.is_finite() || m < 0.0 {
-                    return bad(format!("tests[{i}].max_score: must be a number >= 0"));
+                    return Err(format!("tests[{i}].max_score: must be a number >= 0"));
                 }
             }
         }
         Ok(())
+    }
+
+    /// Reads and validates the bytes of a `results.json`.
+    pub fn parse(bytes: &[u8]) -> Result<Results, ResultsError> {
+        read(
+            bytes,
+            "Gradescope",
+            |r: &Results| r.tests.len(),
+            Results::check,
+        )
     }
 
     /// The score Gradescope gives: the top-level `score`, else the sum of the tests'.

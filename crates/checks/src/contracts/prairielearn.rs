@@ -11,8 +11,8 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::results_file::{cap, fmt_num as fmt, parse, MAX_TESTS};
-pub use super::results_file::{ResultsError, MAX_OUTPUT, MAX_RESULTS_BYTES};
+use super::results_file::{cap, fmt_num as fmt, read};
+pub use super::results_file::{ResultsError, MAX_OUTPUT, MAX_RESULTS_BYTES, MAX_TESTS};
 use crate::report::{CheckResult, Observation, ScriptEntry};
 
 /// One entry of `tests`.
@@ -52,33 +52,33 @@ pub struct Results {
 }
 
 impl Results {
-    /// Reads and validates the bytes of a `results.json`.
-    pub fn parse(bytes: &[u8]) -> Result<Results, ResultsError> {
-        let r: Results = parse(bytes, "PrairieLearn")?;
-        r.validate()?;
-        Ok(r)
-    }
-
-    fn validate(&self) -> Result<(), ResultsError> {
-        let bad = |m: String| Err(ResultsError::Invalid(m));
-        if self.tests.len() > MAX_TESTS {
-            return bad(format!("more than {MAX_TESTS} tests"));
-        }
+    /// The contract's rules over the values, beyond their types.
+    fn check(&self) -> Result<(), String> {
         match self.score {
             Some(s) if !(0.0..=1.0).contains(&s) => {
-                return bad(format!("score: {s} is not between 0 and 1"))
+                return Err(format!("score: {s} is not between 0 and 1"))
             }
-            None if self.judged() => return bad("score: missing".into()),
+            None if self.judged() => return Err("score: missing".into()),
             _ => {}
         }
         for (i, t) in self.tests.iter().enumerate() {
             for (key, v) in [("points", t.points), ("max_points", t.max_points)] {
                 if v.is_some_and(|p| !p.is_finite() || p < 0.0) {
-                    return bad(format!("tests[{i}].{key}: must be a number >= 0"));
+                    return Err(format!("tests[{i}].{key}: must be a number >= 0"));
                 }
             }
         }
         Ok(())
+    }
+
+    /// Reads and validates the bytes of a `results.json`.
+    pub fn parse(bytes: &[u8]) -> Result<Results, ResultsError> {
+        read(
+            bytes,
+            "PrairieLearn",
+            |r: &Results| r.tests.len(),
+            Results::check,
+        )
     }
 
     /// The grader graded the submission (not `gradable: false`, not `succeeded: false`).

@@ -46,16 +46,28 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8], contract: &'static str) -> Resul
     })
 }
 
+/// Reads and validates the bytes of a `results.json` of shape `T`: `contract` names the shape in
+/// errors, `tests` counts its tests (at most [`MAX_TESTS`]), `check` applies the contract's own
+/// rules over the values and says why they are impossible.
+pub fn read<T: DeserializeOwned>(
+    bytes: &[u8],
+    contract: &'static str,
+    tests: impl Fn(&T) -> usize,
+    check: impl Fn(&T) -> Result<(), String>,
+) -> Result<T, ResultsError> {
+    let r: T = parse(bytes, contract)?;
+    if tests(&r) > MAX_TESTS {
+        return Err(ResultsError::Invalid(format!(
+            "more than {MAX_TESTS} tests"
+        )));
+    }
+    check(&r).map_err(ResultsError::Invalid)?;
+    Ok(r)
+}
+
 /// Cuts `s` to at most [`MAX_OUTPUT`] bytes (on a character boundary), saying so.
 pub fn cap(s: &str) -> String {
-    if s.len() <= MAX_OUTPUT {
-        return s.to_string();
-    }
-    let mut end = MAX_OUTPUT;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n[… cut at {MAX_OUTPUT} bytes]", &s[..end])
+    crate::report::cut_text(s, MAX_OUTPUT, &format!("\n[… cut at {MAX_OUTPUT} bytes]"))
 }
 
 /// A number as people write it: `3`, `2.5`.

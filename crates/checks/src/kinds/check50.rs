@@ -101,22 +101,9 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
     spec.seccomp = cx.settings.harness_seccomp();
     let outcome = sb.run(&spec, &mut NoSink);
     match outcome.status {
-        Status::SandboxError => {
-            return Run::Error(
-                outcome
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| "sandbox error".into()),
-            )
-        }
+        Status::SandboxError => return Run::Error(crate::shared::text::sandbox_error(&outcome)),
         Status::Ok | Status::NonzeroExit => {}
-        _ => {
-            return Run::Stopped(
-                outcome
-                    .reason()
-                    .unwrap_or_else(|| outcome.status.as_str().to_string()),
-            )
-        }
+        _ => return Run::Stopped(crate::shared::text::stop_reason(&outcome)),
     }
     let summary = match sb.read_file(&Path::new(&out_dir).join("summary.json"), 16 << 20) {
         Ok(Some(s)) => s,

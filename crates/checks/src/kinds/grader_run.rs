@@ -84,19 +84,12 @@ pub fn run_grader(
     let outcome = sb.run(&spec, &mut NoSink);
     match outcome.status {
         Status::SandboxError => {
-            return GraderRun::Error(
-                outcome
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| "sandbox error".into()),
-            )
+            return GraderRun::Error(crate::shared::text::sandbox_error(&outcome))
         }
         Status::Ok | Status::NonzeroExit | Status::Signaled => {}
         _ => {
             return GraderRun::Stopped {
-                reason: outcome
-                    .reason()
-                    .unwrap_or_else(|| outcome.status.as_str().to_string()),
+                reason: crate::shared::text::stop_reason(&outcome),
                 outcome,
             }
         }
@@ -112,15 +105,7 @@ pub fn run_grader(
 /// points: `CHECK/output`, hidden from students unless `visible` (Gradescope's
 /// `stdout_visibility`), so staff always see it and students see it only when the grader says.
 pub fn output_row(check: &Check, outcome: &Outcome, visible: bool) -> CheckResult {
-    let mut text = outcome.script.text();
-    if text.len() > MAX_VALUE {
-        let mut end = MAX_VALUE;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push_str("\n[… cut]");
-    }
+    let text = crate::report::cut_text(&outcome.script.text(), MAX_VALUE, "\n[… cut]");
     CheckResult {
         id: format!("{}/output", check.id),
         description: "the grader's output".into(),

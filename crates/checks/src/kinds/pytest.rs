@@ -231,14 +231,7 @@ pub(crate) fn judge(
     expected: &[&TestCase],
 ) -> Session {
     match outcome.status {
-        Status::SandboxError => {
-            return Session::Error(
-                outcome
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| "sandbox error".into()),
-            )
-        }
+        Status::SandboxError => return Session::Error(crate::shared::text::sandbox_error(outcome)),
         Status::Ok | Status::NonzeroExit => {}
         Status::Signaled => {
             return Session::Stopped(format!(
@@ -246,13 +239,7 @@ pub(crate) fn judge(
                 signal_name(outcome.signal.unwrap_or(0))
             ))
         }
-        _ => {
-            return Session::Stopped(
-                outcome
-                    .reason()
-                    .unwrap_or_else(|| outcome.status.as_str().to_string()),
-            )
-        }
+        _ => return Session::Stopped(crate::shared::text::stop_reason(outcome)),
     }
     let code = outcome.exit_code.unwrap_or(-1);
     let Some(summary) = summary else {
@@ -485,14 +472,7 @@ fn session(
 }
 
 fn clip(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}...", &s[..cut])
+    crate::report::cut_text(s, max, "...")
 }
 
 /// The first meaningful line of a failure text (pytest's `E   ...` line when there is one).

@@ -161,6 +161,17 @@ impl Runner<'_> {
         format!("{}", corral_sandbox::Millis(self.settings.timeout))
     }
 
+    /// The timeout passed while the step waited for the program `to` do something; the program
+    /// was `doing` instead (`still running`, `not reading`).
+    fn timed_out(&mut self, expected: Observation, doing: &str, to: &str) -> Flow {
+        let t = self.timeout_text();
+        self.fail(
+            expected,
+            Observation::new("timeout", format!("{doing} after {t}")),
+            format!("timed out after {t} while waiting for the program to {to}"),
+        )
+    }
+
     /// Runs the steps; `true` when every one passed.
     fn run(&mut self, sb: &mut Sandbox, steps: &[Step]) -> bool {
         let mut i = 0;
@@ -246,11 +257,10 @@ impl Runner<'_> {
             match live.wait_end(self.deadline) {
                 Ok(true) => {}
                 Ok(false) => {
-                    let t = self.timeout_text();
-                    return self.fail(
+                    return self.timed_out(
                         Observation::new("exit", "the program ends"),
-                        Observation::new("timeout", format!("still running after {t}")),
-                        format!("timed out after {t} while waiting for the program to exit"),
+                        "still running",
+                        "exit",
                     );
                 }
                 Err(e) => {
@@ -322,12 +332,7 @@ impl Runner<'_> {
             }
             let now = Instant::now();
             if now >= self.deadline {
-                let t = self.timeout_text();
-                self.fail(
-                    expected,
-                    Observation::new("timeout", format!("not reading after {t}")),
-                    format!("timed out after {t} while waiting for the program to read input"),
-                );
+                self.timed_out(expected, "not reading", "read input");
                 return Ok(false);
             }
             live.step(self.deadline.min(now + pause))?;
@@ -451,12 +456,7 @@ impl Runner<'_> {
         live.exec.close_stdin();
         let expected = Observation::new("exit", code);
         if !live.wait_end(self.deadline)? {
-            let t = self.timeout_text();
-            self.fail(
-                expected,
-                Observation::new("timeout", format!("still running after {t}")),
-                format!("timed out after {t} while waiting for the program to exit"),
-            );
+            self.timed_out(expected, "still running", "exit");
             return Ok(false);
         }
         let o = live.outcome.as_ref().expect("ended");
@@ -566,15 +566,7 @@ fn stderr_tail(o: &Outcome) -> String {
     if lines.is_empty() {
         return String::new();
     }
-    let mut tail: String = lines[..lines.len().min(6)].join("\n");
-    if tail.len() > 1000 {
-        let mut cut = 1000;
-        while !tail.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        tail.truncate(cut);
-        tail.push_str("...");
-    }
+    let tail = crate::report::cut_text(&lines[..lines.len().min(6)].join("\n"), 1000, "...");
     format!("\n{tail}")
 }
 

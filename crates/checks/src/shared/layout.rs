@@ -10,39 +10,26 @@
 //! contract's folder itself (it is read-only); everything under the links is writable.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 
-/// Layout folders shared while in use (so pooled sandboxes of that shape are reused), removed
-/// when the last user is done.
-static FOLDERS: Mutex<Vec<(String, Weak<tempfile::TempDir>)>> = Mutex::new(Vec::new());
+use super::host_folders::SharedFolders;
+
+/// Layout folders shared while in use.
+static FOLDERS: SharedFolders = SharedFolders::new("corral-layout-");
 
 /// A host folder of symlinks `name -> target` (targets are paths inside the sandbox).
 pub fn layout_folder(links: &[(&str, &str)]) -> std::io::Result<Arc<tempfile::TempDir>> {
-    use std::os::unix::fs::PermissionsExt;
     let key = links
         .iter()
         .map(|(n, t)| format!("{n}\0{t}"))
         .collect::<Vec<_>>()
         .join("\0\0");
-    let mut folders = FOLDERS.lock().unwrap_or_else(|e| e.into_inner());
-    folders.retain(|(_, w)| w.strong_count() > 0);
-    if let Some(t) = folders
-        .iter()
-        .find(|(k, _)| *k == key)
-        .and_then(|(_, w)| w.upgrade())
-    {
-        return Ok(t);
-    }
-    let t = tempfile::Builder::new()
-        .prefix("corral-layout-")
-        .tempdir()?;
-    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755))?;
-    for (name, target) in links {
-        std::os::unix::fs::symlink(Path::new(target), t.path().join(name))?;
-    }
-    let t = Arc::new(t);
-    folders.push((key, Arc::downgrade(&t)));
-    Ok(t)
+    FOLDERS.get_or_make(key, |dir| {
+        for (name, target) in links {
+            std::os::unix::fs::symlink(Path::new(target), dir.join(name))?;
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]

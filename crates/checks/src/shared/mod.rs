@@ -5,9 +5,11 @@
 //! - [`python`]: how a check runs one of corral's Python programs in the sandbox, nonces.
 //! - [`mounted`]: read-only host folders of assignment files to mount, shared while in use.
 //! - [`layout`]: the folders of symlinks a grader contract expects (`/autograder`, `/grade`).
+//! - [`host_folders`]: what both keep: host folders shared while in use, one per content.
 //! - [`rows`]: a check's rows in the report before and without running it.
 //! - [`text`]: output comparison, signal names, value sizes.
 
+pub mod host_folders;
 pub mod layout;
 pub mod mounted;
 pub mod python;

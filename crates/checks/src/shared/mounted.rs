@@ -2,12 +2,13 @@
 //! into the sandbox, shared while in use.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
+
+use super::host_folders::SharedFolders;
 
 /// Host folders holding assignment files to mount, shared by every grading of the same assignment
-/// in this process (so pooled sandboxes of that shape are reused), removed when the last user is
-/// done.
-static FOLDERS: Mutex<Vec<(String, Weak<tempfile::TempDir>)>> = Mutex::new(Vec::new());
+/// in this process.
+static FOLDERS: SharedFolders = SharedFolders::new("corral-tests-");
 
 /// A host folder with these assignment files (paths relative to the assignment folder `dir`),
 /// world-readable, owned by the host user; mounted read-only, the sandbox cannot change it.
@@ -23,35 +24,24 @@ pub fn mounted_folder(dir: &Path, files: &[&String]) -> std::io::Result<Arc<temp
         contents.hash(&mut h);
         format!("{}\0{:016x}", dir.display(), h.finish())
     };
-    let mut folders = FOLDERS.lock().unwrap_or_else(|e| e.into_inner());
-    folders.retain(|(_, w)| w.strong_count() > 0);
-    if let Some(t) = folders
-        .iter()
-        .find(|(k, _)| *k == key)
-        .and_then(|(_, w)| w.upgrade())
-    {
-        return Ok(t);
-    }
-    let t = tempfile::Builder::new().prefix("corral-tests-").tempdir()?;
-    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755))?;
-    for (rel, bytes) in &contents {
-        let to = t.path().join(rel);
-        let mut at = t.path().to_path_buf();
-        for c in Path::new(rel)
-            .parent()
-            .into_iter()
-            .flat_map(|p| p.components())
-        {
-            at.push(c);
-            if !at.is_dir() {
-                std::fs::create_dir(&at)?;
-                std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o755))?;
+    FOLDERS.get_or_make(key, |root| {
+        for (rel, bytes) in &contents {
+            let to = root.join(rel);
+            let mut at = root.to_path_buf();
+            for c in Path::new(rel)
+                .parent()
+                .into_iter()
+                .flat_map(|p| p.components())
+            {
+                at.push(c);
+                if !at.is_dir() {
+                    std::fs::create_dir(&at)?;
+                    std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o755))?;
+                }
             }
+            std::fs::write(&to, bytes)?;
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644))?;
         }
-        std::fs::write(&to, bytes)?;
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644))?;
-    }
-    let t = Arc::new(t);
-    folders.push((key, Arc::downgrade(&t)));
-    Ok(t)
+        Ok(())
+    })
 }

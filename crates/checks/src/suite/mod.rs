@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use corral_images::document::{self, DocumentError};
 use corral_sandbox::{Limits, LimitsRequest, Millis, Restrictions};
 use serde::Deserialize;
 
@@ -261,13 +262,7 @@ struct RawCheck {
 impl Suite {
     /// Reads and validates a suite file (`.json` is read as JSON, anything else as YAML).
     pub fn load(path: &Path) -> Result<Suite, SuiteError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SuiteError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let is_json = path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        let (text, is_json) = document::read(path)?;
         Suite::parse(&text, path, is_json)
     }
 
@@ -278,35 +273,16 @@ impl Suite {
             serde_path_to_error::deserialize(&mut de).map_err(|e| {
                 let inner = e.inner();
                 let (line, column) = (inner.line(), inner.column());
-                SuiteError::Parse {
+                DocumentError::Parse {
                     path: path.to_path_buf(),
                     location: (line > 0).then_some((line, column)),
                     message: format!("{}: {}", e.path(), inner),
                 }
             })?
         } else {
-            serde_yaml::from_str(text).map_err(|e| {
-                let location = e.location().map(|l| (l.line(), l.column()));
-                let mut message = e.to_string();
-                if let Some((l, c)) = location {
-                    // The location is reported once, in front.
-                    let suffix = format!(" at line {l} column {c}");
-                    if let Some(cut) = message.rfind(&suffix) {
-                        message.replace_range(cut..cut + suffix.len(), "");
-                    }
-                }
-                SuiteError::Parse {
-                    path: path.to_path_buf(),
-                    location,
-                    message,
-                }
-            })?
+            document::from_yaml(text, path)?
         };
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
+        let dir = document::folder(path);
         Suite::from_raw(raw, text, path, &dir)
     }
 
@@ -316,10 +292,12 @@ impl Suite {
             message,
         };
         // Semantic errors about one check point at the line of its `id:`.
-        let check_err = |id: &str, message: String| SuiteError::Parse {
-            path: path.to_path_buf(),
-            location: line_of_id(text, id).map(|l| (l, 1)),
-            message: format!("check {id:?}: {message}"),
+        let check_err = |id: &str, message: String| {
+            SuiteError::File(DocumentError::Parse {
+                path: path.to_path_buf(),
+                location: line_of_id(text, id).map(|l| (l, 1)),
+                message: format!("check {id:?}: {message}"),
+            })
         };
         if raw.name.trim().is_empty() {
             return Err(invalid("name: must not be empty".into()));

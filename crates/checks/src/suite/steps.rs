@@ -287,26 +287,11 @@ struct RawInput {
 
 impl<'de> Deserialize<'de> for Input {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Input;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a line of text, or {line|text|file: ..., eof: true, wait: true}")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Input, E> {
-                Ok(Input::Line(v.to_string()))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Input, E> {
-                Ok(Input::Line(v.to_string()))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Input, E> {
-                Ok(Input::Line(v.to_string()))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Input, E> {
-                Ok(Input::Line(v.to_string()))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Input, A::Error> {
-                let raw = RawInput::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        text_or_map(
+            d,
+            "a line of text, or {line|text|file: ..., eof: true, wait: true}",
+            Input::Line,
+            |raw: RawInput| {
                 let input = match (raw.line, raw.text, raw.file, raw.eof) {
                     (Some(l), None, None, false) => Input::Line(l),
                     (None, Some(t), None, eof) => Input::Text(t, eof),
@@ -314,9 +299,9 @@ impl<'de> Deserialize<'de> for Input {
                     (None, None, None, true) => Input::Eof,
                     (None, None, None, false) if raw.wait => Input::Text(String::new(), false),
                     _ => {
-                        return Err(de::Error::custom(
-                            "stdin: give one of `line`, `text` or `file` (`eof: true` may go with `text` or `file`, or alone), and optionally `wait: true`",
-                        ))
+                        return Err(
+                            "stdin: give one of `line`, `text` or `file` (`eof: true` may go with `text` or `file`, or alone), and optionally `wait: true`".into(),
+                        )
                     }
                 };
                 Ok(if raw.wait {
@@ -324,9 +309,8 @@ impl<'de> Deserialize<'de> for Input {
                 } else {
                     input
                 })
-            }
-        }
-        d.deserialize_any(V)
+            },
+        )
     }
 }
 
@@ -345,41 +329,22 @@ struct RawMatcher {
 
 impl<'de> Deserialize<'de> for Matcher {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Matcher;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(
-                    "text to find, {contains: ...}, {regex: ...}, {exact: ...} or {file: ...}",
-                )
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Matcher, E> {
-                Ok(Matcher::Contains(v.to_string()))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Matcher, E> {
-                Ok(Matcher::Contains(v.to_string()))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Matcher, E> {
-                Ok(Matcher::Contains(v.to_string()))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Matcher, E> {
-                Ok(Matcher::Contains(v.to_string()))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Matcher, A::Error> {
-                let raw = RawMatcher::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        text_or_map(
+            d,
+            "text to find, {contains: ...}, {regex: ...}, {exact: ...} or {file: ...}",
+            Matcher::Contains,
+            |raw: RawMatcher| {
                 let given = [&raw.contains, &raw.regex, &raw.exact, &raw.file]
                     .iter()
                     .filter(|o| o.is_some())
                     .count();
                 if given != 1 {
-                    return Err(de::Error::custom(
-                        "give exactly one of `contains`, `regex`, `exact` or `file`",
-                    ));
+                    return Err("give exactly one of `contains`, `regex`, `exact` or `file`".into());
                 }
                 if let Some(r) = raw.regex {
                     return regex::bytes::Regex::new(&r)
                         .map(Matcher::Regex)
-                        .map_err(|e| de::Error::custom(format!("invalid regex {r:?}: {e}")));
+                        .map_err(|e| format!("invalid regex {r:?}: {e}"));
                 }
                 Ok(raw
                     .contains
@@ -387,10 +352,52 @@ impl<'de> Deserialize<'de> for Matcher {
                     .or(raw.exact.map(Matcher::Exact))
                     .or(raw.file.map(Matcher::File))
                     .expect("one is given"))
-            }
-        }
-        d.deserialize_any(V)
+            },
+        )
     }
+}
+
+/// The shape of `stdin` and of the output matchers: text written as a scalar (a string, or a
+/// number read as its text) becomes `text(..)`; a map is read as `M` and becomes what `map` makes
+/// of it, or the error it names.
+fn text_or_map<'de, D: Deserializer<'de>, M: Deserialize<'de>, T>(
+    d: D,
+    expecting: &'static str,
+    text: fn(String) -> T,
+    map: fn(M) -> Result<T, String>,
+) -> Result<T, D::Error> {
+    struct V<M, T> {
+        expecting: &'static str,
+        text: fn(String) -> T,
+        map: fn(M) -> Result<T, String>,
+    }
+    impl<'de, M: Deserialize<'de>, T> Visitor<'de> for V<M, T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.expecting)
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            Ok((self.text)(v.to_string()))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
+            Ok((self.text)(v.to_string()))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
+            Ok((self.text)(v.to_string()))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
+            Ok((self.text)(v.to_string()))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            let raw = M::deserialize(de::value::MapAccessDeserializer::new(map))?;
+            (self.map)(raw).map_err(de::Error::custom)
+        }
+    }
+    d.deserialize_any(V {
+        expecting,
+        text,
+        map,
+    })
 }
 
 impl Step {

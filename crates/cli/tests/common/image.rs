@@ -13,46 +13,9 @@ use std::sync::OnceLock;
 /// The image's name in the test data folder.
 pub const NAME: &str = "corral-test/debian:bookworm";
 
-/// The cached root-filesystem tar.
+/// The cached root-filesystem tar (Debian minbase with python3).
 pub fn debian_tar() -> PathBuf {
-    let cache = Path::new("/var/tmp/corral-test-cache");
-    std::fs::create_dir_all(cache).unwrap();
-    let path = cache.join("mmdebstrap-minbase-python3-bookworm.tar");
-    let _lock = lock(&cache.join("mmdebstrap-python3.lock"));
-    if !path.is_file() {
-        let partial = cache.join(format!("partial-{}.tar", std::process::id()));
-        let st = Command::new("mmdebstrap")
-            .args([
-                "--quiet",
-                "--variant=minbase",
-                "--include=python3",
-                "bookworm",
-            ])
-            .arg(&partial)
-            .status()
-            .expect("mmdebstrap (scripts/setup installs it)");
-        assert!(
-            st.success(),
-            "mmdebstrap failed (it needs Debian's package mirror)"
-        );
-        std::fs::rename(&partial, &path).unwrap();
-    }
-    path
-}
-
-/// An exclusive lock held while the returned file lives (other test processes wait).
-fn lock(path: &Path) -> std::fs::File {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .unwrap();
-    // SAFETY: flock on a descriptor we own.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(rc, 0, "flock {}", path.display());
-    f
+    corral_testkit::debian_tar(&["python3"])
 }
 
 /// The data folder holding [`NAME`] (imported on first use).
@@ -62,25 +25,26 @@ pub fn data_dir() -> &'static Path {
         let tar = debian_tar();
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("image-test-data");
         std::fs::create_dir_all(&dir).unwrap();
-        let _lock = lock(&dir.with_extension("lock"));
+        let _lock = corral_testkit::lock(&dir.with_extension("lock"));
         let store = corral_images::Store::open(&dir).unwrap();
         if store.rootfs(NAME).is_ok() {
             return dir;
         }
-        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-            .args(["env", "--data"])
-            .arg(&dir)
-            .args(["import", "--name", NAME])
-            .arg(&tar)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "importing the test image: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        import(&dir, NAME, &tar);
         dir
     })
+}
+
+/// `corral env --data DATA import --name NAME TAR` (an image tar or layout), which must succeed.
+pub fn import(data: &Path, name: &str, tar: &Path) {
+    corral_testkit::succeed(
+        Command::new(env!("CARGO_BIN_EXE_corral"))
+            .env_remove("CORRAL_DATA")
+            .args(["env", "--data"])
+            .arg(data)
+            .args(["import", "--name", name])
+            .arg(tar),
+    );
 }
 
 /// Whether this test binary runs its suite in the image (its name ends in `_image`).

@@ -67,13 +67,23 @@ pub fn tempdir() -> tempfile::TempDir {
 
 /// Compile `tests/containment/<name>.c` into `<dir>/<name>` with the host gcc.
 pub fn compile(name: &str, dir: &Path) -> PathBuf {
-    let src = programs_dir().join(format!("{name}.c"));
     let out = dir.join(name);
+    gcc(
+        &programs_dir().join(format!("{name}.c")),
+        &out,
+        &["-lpthread", "-lrt"],
+    );
+    make_world_readable(&out, 0o755);
+    out
+}
+
+/// Compile the C program `src` into `out` with the host gcc, linking `libs`.
+pub fn gcc(src: &Path, out: &Path, libs: &[&str]) {
     let res = Command::new("gcc")
         .args(["-O1", "-Wall", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .args(["-lpthread", "-lrt"])
+        .arg(out)
+        .arg(src)
+        .args(libs)
         .output()
         .expect("gcc must be installed on the host to build the hostile programs");
     assert!(
@@ -82,8 +92,6 @@ pub fn compile(name: &str, dir: &Path) -> PathBuf {
         src.display(),
         String::from_utf8_lossy(&res.stderr)
     );
-    make_world_readable(&out, 0o755);
-    out
 }
 
 /// Copy `tests/containment/<name>` (a script) into `dir`.

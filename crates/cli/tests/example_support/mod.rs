@@ -10,13 +10,40 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Runs `corral ARGS` to its end, ignoring an operator's language registry in the environment.
+/// `corral`, ignoring an operator's language registry in the environment.
+pub fn corral_cmd() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral"));
+    cmd.env_remove("CORRAL_LANGUAGES");
+    cmd
+}
+
+/// `corral check --json EXTRA SUITE SUBMISSION`: the exit code, the report, stdout as printed.
+pub fn check_json(suite: &Path, sub: &Path, extra: &[&str]) -> (i32, serde_json::Value, String) {
+    corral_testkit::json_output(
+        corral_cmd()
+            .args(["check", "--json"])
+            .args(extra)
+            .arg(suite)
+            .arg(sub),
+    )
+}
+
+/// A report's rows by id, each as `row` reads it.
+pub fn results<T>(
+    json: &serde_json::Value,
+    row: impl Fn(&serde_json::Value) -> T,
+) -> std::collections::BTreeMap<String, T> {
+    json["results"]
+        .as_object()
+        .expect("results object")
+        .iter()
+        .map(|(k, v)| (k.clone(), row(v)))
+        .collect()
+}
+
+/// Runs `corral ARGS` to its end.
 pub fn corral(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(args)
-        .env_remove("CORRAL_LANGUAGES")
-        .output()
-        .expect("run corral")
+    corral_cmd().args(args).output().expect("run corral")
 }
 
 pub fn text(b: &[u8]) -> String {

@@ -188,50 +188,93 @@ impl Server {
                 Part::bytes(data.to_vec()).file_name(name.to_string()),
             );
         }
-        let r = client()
-            .post(self.url("/upload"))
-            .bearer_auth(token)
-            .multipart(f)
-            .send()
-            .await
-            .unwrap();
-        let st = r.status();
-        let v: Value = r.json().await.unwrap();
+        let (st, text) = self.post_form(token, "/upload", f).await;
+        let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(st, StatusCode::OK, "upload: {v}");
         v["id"].as_str().unwrap().to_string()
     }
 
+    /// Waits (with `?wait=true`, in rounds) until submission `id` is done or failed, `within` at
+    /// most; a timeout's message shows the server's log and `more()` (a worker's log, …).
+    pub async fn finished(
+        &self,
+        token: &str,
+        id: &str,
+        within: Duration,
+        more: impl Fn() -> String,
+    ) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let (st, v) = self
+                .get(token, &format!("/submissions/{id}?wait=true&timeout=10"))
+                .await;
+            assert_eq!(st, StatusCode::OK, "{v}");
+            if v["status"] == "done" || v["status"] == "failed" {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "submission {id} not finished after {within:?}: {v}\nserver:\n{}\n{}",
+                self.log(),
+                more()
+            );
+        }
+    }
+
+    /// POST /suites: registers `suite` (YAML text) with `files` (path, bytes) as suite `id`; the
+    /// status and the answer as it came.
+    pub async fn register_suite(
+        &self,
+        token: &str,
+        id: &str,
+        suite: &str,
+        files: &[(String, Vec<u8>)],
+    ) -> (StatusCode, String) {
+        let mut form = reqwest::multipart::Form::new()
+            .text("id", id.to_string())
+            .part(
+                "suite",
+                Part::bytes(suite.as_bytes().to_vec()).file_name("suite.yaml"),
+            );
+        for (i, (path, bytes)) in files.iter().enumerate() {
+            form = form.part(
+                format!("file{i}"),
+                Part::bytes(bytes.clone()).file_name(path.clone()),
+            );
+        }
+        self.post_form(token, "/suites", form).await
+    }
+
+    /// POST PATH with a multipart form: the status and the answer as it came.
+    pub async fn post_form(
+        &self,
+        token: &str,
+        path: &str,
+        form: reqwest::multipart::Form,
+    ) -> (StatusCode, String) {
+        corral_testkit::http::post_form(&client(), &self.url(path), token, form).await
+    }
+
     /// POST PATH with a JSON body: the status and the JSON answer (panics when it is not JSON).
     pub async fn post(&self, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+        corral_testkit::http::post_json(&client(), &self.url(path), token, &body).await
+    }
+
+    /// POST PATH with a JSON body: the status and the JSON answer, or `null` when the answer is
+    /// not JSON (for tests that look only at the status of hostile requests).
+    pub async fn post_lenient(&self, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
         let (st, text) = self.post_text(token, path, body).await;
-        let v =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{st}: not JSON ({e}): {text}"));
-        (st, v)
+        (st, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
     /// POST PATH with a JSON body: the status and the answer as it came.
     pub async fn post_text(&self, token: &str, path: &str, body: Value) -> (StatusCode, String) {
-        let r = client()
-            .post(self.url(path))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let st = r.status();
-        (st, r.text().await.unwrap())
+        corral_testkit::http::post(&client(), &self.url(path), token, &body).await
     }
 
     /// GET PATH as `token`: the status and the JSON answer.
     pub async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
-        let r = client()
-            .get(self.url(path))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        let st = r.status();
-        (st, r.json().await.unwrap())
+        corral_testkit::http::get(&client(), &self.url(path), token).await
     }
 
     /// POST /run; status and JSON body.

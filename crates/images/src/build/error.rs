@@ -1,23 +1,11 @@
 //! What can stop a build: one variant per step of it.
 
-use std::path::PathBuf;
-
 /// A build that did not produce an image. No name was pointed at anything.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("{}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file does not parse or means something impossible; the line when the parser knows it.
-    #[error("{}{}: {message}", path.display(), location.map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default())]
-    Parse {
-        path: PathBuf,
-        location: Option<(usize, usize)>,
-        message: String,
-    },
+    /// The build file cannot be read, does not parse or means something impossible.
+    #[error(transparent)]
+    File(#[from] crate::document::DocumentError),
     #[error("from {reference}: {source} (pull or import the base image first)")]
     Base {
         reference: String,

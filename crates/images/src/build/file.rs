@@ -20,6 +20,7 @@ use corral_sandbox::{Limits, LimitsRequest, Millis, Size};
 use serde::{Deserialize, Serialize};
 
 use super::error::BuildError;
+use crate::document::{self, DocumentError};
 
 /// The limits of a `run` step when neither the file nor the step says: package managers need far
 /// more than a graded run (apt-get resolving and unpacking a few hundred MiB). `disk` caps what a
@@ -295,22 +296,18 @@ fn check_image_path(p: &str) -> Result<(), &'static str> {
 impl BuildFile {
     /// Reads and validates a build file (`.json` is read as JSON, anything else as YAML).
     pub fn load(path: &Path) -> Result<BuildFile, BuildError> {
-        let text = std::fs::read_to_string(path).map_err(|source| BuildError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let json = path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        let (text, json) = document::read(path)?;
         BuildFile::parse(&text, path, json)
     }
 
     /// Parses build-file text; `path` names it in errors and locates the `copy` sources.
     pub fn parse(text: &str, path: &Path, json: bool) -> Result<BuildFile, BuildError> {
-        let parse_err = |location: Option<(usize, usize)>, message: String| BuildError::Parse {
-            path: path.to_path_buf(),
-            location,
-            message,
+        let parse_err = |location: Option<(usize, usize)>, message: String| {
+            BuildError::File(DocumentError::Parse {
+                path: path.to_path_buf(),
+                location,
+                message,
+            })
         };
         let raw: RawFile = if json {
             serde_json::from_str(text).map_err(|e| {
@@ -318,18 +315,7 @@ impl BuildFile {
                 parse_err(loc, e.to_string())
             })?
         } else {
-            serde_yaml::from_str(text).map_err(|e| {
-                let location = e.location().map(|l| (l.line(), l.column()));
-                let mut message = e.to_string();
-                if let Some((l, c)) = location {
-                    // The location is reported once, in front.
-                    let suffix = format!(" at line {l} column {c}");
-                    if let Some(cut) = message.rfind(&suffix) {
-                        message.replace_range(cut..cut + suffix.len(), "");
-                    }
-                }
-                parse_err(location, message)
-            })?
+            document::from_yaml(text, path)?
         };
         let invalid = |message: String| parse_err(None, message);
         if raw.from.trim().is_empty() {
@@ -346,11 +332,7 @@ impl BuildFile {
         if raw.steps.is_empty() {
             return Err(invalid("steps: a build needs at least one step".into()));
         }
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
+        let dir = document::folder(path);
         Ok(BuildFile {
             from: raw.from,
             name: raw.name,

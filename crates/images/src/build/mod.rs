@@ -79,10 +79,12 @@ pub fn build(
 ) -> Result<BuildReport, BuildError> {
     let name = name.or(file.name.as_deref());
     if let Some(n) = name {
-        crate::store::refs::normalise_name(n).ok_or_else(|| BuildError::Parse {
-            path: file.path.clone(),
-            location: None,
-            message: format!("name: {n:?} is not an image name"),
+        crate::store::refs::normalise_name(n).ok_or_else(|| {
+            BuildError::File(crate::document::DocumentError::Parse {
+                path: file.path.clone(),
+                location: None,
+                message: format!("name: {n:?} is not an image name"),
+            })
         })?;
     }
     // Shared with imports and pulls: `gc` waits until the build is done with its new layers.

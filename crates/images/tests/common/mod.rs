@@ -1,7 +1,6 @@
 //! Test helpers: tars written byte by byte (so hostile headers can be made), OCI layouts by hand.
 #![allow(dead_code)]
 
-pub mod debian_root;
 pub mod registry;
 
 use std::io::Write;

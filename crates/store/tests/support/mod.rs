@@ -6,6 +6,28 @@
 
 use std::sync::{Arc, OnceLock};
 
+/// One test per named `async fn NAME(Arc<dyn Store>)` of the including file on each backend:
+/// `sqlite::NAME` and `postgres::NAME`, each on a fresh store, with `threads` runtime threads.
+#[allow(unused_macros)]
+macro_rules! on_both_backends {
+    (threads = $threads:tt; $($name:ident),* $(,)?) => {
+        on_both_backends!(@on sqlite, $threads; $($name),*);
+        on_both_backends!(@on postgres, $threads; $($name),*);
+    };
+    (@on $backend:ident, $threads:tt; $($name:ident),*) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
+                async fn $name() {
+                    let b = super::support::Backend::$backend().await;
+                    super::$name(b.store.clone()).await;
+                    b.finish().await;
+                }
+            )*
+        }
+    };
+}
+
 use corral_store::Store;
 use sqlx::Connection;
 

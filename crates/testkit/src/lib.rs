@@ -1,0 +1,16 @@
+//! Test-only helpers shared by corral's crates (a dev-dependency, never built into corral). Each
+//! was once written in two test trees:
+//!
+//! - [`debian`]: the real minimal Debian root that image tests run in, an OCI layout around it.
+//! - [`command`]: running a command that must succeed, or that prints JSON.
+//! - [`schema`]: validating documents against the workspace's JSON schemas.
+//! - [`http`]: one request to a corral server under test, its status and its answer.
+
+pub mod command;
+pub mod debian;
+pub mod http;
+pub mod schema;
+
+pub use command::{json_output, succeed};
+pub use debian::{debian_tar, lock, oci_layout_of_tar, sha256_file};
+pub use schema::{schema, schema_errors, workspace_root};
