@@ -78,7 +78,7 @@ pub struct ImageInfo {
 }
 
 impl ImageInfo {
-    fn of(names: Vec<String>, r: corral_images::ImageRecord) -> ImageInfo {
+    pub(crate) fn of(names: Vec<String>, r: corral_images::ImageRecord) -> ImageInfo {
         ImageInfo {
             names,
             digest: r.digest.to_string(),
