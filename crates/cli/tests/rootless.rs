@@ -527,7 +527,11 @@ fn rootless_runs_see_upper_layers_opaque_folders_and_whiteouts() {
         .output()
         .unwrap();
     let v = json(&out);
-    assert_eq!((v["status"].as_str(), v["stdout"].as_str()), (Some("ok"), Some(want)), "{v}");
+    assert_eq!(
+        (v["status"].as_str(), v["stdout"].as_str()),
+        (Some("ok"), Some(want)),
+        "{v}"
+    );
     // The rootless run sees the same tree.
     let mine = own_data_folder(&root_data.path().join("images"));
     let data = mine.path().to_str().unwrap().to_string();
@@ -548,5 +552,9 @@ fn rootless_runs_see_upper_layers_opaque_folders_and_whiteouts() {
         ],
     );
     let v = json(&out);
-    assert_eq!((v["status"].as_str(), v["stdout"].as_str()), (Some("ok"), Some(want)), "{v}");
+    assert_eq!(
+        (v["status"].as_str(), v["stdout"].as_str()),
+        (Some("ok"), Some(want)),
+        "{v}"
+    );
 }
