@@ -252,7 +252,7 @@ pub async fn build(
 /// An image build's progress and result (admin).
 #[utoipa::path(
     get, path = "/images/builds/{id}", tag = "images",
-    params(("id" = String, Path, description = "The id `POST /images/build` returned")),
+    params(("id" = String, Path, description = "The id `POST /images/build` returned", example = "3f1c9a0b7d2e4f6a8b0c1d2e3f4a5b6c")),
     responses(
         (status = 200, description = "The build: queued, running (current step, output so far), succeeded (image) or failed (error)", body = BuildJob),
         (status = 403, description = "Not an admin", body = ErrorBody),
