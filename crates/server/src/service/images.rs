@@ -118,13 +118,17 @@ pub async fn list(st: &SharedState) -> Result<Vec<ImageInfo>, ApiError> {
     .await
 }
 
-/// Pulls `reference` from its registry into the store (credentials and insecure registries as
-/// `corral env pull`: the server's environment and auth file, never the request).
+/// Pulls `reference` from its registry into the store (credentials as `corral env pull`: the
+/// server's environment and auth file, never the request; plain HTTP only to the configuration's
+/// `[images] insecure_registries` and `CORRAL_INSECURE_REGISTRIES`).
 pub async fn pull(st: &SharedState, reference: String) -> Result<ImageInfo, ApiError> {
     let st = st.clone();
     blocking(move || {
-        let rec = corral_images::pull(&st.images, &reference, &Default::default())
-            .map_err(store_error)?;
+        let opts = corral_images::PullOptions {
+            insecure_registries: st.config.images.insecure_registries.clone(),
+            ..Default::default()
+        };
+        let rec = corral_images::pull(&st.images, &reference, &opts).map_err(store_error)?;
         let names = st.images.names_of(&rec.digest).map_err(store_error)?;
         Ok(ImageInfo::of(names, rec))
     })
