@@ -97,12 +97,12 @@ fn environment(
     gc: &GradescopeCheck,
     base: &str,
 ) -> Result<grader_env::Environment, String> {
-    let store = cx.images.ok_or_else(|| {
-        format!("base image {base:?}: no image store was given (corral check --data DIR)")
-    })?;
-    let image = crate::image_root::resolve(store, base).map_err(|e| {
-        format!("base image {base:?}: {e} (add it with `corral env pull` or `corral env import`)")
-    })?;
+    let image = cx
+        .resolve_image(base)
+        .map_err(|e| format!("base image {base:?}: {e}"))?;
+    let store = cx
+        .images
+        .ok_or_else(|| "no image store was given (corral check --data DIR)".to_string())?;
     let cache = store
         .root()
         .parent()
