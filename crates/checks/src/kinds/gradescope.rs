@@ -26,7 +26,10 @@ use crate::shared::rows::row;
 use crate::shared::stage;
 use crate::suite::GradescopeCheck;
 
-/// `/autograder` and what Gradescope's harness puts in it.
+/// `/autograder` and what Gradescope's harness puts in it, plus what graders are known to create
+/// there (on Gradescope `/autograder` is writable; here it is a read-only folder of links):
+/// Otter-Grader's runner creates `/autograder/__init__.py` (a dangling link until then; opening
+/// it to write creates the file in the working directory).
 pub const LAYOUT: Layout = Layout {
     root: "/autograder",
     names: &[
@@ -35,6 +38,7 @@ pub const LAYOUT: Layout = Layout {
         "results",
         "submission_metadata.json",
         "run_autograder",
+        "__init__.py",
     ],
 };
 
