@@ -244,7 +244,14 @@ pub async fn build(
         })?;
     let text = std::str::from_utf8(&bytes)
         .map_err(|e| ApiError::unprocessable(format!("the build file is not UTF-8: {e}")))?;
-    let job = image_builds::start(&st, text, json, query.name)?;
+    let job = image_builds::start(
+        &st.image_builds,
+        &st.images,
+        st.pool.host(),
+        text,
+        json,
+        query.name,
+    )?;
     tracing::info!(caller = %caller.id, build = %job.id, from = %job.from, "image build queued");
     Ok((StatusCode::ACCEPTED, Json(job)))
 }

@@ -11,9 +11,8 @@ use corral_images::build::{self, BuildFile, Event, Step};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::images::ImageInfo;
+use super::image_info::ImageInfo;
 use crate::error::ApiError;
-use crate::state::SharedState;
 
 /// Builds that wait or run at once; more is a 503 (the caller asks again later).
 pub const MAX_PENDING: usize = 4;
@@ -149,7 +148,9 @@ impl ImageBuilds {
 /// Parses and checks a build file sent over HTTP (everything that can be refused before a job
 /// exists is refused here, as a 422 naming the line or the reason), then queues its build.
 pub fn start(
-    st: &SharedState,
+    builds: &ImageBuilds,
+    images: &corral_images::Store,
+    host: &Arc<corral_sandbox::Host>,
     text: &str,
     json: bool,
     name: Option<String>,
@@ -178,13 +179,13 @@ pub fn start(
             )));
         }
     }
-    if let Err(e) = st.images.resolve(&file.from) {
+    if let Err(e) = images.resolve(&file.from) {
         return Err(ApiError::unprocessable(format!(
             "from {}: {e} (pull or import the base image first: POST /images, POST /images/import)",
             file.from
         )));
     }
-    let job = st.image_builds.add(BuildJob {
+    let job = builds.add(BuildJob {
         id: corral_store::random_hex(16),
         status: BuildStatus::Queued,
         from: file.from.clone(),
@@ -200,8 +201,7 @@ pub fn start(
         image: None,
     })?;
     let shown = lock(&job).clone();
-    let st = st.clone();
-    let turn = st.image_builds.turn.clone();
+    let (images, host, turn) = (images.clone(), host.clone(), builds.turn.clone());
     tokio::spawn(async move {
         // Closed only if the server drops the semaphore: then nothing runs.
         let Ok(_turn) = turn.acquire_owned().await else {
@@ -209,8 +209,9 @@ pub fn start(
         };
         lock(&job).status = BuildStatus::Running;
         let j = job.clone();
-        let st2 = st.clone();
-        let done = tokio::task::spawn_blocking(move || run(&st2, &file, name.as_deref(), &j)).await;
+        let done =
+            tokio::task::spawn_blocking(move || run(&images, host, &file, name.as_deref(), &j))
+                .await;
         let mut j = lock(&job);
         match done {
             Ok(Ok(image)) => {
@@ -234,12 +235,13 @@ pub fn start(
 
 /// Runs the build on this thread, recording progress in `job`; the image, or why not.
 fn run(
-    st: &SharedState,
+    images: &corral_images::Store,
+    host: Arc<corral_sandbox::Host>,
     file: &BuildFile,
     name: Option<&str>,
     job: &Job,
 ) -> Result<ImageInfo, String> {
-    let mut runner = build::sandboxed::SandboxRunner::new(st.pool.host().clone());
+    let mut runner = build::sandboxed::SandboxRunner::new(host);
     let mut on_event = |e: Event<'_>| {
         let mut j = lock(job);
         match e {
@@ -254,14 +256,12 @@ fn run(
             }),
         }
     };
-    let report = build::build(&st.images, file, name, &mut runner, &mut on_event)
-        .map_err(|e| e.to_string())?;
-    let (_, record) = st
-        .images
+    let report =
+        build::build(images, file, name, &mut runner, &mut on_event).map_err(|e| e.to_string())?;
+    let (_, record) = images
         .resolve(&report.digest.to_string())
         .map_err(|e| format!("the built image: {e}"))?;
-    let names = st
-        .images
+    let names = images
         .names_of(&record.digest)
         .map_err(|e| format!("the built image: {e}"))?;
     Ok(ImageInfo::of(names, record))

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use corral_checks::image_root;
 
+pub use super::image_info::ImageInfo;
 use crate::error::ApiError;
 use crate::state::SharedState;
 
@@ -58,36 +59,6 @@ pub async fn root(st: &SharedState, reference: String) -> Result<corral_sandbox:
         image_root::root_for(Some(&st.images), Some(&reference)).map_err(ApiError::unprocessable)
     })
     .await
-}
-
-/// One image as `GET /images` lists it.
-#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"names": ["python:3.12-slim"], "digest": "sha256:4c3f0ef8d6e9b1a2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a", "size": 41234567, "created": "2024-10-01T12:00:00Z", "platform": "linux/amd64", "source": "pull python:3.12-slim"}))]
-pub struct ImageInfo {
-    /// Every name pointing at it (none: reachable by digest only).
-    pub names: Vec<String>,
-    /// The image manifest's digest: what results record.
-    pub digest: String,
-    /// Bytes of its blobs.
-    pub size: u64,
-    /// The configuration's `created`, when it has one.
-    pub created: Option<String>,
-    pub platform: String,
-    /// Where it came from (`pull REF`, `import FILE`).
-    pub source: String,
-}
-
-impl ImageInfo {
-    pub(crate) fn of(names: Vec<String>, r: corral_images::ImageRecord) -> ImageInfo {
-        ImageInfo {
-            names,
-            digest: r.digest.to_string(),
-            size: r.size,
-            created: r.created,
-            platform: r.platform,
-            source: r.source,
-        }
-    }
 }
 
 fn store_error(e: corral_images::Error) -> ApiError {
