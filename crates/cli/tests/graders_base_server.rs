@@ -9,7 +9,7 @@ mod server_support;
 
 use std::time::{Duration, Instant};
 
-use common::image::{debian_tar, NAME};
+use common::image::NAME;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use server_support::*;
@@ -109,18 +109,7 @@ fn assert_graded(v: &Value, score: f64) {
 #[test]
 fn a_gradescope_suite_on_a_base_image_grades_through_the_queue_and_a_remote_worker() {
     let data = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["env", "--data"])
-        .arg(data.path())
-        .args(["import", "--name", NAME])
-        .arg(debian_tar())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::image::import_into(data.path());
     let base_digest = corral_images::Store::open(data.path())
         .unwrap()
         .resolve(NAME)

@@ -10,7 +10,7 @@ mod server_support;
 
 use std::time::{Duration, Instant};
 
-use common::image::{debian_tar, NAME};
+use common::image::NAME;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use server_support::*;
@@ -61,18 +61,7 @@ async fn finished(s: &Server, token: &str, id: &str) -> Value {
 #[test]
 fn an_admin_builds_an_image_over_http_and_runs_in_it() {
     let data = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["env", "--data"])
-        .arg(data.path())
-        .args(["import", "--name", NAME])
-        .arg(debian_tar())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::image::import_into(data.path());
     let s = Server::start_in(data.path(), "", &[]);
     let file = format!(
         "from: {NAME}\nname: course/http-built:1\nsteps:\n  - run: echo built-over-http > /etc/built-by-http && echo step-output\n  - env: {{GREETING: hello}}\n"

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::image::{debian_tar, NAME};
+use common::image::NAME;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use server_support::*;
@@ -90,18 +90,7 @@ impl Drop for Worker {
 #[test]
 fn a_cut_off_image_download_resumes_with_a_range_request() {
     let data = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["env", "--data"])
-        .arg(data.path())
-        .args(["import", "--name", NAME])
-        .arg(debian_tar())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::image::import_into(data.path());
     let store = corral_images::Store::open(data.path()).unwrap();
     let (_, rec) = store.resolve(NAME).unwrap();
     let digest = rec.digest.to_string();
