@@ -3,7 +3,7 @@
 //
 //   CORRAL_URL=http://127.0.0.1:PORT CORRAL_TOKEN=<student> CORRAL_STAFF_TOKEN=<staff> node tests/e2e.mjs
 //
-// The server must serve the suite `greet` (crates/cli/tests/web_e2e.rs starts one that does, and
+// The server must serve the suites `greet` and `gshello` (crates/cli/tests/web_e2e.rs starts one that does, and
 // runs this script). Screenshots go to $CORRAL_E2E_OUT (default target/web-e2e); with
 // CORRAL_E2E_DOCS=DIR a few are also written there (docs/img). Nothing here waits a fixed time:
 // every step waits for an event (a message on the page), with generous timeouts.
@@ -506,6 +506,27 @@ await test('dark theme', page, async () => {
   await waitStatus(page, /exited with status 0/);
   await shot(page, 'editor-dark', true);
   await page.getByRole('button', { name: /light theme/i }).click();
+});
+
+await test('Check with a Gradescope autograder: each of its tests is a row with points, output and hidden ones', page, async () => {
+  await setCode(page, GREET);
+  await page.locator('#suite').selectOption('gshello');
+  await page.getByRole('button', { name: /Check/ }).click();
+  await page.waitForFunction(() => /Score 3\/4/.test(document.getElementById('check-summary')?.textContent ?? ''), null, { timeout: LONG });
+  const row = (id) => page.locator(`#check-results li[data-check="${id}"]`);
+  const cls = async (id) => (await row(id).getAttribute('class')) ?? '';
+  const parent = await row('autograder').innerText();
+  assert(parent.includes("the course's Gradescope autograder") && parent.includes('autograder score: 3/4'), `the autograder's row: ${parent}`);
+  const greets = await row('autograder/1').innerText();
+  assert((await cls('autograder/1')).includes('pass') && greets.includes('greets Ada') && greets.includes('2/2'), `a passing test: ${greets}`);
+  const exclaims = await row('autograder/2').innerText();
+  assert(
+    (await cls('autograder/2')).includes('fail') && exclaims.includes('0/1') && exclaims.includes('no exclamation mark'),
+    `a failing test with its output: ${exclaims}`,
+  );
+  const secret = await row('autograder/3').innerText();
+  assert(secret.includes('secret test') && secret.includes('hidden') && !secret.includes('staff only'), `a hidden test, its output not shown: ${secret}`);
+  await shot(page, 'editor-check-gradescope');
 });
 
 const phone = await newPage({ width: 390, height: 844 }, TOKEN, 'phone');

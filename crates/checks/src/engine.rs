@@ -206,6 +206,7 @@ pub fn grade(
                 let run = |stage: &Path| {
                     runner_of(&check.kind).run(&CheckContext {
                         images: opts.images.as_ref(),
+                        pins: &opts.pins,
                         pool,
                         suite,
                         check,

@@ -284,3 +284,52 @@ fn images_are_per_suite_and_per_check_and_must_look_like_references() {
     .to_string();
     assert!(e.contains("check \"a\"") && e.contains("image"), "{e}");
 }
+
+/// `gradescope.setup` replaces the autograder's setup.sh (the bundle's digest follows, so the
+/// cached environment is another), is an assignment file, and needs a base image.
+#[test]
+fn a_gradescope_setup_replaces_the_autograders_setup_sh() {
+    let dir = tempfile::tempdir().unwrap();
+    let ag = dir.path().join("autograder");
+    std::fs::create_dir(&ag).unwrap();
+    std::fs::write(ag.join("run_autograder"), "#!/bin/sh\n").unwrap();
+    std::fs::write(ag.join("setup.sh"), "wget https://github.com/x\n").unwrap();
+    std::fs::write(dir.path().join("pypi.sh"), "pip install x\n").unwrap();
+    let load = |gs: &str| {
+        let p = dir.path().join("suite.yaml");
+        std::fs::write(
+            &p,
+            format!(
+                "name: x\nchecks:\n  - id: a\n    gradescope: {{autograder: autograder{gs}}}\n"
+            ),
+        )
+        .unwrap();
+        Suite::load(&p)
+    };
+    let bundle_of = |s: &Suite| {
+        let CheckKind::Gradescope(g) = &s.checks[0].kind else {
+            panic!("not gradescope")
+        };
+        (g.bundle.clone(), g.files.clone())
+    };
+    let (plain, _) = bundle_of(&load(", base: debian:bookworm").unwrap());
+    let (replaced, files) = bundle_of(&load(", base: debian:bookworm, setup: pypi.sh").unwrap());
+    assert_eq!(replaced.get("setup.sh").unwrap().bytes, b"pip install x\n");
+    assert!(replaced.get("setup.sh").unwrap().executable);
+    assert_eq!(
+        replaced.get("run_autograder").unwrap().bytes,
+        plain.get("run_autograder").unwrap().bytes
+    );
+    assert_ne!(replaced.digest, plain.digest);
+    assert!(files.contains(&"pypi.sh".to_string()), "{files:?}");
+    let e = load(", setup: pypi.sh").unwrap_err().to_string();
+    assert!(e.contains("base"), "{e}");
+    let e = load(", base: debian:bookworm, setup: ../pypi.sh")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("gradescope.setup"), "{e}");
+    let e = load(", base: debian:bookworm, setup: missing.sh")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing.sh"), "{e}");
+}

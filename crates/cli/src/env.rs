@@ -38,7 +38,7 @@ enum EnvCommand {
         /// The image to pull.
         #[arg(value_name = "REF")]
         reference: String,
-        /// Allow plain HTTP to this registry (registries listed in CORRAL_INSECURE_REGISTRIES always are).
+        /// Allow plain HTTP to this registry (registries listed in the --config file's [images] insecure_registries or in CORRAL_INSECURE_REGISTRIES always are).
         #[arg(long)]
         insecure: bool,
         /// A Docker config.json-format credentials file.
@@ -137,8 +137,13 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
                 } else {
                     None
                 };
+            // The server configuration's insecure registries, when there is one to read.
+            let insecure_registries = corral_server::Config::load(args.config.as_deref())?
+                .images
+                .insecure_registries;
             let opts = corral_images::PullOptions {
                 insecure,
+                insecure_registries,
                 auth_file,
                 progress,
             };

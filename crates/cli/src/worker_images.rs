@@ -2,8 +2,9 @@
 //! lacks is fetched from the API node by digest (`GET /worker/images/{ref}`, then
 //! `GET /worker/blobs/{digest}` for the manifest, config and layers), every blob checked against
 //! its digest here, assembled as an OCI image layout and imported into the worker's own store
-//! (which checks them all again and unpacks the layers by its own rules). The worker needs no
-//! registry credentials: its worker token is enough.
+//! (which checks them all again and unpacks the layers by its own rules). A blob download cut
+//! off mid-way continues with a Range request. The worker needs no registry credentials: its
+//! worker token is enough.
 
 use std::io::Write;
 use std::path::Path;
@@ -64,6 +65,13 @@ pub async fn ensure_images(
         if store.record(&d)?.is_some() {
             continue;
         }
+        // One fetch at a time in this worker: jobs judged side by side may need the same image,
+        // and its partial blobs are one file each.
+        static FETCHING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let _one = FETCHING.lock().await;
+        if store.record(&d)?.is_some() {
+            continue;
+        }
         fetch(remote, store, &d, &reference)
             .await
             .with_context(|| format!("fetching image {reference:?} ({digest}) from the server"))?;
@@ -85,38 +93,152 @@ async fn resolve(remote: &Remote<'_>, reference: &str) -> anyhow::Result<ImageDo
     }
 }
 
+/// Consecutive attempts of one blob that may end cut off before the fetch fails.
+const ATTEMPTS: u32 = 5;
+
+/// How one attempt at a blob ended when it did not end with all of it.
+enum Stop {
+    /// The connection broke (or timed out) mid-blob: what arrived is kept; ask for the rest.
+    Cut(anyhow::Error),
+    /// Asking again cannot help (the server refused, the blob is too large, a local error).
+    Fatal(anyhow::Error),
+}
+
 /// Downloads one blob into `dest`, at most `max` bytes, and checks it against `digest`.
+///
+/// The bytes go to `DATA/images/tmp/worker-blobs/HEX.partial` first, kept across attempts and
+/// jobs: a download cut off mid-blob continues from where it stopped (`Range: bytes=N-`), up to
+/// [`ATTEMPTS`] times in a row without completing. Only the whole blob's digest is trusted: a
+/// mismatch deletes the partial file, so a bad prefix is never resumed twice.
 async fn download(
     remote: &Remote<'_>,
+    store: &Store,
     digest: &Digest,
     max: u64,
     dest: &Path,
 ) -> anyhow::Result<()> {
-    let mut r = remote
+    let dir = store.tmp_dir().join("worker-blobs");
+    std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+    let part = dir.join(format!("{}.partial", digest.hex()));
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let have = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
+        match download_from(remote, digest, max, &part, have).await {
+            Ok(()) => break,
+            Err(Stop::Fatal(e)) => {
+                let _ = std::fs::remove_file(&part);
+                return Err(e);
+            }
+            Err(Stop::Cut(e)) if attempt >= ATTEMPTS => {
+                return Err(e.context(format!(
+                    "blob {digest}: cut off {ATTEMPTS} times in a row; what arrived is kept and the next job continues it"
+                )));
+            }
+            Err(Stop::Cut(e)) => {
+                let now = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
+                tracing::warn!(blob = %digest, bytes = now, error = %format!("{e:#}"), "blob download cut off; resuming");
+                tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)))
+                    .await;
+            }
+        }
+    }
+    let got = file_digest(&part)?;
+    if &got != digest {
+        let _ = std::fs::remove_file(&part);
+        bail!("blob {digest}: the bytes received hash to {got} (altered or cut off on the way)");
+    }
+    std::fs::rename(&part, dest)
+        .or_else(|_| std::fs::copy(&part, dest).map(|_| ()))
+        .with_context(|| dest.display().to_string())?;
+    let _ = std::fs::remove_file(&part);
+    Ok(())
+}
+
+/// One attempt: asks for the blob from byte `have` on and appends what comes to `part`.
+async fn download_from(
+    remote: &Remote<'_>,
+    digest: &Digest,
+    max: u64,
+    part: &Path,
+    have: u64,
+) -> Result<(), Stop> {
+    let fatal = |e: anyhow::Error| Stop::Fatal(e);
+    let mut req = remote
         .http
         .get(format!("{}/worker/blobs/{digest}", remote.server))
-        .bearer_auth(remote.token)
-        .send()
-        .await?;
-    ensure!(
-        r.status() == StatusCode::OK,
-        "blob {digest}: the server answered {}",
-        r.status()
-    );
-    let mut f = std::fs::File::create(dest).with_context(|| dest.display().to_string())?;
-    let mut total = 0u64;
-    while let Some(chunk) = r.chunk().await? {
-        total += chunk.len() as u64;
-        ensure!(total <= max, "blob {digest} is larger than its {max} bytes");
-        f.write_all(&chunk)?;
+        .bearer_auth(remote.token);
+    if have > 0 {
+        req = req.header(reqwest::header::RANGE, format!("bytes={have}-"));
     }
-    f.sync_all()?;
-    drop(f);
-    let got = file_digest(dest)?;
-    ensure!(
-        &got == digest,
-        "blob {digest}: the bytes received hash to {got} (altered or cut off on the way)"
-    );
+    let mut r = req
+        .send()
+        .await
+        .map_err(|e| Stop::Cut(anyhow::Error::new(e).context(format!("blob {digest}"))))?;
+    let local =
+        |e: std::io::Error| fatal(anyhow::Error::new(e).context(part.display().to_string()));
+    let mut total = match r.status() {
+        StatusCode::PARTIAL_CONTENT => {
+            let starts_at = r
+                .headers()
+                .get(reqwest::header::CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("bytes "))
+                .and_then(|v| v.split('-').next())
+                .and_then(|v| v.parse::<u64>().ok());
+            if starts_at != Some(have) {
+                return Err(fatal(anyhow::anyhow!(
+                    "blob {digest}: the server sent another range than bytes {have}-"
+                )));
+            }
+            have
+        }
+        // The whole blob (the server ignored the range, or none was asked): start over.
+        StatusCode::OK => {
+            if have > 0 {
+                std::fs::remove_file(part).map_err(local)?;
+            }
+            0
+        }
+        // What is kept is longer than the blob: not a prefix of it.
+        StatusCode::RANGE_NOT_SATISFIABLE => {
+            let _ = std::fs::remove_file(part);
+            return Err(Stop::Cut(anyhow::anyhow!(
+                "blob {digest}: the {have} bytes kept are more than the blob"
+            )));
+        }
+        s => {
+            return Err(fatal(anyhow::anyhow!(
+                "blob {digest}: the server answered {s}"
+            )))
+        }
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(part)
+        .map_err(local)?;
+    loop {
+        match r.chunk().await {
+            Ok(Some(chunk)) => {
+                total += chunk.len() as u64;
+                if total > max {
+                    return Err(fatal(anyhow::anyhow!(
+                        "blob {digest} is larger than its {max} bytes"
+                    )));
+                }
+                f.write_all(&chunk).map_err(local)?;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                let _ = f.sync_all();
+                return Err(Stop::Cut(
+                    anyhow::Error::new(e).context(format!("blob {digest} after {total} bytes")),
+                ));
+            }
+        }
+    }
+    f.sync_all().map_err(local)?;
     Ok(())
 }
 
@@ -140,13 +262,13 @@ async fn fetch(
     let blobs = layout.path().join("blobs/sha256");
     std::fs::create_dir_all(&blobs)?;
     let blob = |d: &Digest| blobs.join(d.hex());
-    download(remote, digest, MAX_MANIFEST, &blob(digest)).await?;
+    download(remote, store, digest, MAX_MANIFEST, &blob(digest)).await?;
     let manifest_bytes = std::fs::read(blob(digest))?;
     let m: Manifest = serde_json::from_slice(&manifest_bytes).context("the manifest")?;
     for d in std::iter::once(&m.config).chain(&m.layers) {
         let dd = Digest::parse(&d.digest)?;
         if !blob(&dd).exists() {
-            download(remote, &dd, d.size, &blob(&dd)).await?;
+            download(remote, store, &dd, d.size, &blob(&dd)).await?;
         }
     }
     std::fs::write(

@@ -176,3 +176,38 @@ fn root_inside_a_build_cannot_touch_the_host() {
     // Nothing the attempts did reached the upper folder beyond the scratch /tmp (a tmpfs).
     assert!(std::fs::symlink_metadata(upper.join("tmp/f")).is_err());
 }
+
+/// A build step may create new top-level folders (`mkdir /app`, what Dockerfiles do all the
+/// time) and they land in its layer; a run in the same image (no upper folder) still cannot
+/// create anything outside its working folder, `/tmp` and `/dev/shm`.
+#[test]
+fn a_build_creates_new_top_level_folders_a_run_cannot() {
+    let tmp = upper_dir();
+    let upper = tmp.path().join("upper");
+    std::fs::create_dir(&upper).unwrap();
+    let o = run(
+        build_root(&upper),
+        "mkdir /app && echo hi > /app/f && cat /app/f && touch /toplevel-file && \
+         ln -s app /app-link && mkdir -p /srv2/a/b && rmdir /srv2/a/b && echo built",
+    );
+    assert_eq!(o.status, Status::Ok, "{}", o.to_json());
+    assert_eq!(o.stdout.text(), "hi\nbuilt\n", "{}", o.to_json());
+    assert_eq!(
+        std::fs::read_to_string(upper.join("app/f")).unwrap(),
+        "hi\n"
+    );
+    assert!(upper.join("toplevel-file").is_file());
+    assert_eq!(
+        std::fs::read_link(upper.join("app-link")).unwrap(),
+        Path::new("app")
+    );
+    assert!(upper.join("srv2/a").is_dir());
+
+    let o = run(
+        common::image::image_root(),
+        "mkdir /app 2>/dev/null && echo ESCAPED-mkdir; touch /toplevel-file 2>/dev/null && echo ESCAPED-touch; \
+         mkdir /opt/x 2>/dev/null && echo ESCAPED-opt; echo done",
+    );
+    assert_eq!(o.status, Status::Ok, "{}", o.to_json());
+    assert_eq!(o.stdout.text(), "done\n", "{}", o.to_json());
+}

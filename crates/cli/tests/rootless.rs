@@ -366,16 +366,10 @@ fn rootless_pool_resets_between_runs() {
     );
 }
 
-/// An image root without root: overlayfs in the sandbox's user namespace (Linux 5.11+), the
-/// image's files (owned by the host's root, unmapped there) read-only, the same confinement.
-#[test]
-fn rootless_runs_in_an_image_root() {
-    let bin = binary();
-    let cg = delegate("image");
-    // The user's own data folder (as a rootless deployment has), its layers those of the test
-    // image (linked: read-only to the user, owned by root).
+/// The user's own data folder (as a rootless deployment has), its images those of root's store
+/// at `shared` (records copied, layers linked: read-only to the user, owned by root).
+fn own_data_folder(shared: &Path) -> tempfile::TempDir {
     let mine = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let shared = common::image::data_dir().join("images");
     let images = mine.path().join("images");
     for sub in ["records/sha256", "layers/sha256", "blobs/sha256", "tmp"] {
         std::fs::create_dir_all(images.join(sub)).unwrap();
@@ -396,6 +390,16 @@ fn rootless_runs_in_an_image_root() {
         .status()
         .unwrap();
     assert!(status.success());
+    mine
+}
+
+/// An image root without root: overlayfs in the sandbox's user namespace (Linux 5.11+), the
+/// image's files (owned by the host's root, unmapped there) read-only, the same confinement.
+#[test]
+fn rootless_runs_in_an_image_root() {
+    let bin = binary();
+    let cg = delegate("image");
+    let mine = own_data_folder(&common::image::data_dir().join("images"));
     let data = mine.path().to_str().unwrap().to_string();
     let out = as_nobody(
         &bin.path,
@@ -440,5 +444,117 @@ fn rootless_without_a_writable_cgroup_fails_closed() {
     assert!(
         err.contains("rootless mode needs a cgroup subtree"),
         "{err}"
+    );
+}
+
+/// The extended attribute `name` of `p`, if set.
+fn xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let name = std::ffi::CString::new(name).unwrap();
+    let mut buf = [0u8; 64];
+    // SAFETY: both strings are NUL-terminated and the buffer's length is passed.
+    let n = unsafe {
+        libc::lgetxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    (n >= 0).then(|| buf[..n as usize].to_vec())
+}
+
+/// A later layer's opaque folder and whiteout hide the lower layers' files in a rootless run as
+/// in root's: the rootless overlay (`userxattr`) reads only `user.overlay.*`, so unpacking marks
+/// opaque folders with `user.overlay.opaque` as well as `trusted.overlay.opaque`.
+#[test]
+fn rootless_runs_see_upper_layers_opaque_folders_and_whiteouts() {
+    let bin = binary();
+    let cg = delegate("opaque");
+    // Root's store: the test image, and an image built on it whose second step replaces /opt/d
+    // (an opaque folder in its layer) and deletes /opt/e/x (a whiteout).
+    let root_data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(root_data.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let corral_root = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(["env", "--data"])
+            .arg(root_data.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    corral_root(&[
+        "import",
+        common::image::debian_tar().to_str().unwrap(),
+        "--name",
+        common::image::NAME,
+    ]);
+    let file = root_data.path().join("build.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "from: {}\nname: course/opaque:1\nsteps:\n  - run: mkdir -p /opt/d /opt/e && touch /opt/d/a /opt/d/b /opt/e/x /opt/e/y\n  - run: rm -rf /opt/d && mkdir /opt/d && touch /opt/d/c && rm /opt/e/x\n",
+            common::image::NAME
+        ),
+    )
+    .unwrap();
+    let built: serde_json::Value =
+        serde_json::from_str(&corral_root(&["build", file.to_str().unwrap(), "--json"])).unwrap();
+    let top = built["steps"][1]["layer"].as_str().unwrap();
+    let layer = root_data
+        .path()
+        .join("images/layers/sha256")
+        .join(top.trim_start_matches("sha256:"));
+    assert_eq!(
+        xattr(&layer.join("opt/d"), "user.overlay.opaque").as_deref(),
+        Some(&b"y"[..]),
+        "the unpacked opaque folder has no user.overlay.opaque"
+    );
+    let script = "ls /opt/d; echo --; ls /opt/e";
+    let want = "c\n--\ny\n";
+    // Root's run (the trusted.* overlay).
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["run", "--json", "--image", "course/opaque:1", "--data"])
+        .arg(root_data.path())
+        .args(["--", "/bin/sh", "-c", script])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    assert_eq!(
+        (v["status"].as_str(), v["stdout"].as_str()),
+        (Some("ok"), Some(want)),
+        "{v}"
+    );
+    // The rootless run sees the same tree.
+    let mine = own_data_folder(&root_data.path().join("images"));
+    let data = mine.path().to_str().unwrap().to_string();
+    let out = as_nobody(
+        &bin.path,
+        Some(&cg),
+        &[
+            "run",
+            "--json",
+            "--image",
+            "course/opaque:1",
+            "--data",
+            &data,
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+        ],
+    );
+    let v = json(&out);
+    assert_eq!(
+        (v["status"].as_str(), v["stdout"].as_str()),
+        (Some("ok"), Some(want)),
+        "{v}"
     );
 }

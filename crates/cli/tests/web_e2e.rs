@@ -1,7 +1,8 @@
 //! The browser editor end to end: a real `corral serve` on loopback (this binary), and
 //! `web/tests/e2e.mjs` driving Debian's Chromium through Playwright against it — type a C program
 //! that reads a name, Run, answer the prompt, see the greeting; an infinite loop stopped by its
-//! limit; Ctrl-C; a Check with one failing check; restoring an older revision; tabs, themes, a
+//! limit; Ctrl-C; a Check with one failing check; a Check against a Gradescope autograder (its
+//! tests as rows: points, output, a hidden one); restoring an older revision; tabs, themes, a
 //! phone-sized screen, the staff page, 401/429/503 messages, keyboard use and labels.
 //!
 //! Needs `/usr/bin/chromium` (scripts/setup installs it) and Node.js with npm; installs the
@@ -59,6 +60,35 @@ checks:
       - stdin: {line: Grace Hopper, wait: true}
       - stdout: "hello, Grace Hopper"
       - exit: 0
+"#;
+
+/// A Gradescope autograder (run unmodified, on the host root) for the same program (its id and
+/// description do not contain `greet`, which the staff page test looks for):
+/// three tests, one failing with its output, one hidden.
+const GSHELLO_SUITE: &str = r#"name: gshello
+description: a Gradescope autograder for the hello program
+timeout: 30s
+checks:
+  - id: autograder
+    description: the course's Gradescope autograder
+    points: 4
+    gradescope:
+      autograder: autograder
+"#;
+
+const GSHELLO_RUN: &str = r#"#!/usr/bin/env bash
+# Compiles the editor's main.c, greets Ada with it, and writes Gradescope's results.json.
+results=/autograder/results/results.json
+build=$(mktemp -d)
+if ! cc -o "$build/greet" /autograder/submission/main.c 2> /dev/null; then
+    printf '{"score": 0, "output": "main.c does not compile", "tests": []}\n' > "$results"
+    exit 0
+fi
+out=$(printf 'Ada\n' | timeout 5 "$build/greet")
+if printf '%s' "$out" | grep -q 'hello, Ada'; then s1=2; o1="greeted Ada"; else s1=0; o1="did not greet Ada"; fi
+if printf '%s' "$out" | grep -q 'hello, Ada!'; then s2=1; o2="exclaimed"; else s2=0; o2="expected hello, Ada! but the greeting had no exclamation mark"; fi
+printf '{"tests": [{"number": "1", "name": "greets Ada", "score": %s, "max_score": 2, "output": "%s"}, {"number": "2", "name": "exclaims", "score": %s, "max_score": 1, "output": "%s"}, {"number": "3", "name": "secret test", "score": 1, "max_score": 1, "visibility": "hidden", "output": "staff only"}]}\n' \
+    "$s1" "$o1" "$s2" "$o2" > "$results"
 "#;
 
 fn repo() -> PathBuf {
@@ -120,6 +150,12 @@ fn the_editor_in_a_real_browser() {
     let suite = data.path().join("suites/greet");
     std::fs::create_dir_all(&suite).unwrap();
     std::fs::write(suite.join("suite.yaml"), GREET_SUITE).unwrap();
+    let gs = data.path().join("suites/gshello");
+    std::fs::create_dir_all(gs.join("autograder")).unwrap();
+    std::fs::write(gs.join("suite.yaml"), GSHELLO_SUITE).unwrap();
+    let run = gs.join("autograder/run_autograder");
+    std::fs::write(&run, GSHELLO_RUN).unwrap();
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     // Generous rate limits: the test is about the editor, not the limiter (the page's 429 message
     // is tested with a stubbed answer).
     let config = "[rate_limit.student]\nper_minute = 6000\nburst = 1000\n";
@@ -177,4 +213,5 @@ fn the_editor_in_a_real_browser() {
         .count();
     assert_eq!(passed, declared, "every browser test ran: {summary}");
     assert!(out.join("editor-run.png").is_file() && out.join("editor-check.png").is_file());
+    assert!(out.join("editor-check-gradescope.png").is_file());
 }

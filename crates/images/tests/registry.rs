@@ -32,6 +32,7 @@ fn insecure() -> PullOptions {
         insecure: true,
         auth_file: Some(PathBuf::from("/nonexistent")),
         progress: None,
+        insecure_registries: Vec::new(),
     }
 }
 
@@ -277,6 +278,7 @@ fn pulls_with_bearer_token_auth_and_credentials_from_a_config_file() {
         insecure: true,
         auth_file: Some(file.clone()),
         progress: None,
+        insecure_registries: Vec::new(),
     };
     assert!(pull(&store, &reference, &opts).is_err());
 

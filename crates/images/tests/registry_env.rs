@@ -24,6 +24,7 @@ fn credentials_from_the_environment_get_a_token() {
         insecure: true,
         auth_file: Some(tmp.path().join("none.json")),
         progress: None,
+        insecure_registries: Vec::new(),
     };
     let reference = format!("{}/env/img:v1", reg.addr);
     assert!(

@@ -2,13 +2,14 @@
 
 use std::path::Path;
 
-use corral_checks::{LanguageRegistry, Suite};
+use corral_checks::{CheckKind, LanguageRegistry, Suite};
 
 use crate::job::{suite_file, JobSpec};
 
 /// Every image reference the job runs in: the request's image, else its language's (runs); for
 /// suites, each check's image (its own, the request's over the suite's default, else its
-/// language's). Each once, in order. A suite that cannot be read names none here (judging it
+/// language's), and the images its graders name (a Gradescope autograder's `base`, a
+/// PrairieLearn grader's `image`). Each once, in order. A suite that cannot be read names none here (judging it
 /// reports why).
 pub fn images_needed(
     spec: &JobSpec,
@@ -50,6 +51,12 @@ pub fn images_needed(
             .map(str::to_string)
             .or_else(|| language_image(suite.language_of(check)));
         add(image.as_deref());
+        // A grader's own image: a Gradescope autograder's base, a PrairieLearn grader's image.
+        match &check.kind {
+            CheckKind::Gradescope(g) => add(g.base.as_deref()),
+            CheckKind::PrairieLearn(p) => add(p.image.as_deref()),
+            _ => {}
+        }
     }
     out
 }
@@ -104,6 +111,32 @@ mod tests {
         assert_eq!(
             images_needed(&s, &r, Some(dir.path())),
             ["course/other:1", "course/numpy:1"]
+        );
+    }
+
+    #[test]
+    fn suites_need_their_graders_images() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["autograder/run_autograder", "tests/grade.py"] {
+            let p = dir.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "#!/bin/sh\n").unwrap();
+        }
+        std::fs::write(
+            dir.path().join("suite.yaml"),
+            "name: x\nchecks:\n  - id: gs\n    gradescope: {autograder: autograder, base: course/ubuntu:22.04}\n  - id: pl\n    prairielearn: {tests: tests, entrypoint: python3 /grade/tests/grade.py, image: course/pl-python:1}\n",
+        )
+        .unwrap();
+        let r = LanguageRegistry::builtin();
+        let limits = serde_json::to_value(corral_sandbox::Limits::default()).unwrap();
+        let mut s = spec(serde_json::json!({"limits": limits}));
+        s.suite = Some(SuiteRef {
+            id: "x".into(),
+            upload: None,
+        });
+        assert_eq!(
+            images_needed(&s, &r, Some(dir.path())),
+            ["course/ubuntu:22.04", "course/pl-python:1"]
         );
     }
 }

@@ -111,6 +111,19 @@ pub struct Config {
     /// Where uploaded files are kept (content-addressed); default `DATA/blobs`. API nodes sharing
     /// a PostgreSQL database must share this folder too (a network filesystem).
     pub blobs_dir: Option<PathBuf>,
+    /// Container images (`[images]`).
+    pub images: ImagesConfig,
+}
+
+/// `[images]` in the configuration file: how `POST /images` (and `corral env pull --config`)
+/// reach registries.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImagesConfig {
+    /// Registries (`host[:port]`, as in image references) pulled from over plain HTTP: a
+    /// registry on the campus network without TLS. `CORRAL_INSECURE_REGISTRIES` (comma-separated)
+    /// adds to it.
+    pub insecure_registries: Vec<String>,
 }
 
 impl Default for Config {
@@ -139,6 +152,7 @@ impl Default for Config {
             submissions: Default::default(),
             judge0: Default::default(),
             blobs_dir: None,
+            images: ImagesConfig::default(),
         }
     }
 }
@@ -251,6 +265,18 @@ impl Config {
         }
         if self.sandbox_ttl.duration().is_zero() {
             return bad("sandbox_ttl must be more than 0");
+        }
+        for r in &self.images.insecure_registries {
+            let host = r.rsplit_once(':').map_or(r.as_str(), |(h, _)| h);
+            if host.is_empty()
+                || r.contains("://")
+                || r.contains('/')
+                || r.chars().any(char::is_whitespace)
+            {
+                return Err(ServerError::Config(format!(
+                    "images.insecure_registries: {r:?} is not a registry; write host[:port], as in image references (e.g. \"registry.lab:5000\")"
+                )));
+            }
         }
         Ok(())
     }

@@ -130,6 +130,8 @@ impl Modify for Security {
         images::pull,
         images::import,
         images::remove,
+        images::build,
+        images::build_status,
     ),
     components(schemas(
         ErrorBody, runs::RunRequest, RunResponse, Cmd, SandboxRef, LimitsDoc, LimitValue, uploads::UploadResponse,
@@ -141,6 +143,8 @@ impl Modify for Security {
         revisions::RevisionDoc, revisions::RevisionFileDoc,
         revisions::RevisionKindName,
         images::PullRequest, crate::service::images::ImageInfo, crate::service::images::Removed,
+        crate::service::image_builds::BuildJob, crate::service::image_builds::BuildStepInfo,
+        crate::service::image_builds::BuildStatus,
         corral_judge::ImageDoc,
     )),
     modifiers(&Security),
@@ -150,7 +154,7 @@ impl Modify for Security {
         (name = "admin", description = "Tokens"),
         (name = "meta", description = "Health, metrics, languages, this document"),
         (name = "editor", description = "The browser editor's revisions"),
-        (name = "images", description = "Container images requests may name (staff list them; admins pull, import, remove)"),
+        (name = "images", description = "Container images requests may name (staff list them; admins pull, import, build, remove)"),
     )
 )]
 pub struct ApiDoc;

@@ -33,6 +33,8 @@ pub struct AppState {
     pub languages: corral_checks::LanguageRegistry,
     /// The data folder's image store (`DATA/images`): the only images requests may name.
     pub images: corral_images::Store,
+    /// Image builds asked for over HTTP, one at a time.
+    pub image_builds: crate::service::image_builds::ImageBuilds,
     /// Temporary folders (materialised uploads) live here.
     pub tmp_dir: PathBuf,
     /// Fires once when the server starts shutting down.
@@ -81,6 +83,7 @@ impl AppState {
             revocations: Arc::default(),
             languages,
             images,
+            image_builds: Default::default(),
             tmp_dir,
             shutdown,
             queue: QueueHandle::new(&config)?,

@@ -562,6 +562,8 @@ async fn openapi_document_is_complete() {
         "/suites",
         "/images",
         "/images/import",
+        "/images/build",
+        "/images/builds/{id}",
         "/images/{reference}",
         "/worker/images/{reference}",
         "/worker/blobs/{digest}",
@@ -579,6 +581,7 @@ async fn openapi_document_is_complete() {
         "WsClientMessage",
         "ImageInfo",
         "ImageDoc",
+        "BuildJob",
     ] {
         assert!(
             doc["components"]["schemas"][schema].is_object(),

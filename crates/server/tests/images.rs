@@ -256,3 +256,82 @@ async fn students_may_name_only_images_the_server_has() {
     );
     s.stop().await;
 }
+
+/// `GET /worker/blobs/{digest}` serves byte ranges, so a worker whose download was cut off asks
+/// for the rest: `bytes=N-` and `bytes=N-M` give 206 with exactly those bytes and a
+/// `Content-Range`; a start past the end is a 416; other forms get the whole blob.
+#[tokio::test(flavor = "multi_thread")]
+async fn worker_blobs_serve_byte_ranges() {
+    let s = TestServer::start(|_| {}).await;
+    let (admin, worker) = (s.token(Role::Admin).await, s.token(Role::Worker).await);
+    let text: String = (0..5000).map(|i| format!("line {i}\n")).collect();
+    let (st, img) = import(&s, &admin, "course/ranges:1", rootfs_tar(&text)).await;
+    assert_eq!(st, StatusCode::CREATED, "{img}");
+    // The layer blob: the largest blob of the image's manifest.
+    let manifest_digest = img["digest"].as_str().unwrap();
+    let get = |digest: String, range: Option<&'static str>| {
+        let mut r = reqwest::Client::new()
+            .get(s.url(&format!("/worker/blobs/{digest}")))
+            .bearer_auth(&worker);
+        if let Some(v) = range {
+            r = r.header("range", v);
+        }
+        r.send()
+    };
+    let manifest: Value = get(manifest_digest.to_string(), None)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let layer = manifest["layers"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let whole = get(layer.clone(), None).await.unwrap();
+    assert_eq!(whole.status(), StatusCode::OK);
+    assert_eq!(whole.headers()["accept-ranges"], "bytes");
+    let whole = whole.bytes().await.unwrap().to_vec();
+    let len = whole.len();
+    assert!(len > 1000, "{len}");
+
+    let r = get(layer.clone(), Some("bytes=1000-")).await.unwrap();
+    assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT);
+    assert_eq!(
+        r.headers()["content-range"],
+        format!("bytes 1000-{}/{len}", len - 1).as_str()
+    );
+    assert_eq!(r.bytes().await.unwrap().to_vec(), whole[1000..]);
+    let r = get(layer.clone(), Some("bytes=10-19")).await.unwrap();
+    assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT);
+    assert_eq!(r.bytes().await.unwrap().to_vec(), whole[10..20]);
+    // An end past the blob's is cut at its end.
+    let r = get(layer.clone(), Some("bytes=5-99999999")).await.unwrap();
+    assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT);
+    assert_eq!(r.bytes().await.unwrap().to_vec(), whole[5..]);
+    let past = format!("bytes={len}-");
+    let r = reqwest::Client::new()
+        .get(s.url(&format!("/worker/blobs/{layer}")))
+        .bearer_auth(&worker)
+        .header("range", past)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::RANGE_NOT_SATISFIABLE);
+    assert_eq!(
+        r.headers()["content-range"],
+        format!("bytes */{len}").as_str()
+    );
+    for other in ["bytes=-100", "bytes=0-1,5-6", "bytes=9-3"] {
+        let r = reqwest::Client::new()
+            .get(s.url(&format!("/worker/blobs/{layer}")))
+            .bearer_auth(&worker)
+            .header("range", other)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{other}");
+        assert_eq!(r.bytes().await.unwrap().to_vec(), whole, "{other}");
+    }
+    s.stop().await;
+}

@@ -282,6 +282,23 @@ impl Bundle {
         Ok(Bundle { files, digest })
     }
 
+    /// This bundle with `path` (a top-level name) holding `bytes` instead (or added), executable;
+    /// the digest follows.
+    pub fn with_file(&self, path: &str, bytes: Vec<u8>) -> Result<Bundle, BundleError> {
+        let mut files: Vec<BundleFile> = self
+            .files
+            .iter()
+            .filter(|f| f.path != path)
+            .cloned()
+            .collect();
+        files.push(BundleFile {
+            path: path.to_string(),
+            bytes,
+            executable: true,
+        });
+        Bundle::from_files(files, path)
+    }
+
     pub fn get(&self, path: &str) -> Option<&BundleFile> {
         self.files.iter().find(|f| f.path == path)
     }

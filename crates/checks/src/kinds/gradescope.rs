@@ -26,7 +26,10 @@ use crate::shared::rows::row;
 use crate::shared::stage;
 use crate::suite::GradescopeCheck;
 
-/// `/autograder` and what Gradescope's harness puts in it.
+/// `/autograder` and what Gradescope's harness puts in it, plus what graders are known to create
+/// there (on Gradescope `/autograder` is writable; here it is a read-only folder of links):
+/// Otter-Grader's runner creates `/autograder/__init__.py` (a dangling link until then; opening
+/// it to write creates the file in the working directory).
 pub const LAYOUT: Layout = Layout {
     root: "/autograder",
     names: &[
@@ -35,6 +38,7 @@ pub const LAYOUT: Layout = Layout {
         "results",
         "submission_metadata.json",
         "run_autograder",
+        "__init__.py",
     ],
 };
 
@@ -97,12 +101,12 @@ fn environment(
     gc: &GradescopeCheck,
     base: &str,
 ) -> Result<grader_env::Environment, String> {
-    let store = cx.images.ok_or_else(|| {
-        format!("base image {base:?}: no image store was given (corral check --data DIR)")
-    })?;
-    let image = crate::image_root::resolve(store, base).map_err(|e| {
-        format!("base image {base:?}: {e} (add it with `corral env pull` or `corral env import`)")
-    })?;
+    let image = cx
+        .resolve_image(base)
+        .map_err(|e| format!("base image {base:?}: {e}"))?;
+    let store = cx
+        .images
+        .ok_or_else(|| "no image store was given (corral check --data DIR)".to_string())?;
     let cache = store
         .root()
         .parent()

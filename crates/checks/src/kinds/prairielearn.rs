@@ -99,15 +99,8 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
         None => Root::Host,
         Some(image) => {
             let resolved = cx
-                .images
-                .ok_or_else(|| {
-                    format!("image {image:?}: no image store was given (corral check --data DIR)")
-                })
-                .and_then(|store| {
-                    crate::image_root::resolve(store, image).map_err(|e| {
-                        format!("image {image:?}: {e} (add it with `corral env pull` or `corral env import`)")
-                    })
-                });
+                .resolve_image(image)
+                .map_err(|e| format!("image {image:?}: {e}"));
             match resolved {
                 Ok(r) => Root::Image(r),
                 Err(why) => return errored(parent, why),

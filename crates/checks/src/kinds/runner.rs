@@ -28,6 +28,20 @@ pub struct CheckContext<'a> {
     pub output: Option<&'a Path>,
     /// The image store, for kinds that name a base image (see [`crate::engine::GradeOptions`]).
     pub images: Option<&'a corral_images::Store>,
+    /// References pinned to digests (a queued job's): a grader's image resolves through them,
+    /// so every worker grades in the digest the server pinned.
+    pub pins: &'a std::collections::BTreeMap<String, String>,
+}
+
+impl CheckContext<'_> {
+    /// `reference` resolved in the image store, through the pins.
+    pub fn resolve_image(&self, reference: &str) -> Result<corral_sandbox::ImageRoot, String> {
+        let store = self
+            .images
+            .ok_or_else(|| "no image store was given (corral check --data DIR)".to_string())?;
+        crate::image_root::resolve(store, &crate::image_root::pinned(reference, self.pins))
+            .map_err(|e| format!("{e} (add it with `corral env pull` or `corral env import`)"))
+    }
 }
 
 impl CheckContext<'_> {

@@ -7,6 +7,7 @@
 //!   gradescope:
 //!     autograder: autograder.zip      # a Gradescope autograder: a zip or a folder
 //!     base: debian:bookworm           # optional: the image its setup.sh runs on, once
+//!     setup: setup-pypi.sh            # optional: used instead of the autograder's setup.sh
 //! - id: fib
 //!   points: 5                         # PrairieLearn's score (0-1) times this (default 1)
 //!   prairielearn:
@@ -32,6 +33,8 @@ pub(crate) struct RawGradescope {
     autograder: String,
     #[serde(default)]
     base: Option<String>,
+    #[serde(default)]
+    setup: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -102,6 +105,21 @@ fn read_bundle(dir: &Path, key: &str, rel: &str) -> Result<(Arc<Bundle>, Vec<Str
     Ok((Arc::new(bundle), files))
 }
 
+/// The largest `gradescope.setup` script read.
+const MAX_SETUP: u64 = 1 << 20;
+
+/// A regular file's bytes, at most `max` (never following a link at the end).
+fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    let md = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
+    if !md.is_file() {
+        return Err("not a regular file".into());
+    }
+    if md.len() > max {
+        return Err(format!("larger than {max} bytes"));
+    }
+    std::fs::read(path).map_err(|e| e.to_string())
+}
+
 fn image_name(key: &str, name: &Option<String>) -> Result<(), String> {
     match name {
         Some(n) if n.trim().is_empty() || n.chars().any(char::is_whitespace) => {
@@ -131,6 +149,25 @@ impl GradescopeCheck {
             ));
         }
         image_name("gradescope.base", &raw.base)?;
+        let (bundle, files) = match &raw.setup {
+            None => (bundle, files),
+            Some(_) if raw.base.is_none() => return Err(
+                "gradescope.setup: replaces setup.sh, which runs only on a `base` image: name one"
+                    .into(),
+            ),
+            Some(rel) => {
+                assignment_path(dir, "gradescope.setup", rel)?;
+                let path = dir.join(rel);
+                let bytes = read_capped(&path, MAX_SETUP)
+                    .map_err(|e| format!("gradescope.setup: {rel}: {e}"))?;
+                let bundle = bundle
+                    .with_file("setup.sh", bytes)
+                    .map_err(|e| format!("gradescope.setup: {e}"))?;
+                let mut files = files;
+                files.push(rel.clone());
+                (Arc::new(bundle), files)
+            }
+        };
         Ok(GradescopeCheck {
             autograder: raw.autograder,
             base: raw.base,

@@ -108,3 +108,19 @@ pub fn host() -> std::sync::Arc<corral_sandbox::Host> {
         .expect("a sandbox host (run as root)"),
     )
 }
+
+/// Imports the test root into the image store of `data` (a test's own data folder) as [`NAME`].
+pub fn import_into(data: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["env", "--data"])
+        .arg(data)
+        .args(["import", "--name", NAME])
+        .arg(debian_tar())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "importing the test image: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,8 +1,9 @@
 //! `corral env pull REF`: an image from an OCI distribution registry (OCI or Docker schema 2
 //! manifests, indexes and manifest lists — this host's platform is picked — gzip or zstd layers).
 //! Every blob is verified against its digest; a cut-off pull continues from its `.part` files.
-//! Plain HTTP only when asked (`insecure`) or when the registry is listed in
-//! `CORRAL_INSECURE_REGISTRIES` (comma-separated `host:port`).
+//! Plain HTTP only when asked (`insecure`) or when the registry is listed as insecure (the
+//! server configuration's `[images] insecure_registries`, or `CORRAL_INSECURE_REGISTRIES`,
+//! comma-separated `host:port`).
 
 pub mod auth;
 mod client;
@@ -24,6 +25,9 @@ pub type Progress = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 #[derive(Clone, Default)]
 pub struct PullOptions {
     pub insecure: bool,
+    /// Registries (`host[:port]`) reached over plain HTTP without `insecure` (the configuration's
+    /// list; `CORRAL_INSECURE_REGISTRIES` adds to it).
+    pub insecure_registries: Vec<String>,
     /// A Docker `config.json`-format credentials file (see [`auth`]).
     pub auth_file: Option<PathBuf>,
     pub progress: Option<Progress>,
@@ -33,6 +37,7 @@ impl std::fmt::Debug for PullOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PullOptions")
             .field("insecure", &self.insecure)
+            .field("insecure_registries", &self.insecure_registries)
             .field("auth_file", &self.auth_file)
             .field("progress", &self.progress.is_some())
             .finish()
@@ -65,16 +70,21 @@ impl BlobSource for Remote<'_> {
 }
 
 /// Whether plain HTTP is allowed for `registry`.
-fn insecure(registry: &str, flag: bool) -> bool {
-    flag || std::env::var("CORRAL_INSECURE_REGISTRIES")
-        .is_ok_and(|l| l.split(',').any(|r| r.trim() == registry))
+fn insecure(registry: &str, opts: &PullOptions) -> bool {
+    opts.insecure
+        || opts
+            .insecure_registries
+            .iter()
+            .any(|r| r.trim() == registry)
+        || std::env::var("CORRAL_INSECURE_REGISTRIES")
+            .is_ok_and(|l| l.split(',').any(|r| r.trim() == registry))
 }
 
 pub fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<ImageRecord, Error> {
     let remote = RemoteRef::parse(reference)?;
     let file = auth::auth_file(opts.auth_file.as_deref());
     let creds = auth::credentials(&remote.registry, file.as_deref())?;
-    let mut registry = Registry::new(&remote, insecure(&remote.registry, opts.insecure), creds)?;
+    let mut registry = Registry::new(&remote, insecure(&remote.registry, opts), creds)?;
     let _writer = store.writer_lock()?;
     let (mut body, mut digest) = registry.manifest(&remote.reference())?;
     let mut index: Option<Digest> = None;

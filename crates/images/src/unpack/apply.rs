@@ -331,21 +331,33 @@ impl Tree {
             .map_err(|e| format!("cannot create whiteout: {e}"))
     }
 
-    /// `.wh..wh..opq`: overlayfs's opaque folder, the `trusted.overlay.opaque=y` xattr.
+    /// `.wh..wh..opq`: overlayfs's opaque folder, marked for both kinds of mount: the
+    /// `trusted.overlay.opaque=y` xattr (root's overlay) and `user.overlay.opaque=y` (the
+    /// `userxattr` overlay of a rootless sandbox, which reads only `user.*`: without it the
+    /// folder would show the lower layers' files there). One of them is enough to unpack: an
+    /// unprivileged store cannot write `trusted.*`, and a filesystem may lack user xattrs.
     pub fn opaque(&mut self, parent_comps: &[&[u8]]) -> Result<(), Refusal> {
         let dir = self.dir(parent_comps)?;
-        let name = c"trusted.overlay.opaque";
-        // SAFETY: `dir` is an open descriptor; name is a NUL-terminated string and the value a
-        // valid 1-byte buffer whose length is passed.
-        let rc =
-            unsafe { libc::fsetxattr(dir.as_raw_fd(), name.as_ptr(), b"y".as_ptr().cast(), 1, 0) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(format!(
-                "cannot mark the folder opaque (trusted.overlay.opaque needs root and a filesystem with trusted xattrs): {}",
-                io::Error::last_os_error()
-            ))
+        let set = |name: &std::ffi::CStr| {
+            // SAFETY: `dir` is an open descriptor; name is a NUL-terminated string and the value
+            // a valid 1-byte buffer whose length is passed.
+            let rc = unsafe {
+                libc::fsetxattr(dir.as_raw_fd(), name.as_ptr(), b"y".as_ptr().cast(), 1, 0)
+            };
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        };
+        match (
+            set(c"trusted.overlay.opaque"),
+            set(c"user.overlay.opaque"),
+        ) {
+            (Err(t), Err(u)) => Err(format!(
+                "cannot mark the folder opaque (trusted.overlay.opaque: {t}; user.overlay.opaque: {u}; use a filesystem with extended attributes such as ext4, xfs or btrfs)"
+            )),
+            _ => Ok(()),
         }
     }
 }

@@ -11,8 +11,10 @@
 //!   file capabilities (`security.capability`) never reach the disk.
 //! - Whiteouts are stored in overlayfs's own format, so the layers stack as `lowerdir=` with no
 //!   conversion at run time: `.wh.NAME` becomes a 0/0 character device `NAME`, and
-//!   `.wh..wh..opq` sets `trusted.overlay.opaque=y` on its folder (this needs root, which corral's
-//!   sandbox setup has anyway, and a filesystem with trusted xattrs: ext4, xfs, btrfs, tmpfs).
+//!   `.wh..wh..opq` sets `trusted.overlay.opaque=y` on its folder (root's overlay) and
+//!   `user.overlay.opaque=y` (the `userxattr` overlay of rootless sandboxes reads only `user.*`);
+//!   one of the two must succeed (`trusted.*` needs root, `user.*` a filesystem with user
+//!   xattrs: ext4, xfs, btrfs, tmpfs since Linux 6.6).
 //!   Other `.wh..wh.*` names (aufs bookkeeping) are skipped.
 //! - Caps: total unpacked bytes, entries (inodes), bytes of all paths, extended-header size (checked before anything
 //!   is allocated), decompressed stream size and decompression ratio.

@@ -39,9 +39,10 @@ pub(crate) fn kernel_abi() -> i32 {
 /// Applying it to each program is then a single syscall ([`apply`]).
 ///
 /// On the host root the system folders are readable; in an image root every top-level entry of
-/// the image is (its programs may live anywhere: `/opt`, `/app`, `/usr/local`) — or, in build
-/// mode, writable, since the build changes the image. `/proc` and `/dev` keep their narrow rules
-/// in every root; the scratch mounts and writable binds are writable in every root.
+/// the image is (its programs may live anywhere: `/opt`, `/app`, `/usr/local`); in build mode
+/// the whole root is writable, since the build changes the image (new top-level folders too;
+/// what `/proc` and `/dev` allow is then up to their mounts). Elsewhere `/proc` and `/dev` keep
+/// their narrow rules; the scratch mounts and writable binds are writable in every root.
 pub(crate) fn prepare(setup: &Setup) -> Result<Option<RulesetCreated>, SetupError> {
     if kernel_abi() <= 0 {
         return Ok(None);
@@ -50,10 +51,15 @@ pub(crate) fn prepare(setup: &Setup) -> Result<Option<RulesetCreated>, SetupErro
     let read = AccessFs::from_read(TARGET);
     let dev_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev;
     let mut rules: Vec<(String, landlock::BitFlags<AccessFs>)> = Vec::new();
-    if setup.image_root() {
-        let access = if setup.build_ids.is_some() { all } else { read };
+    let build = setup.image_root() && setup.build_ids.is_some();
+    if build {
+        // A build may change anything in the image, new top-level folders included (`mkdir
+        // /app`): that needs rights on `/` itself, which reach beneath every entry — `/proc` and
+        // `/dev` too, so device ioctls stay granted only on the devices below.
+        rules.push(("/".into(), all & !AccessFs::IoctlDev));
+    } else if setup.image_root() {
         for name in image_top_level()? {
-            rules.push((format!("/{name}"), access));
+            rules.push((format!("/{name}"), read));
         }
     } else {
         for p in [

@@ -16,6 +16,7 @@ use utoipa::ToSchema;
 use super::json::ApiJson;
 use crate::error::{ApiError, ErrorBody};
 use crate::service::caller::Caller;
+use crate::service::image_builds::{self, BuildJob};
 use crate::service::images::{self, ImageInfo, Removed};
 use crate::state::SharedState;
 
@@ -27,6 +28,8 @@ pub fn routes() -> Router<SharedState> {
             "/images/import",
             post(import).layer(axum::extract::DefaultBodyLimit::disable()),
         )
+        .route("/images/build", post(build))
+        .route("/images/builds/{id}", get(build_status))
         .route("/images/{*reference}", axum::routing::delete(remove))
 }
 
@@ -162,6 +165,118 @@ pub async fn import(
     drop(dir);
     tracing::info!(caller = %caller.id, digest = %info.digest, bytes = total, "image imported");
     Ok((StatusCode::CREATED, Json(info)))
+}
+
+/// The largest build file `POST /images/build` reads (a build file is a few lines).
+pub const MAX_BUILD_FILE: usize = 256 * 1024;
+
+/// `POST /images/build?name=`.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct BuildQuery {
+    /// The image's name (`NAME[:TAG]`) [default: the file's `name`, else none: its digest names it].
+    #[param(example = "course/python-numpy:1", max_length = 255)]
+    pub name: Option<String>,
+}
+
+/// Build an image from a build file (admin).
+///
+/// The body is the build file of `corral env build` (`schemas/build.schema.json`): YAML
+/// (`application/yaml`, `text/yaml`, `text/plain`) or JSON (`application/json`), at most 256 KiB,
+/// without `copy` steps (no files are sent). It is checked at once (a 422 names the line, a
+/// missing base, a bad name); the build then runs in the background, in build sandboxes (root of
+/// their own user namespace, with network), one build at a time. Poll
+/// `GET /images/builds/{id}` for its progress; the image is named only when every step succeeded,
+/// and unchanged steps come from the step cache.
+#[utoipa::path(
+    post, path = "/images/build", tag = "images",
+    params(BuildQuery),
+    request_body(content = String, content_type = "application/yaml",
+        description = "The build file (YAML or JSON)",
+        example = "from: debian:bookworm-minbase\nsteps:\n  - run: apt-get update && apt-get install -y python3-numpy\n"),
+    responses(
+        (status = 202, description = "Queued: poll GET /images/builds/{id}", body = BuildJob,
+            links(("BuildStatus" = (operation_id = "build_status", description = "The build's progress",
+                parameters(("id" = "$response.body#/id")))))),
+        (status = 403, description = "Not an admin", body = ErrorBody),
+        (status = 413, description = "Larger than 256 KiB", body = ErrorBody),
+        (status = 415, description = "Neither YAML nor JSON", body = ErrorBody),
+        (status = 422, description = "The file does not parse or names a missing base, a bad name or a copy step", body = ErrorBody),
+        (status = 503, description = "Too many builds waiting or running", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn build(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    query: Result<Query<BuildQuery>, axum::extract::rejection::QueryRejection>,
+    headers: axum::http::HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<BuildJob>), ApiError> {
+    caller.require_admin()?;
+    let Query(query) = query.map_err(|e| ApiError::unprocessable(e.body_text()))?;
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    let json = match content_type.as_str() {
+        "application/json" => true,
+        "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" | "text/plain" => {
+            false
+        }
+        other => {
+            return Err(ApiError::new(
+                crate::error::ErrorKind::UnsupportedMediaType,
+                "unsupported_media_type",
+                format!("content type {other:?}: send the build file as application/yaml or application/json"),
+            ))
+        }
+    };
+    let bytes = axum::body::to_bytes(body, MAX_BUILD_FILE)
+        .await
+        .map_err(|_| {
+            ApiError::too_large(format!(
+                "the build file is larger than {MAX_BUILD_FILE} bytes"
+            ))
+        })?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|e| ApiError::unprocessable(format!("the build file is not UTF-8: {e}")))?;
+    let job = image_builds::start(
+        &st.image_builds,
+        &st.images,
+        st.pool.host(),
+        text,
+        json,
+        query.name,
+    )?;
+    tracing::info!(caller = %caller.id, build = %job.id, from = %job.from, "image build queued");
+    Ok((StatusCode::ACCEPTED, Json(job)))
+}
+
+/// An image build's progress and result (admin).
+#[utoipa::path(
+    get, path = "/images/builds/{id}", tag = "images",
+    params(("id" = String, Path, description = "The id `POST /images/build` returned", example = "3f1c9a0b7d2e4f6a8b0c1d2e3f4a5b6c")),
+    responses(
+        (status = 200, description = "The build: queued, running (current step, output so far), succeeded (image) or failed (error)", body = BuildJob),
+        (status = 403, description = "Not an admin", body = ErrorBody),
+        (status = 404, description = "No such build (unknown, or forgotten: the server restarted)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn build_status(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<BuildJob>, ApiError> {
+    caller.require_admin()?;
+    st.image_builds
+        .get(&id)
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("no image build {id:?}")))
 }
 
 /// Remove an image name, or an image by digest (admin).

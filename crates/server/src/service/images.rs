@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use corral_checks::image_root;
 
+pub use super::image_info::ImageInfo;
 use crate::error::ApiError;
 use crate::state::SharedState;
 
@@ -60,36 +61,6 @@ pub async fn root(st: &SharedState, reference: String) -> Result<corral_sandbox:
     .await
 }
 
-/// One image as `GET /images` lists it.
-#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"names": ["python:3.12-slim"], "digest": "sha256:4c3f0ef8d6e9b1a2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a", "size": 41234567, "created": "2024-10-01T12:00:00Z", "platform": "linux/amd64", "source": "pull python:3.12-slim"}))]
-pub struct ImageInfo {
-    /// Every name pointing at it (none: reachable by digest only).
-    pub names: Vec<String>,
-    /// The image manifest's digest: what results record.
-    pub digest: String,
-    /// Bytes of its blobs.
-    pub size: u64,
-    /// The configuration's `created`, when it has one.
-    pub created: Option<String>,
-    pub platform: String,
-    /// Where it came from (`pull REF`, `import FILE`).
-    pub source: String,
-}
-
-impl ImageInfo {
-    fn of(names: Vec<String>, r: corral_images::ImageRecord) -> ImageInfo {
-        ImageInfo {
-            names,
-            digest: r.digest.to_string(),
-            size: r.size,
-            created: r.created,
-            platform: r.platform,
-            source: r.source,
-        }
-    }
-}
-
 fn store_error(e: corral_images::Error) -> ApiError {
     use corral_images::Error as E;
     match e {
@@ -118,13 +89,17 @@ pub async fn list(st: &SharedState) -> Result<Vec<ImageInfo>, ApiError> {
     .await
 }
 
-/// Pulls `reference` from its registry into the store (credentials and insecure registries as
-/// `corral env pull`: the server's environment and auth file, never the request).
+/// Pulls `reference` from its registry into the store (credentials as `corral env pull`: the
+/// server's environment and auth file, never the request; plain HTTP only to the configuration's
+/// `[images] insecure_registries` and `CORRAL_INSECURE_REGISTRIES`).
 pub async fn pull(st: &SharedState, reference: String) -> Result<ImageInfo, ApiError> {
     let st = st.clone();
     blocking(move || {
-        let rec = corral_images::pull(&st.images, &reference, &Default::default())
-            .map_err(store_error)?;
+        let opts = corral_images::PullOptions {
+            insecure_registries: st.config.images.insecure_registries.clone(),
+            ..Default::default()
+        };
+        let rec = corral_images::pull(&st.images, &reference, &opts).map_err(store_error)?;
         let names = st.images.names_of(&rec.digest).map_err(store_error)?;
         Ok(ImageInfo::of(names, rec))
     })

@@ -9,6 +9,8 @@
 //! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry.
 //! - [`suites`], [`checks`]: check suites and grading an upload with one.
 //! - [`images`]: the container images requests may name, and staff's image operations.
+//! - [`image_builds`]: admins' image builds (`POST /images/build`) as background jobs.
+//! - [`image_info`]: how one image is described.
 //! - [`tokens`]: API tokens.
 //! - [`revocations`]: revoked tokens reaching open connections (WebSockets, long-polls).
 //! - [`revisions`]: the browser editor's history.
@@ -18,6 +20,8 @@
 pub mod caller;
 pub mod checks;
 pub mod housekeeping;
+pub mod image_builds;
+pub mod image_info;
 pub mod images;
 pub mod kept_sandboxes;
 pub mod revisions;
