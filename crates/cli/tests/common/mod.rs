@@ -189,11 +189,24 @@ pub fn corral_cmd() -> Command {
     c
 }
 
-/// The runtime the suites run under (`CORRAL_TEST_RUNTIME`), when not the native default.
+/// The runtime the suites run under, when not the native default: `gvisor` for a test binary
+/// whose name ends in `_gvisor` (`containment_gvisor`, `correctness_gvisor`), else
+/// `CORRAL_TEST_RUNTIME`.
 pub fn test_runtime() -> Option<String> {
+    if binary_name_ends_with("_gvisor") {
+        return Some("gvisor".into());
+    }
     std::env::var("CORRAL_TEST_RUNTIME")
         .ok()
         .filter(|r| !r.is_empty() && r != "native")
+}
+
+/// Whether this test binary's name (cargo names them NAME-HASH) ends in `suffix`.
+pub fn binary_name_ends_with(suffix: &str) -> bool {
+    let exe = std::env::current_exe().unwrap();
+    let name = exe.file_name().unwrap().to_string_lossy().into_owned();
+    name.rsplit_once('-')
+        .is_some_and(|(stem, _)| stem.ends_with(suffix))
 }
 
 /// Whether this test binary runs its programs under gVisor.

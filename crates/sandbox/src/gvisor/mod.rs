@@ -14,8 +14,8 @@
 //!   work); processes inside, with gVisor's own pids cgroup (its host threads are not the
 //!   program's processes); the host cgroup's pids limit is only a backstop.
 //! - **Seccomp**: gVisor (2022) has no seccomp user notification, so the filter's "kill and
-//!   report" action becomes `SECCOMP_RET_TRAP` ([`trapping_filter`]): the call still never runs,
-//!   the caller dies of SIGSYS, and init reports it as a blocked call without a name.
+//!   report" action becomes `SECCOMP_RET_TRACE` ([`traced_filter`]) and PID 1 traces the run's
+//!   processes: the call stops before it runs, PID 1 names it and kills the run, as natively.
 //! - **Landlock** does not exist in gVisor (ENOSYS). Its job — a second wall around files — is
 //!   done by what gVisor's file server can reach at all: only the bundle's binds.
 
@@ -251,21 +251,24 @@ pub(crate) fn sweep_stale(runsc: Option<&Path>) {
 }
 
 /// The seccomp program with every "notify the supervisor" return turned into
-/// `SECCOMP_RET_TRAP`: gVisor's kernel refuses `SECCOMP_FILTER_FLAG_NEW_LISTENER`, and a filter
-/// that notifies without a listener would only fail the call with ENOSYS, unreported. A trapped
-/// call does not run either; its caller gets SIGSYS.
-pub(crate) fn trapping_filter(
+/// `SECCOMP_RET_TRACE`: gVisor's kernel (2022) refuses `SECCOMP_FILTER_FLAG_NEW_LISTENER`, and a
+/// filter that notifies without a listener would only fail the call with ENOSYS, unreported.
+/// PID 1 traces every process of a run (`inside::tracer`) and gets a ptrace stop before the call
+/// runs: it names the call, as natively, and kills the run. Unlike `SECCOMP_RET_TRAP` (a SIGSYS
+/// the program could catch or block), the stop cannot be avoided from inside; with no tracer
+/// attached the call fails with ENOSYS and never runs.
+pub(crate) fn traced_filter(
     filter: &corral_seccomp::CompiledFilter,
 ) -> Result<corral_seccomp::CompiledFilter, SandboxError> {
     const BPF_RET_K: u16 = 0x06;
     const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
-    const SECCOMP_RET_TRAP: u32 = 0x0003_0000;
+    const SECCOMP_RET_TRACE: u32 = 0x7ff0_0000;
     let mut bytes = filter.as_bytes().to_vec();
     for insn in bytes.chunks_exact_mut(corral_seccomp::INSN_SIZE) {
         let code = u16::from_ne_bytes([insn[0], insn[1]]);
         let k = u32::from_ne_bytes([insn[4], insn[5], insn[6], insn[7]]);
         if code == BPF_RET_K && k == SECCOMP_RET_USER_NOTIF {
-            insn[4..8].copy_from_slice(&SECCOMP_RET_TRAP.to_ne_bytes());
+            insn[4..8].copy_from_slice(&SECCOMP_RET_TRACE.to_ne_bytes());
         }
     }
     Ok(corral_seccomp::CompiledFilter::from_bytes(bytes)?)
@@ -275,13 +278,13 @@ pub(crate) fn trapping_filter(
 mod tests {
     use super::*;
 
-    /// Every syscall the default profile reports is trapped instead, and nothing else changes.
+    /// Every syscall the default profile reports is traced instead, and nothing else changes.
     #[test]
-    fn the_trapping_filter_traps_exactly_what_the_default_filter_reports() {
+    fn the_traced_filter_traces_exactly_what_the_default_filter_reports() {
         let native =
             corral_seccomp::CompiledFilter::compile(&corral_seccomp::Profile::default_profile())
                 .unwrap();
-        let gvisor = trapping_filter(&native).unwrap();
+        let gvisor = traced_filter(&native).unwrap();
         assert_eq!(native.as_bytes().len(), gvisor.as_bytes().len());
         let arch = corral_seccomp::AUDIT_ARCH_NATIVE;
         let mut reported = 0;
@@ -290,7 +293,7 @@ mod tests {
             let g = gvisor.evaluate(arch, nr, [0; 6]);
             if n == corral_seccomp::Verdict::Notify {
                 reported += 1;
-                assert_eq!(g, corral_seccomp::Verdict::Trap, "syscall {nr}");
+                assert_eq!(g, corral_seccomp::Verdict::Trace, "syscall {nr}");
             } else {
                 assert_eq!(n, g, "syscall {nr}");
             }
