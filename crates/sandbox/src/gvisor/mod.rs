@@ -257,12 +257,15 @@ pub(crate) fn sweep_stale(runsc: Option<&Path>) {
 /// runs: it names the call, as natively, and kills the run. Unlike `SECCOMP_RET_TRAP` (a SIGSYS
 /// the program could catch or block), the stop cannot be avoided from inside; with no tracer
 /// attached the call fails with ENOSYS and never runs.
+///
+/// Where the filter allows `statx`, a prefix also stops a `statx` with `AT_NO_AUTOMOUNT` for PID 1
+/// to repair (see `inside::tracer::STATX_NO_AUTOMOUNT`). The prefix's jumps stay inside it and
+/// the filter's are relative, so the filter is unchanged behind it.
 pub(crate) fn traced_filter(
     filter: &corral_seccomp::CompiledFilter,
 ) -> Result<corral_seccomp::CompiledFilter, SandboxError> {
     const BPF_RET_K: u16 = 0x06;
     const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
-    const SECCOMP_RET_TRACE: u32 = 0x7ff0_0000;
     let mut bytes = filter.as_bytes().to_vec();
     for insn in bytes.chunks_exact_mut(corral_seccomp::INSN_SIZE) {
         let code = u16::from_ne_bytes([insn[0], insn[1]]);
@@ -271,7 +274,55 @@ pub(crate) fn traced_filter(
             insn[4..8].copy_from_slice(&SECCOMP_RET_TRACE.to_ne_bytes());
         }
     }
+    let statx = |flags: u64| {
+        let args = [0, 0, flags, u64::from(libc::STATX_BASIC_STATS), 0, 0];
+        let nr = libc::SYS_statx as i32;
+        filter.evaluate(corral_seccomp::AUDIT_ARCH_NATIVE, nr, args)
+    };
+    let no_automount = libc::AT_NO_AUTOMOUNT as u64;
+    if statx(0) == corral_seccomp::Verdict::Allow
+        && statx(no_automount) == corral_seccomp::Verdict::Allow
+    {
+        bytes.splice(0..0, statx_repair_prefix());
+    }
     Ok(corral_seccomp::CompiledFilter::from_bytes(bytes)?)
+}
+
+const SECCOMP_RET_TRACE: u32 = 0x7ff0_0000;
+
+/// `statx` (native ABI) with `AT_NO_AUTOMOUNT` in its flags stops for PID 1's repair; anything
+/// else falls through to the filter that follows.
+fn statx_repair_prefix() -> Vec<u8> {
+    const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+    const RET_K: u16 = 0x06;
+    // seccomp_data: nr at 0, arch at 4, args at 16 + 8 i (the low half first: little-endian).
+    const FLAGS_LOW: u32 = 16 + 8 * 2;
+    let prefix: [(u16, u8, u8, u32); 7] = [
+        (LD_ABS, 0, 0, 4),
+        (JEQ_K, 0, 5, corral_seccomp::AUDIT_ARCH_NATIVE),
+        (LD_ABS, 0, 0, 0),
+        (JEQ_K, 0, 3, libc::SYS_statx as u32),
+        (LD_ABS, 0, 0, FLAGS_LOW),
+        (JSET_K, 0, 1, libc::AT_NO_AUTOMOUNT as u32),
+        (
+            RET_K,
+            0,
+            0,
+            SECCOMP_RET_TRACE | u32::from(crate::inside::tracer::STATX_NO_AUTOMOUNT),
+        ),
+    ];
+    prefix
+        .iter()
+        .flat_map(|&(code, jt, jf, k)| {
+            let mut b = Vec::with_capacity(corral_seccomp::INSN_SIZE);
+            b.extend_from_slice(&code.to_ne_bytes());
+            b.extend_from_slice(&[jt, jf]);
+            b.extend_from_slice(&k.to_ne_bytes());
+            b
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -285,7 +336,10 @@ mod tests {
             corral_seccomp::CompiledFilter::compile(&corral_seccomp::Profile::default_profile())
                 .unwrap();
         let gvisor = traced_filter(&native).unwrap();
-        assert_eq!(native.as_bytes().len(), gvisor.as_bytes().len());
+        assert_eq!(
+            native.as_bytes().len() + 7 * corral_seccomp::INSN_SIZE,
+            gvisor.as_bytes().len()
+        );
         let arch = corral_seccomp::AUDIT_ARCH_NATIVE;
         let mut reported = 0;
         for nr in 0..450 {
@@ -301,6 +355,18 @@ mod tests {
         assert!(
             reported > 10,
             "the default profile reports {reported} syscalls"
+        );
+        // The one addition: a statx with AT_NO_AUTOMOUNT stops for PID 1's repair.
+        let statx = |f: &corral_seccomp::CompiledFilter, flags: i32| {
+            let args = [0, 0, flags as u64, 0x7ff, 0, 0];
+            f.evaluate(arch, libc::SYS_statx as i32, args)
+        };
+        let repaired = libc::AT_NO_AUTOMOUNT | libc::AT_SYMLINK_NOFOLLOW;
+        assert_eq!(statx(&native, repaired), corral_seccomp::Verdict::Allow);
+        assert_eq!(statx(&gvisor, repaired), corral_seccomp::Verdict::Trace);
+        assert_eq!(
+            statx(&gvisor, libc::AT_SYMLINK_NOFOLLOW),
+            corral_seccomp::Verdict::Allow
         );
     }
 }

@@ -18,7 +18,7 @@
 
 mod child;
 pub(crate) mod error;
-mod gvisor;
+pub(crate) mod gvisor;
 mod idmap;
 pub(crate) mod image_root;
 pub(crate) mod init;
@@ -30,4 +30,4 @@ pub(crate) mod pty;
 pub(crate) mod rootfs;
 mod stdin_probe;
 mod syscalls;
-mod tracer;
+pub(crate) mod tracer;

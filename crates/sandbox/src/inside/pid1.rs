@@ -358,7 +358,7 @@ impl Running {
                         self.kill_all();
                     }
                     Stop::PassedThrough => {}
-                    Stop::NotAStop => self.record(s),
+                    Stop::Ended => self.record(s),
                 },
                 Ok(s) => self.record(s),
                 Err(nix::errno::Errno::EINTR) => continue,
@@ -376,6 +376,17 @@ impl Running {
             let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
             loop {
                 match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::__WALL)) {
+                    // Under gVisor a traced process reports its stops here. One that stops after
+                    // the kill was born of a fork the kill raced (gVisor finishes such a fork):
+                    // it is killed in its stop, or this wait would never end.
+                    Ok(
+                        s @ (WaitStatus::Stopped(pid, _)
+                        | WaitStatus::PtraceEvent(pid, ..)
+                        | WaitStatus::PtraceSyscall(pid)),
+                    ) => {
+                        let _ = kill(pid, Signal::SIGKILL);
+                        self.record(s);
+                    }
                     Ok(s) => self.record(s),
                     Err(nix::errno::Errno::EINTR) => continue,
                     Err(_) => break,
@@ -567,7 +578,7 @@ fn pre_exec_stops(
                 }
             }
             Stop::PassedThrough => {}
-            Stop::NotAStop => ended.push(status),
+            Stop::Ended => ended.push(status),
         }
     }
 }

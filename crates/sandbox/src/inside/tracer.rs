@@ -6,12 +6,20 @@
 //! blocked calls), and its children are traced from their first instruction (the fork, vfork and
 //! clone options). Every other stop is passed through unchanged: a signal is delivered, a stop by
 //! SIGSTOP stays a stop that SIGCONT ends (`PTRACE_LISTEN`).
+//!
+//! One stop is a repair, not a report ([`STATX_NO_AUTOMOUNT`]): gVisor (2022) fails `statx` with
+//! `AT_NO_AUTOMOUNT` (EINVAL), which coreutils always passes — `ls DIR` and `stat` fail. PID 1
+//! clears the flag (it means nothing where nothing automounts) and lets the call run.
 
 use nix::errno::Errno;
 use nix::sys::ptrace::{self, Options};
 use nix::sys::signal::Signal;
 use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
+
+/// The `SECCOMP_RET_DATA` of a traced stop that is a `statx` with `AT_NO_AUTOMOUNT` to repair
+/// (0 is a blocked call).
+pub(crate) const STATX_NO_AUTOMOUNT: u16 = 1;
 
 /// Traces `child` (a fresh fork of PID 1 that waits for this before it does anything).
 pub(crate) fn seize(child: Pid) -> Result<(), Errno> {
@@ -28,8 +36,8 @@ pub(crate) fn seize(child: Pid) -> Result<(), Errno> {
 /// What a wait status of a traced process was.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Stop {
-    /// Not a stop (an exit, a death): the caller records it as without tracing.
-    NotAStop,
+    /// Not a stop but an end (an exit, a death): the caller records it as without tracing.
+    Ended,
     /// `pid` stopped before a call the filter reports: the call's number. It stays stopped: the
     /// caller kills it or, for the program's own exec, resumes it ([`resume`]).
     Seccomp { pid: Pid, nr: i64 },
@@ -40,6 +48,15 @@ pub(crate) enum Stop {
 /// Deals with one wait status of a traced process.
 pub(crate) fn on_status(status: WaitStatus) -> Stop {
     match status {
+        WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_SECCOMP)
+            if ptrace::getevent(pid) == Ok(STATX_NO_AUTOMOUNT.into()) =>
+        {
+            // A process killed meanwhile has no registers: it dies in its stop, as it should.
+            if clear_no_automount(pid).is_ok() {
+                resume(pid, None);
+            }
+            Stop::PassedThrough
+        }
         WaitStatus::PtraceEvent(pid, _, libc::PTRACE_EVENT_SECCOMP) => Stop::Seccomp {
             pid,
             // A process killed meanwhile has no registers to read: -1 names no call.
@@ -64,7 +81,7 @@ pub(crate) fn on_status(status: WaitStatus) -> Stop {
             resume(pid, Some(sig));
             Stop::PassedThrough
         }
-        _ => Stop::NotAStop,
+        _ => Stop::Ended,
     }
 }
 
@@ -84,6 +101,20 @@ fn listen(pid: Pid) {
             std::ptr::null_mut::<libc::c_void>(),
         )
     };
+}
+
+/// Clears `AT_NO_AUTOMOUNT` from the flags (third argument) of the `statx` `pid` is stopped in.
+fn clear_no_automount(pid: Pid) -> Result<(), Errno> {
+    let mut regs = ptrace::getregs(pid)?;
+    #[cfg(target_arch = "x86_64")]
+    {
+        regs.rdx &= !(libc::AT_NO_AUTOMOUNT as u64);
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        regs.regs[2] &= !(libc::AT_NO_AUTOMOUNT as u64);
+    }
+    ptrace::setregs(pid, regs)
 }
 
 /// The number of the call `pid` is stopped in.
