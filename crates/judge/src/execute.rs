@@ -93,6 +93,7 @@ pub fn execute(
     let shape = SandboxConfig {
         root: root.clone(),
         network: spec.network,
+        runtime: spec.runtime.unwrap_or_default(),
         ..SandboxConfig::offline(mounts.clone(), disk.bytes())
     };
     let mut lease = match pool.lease(&shape) {
@@ -112,6 +113,7 @@ pub fn execute(
         r.limits.disk = Size(shape.disk_bytes);
         r.root = root.clone();
         r.network = shape.network;
+        r.runtime = shape.runtime;
         r
     };
     if let Some(argv) = compile_argv {

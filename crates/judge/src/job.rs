@@ -89,6 +89,10 @@ pub struct JobSpec {
     /// The run shares the host's network (Judge0's `enable_network`, when the operator allows it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub network: bool,
+    /// The kernel every run of the job gets (resolved by the server's policy when submitted);
+    /// none: native (jobs queued before runtimes existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<corral_sandbox::Runtime>,
 }
 
 fn one() -> u32 {

@@ -44,6 +44,13 @@ pub struct RunRequest {
     #[serde(default)]
     #[schema(example = "no_spawn+no_sockets")]
     pub seccomp: Option<String>,
+    /// `"native"` or `"gvisor"` for a new sandbox; absent: the server's default. Refused (422)
+    /// with `sandbox.id` (a kept sandbox keeps its own) and, on a server that runs everything
+    /// under gVisor (`[runtime] force_gvisor`), when `"native"`. The answer's `runtime` says
+    /// which ran it.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, example = "gvisor")]
+    pub runtime: Option<corral_sandbox::Runtime>,
 }
 
 /// Run a command.
@@ -103,6 +110,7 @@ pub async fn run(
         limits: req.limits,
         env: req.env,
         image: req.image,
+        runtime: req.runtime,
     };
     let mut prepared = runs::prepare(&st, &caller, input).await?;
     prepared.spec.seccomp = seccomp;

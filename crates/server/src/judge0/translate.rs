@@ -213,6 +213,8 @@ pub fn convert(r: J0Request, b64: bool) -> Result<Converted, String> {
         callback_url: r.callback_url.filter(|u| !u.is_empty()),
         // Judge0 names no image: a language's own image (the registry's) is used.
         image: None,
+        // Nor a runtime: the server's (gVisor's on a public instance).
+        runtime: None,
     };
     Ok(Converted {
         req,

@@ -115,6 +115,9 @@ pub struct RunResponse {
     /// the host root.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<ImageDoc>,
+    /// The kernel the program ran on: `native` or `gvisor`.
+    #[schema(example = "gvisor")]
+    pub runtime: String,
 }
 
 impl RunResponse {
@@ -146,6 +149,7 @@ impl RunResponse {
             limits: o.limits.clone(),
             limits_clamped,
             image,
+            runtime: o.runtime.as_str().to_string(),
         }
     }
 }
@@ -173,6 +177,8 @@ pub struct RunInput {
     pub env: BTreeMap<String, String>,
     /// A container image of this server for a new sandbox's root (never pulled).
     pub image: Option<String>,
+    /// The runtime asked for a new sandbox (resolved by the server's policy).
+    pub runtime: Option<corral_sandbox::Runtime>,
 }
 
 /// Names of the limits the request gave above the caps.
@@ -214,6 +220,17 @@ pub async fn prepare(
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
 
     let sandbox = input.sandbox.unwrap_or_default();
+    if input.runtime.is_some() && sandbox.id.is_some() {
+        return Err(ApiError::unprocessable(
+            "runtime chooses a new sandbox's runtime: a kept sandbox (sandbox.id) keeps its own",
+        ));
+    }
+    // The operator's default and the public-instance switch (every run gVisor's).
+    spec.runtime = st
+        .config
+        .runtime
+        .resolve(input.runtime)
+        .map_err(|e| ApiError::unprocessable(e.to_string()))?;
     if let Some(image) = input.image {
         if sandbox.id.is_some() {
             return Err(ApiError::unprocessable(
@@ -294,6 +311,7 @@ where
                     // built (a kept sandbox keeps its image).
                     spec.limits.disk = Size(sb.config().disk_bytes);
                     spec.root = sb.config().root.clone();
+                    spec.runtime = sb.config().runtime;
                     let copied = match &upload_dir {
                         Some(d) => sb.copy_in(d.path()),
                         None => Ok(()),

@@ -47,6 +47,12 @@ pub enum WsClientMessage {
         #[serde(default)]
         #[schema(example = "python:3.12-slim", max_length = 400)]
         image: Option<String>,
+        /// `"native"` or `"gvisor"` for a new sandbox; absent: the server's default. Refused
+        /// (422) with `sandbox.id` (a kept sandbox keeps its own) and, on a server that runs
+        /// everything under gVisor (`[runtime] force_gvisor`), when `"native"`.
+        #[serde(default)]
+        #[schema(value_type = Option<String>, example = "gvisor")]
+        runtime: Option<corral_sandbox::Runtime>,
     },
     /// Resize the terminal of a run started with `tty`.
     Resize { cols: u16, rows: u16 },

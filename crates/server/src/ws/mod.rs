@@ -217,6 +217,7 @@ async fn handle(
             tty,
             language,
             mut image,
+            runtime,
         } => {
             if running.is_some() {
                 return Some(error(
@@ -253,6 +254,7 @@ async fn handle(
                 limits,
                 env,
                 image,
+                runtime,
             };
             let mut prepared = match prepare(st, caller, input).await {
                 Ok(p) => p,

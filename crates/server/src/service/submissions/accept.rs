@@ -86,6 +86,13 @@ pub struct SubmissionRequest {
     #[serde(default)]
     #[schema(example = "python:3.12-slim", max_length = 400)]
     pub image: Option<String>,
+    /// `"native"` or `"gvisor"`: the kernel every run of the job gets; absent: the server's
+    /// default. On a server that runs everything under gVisor (`[runtime] force_gvisor`),
+    /// `"native"` is refused (422). Resolved now and stored with the job; the verdict's runs say
+    /// which ran them.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, example = "gvisor")]
+    pub runtime: Option<corral_sandbox::Runtime>,
 }
 
 /// Checks a callback URL's form (where it points is checked when it is called).
@@ -234,6 +241,13 @@ pub async fn accept(
         runs: 1,
         stderr_to_stdout: false,
         network: false,
+        // The operator's default and the public-instance switch, resolved once for every run.
+        runtime: Some(
+            st.config
+                .runtime
+                .resolve(req.runtime)
+                .map_err(|e| ApiError::unprocessable(e.to_string()))?,
+        ),
     };
     // The rules every run request meets (`/run` and the WebSocket check the same), before
     // anything is stored.
