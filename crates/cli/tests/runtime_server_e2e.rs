@@ -1,5 +1,5 @@
-//! The runtime through the real `corral serve`: `runtime` in `/run`, the WebSocket's run message
-//! and `/submissions` (the queue), the server's default runtime, and the public-instance switch
+//! The runtime through the real `corral serve`: `runtime` in `/run`, the WebSocket's run message,
+//! `/check` and `/submissions` (the queue), the server's default runtime, and the public-instance switch
 //! (`[runtime] force_gvisor`) under which no request runs natively — a request for `native` is
 //! refused with 422, and every run that happens says `"runtime": "gvisor"`.
 
@@ -49,12 +49,47 @@ where
     }
 }
 
+/// A data folder whose suite `kernel` passes only on gVisor's kernel (it answers `uname -r`
+/// with 4.4.0), so a graded check shows where it ran.
+fn data_with_kernel_suite() -> tempfile::TempDir {
+    let data = tempfile::tempdir().unwrap();
+    let suite = data.path().join("suites/kernel");
+    std::fs::create_dir_all(&suite).unwrap();
+    std::fs::write(
+        suite.join("suite.yaml"),
+        "name: kernel\nchecks:\n  - id: gvisor\n    description: runs on gVisor's kernel\n    steps:\n      - run: uname -r\n      - stdout: \"4.4.0\"\n      - exit: 0\n",
+    )
+    .unwrap();
+    data
+}
+
 #[test]
 fn the_public_instance_switch_runs_every_request_under_gvisor() {
     let rt = rt();
-    let s = Server::start("[runtime]\nforce_gvisor = true\n", &[]);
+    let data = data_with_kernel_suite();
+    let s = Server::start_in(data.path(), "[runtime]\nforce_gvisor = true\n", &[]);
     rt.block_on(async {
         let t = s.token("student").await;
+
+        // /check: native is refused; the suite grades under gVisor.
+        let up = s.upload(&t, &[("readme.txt", b"nothing\n")]).await;
+        let (st, v) = s
+            .post(
+                &t,
+                "/check",
+                json!({"checks": "kernel", "sandbox": {"homedir": up}, "runtime": "native"}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        let (st, v) = s
+            .post(
+                &t,
+                "/check",
+                json!({"checks": "kernel", "sandbox": {"homedir": up}}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}\n{}", s.log());
+        assert_eq!(v["results"]["gvisor"]["result"], true, "{v}");
 
         // /run: native is refused; no runtime and gvisor both run under gVisor.
         let (st, v) = s
@@ -118,6 +153,21 @@ fn the_public_instance_switch_runs_every_request_under_gvisor() {
                 .as_str()
                 .unwrap_or("")
                 .contains("4.4.0"),
+            "{done}"
+        );
+        // A suite job: every check graded under gVisor.
+        let (st, v) = s
+            .post(
+                &t,
+                "/submissions",
+                json!({"suite": "kernel", "files": [{"path": "readme.txt", "content": "x"}]}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}\n{}", s.log());
+        let done = finished(&s, &t, v["id"].as_str().unwrap()).await;
+        assert_eq!(done["verdict"], "accepted", "{done}\n{}", s.log());
+        assert_eq!(
+            done["checks"]["results"]["gvisor"]["result"], true,
             "{done}"
         );
     });

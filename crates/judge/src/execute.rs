@@ -254,6 +254,7 @@ fn grade_suite(
         jobs: 2,
         images: images.cloned(),
         pins: spec.image_digests.clone(),
+        runtime: spec.runtime.unwrap_or_default(),
     };
     let report = match corral_checks::grade(pool, registry, &suite, at.files, &opts) {
         Ok(r) => r,
