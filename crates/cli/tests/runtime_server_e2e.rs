@@ -173,12 +173,33 @@ fn the_public_instance_switch_runs_every_request_under_gvisor() {
     });
 }
 
+/// An operator's language registry with a language that runs under gVisor.
+const LANGUAGES: &str = "[languages.shg]\nname = \"sh on gVisor\"\nsource = \"main.sh\"\nrun = \"sh main.sh\"\nruntime = \"gvisor\"\n";
+
 #[test]
 fn a_request_chooses_its_runtime_and_the_default_is_the_servers() {
     let rt = rt();
-    let s = Server::start("[runtime]\ndefault = \"native\"\n", &[]);
+    let data = tempfile::tempdir().unwrap();
+    let langs = data.path().join("languages.toml");
+    std::fs::write(&langs, LANGUAGES).unwrap();
+    let config = format!(
+        "languages = {:?}\n[runtime]\ndefault = \"native\"\n",
+        langs.display().to_string()
+    );
+    let s = Server::start_in(data.path(), &config, &[]);
     rt.block_on(async {
         let t = s.token("student").await;
+        // A language's runtime is its programs' default; the request's own choice wins.
+        for (runtime, want) in [(None, "gvisor"), (Some("native"), "native")] {
+            let mut body = json!({"language": "shg", "source_code": "uname -r"});
+            if let Some(r) = runtime {
+                body["runtime"] = json!(r);
+            }
+            let (st, v) = s.post(&t, "/submissions", body).await;
+            assert_eq!(st, StatusCode::ACCEPTED, "{v}\n{}", s.log());
+            let done = finished(&s, &t, v["id"].as_str().unwrap()).await;
+            assert_eq!(done["run"]["runtime"], want, "{runtime:?}: {done}");
+        }
         let v = s.run_ok(&t, json!({"cmd": "true"})).await;
         assert_eq!(v["runtime"], "native", "{v}");
         let v = s.run_ok(&t, json!({"cmd": "true", "runtime": "gvisor"})).await;

@@ -84,6 +84,21 @@ impl RuntimePolicy {
             (None, false) => Ok(self.default),
         }
     }
+
+    /// Like [`RuntimePolicy::resolve`], where a request that names none takes `preferred` (a
+    /// language's or suite's own) over the default. A preference is not a request: under
+    /// `force_gvisor` it is overridden, never refused.
+    pub fn resolve_preferring(
+        &self,
+        requested: Option<Runtime>,
+        preferred: Option<Runtime>,
+    ) -> Result<Runtime, SpecError> {
+        match (requested, preferred) {
+            (Some(_), _) | (None, None) => self.resolve(requested),
+            (None, Some(_)) if self.force_gvisor => Ok(Runtime::Gvisor),
+            (None, Some(p)) => Ok(p),
+        }
+    }
 }
 
 /// A container image resolved to what a sandbox needs (the images crate's store finds it; this
@@ -485,6 +500,22 @@ mod tests {
             forced.resolve(Some(Runtime::Native)),
             Err(SpecError::RuntimeForced)
         ));
+        // A language's or suite's own runtime is a default: the switch overrides it.
+        let native = Some(Runtime::Native);
+        let gvisor = Some(Runtime::Gvisor);
+        assert_eq!(
+            open.resolve_preferring(None, gvisor).unwrap(),
+            Runtime::Gvisor
+        );
+        assert_eq!(
+            open.resolve_preferring(native, gvisor).unwrap(),
+            Runtime::Native
+        );
+        assert_eq!(
+            forced.resolve_preferring(None, native).unwrap(),
+            Runtime::Gvisor
+        );
+        assert!(forced.resolve_preferring(native, gvisor).is_err());
     }
 
     #[test]

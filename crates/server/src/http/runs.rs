@@ -111,6 +111,7 @@ pub async fn run(
         env: req.env,
         image: req.image,
         runtime: req.runtime,
+        preferred_runtime: None,
     };
     let mut prepared = runs::prepare(&st, &caller, input).await?;
     prepared.spec.seccomp = seccomp;

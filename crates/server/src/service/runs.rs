@@ -179,6 +179,9 @@ pub struct RunInput {
     pub image: Option<String>,
     /// The runtime asked for a new sandbox (resolved by the server's policy).
     pub runtime: Option<corral_sandbox::Runtime>,
+    /// The runtime of the run's language, when the request names none (a default, which the
+    /// server's `force_gvisor` overrides).
+    pub preferred_runtime: Option<corral_sandbox::Runtime>,
 }
 
 /// Names of the limits the request gave above the caps.
@@ -229,7 +232,7 @@ pub async fn prepare(
     spec.runtime = st
         .config
         .runtime
-        .resolve(input.runtime)
+        .resolve_preferring(input.runtime, input.preferred_runtime)
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
     if let Some(image) = input.image {
         if sandbox.id.is_some() {

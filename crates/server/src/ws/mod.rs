@@ -229,6 +229,7 @@ async fn handle(
             // is reserved.
             let mut limits = limits;
             let mut mounts = Vec::new();
+            let mut preferred_runtime = None;
             if let Some(id) = &language {
                 let lang = match st.languages.get(id) {
                     Ok(l) => l,
@@ -242,9 +243,11 @@ async fn handle(
                     env.entry(k).or_insert(v);
                 }
                 limits = limits.or_else(|| Some(lang.limits.clone()));
-                // A new sandbox runs in the language's image unless the message names one.
+                // A new sandbox runs in the language's image unless the message names one, and
+                // on the language's runtime unless the message or the server decides.
                 if sandbox.as_ref().is_none_or(|s| s.id.is_none()) {
                     image = image.or_else(|| lang.image.clone());
+                    preferred_runtime = lang.runtime;
                 }
             }
             let input = RunInput {
@@ -255,6 +258,7 @@ async fn handle(
                 env,
                 image,
                 runtime,
+                preferred_runtime,
             };
             let mut prepared = match prepare(st, caller, input).await {
                 Ok(p) => p,

@@ -245,7 +245,7 @@ pub async fn accept(
         runtime: Some(
             st.config
                 .runtime
-                .resolve(req.runtime)
+                .resolve_preferring(req.runtime, lang.as_ref().and_then(|l| l.runtime))
                 .map_err(|e| ApiError::unprocessable(e.to_string()))?,
         ),
     };
