@@ -5,7 +5,7 @@
 
 mod server_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use reqwest::StatusCode;
@@ -13,23 +13,8 @@ use serde_json::{json, Value};
 use server_support::*;
 use tokio_tungstenite::tungstenite::Message;
 
-/// Waits until the submission is finished (120 s at most).
 async fn finished(s: &Server, token: &str, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (st, v) = s
-            .get(token, &format!("/submissions/{id}?wait=true&timeout=10"))
-            .await;
-        assert_eq!(st, StatusCode::OK, "{v}");
-        if v["status"] == "done" || v["status"] == "failed" {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "submission {id} not finished after 120 s: {v}\n{}",
-            s.log()
-        );
-    }
+    s.finished(token, id).await
 }
 
 /// The next text message of the socket, as JSON.

@@ -25,21 +25,8 @@ async fn submit(s: &Server, token: &str, body: Value) -> String {
     v["id"].as_str().unwrap().to_string()
 }
 
-/// Waits (with `?wait=true`, in rounds) until the submission is finished; 120 s at most.
 async fn finished(s: &Server, token: &str, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (st, v) = get(s, token, &format!("/submissions/{id}?wait=true&timeout=10")).await;
-        assert_eq!(st, StatusCode::OK, "{v}");
-        if v["status"] == "done" || v["status"] == "failed" {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "submission {id} not finished after 120 s: {v}\n{}",
-            s.log()
-        );
-    }
+    s.finished(token, id).await
 }
 
 const SUM_C: &str = "#include <stdio.h>\nint main(void) { long a, b; if (scanf(\"%ld %ld\", &a, &b) != 2) return 1; printf(\"%ld\\n\", a + b); return 0; }\n";

@@ -253,6 +253,25 @@ impl Server {
         v
     }
 
+    /// Waits (with `?wait=true`, in rounds) until the submission is finished; 120 s at most.
+    pub async fn finished(&self, token: &str, id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (st, v) = self
+                .get(token, &format!("/submissions/{id}?wait=true&timeout=10"))
+                .await;
+            assert_eq!(st, StatusCode::OK, "{v}");
+            if v["status"] == "done" || v["status"] == "failed" {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "submission {id} not finished after 120 s: {v}\n{}",
+                self.log()
+            );
+        }
+    }
+
     pub async fn health(&self) -> Value {
         let r = reqwest::get(self.url("/health")).await.unwrap();
         assert_eq!(r.status(), StatusCode::OK, "the server must still be up");
