@@ -372,6 +372,7 @@ pub fn grade_one(
         jobs: opts.check_jobs.max(1),
         images: opts.images.clone(),
         pins: BTreeMap::new(),
+        ..GradeOptions::default()
     };
     let report = match engine::grade(pool, registry, suite, &sub.path, &grade_opts) {
         Ok(r) => r,

@@ -39,6 +39,9 @@ pub struct GradeOptions {
     /// Image references pinned to digests (REF → `sha256:…`): a queued submission grades in the
     /// digests the server resolved when it was submitted, whatever the names point to now.
     pub pins: BTreeMap<String, String>,
+    /// The kernel every sandbox of the grading runs on (the caller resolved it: a server's
+    /// policy, a submission's stored runtime, `corral check --runtime`).
+    pub runtime: corral_sandbox::Runtime,
 }
 
 impl Default for GradeOptions {
@@ -49,6 +52,7 @@ impl Default for GradeOptions {
                 .unwrap_or(1),
             images: None,
             pins: BTreeMap::new(),
+            runtime: Default::default(),
         }
     }
 }
@@ -93,7 +97,10 @@ pub fn grade(
         });
     }
     let _span = tracing::debug_span!("grade", suite = %suite.name).entered();
-    let settings = settings::for_suite(suite, registry, opts.images.as_ref(), &opts.pins)?;
+    let mut settings = settings::for_suite(suite, registry, opts.images.as_ref(), &opts.pins)?;
+    for s in &mut settings {
+        s.runtime = opts.runtime;
+    }
     // Every row of a check (its rubric items too) records the image the check is graded in.
     let images: BTreeMap<String, UsedImage> = suite
         .checks
@@ -129,7 +136,7 @@ pub fn grade(
     let safety = suite
         .safety
         .as_ref()
-        .map(|cfg| safety_scan::scan(pool, cfg, submission));
+        .map(|cfg| safety_scan::scan(pool, cfg, submission, opts.runtime));
     if let Some(report) = safety.as_ref().filter(|r| r.blocks()) {
         let why = format!(
             "not run: the static safety check found {}",

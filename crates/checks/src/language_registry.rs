@@ -63,6 +63,10 @@ pub struct Language {
     /// program of this language runs in; its toolchain is the image's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// The kernel this language's programs run on (`"native"` or `"gvisor"`) when the request
+    /// names none; absent: the server's default. A server's `force_gvisor` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<corral_sandbox::Runtime>,
 }
 
 #[derive(Debug, Deserialize)]

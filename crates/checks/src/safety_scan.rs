@@ -34,7 +34,12 @@ struct ScanOutput {
 }
 
 /// Scans the submission folder in a pooled sandbox.
-pub fn scan(pool: &Arc<Pool>, cfg: &SafetyConfig, submission: &Path) -> SafetyReport {
+pub fn scan(
+    pool: &Arc<Pool>,
+    cfg: &SafetyConfig,
+    submission: &Path,
+    runtime: corral_sandbox::Runtime,
+) -> SafetyReport {
     let limits = Limits {
         cpu_time: Millis::ms(10_000),
         wall_time: Millis::ms(20_000),
@@ -64,7 +69,10 @@ pub fn scan(pool: &Arc<Pool>, cfg: &SafetyConfig, submission: &Path) -> SafetyRe
         rules.to_string(),
     ]);
     spec.limits = limits.clone();
-    let shape = SandboxConfig::offline(Vec::new(), limits.disk.bytes());
+    let shape = SandboxConfig {
+        runtime,
+        ..SandboxConfig::offline(Vec::new(), limits.disk.bytes())
+    };
     let outcome = match pool.lease(&shape) {
         Ok(mut lease) => {
             let sb = lease.sandbox();

@@ -342,12 +342,23 @@ fn spin_counts_cpu_close_to_wall() {
         .expect("the program prints its CPU time");
     let wall = o.int("wall_time_ms").unwrap();
     let cpu = o.int("cpu_time_ms").unwrap();
-    // The whole tree's cgroup CPU time covers the program's own, plus interpreter start-up.
-    assert!(
-        cpu >= own - 20 && cpu <= own + 300,
-        "cpu_time_ms {cpu} vs the program's own {own} ms\n{}",
-        o.describe()
-    );
+    if under_gvisor() {
+        // gVisor's CPU clocks (ptrace platform) count time the process was runnable, not
+        // running: on a busy machine its "1000 ms" is less of the host's CPU. The host's figure
+        // (what the limit uses) is never above the program's own, and the spin shows in it.
+        assert!(
+            (100..=own + 300).contains(&cpu),
+            "cpu_time_ms {cpu} vs the program's own {own} ms\n{}",
+            o.describe()
+        );
+    } else {
+        // The whole tree's cgroup CPU time covers the program's own, plus interpreter start-up.
+        assert!(
+            cpu >= own - 20 && cpu <= own + 300,
+            "cpu_time_ms {cpu} vs the program's own {own} ms\n{}",
+            o.describe()
+        );
+    }
     assert!(
         wall >= cpu - 50,
         "wall_time_ms {wall} below cpu_time_ms {cpu}\n{}",
@@ -699,7 +710,7 @@ fn unprivileged_no_caps_no_new_privs_seccomp() {
     for id in field("Gid").split_whitespace() {
         assert_ne!(id, "0", "the program runs with gid 0: Gid {}", field("Gid"));
     }
-    for cap in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+    for cap in ["CapInh", "CapPrm", "CapEff"] {
         assert_eq!(
             u64::from_str_radix(&field(cap), 16).unwrap(),
             0,
@@ -707,7 +718,24 @@ fn unprivileged_no_caps_no_new_privs_seccomp() {
             field(cap)
         );
     }
-    assert_eq!(field("NoNewPrivs"), "1");
+    if under_gvisor() {
+        // gVisor's /proc/self/status has no CapAmb or NoNewPrivs line: ask the kernel itself.
+        // It has no ambient capabilities at all (PR_CAP_AMBIENT fails with EINVAL).
+        let p = py(
+            "import ctypes\nl = ctypes.CDLL(None, use_errno=True)\nprint('NNP', l.prctl(39, 0, 0, 0, 0))\nfor c in range(64):\n    r = l.prctl(47, 1, c, 0, 0)\n    if r != 0 and not (r == -1 and ctypes.get_errno() == 22):\n        print('AMBIENT', c, r)",
+            &["--wall-time", "10s"],
+        );
+        p.assert_status("ok");
+        assert_eq!(p.stdout(), "NNP 1\n", "{}", p.describe());
+    } else {
+        assert_eq!(
+            u64::from_str_radix(&field("CapAmb"), 16).unwrap(),
+            0,
+            "CapAmb is {}",
+            field("CapAmb")
+        );
+        assert_eq!(field("NoNewPrivs"), "1");
+    }
     assert_eq!(field("Seccomp"), "2");
     let groups = field("Groups");
     assert!(
@@ -776,7 +804,7 @@ fn network_opt_in_reaches_host_loopback() {
 fn root_dev_and_etc_are_minimal() {
     let _g = shared();
     let o = sh(
-        "echo ROOT $(ls -A /); echo DEV $(ls -A /dev); echo ETC $(ls -A /etc); echo x > /dev/null && echo NULL_OK; head -c 4 /dev/zero | od -An -tx1; head -c 16 /dev/urandom | wc -c",
+        "echo ROOT $(ls -A /); echo SYS $(ls -A /sys 2>&1); echo DEV $(ls -A /dev); echo ETC $(ls -A /etc); echo x > /dev/null && echo NULL_OK; head -c 4 /dev/zero | od -An -tx1; head -c 16 /dev/urandom | wc -c",
         &["--wall-time", "10s"],
     );
     o.assert_status("ok");
@@ -811,6 +839,16 @@ fn root_dev_and_etc_are_minimal() {
         .to_vec()
     };
     for e in line("ROOT") {
+        // runsc always mounts a /sys; init unmounts it, and its mount point in the read-only
+        // root stays: an empty folder.
+        if e == "sys" && under_gvisor() {
+            assert!(
+                line("SYS").is_empty(),
+                "/sys is not empty\n{}",
+                o.describe()
+            );
+            continue;
+        }
         assert!(root_ok.contains(&e), "unexpected /{e} in the sandbox root");
     }
     // pts/ptmx: the sandbox's own devpts instance, for runs with a terminal (see

@@ -25,7 +25,6 @@ async fn submit(s: &Server, token: &str, body: Value) -> String {
     v["id"].as_str().unwrap().to_string()
 }
 
-/// Waits (with `?wait=true`, in rounds) until the submission is finished; 120 s at most.
 async fn finished(s: &Server, token: &str, id: &str) -> Value {
     s.finished(token, id, Duration::from_secs(120), String::new)
         .await

@@ -101,6 +101,7 @@ pub fn execute(
     let shape = SandboxConfig {
         root: root.clone(),
         network: spec.network,
+        runtime: spec.runtime.unwrap_or_default(),
         ..SandboxConfig::offline(mounts.clone(), disk.bytes())
     };
     let mut lease = match pool.lease(&shape) {
@@ -120,6 +121,7 @@ pub fn execute(
         r.limits.disk = Size(shape.disk_bytes);
         r.root = root.clone();
         r.network = shape.network;
+        r.runtime = shape.runtime;
         r
     };
     if let Some(argv) = compile_argv {
@@ -260,6 +262,7 @@ fn grade_suite(
         jobs: 2,
         images: images.cloned(),
         pins: spec.image_digests.clone(),
+        runtime: spec.runtime.unwrap_or_default(),
     };
     let report = match corral_checks::grade(pool, registry, &suite, at.files, &opts) {
         Ok(r) => r,

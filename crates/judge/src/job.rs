@@ -106,6 +106,10 @@ pub struct JobSpec {
     /// language's, else the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seccomp: Option<Restrictions>,
+    /// The kernel every run of the job gets (resolved by the server's policy when submitted);
+    /// none: native (jobs queued before runtimes existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<corral_sandbox::Runtime>,
 }
 
 fn one() -> u32 {

@@ -218,7 +218,7 @@ pub fn runtime_enforcement(report: &Report, gvisor_usable: bool) -> Vec<(&'stati
         (
             "gvisor",
             if ok("gvisor") && gvisor_usable {
-                "gVisor's kernel between the program and the host's; the root runsc builds from corral's bundle (read-only system folders, curated /etc, tmpfs scratch; gVisor's file server reaches nothing else: this replaces Landlock, which gVisor lacks); corral's init inside: seccomp (a blocked call traps and is reported without its name), gVisor's pids cgroup, an unprivileged uid; memory and CPU by the host cgroup around runsc (figures include gVisor's own work); no pids_peak; no terminal runs yet".to_string()
+                "gVisor's kernel between the program and the host's; the root runsc builds from corral's bundle (read-only system folders, curated /etc, tmpfs scratch; gVisor's file server reaches nothing else: this replaces Landlock, which gVisor lacks); corral's init inside: seccomp with the syscall named (init traces the run), gVisor's pids cgroup, an unprivileged uid; memory and CPU by the host cgroup around runsc (figures include gVisor's own work; a program's own CPU clock runs fast on the ptrace platform); no pids_peak; FIFOs and sockets in the working directory stay in gVisor (copy-out does not list them); /proc/1/environ readable but empty; no terminal runs yet".to_string()
             } else {
                 "UNUSABLE here (see the gvisor lines): runs that ask for it fail, never fall back to native".to_string()
             },

@@ -23,6 +23,8 @@ pub enum SpecError {
     TooLarge { what: &'static str, max: usize },
     #[error("unknown runtime {0:?}: use \"native\" or \"gvisor\"")]
     BadRuntime(String),
+    #[error("this server runs every program under gVisor: a native run cannot be asked for (leave runtime out or give \"gvisor\")")]
+    RuntimeForced,
     #[error("give either {0} or {1}, not both")]
     Conflict(&'static str, &'static str),
     #[error(transparent)]

@@ -43,6 +43,6 @@ pub use pool::{Lease, Pool, PoolConfig};
 pub use sandbox::{run_fresh, run_in, Sandbox, SandboxConfig};
 pub use spec::{
     parse_env, validate_command, validate_env, ImageRoot, Mount, Root, RunSpec, RunSpecJson,
-    Runtime, Stdin, DEFAULT_PATH, MAX_ARG_BYTES, MAX_COMMAND_BYTES, WORKDIR,
+    Runtime, RuntimePolicy, Stdin, DEFAULT_PATH, MAX_ARG_BYTES, MAX_COMMAND_BYTES, WORKDIR,
 };
 pub use waker::Waker;

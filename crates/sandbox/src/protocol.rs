@@ -132,8 +132,8 @@ pub enum Request {
 pub enum ChildReport {
     /// The seccomp listener rides along as a descriptor.
     Listener,
-    /// The filter is installed without a listener (under gVisor, where it traps instead).
-    Trapping,
+    /// The filter is installed without a listener (under gVisor, where PID 1 traces instead).
+    Traced,
     Error(String),
 }
 

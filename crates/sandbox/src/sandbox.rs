@@ -276,7 +276,7 @@ impl Sandbox {
         };
         let is_gvisor = sandbox.gvisor.is_some();
         let seccomp = if is_gvisor {
-            crate::gvisor::trapping_filter(filter)?.as_bytes().to_vec()
+            crate::gvisor::traced_filter(filter)?.as_bytes().to_vec()
         } else {
             filter.as_bytes().to_vec()
         };
@@ -540,10 +540,17 @@ impl Sandbox {
             // Above the pids cgroup limit, so the cgroup (which reports hits) bites first.
             nproc: limits.pids.saturating_add(8),
         };
-        let seccomp = self
+        // A stricter profile reports like the default one: under gVisor, through PID 1's tracing.
+        let seccomp = match self
             .host
             .strict_filter(self.config.network, &spec.seccomp)?
-            .map(|f| f.as_bytes().to_vec());
+        {
+            Some(f) if self.gvisor.is_some() => {
+                Some(crate::gvisor::traced_filter(&f)?.as_bytes().to_vec())
+            }
+            Some(f) => Some(f.as_bytes().to_vec()),
+            None => None,
+        };
         let run = Request::Run {
             argv: spec.argv.clone(),
             env: spec.environment(),

@@ -62,6 +62,45 @@ impl std::fmt::Display for Runtime {
     }
 }
 
+/// Which runtime an untrusted run gets: the operator's default, and the public-instance switch
+/// that puts every such run under gVisor, so that no request can opt out. Every entry point that
+/// takes a run request resolves its `runtime` here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimePolicy {
+    /// The runtime of a request that names none.
+    pub default: Runtime,
+    /// Every run is gVisor's; a request for `native` is refused.
+    pub force_gvisor: bool,
+}
+
+impl RuntimePolicy {
+    /// The runtime a run that asked for `requested` gets.
+    pub fn resolve(&self, requested: Option<Runtime>) -> Result<Runtime, SpecError> {
+        match (requested, self.force_gvisor) {
+            (Some(Runtime::Native), true) => Err(SpecError::RuntimeForced),
+            (_, true) => Ok(Runtime::Gvisor),
+            (Some(r), false) => Ok(r),
+            (None, false) => Ok(self.default),
+        }
+    }
+
+    /// Like [`RuntimePolicy::resolve`], where a request that names none takes `preferred` (a
+    /// language's or suite's own) over the default. A preference is not a request: under
+    /// `force_gvisor` it is overridden, never refused.
+    pub fn resolve_preferring(
+        &self,
+        requested: Option<Runtime>,
+        preferred: Option<Runtime>,
+    ) -> Result<Runtime, SpecError> {
+        match (requested, preferred) {
+            (Some(_), _) | (None, None) => self.resolve(requested),
+            (None, Some(_)) if self.force_gvisor => Ok(Runtime::Gvisor),
+            (None, Some(p)) => Ok(p),
+        }
+    }
+}
+
 /// A container image resolved to what a sandbox needs (the images crate's store finds it; this
 /// crate only mounts it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -430,6 +469,54 @@ impl RunSpecJson {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_public_instance_switch_leaves_no_way_to_a_native_run() {
+        let open = RuntimePolicy::default();
+        assert_eq!(open.resolve(None).unwrap(), Runtime::Native);
+        assert_eq!(
+            open.resolve(Some(Runtime::Gvisor)).unwrap(),
+            Runtime::Gvisor
+        );
+        let gvisor_default = RuntimePolicy {
+            default: Runtime::Gvisor,
+            force_gvisor: false,
+        };
+        assert_eq!(gvisor_default.resolve(None).unwrap(), Runtime::Gvisor);
+        assert_eq!(
+            gvisor_default.resolve(Some(Runtime::Native)).unwrap(),
+            Runtime::Native
+        );
+        let forced = RuntimePolicy {
+            default: Runtime::Native,
+            force_gvisor: true,
+        };
+        assert_eq!(forced.resolve(None).unwrap(), Runtime::Gvisor);
+        assert_eq!(
+            forced.resolve(Some(Runtime::Gvisor)).unwrap(),
+            Runtime::Gvisor
+        );
+        assert!(matches!(
+            forced.resolve(Some(Runtime::Native)),
+            Err(SpecError::RuntimeForced)
+        ));
+        // A language's or suite's own runtime is a default: the switch overrides it.
+        let native = Some(Runtime::Native);
+        let gvisor = Some(Runtime::Gvisor);
+        assert_eq!(
+            open.resolve_preferring(None, gvisor).unwrap(),
+            Runtime::Gvisor
+        );
+        assert_eq!(
+            open.resolve_preferring(native, gvisor).unwrap(),
+            Runtime::Native
+        );
+        assert_eq!(
+            forced.resolve_preferring(None, native).unwrap(),
+            Runtime::Gvisor
+        );
+        assert!(forced.resolve_preferring(native, gvisor).is_err());
+    }
 
     #[test]
     fn mounts_parse_and_refuse_bad_destinations() {

@@ -31,6 +31,7 @@ const SECCOMP_RET_KILL_THREAD: u32 = 0x0000_0000;
 const SECCOMP_RET_TRAP: u32 = 0x0003_0000;
 const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
 const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
+const SECCOMP_RET_TRACE: u32 = 0x7ff0_0000;
 const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
 const SECCOMP_RET_ACTION_FULL: u32 = 0xffff_0000;
 const SECCOMP_RET_DATA: u32 = 0x0000_ffff;
@@ -67,6 +68,7 @@ fn verdict(ret: u32) -> Verdict {
         SECCOMP_RET_KILL_PROCESS => Verdict::KillProcess,
         SECCOMP_RET_KILL_THREAD => Verdict::KillThread,
         SECCOMP_RET_TRAP => Verdict::Trap,
+        SECCOMP_RET_TRACE => Verdict::Trace,
         _ => Verdict::Other(ret),
     }
 }

@@ -232,7 +232,9 @@ pub enum Verdict {
     KillThread,
     /// `SECCOMP_RET_TRAP`.
     Trap,
-    /// Any other return value (trace, log, ...), raw.
+    /// `SECCOMP_RET_TRACE` (the gVisor runtime's stand-in for a notification).
+    Trace,
+    /// Any other return value (log, ...), raw.
     Other(u32),
     /// The program is not one the kernel would accept (bad instruction,
     /// out-of-bounds jump or load, running off the end).

@@ -111,6 +111,11 @@ pub struct Config {
     /// Where uploaded files are kept (content-addressed); default `DATA/blobs`. API nodes sharing
     /// a PostgreSQL database must share this folder too (a network filesystem).
     pub blobs_dir: Option<PathBuf>,
+    /// The runtime of untrusted runs (`[runtime]`): `default = "native"` or `"gvisor"` for a
+    /// request that names none, and `force_gvisor = true`, the public-instance switch, under
+    /// which every run (`/run`, WebSocket, `/check`, `/submissions`, Judge0) is gVisor's and a
+    /// request for `native` is refused.
+    pub runtime: corral_sandbox::RuntimePolicy,
     /// Container images (`[images]`).
     pub images: ImagesConfig,
 }
@@ -153,6 +158,7 @@ impl Default for Config {
             judge0: Default::default(),
             blobs_dir: None,
             images: ImagesConfig::default(),
+            runtime: Default::default(),
         }
     }
 }
@@ -188,7 +194,8 @@ impl Config {
     }
 
     /// `CORRAL_LISTEN`, `CORRAL_DATA`, `CORRAL_DATABASE_URL`, `CORRAL_PARALLELISM`,
-    /// `CORRAL_SANDBOX_TTL`, `CORRAL_RETENTION`, `CORRAL_DEV_NO_AUTH`.
+    /// `CORRAL_SANDBOX_TTL`, `CORRAL_RETENTION`, `CORRAL_DEV_NO_AUTH`, `CORRAL_DEFAULT_RUNTIME`,
+    /// `CORRAL_FORCE_GVISOR`.
     pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ServerError> {
         let bad = |k: &str, v: &str, e: &dyn std::fmt::Display| {
             ServerError::Config(format!("{k}={v:?}: {e}"))
@@ -216,6 +223,18 @@ impl Config {
         }
         if let Some(v) = get("CORRAL_DEV_NO_AUTH") {
             self.dev_no_auth = matches!(v.as_str(), "1" | "true" | "yes");
+        }
+        if let Some(v) = get("CORRAL_DEFAULT_RUNTIME") {
+            self.runtime.default = v
+                .parse()
+                .map_err(|e| bad("CORRAL_DEFAULT_RUNTIME", &v, &e))?;
+        }
+        if let Some(v) = get("CORRAL_FORCE_GVISOR") {
+            self.runtime.force_gvisor = match v.as_str() {
+                "1" | "true" | "yes" => true,
+                "0" | "false" | "no" => false,
+                _ => return Err(bad("CORRAL_FORCE_GVISOR", &v, &"use true or false")),
+            };
         }
         Ok(())
     }

@@ -64,6 +64,7 @@ impl CheckContext<'_> {
         mounts.extend(extra);
         let shape = SandboxConfig {
             root,
+            runtime: self.settings.runtime,
             ..SandboxConfig::offline(mounts, self.settings.limits.disk.bytes())
         };
         let mut lease = self

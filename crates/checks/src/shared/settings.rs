@@ -28,6 +28,8 @@ pub struct RunSettings {
     /// The seccomp profile the check or suite names for all its runs (`None`: the language's
     /// for runs of its program, see [`RunSettings::launch`]).
     pub seccomp: Option<Restrictions>,
+    /// The kernel of the check's sandboxes (the grading's, see `GradeOptions::runtime`).
+    pub runtime: corral_sandbox::Runtime,
 }
 
 impl RunSettings {
@@ -182,6 +184,7 @@ pub fn for_suite(
                 language,
                 root,
                 seccomp: suite.seccomp_of(check).cloned(),
+                runtime: Default::default(),
             })
         })
         .collect()

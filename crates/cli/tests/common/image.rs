@@ -50,13 +50,7 @@ pub fn import(data: &Path, name: &str, tar: &Path) {
 /// Whether this test binary runs its suite in the image (its name ends in `_image`).
 pub fn image_mode() -> bool {
     static MODE: OnceLock<bool> = OnceLock::new();
-    *MODE.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let name = exe.file_name().unwrap().to_string_lossy().into_owned();
-        // Cargo names test binaries NAME-HASH.
-        name.rsplit_once('-')
-            .is_some_and(|(stem, _)| stem.ends_with("_image"))
-    })
+    *MODE.get_or_init(|| super::binary_name_ends_with("_image"))
 }
 
 /// The `corral run` flags that put a sandbox in the image (none on the host root).

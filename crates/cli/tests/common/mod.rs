@@ -197,11 +197,24 @@ pub fn corral_cmd() -> Command {
     c
 }
 
-/// The runtime the suites run under (`CORRAL_TEST_RUNTIME`), when not the native default.
+/// The runtime the suites run under, when not the native default: `gvisor` for a test binary
+/// whose name ends in `_gvisor` (`containment_gvisor`, `correctness_gvisor`), else
+/// `CORRAL_TEST_RUNTIME`.
 pub fn test_runtime() -> Option<String> {
+    if binary_name_ends_with("_gvisor") {
+        return Some("gvisor".into());
+    }
     std::env::var("CORRAL_TEST_RUNTIME")
         .ok()
         .filter(|r| !r.is_empty() && r != "native")
+}
+
+/// Whether this test binary's name (cargo names them NAME-HASH) ends in `suffix`.
+pub fn binary_name_ends_with(suffix: &str) -> bool {
+    let exe = std::env::current_exe().unwrap();
+    let name = exe.file_name().unwrap().to_string_lossy().into_owned();
+    name.rsplit_once('-')
+        .is_some_and(|(stem, _)| stem.ends_with(suffix))
 }
 
 /// Whether this test binary runs its programs under gVisor.
@@ -406,9 +419,14 @@ pub fn host_procs_with(needle: &str) -> Vec<(i32, String)> {
 }
 
 /// Assert that no host process carries `marker` in its cmdline.  Leftovers are
-/// SIGKILLed (so a failing test does not leave them running) and reported.
+/// SIGKILLed (so a failing test does not leave them running) and reported. Under gVisor the
+/// program's processes are gVisor's (their command lines carry no marker): there, no gVisor
+/// sandbox may outlive its run either.
 #[track_caller]
 pub fn assert_no_host_procs(marker: &str) {
+    if under_gvisor() {
+        assert_no_leaked_gvisor_sandboxes();
+    }
     let left = host_procs_with(marker);
     if !left.is_empty() {
         let mut desc = String::new();
@@ -427,6 +445,76 @@ pub fn assert_no_host_procs(marker: &str) {
         }
         panic!("processes of the run outlived it on the host (now killed):\n{desc}");
     }
+}
+
+/// A gVisor sandbox's folder on the host, from a runsc process's `--root=.../state`.
+fn gvisor_sandbox_dir(cmdline: &str) -> Option<PathBuf> {
+    let root = cmdline
+        .split(' ')
+        .find_map(|a| a.strip_prefix("--root=/run/corral/gvisor/"))?;
+    let dir = Path::new("/run/corral/gvisor").join(root);
+    Some(dir.parent()?.to_path_buf())
+}
+
+/// Every runsc process (runsc, its Sentry, its file server) whose sandbox's folder is gone —
+/// corral removes it when the sandbox ends — is a sandbox that outlived its run. One that is
+/// still there after a grace period (another test's sandbox may be between the two) is killed
+/// and reported.
+#[track_caller]
+pub fn assert_no_leaked_gvisor_sandboxes() {
+    let leaked = || -> Vec<(i32, String)> {
+        host_procs_with("--root=/run/corral/gvisor/")
+            .into_iter()
+            .filter(|(_, cmd)| gvisor_sandbox_dir(cmd).is_some_and(|d| !d.exists()))
+            .collect()
+    };
+    if leaked().is_empty() {
+        return;
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let left = leaked();
+    if left.is_empty() {
+        return;
+    }
+    let mut desc = String::new();
+    for (pid, cmd) in &left {
+        desc.push_str(&format!("  pid {pid}: {cmd}\n"));
+        // SAFETY: kill(2) on a pid we just found; worst case ESRCH.
+        unsafe {
+            libc::kill(*pid, libc::SIGKILL);
+        }
+    }
+    panic!("gVisor sandboxes outlived their runs on the host (now killed):\n{desc}");
+}
+
+/// Under gVisor, the host processes of the sandbox of a live corral run whose command line
+/// carries `marker`: gVisor's kernel (`runsc-sandbox`, whose stub processes run the program),
+/// found below that corral process.
+pub fn gvisor_sandbox_procs(marker: &str) -> Vec<i32> {
+    let supervisors: Vec<i32> = host_procs_with(marker)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    host_procs_with("runsc-sandbox")
+        .into_iter()
+        .filter(|(_, cmd)| cmd.starts_with("runsc-sandbox"))
+        .map(|(pid, _)| pid)
+        .filter(|&pid| {
+            let mut cur = pid;
+            for _ in 0..16 {
+                match ppid_of(cur) {
+                    Some(pp) if pp > 1 => {
+                        if supervisors.contains(&pp) {
+                            return true;
+                        }
+                        cur = pp;
+                    }
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .collect()
 }
 
 /// The host's mount table lines (mount point + source), for before/after

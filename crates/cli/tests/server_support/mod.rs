@@ -310,7 +310,8 @@ impl Server {
             }
             assert!(
                 Instant::now() < deadline,
-                "submission {id} not judged in 10 minutes: {v}"
+                "submission {id} not judged in 10 minutes: {v}\n{}",
+                self.log()
             );
         }
     }

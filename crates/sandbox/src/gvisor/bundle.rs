@@ -19,11 +19,10 @@ use oci_spec::runtime::{
 };
 
 use crate::error::SandboxError;
+use crate::inside::gvisor::INIT_IN_CONTAINER;
 use crate::inside::rootfs::{synthetic_etc, DEFAULT_ETC, SYSTEM_DIRS};
 use crate::spec::WORKDIR;
 
-/// Where corral's binary appears in the container.
-pub(crate) const INIT_IN_CONTAINER: &str = "/.corral/init";
 /// Which descriptor of the container's process is the control socket: runsc donates its own
 /// standard input, and nothing but stdio crosses into the container.
 pub(crate) const CONTROL_FD_IN_CONTAINER: i32 = 0;
@@ -150,7 +149,6 @@ pub(crate) fn write(dir: &Path, plan: &BundlePlan<'_>) -> Result<PathBuf, Sandbo
         mount_point(&root, &m.dst, &m.src)?;
         mounts.push(bind(&m.src, &m.dst, m.writable)?);
     }
-    mount_point(&root, Path::new(INIT_IN_CONTAINER), plan.init.0)?;
     mounts.push(bind(plan.init.0, Path::new(INIT_IN_CONTAINER), false)?);
     mounts.push(bind(plan.workdir, Path::new(WORKDIR), true)?);
 

@@ -14,8 +14,8 @@
 //!   work); processes inside, with gVisor's own pids cgroup (its host threads are not the
 //!   program's processes); the host cgroup's pids limit is only a backstop.
 //! - **Seccomp**: gVisor (2022) has no seccomp user notification, so the filter's "kill and
-//!   report" action becomes `SECCOMP_RET_TRAP` ([`trapping_filter`]): the call still never runs,
-//!   the caller dies of SIGSYS, and init reports it as a blocked call without a name.
+//!   report" action becomes `SECCOMP_RET_TRACE` ([`traced_filter`]) and PID 1 traces the run's
+//!   processes: the call stops before it runs, PID 1 names it and kills the run, as natively.
 //! - **Landlock** does not exist in gVisor (ENOSYS). Its job — a second wall around files — is
 //!   done by what gVisor's file server can reach at all: only the bundle's binds.
 
@@ -251,38 +251,95 @@ pub(crate) fn sweep_stale(runsc: Option<&Path>) {
 }
 
 /// The seccomp program with every "notify the supervisor" return turned into
-/// `SECCOMP_RET_TRAP`: gVisor's kernel refuses `SECCOMP_FILTER_FLAG_NEW_LISTENER`, and a filter
-/// that notifies without a listener would only fail the call with ENOSYS, unreported. A trapped
-/// call does not run either; its caller gets SIGSYS.
-pub(crate) fn trapping_filter(
+/// `SECCOMP_RET_TRACE`: gVisor's kernel (2022) refuses `SECCOMP_FILTER_FLAG_NEW_LISTENER`, and a
+/// filter that notifies without a listener would only fail the call with ENOSYS, unreported.
+/// PID 1 traces every process of a run (`inside::tracer`) and gets a ptrace stop before the call
+/// runs: it names the call, as natively, and kills the run. Unlike `SECCOMP_RET_TRAP` (a SIGSYS
+/// the program could catch or block), the stop cannot be avoided from inside; with no tracer
+/// attached the call fails with ENOSYS and never runs.
+///
+/// Where the filter allows `statx`, a prefix also stops a `statx` with `AT_NO_AUTOMOUNT` for PID 1
+/// to repair (see `inside::tracer::STATX_NO_AUTOMOUNT`). The prefix's jumps stay inside it and
+/// the filter's are relative, so the filter is unchanged behind it.
+pub(crate) fn traced_filter(
     filter: &corral_seccomp::CompiledFilter,
 ) -> Result<corral_seccomp::CompiledFilter, SandboxError> {
     const BPF_RET_K: u16 = 0x06;
     const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
-    const SECCOMP_RET_TRAP: u32 = 0x0003_0000;
     let mut bytes = filter.as_bytes().to_vec();
     for insn in bytes.chunks_exact_mut(corral_seccomp::INSN_SIZE) {
         let code = u16::from_ne_bytes([insn[0], insn[1]]);
         let k = u32::from_ne_bytes([insn[4], insn[5], insn[6], insn[7]]);
         if code == BPF_RET_K && k == SECCOMP_RET_USER_NOTIF {
-            insn[4..8].copy_from_slice(&SECCOMP_RET_TRAP.to_ne_bytes());
+            insn[4..8].copy_from_slice(&SECCOMP_RET_TRACE.to_ne_bytes());
         }
     }
+    let statx = |flags: u64| {
+        let args = [0, 0, flags, u64::from(libc::STATX_BASIC_STATS), 0, 0];
+        let nr = libc::SYS_statx as i32;
+        filter.evaluate(corral_seccomp::AUDIT_ARCH_NATIVE, nr, args)
+    };
+    let no_automount = libc::AT_NO_AUTOMOUNT as u64;
+    if statx(0) == corral_seccomp::Verdict::Allow
+        && statx(no_automount) == corral_seccomp::Verdict::Allow
+    {
+        bytes.splice(0..0, statx_repair_prefix());
+    }
     Ok(corral_seccomp::CompiledFilter::from_bytes(bytes)?)
+}
+
+const SECCOMP_RET_TRACE: u32 = 0x7ff0_0000;
+
+/// `statx` (native ABI) with `AT_NO_AUTOMOUNT` in its flags stops for PID 1's repair; anything
+/// else falls through to the filter that follows.
+fn statx_repair_prefix() -> Vec<u8> {
+    const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+    const RET_K: u16 = 0x06;
+    // seccomp_data: nr at 0, arch at 4, args at 16 + 8 i (the low half first: little-endian).
+    const FLAGS_LOW: u32 = 16 + 8 * 2;
+    let prefix: [(u16, u8, u8, u32); 7] = [
+        (LD_ABS, 0, 0, 4),
+        (JEQ_K, 0, 5, corral_seccomp::AUDIT_ARCH_NATIVE),
+        (LD_ABS, 0, 0, 0),
+        (JEQ_K, 0, 3, libc::SYS_statx as u32),
+        (LD_ABS, 0, 0, FLAGS_LOW),
+        (JSET_K, 0, 1, libc::AT_NO_AUTOMOUNT as u32),
+        (
+            RET_K,
+            0,
+            0,
+            SECCOMP_RET_TRACE | u32::from(crate::inside::tracer::STATX_NO_AUTOMOUNT),
+        ),
+    ];
+    prefix
+        .iter()
+        .flat_map(|&(code, jt, jf, k)| {
+            let mut b = Vec::with_capacity(corral_seccomp::INSN_SIZE);
+            b.extend_from_slice(&code.to_ne_bytes());
+            b.extend_from_slice(&[jt, jf]);
+            b.extend_from_slice(&k.to_ne_bytes());
+            b
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Every syscall the default profile reports is trapped instead, and nothing else changes.
+    /// Every syscall the default profile reports is traced instead, and nothing else changes.
     #[test]
-    fn the_trapping_filter_traps_exactly_what_the_default_filter_reports() {
+    fn the_traced_filter_traces_exactly_what_the_default_filter_reports() {
         let native =
             corral_seccomp::CompiledFilter::compile(&corral_seccomp::Profile::default_profile())
                 .unwrap();
-        let gvisor = trapping_filter(&native).unwrap();
-        assert_eq!(native.as_bytes().len(), gvisor.as_bytes().len());
+        let gvisor = traced_filter(&native).unwrap();
+        assert_eq!(
+            native.as_bytes().len() + 7 * corral_seccomp::INSN_SIZE,
+            gvisor.as_bytes().len()
+        );
         let arch = corral_seccomp::AUDIT_ARCH_NATIVE;
         let mut reported = 0;
         for nr in 0..450 {
@@ -290,7 +347,7 @@ mod tests {
             let g = gvisor.evaluate(arch, nr, [0; 6]);
             if n == corral_seccomp::Verdict::Notify {
                 reported += 1;
-                assert_eq!(g, corral_seccomp::Verdict::Trap, "syscall {nr}");
+                assert_eq!(g, corral_seccomp::Verdict::Trace, "syscall {nr}");
             } else {
                 assert_eq!(n, g, "syscall {nr}");
             }
@@ -298,6 +355,18 @@ mod tests {
         assert!(
             reported > 10,
             "the default profile reports {reported} syscalls"
+        );
+        // The one addition: a statx with AT_NO_AUTOMOUNT stops for PID 1's repair.
+        let statx = |f: &corral_seccomp::CompiledFilter, flags: i32| {
+            let args = [0, 0, flags as u64, 0x7ff, 0, 0];
+            f.evaluate(arch, libc::SYS_statx as i32, args)
+        };
+        let repaired = libc::AT_NO_AUTOMOUNT | libc::AT_SYMLINK_NOFOLLOW;
+        assert_eq!(statx(&native, repaired), corral_seccomp::Verdict::Allow);
+        assert_eq!(statx(&gvisor, repaired), corral_seccomp::Verdict::Trace);
+        assert_eq!(
+            statx(&gvisor, libc::AT_SYMLINK_NOFOLLOW),
+            corral_seccomp::Verdict::Allow
         );
     }
 }

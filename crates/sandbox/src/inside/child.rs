@@ -34,8 +34,9 @@ pub(crate) struct ChildPlan {
     program: String,
     /// Where the program starts.
     cwd: String,
-    /// Inside gVisor: the seccomp filter traps instead of notifying PID 1 (gVisor has no user
-    /// notification, see `gvisor::trapping_filter`) and RLIMIT_MSGQUEUE is gVisor's to set
+    /// Inside gVisor: PID 1 traces the process and the seccomp filter stops it for PID 1 instead
+    /// of notifying (gVisor has no user notification, see `gvisor::traced_filter` and
+    /// `inside::tracer`), and RLIMIT_MSGQUEUE is gVisor's to set
     /// (it refuses to lower it; its message queues live in its own kernel).
     pub(crate) gvisor: bool,
 }
@@ -139,6 +140,10 @@ pub(crate) fn contain_and_exec<S: Syscalls>(
     landlock: Option<&S::Ruleset>,
     filter: &S::Filter,
 ) -> Result<Errno, SetupError> {
+    // Traced before anything else, so that no step of ours and no call of the program runs untraced.
+    if plan.gvisor {
+        sys.await_tracer().map_err(SetupError::AwaitTracer)?;
+    }
     reset_signals(sys)?;
     leave_oom_protection(plan, sys)?;
     sys.setsid().map_err(SetupError::Setsid)?;
@@ -159,9 +164,9 @@ pub(crate) fn contain_and_exec<S: Syscalls>(
         sys.report_listener(listener)
             .map_err(SetupError::ReportListener)?;
     } else {
-        sys.install_seccomp_trapping(filter)
+        sys.install_seccomp_traced(filter)
             .map_err(SetupError::Seccomp)?;
-        sys.report_trapping().map_err(SetupError::ReportListener)?;
+        sys.report_traced().map_err(SetupError::ReportListener)?;
     }
     // No descriptor but 0, 1, 2 may reach the program (the listener above would let it answer its
     // own seccomp notifications); the report socket, close-on-exec, goes with the exec.
@@ -413,6 +418,47 @@ mod tests {
             .into_iter()
             .chain(FROM_NO_NEW_PRIVS_TO_EXEC)
             .collect::<Vec<_>>()
+        );
+    }
+
+    /// Under gVisor: traced by PID 1 before the first step (so nothing of ours or the program's
+    /// runs untraced), no RLIMIT_MSGQUEUE (gVisor's own), no Landlock, and the filter whose
+    /// reported calls stop for PID 1 instead of notifying it.
+    #[test]
+    fn under_gvisor_the_process_is_traced_before_anything_else() {
+        let mut s = setup(false);
+        s.gvisor = true;
+        s.landlock = false;
+        let rlimits = Rlimits {
+            nofile: 256,
+            fsize: 1 << 20,
+            cpu_secs: 3,
+            nproc: 72,
+        };
+        let argv = ["/usr/bin/prog".to_string()];
+        let plan = ChildPlan::new(&s, &argv, &[], &rlimits, false, false, None).unwrap();
+        let mut sys = kernel();
+        run(&plan, &mut sys, false).expect("every step succeeds");
+        assert_eq!(
+            sys.calls.first().map(String::as_str),
+            Some("wait until traced")
+        );
+        assert!(!sys.calls.iter().any(|c| c.contains("MSGQUEUE")));
+        let from_no_new_privs: Vec<&str> = sys
+            .calls
+            .iter()
+            .map(String::as_str)
+            .skip_while(|c| *c != "PR_SET_NO_NEW_PRIVS")
+            .collect();
+        assert_eq!(
+            from_no_new_privs,
+            [
+                "PR_SET_NO_NEW_PRIVS",
+                "seccomp(SET_MODE_FILTER, 0)",
+                "report traced",
+                "close_range(3..)",
+                "execve /usr/bin/prog",
+            ]
         );
     }
 

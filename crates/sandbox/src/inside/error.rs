@@ -108,6 +108,8 @@ pub enum SetupError {
     Seccomp(Errno),
     #[error("sending the seccomp listener to PID 1: {0}")]
     ReportListener(String),
+    #[error("waiting for PID 1 to trace the program's process (gVisor): {0}")]
+    AwaitTracer(String),
 
     // What PID 1 does to start a program.
     #[error("empty command")]
@@ -120,6 +122,8 @@ pub enum SetupError {
     Socketpair(Errno),
     #[error("fork: {0}")]
     Fork(Errno),
+    #[error("tracing the program's process (gVisor; needs ptrace in gVisor's kernel): {0}")]
+    Trace(Errno),
     #[error("reading the child's report: {0}")]
     ChildReport(String),
     /// The program's process reported that one of its steps failed (the step's own message).

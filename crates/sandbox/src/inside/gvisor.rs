@@ -50,6 +50,43 @@ pub(crate) fn join() -> Result<File, SandboxError> {
     joined
 }
 
+/// Where corral's binary appears in the container: in the `/tmp` tmpfs, where gVisor makes the
+/// mount point (nothing in the root folder), and which [`hide_runsc_additions`] removes.
+pub(crate) const INIT_IN_CONTAINER: &str = "/tmp/.corral-init";
+
+/// Removes what runsc adds to the root that the native sandbox does not have: the bind of
+/// corral's binary (init runs from its open file), gVisor's `/sys` (natively not mounted; an
+/// empty folder stays) and the device nodes the native `/dev` lacks.
+pub(crate) fn hide_runsc_additions() -> Result<(), SandboxError> {
+    umount2(INIT_IN_CONTAINER, MntFlags::MNT_DETACH)
+        .map_err(|e| SandboxError::io("unmounting corral's binary", e.into()))?;
+    // gVisor makes a missing mount point a folder, even for a file.
+    std::fs::remove_dir(INIT_IN_CONTAINER)
+        .or_else(|_| std::fs::remove_file(INIT_IN_CONTAINER))
+        .map_err(|e| SandboxError::io("removing corral's binary's mount point", e))?;
+    // Its mount point stays, empty: the root is read-only.
+    umount2("/sys", MntFlags::MNT_DETACH)
+        .map_err(|e| SandboxError::io("unmounting gVisor's /sys", e.into()))?;
+    // gVisor's /dev (a tmpfs) also has fuse, net/tun and tty: the native /dev has none of them.
+    const DEV_KEPT: [&str; 12] = [
+        "null", "zero", "full", "random", "urandom", "shm", "pts", "ptmx", "fd", "stdin", "stdout",
+        "stderr",
+    ];
+    let entries = std::fs::read_dir("/dev").map_err(|e| SandboxError::io("listing /dev", e))?;
+    for entry in entries.flatten() {
+        if DEV_KEPT.iter().any(|k| entry.file_name() == *k) {
+            continue;
+        }
+        let path = entry.path();
+        let removed = match entry.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+        removed.map_err(|e| SandboxError::io(format!("removing {}", path.display()), e))?;
+    }
+    Ok(())
+}
+
 /// Limits the cgroup (PID 1 included, so the program gets `pids` of its own).
 pub(crate) fn limit(pids_max: &File, pids: u64) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;

@@ -36,9 +36,14 @@ pub fn init_main() -> ! {
     if let Some(fd) = std::env::var(CONTROL_FD_ENV)
         .ok()
         .and_then(|v| v.parse::<RawFd>().ok())
-        .filter(|&fd| fd != CONTROL_FD)
     {
-        move_control_fd(fd);
+        if fd != CONTROL_FD {
+            move_control_fd(fd);
+        }
+        // Only under gVisor, whose /proc (2022) lets every process read another's environ
+        // (Linux asks for ptrace access): init starts again with an empty one, so a program
+        // reads nothing of it there.
+        exec_again_without_environment();
     }
     // SAFETY: the supervisor passes the control socket as fd 3 and nothing else in this fresh
     // process has taken ownership of it.
@@ -51,6 +56,21 @@ pub fn init_main() -> ! {
         }
     };
     std::process::exit(code)
+}
+
+/// Executes this program again with the same arguments and an empty environment (the control
+/// socket, [`CONTROL_FD`], stays open: `dup2` made it inheritable). Never returns.
+fn exec_again_without_environment() -> ! {
+    use std::os::unix::process::CommandExt;
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_default();
+    let err = std::process::Command::new("/proc/self/exe")
+        .arg0(argv0)
+        .args(args)
+        .env_clear()
+        .exec();
+    eprintln!("corral init: executing itself again without an environment: {err}");
+    std::process::exit(1)
 }
 
 /// Makes `fd` the control socket's [`CONTROL_FD`] and `/dev/null` the old number.
@@ -79,8 +99,8 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
     };
     // Inside gVisor, init already is PID 1 of the container's own namespaces (runsc made them).
     if setup.gvisor {
-        // gVisor's /proc has no hidepid and shows init's environment to the program: it holds
-        // only what the bundle sets (PATH, CORRAL_CONTROL_FD) and runsc's HOME, nothing of the host.
+        // gVisor's /proc has no hidepid and shows init's environment to the program: init
+        // emptied it first (see `init_main`).
         return build(&setup, &cgroup_procs, ctl.as_fd(), None)
             .and_then(|built| pid1::serve(&setup, ctl.as_fd(), built))
             .inspect_err(|e| {
@@ -181,7 +201,9 @@ fn build(
     if !setup.network {
         netns::loopback_up();
     }
-    if !setup.gvisor {
+    if setup.gvisor {
+        gvisor::hide_runsc_additions()?;
+    } else {
         rootfs::build(setup, build_userns.as_ref())?;
     }
     default_signals();

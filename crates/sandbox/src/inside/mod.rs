@@ -8,16 +8,17 @@
 //! - [`child`]: the program's process — the ordered steps from fork to exec.
 //! - [`privileges`]: the privilege drop, written once; [`syscalls`]: the system calls it and
 //!   [`child`] make, behind a trait so their order is tested without root.
-//! - [`gvisor`]: what init does differently inside gVisor (pids cgroup, scratch reset).
+//! - [`gvisor`]: what init does differently inside gVisor (pids cgroup, scratch reset);
+//!   [`tracer`]: PID 1 tracing a run's processes there, to name a blocked call.
 //! - [`error`]: one error variant per step.
 //!
 //! Dependencies point one way, down this list's call order: `init` → `pid1` → `child` →
 //! `privileges` → `syscalls`; `rootfs` → `image_root` → `idmap`; the leaves (`netns`, `landlock`,
-//! `gvisor`, `pty`, `stdin_probe`, `error`) call back into none of them.
+//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `error`) call back into none of them.
 
 mod child;
 pub(crate) mod error;
-mod gvisor;
+pub(crate) mod gvisor;
 mod idmap;
 pub(crate) mod image_root;
 pub(crate) mod init;
@@ -29,3 +30,4 @@ pub(crate) mod pty;
 pub(crate) mod rootfs;
 mod stdin_probe;
 mod syscalls;
+pub(crate) mod tracer;

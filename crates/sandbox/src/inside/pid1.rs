@@ -16,6 +16,7 @@ use nix::unistd::{fork, ForkResult, Pid};
 use crate::error::SandboxError;
 use crate::inside::child::{self, ChildPlan};
 use crate::inside::error::SetupError;
+use crate::inside::tracer::{self, Stop};
 use crate::inside::{gvisor, landlock, netns, pty, rootfs, stdin_probe};
 use crate::protocol::{self, ChildReport, Event, Request, Setup};
 
@@ -88,7 +89,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
         if sig_ready {
             while sigfd.read_signal().ok().flatten().is_some() {}
             if let Some(run) = current.as_mut() {
-                run.reap()?;
+                run.reap(ctl)?;
             } else {
                 reap_all_nonblocking();
             }
@@ -158,9 +159,11 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         None => None,
                     };
                     let filter = strict.as_ref().unwrap_or(&filter);
-                    match plan.and_then(|plan| start(&plan, filter, landlock.as_ref(), fds)) {
-                        Ok(mut run) => {
-                            run.gvisor = setup.gvisor;
+                    let started = plan.and_then(|plan| {
+                        start(&plan, filter, landlock.as_ref(), fds, sigfd.as_fd())
+                    });
+                    match started {
+                        Ok(run) => {
                             let passed: Vec<_> = master.iter().map(|m| m.as_raw_fd()).collect();
                             protocol::send(ctl, &Event::Started, &passed)?;
                             // A call reported while it was starting (see `start`).
@@ -213,16 +216,6 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
             }
         }
         if let Some(done) = current.as_mut().and_then(Running::finished) {
-            // Under gVisor a blocked call is only known once its caller died (natively the
-            // notification already said so).
-            if let Some(Running {
-                gvisor: true,
-                blocked: Some(syscall),
-                ..
-            }) = current.take()
-            {
-                protocol::send(ctl, &Event::Blocked { syscall }, &[])?;
-            }
             current = None;
             protocol::send(ctl, &done, &[])?;
         }
@@ -290,9 +283,6 @@ fn reset(
     Ok(())
 }
 
-/// What a blocked call is called under gVisor, which does not say which call it was.
-pub(crate) const GVISOR_UNNAMED_SYSCALL: &str = "unknown (gVisor does not name it)";
-
 /// A program running in this sandbox.
 struct Running {
     pid: Pid,
@@ -302,8 +292,9 @@ struct Running {
     /// How the main program ended, once it has been reaped: (exit code, signal).
     ended: Option<(Option<i32>, Option<i32>)>,
     wall_ns: u64,
-    /// Inside gVisor, where a blocked call traps (SIGSYS) instead of notifying.
-    gvisor: bool,
+    /// Inside gVisor, where PID 1 traces the run's processes and a blocked call is a ptrace stop
+    /// instead of a notification (see [`tracer`]).
+    traced: bool,
 }
 
 impl Running {
@@ -313,21 +304,11 @@ impl Running {
         };
         match corral_seccomp::receive(l.as_fd()) {
             Ok(n) => {
-                let name = corral_seccomp::syscall_name(n.syscall_nr, n.arch);
-                if self.blocked.is_none() {
-                    let _ = protocol::send(
-                        ctl,
-                        &Event::Blocked {
-                            syscall: name.clone(),
-                        },
-                        &[],
-                    );
-                    self.blocked = Some(name);
-                }
                 // Kill first, answer second: the offending thread never returns to user space.
                 // SIGKILL is queued for every process; the answer unblocks the thread into its death.
                 let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
                 let _ = corral_seccomp::respond_errno(l.as_fd(), n.id, libc::EPERM);
+                self.report_blocked(ctl, n.syscall_name());
                 self.kill_all();
             }
             // Every filtered process is gone; the listener has nothing more to say.
@@ -335,14 +316,21 @@ impl Running {
         }
     }
 
-    fn record(&mut self, status: WaitStatus) {
-        // Under gVisor a blocked call kills its caller with SIGSYS (see `gvisor::trapping_filter`):
-        // whichever process PID 1 sees die of it ends the run as blocked, like a notification.
-        if let (true, WaitStatus::Signaled(_, Signal::SIGSYS, _), None) =
-            (self.gvisor, status, &self.blocked)
-        {
-            self.blocked = Some(GVISOR_UNNAMED_SYSCALL.to_string());
+    /// The first blocked call of the run: the supervisor hears of it at once.
+    fn report_blocked(&mut self, ctl: BorrowedFd<'_>, name: String) {
+        if self.blocked.is_none() {
+            let _ = protocol::send(
+                ctl,
+                &Event::Blocked {
+                    syscall: name.clone(),
+                },
+                &[],
+            );
+            self.blocked = Some(name);
         }
+    }
+
+    fn record(&mut self, status: WaitStatus) {
         let ended = match status {
             WaitStatus::Exited(pid, code) if pid == self.pid => (Some(code), None),
             WaitStatus::Signaled(pid, sig, _) if pid == self.pid => (None, Some(sig as i32)),
@@ -354,28 +342,33 @@ impl Running {
         }
     }
 
-    /// Reaps what exited without blocking.
-    fn reap(&mut self) -> Result<(), SandboxError> {
+    /// Reaps what exited without blocking; under gVisor, deals with the traced processes' stops.
+    fn reap(&mut self, ctl: BorrowedFd<'_>) -> Result<(), SandboxError> {
         loop {
             match waitpid(
                 Pid::from_raw(-1),
                 Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL),
             ) {
                 Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => return Ok(()),
-                Ok(s) => {
-                    self.record(s);
-                    // A blocked call ends the whole run, as a notification does natively.
-                    if self.gvisor && self.blocked.is_some() && self.ended.is_none() {
+                Ok(s) if self.traced => match tracer::on_status(s) {
+                    // A blocked call ends the whole run, as a notification does natively; the
+                    // stopped call never runs (SIGKILL ends a ptrace stop).
+                    Stop::Seccomp { nr, .. } => {
+                        self.report_blocked(ctl, native_syscall_name(nr));
                         self.kill_all();
                     }
-                }
+                    Stop::PassedThrough => {}
+                    Stop::Ended => self.record(s),
+                },
+                Ok(s) => self.record(s),
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => return Err(SandboxError::io("waitpid", e.into())),
             }
         }
     }
 
-    /// SIGKILLs every process in this PID namespace except PID 1, and reaps them all.
+    /// SIGKILLs every process in this PID namespace except PID 1, and reaps them all. A traced
+    /// process in a stop dies there too: nothing is resumed.
     fn kill_all(&mut self) {
         // kill(-1) from PID 1 reaches every other process of the namespace, stopped ones included.
         // Repeat while processes remain: a fork racing the first kill can leave a newborn behind.
@@ -383,6 +376,17 @@ impl Running {
             let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
             loop {
                 match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::__WALL)) {
+                    // Under gVisor a traced process reports its stops here. One that stops after
+                    // the kill was born of a fork the kill raced (gVisor finishes such a fork):
+                    // it is killed in its stop, or this wait would never end.
+                    Ok(
+                        s @ (WaitStatus::Stopped(pid, _)
+                        | WaitStatus::PtraceEvent(pid, ..)
+                        | WaitStatus::PtraceSyscall(pid)),
+                    ) => {
+                        let _ = kill(pid, Signal::SIGKILL);
+                        self.record(s);
+                    }
                     Ok(s) => self.record(s),
                     Err(nix::errno::Errno::EINTR) => continue,
                     Err(_) => break,
@@ -418,12 +422,22 @@ fn reap_all_nonblocking() {
     }
 }
 
-/// Forks the program's process and waits until it has exec'd (or failed to set up).
+/// The name of a call numbered `nr` in the native ABI (the only one gVisor runs).
+fn native_syscall_name(nr: i64) -> String {
+    match i32::try_from(nr) {
+        Ok(nr) if nr >= 0 => corral_seccomp::syscall_name(nr, corral_seccomp::AUDIT_ARCH_NATIVE),
+        _ => format!("syscall {nr}"),
+    }
+}
+
+/// Forks the program's process and waits until it has exec'd (or failed to set up). Under gVisor
+/// the process is traced first (see [`tracer`]); `sigfd` tells of its stops before its exec.
 fn start(
     plan: &ChildPlan,
     filter: &corral_seccomp::CompiledFilter,
     landlock: Option<&::landlock::RulesetCreated>,
     fds: Vec<OwnedFd>,
+    sigfd: BorrowedFd<'_>,
 ) -> Result<Running, SetupError> {
     if fds.len() < 3 {
         return Err(SetupError::MissingStdio(fds.len()));
@@ -446,6 +460,20 @@ fn start(
         Ok(ForkResult::Parent { child }) => {
             drop(theirs);
             drop(fds);
+            if plan.gvisor {
+                // The child waits for this byte before its first step.
+                let traced = tracer::seize(child)
+                    .map_err(SetupError::Trace)
+                    .and_then(|()| {
+                        nix::unistd::write(&mine, b"t")
+                            .map(drop)
+                            .map_err(|e| SetupError::ChildReport(e.to_string()))
+                    });
+                if let Err(e) = traced {
+                    let _ = kill(child, Signal::SIGKILL);
+                    return Err(e);
+                }
+            }
             // The child sends its seccomp listener, or an error; end-of-file means it exec'd.
             // In between, an `execve` the filter reports (`no_spawn`) is the child's own exec of
             // the program: the child runs only corral's code until then, single-threaded, so it
@@ -453,7 +481,9 @@ fn start(
             let mut listener: Option<OwnedFd> = None;
             let mut blocked = None;
             let mut watch = true;
-            let mut trapping = false;
+            let mut traced = false;
+            // Under gVisor: ends (of the child, before its exec) seen while watching its stops.
+            let mut ended = Vec::new();
             loop {
                 if let Some(l) = listener.as_ref().filter(|_| watch) {
                     if !readable(mine.as_fd(), PollTimeout::NONE, Some(l.as_fd())) {
@@ -461,10 +491,14 @@ fn start(
                         continue;
                     }
                 }
+                if plan.gvisor && !readable(mine.as_fd(), PollTimeout::NONE, Some(sigfd)) {
+                    pre_exec_stops(sigfd, mine.as_fd(), child, &mut blocked, &mut ended);
+                    continue;
+                }
                 match protocol::recv::<ChildReport>(mine.as_fd()) {
                     Ok(None) => break,
                     Ok(Some((ChildReport::Listener, mut got))) => listener = got.pop(),
-                    Ok(Some((ChildReport::Trapping, _))) => trapping = true,
+                    Ok(Some((ChildReport::Traced, _))) => traced = true,
                     Ok(Some((ChildReport::Error(e), _))) => {
                         let _ = kill(child, Signal::SIGKILL);
                         return Err(SetupError::Child(e));
@@ -475,20 +509,24 @@ fn start(
                     }
                 }
             }
-            if listener.is_none() && !(trapping && plan.gvisor) {
+            if listener.is_none() && !(traced && plan.gvisor) {
                 // No listener means no seccomp filter; the child must have died before exec.
                 let _ = kill(child, Signal::SIGKILL);
                 return Err(SetupError::NoListener);
             }
-            Ok(Running {
+            let mut run = Running {
                 pid: child,
                 started,
                 listener,
                 blocked,
                 ended: None,
                 wall_ns: 0,
-                gvisor: false,
-            })
+                traced: plan.gvisor,
+            };
+            for status in ended {
+                run.record(status);
+            }
+            Ok(run)
         }
     }
 }
@@ -505,6 +543,42 @@ fn readable(fd: BorrowedFd<'_>, timeout: PollTimeout, other: Option<BorrowedFd<'
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => return true, // let the caller's read find out what is wrong
             Ok(_) => return fds[0].revents().is_some_and(|r| !r.is_empty()),
+        }
+    }
+}
+
+/// Under gVisor, the stops of the program's process before its exec was seen to happen: like
+/// [`pre_exec_notification`], its own `execve` goes on and any other reported call is blocked.
+/// Ends seen meanwhile are kept in `ended` for the run to record.
+fn pre_exec_stops(
+    sigfd: BorrowedFd<'_>,
+    report: BorrowedFd<'_>,
+    child: Pid,
+    blocked: &mut Option<String>,
+    ended: &mut Vec<WaitStatus>,
+) {
+    // Drained first: a stop after the waits below signals again.
+    let mut buf = [0u8; 128];
+    while nix::unistd::read(sigfd, &mut buf).is_ok() {}
+    while let Ok(status) = waitpid(
+        Pid::from_raw(-1),
+        Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL),
+    ) {
+        if status == WaitStatus::StillAlive {
+            return;
+        }
+        match tracer::on_status(status) {
+            Stop::Seccomp { pid, nr } => {
+                let exec_done = readable(report, PollTimeout::ZERO, None);
+                if !exec_done && pid == child && nr == libc::SYS_execve {
+                    tracer::resume(pid, None);
+                } else {
+                    blocked.get_or_insert_with(|| native_syscall_name(nr));
+                    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+                }
+            }
+            Stop::PassedThrough => {}
+            Stop::Ended => ended.push(status),
         }
     }
 }

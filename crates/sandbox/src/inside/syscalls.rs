@@ -57,10 +57,12 @@ pub(crate) trait Syscalls {
     fn install_seccomp(&mut self, filter: &Self::Filter) -> Result<RawFd, Errno>;
     /// Hands the listener to PID 1 (over the child's report socket).
     fn report_listener(&mut self, listener: RawFd) -> Result<(), String>;
-    /// Installs a filter that needs no listener (gVisor's: it traps).
-    fn install_seccomp_trapping(&mut self, filter: &Self::Filter) -> Result<(), Errno>;
-    /// Tells PID 1 the trapping filter is installed.
-    fn report_trapping(&mut self) -> Result<(), String>;
+    /// Under gVisor: waits until PID 1 traces this process (it says so on the report socket).
+    fn await_tracer(&mut self) -> Result<(), String>;
+    /// Installs a filter that needs no listener (gVisor's: PID 1 traces what it reports).
+    fn install_seccomp_traced(&mut self, filter: &Self::Filter) -> Result<(), Errno>;
+    /// Tells PID 1 the traced filter is installed.
+    fn report_traced(&mut self) -> Result<(), String>;
     /// Closes every descriptor from `first` up.
     fn close_from(&mut self, first: u32);
     /// Returns only on failure, with the reason.
@@ -259,7 +261,20 @@ impl Syscalls for Kernel<'_> {
         .map_err(|e| e.to_string())
     }
 
-    fn install_seccomp_trapping(&mut self, filter: &Self::Filter) -> Result<(), Errno> {
+    fn await_tracer(&mut self) -> Result<(), String> {
+        let report = self.report.ok_or("no report socket")?;
+        let mut byte = [0u8; 1];
+        loop {
+            match nix::unistd::read(report, &mut byte) {
+                Ok(1) => return Ok(()),
+                Ok(_) => return Err("PID 1 closed the report socket before tracing".into()),
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(format!("waiting for PID 1 to trace: {e}")),
+            }
+        }
+    }
+
+    fn install_seccomp_traced(&mut self, filter: &Self::Filter) -> Result<(), Errno> {
         let insns = filter.as_bytes();
         let prog = libc::sock_fprog {
             len: (insns.len() / corral_seccomp::INSN_SIZE) as libc::c_ushort,
@@ -283,9 +298,9 @@ impl Syscalls for Kernel<'_> {
         }
     }
 
-    fn report_trapping(&mut self) -> Result<(), String> {
+    fn report_traced(&mut self) -> Result<(), String> {
         let report = self.report.ok_or("no report socket")?;
-        protocol::send(report.as_fd(), &protocol::ChildReport::Trapping, &[])
+        protocol::send(report.as_fd(), &protocol::ChildReport::Traced, &[])
             .map_err(|e| e.to_string())
     }
 
@@ -438,12 +453,15 @@ pub(crate) mod recording {
             self.call("landlock_restrict_self".into())
                 .map_err(|_| SetupError::LandlockNotEnforced)
         }
-        fn install_seccomp_trapping(&mut self, _: &()) -> Result<(), Errno> {
+        fn await_tracer(&mut self) -> Result<(), String> {
+            self.call("wait until traced".into())
+                .map_err(|e| e.to_string())
+        }
+        fn install_seccomp_traced(&mut self, _: &()) -> Result<(), Errno> {
             self.call("seccomp(SET_MODE_FILTER, 0)".into())
         }
-        fn report_trapping(&mut self) -> Result<(), String> {
-            self.call("report trapping".into())
-                .map_err(|e| e.to_string())
+        fn report_traced(&mut self) -> Result<(), String> {
+            self.call("report traced".into()).map_err(|e| e.to_string())
         }
         fn install_seccomp(&mut self, _: &()) -> Result<RawFd, Errno> {
             self.call("seccomp(SET_MODE_FILTER, NEW_LISTENER)".into())

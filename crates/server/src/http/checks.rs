@@ -40,6 +40,12 @@ pub struct CheckRequest {
     #[serde(default)]
     #[schema(example = "python:3.12-slim", max_length = 400)]
     pub image: Option<String>,
+    /// `"native"` or `"gvisor"`: the kernel of every sandbox of the grading; absent: the
+    /// server's default. On a server that runs everything under gVisor (`[runtime]
+    /// force_gvisor`), `"native"` is refused (422).
+    #[serde(default)]
+    #[schema(value_type = Option<String>, example = "gvisor")]
+    pub runtime: Option<corral_sandbox::Runtime>,
 }
 
 /// `?format=`: `cs50` (default) answers exactly CS50 Check's shape; `json` answers corral's report
@@ -243,8 +249,15 @@ pub async fn check(
             "give sandbox.homedir: the upload to check",
         ));
     };
-    let (report, view) =
-        checks::grade(&st, &caller, &req.checks, &homedir, req.image.as_deref()).await?;
+    let (report, view) = checks::grade(
+        &st,
+        &caller,
+        &req.checks,
+        &homedir,
+        req.image.as_deref(),
+        req.runtime,
+    )
+    .await?;
     tracing::info!(caller = %caller.id, suite = %req.checks, passed = report.passed(), "check");
     if corral_format {
         let mut v = report.to_json(view);

@@ -51,6 +51,13 @@ pub struct RunRequest {
     #[serde(default)]
     #[schema(example = "c", max_length = 100)]
     pub language: Option<String>,
+    /// `"native"` or `"gvisor"` for a new sandbox; absent: the server's default. Refused (422)
+    /// with `sandbox.id` (a kept sandbox keeps its own) and, on a server that runs everything
+    /// under gVisor (`[runtime] force_gvisor`), when `"native"`. The answer's `runtime` says
+    /// which ran it.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, example = "gvisor")]
+    pub runtime: Option<corral_sandbox::Runtime>,
 }
 
 /// Run a command.
@@ -97,6 +104,8 @@ pub async fn run(
         image: req.image,
         seccomp: req.seccomp,
         language: req.language,
+        runtime: req.runtime,
+        preferred_runtime: None,
     };
     let prepared = runs::prepare(&st, &caller, input).await?;
     let clamped = prepared.clamped.clone();

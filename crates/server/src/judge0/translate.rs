@@ -215,6 +215,8 @@ pub fn convert(r: J0Request, b64: bool) -> Result<Converted, String> {
         image: None,
         // Nor a seccomp profile: the language's own applies.
         seccomp: None,
+        // Nor a runtime: the server's (gVisor's on a public instance).
+        runtime: None,
     };
     Ok(Converted {
         req,

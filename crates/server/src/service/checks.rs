@@ -9,14 +9,21 @@ use crate::service::suites::{is_valid_id, suite_error, suites_dir};
 use crate::state::SharedState;
 
 /// Grades the caller's upload `homedir` with suite `suite_id`, in `image` (over the suite's
-/// default) when given; the view is the caller's (staff see hidden checks' details).
+/// default) when given, under the runtime the server's policy gives `runtime`; the view is the
+/// caller's (staff see hidden checks' details).
 pub async fn grade(
     st: &SharedState,
     caller: &Caller,
     suite_id: &str,
     homedir: &str,
     image: Option<&str>,
+    runtime: Option<corral_sandbox::Runtime>,
 ) -> Result<(Report, View), ApiError> {
+    let runtime = st
+        .config
+        .runtime
+        .resolve(runtime)
+        .map_err(|e| ApiError::unprocessable(e.to_string()))?;
     if !is_valid_id(suite_id) {
         return Err(ApiError::not_found(format!("no suite {suite_id:?}")));
     }
@@ -69,6 +76,7 @@ pub async fn grade(
                 &GradeOptions {
                     jobs: 2,
                     images: Some(st2.images.clone()),
+                    runtime,
                     ..GradeOptions::default()
                 },
             );

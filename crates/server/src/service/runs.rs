@@ -115,6 +115,9 @@ pub struct RunResponse {
     /// the host root.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<ImageDoc>,
+    /// The kernel the program ran on: `native` or `gvisor`.
+    #[schema(example = "gvisor")]
+    pub runtime: String,
 }
 
 impl RunResponse {
@@ -146,6 +149,7 @@ impl RunResponse {
             limits: o.limits.clone(),
             limits_clamped,
             image,
+            runtime: o.runtime.as_str().to_string(),
         }
     }
 }
@@ -178,6 +182,11 @@ pub struct RunInput {
     /// A language of the registry: its extra read-only paths, environment, image (for a new
     /// sandbox) and limits (when none are given) apply.
     pub language: Option<String>,
+    /// The runtime asked for a new sandbox (resolved by the server's policy).
+    pub runtime: Option<corral_sandbox::Runtime>,
+    /// The runtime of the run's language, when the request names none (a default, which the
+    /// server's `force_gvisor` overrides).
+    pub preferred_runtime: Option<corral_sandbox::Runtime>,
 }
 
 /// Names of the limits the request gave above the caps.
@@ -226,6 +235,8 @@ pub async fn prepare(
         mut image,
         seccomp,
         language,
+        runtime,
+        mut preferred_runtime,
     } = input;
     let sandbox = sandbox.unwrap_or_default();
     // The language's paths, environment and limits, before anything is reserved.
@@ -240,8 +251,11 @@ pub async fn prepare(
         }
         limits = limits.or_else(|| Some(lang.limits.clone()));
         // A new sandbox runs in the language's image unless the request names one.
+        // A new sandbox runs in the language's image unless the request names one, and on the
+        // language's runtime unless the request or the server decides.
         if sandbox.id.is_none() {
             image = image.or_else(|| lang.image.clone());
+            preferred_runtime = preferred_runtime.or(lang.runtime);
         }
     }
     let seccomp = seccomp_profile(seccomp.as_deref())?;
@@ -261,6 +275,17 @@ pub async fn prepare(
     spec.validate()
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
 
+    if runtime.is_some() && sandbox.id.is_some() {
+        return Err(ApiError::unprocessable(
+            "runtime chooses a new sandbox's runtime: a kept sandbox (sandbox.id) keeps its own",
+        ));
+    }
+    // The operator's default and the public-instance switch (every run gVisor's).
+    spec.runtime = st
+        .config
+        .runtime
+        .resolve_preferring(runtime, preferred_runtime)
+        .map_err(|e| ApiError::unprocessable(e.to_string()))?;
     if let Some(image) = image {
         if sandbox.id.is_some() {
             return Err(ApiError::unprocessable(
@@ -341,6 +366,7 @@ where
                     // built (a kept sandbox keeps its image).
                     spec.limits.disk = Size(sb.config().disk_bytes);
                     spec.root = sb.config().root.clone();
+                    spec.runtime = sb.config().runtime;
                     let copied = match &upload_dir {
                         Some(d) => sb.copy_in(d.path()),
                         None => Ok(()),

@@ -53,6 +53,12 @@ pub enum WsClientMessage {
         #[serde(default)]
         #[schema(example = "no_spawn", max_length = 4000)]
         seccomp: Option<String>,
+        /// `"native"` or `"gvisor"` for a new sandbox; absent: the server's default. Refused
+        /// (422) with `sandbox.id` (a kept sandbox keeps its own) and, on a server that runs
+        /// everything under gVisor (`[runtime] force_gvisor`), when `"native"`.
+        #[serde(default)]
+        #[schema(value_type = Option<String>, example = "gvisor")]
+        runtime: Option<corral_sandbox::Runtime>,
     },
     /// Resize the terminal of a run started with `tty`.
     Resize { cols: u16, rows: u16 },

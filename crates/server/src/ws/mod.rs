@@ -219,6 +219,7 @@ async fn handle(
             language,
             image,
             seccomp,
+            runtime,
         } => {
             if running.is_some() {
                 return Some(error(
@@ -235,6 +236,8 @@ async fn handle(
                 image,
                 seccomp,
                 language,
+                runtime,
+                preferred_runtime: None,
             };
             let mut prepared = match prepare(st, caller, input).await {
                 Ok(p) => p,

@@ -94,6 +94,13 @@ pub struct SubmissionRequest {
     #[serde(default)]
     #[schema(example = "no_spawn+no_sockets", max_length = 4000)]
     pub seccomp: Option<String>,
+    /// `"native"` or `"gvisor"`: the kernel every run of the job gets; absent: the server's
+    /// default. On a server that runs everything under gVisor (`[runtime] force_gvisor`),
+    /// `"native"` is refused (422). Resolved now and stored with the job; the verdict's runs say
+    /// which ran them.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, example = "gvisor")]
+    pub runtime: Option<corral_sandbox::Runtime>,
 }
 
 /// Checks a callback URL's form (where it points is checked when it is called).
@@ -251,6 +258,13 @@ pub async fn accept(
             Some(name) => Some(seccomp_profile(Some(name))?),
             None => None,
         },
+        // The operator's default and the public-instance switch, resolved once for every run.
+        runtime: Some(
+            st.config
+                .runtime
+                .resolve_preferring(req.runtime, lang.as_ref().and_then(|l| l.runtime))
+                .map_err(|e| ApiError::unprocessable(e.to_string()))?,
+        ),
     };
     // The rules every run request meets (`/run` and the WebSocket check the same), before
     // anything is stored.
