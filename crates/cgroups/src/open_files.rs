@@ -58,10 +58,12 @@ impl OpenFiles {
         let mut chunk = [0u8; 4096];
         loop {
             let n = f.read_at(&mut chunk, buf.len() as u64).map_err(err)?;
-            if n == 0 {
+            buf.extend_from_slice(&chunk[..n]);
+            // A short read is the end: kernfs and seq files fill the buffer while content is
+            // left (as regular files do), so a counter costs one `pread`, not a second for EOF.
+            if n < chunk.len() {
                 break;
             }
-            buf.extend_from_slice(&chunk[..n]);
         }
         String::from_utf8(buf)
             .map(Some)

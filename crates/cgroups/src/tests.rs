@@ -655,15 +655,15 @@ fn v1_begin_run_resets_counters_and_usage_since_is_per_run() {
     let b = cg.begin_run().unwrap();
     assert_eq!(b.resident_bytes, 10 * MIB);
     assert!(!b.peak_is_lifetime);
+    // Peaks are reset (they cannot be diffed); counters are left alone and diffed.
     for file in [
         "memory.max_usage_in_bytes",
         "memory.memsw.max_usage_in_bytes",
-        "memory.failcnt",
-        "memory.memsw.failcnt",
     ] {
         assert_eq!(h.read(&format!("{mem}/{file}")), "0", "{file}");
     }
-    assert_eq!(h.read(cpuacct), "0");
+    assert_eq!(h.read(&format!("{mem}/memory.failcnt")), "7");
+    assert_eq!(h.read(cpuacct), "5000000000");
     let u = cg.usage_since(&b).unwrap();
     assert_eq!(u.cpu_time, Duration::ZERO);
     assert!(
@@ -673,7 +673,7 @@ fn v1_begin_run_resets_counters_and_usage_since_is_per_run() {
     assert_eq!(u.pids_peak, Some(16), "lifetime");
 
     // The run: 300 ms CPU, a 20 MiB peak, two more tasks.
-    h.set(cpuacct, "300000000\n");
+    h.set(cpuacct, "5300000000\n");
     set_mem("memory.max_usage_in_bytes", "20971520\n");
     h.set(&format!("{pids}/pids.current"), "3\n");
     assert_eq!(cg.cpu_time_since(&b).unwrap(), Duration::from_millis(300));
@@ -703,10 +703,10 @@ fn v1_begin_run_resets_counters_and_usage_since_is_per_run() {
         "memory.oom_control",
         "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
     );
-    set_mem("memory.failcnt", "1\n");
+    set_mem("memory.failcnt", "8\n");
     let u = cg.usage_since(&b).unwrap();
     assert!(!u.oom_killed && u.memory_limit_hit, "{u:?}");
-    set_mem("memory.failcnt", "0\n");
+    set_mem("memory.failcnt", "7\n");
     set_mem("memory.max_usage_in_bytes", "67000000\n");
     assert!(cg.usage_since(&b).unwrap().memory_limit_hit);
 

@@ -404,16 +404,12 @@ impl Cgroup for V1Cgroup {
 
     fn begin_run(&self) -> Result<Baseline, Error> {
         let mem = |file: &str| self.memory.join(file);
-        // Writing 0 sets a peak to the current usage and zeroes a failure or CPU counter.
+        // Writing 0 sets a peak to the current usage: a peak cannot be diffed, so it is reset.
         self.files.write(&mem("memory.max_usage_in_bytes"), "0")?;
         self.files
             .write_if_exists(&mem("memory.memsw.max_usage_in_bytes"), "0")?;
-        self.files.write(&mem("memory.failcnt"), "0")?;
-        self.files
-            .write_if_exists(&mem("memory.memsw.failcnt"), "0")?;
-        self.files.write(&self.cpuacct.join("cpuacct.usage"), "0")?;
-        // Snapshot anyway: the long-lived processes keep running (and counting) meanwhile, and
-        // the oom_kill and pids.events counters cannot be reset.
+        // The counters (CPU, failures, OOM kills, pids.events) are not reset but diffed against
+        // this snapshot: fewer writes per run, and the long-lived processes keep counting anyway.
         Ok(Baseline {
             resident_bytes: self.memory_current()?,
             peak_is_lifetime: false,

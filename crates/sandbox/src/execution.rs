@@ -24,6 +24,10 @@ use crate::waker::Waker;
 /// How long output may keep trickling in after every process is dead (only a leaked pipe could).
 const DRAIN: Duration = Duration::from_secs(2);
 
+/// PID 1 kills a run at its wall limit by its own clock; the supervisor sends its `Kill` only
+/// this much later, for a PID 1 that did not (its clock starts a hand-off after ours).
+const WALL_BACKSTOP: Duration = Duration::from_millis(50);
+
 pub struct Execution<'s> {
     /// The sandbox's init and accounting; nothing else of the sandbox is reachable from a run.
     control: &'s mut Control,
@@ -65,7 +69,7 @@ impl<'s> Execution<'s> {
         let cpus = cpus();
         Execution {
             control,
-            wall_deadline: start + limits.wall_time.duration(),
+            wall_deadline: start + limits.wall_time.duration() + WALL_BACKSTOP,
             cpu_check: start + limits.cpu_time.duration() / cpus,
             cpus,
             capture: Capture::new(limits.output.bytes()),
@@ -320,7 +324,11 @@ impl<'s> Execution<'s> {
                     exit_code,
                     signal,
                     wall_ns,
+                    wall_limit,
                 } => {
+                    if wall_limit && self.killed_for.is_none() {
+                        self.killed_for = Some(Status::WallTimeLimit);
+                    }
                     self.finished = Some((exit_code, signal, wall_ns));
                     self.stdin = None;
                     self.drain_deadline = Some(Instant::now() + DRAIN);

@@ -113,6 +113,10 @@ pub enum Request {
         /// cgroup enforces it and this is `None`.
         #[serde(default)]
         pids: Option<u64>,
+        /// The wall-clock limit: PID 1 kills the run itself when it is reached, from its own
+        /// clock (one hand-off fewer than a `Kill` from the supervisor, which stays the backstop).
+        #[serde(default)]
+        wall_ns: Option<u64>,
     },
     /// Send a signal to the current program's process group.
     Signal { signal: i32 },
@@ -154,6 +158,9 @@ pub enum Event {
         exit_code: Option<i32>,
         signal: Option<i32>,
         wall_ns: u64,
+        /// PID 1 killed the run at its wall-clock limit.
+        #[serde(default)]
+        wall_limit: bool,
     },
     /// Setting up failed; nothing ran (or the run was stopped before exec).
     Failed { error: String },

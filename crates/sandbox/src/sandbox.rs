@@ -558,6 +558,7 @@ impl Sandbox {
             tty: spec.tty,
             seccomp,
             pids: inner_pids,
+            wall_ns: Some(limits.wall_time.duration().as_nanos() as u64),
         };
         self.control.count_run();
         let mut sent = Vec::new();

@@ -71,6 +71,14 @@ pub async fn serve(
     };
     let grace = state.config.shutdown_grace.duration();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    // Every response and WebSocket message goes out at once: with Nagle's algorithm a small
+    // write waits for the previous one's ACK, which a client delays up to 40 ms (an interactive
+    // run's echo that followed the server's `stdin` notice took ~43 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY on an accepted connection");
+        }
+    });
     let server =
         axum::serve(listener, app.into_make_service()).with_graceful_shutdown(async move {
             stopping.await;

@@ -3,13 +3,14 @@
 //! everything it left behind, reset the sandbox between users.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::poll::{poll, ppoll, PollFd, PollFlags, PollTimeout};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+use nix::sys::time::TimeSpec;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 
@@ -68,7 +69,12 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
         if let Some(l) = listener {
             fds.push(PollFd::new(l, PollFlags::POLLIN));
         }
-        match poll(&mut fds, PollTimeout::NONE) {
+        // Until the running program's wall deadline (microsecond precision), else until told.
+        let timeout = current
+            .as_ref()
+            .and_then(Running::wall_deadline)
+            .map(|d| TimeSpec::from_duration(d.saturating_duration_since(Instant::now())));
+        match ppoll(&mut fds, timeout, None) {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(SandboxError::io("poll", e.into())),
@@ -80,6 +86,13 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
         };
         let (ctl_ready, sig_ready, notif_ready) = (ready(0, &fds), ready(1, &fds), ready(2, &fds));
         drop(fds);
+        if let Some(run) = current.as_mut() {
+            if run.wall_deadline().is_some_and(|d| Instant::now() >= d) {
+                // Killed and reaped here, at the limit: `Finished` says why.
+                run.wall_killed = true;
+                run.kill_all();
+            }
+        }
 
         if notif_ready {
             if let Some(run) = current.as_mut() {
@@ -107,6 +120,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     tty,
                     seccomp,
                     pids,
+                    wall_ns,
                 } => {
                     if current.is_some() {
                         protocol::send(ctl, &Event::failed("a run is already in progress"), &[])?;
@@ -163,7 +177,8 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         start(&plan, filter, landlock.as_ref(), fds, sigfd.as_fd())
                     });
                     match started {
-                        Ok(run) => {
+                        Ok(mut run) => {
+                            run.wall_limit = wall_ns.map(Duration::from_nanos);
                             let passed: Vec<_> = master.iter().map(|m| m.as_raw_fd()).collect();
                             protocol::send(ctl, &Event::Started, &passed)?;
                             // A call reported while it was starting (see `start`).
@@ -295,9 +310,21 @@ struct Running {
     /// Inside gVisor, where PID 1 traces the run's processes and a blocked call is a ptrace stop
     /// instead of a notification (see [`tracer`]).
     traced: bool,
+    /// The wall-clock limit, counted from `started`.
+    wall_limit: Option<Duration>,
+    /// Killed at that limit.
+    wall_killed: bool,
 }
 
 impl Running {
+    /// When the program reaches its wall limit, while it still runs.
+    fn wall_deadline(&self) -> Option<Instant> {
+        if self.ended.is_some() || self.wall_killed {
+            return None;
+        }
+        self.wall_limit.map(|l| self.started + l)
+    }
+
     fn on_notification(&mut self, ctl: BorrowedFd<'_>) {
         let Some(l) = self.listener.as_ref() else {
             return;
@@ -407,6 +434,7 @@ impl Running {
             exit_code,
             signal,
             wall_ns: self.wall_ns,
+            wall_limit: self.wall_killed,
         })
     }
 }
@@ -522,6 +550,8 @@ fn start(
                 ended: None,
                 wall_ns: 0,
                 traced: plan.gvisor,
+                wall_limit: None,
+                wall_killed: false,
             };
             for status in ended {
                 run.record(status);
@@ -611,4 +641,40 @@ fn pre_exec_notification(
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
     let _ = corral_seccomp::respond_errno(listener, n.id, libc::EPERM);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(wall_limit: Option<Duration>) -> Running {
+        Running {
+            pid: Pid::from_raw(2),
+            started: Instant::now(),
+            listener: None,
+            blocked: None,
+            ended: None,
+            wall_ns: 0,
+            traced: false,
+            wall_limit,
+            wall_killed: false,
+        }
+    }
+
+    /// PID 1 waits for a running program's wall deadline, counted from its own start, and only
+    /// while the program runs and has not been killed for it yet.
+    #[test]
+    fn the_wall_deadline_is_the_start_plus_the_limit_while_the_program_runs() {
+        let mut r = running(Some(Duration::from_millis(100)));
+        assert_eq!(
+            r.wall_deadline(),
+            Some(r.started + Duration::from_millis(100))
+        );
+        r.wall_killed = true;
+        assert_eq!(r.wall_deadline(), None);
+        let mut r = running(Some(Duration::from_millis(100)));
+        r.record(WaitStatus::Exited(Pid::from_raw(2), 0));
+        assert_eq!(r.wall_deadline(), None);
+        assert_eq!(running(None).wall_deadline(), None);
+    }
 }

@@ -382,19 +382,22 @@ where
             st2.metrics.observe(&outcome, started.elapsed());
             let image = UsedImage::of(&spec.root).map(ImageDoc::from);
             let (kept, evicted) = st2.sandboxes.finish(&held2, lease);
-            drop(evicted.0);
             st2.metrics.held_sandboxes.set(st2.sandboxes.len() as i64);
-            (outcome, kept, image)
+            (outcome, kept, image, evicted)
         })
         .await;
     match result {
-        Ok((o, kept, image)) => Ok((
-            o,
-            Ran {
-                sandbox: kept.then(|| held.id.clone()),
-                image,
-            },
-        )),
+        Ok((o, kept, image, evicted)) => {
+            // Given back (or torn down, when the pool is full) after the caller has its answer.
+            evicted.drop_blocking();
+            Ok((
+                o,
+                Ran {
+                    sandbox: kept.then(|| held.id.clone()),
+                    image,
+                },
+            ))
+        }
         Err(e) => {
             st.sandboxes.abort(&held);
             Err(e)
