@@ -33,6 +33,9 @@ pub struct Execution<'s> {
     control: &'s mut Control,
     limits: Limits,
     start: Instant,
+    /// When the wall limit runs out (PID 1 kills the run then, by its own clock).
+    wall_limit_at: Instant,
+    /// The supervisor's own kill, a backstop for a PID 1 that did not.
     wall_deadline: Instant,
     cpu_check: Instant,
     cpus: u32,
@@ -69,6 +72,7 @@ impl<'s> Execution<'s> {
         let cpus = cpus();
         Execution {
             control,
+            wall_limit_at: start + limits.wall_time.duration(),
             wall_deadline: start + limits.wall_time.duration() + WALL_BACKSTOP,
             cpu_check: start + limits.cpu_time.duration() / cpus,
             cpus,
@@ -216,6 +220,12 @@ impl<'s> Execution<'s> {
         if now >= self.wall_deadline {
             self.killed_for = Some(Status::WallTimeLimit);
             return self.control.send(&Request::Kill);
+        }
+        if now >= self.wall_limit_at {
+            // The wall limit ran out first and PID 1 is killing the run for it: a CPU budget
+            // spent meanwhile (a busy program's CPU time keeps pace with the wall clock) must not
+            // take the verdict from it.
+            return Ok(());
         }
         if now >= self.cpu_check {
             let limit = self.limits.cpu_time.duration();
