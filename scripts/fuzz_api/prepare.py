@@ -118,6 +118,9 @@ def main():
     call("POST", "/images/import?name=fuzz/delete-me:1", rootfs_tar(b"doomed\n"), ctype="application/octet-stream")
     # The image manifest's digest: a blob the worker fetches first.
     blob = call("GET", "/worker/images/fuzz/imported:1", token=worker)["digest"]
+    # An image build (an `env` step only: no sandbox work), polled at GET /images/builds/{id}.
+    build_file = "from: fuzz/imported:1\nsteps:\n  - env: {FUZZ: '1'}\n"
+    build = call("POST", "/images/build?name=fuzz/built:1", build_file.encode(), ctype="application/yaml")["id"]
 
     doc = call("GET", "/openapi.json")
     param_example(doc, "GET", "/uploads/{id}", "id", upload)
@@ -144,6 +147,10 @@ def main():
     )
     param_example(doc, "GET", "/worker/images/{reference}", "reference", "fuzz/imported:1")
     param_example(doc, "GET", "/worker/blobs/{digest}", "digest", blob)
+    # A mapping: schemathesis writes a YAML body with yaml.dump (a string would become a scalar).
+    body_example(doc, "POST", "/images/build", {"from": "fuzz/imported:1", "steps": [{"env": {"FUZZ": "2"}}]})
+    param_example(doc, "POST", "/images/build", "name", "fuzz/built:2")
+    param_example(doc, "GET", "/images/builds/{id}", "id", build)
     with open(os.path.join(WORK, "openapi.json"), "w") as f:
         json.dump(doc, f, indent=1)
     print(f"FUZZ_WORKER_TOKEN={worker}")

@@ -472,42 +472,51 @@ fn xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
 fn rootless_runs_see_upper_layers_opaque_folders_and_whiteouts() {
     let bin = binary();
     let cg = delegate("opaque");
-    // Root's store: the test image, and an image built on it whose second step replaces /opt/d
-    // (an opaque folder in its layer) and deletes /opt/e/x (a whiteout).
+    // Root's store: the test image with two layers on top, the second replacing /opt/d (an opaque
+    // folder) and deleting /opt/e/x (a whiteout) — written by hand (not `corral env build`, whose
+    // idmapped mounts some filesystems lack, e.g. the cgroup v2 guest's 9p root).
     let root_data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     std::fs::set_permissions(root_data.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let corral_root = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-            .args(["env", "--data"])
-            .arg(root_data.path())
-            .args(args)
-            .output()
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let layer_tar = |name: &str, files: &[&str]| {
+        let dir = work.path().join(name);
+        for f in files {
+            let path = dir.join(f);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, b"").unwrap();
+        }
+        let tar = work.path().join(format!("{name}.tar"));
+        let status = Command::new("tar")
+            .args(["--numeric-owner", "--owner=0", "--group=0", "-cf"])
+            .arg(&tar)
+            .arg("-C")
+            .arg(&dir)
+            .arg("opt")
+            .status()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        assert!(status.success(), "tar {name}");
+        tar
     };
-    corral_root(&[
-        "import",
-        common::image::debian_tar().to_str().unwrap(),
-        "--name",
-        common::image::NAME,
-    ]);
-    let file = root_data.path().join("build.yaml");
-    std::fs::write(
-        &file,
-        format!(
-            "from: {}\nname: course/opaque:1\nsteps:\n  - run: mkdir -p /opt/d /opt/e && touch /opt/d/a /opt/d/b /opt/e/x /opt/e/y\n  - run: rm -rf /opt/d && mkdir /opt/d && touch /opt/d/c && rm /opt/e/x\n",
-            common::image::NAME
-        ),
-    )
-    .unwrap();
-    let built: serde_json::Value =
-        serde_json::from_str(&corral_root(&["build", file.to_str().unwrap(), "--json"])).unwrap();
-    let top = built["steps"][1]["layer"].as_str().unwrap();
+    let lower = layer_tar("lower", &["opt/d/a", "opt/d/b", "opt/e/x", "opt/e/y"]);
+    let upper = layer_tar("upper", &["opt/d/.wh..wh..opq", "opt/d/c", "opt/e/.wh.x"]);
+    let layout = work.path().join("layout");
+    let base = common::image::debian_tar();
+    let digests =
+        corral_testkit::debian::oci_layout_of_tars(&layout, &[&base, &lower, &upper], None);
+    let imported = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["env", "--data"])
+        .arg(root_data.path())
+        .arg("import")
+        .arg(&layout)
+        .args(["--name", "course/opaque:1"])
+        .output()
+        .unwrap();
+    assert!(
+        imported.status.success(),
+        "import: {}",
+        String::from_utf8_lossy(&imported.stderr)
+    );
+    let top = &digests[2];
     let layer = root_data
         .path()
         .join("images/layers/sha256")

@@ -61,6 +61,15 @@ pub fn sha256_file(p: &Path) -> String {
 /// not copied, where it can be). `config` is the image config's `config` object (user, env,
 /// working folder), if any. Returns the layer's digest (its diff id).
 pub fn oci_layout_of_tar(layout: &Path, tar: &Path, config: Option<serde_json::Value>) -> String {
+    oci_layout_of_tars(layout, &[tar], config).remove(0)
+}
+
+/// [`oci_layout_of_tar`] with several layers, bottom first. Returns their digests.
+pub fn oci_layout_of_tars(
+    layout: &Path,
+    tars: &[&Path],
+    config: Option<serde_json::Value>,
+) -> Vec<String> {
     let blobs = layout.join("blobs/sha256");
     std::fs::create_dir_all(&blobs).unwrap();
     let put = |b: &[u8]| {
@@ -69,20 +78,26 @@ pub fn oci_layout_of_tar(layout: &Path, tar: &Path, config: Option<serde_json::V
         std::fs::write(blobs.join(&d[7..]), b).unwrap();
         (d, b.len())
     };
-    let diff_id = sha256_file(tar);
-    let size = std::fs::metadata(tar).unwrap().len();
-    std::fs::hard_link(tar, blobs.join(&diff_id[7..]))
-        .or_else(|_| std::fs::copy(tar, blobs.join(&diff_id[7..])).map(drop))
-        .unwrap();
+    let mut diff_ids = Vec::new();
+    let mut layers = Vec::new();
+    for tar in tars {
+        let diff_id = sha256_file(tar);
+        let size = std::fs::metadata(tar).unwrap().len();
+        std::fs::hard_link(tar, blobs.join(&diff_id[7..]))
+            .or_else(|_| std::fs::copy(tar, blobs.join(&diff_id[7..])).map(drop))
+            .unwrap();
+        layers.push(serde_json::json!({"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": diff_id, "size": size}));
+        diff_ids.push(diff_id);
+    }
     let mut image = serde_json::json!({"architecture": "amd64", "os": "linux",
-        "rootfs": {"type": "layers", "diff_ids": [diff_id]}});
+        "rootfs": {"type": "layers", "diff_ids": diff_ids}});
     if let Some(config) = config {
         image["config"] = config;
     }
     let (cd, cs) = put(image.to_string().as_bytes());
     let manifest = serde_json::json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": cs},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": diff_id, "size": size}]});
+        "layers": layers});
     let (md, ms) = put(manifest.to_string().as_bytes());
     std::fs::write(
         layout.join("oci-layout"),
@@ -91,5 +106,5 @@ pub fn oci_layout_of_tar(layout: &Path, tar: &Path, config: Option<serde_json::V
     .unwrap();
     let index = serde_json::json!({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": md, "size": ms}]});
     std::fs::write(layout.join("index.json"), index.to_string()).unwrap();
-    diff_id
+    diff_ids
 }
