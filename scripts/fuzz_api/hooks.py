@@ -9,6 +9,8 @@
   exact bytes sent, so the fuzzer reaches the verdict-recording code, not only the 401.
 - `POST /images/import`'s example body is a placeholder in the document (a JSON document cannot
   hold a binary archive); the archive prepare.py wrote ($FUZZ_IMPORT_ARCHIVE) is sent instead.
+- `POST /images/build`'s example body is a placeholder too: schemathesis writes YAML bodies with
+  yaml.dump, which turns a string into a quoted scalar; the build file's own text is sent instead.
 """
 
 import hashlib
@@ -20,6 +22,8 @@ import time
 import schemathesis
 
 IMPORT_PLACEHOLDER = "FUZZ_IMPORT_ARCHIVE"
+BUILD_PLACEHOLDER = "FUZZ_BUILD_FILE"
+BUILD_FILE = "from: fuzz/imported:1\nsteps:\n  - env: {FUZZ: '2'}\n"
 
 
 def _is_json(v):
@@ -54,6 +58,14 @@ def before_call(context, case, kwargs):
             with open(os.environ["FUZZ_IMPORT_ARCHIVE"], "rb") as f:
                 kwargs["data"] = f.read()
             headers["Content-Type"] = "application/octet-stream"
+    if path == "/images/build":
+        body = case.body
+        if body == BUILD_PLACEHOLDER or body == BUILD_PLACEHOLDER.encode() or (
+            isinstance(body, str) and BUILD_PLACEHOLDER in body
+        ):
+            kwargs["data"] = BUILD_FILE.encode()
+            kwargs.pop("json", None)
+            headers["Content-Type"] = "application/yaml"
     case.headers = headers
 
 
