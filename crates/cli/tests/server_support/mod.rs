@@ -296,24 +296,10 @@ impl Server {
         v
     }
 
-    /// Waits (`?wait=true`, in rounds of 10 s) until submission `id` is `done` or `failed`;
-    /// 10 minutes at most. Its view.
+    /// [`Server::finished`] within 10 minutes, showing only the server's log on a timeout.
     pub async fn judged(&self, token: &str, id: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(600);
-        loop {
-            let (st, v) = self
-                .get(token, &format!("/submissions/{id}?wait=true&timeout=10"))
-                .await;
-            assert_eq!(st, StatusCode::OK, "{v}");
-            if v["status"] == "done" || v["status"] == "failed" {
-                return v;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "submission {id} not judged in 10 minutes: {v}\n{}",
-                self.log()
-            );
-        }
+        self.finished(token, id, Duration::from_secs(600), String::new)
+            .await
     }
 
     /// A WebSocket to `/ws` as `token`.
