@@ -86,7 +86,8 @@
 //!   the network namespace is what isolates it, and loopback inside the
 //!   sandbox is useful. With network enabled
 //!   ([`Profile::with_network`]), `AF_NETLINK` with protocol
-//!   `NETLINK_ROUTE` is allowed too (interface listing).
+//!   `NETLINK_ROUTE` is allowed too (interface listing); offline, only the
+//!   `list_interfaces` grant allows it (below).
 //! * `ioctl` with `TIOCSTI` or `TIOCLINUX` → `EPERM`: injecting input into
 //!   a terminal the sandbox shares would execute commands outside it.
 //!
@@ -100,6 +101,15 @@
 //! those libseccomp does not know included, is killed and reported). The program's own `execve`
 //! under `no_spawn` is let through by the sandbox's PID 1, which answers it with
 //! [`respond_continue`] while the program's process has not exec'd yet.
+//!
+//! # Grants ([`grants`])
+//!
+//! The one exception to "only denies more": a language, suite or check (never a run request's
+//! profile name) may give the `list_interfaces` grant, which allows `socket(AF_NETLINK, *,
+//! NETLINK_ROUTE)` in an offline sandbox so that `getifaddrs()` works (libzmq, so every Jupyter
+//! kernel, aborts without it). It reaches only the sandbox's own network namespace (`lo`), which
+//! the sandbox cannot change without `CAP_NET_ADMIN`. Nothing else is grantable, and
+//! `no_sockets` or an allow-list without `socket` still report the call.
 //!
 //! Arguments the kernel reads as 32-bit `int`s (socket domain, ioctl
 //! request, persona) are compared on their low 32 bits only, so garbage in
@@ -129,6 +139,7 @@ compile_error!("corral-seccomp supports x86_64 and aarch64 only");
 
 mod bpf;
 mod filter;
+pub mod grants;
 mod notify;
 mod patterns;
 mod profile;
@@ -136,6 +147,7 @@ mod restrictions;
 mod syscalls;
 
 pub use filter::{CompiledFilter, Verdict, INSN_SIZE, MAX_INSNS};
+pub use grants::{Grant, Grants, UnknownGrant};
 pub use notify::{
     receive, respond_continue, respond_errno, syscall_name, Notification, AUDIT_ARCH_AARCH64,
     AUDIT_ARCH_ARM, AUDIT_ARCH_I386, AUDIT_ARCH_NATIVE, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT,

@@ -4,6 +4,7 @@ use std::fmt;
 
 use libseccomp::{ScmpArgCompare, ScmpCompareOp};
 
+use crate::grants::Grant;
 use crate::patterns::{self, Pattern};
 use crate::restrictions::{Restrictions, STARTUP};
 pub(crate) use crate::syscalls::{resolve, resolve_owned};
@@ -74,7 +75,8 @@ impl Profile {
     /// additionally allowed so that `getifaddrs()` and friends can list the
     /// interfaces (reading routing state needs no privilege; changing it needs
     /// `CAP_NET_ADMIN`, which the sandbox does not have). Other netlink
-    /// protocols stay blocked.
+    /// protocols stay blocked. Offline, only the `list_interfaces` grant
+    /// ([`Restrictions::grants`], see [`crate::grants`]) allows the same socket.
     pub fn with_network(mut self, on: bool) -> Self {
         self.allow_network = on;
         self
@@ -101,7 +103,7 @@ impl Profile {
         self.unix_sockets
     }
 
-    /// A stricter layer on top (see [`Restrictions`]).
+    /// A stricter layer on top, with its configuration's grants (see [`Restrictions`]).
     pub fn with_restrictions(mut self, restrictions: Restrictions) -> Self {
         self.restrictions = restrictions;
         self
@@ -318,7 +320,13 @@ pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
         .copied()
         .filter(|&f| profile.unix_sockets || f != libc::AF_UNIX as u32)
         .collect();
-    if profile.allow_network {
+    // Interface listing: with network on (the host's interfaces are the sandbox's anyway), or
+    // offline by the `list_interfaces` grant, where the socket sees only the sandbox's own
+    // namespace (`lo`) and cannot change it without CAP_NET_ADMIN (see `crate::grants`). The
+    // stricter layers (`restrict`, below) still apply on top.
+    let route_netlink =
+        profile.allow_network || profile.restrictions.grants.contains(&Grant::ListInterfaces);
+    if route_netlink {
         let mut allowed = socket_families.clone();
         allowed.push(libc::AF_NETLINK as u32);
         let mut alternatives = lo32_patterns(0, &patterns::low_bits_except(FAMILY_BITS, &allowed));

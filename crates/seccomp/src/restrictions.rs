@@ -3,13 +3,19 @@
 //! Written as a profile name: `default`, `no_spawn`, `no_sockets`, `allow:NAME,NAME,…`, or
 //! several joined by `+` (`no_spawn+no_sockets`). Every layer only denies more: the default
 //! profile's own rules stay in force underneath.
+//!
+//! Configuration (a language, a suite, a check) may also hold [grants](crate::grants), written
+//! as a mapping: `{profile: no_spawn, grant: [list_interfaces]}` (`profile` optional). A name
+//! never holds one, so what a run request sends can only deny more.
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
-/// What a stricter profile denies on top of the default one. The default value denies nothing
-/// more.
+use crate::grants::{Grant, Grants};
+
+/// What a stricter profile denies on top of the default one, and the narrow grants its
+/// configuration gives. The default value denies nothing more and grants nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Restrictions {
     /// `no_spawn`: once the run's program has been exec'd, no new process or program: `fork`,
@@ -25,6 +31,9 @@ pub struct Restrictions {
     /// program needs) and those the default profile answers with a quiet errno are allowed; any
     /// other syscall, known to libseccomp or not, is killed and reported.
     pub allow: Option<BTreeSet<String>>,
+    /// Grants (see [`crate::grants`]): from configuration only, never from a profile's name.
+    /// Every layer above still applies on top of them.
+    pub grants: Grants,
 }
 
 /// What every program needs to be loaded (the dynamic loader, libc's start-up), to end, and what
@@ -80,6 +89,8 @@ pub enum RestrictionsError {
     UnknownSyscall(String),
     #[error("seccomp profile {0:?}: `allow:` may appear once")]
     TwoAllowLists(String),
+    #[error("seccomp profile {0:?}: {1} is a grant, which only a language, suite or check can give (seccomp: {{grant: [{1}]}}); a run's profile can only deny more")]
+    GrantInName(String, String),
 }
 
 impl Restrictions {
@@ -115,6 +126,37 @@ impl Restrictions {
             no_spawn: self.no_spawn || other.no_spawn,
             no_sockets: self.no_sockets || other.no_sockets,
             allow,
+            // A grant comes from configuration (a request's name holds none), and what either
+            // side denies still applies on top of it.
+            grants: self.grants.union(&other.grants).copied().collect(),
+        }
+    }
+
+    /// These layers with `grants` added.
+    pub fn granting(mut self, grants: impl IntoIterator<Item = Grant>) -> Self {
+        self.grants.extend(grants);
+        self
+    }
+
+    /// The layers alone, as a name (what `Display` shows before any grants).
+    fn name(&self) -> String {
+        let mut parts = Vec::new();
+        if self.no_spawn {
+            parts.push("no_spawn".to_string());
+        }
+        if self.no_sockets {
+            parts.push("no_sockets".to_string());
+        }
+        if let Some(allow) = &self.allow {
+            parts.push(format!(
+                "allow:{}",
+                allow.iter().cloned().collect::<Vec<_>>().join(",")
+            ));
+        }
+        if parts.is_empty() {
+            "default".to_string()
+        } else {
+            parts.join("+")
         }
     }
 }
@@ -129,6 +171,10 @@ impl FromStr for Restrictions {
                 "default" => {}
                 "no_spawn" => r.no_spawn = true,
                 "no_sockets" => r.no_sockets = true,
+                _ if part.parse::<Grant>().is_ok() || part.starts_with("grant:") => {
+                    let grant = part.trim_start_matches("grant:").to_string();
+                    return Err(RestrictionsError::GrantInName(s.to_string(), grant));
+                }
                 _ => {
                     let Some(list) = part.strip_prefix("allow:") else {
                         return Err(RestrictionsError::UnknownLayer(part.to_string()));
@@ -159,50 +205,98 @@ impl FromStr for Restrictions {
 }
 
 impl fmt::Display for Restrictions {
+    /// The name, then any grants: `no_spawn (grant: list_interfaces)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut parts = Vec::new();
-        if self.no_spawn {
-            parts.push("no_spawn".to_string());
+        f.write_str(&self.name())?;
+        if !self.grants.is_empty() {
+            let grants: Vec<&str> = self.grants.iter().map(|g| g.name()).collect();
+            write!(f, " (grant: {})", grants.join(", "))?;
         }
-        if self.no_sockets {
-            parts.push("no_sockets".to_string());
-        }
-        if let Some(allow) = &self.allow {
-            parts.push(format!(
-                "allow:{}",
-                allow.iter().cloned().collect::<Vec<_>>().join(",")
-            ));
-        }
-        if parts.is_empty() {
-            f.write_str("default")
-        } else {
-            f.write_str(&parts.join("+"))
-        }
+        Ok(())
     }
 }
 
-/// Written as its name (`"no_spawn+no_sockets"`).
+/// Written as its name (`"no_spawn+no_sockets"`), or with grants as a mapping
+/// (`{"profile": "no_spawn", "grant": ["list_interfaces"]}`).
 impl serde::Serialize for Restrictions {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        use serde::ser::SerializeMap;
+        if self.grants.is_empty() {
+            return s.collect_str(self);
+        }
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("profile", &self.name())?;
+        m.serialize_entry("grant", &self.grants)?;
+        m.end()
     }
 }
 
-/// Read from a name (`"no_spawn+no_sockets"`) or a list of layers (`["no_spawn", "no_sockets"]`).
+/// Read from a name (`"no_spawn+no_sockets"`), a list of layers (`["no_spawn", "no_sockets"]`),
+/// or a mapping with grants: `{profile: NAME or LIST (optional), grant: [GRANT, …]}`.
 impl<'de> serde::Deserialize<'de> for Restrictions {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(serde::Deserialize)]
-        #[serde(untagged)]
-        enum Form {
-            Name(String),
-            Layers(Vec<String>),
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// Hand-written rather than an untagged enum, so a bad key or grant gets its own message.
+struct Visitor;
+
+fn from_layers<E: serde::de::Error>(layers: Vec<String>) -> Result<Restrictions, E> {
+    let name = if layers.is_empty() {
+        "default".to_string()
+    } else {
+        layers.join("+")
+    };
+    name.parse().map_err(E::custom)
+}
+
+/// A `profile:` value: a name or a list of layers.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Layers {
+    Name(String),
+    List(Vec<String>),
+}
+
+impl<'de> serde::de::Visitor<'de> for Visitor {
+    type Value = Restrictions;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a seccomp profile name (no_spawn+no_sockets), a list of layers, or {profile: NAME, grant: [list_interfaces]}")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Restrictions, E> {
+        v.parse().map_err(E::custom)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Restrictions, A::Error> {
+        let mut layers = Vec::new();
+        while let Some(l) = seq.next_element::<String>()? {
+            layers.push(l);
         }
-        let name = match Form::deserialize(d)? {
-            Form::Name(n) => n,
-            Form::Layers(l) if l.is_empty() => "default".to_string(),
-            Form::Layers(l) => l.join("+"),
-        };
-        name.parse().map_err(serde::de::Error::custom)
+        from_layers(layers)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Restrictions, A::Error> {
+        use serde::de::Error;
+        let mut layers: Option<Vec<String>> = None;
+        let mut grants: Option<Vec<Grant>> = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "profile" if layers.is_none() => {
+                    layers = Some(match map.next_value::<Layers>()? {
+                        Layers::Name(n) => vec![n],
+                        Layers::List(l) => l,
+                    })
+                }
+                "grant" if grants.is_none() => grants = Some(map.next_value()?),
+                "profile" | "grant" => return Err(A::Error::duplicate_field("profile or grant")),
+                other => return Err(A::Error::unknown_field(other, &["profile", "grant"])),
+            }
+        }
+        let r: Restrictions = from_layers(layers.unwrap_or_default())?;
+        Ok(r.granting(grants.unwrap_or_default()))
     }
 }
 
@@ -247,7 +341,7 @@ mod tests {
             Restrictions {
                 no_spawn: true,
                 no_sockets: true,
-                allow: None
+                ..Default::default()
             }
         );
     }

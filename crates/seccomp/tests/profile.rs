@@ -590,3 +590,178 @@ fn allow_list_allows_only_the_list_startup_and_quiet_defaults() {
         Verdict::Allow
     );
 }
+
+/// `strict(name)` with the `list_interfaces` grant.
+fn granted(name: &str) -> CompiledFilter {
+    let r: Restrictions = name.parse().unwrap();
+    CompiledFilter::compile(
+        &Profile::default_profile().with_restrictions(r.granting([Grant::ListInterfaces])),
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_list_interfaces_grant_allows_route_netlink_only_offline() {
+    let f = granted("default");
+    let route = libc::NETLINK_ROUTE as u64;
+    for ty in [
+        libc::SOCK_RAW,
+        libc::SOCK_DGRAM,
+        libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+    ] {
+        assert_eq!(
+            native(&f, libc::SYS_socket, &[16, ty as u64, route]),
+            Verdict::Allow,
+            "type {ty:#x}"
+        );
+    }
+    // Every other netlink protocol (audit, uevent, sock_diag, netfilter, generic …) stays refused,
+    // as do a protocol with high bits set, socketpair, AF_PACKET and the other families.
+    for proto in [
+        libc::NETLINK_AUDIT as u64,
+        libc::NETLINK_KOBJECT_UEVENT as u64,
+        libc::NETLINK_SOCK_DIAG as u64,
+        libc::NETLINK_NETFILTER as u64,
+        libc::NETLINK_GENERIC as u64,
+        libc::NETLINK_XFRM as u64,
+        1 << 32,
+    ] {
+        assert_eq!(
+            native(&f, libc::SYS_socket, &[16, 3, proto]),
+            EAFNOSUPPORT,
+            "netlink protocol {proto:#x}"
+        );
+    }
+    assert_eq!(
+        native(&f, libc::SYS_socketpair, &[16, 3, route]),
+        EAFNOSUPPORT
+    );
+    for domain in [
+        libc::AF_PACKET,
+        libc::AF_KEY,
+        libc::AF_VSOCK,
+        libc::AF_ALG,
+        40,
+    ] {
+        assert_eq!(
+            native(&f, libc::SYS_socket, &[domain as u64, 3, route]),
+            EAFNOSUPPORT,
+            "domain {domain}"
+        );
+    }
+    // Nothing else moves: the rest of the program is the default profile's.
+    for (nr, args) in [
+        (libc::SYS_socket, vec![libc::AF_INET as u64, 1, 0]),
+        (libc::SYS_getpid, vec![]),
+        (libc::SYS_unshare, vec![libc::CLONE_NEWUSER as u64]),
+        (libc::SYS_clone3, vec![]),
+        (libc::SYS_ptrace, vec![]),
+    ] {
+        assert_eq!(
+            native(&f, nr, &args),
+            native(default_filter(), nr, &args),
+            "syscall {nr}"
+        );
+    }
+    // Without the grant, offline, the same socket is refused (the default is unchanged).
+    assert_eq!(
+        native(default_filter(), libc::SYS_socket, &[16, 3, route]),
+        EAFNOSUPPORT
+    );
+}
+
+#[test]
+fn a_stricter_layer_wins_over_the_grant() {
+    let route = libc::NETLINK_ROUTE as u64;
+    // no_sockets: every socket is reported, the granted one too.
+    let f = granted("no_sockets");
+    assert_eq!(
+        native(&f, libc::SYS_socket, &[16, 3, route]),
+        Verdict::Notify
+    );
+    // An allow-list without socket reports it; one with socket keeps the grant's exception.
+    let f = granted("allow:read,write");
+    assert_eq!(
+        native(&f, libc::SYS_socket, &[16, 3, route]),
+        Verdict::Notify
+    );
+    let f = granted("allow:socket,bind,sendto,recvfrom");
+    assert_eq!(
+        native(&f, libc::SYS_socket, &[16, 3, route]),
+        Verdict::Allow
+    );
+    assert_eq!(
+        native(&f, libc::SYS_socket, &[16, 3, libc::NETLINK_AUDIT as u64]),
+        EAFNOSUPPORT
+    );
+    // no_spawn changes nothing about sockets.
+    let f = granted("no_spawn");
+    assert_eq!(
+        native(&f, libc::SYS_socket, &[16, 3, route]),
+        Verdict::Allow
+    );
+    assert_eq!(
+        native(&f, libc::SYS_clone, &[libc::SIGCHLD as u64]),
+        Verdict::Notify
+    );
+}
+
+#[test]
+fn a_grant_is_never_part_of_a_profile_name() {
+    for name in [
+        "list_interfaces",
+        "no_spawn+list_interfaces",
+        "grant:list_interfaces",
+    ] {
+        let e = name.parse::<Restrictions>().unwrap_err();
+        assert!(
+            matches!(e, RestrictionsError::GrantInName(..)),
+            "{name}: {e:?}"
+        );
+        assert!(
+            e.to_string().contains("only a language, suite or check"),
+            "{e}"
+        );
+    }
+    // Configuration writes it as a mapping; it round-trips through serde and shows in Display.
+    let r: Restrictions =
+        serde_json::from_str(r#"{"profile": "no_spawn", "grant": ["list_interfaces"]}"#).unwrap();
+    assert_eq!(
+        r,
+        "no_spawn"
+            .parse::<Restrictions>()
+            .unwrap()
+            .granting([Grant::ListInterfaces])
+    );
+    assert!(!r.is_default());
+    assert_eq!(r.to_string(), "no_spawn (grant: list_interfaces)");
+    let back: Restrictions = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(back, r);
+    let only: Restrictions = serde_json::from_str(r#"{"grant": ["list_interfaces"]}"#).unwrap();
+    assert_eq!(only.to_string(), "default (grant: list_interfaces)");
+    let layers: Restrictions =
+        serde_json::from_str(r#"{"profile": ["no_spawn", "no_sockets"]}"#).unwrap();
+    assert_eq!(layers, "no_spawn+no_sockets".parse().unwrap());
+    // Without grants it stays a name.
+    assert_eq!(
+        serde_json::to_string(&layers).unwrap(),
+        r#""no_spawn+no_sockets""#
+    );
+    for (bad, says) in [
+        (r#"{"grant": ["raw_sockets"]}"#, "unknown seccomp grant"),
+        (
+            r#"{"grants": ["list_interfaces"]}"#,
+            "unknown field `grants`",
+        ),
+        (r#"{"profile": "nope"}"#, "unknown seccomp profile"),
+        (r#"{"profile": "list_interfaces"}"#, "is a grant"),
+    ] {
+        let e = serde_json::from_str::<Restrictions>(bad).unwrap_err();
+        assert!(e.to_string().contains(says), "{bad}: {e}");
+    }
+    // `and` keeps a configuration's grant and adds what the other side denies.
+    let lang = only.clone();
+    let asked: Restrictions = "no_sockets".parse().unwrap();
+    let both = lang.and(&asked);
+    assert!(both.no_sockets && both.grants.contains(&Grant::ListInterfaces));
+}
