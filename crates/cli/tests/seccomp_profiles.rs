@@ -239,3 +239,131 @@ fn a_languages_profile_applies_to_its_program_not_its_compiler_and_a_check_can_r
     assert_eq!(result("relaxed"), Some(true), "{report:#}");
     assert_eq!(result("threads"), Some(true), "{report:#}");
 }
+
+/// What `tests/containment/netlink.c` prints for every kind, one after the other, in the
+/// offline sandbox: without the grant, with `list_interfaces`.
+const NETLINK_KINDS: &str =
+    "for k in route getifaddrs audit uevent diag packet; do ./netlink m $k; done > out.txt";
+const EAFNOSUPPORT: &str = "Address family not supported by protocol";
+
+fn netlink_expected(granted: bool) -> String {
+    let mut s = if granted {
+        // The socket opens and sees the sandbox's own namespace (only lo); every change is the
+        // kernel's EPERM (no CAP_NET_ADMIN over it).
+        "OPENED: route\nLINKS: lo\n\
+         REFUSED: RTM_NEWADDR: Operation not permitted\n\
+         REFUSED: RTM_NEWLINK dummy: Operation not permitted\n\
+         REFUSED: RTM_NEWLINK lo down: Operation not permitted\n\
+         IFADDRS: lo\n"
+            .to_string()
+    } else {
+        format!("BLOCKED: route: {EAFNOSUPPORT}\nBLOCKED: getifaddrs: {EAFNOSUPPORT}\n")
+    };
+    for kind in ["audit", "uevent", "diag", "packet"] {
+        s.push_str(&format!("BLOCKED: {kind}: {EAFNOSUPPORT}\n"));
+    }
+    s
+}
+
+/// The `list_interfaces` grant, given by a suite, a check or a language entry, in a real offline
+/// sandbox: `socket(AF_NETLINK, *, NETLINK_ROUTE)` opens (getifaddrs works) and lists only `lo`;
+/// adding an address or a link or taking `lo` down is refused by the kernel (EPERM); audit,
+/// uevent and sock_diag netlink and `AF_PACKET` stay refused. Without it, and under a run's
+/// `no_sockets` on top of it, netlink stays closed.
+#[test]
+fn the_list_interfaces_grant_opens_route_netlink_and_nothing_more() {
+    let _g = shared();
+    let dir = workdir();
+    std::fs::write(dir.path().join("blocked.txt"), netlink_expected(false)).unwrap();
+    std::fs::write(dir.path().join("granted.txt"), netlink_expected(true)).unwrap();
+    let diff = |expected: &str| {
+        format!("[{{run: \"{NETLINK_KINDS}\"}}, {{exit: 0}}, {{diff: {{actual: out.txt, expected: {expected}}}}}]")
+    };
+    let suite = dir.path().join("suite.yaml");
+    std::fs::write(
+        &suite,
+        format!(
+            "name: netlink\nchecks:\n\
+             - id: default\n  steps: {blocked}\n\
+             - id: granted\n  seccomp: {{grant: [list_interfaces]}}\n  steps: {granted}\n\
+             - id: granted_no_spawn\n  seccomp: {{profile: no_spawn, grant: [list_interfaces]}}\n  steps: [{{run: [./netlink, m, route]}}, {{stdout: \"REFUSED: RTM_NEWLINK lo down: Operation not permitted\"}}, {{exit: 0}}]\n\
+             - id: no_sockets_wins\n  seccomp: {{profile: no_sockets, grant: [list_interfaces]}}\n  steps: [{{run: [./netlink, m, route]}}, {{exit: 0}}]\n\
+             - id: allow_list_wins\n  seccomp: {{profile: \"allow:geteuid\", grant: [list_interfaces]}}\n  steps: [{{run: [./netlink, m, route]}}, {{exit: 0}}]\n",
+            blocked = diff("blocked.txt"),
+            granted = diff("granted.txt"),
+        ),
+    )
+    .unwrap();
+    let sub = workdir();
+    compile("netlink", sub.path());
+    let report = check(&suite, sub.path());
+    let result = |id: &str| report["results"][id]["result"].as_bool();
+    for id in ["default", "granted", "granted_no_spawn"] {
+        assert_eq!(result(id), Some(true), "{id}: {report:#}");
+    }
+    for id in ["no_sockets_wins", "allow_list_wins"] {
+        assert_eq!(result(id), Some(false), "{id}: {report:#}");
+        let why = report["results"][id].to_string();
+        assert!(
+            why.contains("blocked system call: socket"),
+            "{id}: {report:#}"
+        );
+    }
+
+    // A language entry gives it to its program's runs; a check naming its own profile replaces it.
+    let languages = dir.path().join("languages.toml");
+    std::fs::write(
+        &languages,
+        "[languages.netlinkc]\nname = \"netlink probe\"\nsource = \"netlink.c\"\nrun = \"./netlink\"\n\
+         seccomp = { grant = [\"list_interfaces\"] }\n",
+    )
+    .unwrap();
+    let run_all = NETLINK_KINDS.replace("./netlink m $k", "{run} m $k");
+    std::fs::write(
+        &suite,
+        format!(
+            "name: netlink-language\nlanguage: netlinkc\nchecks:\n\
+             - id: language\n  steps: [{{run: \"{run_all}\"}}, {{exit: 0}}, {{diff: {{actual: out.txt, expected: granted.txt}}}}]\n\
+             - id: replaced\n  seccomp: default\n  steps: [{{run: \"{run_all}\"}}, {{exit: 0}}, {{diff: {{actual: out.txt, expected: blocked.txt}}}}]\n"
+        ),
+    )
+    .unwrap();
+    let mut cmd = corral_cmd();
+    cmd.args(["check", "--json", "--languages"])
+        .arg(&languages)
+        .arg(&suite)
+        .arg(sub.path());
+    let raw = run_command(cmd, TIMEOUT);
+    let report: Value = serde_json::from_slice(&raw.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&raw.stderr));
+    });
+    for id in ["language", "replaced"] {
+        assert_eq!(
+            report["results"][id]["result"].as_bool(),
+            Some(true),
+            "{id}: {report:#}"
+        );
+    }
+    // `corral languages` shows the grant with the profile.
+    let mut cmd = corral_cmd();
+    cmd.args(["languages", "--json", "--languages"])
+        .arg(&languages);
+    let raw = run_command(cmd, TIMEOUT);
+    let text = String::from_utf8_lossy(&raw.stdout);
+    assert!(text.contains("default (grant: list_interfaces)"), "{text}");
+}
+
+#[test]
+fn a_run_cannot_grant_itself_list_interfaces() {
+    for name in ["list_interfaces", "no_spawn+grant:list_interfaces"] {
+        let mut cmd = corral_cmd();
+        cmd.args(["run", "--seccomp-profile", name, "--", "true"]);
+        let raw = run_command(cmd, TIMEOUT);
+        assert_eq!(raw.status.code(), Some(2), "{name}");
+        let err = String::from_utf8_lossy(&raw.stderr);
+        assert!(
+            err.contains("is a grant, which only a language, suite or check can give"),
+            "{err}"
+        );
+    }
+}

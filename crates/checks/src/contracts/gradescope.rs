@@ -6,8 +6,14 @@
 //! What is refused (the check errors, it never passes): a file over [`MAX_RESULTS_BYTES`], text
 //! that is not JSON or not an object, a known key of the wrong type or value (an unknown
 //! `visibility`, a negative `max_score`, a `status` other than `passed`/`failed`), more than
-//! [`MAX_TESTS`] tests, and a file with neither a top-level `score` nor a `score` on every test
-//! (the specification requires one of them). Unknown keys are ignored, as Gradescope ignores them.
+//! [`MAX_TESTS`] tests, and a file with no score at all: neither a top-level `score` nor a test
+//! with one. Unknown keys are ignored, as Gradescope ignores them.
+//!
+//! The specification's comments ask for a score on every test when there is no top-level one;
+//! Gradescope itself accepts a test without one and shows it by its `status`, worth no points:
+//! Otter-Grader writes such a "Public Tests" summary in every results file (otter-grader issues
+//! #519 and #539, "it's never had a point value assigned to it"). So does corral: such a test is
+//! a row worth no points (0 of its `max_score` when it has one, so never a pass by accident).
 
 use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
@@ -163,11 +169,9 @@ impl Results {
                 return Err("score: must be a finite number".into());
             }
         }
-        if self.score.is_none()
-            && (self.tests.is_empty() || self.tests.iter().any(|t| t.score.is_none()))
-        {
+        if self.score.is_none() && self.tests.iter().all(|t| t.score.is_none()) {
             return Err(
-                "neither a top-level score nor a score on every test (Gradescope requires one)"
+                "no score: neither a top-level score nor a test with one (Gradescope requires one)"
                     .into(),
             );
         }
@@ -469,11 +473,12 @@ mod tests {
                 r#"{"score": 1, "leaderboard": [{"value": 1}]}"#,
                 "leaderboard[0]",
             ),
+            (r#"{"tests": [{"max_score": 1}]}"#, "no score"),
             (
-                r#"{"tests": [{"score": 1}, {"max_score": 1}]}"#,
-                "neither a top-level score",
+                r#"{"tests": [{"name": "Public Tests", "status": "passed"}]}"#,
+                "no score",
             ),
-            (r#"{}"#, "neither a top-level score"),
+            (r#"{}"#, "no score"),
             (r#"{"score": 1} trailing"#, "trailing"),
             (r#"{"score": 1e999}"#, "out of range"),
             (
@@ -560,6 +565,38 @@ mod tests {
         assert!(!m.passed);
         let sum: f64 = m.tests.iter().map(|t| t.points).sum::<f64>() + m.points;
         assert_eq!(sum, 4.5);
+    }
+
+    /// Otter-Grader 7's results (`GradingResults.to_gradescope_dict`): a "Public Tests" summary
+    /// with a status and no score, then each question with its score.
+    #[test]
+    fn a_test_without_a_score_is_a_row_worth_nothing() {
+        let r = parse(
+            r#"{"tests": [
+                 {"name": "Public Tests", "visibility": "visible", "output": "q1 results: All test cases passed!", "status": "passed"},
+                 {"name": "q1", "score": 0.0, "max_score": 2.0, "visibility": "hidden", "output": "q1 results: ..."},
+                 {"name": "q2", "max_score": 3.0}
+               ]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.total(), 0.0);
+        let m = map(&r, "gs", Some(5.0), false);
+        let rows: Vec<(f64, f64, Option<bool>, bool)> = m
+            .tests
+            .iter()
+            .map(|t| (t.points, t.max_points, t.result, t.hidden))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (0.0, 0.0, Some(true), false),
+                (0.0, 2.0, Some(false), true),
+                // No score and a maximum: 0 of it, failed (never a pass by accident).
+                (0.0, 3.0, Some(false), false),
+            ]
+        );
+        assert!(!m.passed);
+        assert_eq!((m.points, m.max_points), (0.0, 0.0));
     }
 
     #[test]

@@ -81,6 +81,10 @@ pub fn run_grader(
     ]);
     spec.limits = cx.settings.limits.clone();
     spec.env = cx.settings.env.clone();
+    // The check's or suite's `seccomp:` (a grader starts other programs, so a language's
+    // `no_spawn` is left out, as for the other harnesses): Otter's Jupyter kernel needs the
+    // `list_interfaces` grant, given there.
+    spec.seccomp = cx.settings.harness_seccomp();
     let outcome = sb.run(&spec, &mut NoSink);
     match outcome.status {
         Status::SandboxError => {
