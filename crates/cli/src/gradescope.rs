@@ -50,6 +50,10 @@ struct RunArgs {
     /// Show what students would see (hidden tests as pass/fail only).
     #[arg(long)]
     student: bool,
+    /// A seccomp grant for the autograder's run, as a suite's `seccomp: {grant: [...]}`:
+    /// `list_interfaces` (NETLINK_ROUTE offline: Jupyter kernels, so Otter-Grader, need it).
+    #[arg(long = "grant", value_name = "GRANT")]
+    grants: Vec<String>,
     #[command(flatten)]
     data: DataFolderArgs,
 }
@@ -68,6 +72,17 @@ fn suite_text(name: &str, args: &RunArgs) -> String {
     );
     if let Some(p) = args.points {
         text.push_str(&format!("    points: {p}\n"));
+    }
+    if !args.grants.is_empty() {
+        let grants: Vec<String> = args
+            .grants
+            .iter()
+            .map(|g| serde_json::Value::String(g.clone()).to_string())
+            .collect();
+        text.push_str(&format!(
+            "    seccomp: {{grant: [{}]}}\n",
+            grants.join(", ")
+        ));
     }
     text.push_str(&format!(
         "    gradescope:\n      autograder: {}\n",

@@ -208,6 +208,49 @@ fn gradescope_run_is_a_quick_local_run() {
     );
 }
 
+/// `corral gradescope run --grant list_interfaces`: the quick run can give the autograder the
+/// NETLINK_ROUTE grant an Otter-Grader autograder needs; without it the socket is refused; an
+/// unknown grant is a usage error.
+#[test]
+fn gradescope_run_takes_the_list_interfaces_grant() {
+    let t = tempfile::tempdir().unwrap();
+    let ag = t.path().join("autograder");
+    std::fs::create_dir(&ag).unwrap();
+    std::fs::write(
+        ag.join("run_autograder"),
+        "#!/bin/sh
+\
+         if python3 -c 'import socket; socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)'; then s=1; else s=0; fi\n\
+         printf '{\"score\": %s}' $s > /autograder/results/results.json\n",
+    )
+    .unwrap();
+    let sub = tempfile::tempdir().unwrap();
+    for (grant, score) in [(Some("list_interfaces"), 1.0), (None, 0.0)] {
+        let mut args = vec!["gradescope", "run", "--json", "--points", "1"];
+        if let Some(g) = grant {
+            args.extend(["--grant", g]);
+        }
+        let (code, json) = corral(&args, &ag, sub.path());
+        assert_eq!(
+            (code, json["score"].as_f64()),
+            (if score == 1.0 { 0 } else { 1 }, Some(score)),
+            "{grant:?}: {json:#}"
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["gradescope", "run", "--grant", "raw_sockets"])
+        .arg(&ag)
+        .arg(sub.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("unknown seccomp grant \"raw_sockets\""),
+        "{err}"
+    );
+}
+
 #[test]
 fn prairielearn_python_external_grader() {
     // PrairieLearn's score (0-1) times the check's 6 points; the tests' rows show their points.
