@@ -407,6 +407,63 @@ pub fn render(job: &Job, fields: &Option<String>, b64: bool) -> Value {
 mod tests {
     use super::*;
 
+    /// With `number_of_runs`, Judge0's `time` and `memory` are the runs' means (the judge
+    /// records them beside the last run's own figures); a single run reports its own.
+    #[test]
+    fn repeated_runs_report_the_means() {
+        let job = |run: Value| Job {
+            id: "j1".into(),
+            owner: "o".into(),
+            state: JobState::Done,
+            spec: String::new(),
+            upload_id: None,
+            result: Some(
+                serde_json::to_string(&Verdict {
+                    verdict: VerdictKind::Accepted,
+                    score: 1.0,
+                    max_score: 1.0,
+                    run: Some(run),
+                    compile: None,
+                    checks: None,
+                    message: None,
+                    image: None,
+                })
+                .unwrap(),
+            ),
+            error: None,
+            attempts: 1,
+            max_attempts: 3,
+            created_ms: 0,
+            started_ms: Some(0),
+            finished_ms: Some(0),
+            worker: None,
+            callback_url: None,
+            callback_state: "none".into(),
+            callback_attempts: 0,
+            callback_error: None,
+            image_name: None,
+            image_digest: None,
+        };
+        let last = json!({"status": "ok", "exit_code": 0, "cpu_time_ms": 300,
+                          "memory_peak_bytes": 30 << 20, "wall_time_ms": 400});
+        let mut repeated = last.clone();
+        repeated["runs"] = json!(3);
+        repeated["cpu_time_ms_mean"] = json!(200.0);
+        repeated["memory_peak_bytes_mean"] = json!((20u64 << 20) as f64);
+        let v = render(&job(repeated), &None, false);
+        assert_eq!(
+            (&v["time"], &v["memory"]),
+            (&json!("0.200"), &json!(20480)),
+            "{v}"
+        );
+        let v = render(&job(last), &None, false);
+        assert_eq!(
+            (&v["time"], &v["memory"]),
+            (&json!("0.300"), &json!(30720)),
+            "{v}"
+        );
+    }
+
     #[test]
     fn tokens_are_uuids_and_back() {
         let id = corral_store::new_job_id();
