@@ -218,8 +218,7 @@ fn gradescope_run_takes_the_list_interfaces_grant() {
     std::fs::create_dir(&ag).unwrap();
     std::fs::write(
         ag.join("run_autograder"),
-        "#!/bin/sh
-\
+        "#!/bin/sh\n\
          if python3 -c 'import socket; socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)'; then s=1; else s=0; fi\n\
          printf '{\"score\": %s}' $s > /autograder/results/results.json\n",
     )
@@ -343,4 +342,114 @@ fn graders_work_in_corral_grade() {
         html.contains("adds a negative number"),
         "the report lists the tests' rows"
     );
+}
+
+/// A folder holding `files` (path, text), made readable for the sandbox's user.
+fn folder(files: &[(&str, &str)]) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (path, text) in files {
+        let p = t.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    t
+}
+
+/// Gradescope's documented layout as the autograder sees it: `run_autograder` runs from
+/// `/autograder`; `source/` holds the autograder's files, `submission/` the student's, and
+/// `submission_metadata.json` the assignment's title and total, an RFC 3339 `created_at`, and
+/// empty `users` and `previous_submissions` (corral does not know them).
+#[test]
+fn gradescope_layout_and_submission_metadata() {
+    let ag = folder(&[
+        ("autograder/run_autograder", "#!/bin/sh\nexec python3 /autograder/source/grade.py\n"),
+        (
+            "autograder/grade.py",
+            "import json, os\n\
+             m = json.load(open('/autograder/submission_metadata.json'))\n\
+             seen = {'title': m['assignment']['title'], 'total_points': m['assignment']['total_points'],\n\
+                     'created_at': m['created_at'], 'users': m['users'], 'previous': m['previous_submissions'],\n\
+                     'source': sorted(os.listdir('/autograder/source')),\n\
+                     'submission': sorted(os.listdir('/autograder/submission')),\n\
+                     'answer': open('/autograder/submission/answer.txt').read(), 'cwd': os.getcwd()}\n\
+             json.dump({'score': 3, 'output': json.dumps(seen, sort_keys=True)},\n\
+                       open('/autograder/results/results.json', 'w'))\n",
+        ),
+        (
+            "suite.yaml",
+            "name: layout\nchecks:\n  - id: autograder\n    points: 3\n    gradescope:\n      autograder: autograder\n",
+        ),
+    ]);
+    let sub = folder(&[("answer.txt", "forty-two\n")]);
+    let (code, json) = corral(
+        &["check", "--json", "--staff"],
+        &ag.path().join("suite.yaml"),
+        sub.path(),
+    );
+    assert_eq!((code, json["score"].as_f64()), (0, Some(3.0)), "{json:#}");
+    let m = message(&json, "autograder");
+    let seen: Value = serde_json::from_str(m.lines().next().unwrap()).unwrap();
+    assert_eq!(seen["title"], "layout", "{seen}");
+    assert_eq!(seen["total_points"], "3.0", "{seen}");
+    assert_eq!(seen["users"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["previous"], serde_json::json!([]), "{seen}");
+    assert_eq!(
+        seen["source"],
+        serde_json::json!(["grade.py", "run_autograder"]),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["submission"],
+        serde_json::json!(["answer.txt"]),
+        "{seen}"
+    );
+    assert_eq!(seen["answer"], "forty-two\n", "{seen}");
+    assert_eq!(seen["cwd"], "/autograder", "{seen}");
+    let at = seen["created_at"].as_str().unwrap();
+    assert!(
+        at.len() == 20 && at.ends_with('Z') && &at[10..11] == "T",
+        "{at}"
+    );
+}
+
+/// A results file over 4 MiB (here a valid one, giving full marks) is an error in both
+/// contracts, never a score: the host reads at most one byte past the cap.
+#[test]
+fn results_files_over_4_mib_are_errors() {
+    let big =
+        "import json\nopen(PATH, 'w').write(json.dumps({SCORE, 'output': 'x' * (5 << 20)}))\n";
+    let ag = folder(&[
+        ("autograder/run_autograder", "#!/bin/sh\nexec python3 /autograder/source/big.py\n"),
+        (
+            "autograder/big.py",
+            &big.replace("PATH", "'/autograder/results/results.json'")
+                .replace("SCORE", "'score': 1"),
+        ),
+        (
+            "tests/big.py",
+            &big.replace("PATH", "'/grade/results/results.json'")
+                .replace("SCORE", "'gradable': True, 'score': 1"),
+        ),
+        (
+            "suite.yaml",
+            "name: big\nchecks:\n\
+             - id: gs\n  points: 1\n  gradescope:\n    autograder: autograder\n\
+             - id: pl\n  points: 1\n  prairielearn:\n    tests: tests\n    entrypoint: python3 /grade/tests/big.py\n",
+        ),
+    ]);
+    let sub = folder(&[("answer.txt", "x\n")]);
+    let (code, json) = corral(
+        &["check", "--json", "--staff"],
+        &ag.path().join("suite.yaml"),
+        sub.path(),
+    );
+    assert_eq!((code, json["score"].as_f64()), (125, Some(0.0)), "{json:#}");
+    for id in ["gs", "pl"] {
+        let e = json["results"][id]["error"].as_str().unwrap_or_default();
+        assert!(e.contains("larger than 4194304 bytes"), "{id}: {json:#}");
+        assert_eq!(json["results"][id]["points"].as_f64(), Some(0.0), "{id}");
+    }
 }
