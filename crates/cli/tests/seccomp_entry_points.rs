@@ -184,6 +184,11 @@ fn a_submission_takes_a_stricter_seccomp_profile_on_top_of_its_languages() {
         // Refused at once: an unknown profile (the same 422 as `/run`), and a suite with one.
         for (body, needle) in [
             (json!({"cmd": "true", "seccomp": "allow:"}), "needs at least one syscall"),
+            // A grant is configuration's (a language, suite or check), never a request's.
+            (
+                json!({"cmd": "true", "seccomp": "no_spawn+list_interfaces"}),
+                "list_interfaces is a grant",
+            ),
             (
                 json!({"suite": "hello", "files": [{"path": "a", "content": "b"}], "seccomp": "no_spawn"}),
                 "a suite's checks name their own",
