@@ -453,3 +453,41 @@ fn results_files_over_4_mib_are_errors() {
         assert_eq!(json["results"][id]["points"].as_f64(), Some(0.0), "{id}");
     }
 }
+
+/// A grader check's `seccomp:` applies to the grader's run: with the `list_interfaces` grant a
+/// PrairieLearn grader can open a NETLINK_ROUTE socket, without it not, and `no_sockets` beside
+/// the grant stops the grader at the call (no results are read: 0 points).
+#[test]
+fn a_grader_checks_seccomp_applies_to_the_grader() {
+    let probe = "import json, socket\n\
+                 try:\n    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0); s = 1\n\
+                 except OSError:\n    s = 0\n\
+                 json.dump({'gradable': True, 'score': s}, open('/grade/results/results.json', 'w'))\n";
+    let check = |id: &str, seccomp: &str| {
+        format!(
+            "- id: {id}\n  points: 1\n{seccomp}  prairielearn:\n    tests: tests\n    entrypoint: python3 /grade/tests/probe.py\n"
+        )
+    };
+    let suite = format!(
+        "name: grant\nchecks:\n{}{}{}",
+        check("granted", "  seccomp: {grant: [list_interfaces]}\n"),
+        check("default", ""),
+        check(
+            "no_sockets",
+            "  seccomp: {profile: no_sockets, grant: [list_interfaces]}\n"
+        ),
+    );
+    let dir = folder(&[("tests/probe.py", probe), ("suite.yaml", &suite)]);
+    let sub = folder(&[("answer.txt", "x\n")]);
+    let (_, json) = corral(
+        &["check", "--json", "--staff"],
+        &dir.path().join("suite.yaml"),
+        sub.path(),
+    );
+    let r = &json["results"];
+    for (id, points) in [("granted", 1.0), ("default", 0.0), ("no_sockets", 0.0)] {
+        assert_eq!(r[id]["points"].as_f64(), Some(points), "{id}: {json:#}");
+    }
+    let stopped = r["no_sockets"].to_string();
+    assert!(stopped.contains("blocked system call: socket"), "{json:#}");
+}
