@@ -795,3 +795,65 @@ sys.exit(0)
         other => panic!("unexpected {other:?}"),
     }
 }
+
+/// The `list_interfaces` grant on the running kernel: NETLINK_ROUTE opens, other netlink
+/// protocols and AF_PACKET fail with EAFNOSUPPORT, and under `no_sockets` the call is reported.
+/// (What the socket can then do is the sandbox's to limit: see the CLI's seccomp_profiles test.)
+#[test]
+fn the_list_interfaces_grant_opens_route_netlink_only() {
+    let grant = |name: &str| {
+        let r: Restrictions = name.parse().unwrap();
+        CompiledFilter::compile(
+            &Profile::default_profile().with_restrictions(r.granting([Grant::ListInterfaces])),
+        )
+        .unwrap()
+    };
+    let socket = |domain: i32, protocol: i32| {
+        move || {
+            sys(
+                libc::SYS_socket,
+                [
+                    domain as u64,
+                    (libc::SOCK_RAW | libc::SOCK_CLOEXEC) as u64,
+                    protocol as u64,
+                    0,
+                    0,
+                    0,
+                ],
+            )
+        }
+    };
+    let f = grant("default");
+    expect_success(
+        &f,
+        "socket(AF_NETLINK, NETLINK_ROUTE)",
+        &socket(libc::AF_NETLINK, libc::NETLINK_ROUTE),
+    );
+    for (what, domain, protocol) in [
+        ("NETLINK_AUDIT", libc::AF_NETLINK, libc::NETLINK_AUDIT),
+        (
+            "NETLINK_KOBJECT_UEVENT",
+            libc::AF_NETLINK,
+            libc::NETLINK_KOBJECT_UEVENT,
+        ),
+        (
+            "NETLINK_SOCK_DIAG",
+            libc::AF_NETLINK,
+            libc::NETLINK_SOCK_DIAG,
+        ),
+        ("AF_PACKET", libc::AF_PACKET, 0),
+    ] {
+        expect_errno(&f, what, libc::EAFNOSUPPORT, &socket(domain, protocol));
+    }
+    expect_errno(
+        default_filter(),
+        "socket(AF_NETLINK, NETLINK_ROUTE) without the grant",
+        libc::EAFNOSUPPORT,
+        &socket(libc::AF_NETLINK, libc::NETLINK_ROUTE),
+    );
+    expect_reported(
+        &grant("no_sockets"),
+        "socket",
+        &socket(libc::AF_NETLINK, libc::NETLINK_ROUTE),
+    );
+}
