@@ -4,7 +4,8 @@
 //! pip from Debian and gradescope-utils from PyPI, with correct, wrong, crashing, looping and
 //! hostile submissions (exact scores); the second submission starts no build; a changed
 //! autograder builds again; an Otter-Grader autograder (examples/otter-python) with its
-//! packages from PyPI.
+//! packages from PyPI, its Jupyter kernel under the `list_interfaces` seccomp grant, graded
+//! with correct, wrong, crashing, looping and hostile notebooks (exact scores).
 
 mod common;
 
