@@ -5,9 +5,14 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::detect::{layout, parse_mountinfo, parse_self_cgroup};
+use crate::detect::{self, layout, parse_mountinfo, parse_self_cgroup};
+use crate::entry::{detect_with, probe_from};
+use crate::error::Error;
+use crate::fs;
+use crate::model::{Baseline, Cgroup, Limits, Manager, Version};
+use crate::options::{normalize_parent, Options};
+use crate::parse::{parse_pids, KeyedFile};
 use crate::testfs::{self, FakeKernel, Installed};
-use crate::*;
 
 /// This machine's real /proc/self/mountinfo and /proc/self/cgroup (hybrid: v1 controllers under
 /// /sys/fs/cgroup/<ctrl>, a cgroup2 at /sys/fs/cgroup/unified with only hugetlb).
@@ -240,26 +245,26 @@ fn own_path_is_relative_to_a_bind_mounted_subtree() {
 #[test]
 fn keyed_files_parse_strictly_but_tolerate_unknown_keys() {
     let p = Path::new("/x/memory.events");
-    let f = fs::KeyedFile::parse(p, "low 0\nhigh 0\nmax 17\n\nfuture_key 9\n").unwrap();
+    let f = KeyedFile::parse(p, "low 0\nhigh 0\nmax 17\n\nfuture_key 9\n").unwrap();
     assert_eq!(f.get("max").unwrap(), Some(17));
     assert_eq!(f.get("oom_kill").unwrap(), None);
     assert_eq!(f.get_or_zero("oom_kill").unwrap(), 0);
 
-    let f = fs::KeyedFile::parse(p, "max lots\n").unwrap();
+    let f = KeyedFile::parse(p, "max lots\n").unwrap();
     let e = f.get("max").unwrap_err();
     assert!(matches!(e, Error::Parse { .. }));
     assert!(e.to_string().contains("/x/memory.events"), "{e}");
 
-    let e = fs::KeyedFile::parse(p, "max 1 2\n").err().unwrap();
+    let e = KeyedFile::parse(p, "max 1 2\n").err().unwrap();
     assert!(e.to_string().contains("/x/memory.events"), "{e}");
 }
 
 #[test]
 fn pids_parsing_refuses_zero_and_negative() {
     let p = Path::new("/x/cgroup.procs");
-    assert_eq!(fs::parse_pids(p, "12\n7\n").unwrap(), [12, 7]);
+    assert_eq!(parse_pids(p, "12\n7\n").unwrap(), [12, 7]);
     for bad in ["0\n", "-1\n", "1x\n"] {
-        let e = fs::parse_pids(p, bad).unwrap_err();
+        let e = parse_pids(p, bad).unwrap_err();
         assert!(e.to_string().contains("/x/cgroup.procs"), "{e}");
     }
 }
