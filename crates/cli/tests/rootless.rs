@@ -447,24 +447,6 @@ fn rootless_without_a_writable_cgroup_fails_closed() {
     );
 }
 
-/// The extended attribute `name` of `p`, if set.
-fn xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
-    let name = std::ffi::CString::new(name).unwrap();
-    let mut buf = [0u8; 64];
-    // SAFETY: both strings are NUL-terminated and the buffer's length is passed.
-    let n = unsafe {
-        libc::lgetxattr(
-            path.as_ptr(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    (n >= 0).then(|| buf[..n as usize].to_vec())
-}
-
 /// A later layer's opaque folder and whiteout hide the lower layers' files in a rootless run as
 /// in root's: the rootless overlay (`userxattr`) reads only `user.overlay.*`, so unpacking marks
 /// opaque folders with `user.overlay.opaque` as well as `trusted.overlay.opaque`.

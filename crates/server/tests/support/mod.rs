@@ -70,6 +70,55 @@ impl TestServer {
         format!("{}{path}", self.base)
     }
 
+    /// `GET path` with `token`: status and JSON body (see [`json_of`]).
+    pub async fn get(&self, token: &str, path: &str) -> (reqwest::StatusCode, serde_json::Value) {
+        json_of(
+            reqwest::Client::new()
+                .get(self.url(path))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// `POST path` with `token` and a JSON body: status and JSON body.
+    pub async fn post(
+        &self,
+        token: &str,
+        path: &str,
+        body: impl serde::Serialize,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        json_of(
+            reqwest::Client::new()
+                .post(self.url(path))
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// `DELETE path` with `token`: status and JSON body.
+    pub async fn delete(
+        &self,
+        token: &str,
+        path: &str,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        json_of(
+            reqwest::Client::new()
+                .delete(self.url(path))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
     pub async fn stop(mut self) {
         let _ = self.stop.take().unwrap().send(());
         self.task.take().unwrap().await.unwrap();
