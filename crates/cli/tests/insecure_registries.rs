@@ -7,8 +7,7 @@
 mod server_support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use corral_testkit::registry::start_registry;
 use reqwest::StatusCode;

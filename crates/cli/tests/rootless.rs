@@ -13,6 +13,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::xattr;
+
 const NOBODY: u32 = 65534;
 
 /// A copy of the corral binary that `nobody` can execute (the build tree may be under /root).
