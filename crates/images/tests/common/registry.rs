@@ -2,11 +2,8 @@
 //! (JWTs signed with `openssl`) for `auth: token`.
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-pub use corral_testkit::registry::{start_registry, Registry};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 pub fn skopeo_push(layout: &Path, dest: &str, extra: &[&str]) {
     let out = Command::new("skopeo")
