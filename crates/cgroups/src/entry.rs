@@ -16,7 +16,7 @@ fn read_proc(path: &str) -> Result<String, Error> {
 
 /// Detect what this host offers and build a manager rooted at corral's base cgroup.
 ///
-/// Honours [`ENV_VERSION`] and [`ENV_PARENT`]. Creates the base cgroup(s) if needed. On v2, when
+/// Honours [`ENV_VERSION`](crate::ENV_VERSION) and [`ENV_PARENT`](crate::ENV_PARENT). Creates the base cgroup(s) if needed. On v2, when
 /// this process's own cgroup is not the root, it first moves itself (all threads) into
 /// `<own>/corral-supervisor`: the kernel only lets a non-root cgroup enable controllers for its
 /// children while it holds no processes itself.

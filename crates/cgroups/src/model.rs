@@ -121,7 +121,7 @@ pub(crate) enum MemoryBaseline {
     },
 }
 
-/// Creates per-run cgroups under corral's base cgroup. Obtained from [`detect()`].
+/// Creates per-run cgroups under corral's base cgroup. Obtained from [`detect()`](crate::detect()).
 pub trait Manager: Send + Sync {
     /// The interface in use.
     fn version(&self) -> Version;
