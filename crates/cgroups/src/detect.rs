@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{fs, Version};
+use crate::fs;
+use crate::model::Version;
+use crate::parse::controller_list;
 
 /// Controllers corral needs on cgroup v2 (`cpu.stat` with `usage_usec` exists without the cpu
 /// controller, so cpu is only enabled opportunistically).
@@ -218,7 +220,7 @@ fn read_controllers(path: &Path) -> Option<Vec<String>> {
     fs::read_optional(path)
         .ok()
         .flatten()
-        .map(|t| fs::controller_list(&t))
+        .map(|t| controller_list(&t))
 }
 
 /// Builds the read-only view of this host's cgroup mounts.

@@ -1,4 +1,4 @@
-//! What both backends do the same way with a run's leaf: list pids, kill, remove.
+//! What both backends do the same way with a run's leaf: check its name, list pids, kill, remove.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::{fs, Error};
+use crate::error::Error;
+use crate::fs;
 
 /// Upper bound on kill rounds; a fork bomb is capped by pids.max, so a few rounds normally do.
 const MAX_ROUNDS: u32 = 200;
@@ -170,5 +171,19 @@ impl Drop for Leaf {
         if !self.destroyed && std::process::id() == self.owner {
             let _ = self.destroy();
         }
+    }
+}
+
+/// Checks a leaf name: one path component of `[A-Za-z0-9_-]`, at most 128 bytes.
+pub(crate) fn validate_name(name: &str) -> Result<(), Error> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidName(name.to_owned()))
     }
 }

@@ -12,8 +12,9 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::error::Error;
 use crate::fs;
-use crate::Error;
+use crate::parse::parse_u64;
 
 /// (path, opened for writing) → the open file, or None when the kernel has no such file.
 type Cache = HashMap<(PathBuf, bool), Option<Arc<File>>>;
@@ -78,12 +79,12 @@ impl OpenFiles {
     }
 
     pub(crate) fn read_u64(&self, path: &Path) -> Result<u64, Error> {
-        fs::parse_u64(path, &self.read(path)?)
+        parse_u64(path, &self.read(path)?)
     }
 
     pub(crate) fn read_optional_u64(&self, path: &Path) -> Result<Option<u64>, Error> {
         match self.read_optional(path)? {
-            Some(t) => fs::parse_u64(path, &t).map(Some),
+            Some(t) => parse_u64(path, &t).map(Some),
             None => Ok(None),
         }
     }

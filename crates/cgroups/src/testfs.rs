@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
-use crate::fs::controller_list;
+use crate::parse::controller_list;
 
 thread_local! {
     static FAKE: RefCell<Option<FakeKernel>> = const { RefCell::new(None) };

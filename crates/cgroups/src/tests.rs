@@ -5,9 +5,14 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::detect::{layout, parse_mountinfo, parse_self_cgroup};
+use crate::detect::{self, layout, parse_mountinfo, parse_self_cgroup};
+use crate::entry::{detect_with, probe_from};
+use crate::error::Error;
+use crate::fs;
+use crate::model::{Baseline, Cgroup, Limits, Manager, Version};
+use crate::options::{normalize_parent, Options};
+use crate::parse::{parse_pids, KeyedFile};
 use crate::testfs::{self, FakeKernel, Installed};
-use crate::*;
 
 /// This machine's real /proc/self/mountinfo and /proc/self/cgroup (hybrid: v1 controllers under
 /// /sys/fs/cgroup/<ctrl>, a cgroup2 at /sys/fs/cgroup/unified with only hugetlb).
@@ -166,6 +171,28 @@ fn limits(mem: u64, pids: u64) -> Limits {
 
 const MIB: u64 = 1024 * 1024;
 
+/// A leaf `name` made by corral's manager on [`this_host`]: the host, the manager, the leaf and
+/// the leaf's memory folder (relative to the host's root).
+fn v1_leaf(
+    swap: bool,
+    name: &str,
+    limits: &Limits,
+) -> (Host, Box<dyn Manager>, Box<dyn Cgroup>, String) {
+    let h = this_host(swap);
+    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
+    let cg = m.create(name, limits).unwrap();
+    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/{name}");
+    (h, m, cg, mem)
+}
+
+/// The v1 memory and memory+swap limits of the leaf whose memory folder is `mem`.
+fn memory_and_memsw(h: &Host, mem: &str) -> (String, String) {
+    (
+        h.read(&format!("{mem}/memory.limit_in_bytes")),
+        h.read(&format!("{mem}/memory.memsw.limit_in_bytes")),
+    )
+}
+
 // ---------------------------------------------------------------- parsing
 
 #[test]
@@ -240,26 +267,26 @@ fn own_path_is_relative_to_a_bind_mounted_subtree() {
 #[test]
 fn keyed_files_parse_strictly_but_tolerate_unknown_keys() {
     let p = Path::new("/x/memory.events");
-    let f = fs::KeyedFile::parse(p, "low 0\nhigh 0\nmax 17\n\nfuture_key 9\n").unwrap();
+    let f = KeyedFile::parse(p, "low 0\nhigh 0\nmax 17\n\nfuture_key 9\n").unwrap();
     assert_eq!(f.get("max").unwrap(), Some(17));
     assert_eq!(f.get("oom_kill").unwrap(), None);
     assert_eq!(f.get_or_zero("oom_kill").unwrap(), 0);
 
-    let f = fs::KeyedFile::parse(p, "max lots\n").unwrap();
+    let f = KeyedFile::parse(p, "max lots\n").unwrap();
     let e = f.get("max").unwrap_err();
     assert!(matches!(e, Error::Parse { .. }));
     assert!(e.to_string().contains("/x/memory.events"), "{e}");
 
-    let e = fs::KeyedFile::parse(p, "max 1 2\n").err().unwrap();
+    let e = KeyedFile::parse(p, "max 1 2\n").err().unwrap();
     assert!(e.to_string().contains("/x/memory.events"), "{e}");
 }
 
 #[test]
 fn pids_parsing_refuses_zero_and_negative() {
     let p = Path::new("/x/cgroup.procs");
-    assert_eq!(fs::parse_pids(p, "12\n7\n").unwrap(), [12, 7]);
+    assert_eq!(parse_pids(p, "12\n7\n").unwrap(), [12, 7]);
     for bad in ["0\n", "-1\n", "1x\n"] {
-        let e = fs::parse_pids(p, bad).unwrap_err();
+        let e = parse_pids(p, bad).unwrap_err();
         assert!(e.to_string().contains("/x/cgroup.procs"), "{e}");
     }
 }
@@ -371,10 +398,7 @@ fn forcing_v1_on_a_pure_v2_host_fails() {
 
 #[test]
 fn v1_create_writes_limits_to_each_hierarchy() {
-    let h = this_host(true);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("run-1", &limits(64 * MIB, 16)).unwrap();
-    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/run-1");
+    let (h, m, cg, mem) = v1_leaf(true, "run-1", &limits(64 * MIB, 16));
     assert_eq!(h.read(&format!("{mem}/memory.limit_in_bytes")), "67108864");
     assert_eq!(
         h.read(&format!("{mem}/memory.memsw.limit_in_bytes")),
@@ -413,10 +437,7 @@ fn v1_create_writes_limits_to_each_hierarchy() {
 
 #[test]
 fn v1_unlimited_and_no_swap_accounting() {
-    let h = this_host(false);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("free", &Limits::default()).unwrap();
-    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/free");
+    let (h, m, cg, mem) = v1_leaf(false, "free", &Limits::default());
     assert_eq!(h.read(&format!("{mem}/memory.limit_in_bytes")), "-1");
     assert!(!h.p(&format!("{mem}/memory.memsw.limit_in_bytes")).exists());
     assert_eq!(h.read("sys/fs/cgroup/pids/corral/free/pids.max"), "max");
@@ -429,10 +450,7 @@ fn v1_unlimited_and_no_swap_accounting() {
 
 #[test]
 fn v1_usage_parsing() {
-    let h = this_host(true);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("u", &limits(64 * MIB, 16)).unwrap();
-    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/u");
+    let (h, m, cg, mem) = v1_leaf(true, "u", &limits(64 * MIB, 16));
 
     let u = cg.usage().unwrap();
     assert_eq!(u.cpu_time, Duration::ZERO);
@@ -505,16 +523,8 @@ fn v1_usage_parsing() {
 
 #[test]
 fn v1_set_limits_keeps_memsw_at_or_above_memory() {
-    let h = this_host(true);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("live", &limits(64 * MIB, 16)).unwrap();
-    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/live");
-    let both = || {
-        (
-            h.read(&format!("{mem}/memory.limit_in_bytes")),
-            h.read(&format!("{mem}/memory.memsw.limit_in_bytes")),
-        )
-    };
+    let (h, _m, cg, mem) = v1_leaf(true, "live", &limits(64 * MIB, 16));
+    let both = || memory_and_memsw(&h, &mem);
     // The fake kernel refuses (EINVAL) any step that leaves memsw below memory, like the real
     // one, so a wrong order fails here.
     cg.set_limits(&limits(128 * MIB, 32)).unwrap();
@@ -544,10 +554,7 @@ fn v1_set_limits_keeps_memsw_at_or_above_memory() {
 
 #[test]
 fn v1_set_limits_without_swap_accounting() {
-    let h = this_host(false);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("noswap", &limits(64 * MIB, 16)).unwrap();
-    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/noswap");
+    let (h, _m, cg, mem) = v1_leaf(false, "noswap", &limits(64 * MIB, 16));
     cg.set_limits(&limits(128 * MIB, 16)).unwrap();
     assert_eq!(h.read(&format!("{mem}/memory.limit_in_bytes")), "134217728");
     cg.set_limits(&limits(8 * MIB, 16)).unwrap();
@@ -558,10 +565,7 @@ fn v1_set_limits_without_swap_accounting() {
 
 #[test]
 fn v1_set_limits_below_usage_is_refused_and_changes_nothing() {
-    let h = this_host(true);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("busy", &limits(64 * MIB, 16)).unwrap();
-    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/busy");
+    let (h, _m, cg, mem) = v1_leaf(true, "busy", &limits(64 * MIB, 16));
     let limit_file = h.p(&format!("{mem}/memory.limit_in_bytes"));
     h.set(&format!("{mem}/memory.usage_in_bytes"), "52428800\n");
     // The kernel cannot reclaim enough: EBUSY on memory.limit_in_bytes (written first when
@@ -590,16 +594,8 @@ fn v1_set_limits_below_usage_is_refused_and_changes_nothing() {
 
 #[test]
 fn v1_set_limits_undoes_the_first_write_when_the_second_fails() {
-    let h = this_host(true);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("undo", &limits(64 * MIB, 16)).unwrap();
-    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/undo");
-    let both = || {
-        (
-            h.read(&format!("{mem}/memory.limit_in_bytes")),
-            h.read(&format!("{mem}/memory.memsw.limit_in_bytes")),
-        )
-    };
+    let (h, _m, cg, mem) = v1_leaf(true, "undo", &limits(64 * MIB, 16));
+    let both = || memory_and_memsw(&h, &mem);
     let old = ("67108864".to_owned(), "67108864".to_owned());
     // Shrinking: memory goes first and succeeds, memsw is refused (swap in use).
     h.set(&format!("{mem}/memory.memsw.usage_in_bytes"), "50331648\n");
@@ -628,10 +624,7 @@ fn assert_send<T: Send>() {}
 #[test]
 fn v1_begin_run_resets_counters_and_usage_since_is_per_run() {
     assert_send::<Baseline>();
-    let h = this_host(true);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("sbx", &limits(64 * MIB, 16)).unwrap();
-    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/sbx");
+    let (h, _m, cg, mem) = v1_leaf(true, "sbx", &limits(64 * MIB, 16));
     let set_mem = |file: &str, v: &str| h.set(&format!("{mem}/{file}"), v);
     let cpuacct = "sys/fs/cgroup/cpuacct/corral/sbx/cpuacct.usage";
     let pids = "sys/fs/cgroup/pids/corral/sbx";
@@ -724,9 +717,7 @@ fn v1_begin_run_resets_counters_and_usage_since_is_per_run() {
 
 #[test]
 fn v1_begin_run_without_swap_accounting_or_pids_peak() {
-    let h = this_host(false);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("plain", &limits(64 * MIB, 16)).unwrap();
+    let (h, _m, cg, _) = v1_leaf(false, "plain", &limits(64 * MIB, 16));
     std::fs::remove_file(h.p("sys/fs/cgroup/pids/corral/plain/pids.peak")).unwrap();
     let b = cg.begin_run().unwrap();
     let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/plain");
@@ -739,10 +730,7 @@ fn v1_begin_run_without_swap_accounting_or_pids_peak() {
 
 #[test]
 fn v1_pids_are_merged_across_hierarchies() {
-    let h = this_host(true);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("p", &Limits::default()).unwrap();
-    let mem = format!("sys/fs/cgroup/memory/{THIS_HOST_MEM_OWN}/corral/p");
+    let (h, _m, cg, mem) = v1_leaf(true, "p", &Limits::default());
     // Pids above PID_MAX_LIMIT (4194304) cannot exist, so nothing real is ever signalled.
     h.set(&format!("{mem}/cgroup.procs"), "5000003\n5000001\n");
     h.set(
@@ -757,9 +745,7 @@ fn v1_pids_are_merged_across_hierarchies() {
 
 #[test]
 fn kill_all_gives_up_after_bounded_rounds() {
-    let h = this_host(true);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("stuck", &Limits::default()).unwrap();
+    let (h, _m, cg, _) = v1_leaf(true, "stuck", &Limits::default());
     // A pid that can never exist, so never disappears from this fake file.
     h.set("sys/fs/cgroup/pids/corral/stuck/cgroup.procs", "5000001\n");
     let t = std::time::Instant::now();
@@ -775,9 +761,7 @@ fn kill_all_gives_up_after_bounded_rounds() {
 
 #[test]
 fn dropping_a_cgroup_removes_it() {
-    let h = this_host(true);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("dropped", &Limits::default()).unwrap();
+    let (_h, _m, cg, _) = v1_leaf(true, "dropped", &Limits::default());
     let paths = cg.paths();
     drop(cg);
     assert!(paths.iter().all(|p| !p.exists()));
@@ -785,9 +769,7 @@ fn dropping_a_cgroup_removes_it() {
 
 #[test]
 fn destroy_removes_nested_cgroups() {
-    let h = this_host(true);
-    let m = detect_with(THIS_HOST_MOUNTINFO, THIS_HOST_CGROUP, h.root(), &no_env()).unwrap();
-    let cg = m.create("nest", &Limits::default()).unwrap();
+    let (h, _m, cg, _) = v1_leaf(true, "nest", &Limits::default());
     h.mkcg("sys/fs/cgroup/pids/corral/nest/a/b");
     cg.destroy().unwrap();
     assert!(!h.p("sys/fs/cgroup/pids/corral/nest").exists());

@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::detect::{cg_join, v1_for, V1Hierarchy};
-use crate::fs::{self, KeyedFile};
-use crate::leaf::{leaf_cgroup_methods, Leaf};
+use crate::error::Error;
+use crate::fs;
+use crate::leaf::{leaf_cgroup_methods, validate_name, Leaf};
+use crate::model::{Baseline, Cgroup, Limits, Manager, MemoryBaseline, Usage, Version};
 use crate::open_files::OpenFiles;
-use crate::{
-    validate_name, Baseline, Cgroup, Error, Limits, Manager, MemoryBaseline, Usage, Version,
-};
+use crate::parse::{parse_u64, KeyedFile};
 
 /// "Unlimited" for v1 memory files.
 const V1_MEMORY_UNLIMITED: &str = "-1";
@@ -269,7 +269,7 @@ impl V1Cgroup {
         // The kernel shows "unlimited" as a huge number; tolerate "-1" as well.
         let old_limit = match old_mem.trim() {
             V1_MEMORY_UNLIMITED => u64::MAX,
-            text => fs::parse_u64(&mem, text)?,
+            text => parse_u64(&mem, text)?,
         };
         let growing = limit >= old_limit;
         let mem_step = (&mem, "memory.usage_in_bytes", old_mem.trim());

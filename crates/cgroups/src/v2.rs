@@ -22,13 +22,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::detect::{cg_join, cg_parent, V2Hierarchy, V2_REQUIRED};
-use crate::fs::{self, KeyedFile};
-use crate::leaf::{leaf_cgroup_methods, Leaf};
+use crate::error::Error;
+use crate::fs;
+use crate::leaf::{leaf_cgroup_methods, validate_name, Leaf};
+use crate::model::{Baseline, Cgroup, Limits, Manager, MemoryBaseline, Usage, Version};
 use crate::open_files::OpenFiles;
+use crate::parse::{controller_list, KeyedFile};
 use crate::v1::pids_events_max;
-use crate::{
-    validate_name, Baseline, Cgroup, Error, Limits, Manager, MemoryBaseline, Usage, Version,
-};
 
 /// Name of the cgroup the supervisor moves itself into.
 pub(crate) const SUPERVISOR: &str = "corral-supervisor";
@@ -119,7 +119,7 @@ impl V2Manager {
         // The deepest cgroup that already receives every required controller; everything below
         // it needs them enabled in `subtree_control`.
         let has_all = |rel: &str| -> Result<Option<Vec<String>>, Error> {
-            let list = fs::controller_list(&fs::read(&self.path(rel).join("cgroup.controllers"))?);
+            let list = controller_list(&fs::read(&self.path(rel).join("cgroup.controllers"))?);
             Ok(V2_REQUIRED
                 .iter()
                 .all(|c| list.iter().any(|x| x == c))
@@ -134,7 +134,7 @@ impl V2Manager {
         }
         let Some((start, available)) = start else {
             let top = self.path(&chain[0]);
-            let list = fs::controller_list(&fs::read(&top.join("cgroup.controllers"))?);
+            let list = controller_list(&fs::read(&top.join("cgroup.controllers"))?);
             return Err(Error::NotDelegated {
                 path: top,
                 missing: V2_REQUIRED
@@ -166,7 +166,7 @@ impl V2Manager {
         }
         for rel in &chain[start..] {
             let path = self.path(rel).join("cgroup.subtree_control");
-            let current = fs::controller_list(&fs::read(&path)?);
+            let current = controller_list(&fs::read(&path)?);
             let missing: Vec<String> = wanted
                 .iter()
                 .filter(|c| !current.contains(c))

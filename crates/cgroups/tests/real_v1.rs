@@ -99,13 +99,7 @@ fn this_host_detection_matches_probe() {
 fn cpu_time_is_accounted() {
     let Some(m) = manager() else { return };
     let cg = m
-        .create(
-            &name("cpu"),
-            &Limits {
-                memory_bytes: Some(64 * MIB),
-                pids: Some(16),
-            },
-        )
+        .create(&name("cpu"), &limits(64 * MIB, 16))
         .expect("create");
     assert!(cg.cpu_time().unwrap() < Duration::from_millis(50));
     // Burn 250 ms of CPU (not wall) time, so a busy machine cannot make the test flaky.
@@ -132,13 +126,7 @@ fn cpu_time_is_accounted() {
 fn memory_limit_oom_kills() {
     let Some(m) = manager() else { return };
     let cg = m
-        .create(
-            &name("mem"),
-            &Limits {
-                memory_bytes: Some(64 * MIB),
-                pids: Some(16),
-            },
-        )
+        .create(&name("mem"), &limits(64 * MIB, 16))
         .expect("create");
     // 200 MiB, every page written (a bare bytearray would only map zero pages).
     let mut child = spawn_in(
@@ -165,13 +153,7 @@ fn memory_limit_oom_kills() {
 fn pids_limit_is_enforced_and_reported() {
     let Some(m) = manager() else { return };
     let cg = m
-        .create(
-            &name("pids"),
-            &Limits {
-                memory_bytes: Some(64 * MIB),
-                pids: Some(16),
-            },
-        )
+        .create(&name("pids"), &limits(64 * MIB, 16))
         .expect("create");
     let mut child = spawn_in(
         cg.as_ref(),
@@ -204,13 +186,7 @@ fn pids_limit_is_enforced_and_reported() {
 fn kill_all_empties_the_cgroup_and_destroy_leaves_nothing() {
     let Some(m) = manager() else { return };
     let cg = m
-        .create(
-            &name("kill"),
-            &Limits {
-                memory_bytes: Some(64 * MIB),
-                pids: Some(16),
-            },
-        )
+        .create(&name("kill"), &limits(64 * MIB, 16))
         .expect("create");
     let mut child = spawn_in(
         cg.as_ref(),
@@ -237,13 +213,7 @@ fn kill_all_empties_the_cgroup_and_destroy_leaves_nothing() {
 fn kill_all_wins_against_a_forking_loop() {
     let Some(m) = manager() else { return };
     let cg = m
-        .create(
-            &name("forker"),
-            &Limits {
-                memory_bytes: Some(64 * MIB),
-                pids: Some(16),
-            },
-        )
+        .create(&name("forker"), &limits(64 * MIB, 16))
         .expect("create");
     let mut child = spawn_in(
         cg.as_ref(),

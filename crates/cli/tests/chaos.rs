@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use corral_testkit::http::{get, post_json};
+use corral_testkit::registry::free_port;
 use serde_json::{json, Value};
 use server_support::Logged;
 use sqlx::Connection;
@@ -54,14 +55,6 @@ impl Drop for Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `corral serve` on a fixed loopback port; returns it once it listens, and the first admin

@@ -136,16 +136,13 @@ fn fork_bomb_is_capped_by_pids_limit() {
     );
     o.assert_no_escape();
     o.assert_status("ok");
-    let line = o
-        .lines()
-        .into_iter()
-        .find(|l| l.starts_with("BLOCKED: fork failed"))
-        .unwrap_or_else(|| panic!("fork bomb did not report a failed fork\n{}", o.describe()))
-        .to_string();
-    assert!(
+    let line = o.line_starting(
+        "BLOCKED: fork failed",
+        "fork bomb did not report a failed fork",
+    );
+    o.ensure(
         line.contains("errno=EAGAIN"),
-        "fork must fail with EAGAIN: {line}\n{}",
-        o.describe()
+        format!("fork must fail with EAGAIN: {line}"),
     );
     let n: usize = line
         .rsplit("after ")
@@ -156,10 +153,9 @@ fn fork_bomb_is_capped_by_pids_limit() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(
+    o.ensure(
         n < 16,
-        "the parent alone forked {n} children under --pids 16\n{}",
-        o.describe()
+        format!("the parent alone forked {n} children under --pids 16"),
     );
     assert_eq!(o.limit("pids"), Some(16), "limits.pids\n{}", o.describe());
     h.host_unchanged();
@@ -225,12 +221,10 @@ fn thread_bomb_is_capped_by_pids_limit() {
     );
     o.assert_no_escape();
     o.assert_status("ok");
-    let line = o
-        .lines()
-        .into_iter()
-        .find(|l| l.starts_with("BLOCKED: can't start thread after"))
-        .unwrap_or_else(|| panic!("thread bomb did not report a failure\n{}", o.describe()))
-        .to_string();
+    let line = o.line_starting(
+        "BLOCKED: can't start thread after",
+        "thread bomb did not report a failure",
+    );
     let n: usize = line
         .trim_start_matches("BLOCKED: can't start thread after ")
         .split_whitespace()
@@ -238,11 +232,7 @@ fn thread_bomb_is_capped_by_pids_limit() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(
-        n < 16,
-        "started {n} threads under --pids 16\n{}",
-        o.describe()
-    );
+    o.ensure(n < 16, format!("started {n} threads under --pids 16"));
     h.host_unchanged();
 }
 
@@ -269,10 +259,9 @@ fn memory_bomb_hits_memory_limit() {
     let peak = o.int("memory_peak_bytes");
     if let Some(peak) = peak {
         // the peak may slightly exceed the limit (kernel memory, page cache) but not by much
-        assert!(
+        o.ensure(
             peak <= 96 * 1024 * 1024,
-            "memory_peak_bytes {peak} far above --memory 64M\n{}",
-            o.describe()
+            format!("memory_peak_bytes {peak} far above --memory 64M"),
         );
     } else {
         panic!(
@@ -316,16 +305,10 @@ fn disk_fill_in_working_dir_gets_enospc() {
     );
     o.assert_no_escape();
     o.assert_status("ok");
-    let line = o
-        .lines()
-        .into_iter()
-        .find(|l| l.starts_with("BLOCKED: "))
-        .unwrap_or_else(|| panic!("disk fill did not report a failure\n{}", o.describe()))
-        .to_string();
-    assert!(
+    let line = o.line_starting("BLOCKED: ", "disk fill did not report a failure");
+    o.ensure(
         line.starts_with("BLOCKED: ENOSPC"),
-        "expected ENOSPC, got {line}\n{}",
-        o.describe()
+        format!("expected ENOSPC, got {line}"),
     );
     let wrote: u64 = line
         .rsplit("wrote=")
@@ -334,10 +317,9 @@ fn disk_fill_in_working_dir_gets_enospc() {
         .trim()
         .parse()
         .unwrap();
-    assert!(
+    o.ensure(
         wrote <= 8 * 1024 * 1024,
-        "wrote {wrote} bytes into an 8M working dir\n{}",
-        o.describe()
+        format!("wrote {wrote} bytes into an 8M working dir"),
     );
     // the host's disk and shared memory did not absorb the data
     let root_after = statvfs_free("/");
@@ -395,10 +377,9 @@ fn fill_tmpfs(path: &str) {
     o.assert_no_escape();
     o.assert_status_in(&["ok", "memory_limit"]);
     if o.status() == "ok" {
-        assert!(
+        o.ensure(
             has_line(&o, "BLOCKED: ENOSPC"),
-            "filling {path}: expected ENOSPC\n{}",
-            o.describe()
+            format!("filling {path}: expected ENOSPC"),
         );
     }
     let root_after = statvfs_free("/");
@@ -474,10 +455,9 @@ fn tmpfs_data_counts_against_memory_limit() {
             .trim()
             .parse()
             .unwrap();
-        assert!(
+        o.ensure(
             wrote <= 80 << 20,
-            "wrote {wrote} bytes of tmpfs data under --memory 64M\n{}",
-            o.describe()
+            format!("wrote {wrote} bytes of tmpfs data under --memory 64M"),
         );
     }
     host_unchanged(&m, w.path());
@@ -508,17 +488,17 @@ fn pipe_buffers_count_against_memory_limit() {
         .filter_map(|l| l.strip_prefix("BUFFERED "))
         .map(|n| n.trim().parse::<i64>().unwrap())
         .sum();
-    assert!(
+    o.ensure(
         buffered <= 128 << 20,
-        "{} MiB of pipe buffers held under --memory 64M\n{}",
-        buffered >> 20,
-        o.describe()
+        format!(
+            "{} MiB of pipe buffers held under --memory 64M",
+            buffered >> 20
+        ),
     );
     if let Some(peak) = o.int("memory_peak_bytes") {
-        assert!(
+        o.ensure(
             peak <= 96 << 20,
-            "memory_peak_bytes {peak} under --memory 64M\n{}",
-            o.describe()
+            format!("memory_peak_bytes {peak} under --memory 64M"),
         );
     }
     h.host_unchanged();
@@ -564,10 +544,9 @@ fn inode_exhaustion_gets_enospc() {
             )
         })
         .to_string();
-    assert!(
+    o.ensure(
         line.starts_with("BLOCKED: ENOSPC"),
-        "expected ENOSPC from the inode limit, got {line}\n{}",
-        o.describe()
+        format!("expected ENOSPC from the inode limit, got {line}"),
     );
     host_unchanged(&m, w.path());
 }
@@ -701,15 +680,13 @@ fn cpu_spin_hits_time_limit() {
     let cpu = o
         .int("cpu_time_ms")
         .unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
-    assert!(
+    o.ensure(
         cpu >= 500,
-        "killed after only {cpu} ms of CPU with --cpu-time 1s\n{}",
-        o.describe()
+        format!("killed after only {cpu} ms of CPU with --cpu-time 1s"),
     );
-    assert!(
+    o.ensure(
         cpu <= 1500,
-        "used {cpu} ms of CPU with --cpu-time 1s\n{}",
-        o.describe()
+        format!("used {cpu} ms of CPU with --cpu-time 1s"),
     );
     assert_eq!(
         o.limit_ms("cpu_time"),
@@ -740,20 +717,18 @@ fn cpu_limit_cannot_be_evaded_by_forking() {
         // ended the run, or the whole run really used less than the limit.
         o.assert_status_in(&["time_limit", "ok"]);
         if o.status() == "ok" {
-            assert!(
+            o.ensure(
                 cpu < 1000,
-                "the run used {cpu} ms of host CPU with --cpu-time 1s and was not stopped\n{}",
-                o.describe()
+                format!("the run used {cpu} ms of host CPU with --cpu-time 1s and was not stopped"),
             );
         }
     } else {
         o.assert_no_escape();
         o.assert_status("time_limit");
     }
-    assert!(
+    o.ensure(
         cpu <= 2000,
-        "the run used {cpu} ms of CPU with --cpu-time 1s\n{}",
-        o.describe()
+        format!("the run used {cpu} ms of CPU with --cpu-time 1s"),
     );
     h.host_unchanged();
 }
@@ -772,10 +747,9 @@ fn cpu_limit_counts_all_threads() {
     let cpu = o
         .int("cpu_time_ms")
         .unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
-    assert!(
+    o.ensure(
         cpu <= 2000,
-        "the run used {cpu} ms of CPU with --cpu-time 1s\n{}",
-        o.describe()
+        format!("the run used {cpu} ms of CPU with --cpu-time 1s"),
     );
     h.host_unchanged();
 }
@@ -807,21 +781,16 @@ fn sleep_past_wall_limit() {
     let wall = o
         .int("wall_time_ms")
         .unwrap_or_else(|| panic!("wall_time_ms missing\n{}", o.describe()));
-    assert!(
+    o.ensure(
         (900..=3000).contains(&wall),
-        "wall_time_ms {wall} for --wall-time 1s\n{}",
-        o.describe()
+        format!("wall_time_ms {wall} for --wall-time 1s"),
     );
     assert!(
         start.elapsed() < secs(10),
         "corral took {:?} for --wall-time 1s",
         start.elapsed()
     );
-    assert!(
-        o.stdout().contains("SLEEPING"),
-        "the program did not start\n{}",
-        o.describe()
-    );
+    o.ensure(o.stdout().contains("SLEEPING"), "the program did not start");
     host_unchanged(&m, w.path());
 }
 
@@ -834,10 +803,9 @@ fn daemonized_orphan_does_not_outlive_the_run() {
     let start = Instant::now();
     let o = h.run(&["--wall-time", "20s"], &[]);
     o.assert_status("ok");
-    assert!(
+    o.ensure(
         o.stdout().contains("DAEMON STARTED"),
-        "the daemon did not start\n{}",
-        o.describe()
+        "the daemon did not start",
     );
     // the run ends with the main program, not at the wall limit
     assert!(
@@ -855,10 +823,9 @@ fn stopped_child_does_not_outlive_the_run() {
     let start = Instant::now();
     let o = h.run(&["--wall-time", "20s"], &["child"]);
     o.assert_status("ok");
-    assert!(
+    o.ensure(
         o.stdout().contains("CHILD STOPPED 1"),
-        "the child did not stop itself\n{}",
-        o.describe()
+        "the child did not stop itself",
     );
     assert!(
         start.elapsed() < secs(15),
@@ -896,21 +863,18 @@ fn host_process_cannot_be_killed_or_traced() {
     let alive = victim.try_wait().expect("try_wait").is_none();
     let _ = victim.kill();
     let _ = victim.wait();
-    assert!(
+    o.ensure(
         alive,
-        "the host process {vpid} was killed from inside the sandbox\n{}",
-        o.describe()
+        format!("the host process {vpid} was killed from inside the sandbox"),
     );
     o.assert_no_escape();
-    assert!(
+    o.ensure(
         has_line(&o, "BLOCKED: kill-hostpid"),
-        "kill(hostpid) not reported blocked\n{}",
-        o.describe()
+        "kill(hostpid) not reported blocked",
     );
-    assert!(
+    o.ensure(
         has_line(&o, "ALIVE after kill-init"),
-        "program did not survive its own kill(-1)/kill(1)\n{}",
-        o.describe()
+        "program did not survive its own kill(-1)/kill(1)",
     );
     // ptrace: killed by seccomp (preferred) or refused
     o.assert_status_in(&["blocked_syscall", "ok"]);
@@ -939,10 +903,9 @@ fn host_processes_are_invisible() {
     let _ = victim.wait();
     o.assert_status("ok");
     assert!(o.stdout().contains("DONE"), "{}", o.describe());
-    assert!(
+    o.ensure(
         !o.stdout().contains(&host_m),
-        "a host process is visible in the sandbox\n{}",
-        o.describe()
+        "a host process is visible in the sandbox",
     );
     let procs: Vec<&str> = o
         .lines()
@@ -1059,10 +1022,9 @@ fn host_secrets_are_not_readable() {
     o.assert_status("ok");
     let out = format!("{}\n{}", o.stdout(), o.stderr());
     let secret_hex: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
-    assert!(
+    o.ensure(
         !out.contains(&secret) && !out.contains(&secret_hex),
-        "a host secret was read\n{}",
-        o.describe()
+        "a host secret was read",
     );
     // parts of the host's shadow file (password hashes) must not show up
     let shadow_hex: String = host_shadow
@@ -1070,10 +1032,9 @@ fn host_secrets_are_not_readable() {
         .take(64)
         .map(|b| format!("{b:02x}"))
         .collect();
-    assert!(
+    o.ensure(
         !out.contains(&shadow_hex),
-        "/etc/shadow of the host was read\n{}",
-        o.describe()
+        "/etc/shadow of the host was read",
     );
 
     let line_for = |path: &str| -> String {
@@ -1212,16 +1173,16 @@ fn writes_outside_working_dir_fail() {
     for l in o.lines() {
         let control = l.ends_with(" /home/sandbox") || l.ends_with(" /tmp");
         if control {
-            assert!(
+            o.ensure(
                 l.starts_with("ESCAPED"),
-                "control write failed (the test is broken or the workdir is not writable): {l}\n{}",
-                o.describe()
+                format!(
+                    "control write failed (the test is broken or the workdir is not writable): {l}"
+                ),
             );
         } else {
-            assert!(
+            o.ensure(
                 l.starts_with("BLOCKED"),
-                "write outside the working dir succeeded: {l}\n{}",
-                o.describe()
+                format!("write outside the working dir succeeded: {l}"),
             );
         }
     }
@@ -1283,10 +1244,9 @@ fn nothing_persists_between_runs() {
     );
     first.assert_status_in(&["ok", "blocked_syscall"]);
     for p in ["/tmp", "/dev/shm", "/var/tmp"] {
-        assert!(
+        first.ensure(
             has_line(&first, &format!("CREATED {p}/persist-{m}")),
-            "the first run could not create a file in {p} (it must be writable)\n{}",
-            first.describe()
+            format!("the first run could not create a file in {p} (it must be writable)"),
         );
     }
     let second = run(
@@ -1305,10 +1265,9 @@ fn nothing_persists_between_runs() {
     );
     second.assert_status_in(&["ok", "blocked_syscall"]);
     for l in second.lines() {
-        assert!(
+        second.ensure(
             !l.starts_with("SEEN"),
-            "state of the first run is visible in the second: {l}\n{}",
-            second.describe()
+            format!("state of the first run is visible in the second: {l}"),
         );
     }
     for p in ["/tmp", "/dev/shm", "/var/tmp"] {
@@ -1386,15 +1345,13 @@ fn network_is_off_by_default() {
         secs(60),
     );
     o.assert_status("ok");
-    assert!(
+    o.ensure(
         has_line(&o, "BLOCKED tcp"),
-        "TCP connect to the host loopback was not blocked\n{}",
-        o.describe()
+        "TCP connect to the host loopback was not blocked",
     );
-    assert!(
+    o.ensure(
         has_line(&o, "BLOCKED abstract"),
-        "the host's abstract unix socket is reachable\n{}",
-        o.describe()
+        "the host's abstract unix socket is reachable",
     );
     // whatever the program thinks, nothing reached the host
     std::thread::sleep(Duration::from_millis(300));
@@ -1435,10 +1392,9 @@ fn blocked_syscall(name: &str, expect_syscall: &str, allow_errno: &[&str]) {
         secs(60),
     );
     o.assert_no_escape();
-    assert!(
+    o.ensure(
         o.stdout().contains(&format!("TRYING {name}")),
-        "the program did not get to the syscall\n{}",
-        o.describe()
+        "the program did not get to the syscall",
     );
     if allow_errno.is_empty() || o.status() != "ok" {
         o.assert_status("blocked_syscall");
@@ -1448,22 +1404,17 @@ fn blocked_syscall(name: &str, expect_syscall: &str, allow_errno: &[&str]) {
             "blocked_syscall must name the syscall\n{}",
             o.describe()
         );
-        assert!(
+        o.ensure(
             o.json["exit_code"].is_null(),
-            "exit_code must be null when killed\n{}",
-            o.describe()
+            "exit_code must be null when killed",
         );
     } else {
-        let l = o
-            .lines()
-            .into_iter()
-            .find(|l| l.starts_with("BLOCKED: "))
-            .unwrap_or_else(|| panic!("no report from the program\n{}", o.describe()))
-            .to_string();
-        assert!(
+        let l = o.line_starting("BLOCKED: ", "no report from the program");
+        o.ensure(
             allow_errno.iter().any(|e| l.contains(&format!(" {e} "))),
-            "{name} failed with an unexpected error: {l} (allowed: killed, or {allow_errno:?})\n{}",
-            o.describe()
+            format!(
+                "{name} failed with an unexpected error: {l} (allowed: killed, or {allow_errno:?})"
+            ),
         );
     }
     host_unchanged(&m, w.path());
@@ -1594,10 +1545,9 @@ fn foreign_abi(mode: &str) {
         );
     } else {
         let name = o.json["blocked_syscall"].as_str().unwrap_or("");
-        assert!(
+        o.ensure(
             !name.is_empty(),
-            "blocked_syscall must say what was blocked\n{}",
-            o.describe()
+            "blocked_syscall must say what was blocked",
         );
     }
     host_unchanged(&m, w.path());
@@ -1709,15 +1659,13 @@ fn init_environ_and_host_secrets_do_not_leak() {
     );
     o.assert_status("ok");
     let all = serde_json::to_string(&o.json).unwrap();
-    assert!(
+    o.ensure(
         !all.contains(&secret),
-        "corral's environment leaked into the sandbox\n{}",
-        o.describe()
+        "corral's environment leaked into the sandbox",
     );
-    assert!(
+    o.ensure(
         !all.contains("SECRET_TOKEN"),
-        "corral's environment leaked into the sandbox\n{}",
-        o.describe()
+        "corral's environment leaked into the sandbox",
     );
     assert!(
         o.stdout().contains("ENV HOME=/home/sandbox"),
@@ -1856,10 +1804,9 @@ fn copy_out_skips_planted_traps() {
         "sock",
         "race",
     ] {
-        assert!(
+        o.ensure(
             has_line(&o, &format!("PLANTED {name}")),
-            "the program could not plant {name}\n{}",
-            o.describe()
+            format!("the program could not plant {name}"),
         );
     }
     assert_eq!(
@@ -1886,10 +1833,9 @@ fn copy_out_skips_planted_traps() {
         "result.txt",
         "sock",
     ] {
-        assert!(
+        o.ensure(
             fs::symlink_metadata(dest.join(name)).is_err(),
-            "{name} was copied out\n{}",
-            o.describe()
+            format!("{name} was copied out"),
         );
     }
     // nothing special anywhere in DIR, and no secret
@@ -1929,20 +1875,15 @@ fn copy_out_skips_planted_traps() {
     }
     let mut bad = vec![];
     walk(&dest, &host_shadow, &mut bad);
-    assert!(
-        bad.is_empty(),
-        "copy-out produced: {bad:#?}\n{}",
-        o.describe()
-    );
+    o.ensure(bad.is_empty(), format!("copy-out produced: {bad:#?}"));
     if let Ok(md) = fs::symlink_metadata(dest.join("race")) {
         assert!(md.file_type().is_file());
         assert_eq!(fs::read_to_string(dest.join("race")).unwrap(), "innocent\n");
     }
     let skipped = serde_json::to_string(&o.json["copy_out_skipped"]).unwrap();
-    assert!(
+    o.ensure(
         !o.json["copy_out_skipped"].is_null(),
-        "copy_out_skipped missing\n{}",
-        o.describe()
+        "copy_out_skipped missing",
     );
     // Under gVisor a FIFO or socket made in the working directory exists in gVisor's kernel
     // only (its file server makes no host file for it): the copy-out, on the host, never meets
@@ -2003,10 +1944,9 @@ fn copy_out_of_sparse_files_is_bounded() {
         &[],
     );
     o.assert_status("ok");
-    assert!(
+    o.ensure(
         has_line(&o, "SPARSE "),
-        "the program could not create its sparse files\n{}",
-        o.describe()
+        "the program could not create its sparse files",
     );
     assert_eq!(
         fs::read_to_string(dest.join("small.txt")).ok().as_deref(),
@@ -2030,10 +1970,9 @@ fn copy_out_of_sparse_files_is_bounded() {
         (apparent, blocks)
     }
     let (apparent, used) = total(&dest);
-    assert!(
+    o.ensure(
         apparent <= 8 << 20 && used <= 8 << 20,
-        "copy-out wrote {apparent} bytes ({used} bytes on disk) for an 8M working dir\n{}",
-        o.describe()
+        format!("copy-out wrote {apparent} bytes ({used} bytes on disk) for an 8M working dir"),
     );
     let root_after = statvfs_free("/");
     assert!(
@@ -2149,11 +2088,7 @@ fn proc_and_sys_are_masked() {
     let o = h.run(&["--wall-time", "20s"], &[]);
     o.assert_status("ok");
     let line = |p: &str, op: &str| -> String {
-        o.lines()
-            .into_iter()
-            .find(|l| l.starts_with(&format!("{p} {op} ")))
-            .unwrap_or_else(|| panic!("no report for {p} {op}\n{}", o.describe()))
-            .to_string()
+        o.line_starting(&format!("{p} {op} "), "no report for {p} {op}")
     };
     for p in ["/proc/kcore", "/proc/kmsg"] {
         let l = line(p, "read");
@@ -2235,10 +2170,9 @@ fn process_group_kill_does_not_reach_host() {
     let alive = victim.try_wait().unwrap().is_none();
     let _ = victim.kill();
     let _ = victim.wait();
-    assert!(
+    o.ensure(
         alive,
-        "a host process in corral's process group was killed from the sandbox\n{}",
-        o.describe()
+        "a host process in corral's process group was killed from the sandbox",
     );
     o.assert_no_escape();
     assert!(
@@ -2298,10 +2232,9 @@ fn network_opt_in_does_not_expose_host_abstract_sockets() {
         secs(60),
     );
     o.assert_status("ok");
-    assert!(
+    o.ensure(
         has_line(&o, "BLOCKED abstract"),
-        "a host abstract unix socket is reachable with --network\n{}",
-        o.describe()
+        "a host abstract unix socket is reachable with --network",
     );
     std::thread::sleep(Duration::from_millis(200));
     assert!(
@@ -2774,9 +2707,8 @@ time.sleep(1.5)
         a.describe(),
         b.describe()
     );
-    assert!(
+    b.ensure(
         has_line(&b, "FORKED 30"),
-        "the other sandbox's processes counted against this one's RLIMIT_NPROC\n{}",
-        b.describe()
+        "the other sandbox's processes counted against this one's RLIMIT_NPROC",
     );
 }

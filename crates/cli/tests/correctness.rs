@@ -105,10 +105,9 @@ fn sigsegv_is_signaled_11() {
     let o = py(code, &["--wall-time", "10s"]);
     o.assert_status("signaled");
     assert_eq!(o.json["signal"], 11, "{}", o.describe());
-    assert!(
+    o.ensure(
         o.json["exit_code"].is_null(),
-        "exit_code must be null when signaled\n{}",
-        o.describe()
+        "exit_code must be null when signaled",
     );
     assert_eq!(o.stdout(), "before\n", "{}", o.describe());
     let (c, out, _) = run_plain(&["--wall-time", "10s", "--", PY, "-c", code]);
@@ -193,14 +192,13 @@ fn limits_have_defaults() {
         "open_files",
         "file_size",
     ] {
-        assert!(
+        o.ensure(
             !o.json["limits"][k].is_null(),
-            "limits.{k} missing\n{}",
-            o.describe()
+            format!("limits.{k} missing"),
         );
     }
     for k in ["cpu_time_ms", "wall_time_ms", "memory_peak_bytes"] {
-        assert!(o.json[k].is_u64(), "{k} missing\n{}", o.describe());
+        o.ensure(o.json[k].is_u64(), format!("{k} missing"));
     }
 }
 
@@ -213,10 +211,9 @@ fn cpu_time_limit_status() {
     );
     o.assert_status("time_limit");
     let cpu = o.int("cpu_time_ms").unwrap();
-    assert!(
+    o.ensure(
         (250..=1000).contains(&cpu),
-        "cpu_time_ms {cpu} for --cpu-time 500ms\n{}",
-        o.describe()
+        format!("cpu_time_ms {cpu} for --cpu-time 500ms"),
     );
 }
 
@@ -227,10 +224,9 @@ fn wall_time_limit_status() {
     let o = run(&["--wall-time", "500ms", "--", "/bin/sleep", "10"]);
     o.assert_status("wall_time_limit");
     let wall = o.int("wall_time_ms").unwrap();
-    assert!(
+    o.ensure(
         (400..=2500).contains(&wall),
-        "wall_time_ms {wall} for --wall-time 500ms\n{}",
-        o.describe()
+        format!("wall_time_ms {wall} for --wall-time 500ms"),
     );
     assert!(start.elapsed() < secs(8));
 }
@@ -317,12 +313,11 @@ fn sleep_counts_wall_not_cpu() {
     o.assert_status("ok");
     let wall = o.int("wall_time_ms").unwrap();
     let cpu = o.int("cpu_time_ms").unwrap();
-    assert!(
+    o.ensure(
         (900..=3000).contains(&wall),
-        "wall_time_ms {wall} for sleep 1\n{}",
-        o.describe()
+        format!("wall_time_ms {wall} for sleep 1"),
     );
-    assert!(cpu < 300, "cpu_time_ms {cpu} for sleep 1\n{}", o.describe());
+    o.ensure(cpu < 300, format!("cpu_time_ms {cpu} for sleep 1"));
 }
 
 #[test]
@@ -346,23 +341,20 @@ fn spin_counts_cpu_close_to_wall() {
         // gVisor's CPU clocks (ptrace platform) count time the process was runnable, not
         // running: on a busy machine its "1000 ms" is less of the host's CPU. The host's figure
         // (what the limit uses) is never above the program's own, and the spin shows in it.
-        assert!(
+        o.ensure(
             (100..=own + 300).contains(&cpu),
-            "cpu_time_ms {cpu} vs the program's own {own} ms\n{}",
-            o.describe()
+            format!("cpu_time_ms {cpu} vs the program's own {own} ms"),
         );
     } else {
         // The whole tree's cgroup CPU time covers the program's own, plus interpreter start-up.
-        assert!(
+        o.ensure(
             cpu >= own - 20 && cpu <= own + 300,
-            "cpu_time_ms {cpu} vs the program's own {own} ms\n{}",
-            o.describe()
+            format!("cpu_time_ms {cpu} vs the program's own {own} ms"),
         );
     }
-    assert!(
+    o.ensure(
         wall >= cpu - 50,
-        "wall_time_ms {wall} below cpu_time_ms {cpu}\n{}",
-        o.describe()
+        format!("wall_time_ms {wall} below cpu_time_ms {cpu}"),
     );
 }
 
@@ -442,10 +434,9 @@ fn invalid_utf8_output_is_base64() {
     assert!(o.stdout().starts_with("ok "), "{}", o.describe());
     assert!(o.stdout().contains('\u{fffd}'), "{}", o.describe());
     assert_eq!(o.stderr(), "plain\n");
-    assert!(
+    o.ensure(
         o.json.get("stderr_base64").is_none(),
-        "stderr_base64 present for valid UTF-8\n{}",
-        o.describe()
+        "stderr_base64 present for valid UTF-8",
     );
 }
 
@@ -509,17 +500,15 @@ fn concurrent_runs_cannot_see_each_other() {
     for (i, o) in outs.iter().enumerate() {
         o.assert_status("ok");
         assert!(o.stdout().contains("DONE"), "{}", o.describe());
-        assert!(
+        o.ensure(
             o.stdout().contains(&format!("TMP mine-{}", markers[i])),
-            "run {i} lost its own /tmp file\n{}",
-            o.describe()
+            format!("run {i} lost its own /tmp file"),
         );
         for (j, m) in markers.iter().enumerate() {
             if i != j {
-                assert!(
+                o.ensure(
                     !o.stdout().contains(m.as_str()),
-                    "run {i} sees run {j}'s file or process\n{}",
-                    o.describe()
+                    format!("run {i} sees run {j}'s file or process"),
                 );
             }
         }
@@ -577,10 +566,9 @@ fn environment_is_minimal() {
     for l in o.stdout().lines() {
         let (k, v) = l.split_once('=').unwrap_or((l, ""));
         keys.insert(k.to_string());
-        assert!(
+        o.ensure(
             allowed.contains(&k),
-            "unexpected variable in the sandbox: {l}\n{}",
-            o.describe()
+            format!("unexpected variable in the sandbox: {l}"),
         );
         assert!(
             !v.contains("/root") && !v.contains("/work") && !v.contains("host-value"),
@@ -785,10 +773,9 @@ fn network_opt_in_reaches_host_loopback() {
         &port.to_string(),
     ]);
     o.assert_status("ok");
-    assert!(
+    o.ensure(
         o.stdout().contains("CONNECTED tcp"),
-        "--network did not allow a host loopback connection\n{}",
-        o.describe()
+        "--network did not allow a host loopback connection",
     );
     let got = acc.join().unwrap();
     assert_eq!(
@@ -842,11 +829,7 @@ fn root_dev_and_etc_are_minimal() {
         // runsc always mounts a /sys; init unmounts it, and its mount point in the read-only
         // root stays: an empty folder.
         if e == "sys" && under_gvisor() {
-            assert!(
-                line("SYS").is_empty(),
-                "/sys is not empty\n{}",
-                o.describe()
-            );
+            o.ensure(line("SYS").is_empty(), "/sys is not empty");
             continue;
         }
         assert!(root_ok.contains(&e), "unexpected /{e} in the sandbox root");
@@ -946,21 +929,19 @@ fn corral_log_shows_sandbox_decisions_on_stderr_only() {
     quiet.env_remove("CORRAL_LOG");
     let plain = run_json_with(quiet, &args, secs(60));
     plain.assert_status("ok");
-    assert!(
+    plain.ensure(
         plain.raw.stderr.is_empty(),
-        "no CORRAL_LOG: stderr must stay empty\n{}",
-        plain.describe()
+        "no CORRAL_LOG: stderr must stay empty",
     );
     let mut loud = corral_cmd();
     loud.env("CORRAL_LOG", "debug");
     let logged = run_json_with(loud, &args, secs(60));
     logged.assert_status("ok");
     let err = String::from_utf8_lossy(&logged.raw.stderr);
-    assert!(
+    logged.ensure(
         err.lines()
             .any(|l| l.contains("DEBUG") && l.contains("sandbox created")),
-        "CORRAL_LOG=debug: a sandbox debug line on stderr\n{}",
-        logged.describe()
+        "CORRAL_LOG=debug: a sandbox debug line on stderr",
     );
     let keys =
         |o: &Outcome| -> BTreeSet<String> { o.json.as_object().unwrap().keys().cloned().collect() };

@@ -12,6 +12,7 @@ use std::path::Path;
 use corral_sandbox::{ImageRoot, NoSink, Outcome, Root, RunSpec, Status};
 
 use common::image::host;
+use common::xattr;
 
 fn build_root(upper: &Path) -> ImageRoot {
     ImageRoot {
@@ -82,24 +83,6 @@ fn build_mode_changes_land_in_the_upper_folder_as_a_layer() {
     );
     assert!(layer.join("etc/os-release").exists());
     assert!(!layer.join("etc/x").exists());
-}
-
-/// `getxattr` without following links.
-fn xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
-    let name = std::ffi::CString::new(name).unwrap();
-    let mut buf = vec![0u8; 64];
-    // SAFETY: lgetxattr into a buffer of the length we pass.
-    let n = unsafe {
-        libc::lgetxattr(
-            path.as_ptr(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    (n >= 0).then(|| buf[..n as usize].to_vec())
 }
 
 /// The point of build mode: a package manager installs as root — apt drops to its `_apt` user

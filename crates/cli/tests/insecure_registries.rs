@@ -7,53 +7,12 @@
 mod server_support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
+use corral_testkit::registry::start_registry;
 use reqwest::StatusCode;
 use serde_json::json;
 use server_support::*;
-
-struct Registry(Child, String);
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_registry(dir: &Path) -> Registry {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let cfg = dir.join("registry.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
-            dir.join("storage").display()
-        ),
-    )
-    .unwrap();
-    let log = std::fs::File::create(dir.join("registry.log")).unwrap();
-    let child = Command::new("docker-registry")
-        .arg("serve")
-        .arg(&cfg)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("docker-registry (scripts/setup installs it)");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "the registry did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Registry(child, addr)
-}
 
 /// Writes an OCI layout of one uncompressed layer holding `hello.txt`.
 fn oci_layout(dir: &Path) {
@@ -100,13 +59,13 @@ fn oci_layout(dir: &Path) {
 #[test]
 fn registries_listed_as_insecure_in_the_config_are_pulled_over_plain_http() {
     let tmp = tempfile::tempdir().unwrap();
-    let reg = start_registry(tmp.path());
+    let reg = start_registry(tmp.path(), "");
     let layout = tmp.path().join("layout");
     oci_layout(&layout);
     let out = Command::new("skopeo")
         .args(["--insecure-policy", "copy", "-q", "--dest-tls-verify=false"])
         .arg(format!("oci:{}:v1", layout.display()))
-        .arg(format!("docker://{}/course/hello:v1", reg.1))
+        .arg(format!("docker://{}/course/hello:v1", reg.addr))
         .stderr(Stdio::piped())
         .output()
         .expect("skopeo (scripts/setup installs it)");
@@ -115,8 +74,8 @@ fn registries_listed_as_insecure_in_the_config_are_pulled_over_plain_http() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let reference = format!("{}/course/hello:v1", reg.1);
-    let insecure_config = format!("[images]\ninsecure_registries = [\"{}\"]\n", reg.1);
+    let reference = format!("{}/course/hello:v1", reg.addr);
+    let insecure_config = format!("[images]\ninsecure_registries = [\"{}\"]\n", reg.addr);
 
     // Not listed: HTTPS only, and the error says which URL was tried.
     let plain = Server::start("", &[]);

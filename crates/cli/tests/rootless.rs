@@ -13,6 +13,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::xattr;
+
 const NOBODY: u32 = 65534;
 
 /// A copy of the corral binary that `nobody` can execute (the build tree may be under /root).
@@ -445,24 +447,6 @@ fn rootless_without_a_writable_cgroup_fails_closed() {
         err.contains("rootless mode needs a cgroup subtree"),
         "{err}"
     );
-}
-
-/// The extended attribute `name` of `p`, if set.
-fn xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
-    let name = std::ffi::CString::new(name).unwrap();
-    let mut buf = [0u8; 64];
-    // SAFETY: both strings are NUL-terminated and the buffer's length is passed.
-    let n = unsafe {
-        libc::lgetxattr(
-            path.as_ptr(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    (n >= 0).then(|| buf[..n as usize].to_vec())
 }
 
 /// A later layer's opaque folder and whiteout hide the lower layers' files in a rootless run as

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use common::registry::*;
 use common::*;
 use corral_images::{pull, PullOptions, Store};
+use corral_testkit::registry::{start_registry, Registry};
 
 fn layers() -> Vec<Vec<u8>> {
     two_layers("noise", &noise(300_000))

@@ -6,6 +6,7 @@ mod common;
 use common::registry::*;
 use common::*;
 use corral_images::{pull, PullOptions, Store};
+use corral_testkit::registry::start_registry;
 
 #[test]
 fn credentials_from_the_environment_get_a_token() {

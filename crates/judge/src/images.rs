@@ -70,6 +70,17 @@ mod tests {
         serde_json::from_value(json).unwrap()
     }
 
+    /// A job grading with the suite `x` (written by the test into its suite folder).
+    fn suite_job() -> JobSpec {
+        let limits = serde_json::to_value(corral_sandbox::Limits::default()).unwrap();
+        let mut s = spec(serde_json::json!({"limits": limits}));
+        s.suite = Some(SuiteRef {
+            id: "x".into(),
+            upload: None,
+        });
+        s
+    }
+
     #[test]
     fn runs_need_the_requests_image_else_the_languages() {
         let mut r = LanguageRegistry::builtin();
@@ -97,12 +108,7 @@ mod tests {
         )
         .unwrap();
         let r = LanguageRegistry::builtin();
-        let limits = serde_json::to_value(corral_sandbox::Limits::default()).unwrap();
-        let mut s = spec(serde_json::json!({"limits": limits}));
-        s.suite = Some(SuiteRef {
-            id: "x".into(),
-            upload: None,
-        });
+        let mut s = suite_job();
         assert_eq!(
             images_needed(&s, &r, Some(dir.path())),
             ["course/base:1", "course/numpy:1"]
@@ -128,12 +134,7 @@ mod tests {
         )
         .unwrap();
         let r = LanguageRegistry::builtin();
-        let limits = serde_json::to_value(corral_sandbox::Limits::default()).unwrap();
-        let mut s = spec(serde_json::json!({"limits": limits}));
-        s.suite = Some(SuiteRef {
-            id: "x".into(),
-            upload: None,
-        });
+        let s = suite_job();
         assert_eq!(
             images_needed(&s, &r, Some(dir.path())),
             ["course/ubuntu:22.04", "course/pl-python:1"]

@@ -2,7 +2,30 @@
 //! accepts in seccomp filters, used to check compiled programs without
 //! installing them.
 
-use crate::filter::Verdict;
+/// Outcome of running the filter on one syscall (see
+/// [`CompiledFilter::evaluate`](crate::CompiledFilter::evaluate)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// `SECCOMP_RET_ALLOW`.
+    Allow,
+    /// `SECCOMP_RET_USER_NOTIF` ([`Action::KillAndReport`](crate::Action::KillAndReport)).
+    Notify,
+    /// `SECCOMP_RET_ERRNO` with this errno.
+    Errno(i32),
+    /// `SECCOMP_RET_KILL_PROCESS`.
+    KillProcess,
+    /// `SECCOMP_RET_KILL_THREAD`.
+    KillThread,
+    /// `SECCOMP_RET_TRAP`.
+    Trap,
+    /// `SECCOMP_RET_TRACE` (the gVisor runtime's stand-in for a notification).
+    Trace,
+    /// Any other return value (log, ...), raw.
+    Other(u32),
+    /// The program is not one the kernel would accept (bad instruction,
+    /// out-of-bounds jump or load, running off the end).
+    Invalid,
+}
 
 const SECCOMP_DATA_SIZE: u32 = 64;
 

@@ -7,8 +7,10 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use libseccomp::{ScmpAction, ScmpFilterContext, ScmpSyscall};
 
+use crate::bpf::{self, Verdict};
+use crate::error::Error;
+use crate::notify::AUDIT_ARCH_NATIVE;
 use crate::profile::{self, Action, Profile};
-use crate::Error;
 
 /// Size of one `struct sock_filter` instruction.
 pub const INSN_SIZE: usize = 8;
@@ -212,33 +214,8 @@ impl CompiledFilter {
     /// and for tests; `arch` is an `AUDIT_ARCH_*` value (see
     /// [`crate::AUDIT_ARCH_NATIVE`]).
     pub fn evaluate(&self, arch: u32, nr: i32, args: [u64; 6]) -> Verdict {
-        crate::bpf::run(&self.insns, arch, nr, 0, args)
+        bpf::run(&self.insns, arch, nr, 0, args)
     }
-}
-
-/// Outcome of running the filter on one syscall (see
-/// [`CompiledFilter::evaluate`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Verdict {
-    /// `SECCOMP_RET_ALLOW`.
-    Allow,
-    /// `SECCOMP_RET_USER_NOTIF` ([`Action::KillAndReport`]).
-    Notify,
-    /// `SECCOMP_RET_ERRNO` with this errno.
-    Errno(i32),
-    /// `SECCOMP_RET_KILL_PROCESS`.
-    KillProcess,
-    /// `SECCOMP_RET_KILL_THREAD`.
-    KillThread,
-    /// `SECCOMP_RET_TRAP`.
-    Trap,
-    /// `SECCOMP_RET_TRACE` (the gVisor runtime's stand-in for a notification).
-    Trace,
-    /// Any other return value (log, ...), raw.
-    Other(u32),
-    /// The program is not one the kernel would accept (bad instruction,
-    /// out-of-bounds jump or load, running off the end).
-    Invalid,
 }
 
 /// Placed before libseccomp's program in allow-list mode: a native syscall numbered above
@@ -253,7 +230,7 @@ fn allow_list_prefix() -> Vec<u8> {
     const RET_USER_NOTIF: u32 = 0x7fc0_0000;
     let prefix: [(u16, u8, u8, u32); 5] = [
         (LD_ABS, 0, 0, 4), // arch
-        (JEQ_K, 0, 3, crate::AUDIT_ARCH_NATIVE),
+        (JEQ_K, 0, 3, AUDIT_ARCH_NATIVE),
         (LD_ABS, 0, 0, 0), // nr
         (JGT_K, 0, 1, profile::ALLOW_LIST_NR_MAX as u32),
         (RET_K, 0, 0, RET_USER_NOTIF),

@@ -138,6 +138,7 @@
 compile_error!("corral-seccomp supports x86_64 and aarch64 only");
 
 mod bpf;
+mod error;
 mod filter;
 pub mod grants;
 mod notify;
@@ -146,7 +147,9 @@ mod profile;
 mod restrictions;
 mod syscalls;
 
-pub use filter::{CompiledFilter, Verdict, INSN_SIZE, MAX_INSNS};
+pub use bpf::Verdict;
+pub use error::Error;
+pub use filter::{CompiledFilter, INSN_SIZE, MAX_INSNS};
 pub use grants::{Grant, Grants, UnknownGrant};
 pub use notify::{
     receive, respond_continue, respond_errno, syscall_name, Notification, AUDIT_ARCH_AARCH64,
@@ -154,26 +157,6 @@ pub use notify::{
 };
 pub use profile::{Action, Profile, RuleInfo};
 pub use restrictions::{Restrictions, RestrictionsError, STARTUP};
-
-/// Errors of compiling or loading a filter program.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// libseccomp refused something.
-    #[error("libseccomp: {context}: {source}")]
-    Seccomp {
-        /// What was being done.
-        context: String,
-        /// The library's error.
-        #[source]
-        source: libseccomp::error::SeccompError,
-    },
-    /// I/O while exporting the program.
-    #[error("exporting the seccomp program: {0}")]
-    Io(#[from] std::io::Error),
-    /// Bytes that cannot be a filter program.
-    #[error("invalid seccomp program: {0}")]
-    InvalidProgram(String),
-}
 
 /// The profile's rules that exist on the native architecture, with their
 /// conditions in words.

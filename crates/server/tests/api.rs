@@ -89,14 +89,7 @@ async fn auth_is_required_and_tokens_have_roles() {
     )
     .await;
     assert_eq!(st, StatusCode::UNAUTHORIZED);
-    let (st, _) = json_of(
-        c.get(s.url("/whoami"))
-            .bearer_auth("corral_0000")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (st, _) = s.get("corral_0000", "/whoami").await;
     assert_eq!(st, StatusCode::UNAUTHORIZED);
     // ?token= is for the WebSocket only.
     let student = s.token(Role::Student).await;
@@ -108,50 +101,22 @@ async fn auth_is_required_and_tokens_have_roles() {
     )
     .await;
     assert_eq!(st, StatusCode::UNAUTHORIZED);
-    let (st, me) = json_of(
-        c.get(s.url("/whoami"))
-            .bearer_auth(&student)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (st, me) = s.get(&student, "/whoami").await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(me["role"], "student");
     // Students and staff cannot make tokens; admins can, and revoke them.
     let staff = s.token(Role::Staff).await;
     for t in [&student, &staff] {
-        let (st, _) = json_of(
-            c.post(s.url("/tokens"))
-                .bearer_auth(t)
-                .json(&json!({"role": "admin"}))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (st, _) = s.post(t, "/tokens", json!({"role": "admin"})).await;
         assert_eq!(st, StatusCode::FORBIDDEN);
     }
     let admin = s.token(Role::Admin).await;
-    let (st, made) = json_of(
-        c.post(s.url("/tokens"))
-            .bearer_auth(&admin)
-            .json(&json!({"role": "staff", "name": "ta"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (st, made) = s
+        .post(&admin, "/tokens", json!({"role": "staff", "name": "ta"}))
+        .await;
     assert_eq!(st, StatusCode::CREATED, "{made}");
     let new = made["token"].as_str().unwrap();
-    let (st, me) = json_of(
-        c.get(s.url("/whoami"))
-            .bearer_auth(new)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (st, me) = s.get(new, "/whoami").await;
     assert_eq!((st, me["role"].as_str()), (StatusCode::OK, Some("staff")));
     let r = c
         .delete(s.url(&format!("/tokens/{}", made["id"].as_str().unwrap())))
@@ -160,24 +125,11 @@ async fn auth_is_required_and_tokens_have_roles() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    let (st, _) = json_of(
-        c.get(s.url("/whoami"))
-            .bearer_auth(new)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (st, _) = s.get(new, "/whoami").await;
     assert_eq!(st, StatusCode::UNAUTHORIZED, "a revoked token still works");
-    let (st, _) = json_of(
-        c.post(s.url("/tokens"))
-            .bearer_auth(&admin)
-            .json(&json!({"role": "superuser"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (st, _) = s
+        .post(&admin, "/tokens", json!({"role": "superuser"}))
+        .await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
     s.stop().await;
 }
@@ -191,55 +143,31 @@ async fn a_caller_never_sees_another_callers_upload() {
     assert_eq!(up["files"], json!(["hello.c"]));
     let id = up["id"].as_str().unwrap();
     assert!(id.len() >= 32, "upload ids carry at least 128 bits: {id}");
-    let c = client();
-    let (st, mine) = json_of(
-        c.get(s.url(&format!("/uploads/{id}")))
-            .bearer_auth(&a)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (st, mine) = s.get(&a, &format!("/uploads/{id}")).await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(mine["files"][0]["path"], "hello.c");
     // B: not found, exactly like an id that does not exist.
-    let (st, theirs) = json_of(
-        c.get(s.url(&format!("/uploads/{id}")))
-            .bearer_auth(&b)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (st, theirs) = s.get(&b, &format!("/uploads/{id}")).await;
     assert_eq!(st, StatusCode::NOT_FOUND, "{theirs}");
-    let (st, _) = json_of(
-        c.post(s.url("/run"))
-            .bearer_auth(&b)
-            .json(&json!({"cmd": "cat hello.c", "sandbox": {"homedir": id}}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (st, _) = s
+        .post(
+            &b,
+            "/run",
+            json!({"cmd": "cat hello.c", "sandbox": {"homedir": id}}),
+        )
+        .await;
     assert_eq!(st, StatusCode::NOT_FOUND);
-    let (st, _) = json_of(
-        c.post(s.url("/run"))
-            .bearer_auth(&b)
-            .json(&json!({"cmd": "ls", "sandbox": {"id": "0123456789abcdef0123456789abcdef"}}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (st, _) = s
+        .post(
+            &b,
+            "/run",
+            json!({"cmd": "ls", "sandbox": {"id": "0123456789abcdef0123456789abcdef"}}),
+        )
+        .await;
     assert_eq!(st, StatusCode::NOT_FOUND);
-    let (st, _) = json_of(
-        c.delete(s.url("/sandboxes/0123456789abcdef0123456789abcdef"))
-            .bearer_auth(&b)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (st, _) = s
+        .delete(&b, "/sandboxes/0123456789abcdef0123456789abcdef")
+        .await;
     assert_eq!(st, StatusCode::NOT_FOUND);
     s.stop().await;
 }
@@ -489,10 +417,10 @@ async fn malformed_requests_are_clean_4xx_with_json() {
     // Unknown paths and methods are JSON too.
     let (st, _) = json_of(c.get(s.url("/nope")).send().await.unwrap()).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
-    let (st, _) = json_of(c.get(s.url("/run")).bearer_auth(&t).send().await.unwrap()).await;
+    let (st, _) = s.get(&t, "/run").await;
     assert_eq!(st, StatusCode::METHOD_NOT_ALLOWED);
     // /ws without an upgrade.
-    let (st, _) = json_of(c.get(s.url("/ws")).bearer_auth(&t).send().await.unwrap()).await;
+    let (st, _) = s.get(&t, "/ws").await;
     assert_eq!(st, StatusCode::BAD_REQUEST);
     s.assert_up().await;
     s.stop().await;

@@ -37,31 +37,6 @@ async fn import(s: &TestServer, token: &str, name: &str, tar: Vec<u8>) -> (Statu
     .await
 }
 
-async fn post(s: &TestServer, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
-    json_of(
-        reqwest::Client::new()
-            .post(s.url(path))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-}
-
-async fn get(s: &TestServer, token: &str, path: &str) -> (StatusCode, Value) {
-    json_of(
-        reqwest::Client::new()
-            .get(s.url(path))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn staff_list_admins_import_and_remove() {
     let s = TestServer::start(|_| {}).await;
@@ -70,26 +45,22 @@ async fn staff_list_admins_import_and_remove() {
         s.token(Role::Staff).await,
         s.token(Role::Student).await,
     );
-    let (st, list) = get(&s, &staff, "/images").await;
+    let (st, list) = s.get(&staff, "/images").await;
     assert_eq!((st, list), (StatusCode::OK, json!([])));
-    assert_eq!(get(&s, &student, "/images").await.0, StatusCode::FORBIDDEN);
+    assert_eq!(s.get(&student, "/images").await.0, StatusCode::FORBIDDEN);
     // Importing and pulling are an admin's.
     let (st, _) = import(&s, &staff, "course/py:1", rootfs_tar("x")).await;
     assert_eq!(st, StatusCode::FORBIDDEN);
-    let (st, _) = post(
-        &s,
-        &student,
-        "/images",
-        json!({"pull": "example.invalid/x:1"}),
-    )
-    .await;
+    let (st, _) = s
+        .post(&student, "/images", json!({"pull": "example.invalid/x:1"}))
+        .await;
     assert_eq!(st, StatusCode::FORBIDDEN);
     let (st, img) = import(&s, &admin, "course/py:1", rootfs_tar("x")).await;
     assert_eq!(st, StatusCode::CREATED, "{img}");
     let digest = img["digest"].as_str().unwrap().to_string();
     assert!(digest.starts_with("sha256:") && digest.len() == 71, "{img}");
     assert_eq!(img["names"], json!(["course/py:1"]));
-    let (_, list) = get(&s, &staff, "/images").await;
+    let (_, list) = s.get(&staff, "/images").await;
     assert_eq!(list[0]["digest"], digest.as_str());
     assert!(list[0]["size"].as_u64().unwrap() > 0);
     // Not an archive, an empty body, a bad name: clean 422s.
@@ -100,7 +71,9 @@ async fn staff_list_admins_import_and_remove() {
     let (st, _) = import(&s, &admin, "Not..A..Name", rootfs_tar("y")).await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
     // A pull of a reference that is not one is refused before any network.
-    let (st, _) = post(&s, &admin, "/images", json!({"pull": "Not A Ref"})).await;
+    let (st, _) = s
+        .post(&admin, "/images", json!({"pull": "Not A Ref"}))
+        .await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
     // Removal: staff may not; an admin removes the name (the image with it).
     let del = |token: String, r: &str| {
@@ -118,7 +91,7 @@ async fn staff_list_admins_import_and_remove() {
     assert_eq!(gone["removed"], digest.as_str());
     let (st, _) = json_of(del(admin.clone(), "course/py:1").await.unwrap()).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
-    assert_eq!(get(&s, &staff, "/images").await.1, json!([]));
+    assert_eq!(s.get(&staff, "/images").await.1, json!([]));
     s.stop().await;
 }
 
@@ -143,77 +116,73 @@ async fn students_may_name_only_images_the_server_has() {
         let m = v["message"].as_str().unwrap_or_default();
         m.contains("not on this server") && m.contains(missing)
     };
-    let (st, e) = post(
-        &s,
-        &student,
-        "/run",
-        json!({"cmd": "true", "image": missing}),
-    )
-    .await;
+    let (st, e) = s
+        .post(&student, "/run", json!({"cmd": "true", "image": missing}))
+        .await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
     assert!(not_here(&e), "{e}");
-    let (st, e) = post(
-        &s,
-        &student,
-        "/submissions",
-        json!({"cmd": "true", "image": missing}),
-    )
-    .await;
+    let (st, e) = s
+        .post(
+            &student,
+            "/submissions",
+            json!({"cmd": "true", "image": missing}),
+        )
+        .await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
     assert!(not_here(&e), "{e}");
-    let (st, out) = post(
-        &s,
-        &student,
-        "/submissions/batch",
-        json!({"submissions": [{"cmd": "true", "image": missing}]}),
-    )
-    .await;
+    let (st, out) = s
+        .post(
+            &student,
+            "/submissions/batch",
+            json!({"submissions": [{"cmd": "true", "image": missing}]}),
+        )
+        .await;
     assert!(st.is_success(), "{st} {out}");
     assert!(not_here(&out["submissions"][0]), "{out}");
-    let (st, e) = post(
-        &s,
-        &student,
-        "/run",
-        json!({"cmd": "true", "image": "Not A Ref"}),
-    )
-    .await;
+    let (st, e) = s
+        .post(
+            &student,
+            "/run",
+            json!({"cmd": "true", "image": "Not A Ref"}),
+        )
+        .await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
     // Nothing was pulled on the students' behalf.
-    assert_eq!(get(&s, &admin, "/images").await.1, json!([]));
+    assert_eq!(s.get(&admin, "/images").await.1, json!([]));
 
     // An image the server has: the run records it (this pool cannot start programs, so the run
     // itself is a sandbox error here; the image it was to run in is still what the result says).
     let (st, img) = import(&s, &admin, "course/py:1", rootfs_tar("z")).await;
     assert_eq!(st, StatusCode::CREATED, "{img}");
-    let (st, r) = post(
-        &s,
-        &student,
-        "/run",
-        json!({"cmd": "true", "image": "course/py:1"}),
-    )
-    .await;
+    let (st, r) = s
+        .post(
+            &student,
+            "/run",
+            json!({"cmd": "true", "image": "course/py:1"}),
+        )
+        .await;
     assert_eq!(st, StatusCode::OK, "{r}");
     assert_eq!(
         r["image"],
         json!({"name": "course/py:1", "digest": img["digest"]})
     );
     // An image with a kept sandbox is refused (the sandbox keeps its own root).
-    let (st, e) = post(
-        &s,
-        &student,
-        "/run",
-        json!({"cmd": "true", "image": "course/py:1", "sandbox": {"id": "x"}}),
-    )
-    .await;
+    let (st, e) = s
+        .post(
+            &student,
+            "/run",
+            json!({"cmd": "true", "image": "course/py:1", "sandbox": {"id": "x"}}),
+        )
+        .await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
     // A submission naming it is queued, pinned to the digest.
-    let (st, sub) = post(
-        &s,
-        &student,
-        "/submissions",
-        json!({"cmd": "true", "image": "course/py:1"}),
-    )
-    .await;
+    let (st, sub) = s
+        .post(
+            &student,
+            "/submissions",
+            json!({"cmd": "true", "image": "course/py:1"}),
+        )
+        .await;
     assert_eq!(st, StatusCode::ACCEPTED, "{sub}");
     let job = s
         .store
@@ -226,13 +195,13 @@ async fn students_may_name_only_images_the_server_has() {
     assert_eq!(spec["image_digests"]["course/py:1"], img["digest"]);
     // A suite's own images are pinned at submission too; one the server lacks is a 422 then.
     let files = json!([{"path": "a.txt", "content": "x"}]);
-    let (st, sub) = post(
-        &s,
-        &student,
-        "/submissions",
-        json!({"suite": "has", "files": files}),
-    )
-    .await;
+    let (st, sub) = s
+        .post(
+            &student,
+            "/submissions",
+            json!({"suite": "has", "files": files}),
+        )
+        .await;
     assert_eq!(st, StatusCode::ACCEPTED, "{sub}");
     let job = s
         .store
@@ -242,13 +211,13 @@ async fn students_may_name_only_images_the_server_has() {
         .unwrap();
     let spec: Value = serde_json::from_str(&job.spec).unwrap();
     assert_eq!(spec["image_digests"], json!({"course/py:1": img["digest"]}));
-    let (st, e) = post(
-        &s,
-        &student,
-        "/submissions",
-        json!({"suite": "lacks", "files": files}),
-    )
-    .await;
+    let (st, e) = s
+        .post(
+            &student,
+            "/submissions",
+            json!({"suite": "lacks", "files": files}),
+        )
+        .await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
     assert!(
         e["message"].as_str().unwrap().contains("course/none:1"),

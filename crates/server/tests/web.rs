@@ -11,19 +11,6 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use support::TestServer;
 
-impl TestServer {
-    async fn get(&self, token: &str, path: &str) -> (StatusCode, Value) {
-        corral_testkit::http::get(&reqwest::Client::new(), &self.url(path), token).await
-    }
-
-    async fn post(&self, token: &str, path: &str, body: &Value) -> (StatusCode, Value) {
-        let url = self.url(path);
-        let (st, text) =
-            corral_testkit::http::post(&reqwest::Client::new(), &url, token, body).await;
-        (st, serde_json::from_str(&text).unwrap())
-    }
-}
-
 fn header(r: &reqwest::Response, name: &str) -> String {
     r.headers()
         .get(name)

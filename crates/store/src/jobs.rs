@@ -236,9 +236,5 @@ pub enum CallbackOutcome {
 /// A new submission id: 128 bits in hex, shaped as a version-4 UUID (122 random bits), so the
 /// Judge0-compatible surface can show it as a UUID token.
 pub fn new_job_id() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the kernel's random source is available");
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    hex::encode(b)
+    uuid::Uuid::new_v4().simple().to_string()
 }

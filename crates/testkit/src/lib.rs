@@ -5,10 +5,12 @@
 //! - [`command`]: running a command that must succeed, or that prints JSON.
 //! - [`schema`]: validating documents against the workspace's JSON schemas.
 //! - [`http`]: one request to a corral server under test, its status and its answer.
+//! - [`registry`]: a real container registry on a loopback port.
 
 pub mod command;
 pub mod debian;
 pub mod http;
+pub mod registry;
 pub mod schema;
 
 pub use command::{json_output, succeed};

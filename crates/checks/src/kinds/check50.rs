@@ -19,10 +19,12 @@ use corral_sandbox::{Mount, NoSink, Status};
 use serde::Deserialize;
 use serde_json::Value;
 
+use uuid::Uuid;
+
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry, SKIPPED};
 use crate::shared::mounted::mounted_folder;
-use crate::shared::python::{python_helper, random_hex};
+use crate::shared::python::python_helper;
 use crate::shared::rows::items_not_run;
 use crate::suite::{Check50Check, Suite};
 
@@ -90,8 +92,8 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
         Err(e) => return Run::Error(e),
     };
     let sb = lease.sandbox();
-    let nonce = random_hex();
-    let out_dir = format!(".corral-{}", random_hex());
+    let nonce = Uuid::new_v4().simple().to_string();
+    let out_dir = format!(".corral-{}", Uuid::new_v4().simple());
     let cfg = serde_json::json!({
         "out_dir": out_dir,
         "site": SITE,

@@ -47,10 +47,12 @@ use corral_sandbox::{Mount, NoSink, Outcome, Status};
 use serde::Deserialize;
 use serde_json::Value;
 
+use uuid::Uuid;
+
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, IntegrityFlag, Observation, ScriptEntry};
 use crate::shared::mounted::mounted_folder;
-use crate::shared::python::{python_helper, random_hex};
+use crate::shared::python::python_helper;
 use crate::shared::stage::compare_file;
 use crate::shared::text::{signal_name, MAX_VALUE};
 use crate::suite::{PytestCheck, Suite, TestCase};
@@ -400,8 +402,8 @@ fn session(
         Err(e) => return (Session::Error(e), None),
     };
     let sb = lease.sandbox();
-    let nonce = random_hex();
-    let out_dir = format!(".corral-{}", random_hex());
+    let nonce = Uuid::new_v4().simple().to_string();
+    let out_dir = format!(".corral-{}", Uuid::new_v4().simple());
     let config = match &pc.config {
         Some(c) => format!("{TESTS_DIR}/{c}"),
         None => "/dev/null".to_string(),

@@ -1,5 +1,6 @@
 //! corral's own Python programs in the sandbox (pytest's and check50's bootstraps, the safety
-//! scanner): the interpreter, how a check runs one, and the nonces and unguessable names they use.
+//! scanner): the interpreter and how a check runs one (its nonce and output folder name are version-4 UUIDs:
+//! 122 bits from the kernel's random numbers, which the submission cannot guess).
 //! Each bootstrap starts with `read_nonce.py`, next to this file.
 
 use corral_sandbox::{RunSpec, Stdin};
@@ -32,11 +33,4 @@ pub fn python_helper(
     spec.env = settings.env.clone();
     spec.root = settings.root.clone();
     spec
-}
-
-/// 32 hex digits from the kernel's random numbers: a nonce, or a name the submission cannot guess.
-pub fn random_hex() -> String {
-    let mut b = [0u8; 16];
-    getrandom::getrandom(&mut b).expect("the kernel's random numbers");
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -276,6 +276,21 @@ impl Outcome {
             stderr
         )
     }
+    /// Fails the test, saying `what` and describing the outcome, unless `ok`.
+    #[track_caller]
+    pub fn ensure(&self, ok: bool, what: impl std::fmt::Display) {
+        assert!(ok, "{what}\n{}", self.describe());
+    }
+    /// The first line of stdout that starts with `prefix`; fails the test, saying `what` and
+    /// describing the outcome, when there is none.
+    #[track_caller]
+    pub fn line_starting(&self, prefix: &str, what: &str) -> String {
+        self.lines()
+            .into_iter()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{what}\n{}", self.describe()))
+            .to_string()
+    }
     #[track_caller]
     pub fn assert_status(&self, want: &str) {
         assert_eq!(
@@ -730,4 +745,22 @@ pub const PY: &str = "/usr/bin/python3";
 pub const SH: &str = "/bin/sh";
 pub fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
+}
+
+/// The extended attribute `name` of `p` (not following a link), if set.
+pub fn xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let name = std::ffi::CString::new(name).unwrap();
+    let mut buf = [0u8; 64];
+    // SAFETY: both strings are NUL-terminated and the buffer's length is passed.
+    let n = unsafe {
+        libc::lgetxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    (n >= 0).then(|| buf[..n as usize].to_vec())
 }

@@ -1,62 +1,9 @@
-//! A real registry for tests: Debian's `docker-registry` on a free loopback port, `skopeo`
-//! pushes, and a token server (JWTs signed with `openssl`) for `auth: token`.
+//! Around the real registry of `corral_testkit::registry`: `skopeo` pushes, and a token server
+//! (JWTs signed with `openssl`) for `auth: token`.
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-pub struct Registry {
-    child: Child,
-    pub addr: String,
-    pub root: PathBuf,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts a registry storing under `dir`; `auth` is extra YAML for its `auth:` section.
-pub fn start_registry(dir: &Path, auth: &str) -> Registry {
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let root = dir.join("storage");
-    let config = format!(
-        "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n{auth}",
-        root.display()
-    );
-    let cfg = dir.join("registry.yml");
-    std::fs::write(&cfg, config).unwrap();
-    let log = std::fs::File::create(dir.join("registry.log")).unwrap();
-    let child = Command::new("docker-registry")
-        .arg("serve")
-        .arg(&cfg)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("docker-registry (scripts/setup installs it)");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "registry did not start: {}",
-            std::fs::read_to_string(dir.join("registry.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Registry { child, addr, root }
-}
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 pub fn skopeo_push(layout: &Path, dest: &str, extra: &[&str]) {
     let out = Command::new("skopeo")

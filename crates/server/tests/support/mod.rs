@@ -70,10 +70,46 @@ impl TestServer {
         format!("{}{path}", self.base)
     }
 
+    /// `GET path` with `token`: status and JSON body (see [`json_of`]).
+    pub async fn get(&self, token: &str, path: &str) -> (reqwest::StatusCode, serde_json::Value) {
+        send(reqwest::Client::new().get(self.url(path)), token).await
+    }
+
+    /// `POST path` with `token` and a JSON body: status and JSON body.
+    pub async fn post(
+        &self,
+        token: &str,
+        path: &str,
+        body: impl serde::Serialize,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        send(
+            reqwest::Client::new().post(self.url(path)).json(&body),
+            token,
+        )
+        .await
+    }
+
+    /// `DELETE path` with `token`: status and JSON body.
+    pub async fn delete(
+        &self,
+        token: &str,
+        path: &str,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        send(reqwest::Client::new().delete(self.url(path)), token).await
+    }
+
     pub async fn stop(mut self) {
         let _ = self.stop.take().unwrap().send(());
         self.task.take().unwrap().await.unwrap();
     }
+}
+
+/// Sends `request` with `token`: status and JSON body.
+async fn send(
+    request: reqwest::RequestBuilder,
+    token: &str,
+) -> (reqwest::StatusCode, serde_json::Value) {
+    json_of(request.bearer_auth(token).send().await.unwrap()).await
 }
 
 /// Status and JSON body; every response of this API is JSON, errors included.
