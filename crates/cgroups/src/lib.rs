@@ -9,8 +9,9 @@
 //! Both backends only ever open control files the kernel already provides (no file creation in
 //! cgroupfs), write each value in one `write(2)`, and name the path in every error.
 //!
-//! Moving a process into a cgroup is expensive on some kernels (a v1 migration waits for an RCU
-//! grace period, ~24 ms on 6.18), so a long-lived sandbox can instead keep ONE cgroup that its
+//! Moving a process into a cgroup is expensive on some kernels (a `cgroup.procs` write waits for
+//! an RCU grace period, ~24 ms on 6.18; v1 joins use `tasks`, which does not — see
+//! [`Cgroup::procs_files`]), so a long-lived sandbox can instead keep ONE cgroup that its
 //! init joins once, and measure each run inside it: [`Cgroup::set_limits`] for the run's limits,
 //! [`Cgroup::begin_run`] to reset/snapshot the counters, then [`Cgroup::cpu_time_since`] and
 //! [`Cgroup::usage_since`].
@@ -172,12 +173,18 @@ pub trait Manager: Send + Sync {
 /// Dropping it without calling [`destroy`](Cgroup::destroy) destroys it on a best-effort basis
 /// (only in the process that created it, so a forked child can never tear it down).
 pub trait Cgroup: Send {
-    /// One open (O_WRONLY|O_CLOEXEC) fd to `cgroup.procs` per hierarchy (v2: one; v1: memory,
-    /// pids, cpuacct — fewer if some are co-mounted). A process joins the cgroup by writing
-    /// `b"0"` to each — done by the sandboxed child itself right after fork, so the fds must be
-    /// usable without any path lookups (the child is already inside another mount namespace).
-    /// The kernel checks permissions against the opener's credentials, so the fds keep working
-    /// after the child drops privileges.
+    /// One open (O_WRONLY|O_CLOEXEC) fd per hierarchy (v2: one; v1: memory, pids, cpuacct —
+    /// fewer if some are co-mounted) to the file a **single-threaded** process joins the cgroup
+    /// with by writing `b"0"` to each — done by the sandboxed child itself right after fork, so
+    /// the fds must be usable without any path lookups (the child is already inside another
+    /// mount namespace). The kernel checks permissions against the opener's credentials, so the
+    /// fds keep working after the child drops privileges.
+    ///
+    /// v2: `cgroup.procs`. v1: `tasks`, which moves the writing thread — the whole process when
+    /// it has one thread, as every joiner here has (a forked child, the sandbox's init) — without
+    /// the kernel's global threadgroup lock: a `cgroup.procs` write takes that lock, whose writer
+    /// side waits for an RCU grace period (10–55 ms on a loaded 6.18 host in about one join of
+    /// four; `tasks` with `"0"`: under 0.1 ms, measured in the same run).
     fn procs_files(&self) -> Result<Vec<OwnedFd>, Error>;
     /// CPU time used so far (cheap: one read; the supervisor calls it on its CPU-limit timer).
     /// On v1, since the last [`begin_run`](Cgroup::begin_run), which resets the counter.
