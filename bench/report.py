@@ -100,6 +100,18 @@ g = r.get
 
 
 def overhead(lang):
+    # The paired figure (each corral submission against the bare one taken right next to it, the
+    # median over rounds) when the bench gave it: a load swing between rounds cancels out of it,
+    # while the ratio of two p50s of a few submissions each mostly measures that swing (one busy
+    # run: +27 % from the p50s, +1.9 % paired, same samples). The p50s stay in the tables.
+    paired = g(f"grading_{lang}_corral_over_bare_paired_pct")
+    if paired is not None:
+        return paired
+    c, b = g(f"grading_{lang}_corral_p50_ms"), g(f"grading_{lang}_bare_p50_ms")
+    return None if c is None or not b else (c / b - 1) * 100
+
+
+def p50_overhead(lang):
     c, b = g(f"grading_{lang}_corral_p50_ms"), g(f"grading_{lang}_bare_p50_ms")
     return None if c is None or not b else (c / b - 1) * 100
 
@@ -114,6 +126,7 @@ r["pooled_runs_per_s_p2_over_bwrap"] = rnd(ratio(g("pooled_runs_per_s_p2"), g("b
 r["batch_p2_corral_over_bwrap"] = rnd(ratio(g("batch_corral_runs_per_s_p2"), g("batch_bwrap_runs_per_s_p2")), 2)
 for lang in ("c", "py"):
     r[f"grading_{lang}_overhead_pct"] = rnd(overhead(lang), 1)
+    r[f"grading_{lang}_p50_overhead_pct"] = rnd(p50_overhead(lang), 1)
     bw, b = g(f"grading_{lang}_bwrap_p50_ms"), g(f"grading_{lang}_bare_p50_ms")
     r[f"grading_{lang}_bwrap_overhead_pct"] = rnd(None if bw is None or not b else (bw / b - 1) * 100, 1)
 ovs = [v for v in (g("grading_c_overhead_pct"), g("grading_py_overhead_pct")) if v is not None]
@@ -124,7 +137,7 @@ TARGETS = [
     ("warm pool p50 <= 1.3x bare fork+exec p50", "pooled_p50_over_bare", "x", lambda v: v <= 1.3),
     ("runs/s at parallel 2 >= 0.7x bare's", "pooled_runs_per_s_p2_over_bare", "x", lambda v: v >= 0.7),
     ("fresh sandbox p50 <= 1.0x bubblewrap p50", "fresh_p50_over_bwrap", "x", lambda v: v <= 1.0),
-    ("grading overhead <= 5% over bare (worse of C, Python)", "grading_overhead_pct", "%", lambda v: v <= 5.0),
+    ("grading overhead <= 5% over bare (worse of C, Python; paired median)", "grading_overhead_pct", "%", lambda v: v <= 5.0),
     ("CPU and wall limit overshoot p99 <= 2 ms (worse)", "limit_overshoot_p99_ms", "ms", lambda v: v <= 2.0),
     ("POST /run req/s >= 0.8x warm-pool runs/s at parallel 2", "http_run_req_per_s_over_pooled_p2", "x",
      lambda v: v >= 0.8),
@@ -194,7 +207,7 @@ w(f"{'grading, per submission (p50 ms)':<34} {'bare':>8} {'corral':>8} {'bwrap':
   f"{'corral +% paired':>17}")
 for lang, label in (("c", "C: gcc + 10 runs"), ("py", "Python: 10 runs")):
     w(f"{label:<34} {fmt(g(f'grading_{lang}_bare_p50_ms'), 1):>8} {fmt(g(f'grading_{lang}_corral_p50_ms'), 1):>8} "
-      f"{fmt(g(f'grading_{lang}_bwrap_p50_ms'), 1):>8} {fmt(g(f'grading_{lang}_overhead_pct'), 1):>10} "
+      f"{fmt(g(f'grading_{lang}_bwrap_p50_ms'), 1):>8} {fmt(g(f'grading_{lang}_p50_overhead_pct'), 1):>10} "
       f"{fmt(g(f'grading_{lang}_bwrap_overhead_pct'), 1):>9} {fmt(g(f'grading_{lang}_corral_over_bare_paired_pct'), 1):>17}")
 w("")
 w(f"limits (reported minus 100 ms): CPU p50 {fmt(g('limit_cpu_overshoot_p50_ms'), 1)} / p99 "
@@ -247,11 +260,12 @@ for label, key in rows:
     m(f"| {label} | {fmt(g(f'{key}_p50_ms'))} | {fmt(g(f'{key}_p99_ms'))} | {fmt(x, 1)} | "
       f"{fmt(g(f'{key}_runs_per_s_p1'))} | {fmt(g(f'{key}_runs_per_s_p2'))} | {fmt(g(f'{key}_runs_per_s_p8'))} |")
 m("")
-m("| grading, one submission (p50 ms) | bare | corral | bwrap | corral over bare | bwrap over bare |")
-m("| --- | ---: | ---: | ---: | ---: | ---: |")
+m("| grading, one submission (p50 ms) | bare | corral | bwrap | corral over bare (p50s) | corral over bare (paired) | bwrap over bare |")
+m("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 for lang, label in (("c", "C: `gcc -O2` + 10 runs"), ("py", "Python: 10 runs")):
     m(f"| {label} | {fmt(g(f'grading_{lang}_bare_p50_ms'), 1)} | {fmt(g(f'grading_{lang}_corral_p50_ms'), 1)} | "
-      f"{fmt(g(f'grading_{lang}_bwrap_p50_ms'), 1)} | +{fmt(g(f'grading_{lang}_overhead_pct'), 1)}% | "
+      f"{fmt(g(f'grading_{lang}_bwrap_p50_ms'), 1)} | {fmt(g(f'grading_{lang}_p50_overhead_pct'), 1)}% | "
+      f"{fmt(g(f'grading_{lang}_corral_over_bare_paired_pct'), 1)}% | "
       f"+{fmt(g(f'grading_{lang}_bwrap_overhead_pct'), 1)}% |")
 m("")
 m(f"- Whole process, {g('batch_runs', '?')} × `/bin/true`, parallel 2: `corral run --batch` {fmt(g('batch_corral_elapsed_s'))} s "

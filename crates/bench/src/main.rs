@@ -69,7 +69,7 @@ pub struct Args {
     /// Runs of each limit probe (default 40, quick 10).
     #[arg(long)]
     pub limit_runs: Option<usize>,
-    /// Timed submissions per language and runner in the grading section (default 15, quick 4).
+    /// Timed submissions per language and runner in the grading section (default 15, quick 8).
     #[arg(long)]
     pub submissions: Option<usize>,
     /// The WebSocket of a running `corral serve` (`ws://HOST:PORT/ws`), for the `ws` section.
@@ -147,7 +147,7 @@ fn run(args: &Args, report: &mut Report) -> anyhow::Result<()> {
             ),
             "grading" => grading::measure(
                 &host,
-                args.pick(args.submissions, 15, 4),
+                args.pick(args.submissions, 15, 8),
                 &args.bwrap,
                 report,
             ),

@@ -127,9 +127,10 @@ pub(crate) fn pread_u64(file: &File, path: &Path) -> Result<u64, Error> {
     parse_u64(path, &String::from_utf8_lossy(&buf[..len]))
 }
 
-/// Opens `cgroup.procs` write-only and close-on-exec, for a child to join by writing "0".
-pub(crate) fn open_procs(dir: &Path) -> Result<OwnedFd, Error> {
-    let path = dir.join("cgroup.procs");
+/// Opens a cgroup's join file (`cgroup.procs`, v1 `tasks`) write-only and close-on-exec, for a
+/// child to join by writing "0".
+pub(crate) fn open_join_file(path: &Path) -> Result<OwnedFd, Error> {
+    let path = path.to_path_buf();
     OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_CLOEXEC)

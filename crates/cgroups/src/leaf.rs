@@ -117,23 +117,33 @@ pub(crate) struct Leaf {
     pub(crate) dirs: Vec<PathBuf>,
     /// v2 `cgroup.kill`, when the kernel has it (5.14+).
     kill_file: Option<PathBuf>,
+    /// The file a process joins by writing `"0"` (see [`crate::Cgroup::procs_files`]).
+    join_file: &'static str,
     /// The process that created the cgroup; only it may clean up on drop.
     owner: u32,
     destroyed: bool,
 }
 
 impl Leaf {
-    pub(crate) fn new(dirs: Vec<PathBuf>, kill_file: Option<PathBuf>) -> Leaf {
+    pub(crate) fn new(
+        dirs: Vec<PathBuf>,
+        kill_file: Option<PathBuf>,
+        join_file: &'static str,
+    ) -> Leaf {
         Leaf {
             dirs,
             kill_file,
+            join_file,
             owner: std::process::id(),
             destroyed: false,
         }
     }
 
     pub(crate) fn procs_files(&self) -> Result<Vec<OwnedFd>, Error> {
-        self.dirs.iter().map(|d| fs::open_procs(d)).collect()
+        self.dirs
+            .iter()
+            .map(|d| fs::open_join_file(&d.join(self.join_file)))
+            .collect()
     }
 
     pub(crate) fn pids(&self) -> Result<Vec<i32>, Error> {

@@ -9,8 +9,9 @@
 //! Both backends only ever open control files the kernel already provides (no file creation in
 //! cgroupfs), write each value in one `write(2)`, and name the path in every error.
 //!
-//! Moving a process into a cgroup is expensive on some kernels (a v1 migration waits for an RCU
-//! grace period, ~24 ms on 6.18), so a long-lived sandbox can instead keep ONE cgroup that its
+//! Moving a process into a cgroup is expensive on some kernels (a `cgroup.procs` write waits for
+//! an RCU grace period, ~24 ms on 6.18; v1 joins use `tasks`, which does not — see
+//! [`Cgroup::procs_files`]), so a long-lived sandbox can instead keep ONE cgroup that its
 //! init joins once, and measure each run inside it: [`Cgroup::set_limits`] for the run's limits,
 //! [`Cgroup::begin_run`] to reset/snapshot the counters, then [`Cgroup::cpu_time_since`] and
 //! [`Cgroup::usage_since`].

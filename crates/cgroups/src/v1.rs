@@ -169,7 +169,8 @@ impl Manager for V1Manager {
             memory: leaf_of(self.memory),
             pids: leaf_of(self.pids),
             cpuacct: leaf_of(self.cpuacct),
-            leaf: Leaf::new(dirs, None),
+            // `tasks`, not `cgroup.procs`: see `Cgroup::procs_files`.
+            leaf: Leaf::new(dirs, None, "tasks"),
             files: OpenFiles::default(),
         };
         // On error `cg` is dropped, which removes the directories again.

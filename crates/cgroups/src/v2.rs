@@ -238,7 +238,7 @@ impl Manager for V2Manager {
         let kill = dir.join("cgroup.kill");
         let kill_file = kill.exists().then_some(kill);
         let cg = V2Cgroup {
-            leaf: Leaf::new(vec![dir.clone()], kill_file),
+            leaf: Leaf::new(vec![dir.clone()], kill_file, "cgroup.procs"),
             dir,
             files: OpenFiles::default(),
         };

@@ -1282,3 +1282,42 @@ fn same_shape_lines_after_a_shape_change_share_one_sandbox() {
     assert_served(Mode::Pool, &[&res[1], &res[2], &res[3]]);
     assert_served(Mode::Pool, &[&res[4], &res[5]]);
 }
+
+/// Children of the calling thread (a sandbox's init is a child of the thread that built it).
+fn my_children() -> Vec<String> {
+    // SAFETY: gettid has no arguments and cannot fail.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    fs::read_to_string(format!("/proc/self/task/{tid}/children"))
+        .expect("this thread's children")
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// Sandboxes a pool does not keep are torn down on its reaper thread, after the caller has its
+/// result; dropping the pool waits for them: none of their inits is left, alive or unreaped.
+#[test]
+fn a_dropped_pool_leaves_no_sandbox_behind() {
+    assert!(my_children().is_empty(), "children before the test");
+    for config in [
+        corral_sandbox::PoolConfig {
+            fresh: true,
+            ..Default::default()
+        },
+        corral_sandbox::PoolConfig {
+            max_idle: 0,
+            ..Default::default()
+        },
+    ] {
+        let pool = corral_sandbox::Pool::new(common::image::host(), config.clone());
+        for _ in 0..3 {
+            let o = pool.run(
+                &corral_sandbox::RunSpec::new(vec!["true".into()]),
+                &mut corral_sandbox::NoSink,
+            );
+            assert_eq!(o.status.as_str(), "ok", "{config:?}: {o:?}");
+        }
+        drop(pool);
+        assert_eq!(my_children(), Vec::<String>::new(), "{config:?}");
+    }
+}

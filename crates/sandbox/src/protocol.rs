@@ -15,8 +15,8 @@ use crate::error::SandboxError;
 const MAX_MSG: usize = 256 * 1024;
 const MAX_FDS: usize = 16;
 
-/// How the sandbox is built, sent once when init starts. Fds: one `cgroup.procs` per hierarchy,
-/// which PID 1 joins before anything else.
+/// How the sandbox is built, sent once when init starts. Fds: the cgroup's join file per
+/// hierarchy (`Cgroup::procs_files`), which PID 1 joins before anything else.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Setup {
     /// The uid and gid the program runs as (as it sees them).

@@ -76,7 +76,8 @@ pub(crate) struct LaunchPlan<'a> {
     pub inodes: u64,
     pub network: bool,
     pub mounts: &'a [crate::spec::Mount],
-    /// The sandbox cgroup's `cgroup.procs` files: runsc joins them before it executes.
+    /// The sandbox cgroup's join files (`Cgroup::procs_files`): runsc's process, still
+    /// single-threaded between fork and exec, joins them before it executes.
     pub cgroup_procs: &'a [OwnedFd],
     /// The init's end of the control socket (becomes runsc's, then the container's, stdin).
     pub control: OwnedFd,

@@ -236,7 +236,9 @@ fn build(
     })
 }
 
-/// PID 1 enters the sandbox's cgroup before anything else; every program inherits it.
+/// PID 1 enters the sandbox's cgroup before anything else; every program inherits it. PID 1 is
+/// single-threaded (a fresh exec that starts no threads), which the v1 `tasks` files ask of a
+/// joiner (see `corral_cgroups::Cgroup::procs_files`).
 fn join_cgroup(procs: &[OwnedFd]) -> Result<(), SandboxError> {
     for f in procs {
         nix::unistd::write(f, b"0")
