@@ -47,7 +47,8 @@ pub struct RunRequest {
     /// A language of `GET /languages` (`"rust"`): its extra read-only paths and environment
     /// apply, its image for a new sandbox (unless `image` names one), and its limits when
     /// `limits` is not given (capped as usual). `cmd` still says what runs (the language's
-    /// `compile` and `run` commands are in `GET /languages`).
+    /// `compile` and `run` commands are in `GET /languages`); as it may be the compile, the
+    /// language's seccomp profile (for its `run`) is not applied: name it in `seccomp`.
     #[serde(default)]
     #[schema(example = "c", max_length = 100)]
     pub language: Option<String>,

@@ -38,7 +38,8 @@ pub enum WsClientMessage {
         tty: Option<TermSize>,
         /// A language of `/languages` (`"rust"`): its extra read-only paths (for a new sandbox)
         /// and environment apply, and its limits when `limits` is not given (capped as usual).
-        /// The browser editor sends it.
+        /// The browser editor sends it. Its seccomp profile (for its `run`) is not applied, as
+        /// `cmd` may be the compile: name it in `seccomp`.
         #[serde(default)]
         language: Option<String>,
         /// A container image of this server (`GET /images`) as a new sandbox's root, over the
