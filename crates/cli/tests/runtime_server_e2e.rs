@@ -154,6 +154,36 @@ fn the_public_instance_switch_runs_every_request_under_gvisor() {
             m["message"].as_str().unwrap_or("").contains("gVisor"),
             "{m}"
         );
+        // A terminal run under gVisor: the pty is gVisor's, relayed by the sandbox's PID 1.
+        ws.send(Message::Text(
+            json!({"type": "run", "cmd": "stty size; read n; echo \"hello, $n\"", "tty": {"cols": 91, "rows": 17}})
+                .to_string()
+                .into(),
+        ))
+        .await
+        .unwrap();
+        let mut out = String::new();
+        let exit = loop {
+            let m = ws_next(&mut ws).await;
+            match m["type"].as_str() {
+                Some("stdout") => {
+                    out.push_str(m["data"].as_str().unwrap());
+                    if out == "17 91\r\n" {
+                        ws.send(Message::Text(
+                            json!({"type": "stdin", "data": "Ada\n"}).to_string().into(),
+                        ))
+                        .await
+                        .unwrap();
+                    }
+                }
+                Some("exit") => break m,
+                Some("stderr") | Some("stdin") => {}
+                _ => panic!("unexpected message {m}\nstdout so far: {out:?}\n{}", s.log()),
+            }
+        };
+        assert_eq!(exit["status"], "ok", "{exit}");
+        assert_eq!(exit["runtime"], "gvisor", "{exit}");
+        assert_eq!(out, "17 91\r\nAda\r\nhello, Ada\r\n");
 
         // /submissions (the queue): native is refused and nothing is queued; a job without a
         // runtime is judged under gVisor.
