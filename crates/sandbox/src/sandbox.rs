@@ -145,10 +145,11 @@ impl Sandbox {
             }
         };
         let network = config.network || build;
-        if image.is_some() && config.runtime == Runtime::Gvisor {
-            // The bundle runsc starts is built from the host's system folders only (see gvisor/).
+        if build && config.runtime == Runtime::Gvisor {
+            // Build mode's root is a user namespace over a range of host uids, with idmapped
+            // layers and an upper folder: nothing gVisor's file server can be given.
             return Err(SandboxError::Unsupported(
-                "image roots under the gVisor runtime (run the image natively, or gVisor on the host root)",
+                "image builds under the gVisor runtime (build natively; run the image under gVisor)",
             ));
         }
         // Fail closed before anything is made: a gVisor run never falls back to the host kernel.
@@ -245,6 +246,7 @@ impl Sandbox {
                     inodes: config.inodes,
                     network: config.network,
                     mounts: &config.mounts,
+                    image_layers: image.map(|i| i.layers.as_slice()),
                     cgroup_procs: &procs,
                     control: theirs,
                 });
