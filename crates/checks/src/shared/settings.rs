@@ -233,17 +233,13 @@ mod tests {
                 "test",
             )
             .unwrap();
+        let plan = |s: &Suite, pins: &BTreeMap<String, String>| {
+            for_suite(s, &registry, Some(&store), pins, &RuntimePolicy::default())
+        };
         let s = suite(
             "name: x\nimage: course/base:1\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    image: course/numpy:1\n    steps: [{run: ls}]\n",
         );
-        let plans = for_suite(
-            &s,
-            &registry,
-            Some(&store),
-            &BTreeMap::new(),
-            &RuntimePolicy::default(),
-        )
-        .unwrap();
+        let plans = plan(&s, &BTreeMap::new()).unwrap();
         let digest_of = |r: &Root| match r {
             Root::Image(i) => i.digest.clone(),
             Root::Host => "host".into(),
@@ -252,26 +248,12 @@ mod tests {
         assert_eq!(digest_of(&plans[1].root), check_digest);
         // No image anywhere: the host; a language's image when the suite names none.
         let s = suite("name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    language: py\n    steps: [{run: \"{run}\"}]\n");
-        let plans = for_suite(
-            &s,
-            &registry,
-            Some(&store),
-            &BTreeMap::new(),
-            &RuntimePolicy::default(),
-        )
-        .unwrap();
+        let plans = plan(&s, &BTreeMap::new()).unwrap();
         assert_eq!(plans[0].root, Root::Host);
         assert_eq!(digest_of(&plans[1].root), check_digest);
         // Pinned, a name resolves to the pinned digest.
         let pins = BTreeMap::from([("course/numpy:1".to_string(), suite_digest.clone())]);
-        let plans = for_suite(
-            &s,
-            &registry,
-            Some(&store),
-            &pins,
-            &RuntimePolicy::default(),
-        )
-        .unwrap();
+        let plans = plan(&s, &pins).unwrap();
         assert_eq!(digest_of(&plans[1].root), suite_digest);
     }
 
