@@ -214,7 +214,10 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     match started {
                         Ok(mut run) => {
                             run.wall_limit = wall_ns.map(Duration::from_nanos);
-                            run.relay = relay;
+                            run.relay = relay.map(|mut r| {
+                                r.set_program(run.pid);
+                                r
+                            });
                             let passed: Vec<_> = master.iter().map(|m| m.as_raw_fd()).collect();
                             protocol::send(ctl, &Event::Started, &passed)?;
                             // A call reported while it was starting (see `start`).

@@ -2,14 +2,19 @@
 //! master cannot be sent to the supervisor (gVisor cannot pass its own descriptors out). So PID 1
 //! keeps the master and copies, without ever blocking, between it and two pipes of the
 //! supervisor's: what is typed (the supervisor's "master" end for stdin) goes to the master, what
-//! the program writes to its terminal goes to the output pipe. Line discipline, echo, ^C and ^D
-//! happen in gVisor's pty, exactly as natively in the host's.
+//! the program writes to its terminal goes to the output pipe. Line discipline and echo happen in
+//! gVisor's pty, as natively in the host's. gVisor 2022's pty raises no signal for a typed ^C or
+//! ^\ (gVisor bug 9898): the relay does, as Linux's line discipline would — with `ISIG` set, the
+//! terminal's `VINTR` / `VQUIT` character becomes SIGINT / SIGQUIT for the program's process
+//! group (the program leads it; gVisor cannot tell the terminal's foreground group from the
+//! master) and is not passed on.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Instant;
 
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::Signal;
 
 /// Bytes held in either direction before the relay stops reading that side (back-pressure).
 const CAP: usize = 64 * 1024;
@@ -24,6 +29,8 @@ pub(crate) struct Relay {
     to_host_buf: Vec<u8>,
     /// Every slave is closed (the master reads EIO) or the master failed.
     master_done: bool,
+    /// The program's process group: where a typed ^C or ^\ goes.
+    program: Option<nix::unistd::Pid>,
     buf: Vec<u8>,
 }
 
@@ -53,6 +60,7 @@ impl Relay {
             to_master: Vec::new(),
             to_host_buf: Vec::new(),
             master_done: false,
+            program: None,
             buf: vec![0; 16 * 1024],
         })
     }
@@ -95,7 +103,8 @@ impl Relay {
                 match nix::unistd::read(r, &mut self.buf) {
                     Ok(0) => self.from_host = None,
                     Ok(n) => {
-                        self.to_master.extend_from_slice(&self.buf[..n]);
+                        let typed = self.buf[..n].to_vec();
+                        self.type_in(&typed);
                         moved = true;
                     }
                     Err(Errno::EAGAIN | Errno::EINTR) => {}
@@ -137,6 +146,39 @@ impl Relay {
             }
             if !moved {
                 return;
+            }
+        }
+    }
+
+    /// The program whose process group gets the terminal's signals.
+    pub(crate) fn set_program(&mut self, pid: nix::unistd::Pid) {
+        self.program = Some(pid);
+    }
+
+    /// Queues typed bytes for the terminal; its signal characters become signals (see above).
+    fn type_in(&mut self, typed: &[u8]) {
+        let signals = nix::sys::termios::tcgetattr(&self.master)
+            .ok()
+            .filter(|t| t.local_flags.contains(nix::sys::termios::LocalFlags::ISIG))
+            .map(|t| {
+                use nix::sys::termios::SpecialCharacterIndices::{VINTR, VQUIT};
+                [
+                    (t.control_chars[VINTR as usize], Signal::SIGINT),
+                    (t.control_chars[VQUIT as usize], Signal::SIGQUIT),
+                ]
+            });
+        for &b in typed {
+            let signal = signals
+                .iter()
+                .flatten()
+                .find(|(c, _)| *c == b && *c != 0)
+                .map(|(_, s)| *s);
+            match (signal, self.program) {
+                (Some(sig), Some(pid)) => {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-pid.as_raw()), sig);
+                }
+                (Some(_), None) => {}
+                (None, _) => self.to_master.push(b),
             }
         }
     }
