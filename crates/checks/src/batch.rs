@@ -23,7 +23,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use corral_images::document::DocumentError;
 use corral_images::Store as ImageStore;
-use corral_sandbox::Pool;
+use corral_sandbox::{Pool, Runtime, RuntimePolicy};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -142,6 +142,9 @@ pub struct Row {
     /// The container images the submission was graded in (empty: the host root).
     #[serde(default)]
     pub images: Vec<UsedImage>,
+    /// The checks graded under gVisor, in suite order (empty: every check ran natively).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gvisor: Vec<String>,
 }
 
 /// The rows every report of this suite has, in order: (id, description, max points).
@@ -294,6 +297,9 @@ pub struct BatchOptions {
     pub check_jobs: usize,
     /// Where the suite's images are (see [`GradeOptions::images`]).
     pub images: Option<ImageStore>,
+    /// The runtime of checks that name none, and the gVisor switch (see
+    /// [`GradeOptions::runtime`]).
+    pub runtime: RuntimePolicy,
 }
 
 impl Default for BatchOptions {
@@ -305,6 +311,7 @@ impl Default for BatchOptions {
                 .unwrap_or(1),
             check_jobs: 1,
             images: None,
+            runtime: RuntimePolicy::default(),
         }
     }
 }
@@ -350,6 +357,7 @@ fn failed_row(suite: &Suite, sub: &Submission, why: String, fp: String) -> Row {
         fingerprint: fp,
         report: Value::Null,
         images: Vec::new(),
+        gvisor: Vec::new(),
     }
 }
 
@@ -372,7 +380,7 @@ pub fn grade_one(
         jobs: opts.check_jobs.max(1),
         images: opts.images.clone(),
         pins: BTreeMap::new(),
-        ..GradeOptions::default()
+        runtime: opts.runtime,
     };
     let report = match engine::grade(pool, registry, suite, &sub.path, &grade_opts) {
         Ok(r) => r,
@@ -452,7 +460,18 @@ pub fn grade_one(
         fingerprint: fp,
         report: report.to_json(View::Staff),
         images: report.used_images(),
+        gvisor: gvisor_checks(suite, |id| report.runtimes.get(id).copied()),
     }
+}
+
+/// The ids of the suite's checks whose runtime is gVisor, in suite order.
+fn gvisor_checks(suite: &Suite, runtime_of: impl Fn(&str) -> Option<Runtime>) -> Vec<String> {
+    suite
+        .checks
+        .iter()
+        .filter(|c| runtime_of(&c.id) == Some(Runtime::Gvisor))
+        .map(|c| c.id.clone())
+        .collect()
 }
 
 /// A file name for a student's result (the id, with anything unusual replaced).
@@ -470,10 +489,20 @@ pub fn result_file(student: &str) -> String {
     format!("{safe}.json")
 }
 
+/// What a stored row must have been graded in to still stand: the images the suite's names
+/// point at now, and the checks that run under gVisor now.
+struct Planned {
+    images: Vec<UsedImage>,
+    gvisor: Vec<String>,
+}
+
 /// Whether a stored row still stands for `sub`: same student, same files and suite
-/// (`fingerprint`), graded in the images the suite's names point at now.
-fn still_valid(row: &Row, sub: &Submission, fingerprint: &str, images: &[UsedImage]) -> bool {
-    row.student == sub.student && row.fingerprint == fingerprint && row.images == images
+/// (`fingerprint`), graded in the planned images and runtimes.
+fn still_valid(row: &Row, sub: &Submission, fingerprint: &str, planned: &Planned) -> bool {
+    row.student == sub.student
+        && row.fingerprint == fingerprint
+        && row.images == planned.images
+        && row.gvisor == planned.gvisor
 }
 
 fn load_row(path: &Path) -> Option<Row> {
@@ -501,10 +530,16 @@ pub fn grade_all(
     let io = |what: String| move |source| GradeError::Io { what, source };
     let results = out_dir.join(RESULTS_DIR);
     std::fs::create_dir_all(&results).map_err(io(format!("creating {}", results.display())))?;
-    let settings = engine::plan(suite, registry, opts.images.as_ref())?;
+    let settings = engine::plan(suite, registry, opts.images.as_ref(), &opts.runtime)?;
     // A stored result is kept only if it was graded in the images the suite names now (a name
-    // moved to another digest grades again).
-    let images = engine::planned_images(&settings);
+    // moved to another digest grades again) and on the runtimes its checks get now.
+    let planned = Planned {
+        images: engine::planned_images(&settings),
+        gvisor: gvisor_checks(suite, |id| {
+            let i = suite.checks.iter().position(|c| c.id == id)?;
+            Some(settings[i].runtime)
+        }),
+    };
     // Keep the pytest/check50 test folders (and so the pooled sandboxes' shape) for the batch.
     let _held = kinds::keep_folders(suite)
         .map_err(io("preparing the assignment's test files".to_string()))?;
@@ -525,7 +560,7 @@ pub fn grade_all(
                 let kept = (!opts.force)
                     .then(|| load_row(&file))
                     .flatten()
-                    .filter(|r| still_valid(r, sub, &fingerprint(suite, &sub.path), &images));
+                    .filter(|r| still_valid(r, sub, &fingerprint(suite, &sub.path), &planned));
                 let (row, how) = match kept {
                     Some(r) => (r, Progress::Kept),
                     None => {
@@ -594,6 +629,7 @@ pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
         "integrity".into(),
         "safety".into(),
         "image".into(),
+        "runtime".into(),
     ];
     head.extend(cols.iter().map(|(id, _, _)| id.clone()));
     out.push_str(
@@ -628,6 +664,7 @@ pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
                 Some(s) => s.join("; "),
             },
             images_cell(&r.images),
+            runtime_cell(suite, r),
         ];
         for (id, _, max) in &cols {
             f.push(match r.checks.get(id) {
@@ -642,6 +679,20 @@ pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A row's runtime for a gradebook cell: `native`, `gvisor`, or `gvisor: A; B` when only those
+/// checks ran under gVisor (empty: not graded).
+fn runtime_cell(suite: &Suite, r: &Row) -> String {
+    if r.report.is_null() {
+        String::new()
+    } else if r.gvisor.is_empty() {
+        "native".into()
+    } else if r.gvisor.len() == suite.checks.len() {
+        "gvisor".into()
+    } else {
+        format!("gvisor: {}", r.gvisor.join("; "))
+    }
 }
 
 /// A row's images for a gradebook cell: `NAME@DIGEST`, `; `-separated (empty: the host root).
@@ -806,12 +857,12 @@ pub fn html_report(suite: &Suite, rows: &[Row]) -> String {
     // Students.
     let _ = writeln!(
         h,
-        "<h2>Submissions</h2>\n<table><tr><th>student</th><th class=\"num\">score</th><th>status</th><th>reason</th><th>image</th></tr>"
+        "<h2>Submissions</h2>\n<table><tr><th>student</th><th class=\"num\">score</th><th>status</th><th>reason</th><th>image</th><th>runtime</th></tr>"
     );
     for r in rows {
         let _ = writeln!(
             h,
-            "<tr><td><a href=\"{}/{}\">{}</a></td><td class=\"num\">{}/{}</td><td class=\"{}\">{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            "<tr><td><a href=\"{}/{}\">{}</a></td><td class=\"num\">{}/{}</td><td class=\"{}\">{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
             RESULTS_DIR,
             esc(&result_file(&r.student)),
             esc(&r.student),
@@ -820,7 +871,8 @@ pub fn html_report(suite: &Suite, rows: &[Row]) -> String {
             r.status.as_str(),
             r.status.as_str(),
             esc(r.reason.as_deref().unwrap_or("")),
-            esc(&images_cell(&r.images))
+            esc(&images_cell(&r.images)),
+            esc(&runtime_cell(suite, r))
         );
     }
     let _ = writeln!(h, "</table>\n</body></html>");
@@ -862,6 +914,7 @@ mod tests {
             fingerprint: String::new(),
             report: Value::Null,
             images: vec![],
+            gvisor: vec![],
         }
     }
 
@@ -890,12 +943,48 @@ mod tests {
             path: PathBuf::from("/nonexistent"),
             problem: None,
         };
-        assert!(still_valid(&row, &sub, "f", &[image("ab")]));
+        let planned = |images: Vec<UsedImage>, gvisor: &[&str]| Planned {
+            images,
+            gvisor: gvisor.iter().map(|s| s.to_string()).collect(),
+        };
+        assert!(still_valid(
+            &row,
+            &sub,
+            "f",
+            &planned(vec![image("ab")], &[])
+        ));
         // The name now points at another digest: graded again.
-        assert!(!still_valid(&row, &sub, "f", &[image("cd")]));
+        assert!(!still_valid(
+            &row,
+            &sub,
+            "f",
+            &planned(vec![image("cd")], &[])
+        ));
         // Moved to the host root, or changed files: graded again.
-        assert!(!still_valid(&row, &sub, "f", &[]));
-        assert!(!still_valid(&row, &sub, "g", &[image("ab")]));
+        assert!(!still_valid(&row, &sub, "f", &planned(vec![], &[])));
+        assert!(!still_valid(
+            &row,
+            &sub,
+            "g",
+            &planned(vec![image("ab")], &[])
+        ));
+        // A check that now runs under gVisor: graded again; one graded there stands.
+        assert!(!still_valid(
+            &row,
+            &sub,
+            "f",
+            &planned(vec![image("ab")], &["a"])
+        ));
+        let on_gvisor = Row {
+            gvisor: vec!["a".into()],
+            ..row.clone()
+        };
+        assert!(still_valid(
+            &on_gvisor,
+            &sub,
+            "f",
+            &planned(vec![image("ab")], &["a"])
+        ));
     }
 
     #[test]
@@ -919,8 +1008,9 @@ mod tests {
             time_ms: 0,
             graded_at: 0,
             fingerprint: String::new(),
-            report: Value::Null,
+            report: serde_json::json!({}),
             images,
+            gvisor: vec![],
         };
         let used = UsedImage {
             name: "course/numpy:1".into(),
@@ -931,13 +1021,22 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(
             lines[0],
-            "student,score,max_score,percent,status,reason,integrity,safety,image,a"
+            "student,score,max_score,percent,status,reason,integrity,safety,image,runtime,a"
         );
         assert_eq!(
             lines[1],
-            format!("ann,1,1,100.0,graded,,ok,,course/numpy:1@{digest},1")
+            format!("ann,1,1,100.0,graded,,ok,,course/numpy:1@{digest},native,1")
         );
-        assert_eq!(lines[2], "bob,1,1,100.0,graded,,ok,,,1");
+        assert_eq!(lines[2], "bob,1,1,100.0,graded,,ok,,,native,1");
+        let on_gvisor = Row {
+            gvisor: vec!["a".into()],
+            ..row("cy", vec![])
+        };
+        let csv = gradebook_csv(&suite, &[on_gvisor]);
+        assert_eq!(
+            csv.lines().nth(1),
+            Some("cy,1,1,100.0,graded,,ok,,,gvisor,1")
+        );
         let html = html_report(&suite, &rows);
         assert!(
             html.contains(&format!("<code>course/numpy:1@{digest}</code>")),

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 
 use corral_images::Store as ImageStore;
-use corral_sandbox::Pool;
+use corral_sandbox::{Pool, Runtime, RuntimePolicy};
 
 use crate::error::GradeError;
 use crate::image_root::UsedImage;
@@ -39,9 +39,11 @@ pub struct GradeOptions {
     /// Image references pinned to digests (REF → `sha256:…`): a queued submission grades in the
     /// digests the server resolved when it was submitted, whatever the names point to now.
     pub pins: BTreeMap<String, String>,
-    /// The kernel every sandbox of the grading runs on (the caller resolved it: a server's
-    /// policy, a submission's stored runtime, `corral check --runtime`).
-    pub runtime: corral_sandbox::Runtime,
+    /// The caller's runtime policy: its `default` is the runtime of a check that names none
+    /// (nor does its suite or language): a server's default or a request's choice, a
+    /// submission's stored runtime, `corral check --runtime`; under `force_gvisor` every check
+    /// runs under gVisor, whatever its suite says (the server's public-instance switch).
+    pub runtime: RuntimePolicy,
 }
 
 impl Default for GradeOptions {
@@ -57,14 +59,16 @@ impl Default for GradeOptions {
     }
 }
 
-/// Resolves the run settings of every check (see [`settings::for_suite`]); fails on an unknown
-/// or unavailable language, or an image `images` lacks, before anything runs.
+/// Resolves the run settings of every check (see [`settings::for_suite`]) under the caller's
+/// `runtime` policy; fails on an unknown or unavailable language, or an image `images` lacks,
+/// before anything runs.
 pub fn plan(
     suite: &Suite,
     registry: &LanguageRegistry,
     images: Option<&ImageStore>,
+    runtime: &RuntimePolicy,
 ) -> Result<Vec<RunSettings>, GradeError> {
-    settings::for_suite(suite, registry, images, &BTreeMap::new())
+    settings::for_suite(suite, registry, images, &BTreeMap::new(), runtime)
 }
 
 /// The images a plan runs in, each once, in suite order.
@@ -97,10 +101,13 @@ pub fn grade(
         });
     }
     let _span = tracing::debug_span!("grade", suite = %suite.name).entered();
-    let mut settings = settings::for_suite(suite, registry, opts.images.as_ref(), &opts.pins)?;
-    for s in &mut settings {
-        s.runtime = opts.runtime;
-    }
+    let settings = settings::for_suite(
+        suite,
+        registry,
+        opts.images.as_ref(),
+        &opts.pins,
+        &opts.runtime,
+    )?;
     // Every row of a check (its rubric items too) records the image the check is graded in.
     let images: BTreeMap<String, UsedImage> = suite
         .checks
@@ -114,6 +121,7 @@ pub fn grade(
                 .map(move |id| (id, image.clone()))
         })
         .collect();
+
     let io = |what: &str| {
         let what = what.to_string();
         move |source| GradeError::Io { what, source }
@@ -136,32 +144,29 @@ pub fn grade(
     let safety = suite
         .safety
         .as_ref()
-        .map(|cfg| safety_scan::scan(pool, cfg, submission, opts.runtime));
+        .map(|cfg| safety_scan::scan(pool, cfg, submission, opts.runtime.choose(suite.runtime)));
     if let Some(report) = safety.as_ref().filter(|r| r.blocks()) {
         let why = format!(
             "not run: the static safety check found {}",
             report.describe().join("; ")
         );
         tracing::info!(suite = %suite.name, %why, "submission blocked");
-        let results = suite
+        let blocked = suite
             .checks
             .iter()
-            .flat_map(|c| {
-                expand(
-                    c,
-                    CheckResult {
-                        message: Some(why.clone()),
-                        ..row(c)
-                    },
-                )
+            .map(|c| CheckResult {
+                message: Some(why.clone()),
+                ..row(c)
             })
             .collect();
+        let (results, runtimes) = rows(suite, &settings, blocked);
         return Ok(Report {
             suite: suite.name.clone(),
             results,
             integrity,
             safety,
             images,
+            runtimes,
         });
     }
 
@@ -304,15 +309,36 @@ pub fn grade(
     let results = results
         .into_iter()
         .zip(&suite.checks)
-        .flat_map(|(r, c)| expand(c, r.unwrap_or_else(|| skipped(c))))
+        .map(|(r, c)| r.unwrap_or_else(|| skipped(c)))
         .collect();
+    let (results, runtimes) = rows(suite, &settings, results);
     Ok(Report {
         suite: suite.name.clone(),
         results,
         integrity,
         safety,
         images,
+        runtimes,
     })
+}
+
+/// The report's rows from each check's result (suite order): every check's rows (see
+/// [`expand`]), and the runtime each row's check is graded under, by row id (a grader's rows
+/// are known only now).
+fn rows(
+    suite: &Suite,
+    settings: &[RunSettings],
+    results: Vec<CheckResult>,
+) -> (Vec<CheckResult>, BTreeMap<String, Runtime>) {
+    let mut runtimes = BTreeMap::new();
+    let mut out = Vec::new();
+    for ((r, c), s) in results.into_iter().zip(&suite.checks).zip(settings) {
+        for row in expand(c, r) {
+            runtimes.insert(row.id.clone(), s.runtime);
+            out.push(row);
+        }
+    }
+    (out, runtimes)
 }
 
 /// A check corral could not judge is an operator's concern (a sandbox error, an invalid test

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use corral_sandbox::Runtime;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -94,6 +95,8 @@ pub struct Report {
     /// The container image each row's check was graded in, by row id (rows on the host root
     /// have none).
     pub images: BTreeMap<String, UsedImage>,
+    /// The runtime (the kernel) each row's check was graded under, by row id.
+    pub runtimes: BTreeMap<String, Runtime>,
 }
 
 /// One thing the scan found.
@@ -242,11 +245,20 @@ impl Report {
         out
     }
 
+    /// The rows graded under gVisor, in suite order (empty: every check ran natively).
+    pub fn gvisor_rows(&self) -> Vec<&str> {
+        self.results
+            .iter()
+            .filter(|r| self.runtimes.get(&r.id) == Some(&Runtime::Gvisor))
+            .map(|r| r.id.as_str())
+            .collect()
+    }
+
     /// corral's JSON: CS50 Check's `{"results": {...}}` with added fields per check (`points`,
-    /// `max_points`, `time_ms`, `hidden`, `message`, `error`, `image`) and at the top (`suite`,
-    /// `score`, `max_score`, `passed`, `integrity`, `images`). `image` is `{"name", "digest"}`
-    /// of the container image the check ran in (absent on the host root); `images` lists each
-    /// once (absent when none).
+    /// `max_points`, `time_ms`, `hidden`, `message`, `error`, `image`, `runtime`) and at the top
+    /// (`suite`, `score`, `max_score`, `passed`, `integrity`, `images`). `image` is `{"name",
+    /// "digest"}` of the container image the check ran in (absent on the host root); `images`
+    /// lists each once (absent when none); `runtime` is `native` or `gvisor`.
     pub fn to_json(&self, view: View) -> Value {
         let mut results = Map::new();
         for r in &self.results {
@@ -263,6 +275,9 @@ impl Report {
             }
             if let Some(i) = self.images.get(&r.id) {
                 m.insert("image".into(), json!(i));
+            }
+            if let Some(rt) = self.runtimes.get(&r.id) {
+                m.insert("runtime".into(), json!(rt));
             }
             results.insert(r.id.clone(), Value::Object(m));
         }
@@ -367,6 +382,7 @@ impl Report {
                 "integrity": self.integrity,
                 "safety": self.safety,
                 "images": self.used_images(),
+                "runtimes": self.runtimes,
             },
         })
     }
@@ -454,6 +470,15 @@ impl Report {
         for i in self.used_images() {
             out.push_str(&format!("image: {} ({})\n", i.name, i.digest));
         }
+        let gvisor = self.gvisor_rows();
+        if gvisor.len() == self.results.len() {
+            out.push_str("runtime: gvisor\n");
+        } else if !gvisor.is_empty() {
+            out.push_str(&format!(
+                "runtime: gvisor for {}; native for the rest\n",
+                gvisor.join(", ")
+            ));
+        }
         out.push_str(&format!(
             "score: {}/{}\n",
             fmt_num(self.score()),
@@ -487,6 +512,8 @@ const KEY_ORDER: &[&str] = &[
     "message",
     "error",
     "image",
+    "runtime",
+    "runtimes",
     "name",
     "digest",
     "number",
@@ -661,6 +688,10 @@ mod tests {
             },
             safety: None,
             images: BTreeMap::new(),
+            runtimes: ["a", "b", "c"]
+                .into_iter()
+                .map(|id| (id.to_string(), Runtime::Native))
+                .collect(),
         }
     }
 
@@ -751,6 +782,36 @@ mod tests {
             t.contains(&format!("image: python:3.12-slim ({})", img.digest)),
             "{t}"
         );
+    }
+
+    #[test]
+    fn every_row_says_which_runtime_graded_it() {
+        let mut r = report();
+        let j = r.to_json(View::Student);
+        for id in ["a", "b", "c"] {
+            assert_eq!(j["results"][id]["runtime"], "native", "{j}");
+        }
+        assert!(!r.render_text(View::Student, false).contains("runtime:"));
+        r.runtimes.insert("b".into(), Runtime::Gvisor);
+        let j = r.to_json(View::Student);
+        assert_eq!(j["results"]["b"]["runtime"], "gvisor", "{j}");
+        assert_eq!(j["results"]["a"]["runtime"], "native", "{j}");
+        let gs = r.to_gradescope(View::Student);
+        assert_eq!(gs["extra_data"]["runtimes"]["b"], "gvisor", "{gs}");
+        // CS50's exact shape has no runtime.
+        assert!(r.to_cs50(View::Student)["results"]["b"]
+            .get("runtime")
+            .is_none());
+        let t = r.render_text(View::Student, false);
+        assert!(
+            t.contains("runtime: gvisor for b; native for the rest"),
+            "{t}"
+        );
+        for id in ["a", "c"] {
+            r.runtimes.insert(id.into(), Runtime::Gvisor);
+        }
+        let t = r.render_text(View::Student, false);
+        assert!(t.contains("runtime: gvisor\n"), "{t}");
     }
 
     #[test]

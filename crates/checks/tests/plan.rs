@@ -16,7 +16,7 @@ fn limits_layer_language_suite_check_and_wall_follows_timeout() {
     let s = suite(
         "name: x\nlanguage: java\ntimeout: 30s\nlimits: {memory: 300M}\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    timeout: 2s\n    limits: {pids: 8, wall_time: 1s}\n    language: c\n    steps: [{run: ls}]\n",
     );
-    let plans = plan(&s, &LanguageRegistry::builtin(), None).unwrap();
+    let plans = plan(&s, &LanguageRegistry::builtin(), None, &Default::default()).unwrap();
     // a: Java's pids (64) and CPU time, the suite's memory, wall = the timeout.
     assert_eq!(plans[0].limits.pids, 64);
     assert_eq!(plans[0].limits.memory.bytes(), 300 << 20);
@@ -42,7 +42,7 @@ fn limits_layer_language_suite_check_and_wall_follows_timeout() {
 fn languages_must_exist_and_be_usable() {
     let s = suite("name: x\nlanguage: klingon\nchecks:\n  - id: a\n    steps: [{run: ls}]\n");
     assert!(matches!(
-        plan(&s, &LanguageRegistry::builtin(), None),
+        plan(&s, &LanguageRegistry::builtin(), None, &Default::default()),
         Err(GradeError::Language(_))
     ));
     let mut r = LanguageRegistry::builtin();
@@ -53,11 +53,11 @@ fn languages_must_exist_and_be_usable() {
     .unwrap();
     let s =
         suite("name: x\nchecks:\n  - id: a\n    language: ghost\n    steps: [{run: \"{run}\"}]\n");
-    let e = plan(&s, &r, None).unwrap_err();
+    let e = plan(&s, &r, None, &Default::default()).unwrap_err();
     assert!(matches!(e, GradeError::LanguageUnavailable { .. }), "{e}");
     assert!(e.to_string().contains("ghost-runtime-missing"), "{e}");
     let s =
         suite("name: x\nlanguage: python\nchecks:\n  - id: a\n    steps: [{run: \"{compile}\"}]\n");
-    let e = plan(&s, &r, None).unwrap_err();
+    let e = plan(&s, &r, None, &Default::default()).unwrap_err();
     assert!(matches!(e, GradeError::NoCompile { .. }), "{e}");
 }

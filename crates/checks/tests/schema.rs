@@ -60,6 +60,18 @@ fn schema_knows_images_per_suite_and_per_check() {
     );
 }
 
+#[test]
+fn schema_knows_runtimes_per_suite_and_per_check() {
+    accepts_only(
+        "name: x\nruntime: native\nchecks:\n  - id: a\n    runtime: gvisor\n    steps: [{run: ls}]\n",
+        &[
+            "name: x\nruntime: kvm\nchecks: [{id: a, steps: [{run: ls}]}]\n",
+            "name: x\nchecks: [{id: a, runtime: Gvisor, steps: [{run: ls}]}]\n",
+            "name: x\nchecks: [{id: a, runtime: true, steps: [{run: ls}]}]\n",
+        ],
+    );
+}
+
 /// The suite schema accepts `ok` and refuses every one of `bad`.
 fn accepts_only(ok: &str, bad: &[&str]) {
     let v = schema("suite.schema.json");

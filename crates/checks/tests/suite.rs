@@ -285,6 +285,27 @@ fn images_are_per_suite_and_per_check_and_must_look_like_references() {
     assert!(e.contains("check \"a\"") && e.contains("image"), "{e}");
 }
 
+#[test]
+fn runtimes_are_per_suite_and_per_check_and_only_native_or_gvisor() {
+    use corral_sandbox::Runtime;
+    let s = parse(
+        "name: x\nruntime: gvisor\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    runtime: native\n    steps: [{run: ls}]\n",
+    )
+    .unwrap();
+    assert_eq!(s.runtime, Some(Runtime::Gvisor));
+    assert_eq!(s.runtime_of(&s.checks[0]), Some(Runtime::Gvisor));
+    assert_eq!(s.runtime_of(&s.checks[1]), Some(Runtime::Native));
+    let s = parse("name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n").unwrap();
+    assert_eq!(s.runtime_of(&s.checks[0]), None);
+    for bad in [
+        "name: x\nruntime: kvm\nchecks:\n  - id: a\n    steps: [{run: ls}]\n",
+        "name: x\nchecks:\n  - id: a\n    runtime: runsc\n    steps: [{run: ls}]\n",
+    ] {
+        let e = err(bad);
+        assert!(e.contains("runtime") && e.contains("native"), "{e}");
+    }
+}
+
 /// `gradescope.setup` replaces the autograder's setup.sh (the bundle's digest follows, so the
 /// cached environment is another), is an assignment file, and needs a base image.
 #[test]

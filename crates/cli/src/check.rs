@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use corral_checks::{engine, GradeError, LanguageRegistry, Suite, View};
 use corral_images::Store as ImageStore;
-use corral_sandbox::{Pool, PoolConfig};
+use corral_sandbox::{Pool, PoolConfig, Runtime, RuntimePolicy};
 
 /// Exit code when a check failed (or was skipped).
 pub const FAILED_EXIT: i32 = 1;
@@ -64,6 +64,30 @@ pub struct CheckArgs {
     image: Option<String>,
     #[command(flatten)]
     data: DataFolderArgs,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+/// The runtime of a grading's checks (`corral check`, `corral grade`, `corral gradescope run`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct RuntimeArgs {
+    /// The kernel of every check that names none (a check's or suite's `runtime`, then its
+    /// language's, come first): `native` or `gvisor` [default: $CORRAL_RUNTIME, else native].
+    #[arg(long, value_name = "native|gvisor")]
+    pub runtime: Option<Runtime>,
+    /// Every check under gVisor, whatever its suite names (as a server's `force_gvisor`).
+    #[arg(long)]
+    pub force_gvisor: bool,
+}
+
+impl RuntimeArgs {
+    /// The grading's runtime policy: the flag (or `$CORRAL_RUNTIME`) as the default, and the switch.
+    pub fn policy(&self) -> Result<RuntimePolicy, String> {
+        Ok(RuntimePolicy {
+            default: crate::run::runtime_or_env(self.runtime)?,
+            force_gvisor: self.force_gvisor,
+        })
+    }
 }
 
 /// Where the image store is: the data folder found as `corral env` and `corral serve` find it.
@@ -151,6 +175,7 @@ pub fn main(args: CheckArgs) -> i32 {
         jobs: args.jobs,
         color: !args.no_color,
         data: args.data,
+        runtime: args.runtime,
     };
     grade_and_print(&suite, &args.submission, args.languages.as_deref(), how)
 }
@@ -167,6 +192,8 @@ pub struct Output {
     pub color: bool,
     /// Where the image store is.
     pub data: DataFolderArgs,
+    /// The runtime of the checks.
+    pub runtime: RuntimeArgs,
 }
 
 /// Grades one submission against a loaded suite and prints the report; the exit code of
@@ -197,7 +224,14 @@ pub fn grade_and_print(
         return crate::exit::USAGE;
     }
     // Unknown or unavailable languages and images are reported before any sandbox is built.
-    if let Err(e) = engine::plan(suite, &registry, images.as_ref()) {
+    let runtime = match how.runtime.policy() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("corral {cmd}: {e}");
+            return crate::exit::USAGE;
+        }
+    };
+    if let Err(e) = engine::plan(suite, &registry, images.as_ref(), &runtime) {
         eprintln!("corral {cmd}: {}: {e}", suite.path.display());
         return crate::exit::USAGE;
     }
@@ -211,6 +245,7 @@ pub fn grade_and_print(
             .unwrap_or_else(|| engine::GradeOptions::default().jobs)
             .max(1),
         images,
+        runtime,
         ..Default::default()
     };
     let pool = Pool::new(

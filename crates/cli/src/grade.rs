@@ -53,6 +53,8 @@ pub struct GradeArgs {
     image: Option<String>,
     #[command(flatten)]
     data: crate::check::DataFolderArgs,
+    #[command(flatten)]
+    runtime: crate::check::RuntimeArgs,
 }
 
 pub fn main(args: GradeArgs) -> i32 {
@@ -84,7 +86,11 @@ pub fn main(args: GradeArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return usage(format!("{e:#}")),
     };
-    if let Err(e) = engine::plan(&suite, &registry, images.as_ref()) {
+    let runtime = match args.runtime.policy() {
+        Ok(r) => r,
+        Err(e) => return usage(e),
+    };
+    if let Err(e) = engine::plan(&suite, &registry, images.as_ref(), &runtime) {
         return usage(format!("{}: {e}", suite_path.display()));
     }
     let submissions = match batch::discover(&args.submissions) {
@@ -128,6 +134,7 @@ pub fn main(args: GradeArgs) -> i32 {
         jobs,
         check_jobs,
         images,
+        runtime,
     };
     let (graded, kept) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let progress = |row: &batch::Row, how: Progress| {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use corral_checks::{Suite, View};
 
-use crate::check::{grade_and_print, DataFolderArgs, Format, Output};
+use crate::check::{grade_and_print, DataFolderArgs, Format, Output, RuntimeArgs};
 
 #[derive(Args, Debug)]
 pub struct GradescopeArgs {
@@ -56,6 +56,8 @@ struct RunArgs {
     grants: Vec<String>,
     #[command(flatten)]
     data: DataFolderArgs,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
 }
 
 pub fn main(args: GradescopeArgs) -> i32 {
@@ -148,6 +150,7 @@ fn run(args: RunArgs) -> i32 {
             jobs: Some(1),
             color: true,
             data: args.data.clone(),
+            runtime: args.runtime.clone(),
         },
     )
 }

@@ -125,13 +125,8 @@ impl RunArgs {
         }
     }
 
-    /// `--runtime`, else `$CORRAL_RUNTIME`, else native.
     fn runtime(&self) -> Result<Runtime, String> {
-        match (self.runtime, std::env::var("CORRAL_RUNTIME")) {
-            (Some(r), _) => Ok(r),
-            (None, Ok(v)) if !v.is_empty() => v.parse().map_err(|e| format!("CORRAL_RUNTIME: {e}")),
-            (None, _) => Ok(Runtime::default()),
-        }
+        runtime_or_env(self.runtime)
     }
 
     fn spec(&self) -> Result<RunSpec, String> {
@@ -196,6 +191,15 @@ impl OutputSink for PassThrough {
         let mut e = std::io::stderr().lock();
         let _ = e.write_all(data);
         let _ = e.flush();
+    }
+}
+
+/// `--runtime` when given, else `$CORRAL_RUNTIME`, else native.
+pub fn runtime_or_env(flag: Option<Runtime>) -> Result<Runtime, String> {
+    match (flag, std::env::var("CORRAL_RUNTIME")) {
+        (Some(r), _) => Ok(r),
+        (None, Ok(v)) if !v.is_empty() => v.parse().map_err(|e| format!("CORRAL_RUNTIME: {e}")),
+        (None, _) => Ok(Runtime::default()),
     }
 }
 

@@ -75,6 +75,7 @@ fn assert_seed_shape(json: &Value, strict: bool) {
                 "hidden",
                 "message",
                 "error",
+                "runtime",
             ]
         };
         for k in o.keys() {

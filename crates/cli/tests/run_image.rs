@@ -54,6 +54,69 @@ fn a_run_in_an_image_sees_the_image_and_records_it() {
     assert!(v.get("image").is_none(), "{v}");
 }
 
+/// An image root under gVisor: the image's files (it has no compiler; the host has), gVisor's
+/// kernel, corral's curated `/etc/passwd` over the image's, writes only where a run may write and
+/// gone with the run: the image's layer folders on the host are never changed.
+#[test]
+fn a_run_in_an_image_under_gvisor_sees_the_image_and_keeps_its_writes() {
+    assert!(
+        std::path::Path::new("/usr/bin/gcc").exists(),
+        "the host has gcc"
+    );
+    let run = |script: &str| -> serde_json::Value {
+        let out = corral()
+            .args([
+                "run",
+                "--json",
+                "--runtime",
+                "gvisor",
+                "--image",
+                NAME,
+                "--data",
+            ])
+            .arg(data_dir())
+            .args(["--", "/bin/sh", "-c", script])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let v = run(
+        "grep -c bookworm /etc/os-release; test -e /usr/bin/gcc && echo gcc; uname -r; id -un; pwd; echo mine > f; echo tmp > /tmp/t; cat f /tmp/t; echo no > /etc/os-release || echo etc refused; echo no > /x || echo root refused",
+    );
+    assert_eq!(v["status"], "ok", "{v}");
+    assert_eq!(v["runtime"], "gvisor", "{v}");
+    assert_eq!(v["image"]["digest"], digest().as_str(), "{v}");
+    let stdout = v["stdout"].as_str().unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_ne!(lines[0], "0", "the image's os-release: {stdout}");
+    assert_eq!(
+        &lines[1..],
+        [
+            "4.4.0",
+            "sandbox",
+            "/home/sandbox",
+            "mine",
+            "tmp",
+            "etc refused",
+            "root refused"
+        ],
+        "{v}"
+    );
+    // A new sandbox of the image starts clean, and the image's layers are unchanged.
+    let v = run("ls -A; ls -A /tmp; grep -c bookworm /etc/os-release");
+    assert_eq!(v["status"], "ok", "{v}");
+    assert_ne!(v["stdout"].as_str().unwrap().trim(), "", "{v}");
+    assert!(!v["stdout"].as_str().unwrap().contains('f'), "{v}");
+    for layer in common::image::image_root().layers {
+        for path in ["home/sandbox/f", "tmp/t", "x"] {
+            assert!(!layer.join(path).exists(), "{} in a layer", path);
+        }
+        let os = std::fs::read_to_string(layer.join("etc/os-release")).unwrap_or_default();
+        assert!(!os.starts_with("no"), "the image's os-release changed");
+    }
+}
+
 #[test]
 fn an_unknown_image_is_a_clear_usage_error() {
     let out = corral()

@@ -35,7 +35,8 @@ where
 }
 
 /// A data folder whose suite `kernel` passes only on gVisor's kernel (it answers `uname -r`
-/// with 4.4.0), so a graded check shows where it ran.
+/// with 4.4.0), so a graded check shows where it ran; suite `hostkernel` (`runtime: native`,
+/// and one check naming it again) passes only on the host's kernel.
 fn data_with_kernel_suite() -> tempfile::TempDir {
     let data = tempfile::tempdir().unwrap();
     let suite = data.path().join("suites/kernel");
@@ -45,7 +46,31 @@ fn data_with_kernel_suite() -> tempfile::TempDir {
         "name: kernel\nchecks:\n  - id: gvisor\n    description: runs on gVisor's kernel\n    steps:\n      - run: uname -r\n      - stdout: \"4.4.0\"\n      - exit: 0\n",
     )
     .unwrap();
+    let suite = data.path().join("suites/hostkernel");
+    std::fs::create_dir_all(&suite).unwrap();
+    let host_check = |id: &str, runtime: &str| {
+        format!("  - id: {id}\n{runtime}    steps:\n      - run: uname -r\n      - stdout: {{regex: \"^([5-9]|[1-9][0-9])\\\\.\"}}\n      - exit: 0\n")
+    };
+    std::fs::write(
+        suite.join("suite.yaml"),
+        format!(
+            "name: hostkernel\nruntime: native\nchecks:\n{}{}",
+            host_check("suite_native", ""),
+            host_check("check_native", "    runtime: native\n")
+        ),
+    )
+    .unwrap();
     data
+}
+
+/// Every row of a report (`/check?format=json`, a suite verdict's `checks`) as (result, runtime).
+fn rows(report: &Value) -> Vec<(String, Value, Value)> {
+    report["results"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no results in {report}"))
+        .iter()
+        .map(|(id, r)| (id.clone(), r["result"].clone(), r["runtime"].clone()))
+        .collect()
 }
 
 #[test]
@@ -75,6 +100,23 @@ fn the_public_instance_switch_runs_every_request_under_gvisor() {
             .await;
         assert_eq!(st, StatusCode::OK, "{v}\n{}", s.log());
         assert_eq!(v["results"]["gvisor"]["result"], true, "{v}");
+        // A suite and a check that name native run under gVisor all the same (and so fail:
+        // they pass only on the host's kernel).
+        let (st, v) = s
+            .post(
+                &t,
+                "/check?format=json",
+                json!({"checks": "hostkernel", "sandbox": {"homedir": up}}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}\n{}", s.log());
+        for (id, result, runtime) in rows(&v) {
+            assert_eq!(
+                (result, runtime),
+                (json!(false), json!("gvisor")),
+                "{id}: {v}"
+            );
+        }
 
         // /run: native is refused; no runtime and gvisor both run under gVisor.
         let (st, v) = s
@@ -112,6 +154,36 @@ fn the_public_instance_switch_runs_every_request_under_gvisor() {
             m["message"].as_str().unwrap_or("").contains("gVisor"),
             "{m}"
         );
+        // A terminal run under gVisor: the pty is gVisor's, relayed by the sandbox's PID 1.
+        ws.send(Message::Text(
+            json!({"type": "run", "cmd": "stty size; read n; echo \"hello, $n\"", "tty": {"cols": 91, "rows": 17}})
+                .to_string()
+                .into(),
+        ))
+        .await
+        .unwrap();
+        let mut out = String::new();
+        let exit = loop {
+            let m = ws_next(&mut ws).await;
+            match m["type"].as_str() {
+                Some("stdout") => {
+                    out.push_str(m["data"].as_str().unwrap());
+                    if out == "17 91\r\n" {
+                        ws.send(Message::Text(
+                            json!({"type": "stdin", "data": "Ada\n"}).to_string().into(),
+                        ))
+                        .await
+                        .unwrap();
+                    }
+                }
+                Some("exit") => break m,
+                Some("stderr") | Some("stdin") => {}
+                _ => panic!("unexpected message {m}\nstdout so far: {out:?}\n{}", s.log()),
+            }
+        };
+        assert_eq!(exit["status"], "ok", "{exit}");
+        assert_eq!(exit["runtime"], "gvisor", "{exit}");
+        assert_eq!(out, "17 91\r\nAda\r\nhello, Ada\r\n");
 
         // /submissions (the queue): native is refused and nothing is queued; a job without a
         // runtime is judged under gVisor.
@@ -155,6 +227,66 @@ fn the_public_instance_switch_runs_every_request_under_gvisor() {
             done["checks"]["results"]["gvisor"]["result"], true,
             "{done}"
         );
+        // A suite job whose suite and check name native: judged under gVisor all the same.
+        let (st, v) = s
+            .post(
+                &t,
+                "/submissions",
+                json!({"suite": "hostkernel", "files": [{"path": "readme.txt", "content": "x"}]}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}\n{}", s.log());
+        let done = finished(&s, &t, v["id"].as_str().unwrap()).await;
+        assert_eq!(done["verdict"], "wrong_answer", "{done}\n{}", s.log());
+        for (id, result, runtime) in rows(&done["checks"]) {
+            assert_eq!(
+                (result, runtime),
+                (json!(false), json!("gvisor")),
+                "{id}: {done}"
+            );
+        }
+    });
+}
+
+#[test]
+fn a_suites_runtime_beats_the_requests_and_the_servers_default() {
+    let rt = rt();
+    let data = data_with_kernel_suite();
+    let s = Server::start_in(data.path(), "[runtime]\ndefault = \"gvisor\"\n", &[]);
+    rt.block_on(async {
+        let t = s.token("student").await;
+        let up = s.upload(&t, &[("readme.txt", b"nothing\n")]).await;
+        // The server's default (gVisor) for a suite that names none; the suite's native wins
+        // over the default and over the request's own choice.
+        for (suite, runtime, want) in [
+            ("kernel", None, "gvisor"),
+            ("hostkernel", None, "native"),
+            ("hostkernel", Some("gvisor"), "native"),
+        ] {
+            let mut body = json!({"checks": suite, "sandbox": {"homedir": up}});
+            if let Some(r) = runtime {
+                body["runtime"] = json!(r);
+            }
+            let (st, v) = s.post(&t, "/check?format=json", body).await;
+            assert_eq!(st, StatusCode::OK, "{v}\n{}", s.log());
+            for (id, result, got) in rows(&v) {
+                assert_eq!((result, got), (json!(true), json!(want)), "{suite} {id}: {v}");
+            }
+        }
+        // The same through the queue.
+        let (st, v) = s
+            .post(
+                &t,
+                "/submissions",
+                json!({"suite": "hostkernel", "runtime": "gvisor", "files": [{"path": "readme.txt", "content": "x"}]}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}\n{}", s.log());
+        let done = finished(&s, &t, v["id"].as_str().unwrap()).await;
+        assert_eq!(done["verdict"], "accepted", "{done}\n{}", s.log());
+        for (id, _, runtime) in rows(&done["checks"]) {
+            assert_eq!(runtime, json!("native"), "{id}: {done}");
+        }
     });
 }
 

@@ -1,7 +1,9 @@
 //! Remote workers on loopback with the real binary: a `corral serve` with no in-process workers
 //! and a `corral worker` that holds only a worker token. The worker judges languages, commands
 //! and suites; the worker endpoints check roles, leases and the result's signature; a worker
-//! killed with `kill -9` mid-run loses its lease and another finishes the job.
+//! killed with `kill -9` mid-run loses its lease and another finishes the job; a server's
+//! `force_gvisor` travels with the job, so a remote worker grades a suite that names `native`
+//! under gVisor.
 
 mod server_support;
 
@@ -130,6 +132,47 @@ fn a_remote_worker_judges_what_the_server_queues() {
             assert_eq!(v["verdict"], "accepted", "{v}");
         }
         // SIGTERM: a clean exit.
+        assert!(w.stop().success());
+    });
+}
+
+#[test]
+fn a_remote_worker_obeys_the_servers_force_gvisor_over_a_suites_runtime() {
+    let data = tempfile::tempdir().unwrap();
+    let suite = data.path().join("suites/hostkernel");
+    std::fs::create_dir_all(&suite).unwrap();
+    // Passes only on the host's kernel (gVisor's answers `uname -r` with 4.4.0).
+    std::fs::write(
+        suite.join("suite.yaml"),
+        "name: hostkernel\nruntime: native\nchecks:\n  - id: host\n    runtime: native\n    steps:\n      - run: uname -r\n      - stdout: {regex: \"^([5-9]|[1-9][0-9])\\\\.\"}\n      - exit: 0\n",
+    )
+    .unwrap();
+    let s = Server::start_in(
+        data.path(),
+        "[submissions]\nworkers = 0\n[runtime]\nforce_gvisor = true\n",
+        &[],
+    );
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let wt = s.token("worker").await;
+        let w = Worker::start(&s, &wt, "remote1", 1);
+        let id = submit(
+            &s,
+            &t,
+            json!({"suite": "hostkernel", "files": [{"path": "readme.txt", "content": "x"}]}),
+        )
+        .await;
+        let v = finished(&s, &w, &t, &id).await;
+        assert!(v["worker"].as_str().unwrap().starts_with("remote:"), "{v}");
+        assert_eq!(v["verdict"], "wrong_answer", "{v}\nworker:\n{}", w.log());
+        let host = &v["checks"]["results"]["host"];
+        assert_eq!(host["runtime"], "gvisor", "{v}");
+        assert_eq!(host["result"], false, "{v}");
+        // A command job too.
+        let id = submit(&s, &t, json!({"cmd": "uname -r"})).await;
+        let v = finished(&s, &w, &t, &id).await;
+        assert_eq!(v["run"]["runtime"], "gvisor", "{v}");
+        assert_eq!(v["run"]["stdout"], "4.4.0\n", "{v}");
         assert!(w.stop().success());
     });
 }

@@ -101,7 +101,7 @@ pub fn execute(
     let shape = SandboxConfig {
         root: root.clone(),
         network: spec.network,
-        runtime: spec.runtime.unwrap_or_default(),
+        runtime: spec.runtime_policy().choose(None),
         ..SandboxConfig::offline(mounts.clone(), disk.bytes())
     };
     let mut lease = match pool.lease(&shape) {
@@ -262,7 +262,7 @@ fn grade_suite(
         jobs: 2,
         images: images.cloned(),
         pins: spec.image_digests.clone(),
-        runtime: spec.runtime.unwrap_or_default(),
+        runtime: spec.runtime_policy(),
     };
     let report = match corral_checks::grade(pool, registry, &suite, at.files, &opts) {
         Ok(r) => r,

@@ -107,9 +107,16 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seccomp: Option<Restrictions>,
     /// The kernel every run of the job gets (resolved by the server's policy when submitted);
-    /// none: native (jobs queued before runtimes existed).
+    /// none: native (jobs queued before runtimes existed). For a suite, the runtime of a check
+    /// that names none (nor does its suite or language).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<corral_sandbox::Runtime>,
+    /// The server runs everything under gVisor (`[runtime] force_gvisor` when it was
+    /// submitted): every run of the job does, whatever a suite or check names. It travels with
+    /// the job, so a remote worker enforces it too (and a worker that predates it refuses the
+    /// job as an unknown field rather than judging it natively).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force_gvisor: bool,
 }
 
 fn one() -> u32 {
@@ -121,6 +128,15 @@ fn is_one(n: &u32) -> bool {
 }
 
 impl JobSpec {
+    /// The runtime policy the job was submitted under: its stored runtime as the default, and
+    /// the server's gVisor switch.
+    pub fn runtime_policy(&self) -> corral_sandbox::RuntimePolicy {
+        corral_sandbox::RuntimePolicy {
+            default: self.runtime.unwrap_or_default(),
+            force_gvisor: self.force_gvisor,
+        }
+    }
+
     /// Checks what a request gave (its command, extra environment, extra arguments and limits)
     /// by the sandbox's rules for every run, so a job that could never run is refused when it
     /// is submitted rather than failing when judged.

@@ -19,6 +19,7 @@ use crate::error::SandboxError;
 use crate::limits::Limits;
 use crate::outcome::{Outcome, Status, Usage};
 use crate::protocol::{Event, Request};
+use crate::spec::Runtime;
 use crate::waker::Waker;
 
 /// How long output may keep trickling in after every process is dead (only a leaked pipe could).
@@ -42,9 +43,11 @@ pub struct Execution<'s> {
     capture: Capture,
     outs: [Option<(OwnedFd, Stream)>; 2],
     stdin: Option<OwnedFd>,
-    /// stdin is a terminal's master: "closing" it means typing end-of-file (^D), and output of
-    /// both streams arrives as stdout.
-    tty: bool,
+    /// stdin is a terminal (its master, or under gVisor a pipe PID 1 relays to it): "closing"
+    /// it means typing end-of-file (^D), and output of both streams arrives as stdout.
+    tty: Tty,
+    /// The sandbox's runtime, which the outcome records.
+    runtime: Runtime,
     pending_stdin: Vec<u8>,
     /// The answer to the last `ProbeStdin`, once it arrived.
     stdin_wait: Option<bool>,
@@ -59,16 +62,38 @@ pub struct Execution<'s> {
     waker: Option<Waker>,
 }
 
+/// Whether a run has a terminal, and how the supervisor reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tty {
+    None,
+    /// The supervisor holds the pty's master.
+    Master,
+    /// Under gVisor: PID 1 holds the master and relays it to the run's stdin and output pipes.
+    Relayed,
+}
+
+/// The supervisor's ends of a run's standard streams.
+pub(crate) struct Streams {
+    pub stdout: OwnedFd,
+    pub stderr: Option<OwnedFd>,
+    pub stdin: Option<OwnedFd>,
+    pub tty: Tty,
+}
+
 impl<'s> Execution<'s> {
     pub(crate) fn new(
         control: &'s mut Control,
         limits: Limits,
-        stdout: OwnedFd,
-        stderr: Option<OwnedFd>,
-        stdin: Option<OwnedFd>,
-        tty: bool,
+        streams: Streams,
+        runtime: Runtime,
         start: Instant,
     ) -> Self {
+        let Streams {
+            stdout,
+            stderr,
+            stdin,
+            tty,
+        } = streams;
         let cpus = cpus();
         Execution {
             control,
@@ -85,6 +110,7 @@ impl<'s> Execution<'s> {
             ],
             stdin,
             tty,
+            runtime,
             pending_stdin: Vec::new(),
             stdin_wait: None,
             close_stdin_when_flushed: false,
@@ -113,7 +139,7 @@ impl<'s> Execution<'s> {
 
     /// Closes standard input once everything queued has been written (the program then sees EOF).
     pub fn close_stdin(&mut self) {
-        if self.tty {
+        if self.tty != Tty::None {
             // The terminal stays; ^D at the start of a line reads as end-of-file.
             if !self.close_stdin_when_flushed && self.stdin.is_some() {
                 self.pending_stdin.push(0x04);
@@ -129,11 +155,14 @@ impl<'s> Execution<'s> {
 
     /// Resizes the terminal of a run with one (no-op otherwise).
     pub fn resize(&mut self, cols: u16, rows: u16) -> Result<(), SandboxError> {
-        if let (true, Some(master)) = (self.tty, self.stdin.as_ref()) {
-            crate::inside::pty::resize(master.as_fd(), cols, rows)
-                .map_err(|e| SandboxError::io("resizing the terminal", e))?;
+        match (self.tty, self.stdin.as_ref()) {
+            (Tty::Master, Some(master)) => crate::inside::pty::resize(master.as_fd(), cols, rows)
+                .map_err(|e| SandboxError::io("resizing the terminal", e)),
+            (Tty::Relayed, _) if self.finished.is_none() => {
+                self.control.send(&Request::Resize { cols, rows })
+            }
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Sends a signal to the program's process group (like Ctrl-C in a terminal for SIGINT).
@@ -400,7 +429,7 @@ impl<'s> Execution<'s> {
                 self.stdin = None;
             }
         }
-        if self.pending_stdin.is_empty() && self.close_stdin_when_flushed && !self.tty {
+        if self.pending_stdin.is_empty() && self.close_stdin_when_flushed && self.tty == Tty::None {
             self.stdin = None;
         }
     }
@@ -428,8 +457,10 @@ impl<'s> Execution<'s> {
                 cpu_time_ms: usage.cpu_time.as_millis() as u64,
                 wall_time_ms: wall_ns / 1_000_000,
                 memory_peak_bytes: usage.memory_peak_bytes,
-                pids_peak: usage.pids_peak,
-                pids_limit_hit: usage.pids_limit_hit,
+                // Under gVisor the host cgroup's pids figures count gVisor's threads, not the
+                // program's processes; gVisor's own pids cgroup keeps no peak and no event count.
+                pids_peak: usage.pids_peak.filter(|_| self.runtime == Runtime::Native),
+                pids_limit_hit: usage.pids_limit_hit && self.runtime == Runtime::Native,
                 disk_used_bytes: crate::hostfs::used_bytes(self.control.workdir()),
                 output_bytes: self.capture.total(),
             },
@@ -441,7 +472,7 @@ impl<'s> Execution<'s> {
             error: None,
             copy_out_skipped: Vec::new(),
             sandbox: None,
-            runtime: crate::spec::Runtime::Native,
+            runtime: self.runtime,
         };
         outcome.status = verdict(&outcome, self.killed_for, usage.oom_killed);
         Ok(Some(outcome))

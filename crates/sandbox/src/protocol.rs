@@ -98,7 +98,9 @@ pub struct Rlimits {
 pub enum Request {
     /// Start a program. Fds: stdin, stdout, stderr — or with `tty` only stderr: init then makes
     /// a pseudo-terminal in the sandbox's own devpts, gives its slave to the program as 0 and 1
-    /// (and controlling terminal), and returns the master with `Started`.
+    /// (and controlling terminal), and returns the master with `Started`. Under gVisor, with
+    /// `tty`, the fds are stdin, stdout and stderr pipes again: PID 1 keeps the master and
+    /// relays between it and the first two (`inside::tty_relay`).
     Run {
         argv: Vec<String>,
         env: Vec<(String, String)>,
@@ -122,6 +124,9 @@ pub enum Request {
     Signal { signal: i32 },
     /// Kill every process of the current run.
     Kill,
+    /// Resize the current run's terminal. Sent under gVisor only, where PID 1 keeps the pty's
+    /// master (natively the supervisor holds it and resizes it itself).
+    Resize { cols: u16, rows: u16 },
     /// Is some process of the current run blocked reading its standard input? Answered by `StdinWait`.
     ProbeStdin,
     /// Make the sandbox as good as new for another user: fresh working directory, `/tmp` and

@@ -15,7 +15,7 @@ use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use crate::capture::OutputSink;
 use crate::control::Control;
 use crate::error::SandboxError;
-use crate::execution::Execution;
+use crate::execution::{Execution, Streams, Tty};
 use crate::host::Host;
 use crate::outcome::{Outcome, Status};
 use crate::protocol::{self, Event, Request, Rlimits, Setup, SetupRoot};
@@ -145,10 +145,11 @@ impl Sandbox {
             }
         };
         let network = config.network || build;
-        if image.is_some() && config.runtime == Runtime::Gvisor {
-            // The bundle runsc starts is built from the host's system folders only (see gvisor/).
+        if build && config.runtime == Runtime::Gvisor {
+            // Build mode's root is a user namespace over a range of host uids, with idmapped
+            // layers and an upper folder: nothing gVisor's file server can be given.
             return Err(SandboxError::Unsupported(
-                "image roots under the gVisor runtime (run the image natively, or gVisor on the host root)",
+                "image builds under the gVisor runtime (build natively; run the image under gVisor)",
             ));
         }
         // Fail closed before anything is made: a gVisor run never falls back to the host kernel.
@@ -245,6 +246,7 @@ impl Sandbox {
                     inodes: config.inodes,
                     network: config.network,
                     mounts: &config.mounts,
+                    image_layers: image.map(|i| i.layers.as_slice()),
                     cgroup_procs: &procs,
                     control: theirs,
                 });
@@ -477,28 +479,26 @@ impl Sandbox {
                 "this sandbox is broken and cannot run anything".into(),
             ));
         }
-        if spec.tty.is_some() && self.config.runtime == Runtime::Gvisor {
-            // The terminal is made inside the sandbox and its master sent out, which gVisor
-            // cannot do (descriptors only flow in).
-            return Err(SandboxError::Unsupported(
-                "terminal runs under the gVisor runtime (use pipes, or the native runtime)",
-            ));
-        }
         let limits = spec.limits.clone();
-        // Pipes for stdio, unless the run has a terminal (init makes the pty inside the sandbox).
-        // With a terminal, stderr still gets a pipe of its own so errors stay distinguishable.
-        let tty_err = if spec.tty.is_some() {
-            Some(pipe()?)
-        } else {
+        // Pipes for stdio, unless the run has a terminal (init makes the pty inside the sandbox
+        // and sends its master back). With a terminal, stderr still gets a pipe of its own so
+        // errors stay distinguishable. Under gVisor, which cannot send the master out, a
+        // terminal run has pipes as well: PID 1 relays between them and the pty.
+        let relayed_tty = spec.tty.is_some() && self.config.runtime == Runtime::Gvisor;
+        let master_tty = spec.tty.is_some() && !relayed_tty;
+        let tty_err = if master_tty { Some(pipe()?) } else { None };
+        let pipes = if master_tty {
             None
-        };
-        let pipes = if spec.tty.is_none() {
+        } else {
             Some((pipe()?, pipe()?))
-        } else {
-            None
         };
         let (stdin_r, stdin_w, stdin_data) = match &spec.stdin {
-            _ if spec.tty.is_some() => (None, None, stdin_bytes(&spec.stdin)?),
+            _ if master_tty => (None, None, stdin_bytes(&spec.stdin)?),
+            _ if relayed_tty => {
+                let (r, w) = pipe()?;
+                set_nonblocking(w.as_fd())?;
+                (Some(r), Some(w), stdin_bytes(&spec.stdin)?)
+            }
             Stdin::Empty => {
                 let (r, _w) = pipe()?;
                 (Some(r), None, Vec::new())
@@ -598,14 +598,22 @@ impl Sandbox {
         if let Some(e) = &err_r {
             set_nonblocking(e.as_fd())?;
         }
-        let tty = spec.tty.is_some();
+        let tty = match spec.tty {
+            None => Tty::None,
+            Some(_) if relayed_tty => Tty::Relayed,
+            Some(_) => Tty::Master,
+        };
+        let streams = Streams {
+            stdout: out_r,
+            stderr: err_r,
+            stdin: stdin_w,
+            tty,
+        };
         let mut exec = Execution::new(
             &mut self.control,
             limits,
-            out_r,
-            err_r,
-            stdin_w,
-            tty,
+            streams,
+            self.config.runtime,
             sent_at,
         );
         if !stdin_data.is_empty() {
@@ -622,14 +630,8 @@ impl Sandbox {
         let _in = self.span.clone().entered();
         let runtime = self.config.runtime;
         let result = self.start(spec).and_then(|e| e.finish(sink));
-        match result.map(|o| o.in_runtime(runtime)) {
-            Ok(mut o) => {
-                if runtime == Runtime::Gvisor {
-                    // The host cgroup's pids figures count gVisor's threads, not the program's
-                    // processes; gVisor's own pids cgroup keeps no peak and no event count.
-                    o.usage.pids_peak = None;
-                    o.usage.pids_limit_hit = false;
-                }
+        match result {
+            Ok(o) => {
                 tracing::debug!(
                     status = o.status.as_str(),
                     blocked_syscall = o.blocked_syscall.as_deref(),

@@ -93,10 +93,21 @@ impl RuntimePolicy {
         requested: Option<Runtime>,
         preferred: Option<Runtime>,
     ) -> Result<Runtime, SpecError> {
-        match (requested, preferred) {
-            (Some(_), _) | (None, None) => self.resolve(requested),
-            (None, Some(_)) if self.force_gvisor => Ok(Runtime::Gvisor),
-            (None, Some(p)) => Ok(p),
+        match requested {
+            Some(_) => self.resolve(requested),
+            None => Ok(self.choose(preferred)),
+        }
+    }
+
+    /// The runtime of a run no request names, whose own configuration (a check's, a suite's, a
+    /// language's) prefers `preferred`: gVisor under `force_gvisor`, else the preference, else
+    /// the default. Grading resolves each check's runtime here, the caller's choice being the
+    /// policy's `default`.
+    pub fn choose(&self, preferred: Option<Runtime>) -> Runtime {
+        match preferred {
+            _ if self.force_gvisor => Runtime::Gvisor,
+            Some(p) => p,
+            None => self.default,
         }
     }
 }
@@ -516,6 +527,12 @@ mod tests {
             Runtime::Gvisor
         );
         assert!(forced.resolve_preferring(native, gvisor).is_err());
+        // A check's or suite's own runtime beats the caller's default, never the switch.
+        assert_eq!(gvisor_default.choose(native), Runtime::Native);
+        assert_eq!(gvisor_default.choose(None), Runtime::Gvisor);
+        assert_eq!(open.choose(gvisor), Runtime::Gvisor);
+        assert_eq!(forced.choose(native), Runtime::Gvisor);
+        assert_eq!(forced.choose(None), Runtime::Gvisor);
     }
 
     #[test]

@@ -1,12 +1,12 @@
-//! A check's run settings: its language, limits, mounts, environment, timeout and root (host or
-//! image), resolved once from the language registry, the image store, the suite and the check
+//! A check's run settings: its language, limits, mounts, environment, timeout, root (host or
+//! image) and runtime, resolved once from the language registry, the image store, the suite and the check
 //! before anything runs.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use corral_images::Store as ImageStore;
-use corral_sandbox::{Limits, Mount, Restrictions, Root};
+use corral_sandbox::{Limits, Mount, Restrictions, Root, Runtime, RuntimePolicy};
 
 use crate::error::GradeError;
 use crate::image_root;
@@ -28,8 +28,9 @@ pub struct RunSettings {
     /// The seccomp profile the check or suite names for all its runs (`None`: the language's
     /// for runs of its program, see [`RunSettings::launch`]).
     pub seccomp: Option<Restrictions>,
-    /// The kernel of the check's sandboxes (the grading's, see `GradeOptions::runtime`).
-    pub runtime: corral_sandbox::Runtime,
+    /// The kernel of the check's sandboxes: the check's, else the suite's, else its language's,
+    /// else the caller's default; gVisor whatever they say under the caller's `force_gvisor`.
+    pub runtime: Runtime,
 }
 
 impl RunSettings {
@@ -97,8 +98,9 @@ impl RunSettings {
     }
 }
 
-/// Resolves language, limits, timeout and root of every check of the suite, in suite order;
-/// fails on an unknown or unavailable language or an image `images` lacks before anything runs.
+/// Resolves language, limits, timeout, root and runtime (under `runtime`, the caller's policy) of
+/// every check of the suite, in suite order; fails on an unknown or unavailable language or an
+/// image `images` lacks before anything runs.
 /// Each image reference is resolved once, so every check naming it runs in the same digest; a
 /// reference in `pins` resolves to its pinned digest instead (see [`image_root::pinned`]).
 pub fn for_suite(
@@ -106,6 +108,7 @@ pub fn for_suite(
     registry: &LanguageRegistry,
     images: Option<&ImageStore>,
     pins: &BTreeMap<String, String>,
+    runtime: &RuntimePolicy,
 ) -> Result<Vec<RunSettings>, GradeError> {
     let mut roots: BTreeMap<String, Root> = BTreeMap::new();
     let mut root_of = |reference: &str, check: &Check| -> Result<Root, GradeError> {
@@ -176,6 +179,11 @@ pub fn for_suite(
                 // Unless someone chose a wall-clock limit, a run may last as long as its check.
                 limits.wall_time = corral_sandbox::Millis(timeout);
             }
+            let runtime = runtime.choose(
+                suite
+                    .runtime_of(check)
+                    .or(language.as_ref().and_then(|l| l.runtime)),
+            );
             Ok(RunSettings {
                 limits,
                 mounts,
@@ -184,7 +192,7 @@ pub fn for_suite(
                 language,
                 root,
                 seccomp: suite.seccomp_of(check).cloned(),
-                runtime: Default::default(),
+                runtime,
             })
         })
         .collect()
@@ -225,10 +233,13 @@ mod tests {
                 "test",
             )
             .unwrap();
+        let plan = |s: &Suite, pins: &BTreeMap<String, String>| {
+            for_suite(s, &registry, Some(&store), pins, &RuntimePolicy::default())
+        };
         let s = suite(
             "name: x\nimage: course/base:1\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    image: course/numpy:1\n    steps: [{run: ls}]\n",
         );
-        let plans = for_suite(&s, &registry, Some(&store), &BTreeMap::new()).unwrap();
+        let plans = plan(&s, &BTreeMap::new()).unwrap();
         let digest_of = |r: &Root| match r {
             Root::Image(i) => i.digest.clone(),
             Root::Host => "host".into(),
@@ -237,13 +248,54 @@ mod tests {
         assert_eq!(digest_of(&plans[1].root), check_digest);
         // No image anywhere: the host; a language's image when the suite names none.
         let s = suite("name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    language: py\n    steps: [{run: \"{run}\"}]\n");
-        let plans = for_suite(&s, &registry, Some(&store), &BTreeMap::new()).unwrap();
+        let plans = plan(&s, &BTreeMap::new()).unwrap();
         assert_eq!(plans[0].root, Root::Host);
         assert_eq!(digest_of(&plans[1].root), check_digest);
         // Pinned, a name resolves to the pinned digest.
         let pins = BTreeMap::from([("course/numpy:1".to_string(), suite_digest.clone())]);
-        let plans = for_suite(&s, &registry, Some(&store), &pins).unwrap();
+        let plans = plan(&s, &pins).unwrap();
         assert_eq!(digest_of(&plans[1].root), suite_digest);
+    }
+
+    #[test]
+    fn a_checks_runtime_beats_the_suites_the_languages_and_the_callers_but_not_the_switch() {
+        let mut registry = LanguageRegistry::builtin();
+        registry
+            .merge_str(
+                "[languages.shg]\nname = \"sh on gVisor\"\nsource = \"m.sh\"\nrun = \"sh m.sh\"\nruntime = \"gvisor\"\n",
+                "test",
+            )
+            .unwrap();
+        let runtimes = |text: &str, policy: RuntimePolicy| -> Vec<Runtime> {
+            for_suite(&suite(text), &registry, None, &BTreeMap::new(), &policy)
+                .unwrap()
+                .iter()
+                .map(|s| s.runtime)
+                .collect()
+        };
+        let (native, gvisor) = (Runtime::Native, Runtime::Gvisor);
+        let open = RuntimePolicy::default();
+        let gvisor_default = RuntimePolicy {
+            default: gvisor,
+            force_gvisor: false,
+        };
+        let forced = RuntimePolicy {
+            default: native,
+            force_gvisor: true,
+        };
+        // No suite runtime: the caller's default, a language's own, a check's over its language's.
+        let plain = "name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    language: shg\n    steps: [{run: \"{run}\"}]\n  - id: c\n    language: shg\n    runtime: native\n    steps: [{run: \"{run}\"}]\n";
+        assert_eq!(runtimes(plain, open), [native, gvisor, native]);
+        assert_eq!(runtimes(plain, gvisor_default), [gvisor, gvisor, native]);
+        assert_eq!(runtimes(plain, forced), [gvisor, gvisor, gvisor]);
+        // A suite runtime: over the caller's and the language's; a check's over the suite's.
+        let suite_native = "name: x\nruntime: native\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    language: shg\n    steps: [{run: \"{run}\"}]\n  - id: c\n    runtime: gvisor\n    steps: [{run: ls}]\n";
+        assert_eq!(runtimes(suite_native, open), [native, native, gvisor]);
+        assert_eq!(
+            runtimes(suite_native, gvisor_default),
+            [native, native, gvisor]
+        );
+        assert_eq!(runtimes(suite_native, forced), [gvisor, gvisor, gvisor]);
     }
 
     #[test]
@@ -255,7 +307,14 @@ mod tests {
         );
         let registry = LanguageRegistry::builtin();
         for images in [Some(&store), None] {
-            let e = for_suite(&s, &registry, images, &BTreeMap::new()).unwrap_err();
+            let e = for_suite(
+                &s,
+                &registry,
+                images,
+                &BTreeMap::new(),
+                &RuntimePolicy::default(),
+            )
+            .unwrap_err();
             assert!(
                 matches!(&e, GradeError::ImageUnavailable { check, .. } if check == "b"),
                 "{e}"

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use corral_images::document::{self, DocumentError};
-use corral_sandbox::{Limits, LimitsRequest, Millis, Restrictions};
+use corral_sandbox::{Limits, LimitsRequest, Millis, Restrictions, Runtime};
 use serde::Deserialize;
 
 use crate::error::SuiteError;
@@ -61,6 +61,9 @@ pub struct Suite {
     pub timeout: Option<Millis>,
     /// A stricter seccomp profile for every run of every check (replacing the language's).
     pub seccomp: Option<Restrictions>,
+    /// The kernel of every check's sandboxes, over the languages' and the caller's default (a
+    /// server's `force_gvisor` still wins).
+    pub runtime: Option<Runtime>,
     /// Files of the assignment copied in next to the submission.
     pub files: Vec<AssignmentFile>,
     /// The checks, in file order.
@@ -103,6 +106,8 @@ pub struct Check {
     pub image: Option<String>,
     /// A stricter seccomp profile for every run of this check (replacing the suite's).
     pub seccomp: Option<Restrictions>,
+    /// The kernel of this check's sandboxes, over the suite's.
+    pub runtime: Option<Runtime>,
     pub kind: CheckKind,
 }
 
@@ -218,6 +223,8 @@ struct RawSuite {
     #[serde(default)]
     seccomp: Option<Restrictions>,
     #[serde(default)]
+    runtime: Option<Runtime>,
+    #[serde(default)]
     files: Vec<AssignmentFile>,
     #[serde(default)]
     safety: Option<safety::RawSafety>,
@@ -245,6 +252,8 @@ struct RawCheck {
     #[serde(default)]
     image: Option<String>,
     seccomp: Option<Restrictions>,
+    #[serde(default)]
+    runtime: Option<Runtime>,
     #[serde(default)]
     steps: Option<Vec<Step>>,
     #[serde(default)]
@@ -412,6 +421,7 @@ impl Suite {
                 language: rc.language,
                 image: rc.image,
                 seccomp: rc.seccomp,
+                runtime: rc.runtime,
                 kind,
             });
         }
@@ -449,6 +459,7 @@ impl Suite {
             limits: raw.limits,
             timeout: raw.timeout,
             seccomp: raw.seccomp,
+            runtime: raw.runtime,
             files: raw.files,
             checks,
             safety: raw
@@ -483,6 +494,12 @@ impl Suite {
     /// The seccomp profile a check names: its own, or the suite's (`None`: the language's).
     pub fn seccomp_of<'a>(&'a self, check: &'a Check) -> Option<&'a Restrictions> {
         check.seccomp.as_ref().or(self.seccomp.as_ref())
+    }
+
+    /// The runtime a check names: its own, or the suite's (`None`: its language's, else the
+    /// caller's default).
+    pub fn runtime_of(&self, check: &Check) -> Option<Runtime> {
+        check.runtime.or(self.runtime)
     }
 
     /// The language of a check: its own, or the suite's.

@@ -198,10 +198,10 @@ pub fn corral_cmd() -> Command {
 }
 
 /// The runtime the suites run under, when not the native default: `gvisor` for a test binary
-/// whose name ends in `_gvisor` (`containment_gvisor`, `correctness_gvisor`), else
-/// `CORRAL_TEST_RUNTIME`.
+/// whose name ends in `_gvisor` (`containment_gvisor`, `correctness_gvisor`) or `_gvisor_image`
+/// (`containment_gvisor_image`: gVisor in the test image's root), else `CORRAL_TEST_RUNTIME`.
 pub fn test_runtime() -> Option<String> {
-    if binary_name_ends_with("_gvisor") {
+    if binary_name_ends_with("_gvisor") || binary_name_ends_with("_gvisor_image") {
         return Some("gvisor".into());
     }
     std::env::var("CORRAL_TEST_RUNTIME")

@@ -7,6 +7,11 @@
 //! system folders, the curated `/etc`, gVisor's own `/proc` and `/dev`, size-limited tmpfs on
 //! `/tmp` and `/dev/shm`, the host's working-directory tmpfs on `/home/sandbox`, the run's binds.
 //! gVisor's file server (the Gofer, a host process) reaches nothing else of the host.
+//!
+//! With an image root, the root folder is instead a read-only overlayfs the supervisor mounts on
+//! the host: a skeleton layer of corral's (the same mount points, `/var/tmp`, and the curated
+//! `/etc/passwd`, `group`, `hosts`, `resolv.conf`) over the image's shared layer folders, as
+//! natively inside the sandbox (`inside::image_root`); the host's system folders are not bound.
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -85,14 +90,39 @@ pub(crate) struct BundlePlan<'a> {
     pub network: bool,
     /// Size of `/tmp` and `/dev/shm` (each).
     pub disk_bytes: u64,
+    /// An image root's layer folders, topmost first (`None`: the host's system folders).
+    pub image_layers: Option<&'a [PathBuf]>,
+}
+
+/// The files of corral's curated `/etc` written over an image's own (natively the same four).
+const IMAGE_ETC: [&str; 4] = ["passwd", "group", "hosts", "resolv.conf"];
+
+/// Where the bundle's root folder is: its overlay (an image root) is unmounted before the
+/// bundle is removed.
+pub(crate) fn root_of(bundle: &Path) -> PathBuf {
+    bundle.join("root")
 }
 
 /// Writes `dir/config.json` and the root folder `dir/root`; returns the bundle folder.
 pub(crate) fn write(dir: &Path, plan: &BundlePlan<'_>) -> Result<PathBuf, SandboxError> {
-    let root = dir.join("root");
-    let at = |inside: &str| root.join(inside.trim_start_matches('/'));
+    let root = root_of(dir);
+    // Mount points and corral's files go into the root folder itself, or under an image into
+    // the skeleton layer the root's overlay puts on top.
+    let skel = match plan.image_layers {
+        None => root.clone(),
+        Some(_) => dir.join("skeleton"),
+    };
+    let at = |inside: &str| skel.join(inside.trim_start_matches('/'));
     for sub in ["proc", "dev", "tmp", "etc", "var", WORKDIR] {
         fs::create_dir_all(at(sub)).map_err(io(format!("creating {sub}")))?;
+    }
+    if plan.image_layers.is_some() {
+        // An image's root is read-only for runsc too: every mount point must be there already,
+        // gVisor's /sys (init unmounts it) and the one of corral's binary (whose bind runsc's
+        // file server makes on the host, in the root folder) included.
+        fs::create_dir_all(at("sys")).map_err(io("creating sys".into()))?;
+        let init = at(INIT_IN_CONTAINER);
+        fs::write(&init, b"").map_err(io(format!("creating {}", init.display())))?;
     }
     symlink("/tmp", at("/var/tmp")).map_err(io("creating /var/tmp".into()))?;
     let mut mounts = vec![MountBuilder::default()
@@ -124,30 +154,39 @@ pub(crate) fn write(dir: &Path, plan: &BundlePlan<'_>) -> Result<PathBuf, Sandbo
             Ok(m) if m.file_type().is_symlink() => {
                 let target =
                     fs::read_link(host).map_err(io(format!("reading {}", host.display())))?;
-                let link = root.join(host.strip_prefix("/").unwrap_or(host));
+                let link = skel.join(host.strip_prefix("/").unwrap_or(host));
                 symlink(&target, &link).map_err(io(format!("creating {}", link.display())))
             }
             Ok(_) => {
-                mount_point(&root, host, host)?;
+                mount_point(&skel, host, host)?;
                 mounts.push(bind(host, host, false)?);
                 Ok(())
             }
             Err(_) => Ok(()),
         }
     };
-    for d in SYSTEM_DIRS {
-        same_path(Path::new(d))?;
-    }
-    for name in DEFAULT_ETC {
-        same_path(&Path::new("/etc").join(name))?;
+    // The host's system folders and curated /etc entries; an image brings its own.
+    if plan.image_layers.is_none() {
+        for d in SYSTEM_DIRS {
+            same_path(Path::new(d))?;
+        }
+        for name in DEFAULT_ETC {
+            same_path(&Path::new("/etc").join(name))?;
+        }
     }
     for (name, contents) in synthetic_etc(plan.uid, plan.gid, plan.hostname, plan.network) {
+        if plan.image_layers.is_some() && !IMAGE_ETC.contains(&name) {
+            continue;
+        }
         let f = at("/etc").join(name);
         fs::write(&f, contents).map_err(io(format!("writing {}", f.display())))?;
     }
     for m in plan.mounts {
-        mount_point(&root, &m.dst, &m.src)?;
+        mount_point(&skel, &m.dst, &m.src)?;
         mounts.push(bind(&m.src, &m.dst, m.writable)?);
+    }
+    if let Some(layers) = plan.image_layers {
+        mount_image_root(&root, &skel, layers)?;
     }
     mounts.push(bind(plan.init.0, Path::new(INIT_IN_CONTAINER), false)?);
     mounts.push(bind(plan.workdir, Path::new(WORKDIR), true)?);
@@ -155,6 +194,38 @@ pub(crate) fn write(dir: &Path, plan: &BundlePlan<'_>) -> Result<PathBuf, Sandbo
     let spec = spec(plan, mounts)?;
     spec.save(dir.join("config.json")).map_err(oci)?;
     Ok(dir.to_path_buf())
+}
+
+/// Mounts the read-only overlay `skel` over `layers` (topmost first) at `root`, naming each
+/// folder `/proc/self/fd/N` so dozens of layers fit the one page of mount options.
+fn mount_image_root(root: &Path, skel: &Path, layers: &[PathBuf]) -> Result<(), SandboxError> {
+    use nix::fcntl::{open, OFlag};
+    use nix::mount::{mount, MsFlags};
+    use std::os::fd::AsRawFd;
+    fs::create_dir_all(root).map_err(io(format!("creating {}", root.display())))?;
+    let opened = std::iter::once(skel)
+        .chain(layers.iter().map(PathBuf::as_path))
+        .map(|p| {
+            open(
+                p,
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .map_err(|e| SandboxError::io(format!("opening image layer {}", p.display()), e.into()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let lower: Vec<String> = opened
+        .iter()
+        .map(|fd| format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .collect();
+    mount(
+        Some("overlay"),
+        root,
+        Some("overlay"),
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(format!("lowerdir={}", lower.join(":")).as_str()),
+    )
+    .map_err(|e| SandboxError::io("mounting the image root for gVisor", e.into()))
 }
 
 fn spec(plan: &BundlePlan<'_>, mounts: Vec<Mount>) -> Result<Spec, SandboxError> {

@@ -76,6 +76,8 @@ pub(crate) struct LaunchPlan<'a> {
     pub inodes: u64,
     pub network: bool,
     pub mounts: &'a [crate::spec::Mount],
+    /// An image root's layer folders, topmost first (`None`: the host's system folders).
+    pub image_layers: Option<&'a [PathBuf]>,
     /// The sandbox cgroup's join files (`Cgroup::procs_files`): runsc's process, still
     /// single-threaded between fork and exec, joins them before it executes.
     pub cgroup_procs: &'a [OwnedFd],
@@ -135,6 +137,7 @@ pub(crate) fn launch(plan: LaunchPlan<'_>) -> Result<Launched, SandboxError> {
             gid: plan.gid,
             network: plan.network,
             disk_bytes: plan.disk_bytes,
+            image_layers: plan.image_layers,
         },
     )?;
     let mut cmd = Command::new(&plan.runsc.path);
@@ -222,6 +225,8 @@ fn remove_leftovers(dir: &Path, container: &str, runsc: &Path) {
     }
     let work = dir.join("work");
     let _ = umount2(&work, MntFlags::MNT_DETACH);
+    // An image root's overlay (read-only: removing the folder could not reach the layers).
+    let _ = umount2(&bundle::root_of(&dir.join("bundle")), MntFlags::MNT_DETACH);
     if let Err(e) = std::fs::remove_dir_all(dir) {
         if e.kind() != std::io::ErrorKind::NotFound {
             tracing::warn!(dir = %dir.display(), error = %e, "removing a gVisor sandbox's folder failed");

@@ -31,3 +31,4 @@ pub(crate) mod rootfs;
 mod stdin_probe;
 mod syscalls;
 pub(crate) mod tracer;
+mod tty_relay;

@@ -18,6 +18,7 @@ use crate::error::SandboxError;
 use crate::inside::child::{self, ChildPlan};
 use crate::inside::error::SetupError;
 use crate::inside::tracer::{self, Stop};
+use crate::inside::tty_relay::Relay;
 use crate::inside::{gvisor, landlock, netns, pty, rootfs, stdin_probe};
 use crate::protocol::{self, ChildReport, Event, Request, Setup};
 
@@ -68,6 +69,12 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
         ];
         if let Some(l) = listener {
             fds.push(PollFd::new(l, PollFlags::POLLIN));
+        } else {
+            // Keeps the relay's descriptors after index 2 (only their wake-up matters).
+            fds.push(PollFd::new(ctl, PollFlags::empty()));
+        }
+        if let Some(relay) = current.as_ref().and_then(|r| r.relay.as_ref()) {
+            fds.extend(relay.poll_fds());
         }
         // Until the running program's wall deadline (microsecond precision), else until told.
         let timeout = current
@@ -84,8 +91,12 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                 .and_then(|f| f.revents())
                 .is_some_and(|r| !r.is_empty())
         };
-        let (ctl_ready, sig_ready, notif_ready) = (ready(0, &fds), ready(1, &fds), ready(2, &fds));
+        let (ctl_ready, sig_ready) = (ready(0, &fds), ready(1, &fds));
+        let notif_ready = listener.is_some() && ready(2, &fds);
         drop(fds);
+        if let Some(relay) = current.as_mut().and_then(|r| r.relay.as_mut()) {
+            relay.pump();
+        }
         if let Some(run) = current.as_mut() {
             if run.wall_deadline().is_some_and(|d| Instant::now() >= d) {
                 // Killed and reaped here, at the limit: `Finished` says why.
@@ -139,16 +150,40 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         }
                     }
                     // With a terminal, the program's stdio is the slave of a fresh pty; the
-                    // master goes back to the supervisor.
-                    let (fds, master) = match tty.map(pty::open).transpose() {
+                    // master goes back to the supervisor, or under gVisor (which cannot send
+                    // it) stays here, relayed to the supervisor's stdin and output pipes.
+                    let (fds, master, relay) = match tty.map(pty::open).transpose() {
                         Ok(Some((master, mut slaves))) => {
+                            let mut fds = fds.into_iter();
+                            let (input, output) = if setup.gvisor {
+                                (fds.next(), fds.next())
+                            } else {
+                                (None, None)
+                            };
                             // A stderr pipe from the supervisor keeps errors apart from output.
-                            if let Some(err) = fds.into_iter().next() {
+                            if let Some(err) = fds.next() {
                                 slaves[2] = err;
                             }
-                            (slaves, Some(master))
+                            match (input, output) {
+                                (Some(input), Some(output)) => {
+                                    match Relay::new(master, input, output) {
+                                        Ok(relay) => (slaves, None, Some(relay)),
+                                        Err(e) => {
+                                            let msg = format!("relaying the terminal: {e}");
+                                            protocol::send(ctl, &Event::failed(msg), &[])?;
+                                            continue;
+                                        }
+                                    }
+                                }
+                                _ if setup.gvisor => {
+                                    let msg = "a terminal run under gVisor needs its stdin, output and stderr pipes";
+                                    protocol::send(ctl, &Event::failed(msg), &[])?;
+                                    continue;
+                                }
+                                _ => (slaves, Some(master), None),
+                            }
                         }
-                        Ok(None) => (fds, None),
+                        Ok(None) => (fds, None, None),
                         Err(e) => {
                             protocol::send(ctl, &Event::failed(e), &[])?;
                             continue;
@@ -159,7 +194,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         &argv,
                         &env,
                         &rlimits,
-                        master.is_some(),
+                        master.is_some() || relay.is_some(),
                         oom_protected,
                         build_userns.as_ref().map(|ns| ns.as_raw_fd()),
                     );
@@ -179,6 +214,10 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     match started {
                         Ok(mut run) => {
                             run.wall_limit = wall_ns.map(Duration::from_nanos);
+                            run.relay = relay.map(|mut r| {
+                                r.set_program(run.pid);
+                                r
+                            });
                             let passed: Vec<_> = master.iter().map(|m| m.as_raw_fd()).collect();
                             protocol::send(ctl, &Event::Started, &passed)?;
                             // A call reported while it was starting (see `start`).
@@ -223,6 +262,11 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         run.kill_all();
                     }
                 }
+                Request::Resize { cols, rows } => {
+                    if let Some(relay) = current.as_ref().and_then(|r| r.relay.as_ref()) {
+                        let _ = relay.resize(cols, rows);
+                    }
+                }
                 Request::ProbeStdin => {
                     let waiting = current.is_some() && stdin_probe::any_waiting_on_stdin();
                     protocol::send(ctl, &Event::StdinWait { waiting }, &[])?;
@@ -231,7 +275,10 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
             }
         }
         if let Some(done) = current.as_mut().and_then(Running::finished) {
-            current = None;
+            // Every process of the run is dead: what its terminal still holds goes out first.
+            if let Some(relay) = current.take().and_then(|r| r.relay) {
+                relay.drain(Instant::now() + RELAY_DRAIN);
+            }
             protocol::send(ctl, &done, &[])?;
         }
     }
@@ -314,7 +361,12 @@ struct Running {
     wall_limit: Option<Duration>,
     /// Killed at that limit.
     wall_killed: bool,
+    /// Under gVisor, a terminal run's pty, relayed to the supervisor's pipes.
+    relay: Option<Relay>,
 }
+
+/// How long the end of a relayed terminal run waits for the supervisor to take its last output.
+const RELAY_DRAIN: Duration = Duration::from_secs(2);
 
 impl Running {
     /// When the program reaches its wall limit, while it still runs.
@@ -552,6 +604,7 @@ fn start(
                 traced: plan.gvisor,
                 wall_limit: None,
                 wall_killed: false,
+                relay: None,
             };
             for status in ended {
                 run.record(status);
@@ -658,6 +711,7 @@ mod tests {
             traced: false,
             wall_limit,
             wall_killed: false,
+            relay: None,
         }
     }
 

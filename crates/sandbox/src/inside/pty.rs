@@ -42,11 +42,14 @@ pub(crate) fn open((cols, rows): (u16, u16)) -> Result<(OwnedFd, Vec<OwnedFd>), 
             libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
         )
     };
-    if slave < 0 {
-        return Err(SetupError::PtySlave(Errno::last()));
-    }
-    // SAFETY: the kernel just created this descriptor for us.
-    let slave = unsafe { OwnedFd::from_raw_fd(slave) };
+    let slave = match slave {
+        // gVisor (2022) lacks TIOCGPTPEER: the slave is opened by its number there. Its devpts is
+        // the sandbox's own and no program runs while PID 1 opens it, so nothing can race it.
+        _ if slave < 0 && Errno::last() == Errno::ENOTTY => slave_by_number(&master)?,
+        _ if slave < 0 => return Err(SetupError::PtySlave(Errno::last())),
+        // SAFETY: the kernel just created this descriptor for us.
+        fd => unsafe { OwnedFd::from_raw_fd(fd) },
+    };
     let copies = (0..2)
         .map(|_| slave.try_clone())
         .collect::<Result<Vec<_>, _>>()
@@ -54,6 +57,24 @@ pub(crate) fn open((cols, rows): (u16, u16)) -> Result<(OwnedFd, Vec<OwnedFd>), 
     let mut slaves = vec![slave];
     slaves.extend(copies);
     Ok((master, slaves))
+}
+
+/// Opens the slave of `master` as `/dev/pts/N` (TIOCGPTN).
+fn slave_by_number(master: &OwnedFd) -> Result<OwnedFd, SetupError> {
+    let mut n: libc::c_uint = 0;
+    // SAFETY: TIOCGPTN writes the pty's number into the int we own.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut n) } != 0 {
+        return Err(SetupError::PtySlave(Errno::last()));
+    }
+    nix::fcntl::open(
+        format!("/dev/pts/{n}").as_str(),
+        nix::fcntl::OFlag::O_RDWR
+            | nix::fcntl::OFlag::O_NOCTTY
+            | nix::fcntl::OFlag::O_CLOEXEC
+            | nix::fcntl::OFlag::O_NOFOLLOW,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(SetupError::PtySlave)
 }
 
 /// Resizes the terminal (the program gets SIGWINCH).

@@ -40,16 +40,19 @@ pub struct CheckRequest {
     #[serde(default)]
     #[schema(example = "python:3.12-slim", max_length = 400)]
     pub image: Option<String>,
-    /// `"native"` or `"gvisor"`: the kernel of every sandbox of the grading; absent: the
-    /// server's default. On a server that runs everything under gVisor (`[runtime]
-    /// force_gvisor`), `"native"` is refused (422).
+    /// `"native"` or `"gvisor"`: the kernel of the checks that name none (nor does their suite
+    /// or language: a suite's or check's `runtime` wins); absent: the server's default. On a
+    /// server that runs everything under gVisor (`[runtime] force_gvisor`), `"native"` is
+    /// refused (422) and every check runs under gVisor, whatever its suite names. Each result
+    /// says its `runtime`.
     #[serde(default)]
     #[schema(value_type = Option<String>, example = "gvisor")]
     pub runtime: Option<corral_sandbox::Runtime>,
 }
 
 /// `?format=`: `cs50` (default) answers exactly CS50 Check's shape; `json` answers corral's report
-/// (`corral check --format json`: adds `points`, `max_points`, `message`, `image`, … per check and
+/// (`corral check --format json`: adds `points`, `max_points`, `message`, `image`, `runtime`
+/// (`native` or `gvisor`: the kernel the check ran on), … per check and
 /// `score`, `max_score`, `passed`, `images`) and `order`, the check ids in the suite's order; the browser editor
 /// shows it.
 #[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]

@@ -9,7 +9,8 @@ use crate::service::suites::{is_valid_id, suite_error, suites_dir};
 use crate::state::SharedState;
 
 /// Grades the caller's upload `homedir` with suite `suite_id`, in `image` (over the suite's
-/// default) when given, under the runtime the server's policy gives `runtime`; the view is the
+/// default) when given; `runtime` (or the server's default) is the runtime of checks that name
+/// none, and the server's `force_gvisor` puts every check under gVisor; the view is the
 /// caller's (staff see hidden checks' details).
 pub async fn grade(
     st: &SharedState,
@@ -19,11 +20,14 @@ pub async fn grade(
     image: Option<&str>,
     runtime: Option<corral_sandbox::Runtime>,
 ) -> Result<(Report, View), ApiError> {
-    let runtime = st
-        .config
-        .runtime
-        .resolve(runtime)
-        .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    let runtime = corral_sandbox::RuntimePolicy {
+        default: st
+            .config
+            .runtime
+            .resolve(runtime)
+            .map_err(|e| ApiError::unprocessable(e.to_string()))?,
+        force_gvisor: st.config.runtime.force_gvisor,
+    };
     if !is_valid_id(suite_id) {
         return Err(ApiError::not_found(format!("no suite {suite_id:?}")));
     }

@@ -94,10 +94,12 @@ pub struct SubmissionRequest {
     #[serde(default)]
     #[schema(example = "no_spawn+no_sockets", max_length = 4000)]
     pub seccomp: Option<String>,
-    /// `"native"` or `"gvisor"`: the kernel every run of the job gets; absent: the server's
-    /// default. On a server that runs everything under gVisor (`[runtime] force_gvisor`),
-    /// `"native"` is refused (422). Resolved now and stored with the job; the verdict's runs say
-    /// which ran them.
+    /// `"native"` or `"gvisor"`: the kernel every run of the job gets (with `suite`: every
+    /// check that names none, nor does its suite or language); absent: the language's, else the
+    /// server's default. On a server that runs everything under gVisor (`[runtime]
+    /// force_gvisor`), `"native"` is refused (422) and every run and check is gVisor's, whatever
+    /// a suite names. Resolved now and stored with the job (remote workers too obey it); the
+    /// verdict's runs and checks say which ran them.
     #[serde(default)]
     #[schema(value_type = Option<String>, example = "gvisor")]
     pub runtime: Option<corral_sandbox::Runtime>,
@@ -265,6 +267,7 @@ pub async fn accept(
                 .resolve_preferring(req.runtime, lang.as_ref().and_then(|l| l.runtime))
                 .map_err(|e| ApiError::unprocessable(e.to_string()))?,
         ),
+        force_gvisor: st.config.runtime.force_gvisor,
     };
     // The rules every run request meets (`/run` and the WebSocket check the same), before
     // anything is stored.
