@@ -231,6 +231,10 @@ w(f"fresh sandbox: build p50 {fmt(g('fresh_build_p50_ms'))} ms, teardown p50 {fm
   f"pooled with a single sandbox (waits for its reset) p50 {fmt(g('pooled_1sbx_p50_ms'))} ms")
 w("")
 w(f"pooled /bin/true in an image root p50 {fmt(g('image_pooled_p50_ms'))} ms, on the host root {fmt(g('image_host_pooled_p50_ms'))} ms (same run)")
+if g("gvisor_warm_lease_p50_ms") is not None:
+    # Issue 11's measurement (not one of issue 13's targets: gVisor is optional on a host).
+    w(f"gVisor /bin/true p50: fresh sandbox {fmt(g('gvisor_fresh_p50_ms'))} ms, pre-started {fmt(g('gvisor_prestarted_p50_ms'))} ms, "
+      f"warm lease {fmt(g('gvisor_warm_lease_p50_ms'))} ms ({fmt(rnd(g('gvisor_warm_over_runsc_do_p50'), 2))}x runsc do; bound 0.2x)")
 w("targets (ratios from this run):")
 for t in r["targets"]:
     verdict = {True: "MET", False: "MISSED", None: "n/a"}[t["met"]]
@@ -288,6 +292,10 @@ m(f"- Queue, {g('queue_n', '?')} submissions of `examples/hello`: {fmt(g('queue_
   f"({fmt(g('queue_over_check_loop'))}×).")
 m(f"- `python3 -c pass`: bare {fmt(g('bare_python_p50_ms'))} ms, warm pool {fmt(g('pooled_python_p50_ms'))} ms (p50).")
 m(f"- Pooled `/bin/true` in a Debian image root {fmt(g('image_pooled_p50_ms'))} ms vs the host root {fmt(g('image_host_pooled_p50_ms'))} ms (p50, taking turns in one run): {fmt(g('image_p50_over_host'))}x.")
+if g("gvisor_warm_lease_p50_ms") is not None:
+    m(f"- gVisor (`--runtime gvisor`), `/bin/true` p50: a fresh gVisor sandbox {fmt(g('gvisor_fresh_p50_ms'))} ms, a pre-started one "
+      f"{fmt(g('gvisor_prestarted_p50_ms'))} ms, a run in a warm leased one {fmt(g('gvisor_warm_lease_p50_ms'))} ms: "
+      f"{fmt(rnd(g('gvisor_warm_over_runsc_do_p50'), 2))}× `runsc do` (issue 11: at most 0.2×).")
 m("")
 m("| target | this run | verdict |")
 m("| --- | ---: | --- |")
