@@ -10,6 +10,7 @@
 //! `bwrap` (each step its own `bwrap --unshare-all` with the directory bound in, the way a
 //! bubblewrap-based grader has to do it). The runners take turns submission by submission so a
 //! slow moment of the machine is shared among them. Time is per submission, start to verdict.
+//! With the `gvisor` section, the corral loops also run natively and under gVisor, taking turns.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use corral_sandbox::{
-    Host, Millis, NoSink, Pool, PoolConfig, RunSpec, SandboxConfig, Status, Stdin,
+    Host, Millis, NoSink, Pool, PoolConfig, RunSpec, Runtime, SandboxConfig, Status, Stdin,
 };
 
 use crate::stats::{Report, Samples};
@@ -61,7 +62,10 @@ impl Lang {
 }
 
 enum Runner {
+    /// corral on the native runtime.
     Corral(Arc<Pool>, SandboxConfig),
+    /// corral under gVisor: a pre-started gVisor sandbox per submission (never reused).
+    Gvisor(Arc<Pool>, SandboxConfig),
     Bare,
     Bwrap(PathBuf),
 }
@@ -70,6 +74,7 @@ impl Runner {
     fn name(&self) -> &'static str {
         match self {
             Runner::Corral(..) => "corral",
+            Runner::Gvisor(..) => "gvisor",
             Runner::Bare => "bare",
             Runner::Bwrap(_) => "bwrap",
         }
@@ -136,18 +141,7 @@ pub fn measure(
     bwrap: &Path,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    let w = Workload::new()?;
-    let mut probe = RunSpec::new(compile_argv());
-    probe.limits.wall_time = Millis::ms(30_000);
-    let shape = SandboxConfig::for_spec(&probe);
-    let pool = Pool::new(
-        host.clone(),
-        PoolConfig {
-            max_idle: 2,
-            ..PoolConfig::default()
-        },
-    );
-    pool.prewarm(&shape, 2)?;
+    let (pool, shape) = warm_pool(host, Runtime::Native)?;
     let mut runners = vec![Runner::Corral(pool, shape), Runner::Bare];
     if bwrap.exists() {
         runners.push(Runner::Bwrap(bwrap.to_path_buf()));
@@ -157,6 +151,62 @@ pub fn measure(
             bwrap.display()
         ));
     }
+    let samples = take_turns(&runners, n, report)?;
+    // Paired: each round's corral submission against the bare one taken right next to it, which
+    // cancels most of the drift of a busy machine; the median over rounds.
+    for (ri, runner) in runners.iter().enumerate().skip(1) {
+        paired(
+            &samples,
+            0,
+            ri,
+            &format!("corral_over_{}", runner.name()),
+            report,
+        );
+    }
+    report.set("grading_inputs", INPUTS);
+    Ok(())
+}
+
+/// The same loops natively and under gVisor, taking turns (issue 11's measurement): each gVisor
+/// submission takes a pre-started gVisor sandbox, as a server's pool gives it.
+pub fn measure_gvisor(host: &Arc<Host>, n: usize, report: &mut Report) -> anyhow::Result<()> {
+    let (native, native_shape) = warm_pool(host, Runtime::Native)?;
+    let (gvisor, gvisor_shape) = warm_pool(host, Runtime::Gvisor)?;
+    let runners = [
+        Runner::Corral(native, native_shape),
+        Runner::Gvisor(gvisor, gvisor_shape),
+    ];
+    let samples = take_turns(&runners, n, report)?;
+    paired(&samples, 1, 0, "gvisor_over_corral", report);
+    Ok(())
+}
+
+/// A pool holding two warm sandboxes of the grading shape on this runtime (the previous
+/// submission's reset, or a gVisor sandbox's replacement, overlaps the next submission).
+fn warm_pool(host: &Arc<Host>, runtime: Runtime) -> anyhow::Result<(Arc<Pool>, SandboxConfig)> {
+    let mut probe = RunSpec::new(compile_argv());
+    probe.limits.wall_time = Millis::ms(30_000);
+    probe.runtime = runtime;
+    let shape = SandboxConfig::for_spec(&probe);
+    let pool = Pool::new(
+        host.clone(),
+        PoolConfig {
+            max_idle: 2,
+            ..PoolConfig::default()
+        },
+    );
+    pool.prewarm(&shape, 2)?;
+    Ok((pool, shape))
+}
+
+/// Every runner grades each language's submission in turn, round after round (after WARMUP
+/// untimed rounds); `grading_{lang}_{runner}` summaries. Indexed [runner][language].
+fn take_turns(
+    runners: &[Runner],
+    n: usize,
+    report: &mut Report,
+) -> anyhow::Result<Vec<Vec<Samples>>> {
+    let w = Workload::new()?;
     let mut samples: Vec<Vec<Samples>> = runners
         .iter()
         .map(|_| vec![Samples::with_capacity(n), Samples::with_capacity(n)])
@@ -182,31 +232,29 @@ pub fn measure(
             );
         }
     }
-    // Paired: each round's corral submission against the bare one taken right next to it, which
-    // cancels most of the drift of a busy machine; the median over rounds.
-    for (ri, runner) in runners.iter().enumerate().skip(1) {
-        for (li, lang) in [Lang::C, Lang::Python].into_iter().enumerate() {
-            let mut pct = Samples::with_capacity(n);
-            for (c, b) in samples[0][li].values().iter().zip(samples[ri][li].values()) {
-                pct.push((c / b - 1.0) * 100.0);
-            }
-            report.ms(
-                format!(
-                    "grading_{}_corral_over_{}_paired_pct",
-                    lang.name(),
-                    runner.name()
-                ),
-                pct.percentile(50.0),
-            );
+    Ok(samples)
+}
+
+/// `grading_{lang}_{what}_paired_pct`: the median over rounds of runner `a`'s submission over
+/// runner `b`'s taken right next to it, in percent.
+fn paired(samples: &[Vec<Samples>], a: usize, b: usize, what: &str, report: &mut Report) {
+    for (li, lang) in [Lang::C, Lang::Python].into_iter().enumerate() {
+        let mut pct = Samples::with_capacity(samples[a][li].values().len());
+        for (x, y) in samples[a][li].values().iter().zip(samples[b][li].values()) {
+            pct.push((x / y - 1.0) * 100.0);
         }
+        report.ms(
+            format!("grading_{}_{what}_paired_pct", lang.name()),
+            pct.percentile(50.0),
+        );
     }
-    report.set("grading_inputs", INPUTS);
-    Ok(())
 }
 
 fn submission(runner: &Runner, lang: Lang, w: &Workload, i: usize) -> anyhow::Result<()> {
     match runner {
-        Runner::Corral(pool, shape) => corral_submission(pool, shape, lang, w),
+        Runner::Corral(pool, shape) | Runner::Gvisor(pool, shape) => {
+            corral_submission(pool, shape, lang, w)
+        }
         Runner::Bare => process_submission(None, lang, w, i),
         Runner::Bwrap(b) => process_submission(Some(b), lang, w, i),
     }
@@ -224,6 +272,7 @@ fn corral_submission(
     if lang == Lang::C {
         let mut cc = RunSpec::new(compile_argv());
         cc.limits.wall_time = Millis::ms(30_000);
+        cc.runtime = shape.runtime;
         let o = sb.run(&cc, &mut NoSink);
         if o.status != Status::Ok {
             bail!("gcc: {} {}", o.status.as_str(), o.stderr.text());
@@ -233,6 +282,7 @@ fn corral_submission(
         let mut spec = RunSpec::new(run_argv(lang));
         spec.limits.wall_time = Millis::ms(30_000);
         spec.stdin = Stdin::Bytes(input.as_bytes().to_vec());
+        spec.runtime = shape.runtime;
         let o = sb.run(&spec, &mut NoSink);
         if o.status != Status::Ok || o.stdout.bytes != want.as_bytes() {
             bail!(

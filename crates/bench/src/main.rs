@@ -151,7 +151,11 @@ fn run(args: &Args, report: &mut Report) -> anyhow::Result<()> {
                 &args.bwrap,
                 report,
             ),
-            "gvisor" => gvisor::measure(&host, args.pick(args.n_fresh, 30, 5), report),
+            "gvisor" => {
+                gvisor::measure(&host, args.pick(args.n_fresh, 30, 5), report).and_then(|()| {
+                    grading::measure_gvisor(&host, args.pick(args.submissions, 15, 8), report)
+                })
+            }
             "ws" => match (&args.ws_url, &args.ws_token) {
                 (Some(url), Some(token)) => {
                     ws_echo::measure(url, token, args.pick(args.ws_lines, 100, 20), report)
