@@ -235,9 +235,9 @@ if g("gvisor_warm_lease_p50_ms") is not None:
     # Issue 11's measurement (not one of issue 13's targets: gVisor is optional on a host).
     w(f"gVisor /bin/true p50: fresh sandbox {fmt(g('gvisor_fresh_p50_ms'))} ms, pre-started {fmt(g('gvisor_prestarted_p50_ms'))} ms, "
       f"warm lease {fmt(g('gvisor_warm_lease_p50_ms'))} ms ({fmt(rnd(g('gvisor_warm_over_runsc_do_p50'), 2))}x runsc do; bound 0.2x)")
-    w(f"grading under gVisor vs native (p50 ms, paired): C {fmt(g('grading_c_gvisor_p50_ms'))} vs {fmt(g('grading_c_corral_p50_ms'))} "
-      f"(+{fmt(g('grading_c_gvisor_over_corral_paired_pct'))}%), Python {fmt(g('grading_py_gvisor_p50_ms'))} vs "
-      f"{fmt(g('grading_py_corral_p50_ms'))} (+{fmt(g('grading_py_gvisor_over_corral_paired_pct'))}%)")
+    w(f"grading under gVisor vs native (p50 ms, paired): C {fmt(g('gvisor_grading_c_gvisor_p50_ms'))} vs {fmt(g('gvisor_grading_c_corral_p50_ms'))} "
+      f"(+{fmt(g('gvisor_grading_c_gvisor_over_corral_paired_pct'))}%), Python {fmt(g('gvisor_grading_py_gvisor_p50_ms'))} vs "
+      f"{fmt(g('gvisor_grading_py_corral_p50_ms'))} (+{fmt(g('gvisor_grading_py_gvisor_over_corral_paired_pct'))}%)")
 w("targets (ratios from this run):")
 for t in r["targets"]:
     verdict = {True: "MET", False: "MISSED", None: "n/a"}[t["met"]]
@@ -300,8 +300,8 @@ if g("gvisor_warm_lease_p50_ms") is not None:
       f"{fmt(g('gvisor_prestarted_p50_ms'))} ms, a run in a warm leased one {fmt(g('gvisor_warm_lease_p50_ms'))} ms: "
       f"{fmt(rnd(g('gvisor_warm_over_runsc_do_p50'), 2))}× `runsc do` (issue 11: at most 0.2×).")
     m(f"- The grading loops under gVisor (a pre-started gVisor sandbox per submission) against native corral, taking turns: "
-      f"C {fmt(g('grading_c_gvisor_p50_ms'))} vs {fmt(g('grading_c_corral_p50_ms'))} ms (+{fmt(g('grading_c_gvisor_over_corral_paired_pct'))} %, paired), "
-      f"Python {fmt(g('grading_py_gvisor_p50_ms'))} vs {fmt(g('grading_py_corral_p50_ms'))} ms (+{fmt(g('grading_py_gvisor_over_corral_paired_pct'))} %).")
+      f"C {fmt(g('gvisor_grading_c_gvisor_p50_ms'))} vs {fmt(g('gvisor_grading_c_corral_p50_ms'))} ms (+{fmt(g('gvisor_grading_c_gvisor_over_corral_paired_pct'))} %, paired), "
+      f"Python {fmt(g('gvisor_grading_py_gvisor_p50_ms'))} vs {fmt(g('gvisor_grading_py_corral_p50_ms'))} ms (+{fmt(g('gvisor_grading_py_gvisor_over_corral_paired_pct'))} %).")
 m("")
 m("| target | this run | verdict |")
 m("| --- | ---: | --- |")

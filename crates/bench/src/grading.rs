@@ -151,7 +151,7 @@ pub fn measure(
             bwrap.display()
         ));
     }
-    let samples = take_turns(&runners, n, report)?;
+    let samples = take_turns(&runners, n, "grading", report)?;
     // Paired: each round's corral submission against the bare one taken right next to it, which
     // cancels most of the drift of a busy machine; the median over rounds.
     for (ri, runner) in runners.iter().enumerate().skip(1) {
@@ -159,6 +159,7 @@ pub fn measure(
             &samples,
             0,
             ri,
+            "grading",
             &format!("corral_over_{}", runner.name()),
             report,
         );
@@ -176,8 +177,17 @@ pub fn measure_gvisor(host: &Arc<Host>, n: usize, report: &mut Report) -> anyhow
         Runner::Corral(native, native_shape),
         Runner::Gvisor(gvisor, gvisor_shape),
     ];
-    let samples = take_turns(&runners, n, report)?;
-    paired(&samples, 1, 0, "gvisor_over_corral", report);
+    // Keys of their own (`gvisor_grading_…`): this native loop runs beside gVisor's, not beside
+    // bare, and must not overwrite the grading section's figures.
+    let samples = take_turns(&runners, n, "gvisor_grading", report)?;
+    paired(
+        &samples,
+        1,
+        0,
+        "gvisor_grading",
+        "gvisor_over_corral",
+        report,
+    );
     Ok(())
 }
 
@@ -200,10 +210,11 @@ fn warm_pool(host: &Arc<Host>, runtime: Runtime) -> anyhow::Result<(Arc<Pool>, S
 }
 
 /// Every runner grades each language's submission in turn, round after round (after WARMUP
-/// untimed rounds); `grading_{lang}_{runner}` summaries. Indexed [runner][language].
+/// untimed rounds); `{key}_{lang}_{runner}` summaries. Indexed [runner][language].
 fn take_turns(
     runners: &[Runner],
     n: usize,
+    key: &str,
     report: &mut Report,
 ) -> anyhow::Result<Vec<Vec<Samples>>> {
     let w = Workload::new()?;
@@ -227,7 +238,7 @@ fn take_turns(
     for (ri, runner) in runners.iter().enumerate() {
         for (li, lang) in [Lang::C, Lang::Python].into_iter().enumerate() {
             report.summary(
-                &format!("grading_{}_{}", lang.name(), runner.name()),
+                &format!("{key}_{}_{}", lang.name(), runner.name()),
                 &samples[ri][li],
             );
         }
@@ -235,16 +246,23 @@ fn take_turns(
     Ok(samples)
 }
 
-/// `grading_{lang}_{what}_paired_pct`: the median over rounds of runner `a`'s submission over
+/// `{key}_{lang}_{what}_paired_pct`: the median over rounds of runner `a`'s submission over
 /// runner `b`'s taken right next to it, in percent.
-fn paired(samples: &[Vec<Samples>], a: usize, b: usize, what: &str, report: &mut Report) {
+fn paired(
+    samples: &[Vec<Samples>],
+    a: usize,
+    b: usize,
+    key: &str,
+    what: &str,
+    report: &mut Report,
+) {
     for (li, lang) in [Lang::C, Lang::Python].into_iter().enumerate() {
         let mut pct = Samples::with_capacity(samples[a][li].values().len());
         for (x, y) in samples[a][li].values().iter().zip(samples[b][li].values()) {
             pct.push((x / y - 1.0) * 100.0);
         }
         report.ms(
-            format!("grading_{}_{what}_paired_pct", lang.name()),
+            format!("{key}_{}_{what}_paired_pct", lang.name()),
             pct.percentile(50.0),
         );
     }
