@@ -13,6 +13,7 @@ leaked:
   UNREADABLE <path> <error>      a folder the scan could not list
   USED <dir> <blocks> <inodes>   blocks and inodes in use on that tmpfs
   MODE <dir> <octal mode> <uid>  the scratch folder itself
+  XATTR <dir> <names>            extended attributes (ACLs too) on that folder
   SYSV <kind> <line>             an entry of /proc/sysvipc/{shm,msg,sem}
   PROC <pid> <cmdline>           any process but this one
   ENV <key>=<value>              any variable beyond the minimal environment
@@ -64,6 +65,12 @@ for top in SCRATCH:
     walk(top, top)
     st = os.stat(top)
     out("MODE", top, oct(stat.S_IMODE(st.st_mode)), st.st_uid)
+    try:
+        names = os.listxattr(top)
+    except OSError as e:
+        names = ["<%s>" % e.strerror]
+    if names:
+        out("XATTR", top, " ".join(sorted(names)))
     vfs = os.statvfs(top)
     out("USED", top, vfs.f_blocks - vfs.f_bfree, vfs.f_files - vfs.f_ffree)
 

@@ -176,6 +176,14 @@ impl Res {
             .find_map(|l| l.strip_prefix("SBXID "))
             .and_then(|s| s.trim().parse().ok())
     }
+    /// The unique id of the mount `path` was on (printed by `sbxid PATH`, see [`MOUNT_IDS`]).
+    fn mount_id(&self, path: &str) -> Option<u64> {
+        let prefix = format!("MNTID {path} ");
+        self.stderr()
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|s| s.trim().parse().ok())
+    }
     /// The line and its result, for assertion messages.
     fn describe(&self) -> String {
         let mut j = self.json.clone();
@@ -306,7 +314,9 @@ fn scan_findings(r: &Res) -> Vec<String> {
         let mut w = l.split_whitespace();
         let (tag, a, b, c) = (w.next(), w.next(), w.next(), w.next());
         let finding = match tag {
-            Some("FILE" | "UNREADABLE" | "SYSV" | "PROC" | "ENV" | "SOCK" | "SEEN") => true,
+            Some("FILE" | "UNREADABLE" | "SYSV" | "PROC" | "ENV" | "SOCK" | "SEEN" | "XATTR") => {
+                true
+            }
             Some("USED") => (b, c) != (Some("0"), Some("1")),
             Some("MODE") => {
                 let want = if a == Some("/home/sandbox") {
@@ -385,9 +395,17 @@ fn assert_no_host_procs(needle: &str) {
 
 // ------------------------------------------------------------------ files
 
+/// Prints the unique id of each scratch folder's mount (stderr `MNTID <dir> <id>`): the same id
+/// in the next run means the reset emptied that mount in place, a new one that it remounted.
+const MOUNT_IDS: &str = "/srv/pooltest/sbxid /home/sandbox /tmp /dev/shm";
+
+const SCRATCH_DIRS: [&str; 3] = ["/home/sandbox", "/tmp", "/dev/shm"];
+
 /// Plants files in every scratch folder: plain, hidden, odd and "undeletable"-looking names,
-/// read-only and unreadable folders, links, a FIFO, a socket, then locks the working directory.
+/// read-only and unreadable folders, links, a FIFO, a socket (then [`LOCK_WORKDIR`] locks the
+/// working directory itself).
 const PLANT_FILES: &str = r#"
+/srv/pooltest/sbxid /home/sandbox /tmp /dev/shm
 cd /home/sandbox || exit 1
 echo secret > left.txt
 echo h > .hidden
@@ -408,16 +426,20 @@ echo s > /dev/shm/shm-left; echo s > /dev/shm/.shm-hidden; echo s > /dev/shm/sem
 head -c 2097152 /dev/zero > /dev/shm/.big
 /usr/bin/python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("/tmp/.sock")'
 /usr/bin/python3 /srv/pooltest/scan.py
-chmod 000 /home/sandbox
 "#;
+
+/// The attacker's last step: the working directory itself unreadable to its owner.
+const LOCK_WORKDIR: &str = "chmod 000 /home/sandbox";
 
 #[test]
 fn files_in_scratch_folders_do_not_reach_the_next_run() {
     let victim = sh(r#"for d in /home/sandbox /tmp /var/tmp /dev/shm; do
   echo w > "$d/probe-write" && rm "$d/probe-write" && echo "WRITABLE $d"
 done
+/srv/pooltest/sbxid /home/sandbox /tmp /dev/shm
 exec /usr/bin/python3 /srv/pooltest/scan.py"#);
-    for (mode, attacker, victim) in attack_then_look(&sh(PLANT_FILES), &victim) {
+    let attacker = sh(&format!("{PLANT_FILES}\n{LOCK_WORKDIR}"));
+    for (mode, attacker, victim) in attack_then_look(&attacker, &victim) {
         assert_status(mode, &attacker, "ok");
         for want in [
             "'/home/sandbox/left.txt' file",
@@ -454,6 +476,111 @@ exec /usr/bin/python3 /srv/pooltest/scan.py"#);
                 "[{mode:?}] the next run cannot write to {d}\n{}",
                 victim.describe()
             );
+        }
+    }
+}
+
+/// In the pool, a reset that finds the scratch folders changed beyond what it can restore (here
+/// the working directory locked) replaces them with fresh mounts; the last test showed the next
+/// run clean, this one that the remount really happened.
+#[test]
+fn a_locked_working_directory_is_remounted_for_the_next_run() {
+    let attacker = sh(&format!("{MOUNT_IDS}\n{LOCK_WORKDIR}"));
+    let victim = sh(&format!("{MOUNT_IDS}\nexec {PY} {SCAN}"));
+    let res = run_batch(&[attacker, victim], &Mode::Pool.flags());
+    assert_served(Mode::Pool, &[&res[0], &res[1]]);
+    assert_clean(Mode::Pool, &res[1]);
+    let ids = |r: &Res| r.mount_id("/home/sandbox").expect("MNTID of /home/sandbox");
+    assert_ne!(
+        ids(&res[0]),
+        ids(&res[1]),
+        "a locked working directory was kept, not remounted\n{}",
+        res[1].describe()
+    );
+}
+
+/// Everything `PLANT_FILES` leaves behind (the working directory left as it was made) is removed
+/// in place: the next run sees the same scratch mounts — the reset did not fall back to
+/// remounting — and nothing in them.
+#[test]
+fn scratch_folders_are_emptied_in_place_and_nothing_is_left() {
+    let victim = sh(&format!("{MOUNT_IDS}\nexec {PY} {SCAN}"));
+    for (mode, attacker, victim) in attack_then_look(&sh(PLANT_FILES), &victim) {
+        assert_status(mode, &attacker, "ok");
+        for want in [
+            "'/home/sandbox/.config/app/token' file",
+            "'/dev/shm/.big' file",
+        ] {
+            assert_planted(mode, &attacker, want);
+        }
+        assert_clean(mode, &victim);
+        for d in SCRATCH_DIRS {
+            let (a, v) = (attacker.mount_id(d), victim.mount_id(d));
+            assert!(
+                a.is_some() && v.is_some(),
+                "[{mode:?}] no MNTID for {d}\n{}",
+                victim.describe()
+            );
+            match mode {
+                Mode::Pool => assert_eq!(
+                    a,
+                    v,
+                    "[Pool] {d} was remounted: the reset did not empty it in place\n{}",
+                    victim.describe()
+                ),
+                Mode::Fresh => assert_ne!(a, v, "[Fresh] {d} was shared between sandboxes"),
+            }
+        }
+    }
+}
+
+/// What the in-place reset does not take on — more entries than its budget, a deeper tree than
+/// it walks, attributes on a scratch folder itself, its mode changed — makes it remount instead:
+/// each attacker is followed by a clean run in the same sandbox, on a new mount where the reset
+/// fell back and on the same one after a plain run.
+#[test]
+fn a_reset_remounts_what_it_will_not_empty_in_place() {
+    let attackers = [
+        ("5000 files", "cd /tmp && seq 5000 | xargs touch && ls | wc -l", "/tmp"),
+        (
+            "a tree 100 folders deep",
+            "cd /home/sandbox && for i in $(seq 100); do mkdir d && cd d || exit 1; done && touch leaf",
+            "/home/sandbox",
+        ),
+        (
+            "an attribute on the working directory",
+            "/usr/bin/python3 -c 'import os; os.setxattr(\"/home/sandbox\", \"user.left\", b\"x\")'",
+            "/home/sandbox",
+        ),
+        ("the working directory's mode", "chmod 0711 /home/sandbox", "/home/sandbox"),
+        ("a plain run", "echo left > /home/sandbox/f; echo left > /dev/shm/g", ""),
+    ];
+    let mut lines = Vec::new();
+    for (_, script, _) in &attackers {
+        lines.push(sh(&format!("{MOUNT_IDS}\n{script}")));
+        lines.push(sh(&format!("{MOUNT_IDS}\nexec {PY} {SCAN}")));
+    }
+    let res = run_batch(&lines, &Mode::Pool.flags());
+    assert_served(Mode::Pool, &res.iter().collect::<Vec<_>>());
+    for ((what, _, remounted), pair) in attackers.iter().zip(res.chunks(2)) {
+        let (attacker, victim) = (&pair[0], &pair[1]);
+        assert_status(Mode::Pool, attacker, "ok");
+        assert_clean(Mode::Pool, victim);
+        for d in SCRATCH_DIRS {
+            let (a, v) = (attacker.mount_id(d), victim.mount_id(d));
+            assert!(
+                a.is_some() && v.is_some(),
+                "no MNTID for {d} after {what}\n{}",
+                victim.describe()
+            );
+            if !remounted.is_empty() && d == *remounted {
+                assert_ne!(a, v, "after {what}, {d} was kept instead of remounted");
+            } else if remounted.is_empty() {
+                assert_eq!(
+                    a, v,
+                    "after {what}, {d} was remounted instead of emptied in place"
+                );
+            }
         }
     }
 }

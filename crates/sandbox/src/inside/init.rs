@@ -18,6 +18,7 @@ use crate::error::SandboxError;
 use crate::inside::error::SetupError;
 use crate::inside::pid1::{self, Built};
 use crate::inside::privileges;
+use crate::inside::scratch::Scratch;
 use crate::inside::syscalls::Kernel;
 use crate::inside::{gvisor, idmap, landlock, netns, rootfs};
 use crate::protocol::{self, Event, Setup};
@@ -222,6 +223,14 @@ fn build(
         None
     };
     let filter = corral_seccomp::CompiledFilter::from_bytes(setup.seccomp.clone())?;
+    // Resets empty the scratch mounts in place unless a bind lives on them (the walk would stop
+    // at it every time) or gVisor holds them (its reset is its own).
+    let binds_on_scratch = setup.mounts.iter().any(|m| rootfs::on_scratch(&m.dst));
+    let scratch = if setup.gvisor || binds_on_scratch {
+        None
+    } else {
+        Scratch::capture(setup.disk_bytes, setup.inodes).ok()
+    };
     let landlock_abi = setup.landlock.then(landlock::kernel_abi);
     pid1::send_ready(ctl, landlock_abi, setup.gvisor)?;
     Ok(Built {
@@ -233,6 +242,7 @@ fn build(
         landlock_abi,
         filter,
         build_userns,
+        scratch,
     })
 }
 

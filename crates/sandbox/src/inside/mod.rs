@@ -4,7 +4,7 @@
 //!   steps ([`rootfs`] with [`image_root`] for an image's layers and [`idmap`] for build mode,
 //!   [`netns`], the bounding set, [`landlock`] rules, the seccomp program).
 //! - [`pid1`]: PID 1 serving the supervisor's requests (start, kill, reset), with [`pty`] and
-//!   [`stdin_probe`] for interactive runs.
+//!   [`stdin_probe`] for interactive runs, and [`scratch`] emptying the scratch mounts in place.
 //! - [`child`]: the program's process — the ordered steps from fork to exec.
 //! - [`privileges`]: the privilege drop, written once; [`syscalls`]: the system calls it and
 //!   [`child`] make, behind a trait so their order is tested without root.
@@ -14,7 +14,7 @@
 //!
 //! Dependencies point one way, down this list's call order: `init` → `pid1` → `child` →
 //! `privileges` → `syscalls`; `rootfs` → `image_root` → `idmap`; the leaves (`netns`, `landlock`,
-//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `error`) call back into none of them.
+//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `scratch`, `error`) call back into none of them.
 
 mod child;
 pub(crate) mod error;
@@ -28,6 +28,7 @@ mod pid1;
 mod privileges;
 pub(crate) mod pty;
 pub(crate) mod rootfs;
+mod scratch;
 mod stdin_probe;
 mod syscalls;
 pub(crate) mod tracer;

@@ -17,6 +17,7 @@ use nix::unistd::{fork, ForkResult, Pid};
 use crate::error::SandboxError;
 use crate::inside::child::{self, ChildPlan};
 use crate::inside::error::SetupError;
+use crate::inside::scratch::Scratch;
 use crate::inside::tracer::{self, Stop};
 use crate::inside::tty_relay::Relay;
 use crate::inside::{gvisor, landlock, netns, pty, rootfs, stdin_probe};
@@ -37,6 +38,8 @@ pub(crate) struct Built {
     pub filter: corral_seccomp::CompiledFilter,
     /// Build mode: the user namespace each program joins as its root.
     pub build_userns: Option<OwnedFd>,
+    /// The scratch mounts as they were fresh, when a reset may empty them in place.
+    pub scratch: Option<Scratch>,
 }
 
 /// Serves requests until the supervisor leaves or asks to exit.
@@ -50,6 +53,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
         landlock_abi,
         filter,
         build_userns,
+        mut scratch,
     } = built;
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
@@ -244,15 +248,16 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         continue;
                     }
                     // A sandbox that cannot be made as good as new must not be reused: exit.
-                    reset(
+                    let remounted = reset(
                         setup,
                         disk_bytes,
                         inodes,
                         last_pid.as_ref(),
                         &mut net_baseline,
+                        &mut scratch,
                     )?;
-                    // The scratch mounts are new inodes: the Landlock rules must name them again.
-                    if setup.landlock {
+                    // New scratch mounts are new inodes: the Landlock rules must name them again.
+                    if remounted && setup.landlock {
                         landlock = landlock::prepare(setup)?;
                     }
                     send_ready(ctl, landlock_abi, setup.gvisor)?;
@@ -303,15 +308,17 @@ pub(crate) fn send_ready(
 }
 
 /// Everything a program could have left behind goes: processes (already dead), files in the
-/// scratch mounts, SysV IPC and POSIX queues (new IPC namespace), sockets and their lingering
-/// state (new network namespace), and the PID counter.
+/// scratch mounts (emptied in place, or new mounts), SysV IPC and POSIX queues (new IPC
+/// namespace), sockets and their lingering state (new network namespace), and the PID counter.
+/// True when the scratch mounts were replaced.
 fn reset(
     setup: &Setup,
     disk_bytes: u64,
     inodes: u64,
     last_pid: Option<&std::fs::File>,
     net_baseline: &mut Option<Vec<u8>>,
-) -> Result<(), SandboxError> {
+    scratch: &mut Option<Scratch>,
+) -> Result<bool, SandboxError> {
     reap_all_nonblocking();
     if kill(Pid::from_raw(-1), None).is_ok() {
         return Err(SandboxError::Init(
@@ -319,10 +326,17 @@ fn reset(
         ));
     }
     let (owner_uid, owner_gid) = setup.fs_owner();
-    if setup.gvisor {
-        gvisor::reset_scratch(disk_bytes)?;
-    } else {
-        rootfs::reset_scratch(owner_uid, owner_gid, disk_bytes, inodes)?;
+    let emptied = scratch
+        .as_ref()
+        .is_some_and(|s| s.empty(disk_bytes, inodes).is_ok());
+    if !emptied {
+        if setup.gvisor {
+            gvisor::reset_scratch(disk_bytes)?;
+        } else {
+            rootfs::reset_scratch(owner_uid, owner_gid, disk_bytes, inodes)?;
+            // What the new mounts look like fresh (none: every later reset remounts too).
+            *scratch = Scratch::capture(disk_bytes, inodes).ok();
+        }
     }
     let mut flags = CloneFlags::CLONE_NEWIPC;
     // A network namespace costs ~0.6 ms to replace; one nobody used is as good as new.
@@ -342,7 +356,7 @@ fn reset(
             .write_at(b"1", 0)
             .map_err(|e| SandboxError::io("restarting PID numbering", e))?;
     }
-    Ok(())
+    Ok(!emptied)
 }
 
 /// A program running in this sandbox.

@@ -301,10 +301,7 @@ pub(crate) fn build(setup: &Setup, build_userns: Option<&OwnedFd>) -> Result<(),
         // A destination under a scratch mount is made on that fresh tmpfs (as on the host root);
         // anywhere else in an image it is the skeleton's.
         let dst_str = m.dst.to_string_lossy();
-        let on_scratch = ["/tmp", "/dev/shm", WORKDIR]
-            .iter()
-            .any(|s| m.dst.starts_with(s));
-        let dst = if on_scratch {
+        let dst = if on_scratch(&m.dst) {
             r(&dst_str)
         } else {
             target(&dst_str)?
@@ -506,6 +503,13 @@ fn mask_proc(proc_dir: &Path, dev_null: &Path) -> Result<(), SandboxError> {
     Ok(())
 }
 
+/// Whether `dst` lies on one of the scratch mounts.
+pub(crate) fn on_scratch(dst: &Path) -> bool {
+    ["/tmp", "/dev/shm", WORKDIR]
+        .iter()
+        .any(|s| dst.starts_with(s))
+}
+
 /// Mounts fresh, empty, size-limited tmpfs on `/tmp`, `/dev/shm` and the working directory under
 /// `root` (the new root while building, `/` afterwards).
 fn mount_scratch(
@@ -530,8 +534,9 @@ fn mount_scratch(
     )
 }
 
-/// Replaces the scratch mounts with fresh ones: whatever a previous program wrote is gone, not
-/// deleted file by file (a fresh tmpfs is provably empty).
+/// Replaces the scratch mounts with fresh ones: whatever a previous program wrote is gone (a
+/// fresh tmpfs is provably empty). A reset takes this path when emptying them in place could not
+/// prove them as new (see [`crate::inside::scratch`]).
 pub(crate) fn reset_scratch(
     uid: u32,
     gid: u32,
