@@ -5,7 +5,8 @@
 //!   [`netns`], the bounding set, [`landlock`] rules, the seccomp program).
 //! - [`pid1`]: PID 1 serving the supervisor's requests (start, kill, reset), with [`pty`] and
 //!   [`stdin_probe`] for interactive runs, and [`scratch`] emptying the scratch mounts in place.
-//! - [`child`]: the program's process — the ordered steps from fork to exec.
+//! - [`child`]: the program's process — the ordered steps from fork to exec; [`vfork`] starts
+//!   it without copying PID 1 where it can.
 //! - [`privileges`]: the privilege drop, written once; [`syscalls`]: the system calls it and
 //!   [`child`] make, behind a trait so their order is tested without root.
 //! - [`gvisor`]: what init does differently inside gVisor (pids cgroup, scratch reset);
@@ -14,7 +15,7 @@
 //!
 //! Dependencies point one way, down this list's call order: `init` → `pid1` → `child` →
 //! `privileges` → `syscalls`; `rootfs` → `image_root` → `idmap`; the leaves (`netns`, `landlock`,
-//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `scratch`, `error`) call back into none of them.
+//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `scratch`, `vfork`, `error`) call back into none of them.
 
 mod child;
 pub(crate) mod error;
@@ -33,3 +34,4 @@ mod stdin_probe;
 mod syscalls;
 pub(crate) mod tracer;
 mod tty_relay;
+mod vfork;

@@ -20,6 +20,7 @@ use crate::inside::error::SetupError;
 use crate::inside::scratch::Scratch;
 use crate::inside::tracer::{self, Stop};
 use crate::inside::tty_relay::Relay;
+use crate::inside::vfork;
 use crate::inside::{gvisor, landlock, netns, pty, rootfs, stdin_probe};
 use crate::protocol::{self, ChildReport, Event, Request, Setup};
 
@@ -63,6 +64,8 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
         .map_err(|e| SandboxError::io("signalfd", e.into()))?;
 
     let mut current: Option<Running> = None;
+    // The program's process borrows PID 1's memory on this stack (see `vfork`); made at first use.
+    let mut stack: Option<vfork::Stack> = None;
     loop {
         let listener = current
             .as_ref()
@@ -212,8 +215,16 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         None => None,
                     };
                     let filter = strict.as_ref().unwrap_or(&filter);
+                    // PID 1 sleeps until the exec when the child shares its memory: only when no
+                    // call before the exec needs PID 1 awake (and outside gVisor, where PID 1
+                    // traces the child from its first step).
+                    let share = !setup.gvisor && vfork::allowed(filter);
+                    if share && stack.is_none() {
+                        stack = vfork::Stack::new().ok();
+                    }
+                    let stack = stack.as_mut().filter(|_| share);
                     let started = plan.and_then(|plan| {
-                        start(&plan, filter, landlock.as_ref(), fds, sigfd.as_fd())
+                        start(&plan, filter, landlock.as_ref(), fds, sigfd.as_fd(), stack)
                     });
                     match started {
                         Ok(mut run) => {
@@ -526,12 +537,14 @@ fn native_syscall_name(nr: i64) -> String {
 
 /// Forks the program's process and waits until it has exec'd (or failed to set up). Under gVisor
 /// the process is traced first (see [`tracer`]); `sigfd` tells of its stops before its exec.
+/// With `stack`, the child shares PID 1's memory until its exec (see [`vfork`]).
 fn start(
     plan: &ChildPlan,
     filter: &corral_seccomp::CompiledFilter,
     landlock: Option<&::landlock::RulesetCreated>,
     fds: Vec<OwnedFd>,
     sigfd: BorrowedFd<'_>,
+    stack: Option<&mut vfork::Stack>,
 ) -> Result<Running, SetupError> {
     if fds.len() < 3 {
         return Err(SetupError::MissingStdio(fds.len()));
@@ -544,8 +557,28 @@ fn start(
     )
     .map_err(SetupError::Socketpair)?;
     let started = Instant::now();
-    // SAFETY: PID 1 is single-threaded, so the child may allocate and run ordinary code.
-    match unsafe { fork() } {
+    let forked = match stack {
+        Some(stack) => {
+            let report = theirs.as_raw_fd();
+            let ours = mine.as_raw_fd();
+            let fds = &fds;
+            let mut child = || -> isize {
+                // As after a fork: PID 1's end of the report socket is not the child's (and its
+                // slot counts against the run's RLIMIT_NOFILE in the steps below).
+                // SAFETY: closes the child's own copy (no CLONE_FILES); PID 1's stays open.
+                unsafe { libc::close(ours) };
+                // SAFETY: the child's copy of the report socket's descriptor (its own table: no
+                // CLONE_FILES); `child::run` never returns, so this is never dropped here.
+                let report = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(report) };
+                child::run(plan, filter, landlock, fds, report)
+            };
+            // SAFETY: PID 1 is single-threaded, and `child::run` ends in execve or _exit.
+            unsafe { vfork::spawn(stack, &mut child) }.map(|child| ForkResult::Parent { child })
+        }
+        // SAFETY: PID 1 is single-threaded, so the child may allocate and run ordinary code.
+        None => unsafe { fork() },
+    };
+    match forked {
         Err(e) => Err(SetupError::Fork(e)),
         Ok(ForkResult::Child) => {
             drop(mine);
