@@ -211,11 +211,11 @@ fn build(
     privileges::drop_bounding_set(&mut Kernel::for_init())?;
     // The OOM killer should pick a program, never PID 1 (best effort: needs CAP_SYS_RESOURCE).
     let oom_protected = std::fs::write("/proc/self/oom_score_adj", b"-1000").is_ok();
-    // What a network namespace nobody has used looks like (see `netns::fingerprint`).
+    // What a network namespace nobody has used looks like (see `netns::Fingerprint`).
     let net_baseline = if setup.network {
         None
     } else {
-        netns::fingerprint()
+        netns::Fingerprint::capture()
     };
     let landlock = if setup.landlock {
         landlock::prepare(setup)?

@@ -32,8 +32,8 @@ pub(crate) struct Built {
     pub pids_max: Option<std::fs::File>,
     /// PID 1 exempted itself from the OOM killer.
     pub oom_protected: bool,
-    /// What the unused network namespace looked like (see [`netns::fingerprint`]).
-    pub net_baseline: Option<Vec<u8>>,
+    /// What the unused network namespace looked like (see [`netns::Fingerprint`]).
+    pub net_baseline: Option<netns::Fingerprint>,
     pub landlock: Option<::landlock::RulesetCreated>,
     pub landlock_abi: Option<i32>,
     pub filter: corral_seccomp::CompiledFilter,
@@ -327,7 +327,7 @@ fn reset(
     disk_bytes: u64,
     inodes: u64,
     last_pid: Option<&std::fs::File>,
-    net_baseline: &mut Option<Vec<u8>>,
+    net_baseline: &mut Option<netns::Fingerprint>,
     scratch: &mut Option<Scratch>,
 ) -> Result<bool, SandboxError> {
     reap_all_nonblocking();
@@ -351,15 +351,14 @@ fn reset(
     }
     let mut flags = CloneFlags::CLONE_NEWIPC;
     // A network namespace costs ~0.6 ms to replace; one nobody used is as good as new.
-    let renew_net =
-        !setup.network && (net_baseline.is_none() || netns::fingerprint() != *net_baseline);
+    let renew_net = !setup.network && !net_baseline.as_mut().is_some_and(|f| f.unchanged());
     if renew_net {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     unshare(flags).map_err(|e| SandboxError::io("fresh IPC/network namespaces", e.into()))?;
     if renew_net {
         netns::loopback_up();
-        *net_baseline = netns::fingerprint();
+        *net_baseline = netns::Fingerprint::capture();
     }
     use std::os::unix::fs::FileExt;
     if let Some(last_pid) = last_pid {
