@@ -688,6 +688,64 @@ fn posix_message_queues_and_shm_do_not_reach_the_next_run() {
     }
 }
 
+/// The reset keeps an IPC namespace nobody used (making one is not free) and replaces one that
+/// holds anything. The namespace's identity is its `/proc/self/ns/ipc` link, compared between
+/// consecutive runs of one sandbox. (POSIX message queues count too; where `mq_open` is refused,
+/// as for a rootful sandbox here, `ipc plant` makes only its SysV and POSIX shm objects.)
+#[test]
+fn an_unused_ipc_namespace_is_kept_and_a_used_one_replaced() {
+    let ns = "echo IPCNS $(readlink /proc/self/ns/ipc)";
+    let name = marker("ipcns");
+    let lines = [
+        sh(ns),
+        sh(ns),
+        sh(&format!("{ns}; ipcmk -M 4096 >/dev/null && echo MADE")),
+        sh(ns),
+        sh(&format!("{ns}; /srv/pooltest/ipc plant {IPC_KEY} {name}")),
+        sh(ns),
+    ];
+    let res = run_batch(&lines, &Mode::Pool.flags());
+    assert_served(Mode::Pool, &res.iter().collect::<Vec<_>>());
+    let id = |r: &Res| {
+        r.lines()
+            .iter()
+            .find_map(|l| l.strip_prefix("IPCNS "))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no IPCNS line\n{}", r.describe()))
+    };
+    assert!(res[2].has("MADE"), "ipcmk failed\n{}", res[2].describe());
+    assert!(
+        res[4].has("PLANTED sysv-msg"),
+        "ipc plant failed\n{}",
+        res[4].describe()
+    );
+    assert_eq!(
+        id(&res[0]),
+        id(&res[1]),
+        "an unused IPC namespace was replaced"
+    );
+    assert_eq!(
+        id(&res[1]),
+        id(&res[2]),
+        "an unused IPC namespace was replaced"
+    );
+    assert_ne!(
+        id(&res[2]),
+        id(&res[3]),
+        "an IPC namespace holding SysV memory was kept"
+    );
+    assert_eq!(
+        id(&res[3]),
+        id(&res[4]),
+        "an unused IPC namespace was replaced"
+    );
+    assert_ne!(
+        id(&res[4]),
+        id(&res[5]),
+        "an IPC namespace holding IPC objects was kept"
+    );
+}
+
 // ------------------------------------------------------------------ processes
 
 #[test]

@@ -20,7 +20,7 @@ use crate::inside::pid1::{self, Built};
 use crate::inside::privileges;
 use crate::inside::scratch::Scratch;
 use crate::inside::syscalls::Kernel;
-use crate::inside::{gvisor, idmap, landlock, netns, rootfs};
+use crate::inside::{gvisor, idmap, ipcns, landlock, netns, rootfs};
 use crate::protocol::{self, Event, Setup};
 
 /// The hidden subcommand the supervisor runs.
@@ -231,6 +231,12 @@ fn build(
     } else {
         Scratch::capture(setup.disk_bytes, setup.inodes).ok()
     };
+    // The IPC namespace is new here (under gVisor every reset makes another).
+    let ipc = if setup.gvisor {
+        None
+    } else {
+        ipcns::Usage::capture()
+    };
     let landlock_abi = setup.landlock.then(landlock::kernel_abi);
     pid1::send_ready(ctl, landlock_abi, setup.gvisor)?;
     Ok(Built {
@@ -243,6 +249,7 @@ fn build(
         filter,
         build_userns,
         scratch,
+        ipc,
     })
 }
 

@@ -4,7 +4,8 @@
 //!   steps ([`rootfs`] with [`image_root`] for an image's layers and [`idmap`] for build mode,
 //!   [`netns`], the bounding set, [`landlock`] rules, the seccomp program).
 //! - [`pid1`]: PID 1 serving the supervisor's requests (start, kill, reset), with [`pty`] and
-//!   [`stdin_probe`] for interactive runs, and [`scratch`] emptying the scratch mounts in place.
+//!   [`stdin_probe`] for interactive runs, and [`scratch`] emptying the scratch mounts in place
+//!   and [`ipcns`] telling whether the IPC namespace must be replaced.
 //! - [`child`]: the program's process — the ordered steps from fork to exec; [`vfork`] starts
 //!   it without copying PID 1 where it can.
 //! - [`privileges`]: the privilege drop, written once; [`syscalls`]: the system calls it and
@@ -15,14 +16,16 @@
 //!
 //! Dependencies point one way, down this list's call order: `init` → `pid1` → `child` →
 //! `privileges` → `syscalls`; `rootfs` → `image_root` → `idmap`; the leaves (`netns`, `landlock`,
-//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `scratch`, `vfork`, `error`) call back into none of them.
+//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `scratch`, `ipcns`, `vfork`, `fds`, `error`) call back into none of them.
 
 mod child;
 pub(crate) mod error;
+mod fds;
 pub(crate) mod gvisor;
 mod idmap;
 pub(crate) mod image_root;
 pub(crate) mod init;
+mod ipcns;
 pub(crate) mod landlock;
 mod netns;
 mod pid1;

@@ -51,8 +51,11 @@ impl Fingerprint {
     pub(crate) fn capture() -> Option<Fingerprint> {
         let files = FILES
             .iter()
-            .map(std::fs::File::open)
-            .collect::<Result<Vec<_>, _>>()
+            .map(|f| {
+                let high = crate::inside::fds::above_runs(std::fs::File::open(f)?)?;
+                Ok(std::fs::File::from(high))
+            })
+            .collect::<std::io::Result<Vec<_>>>()
             .ok()?;
         let mut f = Fingerprint {
             files,

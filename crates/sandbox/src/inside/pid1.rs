@@ -21,7 +21,7 @@ use crate::inside::scratch::Scratch;
 use crate::inside::tracer::{self, Stop};
 use crate::inside::tty_relay::Relay;
 use crate::inside::vfork;
-use crate::inside::{gvisor, landlock, netns, pty, rootfs, stdin_probe};
+use crate::inside::{gvisor, ipcns, landlock, netns, pty, rootfs, stdin_probe};
 use crate::protocol::{self, ChildReport, Event, Request, Setup};
 
 /// What PID 1 keeps from building the sandbox.
@@ -41,6 +41,8 @@ pub(crate) struct Built {
     pub build_userns: Option<OwnedFd>,
     /// The scratch mounts as they were fresh, when a reset may empty them in place.
     pub scratch: Option<Scratch>,
+    /// A view of the IPC namespace, when a reset may keep one nobody used.
+    pub ipc: Option<ipcns::Usage>,
 }
 
 /// Serves requests until the supervisor leaves or asks to exit.
@@ -55,6 +57,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
         filter,
         build_userns,
         mut scratch,
+        mut ipc,
     } = built;
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
@@ -266,6 +269,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         last_pid.as_ref(),
                         &mut net_baseline,
                         &mut scratch,
+                        &mut ipc,
                     )?;
                     // New scratch mounts are new inodes: the Landlock rules must name them again.
                     if remounted && setup.landlock {
@@ -319,9 +323,9 @@ pub(crate) fn send_ready(
 }
 
 /// Everything a program could have left behind goes: processes (already dead), files in the
-/// scratch mounts (emptied in place, or new mounts), SysV IPC and POSIX queues (new IPC
-/// namespace), sockets and their lingering state (new network namespace), and the PID counter.
-/// True when the scratch mounts were replaced.
+/// scratch mounts (emptied in place, or new mounts), SysV IPC and POSIX queues (a new IPC
+/// namespace unless nobody used it), sockets and their lingering state (a new network namespace
+/// unless nobody used it), and the PID counter. True when the scratch mounts were replaced.
 fn reset(
     setup: &Setup,
     disk_bytes: u64,
@@ -329,6 +333,7 @@ fn reset(
     last_pid: Option<&std::fs::File>,
     net_baseline: &mut Option<netns::Fingerprint>,
     scratch: &mut Option<Scratch>,
+    ipc: &mut Option<ipcns::Usage>,
 ) -> Result<bool, SandboxError> {
     reap_all_nonblocking();
     if kill(Pid::from_raw(-1), None).is_ok() {
@@ -349,13 +354,22 @@ fn reset(
             *scratch = Scratch::capture(disk_bytes, inodes).ok();
         }
     }
-    let mut flags = CloneFlags::CLONE_NEWIPC;
+    let mut flags = CloneFlags::empty();
+    let renew_ipc = !ipc.as_ref().is_some_and(ipcns::Usage::unused);
+    if renew_ipc {
+        flags |= CloneFlags::CLONE_NEWIPC;
+    }
     // A network namespace costs ~0.6 ms to replace; one nobody used is as good as new.
     let renew_net = !setup.network && !net_baseline.as_mut().is_some_and(|f| f.unchanged());
     if renew_net {
         flags |= CloneFlags::CLONE_NEWNET;
     }
-    unshare(flags).map_err(|e| SandboxError::io("fresh IPC/network namespaces", e.into()))?;
+    if !flags.is_empty() {
+        unshare(flags).map_err(|e| SandboxError::io("fresh IPC/network namespaces", e.into()))?;
+    }
+    if renew_ipc && !setup.gvisor {
+        *ipc = ipcns::Usage::capture();
+    }
     if renew_net {
         netns::loopback_up();
         *net_baseline = netns::Fingerprint::capture();
