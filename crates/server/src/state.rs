@@ -16,6 +16,7 @@ use crate::service::kept_sandboxes::KeptSandboxes;
 use crate::service::revocations::Revocations;
 use crate::service::runner::Runner;
 use crate::service::submissions::queue::QueueHandle;
+use crate::service::token_cache::TokenCache;
 
 pub struct AppState {
     pub config: Config,
@@ -29,6 +30,7 @@ pub struct AppState {
     pub limiter: RateLimiter,
     /// Revoked tokens, for connections authenticated before the revocation.
     pub revocations: Arc<Revocations>,
+    pub token_cache: TokenCache,
     /// Languages for `/languages` and check suites.
     pub languages: corral_checks::LanguageRegistry,
     /// The data folder's image store (`DATA/images`): the only images requests may name.
@@ -81,6 +83,7 @@ impl AppState {
             metrics,
             limiter: RateLimiter::default(),
             revocations: Arc::default(),
+            token_cache: TokenCache::default(),
             languages,
             images,
             image_builds: Default::default(),

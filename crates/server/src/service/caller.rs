@@ -24,11 +24,16 @@ impl Caller {
         if secret.len() > 256 {
             return Err(ApiError::unauthorized("unknown or revoked token"));
         }
+        let hash = corral_store::sha256_hex(secret.as_bytes());
+        if let Some((id, role)) = st.token_cache.get(&hash, &st.revocations) {
+            return Ok(Caller { id, role });
+        }
         let info = st
             .store
             .token_by_secret(secret)
             .await?
             .ok_or_else(|| ApiError::unauthorized("unknown or revoked token"))?;
+        st.token_cache.put(hash, info.id.clone(), info.role);
         Ok(Caller {
             id: info.id,
             role: info.role,

@@ -12,7 +12,8 @@
 //! - [`image_builds`]: admins' image builds (`POST /images/build`) as background jobs.
 //! - [`image_info`]: how one image is described.
 //! - [`tokens`]: API tokens.
-//! - [`revocations`]: revoked tokens reaching open connections (WebSockets, long-polls).
+//! - [`revocations`]: revoked tokens reaching open connections (WebSockets, long-polls);
+//!   [`token_cache`]: tokens authenticated a moment ago, trusted until revoked or a second old.
 //! - [`revisions`]: the browser editor's history.
 //! - [`submissions`]: the submission queue.
 //! - [`housekeeping`]: expiring idle sandboxes and old uploads.
@@ -30,5 +31,6 @@ pub mod runner;
 pub mod runs;
 pub mod submissions;
 pub mod suites;
+pub mod token_cache;
 pub mod tokens;
 pub mod uploads;

@@ -48,6 +48,11 @@ impl Revocations {
         });
     }
 
+    /// Whether this token is known to be revoked (by this node, or by the last poll).
+    pub fn is_revoked(&self, id: &str) -> bool {
+        self.revoked.borrow().contains(id)
+    }
+
     /// Resolves once the token with this public id is revoked (at once when it already is).
     pub async fn revoked(&self, id: &str) {
         let mut rx = self.revoked.subscribe();

@@ -1,0 +1,99 @@
+//! Tokens this server authenticated a moment ago, so that a burst of requests on one token does
+//! not ask the store who it is on every request (a store query was the largest fixed cost of a
+//! `POST /run` of `/bin/true`).
+//!
+//! An entry is trusted for [`TTL`] at most and never once the token is known revoked: a token
+//! revoked on this node is noted at once ([`Revocations::note`]); one revoked on another node
+//! sharing the database is noticed by the revocation poll within its period (250 ms). Entries
+//! are keyed by the secret's SHA-256 (the secret itself is not kept).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use corral_store::Role;
+
+use crate::service::revocations::Revocations;
+
+/// How long an authenticated token is trusted without asking the store again.
+pub const TTL: Duration = Duration::from_secs(1);
+
+/// Entries kept at most (a flood of distinct tokens empties the cache instead of growing it).
+const MAX_ENTRIES: usize = 10_000;
+
+#[derive(Default)]
+pub struct TokenCache {
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+struct Entry {
+    id: String,
+    role: Role,
+    at: Instant,
+}
+
+impl TokenCache {
+    /// The token's public id and role, when authenticated within [`TTL`] and not revoked since.
+    pub fn get(&self, hash: &str, revocations: &Revocations) -> Option<(String, Role)> {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = entries
+            .get(hash)
+            .filter(|e| e.at.elapsed() < TTL && !revocations.is_revoked(&e.id))
+            .map(|e| (e.id.clone(), e.role));
+        if fresh.is_none() {
+            entries.remove(hash);
+        }
+        fresh
+    }
+
+    /// Remembers a token the store just vouched for.
+    pub fn put(&self, hash: String, id: String, role: Role) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= MAX_ENTRIES {
+            entries.retain(|_, e| e.at.elapsed() < TTL);
+            if entries.len() >= MAX_ENTRIES {
+                entries.clear();
+            }
+        }
+        entries.insert(
+            hash,
+            Entry {
+                id,
+                role,
+                at: Instant::now(),
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_is_trusted_until_revoked() {
+        let (cache, revocations) = (TokenCache::default(), Revocations::default());
+        assert!(cache.get("h", &revocations).is_none());
+        cache.put("h".into(), "tok1".into(), Role::Student);
+        assert_eq!(
+            cache.get("h", &revocations),
+            Some(("tok1".to_string(), Role::Student))
+        );
+        revocations.note(["tok1".to_string()]);
+        assert!(
+            cache.get("h", &revocations).is_none(),
+            "a revoked token stayed cached"
+        );
+    }
+
+    #[test]
+    fn an_entry_expires() {
+        let (cache, revocations) = (TokenCache::default(), Revocations::default());
+        cache.put("h".into(), "tok1".into(), Role::Staff);
+        cache.entries.lock().unwrap().get_mut("h").unwrap().at -= TTL;
+        assert!(
+            cache.get("h", &revocations).is_none(),
+            "an expired entry was trusted"
+        );
+    }
+}
