@@ -719,31 +719,21 @@ fn an_unused_ipc_namespace_is_kept_and_a_used_one_replaced() {
         "ipc plant failed\n{}",
         res[4].describe()
     );
-    assert_eq!(
-        id(&res[0]),
-        id(&res[1]),
-        "an unused IPC namespace was replaced"
-    );
-    assert_eq!(
-        id(&res[1]),
-        id(&res[2]),
-        "an unused IPC namespace was replaced"
-    );
-    assert_ne!(
-        id(&res[2]),
-        id(&res[3]),
-        "an IPC namespace holding SysV memory was kept"
-    );
-    assert_eq!(
-        id(&res[3]),
-        id(&res[4]),
-        "an unused IPC namespace was replaced"
-    );
-    assert_ne!(
-        id(&res[4]),
-        id(&res[5]),
-        "an IPC namespace holding IPC objects was kept"
-    );
+    // (earlier run, next run, the same namespace?, what went wrong otherwise)
+    let expected = [
+        (0, 1, true, "an unused IPC namespace was replaced"),
+        (1, 2, true, "an unused IPC namespace was replaced"),
+        (2, 3, false, "an IPC namespace holding SysV memory was kept"),
+        (3, 4, true, "an unused IPC namespace was replaced"),
+        (4, 5, false, "an IPC namespace holding IPC objects was kept"),
+    ];
+    for (a, b, same, wrong) in expected {
+        assert_eq!(
+            id(&res[a]) == id(&res[b]),
+            same,
+            "runs {a} and {b}: {wrong}"
+        );
+    }
 }
 
 // ------------------------------------------------------------------ processes
