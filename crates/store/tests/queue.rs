@@ -348,8 +348,58 @@ async fn retention_deletes_finished_jobs_only(s: Arc<dyn Store>) {
     );
 }
 
+/// A write cancelled at any point (an HTTP client that hangs up, a long-poll ended by a revoked
+/// token) leaves no transaction behind: later writes neither wait for a write lock nobody will
+/// release nor land in a transaction nobody will commit. (sqlx 0.8's SQLite `begin_with`, when
+/// cancelled between its `BEGIN` and its check, left the pooled connection inside the
+/// transaction: every other connection then got "database is locked", and what was written
+/// through that one was never committed.)
+async fn a_cancelled_write_leaves_no_transaction_behind(s: Arc<dyn Store>) {
+    s.enqueue((0..50).map(|n| job("a", n)).collect())
+        .await
+        .unwrap();
+    // A claim dropped after 1, 2, … polls with a pause between them for the database's threads:
+    // each step of a claim (pool, BEGIN, its check, the statements, COMMIT) in turn is where it
+    // stops. After each, a write must commit and be seen by a read on any connection.
+    for pause_us in [200, 1_000] {
+        for polls in 1..=8 {
+            for _ in 0..2 {
+                let mut claim = s.claim_job("w", LONG);
+                let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                for _ in 0..polls {
+                    if claim.as_mut().poll(&mut cx).is_ready() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(pause_us));
+                }
+                drop(claim);
+                let t = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    s.create_token(corral_store::Role::Student, "after"),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "after a claim dropped at poll {polls}: a write waited 5 s for the \
+                         database (a cancelled transaction holds its lock)"
+                    )
+                })
+                .unwrap();
+                assert!(
+                    s.token_by_secret(&t.secret).await.unwrap().is_some(),
+                    "after a claim dropped at poll {polls}: a written token is not seen (the write \
+                     went into a transaction nobody commits)"
+                );
+            }
+        }
+    }
+    let st = s.queue_stats().await.unwrap();
+    assert_eq!(st.queued + st.running, 50, "a job was lost or duplicated");
+}
+
 on_both_backends!(
     threads = 4;
+    a_cancelled_write_leaves_no_transaction_behind,
     enqueue_and_read,
     claims_in_order_and_once,
     completion_is_recorded_exactly_once,

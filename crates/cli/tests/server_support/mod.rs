@@ -172,8 +172,14 @@ impl Server {
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), StatusCode::CREATED);
+        let status = r.status();
         let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            status,
+            StatusCode::CREATED,
+            "POST /tokens: {v}\n{}",
+            self.log()
+        );
         (
             v["token"].as_str().unwrap().to_string(),
             v["id"].as_str().unwrap().to_string(),

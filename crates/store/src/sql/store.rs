@@ -53,7 +53,19 @@ impl<D: Dialect> SqlStore<D> {
     /// ([`Dialect::BEGIN_WRITE`], waiting up to the busy timeout), so a read inside it never has
     /// to upgrade to a write — a deferred transaction that does fails at once with "database is
     /// locked" when another connection wrote in between.
+    ///
+    /// The `BEGIN` runs in a task of its own, to completion even when the caller's future is
+    /// dropped (an HTTP client hanging up, a long-poll ended by a revocation): sqlx 0.8 cancelled
+    /// between sending `BEGIN` and returning its `Transaction` (SQLite: its in-transaction check;
+    /// PostgreSQL: before it counts the depth) gives the connection back to the pool *inside* the
+    /// transaction, with nothing to end it — SQLite then refused every other writer ("database is
+    /// locked") and nothing written through that connection was ever committed. Finished in the
+    /// task, an unwanted `Transaction` is dropped there and rolled back.
     pub(super) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, D>> {
-        Ok(self.db.begin_with(D::BEGIN_WRITE).await?)
+        let db = self.db.clone();
+        tokio::spawn(async move { db.begin_with(D::BEGIN_WRITE).await })
+            .await
+            .map_err(|e| StoreError::Invalid(format!("beginning a transaction: {e}")))?
+            .map_err(Into::into)
     }
 }
