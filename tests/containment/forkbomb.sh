@@ -10,6 +10,10 @@
 exec 2>/dev/null
 trap '' TERM HUP INT
 bomb() { bomb | bomb & }
-bomb
-# keep the parent alive too
-while :; do bomb; sleep 0.1; done
+# An igniter lights the bomb and relights it forever.
+( while :; do bomb; sleep 0.1; done ) &
+# The parent forks nothing more and waits: bash exits on a fork that fails with anything but
+# EAGAIN, and under gVisor a fork can fail with EINTR (Linux restarts it) — a subshell dying of
+# that is one branch less, the parent dying of it would end the run. Should the igniter die of
+# it too, the parent spins until the CPU limit.
+while :; do wait; done
