@@ -502,6 +502,14 @@ fn a_locked_working_directory_is_remounted_for_the_next_run() {
 /// Everything `PLANT_FILES` leaves behind (the working directory left as it was made) is removed
 /// in place: the next run sees the same scratch mounts — the reset did not fall back to
 /// remounting — and nothing in them.
+/// The unique mount ids of scratch folder `d` the attacker's and the victim's runs reported.
+fn both_mount_ids(attacker: &Res, victim: &Res, d: &str, when: &str) -> (u64, u64) {
+    match (attacker.mount_id(d), victim.mount_id(d)) {
+        (Some(a), Some(v)) => (a, v),
+        _ => panic!("{when} no MNTID for {d}\n{}", victim.describe()),
+    }
+}
+
 #[test]
 fn scratch_folders_are_emptied_in_place_and_nothing_is_left() {
     let victim = sh(&format!("{MOUNT_IDS}\nexec {PY} {SCAN}"));
@@ -515,12 +523,7 @@ fn scratch_folders_are_emptied_in_place_and_nothing_is_left() {
         }
         assert_clean(mode, &victim);
         for d in SCRATCH_DIRS {
-            let (a, v) = (attacker.mount_id(d), victim.mount_id(d));
-            assert!(
-                a.is_some() && v.is_some(),
-                "[{mode:?}] no MNTID for {d}\n{}",
-                victim.describe()
-            );
+            let (a, v) = both_mount_ids(&attacker, &victim, d, &format!("[{mode:?}]"));
             match mode {
                 Mode::Pool => assert_eq!(
                     a,
@@ -567,12 +570,7 @@ fn a_reset_remounts_what_it_will_not_empty_in_place() {
         assert_status(Mode::Pool, attacker, "ok");
         assert_clean(Mode::Pool, victim);
         for d in SCRATCH_DIRS {
-            let (a, v) = (attacker.mount_id(d), victim.mount_id(d));
-            assert!(
-                a.is_some() && v.is_some(),
-                "no MNTID for {d} after {what}\n{}",
-                victim.describe()
-            );
+            let (a, v) = both_mount_ids(attacker, victim, d, &format!("after {what}"));
             if !remounted.is_empty() && d == *remounted {
                 assert_ne!(a, v, "after {what}, {d} was kept instead of remounted");
             } else if remounted.is_empty() {
