@@ -119,6 +119,11 @@ pub enum Request {
         /// clock (one hand-off fewer than a `Kill` from the supervisor, which stays the backstop).
         #[serde(default)]
         wall_ns: Option<u64>,
+        /// No `Started` once the program is exec'd: the first event is `Blocked`, `Finished` or
+        /// `Failed`. For runs driven to their end in one go, where nobody waits for the start —
+        /// one wake-up of each side fewer per run. Never with a terminal (`Started` carries it).
+        #[serde(default)]
+        quiet_start: bool,
     },
     /// Send a signal to the current program's process group.
     Signal { signal: i32 },
@@ -152,7 +157,8 @@ pub enum Event {
     /// The root is built. Fd: the working directory (`O_PATH`); none under gVisor, whose
     /// working directory the supervisor already holds.
     Ready { landlock_abi: Option<i32> },
-    /// The program was exec'd. Fd: the terminal's master side, for a run with a terminal.
+    /// The program was exec'd. Fd: the terminal's master side, for a run with a terminal. Not
+    /// sent for a `quiet_start` run.
     Started,
     /// The program attempted a syscall the profile forbids; the run is being killed.
     Blocked { syscall: String },

@@ -469,7 +469,14 @@ impl Sandbox {
     }
 
     /// Starts a program. The returned [`Execution`] must be driven to its end before the next one.
+    /// Returns once the program is exec'd: a program that cannot start is an error here.
     pub fn start(&mut self, spec: &RunSpec) -> Result<Execution<'_>, SandboxError> {
+        self.launch(spec, false)
+    }
+
+    /// [`start`](Self::start); with `quiet`, returns once the run is asked for, without waiting
+    /// for PID 1 to report the exec (a program that cannot start is then the execution's error).
+    fn launch(&mut self, spec: &RunSpec, quiet: bool) -> Result<Execution<'_>, SandboxError> {
         spec.validate()?;
         self.finish_reset()?;
         if self.control.is_broken() {
@@ -551,6 +558,8 @@ impl Sandbox {
             Some(f) => Some(f.as_bytes().to_vec()),
             None => None,
         };
+        // A terminal's master comes with `Started`: those runs always wait for it.
+        let quiet_start = quiet && !master_tty;
         let run = Request::Run {
             argv: spec.argv.clone(),
             env: spec.environment(),
@@ -559,6 +568,7 @@ impl Sandbox {
             seccomp,
             pids: inner_pids,
             wall_ns: Some(limits.wall_time.duration().as_nanos() as u64),
+            quiet_start,
         };
         self.control.count_run();
         let mut sent = Vec::new();
@@ -573,14 +583,17 @@ impl Sandbox {
         let sent_at = std::time::Instant::now();
         protocol::send(self.control.fd(), &run, &sent)?;
         drop(stdin_r);
-        let (event, mut fds) = self.control.next_event_with_fds()?;
-        match event {
-            Event::Started => {}
-            Event::Failed { error } => return Err(SandboxError::Init(error)),
-            other => {
-                return Err(SandboxError::Protocol(format!(
-                    "expected Started, got {other:?}"
-                )))
+        let mut fds = Vec::new();
+        if !quiet_start {
+            let (event, passed) = self.control.next_event_with_fds()?;
+            match event {
+                Event::Started => fds = passed,
+                Event::Failed { error } => return Err(SandboxError::Init(error)),
+                other => {
+                    return Err(SandboxError::Protocol(format!(
+                        "expected Started, got {other:?}"
+                    )))
+                }
             }
         }
         let (out_r, err_r, stdin_w) = match pipes {
@@ -629,7 +642,8 @@ impl Sandbox {
     pub fn run(&mut self, spec: &RunSpec, sink: &mut dyn OutputSink) -> Outcome {
         let _in = self.span.clone().entered();
         let runtime = self.config.runtime;
-        let result = self.start(spec).and_then(|e| e.finish(sink));
+        // Driven to its end here: nobody needs to know when the exec happened.
+        let result = self.launch(spec, true).and_then(|e| e.finish(sink));
         match result {
             Ok(o) => {
                 tracing::debug!(

@@ -142,6 +142,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     seccomp,
                     pids,
                     wall_ns,
+                    quiet_start,
                 } => {
                     if current.is_some() {
                         protocol::send(ctl, &Event::failed("a run is already in progress"), &[])?;
@@ -237,7 +238,9 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                                 r
                             });
                             let passed: Vec<_> = master.iter().map(|m| m.as_raw_fd()).collect();
-                            protocol::send(ctl, &Event::Started, &passed)?;
+                            if !quiet_start || !passed.is_empty() {
+                                protocol::send(ctl, &Event::Started, &passed)?;
+                            }
                             // A call reported while it was starting (see `start`).
                             if let Some(syscall) = run.blocked.clone() {
                                 protocol::send(ctl, &Event::Blocked { syscall }, &[])?;
