@@ -5,6 +5,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
+use crate::cpu_clock::TreeClock;
 use crate::error::SandboxError;
 use crate::protocol::{self, Event, Request};
 
@@ -15,6 +16,10 @@ pub(crate) struct Control {
     cgroup: Option<Box<dyn corral_cgroups::Cgroup>>,
     /// The cgroup's counters when the current run started.
     baseline: Option<corral_cgroups::Baseline>,
+    /// The exact CPU clock of the sandbox's process tree, where the host allows one, and its
+    /// reading when the current run started: the limit checks read it, not the cgroup's counter
+    /// alone, which lags a running program by up to a scheduler tick.
+    clock: Option<(TreeClock, Duration)>,
     /// Runs started since the sandbox was built.
     runs: u64,
     /// Set when something went wrong; a broken sandbox is never reused.
@@ -43,11 +48,17 @@ impl Control {
             workdir,
             cgroup: Some(cgroup),
             baseline: None,
+            clock: None,
             runs: 0,
             broken: true,
             peak_spent: false,
             dead: false,
         }
+    }
+
+    /// Follows the sandbox's CPU time with `clock` (opened before PID 1 existed).
+    pub(crate) fn set_clock(&mut self, clock: TreeClock) {
+        self.clock = Some((clock, Duration::ZERO));
     }
 
     pub(crate) fn set_workdir(&mut self, workdir: OwnedFd) {
@@ -89,6 +100,11 @@ impl Control {
             pids: Some(pids.saturating_add(1)),
         })?;
         self.baseline = Some(baseline);
+        if let Some((clock, start)) = &mut self.clock {
+            *start = clock
+                .read()
+                .map_err(|e| SandboxError::io("reading the CPU clock", e))?;
+        }
         Ok(())
     }
 
@@ -157,10 +173,18 @@ impl Control {
         }
     }
 
-    /// CPU time of the current run so far (the whole process tree).
-    pub(crate) fn cpu_time(&self) -> Result<Duration, SandboxError> {
+    /// CPU time of the current run so far (the whole process tree): the larger of the cgroup's
+    /// counter and the exact clock, so a clock that missed anything can only make a check late.
+    pub(crate) fn cpu_time(&mut self) -> Result<Duration, SandboxError> {
         let (cg, b) = self.accounting()?;
-        Ok(cg.cpu_time_since(b)?)
+        let counted = cg.cpu_time_since(b)?;
+        let Some((clock, start)) = &mut self.clock else {
+            return Ok(counted);
+        };
+        let now = clock
+            .read()
+            .map_err(|e| SandboxError::io("reading the CPU clock", e))?;
+        Ok(counted.max(now.saturating_sub(*start)))
     }
 
     /// What the current run used; memory is what it added on top of PID 1's resident share.

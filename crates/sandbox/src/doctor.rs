@@ -156,6 +156,14 @@ pub fn probe() -> Report {
     checks.push(check("gvisor", false, gvisor_status()));
     checks.push(check("pidfd", false, pidfd_status()));
     checks.push(check("clone3", false, clone3_status()));
+    checks.push(check(
+        "cpu clock",
+        false,
+        match crate::cpu_clock::available() {
+            Ok(()) => Ok("perf task clock: CPU limits are checked against each sandbox's exact CPU time".into()),
+            Err(why) => Err(format!("no perf events ({why}; perf_event_paranoid above 2, or a seccomp profile refusing perf_event_open): CPU limits are checked against the cgroup's counter and can overshoot by a scheduler tick (1-10 ms)")),
+        },
+    ));
     Report { checks }
 }
 

@@ -447,7 +447,12 @@ impl<'s> Execution<'s> {
             return Ok(None);
         }
         self.done = true;
-        let usage = self.control.run_usage()?;
+        let mut usage = self.control.run_usage()?;
+        if self.killed_for == Some(Status::TimeLimit) {
+            // Killed when the exact clock reached the limit: the report agrees with the verdict
+            // even where the cgroup's counter (what runs are charged) came out a hair lower.
+            usage.cpu_time = usage.cpu_time.max(self.control.cpu_time()?);
+        }
         self.control.run_finished();
         let mut outcome = Outcome {
             status: Status::Ok,

@@ -14,6 +14,7 @@
 
 mod capture;
 mod control;
+mod cpu_clock;
 pub mod doctor;
 mod error;
 mod execution;

@@ -14,6 +14,7 @@ use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 
 use crate::capture::OutputSink;
 use crate::control::Control;
+use crate::cpu_clock::TreeClock;
 use crate::error::SandboxError;
 use crate::execution::{Execution, Streams, Tty};
 use crate::host::Host;
@@ -221,6 +222,7 @@ impl Sandbox {
             SockFlag::SOCK_CLOEXEC,
         )
         .map_err(|e| SandboxError::io("socketpair", e.into()))?;
+        let mut clock = None;
         let (keeper, workdir, gvisor) = match runsc {
             None => {
                 let keeper = match spawn_init(host, theirs) {
@@ -230,6 +232,9 @@ impl Sandbox {
                         return Err(e);
                     }
                 };
+                // Before the keeper reads its setup and forks PID 1: PID 1 and every program it
+                // starts inherit the clock.
+                clock = TreeClock::follow(keeper.id());
                 let root = File::open("/")
                     .map(OwnedFd::from)
                     .map_err(|e| SandboxError::io("opening /", e))?;
@@ -276,6 +281,9 @@ impl Sandbox {
             span: tracing::debug_span!("sandbox", id = %name),
             gvisor,
         };
+        if let Some(clock) = clock {
+            sandbox.control.set_clock(clock);
+        }
         let is_gvisor = sandbox.gvisor.is_some();
         let seccomp = if is_gvisor {
             crate::gvisor::traced_filter(filter)?.as_bytes().to_vec()
