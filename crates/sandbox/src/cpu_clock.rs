@@ -8,10 +8,14 @@
 //! tasks' time up to date (the kernel samples them then), so a check sees the tree's CPU time to
 //! the microsecond. No extra work per run: one event per sandbox, read by the limit checks.
 //!
+//! The first task-bound perf event of a quiet host costs an RCU grace period (~10 ms here, see
+//! [`warm_up`]): a one-shot `corral run` after a second without sandboxes waits that once.
+//!
 //! Hosts that refuse perf events (`perf_event_paranoid` 3 without CAP_PERFMON, a container's
 //! seccomp profile) keep the cgroup counter and its tick; `corral doctor` says which applies.
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, Once, OnceLock};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use perf_event::events::Software;
@@ -23,12 +27,14 @@ impl TreeClock {
     /// Starts counting `pid` and every task it creates from now on; `None` where this host
     /// refuses perf events (said once in the log, and by `corral doctor`).
     pub(crate) fn follow(pid: u32) -> Option<TreeClock> {
+        // Where the warm-up failed the host refuses perf events: no second try per sandbox.
+        available().ok()?;
         match open(Some(pid)) {
             Ok(c) => Some(TreeClock(c)),
             Err(e) => {
                 static SAID: OnceLock<()> = OnceLock::new();
                 SAID.get_or_init(|| {
-                    tracing::warn!(error = %e, "no perf task clock: CPU limits are checked against the cgroup's counter, which lags a running program by up to a scheduler tick");
+                    tracing::warn!(error = %e, pid, "no perf task clock for a sandbox: its CPU limit is checked against the cgroup's counter, which lags a running program by up to a scheduler tick");
                 });
                 None
             }
@@ -42,12 +48,45 @@ impl TreeClock {
     }
 }
 
-/// Whether this host lets corral follow a sandbox's CPU time exactly, and why not.
+/// The process's first task-bound perf event switches the kernel's perf scheduling hooks on,
+/// which waits for an RCU grace period (~10 ms on a 2-core VM); later ones take microseconds,
+/// and the hooks stay on while any event is open. [`warm_up`] opens one in the background and
+/// keeps it for the life of the process, so that wait overlaps the caller's own start-up rather
+/// than a sandbox's build. [`crate::Host::new`] calls it; later calls do nothing.
+pub(crate) fn warm_up() {
+    static STARTED: Once = Once::new();
+    STARTED.call_once(|| {
+        let spawned = std::thread::Builder::new()
+            .name("corral-perf-warm".into())
+            .spawn(|| open(None).map_err(|e| e.to_string()));
+        if let (Ok(handle), Ok(mut slot)) = (spawned, WARMING.lock()) {
+            *slot = Some(handle);
+        }
+    });
+}
+
+type Warmed = Result<Counter, String>;
+static WARMING: Mutex<Option<JoinHandle<Warmed>>> = Mutex::new(None);
+/// The warm-up's event, kept open for good (it also answers whether perf events work here).
+static WARMED: OnceLock<Warmed> = OnceLock::new();
+
+/// Whether this host lets corral follow a sandbox's CPU time exactly, and why not (waits for
+/// the warm-up, or does its work here if it could not start).
 pub fn available() -> Result<(), String> {
-    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
-    PROBE
-        .get_or_init(|| open(None).map(drop).map_err(|e| e.to_string()))
-        .clone()
+    warm_up();
+    WARMED
+        .get_or_init(|| {
+            let handle = WARMING.lock().ok().and_then(|mut h| h.take());
+            match handle {
+                Some(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err("the perf warm-up thread panicked".into())),
+                None => open(None).map_err(|e| e.to_string()),
+            }
+        })
+        .as_ref()
+        .map(drop)
+        .map_err(Clone::clone)
 }
 
 /// A task-clock counter on `pid` (this process when `None`) and its later descendants. It counts

@@ -50,6 +50,7 @@ impl Host {
     /// Detects cgroups and prepares to start sandboxes with `init`. Fails when this host cannot
     /// give full isolation (run `corral doctor` to see why).
     pub fn new(init: InitProgram) -> Result<Self, SandboxError> {
+        crate::cpu_clock::warm_up();
         let rootless = !nix::unistd::geteuid().is_root();
         if rootless {
             let max = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
