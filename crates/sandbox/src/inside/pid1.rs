@@ -490,6 +490,11 @@ impl Running {
     /// SIGKILLs every process in this PID namespace except PID 1, and reaps them all. A traced
     /// process in a stop dies there too: nothing is resumed.
     fn kill_all(&mut self) {
+        // Nothing to kill, the usual end of a run: `kill(-1)` walks every process of the *host*
+        // to find the namespace's, so it is skipped when there is nobody to find.
+        if no_children() {
+            return;
+        }
         // kill(-1) from PID 1 reaches every other process of the namespace, stopped ones included.
         // Repeat while processes remain: a fork racing the first kill can leave a newborn behind.
         for _ in 0..1000 {
@@ -530,6 +535,23 @@ impl Running {
             wall_limit: self.wall_killed,
         })
     }
+}
+
+/// Whether PID 1 has no child at all (running, stopped or a zombie). Then no other process is
+/// left in the namespace: every process here descends from PID 1 (an orphan is handed to PID 1,
+/// or to a subreaper that itself descends from it), so one without a child is alone.
+fn no_children() -> bool {
+    matches!(
+        nix::sys::wait::waitid(
+            nix::sys::wait::Id::All,
+            WaitPidFlag::WEXITED
+                | WaitPidFlag::WSTOPPED
+                | WaitPidFlag::WNOHANG
+                | WaitPidFlag::WNOWAIT
+                | WaitPidFlag::__WALL,
+        ),
+        Err(nix::errno::Errno::ECHILD)
+    )
 }
 
 fn reap_all_nonblocking() {
