@@ -1494,3 +1494,61 @@ fn a_dropped_pool_leaves_no_sandbox_behind() {
         assert_eq!(my_children(), Vec::<String>::new(), "{config:?}");
     }
 }
+
+/// A process's first sandbox has its init started from the binary; later ones are forked by the
+/// spawner (a copy of that init started once). From inside, both must look the same: identity,
+/// capabilities, seccomp, descriptors, environment, limits, mounts, cgroup, the signal state the
+/// program starts with. Three fresh sandboxes in one batch: one started, two forked.
+#[test]
+fn a_forked_sandbox_init_looks_like_a_started_one() {
+    // A sandbox's uid and its pipes' inode numbers are its own, and the pid `ls` gets races with
+    // the `id` of the sed's command substitution; the rest must match.
+    let probe = concat!(
+        "{ grep -E '^(Uid|Gid|Groups|Cap|NoNewPrivs|Seccomp|Sig(Blk|Ign)|Threads)' /proc/self/status; ",
+        "ls -l /proc/self/fd | tail -n +2 | awk '{print $9, $10, $11}'; ",
+        "env | sort; ulimit -a; cat /proc/self/cgroup; ",
+        "awk '{print $5, $6, $9}' /proc/self/mountinfo; ",
+        "grep -E '^(Uid|Gid|Cap|NoNewPrivs|Seccomp|SigIgn|Threads)' /proc/1/status 2>&1; } | sed \"s/$(id -u)/UID/g; s/pipe:\\[[0-9]*\\]/pipe/; s#/proc/[0-9]*/fd#/proc/N/fd#\""
+    );
+    let lines: Vec<String> = (0..3)
+        .map(|_| json!({"argv": ["/bin/sh", "-c", probe]}).to_string())
+        .collect();
+    let dir = host_dir(0o755);
+    let file = dir.path().join("batch.jsonl");
+    fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let mut cmd = common::corral_cmd();
+    cmd.env("CORRAL_LOG", "corral_sandbox=debug")
+        .args(["run", "--batch"])
+        .arg(&file)
+        .args(["--parallel", "1", "--fresh"]);
+    let raw = common::run_command(cmd, BATCH_TIMEOUT);
+    let stdout = String::from_utf8_lossy(&raw.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&raw.stderr).to_string();
+    assert!(raw.status.success(), "{stderr}");
+    if common::test_runtime().is_none() {
+        // Else the comparison below could be between three started inits.
+        assert_eq!(
+            stderr.matches("forked by the spawner").count(),
+            2,
+            "the second and third sandboxes' inits come from the spawner\n{stderr}"
+        );
+    }
+    let outs: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["status"], "ok", "{v}");
+            v["stdout"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(outs.len(), 3);
+    assert!(outs[0].contains("NoNewPrivs:\t1"), "{}", outs[0]);
+    assert_eq!(
+        outs[1], outs[0],
+        "a forked init's sandbox differs from a started one's"
+    );
+    assert_eq!(
+        outs[2], outs[0],
+        "a forked init's sandbox differs from a started one's"
+    );
+}

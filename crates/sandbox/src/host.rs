@@ -2,33 +2,13 @@
 //! programs and the path of the init binary. Built once, shared by every sandbox.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use corral_seccomp::{CompiledFilter, Profile, Restrictions};
 
 use crate::error::SandboxError;
-
-/// How to start a sandbox's init: a program and the hidden argument that makes it one.
-#[derive(Debug, Clone)]
-pub struct InitProgram {
-    pub path: PathBuf,
-    pub arg: String,
-}
-
-impl InitProgram {
-    /// The running executable itself, which must call `corral_sandbox::init_main()` when its
-    /// first argument is [`crate::INIT_ARG`].
-    pub fn current_exe() -> Result<Self, SandboxError> {
-        let path = std::env::current_exe()
-            .map_err(|e| SandboxError::io("finding the corral executable", e))?;
-        Ok(InitProgram {
-            path,
-            arg: crate::inside::init::INIT_ARG.to_string(),
-        })
-    }
-}
+use crate::spawner::{InitProgram, Spawner};
 
 pub struct Host {
     pub(crate) cgroups: Box<dyn corral_cgroups::Manager>,
@@ -44,6 +24,8 @@ pub struct Host {
     pub(crate) host_ids: std::collections::BTreeSet<u32>,
     /// `runsc`, looked for at the first gVisor sandbox (or its absence, with the reason).
     runsc: OnceLock<Result<crate::gvisor::Runsc, String>>,
+    /// Forks the native sandboxes' inits after the first (see [`crate::spawner`]).
+    pub(crate) spawner: Spawner,
 }
 
 impl Host {
@@ -103,6 +85,7 @@ impl Host {
             rootless,
             host_ids: crate::uids::host_ids(),
             runsc: OnceLock::new(),
+            spawner: Spawner::new(),
         })
     }
 

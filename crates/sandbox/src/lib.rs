@@ -27,6 +27,7 @@ mod outcome;
 mod pool;
 mod protocol;
 mod sandbox;
+mod spawner;
 mod spec;
 mod uids;
 mod waker;
@@ -35,13 +36,14 @@ pub use capture::{NoSink, OutputSink};
 pub use corral_seccomp::{Restrictions, RestrictionsError};
 pub use error::{SandboxError, SpecError};
 pub use execution::Execution;
-pub use host::{Host, InitProgram};
+pub use host::Host;
 pub use hostfs::exists as exists_beneath;
 pub use inside::init::{init_main, INIT_ARG};
 pub use limits::{Limits, LimitsRequest, Millis, Size};
 pub use outcome::{Captured, Outcome, Status, Usage};
 pub use pool::{Lease, Pool, PoolConfig};
 pub use sandbox::{run_fresh, run_in, Sandbox, SandboxConfig};
+pub use spawner::InitProgram;
 pub use spec::{
     parse_env, validate_command, validate_env, ImageRoot, Mount, Root, RunSpec, RunSpecJson,
     Runtime, RuntimePolicy, Stdin, DEFAULT_PATH, MAX_ARG_BYTES, MAX_COMMAND_BYTES, WORKDIR,

@@ -270,3 +270,29 @@ fn recv_into(sock: BorrowedFd<'_>, buf: &mut [u8]) -> Result<(usize, Vec<OwnedFd
         }
     }
 }
+
+/// The argument after [`crate::INIT_ARG`] that makes the init the spawner ([`crate::spawner`]).
+pub(crate) const SPAWNER_ARG: &str = "--spawner";
+
+/// To the spawner: fork a keeper; the sandbox's end of its control socket travels with it.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Spawn;
+
+/// The spawner's answer: the keeper's pid, with a pidfd for it (opened before anything could
+/// reap it, so it names that process and no later one).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Spawned {
+    pub pid: u32,
+}
+
+/// A connected pair of the sockets these messages travel on (datagrams that keep their
+/// boundaries and carry descriptors), closed on exec.
+pub(crate) fn channel() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| SandboxError::io("socketpair", e.into()))
+}

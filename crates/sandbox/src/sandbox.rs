@@ -3,14 +3,12 @@
 
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
-use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 
 use crate::capture::OutputSink;
 use crate::control::Control;
@@ -20,6 +18,7 @@ use crate::execution::{Execution, Streams, Tty};
 use crate::host::Host;
 use crate::outcome::{Outcome, Status};
 use crate::protocol::{self, Event, Request, Rlimits, Setup, SetupRoot};
+use crate::spawner::Keeper;
 use crate::spec::{Mount, Root, RunSpec, Runtime, Stdin};
 use crate::uids::{self, UidLease};
 
@@ -70,7 +69,7 @@ impl SandboxConfig {
 pub struct Sandbox {
     id: String,
     config: SandboxConfig,
-    keeper: Option<Child>,
+    keeper: Option<Keeper>,
     /// Compiles the stricter seccomp programs a run may ask for.
     host: Arc<Host>,
     /// The init's socket and the run accounting, which an [`Execution`] borrows.
@@ -215,17 +214,11 @@ impl Sandbox {
             }
         };
         let procs = cgroup.procs_files()?;
-        let (mine, theirs) = socketpair(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|e| SandboxError::io("socketpair", e.into()))?;
+        let (mine, theirs) = protocol::channel()?;
         let mut clock = None;
         let (keeper, workdir, gvisor) = match runsc {
             None => {
-                let keeper = match spawn_init(host, theirs) {
+                let keeper = match host.spawner.keeper(&host.init, theirs) {
                     Ok(k) => k,
                     Err(e) => {
                         let _ = cgroup.destroy();
@@ -256,7 +249,7 @@ impl Sandbox {
                     control: theirs,
                 });
                 match launched {
-                    Ok(l) => (l.runsc, l.workdir, Some(l.dirs)),
+                    Ok(l) => (Keeper::Child(l.runsc), l.workdir, Some(l.dirs)),
                     Err(e) => {
                         let _ = cgroup.destroy();
                         return Err(e);
@@ -692,21 +685,9 @@ impl Drop for Sandbox {
             "destroying sandbox"
         );
         let _ = protocol::send(self.control.fd(), &Request::Exit, &[]);
-        if let Some(mut keeper) = self.keeper.take() {
+        if let Some(keeper) = self.keeper.take() {
             // PID 1 exits at once on Exit; if it does not, killing the keeper kills it (PDEATHSIG).
-            let deadline = Instant::now() + Duration::from_secs(2);
-            loop {
-                match keeper.try_wait() {
-                    Ok(Some(_)) | Err(_) => break,
-                    Ok(None) if Instant::now() >= deadline => {
-                        tracing::warn!("the sandbox init did not exit within 2 s; killing it");
-                        let _ = keeper.kill();
-                        let _ = keeper.wait();
-                        break;
-                    }
-                    Ok(None) => std::thread::sleep(Duration::from_micros(200)),
-                }
-            }
+            keeper.end(Duration::from_secs(2));
         }
         self.control.destroy_cgroup();
     }
@@ -733,36 +714,6 @@ fn prepare_upper(upper: &Path) -> Result<(), SandboxError> {
 }
 
 /// Starts the native sandbox's init: the corral binary itself, with the control socket as fd 3.
-fn spawn_init(host: &Host, theirs: OwnedFd) -> Result<Child, SandboxError> {
-    let child_fd = theirs.as_raw_fd();
-    let mut cmd = Command::new(&host.init.path);
-    cmd.arg(&host.init.arg)
-        .env_clear()
-        .env("PATH", crate::spec::DEFAULT_PATH)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    // SAFETY: the closure only calls dup2/fcntl, which are async-signal-safe, on a descriptor
-    // that stays open in the parent until spawn returns.
-    unsafe {
-        cmd.pre_exec(move || {
-            if child_fd == crate::inside::init::CONTROL_FD {
-                if libc::fcntl(child_fd, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(child_fd, crate::inside::init::CONTROL_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let keeper = cmd
-        .spawn()
-        .map_err(|e| SandboxError::io(format!("starting {}", host.init.path.display()), e))?;
-    drop(theirs);
-    Ok(keeper)
-}
-
 /// What a terminal run types in at the start: the given bytes, or a file's contents.
 fn stdin_bytes(stdin: &Stdin) -> Result<Vec<u8>, SandboxError> {
     match stdin {

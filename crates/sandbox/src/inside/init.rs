@@ -1,7 +1,8 @@
 //! The sandbox's init: the only code of ours that runs inside a sandbox.
 //!
 //! The supervisor starts it by re-executing the corral binary (`corral __sandbox-init`) with the
-//! control socket as fd 3, so it begins single-threaded and owns nothing of the caller's state.
+//! control socket as fd 3, so it begins single-threaded and owns nothing of the caller's state;
+//! or the spawner, such an init started once, forks it in the same state ([`crate::spawner`]).
 //! It unshares the namespaces, forks PID 1 of the new PID namespace (the "keeper" parent just waits
 //! for it), and PID 1 builds the sandbox in the ordered steps of [`build`] before it serves
 //! requests ([`crate::inside::pid1`]). When PID 1 exits the kernel kills every process in the
@@ -19,6 +20,7 @@ use crate::inside::error::SetupError;
 use crate::inside::pid1::{self, Built};
 use crate::inside::privileges;
 use crate::inside::scratch::Scratch;
+use crate::inside::spawner::{self, Served};
 use crate::inside::syscalls::Kernel;
 use crate::inside::{gvisor, idmap, ipcns, landlock, netns, rootfs};
 use crate::protocol::{self, Event, Setup};
@@ -49,10 +51,23 @@ pub fn init_main() -> ! {
     // SAFETY: the supervisor passes the control socket as fd 3 and nothing else in this fresh
     // process has taken ownership of it.
     let ctl = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
-    let code = match run(ctl) {
+    if std::env::args_os()
+        .nth(2)
+        .is_some_and(|a| a == crate::protocol::SPAWNER_ARG)
+    {
+        match spawner::serve(ctl) {
+            Ok(Served::Keeper(ctl)) => exit_with("corral init", run(ctl)),
+            other => exit_with("corral spawner", other.map(drop)),
+        }
+    }
+    exit_with("corral init", run(ctl))
+}
+
+fn exit_with(who: &str, result: Result<(), SandboxError>) -> ! {
+    let code = match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("corral init: {e}");
+            eprintln!("{who}: {e}");
             1
         }
     };

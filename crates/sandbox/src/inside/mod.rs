@@ -33,6 +33,7 @@ mod privileges;
 pub(crate) mod pty;
 pub(crate) mod rootfs;
 mod scratch;
+mod spawner;
 mod stdin_probe;
 mod syscalls;
 pub(crate) mod tracer;

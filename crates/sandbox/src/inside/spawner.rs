@@ -1,0 +1,95 @@
+//! The spawner process (`corral __sandbox-init --spawner`, see [`crate::spawner`]): forks one
+//! keeper per request. It starts no thread, so each fork may run arbitrary code, and each keeper
+//! begins as a started init would: single-threaded, the control socket as fd 3, no other
+//! descriptor, default signal dispositions (the keeper resets them as a started init does).
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, ForkResult, Pid};
+
+use crate::error::SandboxError;
+use crate::protocol::{self, Spawn, Spawned};
+
+/// What [`serve`] returned to.
+pub(crate) enum Served {
+    /// The spawner: the supervisor closed its socket.
+    SupervisorGone,
+    /// A forked keeper: its control socket, at the number the spawner's had (fd 3).
+    Keeper(OwnedFd),
+}
+
+/// Serves spawn requests on `sock` until the supervisor closes it; returns in the spawner then,
+/// and at once in each forked keeper.
+pub(crate) fn serve(sock: OwnedFd) -> Result<Served, SandboxError> {
+    // Its folder is nobody's concern; holding the supervisor's could keep a mount busy.
+    let _ = nix::unistd::chdir("/");
+    loop {
+        reap();
+        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+        // Wakes now and then to reap keepers of sandboxes that ended while no request came.
+        match poll(&mut fds, PollTimeout::from(1000u16)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => return Err(SandboxError::io("poll", e.into())),
+        }
+        let Some((Spawn, mut fds)) = protocol::recv::<Spawn>(sock.as_fd())? else {
+            return Ok(Served::SupervisorGone);
+        };
+        if fds.len() != 1 {
+            continue;
+        }
+        let ctl = fds.remove(0);
+        // SAFETY: this process is single-threaded (it starts no thread), so the child may run
+        // arbitrary code.
+        match unsafe { fork() }.map_err(|e| SandboxError::io("fork of a keeper", e.into()))? {
+            ForkResult::Child => return become_keeper(sock, ctl).map(Served::Keeper),
+            ForkResult::Parent { child } => {
+                drop(ctl);
+                // Opened before this process reaps anything: the pid cannot have been reused.
+                let pidfd = rustix::process::Pid::from_raw(child.as_raw())
+                    .map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()));
+                match pidfd {
+                    Some(Ok(pidfd)) => protocol::send(
+                        sock.as_fd(),
+                        &Spawned {
+                            pid: child.as_raw() as u32,
+                        },
+                        &[pidfd.as_raw_fd()],
+                    )?,
+                    // Without a pidfd the supervisor refuses the keeper; it exits at the
+                    // end-of-file of its control socket.
+                    _ => protocol::send(
+                        sock.as_fd(),
+                        &Spawned {
+                            pid: child.as_raw() as u32,
+                        },
+                        &[],
+                    )?,
+                }
+            }
+        }
+    }
+}
+
+/// In the forked child: the sandbox's control socket takes the spawner's number (fd 3: it was
+/// started as an init is), which closes the spawner's socket in this process. The spawner holds
+/// no other descriptor but stdio, so nothing else is inherited.
+fn become_keeper(mut sock: OwnedFd, ctl: OwnedFd) -> Result<OwnedFd, SandboxError> {
+    rustix::io::dup2(&ctl, &mut sock)
+        .map_err(|e| SandboxError::io("placing a keeper's control socket", e.into()))?;
+    Ok(sock)
+}
+
+/// Reaps keepers that exited, without blocking.
+fn reap() {
+    while let Ok(s) = waitpid(
+        Pid::from_raw(-1),
+        Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL),
+    ) {
+        if s == WaitStatus::StillAlive {
+            break;
+        }
+    }
+}
