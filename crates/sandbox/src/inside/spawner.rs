@@ -48,26 +48,14 @@ pub(crate) fn serve(sock: OwnedFd) -> Result<Served, SandboxError> {
             ForkResult::Parent { child } => {
                 drop(ctl);
                 // Opened before this process reaps anything: the pid cannot have been reused.
-                let pidfd = rustix::process::Pid::from_raw(child.as_raw())
-                    .map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()));
-                match pidfd {
-                    Some(Ok(pidfd)) => protocol::send(
-                        sock.as_fd(),
-                        &Spawned {
-                            pid: child.as_raw() as u32,
-                        },
-                        &[pidfd.as_raw_fd()],
-                    )?,
-                    // Without a pidfd the supervisor refuses the keeper; it exits at the
-                    // end-of-file of its control socket.
-                    _ => protocol::send(
-                        sock.as_fd(),
-                        &Spawned {
-                            pid: child.as_raw() as u32,
-                        },
-                        &[],
-                    )?,
-                }
+                // Without one the supervisor refuses the keeper, which then exits at the
+                // end-of-file of its control socket.
+                let pidfd = rustix::process::Pid::from_raw(child.as_raw()).and_then(|p| {
+                    rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+                });
+                let fds: Vec<_> = pidfd.iter().map(|f| f.as_raw_fd()).collect();
+                let pid = child.as_raw() as u32;
+                protocol::send(sock.as_fd(), &Spawned { pid }, &fds)?;
             }
         }
     }
