@@ -7,8 +7,8 @@
 //! Tokens have no expiry in the store, so revocation is the only way a token stops working.
 
 use std::collections::HashSet;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use corral_store::Store;
 use tokio::sync::watch;
@@ -24,12 +24,15 @@ const LOOKBACK_SECS: i64 = 300;
 /// The tokens this process knows to be revoked, and the connections waiting to hear of one.
 pub struct Revocations {
     revoked: watch::Sender<HashSet<String>>,
+    /// When the last poll that succeeded was sent: every revocation made before then is known.
+    polled_at: Mutex<Option<Instant>>,
 }
 
 impl Default for Revocations {
     fn default() -> Self {
         Revocations {
             revoked: watch::Sender::new(HashSet::new()),
+            polled_at: Mutex::new(None),
         }
     }
 }
@@ -53,6 +56,20 @@ impl Revocations {
         self.revoked.borrow().contains(id)
     }
 
+    /// Records a poll that succeeded: revocations made before `sent` (when it was asked) are
+    /// all noted.
+    pub fn polled(&self, sent: Instant) {
+        let mut at = self.polled_at.lock().unwrap_or_else(|e| e.into_inner());
+        *at = Some(at.map_or(sent, |a| a.max(sent)));
+    }
+
+    /// Whether every revocation older than `within` (on any node) is known here: a poll sent less
+    /// than `within` ago succeeded. False when nothing polls (a process without the watch).
+    pub fn known_within(&self, within: Duration) -> bool {
+        let at = self.polled_at.lock().unwrap_or_else(|e| e.into_inner());
+        at.is_some_and(|a| a.elapsed() < within)
+    }
+
     /// Resolves once the token with this public id is revoked (at once when it already is).
     pub async fn revoked(&self, id: &str) {
         let mut rx = self.revoked.subscribe();
@@ -71,8 +88,12 @@ pub fn spawn(store: Arc<dyn Store>, revocations: Arc<Revocations>) -> tokio::tas
         loop {
             tick.tick().await;
             let since = corral_store::now() - LOOKBACK_SECS;
+            let sent = Instant::now();
             match store.tokens_revoked_since(since).await {
-                Ok(ids) => revocations.note(ids),
+                Ok(ids) => {
+                    revocations.note(ids);
+                    revocations.polled(sent);
+                }
                 Err(e) => tracing::warn!(error = %e, "polling the store for revoked tokens failed"),
             }
         }

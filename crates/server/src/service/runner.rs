@@ -42,6 +42,17 @@ impl Runner {
         &self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ApiError> {
+        self.run_then(move || (f(), ())).await
+    }
+
+    /// [`run`](Self::run) for work with a tail: `f` returns the answer and what is left to drop
+    /// (leases to give back to the pool, which talks to their inits). The caller gets the answer
+    /// first; the tail is dropped after it on the same blocking thread, past the slot. Handing
+    /// the tail to a second blocking task instead costs another thread wake-up per request.
+    pub async fn run_then<T: Send + 'static, L: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> (T, L) + Send + 'static,
+    ) -> Result<T, ApiError> {
         if self.admitted.fetch_add(1, Ordering::SeqCst) >= self.max_admitted {
             self.admitted.fetch_sub(1, Ordering::SeqCst);
             self.metrics
@@ -60,16 +71,25 @@ impl Runner {
         let permit = permit.map_err(|_| ApiError::overloaded("the server is shutting down", 5))?;
         let metrics = self.metrics.clone();
         metrics.in_flight.inc();
+        let (answer, answered) = tokio::sync::oneshot::channel();
         let task = tokio::task::spawn_blocking(move || {
-            let r = f();
+            let (r, tail) = f();
             metrics.in_flight.dec();
             drop(permit);
-            r
+            // The caller may have gone (a client that disconnected): then nobody wants `r`.
+            let _ = answer.send(r);
+            drop(tail);
         });
-        task.await.map_err(ApiError::internal)
+        match answered.await {
+            Ok(r) => Ok(r),
+            // `f` panicked: the task's error says how.
+            Err(_) => match task.await {
+                Err(e) => Err(ApiError::internal(e)),
+                Ok(()) => Err(ApiError::internal("the run ended without an answer")),
+            },
+        }
     }
 
-    /// Refuses new runs (shutdown); runs already executing go on.
     pub fn close(&self) {
         self.slots.close();
     }

@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::service::caller::Caller;
-use crate::service::kept_sandboxes::Held;
+use crate::service::kept_sandboxes::{Evicted, Held};
 use crate::state::SharedState;
 
 /// Where to run: a fresh sandbox with an upload's files as `$HOME` (`homedir`), or the sandbox a
@@ -167,6 +167,8 @@ pub struct Prepared {
     /// The upload's files, to be copied into a new sandbox.
     pub upload_dir: Option<tempfile::TempDir>,
     pub clamped: Vec<String>,
+    /// Kept sandboxes the reservation pushed out: dropped after the run answers.
+    pub evicted: Evicted,
 }
 
 pub struct RunInput {
@@ -294,13 +296,17 @@ pub async fn prepare(
         }
         spec.root = crate::service::images::root(st, image).await?;
     }
-    let (held, upload_dir) = match (sandbox.homedir, sandbox.id) {
+    let (held, upload_dir, evicted) = match (sandbox.homedir, sandbox.id) {
         (Some(_), Some(_)) => {
             return Err(ApiError::unprocessable(
                 "give sandbox.homedir (a new sandbox with an upload) or sandbox.id (a kept sandbox), not both",
             ))
         }
-        (None, Some(id)) => (st.sandboxes.acquire(&id, &caller.id)?, None),
+        (None, Some(id)) => (
+            st.sandboxes.acquire(&id, &caller.id)?,
+            None,
+            Evicted(Vec::new()),
+        ),
         (homedir, None) => {
             let dir = match homedir {
                 Some(h) => {
@@ -315,8 +321,7 @@ pub async fn prepare(
                 None => None,
             };
             let (held, evicted) = st.sandboxes.reserve(&caller.id)?;
-            evicted.drop_blocking();
-            (held, dir)
+            (held, dir, evicted)
         }
     };
     st.metrics.held_sandboxes.set(st.sandboxes.len() as i64);
@@ -325,6 +330,7 @@ pub async fn prepare(
         held,
         upload_dir,
         clamped,
+        evicted,
     })
 }
 
@@ -340,16 +346,17 @@ where
         held,
         upload_dir,
         clamped: _,
+        evicted: pushed_out,
     } = p;
     let st2 = st.clone();
     let held2 = held.clone();
     // Undoes the reservation when the closure is dropped without running (the client went away
     // while the run was queued).
-    let guard = Unreserve(Some((st.clone(), held.clone())));
+    let guard = Unreserve(Some((st.clone(), held.clone(), pushed_out)));
     let result = st
         .runner
-        .run(move || {
-            guard.disarm();
+        .run_then(move || {
+            let pushed_out = guard.disarm();
             let started = Instant::now();
             let lease = match held2.take_lease() {
                 Some(l) => Ok(l),
@@ -383,21 +390,18 @@ where
             let image = UsedImage::of(&spec.root).map(ImageDoc::from);
             let (kept, evicted) = st2.sandboxes.finish(&held2, lease);
             st2.metrics.held_sandboxes.set(st2.sandboxes.len() as i64);
-            (outcome, kept, image, evicted)
+            // Given back (or torn down, when the pool is full) after the caller has its answer.
+            ((outcome, kept, image), (pushed_out, evicted))
         })
         .await;
     match result {
-        Ok((o, kept, image, evicted)) => {
-            // Given back (or torn down, when the pool is full) after the caller has its answer.
-            evicted.drop_blocking();
-            Ok((
-                o,
-                Ran {
-                    sandbox: kept.then(|| held.id.clone()),
-                    image,
-                },
-            ))
-        }
+        Ok((o, kept, image)) => Ok((
+            o,
+            Ran {
+                sandbox: kept.then(|| held.id.clone()),
+                image,
+            },
+        )),
         Err(e) => {
             st.sandboxes.abort(&held);
             Err(e)
@@ -405,18 +409,24 @@ where
     }
 }
 
-struct Unreserve(Option<(SharedState, Arc<Held>)>);
+/// Also carries the kept sandboxes the reservation pushed out: dropped after the run, or on a
+/// blocking thread when the run never starts.
+struct Unreserve(Option<(SharedState, Arc<Held>, Evicted)>);
 
 impl Unreserve {
-    fn disarm(mut self) {
-        self.0 = None;
+    fn disarm(mut self) -> Evicted {
+        match self.0.take() {
+            Some((_, _, evicted)) => evicted,
+            None => Evicted(Vec::new()),
+        }
     }
 }
 
 impl Drop for Unreserve {
     fn drop(&mut self) {
-        if let Some((st, held)) = self.0.take() {
+        if let Some((st, held, evicted)) = self.0.take() {
             st.sandboxes.abort(&held);
+            evicted.drop_blocking();
         }
     }
 }

@@ -2,10 +2,15 @@
 //! not ask the store who it is on every request (a store query was the largest fixed cost of a
 //! `POST /run` of `/bin/true`).
 //!
-//! An entry is trusted for [`TTL`] at most and never once the token is known revoked: a token
-//! revoked on this node is noted at once ([`Revocations::note`]); one revoked on another node
-//! sharing the database is noticed by the revocation poll within its period (250 ms). Entries
-//! are keyed by the secret's SHA-256 (the secret itself is not kept).
+//! An entry is never trusted once the token is known revoked: a token revoked on this node is
+//! noted at once ([`Revocations::note`]); one revoked on another node sharing the database is
+//! noticed by the revocation poll within its period (250 ms). Tokens have no other way to stop
+//! working (no expiry, no role change), so while that poll keeps succeeding an entry is trusted
+//! for [`TTL_POLLED`]; otherwise (the store unreachable, or no poll in this process) for [`TTL`]
+//! only, and then the store is asked again — a revocation never takes more than a second to
+//! reach a request. With many tokens (a class on deadline night) the short TTL sent a fifth of
+//! all `POST /run`s to the store. Entries are keyed by the secret's SHA-256 (the secret itself is
+//! not kept).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -15,8 +20,13 @@ use corral_store::Role;
 
 use crate::service::revocations::Revocations;
 
-/// How long an authenticated token is trusted without asking the store again.
+/// How long an authenticated token is trusted without asking the store again, unless the
+/// revocation poll vouches for it.
 pub const TTL: Duration = Duration::from_secs(1);
+
+/// How long while the revocation poll succeeded within [`TTL`] (bounds what a cached entry can
+/// outlive: a store rewritten under the server).
+pub const TTL_POLLED: Duration = Duration::from_secs(60);
 
 /// Entries kept at most (a flood of distinct tokens empties the cache instead of growing it).
 const MAX_ENTRIES: usize = 10_000;
@@ -35,10 +45,15 @@ struct Entry {
 impl TokenCache {
     /// The token's public id and role, when authenticated within [`TTL`] and not revoked since.
     pub fn get(&self, hash: &str, revocations: &Revocations) -> Option<(String, Role)> {
+        let ttl = if revocations.known_within(TTL) {
+            TTL_POLLED
+        } else {
+            TTL
+        };
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let fresh = entries
             .get(hash)
-            .filter(|e| e.at.elapsed() < TTL && !revocations.is_revoked(&e.id))
+            .filter(|e| e.at.elapsed() < ttl && !revocations.is_revoked(&e.id))
             .map(|e| (e.id.clone(), e.role));
         if fresh.is_none() {
             entries.remove(hash);
@@ -50,7 +65,7 @@ impl TokenCache {
     pub fn put(&self, hash: String, id: String, role: Role) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= MAX_ENTRIES {
-            entries.retain(|_, e| e.at.elapsed() < TTL);
+            entries.retain(|_, e| e.at.elapsed() < TTL_POLLED);
             if entries.len() >= MAX_ENTRIES {
                 entries.clear();
             }
@@ -83,6 +98,39 @@ mod tests {
         assert!(
             cache.get("h", &revocations).is_none(),
             "a revoked token stayed cached"
+        );
+    }
+
+    #[test]
+    fn a_fresh_poll_extends_the_trust_and_a_stale_one_does_not() {
+        let (cache, revocations) = (TokenCache::default(), Revocations::default());
+        cache.put("h".into(), "tok1".into(), Role::Student);
+        cache.entries.lock().unwrap().get_mut("h").unwrap().at -= TTL * 5;
+        // Nothing polls: past TTL the store must be asked again.
+        assert!(cache.get("h", &revocations).is_none());
+        cache.put("h".into(), "tok1".into(), Role::Student);
+        cache.entries.lock().unwrap().get_mut("h").unwrap().at -= TTL * 5;
+        // The last successful poll was sent longer ago than TTL: same.
+        revocations.polled(Instant::now() - TTL * 2);
+        assert!(
+            cache.get("h", &revocations).is_none(),
+            "a stale poll vouched"
+        );
+        cache.put("h".into(), "tok1".into(), Role::Student);
+        cache.entries.lock().unwrap().get_mut("h").unwrap().at -= TTL * 5;
+        revocations.polled(Instant::now());
+        assert_eq!(
+            cache.get("h", &revocations),
+            Some(("tok1".to_string(), Role::Student))
+        );
+        // Never past TTL_POLLED, and never once revoked.
+        cache.entries.lock().unwrap().get_mut("h").unwrap().at -= TTL_POLLED;
+        assert!(cache.get("h", &revocations).is_none());
+        cache.put("h".into(), "tok1".into(), Role::Student);
+        revocations.note(["tok1".to_string()]);
+        assert!(
+            cache.get("h", &revocations).is_none(),
+            "a revoked token was trusted"
         );
     }
 
