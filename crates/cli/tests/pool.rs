@@ -1060,6 +1060,47 @@ fn network_state_does_not_reach_the_next_run() {
     }
 }
 
+/// A socket that carries no packet can still move the namespace's counters: a send with no route
+/// counts in `OutNoRoutes` (IPv4 and IPv6) and nothing crosses `lo`. The reset must look at the
+/// namespace after any run that made a network socket (PID 1 hears of each through the socket
+/// watch) and give the next run one whose counters are as new.
+#[test]
+fn network_counters_do_not_reach_the_next_run() {
+    const COUNTERS: &str = "\
+        snmp = open('/proc/net/snmp').read().split('\\n')\n\
+        ip = dict(zip(snmp[0].split()[1:], snmp[1].split()[1:]))\n\
+        six = dict(l.split() for l in open('/proc/net/snmp6') if l.strip())\n\
+        print('NOROUTES', ip['OutNoRoutes'], six['Ip6OutNoRoutes'])\n";
+    let attacker = line(&[
+        PY,
+        "-c",
+        &format!(
+            "import socket\n\
+             for fam, addr in [(socket.AF_INET, ('192.0.2.1', 9)), (socket.AF_INET6, ('2001:db8::1', 9))]:\n    \
+                 s = socket.socket(fam, socket.SOCK_DGRAM)\n    \
+                 try:\n        s.sendto(b'x', addr)\n    \
+                 except OSError as e:\n        print('SENDTO', e.errno)\n\
+             {COUNTERS}"
+        ),
+    ]);
+    let victim = line(&[PY, "-c", COUNTERS]);
+    for (mode, attacker, victim) in attack_then_look(&attacker, &victim) {
+        assert_status(mode, &attacker, "ok");
+        assert_planted(mode, &attacker, "SENDTO 101");
+        assert!(
+            !attacker.has("NOROUTES 0 0"),
+            "[{mode:?}] the attacker's sends should count as unroutable\n{}",
+            attacker.describe()
+        );
+        assert_status(mode, &victim, "ok");
+        assert!(
+            victim.has("NOROUTES 0 0"),
+            "[{mode:?}] LEAK: the next run sees the earlier run's network counters\n{}",
+            victim.describe()
+        );
+    }
+}
+
 // ------------------------------------------------------------------ limits
 
 #[test]

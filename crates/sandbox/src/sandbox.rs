@@ -21,6 +21,7 @@ use crate::protocol::{self, Event, Request, Rlimits, Setup, SetupRoot};
 use crate::spawner::Keeper;
 use crate::spec::{Mount, Root, RunSpec, Runtime, Stdin};
 use crate::uids::{self, UidLease};
+use corral_seccomp::CompiledFilter;
 
 /// The shape of a sandbox: what is fixed when it is built. Runs with the same shape can share a
 /// pooled sandbox.
@@ -281,7 +282,7 @@ impl Sandbox {
         let seccomp = if is_gvisor {
             crate::gvisor::traced_filter(filter)?.as_bytes().to_vec()
         } else {
-            filter.as_bytes().to_vec()
+            watched(filter, config.network).as_bytes().to_vec()
         };
         // Build mode: the program is root of its own user namespace.
         let uid = if build { 0 } else { uid };
@@ -556,7 +557,7 @@ impl Sandbox {
             Some(f) if self.gvisor.is_some() => {
                 Some(crate::gvisor::traced_filter(&f)?.as_bytes().to_vec())
             }
-            Some(f) => Some(f.as_bytes().to_vec()),
+            Some(f) => Some(watched(&f, self.config.network).as_bytes().to_vec()),
             None => None,
         };
         // A terminal's master comes with `Started`: those runs always wait for it.
@@ -723,6 +724,19 @@ fn stdin_bytes(stdin: &Stdin) -> Result<Vec<u8>, SandboxError> {
             path: path.clone(),
             why: format!("cannot read stdin file: {e}"),
         }),
+    }
+}
+
+/// A native sandbox's program: without network, behind the socket watch, so that PID 1 learns
+/// which runs reached for their network namespace and a reset reads the namespace's counters
+/// only after those (reading them is most of a reset's CPU time otherwise, and grows with the
+/// host's CPU count; see `inside::netns`). With network the namespace is the host's: nothing
+/// to watch. Under gVisor, whose filter traces instead of notifying, the reset always reads.
+fn watched(filter: &CompiledFilter, network: bool) -> std::borrow::Cow<'_, CompiledFilter> {
+    if network {
+        std::borrow::Cow::Borrowed(filter)
+    } else {
+        std::borrow::Cow::Owned(filter.with_socket_watch())
     }
 }
 

@@ -216,6 +216,78 @@ impl CompiledFilter {
     pub fn evaluate(&self, arch: u32, nr: i32, args: [u64; 6]) -> Verdict {
         bpf::run(&self.insns, arch, nr, 0, args)
     }
+
+    /// This program behind a watch on sockets: every native `socket(2)` whose domain is not
+    /// `AF_UNIX` raises a user notification before the program decides, so the listener learns
+    /// that a run reached for the network namespace (a reset then checks whether it changed; see
+    /// the sandbox's `netns`). The listener must answer a watched call with what the program
+    /// itself says ([`policy_verdict`](Self::policy_verdict)): continue, an errno, or the
+    /// report. `socket(2)` takes no pointer, so answering "continue" runs exactly the call the
+    /// verdict was made on. An already watched program is returned as it is.
+    pub fn with_socket_watch(&self) -> CompiledFilter {
+        if self.has_socket_watch() {
+            return self.clone();
+        }
+        let mut insns = socket_watch_prefix();
+        insns.extend_from_slice(&self.insns);
+        CompiledFilter { insns }
+    }
+
+    /// Whether the program starts with the watch of [`with_socket_watch`](Self::with_socket_watch).
+    pub fn has_socket_watch(&self) -> bool {
+        let prefix = socket_watch_prefix();
+        self.insns.len() > prefix.len() && same_insns(&self.insns[..prefix.len()], &prefix)
+    }
+
+    /// The verdict of the program without its socket watch (the whole program's, when it has none).
+    pub fn policy_verdict(&self, arch: u32, nr: i32, args: [u64; 6]) -> Verdict {
+        let skip = if self.has_socket_watch() {
+            socket_watch_prefix().len()
+        } else {
+            0
+        };
+        bpf::run(&self.insns[skip..], arch, nr, 0, args)
+    }
+}
+
+fn same_insns(a: &[libc::sock_filter], b: &[libc::sock_filter]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x.code, x.jt, x.jf, x.k) == (y.code, y.jt, y.jf, y.k))
+}
+
+const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+const JGT_K: u16 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
+const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+const RET_USER_NOTIF: u32 = 0x7fc0_0000;
+
+fn insns(list: &[(u16, u8, u8, u32)]) -> Vec<libc::sock_filter> {
+    list.iter()
+        .map(|&(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k })
+        .collect()
+}
+
+/// See [`CompiledFilter::with_socket_watch`]. Its jumps land on the instruction right after it
+/// (the program it watches, intact: libseccomp's jumps are relative). Other ABIs and x32
+/// numbers pass through to the program, which treats them as a bad architecture.
+fn socket_watch_prefix() -> Vec<libc::sock_filter> {
+    // The low 32 bits of args[0] (the domain is an int), in `struct seccomp_data`.
+    const DOMAIN: u32 = if cfg!(target_endian = "little") {
+        16
+    } else {
+        20
+    };
+    insns(&[
+        (LD_ABS, 0, 0, 4), // arch
+        (JEQ_K, 0, 5, AUDIT_ARCH_NATIVE),
+        (LD_ABS, 0, 0, 0), // nr
+        (JEQ_K, 0, 3, libc::SYS_socket as u32),
+        (LD_ABS, 0, 0, DOMAIN),
+        (JEQ_K, 1, 0, libc::AF_UNIX as u32),
+        (RET_K, 0, 0, RET_USER_NOTIF),
+    ])
 }
 
 /// Placed before libseccomp's program in allow-list mode: a native syscall numbered above
@@ -223,28 +295,14 @@ impl CompiledFilter {
 /// reported. libseccomp's program starts from scratch (it loads what it tests), and its jumps are
 /// relative, so a prefix leaves it intact.
 fn allow_list_prefix() -> Vec<u8> {
-    const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const JGT_K: u16 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
-    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-    const RET_USER_NOTIF: u32 = 0x7fc0_0000;
-    let prefix: [(u16, u8, u8, u32); 5] = [
+    let prefix = insns(&[
         (LD_ABS, 0, 0, 4), // arch
         (JEQ_K, 0, 3, AUDIT_ARCH_NATIVE),
         (LD_ABS, 0, 0, 0), // nr
         (JGT_K, 0, 1, profile::ALLOW_LIST_NR_MAX as u32),
         (RET_K, 0, 0, RET_USER_NOTIF),
-    ];
-    prefix
-        .iter()
-        .flat_map(|&(code, jt, jf, k)| {
-            let mut b = Vec::with_capacity(INSN_SIZE);
-            b.extend_from_slice(&code.to_ne_bytes());
-            b.extend_from_slice(&[jt, jf]);
-            b.extend_from_slice(&k.to_ne_bytes());
-            b
-        })
-        .collect()
+    ]);
+    CompiledFilter { insns: prefix }.as_bytes().to_vec()
 }
 
 fn export_bpf(ctx: &ScmpFilterContext) -> Result<Vec<u8>, Error> {

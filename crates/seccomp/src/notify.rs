@@ -106,7 +106,9 @@ pub fn respond_errno(listener: BorrowedFd<'_>, id: u64, errno: i32) -> io::Resul
 /// Answers notification `id` by letting the suspended syscall run as if the filter had allowed it
 /// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`, Linux 5.5). The decision must not depend on the call's
 /// arguments in memory (another thread could change them before the kernel reads them): the
-/// sandbox uses it only for the exec of a process that has not yet run any program code.
+/// sandbox uses it only for the exec of a process that has not yet run any program code, and
+/// for a watched `socket(2)` (all its arguments are in registers, read once, by the kernel,
+/// into the notification; see [`crate::CompiledFilter::with_socket_watch`]).
 /// `ENOENT` (the task died or the call was interrupted) is not an error.
 pub fn respond_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
     const SECCOMP_USER_NOTIF_FLAG_CONTINUE: u32 = 1;

@@ -857,3 +857,40 @@ fn the_list_interfaces_grant_opens_route_netlink_only() {
         &socket(libc::AF_NETLINK, libc::NETLINK_ROUTE),
     );
 }
+
+/// Under the socket watch, a network socket waits for the listener, which answers with the
+/// program's own verdict (here: continue, and the socket is made); an `AF_UNIX` one never waits.
+#[test]
+fn a_watched_network_socket_waits_for_the_listener_and_then_runs() {
+    let w = default_filter().with_socket_watch();
+    for (what, domain, ty) in [
+        ("AF_INET", libc::AF_INET, libc::SOCK_STREAM),
+        ("AF_INET6", libc::AF_INET6, libc::SOCK_DGRAM),
+    ] {
+        let mut s = spawn(&w, true, &|| {
+            sys(libc::SYS_socket, [domain as u64, ty as u64, 0, 0, 0, 0])
+        });
+        let n = match s.next_event() {
+            Event::Notified(n) => n,
+            other => panic!("{what}: expected a notification, got {other:?}"),
+        };
+        assert_eq!(n.syscall_name(), "socket", "{what}");
+        assert_eq!(
+            w.policy_verdict(n.arch, n.syscall_nr, n.args),
+            Verdict::Allow,
+            "{what}"
+        );
+        respond_continue(s.listener(), n.id).unwrap();
+        match s.next_event() {
+            Event::Returned { ret, .. } if ret >= 0 => {}
+            other => panic!("{what}: expected a socket after continue, got {other:?}"),
+        }
+        assert_eq!(s.wait(), Exit::Code(0), "{what}");
+    }
+    expect_success(&w, "AF_UNIX", &|| {
+        sys(
+            libc::SYS_socket,
+            [libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+        )
+    });
+}

@@ -765,3 +765,96 @@ fn a_grant_is_never_part_of_a_profile_name() {
     let both = lang.and(&asked);
     assert!(both.no_sockets && both.grants.contains(&Grant::ListInterfaces));
 }
+
+/// The socket watch notifies every native `socket(2)` of a family other than `AF_UNIX` (judged on
+/// the low 32 bits, as the kernel reads an int), changes nothing else, and leaves the program's
+/// own verdict readable underneath: allowed, refused with an errno, or reported.
+#[test]
+fn a_socket_watch_notifies_network_sockets_and_keeps_every_other_verdict() {
+    let cases = [
+        ("default", default_filter().clone()),
+        ("network", net_filter().clone()),
+        ("no_sockets", strict("no_sockets")),
+        ("list_interfaces", granted("no_spawn")),
+        ("allow-list", strict("allow:read,write,exit_group,socket")),
+    ];
+    let domains: [u64; 8] = [
+        libc::AF_UNIX as u64,
+        libc::AF_INET as u64,
+        libc::AF_INET6 as u64,
+        libc::AF_NETLINK as u64,
+        libc::AF_PACKET as u64,
+        0x1_0000_0000 | libc::AF_UNIX as u64,
+        0x1_0000_0000 | libc::AF_INET as u64,
+        0xffff_ffff,
+    ];
+    for (name, f) in &cases {
+        let w = f.with_socket_watch();
+        assert!(w.has_socket_watch() && !f.has_socket_watch(), "{name}");
+        assert_eq!(w.with_socket_watch(), w, "{name}: watched twice");
+        assert_eq!(
+            CompiledFilter::from_bytes(w.as_bytes().to_vec()).unwrap(),
+            w,
+            "{name}"
+        );
+        for &domain in &domains {
+            let args = [domain, libc::SOCK_STREAM as u64, 0, 0, 0, 0];
+            let nr = libc::SYS_socket as i32;
+            let own = f.evaluate(AUDIT_ARCH_NATIVE, nr, args);
+            assert_eq!(
+                w.policy_verdict(AUDIT_ARCH_NATIVE, nr, args),
+                own,
+                "{name} {domain:#x}"
+            );
+            assert_eq!(
+                f.policy_verdict(AUDIT_ARCH_NATIVE, nr, args),
+                own,
+                "{name} {domain:#x}"
+            );
+            let want = if domain as u32 == libc::AF_UNIX as u32 {
+                own
+            } else {
+                Verdict::Notify
+            };
+            assert_eq!(
+                w.evaluate(AUDIT_ARCH_NATIVE, nr, args),
+                want,
+                "{name} {domain:#x}"
+            );
+        }
+        // Everything else is the program's verdict, foreign ABIs and x32 numbers included.
+        let others: [(u32, i32, [u64; 6]); 8] = [
+            (AUDIT_ARCH_NATIVE, libc::SYS_read as i32, [0; 6]),
+            (
+                AUDIT_ARCH_NATIVE,
+                libc::SYS_socketpair as i32,
+                [libc::AF_INET as u64, 1, 0, 0, 0, 0],
+            ),
+            (AUDIT_ARCH_NATIVE, libc::SYS_ptrace as i32, [0; 6]),
+            (
+                AUDIT_ARCH_NATIVE,
+                libc::SYS_clone as i32,
+                [libc::CLONE_NEWNET as u64, 0, 0, 0, 0, 0],
+            ),
+            (
+                AUDIT_ARCH_NATIVE,
+                libc::SYS_connect as i32,
+                [3, 0, 16, 0, 0, 0],
+            ),
+            (AUDIT_ARCH_NATIVE, 599, [0; 6]),
+            (AUDIT_ARCH_I386, 359, [libc::AF_INET as u64, 1, 0, 0, 0, 0]),
+            (
+                AUDIT_ARCH_NATIVE,
+                libc::SYS_socket as i32 | 0x4000_0000,
+                [libc::AF_INET as u64, 1, 0, 0, 0, 0],
+            ),
+        ];
+        for (arch, nr, args) in others {
+            assert_eq!(
+                w.evaluate(arch, nr, args),
+                f.evaluate(arch, nr, args),
+                "{name}: arch {arch:#x} nr {nr}"
+            );
+        }
+    }
+}

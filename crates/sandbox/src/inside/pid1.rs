@@ -67,6 +67,8 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
         .map_err(|e| SandboxError::io("signalfd", e.into()))?;
 
     let mut current: Option<Running> = None;
+    // Whether a run since the last reset may have changed the network namespace.
+    let mut reached_network = false;
     // The program's process borrows PID 1's memory on this stack (see `vfork`); made at first use.
     let mut stack: Option<vfork::Stack> = None;
     loop {
@@ -270,7 +272,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         disk_bytes,
                         inodes,
                         last_pid.as_ref(),
-                        &mut net_baseline,
+                        (&mut net_baseline, std::mem::take(&mut reached_network)),
                         &mut scratch,
                         &mut ipc,
                     )?;
@@ -298,9 +300,12 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
             }
         }
         if let Some(done) = current.as_mut().and_then(Running::finished) {
-            // Every process of the run is dead: what its terminal still holds goes out first.
-            if let Some(relay) = current.take().and_then(|r| r.relay) {
-                relay.drain(Instant::now() + RELAY_DRAIN);
+            if let Some(run) = current.take() {
+                reached_network |= run.reached_network;
+                // Every process of the run is dead: what its terminal still holds goes out first.
+                if let Some(relay) = run.relay {
+                    relay.drain(Instant::now() + RELAY_DRAIN);
+                }
             }
             protocol::send(ctl, &done, &[])?;
         }
@@ -334,7 +339,7 @@ fn reset(
     disk_bytes: u64,
     inodes: u64,
     last_pid: Option<&std::fs::File>,
-    net_baseline: &mut Option<netns::Fingerprint>,
+    (net_baseline, reached_network): (&mut Option<netns::Fingerprint>, bool),
     scratch: &mut Option<Scratch>,
     ipc: &mut Option<ipcns::Usage>,
 ) -> Result<bool, SandboxError> {
@@ -362,8 +367,13 @@ fn reset(
     if renew_ipc {
         flags |= CloneFlags::CLONE_NEWIPC;
     }
-    // A network namespace costs ~0.6 ms to replace; one nobody used is as good as new.
-    let renew_net = !setup.network && !net_baseline.as_mut().is_some_and(|f| f.unchanged());
+    // A network namespace costs ~0.6 ms to replace; one nobody used is as good as new. Without a
+    // network socket (the socket watch saw none) nothing in it can have changed.
+    let renew_net = !setup.network
+        && match net_baseline.as_mut() {
+            None => true,
+            Some(f) => reached_network && !f.unchanged(),
+        };
     if renew_net {
         flags |= CloneFlags::CLONE_NEWNET;
     }
@@ -404,6 +414,12 @@ struct Running {
     wall_killed: bool,
     /// Under gVisor, a terminal run's pty, relayed to the supervisor's pipes.
     relay: Option<Relay>,
+    /// The run's program, when it watches sockets ([`corral_seccomp::CompiledFilter::with_socket_watch`]):
+    /// a watched call is answered with the program's own verdict.
+    watch: Option<corral_seccomp::CompiledFilter>,
+    /// A process of the run made a network socket (or the run was not watched): the reset must
+    /// look at the network namespace.
+    reached_network: bool,
 }
 
 /// How long the end of a relayed terminal run waits for the supervisor to take its last output.
@@ -424,6 +440,19 @@ impl Running {
         };
         match corral_seccomp::receive(l.as_fd()) {
             Ok(n) => {
+                // A watched socket is answered as the program says, and noted for the reset.
+                match self.watched_socket(&n) {
+                    Some(Ok(())) => {
+                        self.reached_network = true;
+                        let _ = corral_seccomp::respond_continue(l.as_fd(), n.id);
+                        return;
+                    }
+                    Some(Err(errno)) => {
+                        let _ = corral_seccomp::respond_errno(l.as_fd(), n.id, errno);
+                        return;
+                    }
+                    None => {}
+                }
                 // Kill first, answer second: the offending thread never returns to user space.
                 // SIGKILL is queued for every process; the answer unblocks the thread into its death.
                 let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
@@ -433,6 +462,21 @@ impl Running {
             }
             // Every filtered process is gone; the listener has nothing more to say.
             Err(_) => self.listener = None,
+        }
+    }
+
+    /// For a `socket(2)` the run's socket watch raised, what the program underneath says when
+    /// it lets the call through (`Ok`) or fails it quietly (the errno); None for anything to
+    /// report (including every call the watch did not raise).
+    fn watched_socket(&self, n: &corral_seccomp::Notification) -> Option<Result<(), i32>> {
+        let watch = self.watch.as_ref()?;
+        if n.syscall_nr != libc::SYS_socket as i32 || n.arch != corral_seccomp::AUDIT_ARCH_NATIVE {
+            return None;
+        }
+        match watch.policy_verdict(n.arch, n.syscall_nr, n.args) {
+            corral_seccomp::Verdict::Allow => Some(Ok(())),
+            corral_seccomp::Verdict::Errno(e) => Some(Err(e)),
+            _ => None,
         }
     }
 
@@ -690,6 +734,8 @@ fn start(
                 wall_limit: None,
                 wall_killed: false,
                 relay: None,
+                watch: filter.has_socket_watch().then(|| filter.clone()),
+                reached_network: !filter.has_socket_watch(),
             };
             for status in ended {
                 run.record(status);
@@ -797,6 +843,8 @@ mod tests {
             wall_limit,
             wall_killed: false,
             relay: None,
+            watch: None,
+            reached_network: true,
         }
     }
 
