@@ -300,8 +300,11 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
             }
         }
         if let Some(done) = current.as_mut().and_then(Running::finished) {
-            if let Some(run) = current.take() {
+            if let Some(mut run) = current.take() {
                 reached_network |= run.reached_network;
+                // Every process of the run is dead: the streams end now (a relayed terminal's
+                // master reads end-of-file only once no slave is open).
+                run.stdio.clear();
                 // Every process of the run is dead: what its terminal still holds goes out first.
                 if let Some(relay) = run.relay {
                     relay.drain(Instant::now() + RELAY_DRAIN);
@@ -422,6 +425,10 @@ struct Running {
     /// A process of the run made a network socket (or the run was not watched): the reset must
     /// look at the network namespace.
     reached_network: bool,
+    /// PID 1's copies of the program's standard streams, closed just before `Finished`: the
+    /// supervisor's output pipes then end together with that event (one wake-up of the
+    /// supervisor, not one at the program's exit and another at `Finished`).
+    stdio: Vec<OwnedFd>,
 }
 
 /// How long the end of a relayed terminal run waits for the supervisor to take its last output.
@@ -670,7 +677,6 @@ fn start(
         }
         Ok(ForkResult::Parent { child }) => {
             drop(theirs);
-            drop(fds);
             if plan.gvisor {
                 // The child waits for this byte before its first step.
                 let traced = tracer::seize(child)
@@ -738,6 +744,7 @@ fn start(
                 relay: None,
                 watch: filter.has_socket_watch().then(|| filter.clone()),
                 reached_network: !filter.has_socket_watch(),
+                stdio: fds,
             };
             for status in ended {
                 run.record(status);
@@ -847,6 +854,7 @@ mod tests {
             relay: None,
             watch: None,
             reached_network: true,
+            stdio: Vec::new(),
         }
     }
 
