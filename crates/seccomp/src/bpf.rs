@@ -59,6 +59,22 @@ const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
 const SECCOMP_RET_ACTION_FULL: u32 = 0xffff_0000;
 const SECCOMP_RET_DATA: u32 = 0x0000_ffff;
 
+/// The instructions and return values the crate's hand-written pieces are built of.
+pub(crate) mod op {
+    pub const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    pub const AND_K: u16 = 0x54; // BPF_ALU | BPF_AND | BPF_K
+    pub const JA: u16 = 0x05; // BPF_JMP | BPF_JA
+    pub const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    pub const JGT_K: u16 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
+    pub const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+    pub const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    pub const RET_ALLOW: u32 = super::SECCOMP_RET_ALLOW;
+    pub const RET_ERRNO: u32 = super::SECCOMP_RET_ERRNO;
+    pub const RET_USER_NOTIF: u32 = super::SECCOMP_RET_USER_NOTIF;
+    pub const RET_ACTION: u32 = super::SECCOMP_RET_ACTION_FULL;
+    pub const RET_DATA: u32 = super::SECCOMP_RET_DATA;
+}
+
 fn seccomp_data(arch: u32, nr: i32, ip: u64, args: [u64; 6]) -> [u8; 64] {
     let mut d = [0u8; 64];
     d[0..4].copy_from_slice(&nr.to_ne_bytes());

@@ -7,6 +7,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use libseccomp::{ScmpAction, ScmpFilterContext, ScmpSyscall};
 
+use crate::arg_blocks;
 use crate::bpf::{self, Verdict};
 use crate::error::Error;
 use crate::notify::AUDIT_ARCH_NATIVE;
@@ -55,6 +56,14 @@ fn seccomp_err(
     move |source| Error::Seccomp { context, source }
 }
 
+/// What the kernel is told to do for `action`, as a `ret` of the program.
+fn ret_value(action: Action) -> u32 {
+    match action {
+        Action::KillAndReport => bpf::op::RET_USER_NOTIF,
+        Action::Errno(e) => bpf::op::RET_ERRNO | (e as u32 & bpf::op::RET_DATA),
+    }
+}
+
 fn scmp_action(action: Action) -> ScmpAction {
     match action {
         Action::KillAndReport => ScmpAction::Notify,
@@ -71,6 +80,13 @@ impl CompiledFilter {
     /// on aarch64) take the bad-architecture action, which is the same
     /// user notification as [`Action::KillAndReport`].
     pub fn compile(profile: &Profile) -> Result<CompiledFilter, Error> {
+        Self::compile_with(profile, true)
+    }
+
+    /// [`compile`](Self::compile), with the rules that have one written as their hand-compiled
+    /// argument test (`compact`, see [`crate::arg_blocks`]) or all as libseccomp patterns (the
+    /// tests compare the two).
+    fn compile_with(profile: &Profile, compact: bool) -> Result<CompiledFilter, Error> {
         let mut ctx =
             ScmpFilterContext::new(ScmpAction::Allow).map_err(seccomp_err("creating filter"))?;
         ctx.set_act_badarch(ScmpAction::Notify)
@@ -81,13 +97,22 @@ impl CompiledFilter {
             .map_err(seccomp_err("setting the optimization level"))?;
 
         let rules = profile::rule_specs(profile);
+        let mut blocks = Vec::new();
         for rule in &rules {
             let Some(nr) = profile::resolve(rule.syscall) else {
                 continue;
             };
-            let action = scmp_action(rule.action);
             let syscall = ScmpSyscall::from(nr);
             let context = || format!("adding rule for {}", rule.syscall);
+            if let Some(test) = rule.compact.as_ref().filter(|_| compact) {
+                // One unconditional rule whose `ret` becomes a jump to the test (see `splice`).
+                let sentinel = arg_blocks::SENTINEL_BASE + blocks.len() as u32;
+                ctx.add_rule_exact(ScmpAction::Errno(sentinel as i32), syscall)
+                    .map_err(seccomp_err(context()))?;
+                blocks.push((test.clone(), ret_value(rule.action)));
+                continue;
+            }
+            let action = scmp_action(rule.action);
             if rule.alternatives.is_empty() {
                 ctx.add_rule_exact(action, syscall)
                     .map_err(seccomp_err(context()))?;
@@ -105,11 +130,18 @@ impl CompiledFilter {
                 )))?;
         }
 
-        let mut bytes = export_bpf(&ctx)?;
-        if profile.restrictions().allow.is_some() {
-            bytes = [allow_list_prefix(), bytes].concat();
+        if blocks.len() > (4095 - arg_blocks::SENTINEL_BASE) as usize {
+            return Err(Error::InvalidProgram(format!(
+                "{} hand-compiled argument tests, more than the sentinels allow",
+                blocks.len()
+            )));
         }
-        Self::from_bytes(bytes)
+        let exported = Self::from_bytes(export_bpf(&ctx)?)?;
+        let mut insns = arg_blocks::splice(exported.insns, &blocks);
+        if profile.restrictions().allow.is_some() {
+            insns.splice(0..0, allow_list_prefix());
+        }
+        Self::from_bytes(CompiledFilter { insns }.as_bytes().to_vec())
     }
 
     /// The raw `struct sock_filter` array, to ship over a socket.
@@ -257,11 +289,7 @@ fn same_insns(a: &[libc::sock_filter], b: &[libc::sock_filter]) -> bool {
             .all(|(x, y)| (x.code, x.jt, x.jf, x.k) == (y.code, y.jt, y.jf, y.k))
 }
 
-const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-const JGT_K: u16 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
-const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-const RET_USER_NOTIF: u32 = 0x7fc0_0000;
+use crate::bpf::op::{JEQ_K, JGT_K, LD_ABS, RET_K, RET_USER_NOTIF};
 
 fn insns(list: &[(u16, u8, u8, u32)]) -> Vec<libc::sock_filter> {
     list.iter()
@@ -271,20 +299,19 @@ fn insns(list: &[(u16, u8, u8, u32)]) -> Vec<libc::sock_filter> {
 
 /// See [`CompiledFilter::with_socket_watch`]. Its jumps land on the instruction right after it
 /// (the program it watches, intact: libseccomp's jumps are relative). Other ABIs and x32
-/// numbers pass through to the program, which treats them as a bad architecture.
+/// numbers pass through to the program, which treats them as a bad architecture. The number is
+/// tested before the architecture: two instructions for every other call, not four (each process
+/// that installs the filter has the kernel walk the prefix for every syscall number, to cache the
+/// ones always allowed).
 fn socket_watch_prefix() -> Vec<libc::sock_filter> {
-    // The low 32 bits of args[0] (the domain is an int), in `struct seccomp_data`.
-    const DOMAIN: u32 = if cfg!(target_endian = "little") {
-        16
-    } else {
-        20
-    };
+    // The domain is an int: the low 32 bits of args[0].
+    let domain = arg_blocks::arg_low(0);
     insns(&[
-        (LD_ABS, 0, 0, 4), // arch
-        (JEQ_K, 0, 5, AUDIT_ARCH_NATIVE),
         (LD_ABS, 0, 0, 0), // nr
-        (JEQ_K, 0, 3, libc::SYS_socket as u32),
-        (LD_ABS, 0, 0, DOMAIN),
+        (JEQ_K, 0, 5, libc::SYS_socket as u32),
+        (LD_ABS, 0, 0, 4), // arch
+        (JEQ_K, 0, 3, AUDIT_ARCH_NATIVE),
+        (LD_ABS, 0, 0, domain),
         (JEQ_K, 1, 0, libc::AF_UNIX as u32),
         (RET_K, 0, 0, RET_USER_NOTIF),
     ])
@@ -294,15 +321,14 @@ fn socket_watch_prefix() -> Vec<libc::sock_filter> {
 /// [`profile::ALLOW_LIST_NR_MAX`] (one a newer kernel may add, which no rule names) is killed and
 /// reported. libseccomp's program starts from scratch (it loads what it tests), and its jumps are
 /// relative, so a prefix leaves it intact.
-fn allow_list_prefix() -> Vec<u8> {
-    let prefix = insns(&[
+fn allow_list_prefix() -> Vec<libc::sock_filter> {
+    insns(&[
         (LD_ABS, 0, 0, 4), // arch
         (JEQ_K, 0, 3, AUDIT_ARCH_NATIVE),
         (LD_ABS, 0, 0, 0), // nr
         (JGT_K, 0, 1, profile::ALLOW_LIST_NR_MAX as u32),
         (RET_K, 0, 0, RET_USER_NOTIF),
-    ]);
-    CompiledFilter { insns: prefix }.as_bytes().to_vec()
+    ])
 }
 
 fn export_bpf(ctx: &ScmpFilterContext) -> Result<Vec<u8>, Error> {
@@ -323,4 +349,118 @@ fn export_bpf(ctx: &ScmpFilterContext) -> Result<Vec<u8>, Error> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grants::Grant;
+    use crate::restrictions::Restrictions;
+
+    /// Argument values that reach every branch of the hand-compiled tests: each bit alone and
+    /// with its neighbour, small numbers (families, personalities), the allowed values with
+    /// upper halves set, all ones, and a spread of others.
+    fn values() -> Vec<u64> {
+        let mut v: Vec<u64> = (0..=300).collect();
+        for i in 0..64 {
+            v.push(1 << i);
+            v.push((1 << i) | (1 << ((i + 1) % 64)));
+            v.push(!(1u64 << i));
+            v.push(0xffff_ffff & !(1u64 << (i % 32)));
+        }
+        for base in [0u64, 0x40000, 0xffff_ffff, 1, 2, 10, 16] {
+            for hi in [0u64, 1, 7, 0xffff_ffff] {
+                v.push(base | (hi << 32));
+                v.push(base | 0x100 | (hi << 32));
+            }
+        }
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..2000 {
+            // xorshift: a fixed, varied spread (no dependency for a test).
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v.push(x);
+            v.push(x & 0xffff_ffff);
+            v.push(x & 0xff);
+        }
+        v
+    }
+
+    fn profiles() -> Vec<(String, Profile)> {
+        let mut out = Vec::new();
+        for network in [false, true] {
+            for unix in [true, false] {
+                for r in ["default", "no_spawn", "no_sockets", "no_spawn+no_sockets"] {
+                    let restrictions: Restrictions = r.parse().unwrap();
+                    let p = Profile::default_profile()
+                        .with_network(network)
+                        .with_unix_sockets(unix);
+                    out.push((
+                        format!("network {network} unix {unix} {r:?}"),
+                        p.clone().with_restrictions(restrictions.clone()),
+                    ));
+                    out.push((
+                        format!("network {network} unix {unix} {r:?} + list_interfaces"),
+                        p.with_restrictions(restrictions.granting([Grant::ListInterfaces])),
+                    ));
+                }
+            }
+        }
+        let allow: Restrictions = "allow:read,write,exit_group,personality,socket,clone"
+            .parse()
+            .unwrap();
+        out.push((
+            "allow-list".into(),
+            Profile::default_profile().with_restrictions(allow),
+        ));
+        out
+    }
+
+    #[test]
+    fn hand_compiled_tests_give_the_verdicts_of_libseccomps_patterns() {
+        let values = values();
+        for (name, profile) in profiles() {
+            let compact = CompiledFilter::compile_with(&profile, true).unwrap();
+            let patterns = CompiledFilter::compile_with(&profile, false).unwrap();
+            let with_tests: Vec<i32> = profile::rule_specs(&profile)
+                .iter()
+                .filter(|r| r.compact.is_some())
+                .filter_map(|r| profile::resolve(r.syscall))
+                .collect();
+            // The default offline profile must really use them, and be shorter for it.
+            if name == "network false unix true \"default\"" {
+                assert_eq!(with_tests.len(), 4, "{name}");
+                assert!(
+                    compact.instruction_count() * 2 < patterns.instruction_count(),
+                    "{name}: {} vs {} instructions",
+                    compact.instruction_count(),
+                    patterns.instruction_count()
+                );
+            }
+            for &nr in &with_tests {
+                for arg in 0..3 {
+                    for &v in &values {
+                        let mut args = [0u64; 6];
+                        args[arg] = v;
+                        assert_eq!(
+                            compact.evaluate(AUDIT_ARCH_NATIVE, nr, args),
+                            patterns.evaluate(AUDIT_ARCH_NATIVE, nr, args),
+                            "{name}: syscall {nr} arg {arg} = {v:#x}"
+                        );
+                    }
+                }
+            }
+            // Every other syscall, ABI and number: unchanged.
+            for arch in [AUDIT_ARCH_NATIVE, 0x4000_0003] {
+                for nr in (0..=700).chain([0x4000_0000, 0x4000_0001, -1]) {
+                    assert_eq!(
+                        compact.evaluate(arch, nr, [0; 6]),
+                        patterns.evaluate(arch, nr, [0; 6]),
+                        "{name}: arch {arch:#x} syscall {nr}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -137,6 +137,7 @@
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 compile_error!("corral-seccomp supports x86_64 and aarch64 only");
 
+mod arg_blocks;
 mod bpf;
 mod error;
 mod filter;

@@ -4,6 +4,7 @@ use std::fmt;
 
 use libseccomp::{ScmpArgCompare, ScmpCompareOp};
 
+use crate::arg_blocks::ArgTest;
 use crate::grants::Grant;
 use crate::patterns::{self, Pattern};
 use crate::restrictions::{Restrictions, STARTUP};
@@ -136,6 +137,9 @@ pub(crate) struct RuleSpec {
     pub action: Action,
     pub condition: &'static str,
     pub alternatives: Vec<Vec<ScmpArgCompare>>,
+    /// The same condition as a hand-compiled test (a shorter program; see `crate::arg_blocks`).
+    /// Whatever changes `alternatives` must drop it.
+    pub compact: Option<ArgTest>,
 }
 
 /// `CLONE_NEW*` flags that `clone()` can carry (`CLONE_NEWTIME` only fits in
@@ -265,6 +269,7 @@ pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
             action,
             condition,
             alternatives,
+            compact: None,
         })
     };
 
@@ -378,8 +383,65 @@ pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
             .collect(),
     );
 
+    // The same conditions, hand-compiled (before `restrict`, which drops what it changes).
+    let low_byte = low_mask_u32(FAMILY_BITS);
+    set_compact(
+        &mut rules,
+        "personality",
+        ArgTest::NoneOf {
+            arg: 0,
+            mask: u32::MAX,
+            values: vec![0, 1 << ADDR_NO_RANDOMIZE_BIT, u32::MAX],
+        },
+    );
+    set_compact(
+        &mut rules,
+        "clone",
+        ArgTest::AnyBit {
+            arg: 0,
+            mask: CLONE_NS_FLAGS
+                .iter()
+                .map(|&(flag, _)| u32::try_from(flag).expect("clone's flags fit 32 bits"))
+                .fold(0, |m, f| m | f),
+        },
+    );
+    if !route_netlink {
+        set_compact(
+            &mut rules,
+            "socket",
+            ArgTest::NoneOf {
+                arg: 0,
+                mask: low_byte,
+                values: socket_families,
+            },
+        );
+    }
+    set_compact(
+        &mut rules,
+        "socketpair",
+        ArgTest::NoneOf {
+            arg: 0,
+            mask: low_byte,
+            values: ALLOWED_FAMILIES.to_vec(),
+        },
+    );
+
     restrict(&mut rules, &profile.restrictions);
     rules
+}
+
+fn set_compact(rules: &mut [RuleSpec], syscall: &str, test: ArgTest) {
+    for r in rules.iter_mut().filter(|r| r.syscall == syscall) {
+        r.compact = Some(test.clone());
+    }
+}
+
+fn low_mask_u32(bits: u32) -> u32 {
+    if bits >= 32 {
+        u32::MAX
+    } else {
+        (1 << bits) - 1
+    }
 }
 
 /// Makes `syscall` killed and reported whatever its arguments, replacing its default rules.
@@ -390,6 +452,7 @@ fn notify_always(rules: &mut Vec<RuleSpec>, syscall: &'static str, condition: &'
         action: Action::KillAndReport,
         condition,
         alternatives: Vec::new(),
+        compact: None,
     });
 }
 
@@ -411,6 +474,7 @@ fn restrict(rules: &mut Vec<RuleSpec>, r: &Restrictions) {
             .find(|r| r.syscall == "clone")
             .expect("the default profile has a clone rule");
         clone.condition = "flags contain any CLONE_NEW* namespace flag, or lack CLONE_THREAD (no_spawn: a new process)";
+        clone.compact = None;
         clone.alternatives.push(vec![ScmpArgCompare::new(
             0,
             ScmpCompareOp::MaskedEqual(libc::CLONE_THREAD as u64),
