@@ -115,6 +115,11 @@
 //! request, persona) are compared on their low 32 bits only, so garbage in
 //! the upper half of the register cannot smuggle a value past the filter.
 //!
+//! libseccomp compiles the program; the argument tests it would write long
+//! (`personality`, `clone`, `socket`, `socketpair`) are compiled by hand and
+//! spliced in (`arg_blocks`), which halves the program that every run's
+//! process installs.
+//!
 //! # Using it
 //!
 //! ```no_run
