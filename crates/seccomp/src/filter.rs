@@ -141,7 +141,7 @@ impl CompiledFilter {
         if profile.restrictions().allow.is_some() {
             insns.splice(0..0, allow_list_prefix());
         }
-        Self::from_bytes(CompiledFilter { insns }.as_bytes().to_vec())
+        Self::from_insns(insns)
     }
 
     /// The raw `struct sock_filter` array, to ship over a socket.
@@ -162,19 +162,10 @@ impl CompiledFilter {
     /// length is a non-zero multiple of 8 bytes and at most
     /// [`MAX_INSNS`] instructions; the kernel verifies the rest on install.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<CompiledFilter, Error> {
-        if bytes.is_empty() {
-            return Err(Error::InvalidProgram("empty program".into()));
-        }
         if !bytes.len().is_multiple_of(INSN_SIZE) {
             return Err(Error::InvalidProgram(format!(
                 "length {} is not a multiple of {INSN_SIZE}",
                 bytes.len()
-            )));
-        }
-        let n = bytes.len() / INSN_SIZE;
-        if n > MAX_INSNS {
-            return Err(Error::InvalidProgram(format!(
-                "{n} instructions, more than the kernel's limit of {MAX_INSNS}"
             )));
         }
         let insns = bytes
@@ -186,6 +177,20 @@ impl CompiledFilter {
                 k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
             })
             .collect();
+        Self::from_insns(insns)
+    }
+
+    /// A program of 1..=[`MAX_INSNS`] instructions.
+    fn from_insns(insns: Vec<libc::sock_filter>) -> Result<CompiledFilter, Error> {
+        if insns.is_empty() {
+            return Err(Error::InvalidProgram("empty program".into()));
+        }
+        if insns.len() > MAX_INSNS {
+            return Err(Error::InvalidProgram(format!(
+                "{} instructions, more than the kernel's limit of {MAX_INSNS}",
+                insns.len()
+            )));
+        }
         Ok(CompiledFilter { insns })
     }
 

@@ -64,7 +64,8 @@ pub(crate) fn low_bits_except(bits: u32, allowed: &[u32]) -> Vec<Pattern> {
     out
 }
 
-fn low_mask(n: u32) -> u32 {
+/// The `n` lowest bits set (all 32 from `n` = 32 on).
+pub(crate) fn low_mask(n: u32) -> u32 {
     if n >= 32 {
         u32::MAX
     } else {

@@ -384,7 +384,7 @@ pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
     );
 
     // The same conditions, hand-compiled (before `restrict`, which drops what it changes).
-    let low_byte = low_mask_u32(FAMILY_BITS);
+    let low_byte = patterns::low_mask(FAMILY_BITS);
     set_compact(
         &mut rules,
         "personality",
@@ -433,14 +433,6 @@ pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
 fn set_compact(rules: &mut [RuleSpec], syscall: &str, test: ArgTest) {
     for r in rules.iter_mut().filter(|r| r.syscall == syscall) {
         r.compact = Some(test.clone());
-    }
-}
-
-fn low_mask_u32(bits: u32) -> u32 {
-    if bits >= 32 {
-        u32::MAX
-    } else {
-        (1 << bits) - 1
     }
 }
 

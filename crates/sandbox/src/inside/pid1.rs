@@ -302,10 +302,10 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
         if let Some(done) = current.as_mut().and_then(Running::finished) {
             if let Some(mut run) = current.take() {
                 reached_network |= run.reached_network;
-                // Every process of the run is dead: the streams end now (a relayed terminal's
-                // master reads end-of-file only once no slave is open).
+                // Every process of the run is dead: its streams end now (a relayed terminal's
+                // master reads end-of-file only once no slave is open), and what its terminal
+                // still holds goes out first.
                 run.stdio.clear();
-                // Every process of the run is dead: what its terminal still holds goes out first.
                 if let Some(relay) = run.relay {
                     relay.drain(Instant::now() + RELAY_DRAIN);
                 }
