@@ -1220,6 +1220,70 @@ fn writes_outside_working_dir_fail() {
     host_unchanged(&m, w.path());
 }
 
+/// The mounts themselves, apart from Landlock and permissions (the writes above meet all three):
+/// every mount of the sandbox is nosuid, and every one but the scratch mounts, `/proc` (its
+/// writable files are masked) and the devices is read-only — the system folders, the curated
+/// `/etc` with each of its binds (made read-only in one `mount_setattr` over the tree), `/dev`
+/// itself, the masks. Under gVisor the table is gVisor's own (its `/dev` is the sentry's, and it
+/// shows no nosuid): there the root, the system folders and the `/etc` entries must be read-only.
+#[test]
+fn every_mount_but_the_scratch_is_read_only_and_nosuid() {
+    let _g = shared();
+    let gvisor = common::test_runtime().as_deref() == Some("gvisor");
+    let image = common::image::image_mode();
+    let o = run(
+        &strs(&["--", SH, "-c", "cat /proc/self/mountinfo"]),
+        secs(30),
+    );
+    o.assert_status("ok");
+    let writable_ok = |at: &str| {
+        ["/tmp", "/dev/shm", "/home/sandbox", "/dev/pts", "/proc"].contains(&at)
+            || ["null", "zero", "full", "random", "urandom"]
+                .iter()
+                .any(|n| at == format!("/dev/{n}"))
+            // Masked /proc files are /dev/null bound over them.
+            || (at.starts_with("/proc/") && !at.starts_with("/proc/sys"))
+            || (gvisor && at == "/dev")
+    };
+    let mut seen = Vec::new();
+    for l in o.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        assert!(f.len() > 6, "not a mountinfo line: {l}");
+        let (at, opts) = (f[4], f[5]);
+        let opts: Vec<&str> = opts.split(',').collect();
+        assert!(
+            gvisor || opts.contains(&"nosuid"),
+            "{at} is not nosuid: {l}"
+        );
+        if !writable_ok(at) {
+            assert!(
+                opts.contains(&"ro"),
+                "{at} is writable: {l}\n{}",
+                o.describe()
+            );
+        }
+        seen.push(at.to_string());
+    }
+    // The check covered what it is about: the root and /dev, natively /proc's read-only parts,
+    // and on the host root the system folders and /etc's entries (natively /etc itself too).
+    let mut must = vec!["/", "/dev"];
+    if !gvisor {
+        must.push("/proc/sys");
+    }
+    if !image {
+        must.extend(["/usr", "/etc/ld.so.cache", "/etc/alternatives"]);
+        if !gvisor {
+            must.push("/etc");
+        }
+    }
+    for must in must {
+        assert!(
+            seen.iter().any(|s| s == must),
+            "no mount at {must}: {seen:?}"
+        );
+    }
+}
+
 #[test]
 fn nothing_persists_between_runs() {
     let _g = shared();

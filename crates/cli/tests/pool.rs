@@ -734,6 +734,59 @@ fn an_unused_ipc_namespace_is_kept_and_a_used_one_replaced() {
     }
 }
 
+/// Fresh sandboxes from the spawner enter network and IPC namespaces it made ahead for them
+/// (`inside/spares.rs`): each must still be a namespace of its own — no two sandboxes share one,
+/// none is the host's — and a sandbox with network must still get the host's. Six fresh
+/// sandboxes: the first is started directly, the second forked at once, later ones (a run apart)
+/// find their spares ready.
+#[test]
+fn every_fresh_sandbox_has_network_and_ipc_namespaces_of_its_own() {
+    let ns = "echo NS $(readlink /proc/self/ns/net) $(readlink /proc/self/ns/ipc)";
+    let mut lines: Vec<Value> = (0..6).map(|_| sh(ns)).collect();
+    lines.push(with(sh(ns), "network", json!(true)));
+    let res = run_batch(&lines, &Mode::Fresh.flags());
+    assert_served(Mode::Fresh, &res.iter().collect::<Vec<_>>());
+    let ids = |r: &Res| -> (String, String) {
+        let l = r
+            .lines()
+            .iter()
+            .find_map(|l| l.strip_prefix("NS ").map(str::to_string))
+            .unwrap_or_else(|| panic!("no NS line\n{}", r.describe()));
+        let (net, ipc) = l.split_once(' ').expect("two namespaces");
+        (net.to_string(), ipc.to_string())
+    };
+    let host = |kind: &str| fs::read_link(format!("/proc/self/ns/{kind}")).unwrap();
+    let (host_net, host_ipc) = (host("net"), host("ipc"));
+    let isolated: Vec<(String, String)> = res[..6].iter().map(ids).collect();
+    for (i, (net, ipc)) in isolated.iter().enumerate() {
+        assert_ne!(
+            Path::new(net),
+            host_net,
+            "sandbox {i} is in the host's network namespace"
+        );
+        assert_ne!(
+            Path::new(ipc),
+            host_ipc,
+            "sandbox {i} is in the host's IPC namespace"
+        );
+        for (j, (net2, ipc2)) in isolated.iter().enumerate().skip(i + 1) {
+            assert_ne!(net, net2, "sandboxes {i} and {j} share a network namespace");
+            assert_ne!(ipc, ipc2, "sandboxes {i} and {j} share an IPC namespace");
+        }
+    }
+    let (net, ipc) = ids(&res[6]);
+    assert_eq!(
+        Path::new(&net),
+        host_net,
+        "a sandbox with network is not on the host's"
+    );
+    assert_ne!(
+        Path::new(&ipc),
+        host_ipc,
+        "a sandbox with network is in the host's IPC namespace"
+    );
+}
+
 // ------------------------------------------------------------------ processes
 
 #[test]

@@ -15,6 +15,8 @@ pub enum SetupError {
     // Namespaces and identity.
     #[error("unshare({0:?}): {1}")]
     Unshare(CloneFlags, Errno),
+    #[error("entering the spawner's spare namespace setns({0:?}): {1}")]
+    EnterSpare(CloneFlags, Errno),
     #[error("writing /proc/self/{file}: {source}")]
     WriteProcSelf {
         file: &'static str,

@@ -20,6 +20,7 @@ use crate::inside::error::SetupError;
 use crate::inside::pid1::{self, Built};
 use crate::inside::privileges;
 use crate::inside::scratch::Scratch;
+use crate::inside::spares::Spares;
 use crate::inside::spawner::{self, Served};
 use crate::inside::syscalls::Kernel;
 use crate::inside::{gvisor, idmap, ipcns, landlock, netns, rootfs};
@@ -56,11 +57,11 @@ pub fn init_main() -> ! {
         .is_some_and(|a| a == crate::protocol::SPAWNER_ARG)
     {
         match spawner::serve(ctl) {
-            Ok(Served::Keeper(ctl)) => exit_with("corral init", run(ctl)),
+            Ok(Served::Keeper(ctl, spares)) => exit_with("corral init", run(ctl, spares)),
             other => exit_with("corral spawner", other.map(drop)),
         }
     }
-    exit_with("corral init", run(ctl))
+    exit_with("corral init", run(ctl, Spares::default()))
 }
 
 fn exit_with(who: &str, result: Result<(), SandboxError>) -> ! {
@@ -109,7 +110,7 @@ fn refuse(ctl: BorrowedFd<'_>, error: String) -> Result<(), SandboxError> {
     Err(SandboxError::Init(error))
 }
 
-fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
+fn run(ctl: OwnedFd, spares: Spares) -> Result<(), SandboxError> {
     let Some((setup, cgroup_procs)) = protocol::recv::<Setup>(ctl.as_fd())? else {
         return Ok(());
     };
@@ -137,15 +138,30 @@ fn run(ctl: OwnedFd) -> Result<(), SandboxError> {
         },
         None => None,
     };
-    let mut flags = CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS;
-    if !setup.network {
+    // Namespaces the spawner made ahead are entered, not made; a user namespace of the
+    // sandbox's own (rootless) has no privilege over them.
+    let usable = setup.userns.is_none();
+    let net = spares.net.filter(|_| usable && !setup.network);
+    let ipc = spares.ipc.filter(|_| usable);
+    let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWUTS;
+    if ipc.is_none() {
+        flags |= CloneFlags::CLONE_NEWIPC;
+    }
+    if !setup.network && net.is_none() {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     if let Err(e) = unshare(flags) {
         return refuse(ctl.as_fd(), SetupError::Unshare(flags, e).to_string());
+    }
+    for (ns, kind) in [
+        (net, CloneFlags::CLONE_NEWNET),
+        (ipc, CloneFlags::CLONE_NEWIPC),
+    ] {
+        if let Some(ns) = ns {
+            if let Err(e) = nix::sched::setns(&ns, kind) {
+                return refuse(ctl.as_fd(), SetupError::EnterSpare(kind, e).to_string());
+            }
+        }
     }
     // SAFETY: this process is single-threaded (a fresh exec that started no threads), so the child
     // may run arbitrary code.
@@ -226,18 +242,18 @@ fn build(
     privileges::drop_bounding_set(&mut Kernel::for_init())?;
     // The OOM killer should pick a program, never PID 1 (best effort: needs CAP_SYS_RESOURCE).
     let oom_protected = std::fs::write("/proc/self/oom_score_adj", b"-1000").is_ok();
-    // What a network namespace nobody has used looks like (see `netns::Fingerprint`).
+    let filter = corral_seccomp::CompiledFilter::from_bytes(setup.seccomp.clone())?;
+    // What a reset needs to know whether the network namespace is as new (see `netns::Baseline`).
     let net_baseline = if setup.network {
         None
     } else {
-        netns::Fingerprint::capture()
+        Some(netns::Baseline::new(filter.has_socket_watch()))
     };
     let landlock = if setup.landlock {
         landlock::prepare(setup)?
     } else {
         None
     };
-    let filter = corral_seccomp::CompiledFilter::from_bytes(setup.seccomp.clone())?;
     // Resets empty the scratch mounts in place unless a bind lives on them (the walk would stop
     // at it every time) or gVisor holds them (its reset is its own).
     let binds_on_scratch = setup.mounts.iter().any(|m| rootfs::on_scratch(&m.dst));

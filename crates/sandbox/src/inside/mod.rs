@@ -1,5 +1,7 @@
 //! Everything that runs inside a sandbox, in the order it runs:
 //!
+//! - [`spawner`]: the copy of init that forks each later sandbox's keeper, with [`spares`]: the
+//!   network and IPC namespaces it makes ahead for the next one.
 //! - [`init`]: `corral __sandbox-init` — namespaces, the fork of PID 1, and PID 1's ordered build
 //!   steps ([`rootfs`] with [`image_root`] for an image's layers and [`idmap`] for build mode,
 //!   [`netns`], the bounding set, [`landlock`] rules, the seccomp program).
@@ -16,7 +18,8 @@
 //!
 //! Dependencies point one way, down this list's call order: `init` → `pid1` → `child` →
 //! `privileges` → `syscalls`; `rootfs` → `image_root` → `idmap`; the leaves (`netns`, `landlock`,
-//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `scratch`, `ipcns`, `vfork`, `fds`, `error`) call back into none of them.
+//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `scratch`, `ipcns`, `vfork`, `fds`, `error`) call back into none of them;
+//! `spawner` → `spares` → `netns`.
 
 mod child;
 pub(crate) mod error;
@@ -33,6 +36,7 @@ mod privileges;
 pub(crate) mod pty;
 pub(crate) mod rootfs;
 mod scratch;
+mod spares;
 mod spawner;
 mod stdin_probe;
 mod syscalls;

@@ -32,8 +32,8 @@ pub(crate) struct Built {
     pub pids_max: Option<std::fs::File>,
     /// PID 1 exempted itself from the OOM killer.
     pub oom_protected: bool,
-    /// What the unused network namespace looked like (see [`netns::Fingerprint`]).
-    pub net_baseline: Option<netns::Fingerprint>,
+    /// Whether the network namespace is as new (none with the host's network).
+    pub net_baseline: Option<netns::Baseline>,
     pub landlock: Option<::landlock::RulesetCreated>,
     pub landlock_abi: Option<i32>,
     pub filter: corral_seccomp::CompiledFilter,
@@ -342,7 +342,7 @@ fn reset(
     disk_bytes: u64,
     inodes: u64,
     last_pid: Option<&std::fs::File>,
-    (net_baseline, reached_network): (&mut Option<netns::Fingerprint>, bool),
+    (net_baseline, reached_network): (&mut Option<netns::Baseline>, bool),
     scratch: &mut Option<Scratch>,
     ipc: &mut Option<ipcns::Usage>,
 ) -> Result<bool, SandboxError> {
@@ -374,11 +374,9 @@ fn reset(
     }
     // A network namespace costs ~0.6 ms to replace; one nobody used is as good as new. Without a
     // network socket (the socket watch saw none) nothing in it can have changed.
-    let renew_net = !setup.network
-        && match net_baseline.as_mut() {
-            None => true,
-            Some(f) => reached_network && !f.unchanged(),
-        };
+    let renew_net = net_baseline
+        .as_mut()
+        .is_some_and(|b| b.must_renew(reached_network));
     if renew_net {
         flags |= CloneFlags::CLONE_NEWNET;
     }
@@ -390,7 +388,8 @@ fn reset(
     }
     if renew_net {
         netns::loopback_up();
-        *net_baseline = netns::Fingerprint::capture();
+        let watched = matches!(net_baseline, Some(netns::Baseline::Watched));
+        *net_baseline = Some(netns::Baseline::new(watched));
     }
     use std::os::unix::fs::FileExt;
     if let Some(last_pid) = last_pid {

@@ -1,7 +1,8 @@
 //! The spawner process (`corral __sandbox-init --spawner`, see [`crate::spawner`]): forks one
 //! keeper per request. It starts no thread, so each fork may run arbitrary code, and each keeper
 //! begins as a started init would: single-threaded, the control socket as fd 3, no other
-//! descriptor, default signal dispositions (the keeper resets them as a started init does).
+//! descriptor, default signal dispositions (the keeper resets them as a started init does) —
+//! and the network and IPC namespaces made for it ahead ([`spares`]), when there are.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
@@ -10,14 +11,16 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 
 use crate::error::SandboxError;
+use crate::inside::spares::{self, Spares};
 use crate::protocol::{self, Spawn, Spawned};
 
 /// What [`serve`] returned to.
 pub(crate) enum Served {
     /// The spawner: the supervisor closed its socket.
     SupervisorGone,
-    /// A forked keeper: its control socket, at the number the spawner's had (fd 3).
-    Keeper(OwnedFd),
+    /// A forked keeper: its control socket, at the number the spawner's had (fd 3), and the
+    /// namespaces made for it.
+    Keeper(OwnedFd, Spares),
 }
 
 /// Serves spawn requests on `sock` until the supervisor closes it; returns in the spawner then,
@@ -25,12 +28,24 @@ pub(crate) enum Served {
 pub(crate) fn serve(sock: OwnedFd) -> Result<Served, SandboxError> {
     // Its folder is nobody's concern; holding the supervisor's could keep a mount busy.
     let _ = nix::unistd::chdir("/");
+    let mut maker = spares::Maker::new();
     loop {
         reap();
         let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
-        // Wakes now and then to reap keepers of sandboxes that ended while no request came.
-        match poll(&mut fds, PollTimeout::from(1000u16)) {
-            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+        // The next keeper's namespaces are made once no request came for a millisecond: not at
+        // once after a fork, where the supervisor (waiting for the reply) and the new keeper
+        // need the CPUs (on 2 cores making them then delayed the reply by up to ~0.5 ms).
+        let wants_work = maker.as_ref().is_some_and(spares::Maker::wants_work);
+        // Else wakes now and then to reap keepers of sandboxes that ended while no request came.
+        let timeout = if wants_work { 1u16 } else { 1000 };
+        match poll(&mut fds, PollTimeout::from(timeout)) {
+            Ok(0) => {
+                if let Some(m) = maker.as_mut().filter(|_| wants_work) {
+                    m.make()?;
+                }
+                continue;
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
             Ok(_) => {}
             Err(e) => return Err(SandboxError::io("poll", e.into())),
         }
@@ -41,12 +56,17 @@ pub(crate) fn serve(sock: OwnedFd) -> Result<Served, SandboxError> {
             continue;
         }
         let ctl = fds.remove(0);
+        let spares = maker.as_mut().map(spares::Maker::take).unwrap_or_default();
         // SAFETY: this process is single-threaded (it starts no thread), so the child may run
         // arbitrary code.
         match unsafe { fork() }.map_err(|e| SandboxError::io("fork of a keeper", e.into()))? {
-            ForkResult::Child => return become_keeper(sock, ctl).map(Served::Keeper),
+            ForkResult::Child => {
+                // The spawner's own namespaces are not the keeper's to hold.
+                drop(maker);
+                return become_keeper(sock, ctl).map(|c| Served::Keeper(c, spares));
+            }
             ForkResult::Parent { child } => {
-                drop(ctl);
+                drop((ctl, spares));
                 // Opened before this process reaps anything: the pid cannot have been reused.
                 // Without one the supervisor refuses the keeper, which then exits at the
                 // end-of-file of its control socket.
@@ -63,7 +83,8 @@ pub(crate) fn serve(sock: OwnedFd) -> Result<Served, SandboxError> {
 
 /// In the forked child: the sandbox's control socket takes the spawner's number (fd 3: it was
 /// started as an init is), which closes the spawner's socket in this process. The spawner holds
-/// no other descriptor but stdio, so nothing else is inherited.
+/// no other descriptor but stdio and its namespaces' (dropped by the caller), so nothing else is
+/// inherited.
 fn become_keeper(mut sock: OwnedFd, ctl: OwnedFd) -> Result<OwnedFd, SandboxError> {
     rustix::io::dup2(&ctl, &mut sock)
         .map_err(|e| SandboxError::io("placing a keeper's control socket", e.into()))?;
