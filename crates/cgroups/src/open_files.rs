@@ -6,28 +6,36 @@
 //! remembered as absent. Same errors, and same single-`write(2)` rule, as [`crate::fs`].
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::error::Error;
 use crate::fs;
 use crate::parse::parse_u64;
 
-/// (path, opened for writing) → the open file, or None when the kernel has no such file.
-type Cache = HashMap<(PathBuf, bool), Option<Arc<File>>>;
+/// Path → the open file, or None when the kernel has no such file. Keyed by the path's bytes
+/// (a lookup hashes them without building a key; `Path`'s own hash walks its components).
+type Cache = HashMap<OsString, Option<Arc<File>>>;
 
 #[derive(Default)]
 pub(crate) struct OpenFiles {
-    files: Mutex<Cache>,
+    /// [read ends, write ends]
+    files: Mutex<[Cache; 2]>,
 }
 
 impl OpenFiles {
     fn get(&self, path: &Path, write: bool) -> io::Result<Option<Arc<File>>> {
-        let key = (path.to_owned(), write);
-        if let Some(f) = self.files.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        let side = usize::from(write);
+        if let Some(f) = self
+            .files
+            .lock()
+            .ok()
+            .and_then(|m| m[side].get(path.as_os_str()).cloned())
+        {
             return Ok(f);
         }
         let opened = OpenOptions::new()
@@ -41,7 +49,7 @@ impl OpenFiles {
             Err(e) => return Err(e),
         };
         if let Ok(mut m) = self.files.lock() {
-            m.insert(key, f.clone());
+            m[side].insert(path.as_os_str().to_owned(), f.clone());
         }
         Ok(f)
     }
