@@ -6,7 +6,8 @@
 //! CPU: the dynamic loader relocates ~38,000 pointers and faults ~280 pages in). The spawner is a
 //! copy of the init started once (`corral __sandbox-init --spawner`) that stays single-threaded and
 //! forks a ready keeper per sandbox, which then runs exactly the code a started init runs, with
-//! the sandbox's control socket as its fd 3.
+//! the sandbox's control socket as its fd 3 — and enters the network and IPC namespaces the
+//! spawner made for it while it waited (`inside::spares`) instead of making them on the build's path.
 //!
 //! A process's first sandbox is started directly (a one-shot `corral run` never pays for a
 //! spawner it would use once); the spawner is started for the second and serves every later one.
