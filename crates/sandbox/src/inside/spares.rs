@@ -41,8 +41,8 @@ pub(crate) struct Maker {
 
 impl Maker {
     /// None when the spawner's own namespaces cannot be named (no /proc): keepers make theirs.
-    /// (The calling thread's: `unshare` and `setns` change only it, and `/proc/self` names the
-    /// process's first thread.)
+    /// They are named through `/proc/thread-self`: `unshare` and `setns` change only the calling
+    /// thread, and `/proc/self` names the process's first thread.
     pub(crate) fn new() -> Option<Maker> {
         let open = |kind: &str| {
             File::open(format!("/proc/thread-self/ns/{kind}"))
@@ -65,13 +65,9 @@ impl Maker {
     /// Makes the next keeper's spares. An error means the spawner could not return to its own
     /// namespace: it must not fork another keeper (it would start in the wrong one).
     pub(crate) fn make(&mut self) -> Result<(), SandboxError> {
-        let made = [
-            (CloneFlags::CLONE_NEWNET, &self.home_net, "net"),
-            (CloneFlags::CLONE_NEWIPC, &self.home_ipc, "ipc"),
-        ]
-        .map(|(kind, home, name)| make_one(kind, home.as_fd(), name));
-        let [net, ipc] = made;
-        let (net, ipc) = (net?, ipc?);
+        // Not away from home for the second kind when the first could not return.
+        let net = make_one(CloneFlags::CLONE_NEWNET, self.home_net.as_fd(), "net")?;
+        let ipc = make_one(CloneFlags::CLONE_NEWIPC, self.home_ipc.as_fd(), "ipc")?;
         self.refused = net.is_none() || ipc.is_none();
         self.ready = Spares { net, ipc };
         Ok(())
