@@ -12,12 +12,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RAW=$1 CORRAL=$2 BENCH=$3 QUICK=$4 SMOKE=${5:-0}
+# A student token may make 60 requests at once and 2 a second after (the default rate limit):
+# enough tokens that wrk's load, ~1,500 req/s spread over all of them, never reaches that limit.
 if [ "$SMOKE" = 1 ]; then
-  TOKENS=16 WARM_RUNS=20 LOAD_S=1 WS_LINES=5 QUEUE_N=2
+  TOKENS=32 WARM_RUNS=20 LOAD_S=1 WS_LINES=5 QUEUE_N=2
 elif [ "$QUICK" = 1 ]; then
-  TOKENS=64 WARM_RUNS=100 LOAD_S=3 WS_LINES=20 QUEUE_N=4
+  TOKENS=128 WARM_RUNS=100 LOAD_S=3 WS_LINES=20 QUEUE_N=4
 else
-  TOKENS=200 WARM_RUNS=100 LOAD_S=10 WS_LINES=100 QUEUE_N=20
+  TOKENS=400 WARM_RUNS=100 LOAD_S=10 WS_LINES=100 QUEUE_N=20
 fi
 PARALLEL=2
 command -v wrk >/dev/null || {
@@ -43,8 +45,9 @@ workers = $PARALLEL
 TOML
 start_server "$CORRAL" "$work"
 
-# Student tokens, made through the API.
-python3 - "http://$addr" "$admin" "$TOKENS" >"$work/tokens" <<'PY'
+# Student tokens, made through the API: $TOKENS for wrk, and one each for the WebSocket and queue
+# rows, whose budgets wrk's load must not have spent.
+python3 - "http://$addr" "$admin" "$((TOKENS + 2))" >"$work/all_tokens" <<'PY'
 import json, sys, urllib.request
 base, admin, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for i in range(n):
@@ -53,6 +56,9 @@ for i in range(n):
     with urllib.request.urlopen(req, timeout=30) as r:
         print(json.loads(r.read())["token"])
 PY
+head -n "$TOKENS" "$work/all_tokens" >"$work/tokens"
+ws_token=$(sed -n "$((TOKENS + 1))p" "$work/all_tokens")
+queue_token=$(sed -n "$((TOKENS + 2))p" "$work/all_tokens")
 
 echo "POST /run /bin/true: wrk, $PARALLEL connections, $TOKENS tokens, $WARM_RUNS runs of warm-up + ${LOAD_S}s" >&2
 export TOKENS_FILE="$work/tokens"
@@ -76,10 +82,10 @@ OUT_JSON="$RAW/http_run.json" wrk -t1 -c"$PARALLEL" -d"${LOAD_S}s" --timeout 10s
 cat "$RAW/http_run.json" >&2
 
 echo "WebSocket: $WS_LINES lines through cat" >&2
-"$BENCH" --corral "$CORRAL" --sections ws --ws-url "ws://$addr/ws" --ws-token "$(head -1 "$work/tokens")" \
+"$BENCH" --corral "$CORRAL" --sections ws --ws-url "ws://$addr/ws" --ws-token "$ws_token" \
   --ws-lines "$WS_LINES" >"$RAW/ws_echo.json" 2>"$work/ws.err" || { cat "$work/ws.err" >&2; }
 cat "$RAW/ws_echo.json" >&2
 
 echo "queue: $QUEUE_N submissions of examples/hello's correct one, /submissions vs corral check in a loop" >&2
-python3 bench/queue_vs_check.py "http://$addr" "$(sed -n 2p "$work/tokens")" hello examples/hello/suite.yaml \
+python3 bench/queue_vs_check.py "http://$addr" "$queue_token" hello examples/hello/suite.yaml \
   examples/hello/submissions/correct "$CORRAL" "$QUEUE_N" | tee "$RAW/queue.json" >&2
