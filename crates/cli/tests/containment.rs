@@ -2198,6 +2198,37 @@ fn proc_and_sys_are_masked() {
     h.host_unchanged();
 }
 
+/// The host's cgroup tree is hidden: a program, its child and PID 1 see their cgroup as the root
+/// of every hierarchy, not the host path of the sandbox's own cgroups (which
+/// `host_state_unchanged_after_attacks` finds on the host).
+#[test]
+fn the_host_cgroup_paths_are_hidden() {
+    let _g = shared();
+    let o = run(
+        &strs(&[
+            "--",
+            "/bin/sh",
+            "-c",
+            "cat /proc/self/cgroup; echo ---; cat /proc/1/cgroup; echo ---; sh -c 'cat /proc/self/cgroup'",
+        ]),
+        secs(60),
+    );
+    o.assert_status("ok");
+    let out = o.stdout();
+    let lines: Vec<&str> = out.lines().filter(|l| *l != "---").collect();
+    assert!(lines.len() >= 3, "{}", o.describe());
+    for l in &lines {
+        // hierarchy-id:controllers:path
+        let path = l.splitn(3, ':').nth(2).unwrap_or("");
+        assert_eq!(
+            path,
+            "/",
+            "a host cgroup path shows: {l:?}\n{}",
+            o.describe()
+        );
+    }
+}
+
 #[test]
 fn process_group_kill_does_not_reach_host() {
     use std::os::unix::process::CommandExt;

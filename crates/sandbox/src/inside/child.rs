@@ -10,7 +10,6 @@ use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
-use nix::sched::CloneFlags;
 use nix::sys::resource::Resource;
 
 use crate::inside::error::SetupError;
@@ -147,9 +146,7 @@ pub(crate) fn contain_and_exec<S: Syscalls>(
     reset_signals(sys)?;
     leave_oom_protection(plan, sys)?;
     sys.setsid().map_err(SetupError::Setsid)?;
-    // The cgroup (joined by PID 1) is hidden behind a namespace of its own.
-    sys.unshare(CloneFlags::CLONE_NEWCGROUP)
-        .map_err(|e| SetupError::Unshare(CloneFlags::CLONE_NEWCGROUP, e))?;
+    // The cgroup is hidden behind a namespace PID 1 made at the build, which this process shares.
     set_rlimits(plan, sys)?;
     attach_stdio(plan, sys, stdio)?;
     sys.chdir(&plan.cwd).map_err(|errno| SetupError::Chdir {
@@ -354,7 +351,6 @@ mod tests {
                 "sigaction(SIGPIPE, SIG_DFL) + sigprocmask(none)",
                 "write /proc/self/oom_score_adj \"0\"",
                 "setsid",
-                "unshare(CloneFlags(CLONE_NEWCGROUP))",
                 "setrlimit(RLIMIT_NOFILE, 256, 256)",
                 "setrlimit(RLIMIT_FSIZE, 1048576, 1048576)",
                 "setrlimit(RLIMIT_CPU, 3, 4)",
@@ -391,7 +387,6 @@ mod tests {
             [
                 "sigaction(SIGPIPE, SIG_DFL) + sigprocmask(none)",
                 "setsid",
-                "unshare(CloneFlags(CLONE_NEWCGROUP))",
                 "setrlimit(RLIMIT_NOFILE, 256, 256)",
                 "setrlimit(RLIMIT_FSIZE, 1048576, 1048576)",
                 "setrlimit(RLIMIT_CPU, 3, 4)",

@@ -230,6 +230,10 @@ fn build(
     } else {
         None
     };
+    // Every cgroup joined: a namespace rooted at them hides the host's cgroup paths from every
+    // program, which inherits it (made once here rather than by each program's process).
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
+        .map_err(|e| SandboxError::io("entering a cgroup namespace", e.into()))?;
     if !setup.network {
         netns::loopback_up();
     }

@@ -300,17 +300,26 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
             }
         }
         if let Some(done) = current.as_mut().and_then(Running::finished) {
-            if let Some(mut run) = current.take() {
+            let ended = current.take();
+            if let Some(run) = ended.as_ref() {
                 reached_network |= run.reached_network;
+            }
+            if let Some(mut run) = ended {
                 // Every process of the run is dead: its streams end now (a relayed terminal's
                 // master reads end-of-file only once no slave is open), and what its terminal
                 // still holds goes out first.
                 run.stdio.clear();
-                if let Some(relay) = run.relay {
+                if let Some(relay) = run.relay.take() {
                     relay.drain(Instant::now() + RELAY_DRAIN);
                 }
+                protocol::send(ctl, &done, &[])?;
+                // The listener goes last: closing it frees the run's seccomp program, whose
+                // compiled image the kernel frees on a worker thread — after the event, not
+                // between the program's exit and it.
+                drop(run);
+            } else {
+                protocol::send(ctl, &done, &[])?;
             }
-            protocol::send(ctl, &done, &[])?;
         }
     }
 }
@@ -405,6 +414,8 @@ struct Running {
     pid: Pid,
     started: Instant,
     listener: Option<OwnedFd>,
+    /// The listener once it hung up, no longer polled.
+    spent_listener: Option<OwnedFd>,
     blocked: Option<String>,
     /// How the main program ended, once it has been reaped: (exit code, signal).
     ended: Option<(Option<i32>, Option<i32>)>,
@@ -468,8 +479,9 @@ impl Running {
                 self.report_blocked(ctl, n.syscall_name());
                 self.kill_all();
             }
-            // Every filtered process is gone; the listener has nothing more to say.
-            Err(_) => self.listener = None,
+            // Every filtered process is gone; the listener has nothing more to say. Closed with
+            // the run, after `Finished` (see `serve`).
+            Err(_) => self.spent_listener = self.listener.take(),
         }
     }
 
@@ -734,6 +746,7 @@ fn start(
                 pid: child,
                 started,
                 listener,
+                spent_listener: None,
                 blocked,
                 ended: None,
                 wall_ns: 0,
@@ -844,6 +857,7 @@ mod tests {
             pid: Pid::from_raw(2),
             started: Instant::now(),
             listener: None,
+            spent_listener: None,
             blocked: None,
             ended: None,
             wall_ns: 0,
