@@ -552,6 +552,58 @@ fn v1_set_limits_keeps_memsw_at_or_above_memory() {
     cg.destroy().unwrap();
 }
 
+/// The limit pair this handle wrote is what it judges a peak against and orders its next writes
+/// by: nothing is read back per run. Unreadable limit files (here: garbage) show it.
+#[test]
+fn v1_limits_are_remembered_not_read_back() {
+    let (h, _m, cg, mem) = v1_leaf(true, "remember", &limits(64 * MIB, 16));
+    cg.set_limits(&limits(32 * MIB, 16)).unwrap();
+    for f in ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"] {
+        h.set(&format!("{mem}/{f}"), "garbage\n");
+    }
+    h.set(
+        &format!("{mem}/memory.max_usage_in_bytes"),
+        &(32 * MIB - 100 * 1024).to_string(),
+    );
+    let base = cg.begin_run().unwrap();
+    h.set(
+        &format!("{mem}/memory.max_usage_in_bytes"),
+        &(32 * MIB - 100 * 1024).to_string(),
+    );
+    assert!(cg.usage_since(&base).unwrap().memory_limit_hit);
+    h.set(
+        &format!("{mem}/memory.max_usage_in_bytes"),
+        &(16 * MIB).to_string(),
+    );
+    assert!(!cg.usage_since(&base).unwrap().memory_limit_hit);
+    // The next write is ordered by the remembered pair (shrinking: memory first).
+    cg.set_limits(&limits(24 * MIB, 16)).unwrap();
+    assert_eq!(
+        memory_and_memsw(&h, &mem),
+        ("25165824".into(), "25165824".into())
+    );
+    cg.destroy().unwrap();
+}
+
+/// A pair changed behind the handle's back makes its remembered order wrong; the kernel refuses
+/// that order (memsw below memory), and the handle tries again from the files.
+#[test]
+fn v1_a_stale_remembered_limit_is_read_again() {
+    let (h, _m, cg, mem) = v1_leaf(true, "stale", &limits(64 * MIB, 16));
+    cg.set_limits(&limits(16 * MIB, 16)).unwrap();
+    for f in ["memory.memsw.limit_in_bytes", "memory.limit_in_bytes"] {
+        h.set(&format!("{mem}/{f}"), &(8 * MIB).to_string());
+    }
+    // Remembered 16 MiB: 12 looks like shrinking (memory first), which the fake refuses while
+    // memsw is 8; from the files (8 MiB) it is growing, memsw first.
+    cg.set_limits(&limits(12 * MIB, 16)).unwrap();
+    assert_eq!(
+        memory_and_memsw(&h, &mem),
+        ("12582912".into(), "12582912".into())
+    );
+    cg.destroy().unwrap();
+}
+
 #[test]
 fn v1_set_limits_without_swap_accounting() {
     let (h, _m, cg, mem) = v1_leaf(false, "noswap", &limits(64 * MIB, 16));

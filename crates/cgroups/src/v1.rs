@@ -2,6 +2,7 @@
 //! hierarchies (fewer when some of them are co-mounted, e.g. `cpu,cpuacct`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::detect::{cg_join, v1_for, V1Hierarchy};
@@ -172,6 +173,7 @@ impl Manager for V1Manager {
             // `tasks`, not `cgroup.procs`: see `Cgroup::procs_files`.
             leaf: Leaf::new(dirs, None, "tasks"),
             files: OpenFiles::default(),
+            written: Mutex::new(None),
         };
         // On error `cg` is dropped, which removes the directories again.
         cg.apply(limits)?;
@@ -231,6 +233,50 @@ pub(crate) struct V1Cgroup {
     leaf: Leaf,
     /// The control files every run reads and resets, opened once.
     files: OpenFiles,
+    /// The memory limit this handle last wrote to its files. Every run sets the limit again (it
+    /// includes PID 1's resident memory, which moves), and reading the old pair back, to order
+    /// the two writes and again to judge the run's peak, was four `pread`s a run. `None` at
+    /// first and after a failed write: then the files are read.
+    written: Mutex<Option<WrittenLimit>>,
+}
+
+/// A memory limit as the kernel shows it after our write, and whether memsw exists.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct WrittenLimit {
+    /// Rounded down to a page, as the kernel keeps it; `u64::MAX` for none.
+    shown: u64,
+    memsw: bool,
+}
+
+impl WrittenLimit {
+    fn new(limit: u64, memsw: bool) -> WrittenLimit {
+        let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+            .ok()
+            .flatten()
+            .and_then(|p| u64::try_from(p).ok())
+            .filter(|p| *p > 0)
+            .unwrap_or(4096);
+        let shown = if limit == u64::MAX {
+            u64::MAX
+        } else {
+            limit / page * page
+        };
+        WrittenLimit { shown, memsw }
+    }
+
+    /// What the file shows, for undoing a write.
+    fn text(self) -> String {
+        if self.shown == u64::MAX {
+            V1_MEMORY_UNLIMITED.to_owned()
+        } else {
+            self.shown.to_string()
+        }
+    }
+
+    /// The limit a peak is judged against (`None`: unlimited).
+    fn limit(self) -> Option<u64> {
+        (self.shown != u64::MAX).then_some(self.shown)
+    }
 }
 
 impl V1Cgroup {
@@ -259,22 +305,58 @@ impl V1Cgroup {
     /// written to memsw first and a shrinking one to memory first; if the second write fails,
     /// the first is undone so the old pair stays in force.
     fn set_memory_limit(&self, bytes: Option<u64>) -> Result<(), Error> {
+        let known = *self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let result = self.write_memory_limits(bytes, known);
+        let written = match (&result, known) {
+            (Ok(now), _) => Some(*now),
+            // What we knew was stale (the files were changed behind our back) and the kernel
+            // refused the order of the writes (memsw below memory): once more, from the files.
+            (Err(e), Some(_)) if e.raw_os_error() == Some(libc::EINVAL) => {
+                let again = self.write_memory_limits(bytes, None);
+                let now = again.as_ref().ok().copied();
+                *self.written.lock().unwrap_or_else(|e| e.into_inner()) = now;
+                return again.map(drop);
+            }
+            (Err(_), _) => None,
+        };
+        *self.written.lock().unwrap_or_else(|e| e.into_inner()) = written;
+        result.map(drop)
+    }
+
+    /// [`Self::set_memory_limit`]'s writes, given the pair in force (`None`: read it).
+    fn write_memory_limits(
+        &self,
+        bytes: Option<u64>,
+        known: Option<WrittenLimit>,
+    ) -> Result<WrittenLimit, Error> {
         let value = bytes.map_or_else(|| V1_MEMORY_UNLIMITED.to_owned(), |b| b.to_string());
         let limit = bytes.unwrap_or(u64::MAX);
         let mem = self.memory.join("memory.limit_in_bytes");
         let memsw = self.memory.join("memory.memsw.limit_in_bytes");
-        let Some(old_memsw) = self.files.read_optional(&memsw)? else {
-            return self.write_memory_limit(&mem, &value, limit, "memory.usage_in_bytes");
+        let old = match known {
+            Some(k) => k,
+            None => match self.files.read_optional(&memsw)? {
+                None => WrittenLimit::new(u64::MAX, false),
+                Some(_) => {
+                    let old_mem = self.files.read(&mem)?;
+                    // The kernel shows "unlimited" as a huge number; tolerate "-1" as well.
+                    let shown = match old_mem.trim() {
+                        V1_MEMORY_UNLIMITED => u64::MAX,
+                        text => parse_u64(&mem, text)?,
+                    };
+                    // memsw is kept equal to memory, so its old value is the same.
+                    WrittenLimit { shown, memsw: true }
+                }
+            },
         };
-        let old_mem = self.files.read(&mem)?;
-        // The kernel shows "unlimited" as a huge number; tolerate "-1" as well.
-        let old_limit = match old_mem.trim() {
-            V1_MEMORY_UNLIMITED => u64::MAX,
-            text => parse_u64(&mem, text)?,
-        };
-        let growing = limit >= old_limit;
-        let mem_step = (&mem, "memory.usage_in_bytes", old_mem.trim());
-        let memsw_step = (&memsw, "memory.memsw.usage_in_bytes", old_memsw.trim());
+        if !old.memsw {
+            self.write_memory_limit(&mem, &value, limit, "memory.usage_in_bytes")?;
+            return Ok(WrittenLimit::new(limit, false));
+        }
+        let old_text = old.text();
+        let growing = limit >= old.shown;
+        let mem_step = (&mem, "memory.usage_in_bytes");
+        let memsw_step = (&memsw, "memory.memsw.usage_in_bytes");
         let (first, second) = if growing {
             (memsw_step, mem_step)
         } else {
@@ -282,10 +364,10 @@ impl V1Cgroup {
         };
         self.write_memory_limit(first.0, &value, limit, first.1)?;
         if let Err(e) = self.write_memory_limit(second.0, &value, limit, second.1) {
-            let _ = self.files.write(first.0, first.2);
+            let _ = self.files.write(first.0, &old_text);
             return Err(e);
         }
-        Ok(())
+        Ok(WrittenLimit::new(limit, true))
     }
 
     /// One limit write, with EBUSY (usage above the new limit and nothing left to reclaim)
@@ -362,13 +444,18 @@ impl V1Cgroup {
             (Some(p), Some(l)) => p.saturating_add(near_limit_margin(l)) >= l,
             _ => false,
         };
-        let mem_at_limit = at_limit(
-            Some(memory_peak_bytes),
-            self.read_optional_u64("memory.limit_in_bytes")?,
-        );
+        let written = *self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let (mem_limit, memsw_limit) = match written {
+            Some(w) => (w.limit(), w.limit().filter(|_| w.memsw)),
+            None => (
+                self.read_optional_u64("memory.limit_in_bytes")?,
+                self.read_optional_u64("memory.memsw.limit_in_bytes")?,
+            ),
+        };
+        let mem_at_limit = at_limit(Some(memory_peak_bytes), mem_limit);
         let memsw_at_limit = at_limit(
             self.read_optional_u64("memory.memsw.max_usage_in_bytes")?,
-            self.read_optional_u64("memory.memsw.limit_in_bytes")?,
+            memsw_limit,
         );
         let (oom_kill, under_oom) = self.oom_control()?;
         let oom_killed = match oom_kill {
