@@ -105,6 +105,12 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
         };
         let (ctl_ready, sig_ready) = (ready(0, &fds), ready(1, &fds));
         let notif_ready = listener.is_some() && ready(2, &fds);
+        // Every filtered process is gone (a failed receive without it is a notification whose
+        // process died first: others may still raise theirs).
+        let notif_hung_up = notif_ready
+            && fds[2]
+                .revents()
+                .is_some_and(|r| r.contains(PollFlags::POLLHUP));
         drop(fds);
         if let Some(relay) = current.as_mut().and_then(|r| r.relay.as_mut()) {
             relay.pump();
@@ -119,7 +125,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
 
         if notif_ready {
             if let Some(run) = current.as_mut() {
-                run.on_notification(ctl);
+                run.on_notification(ctl, notif_hung_up);
             }
         }
         if sig_ready {
@@ -453,7 +459,7 @@ impl Running {
         self.wall_limit.map(|l| self.started + l)
     }
 
-    fn on_notification(&mut self, ctl: BorrowedFd<'_>) {
+    fn on_notification(&mut self, ctl: BorrowedFd<'_>, hung_up: bool) {
         let Some(l) = self.listener.as_ref() else {
             return;
         };
@@ -481,7 +487,10 @@ impl Running {
             }
             // Every filtered process is gone; the listener has nothing more to say. Closed with
             // the run, after `Finished` (see `serve`).
-            Err(_) => self.spent_listener = self.listener.take(),
+            Err(_) if hung_up => self.spent_listener = self.listener.take(),
+            // The notification's process died before it was received (ENOENT): the listener
+            // stays, for the calls of the others.
+            Err(_) => {}
         }
     }
 
