@@ -71,6 +71,9 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
     let mut reached_network = false;
     // The program's process borrows PID 1's memory on this stack (see `vfork`); made at first use.
     let mut stack: Option<vfork::Stack> = None;
+    // Whether the sandbox's own filter lets the child share PID 1's memory (8 calls through the
+    // BPF interpreter): judged once, not for every run.
+    let default_shares = vfork::allowed(&filter);
     loop {
         let listener = current
             .as_ref()
@@ -230,7 +233,8 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     // PID 1 sleeps until the exec when the child shares its memory: only when no
                     // call before the exec needs PID 1 awake (and outside gVisor, where PID 1
                     // traces the child from its first step).
-                    let share = !setup.gvisor && vfork::allowed(filter);
+                    let share =
+                        !setup.gvisor && strict.as_ref().map_or(default_shares, vfork::allowed);
                     if share && stack.is_none() {
                         stack = vfork::Stack::new().ok();
                     }
