@@ -735,56 +735,82 @@ fn an_unused_ipc_namespace_is_kept_and_a_used_one_replaced() {
 }
 
 /// Fresh sandboxes from the spawner enter network and IPC namespaces it made ahead for them
-/// (`inside/spares.rs`): each must still be a namespace of its own — no two sandboxes share one,
-/// none is the host's — and a sandbox with network must still get the host's. Six fresh
-/// sandboxes: the first is started directly, the second forked at once, later ones (a run apart)
-/// find their spares ready.
+/// (`inside/spares.rs`): each must still be a namespace of its own — none is the host's, and none
+/// is one an earlier sandbox used — and a sandbox with network must still get the host's. Six
+/// fresh sandboxes: the first is started directly, the second forked at once, later ones (a run
+/// apart) find their spares ready. Each leaves state behind in both namespaces (a System V message
+/// queue; a UDP datagram sent, counted in `/proc/net/snmp`) and must find none: a namespace
+/// handed out twice would show the earlier run's. (Comparing the namespaces' inode numbers across
+/// sandboxes proves nothing once the first is gone: the kernel reuses a freed number.)
 #[test]
 fn every_fresh_sandbox_has_network_and_ipc_namespaces_of_its_own() {
-    let ns = "echo NS $(readlink /proc/self/ns/net) $(readlink /proc/self/ns/ipc)";
-    let mut lines: Vec<Value> = (0..6).map(|_| sh(ns)).collect();
-    lines.push(with(sh(ns), "network", json!(true)));
+    const STATE: &str = "echo STATE $(ipcs -q | grep -c '^0x') \
+        $(awk '/^Udp:/ && $2 ~ /^[0-9]+$/ {print $5}' /proc/net/snmp)";
+    let probe = |send: bool| {
+        let send = if send {
+            "python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', 9))\"; "
+        } else {
+            ""
+        };
+        sh(&format!(
+            "echo NS $(readlink /proc/self/ns/net) $(readlink /proc/self/ns/ipc); {STATE}; \
+             ipcmk -Q >/dev/null; {send}{}",
+            STATE.replace("STATE", "LEFT")
+        ))
+    };
+    let mut lines: Vec<Value> = (0..6).map(|_| probe(true)).collect();
+    lines.push(with(probe(false), "network", json!(true)));
     let res = run_batch(&lines, &Mode::Fresh.flags());
     assert_served(Mode::Fresh, &res.iter().collect::<Vec<_>>());
-    let ids = |r: &Res| -> (String, String) {
-        let l = r
-            .lines()
+    let fields = |r: &Res, tag: &str| -> Vec<String> {
+        r.lines()
             .iter()
-            .find_map(|l| l.strip_prefix("NS ").map(str::to_string))
-            .unwrap_or_else(|| panic!("no NS line\n{}", r.describe()));
-        let (net, ipc) = l.split_once(' ').expect("two namespaces");
-        (net.to_string(), ipc.to_string())
+            .find_map(|l| l.strip_prefix(tag).map(str::to_string))
+            .unwrap_or_else(|| panic!("no {tag}line\n{}", r.describe()))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
     };
     let host = |kind: &str| fs::read_link(format!("/proc/self/ns/{kind}")).unwrap();
     let (host_net, host_ipc) = (host("net"), host("ipc"));
-    let isolated: Vec<(String, String)> = res[..6].iter().map(ids).collect();
-    for (i, (net, ipc)) in isolated.iter().enumerate() {
-        assert_ne!(
-            Path::new(net),
-            host_net,
-            "sandbox {i} is in the host's network namespace"
+    for (i, r) in res.iter().enumerate() {
+        let ns = fields(r, "NS ");
+        let (net, ipc) = (Path::new(&ns[0]), Path::new(&ns[1]));
+        assert_ne!(ipc, host_ipc, "sandbox {i} is in the host's IPC namespace");
+        let (found, left) = (fields(r, "STATE "), fields(r, "LEFT "));
+        assert_eq!(
+            found[0],
+            "0",
+            "sandbox {i} found an earlier run's message queue\n{}",
+            r.describe()
         );
-        assert_ne!(
-            Path::new(ipc),
-            host_ipc,
-            "sandbox {i} is in the host's IPC namespace"
+        assert_eq!(
+            left[0],
+            "1",
+            "sandbox {i} left no message queue\n{}",
+            r.describe()
         );
-        for (j, (net2, ipc2)) in isolated.iter().enumerate().skip(i + 1) {
-            assert_ne!(net, net2, "sandboxes {i} and {j} share a network namespace");
-            assert_ne!(ipc, ipc2, "sandboxes {i} and {j} share an IPC namespace");
+        if i < 6 {
+            assert_ne!(
+                net, host_net,
+                "sandbox {i} is in the host's network namespace"
+            );
+            assert_eq!(
+                found[1],
+                "0",
+                "sandbox {i} found an earlier run's datagram\n{}",
+                r.describe()
+            );
+            assert_eq!(
+                left[1],
+                "1",
+                "sandbox {i} sent no datagram\n{}",
+                r.describe()
+            );
+        } else {
+            assert_eq!(net, host_net, "a sandbox with network is not on the host's");
         }
     }
-    let (net, ipc) = ids(&res[6]);
-    assert_eq!(
-        Path::new(&net),
-        host_net,
-        "a sandbox with network is not on the host's"
-    );
-    assert_ne!(
-        Path::new(&ipc),
-        host_ipc,
-        "a sandbox with network is in the host's IPC namespace"
-    );
 }
 
 // ------------------------------------------------------------------ processes

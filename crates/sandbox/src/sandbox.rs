@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::fcntl::OFlag;
 
 use crate::capture::OutputSink;
 use crate::control::Control;
@@ -744,13 +744,10 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| SandboxError::io("pipe", e.into()))
 }
 
+/// One `ioctl(FIONBIO)`: no read of the old flags first (two `fcntl`s for each pipe of a run).
 fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<(), SandboxError> {
-    let flags = OFlag::from_bits_truncate(
-        fcntl(fd, FcntlArg::F_GETFL).map_err(|e| SandboxError::io("fcntl", e.into()))?,
-    );
-    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))
-        .map_err(|e| SandboxError::io("fcntl", e.into()))?;
-    Ok(())
+    rustix::io::ioctl_fionbio(fd, true)
+        .map_err(|e| SandboxError::io("making a pipe non-blocking", e.into()))
 }
 
 /// Runs `spec` in a fresh sandbox: build, copy the folder in, run, copy out, tear down.
