@@ -310,11 +310,9 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
             }
         }
         if let Some(done) = current.as_mut().and_then(Running::finished) {
-            let ended = current.take();
-            if let Some(run) = ended.as_ref() {
+            // (`finished` answered, so there is a run.)
+            if let Some(mut run) = current.take() {
                 reached_network |= run.reached_network;
-            }
-            if let Some(mut run) = ended {
                 // Every process of the run is dead: its streams end now (a relayed terminal's
                 // master reads end-of-file only once no slave is open), and what its terminal
                 // still holds goes out first.
@@ -327,8 +325,6 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                 // compiled image the kernel frees on a worker thread — after the event, not
                 // between the program's exit and it.
                 drop(run);
-            } else {
-                protocol::send(ctl, &done, &[])?;
             }
         }
     }
@@ -489,12 +485,12 @@ impl Running {
                 self.report_blocked(ctl, n.syscall_name());
                 self.kill_all();
             }
+            // The notification's process died before it was received (ENOENT), or a signal
+            // came (EINTR): the listener stays, for the calls of the others.
+            Err(e) if !hung_up && matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => {}
             // Every filtered process is gone; the listener has nothing more to say. Closed with
             // the run, after `Finished` (see `serve`).
-            Err(_) if hung_up => self.spent_listener = self.listener.take(),
-            // The notification's process died before it was received (ENOENT): the listener
-            // stays, for the calls of the others.
-            Err(_) => {}
+            Err(_) => self.spent_listener = self.listener.take(),
         }
     }
 
