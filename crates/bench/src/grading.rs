@@ -8,9 +8,10 @@
 //! working directory; the pool holds two, so the previous submission's reset overlaps this one),
 //! `bare` (a temporary directory and plain child processes — no isolation at all, the floor), and
 //! `bwrap` (each step its own `bwrap --unshare-all` with the directory bound in, the way a
-//! bubblewrap-based grader has to do it). The runners take turns submission by submission so a
-//! slow moment of the machine is shared among them. Time is per submission, start to verdict.
-//! With the `gvisor` section, the corral loops also run natively and under gVisor, taking turns.
+//! bubblewrap-based grader has to do it). corral and bare take turns submission by submission so
+//! a slow moment of the machine is shared between them (see [`take_turns`]), then bwrap and bare
+//! in rounds of their own. Time is per submission, start to verdict. With the `gvisor` section,
+//! the corral loops also run natively and under gVisor, taking turns.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -142,27 +143,22 @@ pub fn measure(
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let (pool, shape) = warm_pool(host, Runtime::Native)?;
-    let mut runners = vec![Runner::Corral(pool, shape), Runner::Bare];
+    let corral = Runner::Corral(pool, shape);
+    let samples = take_turns([&corral, &Runner::Bare], n)?;
+    summaries("grading", &[&corral, &Runner::Bare], &samples, report);
+    paired(&samples, "grading", "corral_over_bare", report);
+    // Bubblewrap beside bare in rounds of their own: the kernel tears a `--unshare-all` run's
+    // network namespace down on a worker thread after it ended, which slows whatever runs next.
     if bwrap.exists() {
-        runners.push(Runner::Bwrap(bwrap.to_path_buf()));
+        let bwrap = Runner::Bwrap(bwrap.to_path_buf());
+        let samples = take_turns([&bwrap, &Runner::Bare], n)?;
+        summaries("grading", &[&bwrap], &samples[..1], report);
+        paired(&samples, "grading", "bwrap_over_bare", report);
     } else {
         report.error(format!(
             "{} not found: no bwrap grading figures",
             bwrap.display()
         ));
-    }
-    let samples = take_turns(&runners, n, "grading", report)?;
-    // Paired: each round's corral submission against the bare one taken right next to it, which
-    // cancels most of the drift of a busy machine; the median over rounds.
-    for (ri, runner) in runners.iter().enumerate().skip(1) {
-        paired(
-            &samples,
-            0,
-            ri,
-            "grading",
-            &format!("corral_over_{}", runner.name()),
-            report,
-        );
     }
     report.set("grading_inputs", INPUTS);
     Ok(())
@@ -174,20 +170,14 @@ pub fn measure_gvisor(host: &Arc<Host>, n: usize, report: &mut Report) -> anyhow
     let (native, native_shape) = warm_pool(host, Runtime::Native)?;
     let (gvisor, gvisor_shape) = warm_pool(host, Runtime::Gvisor)?;
     let runners = [
-        Runner::Corral(native, native_shape),
-        Runner::Gvisor(gvisor, gvisor_shape),
+        &Runner::Gvisor(gvisor, gvisor_shape),
+        &Runner::Corral(native, native_shape),
     ];
     // Keys of their own (`gvisor_grading_…`): this native loop runs beside gVisor's, not beside
     // bare, and must not overwrite the grading section's figures.
-    let samples = take_turns(&runners, n, "gvisor_grading", report)?;
-    paired(
-        &samples,
-        1,
-        0,
-        "gvisor_grading",
-        "gvisor_over_corral",
-        report,
-    );
+    let samples = take_turns(runners, n)?;
+    summaries("gvisor_grading", &runners, &samples, report);
+    paired(&samples, "gvisor_grading", "gvisor_over_corral", report);
     Ok(())
 }
 
@@ -209,22 +199,29 @@ fn warm_pool(host: &Arc<Host>, runtime: Runtime) -> anyhow::Result<(Arc<Pool>, S
     Ok((pool, shape))
 }
 
-/// Every runner grades each language's submission in turn, round after round (after WARMUP
-/// untimed rounds); `{key}_{lang}_{runner}` summaries. Indexed [runner][language].
-fn take_turns(
-    runners: &[Runner],
-    n: usize,
-    key: &str,
-    report: &mut Report,
-) -> anyhow::Result<Vec<Vec<Samples>>> {
+/// Per language, indexed [runner][language] (C, Python).
+type Turns = Vec<[Samples; 2]>;
+
+/// Two runners grade the same submissions, taking turns, one language after the other (as a
+/// grading night runs one problem's submissions in a row): WARMUP untimed rounds, then `n`
+/// timed ones (made even), each a submission by each runner. The first to go in a round meets
+/// the caches the other left behind, and after the language changes, the ones gcc left behind
+/// (the first `python3` then takes ~1.5 ms longer): the order flips every round, so each runner
+/// goes first in half of them. With a fixed order, corral always went first and paid for it
+/// (+8 % → +3 % paired, same binary).
+fn take_turns(runners: [&Runner; 2], n: usize) -> anyhow::Result<Turns> {
     let w = Workload::new()?;
-    let mut samples: Vec<Vec<Samples>> = runners
+    let n = n.max(2).next_multiple_of(2);
+    let mut samples: Turns = runners
         .iter()
-        .map(|_| vec![Samples::with_capacity(n), Samples::with_capacity(n)])
+        .map(|_| [Samples::with_capacity(n), Samples::with_capacity(n)])
         .collect();
-    for i in 0..WARMUP + n {
-        for (li, lang) in [Lang::C, Lang::Python].into_iter().enumerate() {
-            for (ri, runner) in runners.iter().enumerate() {
+    for (li, lang) in [Lang::C, Lang::Python].into_iter().enumerate() {
+        for i in 0..WARMUP + n {
+            for turn in 0..2 {
+                // Round i's order is flipped from round i - 1's; timed rounds start in pairs.
+                let ri = turn ^ (i % 2);
+                let runner = runners[ri];
                 let t = Instant::now();
                 submission(runner, lang, &w, i)
                     .with_context(|| format!("{} {} submission", runner.name(), lang.name()))?;
@@ -235,31 +232,27 @@ fn take_turns(
             }
         }
     }
-    for (ri, runner) in runners.iter().enumerate() {
-        for (li, lang) in [Lang::C, Lang::Python].into_iter().enumerate() {
-            report.summary(
-                &format!("{key}_{}_{}", lang.name(), runner.name()),
-                &samples[ri][li],
-            );
-        }
-    }
     Ok(samples)
 }
 
-/// `{key}_{lang}_{what}_paired_pct`: the median over rounds of runner `a`'s submission over
-/// runner `b`'s taken right next to it, in percent.
-fn paired(
-    samples: &[Vec<Samples>],
-    a: usize,
-    b: usize,
-    key: &str,
-    what: &str,
-    report: &mut Report,
-) {
+/// `{key}_{lang}_{runner}` summaries.
+fn summaries(key: &str, runners: &[&Runner], samples: &[[Samples; 2]], report: &mut Report) {
+    for (runner, per_lang) in runners.iter().zip(samples) {
+        for (lang, s) in [Lang::C, Lang::Python].into_iter().zip(per_lang) {
+            report.summary(&format!("{key}_{}_{}", lang.name(), runner.name()), s);
+        }
+    }
+}
+
+/// `{key}_{lang}_{what}_paired_pct`: runner 0's time over runner 1's in percent, over each two
+/// consecutive rounds (in which each went first once, so the order cancels out, and a load
+/// swing between rounds too), the median of those.
+fn paired(samples: &Turns, key: &str, what: &str, report: &mut Report) {
     for (li, lang) in [Lang::C, Lang::Python].into_iter().enumerate() {
-        let mut pct = Samples::with_capacity(samples[a][li].values().len());
-        for (x, y) in samples[a][li].values().iter().zip(samples[b][li].values()) {
-            pct.push((x / y - 1.0) * 100.0);
+        let (a, b) = (samples[0][li].values(), samples[1][li].values());
+        let mut pct = Samples::with_capacity(a.len() / 2);
+        for (x, y) in a.chunks_exact(2).zip(b.chunks_exact(2)) {
+            pct.push(((x[0] + x[1]) / (y[0] + y[1]) - 1.0) * 100.0);
         }
         report.ms(
             format!("{key}_{}_{what}_paired_pct", lang.name()),

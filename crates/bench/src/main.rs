@@ -69,7 +69,8 @@ pub struct Args {
     /// Runs of each limit probe (default 40, quick 10).
     #[arg(long)]
     pub limit_runs: Option<usize>,
-    /// Timed submissions per language and runner in the grading section (default 15, quick 8).
+    /// Timed submissions per language and runner in the grading section (default 16, quick 8; an
+    /// odd number is rounded up: the order of the turns flips every round).
     #[arg(long)]
     pub submissions: Option<usize>,
     /// The WebSocket of a running `corral serve` (`ws://HOST:PORT/ws`), for the `ws` section.
@@ -147,13 +148,13 @@ fn run(args: &Args, report: &mut Report) -> anyhow::Result<()> {
             ),
             "grading" => grading::measure(
                 &host,
-                args.pick(args.submissions, 15, 8),
+                args.pick(args.submissions, 16, 8),
                 &args.bwrap,
                 report,
             ),
             "gvisor" => {
                 gvisor::measure(&host, args.pick(args.n_fresh, 30, 5), report).and_then(|()| {
-                    grading::measure_gvisor(&host, args.pick(args.submissions, 15, 8), report)
+                    grading::measure_gvisor(&host, args.pick(args.submissions, 16, 8), report)
                 })
             }
             "ws" => match (&args.ws_url, &args.ws_token) {
