@@ -106,14 +106,20 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                 .and_then(|f| f.revents())
                 .is_some_and(|r| !r.is_empty())
         };
-        let (ctl_ready, sig_ready) = (ready(0, &fds), ready(1, &fds));
+        let ctl_ready = ready(0, &fds);
         let notif_ready = listener.is_some() && ready(2, &fds);
+        let notif_events = fds.get(2).and_then(|f| f.revents()).filter(|_| notif_ready);
         // Every filtered process is gone (a failed receive without it is a notification whose
         // process died first: others may still raise theirs).
-        let notif_hung_up = notif_ready
-            && fds[2]
-                .revents()
-                .is_some_and(|r| r.contains(PollFlags::POLLHUP));
+        let notif_hung_up = notif_events.is_some_and(|r| r.contains(PollFlags::POLLHUP));
+        // Nothing left to receive either: the listener is done, without a receive that fails.
+        let notif_spent =
+            notif_hung_up && notif_events.is_some_and(|r| !r.contains(PollFlags::POLLIN));
+        // The kernel hangs the listener up as the program's process exits, a moment before that
+        // exit is signalled: reap now rather than sleep again until SIGCHLD (one wake-up of PID
+        // 1 at a run's end instead of two). A process not yet reaped raises SIGCHLD later, as
+        // ever.
+        let sig_ready = ready(1, &fds) || notif_hung_up;
         drop(fds);
         if let Some(relay) = current.as_mut().and_then(|r| r.relay.as_mut()) {
             relay.pump();
@@ -128,7 +134,11 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
 
         if notif_ready {
             if let Some(run) = current.as_mut() {
-                run.on_notification(ctl, notif_hung_up);
+                if notif_spent {
+                    run.spent_listener = run.listener.take();
+                } else {
+                    run.on_notification(ctl, notif_hung_up);
+                }
             }
         }
         if sig_ready {
@@ -383,7 +393,7 @@ fn reset(
         }
     }
     let mut flags = CloneFlags::empty();
-    let renew_ipc = !ipc.as_ref().is_some_and(ipcns::Usage::unused);
+    let renew_ipc = !ipc.as_mut().is_some_and(ipcns::Usage::unused);
     if renew_ipc {
         flags |= CloneFlags::CLONE_NEWIPC;
     }
