@@ -2437,6 +2437,72 @@ fn brief(v: &serde_json::Value) -> String {
     v.to_string()
 }
 
+/// A reused sandbox's PID 1 starts the programs from a thread of its own that already wears their
+/// filter and Landlock domain (`inside/confined.rs`), with PID 1's credentials, at the PID just
+/// below `pid_max`. A program that knows where it is must not signal it, read its memory, take
+/// its descriptors (the seccomp listener among them) or trace it; and the run after the attack
+/// must still start from it, confined as ever.
+#[test]
+fn the_thread_that_starts_programs_cannot_be_reached() {
+    use serde_json::json;
+    let _g = shared();
+    let w = workdir();
+    compile("initthread", w.path());
+    let dir = d(w.path());
+    let m = marker("initthread");
+    let status = "grep -E '^(NoNewPrivs|Seccomp|Seccomp_filters|CapEff):' /proc/self/status";
+    let lines = vec![
+        json!({"argv": ["/bin/true"]}),
+        json!({"argv": ["./initthread", &m], "dir": &dir}),
+        json!({"argv": ["/bin/sh", "-c", status]}),
+        json!({"argv": ["/bin/true"]}),
+    ];
+    let (res, _raw) = run_batch(&lines, &["--wall-time", "20s"], w.path());
+    let out = |i: usize| res[i]["stdout"].as_str().unwrap_or("").to_string();
+    let attack = &res[1];
+    let st = attack["status"].as_str().unwrap_or("");
+    assert!(
+        !out(1).contains("ESCAPED"),
+        "a program reached PID 1's thread: {}",
+        brief(attack)
+    );
+    assert!(
+        out(1).contains("ALIVE"),
+        "the attack did not finish: {}",
+        brief(attack)
+    );
+    match st {
+        "ok" => {}
+        "blocked_syscall" => assert!(
+            matches!(
+                attack["blocked_syscall"].as_str(),
+                Some("process_vm_readv" | "ptrace")
+            ),
+            "{}",
+            brief(attack)
+        ),
+        _ => panic!("the attack ended {st}: {}", brief(attack)),
+    }
+    // Under gVisor the sentry reports its own seccomp state; natively the program wears exactly
+    // one filter (the sandbox's), no_new_privs and no capability.
+    assert_eq!(res[2]["status"], json!("ok"), "{}", brief(&res[2]));
+    if !under_gvisor() {
+        for want in [
+            "NoNewPrivs:\t1",
+            "Seccomp:\t2",
+            "Seccomp_filters:\t1",
+            "CapEff:\t0000000000000000",
+        ] {
+            assert!(
+                out(2).contains(want),
+                "after the attack a program runs without {want:?}: {}",
+                brief(&res[2])
+            );
+        }
+    }
+    assert_eq!(res[3]["status"], json!("ok"), "{}", brief(&res[3]));
+}
+
 /// Consecutive runs of a batch reuse warm sandboxes from the pool: nothing a
 /// run leaves behind (files, processes, IPC objects, CPU/memory/pids usage)
 /// may be visible to or charged to the next run.

@@ -30,6 +30,9 @@ pub(crate) struct Control {
     /// The init is gone (killed with the run, see [`Control::init_died_of_oom`]): the sandbox
     /// stays broken whatever the run's end looked like.
     dead: bool,
+    /// The init's own tasks in the cgroup (its threads, as its last `Ready` said): the pids limit
+    /// leaves room for them, and a run's peak does not count them beyond the first.
+    init_tasks: u64,
 }
 
 /// How far a run may raise a lifetime-only memory peak before the sandbox is retired instead of
@@ -53,7 +56,13 @@ impl Control {
             broken: true,
             peak_spent: false,
             dead: false,
+            init_tasks: 1,
         }
+    }
+
+    /// How many tasks the init holds in the cgroup now (from its `Ready`).
+    pub(crate) fn set_init_tasks(&mut self, tasks: u64) {
+        self.init_tasks = tasks.max(1);
     }
 
     /// Follows the sandbox's CPU time with `clock` (opened before PID 1 existed).
@@ -84,7 +93,7 @@ impl Control {
 
     /// Limits the cgroup for the next run and starts counting its usage. The sandbox's PID 1 lives
     /// in the cgroup too: the limits leave room for exactly what it already holds (one process,
-    /// its resident memory), and usage is counted from here.
+    /// its threads, its resident memory), and usage is counted from here.
     pub(crate) fn account_new_run(
         &mut self,
         memory_bytes: u64,
@@ -97,7 +106,7 @@ impl Control {
         let baseline = cg.begin_run()?;
         cg.set_limits(&corral_cgroups::Limits {
             memory_bytes: Some(memory_bytes.saturating_add(baseline.resident_bytes)),
-            pids: Some(pids.saturating_add(1)),
+            pids: Some(pids.saturating_add(self.init_tasks)),
         })?;
         self.baseline = Some(baseline);
         if let Some((clock, start)) = &mut self.clock {
@@ -201,6 +210,8 @@ impl Control {
         if self.runs > 1 {
             u.pids_peak = None;
         }
+        // The peak has always counted the init's process; its other threads are not the run's.
+        u.pids_peak = u.pids_peak.map(|p| p.saturating_sub(self.init_tasks - 1));
         Ok(u)
     }
 }

@@ -156,7 +156,14 @@ pub enum ChildReport {
 pub enum Event {
     /// The root is built. Fd: the working directory (`O_PATH`); none under gVisor, whose
     /// working directory the supervisor already holds.
-    Ready { landlock_abi: Option<i32> },
+    ///
+    /// `tasks`: PID 1's threads, counted in the sandbox's pids cgroup like the program's processes
+    /// (two with `inside::confined`'s thread).
+    Ready {
+        landlock_abi: Option<i32>,
+        #[serde(default = "one_task")]
+        tasks: u64,
+    },
     /// The program was exec'd. Fd: the terminal's master side, for a run with a terminal. Not
     /// sent for a `quiet_start` run.
     Started,
@@ -295,4 +302,8 @@ pub(crate) fn channel() -> Result<(OwnedFd, OwnedFd), SandboxError> {
         nix::sys::socket::SockFlag::SOCK_CLOEXEC,
     )
     .map_err(|e| SandboxError::io("socketpair", e.into()))
+}
+
+fn one_task() -> u64 {
+    1
 }

@@ -320,12 +320,17 @@ impl Sandbox {
         protocol::send(sandbox.control.fd(), &setup, &fds)?;
         drop(procs);
         match protocol::recv::<Event>(sandbox.control.fd())? {
-            Some((Event::Ready { landlock_abi }, mut fds))
-                if fds.len() == usize::from(!is_gvisor) =>
-            {
+            Some((
+                Event::Ready {
+                    landlock_abi,
+                    tasks,
+                },
+                mut fds,
+            )) if fds.len() == usize::from(!is_gvisor) => {
                 if let Some(workdir) = fds.pop() {
                     sandbox.control.set_workdir(workdir);
                 }
+                sandbox.control.set_init_tasks(tasks);
                 sandbox.landlock_abi = landlock_abi;
                 sandbox.control.set_broken(false);
                 Ok(sandbox)
@@ -442,9 +447,10 @@ impl Sandbox {
 
     fn collect_reset(&mut self, disk_bytes: u64, inodes: u64) -> Result<(), SandboxError> {
         match protocol::recv::<Event>(self.control.fd())? {
-            Some((Event::Ready { .. }, mut fds))
+            Some((Event::Ready { tasks, .. }, mut fds))
                 if fds.len() == usize::from(self.gvisor.is_none()) =>
             {
+                self.control.set_init_tasks(tasks);
                 match fds.pop() {
                     Some(workdir) => self.control.set_workdir(workdir),
                     // gVisor's working directory is the host's: emptied here, every process of

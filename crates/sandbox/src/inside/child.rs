@@ -38,6 +38,9 @@ pub(crate) struct ChildPlan {
     /// `inside::tracer`), and RLIMIT_MSGQUEUE is gVisor's to set
     /// (it refuses to lower it; its message queues live in its own kernel).
     pub(crate) gvisor: bool,
+    /// Started by PID 1's confined thread (`inside::confined`): `no_new_privs`, the Landlock
+    /// domain and the seccomp filter are inherited from it, not set up here.
+    pub(crate) preconfined: bool,
 }
 
 impl ChildPlan {
@@ -87,6 +90,7 @@ impl ChildPlan {
             program,
             cwd: setup.cwd.clone(),
             gvisor: setup.gvisor,
+            preconfined: false,
         })
     }
 }
@@ -131,7 +135,9 @@ pub(crate) fn run(
 /// could be exec'd (with the reason), or with the step that failed.
 ///
 /// Unprivileged and confined by the time the program's own code could run; seccomp goes last so
-/// that our own setup syscalls are not subject to it.
+/// that our own setup syscalls are not subject to it — except in a process PID 1's confined
+/// thread started, which has worn `no_new_privs`, Landlock and the filter from its first step
+/// (`inside::confined::allowed` checked that the filter lets every step below through).
 pub(crate) fn contain_and_exec<S: Syscalls>(
     plan: &ChildPlan,
     sys: &mut S,
@@ -154,6 +160,10 @@ pub(crate) fn contain_and_exec<S: Syscalls>(
         errno,
     })?;
     privileges::drop_privileges(sys, plan.identity)?;
+    if plan.preconfined {
+        sys.close_from(3);
+        return Ok(exec(plan, sys));
+    }
     sys.no_new_privs().map_err(SetupError::NoNewPrivs)?;
     restrict_filesystem(plan, sys, landlock)?;
     if !plan.gvisor {
@@ -371,6 +381,34 @@ mod tests {
             .into_iter()
             .chain(FROM_NO_NEW_PRIVS_TO_EXEC)
             .collect::<Vec<_>>()
+        );
+    }
+
+    /// Started by PID 1's confined thread: the same steps up to the dropped ids, then straight to
+    /// closing the stray descriptors and exec — `no_new_privs`, Landlock and the filter came with
+    /// the clone (no listener to send: PID 1's thread holds it).
+    #[test]
+    fn a_preconfined_process_takes_the_same_steps_without_installing_anything() {
+        let mut plan = plan(false, false, true, &["/usr/bin/prog", "arg"], &[]);
+        let mut full = kernel();
+        run(&plan, &mut full, true).expect("every step succeeds");
+        plan.preconfined = true;
+        let mut sys = kernel();
+        let last = run(&plan, &mut sys, true).expect("every step succeeds");
+        assert_eq!(last, Errno::ENOENT);
+        let until_ids: Vec<&str> = full
+            .calls
+            .iter()
+            .map(String::as_str)
+            .take_while(|c| *c != "PR_SET_NO_NEW_PRIVS")
+            .collect();
+        assert_eq!(until_ids.last(), Some(&"setuid(0)"));
+        assert_eq!(
+            sys.calls,
+            until_ids
+                .into_iter()
+                .chain(["close_range(3..)", "execve /usr/bin/prog"])
+                .collect::<Vec<_>>()
         );
     }
 

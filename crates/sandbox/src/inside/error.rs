@@ -141,4 +141,6 @@ pub enum SetupError {
     PtySlave(Errno),
     #[error("dup: {0}")]
     Dup(std::io::Error),
+    #[error("PID 1's confined thread: {0}")]
+    Confined(String),
 }

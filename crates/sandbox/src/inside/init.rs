@@ -273,7 +273,8 @@ fn build(
         ipcns::Usage::capture()
     };
     let landlock_abi = setup.landlock.then(landlock::kernel_abi);
-    pid1::send_ready(ctl, landlock_abi, setup.gvisor)?;
+    // PID 1 is alone until its first reset (see `pid1::serve` for its confined thread).
+    pid1::send_ready(ctl, landlock_abi, setup.gvisor, 1)?;
     Ok(Built {
         last_pid,
         pids_max,

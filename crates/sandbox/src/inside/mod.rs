@@ -9,7 +9,8 @@
 //!   [`stdin_probe`] for interactive runs, and [`scratch`] emptying the scratch mounts in place
 //!   and [`ipcns`] telling whether the IPC namespace must be replaced.
 //! - [`child`]: the program's process — the ordered steps from fork to exec; [`vfork`] starts
-//!   it without copying PID 1 where it can.
+//!   it without copying PID 1 where it can, and [`confined`] from a thread of PID 1 that already
+//!   wears the programs' confinement, which the process inherits.
 //! - [`privileges`]: the privilege drop, written once; [`syscalls`]: the system calls it and
 //!   [`child`] make, behind a trait so their order is tested without root.
 //! - [`gvisor`]: what init does differently inside gVisor (pids cgroup, scratch reset);
@@ -19,9 +20,11 @@
 //! Dependencies point one way, down this list's call order: `init` → `pid1` → `child` →
 //! `privileges` → `syscalls`; `rootfs` → `image_root` → `idmap`; the leaves (`netns`, `landlock`,
 //! `gvisor`, `tracer`, `pty`, `stdin_probe`, `scratch`, `ipcns`, `vfork`, `fds`, `error`) call back into none of them;
+//! `pid1` → `confined` → `vfork`, `landlock`;
 //! `spawner` → `spares` → `netns`.
 
 mod child;
+mod confined;
 pub(crate) mod error;
 mod fds;
 pub(crate) mod gvisor;

@@ -16,6 +16,7 @@ use nix::unistd::{fork, ForkResult, Pid};
 
 use crate::error::SandboxError;
 use crate::inside::child::{self, ChildPlan};
+use crate::inside::confined::{self, Confined};
 use crate::inside::error::SetupError;
 use crate::inside::scratch::Scratch;
 use crate::inside::tracer::{self, Stop};
@@ -74,6 +75,13 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
     // Whether the sandbox's own filter lets the child share PID 1's memory (8 calls through the
     // BPF interpreter): judged once, not for every run.
     let default_shares = vfork::allowed(&filter);
+    // Runs with the sandbox's own filter start from a thread of PID 1 that already wears it (see
+    // `confined`), where it may be used at all. Made at the first reset — a sandbox used once
+    // (a fresh one) would only pay for it — and again after a reset that changed what it wears
+    // or where its processes start (the namespaces, the Landlock rules' mounts).
+    let mut preconfine = may_confine(setup, &filter, landlock.as_ref(), build_userns.as_ref())
+        .zip(last_pid.as_ref());
+    let mut confined: Option<Confined> = None;
     loop {
         let listener = current
             .as_ref()
@@ -247,8 +255,21 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         stack = vfork::Stack::new().ok();
                     }
                     let stack = stack.as_mut().filter(|_| share);
-                    let started = plan.and_then(|plan| {
-                        start(&plan, filter, landlock.as_ref(), fds, sigfd.as_fd(), stack)
+                    // Runs with the sandbox's own filter start from PID 1's confined thread.
+                    let from = confined
+                        .as_ref()
+                        .filter(|_| strict.is_none() && stack.is_some());
+                    let started = plan.and_then(|mut plan| {
+                        plan.preconfined = from.is_some();
+                        start(
+                            &plan,
+                            filter,
+                            landlock.as_ref(),
+                            fds,
+                            sigfd.as_fd(),
+                            stack,
+                            from,
+                        )
                     });
                     match started {
                         Ok(mut run) => {
@@ -285,7 +306,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         continue;
                     }
                     // A sandbox that cannot be made as good as new must not be reused: exit.
-                    let remounted = reset(
+                    let renewed = reset(
                         setup,
                         disk_bytes,
                         inodes,
@@ -295,10 +316,26 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                         &mut ipc,
                     )?;
                     // New scratch mounts are new inodes: the Landlock rules must name them again.
-                    if remounted && setup.landlock {
+                    if renewed.mounts && setup.landlock {
                         landlock = landlock::prepare(setup)?;
                     }
-                    send_ready(ctl, landlock_abi, setup.gvisor)?;
+                    // Namespaces belong to a thread: the confined one still has the old ones,
+                    // and its Landlock domain names the old mounts. A new one, before `Ready`
+                    // tells the supervisor how many tasks PID 1 has.
+                    if renewed.mounts || renewed.namespaces {
+                        drop(confined.take());
+                    }
+                    if let (None, Some((pid_max, last_pid))) = (&confined, preconfine) {
+                        confined = Confined::start(&filter, landlock.as_ref(), (last_pid, pid_max))
+                            .map_err(|e| tracing::debug!(error = %e, "no confined thread"))
+                            .ok();
+                        // Not tried again once it failed: the programs' processes confine
+                        // themselves, as they do where it may not be used.
+                        if confined.is_none() {
+                            preconfine = None;
+                        }
+                    }
+                    send_ready(ctl, landlock_abi, setup.gvisor, tasks(&confined))?;
                 }
                 Request::Kill => {
                     if let Some(run) = current.as_mut() {
@@ -338,14 +375,49 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
     }
 }
 
+/// PID 1's threads: itself and the confined one, if any.
+fn tasks(confined: &Option<Confined>) -> u64 {
+    1 + u64::from(confined.is_some())
+}
+
+/// Whether runs with the sandbox's own filter may start from PID 1's confined thread (see
+/// [`confined`]): rootful, outside gVisor and build mode, and the filter letting every step of
+/// the program's process through. Elsewhere each program's process confines itself, as before.
+/// With the namespace's `pid_max` (the thread's PID goes near it).
+fn may_confine(
+    setup: &Setup,
+    filter: &corral_seccomp::CompiledFilter,
+    landlock: Option<&::landlock::RulesetCreated>,
+    build_userns: Option<&OwnedFd>,
+) -> Option<u64> {
+    let eligible = !setup.gvisor
+        && setup.userns.is_none()
+        && build_userns.is_none()
+        && (landlock.is_some() || !setup.landlock)
+        && vfork::allowed(filter)
+        && confined::allowed(filter, setup.uid, setup.gid);
+    eligible.then_some(())?;
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+}
+
 pub(crate) fn send_ready(
     ctl: BorrowedFd<'_>,
     landlock_abi: Option<i32>,
     gvisor: bool,
+    tasks: u64,
 ) -> Result<(), SandboxError> {
     // gVisor cannot send its descriptors out; the supervisor holds the (host) working directory.
     if gvisor {
-        return protocol::send(ctl, &Event::Ready { landlock_abi }, &[]);
+        return protocol::send(
+            ctl,
+            &Event::Ready {
+                landlock_abi,
+                tasks,
+            },
+            &[],
+        );
     }
     let work = nix::fcntl::open(
         crate::spec::WORKDIR,
@@ -353,7 +425,14 @@ pub(crate) fn send_ready(
         nix::sys::stat::Mode::empty(),
     )
     .map_err(|e| SandboxError::io("opening the working directory", e.into()))?;
-    protocol::send(ctl, &Event::Ready { landlock_abi }, &[work.as_raw_fd()])
+    protocol::send(
+        ctl,
+        &Event::Ready {
+            landlock_abi,
+            tasks,
+        },
+        &[work.as_raw_fd()],
+    )
 }
 
 /// Everything a program could have left behind goes: processes (already dead), files in the
@@ -368,7 +447,7 @@ fn reset(
     (net_baseline, reached_network): (&mut Option<netns::Baseline>, bool),
     scratch: &mut Option<Scratch>,
     ipc: &mut Option<ipcns::Usage>,
-) -> Result<bool, SandboxError> {
+) -> Result<Renewed, SandboxError> {
     reap_all_nonblocking();
     // Not `kill(-1, 0)`: that walks every process of the host (O(host) per reset on a busy
     // server); a PID 1 with no child left is alone in its namespace (see `no_children`).
@@ -420,7 +499,18 @@ fn reset(
             .write_at(b"1", 0)
             .map_err(|e| SandboxError::io("restarting PID numbering", e))?;
     }
-    Ok(!emptied)
+    Ok(Renewed {
+        mounts: !emptied,
+        namespaces: !flags.is_empty(),
+    })
+}
+
+/// What a reset made anew.
+struct Renewed {
+    /// The scratch mounts.
+    mounts: bool,
+    /// The IPC or network namespace (PID 1's main thread's: a thread has its own).
+    namespaces: bool,
 }
 
 /// A program running in this sandbox.
@@ -657,6 +747,7 @@ fn native_syscall_name(nr: i64) -> String {
 /// Forks the program's process and waits until it has exec'd (or failed to set up). Under gVisor
 /// the process is traced first (see [`tracer`]); `sigfd` tells of its stops before its exec.
 /// With `stack`, the child shares PID 1's memory until its exec (see [`vfork`]).
+/// With `confined` (and `stack`), its process starts from PID 1's confined thread instead.
 fn start(
     plan: &ChildPlan,
     filter: &corral_seccomp::CompiledFilter,
@@ -664,6 +755,7 @@ fn start(
     fds: Vec<OwnedFd>,
     sigfd: BorrowedFd<'_>,
     stack: Option<&mut vfork::Stack>,
+    confined: Option<&Confined>,
 ) -> Result<Running, SetupError> {
     if fds.len() < 3 {
         return Err(SetupError::MissingStdio(fds.len()));
@@ -676,6 +768,9 @@ fn start(
     )
     .map_err(SetupError::Socketpair)?;
     let started = Instant::now();
+    // A call the filter reports before the exec (under the confined thread, which `allowed`
+    // rules out) ends the process that made it.
+    let mut blocked = None;
     let forked = match stack {
         Some(stack) => {
             let report = theirs.as_raw_fd();
@@ -691,10 +786,36 @@ fn start(
                 let report = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(report) };
                 child::run(plan, filter, landlock, fds, report)
             };
-            // SAFETY: PID 1 is single-threaded, and `child::run` ends in execve or _exit.
-            unsafe { vfork::spawn(stack, &mut child) }.map(|child| ForkResult::Parent { child })
+            match confined {
+                Some(confined) => {
+                    let thread = confined.tid().as_raw() as u32;
+                    let on_report = |l: BorrowedFd<'_>| {
+                        let Ok(n) = corral_seccomp::receive(l) else {
+                            return;
+                        };
+                        // The thread's own call (a bug here, never seen): refused, not fatal.
+                        if n.pid != thread {
+                            let _ = kill(Pid::from_raw(n.pid as i32), Signal::SIGKILL);
+                            blocked.get_or_insert_with(|| n.syscall_name());
+                        }
+                        let _ = corral_seccomp::respond_errno(l, n.id, libc::EPERM);
+                    };
+                    // SAFETY: this (main) thread only waits in `spawn` while the child runs, and
+                    // `child::run` ends in execve or _exit.
+                    match unsafe { confined.spawn(stack, &mut child, on_report) } {
+                        Ok(child) => Ok(ForkResult::Parent { child }),
+                        Err(e) => return Err(e),
+                    }
+                }
+                // SAFETY: no other thread of PID 1 runs meanwhile (the confined thread, if any,
+                // waits for a job), and `child::run` ends in execve or _exit.
+                None => unsafe { vfork::spawn(stack, &mut child) }
+                    .map(|child| ForkResult::Parent { child }),
+            }
         }
-        // SAFETY: PID 1 is single-threaded, so the child may allocate and run ordinary code.
+        // SAFETY: the child may allocate and run ordinary code: PID 1's only other thread, the
+        // confined one if it exists, waits for a job holding no lock (and libc's malloc is
+        // fork-safe regardless).
         None => unsafe { fork() },
     };
     match forked {
@@ -723,8 +844,11 @@ fn start(
             // In between, an `execve` the filter reports (`no_spawn`) is the child's own exec of
             // the program: the child runs only corral's code until then, single-threaded, so it
             // is let through. Anything else reported is blocked as in a run.
-            let mut listener: Option<OwnedFd> = None;
-            let mut blocked = None;
+            // The confined thread's listener serves every run; the run polls its own copy.
+            let mut listener: Option<OwnedFd> = match confined {
+                Some(c) => Some(c.listener().try_clone_to_owned().map_err(SetupError::Dup)?),
+                None => None,
+            };
             let mut watch = true;
             let mut traced = false;
             // Under gVisor: ends (of the child, before its exec) seen while watching its stops.

@@ -202,24 +202,30 @@ impl Syscalls for Kernel<'_> {
         };
     }
 
+    // The id changes are raw system calls, not libc's: they change the calling process only. In
+    // a process that shares memory with a multi-threaded PID 1 (see `inside::confined`) libc's
+    // wrappers would try to change the ids of PID 1's threads too (its set-id broadcast).
+
     fn setgroups_empty(&mut self) -> Result<(), Errno> {
         // SAFETY: setgroups with an empty list.
-        check(unsafe { libc::setgroups(0, std::ptr::null()) } as libc::c_long)
+        check(unsafe {
+            libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>())
+        })
     }
 
     fn setresgid(&mut self, gid: u32) -> Result<(), Errno> {
         // SAFETY: plain id-changing syscall.
-        check(unsafe { libc::setresgid(gid, gid, gid) } as libc::c_long)
+        check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })
     }
 
     fn setresuid(&mut self, uid: u32) -> Result<(), Errno> {
         // SAFETY: plain id-changing syscall.
-        check(unsafe { libc::setresuid(uid, uid, uid) } as libc::c_long)
+        check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })
     }
 
     fn setuid_root(&mut self) -> bool {
         // SAFETY: setuid(0) only tests whether we could regain root; it must fail.
-        unsafe { libc::setuid(0) == 0 }
+        unsafe { libc::syscall(libc::SYS_setuid, 0u32) == 0 }
     }
 
     fn setns_user(&mut self, ns: RawFd) -> Result<(), Errno> {
