@@ -644,6 +644,30 @@ fn sysv_ipc_objects_do_not_reach_the_next_run() {
     }
 }
 
+/// A bind inside a scratch folder (`/tmp`, `/dev/shm`, the working directory) reaches every line
+/// of a batch: a reset makes those folders anew and the bind would be gone with the old ones, so
+/// a sandbox holding one is not reused (each line gets a sandbox of its own).
+#[test]
+fn a_bind_inside_a_scratch_folder_reaches_every_run() {
+    let dir = host_dir(0o755);
+    let name = marker("scratchbind");
+    fs::write(dir.path().join("data.txt"), format!("{name}\n")).expect("write the bound file");
+    chmod(&dir.path().join("data.txt"), 0o644);
+    for target in ["/tmp/bound", "/home/sandbox/bound"] {
+        let bind = format!("{}:{target}", dir.path().display());
+        let line = json!({"argv": ["/bin/cat", format!("{target}/data.txt")], "ro_bind": [bind]});
+        let res = run_batch(&[line.clone(), line.clone(), line], &["--pool-size", "1"]);
+        for r in &res {
+            assert_eq!(
+                r.json["stdout"].as_str(),
+                Some(format!("{name}\n").as_str()),
+                "a run after the first lost the bind at {target}\n{}",
+                r.describe()
+            );
+        }
+    }
+}
+
 /// POSIX message queues and POSIX shared memory (`shm_open`, a file in /dev/shm).
 ///
 /// Inside the sandbox `mq_open(O_CREAT)` fails with EACCES: Landlock denies the internal mqueue

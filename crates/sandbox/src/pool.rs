@@ -229,6 +229,9 @@ impl Pool {
             || s.config().runtime == Runtime::Gvisor && s.leases() > 0
             || s.is_broken()
             || s.memory_peak_spent()
+            // A reset makes the scratch folders anew, and the binds in them are gone with the old
+            // ones (PID 1 no longer sees the host to bind them again).
+            || s.config().mounts.iter().any(|m| crate::inside::rootfs::on_scratch(&m.dst))
             || (self.config.recycle_after > 0 && s.leases() >= self.config.recycle_after);
         if retire {
             if s.is_broken() {
