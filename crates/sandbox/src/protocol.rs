@@ -161,7 +161,6 @@ pub enum Event {
     /// (two with `inside::confined`'s thread).
     Ready {
         landlock_abi: Option<i32>,
-        #[serde(default = "one_task")]
         tasks: u64,
     },
     /// The program was exec'd. Fd: the terminal's master side, for a run with a terminal. Not
@@ -302,8 +301,4 @@ pub(crate) fn channel() -> Result<(OwnedFd, OwnedFd), SandboxError> {
         nix::sys::socket::SockFlag::SOCK_CLOEXEC,
     )
     .map_err(|e| SandboxError::io("socketpair", e.into()))
-}
-
-fn one_task() -> u64 {
-    1
 }

@@ -390,13 +390,15 @@ fn may_confine(
     landlock: Option<&::landlock::RulesetCreated>,
     build_userns: Option<&OwnedFd>,
 ) -> Option<u64> {
+    // (`confined::allowed` covers what `vfork::allowed` asks too.)
     let eligible = !setup.gvisor
         && setup.userns.is_none()
         && build_userns.is_none()
         && (landlock.is_some() || !setup.landlock)
-        && vfork::allowed(filter)
         && confined::allowed(filter, setup.uid, setup.gid);
-    eligible.then_some(())?;
+    if !eligible {
+        return None;
+    }
     std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
