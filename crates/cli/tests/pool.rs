@@ -1696,3 +1696,32 @@ fn a_forked_sandbox_init_looks_like_a_started_one() {
         "a forked init's sandbox differs from a started one's"
     );
 }
+
+/// A run alone on the host starts its program on the CPU the last one started on
+/// (`placement`): a hint for the start only. Every program of a batch of programs big enough to
+/// get it must still be free to use every CPU this process may use.
+#[test]
+fn a_program_started_on_the_last_cpu_may_still_use_every_cpu() {
+    let allowed = |status: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list:"))
+            .map(|l| format!("{}\n", l.trim_end()))
+            .expect("a Cpus_allowed_list line")
+    };
+    let want = allowed(&fs::read_to_string("/proc/self/status").expect("this process's status"));
+    // 8 MiB touched: well above what a program must use for the next to get the hint.
+    let script = "b = bytearray(8 << 20); \
+                  print([l for l in open('/proc/self/status') if l.startswith('Cpus_allowed_list:')][0], end='')";
+    let lines: Vec<Value> = (0..8).map(|_| line(&[PY, "-c", script])).collect();
+    let res = run_batch(&lines, &["--pool-size", "1"]);
+    for r in &res {
+        assert_eq!(r.status(), "ok", "{}", r.describe());
+        assert_eq!(
+            r.stdout(),
+            want,
+            "a program was left on fewer CPUs\n{}",
+            r.describe()
+        );
+    }
+}

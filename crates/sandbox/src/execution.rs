@@ -55,6 +55,8 @@ pub struct Execution<'s> {
     killed_for: Option<Status>,
     blocked: Option<String>,
     finished: Option<(Option<i32>, Option<i32>, u64)>,
+    /// The CPU the program started on, as `Finished` said (see [`crate::placement`]).
+    started_on: Option<u32>,
     drain_deadline: Option<Instant>,
     done: bool,
     buf: Vec<u8>,
@@ -117,6 +119,7 @@ impl<'s> Execution<'s> {
             killed_for: None,
             blocked: None,
             finished: None,
+            started_on: None,
             drain_deadline: None,
             done: false,
             buf: vec![0u8; 64 * 1024],
@@ -364,7 +367,9 @@ impl<'s> Execution<'s> {
                     signal,
                     wall_ns,
                     wall_limit,
+                    cpu,
                 } => {
+                    self.started_on = cpu;
                     if wall_limit && self.killed_for.is_none() {
                         self.killed_for = Some(Status::WallTimeLimit);
                     }
@@ -453,6 +458,8 @@ impl<'s> Execution<'s> {
             // even where the cgroup's counter (what runs are charged) came out a hair lower.
             usage.cpu_time = usage.cpu_time.max(self.control.cpu_time()?);
         }
+        self.control
+            .run_ended_on(self.started_on, usage.memory_peak_bytes);
         self.control.run_finished();
         let mut outcome = Outcome {
             status: Status::Ok,

@@ -26,6 +26,8 @@ pub struct Host {
     runsc: OnceLock<Result<crate::gvisor::Runsc, String>>,
     /// Forks the native sandboxes' inits after the first (see [`crate::spawner`]).
     pub(crate) spawner: Spawner,
+    /// The CPU a run alone starts its program on (see [`crate::placement`]).
+    pub(crate) placement: crate::placement::Placement,
 }
 
 impl Host {
@@ -86,6 +88,7 @@ impl Host {
             host_ids: crate::uids::host_ids(),
             runsc: OnceLock::new(),
             spawner: Spawner::new(),
+            placement: crate::placement::Placement::new(),
         })
     }
 

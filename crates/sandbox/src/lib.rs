@@ -24,6 +24,7 @@ mod hostfs;
 mod inside;
 mod limits;
 mod outcome;
+mod placement;
 mod pool;
 mod protocol;
 mod sandbox;

@@ -124,6 +124,11 @@ pub enum Request {
         /// one wake-up of each side fewer per run. Never with a terminal (`Started` carries it).
         #[serde(default)]
         quiet_start: bool,
+        /// Start the program's process on this CPU when PID 1's confined thread starts it: a
+        /// placement hint only, the process takes the sandbox's whole CPU set back before its
+        /// first step (see `placement`).
+        #[serde(default)]
+        cpu: Option<u32>,
     },
     /// Send a signal to the current program's process group.
     Signal { signal: i32 },
@@ -178,6 +183,9 @@ pub enum Event {
         /// PID 1 killed the run at its wall-clock limit.
         #[serde(default)]
         wall_limit: bool,
+        /// The CPU the program's process started on (known when the confined thread started it).
+        #[serde(default)]
+        cpu: Option<u32>,
     },
     /// Setting up failed; nothing ran (or the run was stopped before exec).
     Failed { error: String },

@@ -568,6 +568,7 @@ impl Sandbox {
         };
         // A terminal's master comes with `Started`: those runs always wait for it.
         let quiet_start = quiet && !master_tty;
+        let (turn, cpu) = self.host.placement.begin();
         let run = Request::Run {
             argv: spec.argv.clone(),
             env: spec.environment(),
@@ -577,8 +578,10 @@ impl Sandbox {
             pids: inner_pids,
             wall_ns: Some(limits.wall_time.duration().as_nanos() as u64),
             quiet_start,
+            cpu,
         };
         self.control.count_run();
+        self.control.set_turn(turn);
         let mut sent = Vec::new();
         if let (Some(r), Some(((_, out_w), (_, err_w)))) = (&stdin_r, &pipes) {
             sent = vec![r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];

@@ -26,6 +26,7 @@ use std::thread::JoinHandle;
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::unistd::Pid;
 
@@ -35,12 +36,17 @@ use crate::inside::error::SetupError;
 use crate::inside::fds::above_runs;
 use crate::inside::vfork;
 
-/// One program's process to start: a child function behind a plain pointer, and its stack.
+/// One program's process to start: a child function behind a plain pointer, its stack, and the
+/// CPU to start it on (see `crate::placement`).
 struct Job {
     call: unsafe fn(*mut ()) -> isize,
     data: *mut (),
     stack: *mut vfork::Stack,
+    cpu: Option<u32>,
 }
+
+/// A started process, and the CPU it started on.
+type Started = (nix::Result<Pid>, Option<u32>);
 
 // SAFETY: the pointers are used on the confined thread only while the main thread, which owns
 // what they point to, waits in `Confined::spawn` for that use to end.
@@ -58,7 +64,7 @@ unsafe impl Send for Setup {}
 /// PID 1's confined thread, and the seccomp listener of the filter it wears.
 pub(crate) struct Confined {
     jobs: Option<SyncSender<Job>>,
-    results: Receiver<nix::Result<Pid>>,
+    results: Receiver<Started>,
     /// Written by the thread when a result is ready (or it ended): the main thread polls it
     /// together with the listener.
     done: EventFd,
@@ -95,7 +101,7 @@ impl Confined {
         landlock: Option<&::landlock::RulesetCreated>,
     ) -> Result<Confined, SetupError> {
         let (jobs, job_queue) = mpsc::sync_channel::<Job>(1);
-        let (result_tx, results) = mpsc::sync_channel::<nix::Result<Pid>>(1);
+        let (result_tx, results) = mpsc::sync_channel::<Started>(1);
         let (ready_tx, ready) = mpsc::sync_channel::<Result<(OwnedFd, Pid), SetupError>>(1);
         let done = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
             .map_err(|e| SetupError::Confined(format!("eventfd: {e}")))?;
@@ -155,8 +161,9 @@ impl Confined {
     }
 
     /// Starts `child` from the confined thread, sharing PID 1's memory until it execs or exits,
-    /// and returns its pid. Meanwhile this thread only waits; a call the filter reports before
-    /// the exec goes to `on_report` (which must end the process that made it).
+    /// on `cpu` if it can, and returns its pid and the CPU it started on. Meanwhile this thread
+    /// only waits; a call the filter reports before the exec goes to `on_report` (which must end
+    /// the process that made it).
     ///
     /// # Safety
     /// As [`vfork::spawn`]: no other thread of PID 1 may run while the child uses the shared
@@ -167,7 +174,8 @@ impl Confined {
         stack: &mut vfork::Stack,
         child: &mut F,
         mut on_report: impl FnMut(BorrowedFd<'_>),
-    ) -> Result<Pid, SetupError> {
+        cpu: Option<u32>,
+    ) -> Result<(Pid, Option<u32>), SetupError> {
         /// Calls the child function `data` points to.
         ///
         /// # Safety
@@ -180,6 +188,7 @@ impl Confined {
             call: trampoline::<F>,
             data: (child as *mut F).cast(),
             stack,
+            cpu,
         };
         let gone = || SetupError::Confined("it ended".into());
         self.jobs
@@ -206,7 +215,7 @@ impl Confined {
             if finished {
                 let _ = self.done.read();
                 return match self.results.try_recv() {
-                    Ok(started) => started.map_err(SetupError::Fork),
+                    Ok((started, cpu)) => started.map(|pid| (pid, cpu)).map_err(SetupError::Fork),
                     Err(TryRecvError::Empty) => continue,
                     Err(TryRecvError::Disconnected) => Err(gone()),
                 };
@@ -248,15 +257,39 @@ fn confine(
 
 /// On the confined thread: starts each job's process and hands back its pid, until the queue
 /// closes. Only calls [`allowed`] checks are made here (a channel's futex waits and wakes, the
-/// clone, the eventfd's write).
-fn serve(jobs: Receiver<Job>, results: SyncSender<nix::Result<Pid>>, done: i32) {
+/// clone, the eventfd's write, this thread's CPU affinity).
+///
+/// A job's CPU is where its process starts: this thread holds to that CPU alone for the clone
+/// (the process inherits the mask, and the kernel places a new process within it), the process
+/// takes the thread's whole set back as its first call, and the thread after the clone. The
+/// process notes the CPU it is on before anything else, in this thread's memory, which it
+/// shares until its exec.
+fn serve(jobs: Receiver<Job>, results: SyncSender<Started>, done: i32) {
     let signal = || {
         // SAFETY: an 8-byte write from a local to the eventfd the main thread keeps open while
         // this thread lives (it joins it before closing the eventfd).
         unsafe { libc::write(done, (&1u64 as *const u64).cast(), 8) };
     };
+    // The CPUs this thread may use, as PID 1's were: what every process goes back to.
+    let all = Affinity::current();
     while let Ok(job) = jobs.recv() {
+        let pinned = match (&all, job.cpu) {
+            (Some(all), Some(cpu)) => {
+                all.has(cpu) && Affinity::only(cpu).is_some_and(|one| one.set().is_ok())
+            }
+            _ => false,
+        };
+        let mut started_on: Option<u32> = None;
+        let on = &mut started_on;
         let mut child = || {
+            if pinned {
+                if let Some(all) = &all {
+                    // Failing only if every CPU of the set went away meanwhile; the process then
+                    // keeps the one CPU, which the sandbox may use. A placement, not a limit.
+                    let _ = all.set();
+                }
+            }
+            *on = current_cpu();
             // SAFETY: the main thread's `spawn` keeps `data` alive until it has our result.
             unsafe { (job.call)(job.data) }
         };
@@ -264,13 +297,58 @@ fn serve(jobs: Receiver<Job>, results: SyncSender<nix::Result<Pid>>, done: i32) 
         // of PID 1 runs), and the child function ends in execve or _exit. `stack` is the main
         // thread's, lent for this job.
         let started = unsafe { vfork::spawn(&mut *job.stack, &mut child) };
-        let sent = results.send(started).is_ok();
+        if pinned {
+            if let Some(all) = &all {
+                let _ = all.set();
+            }
+        }
+        let sent = results.send((started, started_on)).is_ok();
         signal();
         if !sent {
             break;
         }
     }
     signal();
+}
+
+/// A CPU affinity mask of this thread (pid 0 is the calling thread, in the child its process).
+struct Affinity(CpuSet);
+
+impl Affinity {
+    fn current() -> Option<Affinity> {
+        sched_getaffinity(Pid::from_raw(0)).ok().map(Affinity)
+    }
+
+    fn only(cpu: u32) -> Option<Affinity> {
+        let mut set = CpuSet::new();
+        set.set(cpu as usize).ok()?;
+        Some(Affinity(set))
+    }
+
+    fn has(&self, cpu: u32) -> bool {
+        self.0.is_set(cpu as usize).unwrap_or(false)
+    }
+
+    fn set(&self) -> nix::Result<()> {
+        sched_setaffinity(Pid::from_raw(0), &self.0)
+    }
+}
+
+/// The CPU the calling thread is on, from `getcpu` itself: in the child the C library's cached
+/// answer (in the thread's `rseq` area, which the child shares but the kernel does not update for
+/// it) would be the thread's.
+fn current_cpu() -> Option<u32> {
+    let mut cpu: libc::c_uint = 0;
+    // SAFETY: getcpu writes one unsigned int to `cpu`; the node and cache pointers may be null.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_getcpu,
+            &mut cpu as *mut libc::c_uint,
+            std::ptr::null_mut::<libc::c_uint>(),
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    };
+    (r == 0).then_some(cpu)
 }
 
 /// Whether the confined thread may start the program's processes under `filter`: every call
@@ -311,6 +389,10 @@ pub(crate) fn allowed(filter: &CompiledFilter, uid: u32, gid: u32) -> bool {
         ),
         (libc::SYS_sched_yield, [0; 6]),
         (libc::SYS_write, [260, P, 8, 0, 0, 0]),
+        // Its CPU for the clone, and the child's taking the whole set back; where it started.
+        (libc::SYS_sched_getaffinity, [0, 128, P, 0, 0, 0]),
+        (libc::SYS_sched_setaffinity, [0, 128, P, 0, 0, 0]),
+        (libc::SYS_getcpu, [P, 0, 0, 0, 0, 0]),
         // The child: signals, the OOM score, its session, limits, stdio, terminal, directory.
         (
             libc::SYS_rt_sigaction,

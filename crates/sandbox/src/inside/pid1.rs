@@ -170,6 +170,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     pids,
                     wall_ns,
                     quiet_start,
+                    cpu,
                 } => {
                     if current.is_some() {
                         protocol::send(ctl, &Event::failed("a run is already in progress"), &[])?;
@@ -268,7 +269,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                             fds,
                             sigfd.as_fd(),
                             stack,
-                            from,
+                            from.map(|c| (c, cpu)),
                         )
                     });
                     match started {
@@ -541,6 +542,8 @@ struct Running {
     /// A process of the run made a network socket (or the run was not watched): the reset must
     /// look at the network namespace.
     reached_network: bool,
+    /// The CPU the program's process started on (from the confined thread).
+    cpu: Option<u32>,
     /// PID 1's copies of the program's standard streams, closed just before `Finished`: the
     /// supervisor's output pipes then end together with that event (one wake-up of the
     /// supervisor, not one at the program's exit and another at `Finished`).
@@ -706,6 +709,7 @@ impl Running {
             signal,
             wall_ns: self.wall_ns,
             wall_limit: self.wall_killed,
+            cpu: self.cpu,
         })
     }
 }
@@ -749,7 +753,8 @@ fn native_syscall_name(nr: i64) -> String {
 /// Forks the program's process and waits until it has exec'd (or failed to set up). Under gVisor
 /// the process is traced first (see [`tracer`]); `sigfd` tells of its stops before its exec.
 /// With `stack`, the child shares PID 1's memory until its exec (see [`vfork`]).
-/// With `confined` (and `stack`), its process starts from PID 1's confined thread instead.
+/// With `confined` (and `stack`), its process starts from PID 1's confined thread instead, on
+/// the CPU given with it if it can.
 fn start(
     plan: &ChildPlan,
     filter: &corral_seccomp::CompiledFilter,
@@ -757,7 +762,7 @@ fn start(
     fds: Vec<OwnedFd>,
     sigfd: BorrowedFd<'_>,
     stack: Option<&mut vfork::Stack>,
-    confined: Option<&Confined>,
+    confined: Option<(&Confined, Option<u32>)>,
 ) -> Result<Running, SetupError> {
     if fds.len() < 3 {
         return Err(SetupError::MissingStdio(fds.len()));
@@ -773,6 +778,7 @@ fn start(
     // A call the filter reports before the exec (under the confined thread, which `allowed`
     // rules out) ends the process that made it.
     let mut blocked = None;
+    let mut started_on = None;
     let forked = match stack {
         Some(stack) => {
             let report = theirs.as_raw_fd();
@@ -789,7 +795,7 @@ fn start(
                 child::run(plan, filter, landlock, fds, report)
             };
             match confined {
-                Some(confined) => {
+                Some((confined, cpu)) => {
                     let thread = confined.tid().as_raw() as u32;
                     let on_report = |l: BorrowedFd<'_>| {
                         let Ok(n) = corral_seccomp::receive(l) else {
@@ -804,8 +810,11 @@ fn start(
                     };
                     // SAFETY: this (main) thread only waits in `spawn` while the child runs, and
                     // `child::run` ends in execve or _exit.
-                    match unsafe { confined.spawn(stack, &mut child, on_report) } {
-                        Ok(child) => Ok(ForkResult::Parent { child }),
+                    match unsafe { confined.spawn(stack, &mut child, on_report, cpu) } {
+                        Ok((child, cpu)) => {
+                            started_on = cpu;
+                            Ok(ForkResult::Parent { child })
+                        }
                         Err(e) => return Err(e),
                     }
                 }
@@ -848,7 +857,7 @@ fn start(
             // is let through. Anything else reported is blocked as in a run.
             // The confined thread's listener serves every run; the run polls its own copy.
             let mut listener: Option<OwnedFd> = match confined {
-                Some(c) => Some(c.listener().try_clone_to_owned().map_err(SetupError::Dup)?),
+                Some((c, _)) => Some(c.listener().try_clone_to_owned().map_err(SetupError::Dup)?),
                 None => None,
             };
             let mut watch = true;
@@ -899,6 +908,7 @@ fn start(
                 relay: None,
                 watch: filter.has_socket_watch().then(|| filter.clone()),
                 reached_network: !filter.has_socket_watch(),
+                cpu: started_on,
                 stdio: fds,
             };
             for status in ended {
@@ -1010,6 +1020,7 @@ mod tests {
             relay: None,
             watch: None,
             reached_network: true,
+            cpu: None,
             stdio: Vec::new(),
         }
     }
