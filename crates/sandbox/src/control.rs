@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use crate::cpu_clock::TreeClock;
 use crate::error::SandboxError;
-use crate::placement::Turn;
 use crate::protocol::{self, Event, Request};
 
 pub(crate) struct Control {
@@ -34,8 +33,6 @@ pub(crate) struct Control {
     /// The init's own tasks in the cgroup (its threads, as its last `Ready` said): the pids limit
     /// leaves room for them, and a run's peak does not count them beyond the first.
     init_tasks: u64,
-    /// The current run's share of the host's placement (see [`crate::placement`]).
-    turn: Option<Turn>,
 }
 
 /// How far a run may raise a lifetime-only memory peak before the sandbox is retired instead of
@@ -60,7 +57,6 @@ impl Control {
             peak_spent: false,
             dead: false,
             init_tasks: 1,
-            turn: None,
         }
     }
 
@@ -155,18 +151,6 @@ impl Control {
 
     pub(crate) fn next_event(&self) -> Result<Event, SandboxError> {
         self.next_event_with_fds().map(|(e, _)| e)
-    }
-
-    /// The current run counts as under way on the host until it finishes.
-    pub(crate) fn set_turn(&mut self, turn: Turn) {
-        self.turn = Some(turn);
-    }
-
-    /// The run is over: where its program started, and the memory it used at its peak.
-    pub(crate) fn run_ended_on(&mut self, cpu: Option<u32>, peak_bytes: u64) {
-        if let Some(turn) = self.turn.take() {
-            turn.ended(cpu, peak_bytes);
-        }
     }
 
     /// The run ended cleanly: the sandbox may serve again.

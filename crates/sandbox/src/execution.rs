@@ -18,6 +18,7 @@ use crate::control::Control;
 use crate::error::SandboxError;
 use crate::limits::Limits;
 use crate::outcome::{Outcome, Status, Usage};
+use crate::placement::Turn;
 use crate::protocol::{Event, Request};
 use crate::spec::Runtime;
 use crate::waker::Waker;
@@ -57,6 +58,8 @@ pub struct Execution<'s> {
     finished: Option<(Option<i32>, Option<i32>, u64)>,
     /// The CPU the program started on, as `Finished` said (see [`crate::placement`]).
     started_on: Option<u32>,
+    /// The run counts as under way on the host until it completes or is dropped.
+    turn: Option<Turn>,
     drain_deadline: Option<Instant>,
     done: bool,
     buf: Vec<u8>,
@@ -89,6 +92,7 @@ impl<'s> Execution<'s> {
         streams: Streams,
         runtime: Runtime,
         start: Instant,
+        turn: Turn,
     ) -> Self {
         let Streams {
             stdout,
@@ -120,6 +124,7 @@ impl<'s> Execution<'s> {
             blocked: None,
             finished: None,
             started_on: None,
+            turn: Some(turn),
             drain_deadline: None,
             done: false,
             buf: vec![0u8; 64 * 1024],
@@ -458,8 +463,9 @@ impl<'s> Execution<'s> {
             // even where the cgroup's counter (what runs are charged) came out a hair lower.
             usage.cpu_time = usage.cpu_time.max(self.control.cpu_time()?);
         }
-        self.control
-            .run_ended_on(self.started_on, usage.memory_peak_bytes);
+        if let Some(turn) = self.turn.take() {
+            turn.ended(self.started_on, usage.memory_peak_bytes);
+        }
         self.control.run_finished();
         let mut outcome = Outcome {
             status: Status::Ok,

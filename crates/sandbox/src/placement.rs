@@ -108,6 +108,18 @@ mod tests {
         assert_eq!(p.begin().1, Some(1));
     }
 
+    /// A run dropped without an end (its execution abandoned, or its start failed) no longer
+    /// counts as under way, and leaves the last start as it was.
+    #[test]
+    fn a_dropped_turn_stops_counting() {
+        let p = Placement::new();
+        p.begin().0.ended(Some(1), WORTH_BYTES);
+        let (abandoned, _) = p.begin();
+        assert_eq!(p.begin().1, None, "a run is under way");
+        drop(abandoned);
+        assert_eq!(p.begin().1, Some(1));
+    }
+
     /// A program that used little memory leaves nothing worth a pinned start.
     #[test]
     fn a_small_program_leaves_no_hint() {

@@ -581,7 +581,6 @@ impl Sandbox {
             cpu,
         };
         self.control.count_run();
-        self.control.set_turn(turn);
         let mut sent = Vec::new();
         if let (Some(r), Some(((_, out_w), (_, err_w)))) = (&stdin_r, &pipes) {
             sent = vec![r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
@@ -639,6 +638,7 @@ impl Sandbox {
             streams,
             self.config.runtime,
             sent_at,
+            turn,
         );
         if !stdin_data.is_empty() {
             exec.write_stdin(&stdin_data);
