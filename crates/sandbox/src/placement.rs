@@ -1,5 +1,6 @@
-//! Where a run's program starts: on the CPU the previous program started on, when the run has
-//! the host's sandboxes to itself.
+//! Where a run's program starts: on the CPU the previous program started on, when the run is
+//! the only one under way among this process's sandboxes (one [`crate::Host`]; another corral
+//! process on the machine is not seen, and the kernel still moves a program off a busy CPU).
 //!
 //! Why: the kernel places a new process on an idle CPU other than its parent's, and the parent
 //! here (PID 1's confined thread) wakes wherever the scheduler puts it, so one run after another
@@ -7,7 +8,7 @@
 //! for the same loop of bare fork+exec). Each start on the other CPU meets cold caches and a
 //! per-CPU page list the last program did not fill: `python3 -c pass` spent +0.47 ms in the
 //! kernel a run (page allocation, zeroing, the zone lock); with everything on one CPU, bare and
-//! sandboxed spent the same. Kept to runs alone on the host: forcing two at once onto one CPU
+//! sandboxed spent the same. Kept to runs alone: forcing two at once onto one CPU
 //! cost up to 16 % of the runs per second at parallelism 2, and with company the kernel's own
 //! spreading is the better choice.
 //!
