@@ -1697,7 +1697,7 @@ fn a_forked_sandbox_init_looks_like_a_started_one() {
     );
 }
 
-/// A run alone on the host starts its program on the CPU the last one started on
+/// A run alone in its process starts its program on the CPU the last one started on
 /// (`placement`): a hint for the start only. Every program of a batch of programs big enough to
 /// get it must still be free to use every CPU this process may use.
 #[test]

@@ -33,7 +33,7 @@ pub(crate) struct Placement {
 
 #[derive(Debug)]
 struct Shared {
-    /// Runs between their `Run` request and their `Finished`.
+    /// Runs from their `Run` request until their outcome (or until they are dropped).
     running: AtomicUsize,
     /// The CPU the last program started on (-1: none yet).
     last_cpu: AtomicI64,
@@ -89,7 +89,7 @@ impl Drop for Turn {
 mod tests {
     use super::*;
 
-    /// The hint goes only to a run that has the host to itself, and names the last start.
+    /// The hint goes only to a run alone among its process's runs, and names the last start.
     #[test]
     fn only_a_run_alone_is_given_the_last_cpu() {
         let p = Placement::new();

@@ -273,21 +273,22 @@ fn serve(jobs: Receiver<Job>, results: SyncSender<Started>, done: i32) {
     // The CPUs this thread may use, as PID 1's were: what every process goes back to.
     let all = Affinity::current();
     while let Ok(job) = jobs.recv() {
+        // Held to the job's CPU: the whole set to go back to.
         let pinned = match (&all, job.cpu) {
-            (Some(all), Some(cpu)) => {
-                all.has(cpu) && Affinity::only(cpu).is_some_and(|one| one.set().is_ok())
+            (Some(all), Some(cpu))
+                if all.has(cpu) && Affinity::only(cpu).is_some_and(|one| one.set().is_ok()) =>
+            {
+                Some(all)
             }
-            _ => false,
+            _ => None,
         };
         let mut started_on: Option<u32> = None;
         let on = &mut started_on;
         let mut child = || {
-            if pinned {
-                if let Some(all) = &all {
-                    // Failing only if every CPU of the set went away meanwhile; the process then
-                    // keeps the one CPU, which the sandbox may use. A placement, not a limit.
-                    let _ = all.set();
-                }
+            if let Some(all) = pinned {
+                // Failing only if every CPU of the set went away meanwhile; the process then
+                // keeps the one CPU, which the sandbox may use. A placement, not a limit.
+                let _ = all.set();
             }
             *on = current_cpu();
             // SAFETY: the main thread's `spawn` keeps `data` alive until it has our result.
@@ -297,10 +298,8 @@ fn serve(jobs: Receiver<Job>, results: SyncSender<Started>, done: i32) {
         // of PID 1 runs), and the child function ends in execve or _exit. `stack` is the main
         // thread's, lent for this job.
         let started = unsafe { vfork::spawn(&mut *job.stack, &mut child) };
-        if pinned {
-            if let Some(all) = &all {
-                let _ = all.set();
-            }
+        if let Some(all) = pinned {
+            let _ = all.set();
         }
         let sent = results.send((started, started_on)).is_ok();
         signal();
