@@ -348,6 +348,35 @@ async fn retention_deletes_finished_jobs_only(s: Arc<dyn Store>) {
     );
 }
 
+/// One retention pass removes any number of finished jobs (more than one statement can bind),
+/// each with its audit trail, and nothing else.
+async fn retention_deletes_many_jobs_in_one_pass(s: Arc<dyn Store>) {
+    const N: usize = 1_100;
+    let mut jobs: Vec<_> = (0..N).map(|n| job("a", n)).collect();
+    for j in &mut jobs {
+        j.max_attempts = 1;
+    }
+    let ids = s.enqueue(jobs).await.unwrap();
+    for _ in 0..N {
+        s.claim_job("w", SHORT).await.unwrap().unwrap();
+    }
+    let kept = s.enqueue(vec![job("b", 0)]).await.unwrap();
+    let_expire().await;
+    assert_eq!(s.expire_leases().await.unwrap().failed.len(), N);
+    let n = s
+        .delete_jobs_before(corral_store::now_ms() + 1000)
+        .await
+        .unwrap();
+    assert_eq!(n, N as u64);
+    for id in [&ids[0], &ids[N / 2], &ids[N - 1]] {
+        assert!(s.get_job(id).await.unwrap().is_none());
+        assert!(s.job_events(id).await.unwrap().is_empty());
+    }
+    assert_eq!(s.queue_stats().await.unwrap().failed, 0);
+    assert!(s.get_job(&kept[0]).await.unwrap().is_some());
+    assert!(!s.job_events(&kept[0]).await.unwrap().is_empty());
+}
+
 /// A write cancelled at any point (an HTTP client that hangs up, a long-poll ended by a revoked
 /// token) leaves no transaction behind: later writes neither wait for a write lock nobody will
 /// release nor land in a transaction nobody will commit. (sqlx 0.8's SQLite `begin_with`, when
@@ -409,6 +438,7 @@ on_both_backends!(
     concurrent_claims_never_share_a_job,
     callbacks_are_claimed_retried_and_finished,
     retention_deletes_finished_jobs_only,
+    retention_deletes_many_jobs_in_one_pass,
 );
 
 #[tokio::test]

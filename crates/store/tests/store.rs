@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral_store::{NewFile, NewJob, Role, Store};
+use sqlx::Connection;
 
 fn file(path: &str, content: &[u8], mode: u32) -> NewFile {
     NewFile {
@@ -286,6 +287,85 @@ async fn postgres_new_work_wakes_other_nodes() {
         .is_some());
     a.close().await;
     b.close().await;
+    support::drop_postgres_database(&name).await;
+}
+
+/// The queue's sweeps (lease expiry, retention) never wait for a row another transaction holds:
+/// they skip it and the next sweep takes it. Sweeps that waited, each in its own order, deadlocked
+/// on PostgreSQL (two nodes' expiries, each wanting the rows the other had already taken).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sweeps_skip_rows_other_transactions_hold() {
+    use corral_store::JobState;
+    let (url, name) = support::fresh_postgres_database().await;
+    let d = tempfile::tempdir().unwrap();
+    let s = corral_store::open(&url, &d.path().join("blobs"))
+        .await
+        .unwrap();
+    let job = |n: u32| NewJob {
+        owner: format!("o{n}"),
+        spec: "{}".into(),
+        upload_id: None,
+        callback_url: None,
+        max_attempts: 3,
+    };
+    let ids = s.enqueue(vec![job(0), job(1)]).await.unwrap();
+    for _ in 0..2 {
+        s.claim_job("w", Duration::from_millis(1))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Another transaction (a completion, another node's sweep) holds the first job's row.
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    let hold = |id: String| format!("SELECT id FROM submissions WHERE id = '{id}' FOR UPDATE");
+    sqlx::query("BEGIN").execute(&mut other).await.unwrap();
+    sqlx::query(&hold(ids[0].clone()))
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let sweep = Duration::from_secs(30);
+    let expired = tokio::time::timeout(sweep, s.expire_leases())
+        .await
+        .expect("expire_leases waited for a row another transaction holds")
+        .unwrap();
+    assert_eq!(expired.requeued, vec![ids[1].clone()]);
+    sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+    let expired = s.expire_leases().await.unwrap();
+    assert_eq!(expired.requeued, vec![ids[0].clone()]);
+
+    // Retention: both finish; the held one stays, with its audit trail, until the next pass.
+    for _ in 0..2 {
+        let c = s
+            .claim_job("w", Duration::from_secs(60))
+            .await
+            .unwrap()
+            .unwrap();
+        s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}", None)
+            .await
+            .unwrap();
+    }
+    sqlx::query("BEGIN").execute(&mut other).await.unwrap();
+    sqlx::query(&hold(ids[0].clone()))
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let cutoff = corral_store::now_ms() + 1;
+    let deleted = tokio::time::timeout(sweep, s.delete_jobs_before(cutoff))
+        .await
+        .expect("delete_jobs_before waited for a row another transaction holds")
+        .unwrap();
+    assert_eq!(deleted, 1);
+    assert!(s.get_job(&ids[1]).await.unwrap().is_none());
+    assert!(s.job_events(&ids[1]).await.unwrap().is_empty());
+    assert!(s.get_job(&ids[0]).await.unwrap().is_some());
+    assert!(!s.job_events(&ids[0]).await.unwrap().is_empty());
+    sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+    assert_eq!(s.delete_jobs_before(cutoff).await.unwrap(), 1);
+    assert!(s.get_job(&ids[0]).await.unwrap().is_none());
+    assert!(s.job_events(&ids[0]).await.unwrap().is_empty());
+    other.close().await.unwrap();
+    s.close().await;
     support::drop_postgres_database(&name).await;
 }
 

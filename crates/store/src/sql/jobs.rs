@@ -219,27 +219,39 @@ where
 
     async fn expire_leases(&self) -> Result<Expired> {
         let now = now_ms();
+        // One statement, whose rows are locked by its sub-select, skipping rows another
+        // transaction holds (a completion, a heartbeat, another node's expiry): it never waits, so
+        // it takes no part in a deadlock. Two statements (fail, then requeue) each waiting for rows
+        // in its own order deadlocked on PostgreSQL: each expiry's second statement wanted the
+        // rows the other's first had taken. A skipped row is looked at by the next expiry.
         let mut tx = self.begin_write().await?;
-        let failed: Vec<String> = sqlx::query_scalar(
-            "UPDATE submissions SET state = 'failed', finished_ms = $1, lease = NULL, lease_expires_ms = NULL, \
-             error = 'the job was claimed ' || attempts || ' times and its worker stopped answering each time', \
-             callback_state = CASE WHEN callback_url IS NULL THEN 'none' ELSE 'pending' END, \
-             callback_next_ms = $2 \
-             WHERE state = 'running' AND lease_expires_ms < $3 AND attempts >= max_attempts \
-             RETURNING id",
-        )
+        let expired: Vec<(String, String)> = sqlx::query_as(&format!(
+            "UPDATE submissions SET \
+             state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, \
+             finished_ms = CASE WHEN attempts >= max_attempts THEN $1 ELSE finished_ms END, \
+             error = CASE WHEN attempts >= max_attempts THEN 'the job was claimed ' || attempts || \
+               ' times and its worker stopped answering each time' ELSE error END, \
+             callback_state = CASE WHEN attempts < max_attempts THEN callback_state \
+               WHEN callback_url IS NULL THEN 'none' ELSE 'pending' END, \
+             callback_next_ms = CASE WHEN attempts >= max_attempts THEN $2 ELSE callback_next_ms END, \
+             lease = NULL, lease_expires_ms = NULL \
+             WHERE seq IN (SELECT s.seq FROM submissions s \
+                           WHERE s.state = 'running' AND s.lease_expires_ms < $3{}) \
+             AND state = 'running' AND lease_expires_ms < $4 \
+             RETURNING id, state",
+            D::SKIP_LOCKED
+        ))
+        .bind(now)
         .bind(now)
         .bind(now)
         .bind(now)
         .fetch_all(&mut *tx)
         .await?;
-        let requeued: Vec<String> = sqlx::query_scalar(
-            "UPDATE submissions SET state = 'queued', lease = NULL, lease_expires_ms = NULL \
-             WHERE state = 'running' AND lease_expires_ms < $1 RETURNING id",
-        )
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await?;
+        let (failed, requeued): (Vec<_>, Vec<_>) = expired
+            .into_iter()
+            .partition(|(_, state)| state == "failed");
+        let failed: Vec<String> = failed.into_iter().map(|(id, _)| id).collect();
+        let requeued: Vec<String> = requeued.into_iter().map(|(id, _)| id).collect();
         for id in &failed {
             record_event::<D>(
                 &mut tx,
@@ -312,24 +324,37 @@ where
     }
 
     async fn delete_jobs_before(&self, before_ms: i64) -> Result<u64> {
+        // The rows are locked first, skipping any another transaction holds (kept until the next
+        // pass), and exactly those go with their events: a DELETE of every match would lock them
+        // in its plan's order, which two nodes' passes (different cut-offs, different plans) need
+        // not share — a deadlock.
         let mut tx = self.begin_write().await?;
-        sqlx::query(
-            "DELETE FROM submission_events WHERE job_id IN (SELECT id FROM submissions \
-             WHERE state IN ('done', 'failed') AND finished_ms < $1 \
-             AND callback_state NOT IN ('pending', 'delivering'))",
-        )
+        let ids: Vec<String> = sqlx::query_scalar(&format!(
+            "SELECT s.id FROM submissions s WHERE s.state IN ('done', 'failed') AND s.finished_ms < $1 \
+             AND s.callback_state NOT IN ('pending', 'delivering'){}",
+            D::SKIP_LOCKED
+        ))
         .bind(before_ms)
-        .execute(&mut *tx)
+        .fetch_all(&mut *tx)
         .await?;
-        let r = sqlx::query(
-            "DELETE FROM submissions WHERE state IN ('done', 'failed') AND finished_ms < $1 \
-             AND callback_state NOT IN ('pending', 'delivering')",
-        )
-        .bind(before_ms)
-        .execute(&mut *tx)
-        .await?;
+        let mut deleted = 0;
+        for chunk in ids.chunks(DELETE_CHUNK) {
+            let list = placeholders(chunk.len());
+            let q = format!("DELETE FROM submission_events WHERE job_id IN ({list})");
+            let mut del = sqlx::query(&q);
+            for id in chunk {
+                del = del.bind(id.as_str());
+            }
+            del.execute(&mut *tx).await?;
+            let q = format!("DELETE FROM submissions WHERE id IN ({list})");
+            let mut del = sqlx::query(&q);
+            for id in chunk {
+                del = del.bind(id.as_str());
+            }
+            deleted += D::rows_affected(&del.execute(&mut *tx).await?);
+        }
         tx.commit().await?;
-        Ok(D::rows_affected(&r))
+        Ok(deleted)
     }
 
     async fn claim_callback(&self, lease: Duration) -> Result<Option<CallbackClaim>> {
@@ -362,4 +387,15 @@ where
             let _ = sqlx::query(notify).execute(&self.db).await;
         }
     }
+}
+
+/// Ids bound per statement when many rows go: below SQLite's oldest limit on parameters (999).
+const DELETE_CHUNK: usize = 500;
+
+/// `$1, $2, …, $n`: the placeholders of an `IN (…)` list (both databases read `$N`).
+fn placeholders(n: usize) -> String {
+    (1..=n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
