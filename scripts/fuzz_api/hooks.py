@@ -7,6 +7,10 @@
   ($FUZZ_WORKER_TOKEN) instead of the admin one; a result is signed the way `corral worker` signs
   it (`Corral-Signature: t=UNIX,v1=HEX(HMAC-SHA256(sha256_hex(token), "{t}.{body}"))`) over the
   exact bytes sent, so the fuzzer reaches the verdict-recording code, not only the 401.
+- `DELETE /tokens/{id}` never revokes the fuzzer's own tokens ($FUZZ_KEEP_TOKEN_IDS: the admin's
+  and the worker's, whose ids `GET /whoami` shows and the stateful phase can carry over): such an
+  id is swapped for one that does not exist (a 404). Revoking them once left every later call,
+  and the WebSocket cases after the fuzzing, with a 401.
 - `POST /images/import`'s example body is a placeholder in the document (a JSON document cannot
   hold a binary archive); the archive prepare.py wrote ($FUZZ_IMPORT_ARCHIVE) is sent instead.
 - `POST /images/build`'s example body is a placeholder too: schemathesis writes YAML bodies with
@@ -66,6 +70,11 @@ def before_call(context, case, kwargs):
             kwargs["data"] = BUILD_FILE.encode()
             kwargs.pop("json", None)
             headers["Content-Type"] = "application/yaml"
+    if case.operation.method.upper() == "DELETE" and path == "/tokens/{id}":
+        keep = set(filter(None, os.environ.get("FUZZ_KEEP_TOKEN_IDS", "").split(",")))
+        params = case.path_parameters or {}
+        if params.get("id") in keep:
+            case.path_parameters = {**params, "id": "fuzz-kept-token"}
     case.headers = headers
 
 

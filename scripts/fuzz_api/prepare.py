@@ -105,7 +105,10 @@ def main():
         {"kind": "save", "language": "bash", "status": "saved", "files": [{"path": "greet.sh", "content": "echo hello\n"}]},
     )["id"]
     doomed = call("POST", "/tokens", {"role": "student", "name": "fuzz-doomed"})["id"]
-    worker = call("POST", "/tokens", {"role": "worker", "name": "fuzz-worker"})["token"]
+    made = call("POST", "/tokens", {"role": "worker", "name": "fuzz-worker"})
+    worker = made["token"]
+    # The fuzzer's own tokens, which it must not revoke (hooks.py steers it away from them).
+    keep = [call("GET", "/whoami")["id"], made["id"]]
     # Two jobs claimed by the worker (one to renew, one to finish), one left for the claim.
     for _ in range(3):
         call("POST", "/submissions", {"cmd": "echo hi"})
@@ -153,6 +156,7 @@ def main():
     with open(os.path.join(WORK, "openapi.json"), "w") as f:
         json.dump(doc, f, indent=1)
     print(f"FUZZ_WORKER_TOKEN={worker}")
+    print(f"FUZZ_KEEP_TOKEN_IDS={','.join(keep)}")
     print(f"FUZZ_IMPORT_ARCHIVE={archive}")
 
 
