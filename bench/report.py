@@ -214,7 +214,9 @@ for lang, label in (("c", "C: gcc + 10 runs"), ("py", "Python: 10 runs")):
 w("")
 w(f"limits (reported minus 100 ms): CPU p50 {fmt(g('limit_cpu_overshoot_p50_ms'), 1)} / p99 "
   f"{fmt(g('limit_cpu_overshoot_p99_ms'), 1)} ms; wall p50 {fmt(g('limit_wall_overshoot_p50_ms'), 1)} / p99 "
-  f"{fmt(g('limit_wall_overshoot_p99_ms'), 1)} ms (caller waited p50 {fmt(g('limit_wall_host_overshoot_p50_ms'), 1)} ms past the wall limit)")
+  f"{fmt(g('limit_wall_overshoot_p99_ms'), 1)} ms (caller waited p50 {fmt(g('limit_wall_host_overshoot_p50_ms'), 1)} ms past the wall limit); "
+  f"the floor: a bare `sleep 5` killed by its parent at 100 ms is reaped p50 {fmt(g('limit_bare_wall_overshoot_p50_ms'), 1)} / p99 "
+  f"{fmt(g('limit_bare_wall_overshoot_p99_ms'), 1)} ms late")
 w(f"idle pool of {g('idle_sandboxes', 8)} warm sandboxes: holder process RSS {fmt(g('idle_rss_mib'))} MiB; "
   f"{g('idle_init_processes', '?')} sandbox processes RSS {fmt(g('idle_rss_inits_mib'))} MiB "
   f"(PSS {fmt(g('idle_pss_inits_mib'))}); total RSS {fmt(g('idle_rss_with_inits_mib'))} MiB, "
@@ -282,7 +284,8 @@ m(f"- Whole process, {g('batch_runs', '?')} × `/bin/true`, parallel 2: `corral 
   f"({fmt(g('batch_bwrap_runs_per_s_p2'))} runs/s).")
 m(f"- Time limits, reported use minus the 100 ms limit: CPU p50 {fmt(g('limit_cpu_overshoot_p50_ms'), 0)} / p99 "
   f"{fmt(g('limit_cpu_overshoot_p99_ms'), 0)} ms, wall p50 {fmt(g('limit_wall_overshoot_p50_ms'), 0)} / p99 "
-  f"{fmt(g('limit_wall_overshoot_p99_ms'), 0)} ms.")
+  f"{fmt(g('limit_wall_overshoot_p99_ms'), 0)} ms; the floor, a bare `sleep 5` killed by its parent at 100 ms: "
+  f"reaped p50 {fmt(g('limit_bare_wall_overshoot_p50_ms'), 1)} / p99 {fmt(g('limit_bare_wall_overshoot_p99_ms'), 1)} ms late.")
 m(f"- Idle pool of {g('idle_sandboxes', 8)} warm sandboxes: the holding process {fmt(g('idle_rss_mib'))} MiB RSS; "
   f"the sandboxes' {g('idle_init_processes', '?')} processes {fmt(g('idle_rss_inits_mib'))} MiB RSS "
   f"({fmt(g('idle_pss_inits_mib'))} MiB PSS: they share the corral binary's pages), "

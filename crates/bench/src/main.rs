@@ -6,7 +6,8 @@
 //!   nothing else has grown the heap yet), and of the sandboxes' own processes;
 //! - `latency`: one `/bin/true` through the warm pool and through a fresh sandbox, p50/p99;
 //! - `throughput`: runs/s with 1, 2 and 8 threads sharing one pool;
-//! - `limits`: how far past a 100 ms CPU or wall limit a run gets before it is stopped;
+//! - `limits`: how far past a 100 ms CPU or wall limit a run gets before it is stopped, next to
+//!   the floor: a bare `sleep 5` killed by its parent at 100 ms, taking turns with the wall probes;
 //! - `image`: pooled `/bin/true` in a container image's root and on the host's root, taking turns
 //!   (with `--image-data` and `--image`);
 //! - `grading`: a C submission (gcc + 10 runs) and a Python one (10 runs), the same work done
