@@ -340,18 +340,18 @@ where
         let mut deleted = 0;
         for chunk in ids.chunks(DELETE_CHUNK) {
             let list = placeholders(chunk.len());
-            let q = format!("DELETE FROM submission_events WHERE job_id IN ({list})");
-            let mut del = sqlx::query(&q);
-            for id in chunk {
-                del = del.bind(id.as_str());
+            // The audit trail first, then the jobs (the count returned is theirs).
+            for table in ["submission_events WHERE job_id", "submissions WHERE id"] {
+                let q = format!("DELETE FROM {table} IN ({list})");
+                let mut del = sqlx::query(&q);
+                for id in chunk {
+                    del = del.bind(id.as_str());
+                }
+                let r = del.execute(&mut *tx).await?;
+                if table.starts_with("submissions ") {
+                    deleted += D::rows_affected(&r);
+                }
             }
-            del.execute(&mut *tx).await?;
-            let q = format!("DELETE FROM submissions WHERE id IN ({list})");
-            let mut del = sqlx::query(&q);
-            for id in chunk {
-                del = del.bind(id.as_str());
-            }
-            deleted += D::rows_affected(&del.execute(&mut *tx).await?);
         }
         tx.commit().await?;
         Ok(deleted)
