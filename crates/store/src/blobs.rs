@@ -42,12 +42,7 @@ impl BlobStore {
     pub fn put(&self, data: &[u8]) -> Result<String> {
         let hash = sha256_hex(data);
         let dest = self.path(&hash)?;
-        if dest.exists() {
-            // Refresh the time so a concurrent garbage collection keeps it.
-            let _ = std::fs::File::options()
-                .append(true)
-                .open(&dest)
-                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        if dest.exists() && refresh(&dest) {
             return Ok(hash);
         }
         let dir = dest.parent().expect("blob paths have a parent");
@@ -110,15 +105,10 @@ impl BlobStore {
                 if !is_hash(&h) || keep.contains(&h) {
                     continue;
                 }
-                let old = f
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .is_some_and(|d| (d.as_secs() as i64) < older_than);
-                if old {
-                    match std::fs::remove_file(f.path()) {
-                        Ok(()) => n += 1,
+                if older(&f.path(), older_than) {
+                    match self.retire(&f.path(), &h, older_than) {
+                        Ok(true) => n += 1,
+                        Ok(false) => {}
                         Err(e) => {
                             tracing::warn!(blob = %h, error = %e, "removing an unused blob failed")
                         }
@@ -126,9 +116,86 @@ impl BlobStore {
                 }
             }
         }
+        self.sweep_trash();
         tracing::debug!(removed = n, "blob garbage collected");
         Ok(n)
     }
+
+    /// Removes one blob that looked unused and old, unless a [`put`](Self::put) refreshed it
+    /// since the look. The blob is first moved aside (atomically), then its time read again: a
+    /// `put` that refreshed it before the move, or through a descriptor it opened before the
+    /// move, shows here and the blob goes back (unless a new copy is already in place); a `put`
+    /// that comes after the move finds no blob and writes it anew. Removing it where it lies
+    /// would lose a blob a `put` had just refreshed and was about to record. True when removed.
+    fn retire(&self, path: &Path, hash: &str, older_than: i64) -> std::io::Result<bool> {
+        let aside = self.root.join("tmp").join(format!(
+            "{TRASH}{}-{hash}-{}",
+            crate::clock::now(),
+            crate::ids::random_hex(4)
+        ));
+        match std::fs::rename(path, &aside) {
+            Ok(()) => {}
+            // Another collection (a node sharing this folder) took it first.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        if !older(&aside, older_than) {
+            // `link` never replaces: a copy a `put` wrote meanwhile stays as it is.
+            match std::fs::hard_link(&aside, path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    tracing::warn!(blob = %hash, error = %e, "putting back a refreshed blob failed")
+                }
+            }
+            std::fs::remove_file(&aside)?;
+            return Ok(false);
+        }
+        std::fs::remove_file(&aside)?;
+        Ok(true)
+    }
+
+    /// Blobs moved aside by a collection that stopped before it finished (a crash), an hour on:
+    /// never one a running collection may still give back.
+    fn sweep_trash(&self) {
+        let Ok(rd) = std::fs::read_dir(self.root.join("tmp")) else {
+            return;
+        };
+        let stale_before = crate::clock::now() - 3600;
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let moved_at = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(TRASH))
+                .and_then(|n| n.split('-').next())
+                .and_then(|t| t.parse::<i64>().ok());
+            if moved_at.is_some_and(|t| t < stale_before) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+/// The prefix of a blob moved aside by [`BlobStore::retire`], in `ROOT/tmp`.
+const TRASH: &str = "gc-";
+
+/// Whether the file at `path` was last modified before `older_than` (seconds since the epoch).
+fn older(path: &Path, older_than: i64) -> bool {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .is_some_and(|d| (d.as_secs() as i64) < older_than)
+}
+
+/// Marks an existing blob as just used, so that a collection running now keeps it; false when it
+/// is no longer there afterwards (a collection moved it aside): the caller writes it anew.
+fn refresh(dest: &Path) -> bool {
+    let touched = std::fs::File::options()
+        .append(true)
+        .open(dest)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+    touched.is_ok() && dest.exists()
 }
 
 #[cfg(test)]
@@ -156,5 +223,123 @@ mod tests {
         );
         assert_eq!(b.collect_garbage(&keep, i64::MAX).unwrap(), 1);
         assert!(b.read(&h1).is_err());
+        assert_eq!(trash(&b), 0, "nothing is left aside");
+    }
+
+    fn trash(b: &BlobStore) -> usize {
+        std::fs::read_dir(b.root().join("tmp"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(TRASH))
+            .count()
+    }
+
+    fn age(b: &BlobStore, hash: &str, secs: u64) {
+        let then = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
+        std::fs::File::options()
+            .append(true)
+            .open(b.path(hash).unwrap())
+            .and_then(|f| f.set_modified(then))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_blob_refreshed_after_the_look_is_given_back() {
+        let d = tempfile::tempdir().unwrap();
+        let b = BlobStore::open(d.path().join("blobs")).unwrap();
+        let h = b.put(b"shared starter code").unwrap();
+        let path = b.path(&h).unwrap();
+        // The collection looked when the blob was old; a `put` refreshed it before the move.
+        let cutoff = crate::clock::now() - 60;
+        assert!(!b.retire(&path, &h, cutoff).unwrap());
+        assert_eq!(b.read(&h).unwrap(), b"shared starter code");
+        // Still old at the move: removed.
+        age(&b, &h, 3600);
+        assert!(b.retire(&path, &h, cutoff).unwrap());
+        assert!(b.read(&h).is_err());
+        assert_eq!(trash(&b), 0);
+        // Gone already (another node's collection took it): nothing to do.
+        assert!(!b.retire(&path, &h, cutoff).unwrap());
+    }
+
+    #[test]
+    fn a_put_after_the_blob_was_moved_aside_writes_it_again() {
+        let d = tempfile::tempdir().unwrap();
+        let b = BlobStore::open(d.path().join("blobs")).unwrap();
+        let h = b.put(b"x").unwrap();
+        let path = b.path(&h).unwrap();
+        std::fs::rename(&path, b.root().join("tmp").join("elsewhere")).unwrap();
+        assert!(!refresh(&path), "a refresh says the blob is not there");
+        assert_eq!(b.put(b"x").unwrap(), h);
+        assert_eq!(b.read(&h).unwrap(), b"x");
+    }
+
+    #[test]
+    fn stale_blobs_moved_aside_are_swept_fresh_ones_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let b = BlobStore::open(d.path().join("blobs")).unwrap();
+        let tmp = b.root().join("tmp");
+        let now = crate::clock::now();
+        std::fs::write(tmp.join(format!("{TRASH}{}-abc-1", now - 7200)), b"").unwrap();
+        std::fs::write(tmp.join(format!("{TRASH}{now}-abc-2")), b"").unwrap();
+        std::fs::write(tmp.join("upload-in-progress"), b"").unwrap();
+        b.collect_garbage(&std::collections::HashSet::new(), now - 60)
+            .unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [format!("{TRASH}{now}-abc-2"), "upload-in-progress".into()]
+        );
+    }
+
+    /// A collection racing uploads of the same content: after `put` returns, the blob survives
+    /// every collection (here: the one under way and the next whole one), as the upload that
+    /// holds it is recorded only then. Removing a blob where it lay, after looking at its time,
+    /// lost it whenever a `put` refreshed it between the look and the removal.
+    #[test]
+    fn collections_racing_puts_never_lose_a_refreshed_blob() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::sync::Arc;
+        let d = tempfile::tempdir().unwrap();
+        let b = BlobStore::open(d.path().join("blobs")).unwrap();
+        let passes = Arc::new(AtomicU64::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let collector = {
+            let (b, passes, done) = (b.clone(), passes.clone(), done.clone());
+            std::thread::spawn(move || {
+                let keep = std::collections::HashSet::new();
+                while !done.load(Ordering::SeqCst) {
+                    b.collect_garbage(&keep, crate::clock::now() - 60).unwrap();
+                    passes.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        let mut lost = 0;
+        for i in 0..1500 {
+            let h = b
+                .put(b"the same starter file every student uploads")
+                .unwrap();
+            let seen = passes.load(Ordering::SeqCst);
+            while passes.load(Ordering::SeqCst) < seen + 2 {
+                std::hint::spin_loop();
+            }
+            if b.read(&h).is_err() {
+                lost += 1;
+                continue;
+            }
+            // Time passes: the blob is old again for the next round (every other round, so
+            // that some `put`s also find no blob at all).
+            if i % 2 == 0 {
+                age(&b, &h, 3600);
+            }
+        }
+        done.store(true, Ordering::SeqCst);
+        collector.join().unwrap();
+        assert_eq!(lost, 0, "blobs lost right after a put of them");
     }
 }
