@@ -142,13 +142,15 @@ impl BlobStore {
         if !older(&aside, older_than) {
             // `link` never replaces: a copy a `put` wrote meanwhile stays as it is.
             match std::fs::hard_link(&aside, path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => {
-                    tracing::warn!(blob = %hash, error = %e, "putting back a refreshed blob failed")
+                Ok(()) => std::fs::remove_file(&aside)?,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    std::fs::remove_file(&aside)?
                 }
+                // A file system without hard links: moved back unless a copy is there by now
+                // (the same content, so a rare overwrite in between loses nothing).
+                Err(_) if !path.exists() => std::fs::rename(&aside, path)?,
+                Err(_) => std::fs::remove_file(&aside)?,
             }
-            std::fs::remove_file(&aside)?;
             return Ok(false);
         }
         std::fs::remove_file(&aside)?;
