@@ -82,7 +82,8 @@ if bb:
 d = load("http_run.json")
 if d:
     r.update(http_run_req_per_s=round(d["req_per_s"]), http_run_p50_ms=rnd(d["p50_ms"]),
-             http_run_p99_ms=rnd(d["p99_ms"]), http_run_requests=d["requests"], http_run_tokens=d["tokens"])
+             http_run_p99_ms=rnd(d["p99_ms"]), http_run_requests=d["requests"], http_run_tokens=d["tokens"],
+             http_run_server_cpu_ms_per_req=rnd(d.get("server_cpu_ms_per_req")))
     if d["not_ok"] or d["socket_errors"]:
         r.setdefault("errors", []).append(f"POST /run: {d['not_ok']} answers not ok, {d['socket_errors']} socket errors")
 d = load("ws_echo.json")
@@ -226,7 +227,8 @@ w(f"python3 -c pass: bare p50 {fmt(g('bare_python_p50_ms'))} ms, corral warm poo
   f"+{fmt(None if g('pooled_p50_ms') is None or g('bare_p50_ms') is None else g('pooled_p50_ms') - g('bare_p50_ms'))} ms)")
 w(f"POST /run /bin/true (wrk, 2 connections, {g('http_run_tokens', '?')} student tokens): "
   f"{fmt(g('http_run_req_per_s'))} req/s (warm pool p2 {fmt(g('pooled_runs_per_s_p2'))} runs/s -> "
-  f"{fmt(g('http_run_req_per_s_over_pooled_p2'))}x), p50 {fmt(g('http_run_p50_ms'))} / p99 {fmt(g('http_run_p99_ms'))} ms")
+  f"{fmt(g('http_run_req_per_s_over_pooled_p2'))}x), p50 {fmt(g('http_run_p50_ms'))} / p99 {fmt(g('http_run_p99_ms'))} ms; "
+  f"the server's own threads {fmt(g('http_run_server_cpu_ms_per_req'), 3)} ms CPU per request")
 w(f"WebSocket stdin line -> cat's echo: p50 {fmt(g('ws_echo_p50_ms'))} / p99 {fmt(g('ws_echo_p99_ms'))} ms "
   f"({g('ws_echo_n', '?')} lines)")
 w(f"queue: {g('queue_n', '?')} submissions of examples/hello: /submissions {fmt(g('queue_judged_per_s'))} judged/s, "
@@ -292,7 +294,9 @@ m(f"- Idle pool of {g('idle_sandboxes', 8)} warm sandboxes: the holding process 
   f"{fmt(g('idle_cgroup_memory_mib'))} MiB charged to their cgroups (tmpfs roots included).")
 m(f"- `POST /run` of `/bin/true` under `wrk` (2 connections, {g('http_run_tokens', '?')} student tokens): "
   f"{fmt(g('http_run_req_per_s'))} req/s, p50 {fmt(g('http_run_p50_ms'))} / p99 {fmt(g('http_run_p99_ms'))} ms "
-  f"({fmt(g('http_run_req_per_s_over_pooled_p2'))}× the warm pool's runs/s at parallel 2).")
+  f"({fmt(g('http_run_req_per_s_over_pooled_p2'))}× the warm pool's runs/s at parallel 2); the server's own "
+  f"threads (HTTP, the supervision of the run; not the sandbox's processes) spent "
+  f"{fmt(g('http_run_server_cpu_ms_per_req'), 3)} ms of CPU per request.")
 m(f"- WebSocket, a line typed into `cat` until its echo arrives: p50 {fmt(g('ws_echo_p50_ms'))} / p99 "
   f"{fmt(g('ws_echo_p99_ms'))} ms.")
 m(f"- Queue, {g('queue_n', '?')} submissions of `examples/hello`: {fmt(g('queue_judged_per_s'))} judged/s through "

@@ -5,7 +5,8 @@
 #
 # Writes into RAW_DIR: http_run.json (`POST /run` of /bin/true under `wrk`, 2 connections over many
 # student tokens, so no token's rate limit is what stops the load; after an untimed warm-up that
-# fills the server's kept sandboxes and its pool, so the timed part builds none), ws_echo.json (stdin line in → `cat`'s echo out over the WebSocket,
+# fills the server's kept sandboxes and its pool, so the timed part builds none; with the CPU the
+# server's own threads spent per request), ws_echo.json (stdin line in → `cat`'s echo out over the WebSocket,
 # from corral-bench's `ws` section) and queue.json (judged/s through /submissions against a suite,
 # vs the same gradings through `corral check` in a loop). The server runs 2 at once (the same
 # parallelism as the warm-pool row it is compared with).
@@ -78,7 +79,20 @@ ts = [threading.Thread(target=worker, args=(k,)) for k in range(par)]
 [t.start() for t in ts]
 [t.join() for t in ts]
 PY
+# The server's own CPU (its threads: HTTP and the runs' supervision; the sandboxes' processes are
+# not its children) over the timed part, per request.
+server_cpu_ticks() { awk '{print $14 + $15}' "/proc/$server_pid/stat"; }
+cpu_before=$(server_cpu_ticks)
 OUT_JSON="$RAW/http_run.json" wrk -t1 -c"$PARALLEL" -d"${LOAD_S}s" --timeout 10s -s bench/run_load.lua "http://$addr" >&2
+cpu_after=$(server_cpu_ticks)
+python3 - "$RAW/http_run.json" "$cpu_before" "$cpu_after" "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+path, before, after, hz = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+d = json.load(open(path))
+d["server_cpu_ms_per_req"] = round((after - before) * 1000 / hz / max(d["requests"], 1), 3)
+with open(path, "w") as f:
+    f.write(json.dumps(d) + "\n")
+PY
 cat "$RAW/http_run.json" >&2
 
 echo "WebSocket: $WS_LINES lines through cat" >&2
