@@ -455,16 +455,30 @@ fn set_limits_raises_and_lowers_a_live_cgroup() {
     // cannot be met and is refused, leaving the old one in place and the process alive. The
     // checks below ask for 40 MiB: the refused write makes the kernel reclaim the cgroup's page
     // cache and drain its per-CPU precharges first, so the usage it reports afterwards can be
-    // a little below what was charged before (seen once: 39.95 MiB of a 40 MiB holder).
+    // a little below what was charged before. The holder says when all 44 MiB are written:
+    // waiting only for 40 MiB charged (page cache counted) let the write come while it was
+    // still filling them, and the usage after the reclaim was 39.95 and 39.97 MiB.
     let mut holder = spawn_in(
         cg.as_ref(),
         Command::new(PYTHON)
             .args([
                 "-c",
-                "import time\nb = b'\\x01' * (44 * 1024 * 1024)\ntime.sleep(30)",
+                "import time\nb = b'\\x01' * (44 * 1024 * 1024)\nprint('held', flush=True)\n\
+                 time.sleep(30)",
             ])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null()),
+    );
+    let mut said = String::new();
+    io::BufRead::read_line(
+        &mut io::BufReader::new(holder.stdout.take().expect("piped")),
+        &mut said,
+    )
+    .unwrap();
+    assert_eq!(
+        said.trim(),
+        "held",
+        "the holder did not allocate its memory"
     );
     wait_until("40 MiB charged", Duration::from_secs(10), || {
         cg.memory_current().unwrap() >= 40 * MIB
