@@ -204,10 +204,16 @@ fn refresh(dest: &Path) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn stores_once_and_collects() {
+    /// A blob store in a folder of its own (kept while the first value lives).
+    fn store() -> (tempfile::TempDir, BlobStore) {
         let d = tempfile::tempdir().unwrap();
         let b = BlobStore::open(d.path().join("blobs")).unwrap();
+        (d, b)
+    }
+
+    #[test]
+    fn stores_once_and_collects() {
+        let (d, b) = store();
         let h1 = b.put(b"hello").unwrap();
         let h2 = b.put(b"hello").unwrap();
         assert_eq!(h1, h2);
@@ -247,8 +253,7 @@ mod tests {
 
     #[test]
     fn a_blob_refreshed_after_the_look_is_given_back() {
-        let d = tempfile::tempdir().unwrap();
-        let b = BlobStore::open(d.path().join("blobs")).unwrap();
+        let (_d, b) = store();
         let h = b.put(b"shared starter code").unwrap();
         let path = b.path(&h).unwrap();
         // The collection looked when the blob was old; a `put` refreshed it before the move.
@@ -266,8 +271,7 @@ mod tests {
 
     #[test]
     fn a_put_after_the_blob_was_moved_aside_writes_it_again() {
-        let d = tempfile::tempdir().unwrap();
-        let b = BlobStore::open(d.path().join("blobs")).unwrap();
+        let (_d, b) = store();
         let h = b.put(b"x").unwrap();
         let path = b.path(&h).unwrap();
         std::fs::rename(&path, b.root().join("tmp").join("elsewhere")).unwrap();
@@ -278,8 +282,7 @@ mod tests {
 
     #[test]
     fn stale_blobs_moved_aside_are_swept_fresh_ones_kept() {
-        let d = tempfile::tempdir().unwrap();
-        let b = BlobStore::open(d.path().join("blobs")).unwrap();
+        let (_d, b) = store();
         let tmp = b.root().join("tmp");
         let now = crate::clock::now();
         std::fs::write(tmp.join(format!("{TRASH}{}-abc-1", now - 7200)), b"").unwrap();
@@ -307,8 +310,7 @@ mod tests {
     fn collections_racing_puts_never_lose_a_refreshed_blob() {
         use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
         use std::sync::Arc;
-        let d = tempfile::tempdir().unwrap();
-        let b = BlobStore::open(d.path().join("blobs")).unwrap();
+        let (_d, b) = store();
         let passes = Arc::new(AtomicU64::new(0));
         let done = Arc::new(AtomicBool::new(false));
         let collector = {
