@@ -139,6 +139,20 @@ pub(crate) fn open_join_file(path: &Path) -> Result<OwnedFd, Error> {
         .map_err(|source| Error::Open { path, source })
 }
 
+/// Opens a cgroup's directory `O_PATH` and close-on-exec: a handle for `clone3`'s
+/// `CLONE_INTO_CGROUP`, which reads or writes nothing through it.
+pub(crate) fn open_dir_path(path: &Path) -> Result<OwnedFd, Error> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(path)
+        .map(OwnedFd::from)
+        .map_err(|source| Error::Open {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
 /// Creates one cgroup directory (mode 0755). EEXIST is returned as an error; callers decide.
 pub(crate) fn mkdir(path: &Path) -> Result<(), Error> {
     DirBuilder::new()

@@ -153,6 +153,13 @@ pub trait Cgroup: Send {
     /// side waits for an RCU grace period (10–55 ms on a loaded 6.18 host in about one join of
     /// four; `tasks` with `"0"`: under 0.1 ms, measured in the same run).
     fn procs_files(&self) -> Result<Vec<OwnedFd>, Error>;
+    /// v2: the cgroup's directory, opened `O_PATH` and close-on-exec, for
+    /// `clone3(CLONE_INTO_CGROUP)`: a process forked with it starts inside the cgroup, so
+    /// nothing joins — and nothing takes the threadgroup lock whose writer side waits for an RCU
+    /// grace period, as a `cgroup.procs` write does (v2 has no `tasks` to go around it). The
+    /// kernel checks the forking process's credentials. v1: `None` (the flag only places a
+    /// process in the unified hierarchy; v1's `tasks` joins are cheap already).
+    fn fork_target(&self) -> Result<Option<OwnedFd>, Error>;
     /// CPU time used so far (cheap: one read; the supervisor calls it on its CPU-limit timer).
     /// On v1, since the last [`begin_run`](Cgroup::begin_run), which resets the counter.
     fn cpu_time(&self) -> Result<Duration, Error>;

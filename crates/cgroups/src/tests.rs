@@ -1,5 +1,6 @@
 //! Unit tests against fake cgroupfs trees (see `testfs`). Real-kernel tests are in `tests/`.
 
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -412,6 +413,8 @@ fn v1_create_writes_limits_to_each_hierarchy() {
     assert_eq!(paths.len(), 3);
     assert_eq!(paths[0], h.p(&mem));
     assert_eq!(cg.procs_files().unwrap().len(), 3);
+    // v1 has nothing for CLONE_INTO_CGROUP: its init joins through `tasks`.
+    assert!(cg.fork_target().unwrap().is_none());
     assert_eq!(cg.pids().unwrap(), Vec::<i32>::new());
 
     // Unique names: a second create with the same name is refused and changes nothing.
@@ -976,6 +979,12 @@ fn v2_systemd_session_moves_itself_and_delegates() {
     assert_eq!(h.read(&format!("{leaf}/memory.oom.group")), "0");
     assert_eq!(h.read(&format!("{leaf}/pids.max")), "16");
     assert_eq!(cg.procs_files().unwrap().len(), 1);
+    // The fork target is the leaf's own directory (what CLONE_INTO_CGROUP places a child in).
+    let target = cg.fork_target().unwrap().expect("v2 has a fork target");
+    assert_eq!(
+        std::fs::read_link(format!("/proc/self/fd/{}", target.as_raw_fd())).unwrap(),
+        h.p(&leaf)
+    );
 
     let d = m.describe();
     let get = |k: &str| d.iter().find(|(key, _)| key == k).unwrap().1.clone();

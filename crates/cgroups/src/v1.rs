@@ -483,6 +483,10 @@ impl V1Cgroup {
 impl Cgroup for V1Cgroup {
     leaf_cgroup_methods!();
 
+    fn fork_target(&self) -> Result<Option<std::os::fd::OwnedFd>, Error> {
+        Ok(None)
+    }
+
     fn cpu_time(&self) -> Result<Duration, Error> {
         // Nanoseconds, including tasks that have exited.
         self.files

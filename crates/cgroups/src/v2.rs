@@ -423,6 +423,10 @@ fn memory_max(bytes: Option<u64>) -> String {
 impl Cgroup for V2Cgroup {
     leaf_cgroup_methods!();
 
+    fn fork_target(&self) -> Result<Option<std::os::fd::OwnedFd>, Error> {
+        fs::open_dir_path(&self.dir).map(Some)
+    }
+
     fn cpu_time(&self) -> Result<Duration, Error> {
         let path = self.dir.join("cpu.stat");
         let text = self.files.read(&path)?;

@@ -919,6 +919,36 @@ fn passwd_is_synthetic() {
 
 // ---------------------------------------------------------------- logs
 
+/// On cgroup v2 the sandbox's PID 1 is forked straight into its cgroup (`clone3` with
+/// `CLONE_INTO_CGROUP`: no `cgroup.procs` write, whose lock waits for an RCU grace period); on
+/// v1 it joins by writing `tasks`. The debug line of a new sandbox says which happened; the run's
+/// limits holding (the tests above) says the cgroup is the right one either way.
+#[test]
+fn pid1_enters_its_cgroup_at_fork_on_cgroup_v2() {
+    let _g = shared();
+    let mut loud = corral_cmd();
+    loud.env("CORRAL_LOG", "debug");
+    let args = ["--fresh", "--memory", "64M", "--", "/bin/true"];
+    let logged = run_json_with(loud, &args, secs(60));
+    logged.assert_status("ok");
+    let err = String::from_utf8_lossy(&logged.raw.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.contains("sandbox created"))
+        .unwrap_or_else(|| panic!("no 'sandbox created' line in:\n{err}"));
+    let v1 = cgroup_mount("memory").is_some();
+    let expected = if v1 {
+        "cgroup_join=\"write\""
+    } else {
+        "cgroup_join=\"at fork\""
+    };
+    assert!(
+        line.contains(expected),
+        "cgroup {}: expected {expected} in: {line}",
+        if v1 { "v1" } else { "v2" }
+    );
+}
+
 /// `CORRAL_LOG` shows the library's decisions on stderr; without it a run prints nothing there,
 /// and the JSON on stdout is the same either way.
 #[test]

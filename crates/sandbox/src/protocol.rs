@@ -16,7 +16,8 @@ const MAX_MSG: usize = 256 * 1024;
 const MAX_FDS: usize = 16;
 
 /// How the sandbox is built, sent once when init starts. Fds: the cgroup's join file per
-/// hierarchy (`Cgroup::procs_files`), which PID 1 joins before anything else.
+/// hierarchy (`Cgroup::procs_files`), which PID 1 joins before anything else; with
+/// `fork_into_cgroup`, then the cgroup's directory (`Cgroup::fork_target`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Setup {
     /// The uid and gid the program runs as (as it sees them).
@@ -49,6 +50,10 @@ pub struct Setup {
     /// cgroup, the seccomp filter traps instead of notifying, and no descriptor is sent back.
     #[serde(default)]
     pub gvisor: bool,
+    /// The last descriptor is the cgroup's directory (cgroup v2): the keeper forks PID 1 straight
+    /// into it where the kernel allows (`inside::fork_into`), and PID 1 then joins nothing.
+    #[serde(default)]
+    pub fork_into_cgroup: bool,
 }
 
 /// The root a sandbox's init builds.
@@ -167,6 +172,10 @@ pub enum Event {
     Ready {
         landlock_abi: Option<i32>,
         tasks: u64,
+        /// At the build: PID 1 was forked into its cgroup (`inside::fork_into`) rather than
+        /// joining it by a write. False in a reset's answer.
+        #[serde(default)]
+        forked_into_cgroup: bool,
     },
     /// The program was exec'd. Fd: the terminal's master side, for a run with a terminal. Not
     /// sent for a `quiet_start` run.

@@ -84,6 +84,9 @@ pub struct Sandbox {
     leases: u64,
     pending_reset: Option<(u64, u64)>,
     pub landlock_abi: Option<i32>,
+    /// PID 1 was forked straight into its cgroup (cgroup v2, `inside::fork_into`) instead of
+    /// joining it by a write.
+    forked_into_cgroup: bool,
     /// Every log line about this sandbox carries its id.
     span: tracing::Span,
     /// A gVisor sandbox's folder on the host (bundle, working directory); removed after the
@@ -101,6 +104,11 @@ impl Sandbox {
                         network = config.network,
                         disk_bytes = config.disk_bytes,
                         mounts = config.mounts.len(),
+                        cgroup_join = if s.forked_into_cgroup {
+                            "at fork"
+                        } else {
+                            "write"
+                        },
                         ms = started.elapsed().as_millis() as u64,
                         "sandbox created"
                     )
@@ -215,6 +223,11 @@ impl Sandbox {
             }
         };
         let procs = cgroup.procs_files()?;
+        // runsc's process joins by writing (gVisor makes its own PID 1).
+        let fork_target = match runsc {
+            None => cgroup.fork_target()?,
+            Some(_) => None,
+        };
         let (mine, theirs) = protocol::channel()?;
         let mut clock = None;
         let (keeper, workdir, gvisor) = match runsc {
@@ -272,6 +285,7 @@ impl Sandbox {
             leases: 0,
             pending_reset: None,
             landlock_abi: None,
+            forked_into_cgroup: false,
             span: tracing::debug_span!("sandbox", id = %name),
             gvisor,
         };
@@ -310,23 +324,31 @@ impl Sandbox {
             cwd,
             build_ids,
             gvisor: is_gvisor,
+            fork_into_cgroup: fork_target.is_some(),
         };
         // Under gVisor, runsc joined the cgroup before it executed (init cannot reach the host's).
         let fds: Vec<_> = if is_gvisor {
             Vec::new()
         } else {
-            procs.iter().map(|f| f.as_raw_fd()).collect()
+            procs
+                .iter()
+                .chain(&fork_target)
+                .map(|f| f.as_raw_fd())
+                .collect()
         };
         protocol::send(sandbox.control.fd(), &setup, &fds)?;
         drop(procs);
+        drop(fork_target);
         match protocol::recv::<Event>(sandbox.control.fd())? {
             Some((
                 Event::Ready {
                     landlock_abi,
                     tasks,
+                    forked_into_cgroup,
                 },
                 mut fds,
             )) if fds.len() == usize::from(!is_gvisor) => {
+                sandbox.forked_into_cgroup = forked_into_cgroup;
                 if let Some(workdir) = fds.pop() {
                     sandbox.control.set_workdir(workdir);
                 }

@@ -291,6 +291,7 @@ mod tests {
             cwd: crate::spec::WORKDIR.into(),
             build_ids: None,
             gvisor: false,
+            fork_into_cgroup: false,
         }
     }
 

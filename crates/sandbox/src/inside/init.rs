@@ -13,10 +13,11 @@ use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
-use nix::unistd::{fork, ForkResult, Pid};
+use nix::unistd::Pid;
 
 use crate::error::SandboxError;
 use crate::inside::error::SetupError;
+use crate::inside::fork_into::{fork_into, Forked};
 use crate::inside::pid1::{self, Built};
 use crate::inside::privileges;
 use crate::inside::scratch::Scratch;
@@ -111,14 +112,19 @@ fn refuse(ctl: BorrowedFd<'_>, error: String) -> Result<(), SandboxError> {
 }
 
 fn run(ctl: OwnedFd, spares: Spares) -> Result<(), SandboxError> {
-    let Some((setup, cgroup_procs)) = protocol::recv::<Setup>(ctl.as_fd())? else {
+    let Some((setup, mut cgroup_procs)) = protocol::recv::<Setup>(ctl.as_fd())? else {
         return Ok(());
+    };
+    let fork_target = if setup.fork_into_cgroup {
+        cgroup_procs.pop()
+    } else {
+        None
     };
     // Inside gVisor, init already is PID 1 of the container's own namespaces (runsc made them).
     if setup.gvisor {
         // gVisor's /proc has no hidepid and shows init's environment to the program: init
         // emptied it first (see `init_main`).
-        return build(&setup, &cgroup_procs, ctl.as_fd(), None)
+        return build(&setup, Join::Write(&cgroup_procs), ctl.as_fd(), None)
             .and_then(|built| pid1::serve(&setup, ctl.as_fd(), built))
             .inspect_err(|e| {
                 let _ = protocol::send(ctl.as_fd(), &Event::failed(e), &[]);
@@ -165,13 +171,21 @@ fn run(ctl: OwnedFd, spares: Spares) -> Result<(), SandboxError> {
     }
     // SAFETY: this process is single-threaded (a fresh exec that started no threads), so the child
     // may run arbitrary code.
-    match unsafe { fork() }.map_err(|e| SandboxError::io("fork of PID 1", e.into()))? {
-        ForkResult::Parent { child } => keeper(child, ctl),
-        ForkResult::Child => {
+    let forked = unsafe { fork_into(fork_target.as_ref().map(|f| f.as_fd())) }
+        .map_err(|e| SandboxError::io("fork of PID 1", e.into()))?;
+    drop(fork_target);
+    match forked {
+        Forked::Parent(child) => keeper(child, ctl),
+        Forked::Child { in_cgroup } => {
+            let join = if in_cgroup {
+                Join::AtFork
+            } else {
+                Join::Write(&cgroup_procs)
+            };
             // If the keeper dies, PID 1 dies, and with it the namespace.
             // SAFETY: plain prctl with integer arguments.
             unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-            let code = match build(&setup, &cgroup_procs, ctl.as_fd(), build_userns)
+            let code = match build(&setup, join, ctl.as_fd(), build_userns)
                 .and_then(|built| pid1::serve(&setup, ctl.as_fd(), built))
             {
                 Ok(()) => 0,
@@ -199,16 +213,27 @@ fn keeper(child: Pid, ctl: OwnedFd) -> Result<(), SandboxError> {
     }
 }
 
+/// How PID 1 enters the sandbox's cgroup.
+#[derive(Clone, Copy)]
+enum Join<'a> {
+    /// It was forked into it (`fork_into`): nothing to do.
+    AtFork,
+    /// By writing "0" to each of these join files.
+    Write(&'a [OwnedFd]),
+}
+
 /// PID 1 builds the sandbox, in this order, before any untrusted code exists; then tells the
 /// supervisor it is ready. Each step is a leaf.
 fn build(
     setup: &Setup,
-    cgroup_procs: &[OwnedFd],
+    join: Join<'_>,
     ctl: BorrowedFd<'_>,
     build_userns: Option<OwnedFd>,
 ) -> Result<Built, SandboxError> {
     // Before anything else: every program inherits the cgroup.
-    join_cgroup(cgroup_procs)?;
+    if let Join::Write(procs) = join {
+        join_cgroup(procs)?;
+    }
     let _ = nix::unistd::sethostname(&setup.hostname);
     // Kept open from before /proc/sys becomes read-only: a reset restarts PID numbering with it,
     // so a run cannot count how many processes the previous one made.
@@ -274,7 +299,8 @@ fn build(
     };
     let landlock_abi = setup.landlock.then(landlock::kernel_abi);
     // PID 1 is alone until its first reset (see `pid1::serve` for its confined thread).
-    pid1::send_ready(ctl, landlock_abi, setup.gvisor, 1)?;
+    let forked_into_cgroup = matches!(join, Join::AtFork);
+    pid1::send_ready(ctl, landlock_abi, setup.gvisor, 1, forked_into_cgroup)?;
     Ok(Built {
         last_pid,
         pids_max,

@@ -2,7 +2,8 @@
 //!
 //! - [`spawner`]: the copy of init that forks each later sandbox's keeper, with [`spares`]: the
 //!   network and IPC namespaces it makes ahead for the next one.
-//! - [`init`]: `corral __sandbox-init` — namespaces, the fork of PID 1, and PID 1's ordered build
+//! - [`init`]: `corral __sandbox-init` — namespaces, the fork of PID 1 ([`fork_into`]: straight
+//!   into its cgroup on cgroup v2), and PID 1's ordered build
 //!   steps ([`rootfs`] with [`image_root`] for an image's layers and [`idmap`] for build mode,
 //!   [`netns`], the bounding set, [`landlock`] rules, the seccomp program).
 //! - [`pid1`]: PID 1 serving the supervisor's requests (start, kill, reset), with [`pty`] and
@@ -19,7 +20,7 @@
 //!
 //! Dependencies point one way, down this list's call order: `init` → `pid1` → `child` →
 //! `privileges` → `syscalls`; `rootfs` → `image_root` → `idmap`; the leaves (`netns`, `landlock`,
-//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `scratch`, `ipcns`, `vfork`, `fds`, `error`) call back into none of them;
+//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `scratch`, `ipcns`, `vfork`, `fork_into`, `fds`, `error`) call back into none of them;
 //! `pid1` → `confined` → `vfork`, `landlock`;
 //! `spawner` → `spares` → `netns`.
 
@@ -27,6 +28,7 @@ mod child;
 mod confined;
 pub(crate) mod error;
 mod fds;
+mod fork_into;
 pub(crate) mod gvisor;
 mod idmap;
 pub(crate) mod image_root;

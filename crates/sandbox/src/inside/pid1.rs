@@ -336,7 +336,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                             preconfine = None;
                         }
                     }
-                    send_ready(ctl, landlock_abi, setup.gvisor, tasks(&confined))?;
+                    send_ready(ctl, landlock_abi, setup.gvisor, tasks(&confined), false)?;
                 }
                 Request::Kill => {
                     if let Some(run) = current.as_mut() {
@@ -405,22 +405,22 @@ fn may_confine(
         .and_then(|s| s.trim().parse::<u64>().ok())
 }
 
+/// `forked_into_cgroup`: at the build, how PID 1 entered its cgroup (false after a reset).
 pub(crate) fn send_ready(
     ctl: BorrowedFd<'_>,
     landlock_abi: Option<i32>,
     gvisor: bool,
     tasks: u64,
+    forked_into_cgroup: bool,
 ) -> Result<(), SandboxError> {
+    let ready = Event::Ready {
+        landlock_abi,
+        tasks,
+        forked_into_cgroup,
+    };
     // gVisor cannot send its descriptors out; the supervisor holds the (host) working directory.
     if gvisor {
-        return protocol::send(
-            ctl,
-            &Event::Ready {
-                landlock_abi,
-                tasks,
-            },
-            &[],
-        );
+        return protocol::send(ctl, &ready, &[]);
     }
     let work = nix::fcntl::open(
         crate::spec::WORKDIR,
@@ -428,14 +428,7 @@ pub(crate) fn send_ready(
         nix::sys::stat::Mode::empty(),
     )
     .map_err(|e| SandboxError::io("opening the working directory", e.into()))?;
-    protocol::send(
-        ctl,
-        &Event::Ready {
-            landlock_abi,
-            tasks,
-        },
-        &[work.as_raw_fd()],
-    )
+    protocol::send(ctl, &ready, &[work.as_raw_fd()])
 }
 
 /// Everything a program could have left behind goes: processes (already dead), files in the
