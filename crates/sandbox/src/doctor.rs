@@ -169,18 +169,12 @@ pub fn probe() -> Report {
 
 /// Build mode (`corral env build`) stacks idmapped layers under overlayfs: Linux 5.19+.
 fn idmapped_mounts_status() -> Result<String, String> {
-    let release = nix::sys::utsname::uname()
-        .map(|u| u.release().to_string_lossy().into_owned())
-        .map_err(|e| format!("uname: {e}"))?;
-    let mut parts = release
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|p| p.parse::<u32>().ok());
-    let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    if version >= (5, 19) {
+    let (major, minor) = kernel_version();
+    if (major, minor) >= (5, 19) {
         Ok("available (image builds: root in a user namespace over idmapped layers)".into())
     } else {
         Err(format!(
-            "Linux {release} has no idmapped overlayfs layers (5.19+): image builds (corral env build) fail; runs work"
+            "Linux {major}.{minor} has no idmapped overlayfs layers (5.19+): image builds (corral env build) fail; runs work"
         ))
     }
 }
@@ -308,14 +302,34 @@ fn pidfd_status() -> Result<String, String> {
     Ok("available".into())
 }
 
+/// clone3, and with it (5.7+) `CLONE_INTO_CGROUP`: on cgroup v2 each new sandbox's PID 1 is
+/// forked straight into its cgroup (`inside::fork_into`); without it PID 1 writes
+/// `cgroup.procs`, which can wait for an RCU grace period.
 fn clone3_status() -> Result<String, String> {
+    const SLOW_JOIN: &str = "on cgroup v2 each new sandbox's PID 1 joins its cgroup by writing cgroup.procs, which can wait milliseconds for an RCU grace period";
     // A zero-sized argument is rejected with EINVAL when clone3 exists, ENOSYS when not.
     // SAFETY: clone3 with a null pointer and size 0 cannot create a process.
     let rc = unsafe { libc::syscall(libc::SYS_clone3, std::ptr::null::<u8>(), 0usize) };
     let err = std::io::Error::last_os_error();
     if rc < 0 && err.raw_os_error() == Some(libc::ENOSYS) {
-        Err("unavailable".into())
-    } else {
-        Ok("available".into())
+        return Err(format!("unavailable: {SLOW_JOIN}"));
     }
+    if kernel_version() >= (5, 7) {
+        Ok("available, with CLONE_INTO_CGROUP: on cgroup v2 each new sandbox's PID 1 is forked straight into its cgroup".into())
+    } else {
+        Ok(format!(
+            "available, but no CLONE_INTO_CGROUP before Linux 5.7: {SLOW_JOIN}"
+        ))
+    }
+}
+
+/// The running kernel's (major, minor), (0, 0) when unknown.
+fn kernel_version() -> (u32, u32) {
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
