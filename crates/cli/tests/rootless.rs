@@ -139,6 +139,16 @@ impl Drop for Delegated {
 }
 
 fn as_nobody(bin: &Path, cgroup: Option<&Delegated>, args: &[&str]) -> Output {
+    as_nobody_with(bin, cgroup, &[], args)
+}
+
+/// [`as_nobody`] with these environment variables added.
+fn as_nobody_with(
+    bin: &Path,
+    cgroup: Option<&Delegated>,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Output {
     let mut c = match cgroup.and_then(|d| d.v2.as_ref()) {
         // cgroup v2: as root, join a leaf of the delegated folder (the one corral itself moves to,
         // so that the folder may enable controllers for its children), then become `nobody`.
@@ -165,6 +175,7 @@ fn as_nobody(bin: &Path, cgroup: Option<&Delegated>, args: &[&str]) -> Output {
     if let Some(d) = cgroup {
         c.env("CORRAL_CGROUP_PARENT", format!("/{}", d.name));
     }
+    c.envs(env.iter().copied());
     c.output().unwrap()
 }
 
@@ -226,6 +237,33 @@ fn an_unprivileged_user_gets_a_full_sandbox() {
         (1..=3).contains(&visible),
         "{visible} processes visible: {stdout}"
     );
+}
+
+/// In a delegated cgroup v2 subtree the unprivileged user's sandboxes get PID 1 forked straight
+/// into their cgroup too (the keeper's credentials own the subtree); on v1, `tasks` is written.
+#[test]
+fn rootless_pid1_enters_its_cgroup_at_fork_on_cgroup_v2() {
+    let bin = binary();
+    let cg = delegate("fork");
+    let out = as_nobody_with(
+        &bin.path,
+        Some(&cg),
+        &[("CORRAL_LOG", "debug")],
+        &["run", "--json", "--", "/bin/true"],
+    );
+    let v = json(&out);
+    assert_eq!(v["status"], "ok", "{v}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.contains("sandbox created"))
+        .unwrap_or_else(|| panic!("no 'sandbox created' line in:\n{err}"));
+    let expected = if cg.v2.is_some() {
+        "cgroup_join=\"at fork\""
+    } else {
+        "cgroup_join=\"write\""
+    };
+    assert!(line.contains(expected), "expected {expected} in: {line}");
 }
 
 #[test]
