@@ -414,6 +414,35 @@ fn large_output_is_captured_exactly() {
     assert_eq!(o.json["stdout_truncated"], false, "{}", o.describe());
 }
 
+/// What a program writes last, a full pipe of each stream and then its exit, is all in the
+/// result. The supervisor no longer waits for the pipes' end after PID 1 reports the run
+/// finished (PID 1 closes its copies after that report): it reads what is left until the pipes
+/// are empty. Forty runs, two at a time through a pool (the warm path): each tail must arrive
+/// whole, read before the report or drained at it.
+#[test]
+fn output_written_just_before_exit_is_captured_in_full() {
+    let _g = shared();
+    let code = "import os\nos.write(1, b'o' * 65536)\nos.write(2, b'e' * 65536)\nos._exit(0)";
+    let dir = tempfile::tempdir().unwrap();
+    let batch = dir.path().join("tail.jsonl");
+    let line = serde_json::json!({"argv": [PY, "-c", code], "limits": {"output": "1M"}});
+    fs::write(&batch, format!("{line}\n").repeat(40)).unwrap();
+    let out = corral_cmd()
+        .args(["run", "--batch", batch.to_str().unwrap(), "--parallel", "2"])
+        .output()
+        .unwrap();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 40, "{}", String::from_utf8_lossy(&out.stderr));
+    for (i, r) in lines.iter().enumerate() {
+        assert_eq!(r["status"], "ok", "run {i}: {r}");
+        assert_eq!(r["stdout"].as_str().unwrap(), "o".repeat(65536), "run {i}");
+        assert_eq!(r["stderr"].as_str().unwrap(), "e".repeat(65536), "run {i}");
+    }
+}
+
 #[test]
 fn invalid_utf8_output_is_base64() {
     let _g = shared();

@@ -381,6 +381,9 @@ impl<'s> Execution<'s> {
                     self.finished = Some((exit_code, signal, wall_ns));
                     self.stdin = None;
                     self.drain_deadline = Some(Instant::now() + DRAIN);
+                    if self.tty == Tty::None && self.runtime == Runtime::Native {
+                        self.drain_pipes(sink)?;
+                    }
                 }
                 Event::Failed { error } => return Err(SandboxError::Init(error)),
                 other => {
@@ -393,12 +396,35 @@ impl<'s> Execution<'s> {
         Ok(progressed)
     }
 
+    /// After `Finished` of a native run without a terminal: every process of the run is dead and
+    /// PID 1 never writes to the output pipes, so everything the run wrote is in them now. They
+    /// are read until empty and count as ended: PID 1 closes its copies only after the event,
+    /// and their end-of-file used to wake this thread once for each pipe before it (two more
+    /// wake-ups a run, each preempting PID 1 on its way to `Finished`).
+    fn drain_pipes(&mut self, sink: &mut dyn OutputSink) -> Result<(), SandboxError> {
+        for i in 0..self.outs.len() {
+            while self.outs[i].is_some() {
+                if !self.read_stream(i, sink)? {
+                    // Empty (the pipes are non-blocking): nothing more will come.
+                    self.outs[i] = None;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn read_stream(&mut self, i: usize, sink: &mut dyn OutputSink) -> Result<bool, SandboxError> {
         let Some((fd, stream)) = self.outs[i].as_ref() else {
             return Ok(false);
         };
         let stream = *stream;
-        match nix::unistd::read(fd.as_fd(), &mut self.buf) {
+        let read = loop {
+            match nix::unistd::read(fd.as_fd(), &mut self.buf) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                r => break r,
+            }
+        };
+        match read {
             Ok(0) => {
                 self.outs[i] = None;
                 Ok(true)
@@ -418,7 +444,7 @@ impl<'s> Execution<'s> {
                 }
                 Ok(true)
             }
-            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => Ok(false),
+            Err(nix::errno::Errno::EAGAIN) => Ok(false),
             Err(_) => {
                 self.outs[i] = None;
                 Ok(true)

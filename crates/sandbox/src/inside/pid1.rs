@@ -228,12 +228,13 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                             continue;
                         }
                     };
+                    let terminal = master.is_some() || relay.is_some();
                     let plan = ChildPlan::new(
                         setup,
                         &argv,
                         &env,
                         &rlimits,
-                        master.is_some() || relay.is_some(),
+                        terminal,
                         oom_protected,
                         build_userns.as_ref().map(|ns| ns.as_raw_fd()),
                     );
@@ -275,6 +276,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                     match started {
                         Ok(mut run) => {
                             run.wall_limit = wall_ns.map(Duration::from_nanos);
+                            run.stdio_after_finished = !terminal && !setup.gvisor;
                             run.relay = relay.map(|mut r| {
                                 r.set_program(run.pid);
                                 r
@@ -359,10 +361,14 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
             // (`finished` answered, so there is a run.)
             if let Some(mut run) = current.take() {
                 reached_network |= run.reached_network;
-                // Every process of the run is dead: its streams end now (a relayed terminal's
-                // master reads end-of-file only once no slave is open), and what its terminal
-                // still holds goes out first.
-                run.stdio.clear();
+                // Every process of the run is dead. Output pipes hold all the run wrote: the
+                // supervisor drains them at `Finished` (`Execution::drain_pipes`), so they are
+                // closed after it and wake nobody. A terminal's streams end now instead (its
+                // master reads end-of-file only once no slave is open), and what it still holds
+                // goes out first; so do gVisor's, whose pipes go through its kernel.
+                if !run.stdio_after_finished {
+                    run.stdio.clear();
+                }
                 if let Some(relay) = run.relay.take() {
                     relay.drain(Instant::now() + RELAY_DRAIN);
                 }
@@ -537,10 +543,13 @@ struct Running {
     reached_network: bool,
     /// The CPU the program's process started on (from the confined thread).
     cpu: Option<u32>,
-    /// PID 1's copies of the program's standard streams, closed just before `Finished`: the
-    /// supervisor's output pipes then end together with that event (one wake-up of the
-    /// supervisor, not one at the program's exit and another at `Finished`).
+    /// PID 1's copies of the program's standard streams. Held until the run ends, so the
+    /// program's exit alone does not end the supervisor's output pipes (a wake-up of the
+    /// supervisor before `Finished`); closed just before `Finished` or, see below, after it.
     stdio: Vec<OwnedFd>,
+    /// The streams are the supervisor's pipes, natively: closed after `Finished`, which the
+    /// supervisor drains them at (`Execution::drain_pipes`).
+    stdio_after_finished: bool,
 }
 
 /// How long the end of a relayed terminal run waits for the supervisor to take its last output.
@@ -903,6 +912,7 @@ fn start(
                 reached_network: !filter.has_socket_watch(),
                 cpu: started_on,
                 stdio: fds,
+                stdio_after_finished: false,
             };
             for status in ended {
                 run.record(status);
@@ -1015,6 +1025,7 @@ mod tests {
             reached_network: true,
             cpu: None,
             stdio: Vec::new(),
+            stdio_after_finished: false,
         }
     }
 
