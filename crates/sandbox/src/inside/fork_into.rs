@@ -85,21 +85,27 @@ fn clone_into_cgroup(dir: BorrowedFd<'_>) -> nix::Result<libc::pid_t> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
 
-    /// Without a target it is a plain fork: the child runs, exits, and is reaped as usual.
-    #[test]
-    fn without_a_target_it_forks() {
+    /// Forks with `target`; the child exits 3 when it started in a cgroup, 7 when it must join.
+    fn child_status(target: Option<BorrowedFd<'_>>) -> i32 {
         // SAFETY: the child only calls `_exit`, safe after a fork even of a threaded process.
-        match unsafe { fork_into(None) }.unwrap() {
+        match unsafe { fork_into(target) }.unwrap() {
             Forked::Child { in_cgroup } => {
                 // SAFETY: `_exit` in the forked child, no destructors run.
                 unsafe { libc::_exit(if in_cgroup { 3 } else { 7 }) }
             }
-            Forked::Parent(pid) => {
-                let status = nix::sys::wait::waitpid(pid, None).unwrap();
-                assert_eq!(status, nix::sys::wait::WaitStatus::Exited(pid, 7));
-            }
+            Forked::Parent(pid) => match nix::sys::wait::waitpid(pid, None).unwrap() {
+                nix::sys::wait::WaitStatus::Exited(_, code) => code,
+                other => panic!("child ended as {other:?}"),
+            },
         }
+    }
+
+    /// Without a target it is a plain fork: the child runs, exits, and is reaped as usual.
+    #[test]
+    fn without_a_target_it_forks() {
+        assert_eq!(child_status(None), 7);
     }
 
     /// A target that is no cgroup (a plain folder) is refused by the kernel: the fork still
@@ -107,17 +113,6 @@ mod tests {
     #[test]
     fn a_refused_target_falls_back_to_fork() {
         let dir = std::fs::File::open(std::env::temp_dir()).unwrap();
-        use std::os::fd::AsFd;
-        // SAFETY: as above, the child only calls `_exit`.
-        match unsafe { fork_into(Some(dir.as_fd())) }.unwrap() {
-            Forked::Child { in_cgroup } => {
-                // SAFETY: `_exit` in the forked child.
-                unsafe { libc::_exit(if in_cgroup { 3 } else { 7 }) }
-            }
-            Forked::Parent(pid) => {
-                let status = nix::sys::wait::waitpid(pid, None).unwrap();
-                assert_eq!(status, nix::sys::wait::WaitStatus::Exited(pid, 7));
-            }
-        }
+        assert_eq!(child_status(Some(dir.as_fd())), 7);
     }
 }
