@@ -150,3 +150,57 @@ fn check50_details_descriptions_and_dependencies() {
         .unwrap()
         .contains("the results were not written by corral's check50 runner"));
 }
+
+/// CS50's own layout (`examples/check50-mario`): mario/more imports mario/less's checks
+/// (`check50.import_checks`) and runs them against its own expected pyramids, and check50 drives
+/// the C program through a terminal: its expected output ends lines in "\n", matched as the
+/// terminal's "\r\n", and the prompt `printf` leaves without a newline (no `fflush`) shows up
+/// because stdout is line-buffered on a terminal. Over pipes both would fail.
+#[test]
+fn check50_problems_import_checks_and_drive_programs_through_a_terminal() {
+    let dir = root().join("examples/check50-mario");
+    let ids = [
+        "mario/exists",
+        "mario/compiles",
+        "mario/test_reject_negative",
+        "mario/test1",
+        "mario/test2",
+        "mario/test8",
+        "mario/test9",
+    ];
+    let cases: [(&str, [Option<bool>; 7]); 3] = [
+        ("correct", [T, T, T, T, T, T, T]),
+        // mario/less's pyramid: its own checks would pass it, more/'s expected files do not.
+        ("less_pyramid", [T, T, T, F, F, F, F]),
+        // Takes any height once: passes the pyramids, fails each rejection.
+        ("no_loop", [T, T, F, T, T, T, F]),
+    ];
+    for (case, want) in cases {
+        let sub = dir.join("submissions").join(case);
+        let (code, json, _) = json_output(
+            corral_cmd()
+                .args(["check", "--json", "--staff"])
+                .arg(dir.join("suite.yaml"))
+                .arg(&sub),
+        );
+        let got = results(&json);
+        let got: Vec<Option<bool>> = ids
+            .iter()
+            .map(|id| got.get(*id).map(|r| r.0).unwrap_or(Some(false)))
+            .collect();
+        assert_eq!(got, want, "{case}: {json:#}");
+        let passed = want.iter().all(|r| *r == T);
+        assert_eq!(code, if passed { 0 } else { 1 }, "{case}: {json:#}");
+    }
+    let (_, json, _) = json_output(
+        corral_cmd()
+            .args(["check", "--json", "--staff"])
+            .arg(dir.join("suite.yaml"))
+            .arg(dir.join("submissions/less_pyramid")),
+    );
+    // Expected against actual as check50 reports them: the terminal's "\r\n" read back as "\n".
+    let two = &json["results"]["mario/test2"]["script"];
+    let last = two.as_array().unwrap().last().unwrap();
+    assert_eq!(last["expected"]["value"], " #  #\n##  ##\n", "{json:#}");
+    assert_eq!(last["actual"]["value"], " #\n##\n", "{json:#}");
+}

@@ -2145,6 +2145,53 @@ fn terminal_input_cannot_be_injected() {
     host_unchanged(&m, w.path());
 }
 
+/// Programs may open ptys of the sandbox's own devpts (check50 drives programs through them);
+/// none may load a line discipline (kernel code with privilege escalations reachable through
+/// `TIOCSETD`), type into a terminal, or take more than the sandbox's share of the kernel's ptys.
+#[test]
+fn ptys_are_the_sandboxs_own_and_bounded() {
+    let _g = shared();
+    let w = workdir();
+    compile("ptys", w.path());
+    let m = marker("ptys");
+    let o = run(
+        &strs(&[
+            "--dir",
+            &d(w.path()),
+            "--wall-time",
+            "20s",
+            "--",
+            "./ptys",
+            &m,
+        ]),
+        secs(60),
+    );
+    o.assert_no_escape();
+    o.assert_status_in(&["ok"]);
+    assert!(has_line(&o, "OPENED /dev/pts/0 slave"), "{}", o.describe());
+    // gVisor has only the default discipline (its own kernel, not the host's, in any case).
+    for ldisc in [13, 21, 1, 15] {
+        assert!(
+            has_line(
+                &o,
+                &format!("BLOCKED: ldisc {ldisc} Operation not permitted")
+            ) || (under_gvisor() && has_line(&o, &format!("BLOCKED: ldisc {ldisc}"))),
+            "line discipline {ldisc}: {}",
+            o.describe()
+        );
+    }
+    assert!(has_line(&o, "BLOCKED: TIOCSTI"), "{}", o.describe());
+    // gVisor's ptys are its kernel's, not the host's pool: bounded there by descriptors.
+    if !under_gvisor() {
+        assert!(
+            has_line(&o, "PTYS 64 No space left on device"),
+            "a sandbox holds at most 64 ptys: {}",
+            o.describe()
+        );
+    }
+    host_unchanged(&m, w.path());
+}
+
 #[test]
 fn proc_and_sys_are_masked() {
     let _g = shared();

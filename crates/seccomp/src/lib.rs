@@ -89,7 +89,10 @@
 //!   `NETLINK_ROUTE` is allowed too (interface listing); offline, only the
 //!   `list_interfaces` grant allows it (below).
 //! * `ioctl` with `TIOCSTI` or `TIOCLINUX` → `EPERM`: injecting input into
-//!   a terminal the sandbox shares would execute commands outside it.
+//!   a terminal the sandbox shares would execute commands outside it. `TIOCSETD` → `EPERM`
+//!   too: programs may open ptys of the sandbox's own devpts, and a line discipline other than
+//!   the default one (n_hdlc, n_gsm, …) is kernel code that has had privilege escalations
+//!   reachable this way (CVE-2017-2636, CVE-2023-6546) and that no program needs.
 //!
 //! # Stricter profiles ([`Restrictions`])
 //!

@@ -376,8 +376,8 @@ pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
     push(
         "ioctl",
         Action::Errno(libc::EPERM),
-        "request is TIOCSTI or TIOCLINUX (terminal input injection)",
-        [libc::TIOCSTI, libc::TIOCLINUX]
+        "request is TIOCSTI or TIOCLINUX (terminal input injection) or TIOCSETD (line discipline)",
+        [libc::TIOCSTI, libc::TIOCLINUX, libc::TIOCSETD]
             .iter()
             .map(|&req| vec![masked32(1, u32::MAX, req as u32)])
             .collect(),

@@ -592,6 +592,7 @@ fn quiet_errnos() {
     for req in [
         req(libc::TIOCSTI),
         req(libc::TIOCLINUX),
+        req(libc::TIOCSETD),
         (1 << 32) | req(libc::TIOCSTI),
     ] {
         expect_errno(f, "ioctl", libc::EPERM, &|| {

@@ -304,7 +304,14 @@ fn terminal_injection_ioctls() {
     assert_eq!(native(f, libc::SYS_ioctl, &[0, sti, 0]), eperm);
     assert_eq!(native(f, libc::SYS_ioctl, &[5, linux, 0]), eperm);
     assert_eq!(native(f, libc::SYS_ioctl, &[0, (1 << 32) | sti, 0]), eperm);
+    assert_eq!(
+        native(f, libc::SYS_ioctl, &[3, req(libc::TIOCSETD), 0]),
+        eperm
+    );
     for r in [
+        libc::TIOCGETD,
+        libc::TIOCSWINSZ,
+        libc::TIOCSCTTY,
         libc::TCGETS,
         libc::TIOCGWINSZ,
         libc::FIONREAD,

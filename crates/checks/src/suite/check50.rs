@@ -11,7 +11,7 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -35,7 +35,8 @@ pub(crate) struct RawCheck50 {
 pub struct Check50Check {
     /// The problem folder (assignment path).
     pub problem: String,
-    /// Every file of the problem folder, relative to the assignment folder.
+    /// Every file of the problem folder and of the problems it imports checks from, relative to
+    /// the assignment folder.
     pub files: Vec<String>,
     pub items: Vec<Check50Item>,
 }
@@ -79,27 +80,100 @@ fn list_files(dir: &Path, rel: &Path, out: &mut Vec<String>, depth: usize) -> Re
     Ok(())
 }
 
+/// The checks of the problem folder `rel` (relative to the assignment folder `dir`) in the order
+/// check50 registers them, with those of the problems it imports checks from
+/// (`check50.import_checks`) at their import's place; every file of those folders goes to
+/// `files`, so that the imports resolve where the problem is mounted. `stack` holds the
+/// problems being loaded (an import cycle is an error, as it would be for Python).
+fn load_problem(
+    dir: &Path,
+    rel: &Path,
+    stack: &mut Vec<PathBuf>,
+    files: &mut Vec<String>,
+) -> Result<Vec<pyscan::Check50Fn>, String> {
+    let p = rel.display();
+    let full = dir.join(rel);
+    if !std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir()) {
+        return Err(format!(
+            "check50.problem: {p:?} is not a folder of the assignment folder {}",
+            dir.display()
+        ));
+    }
+    let src = std::fs::read_to_string(full.join("__init__.py")).map_err(|_| {
+        format!("check50.problem: {p:?} has no __init__.py (check50's checks file)")
+    })?;
+    if !full.join(".cs50.yml").is_file() && !full.join(".cs50.yaml").is_file() {
+        return Err(format!(
+            "check50.problem: {p:?} has no .cs50.yml (write `check50: true` in it)"
+        ));
+    }
+    if stack.iter().any(|s| s == rel) || stack.len() > 8 {
+        return Err(format!(
+            "check50.problem: {:?} imports checks in a cycle (through {p:?})",
+            stack[0].display()
+        ));
+    }
+    stack.push(rel.to_path_buf());
+    list_files(&full, rel, files, 0)?;
+    let mut found = pyscan::check50_checks(&src);
+    for (line, import) in pyscan::check50_imports(&src).into_iter().rev() {
+        let target = within(rel, &import).ok_or_else(|| {
+            format!(
+                "check50.problem: {p}/__init__.py:{line} imports checks from {import:?}, which is \
+                 not a folder of the assignment folder"
+            )
+        })?;
+        let imported = load_problem(dir, &target, stack, files)?;
+        let at = found
+            .iter()
+            .position(|c| c.line > line)
+            .unwrap_or(found.len());
+        found.splice(
+            at..at,
+            imported
+                .into_iter()
+                .map(|c| pyscan::Check50Fn { line, ..c }),
+        );
+    }
+    stack.pop();
+    // A check defined again (after a star import, say) is one check in check50's namespace:
+    // the last definition, at the first one's place.
+    let mut unique: Vec<pyscan::Check50Fn> = Vec::new();
+    for c in found {
+        match unique.iter_mut().find(|u| u.name == c.name) {
+            Some(u) => *u = c,
+            None => unique.push(c),
+        }
+    }
+    Ok(unique)
+}
+
+/// `import`, relative to the problem folder `rel`, as a path of the assignment folder: `None`
+/// when it is absolute or leaves the assignment folder.
+fn within(rel: &Path, import: &str) -> Option<PathBuf> {
+    use std::path::Component;
+    let mut out = rel.to_path_buf();
+    for c in Path::new(import).components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    (!out.as_os_str().is_empty()).then_some(out)
+}
+
 impl Check50Check {
     pub(crate) fn resolve(raw: RawCheck50, check_id: &str, dir: &Path) -> Result<Self, String> {
         let p = &raw.problem;
         relative(p).map_err(|why| format!("check50.problem: {p:?} {why}"))?;
-        let full = dir.join(p);
-        if !std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir()) {
-            return Err(format!(
-                "check50.problem: {p:?} is not a folder of the assignment folder {}",
-                dir.display()
-            ));
-        }
-        let init = full.join("__init__.py");
-        let src = std::fs::read_to_string(&init).map_err(|_| {
-            format!("check50.problem: {p:?} has no __init__.py (check50's checks file)")
-        })?;
-        if !full.join(".cs50.yml").is_file() && !full.join(".cs50.yaml").is_file() {
-            return Err(format!(
-                "check50.problem: {p:?} has no .cs50.yml (write `check50: true` in it)"
-            ));
-        }
-        let found = pyscan::check50_checks(&src);
+        let mut files = Vec::new();
+        let found = load_problem(dir, Path::new(p), &mut Vec::new(), &mut files)?;
         if found.is_empty() {
             return Err(format!(
                 "check50.problem: {p:?}/__init__.py defines no @check50.check function"
@@ -149,8 +223,8 @@ impl Check50Check {
                 points,
             });
         }
-        let mut files = Vec::new();
-        list_files(&full, Path::new(p), &mut files, 0)?;
+        files.sort();
+        files.dedup();
         Ok(Check50Check {
             problem: raw.problem,
             files,
@@ -160,5 +234,82 @@ impl Check50Check {
 
     pub fn max_points(&self) -> f64 {
         self.items.iter().map(|i| i.points).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(root: &Path, rel: &str, init: &str) {
+        let d = root.join(rel);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("__init__.py"), init).unwrap();
+        std::fs::write(d.join(".cs50.yml"), "check50: true\n").unwrap();
+    }
+
+    fn resolve(root: &Path, rel: &str) -> Result<Check50Check, String> {
+        let raw = RawCheck50 {
+            problem: rel.into(),
+            points: BTreeMap::new(),
+            default_points: None,
+            hidden: vec![],
+        };
+        Check50Check::resolve(raw, "c", root)
+    }
+
+    const LESS: &str = "import check50\n\n@check50.check()\ndef exists():\n    \"\"\"exists\"\"\"\n\n@check50.check(exists)\ndef test1():\n    \"\"\"height 1\"\"\"\n";
+
+    #[test]
+    fn imported_checks_come_in_at_the_import_with_their_folders_files() {
+        let t = tempfile::tempdir().unwrap();
+        problem(t.path(), "mario/less", LESS);
+        std::fs::write(t.path().join("mario/less/1.txt"), "#\n").unwrap();
+        problem(
+            t.path(),
+            "mario/more",
+            "import check50\n\n@check50.check()\ndef first():\n    pass\n\nless = __import__(\"check50\").import_checks(\"../less\")\nfrom less import *\n\n@check50.check(test1)\ndef last():\n    pass\n",
+        );
+        let c = resolve(t.path(), "mario/more").unwrap();
+        let names: Vec<&str> = c.items.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, ["first", "exists", "test1", "last"]);
+        assert_eq!(c.items[2].dependency.as_deref(), Some("exists"));
+        assert_eq!(c.items[3].dependency.as_deref(), Some("test1"));
+        assert_eq!(
+            c.files,
+            [
+                "mario/less/.cs50.yml",
+                "mario/less/1.txt",
+                "mario/less/__init__.py",
+                "mario/more/.cs50.yml",
+                "mario/more/__init__.py"
+            ]
+        );
+    }
+
+    #[test]
+    fn imports_must_stay_in_the_assignment_folder_and_not_loop() {
+        let t = tempfile::tempdir().unwrap();
+        problem(
+            t.path(),
+            "more",
+            "less = __import__(\"check50\").import_checks(\"../less\")\nfrom less import *\n",
+        );
+        let e = resolve(t.path(), "more").unwrap_err();
+        assert!(
+            e.contains("is not a folder of the assignment folder"),
+            "{e}"
+        );
+        problem(t.path(), "a", "x = check50.import_checks(\"../../etc\")\n");
+        let e = resolve(t.path(), "a").unwrap_err();
+        assert!(e.contains("not a folder of the assignment folder"), "{e}");
+        problem(t.path(), "b", "x = check50.import_checks(\"../c\")\n");
+        problem(t.path(), "c", "x = check50.import_checks(\"../b\")\n");
+        let e = resolve(t.path(), "b").unwrap_err();
+        assert!(e.contains("imports checks in a cycle"), "{e}");
+        problem(t.path(), "d", "x = check50.import_checks(\"../e\")\n");
+        std::fs::create_dir(t.path().join("e")).unwrap();
+        let e = resolve(t.path(), "d").unwrap_err();
+        assert!(e.contains("\"e\" has no __init__.py"), "{e}");
     }
 }

@@ -17,6 +17,8 @@ struct Logical {
     indent: usize,
     text: String,
     string_only: Option<String>,
+    /// The line's string literals in order; each is `""` in `text`.
+    strings: Vec<String>,
 }
 
 /// A function or class found at the top level (or a method of a top-level class).
@@ -146,6 +148,7 @@ fn logical_lines(src: &str) -> Vec<Logical> {
             indent,
             text: trimmed,
             string_only,
+            strings,
         });
     }
     out
@@ -289,6 +292,8 @@ pub struct Check50Fn {
     pub name: String,
     pub dependency: Option<String>,
     pub doc: Option<String>,
+    /// 1-based line of the `def`.
+    pub line: usize,
 }
 
 pub fn check50_checks(src: &str) -> Vec<Check50Fn> {
@@ -329,7 +334,31 @@ pub fn check50_checks(src: &str) -> Vec<Check50Fn> {
             name: d.name,
             dependency,
             doc: d.doc,
+            line: d.line,
         });
+    }
+    out
+}
+
+/// The problems a check50 checks file imports checks from, at the top level, with their lines:
+/// `check50.import_checks("../less")` (also as `__import__("check50").import_checks(...)`), as
+/// CS50's "more comfortable" problems do (`from less import *` then brings them in). check50
+/// registers the imported checks when that line runs, so they come in at its place.
+pub fn check50_imports(src: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for l in logical_lines(src).into_iter().filter(|l| l.indent == 0) {
+        let mut rest = l.text.as_str();
+        let mut seen = 0;
+        while let Some(at) = rest.find("import_checks(") {
+            seen += rest[..at].matches("\"\"").count();
+            let after = rest[at + "import_checks(".len()..].trim_start();
+            if after.starts_with("\"\"") {
+                if let Some(path) = l.strings.get(seen) {
+                    out.push((l.line, path.clone()));
+                }
+            }
+            rest = &rest[at + "import_checks(".len()..];
+        }
     }
     out
 }
@@ -428,5 +457,25 @@ def not_a_check(): pass
         assert_eq!(c[1].dependency.as_deref(), Some("exists"));
         assert_eq!(c[2].dependency.as_deref(), Some("compiles"));
         assert_eq!(c[0].doc.as_deref(), Some("hello.c exists"));
+        assert_eq!((c[0].line, c[2].line), (6, 15));
+    }
+
+    #[test]
+    fn finds_check50_imports() {
+        // CS50's mario/more, and the form check50's documentation shows.
+        let src = r#"less = __import__("check50").import_checks("../less")
+from less import *
+import check50
+base = check50.import_checks(
+    '../base'  # a comment
+)
+def later():
+    inner = check50.import_checks("not/top/level")
+HELP = "import_checks('in a string')"
+"#;
+        assert_eq!(
+            check50_imports(src),
+            [(1, "../less".to_string()), (4, "../base".to_string())]
+        );
     }
 }

@@ -73,7 +73,9 @@ pub(crate) fn prepare(setup: &Setup) -> Result<Option<RulesetCreated>, SetupErro
         AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::WriteFile,
     ));
     rules.push(("/dev".into(), AccessFs::ReadDir.into()));
-    for d in ["null", "zero", "full", "random", "urandom"] {
+    // `pts`: the sandbox's own devpts instance (see `rootfs::build_dev`), for programs that
+    // drive others through a terminal (check50's `pexpect`, `script`, `expect`).
+    for d in ["null", "zero", "full", "random", "urandom", "pts"] {
         rules.push((format!("/dev/{d}"), dev_rw));
     }
     // Listing / is harmless (everything in it is ours) and many tools stat their way up to it.

@@ -75,6 +75,10 @@ const PROC_MASKED_FILES: &[&str] = &[
 ];
 const PROC_MASKED_DIRS: &[&str] = &["acpi", "scsi", "asound", "firmware", "driver"];
 const PROC_READONLY: &[&str] = &["sys", "irq", "bus", "fs"];
+/// Ptys a sandbox's devpts may hold at once: check50 runs its checks in parallel, one terminal
+/// each (at most one per process the pids limit allows); a hostile program cannot take much of
+/// the kernel's pool (see `build_dev`).
+pub(crate) const PTYS_PER_SANDBOX: u32 = 64;
 
 fn err(what: String) -> impl FnOnce(nix::Error) -> SandboxError {
     move |e| SandboxError::io(what, e.into())
@@ -557,7 +561,10 @@ fn build_dev(dev: &Path) -> Result<(), SandboxError> {
         symlink(target, dev.join(name)).map_err(ioerr(format!("creating /dev/{name}")))?;
     }
     fs::create_dir(dev.join("shm")).map_err(ioerr("creating /dev/shm".into()))?;
-    // A private devpts instance for runs with a terminal: its ptys exist only in this sandbox.
+    // A private devpts instance, for runs with a terminal and for programs that open ptys of
+    // their own: its ptys exist only in this sandbox. `max` bounds how many it may hold at once:
+    // every devpts instance but the host's draws on one kernel-wide pool (`kernel.pty.max`,
+    // 4096 by default, of which 1024 are reserved for the host's own instance).
     let pts = dev.join("pts");
     fs::create_dir(&pts).map_err(ioerr("creating /dev/pts".into()))?;
     mount(
@@ -565,7 +572,7 @@ fn build_dev(dev: &Path) -> Result<(), SandboxError> {
         &pts,
         Some("devpts"),
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-        Some("newinstance,ptmxmode=0666,mode=0600"),
+        Some(format!("newinstance,ptmxmode=0666,mode=0600,max={PTYS_PER_SANDBOX}").as_str()),
     )
     .map_err(err("mounting /dev/pts".into()))?;
     symlink("pts/ptmx", dev.join("ptmx")).map_err(ioerr("creating /dev/ptmx".into()))?;
