@@ -122,6 +122,15 @@ pub fn data_dir(
 
 fn run(args: EnvArgs) -> anyhow::Result<()> {
     let data = data_dir(args.data.as_deref(), args.config.as_deref())?;
+    // Only pull, import and build make a store: a command that reads one (or removes from it)
+    // leaves a folder that has none as it is.
+    let adds = matches!(
+        args.command,
+        EnvCommand::Pull { .. } | EnvCommand::Import { .. } | EnvCommand::Build(_)
+    );
+    if !adds && !data.join("images").is_dir() {
+        return no_store(&args.command, &data);
+    }
     let store = Store::open(&data)
         .with_context(|| format!("opening the image store in {}", data.display()))?;
     match args.command {
@@ -245,6 +254,26 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// A reading command where the data folder has no image store yet: an empty list, nothing to
+/// collect, or an error naming the folder.
+fn no_store(command: &EnvCommand, data: &std::path::Path) -> anyhow::Result<()> {
+    let none = format!(
+        "no image store in {} (nothing was pulled, imported or built there; --data or --config \
+         name another data folder)",
+        data.display()
+    );
+    match command {
+        EnvCommand::Ls { json: true } => println!("[]"),
+        EnvCommand::Ls { json: false } => {
+            println!("{:<40} {:<19} {:>10}  CREATED", "NAME", "DIGEST", "SIZE");
+            eprintln!("corral env: {none}");
+        }
+        EnvCommand::Gc | EnvCommand::Du { .. } => println!("{none}"),
+        _ => anyhow::bail!(none),
     }
     Ok(())
 }

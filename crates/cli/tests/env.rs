@@ -133,3 +133,23 @@ fn a_relative_data_folder_gives_sandboxes_absolute_layer_folders() {
     assert!(layer.is_absolute(), "{layer:?}");
     assert!(layer.starts_with(tmp.path().join("rel-data")), "{layer:?}");
 }
+
+#[test]
+fn reading_a_data_folder_without_a_store_leaves_it_as_it_is() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = tmp.path().join("data");
+    assert_eq!(ok(&data, &["ls", "--json"]).trim(), "[]");
+    assert!(ok(&data, &["ls"]).starts_with("NAME"));
+    assert!(ok(&data, &["du"]).contains("no image store in"));
+    assert!(ok(&data, &["gc"]).contains("no image store in"));
+    for args in [&["inspect", "x"][..], &["rm", "x"], &["tag", "x", "y"]] {
+        let out = corral(&data, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("no image store in"),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(!data.exists(), "a reading command made {}", data.display());
+}
