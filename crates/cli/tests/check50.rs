@@ -168,8 +168,11 @@ fn check50_problems_import_checks_and_drive_programs_through_a_terminal() {
         "mario/test8",
         "mario/test9",
     ];
-    let cases: [(&str, [Option<bool>; 7]); 3] = [
+    let cases: [(&str, [Option<bool>; 7]); 4] = [
         ("correct", [T, T, T, T, T, T, T]),
+        // `.cs50.yml` requires mario.c (`!require`, as CS50's does): check50 refuses to run,
+        // and every check fails with its reason (the student's doing, not an error).
+        ("missing", [F, F, F, F, F, F, F]),
         // mario/less's pyramid: its own checks would pass it, more/'s expected files do not.
         ("less_pyramid", [T, T, T, F, F, F, F]),
         // Takes any height once: passes the pyramids, fails each rejection.
@@ -192,6 +195,19 @@ fn check50_problems_import_checks_and_drive_programs_through_a_terminal() {
         let passed = want.iter().all(|r| *r == T);
         assert_eq!(code, if passed { 0 } else { 1 }, "{case}: {json:#}");
     }
+    let (_, json, _) = json_output(
+        corral_cmd()
+            .args(["check", "--json"])
+            .arg(dir.join("suite.yaml"))
+            .arg(dir.join("submissions/missing")),
+    );
+    let exists = &json["results"]["mario/exists"];
+    assert_eq!(exists["error"], Value::Null, "{json:#}");
+    assert_eq!(
+        exists["message"],
+        "check50 did not run the checks: You seem to be missing these required files: mario.c",
+        "{json:#}"
+    );
     let (_, json, _) = json_output(
         corral_cmd()
             .args(["check", "--json", "--staff"])

@@ -69,6 +69,9 @@ struct Check50Result {
 enum Run {
     Valid(Check50Json),
     Stopped(String),
+    /// check50 refused the submission before any check ran (a file its `.cs50.yml` requires is
+    /// missing): the student's doing, so every check fails with check50's reason.
+    Refused(String),
     Invalid(String),
     Error(String),
 }
@@ -131,6 +134,15 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
         ));
     }
     if let Some(e) = summary.error {
+        if let Some(why) = e.strip_prefix("MissingFilesError: ") {
+            // lib50's words, without its hint about the folder check50 was started in.
+            let why: Vec<&str> = why
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("You are currently in"))
+                .collect();
+            return Run::Refused(why.join(" "));
+        }
         return Run::Error(format!("check50 failed: {e}"));
     }
     let Some(json) = summary.check50 else {
@@ -292,6 +304,10 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
             ok = false;
             message = Some(format!("check50 was stopped: {r}"));
         }
+        Run::Refused(r) => {
+            ok = false;
+            message = Some(format!("check50 did not run the checks: {r}"));
+        }
         Run::Invalid(r) => {
             ok = false;
             error = Some(format!("invalid check50 run: {r}"));
@@ -318,6 +334,7 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
                         json.version.as_deref().unwrap_or("(unknown version)")
                     ),
                     Run::Stopped(r) => format!("stopped: {r}"),
+                    Run::Refused(r) => format!("refused: {r}"),
                     Run::Invalid(r) => format!("invalid: {r}"),
                     Run::Error(r) => format!("error: {r}"),
                 },
