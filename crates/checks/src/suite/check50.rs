@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::paths::relative;
+use super::paths::{relative, within};
 use super::pyscan;
 
 #[derive(Debug, Deserialize)]
@@ -109,7 +109,7 @@ fn load_problem(
     }
     if stack.iter().any(|s| s == rel) || stack.len() > 8 {
         return Err(format!(
-            "check50.problem: {:?} imports checks in a cycle (through {p:?})",
+            "check50.problem: {:?} imports checks in a cycle, or more than 8 deep (through {p:?})",
             stack[0].display()
         ));
     }
@@ -146,26 +146,6 @@ fn load_problem(
         }
     }
     Ok(unique)
-}
-
-/// `import`, relative to the problem folder `rel`, as a path of the assignment folder: `None`
-/// when it is absolute or leaves the assignment folder.
-fn within(rel: &Path, import: &str) -> Option<PathBuf> {
-    use std::path::Component;
-    let mut out = rel.to_path_buf();
-    for c in Path::new(import).components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    return None;
-                }
-            }
-            Component::RootDir | Component::Prefix(_) => return None,
-        }
-    }
-    (!out.as_os_str().is_empty()).then_some(out)
 }
 
 impl Check50Check {

@@ -34,7 +34,45 @@ pub fn assignment_path(dir: &Path, key: &str, p: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `path` (relative, `..` allowed) taken from the folder `from`, both assignment paths: the
+/// assignment path it names, or `None` when it is absolute or leaves the assignment folder.
+/// Lexical: a link on the way is not followed (callers refuse links where it matters).
+pub fn within(from: &Path, path: &str) -> Option<PathBuf> {
+    let mut out = from.to_path_buf();
+    for c in Path::new(path).components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    (!out.as_os_str().is_empty()).then_some(out)
+}
+
 /// The path with its components normalized (`a//b` is `a/b`), to compare assignment paths.
 pub fn normalize_rel(p: &str) -> PathBuf {
     Path::new(p).components().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_resolves_dots_and_refuses_to_leave_the_folder() {
+        let from = Path::new("mario/more");
+        assert_eq!(within(from, "../less"), Some(PathBuf::from("mario/less")));
+        assert_eq!(
+            within(from, "./x/../y"),
+            Some(PathBuf::from("mario/more/y"))
+        );
+        assert_eq!(within(from, "../.."), None);
+        assert_eq!(within(from, "../../../etc"), None);
+        assert_eq!(within(from, "/etc"), None);
+    }
 }
