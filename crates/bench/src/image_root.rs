@@ -40,6 +40,7 @@ fn inspect(corral: &Path, data: &Path, reference: &str) -> anyhow::Result<ImageR
         env: Vec::new(),
         working_dir: None,
         upper: None,
+        as_root: false,
     })
 }
 

@@ -29,6 +29,7 @@ pub fn resolve(store: &Store, reference: &str) -> Result<ImageRoot, corral_image
         env,
         working_dir: rootfs.working_dir,
         upper: None,
+        as_root: false,
     })
 }
 

@@ -25,7 +25,7 @@ use crate::error::SandboxError;
 use crate::host::Host;
 use crate::outcome::Outcome;
 use crate::sandbox::{run_in, Sandbox, SandboxConfig};
-use crate::spec::{RunSpec, Runtime};
+use crate::spec::{Root, RunSpec, Runtime};
 
 /// How the pool behaves.
 #[derive(Debug, Clone)]
@@ -229,6 +229,8 @@ impl Pool {
             || s.config().runtime == Runtime::Gvisor && s.leases() > 0
             || s.is_broken()
             || s.memory_peak_spent()
+            // Its root keeps what the last programs changed in it (build and root mode).
+            || matches!(&s.config().root, Root::Image(i) if i.runs_as_root())
             // A reset makes the scratch folders anew, and the binds in them are gone with the old
             // ones (PID 1 no longer sees the host to bind them again).
             || s.config().mounts.iter().any(|m| crate::inside::rootfs::on_scratch(&m.dst))

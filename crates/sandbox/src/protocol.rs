@@ -62,10 +62,13 @@ pub enum SetupRoot {
     /// The host's system folders, bound read-only.
     Host,
     /// An image's unpacked layers (topmost first), stacked by overlayfs; with `upper`, writable
-    /// into that folder (build mode).
+    /// into that folder (build mode); with `scratch_upper`, writable into a tmpfs of
+    /// `disk_bytes` that PID 1 mounts for it (root mode).
     Image {
         layers: Vec<std::path::PathBuf>,
         upper: Option<std::path::PathBuf>,
+        #[serde(default)]
+        scratch_upper: bool,
     },
 }
 

@@ -127,10 +127,11 @@ impl Sandbox {
             Root::Host => None,
             Root::Image(img) => Some(img),
         };
-        let build = image.is_some_and(|i| i.is_build());
+        // Build mode and root mode: the programs are root of a user namespace of their own.
+        let build = image.is_some_and(|i| i.runs_as_root());
         if build && host.rootless {
             return Err(SandboxError::Unsupported(
-                "build mode (root in a user namespace of its own over a range of host uids) needs corral to run as root",
+                "build mode and root mode (root in a user namespace of its own over a range of host uids) need corral to run as root",
             ));
         }
         let (root, cwd) = match image {
@@ -148,17 +149,23 @@ impl Sandbox {
                     SetupRoot::Image {
                         layers: img.layers.clone(),
                         upper: img.upper.clone(),
+                        scratch_upper: img.as_root && img.upper.is_none(),
                     },
                     cwd,
                 )
             }
         };
-        let network = config.network || build;
+        // Build mode always has network (package managers); root mode only when asked.
+        let network = config.network || image.is_some_and(|i| i.is_build());
         if build && config.runtime == Runtime::Gvisor {
-            // Build mode's root is a user namespace over a range of host uids, with idmapped
-            // layers and an upper folder: nothing gVisor's file server can be given.
+            // Build and root mode's root is a user namespace over a range of host uids, with
+            // idmapped layers and an upper layer: nothing gVisor's file server can be given.
             return Err(SandboxError::Unsupported(
-                "image builds under the gVisor runtime (build natively; run the image under gVisor)",
+                if image.is_some_and(|i| i.is_build()) {
+                    "image builds under the gVisor runtime (build natively; run the image under gVisor)"
+                } else {
+                    "root mode under the gVisor runtime (a grader that runs as root runs natively)"
+                },
             ));
         }
         // Fail closed before anything is made: a gVisor run never falls back to the host kernel.

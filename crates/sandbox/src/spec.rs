@@ -136,12 +136,26 @@ pub struct ImageRoot {
     /// `trusted.overlay.opaque=y` — the format unpacked layers have. Mount points the image lacks
     /// (e.g. `/proc`, `/home/sandbox`, `/etc/resolv.conf`) never land here.
     pub upper: Option<PathBuf>,
+    /// Root mode, for graders that expect to be their container's root (PrairieLearn's and
+    /// Gradescope's run their graders as root): as in build mode the programs run as root of a
+    /// user namespace of their own over a writable image, but what they change lands in a tmpfs
+    /// of the run's disk size (its pages count in the sandbox's memory) that goes with the
+    /// sandbox, which is never reused, and the network is on only when asked. The root of that
+    /// namespace has no privilege over the host, the sandbox's mounts or its network. Implied by
+    /// `upper` (build mode is root already).
+    pub as_root: bool,
 }
 
 impl ImageRoot {
     /// Build mode (a writable upper folder): see [`ImageRoot::upper`].
     pub fn is_build(&self) -> bool {
         self.upper.is_some()
+    }
+
+    /// Whether programs run as root of their own user namespace: build mode or
+    /// [`ImageRoot::as_root`].
+    pub fn runs_as_root(&self) -> bool {
+        self.upper.is_some() || self.as_root
     }
 }
 
@@ -286,13 +300,13 @@ impl RunSpec {
     /// `PATH` replaces the default one; it never changes `HOME`, `PWD`, `USER`, `LOGNAME` or
     /// `TMPDIR`, which describe the sandbox), then the spec's own variables.
     pub fn environment(&self) -> Vec<(String, String)> {
-        let build = matches!(&self.root, Root::Image(img) if img.is_build());
         let (home, user, pwd) = match &self.root {
-            Root::Image(img) if build => (
+            Root::Image(img) if img.is_build() => (
                 "/root",
                 "root",
                 img.working_dir.clone().unwrap_or_else(|| "/".into()),
             ),
+            Root::Image(img) if img.as_root => ("/root", "root", WORKDIR.to_string()),
             _ => (WORKDIR, "sandbox", WORKDIR.to_string()),
         };
         let mut env: Vec<(String, String)> = [
@@ -573,6 +587,7 @@ mod tests {
             ],
             working_dir: Some("/app".into()),
             upper: None,
+            as_root: false,
         };
         let mut s = RunSpec::new(vec!["true".into()]);
         s.env.push(kv("LANG", "C"));
@@ -596,12 +611,21 @@ mod tests {
         // Build mode: root's HOME, the image's working folder.
         s.root = Root::Image(ImageRoot {
             upper: Some("/x/upper".into()),
-            ..img
+            ..img.clone()
         });
         let env = s.environment();
         assert_eq!(get(&env, "HOME"), "/root");
         assert_eq!(get(&env, "USER"), "root");
         assert_eq!(get(&env, "PWD"), "/app");
+        // Root mode: root's HOME, the working directory as for any run.
+        s.root = Root::Image(ImageRoot {
+            as_root: true,
+            ..img
+        });
+        let env = s.environment();
+        assert_eq!(get(&env, "HOME"), "/root");
+        assert_eq!(get(&env, "USER"), "root");
+        assert_eq!(get(&env, "PWD"), WORKDIR);
     }
 
     #[test]

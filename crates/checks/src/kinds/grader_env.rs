@@ -112,6 +112,7 @@ pub fn prepare(
         env: base.env.clone(),
         working_dir: base.working_dir.clone(),
         upper: None,
+        as_root: false,
     };
     if done.join("layer").is_dir() {
         tracing::debug!(%key, "gradescope environment cached");

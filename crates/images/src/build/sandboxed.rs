@@ -94,6 +94,7 @@ impl StepRunner for SandboxRunner {
                 .collect(),
             working_dir: req.working_dir,
             upper: Some(upper.clone()),
+            as_root: false,
         });
         let outcome = run_fresh(&self.host, &spec, &mut Forward(output));
         let verdict = match outcome.status {

@@ -55,6 +55,8 @@ pub enum SetupError {
     BuildFsIds(Errno),
     #[error("opening the image layer {path}: {errno}")]
     ImageLayer { path: String, errno: Errno },
+    #[error("mounting root mode's writable layer (a tmpfs): {0}")]
+    ScratchUpper(Errno),
     #[error("writing the image root's skeleton ({path}): {source}")]
     Skeleton {
         path: String,

@@ -43,6 +43,8 @@ pub(crate) struct OpenedLayers {
     upper: Option<(OwnedFd, String)>,
     /// Build mode: the ids the user namespace maps.
     build_ids: Option<u32>,
+    /// Root mode: the upper layer is a tmpfs PID 1 mounts (see [`scratch_upper`]).
+    scratch_upper: bool,
 }
 
 /// The overlayfs `workdir` that goes with an upper folder: its sibling `NAME.work`.
@@ -58,7 +60,12 @@ pub(crate) fn open_layers(
     setup: &Setup,
     userns: Option<&OwnedFd>,
 ) -> Result<Option<OpenedLayers>, SetupError> {
-    let SetupRoot::Image { layers, upper } = &setup.root else {
+    let SetupRoot::Image {
+        layers,
+        upper,
+        scratch_upper,
+    } = &setup.root
+    else {
         return Ok(None);
     };
     let mut opened = Vec::with_capacity(layers.len());
@@ -90,10 +97,14 @@ pub(crate) fn open_layers(
         (Some(_), None) => return Err(SetupError::BuildUserns(Errno::EINVAL)),
         (None, _) => None,
     };
+    if *scratch_upper && userns.is_none() {
+        return Err(SetupError::BuildUserns(Errno::EINVAL));
+    }
     Ok(Some(OpenedLayers {
         layers: opened,
         upper,
         build_ids: setup.build_ids,
+        scratch_upper: *scratch_upper,
     }))
 }
 
@@ -230,15 +241,21 @@ pub(crate) fn mount_root(
     opened: &OpenedLayers,
     dir_sources: &[bool],
 ) -> Result<PathBuf, SetupError> {
-    let build = opened.upper.is_some();
+    let build = opened.upper.is_some() || opened.scratch_upper;
     let skel = staging.join("skel");
     write_skeleton(setup, &skel, build, dir_sources)?;
     let root = staging.join("root");
     fs::create_dir_all(&root).map_err(skel_err(&root))?;
     let fd_path = |fd: &OwnedFd| format!("/proc/self/fd/{}", fd.as_raw_fd());
     let layers: Vec<String> = opened.layers.iter().map(fd_path).collect();
-    let upper = opened.upper.as_ref().map(|(parent, name)| {
-        let dir = PathBuf::from(fd_path(parent)).join(name);
+    let upper_dir = match (&opened.upper, opened.build_ids) {
+        (Some((parent, name)), _) => Some(PathBuf::from(fd_path(parent)).join(name)),
+        (None, Some(base)) if opened.scratch_upper => {
+            Some(scratch_upper(&staging.join("upper"), setup, base)?)
+        }
+        _ => None,
+    };
+    let upper = upper_dir.map(|dir| {
         (
             dir.display().to_string(),
             overlay_workdir(&dir).display().to_string(),
@@ -254,6 +271,35 @@ pub(crate) fn mount_root(
     };
     mount_overlay(&mut Kernel::for_init(), &plan)?;
     Ok(root)
+}
+
+/// Root mode's upper layer: a tmpfs of the sandbox's disk size at `at` (on the staging tmpfs,
+/// which only this mount namespace sees), holding the upper folder and its overlayfs work
+/// folder, both owned by the namespace's root (`base`). Not idmapped: what the programs write
+/// is stored with their host ids (the range's), and it goes with the sandbox. Its pages are
+/// charged to the writer's memory cgroup, the sandbox's, like the other scratch mounts.
+fn scratch_upper(at: &Path, setup: &Setup, base: u32) -> Result<PathBuf, SetupError> {
+    fs::create_dir_all(at).map_err(skel_err(at))?;
+    nix::mount::mount(
+        Some("tmpfs"),
+        at,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(
+            format!(
+                "size={},nr_inodes={},mode=0755",
+                setup.disk_bytes, setup.inodes
+            )
+            .as_str(),
+        ),
+    )
+    .map_err(SetupError::ScratchUpper)?;
+    let upper = at.join("up");
+    for dir in [upper.clone(), overlay_workdir(&upper)] {
+        fs::create_dir(&dir).map_err(skel_err(&dir))?;
+        std::os::unix::fs::lchown(&dir, Some(base), Some(base)).map_err(skel_err(&dir))?;
+    }
+    Ok(upper)
 }
 
 /// The one overlayfs mount of an image root.
