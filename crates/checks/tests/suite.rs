@@ -354,3 +354,50 @@ fn a_gradescope_setup_replaces_the_autograders_setup_sh() {
         .to_string();
     assert!(e.contains("missing.sh"), "{e}");
 }
+
+/// `root:` of the grader kinds: kept as written (the default is decided where the grader runs),
+/// and `root: true` without an image is refused when the suite loads.
+#[test]
+fn a_grader_runs_as_root_only_in_its_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let ag = dir.path().join("autograder");
+    std::fs::create_dir(&ag).unwrap();
+    std::fs::write(ag.join("run_autograder"), "#!/bin/sh\n").unwrap();
+    std::fs::create_dir(dir.path().join("tests")).unwrap();
+    let load = |check: &str| {
+        let p = dir.path().join("suite.yaml");
+        std::fs::write(&p, format!("name: x\nchecks:\n  - id: a\n    {check}\n")).unwrap();
+        Suite::load(&p)
+    };
+    let root_of = |s: &Suite| match &s.checks[0].kind {
+        CheckKind::Gradescope(g) => g.root,
+        CheckKind::PrairieLearn(p) => p.root,
+        _ => panic!("not a grader"),
+    };
+    let pl = "prairielearn: {tests: tests, entrypoint: ./run";
+    let gs = "gradescope: {autograder: autograder";
+    for (check, root) in [
+        (format!("{pl}, image: g}}"), None),
+        (format!("{pl}, image: g, root: true}}"), Some(true)),
+        (format!("{pl}, root: false}}"), Some(false)),
+        (format!("{gs}, base: b, root: true}}"), Some(true)),
+        (format!("{gs}}}"), None),
+    ] {
+        assert_eq!(root_of(&load(&check).unwrap()), root, "{check}");
+    }
+    let e = load(&format!("{pl}, root: true}}"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("prairielearn.root") && e.contains("image"),
+        "{e}"
+    );
+    let e = load(&format!("{gs}, root: true}}"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("gradescope.root") && e.contains("base"), "{e}");
+    let e = load(&format!("{pl}, root: yes please}}"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("root"), "{e}");
+}

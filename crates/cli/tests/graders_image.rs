@@ -484,3 +484,79 @@ fn prairielearn_grader_in_its_image() {
         );
     }
 }
+
+/// A grader that needs root, as PrairieLearn's own grader images do (examples/prairielearn-root:
+/// its run.sh makes /grade/run, moves the student's files into it, makes its user `ag` and runs
+/// the tests as `ag` with `su`, then moves the results from a secret name): in its image it runs
+/// as root of the sandbox by default (root mode), and its own privilege separation holds — the
+/// submission that tries to forge the results as `ag` gets its real score. With `root: false`
+/// the same grader cannot make its folder and hands in its "could not be processed" result.
+#[test]
+fn prairielearn_grader_that_needs_root_runs_as_root_in_its_image() {
+    let t = tempfile::tempdir().unwrap();
+    copy(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/prairielearn-root"),
+        t.path(),
+    );
+    let original = std::fs::read_to_string(t.path().join("suite.yaml")).unwrap();
+    let with_image = original.replace(
+        "      # image: my-course/grader-python",
+        &format!("      image: {}", common::image::NAME),
+    );
+    assert_ne!(with_image, original);
+    std::fs::write(t.path().join("suite.yaml"), &with_image).unwrap();
+    let grade = |case: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(["check", "--json", "--staff", "--data"])
+            .arg(common::image::data_dir())
+            .arg(t.path().join("suite.yaml"))
+            .arg(submission("prairielearn-root", case))
+            .output()
+            .unwrap();
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), json)
+    };
+    for (case, exit, score) in [
+        ("correct", 0, 4.0),
+        ("wrong", 1, 1.0),
+        ("forges_results", 1, 0.0),
+    ] {
+        let (code, json) = grade(case);
+        assert_eq!(
+            (code, json["score"].as_f64()),
+            (Some(exit), Some(score)),
+            "{case}: {json:#}"
+        );
+        let output = json["results"]["fib/output"]["script"][0]["actual"]["value"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            output.contains("[run] starting autograder as root")
+                && output.contains("[grade.py] running as uid 1000")
+                && output.contains("[run] autograder completed"),
+            "{case}: {output}"
+        );
+    }
+
+    // As the sandbox's user (root: false) the grader cannot make /grade/run: it ends without
+    // results, which is an error of the check (exit 125), never a score.
+    std::fs::write(
+        t.path().join("suite.yaml"),
+        with_image.replace(
+            "      tests: tests",
+            "      tests: tests\n      root: false",
+        ),
+    )
+    .unwrap();
+    let (code, json) = grade("correct");
+    assert_eq!(
+        (code, json["score"].as_f64()),
+        (Some(125), Some(0.0)),
+        "{json:#}"
+    );
+    let output = json["results"]["fib/output"]["script"][0]["actual"]["value"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(output.contains("/grade/run"), "{output}");
+}

@@ -39,37 +39,57 @@ pub enum GraderRun {
 }
 
 /// Runs `command` (a shell command, from the contract's root folder) in `root` (the host's
-/// system folders or an image), in a sandbox whose working
-/// directory is a copy of `staged` and whose `layout.root` links into it; reads
-/// `results` (relative to the working directory), at most `max_results` bytes.
+/// system folders or an image), in a sandbox whose working directory is a copy of `staged`;
+/// reads `results` (relative to the working directory), at most `max_results` bytes.
+///
+/// As the sandbox's user, `layout.root` is a read-only folder of links into the working
+/// directory. `as_root` (an image only): the grader is root of the sandbox over a writable copy
+/// of its image (root mode), and `layout.root` is a link to the working directory itself, made
+/// by the grader's shell before the command — whatever the image had there is hidden, as the
+/// platforms' mounts hide it — so the grader may make folders in it too (PrairieLearn's
+/// `run.sh` makes `/grade/run`).
 pub fn run_grader(
     cx: &CheckContext<'_>,
     root: Root,
+    as_root: bool,
     layout: &Layout,
     staged: &Path,
     command: &str,
     results: &str,
     max_results: usize,
 ) -> GraderRun {
-    let links: Vec<(&str, String)> = layout
-        .names
-        .iter()
-        .map(|n| (*n, format!("{}/{n}", corral_sandbox::WORKDIR)))
-        .collect();
-    let links: Vec<(&str, &str)> = links.iter().map(|(n, t)| (*n, t.as_str())).collect();
-    let folder = match layout_folder(&links) {
-        Ok(f) => f,
-        Err(e) => return GraderRun::Error(format!("preparing {}: {e}", layout.root)),
+    let (root, folder, prefix) = match root {
+        Root::Image(mut img) if as_root => {
+            img.as_root = true;
+            let prefix = format!(
+                "rm -rf {r} && ln -s {w} {r} && ",
+                r = layout.root,
+                w = corral_sandbox::WORKDIR
+            );
+            (Root::Image(img), None, prefix)
+        }
+        Root::Host if as_root => {
+            return GraderRun::Error("a grader runs as root only in an image".into())
+        }
+        root => {
+            let links: Vec<(&str, String)> = layout
+                .names
+                .iter()
+                .map(|n| (*n, format!("{}/{n}", corral_sandbox::WORKDIR)))
+                .collect();
+            let links: Vec<(&str, &str)> = links.iter().map(|(n, t)| (*n, t.as_str())).collect();
+            match layout_folder(&links) {
+                Ok(f) => (root, Some(f), String::new()),
+                Err(e) => return GraderRun::Error(format!("preparing {}: {e}", layout.root)),
+            }
+        }
     };
-    let mut lease = match cx.lease_with(
-        Some(Mount {
-            src: folder.path().to_path_buf(),
-            dst: PathBuf::from(layout.root),
-            writable: false,
-        }),
-        staged,
-        root,
-    ) {
+    let mount = folder.as_ref().map(|f| Mount {
+        src: f.path().to_path_buf(),
+        dst: PathBuf::from(layout.root),
+        writable: false,
+    });
+    let mut lease = match cx.lease_with(mount, staged, root) {
         Ok(l) => l,
         Err(e) => return GraderRun::Error(e),
     };
@@ -77,7 +97,7 @@ pub fn run_grader(
     let mut spec = RunSpec::new(vec![
         "/bin/sh".into(),
         "-c".into(),
-        format!("cd {} && {command}", layout.root),
+        format!("{prefix}cd {} && {command}", layout.root),
     ]);
     spec.limits = cx.settings.limits.clone();
     spec.env = cx.settings.env.clone();

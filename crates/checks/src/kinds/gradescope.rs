@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use corral_sandbox::Root;
+use corral_sandbox::{Root, Runtime};
 
 use crate::contracts::gradescope::{self as contract, Assignment, Visibility, MAX_RESULTS_BYTES};
 use crate::kinds::grader_env;
@@ -24,6 +24,7 @@ use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry};
 use crate::shared::rows::row;
 use crate::shared::stage;
+use crate::suite::graders::runs_as_root;
 use crate::suite::GradescopeCheck;
 
 /// `/autograder` and what Gradescope's harness puts in it, plus what graders are known to create
@@ -187,9 +188,26 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
             format!("could not be checked: {why}"),
         );
     }
+    let as_root = match runs_as_root(
+        "gradescope.root",
+        gc.root,
+        gc.base.is_some(),
+        cx.settings.runtime == Runtime::Gvisor,
+        cx.pool.host().rootless(),
+    ) {
+        Ok(r) => r,
+        Err(why) => {
+            return fail(
+                parent,
+                Some(why.clone()),
+                format!("could not be checked: {why}"),
+            )
+        }
+    };
     let run = run_grader(
         cx,
         root,
+        as_root,
         &LAYOUT,
         tmp.path(),
         "exec /autograder/run_autograder",

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use corral_sandbox::Root;
+use corral_sandbox::{Root, Runtime};
 
 use crate::contracts::prairielearn::{self as contract, Mapped, MAX_RESULTS_BYTES};
 use crate::kinds::grader_run::{ended, output_row, run_grader, GraderRun, Layout};
@@ -22,6 +22,7 @@ use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry};
 use crate::shared::rows::row;
 use crate::shared::stage;
+use crate::suite::graders::runs_as_root;
 use crate::suite::PrairieLearnCheck;
 
 /// `/grade` and what PrairieLearn puts in it.
@@ -117,9 +118,20 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
     if let Err(e) = stage_layout(cx, pc, tmp.path()) {
         return errored(parent, format!("preparing /grade: {e}"));
     }
+    let as_root = match runs_as_root(
+        "prairielearn.root",
+        pc.root,
+        pc.image.is_some(),
+        cx.settings.runtime == Runtime::Gvisor,
+        cx.pool.host().rootless(),
+    ) {
+        Ok(r) => r,
+        Err(why) => return errored(parent, why),
+    };
     let run = run_grader(
         cx,
         root,
+        as_root,
         &LAYOUT,
         tmp.path(),
         &pc.entrypoint,

@@ -8,6 +8,7 @@
 //!     autograder: autograder.zip      # a Gradescope autograder: a zip or a folder
 //!     base: debian:bookworm           # optional: the image its setup.sh runs on, once
 //!     setup: setup-pypi.sh            # optional: used instead of the autograder's setup.sh
+//!     root: false                     # optional: run_autograder as the sandbox's user, not root
 //! - id: fib
 //!   points: 5                         # PrairieLearn's score (0-1) times this (default 1)
 //!   prairielearn:
@@ -16,7 +17,12 @@
 //!     image: my-course/grader-python  # optional: the grader's image
 //!     server_files_course: serverFilesCourse   # optional: /grade/serverFilesCourse
 //!     params: {n: 10}                 # optional: data.json's params and correct_answers
+//!     root: false                     # optional: the entrypoint as the sandbox's user, not root
 //! ```
+//!
+//! `root` (default: yes with an image, natively): the grader runs as root of its sandbox's own
+//! user namespace over a writable, throwaway copy of its image, as both platforms run graders
+//! (see `ImageRoot::as_root`); without an image it runs as the sandbox's unprivileged user.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -35,6 +41,8 @@ pub(crate) struct RawGradescope {
     base: Option<String>,
     #[serde(default)]
     setup: Option<String>,
+    #[serde(default)]
+    root: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -50,6 +58,8 @@ pub(crate) struct RawPrairieLearn {
     params: Option<Value>,
     #[serde(default)]
     correct_answers: Option<Value>,
+    #[serde(default)]
+    root: Option<bool>,
 }
 
 /// A Gradescope autograder, read and checked when the suite is loaded.
@@ -65,6 +75,8 @@ pub struct GradescopeCheck {
     pub bundle: Arc<Bundle>,
     /// The assignment files it was read from (the zip, or every file of the folder).
     pub files: Vec<String>,
+    /// `root:` as written (the default is decided where it runs: see [`runs_as_root`]).
+    pub root: Option<bool>,
 }
 
 /// A PrairieLearn external grader.
@@ -82,6 +94,36 @@ pub struct PrairieLearnCheck {
     pub course_bundle: Option<Arc<Bundle>>,
     /// Every assignment file they were read from.
     pub files: Vec<String>,
+    /// `root:` as written (see [`runs_as_root`]).
+    pub root: Option<bool>,
+}
+
+/// Whether a grader runs as root of its sandbox: as written, else whenever it has an image and
+/// runs on the host's kernel with corral as root (root mode needs both; see
+/// `ImageRoot::as_root`). `Err` for `root: true` where it cannot be.
+pub fn runs_as_root(
+    key: &str,
+    written: Option<bool>,
+    has_image: bool,
+    gvisor: bool,
+    rootless: bool,
+) -> Result<bool, String> {
+    let possible = has_image && !gvisor && !rootless;
+    match written {
+        None => Ok(possible),
+        Some(false) => Ok(false),
+        Some(true) if possible => Ok(true),
+        Some(true) => Err(format!(
+            "{key}: a grader runs as root only in its image, natively, with corral running as root ({}); set `root: false` to run it as the sandbox's user",
+            if !has_image {
+                "it has no image"
+            } else if gvisor {
+                "this check runs under gVisor"
+            } else {
+                "corral runs rootless"
+            }
+        )),
+    }
 }
 
 /// The assignment paths of a bundle read from `rel`: the zip itself, or the folder's files.
@@ -149,6 +191,12 @@ impl GradescopeCheck {
             ));
         }
         image_name("gradescope.base", &raw.base)?;
+        if raw.root == Some(true) && raw.base.is_none() {
+            return Err(
+                "gradescope.root: run_autograder runs as root only on a `base` image: name one"
+                    .into(),
+            );
+        }
         let (bundle, files) = match &raw.setup {
             None => (bundle, files),
             Some(_) if raw.base.is_none() => return Err(
@@ -174,6 +222,7 @@ impl GradescopeCheck {
             total: points,
             bundle,
             files,
+            root: raw.root,
         })
     }
 }
@@ -210,6 +259,12 @@ impl PrairieLearnCheck {
             return Err("prairielearn.entrypoint: must not be empty".into());
         }
         image_name("prairielearn.image", &raw.image)?;
+        if raw.root == Some(true) && raw.image.is_none() {
+            return Err(
+                "prairielearn.root: the entrypoint runs as root only in the grader's `image`: name one"
+                    .into(),
+            );
+        }
         for (key, v) in [
             ("params", &raw.params),
             ("correct_answers", &raw.correct_answers),
@@ -233,6 +288,35 @@ impl PrairieLearnCheck {
             tests_bundle,
             course_bundle,
             files,
+            root: raw.root,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs_as_root;
+
+    #[test]
+    fn a_grader_is_root_by_default_wherever_root_mode_can_be() {
+        let k = "prairielearn.root";
+        // (written, has_image, gvisor, rootless) -> runs as root
+        assert_eq!(runs_as_root(k, None, true, false, false), Ok(true));
+        assert_eq!(runs_as_root(k, None, false, false, false), Ok(false));
+        assert_eq!(runs_as_root(k, None, true, true, false), Ok(false));
+        assert_eq!(runs_as_root(k, None, true, false, true), Ok(false));
+        assert_eq!(runs_as_root(k, Some(false), true, false, false), Ok(false));
+        assert_eq!(runs_as_root(k, Some(true), true, false, false), Ok(true));
+        for (image, gvisor, rootless, why) in [
+            (false, false, false, "no image"),
+            (true, true, false, "gVisor"),
+            (true, false, true, "rootless"),
+        ] {
+            let e = runs_as_root(k, Some(true), image, gvisor, rootless).unwrap_err();
+            assert!(
+                e.starts_with(k) && e.contains(why) && e.contains("root: false"),
+                "{e}"
+            );
+        }
     }
 }

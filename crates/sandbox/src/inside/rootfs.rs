@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
@@ -387,6 +387,12 @@ pub(crate) fn build(setup: &Setup, build_userns: Option<&OwnedFd>) -> Result<(),
     }
     let (owner_uid, owner_gid) = setup.fs_owner();
     mount_scratch(&root, owner_uid, owner_gid, setup.disk_bytes, setup.inodes)?;
+    if build {
+        // Build and root mode: the working directory is root's, and the users root makes may
+        // reach what it lets them (as in a container's volume), not only root.
+        fs::set_permissions(r(WORKDIR), fs::Permissions::from_mode(0o755))
+            .map_err(ioerr(format!("opening {WORKDIR} to the namespace's users")))?;
+    }
 
     for (m, fd) in setup.mounts.iter().zip(&sources) {
         let src = PathBuf::from(format!(
@@ -520,7 +526,7 @@ pub(crate) fn synthetic_etc(
 /// runc does outside a user namespace: one `mknod` where a bind costs a mount. `Ok(false)` where
 /// the kernel does not allow it (in a user namespace): the caller binds the host's node instead.
 fn make_node(src: &Path, dst: &Path) -> Result<bool, SandboxError> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let meta = fs::metadata(src).map_err(ioerr(format!("device {}", src.display())))?;
     if !meta.file_type().is_char_device() {
         return Ok(false);
