@@ -26,6 +26,13 @@ pub struct Layout {
     pub names: &'static [&'static str],
 }
 
+/// What a grader runs on: `root` (the host's system folders or an image), and whether as root of
+/// it (see [`run_grader`]).
+pub struct GraderRoot {
+    pub root: Root,
+    pub as_root: bool,
+}
+
 /// How the grader's run ended.
 pub enum GraderRun {
     /// The grader ended on its own (whatever its exit code) and wrote this results file.
@@ -50,8 +57,7 @@ pub enum GraderRun {
 /// `run.sh` makes `/grade/run`).
 pub fn run_grader(
     cx: &CheckContext<'_>,
-    root: Root,
-    as_root: bool,
+    GraderRoot { root, as_root }: GraderRoot,
     layout: &Layout,
     staged: &Path,
     command: &str,

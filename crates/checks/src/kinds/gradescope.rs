@@ -19,7 +19,7 @@ use corral_sandbox::{Root, Runtime};
 
 use crate::contracts::gradescope::{self as contract, Assignment, Visibility, MAX_RESULTS_BYTES};
 use crate::kinds::grader_env;
-use crate::kinds::grader_run::{ended, output_row, run_grader, GraderRun, Layout};
+use crate::kinds::grader_run::{ended, output_row, run_grader, GraderRoot, GraderRun, Layout};
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry};
 use crate::shared::rows::row;
@@ -206,8 +206,7 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
     };
     let run = run_grader(
         cx,
-        root,
-        as_root,
+        GraderRoot { root, as_root },
         &LAYOUT,
         tmp.path(),
         "exec /autograder/run_autograder",

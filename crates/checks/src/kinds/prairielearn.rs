@@ -17,7 +17,7 @@ use std::time::Instant;
 use corral_sandbox::{Root, Runtime};
 
 use crate::contracts::prairielearn::{self as contract, Mapped, MAX_RESULTS_BYTES};
-use crate::kinds::grader_run::{ended, output_row, run_grader, GraderRun, Layout};
+use crate::kinds::grader_run::{ended, output_row, run_grader, GraderRoot, GraderRun, Layout};
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry};
 use crate::shared::rows::row;
@@ -130,8 +130,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
     };
     let run = run_grader(
         cx,
-        root,
-        as_root,
+        GraderRoot { root, as_root },
         &LAYOUT,
         tmp.path(),
         &pc.entrypoint,
