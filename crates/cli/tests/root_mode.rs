@@ -149,3 +149,49 @@ fn root_mode_sandboxes_are_never_reused() {
     );
     assert_eq!(o.stdout.text(), "new\n", "{}", o.to_json());
 }
+
+/// A grader's folder as a second path of the working directory (`SandboxConfig::workdir_alias`,
+/// how a grader's `/grade` is given in root mode): one folder under two names, where root may
+/// make folders, on an image root and on the host's; a path that cannot take it is refused.
+#[test]
+fn the_working_directory_can_have_a_second_path() {
+    let pool = Pool::new(host(), PoolConfig::default());
+    for root in [Root::Image(root_mode()), Root::Host] {
+        let mut s = RunSpec::new(vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            "cd /grade && mkdir run && echo hi > run/f && cat /home/sandbox/run/f && pwd -P && \
+             grep -c ' /grade ' /proc/self/mountinfo"
+                .into(),
+        ]);
+        s.root = root.clone();
+        let shape = SandboxConfig {
+            workdir_alias: Some("/grade".into()),
+            ..SandboxConfig::for_spec(&s)
+        };
+        let mut lease = pool.lease(&shape).unwrap();
+        let o = lease.sandbox().run(&s, &mut NoSink);
+        assert_eq!(o.status, Status::Ok, "{root:?}: {}", o.to_json());
+        assert_eq!(o.stdout.text(), "hi\n/grade\n1\n", "{}", o.to_json());
+    }
+    for bad in [
+        "/tmp/grade",
+        "/proc/x",
+        "/",
+        "grade",
+        "/home/sandbox/x",
+        "/a/../b",
+    ] {
+        let s = RunSpec::new(vec!["/bin/true".into()]);
+        let shape = SandboxConfig {
+            workdir_alias: Some(bad.into()),
+            ..SandboxConfig::for_spec(&s)
+        };
+        let e = pool.lease(&shape).err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("not a place for the working directory")),
+            "{bad}: {e:?}"
+        );
+    }
+}

@@ -231,6 +231,8 @@ impl Pool {
             || s.memory_peak_spent()
             // Its root keeps what the last programs changed in it (build and root mode).
             || matches!(&s.config().root, Root::Image(i) if i.runs_as_root())
+            // A reset may make the working directory anew, which its second path would not follow.
+            || s.config().workdir_alias.is_some()
             // A reset makes the scratch folders anew, and the binds in them are gone with the old
             // ones (PID 1 no longer sees the host to bind them again).
             || s.config().mounts.iter().any(|m| crate::inside::rootfs::on_scratch(&m.dst))

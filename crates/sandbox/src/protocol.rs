@@ -54,6 +54,10 @@ pub struct Setup {
     /// into it where the kernel allows (`inside::fork_into`), and PID 1 then joins nothing.
     #[serde(default)]
     pub fork_into_cgroup: bool,
+    /// A second path of the working directory (`SandboxConfig::workdir_alias`): PID 1 binds the
+    /// working directory's tmpfs there too.
+    #[serde(default)]
+    pub workdir_alias: Option<String>,
 }
 
 /// The root a sandbox's init builds.

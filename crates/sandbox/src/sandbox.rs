@@ -32,6 +32,10 @@ pub struct SandboxConfig {
     /// Size of the working directory, `/tmp` and `/dev/shm` (each).
     pub disk_bytes: u64,
     pub inodes: u64,
+    /// A second path where the working directory itself is mounted (e.g. `/grade` for a grader
+    /// that expects its files there and makes folders in it). Native runtime only; such a
+    /// sandbox is not reused.
+    pub workdir_alias: Option<std::path::PathBuf>,
     /// What `/` is; a pool keeps sandboxes per root.
     pub root: Root,
     /// Which kernel runs the programs; a pool never mixes them.
@@ -60,6 +64,7 @@ impl SandboxConfig {
             mounts,
             disk_bytes,
             inodes: (disk_bytes / 4096).clamp(256, 1 << 20),
+            workdir_alias: None,
             root: Root::Host,
             runtime: Runtime::Native,
         }
@@ -167,6 +172,14 @@ impl Sandbox {
                     "root mode under the gVisor runtime (a grader that runs as root runs natively)"
                 },
             ));
+        }
+        if let Some(alias) = &config.workdir_alias {
+            check_workdir_alias(alias, &config.mounts)?;
+            if config.runtime == Runtime::Gvisor {
+                return Err(SandboxError::Unsupported(
+                    "a second path for the working directory under the gVisor runtime",
+                ));
+            }
         }
         // Fail closed before anything is made: a gVisor run never falls back to the host kernel.
         let runsc = match config.runtime {
@@ -332,6 +345,10 @@ impl Sandbox {
             build_ids,
             gvisor: is_gvisor,
             fork_into_cgroup: fork_target.is_some(),
+            workdir_alias: config
+                .workdir_alias
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned()),
         };
         // Under gVisor, runsc joined the cgroup before it executed (init cannot reach the host's).
         let fds: Vec<_> = if is_gvisor {
@@ -730,6 +747,32 @@ impl Drop for Sandbox {
         }
         self.control.destroy_cgroup();
     }
+}
+
+/// A working directory's second path: where a mount could go, not under the scratch mounts and
+/// not where another mount goes.
+fn check_workdir_alias(alias: &Path, mounts: &[Mount]) -> Result<(), SandboxError> {
+    let bad = |why: &str| SandboxError::Path {
+        path: alias.to_path_buf(),
+        why: format!("not a place for the working directory: {why}"),
+    };
+    Mount {
+        src: "/".into(),
+        dst: alias.to_path_buf(),
+        writable: true,
+    }
+    .validate()
+    .map_err(|e| bad(&e.to_string()))?;
+    if crate::inside::rootfs::on_scratch(alias) {
+        return Err(bad("it is under /tmp, /dev/shm or the working directory"));
+    }
+    if mounts
+        .iter()
+        .any(|m| m.dst.starts_with(alias) || alias.starts_with(&m.dst))
+    {
+        return Err(bad("a mount goes there"));
+    }
+    Ok(())
 }
 
 /// Build mode: the upper folder must be an absolute folder; its overlayfs `workdir` (the sibling

@@ -14,6 +14,8 @@ sys.path.insert(0, "/grade/serverFilesCourse")
 from pl_helpers import clip  # noqa: E402  (the course's shared helpers)
 
 RESULTS = "/grade/results/results.json"
+# PrairieLearn does not make /grade/results: the grader does.
+os.makedirs("/grade/results", exist_ok=True)
 data = json.load(open("/grade/data/data.json"))
 n_max = data["params"]["n_max"]
 

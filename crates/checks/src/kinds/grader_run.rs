@@ -51,10 +51,9 @@ pub enum GraderRun {
 ///
 /// As the sandbox's user, `layout.root` is a read-only folder of links into the working
 /// directory. `as_root` (an image only): the grader is root of the sandbox over a writable copy
-/// of its image (root mode), and `layout.root` is a link to the working directory itself, made
-/// by the grader's shell before the command — whatever the image had there is hidden, as the
-/// platforms' mounts hide it — so the grader may make folders in it too (PrairieLearn's
-/// `run.sh` makes `/grade/run`).
+/// of its image (root mode), and `layout.root` is the working directory itself, mounted there
+/// too (hiding whatever the image has there, as the platforms' mounts do), so the grader may
+/// make folders in it (PrairieLearn's own `run.sh` makes `/grade/run`).
 pub fn run_grader(
     cx: &CheckContext<'_>,
     GraderRoot { root, as_root }: GraderRoot,
@@ -64,15 +63,10 @@ pub fn run_grader(
     results: &str,
     max_results: usize,
 ) -> GraderRun {
-    let (root, folder, prefix) = match root {
+    let (root, folder, alias) = match root {
         Root::Image(mut img) if as_root => {
             img.as_root = true;
-            let prefix = format!(
-                "rm -rf {r} && ln -s {w} {r} && ",
-                r = layout.root,
-                w = corral_sandbox::WORKDIR
-            );
-            (Root::Image(img), None, prefix)
+            (Root::Image(img), None, Some(PathBuf::from(layout.root)))
         }
         Root::Host if as_root => {
             return GraderRun::Error("a grader runs as root only in an image".into())
@@ -85,7 +79,7 @@ pub fn run_grader(
                 .collect();
             let links: Vec<(&str, &str)> = links.iter().map(|(n, t)| (*n, t.as_str())).collect();
             match layout_folder(&links) {
-                Ok(f) => (root, Some(f), String::new()),
+                Ok(f) => (root, Some(f), None),
                 Err(e) => return GraderRun::Error(format!("preparing {}: {e}", layout.root)),
             }
         }
@@ -95,7 +89,7 @@ pub fn run_grader(
         dst: PathBuf::from(layout.root),
         writable: false,
     });
-    let mut lease = match cx.lease_with(mount, staged, root) {
+    let mut lease = match cx.lease_with(mount, staged, root, alias) {
         Ok(l) => l,
         Err(e) => return GraderRun::Error(e),
     };
@@ -103,7 +97,7 @@ pub fn run_grader(
     let mut spec = RunSpec::new(vec![
         "/bin/sh".into(),
         "-c".into(),
-        format!("{prefix}cd {} && {command}", layout.root),
+        format!("cd {} && {command}", layout.root),
     ]);
     spec.limits = cx.settings.limits.clone();
     spec.env = cx.settings.env.clone();

@@ -62,7 +62,15 @@ fn student_files(dir: &Path) -> std::io::Result<Vec<(String, Vec<u8>)>> {
     Ok(out)
 }
 
-fn stage_layout(cx: &CheckContext<'_>, pc: &PrairieLearnCheck, dir: &Path) -> std::io::Result<()> {
+/// `/grade`'s contents in `dir`. As root the grader makes `/grade/results` itself, as
+/// PrairieLearn documents ("not automatically created"); as the sandbox's user, `/grade` is
+/// read-only, so corral makes it.
+fn stage_layout(
+    cx: &CheckContext<'_>,
+    pc: &PrairieLearnCheck,
+    dir: &Path,
+    as_root: bool,
+) -> std::io::Result<()> {
     stage::copy_tree(cx.stage, &dir.join("student"))?;
     let tests = dir.join("tests");
     std::fs::create_dir_all(&tests)?;
@@ -72,7 +80,9 @@ fn stage_layout(cx: &CheckContext<'_>, pc: &PrairieLearnCheck, dir: &Path) -> st
     if let Some(b) = &pc.course_bundle {
         b.write_to(&course)?;
     }
-    std::fs::create_dir_all(dir.join("results"))?;
+    if !as_root {
+        std::fs::create_dir_all(dir.join("results"))?;
+    }
     std::fs::create_dir_all(dir.join("data"))?;
     let data = contract::data_json(&pc.params, &pc.correct_answers, &student_files(cx.stage)?);
     std::fs::write(
@@ -108,16 +118,6 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
             }
         }
     };
-    let tmp = match tempfile::Builder::new()
-        .prefix("corral-prairielearn-")
-        .tempdir()
-    {
-        Ok(t) => t,
-        Err(e) => return errored(parent, format!("creating a temporary folder: {e}")),
-    };
-    if let Err(e) = stage_layout(cx, pc, tmp.path()) {
-        return errored(parent, format!("preparing /grade: {e}"));
-    }
     let as_root = match runs_as_root(
         "prairielearn.root",
         pc.root,
@@ -128,6 +128,16 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
         Ok(r) => r,
         Err(why) => return errored(parent, why),
     };
+    let tmp = match tempfile::Builder::new()
+        .prefix("corral-prairielearn-")
+        .tempdir()
+    {
+        Ok(t) => t,
+        Err(e) => return errored(parent, format!("creating a temporary folder: {e}")),
+    };
+    if let Err(e) = stage_layout(cx, pc, tmp.path(), as_root) {
+        return errored(parent, format!("preparing /grade: {e}"));
+    }
     let run = run_grader(
         cx,
         GraderRoot { root, as_root },

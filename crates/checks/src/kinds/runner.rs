@@ -49,22 +49,25 @@ impl CheckContext<'_> {
     /// language's mounts plus `extra` (read-only assignment files), the check's disk limit, its working directory a copy of the stage.
     /// Errors are the row's message.
     pub fn lease(&self, extra: Option<Mount>) -> Result<Lease, String> {
-        self.lease_with(extra, self.stage, self.settings.root.clone())
+        self.lease_with(extra, self.stage, self.settings.root.clone(), None)
     }
 
     /// [`CheckContext::lease`] with the working directory a copy of `dir` instead of the stage
-    /// (a kind that lays the stage out its own way), in `root`.
+    /// (a kind that lays the stage out its own way), in `root`, and also at `workdir_alias`
+    /// when given (see `SandboxConfig::workdir_alias`).
     pub fn lease_with(
         &self,
         extra: Option<Mount>,
         dir: &Path,
         root: Root,
+        workdir_alias: Option<PathBuf>,
     ) -> Result<Lease, String> {
         let mut mounts = self.settings.mounts.clone();
         mounts.extend(extra);
         let shape = SandboxConfig {
             root,
             runtime: self.settings.runtime,
+            workdir_alias,
             ..SandboxConfig::offline(mounts, self.settings.limits.disk.bytes())
         };
         let mut lease = self

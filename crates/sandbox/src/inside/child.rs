@@ -292,6 +292,7 @@ mod tests {
             build_ids: None,
             gvisor: false,
             fork_into_cgroup: false,
+            workdir_alias: None,
         }
     }
 

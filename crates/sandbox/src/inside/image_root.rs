@@ -156,6 +156,9 @@ fn write_skeleton(
             .iter()
             .any(|s| p.starts_with(s))
     };
+    if let Some(alias) = &setup.workdir_alias {
+        dir(&at(alias))?;
+    }
     for (m, &is_dir) in setup.mounts.iter().zip(dir_sources) {
         if on_scratch(&m.dst) {
             continue;

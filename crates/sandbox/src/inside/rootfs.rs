@@ -393,6 +393,15 @@ pub(crate) fn build(setup: &Setup, build_userns: Option<&OwnedFd>) -> Result<(),
         fs::set_permissions(r(WORKDIR), fs::Permissions::from_mode(0o755))
             .map_err(ioerr(format!("opening {WORKDIR} to the namespace's users")))?;
     }
+    if let Some(alias) = &setup.workdir_alias {
+        // The same tmpfs at its second path: one folder, two names (a reset never runs here:
+        // the pool does not reuse such a sandbox).
+        bind(
+            &r(WORKDIR),
+            &target(alias)?,
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        )?;
+    }
 
     for (m, fd) in setup.mounts.iter().zip(&sources) {
         let src = PathBuf::from(format!(
