@@ -98,6 +98,21 @@ fn root_mode_cannot_reach_past_its_namespace() {
     let out = o.stdout.text();
     assert!(!out.contains("ESCAPED"), "{out}");
     assert_eq!(out, "done\n", "{}", o.to_json());
+
+    // Root of the namespace signals every process it may: the sandbox's own init and the
+    // thread that starts programs are not among them, so the sandbox still runs the next one.
+    let pool = Pool::new(host(), PoolConfig::default());
+    let s = spec("kill -9 -1; kill -KILL 1 2>/dev/null; kill -STOP 1 2>/dev/null; echo survived");
+    let mut lease = pool.lease(&SandboxConfig::for_spec(&s)).unwrap();
+    let o = lease.sandbox().run(&s, &mut NoSink);
+    assert_eq!(o.stdout.text(), "survived\n", "{}", o.to_json());
+    let o = lease.sandbox().run(&spec("echo alive"), &mut NoSink);
+    assert_eq!(
+        (o.status, o.stdout.text()),
+        (Status::Ok, "alive\n".to_string()),
+        "{}",
+        o.to_json()
+    );
 }
 
 /// What root writes over the image lands in a tmpfs of the run's disk size: filling it ends in

@@ -167,14 +167,15 @@ pub fn probe() -> Report {
     Report { checks }
 }
 
-/// Build mode (`corral env build`) stacks idmapped layers under overlayfs: Linux 5.19+.
+/// Build mode (`corral env build`) and root mode (graders run as root in their image) stack
+/// idmapped layers under overlayfs: Linux 5.19+.
 fn idmapped_mounts_status() -> Result<String, String> {
     let (major, minor) = kernel_version();
     if (major, minor) >= (5, 19) {
-        Ok("available (image builds: root in a user namespace over idmapped layers)".into())
+        Ok("available (image builds and graders run as root: root in a user namespace over idmapped layers)".into())
     } else {
         Err(format!(
-            "Linux {major}.{minor} has no idmapped overlayfs layers (5.19+): image builds (corral env build) fail; runs work"
+            "Linux {major}.{minor} has no idmapped overlayfs layers (5.19+): image builds (corral env build) and graders as root in their image fail (set `root: false`); runs work"
         ))
     }
 }
@@ -324,7 +325,7 @@ fn clone3_status() -> Result<String, String> {
 }
 
 /// The running kernel's (major, minor), (0, 0) when unknown.
-fn kernel_version() -> (u32, u32) {
+pub(crate) fn kernel_version() -> (u32, u32) {
     let release = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
         .unwrap_or_default();

@@ -175,6 +175,18 @@ impl Host {
         self.rootless
     }
 
+    /// Whether build and root mode (programs root of their own user namespace over an image's
+    /// idmapped layers, see `ImageRoot::as_root`) can work here, and if not, why.
+    pub fn root_mode(&self) -> Result<(), &'static str> {
+        if self.rootless {
+            Err("corral runs rootless")
+        } else if crate::doctor::kernel_version() < (5, 19) {
+            Err("this kernel has no idmapped overlayfs layers (Linux 5.19+)")
+        } else {
+            Ok(())
+        }
+    }
+
     pub fn cgroup_version(&self) -> corral_cgroups::Version {
         self.cgroups.version()
     }

@@ -193,7 +193,7 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
         gc.root,
         gc.base.is_some(),
         cx.settings.runtime == Runtime::Gvisor,
-        cx.pool.host().rootless(),
+        cx.pool.host().root_mode(),
     ) {
         Ok(r) => r,
         Err(why) => {

@@ -123,7 +123,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
         pc.root,
         pc.image.is_some(),
         cx.settings.runtime == Runtime::Gvisor,
-        cx.pool.host().rootless(),
+        cx.pool.host().root_mode(),
     ) {
         Ok(r) => r,
         Err(why) => return errored(parent, why),

@@ -98,30 +98,29 @@ pub struct PrairieLearnCheck {
     pub root: Option<bool>,
 }
 
-/// Whether a grader runs as root of its sandbox: as written, else whenever it has an image and
-/// runs on the host's kernel with corral as root (root mode needs both; see
-/// `ImageRoot::as_root`). `Err` for `root: true` where it cannot be.
+/// Whether a grader runs as root of its sandbox: as written, else whenever it has an image, runs
+/// on the host's kernel, and root mode can work on this host (`root_mode`: corral runs as root
+/// on Linux 5.19+; see `ImageRoot::as_root`). `Err` for `root: true` where it cannot be.
 pub fn runs_as_root(
     key: &str,
     written: Option<bool>,
     has_image: bool,
     gvisor: bool,
-    rootless: bool,
+    root_mode: Result<(), &str>,
 ) -> Result<bool, String> {
-    let possible = has_image && !gvisor && !rootless;
-    match written {
-        None => Ok(possible),
-        Some(false) => Ok(false),
-        Some(true) if possible => Ok(true),
-        Some(true) => Err(format!(
-            "{key}: a grader runs as root only in its image, natively, with corral running as root ({}); set `root: false` to run it as the sandbox's user",
-            if !has_image {
-                "it has no image"
-            } else if gvisor {
-                "this check runs under gVisor"
-            } else {
-                "corral runs rootless"
-            }
+    let why_not = if !has_image {
+        Some("it has no image")
+    } else if gvisor {
+        Some("this check runs under gVisor")
+    } else {
+        root_mode.err()
+    };
+    match (written, why_not) {
+        (None, why_not) => Ok(why_not.is_none()),
+        (Some(false), _) => Ok(false),
+        (Some(true), None) => Ok(true),
+        (Some(true), Some(why)) => Err(format!(
+            "{key}: a grader runs as root only in its image, natively, with corral running as root on Linux 5.19+ ({why}); set `root: false` to run it as the sandbox's user"
         )),
     }
 }
@@ -300,19 +299,21 @@ mod tests {
     #[test]
     fn a_grader_is_root_by_default_wherever_root_mode_can_be() {
         let k = "prairielearn.root";
-        // (written, has_image, gvisor, rootless) -> runs as root
-        assert_eq!(runs_as_root(k, None, true, false, false), Ok(true));
-        assert_eq!(runs_as_root(k, None, false, false, false), Ok(false));
-        assert_eq!(runs_as_root(k, None, true, true, false), Ok(false));
-        assert_eq!(runs_as_root(k, None, true, false, true), Ok(false));
-        assert_eq!(runs_as_root(k, Some(false), true, false, false), Ok(false));
-        assert_eq!(runs_as_root(k, Some(true), true, false, false), Ok(true));
-        for (image, gvisor, rootless, why) in [
-            (false, false, false, "no image"),
-            (true, true, false, "gVisor"),
-            (true, false, true, "rootless"),
+        let ok = Ok(());
+        let rootless = Err("corral runs rootless");
+        // (written, has_image, gvisor, root mode here) -> runs as root
+        assert_eq!(runs_as_root(k, None, true, false, ok), Ok(true));
+        assert_eq!(runs_as_root(k, None, false, false, ok), Ok(false));
+        assert_eq!(runs_as_root(k, None, true, true, ok), Ok(false));
+        assert_eq!(runs_as_root(k, None, true, false, rootless), Ok(false));
+        assert_eq!(runs_as_root(k, Some(false), true, false, ok), Ok(false));
+        assert_eq!(runs_as_root(k, Some(true), true, false, ok), Ok(true));
+        for (image, gvisor, here, why) in [
+            (false, false, ok, "no image"),
+            (true, true, ok, "gVisor"),
+            (true, false, rootless, "rootless"),
         ] {
-            let e = runs_as_root(k, Some(true), image, gvisor, rootless).unwrap_err();
+            let e = runs_as_root(k, Some(true), image, gvisor, here).unwrap_err();
             assert!(
                 e.starts_with(k) && e.contains(why) && e.contains("root: false"),
                 "{e}"
