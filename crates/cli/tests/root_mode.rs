@@ -67,6 +67,26 @@ fn root_changes_the_image_and_drops_to_a_user_of_its_own() {
     assert_eq!(o.stdout.text(), "no-grade\nno-ag\ndoc\n", "{}", o.to_json());
 }
 
+/// `su -` and `runuser` go through PAM, whose `pam_keyinit` asks for a session keyring: as root
+/// of its own namespace a program's keyring calls fail with `EPERM` (as under Docker's default
+/// profile) instead of ending the run, so both work; the keyrings themselves stay out of reach.
+#[test]
+fn root_mode_logs_in_as_its_users_without_the_keyrings() {
+    let o = run(&format!(
+        "useradd -m ag && runuser -u ag -- id -un && su - ag -c 'id -un; pwd' && \
+         python3 -c 'import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); \
+         r = libc.syscall({}, 0, 0, 0, 0, 0); print(r, os.strerror(ctypes.get_errno()))'",
+        libc::SYS_keyctl
+    ));
+    assert_eq!(o.status, Status::Ok, "{}", o.to_json());
+    assert_eq!(
+        o.stdout.text(),
+        "ag\nag\n/home/ag\n-1 Operation not permitted\n",
+        "{}",
+        o.to_json()
+    );
+}
+
 /// Root of the sandbox's user namespace is root of nothing else: no mounts (seccomp), no
 /// network (none asked), no writable `/proc/sys`, no devices, no hostname, no id outside its
 /// range, no host process.

@@ -13,10 +13,10 @@ use crate::spawner::{InitProgram, Spawner};
 pub struct Host {
     pub(crate) cgroups: Box<dyn corral_cgroups::Manager>,
     pub(crate) init: InitProgram,
-    filter_offline: OnceLock<Result<CompiledFilter, String>>,
-    filter_online: OnceLock<Result<CompiledFilter, String>>,
-    /// Programs of stricter profiles, by (network, restrictions), compiled on first use.
-    strict_filters: Mutex<HashMap<(bool, Restrictions), Arc<CompiledFilter>>>,
+    /// The default profile's programs, by [`FilterKind::index`], compiled on first use.
+    filters: [OnceLock<Result<CompiledFilter, String>>; 4],
+    /// Programs of stricter profiles, by (kind, restrictions), compiled on first use.
+    strict_filters: Mutex<HashMap<(FilterKind, Restrictions), Arc<CompiledFilter>>>,
     pub(crate) landlock: bool,
     /// Not root: sandboxes live in user namespaces owned by the caller.
     pub(crate) rootless: bool,
@@ -80,8 +80,7 @@ impl Host {
         Ok(Host {
             cgroups,
             init,
-            filter_offline: OnceLock::new(),
-            filter_online: OnceLock::new(),
+            filters: Default::default(),
             strict_filters: Mutex::new(HashMap::new()),
             landlock: true,
             rootless,
@@ -93,22 +92,18 @@ impl Host {
     }
 
     /// The seccomp program, compiled on first use and then reused for every run.
-    pub(crate) fn filter(&self, network: bool) -> Result<&CompiledFilter, SandboxError> {
-        let cell = if network {
-            &self.filter_online
-        } else {
-            &self.filter_offline
-        };
-        cell.get_or_init(|| CompiledFilter::compile(&profile(network)).map_err(|e| e.to_string()))
+    pub(crate) fn filter(&self, kind: FilterKind) -> Result<&CompiledFilter, SandboxError> {
+        self.filters[kind.index()]
+            .get_or_init(|| CompiledFilter::compile(&profile(kind)).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(|e| SandboxError::Init(format!("compiling the seccomp profile: {e}")))
     }
 
-    /// The program of a stricter profile (see [`Restrictions`]) for a sandbox with or without
-    /// network; `None` for the default profile (the sandbox's own program, shipped once).
+    /// The program of a stricter profile (see [`Restrictions`]) for a sandbox of `kind`; `None`
+    /// for the default profile (the sandbox's own program, shipped once).
     pub(crate) fn strict_filter(
         &self,
-        network: bool,
+        kind: FilterKind,
         restrictions: &Restrictions,
     ) -> Result<Option<Arc<CompiledFilter>>, SandboxError> {
         /// Allow-lists come from requests: past this many, programs are compiled for one run
@@ -117,12 +112,12 @@ impl Host {
         if restrictions.is_default() {
             return Ok(None);
         }
-        let key = (network, restrictions.clone());
+        let key = (kind, restrictions.clone());
         if let Some(f) = self.lock_strict().get(&key) {
             return Ok(Some(f.clone()));
         }
         let filter = Arc::new(
-            CompiledFilter::compile(&profile(network).with_restrictions(restrictions.clone()))
+            CompiledFilter::compile(&profile(kind).with_restrictions(restrictions.clone()))
                 .map_err(|e| {
                     SandboxError::Init(format!("compiling the seccomp profile {restrictions}: {e}"))
                 })?,
@@ -136,7 +131,7 @@ impl Host {
 
     fn lock_strict(
         &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<(bool, Restrictions), Arc<CompiledFilter>>> {
+    ) -> std::sync::MutexGuard<'_, HashMap<(FilterKind, Restrictions), Arc<CompiledFilter>>> {
         // A panic while holding it leaves nothing half-written: the map is still valid.
         self.strict_filters
             .lock()
@@ -192,11 +187,27 @@ impl Host {
     }
 }
 
-/// The default profile of a sandbox with or without network.
-fn profile(network: bool) -> Profile {
+/// What a sandbox's seccomp program depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct FilterKind {
+    pub network: bool,
+    /// The programs are root of their own user namespace (build and root mode): keyring calls
+    /// fail quietly (see `Profile::with_quiet_keyrings`).
+    pub root_inside: bool,
+}
+
+impl FilterKind {
+    fn index(self) -> usize {
+        usize::from(self.network) | usize::from(self.root_inside) << 1
+    }
+}
+
+/// The default profile of a sandbox of `kind`.
+fn profile(kind: FilterKind) -> Profile {
     Profile::default_profile()
-        .with_network(network)
-        .with_unix_sockets(!network || abstract_sockets_scoped())
+        .with_network(kind.network)
+        .with_unix_sockets(!kind.network || abstract_sockets_scoped())
+        .with_quiet_keyrings(kind.root_inside)
 }
 
 /// Removes empty sandbox cgroups whose owner is gone: a supervisor killed with SIGKILL cannot

@@ -15,7 +15,7 @@ use crate::control::Control;
 use crate::cpu_clock::TreeClock;
 use crate::error::SandboxError;
 use crate::execution::{Execution, Streams, Tty};
-use crate::host::Host;
+use crate::host::{FilterKind, Host};
 use crate::outcome::{Outcome, Status};
 use crate::protocol::{self, Event, Request, Rlimits, Setup, SetupRoot};
 use crate::spawner::Keeper;
@@ -43,6 +43,14 @@ pub struct SandboxConfig {
 }
 
 impl SandboxConfig {
+    /// What its seccomp program depends on.
+    pub(crate) fn filter_kind(&self) -> FilterKind {
+        FilterKind {
+            network: self.network || matches!(&self.root, Root::Image(i) if i.is_build()),
+            root_inside: matches!(&self.root, Root::Image(i) if i.runs_as_root()),
+        }
+    }
+
     /// The shape a run of `spec` needs.
     pub fn for_spec(spec: &RunSpec) -> Self {
         let build = matches!(&spec.root, Root::Image(img) if img.is_build());
@@ -211,7 +219,10 @@ impl Sandbox {
             None
         };
         let build_ids = range_lease.as_ref().map(UidLease::uid);
-        let filter = host.filter(network)?;
+        let filter = host.filter(FilterKind {
+            network,
+            root_inside: build,
+        })?;
         // The sandbox's PID 1 joins this cgroup once; every program it starts inherits it, so no
         // run pays for a cgroup migration (an RCU grace period on cgroup v1).
         let no_limits = corral_cgroups::Limits {
@@ -604,7 +615,7 @@ impl Sandbox {
         // A stricter profile reports like the default one: under gVisor, through PID 1's tracing.
         let seccomp = match self
             .host
-            .strict_filter(self.config.network, &spec.seccomp)?
+            .strict_filter(self.config.filter_kind(), &spec.seccomp)?
         {
             Some(f) if self.gvisor.is_some() => {
                 Some(crate::gvisor::traced_filter(&f)?.as_bytes().to_vec())

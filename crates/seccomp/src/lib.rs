@@ -34,7 +34,10 @@
 //!   usual first step of a kernel exploit: it hands out capabilities over
 //!   new namespaces and with them a large amount of otherwise privileged
 //!   kernel code.
-//! * Kernel keyrings: `keyctl`, `add_key`, `request_key`.
+//! * Kernel keyrings: `keyctl`, `add_key`, `request_key` (with
+//!   [`Profile::with_quiet_keyrings`], for programs that are root of their own
+//!   user namespace, these fail with `EPERM` instead, as under Docker's
+//!   default profile: PAM's `pam_keyinit` in `su -` and `runuser` goes on).
 //! * Big attack surfaces with no use in a sandboxed program: `bpf`,
 //!   `perf_event_open`, `userfaultfd` (also a classic exploitation aid for
 //!   widening race windows).

@@ -49,6 +49,7 @@ fn errno_name(e: i32) -> Option<&'static str> {
 pub struct Profile {
     allow_network: bool,
     unix_sockets: bool,
+    quiet_keyrings: bool,
     restrictions: Restrictions,
 }
 
@@ -64,6 +65,7 @@ impl Profile {
         Profile {
             allow_network: false,
             unix_sockets: true,
+            quiet_keyrings: false,
             restrictions: Restrictions::default(),
         }
     }
@@ -104,6 +106,21 @@ impl Profile {
         self.unix_sockets
     }
 
+    /// Whether the keyring calls (`keyctl`, `add_key`, `request_key`) fail with `EPERM` instead of
+    /// ending the run: for programs that are root of their own user namespace (image builds,
+    /// graders run as root), whose `su -` and `runuser` ask PAM's `pam_keyinit` for a session
+    /// keyring and go on without one — what Docker's default profile answers too. Refused either
+    /// way; only the report differs.
+    pub fn with_quiet_keyrings(mut self, on: bool) -> Self {
+        self.quiet_keyrings = on;
+        self
+    }
+
+    /// See [`Profile::with_quiet_keyrings`].
+    pub fn quiet_keyrings(&self) -> bool {
+        self.quiet_keyrings
+    }
+
     /// A stricter layer on top, with its configuration's grants (see [`Restrictions`]).
     pub fn with_restrictions(mut self, restrictions: Restrictions) -> Self {
         self.restrictions = restrictions;
@@ -141,6 +158,10 @@ pub(crate) struct RuleSpec {
     /// Whatever changes `alternatives` must drop it.
     pub compact: Option<ArgTest>,
 }
+
+/// The kernel keyrings: reported like the calls above, or refused quietly (see
+/// [`Profile::with_quiet_keyrings`]).
+const KEYRINGS: &[&str] = &["keyctl", "add_key", "request_key"];
 
 /// `CLONE_NEW*` flags that `clone()` can carry (`CLONE_NEWTIME` only fits in
 /// `clone3()`/`unshare()`, both of which are blocked as a whole).
@@ -198,10 +219,6 @@ const NOTIFY_ALWAYS: &[&str] = &[
     "open_tree",
     "open_tree_attr",
     "mount_setattr",
-    // Kernel keyrings.
-    "keyctl",
-    "add_key",
-    "request_key",
     // Large kernel attack surface, not needed by ordinary programs.
     "bpf",
     "perf_event_open",
@@ -275,6 +292,18 @@ pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
 
     for &name in NOTIFY_ALWAYS {
         push(name, Action::KillAndReport, "", Vec::new());
+    }
+    for &name in KEYRINGS {
+        if profile.quiet_keyrings {
+            push(
+                name,
+                Action::Errno(libc::EPERM),
+                "always (root of its own user namespace: PAM's pam_keyinit goes on without)",
+                Vec::new(),
+            );
+        } else {
+            push(name, Action::KillAndReport, "", Vec::new());
+        }
     }
 
     push(

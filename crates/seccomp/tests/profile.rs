@@ -865,3 +865,32 @@ fn a_socket_watch_notifies_network_sockets_and_keeps_every_other_verdict() {
         }
     }
 }
+
+/// Keyrings: reported by default; refused with `EPERM` for programs that are root of their own
+/// user namespace (`with_quiet_keyrings`), and nothing else changes.
+#[test]
+fn quiet_keyrings_fail_with_eperm_and_change_nothing_else() {
+    let quiet =
+        CompiledFilter::compile(&Profile::default_profile().with_quiet_keyrings(true)).unwrap();
+    let f = default_filter();
+    for nr in [libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key] {
+        assert_eq!(native(f, nr, &[0]), Verdict::Notify, "{nr}");
+        assert_eq!(
+            native(&quiet, nr, &[0]),
+            Verdict::Errno(libc::EPERM),
+            "{nr}"
+        );
+    }
+    for nr in [
+        libc::SYS_unshare,
+        libc::SYS_mount,
+        libc::SYS_bpf,
+        libc::SYS_ptrace,
+        libc::SYS_setns,
+    ] {
+        assert_eq!(native(&quiet, nr, &[0]), Verdict::Notify, "{nr}");
+    }
+    for nr in [libc::SYS_read, libc::SYS_setresuid, libc::SYS_chown] {
+        assert_eq!(native(&quiet, nr, &[0]), Verdict::Allow, "{nr}");
+    }
+}
