@@ -498,10 +498,30 @@ fn prairielearn_grader_that_needs_root_runs_as_root_in_its_image() {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/prairielearn-root"),
         t.path(),
     );
+    // The grader's image: the test image with an `Env` of its own (the grader sees it).
+    const GRADER_IMAGE: &str = "corral-test/grader-env:1";
+    let build_file = t.path().join("grader-image.yaml");
+    std::fs::write(
+        &build_file,
+        format!(
+            "from: {}\nsteps:\n  - env: {{COURSE: cs101}}\n",
+            common::image::NAME
+        ),
+    )
+    .unwrap();
+    let built = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["env", "--data"])
+        .arg(common::image::data_dir())
+        .arg("build")
+        .arg(&build_file)
+        .args(["--name", GRADER_IMAGE])
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
     let original = std::fs::read_to_string(t.path().join("suite.yaml")).unwrap();
     let with_image = original.replace(
         "      # image: my-course/grader-python",
-        &format!("      image: {}", common::image::NAME),
+        &format!("      image: {GRADER_IMAGE}"),
     );
     assert_ne!(with_image, original);
     std::fs::write(t.path().join("suite.yaml"), &with_image).unwrap();
@@ -532,7 +552,7 @@ fn prairielearn_grader_that_needs_root_runs_as_root_in_its_image() {
             .unwrap_or_default()
             .to_string();
         assert!(
-            output.contains("[run] starting autograder as root")
+            output.contains("[run] starting autograder as root (HOME=/root, COURSE=cs101)")
                 && output.contains("[grade.py] running as uid 1000")
                 && output.contains("[run] autograder completed"),
             "{case}: {output}"

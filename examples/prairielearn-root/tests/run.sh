@@ -29,7 +29,7 @@ mkdir "$FILENAMES"
 chmod 777 "$FILENAMES"
 echo -n "$SECRET" > "$FILENAMES/output-fname.txt"
 chmod 644 "$FILENAMES/output-fname.txt"
-echo "[run] starting autograder as $(id -un)"
+echo "[run] starting autograder as $(id -un) (HOME=$HOME, COURSE=${COURSE:-unset})"
 su -c "python3 $RUN/grade.py" ag
 rm -f "$OUT/results.json"
 if [ -f "$SECRET" ]; then

@@ -89,7 +89,7 @@ pub fn run_grader(
         dst: PathBuf::from(layout.root),
         writable: false,
     });
-    let mut lease = match cx.lease_with(mount, staged, root, alias) {
+    let mut lease = match cx.lease_with(mount, staged, root.clone(), alias) {
         Ok(l) => l,
         Err(e) => return GraderRun::Error(e),
     };
@@ -100,6 +100,9 @@ pub fn run_grader(
         format!("cd {} && {command}", layout.root),
     ]);
     spec.limits = cx.settings.limits.clone();
+    // The root decides the environment: the image's `Env` under the check's own variables,
+    // and root's `HOME` and `USER` in root mode.
+    spec.root = root;
     spec.env = cx.settings.env.clone();
     // The check's or suite's `seccomp:` (a grader starts other programs, so a language's
     // `no_spawn` is left out, as for the other harnesses): Otter's Jupyter kernel needs the
