@@ -415,6 +415,32 @@ fn gradescope_layout_and_submission_metadata() {
     );
 }
 
+/// An autograder written on Windows: Gradescope's build runs `dos2unix` on run_autograder, so a
+/// CRLF `#!/bin/sh\r` runs there, and here; the autograder's own copy in `source/` is left as
+/// it came.
+#[test]
+fn a_run_autograder_with_windows_line_endings_runs() {
+    let ag = folder(&[
+        (
+            "autograder/run_autograder",
+            "#!/bin/sh\r\nod -c /autograder/source/run_autograder | grep -q '\\r' && crlf=kept\r\n\
+             printf '{\"score\": 1, \"output\": \"%s\"}' \"$crlf\" > /autograder/results/results.json\r\n",
+        ),
+        (
+            "suite.yaml",
+            "name: crlf\nchecks:\n  - id: autograder\n    points: 1\n    gradescope:\n      autograder: autograder\n",
+        ),
+    ]);
+    let sub = folder(&[("answer.txt", "x\n")]);
+    let (code, json) = corral(
+        &["check", "--json", "--staff"],
+        &ag.path().join("suite.yaml"),
+        sub.path(),
+    );
+    assert_eq!((code, json["score"].as_f64()), (0, Some(1.0)), "{json:#}");
+    assert!(message(&json, "autograder").starts_with("kept"), "{json:#}");
+}
+
 /// A results file over 4 MiB (here a valid one, giving full marks) is an error in both
 /// contracts, never a score: the host reads at most one byte past the cap.
 #[test]

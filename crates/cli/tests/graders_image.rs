@@ -367,9 +367,13 @@ fn a_changed_autograder_builds_again() {
     let write = |setup_word: &str| {
         std::fs::write(
             ag.join("setup.sh"),
+            // Written on Windows (CRLF, which Gradescope's build turns into LF), and run from
+            // `/` with fresh package lists, as Gradescope runs it.
             format!(
-                "#!/bin/bash\nset -e\necho {setup_word} > /opt/built-by-setup\n\
-                 cp /bin/sh /opt/suid-sh && chmod 4755 /opt/suid-sh\n"
+                "#!/bin/bash\r\nset -e\r\n\
+                 echo {setup_word} $(pwd) $(ls /var/lib/apt/lists | grep -q . && echo lists) \
+                   > /opt/built-by-setup\r\n\
+                 cp /bin/sh /opt/suid-sh && chmod 4755 /opt/suid-sh\r\n"
             ),
         )
         .unwrap();
@@ -405,7 +409,7 @@ fn a_changed_autograder_builds_again() {
     let (code, json) = check(t.path(), sub.path());
     assert_eq!(code, 0, "{json:#}");
     assert!(setup(&json).starts_with("ran on"), "{json:#}");
-    assert!(message(&json).starts_with("one\n"), "{json:#}");
+    assert!(message(&json).starts_with("one / lists\n"), "{json:#}");
     // setup.sh was root in its sandbox; its setuid shell is no setuid file on the host.
     let key = setup(&json).rsplit(':').next().unwrap().to_string();
     let suid = data_dir().join(format!("graders/gradescope/{key}/layer/opt/suid-sh"));
@@ -420,7 +424,7 @@ fn a_changed_autograder_builds_again() {
         setup(&json).starts_with("ran on"),
         "a changed setup.sh builds again: {json:#}"
     );
-    assert!(message(&json).starts_with("two\n"), "{json:#}");
+    assert!(message(&json).starts_with("two / lists\n"), "{json:#}");
 
     // A setup.sh that fails is an error, and nothing is cached.
     std::fs::write(

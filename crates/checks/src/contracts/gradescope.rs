@@ -675,3 +675,34 @@ mod tests {
         assert!(m["previous_submissions"].as_array().unwrap().is_empty());
     }
 }
+
+/// A script with Unix line endings: Gradescope's image build runs `dos2unix` on
+/// `/autograder/run_autograder` and `setup.sh`, so autograders written on Windows (CRLF) run
+/// there, and must here (`#!/bin/bash\r` names no interpreter).
+pub fn unix_line_endings(script: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(script.len());
+    let mut bytes = script.iter().peekable();
+    while let Some(&b) = bytes.next() {
+        if b == b'\r' && bytes.peek() == Some(&&b'\n') {
+            continue;
+        }
+        out.push(b);
+    }
+    out
+}
+
+#[cfg(test)]
+mod line_ending_tests {
+    use super::unix_line_endings;
+
+    #[test]
+    fn crlf_becomes_lf_and_nothing_else_changes() {
+        assert_eq!(
+            unix_line_endings(b"#!/bin/sh\r\necho a\r\n"),
+            b"#!/bin/sh\necho a\n"
+        );
+        assert_eq!(unix_line_endings(b"a\rb\n\r"), b"a\rb\n\r");
+        assert_eq!(unix_line_endings(b"\r\r\n"), b"\r\n");
+        assert_eq!(unix_line_endings(b""), b"");
+    }
+}

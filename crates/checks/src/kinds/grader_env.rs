@@ -28,6 +28,19 @@ pub struct Environment {
     pub key: String,
 }
 
+/// How Gradescope's image build runs setup.sh (`gradescope/autograder_samples`'
+/// `manual_docker/Dockerfile`: `RUN apt-get update && bash /autograder/source/setup.sh &&
+/// apt-get clean && rm -rf /var/lib/apt/lists/*`), from `/`, where published autograders
+/// expect it (one makes its `venv` there by a relative path and sources `/venv`): the package
+/// lists first, so a setup.sh may `apt-get install` straight away (Gradescope's own samples
+/// do); the lists go again afterwards. Where the base has no apt-get, setup.sh alone; where
+/// the update fails (no mirror in reach), setup.sh still runs and says why it may fail.
+const SETUP_COMMAND: &str = "if command -v apt-get >/dev/null 2>&1; then \
+    apt-get update || echo 'corral: apt-get update failed; setup.sh runs without fresh package lists' >&2; \
+  fi; \
+  cd / && bash /autograder/source/setup.sh || exit $?; \
+  if command -v apt-get >/dev/null 2>&1; then apt-get clean; rm -rf /var/lib/apt/lists/*; fi";
+
 /// The key of an autograder on a base.
 pub fn key(bundle: &Bundle, base: &ImageRoot) -> String {
     let mut h = Sha256::new();
@@ -134,17 +147,22 @@ pub fn prepare(
     bundle
         .write_to(&source)
         .map_err(|e| io("writing the autograder", e))?;
+    // Gradescope's build runs `dos2unix` on setup.sh first.
+    let setup_sh = source.join("setup.sh");
+    if let Ok(script) = std::fs::read(&setup_sh) {
+        std::fs::write(
+            &setup_sh,
+            crate::contracts::gradescope::unix_line_endings(&script),
+        )
+        .map_err(|e| io("writing setup.sh", e))?;
+    }
     // world-readable: the build's root is not the host's root.
     {
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755));
         let _ = std::fs::set_permissions(&source, std::fs::Permissions::from_mode(0o755));
     }
-    let mut spec = RunSpec::new(vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        "cd /autograder/source && exec bash ./setup.sh".into(),
-    ]);
+    let mut spec = RunSpec::new(vec!["/bin/sh".into(), "-c".into(), SETUP_COMMAND.into()]);
     spec.root = Root::Image(ImageRoot {
         upper: Some(upper.clone()),
         ..base.clone()

@@ -88,10 +88,11 @@ fn stage_layout(cx: &CheckContext<'_>, gc: &GradescopeCheck, dir: &Path) -> std:
         dir.join("submission_metadata.json"),
         serde_json::to_vec_pretty(&metadata).map_err(std::io::Error::other)?,
     )?;
-    // The harness copies run_autograder to /autograder and runs it: executable whatever the
-    // zip said.
+    // The harness copies run_autograder to /autograder (through `dos2unix`) and runs it:
+    // executable whatever the zip said.
     let run = dir.join("run_autograder");
-    std::fs::copy(source.join("run_autograder"), &run)?;
+    let script = std::fs::read(source.join("run_autograder"))?;
+    std::fs::write(&run, contract::unix_line_endings(&script))?;
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755))?;
     Ok(())
 }
