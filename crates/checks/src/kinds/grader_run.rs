@@ -33,6 +33,23 @@ pub struct GraderRoot {
     pub as_root: bool,
 }
 
+/// Whether a check's grader runs as root here: its `root:` (`written`) against this host and
+/// the check's runtime (see [`crate::suite::graders::runs_as_root`]).
+pub fn runs_as_root_here(
+    cx: &CheckContext<'_>,
+    key: &str,
+    written: Option<bool>,
+    has_image: bool,
+) -> Result<bool, String> {
+    crate::suite::graders::runs_as_root(
+        key,
+        written,
+        has_image,
+        cx.settings.runtime == corral_sandbox::Runtime::Gvisor,
+        cx.pool.host().root_mode(),
+    )
+}
+
 /// How the grader's run ended.
 pub enum GraderRun {
     /// The grader ended on its own (whatever its exit code) and wrote this results file.

@@ -15,16 +15,17 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use corral_sandbox::{Root, Runtime};
+use corral_sandbox::Root;
 
 use crate::contracts::gradescope::{self as contract, Assignment, Visibility, MAX_RESULTS_BYTES};
 use crate::kinds::grader_env;
-use crate::kinds::grader_run::{ended, output_row, run_grader, GraderRoot, GraderRun, Layout};
+use crate::kinds::grader_run::{
+    ended, output_row, run_grader, runs_as_root_here, GraderRoot, GraderRun, Layout,
+};
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry};
 use crate::shared::rows::row;
 use crate::shared::stage;
-use crate::suite::graders::runs_as_root;
 use crate::suite::GradescopeCheck;
 
 /// `/autograder` and what Gradescope's harness puts in it, plus what graders are known to create
@@ -189,13 +190,7 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
             format!("could not be checked: {why}"),
         );
     }
-    let as_root = match runs_as_root(
-        "gradescope.root",
-        gc.root,
-        gc.base.is_some(),
-        cx.settings.runtime == Runtime::Gvisor,
-        cx.pool.host().root_mode(),
-    ) {
+    let as_root = match runs_as_root_here(cx, "gradescope.root", gc.root, gc.base.is_some()) {
         Ok(r) => r,
         Err(why) => {
             return fail(

@@ -14,15 +14,16 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use corral_sandbox::{Root, Runtime};
+use corral_sandbox::Root;
 
 use crate::contracts::prairielearn::{self as contract, Mapped, MAX_RESULTS_BYTES};
-use crate::kinds::grader_run::{ended, output_row, run_grader, GraderRoot, GraderRun, Layout};
+use crate::kinds::grader_run::{
+    ended, output_row, run_grader, runs_as_root_here, GraderRoot, GraderRun, Layout,
+};
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry};
 use crate::shared::rows::row;
 use crate::shared::stage;
-use crate::suite::graders::runs_as_root;
 use crate::suite::PrairieLearnCheck;
 
 /// `/grade` and what PrairieLearn puts in it.
@@ -118,13 +119,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
             }
         }
     };
-    let as_root = match runs_as_root(
-        "prairielearn.root",
-        pc.root,
-        pc.image.is_some(),
-        cx.settings.runtime == Runtime::Gvisor,
-        cx.pool.host().root_mode(),
-    ) {
+    let as_root = match runs_as_root_here(cx, "prairielearn.root", pc.root, pc.image.is_some()) {
         Ok(r) => r,
         Err(why) => return errored(parent, why),
     };
