@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::paths::{relative, within};
+use super::paths::{relative_in, within, Base};
 use super::pyscan;
 
 #[derive(Debug, Deserialize)]
@@ -93,11 +93,22 @@ fn load_problem(
 ) -> Result<Vec<pyscan::Check50Fn>, String> {
     let p = rel.display();
     let full = dir.join(rel);
-    if !std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir()) {
-        return Err(format!(
-            "check50.problem: {p:?} is not a folder of the assignment folder {}",
-            dir.display()
-        ));
+    match std::fs::symlink_metadata(&full) {
+        Ok(m) if m.is_dir() => {}
+        // Links are not followed: what is mounted must be the assignment's own files.
+        Ok(m) if m.is_symlink() => {
+            return Err(format!(
+                "check50.problem: {p:?} is a symbolic link; copy the problem folder into the \
+                 assignment folder {} (links are not followed)",
+                dir.display()
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "check50.problem: {p:?} is not a folder of the assignment folder {}",
+                dir.display()
+            ))
+        }
     }
     let src = std::fs::read_to_string(full.join("__init__.py")).map_err(|_| {
         format!("check50.problem: {p:?} has no __init__.py (check50's checks file)")
@@ -151,7 +162,7 @@ fn load_problem(
 impl Check50Check {
     pub(crate) fn resolve(raw: RawCheck50, check_id: &str, dir: &Path) -> Result<Self, String> {
         let p = &raw.problem;
-        relative(p).map_err(|why| format!("check50.problem: {p:?} {why}"))?;
+        relative_in(p, Base::Assignment).map_err(|why| format!("check50.problem: {p:?} {why}"))?;
         let mut files = Vec::new();
         let found = load_problem(dir, Path::new(p), &mut Vec::new(), &mut files)?;
         if found.is_empty() {
@@ -291,5 +302,30 @@ mod tests {
         std::fs::create_dir(t.path().join("e")).unwrap();
         let e = resolve(t.path(), "d").unwrap_err();
         assert!(e.contains("\"e\" has no __init__.py"), "{e}");
+    }
+
+    /// A new user's likely first tries get told what to do: an absolute path, the folder
+    /// itself, a link to the problem elsewhere.
+    #[test]
+    fn a_problem_outside_the_assignment_folder_is_refused_with_what_to_do() {
+        let t = tempfile::tempdir().unwrap();
+        problem(t.path(), "hello", "import check50\n");
+        let abs = t.path().join("hello");
+        let e = resolve(t.path(), abs.to_str().unwrap()).unwrap_err();
+        assert!(
+            e.contains("must be relative to the assignment folder (the suite file's folder)"),
+            "{e}"
+        );
+        let e = resolve(t.path(), ".").unwrap_err();
+        assert!(
+            e.contains("name a folder inside the assignment folder"),
+            "{e}"
+        );
+        std::os::unix::fs::symlink(&abs, t.path().join("link")).unwrap();
+        let e = resolve(t.path(), "link").unwrap_err();
+        assert!(
+            e.contains("is a symbolic link") && e.contains("not followed"),
+            "{e}"
+        );
     }
 }

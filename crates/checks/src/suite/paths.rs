@@ -3,20 +3,46 @@
 
 use std::path::{Component, Path, PathBuf};
 
-/// A relative path with only normal components (no `/` at the start, no `..`, no `.`).
+/// A relative path with only normal components (no `/` at the start, no `..`, no `.`), of the
+/// working directory.
 pub fn relative(p: &str) -> Result<&Path, &'static str> {
+    relative_in(p, Base::WorkingDir)
+}
+
+/// What a suite's relative path is taken from: said when it is not relative.
+#[derive(Clone, Copy)]
+pub enum Base {
+    WorkingDir,
+    /// The assignment folder: the suite file's folder.
+    Assignment,
+}
+
+/// [`relative`], its errors naming `base`.
+pub fn relative_in(p: &str, base: Base) -> Result<&Path, &'static str> {
     let path = Path::new(p);
     if p.is_empty() {
         return Err("is empty");
     }
     if path.is_absolute() {
-        return Err("must be relative to the working directory");
+        return Err(match base {
+            Base::WorkingDir => "must be relative to the working directory",
+            Base::Assignment => {
+                "must be relative to the assignment folder (the suite file's folder): copy or \
+                 move it there"
+            }
+        });
     }
     if path
         .components()
         .any(|c| !matches!(c, Component::Normal(_)))
     {
-        return Err("may not contain '..' or '.'");
+        return Err(match base {
+            Base::WorkingDir => "may not contain '..' or '.'",
+            Base::Assignment => {
+                "may not contain '..' or '.': name a folder inside the assignment folder (the \
+                 suite file's folder)"
+            }
+        });
     }
     Ok(path)
 }
@@ -24,7 +50,7 @@ pub fn relative(p: &str) -> Result<&Path, &'static str> {
 /// A path of the assignment folder `dir` named under `key` in the suite: relative and present.
 /// Errors are `key: message`.
 pub fn assignment_path(dir: &Path, key: &str, p: &str) -> Result<(), String> {
-    relative(p).map_err(|why| format!("{key}: {p:?} {why}"))?;
+    relative_in(p, Base::Assignment).map_err(|why| format!("{key}: {p:?} {why}"))?;
     if std::fs::symlink_metadata(dir.join(p)).is_err() {
         return Err(format!(
             "{key}: {p:?} is not in the assignment folder {}",
