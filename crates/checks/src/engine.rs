@@ -126,9 +126,8 @@ pub fn grade(
         let what = what.to_string();
         move |source| GradeError::Io { what, source }
     };
-    let tmp = tempfile::Builder::new()
-        .prefix("corral-check-")
-        .tempdir()
+    // Private: it holds the submission and the suite's hidden files.
+    let tmp = crate::shared::host_folders::private_tempdir("corral-check-")
         .map_err(io("creating a temporary folder"))?;
     let base = tmp.path().join("base");
     stage::copy_tree(submission, &base).map_err(io("copying the submission"))?;

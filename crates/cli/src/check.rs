@@ -119,7 +119,9 @@ impl DataFolderArgs {
 
     /// The image store of the data folder, created if missing (a worker fills its own).
     pub fn open_image_store(&self) -> anyhow::Result<ImageStore> {
-        open_store(&self.folder()?)
+        let data = self.folder()?;
+        crate::data_folder::prepare(&data)?;
+        open_store(&data)
     }
 }
 

@@ -131,6 +131,7 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
     if !adds && !data.join("images").is_dir() {
         return no_store(&args.command, &data);
     }
+    crate::data_folder::prepare(&data)?;
     let store = Store::open(&data)
         .with_context(|| format!("opening the image store in {}", data.display()))?;
     match args.command {

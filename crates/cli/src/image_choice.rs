@@ -35,6 +35,8 @@ impl Images {
         if store.is_none() {
             let data = crate::env::data_dir(self.data.as_deref(), self.config.as_deref())
                 .map_err(|e| format!("--image {reference}: {e:#}"))?;
+            crate::data_folder::prepare(&data)
+                .map_err(|e| format!("--image {reference}: {e:#}"))?;
             *store = Some(corral_images::Store::open(&data).map_err(|e| {
                 format!(
                     "--image {reference}: opening the image store in {}: {e}",

@@ -2,6 +2,7 @@
 
 mod batch;
 mod check;
+mod data_folder;
 mod doctor;
 mod env;
 mod env_build;

@@ -99,8 +99,7 @@ fn async_workers() -> usize {
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logs::init(crate::logs::Kind::Service, args.log_json);
     let config = config(&args)?;
-    std::fs::create_dir_all(&config.data_dir)
-        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    crate::data_folder::prepare(&config.data_dir)?;
     // Sandboxes are started by executing this binary as their init (never by forking the server).
     let pool = crate::sandboxes::service_pool(config.parallelism)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();

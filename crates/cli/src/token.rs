@@ -74,8 +74,7 @@ async fn open(s: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
     if let Some(u) = &s.database_url {
         c.database_url = Some(u.clone());
     }
-    std::fs::create_dir_all(&c.data_dir)
-        .with_context(|| format!("creating {}", c.data_dir.display()))?;
+    crate::data_folder::prepare(&c.data_dir)?;
     corral_store::open(&c.database_url(), &c.blobs_dir())
         .await
         .with_context(|| format!("opening the store {}", c.database_url()))

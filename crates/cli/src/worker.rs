@@ -109,9 +109,8 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "worker".into())
     });
-    let tmp = tempfile::Builder::new()
-        .prefix("corral-worker-")
-        .tempdir()
+    // Private: the jobs' files (submissions, suites with hidden tests) are written here.
+    let tmp = corral_checks::shared::host_folders::private_tempdir("corral-worker-")
         .context("a temporary folder")?;
     let ctx = Arc::new(Ctx {
         key: corral_store::sha256_hex(token.as_bytes()).into_bytes(),

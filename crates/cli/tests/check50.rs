@@ -91,6 +91,27 @@ fn check50_problem_results_map_to_corral_results() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// A daemon of the submission waits for the runner's results file, reads it (it runs as the same
+/// user) and rewrites it with every check passed, keeping the proof of origin it finds. Whether
+/// it wins the race or not, no check it failed may pass: either its rewrite is refused (the
+/// results are sealed with a MAC under the nonce, which the file does not hold: an invalid run,
+/// no points) or the genuine results stand (a wrong greeting). While the file carried the
+/// nonce itself, the daemon won: 6/6.
+#[test]
+fn a_daemon_that_rewrites_the_results_gains_nothing() {
+    for _ in 0..3 {
+        let (code, json) = check("races_the_results", true);
+        let got = results(&json);
+        let invalid = code == 125 && got == want([F, F, F, F, F], [0.0; 5]);
+        let genuine = code == 1 && got == want([F, T, F, F, T], [0.0, 1.0, 0.0, 0.0, 1.0]);
+        assert!(
+            invalid || genuine,
+            "exit {code}: {}",
+            serde_json::to_string_pretty(&json).unwrap()
+        );
+    }
+}
+
 #[test]
 fn check50_details_descriptions_and_dependencies() {
     let (_, json) = check("wrong", true);

@@ -235,6 +235,8 @@ fn every_pycalc_submission_gets_its_exact_score() {
         .collect();
     on_disk.sort();
     let mut covered: Vec<String> = cases.iter().map(|c| c.name.to_string()).collect();
+    // Its outcome depends on a race it runs: see its own test.
+    covered.push(RACES.to_string());
     covered.sort();
     assert_eq!(on_disk, covered);
 
@@ -290,6 +292,38 @@ fn every_pycalc_submission_gets_its_exact_score() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The submission that races the runner for its report (`races_the_summary`).
+const RACES: &str = "races_the_summary";
+
+/// At import, a daemon of the submission waits for each session's summary and JUnit report,
+/// reads them (it runs as the same user) and rewrites both so that every test but one passes
+/// (the exit code must still agree), keeping the proof of origin it finds. Whether it wins the
+/// race or not, no test may pass: its rewrite is refused (the summary is sealed with a MAC under
+/// the nonce, which the file does not hold: an invalid run) or the genuine failures stand. With a
+/// host that did not check the MAC, it scored 3/10.
+#[test]
+fn a_daemon_that_rewrites_the_report_gains_nothing() {
+    for _ in 0..2 {
+        let (code, json) = pycalc(RACES, &["--staff"]);
+        let passed: Vec<String> = rows(&json)
+            .into_iter()
+            .filter(|(k, r, _)| k != "exists" && *r == T)
+            .map(|(k, _, _)| k)
+            .collect();
+        let error = json["results"]["tests"]["error"].as_str().unwrap_or("");
+        let why = match code {
+            125 if error.contains("not written by corral's pytest runner") => None,
+            1 if error.is_empty() => None,
+            _ => Some(format!("exit {code}, error {error:?}")),
+        };
+        assert!(
+            json["score"].as_f64() == Some(0.0) && passed.is_empty() && why.is_none(),
+            "{why:?}, passed {passed:?}: {}",
+            serde_json::to_string_pretty(&json).unwrap()
+        );
+    }
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! `--no-install-dependencies`, from a bootstrap ([`BOOTSTRAP`]) that reads a nonce from standard
 //! input, makes itself non-dumpable (the submission's programs, which check50 starts as separate
 //! processes, cannot read its memory or descriptors) and writes check50's JSON, captured in
-//! memory, with the nonce into a folder with an unpredictable name. The problem folder is mounted
+//! memory, into a folder with an unpredictable name, sealed with a MAC keyed by the nonce
+//! ([`unseal`]; the submission's processes can read the file, never the nonce). The problem folder is mounted
 //! read-only. A problem whose checks import the submission's Python code into check50's own
 //! process (`check50.py.import_`) has the same in-process caveat as pytest checks.
 
@@ -23,8 +24,9 @@ use uuid::Uuid;
 
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry, SKIPPED};
+use crate::shared::host_folders::HostFolder;
 use crate::shared::mounted::mounted_folder;
-use crate::shared::python::python_helper;
+use crate::shared::python::{python_helper, unseal, Unsealed};
 use crate::shared::rows::items_not_run;
 use crate::suite::{Check50Check, Suite};
 
@@ -39,7 +41,6 @@ pub const BOOTSTRAP: &str = concat!(
 
 #[derive(Debug, Deserialize)]
 struct Summary {
-    nonce: String,
     exit: Option<i64>,
     error: Option<String>,
     check50: Option<Check50Json>,
@@ -120,13 +121,19 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
         }
         Err(e) => return Run::Error(format!("reading check50's results: {e}")),
     };
+    let summary = match unseal(&summary, &nonce) {
+        Ok(s) => s,
+        Err(Unsealed::NotOurs) => {
+            return Run::Invalid("the results were not written by corral's check50 runner".into())
+        }
+        Err(Unsealed::Malformed(e)) => {
+            return Run::Invalid(format!("check50's results are malformed: {e}"))
+        }
+    };
     let summary: Summary = match serde_json::from_slice(&summary) {
         Ok(s) => s,
         Err(e) => return Run::Invalid(format!("check50's results are malformed: {e}")),
     };
-    if summary.nonce != nonce {
-        return Run::Invalid("the results were not written by corral's check50 runner".into());
-    }
     if outcome.exit_code != Some(0) {
         return Run::Invalid(format!(
             "check50's runner exited with code {}",
@@ -361,7 +368,7 @@ impl CheckRunner for Check50Check {
     }
 
     /// The problem folder.
-    fn mounted_folders(&self, suite: &Suite) -> std::io::Result<Vec<Arc<tempfile::TempDir>>> {
+    fn mounted_folders(&self, suite: &Suite) -> std::io::Result<Vec<Arc<HostFolder>>> {
         Ok(vec![mounted_folder(
             &suite.dir,
             &self.files.iter().collect::<Vec<_>>(),

@@ -44,13 +44,13 @@ def _corral_main():
         results = json.loads(buf.getvalue())
     except ValueError:
         results = None
-    summary = {"nonce": nonce, "exit": code, "error": error, "check50": results}
+    summary = {"exit": code, "error": error, "check50": results}
     fd = os.open(
         os.path.join(out_dir, "summary.json"),
         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
         0o600,
     )
-    os.write(fd, json.dumps(summary).encode())
+    os.write(fd, _corral_sealed(nonce, summary))
     os.close(fd)
     os._exit(0)
 

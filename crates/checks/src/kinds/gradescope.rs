@@ -168,10 +168,7 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
         expected: Observation::new("setup", "setup.sh"),
         actual: Observation::new("setup", setup),
     }];
-    let tmp = match tempfile::Builder::new()
-        .prefix("corral-gradescope-")
-        .tempdir()
-    {
+    let tmp = match crate::shared::host_folders::private_tempdir("corral-gradescope-") {
         Ok(t) => t,
         Err(e) => {
             let why = format!("creating a temporary folder: {e}");

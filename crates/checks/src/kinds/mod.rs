@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 pub use runner::{CheckContext, CheckRunner};
 
+use crate::shared::host_folders::HostFolder;
 use crate::suite::{CheckKind, Suite};
 
 /// The runner of a check's kind.
@@ -38,7 +39,7 @@ pub fn runner_of(kind: &CheckKind) -> &dyn CheckRunner {
 /// Creates (or finds) the host folders every check of the suite mounts; holding them keeps the
 /// same folders, and so the same pooled sandboxes, for every submission graded meanwhile (batch
 /// grading).
-pub fn keep_folders(suite: &Suite) -> std::io::Result<Vec<Arc<tempfile::TempDir>>> {
+pub fn keep_folders(suite: &Suite) -> std::io::Result<Vec<Arc<HostFolder>>> {
     let mut out = Vec::new();
     for c in &suite.checks {
         out.extend(runner_of(&c.kind).mounted_folders(suite)?);

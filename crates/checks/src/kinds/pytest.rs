@@ -21,11 +21,13 @@
 //!   nonce from standard input (then closes it), snapshots pytest's and pluggy's functions and
 //!   classes, the builtins, the registered plugins and hook implementations once the session has
 //!   started, records each test's outcome from pytest's reports, and when the session ends compares
-//!   the snapshot. Only then does it write a summary (nonce, exit code, outcomes, what changed) into
-//!   a folder with an unpredictable name, next to the JUnit report.
+//!   the snapshot. Only then does it write a summary (exit code, outcomes, what changed), sealed
+//!   with an HMAC keyed by the nonce ([`unseal`]: the nonce is never written, so a process of
+//!   the submission that reads the file cannot sign a changed one), into a folder with an
+//!   unpredictable name, next to the JUnit report.
 //! - The host reads both files without following links ([`corral_sandbox::Sandbox::read_file`]),
 //!   and accepts the run only if: the process ended by itself with pytest's exit code 0 or 1; the
-//!   summary carries the nonce and the same exit code; nothing was tampered with; the JUnit XML
+//!   summary's MAC is the nonce's and it carries the same exit code; nothing was tampered with; the JUnit XML
 //!   parses and lists exactly the tests the summary saw, with the same outcomes; the exit code
 //!   agrees with the failures; and every test the assignment's files define is there (or its
 //!   module failed to import, which fails its tests). Anything else is an invalid run: an error,
@@ -51,8 +53,9 @@ use uuid::Uuid;
 
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, IntegrityFlag, Observation, ScriptEntry};
+use crate::shared::host_folders::HostFolder;
 use crate::shared::mounted::mounted_folder;
-use crate::shared::python::python_helper;
+use crate::shared::python::{python_helper, unseal, Unsealed};
 use crate::shared::stage::compare_file;
 use crate::shared::text::{signal_name, MAX_VALUE};
 use crate::suite::{PytestCheck, Suite, TestCase};
@@ -93,7 +96,6 @@ pub(crate) enum Session {
 
 #[derive(Debug, Deserialize)]
 struct Summary {
-    nonce: String,
     exit: i64,
     finished: bool,
     outcomes: BTreeMap<String, String>,
@@ -250,16 +252,20 @@ pub(crate) fn judge(
             format!("exit code {code}"),
         );
     };
+    let summary = match unseal(&summary, nonce) {
+        Ok(s) => s,
+        Err(Unsealed::NotOurs) => {
+            return invalid(
+                "the session summary was not written by corral's pytest runner",
+                "",
+            )
+        }
+        Err(Unsealed::Malformed(e)) => return invalid("the session summary is malformed", e),
+    };
     let summary: Summary = match serde_json::from_slice(&summary) {
         Ok(s) => s,
         Err(e) => return invalid("the session summary is malformed", e),
     };
-    if summary.nonce != nonce {
-        return invalid(
-            "the session summary was not written by corral's pytest runner",
-            "",
-        );
-    }
     if summary.exit != i64::from(code) {
         return invalid(
             "pytest's exit code differs from the process's",
@@ -710,7 +716,7 @@ impl CheckRunner for PytestCheck {
     }
 
     /// One folder per session (public, hidden).
-    fn mounted_folders(&self, suite: &Suite) -> std::io::Result<Vec<Arc<tempfile::TempDir>>> {
+    fn mounted_folders(&self, suite: &Suite) -> std::io::Result<Vec<Arc<HostFolder>>> {
         let mut out = Vec::new();
         for files in [&self.tests, &self.hidden] {
             if !files.is_empty() {

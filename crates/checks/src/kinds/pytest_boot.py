@@ -59,7 +59,6 @@ def _corral_main():
         sys.stderr.flush()
         os._exit(70)
     summary = {
-        "nonce": nonce,
         "exit": rc,
         "finished": guard.finished,
         "outcomes": guard.outcomes,
@@ -72,7 +71,7 @@ def _corral_main():
         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
         0o600,
     )
-    os.write(fd, json.dumps(summary, sort_keys=True).encode())
+    os.write(fd, _corral_sealed(nonce, summary))
     os.close(fd)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use corral_sandbox::{Lease, Mount, Pool, Root, SandboxConfig};
 
 use crate::report::{CheckResult, IntegrityFlag};
+use crate::shared::host_folders::HostFolder;
 use crate::shared::settings::RunSettings;
 use crate::suite::{Check, Suite};
 
@@ -96,7 +97,7 @@ pub trait CheckRunner {
 
     /// Host folders the kind mounts for this suite. Holding them across submissions keeps the
     /// same folders, and so the same pooled sandboxes, for a whole batch.
-    fn mounted_folders(&self, _suite: &Suite) -> std::io::Result<Vec<Arc<tempfile::TempDir>>> {
+    fn mounted_folders(&self, _suite: &Suite) -> std::io::Result<Vec<Arc<HostFolder>>> {
         Ok(Vec::new())
     }
 

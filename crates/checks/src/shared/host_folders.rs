@@ -1,14 +1,44 @@
 //! Host folders made for mounting into sandboxes and shared while in use: one per content key in
 //! this process (so pooled sandboxes of that shape are reused), removed when the last user drops
 //! it.
+//!
+//! Each lives inside a private (0700) temporary folder of its own: the folder itself must be
+//! world-readable (0755), since a sandbox's programs read it as an unprivileged uid, but what it
+//! holds — hidden tests, a check50 problem — is no business of the host's other users. A bind
+//! mount is looked up once, by the sandbox's privileged init, so the private parent never stands
+//! in the programs' way.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
+
+/// A temporary folder no other user of the host can enter (0700), removed when dropped.
+/// For a grading's staging folders in the shared temporary folder: they hold submissions and
+/// hidden tests.
+pub fn private_tempdir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+}
+
+/// A world-readable folder to mount (`path`), inside a private folder removed with it.
+pub struct HostFolder {
+    path: PathBuf,
+    _parent: tempfile::TempDir,
+}
+
+impl HostFolder {
+    /// The folder to mount.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
 
 /// One kind of shared folder (assignment files, contract layouts): the live ones by key.
 pub struct SharedFolders {
     prefix: &'static str,
-    live: Mutex<Vec<(String, Weak<tempfile::TempDir>)>>,
+    live: Mutex<Vec<(String, Weak<HostFolder>)>>,
 }
 
 impl SharedFolders {
@@ -20,13 +50,14 @@ impl SharedFolders {
         }
     }
 
-    /// The live folder for `key`, or a new world-readable (0755) one that `fill` fills.
+    /// The live folder for `key`, or a new world-readable (0755) one, in a private parent, that
+    /// `fill` fills.
     pub fn get_or_make(
         &self,
         key: String,
         fill: impl FnOnce(&Path) -> std::io::Result<()>,
-    ) -> std::io::Result<Arc<tempfile::TempDir>> {
-        use std::os::unix::fs::PermissionsExt;
+    ) -> std::io::Result<Arc<HostFolder>> {
+        use std::os::unix::fs::DirBuilderExt;
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|(_, w)| w.strong_count() > 0);
         if let Some(t) = live
@@ -36,11 +67,50 @@ impl SharedFolders {
         {
             return Ok(t);
         }
-        let t = tempfile::Builder::new().prefix(self.prefix).tempdir()?;
-        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755))?;
-        fill(t.path())?;
-        let t = Arc::new(t);
+        let parent = private_tempdir(self.prefix)?;
+        let path = parent.path().join("folder");
+        std::fs::DirBuilder::new().mode(0o755).create(&path)?;
+        // The mode asked for is masked by the umask; the sandbox's uid must be able to read it.
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+        fill(&path)?;
+        let t = Arc::new(HostFolder {
+            path,
+            _parent: parent,
+        });
         live.push((key, Arc::downgrade(&t)));
         Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    /// The folder is readable by anyone who reaches it; its parent lets no other user reach it.
+    #[test]
+    fn a_shared_folder_is_readable_inside_a_private_parent() {
+        static F: SharedFolders = SharedFolders::new("corral-unit-");
+        let f = F
+            .get_or_make("k".into(), |p| std::fs::write(p.join("t.py"), "x"))
+            .unwrap();
+        assert_eq!(mode(f.path()), 0o755);
+        assert_eq!(mode(f.path().parent().unwrap()), 0o700);
+        // The same key shares it; dropping the last user removes the parent too.
+        let again = F.get_or_make("k".into(), |_| unreachable!()).unwrap();
+        assert_eq!(again.path(), f.path());
+        let parent = f.path().parent().unwrap().to_path_buf();
+        drop((f, again));
+        assert!(!parent.exists());
+    }
+
+    #[test]
+    fn a_private_tempdir_is_0700_whatever_the_umask() {
+        let t = private_tempdir("corral-unit-").unwrap();
+        assert_eq!(mode(t.path()), 0o700);
     }
 }

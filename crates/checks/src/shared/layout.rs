@@ -12,13 +12,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::host_folders::SharedFolders;
+use super::host_folders::{HostFolder, SharedFolders};
 
 /// Layout folders shared while in use.
 static FOLDERS: SharedFolders = SharedFolders::new("corral-layout-");
 
 /// A host folder of symlinks `name -> target` (targets are paths inside the sandbox).
-pub fn layout_folder(links: &[(&str, &str)]) -> std::io::Result<Arc<tempfile::TempDir>> {
+pub fn layout_folder(links: &[(&str, &str)]) -> std::io::Result<Arc<HostFolder>> {
     let key = links
         .iter()
         .map(|(n, t)| format!("{n}\0{t}"))

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::host_folders::SharedFolders;
+use super::host_folders::{HostFolder, SharedFolders};
 
 /// Host folders holding assignment files to mount, shared by every grading of the same assignment
 /// in this process.
@@ -12,7 +12,7 @@ static FOLDERS: SharedFolders = SharedFolders::new("corral-tests-");
 
 /// A host folder with these assignment files (paths relative to the assignment folder `dir`),
 /// world-readable, owned by the host user; mounted read-only, the sandbox cannot change it.
-pub fn mounted_folder(dir: &Path, files: &[&String]) -> std::io::Result<Arc<tempfile::TempDir>> {
+pub fn mounted_folder(dir: &Path, files: &[&String]) -> std::io::Result<Arc<HostFolder>> {
     use std::os::unix::fs::PermissionsExt;
     let mut contents = Vec::new();
     for f in files {

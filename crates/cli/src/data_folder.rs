@@ -1,0 +1,91 @@
+//! The data folder is corral's alone: it holds the store (submissions, results with hidden tests'
+//! expected output, token hashes), uploaded files, suites with their hidden tests and grader
+//! images. A new one is made 0700; one that every user of the host may enter (as corral made
+//! them before, with the umask's 0755) loses its access for "other" users, saying so. Sandboxes
+//! are not in the way: their mounts of layers and folders in it are made by their privileged
+//! init, which looks the paths up once.
+
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use anyhow::Context;
+
+/// Makes `dir` (and missing parents) private, or takes other users' access off it; warns about
+/// one this user may not change.
+pub fn prepare(dir: &Path) -> anyhow::Result<()> {
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating the data folder {}", dir.display())),
+        Err(e) => Err(e).with_context(|| format!("the data folder {}", dir.display())),
+        Ok(m) if !m.is_dir() => anyhow::bail!("the data folder {} is not a folder", dir.display()),
+        Ok(m) => {
+            let mode = m.permissions().mode() & 0o7777;
+            if mode & 0o007 == 0 {
+                return Ok(());
+            }
+            let tightened = mode & !0o007;
+            match std::fs::set_permissions(dir, std::fs::Permissions::from_mode(tightened)) {
+                Ok(()) => eprintln!(
+                    "corral: the data folder {} was open to every user of this host (mode \
+                     {mode:o}); now {tightened:o}",
+                    dir.display()
+                ),
+                // Another user's folder: theirs to change.
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => eprintln!(
+                    "corral: warning: every user of this host can enter the data folder {} \
+                     (mode {mode:o}, owned by uid {}): run `chmod o-rwx` on it",
+                    dir.display(),
+                    m.uid()
+                ),
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("making the data folder {} private", dir.display())
+                    })
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_new_data_folder_is_private_with_its_parents() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("a/b");
+        prepare(&d).unwrap();
+        assert_eq!(mode(&d), 0o700);
+        assert_eq!(mode(&t.path().join("a")), 0o700);
+    }
+
+    #[test]
+    fn an_open_data_folder_loses_other_users_access_only() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        prepare(t.path()).unwrap();
+        assert_eq!(mode(t.path()), 0o750);
+        // A private one is left as it is.
+        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o710)).unwrap();
+        prepare(t.path()).unwrap();
+        assert_eq!(mode(t.path()), 0o710);
+    }
+
+    #[test]
+    fn a_file_is_not_a_data_folder() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("f");
+        std::fs::write(&f, "").unwrap();
+        let e = prepare(&f).unwrap_err().to_string();
+        assert!(e.contains("is not a folder"), "{e}");
+    }
+}
