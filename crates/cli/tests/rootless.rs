@@ -407,8 +407,10 @@ fn rootless_pool_resets_between_runs() {
 }
 
 /// The user's own data folder (as a rootless deployment has), its images those of root's store
-/// at `shared` (records copied, layers linked: read-only to the user, owned by root).
-fn own_data_folder(shared: &Path) -> tempfile::TempDir {
+/// at `shared` (records copied; the layers, owned by root and read-only to the user, bound from
+/// root's store: its data folder is private, 0700, so a link into it would not resolve for the
+/// user). The bind goes away before the folder is removed.
+fn own_data_folder(shared: &Path) -> OwnData {
     let mine = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let images = mine.path().join("images");
     for sub in ["records/sha256", "layers/sha256", "blobs/sha256", "tmp"] {
@@ -419,18 +421,47 @@ fn own_data_folder(shared: &Path) -> tempfile::TempDir {
         let e = e.unwrap();
         std::fs::copy(e.path(), images.join("records/sha256").join(e.file_name())).unwrap();
     }
-    for e in std::fs::read_dir(shared.join("layers/sha256")).unwrap() {
-        let e = e.unwrap();
-        std::os::unix::fs::symlink(e.path(), images.join("layers/sha256").join(e.file_name()))
-            .unwrap();
-    }
     let status = Command::new("chown")
         .args(["-R", "-h", "65534:65534"])
         .arg(mine.path())
         .status()
         .unwrap();
     assert!(status.success());
-    mine
+    let layers = images.join("layers/sha256");
+    let status = Command::new("mount")
+        .args(["--bind", "-o", "ro"])
+        .arg(shared.join("layers/sha256"))
+        .arg(&layers)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    OwnData {
+        dir: Some(mine),
+        layers,
+    }
+}
+
+/// [`own_data_folder`]'s folder: unbinds root's layers, then removes it (or, should the unbind
+/// fail, leaves it rather than remove root's layers through the bind).
+struct OwnData {
+    dir: Option<tempfile::TempDir>,
+    layers: std::path::PathBuf,
+}
+
+impl OwnData {
+    fn path(&self) -> &Path {
+        self.dir.as_ref().expect("until dropped").path()
+    }
+}
+
+impl Drop for OwnData {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.layers).status();
+        let dev = |p: &Path| std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(p).unwrap());
+        if dev(&self.layers) != dev(self.layers.parent().unwrap()) {
+            std::mem::forget(self.dir.take());
+        }
+    }
 }
 
 /// An image root without root: overlayfs in the sandbox's user namespace (Linux 5.11+), the
