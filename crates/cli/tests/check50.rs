@@ -242,3 +242,96 @@ fn check50_problems_import_checks_and_drive_programs_through_a_terminal() {
     assert_eq!(last["expected"]["value"], " #  #\n##  ##\n", "{json:#}");
     assert_eq!(last["actual"]["value"], " #\n##\n", "{json:#}");
 }
+
+/// A limit that stops check50 keeps what it had finished: check50 writes its results only at its
+/// end, so corral's runner records each check as it finishes. Here a check that never ends holds
+/// the run past its wall limit: the checks that finished keep their results (a pass earns its
+/// points), one whose dependency failed is skipped as check50 would skip it, and only the slow
+/// check and the one after it fail with the stop.
+#[test]
+fn a_limit_keeps_the_checks_that_had_finished() {
+    let t = tempfile::tempdir().unwrap();
+    let problem = t.path().join("problem");
+    std::fs::create_dir(&problem).unwrap();
+    std::fs::write(problem.join(".cs50.yml"), "check50: true\n").unwrap();
+    std::fs::write(
+        problem.join("__init__.py"),
+        r#"import time
+import check50
+
+
+@check50.check()
+def fast():
+    """passes at once"""
+
+
+@check50.check()
+def fails():
+    """fails at once"""
+    raise check50.Failure("no")
+
+
+@check50.check(fails)
+def after_failure():
+    """depends on the failure"""
+
+
+@check50.check()
+def slow():
+    """never ends"""
+    time.sleep(600)
+
+
+@check50.check(slow)
+def after_slow():
+    """depends on the slow one"""
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        t.path().join("suite.yaml"),
+        "name: stops\ntimeout: 60s\nlimits: {wall_time: 8s, cpu_time: 20s, memory: 512M}\n\
+         checks:\n  - id: p\n    check50:\n      problem: problem\n      \
+         points: {fast: 2, fails: 1, after_failure: 1, slow: 1, after_slow: 1}\n",
+    )
+    .unwrap();
+    let sub = t.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let mut cmd = corral_cmd();
+    cmd.args(["check", "--json"])
+        .arg(t.path().join("suite.yaml"))
+        .arg(&sub);
+    let (code, json, _) = json_output(&mut cmd);
+    let got = example_support::results(&json, |v| {
+        (
+            v["result"].as_bool(),
+            v["points"].as_f64().unwrap(),
+            v["message"].as_str().unwrap_or("").to_string(),
+        )
+    });
+    let stop = "check50 was stopped: wall time limit of 8s exceeded";
+    let row = |k: &str| got.get(k).cloned().unwrap_or_default();
+    assert_eq!(code, 1, "{json}");
+    assert_eq!(json["score"].as_f64(), Some(2.0), "{json}");
+    assert_eq!(row("p/fast"), (Some(true), 2.0, String::new()), "{json}");
+    assert_eq!(row("p/fails").0, Some(false), "{json}");
+    assert_eq!(row("p/fails").2, "no", "{json}");
+    assert_eq!(
+        row("p/after_failure"),
+        (
+            None,
+            0.0,
+            "can't check until a frown turns upside down".into()
+        ),
+        "{json}"
+    );
+    for k in ["p/slow", "p/after_slow"] {
+        assert_eq!(row(k).0, Some(false), "{k}: {json}");
+        assert!(row(k).2.starts_with(stop), "{k}: {json}");
+    }
+    assert!(
+        row("p").2.contains("3 of 5 check50 checks had finished")
+            || row("p").2.contains("2 of 5 check50 checks had finished"),
+        "{json}"
+    );
+}

@@ -28,7 +28,7 @@ use crate::shared::host_folders::HostFolder;
 use crate::shared::mounted::mounted_folder;
 use crate::shared::python::{python_helper, unseal, Unsealed};
 use crate::shared::rows::items_not_run;
-use crate::suite::{Check50Check, Suite};
+use crate::suite::{Check, Check50Check, Check50Item, RubricItem, Suite};
 
 /// Where check50 (and what it needs) is installed for `/usr/bin/python3`.
 pub const SITE: &str = "/usr/local/lib/corral/python";
@@ -69,7 +69,9 @@ struct Check50Result {
 
 enum Run {
     Valid(Check50Json),
-    Stopped(String),
+    /// Stopped by a limit, with the checks check50 had finished by then (recorded, sealed, as
+    /// each finished: see `_corral_record_progress`).
+    Stopped(String, Vec<Check50Result>),
     /// check50 refused the submission before any check ran (a file its `.cs50.yml` requires is
     /// missing): the student's doing, so every check fails with check50's reason.
     Refused(String),
@@ -109,7 +111,10 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
     match outcome.status {
         Status::SandboxError => return Run::Error(crate::shared::text::sandbox_error(&outcome)),
         Status::Ok | Status::NonzeroExit => {}
-        _ => return Run::Stopped(crate::shared::text::stop_reason(&outcome)),
+        _ => {
+            let finished = finished_before_the_stop(sb, &out_dir, &nonce);
+            return Run::Stopped(crate::shared::text::stop_reason(&outcome), finished);
+        }
     }
     let summary = match sb.read_file(&Path::new(&out_dir).join("summary.json"), 16 << 20) {
         Ok(Some(s)) => s,
@@ -214,90 +219,10 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
                     .iter()
                     .find(|r| r.name == item.name)
                     .expect("every check is there");
-                let cause = r.cause.as_ref();
-                let rationale = text_of(cause.and_then(|c| c.get("rationale")));
-                let help = text_of(cause.and_then(|c| c.get("help")));
-                // check50's own errors (an exception in a check): its type and value.
-                let crashed = cause.and_then(|c| c.get("error")).map(|e| {
-                    format!(
-                        "{}: {}",
-                        text_of(e.get("type")).unwrap_or_default(),
-                        text_of(e.get("value")).unwrap_or_default()
-                    )
-                });
-                // check50's log ("running python3 hello.py...", "sending input David..."), then
-                // what was expected and what happened.
-                let mut script: Vec<ScriptEntry> = r
-                    .log
-                    .iter()
-                    .take(100)
-                    .map(|l| ScriptEntry {
-                        expected: Observation::new("log", l.clone()),
-                        actual: Observation::new("log", l.clone()),
-                    })
-                    .collect();
-                if let (Some(e), Some(a)) = (
-                    cause.and_then(|c| c.get("expected")),
-                    cause.and_then(|c| c.get("actual")),
-                ) {
-                    script.push(ScriptEntry {
-                        expected: Observation::new("stdout", e.clone()),
-                        actual: Observation::new("stdout", a.clone()),
-                    });
-                } else if r.passed == Some(false) {
-                    script.push(ScriptEntry {
-                        expected: Observation::new("check", r.description.clone()),
-                        actual: Observation::new(
-                            "rationale",
-                            rationale.clone().unwrap_or_default(),
-                        ),
-                    });
-                }
-                let msg = match r.passed {
-                    Some(true) => None,
-                    Some(false) => Some(
-                        [rationale.clone(), help]
-                            .into_iter()
-                            .flatten()
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                    )
-                    .filter(|m| !m.is_empty())
-                    .or(Some("check failed".into())),
-                    None => Some(rationale.unwrap_or_else(|| SKIPPED.to_string())),
-                }
-                .map(|m| match &crashed {
-                    Some(c) => format!("{m}\n{c}"),
-                    None => m,
-                });
                 if r.passed != Some(true) {
                     ok = false;
                 }
-                children.push(CheckResult {
-                    id: item.id.clone(),
-                    description: if r.description.is_empty() {
-                        item.description.clone()
-                    } else {
-                        r.description.clone()
-                    },
-                    dependencies: match &r.dependency {
-                        Some(d) => vec![format!("{}/{d}", check.id)],
-                        None => row.dependencies.clone(),
-                    },
-                    result: r.passed,
-                    script,
-                    points: if r.passed == Some(true) {
-                        item.points
-                    } else {
-                        0.0
-                    },
-                    max_points: item.points,
-                    time_ms: 0,
-                    hidden: item.hidden || check.hidden,
-                    message: msg,
-                    error: None,
-                    children: Vec::new(),
-                });
+                children.push(item_row(check, item, row, r));
             }
             let passed = children.iter().filter(|c| c.result == Some(true)).count();
             if !ok {
@@ -307,9 +232,15 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
                 ));
             }
         }
-        Run::Stopped(r) => {
+        Run::Stopped(r, finished) => {
             ok = false;
-            message = Some(format!("check50 was stopped: {r}"));
+            message = Some(match finished.len() {
+                0 => format!("check50 was stopped: {r}"),
+                n => format!(
+                    "check50 was stopped: {r} ({n} of {} check50 checks had finished)",
+                    cc.items.len()
+                ),
+            });
         }
         Run::Refused(r) => {
             ok = false;
@@ -340,7 +271,7 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
                         "check50 {} ran",
                         json.version.as_deref().unwrap_or("(unknown version)")
                     ),
-                    Run::Stopped(r) => format!("stopped: {r}"),
+                    Run::Stopped(r, _) => format!("stopped: {r}"),
                     Run::Refused(r) => format!("refused: {r}"),
                     Run::Invalid(r) => format!("invalid: {r}"),
                     Run::Error(r) => format!("error: {r}"),
@@ -355,11 +286,160 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
         error,
         children: Vec::new(),
     };
-    if !matches!(run, Run::Valid(_)) {
-        children = items_not_run(check, &rubric, &parent);
+    match &run {
+        Run::Valid(_) => {}
+        Run::Stopped(_, finished) if !finished.is_empty() => {
+            children = rows_when_stopped(check, cc, &rubric, &parent, finished);
+        }
+        _ => children = items_not_run(check, &rubric, &parent),
     }
     parent.children = children;
     (parent, None)
+}
+
+/// The row of a check50 check from check50's result `r` for it.
+fn item_row(check: &Check, item: &Check50Item, row: &RubricItem, r: &Check50Result) -> CheckResult {
+    let cause = r.cause.as_ref();
+    let rationale = text_of(cause.and_then(|c| c.get("rationale")));
+    let help = text_of(cause.and_then(|c| c.get("help")));
+    // check50's own errors (an exception in a check): its type and value.
+    let crashed = cause.and_then(|c| c.get("error")).map(|e| {
+        format!(
+            "{}: {}",
+            text_of(e.get("type")).unwrap_or_default(),
+            text_of(e.get("value")).unwrap_or_default()
+        )
+    });
+    // check50's log ("running python3 hello.py...", "sending input David..."), then
+    // what was expected and what happened.
+    let mut script: Vec<ScriptEntry> = r
+        .log
+        .iter()
+        .take(100)
+        .map(|l| ScriptEntry {
+            expected: Observation::new("log", l.clone()),
+            actual: Observation::new("log", l.clone()),
+        })
+        .collect();
+    if let (Some(e), Some(a)) = (
+        cause.and_then(|c| c.get("expected")),
+        cause.and_then(|c| c.get("actual")),
+    ) {
+        script.push(ScriptEntry {
+            expected: Observation::new("stdout", e.clone()),
+            actual: Observation::new("stdout", a.clone()),
+        });
+    } else if r.passed == Some(false) {
+        script.push(ScriptEntry {
+            expected: Observation::new("check", r.description.clone()),
+            actual: Observation::new("rationale", rationale.clone().unwrap_or_default()),
+        });
+    }
+    let msg = match r.passed {
+        Some(true) => None,
+        Some(false) => Some(
+            [rationale.clone(), help]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+        .filter(|m| !m.is_empty())
+        .or(Some("check failed".into())),
+        None => Some(rationale.unwrap_or_else(|| SKIPPED.to_string())),
+    }
+    .map(|m| match &crashed {
+        Some(c) => format!("{m}\n{c}"),
+        None => m,
+    });
+    CheckResult {
+        id: item.id.clone(),
+        description: if r.description.is_empty() {
+            item.description.clone()
+        } else {
+            r.description.clone()
+        },
+        dependencies: match &r.dependency {
+            Some(d) => vec![format!("{}/{d}", check.id)],
+            None => row.dependencies.clone(),
+        },
+        result: r.passed,
+        script,
+        points: if r.passed == Some(true) {
+            item.points
+        } else {
+            0.0
+        },
+        max_points: item.points,
+        time_ms: 0,
+        hidden: item.hidden || check.hidden,
+        message: msg,
+        error: None,
+        children: Vec::new(),
+    }
+}
+
+/// The rows of a run a limit stopped: the checks that had finished keep their results; a check
+/// whose dependency finished without passing is skipped, as check50 would have skipped it; the
+/// others fail with the stop.
+fn rows_when_stopped(
+    check: &Check,
+    cc: &Check50Check,
+    rubric: &[RubricItem],
+    parent: &CheckResult,
+    finished: &[Check50Result],
+) -> Vec<CheckResult> {
+    let stopped = items_not_run(check, rubric, parent);
+    // Whether each row's check ran (finished, or skipped after a dependency that did not pass)
+    // and passed. check50 registers a check after the one it depends on, so a dependency's row
+    // is decided first.
+    let mut ran: Vec<Option<bool>> = Vec::with_capacity(cc.items.len());
+    let mut rows = Vec::with_capacity(cc.items.len());
+    for ((item, row), stopped) in cc.items.iter().zip(rubric).zip(stopped) {
+        if let Some(r) = finished.iter().find(|r| r.name == item.name) {
+            ran.push(Some(r.passed == Some(true)));
+            rows.push(item_row(check, item, row, r));
+            continue;
+        }
+        let dependency_ran = item
+            .dependency
+            .as_ref()
+            .and_then(|d| cc.items.iter().position(|i| &i.name == d))
+            .and_then(|at| ran.get(at).copied().flatten());
+        if dependency_ran == Some(false) {
+            ran.push(Some(false));
+            rows.push(CheckResult {
+                result: None,
+                message: Some(SKIPPED.to_string()),
+                ..stopped
+            });
+        } else {
+            ran.push(None);
+            rows.push(stopped);
+        }
+    }
+    rows
+}
+
+/// What the runner recorded of the checks finished before a limit stopped it: nothing when the
+/// record is missing, unreadable or not sealed by the runner (then every check is stopped).
+fn finished_before_the_stop(
+    sb: &mut corral_sandbox::Sandbox,
+    out_dir: &str,
+    nonce: &str,
+) -> Vec<Check50Result> {
+    #[derive(Deserialize)]
+    struct Progress {
+        results: Vec<Check50Result>,
+    }
+    let Ok(Some(sealed)) = sb.read_file(&Path::new(out_dir).join("progress.json"), 16 << 20) else {
+        return Vec::new();
+    };
+    unseal(&sealed, nonce)
+        .ok()
+        .and_then(|body| serde_json::from_slice::<Progress>(&body).ok())
+        .map(|p| p.results)
+        .unwrap_or_default()
 }
 
 impl CheckRunner for Check50Check {

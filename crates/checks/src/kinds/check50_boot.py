@@ -30,6 +30,7 @@ def _corral_main():
     code = None
     error = None
     _corral_pipes_for_pexpect()
+    _corral_record_progress(nonce, out_dir)
     sys.argv = ["check50", "--dev", "--no-install-dependencies", "--output", "json", "--", cfg["problem"]]
     try:
         import check50.__main__ as c50
@@ -53,6 +54,46 @@ def _corral_main():
     os.write(fd, _corral_sealed(nonce, summary))
     os.close(fd)
     os._exit(0)
+
+
+def _corral_record_progress(nonce, out_dir):
+    """check50 writes its results when every check has run; a limit that stops it first would
+    lose the checks it had finished. So each finished check is also recorded as check50 learns
+    of it (its runner waits on `futures.wait`), sealed like the summary, in progress.json — written
+    whole to a new file and renamed over the last, so the host reads one complete version."""
+    import json
+
+    import attr
+    import check50.runner as runner
+
+    real = runner.futures
+    finished = []
+    # Absolute: check50 runs its checks in a working area of its own (it changes directory).
+    target = os.path.join(os.path.abspath(out_dir), "progress.json")
+
+    class _Futures:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def wait(self, fs, *args, **kwargs):
+            done, not_done = real.wait(fs, *args, **kwargs)
+            for future in done:
+                try:
+                    result, _state = future.result()
+                    finished.append(json.loads(json.dumps(attr.asdict(result), default=str)))
+                except Exception:  # noqa: BLE001 - check50 itself reports a failed check
+                    continue
+            try:
+                tmp = "%s.%d" % (target, len(finished))
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                os.write(fd, _corral_sealed(nonce, {"results": finished}))
+                os.close(fd)
+                os.rename(tmp, target)
+            except OSError:
+                pass
+            return done, not_done
+
+    runner.futures = _Futures()
 
 
 def _corral_pipes_for_pexpect():
