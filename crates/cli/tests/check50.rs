@@ -3,6 +3,7 @@
 //! /usr/local/lib/corral/python) offline inside the sandbox; its results are mapped to corral's
 //! (ids, descriptions, dependencies, pass/fail/skip, expected vs actual) with points.
 
+mod common;
 mod example_support;
 
 use std::collections::BTreeMap;
@@ -332,6 +333,25 @@ def after_slow():
     assert!(
         row("p").2.contains("3 of 5 check50 checks had finished")
             || row("p").2.contains("2 of 5 check50 checks had finished"),
+        "{json}"
+    );
+}
+
+/// In an image without check50 (a course's image must bring its own), every check says so and
+/// the run is an error, not a failure of the student's.
+#[test]
+fn an_image_without_check50_says_so() {
+    let dir = root().join("examples/check50-hello");
+    let mut cmd = corral_cmd();
+    cmd.args(["check", "--json", "--image", common::image::NAME, "--data"])
+        .arg(common::image::data_dir())
+        .arg(dir.join("suite.yaml"))
+        .arg(dir.join("submissions/correct"));
+    let (code, json, _) = json_output(&mut cmd);
+    assert_eq!(code, 125, "{json}");
+    let error = json["results"]["hello"]["error"].as_str().unwrap_or("");
+    assert!(
+        error.contains("check50 failed: ModuleNotFoundError: No module named 'check50'"),
         "{json}"
     );
 }
