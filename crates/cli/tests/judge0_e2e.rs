@@ -73,9 +73,32 @@ fn judge0_requests_and_answers() {
         assert_eq!(about["version"], "1.13.1");
         let (_, langs) = j0(&s, Some(&t), Method::GET, "/judge0/languages", None).await;
         let ids: Vec<i64> = langs.as_array().unwrap().iter().map(|l| l["id"].as_i64().unwrap()).collect();
-        for id in [46, 50, 52, 62, 63, 71] {
+        // Both of Judge0's C++ ids are listed: clients check an id against the list.
+        for id in [46, 50, 52, 54, 62, 63, 71] {
             assert!(ids.contains(&id), "{id} missing from {langs}");
         }
+        let (st, all) = j0(&s, Some(&t), Method::GET, "/judge0/languages/all", None).await;
+        assert_eq!(st, StatusCode::OK, "{all}");
+        let python = all.as_array().unwrap().iter().find(|l| l["id"] == 71).cloned();
+        assert_eq!(
+            python,
+            Some(json!({"id": 71, "name": langs.as_array().unwrap().iter()
+                .find(|l| l["id"] == 71).unwrap()["name"], "is_archived": false})),
+            "{all}"
+        );
+        // Output that is not UTF-8 comes back byte for byte in base64; the language's id may
+        // come as text, as Judge0 takes it.
+        let (st, v) = j0(
+            &s,
+            Some(&t),
+            Method::POST,
+            "/judge0/submissions?base64_encoded=true&wait=true",
+            Some(json!({"language_id": "71", "source_code": b64(
+                "import sys\nsys.stdout.buffer.write(bytes([255, 254, 65]))\n")})),
+        )
+        .await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        assert_eq!((&v["status"]["id"], &v["stdout"]), (&json!(3), &json!("//5B")), "{v}");
         let (st, c) = j0(&s, Some(&t), Method::GET, "/judge0/languages/50", None).await;
         assert_eq!(st, StatusCode::OK);
         assert_eq!(c["source_file"], "main.c");
@@ -84,6 +107,9 @@ fn judge0_requests_and_answers() {
         let (_, cfg) = j0(&s, Some(&t), Method::GET, "/judge0/config_info", None).await;
         assert_eq!(cfg["max_cpu_time_limit"], 10.0);
         assert_eq!(cfg["enable_network"], false);
+        // What corral takes, as clients read it: a zip of additional files, repeated runs.
+        assert_eq!(cfg["enable_additional_files"], true);
+        assert_eq!(cfg["max_number_of_runs"], 20);
 
         // wait=true, plain text: the whole result at once.
         let (st, v) = j0(

@@ -308,12 +308,21 @@ fn language_json(st: &SharedState, id: u32, reg: &str) -> Option<Value> {
 
 /// `GET /judge0/languages`: the registry's languages this host has, with Judge0's ids.
 pub async fn languages(State(st): State<SharedState>) -> Response {
+    language_list(st, false).await
+}
+
+/// `GET /judge0/languages/all`: the same with `is_archived` (corral archives none).
+pub async fn languages_all(State(st): State<SharedState>) -> Response {
+    language_list(st, true).await
+}
+
+async fn language_list(st: SharedState, all: bool) -> Response {
     let st2 = st.clone();
+    // Every id this server maps is listed (52 and 54 are both C++, as Judge0 lists its two
+    // compilers): a client checks an id against the list before it submits.
     let list = tokio::task::spawn_blocking(move || {
-        let mut seen = std::collections::BTreeSet::new();
         LANGUAGE_IDS
             .iter()
-            .filter(|(_, reg)| seen.insert(*reg))
             .filter(|(_, reg)| {
                 // A language in an image is listed when this server has the image.
                 st2.languages
@@ -323,9 +332,12 @@ pub async fn languages(State(st): State<SharedState>) -> Response {
             .filter_map(|(id, reg)| {
                 language_json(&st2, *id, reg).map(|mut v| {
                     if let Some(o) = v.as_object_mut() {
-                        for k in ["source_file", "compile_cmd", "run_cmd", "is_archived"] {
-                            o.remove(k);
-                        }
+                        let keep: &[&str] = if all {
+                            &["id", "name", "is_archived"]
+                        } else {
+                            &["id", "name"]
+                        };
+                        o.retain(|k, _| keep.contains(&k.as_str()));
                     }
                     v
                 })
@@ -385,7 +397,7 @@ pub async fn config_info(State(st): State<SharedState>) -> Response {
         "enable_callbacks": true,
         "callbacks_max_tries": q.callback_max_attempts,
         "callbacks_timeout": q.callback_timeout.duration().as_secs_f64(),
-        "enable_additional_files": false,
+        "enable_additional_files": true,
         "max_queue_size": q.max_pending_per_owner,
         "cpu_time_limit": d.cpu_time.0.as_secs_f64(),
         "max_cpu_time_limit": c.cpu_time.0.as_secs_f64(),
@@ -406,7 +418,7 @@ pub async fn config_info(State(st): State<SharedState>) -> Response {
         "max_file_size": d.file_size.0 / 1024,
         "max_max_file_size": c.file_size.0 / 1024,
         "number_of_runs": 1,
-        "max_number_of_runs": 1,
+        "max_number_of_runs": st.config.judge0.max_number_of_runs,
         "redirect_stderr_to_stdout": false,
         "max_extract_size": 0,
         "enable_batched_submissions": true,
@@ -430,6 +442,7 @@ pub fn routes() -> axum::Router<SharedState> {
         )
         .route("/judge0/submissions/{token}", get(get_one))
         .route("/judge0/languages", get(languages))
+        .route("/judge0/languages/all", get(languages_all))
         .route("/judge0/languages/{id}", get(language))
         .route("/judge0/statuses", get(statuses))
         .route("/judge0/about", get(about))

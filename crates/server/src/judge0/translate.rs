@@ -91,10 +91,28 @@ pub fn id_of(token: &str) -> String {
     token.trim().replace('-', "").to_ascii_lowercase()
 }
 
+/// `language_id` as a number or as its digits in a string (`"71"`), as Judge0 (Rails) takes it.
+fn number_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Id {
+        Number(u32),
+        Text(String),
+    }
+    match Option::<Id>::deserialize(d)? {
+        None => Ok(None),
+        Some(Id::Number(n)) => Ok(Some(n)),
+        Some(Id::Text(t)) => t.trim().parse().map(Some).map_err(|_| {
+            serde::de::Error::custom(format!("language_id {t:?} is not a language's number"))
+        }),
+    }
+}
+
 /// A Judge0 submission request (unknown fields are ignored, as Judge0 does).
 #[derive(Debug, Clone, Deserialize, Default)]
 pub struct J0Request {
     pub source_code: Option<String>,
+    #[serde(default, deserialize_with = "number_or_text")]
     pub language_id: Option<u32>,
     pub compiler_options: Option<String>,
     pub command_line_arguments: Option<String>,
@@ -291,16 +309,28 @@ pub fn render(job: &Job, fields: &Option<String>, b64: bool) -> Value {
         .as_deref()
         .and_then(|r| serde_json::from_str(r).ok());
     let run = verdict.as_ref().and_then(|v| v.run.clone());
-    let text = |s: Option<&str>| -> Value {
-        match s {
+    let bytes = |b: Option<&[u8]>| -> Value {
+        match b {
             None => Value::Null,
             Some(t) if b64 => Value::String(base64::engine::general_purpose::STANDARD.encode(t)),
-            Some(t) => Value::String(t.to_string()),
+            // Not valid UTF-8 (only a program's own output can be): replacement characters;
+            // `base64_encoded=true` gives the bytes as they were.
+            Some(t) => Value::String(String::from_utf8_lossy(t).into_owned()),
         }
     };
+    let text = |s: Option<&str>| bytes(s.map(str::as_bytes));
     let nonempty = |s: Option<&str>| s.filter(|t| !t.is_empty()).map(str::to_string);
-    let stdout = run.as_ref().and_then(|r| nonempty(r["stdout"].as_str()));
-    let stderr = run.as_ref().and_then(|r| nonempty(r["stderr"].as_str()));
+    // A stream that is not UTF-8 is kept whole beside its text (`STREAM_base64`): its bytes.
+    let stream = |name: &str| -> Option<Vec<u8>> {
+        let r = run.as_ref()?;
+        let raw = r[format!("{name}_base64")]
+            .as_str()
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .or_else(|| r[name].as_str().map(|t| t.as_bytes().to_vec()))?;
+        (!raw.is_empty()).then_some(raw)
+    };
+    let stdout = stream("stdout");
+    let stderr = stream("stderr");
     let compile_output = verdict
         .as_ref()
         .and_then(|v| v.compile.as_ref())
@@ -328,8 +358,8 @@ pub fn render(job: &Job, fields: &Option<String>, b64: bool) -> Value {
         "expected_output".into(),
         text(spec.as_ref().and_then(|s| s.expected_output.as_deref())),
     );
-    all.insert("stdout".into(), text(stdout.as_deref()));
-    all.insert("stderr".into(), text(stderr.as_deref()));
+    all.insert("stdout".into(), bytes(stdout.as_deref()));
+    all.insert("stderr".into(), bytes(stderr.as_deref()));
     all.insert("compile_output".into(), text(compile_output.as_deref()));
     all.insert("message".into(), text(message.as_deref()));
     all.insert(
@@ -407,11 +437,9 @@ pub fn render(job: &Job, fields: &Option<String>, b64: bool) -> Value {
 mod tests {
     use super::*;
 
-    /// With `number_of_runs`, Judge0's `time` and `memory` are the runs' means (the judge
-    /// records them beside the last run's own figures); a single run reports its own.
-    #[test]
-    fn repeated_runs_report_the_means() {
-        let job = |run: Value| Job {
+    /// A finished job whose run recorded `run`.
+    fn job_with_run(run: Value) -> Job {
+        Job {
             id: "j1".into(),
             owner: "o".into(),
             state: JobState::Done,
@@ -443,7 +471,41 @@ mod tests {
             callback_error: None,
             image_name: None,
             image_digest: None,
-        };
+        }
+    }
+
+    /// A program's output that is not UTF-8 comes back byte for byte with `base64_encoded=true`
+    /// (the run keeps its bytes beside the text), and as text with replacement characters
+    /// without it.
+    #[test]
+    fn binary_output_keeps_its_bytes_in_base64() {
+        let job = job_with_run;
+        let run = json!({"status": "ok", "exit_code": 0, "stdout": "\u{fffd}\u{fffd}A",
+                         "stdout_base64": "//5B", "stderr": "plain"});
+        let v = render(&job(run), &Some("stdout,stderr".into()), true);
+        assert_eq!(v["stdout"], "//5B", "{v}");
+        assert_eq!(v["stderr"], "cGxhaW4=", "{v}");
+        let run = json!({"status": "ok", "exit_code": 0, "stdout": "\u{fffd}\u{fffd}A",
+                         "stdout_base64": "//5B"});
+        let v = render(&job(run), &Some("stdout".into()), false);
+        assert_eq!(v["stdout"], "\u{fffd}\u{fffd}A", "{v}");
+    }
+
+    #[test]
+    fn a_language_id_may_come_as_text() {
+        let r: J0Request = serde_json::from_str(r#"{"language_id": "71"}"#).unwrap();
+        assert_eq!(r.language_id, Some(71));
+        let r: J0Request = serde_json::from_str(r#"{"language_id": 50}"#).unwrap();
+        assert_eq!(r.language_id, Some(50));
+        let e = serde_json::from_str::<J0Request>(r#"{"language_id": "python"}"#).unwrap_err();
+        assert!(e.to_string().contains("is not a language's number"), "{e}");
+    }
+
+    /// With `number_of_runs`, Judge0's `time` and `memory` are the runs' means (the judge
+    /// records them beside the last run's own figures); a single run reports its own.
+    #[test]
+    fn repeated_runs_report_the_means() {
+        let job = job_with_run;
         let last = json!({"status": "ok", "exit_code": 0, "cpu_time_ms": 300,
                           "memory_peak_bytes": 30 << 20, "wall_time_ms": 400});
         let mut repeated = last.clone();
