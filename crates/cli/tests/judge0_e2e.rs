@@ -99,6 +99,10 @@ fn judge0_requests_and_answers() {
         .await;
         assert_eq!(st, StatusCode::CREATED, "{v}");
         assert_eq!((&v["status"]["id"], &v["stdout"]), (&json!(3), &json!("//5B")), "{v}");
+        // No stdin was sent: null, as Judge0 answers it.
+        let path = format!("/judge0/submissions/{}?fields=stdin", v["token"].as_str().unwrap());
+        let (_, v) = j0(&s, Some(&t), Method::GET, &path, None).await;
+        assert_eq!(v, json!({"stdin": null}));
         let (st, c) = j0(&s, Some(&t), Method::GET, "/judge0/languages/50", None).await;
         assert_eq!(st, StatusCode::OK);
         assert_eq!(c["source_file"], "main.c");
@@ -148,6 +152,17 @@ fn judge0_requests_and_answers() {
             assert!(all.get(k).is_some(), "{k} missing: {all}");
         }
         assert!(all["created_at"].as_str().unwrap().ends_with('Z'));
+        // The source comes back as it was sent (clients re-run a submission from its answer).
+        assert_eq!(all["source_code"], "print(input() * 2)", "{all}");
+        let (_, v) = j0(
+            &s,
+            Some(&t),
+            Method::GET,
+            &format!("/judge0/submissions/{token}?base64_encoded=true&fields=source_code"),
+            None,
+        )
+        .await;
+        assert_eq!(v, json!({"source_code": b64("print(input() * 2)")}));
         // Someone else's token is not found.
         let (st, _) = j0(&s, Some(&other), Method::GET, &format!("/judge0/submissions/{token}"), None).await;
         assert_eq!(st, StatusCode::NOT_FOUND);

@@ -148,6 +148,8 @@ pub trait Store: Send + Sync + JobStore {
     async fn get_upload(&self, id: &str) -> Result<Option<Upload>>;
     /// Writes an upload's files below `dest` (an empty folder), with their modes.
     async fn materialize(&self, upload: &Upload, dest: &Path) -> Result<()>;
+    /// The contents of the upload's file at `path` (`None`: it has none there).
+    async fn read_upload_file(&self, upload: &Upload, path: &str) -> Result<Option<Vec<u8>>>;
     /// Deletes uploads created before `before` (Unix seconds) that no suite uses, and blobs no
     /// upload references any more. Returns the number of uploads deleted.
     async fn delete_uploads_before(&self, before: i64) -> Result<u64>;

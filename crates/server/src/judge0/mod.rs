@@ -185,7 +185,11 @@ pub async fn create(
     if truthy(&p.wait) {
         let wait = st.config.submissions.wait_max.duration();
         return match wait_for(&st, &caller, &ids[0], wait).await {
-            Ok(job) => (StatusCode::CREATED, Json(render(&job, &p.fields, b64))).into_response(),
+            Ok(job) => (
+                StatusCode::CREATED,
+                Json(answer(&st, &job, &p.fields, b64).await),
+            )
+                .into_response(),
             Err(e) => e.into_response(),
         };
     }
@@ -247,6 +251,43 @@ pub async fn create_batch(
     (StatusCode::CREATED, Json(Value::Array(out))).into_response()
 }
 
+/// A submission in Judge0's shape ([`render`]), with its `source_code` when asked for: the
+/// language's source file of the job's upload (where the source went when it was submitted).
+async fn answer(
+    st: &SharedState,
+    job: &corral_store::Job,
+    fields: &Option<String>,
+    b64: bool,
+) -> Value {
+    let mut v = render(job, fields, b64);
+    if let Some(slot) = v.get_mut("source_code") {
+        if let Some(src) = source_of(st, job).await {
+            *slot = Value::String(if b64 {
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &src)
+            } else {
+                String::from_utf8_lossy(&src).into_owned()
+            });
+        }
+    }
+    v
+}
+
+async fn source_of(st: &SharedState, job: &corral_store::Job) -> Option<Vec<u8>> {
+    let spec: JobSpec = serde_json::from_str(&job.spec).ok()?;
+    let file = st
+        .languages
+        .get(spec.language.as_deref()?)
+        .ok()?
+        .source
+        .clone();
+    let upload = st
+        .store
+        .get_upload(job.upload_id.as_deref()?)
+        .await
+        .ok()??;
+    st.store.read_upload_file(&upload, &file).await.ok()?
+}
+
 /// `GET /judge0/submissions/{token}`.
 pub async fn get_one(
     State(st): State<SharedState>,
@@ -256,7 +297,7 @@ pub async fn get_one(
 ) -> Response {
     let b64 = truthy(&p.base64_encoded);
     match wait_for(&st, &caller, &id_of(&token), Duration::ZERO).await {
-        Ok(job) => Json(render(&job, &p.fields, b64)).into_response(),
+        Ok(job) => Json(answer(&st, &job, &p.fields, b64).await).into_response(),
         Err(e) if e.kind == ErrorKind::NotFound => j0_error(StatusCode::NOT_FOUND, "Not found"),
         Err(e) => e.into_response(),
     }
@@ -286,7 +327,7 @@ pub async fn get_batch(
     let mut out = Vec::new();
     for t in tokens {
         match wait_for(&st, &caller, &id_of(t), Duration::ZERO).await {
-            Ok(job) => out.push(render(&job, &p.fields, b64)),
+            Ok(job) => out.push(answer(&st, &job, &p.fields, b64).await),
             Err(e) if e.kind == ErrorKind::NotFound => out.push(Value::Null),
             Err(e) => return e.into_response(),
         }

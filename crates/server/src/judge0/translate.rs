@@ -352,7 +352,12 @@ pub fn render(job: &Job, fields: &Option<String>, b64: bool) -> Value {
     all.insert("language_id".into(), json!(lang_id));
     all.insert(
         "stdin".into(),
-        text(spec.as_ref().map(|s| s.stdin.as_str())),
+        // None given reads as null, as Judge0 answers it.
+        text(
+            spec.as_ref()
+                .map(|s| s.stdin.as_str())
+                .filter(|s| !s.is_empty()),
+        ),
     );
     all.insert(
         "expected_output".into(),

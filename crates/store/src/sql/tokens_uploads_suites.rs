@@ -188,6 +188,18 @@ where
         .await
     }
 
+    async fn read_upload_file(&self, upload: &Upload, path: &str) -> Result<Option<Vec<u8>>> {
+        let Some(sha) = upload
+            .files
+            .iter()
+            .find(|f| f.path == path)
+            .map(|f| f.sha256.clone())
+        else {
+            return Ok(None);
+        };
+        self.blocking(move |b| b.read(&sha).map(Some)).await
+    }
+
     async fn delete_uploads_before(&self, before: i64) -> Result<u64> {
         let mut tx = self.begin_write().await?;
         sqlx::query(&format!(
