@@ -57,7 +57,6 @@ impl SharedFolders {
         key: String,
         fill: impl FnOnce(&Path) -> std::io::Result<()>,
     ) -> std::io::Result<Arc<HostFolder>> {
-        use std::os::unix::fs::DirBuilderExt;
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|(_, w)| w.strong_count() > 0);
         if let Some(t) = live
@@ -69,8 +68,8 @@ impl SharedFolders {
         }
         let parent = private_tempdir(self.prefix)?;
         let path = parent.path().join("folder");
-        std::fs::DirBuilder::new().mode(0o755).create(&path)?;
-        // The mode asked for is masked by the umask; the sandbox's uid must be able to read it.
+        std::fs::create_dir(&path)?;
+        // Whatever the umask: the sandbox's uid must be able to read it.
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
         fill(&path)?;
         let t = Arc::new(HostFolder {
