@@ -443,6 +443,47 @@ fn output_written_just_before_exit_is_captured_in_full() {
     }
 }
 
+/// PID 1 waits between runs as a `SCHED_BATCH` task (`inside/wake_policy.rs`), yet a program
+/// and what it starts are ordinary tasks, as they would be anywhere: in a sandbox's first run
+/// (its process forked by PID 1) and in the later ones (cloned by PID 1's confined thread).
+#[test]
+fn programs_are_ordinary_tasks_in_every_run() {
+    let _g = shared();
+    let code = "import os, subprocess\n\
+                child = subprocess.run(['/usr/bin/python3', '-c', 'import os; print(os.sched_getscheduler(0))'], capture_output=True, text=True).stdout.strip()\n\
+                print(os.sched_getscheduler(0), child)";
+    let dir = tempfile::tempdir().unwrap();
+    let batch = dir.path().join("policy.jsonl");
+    let line = serde_json::json!({"argv": [PY, "-c", code]});
+    fs::write(&batch, format!("{line}\n").repeat(3)).unwrap();
+    // One warm sandbox for every line, then a fresh sandbox for each.
+    for how in ["--pool-size=1", "--fresh"] {
+        let out = corral_cmd()
+            .args(["run", "--batch", batch.to_str().unwrap(), how])
+            .output()
+            .unwrap();
+        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines.len(),
+            3,
+            "{how}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for (i, r) in lines.iter().enumerate() {
+            assert_eq!(r["status"], "ok", "{how}, run {i}: {r}");
+            // SCHED_OTHER is 0: the program's policy, then its child's.
+            assert_eq!(
+                r["stdout"].as_str().unwrap(),
+                "0 0\n",
+                "{how}, run {i}: {r}"
+            );
+        }
+    }
+}
+
 #[test]
 fn invalid_utf8_output_is_base64() {
     let _g = shared();

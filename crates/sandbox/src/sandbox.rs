@@ -562,7 +562,10 @@ impl Sandbox {
         let pipes = if master_tty {
             None
         } else {
-            Some((pipe()?, pipe()?))
+            let (out, err) = (pipe()?, pipe()?);
+            set_nonblocking(out.0.as_fd())?;
+            set_nonblocking(err.0.as_fd())?;
+            Some((out, err))
         };
         let (stdin_r, stdin_w, stdin_data) = match &spec.stdin {
             _ if master_tty => (None, None, stdin_bytes(&spec.stdin)?),
@@ -585,7 +588,13 @@ impl Sandbox {
             Stdin::Bytes(b) => {
                 let (r, w) = pipe()?;
                 set_nonblocking(w.as_fd())?;
-                (Some(r), Some(w), b.clone())
+                // What fits in the pipe goes in now, the pipe closed behind it when that is
+                // all: after `Run` is sent, PID 1 (a batch task, see `inside/wake_policy.rs`)
+                // waits for this thread to sleep, so less is left to do after the send.
+                let sent = prefill(w.as_fd(), b);
+                let rest = b[sent..].to_vec();
+                let w = if rest.is_empty() { None } else { Some(w) };
+                (Some(r), w, rest)
             }
             Stdin::Pipe => {
                 let (r, w) = pipe()?;
@@ -663,6 +672,7 @@ impl Sandbox {
                 }
             }
         }
+        // (The output pipes were made non-blocking before the send.)
         let (out_r, err_r, stdin_w) = match pipes {
             Some(((out_r, _), (err_r, _))) => (out_r, Some(err_r), stdin_w),
             None => {
@@ -671,13 +681,14 @@ impl Sandbox {
                     .ok_or_else(|| SandboxError::Protocol("no terminal came back".into()))?;
                 let reader = master.try_clone().map_err(|e| SandboxError::io("dup", e))?;
                 set_nonblocking(master.as_fd())?;
-                (reader, tty_err.map(|(r, _)| r), Some(master))
+                set_nonblocking(reader.as_fd())?;
+                let err = tty_err.map(|(r, _)| r);
+                if let Some(e) = &err {
+                    set_nonblocking(e.as_fd())?;
+                }
+                (reader, err, Some(master))
             }
         };
-        set_nonblocking(out_r.as_fd())?;
-        if let Some(e) = &err_r {
-            set_nonblocking(e.as_fd())?;
-        }
         let tty = match spec.tty {
             None => Tty::None,
             Some(_) if relayed_tty => Tty::Relayed,
@@ -837,6 +848,15 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
 }
 
 /// One `ioctl(FIONBIO)`: no read of the old flags first (two `fcntl`s for each pipe of a run).
+/// Writes what fits of `data` into a fresh non-blocking pipe; returns how much went in.
+fn prefill(w: BorrowedFd<'_>, data: &[u8]) -> usize {
+    if data.is_empty() {
+        return 0;
+    }
+    // EAGAIN (full) or any other failure: the execution's loop writes the rest and reports.
+    nix::unistd::write(w, data).unwrap_or(0)
+}
+
 fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<(), SandboxError> {
     rustix::io::ioctl_fionbio(fd, true)
         .map_err(|e| SandboxError::io("making a pipe non-blocking", e.into()))

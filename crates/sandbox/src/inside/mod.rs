@@ -7,8 +7,9 @@
 //!   steps ([`rootfs`] with [`image_root`] for an image's layers and [`idmap`] for build mode,
 //!   [`netns`], the bounding set, [`landlock`] rules, the seccomp program).
 //! - [`pid1`]: PID 1 serving the supervisor's requests (start, kill, reset), with [`pty`] and
-//!   [`stdin_probe`] for interactive runs, and [`scratch`] emptying the scratch mounts in place
-//!   and [`ipcns`] telling whether the IPC namespace must be replaced.
+//!   [`stdin_probe`] for interactive runs, [`scratch`] emptying the scratch mounts in place,
+//!   [`ipcns`] telling whether the IPC namespace must be replaced, and [`wake_policy`] keeping
+//!   PID 1 from preempting the supervisor when the next run arrives.
 //! - [`child`]: the program's process — the ordered steps from fork to exec; [`vfork`] starts
 //!   it without copying PID 1 where it can, and [`confined`] from a thread of PID 1 that already
 //!   wears the programs' confinement, which the process inherits.
@@ -20,7 +21,8 @@
 //!
 //! Dependencies point one way, down this list's call order: `init` → `pid1` → `child` →
 //! `privileges` → `syscalls`; `rootfs` → `image_root` → `idmap`; the leaves (`netns`, `landlock`,
-//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `scratch`, `ipcns`, `vfork`, `fork_into`, `fds`, `error`) call back into none of them;
+//! `gvisor`, `tracer`, `pty`, `stdin_probe`, `scratch`, `ipcns`, `wake_policy`, `vfork`,
+//! `fork_into`, `fds`, `error`) call back into none of them;
 //! `pid1` → `confined` → `vfork`, `landlock`;
 //! `spawner` → `spares` → `netns`.
 
@@ -48,3 +50,4 @@ mod syscalls;
 pub(crate) mod tracer;
 mod tty_relay;
 mod vfork;
+mod wake_policy;

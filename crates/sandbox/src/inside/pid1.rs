@@ -22,6 +22,7 @@ use crate::inside::scratch::Scratch;
 use crate::inside::tracer::{self, Stop};
 use crate::inside::tty_relay::Relay;
 use crate::inside::vfork;
+use crate::inside::wake_policy::WakePolicy;
 use crate::inside::{gvisor, ipcns, landlock, netns, pty, rootfs, stdin_probe};
 use crate::protocol::{self, ChildReport, Event, Request, Setup};
 
@@ -67,6 +68,8 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
     let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(|e| SandboxError::io("signalfd", e.into()))?;
 
+    // Batch from a run's end to the next request (see `wake_policy`).
+    let mut policy = WakePolicy::new(!setup.gvisor);
     let mut current: Option<Running> = None;
     // Whether a run since the last reset may have changed the network namespace.
     let mut reached_network = false;
@@ -156,6 +159,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
             }
         }
         if ctl_ready {
+            policy.request_arrived();
             let Some((req, fds)) = protocol::recv::<Request>(ctl)? else {
                 // The supervisor is gone: end the sandbox.
                 return Ok(());
@@ -377,6 +381,7 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                 // compiled image the kernel frees on a worker thread — after the event, not
                 // between the program's exit and it.
                 drop(run);
+                policy.run_ended();
             }
         }
     }
