@@ -2085,7 +2085,8 @@ fn terminal_input_cannot_be_injected() {
             0
         );
     }
-    // corral without --json, the terminal as its stdin, stdout and stderr
+    // corral without --json, the terminal as its stdin, stdout and stderr — and as its
+    // controlling terminal, as a shell's command has one: `/dev/tty` would be that terminal
     let mut c = Command::new(corral_bin());
     c.arg("run").args(image::root_args()).args([
         "--dir",
@@ -2099,6 +2100,15 @@ fn terminal_input_cannot_be_injected() {
     c.stdin(slave.try_clone().unwrap())
         .stdout(slave.try_clone().unwrap())
         .stderr(slave.try_clone().unwrap());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     let mut child = c.spawn().expect("spawn corral");
     let start = Instant::now();
     let status = loop {
@@ -2137,6 +2147,13 @@ fn terminal_input_cannot_be_injected() {
         String::from_utf8_lossy(&injected)
     );
     assert!(!shown.contains("ESCAPED"), "output: {shown}");
+    // Not even open: the program would read what the user types (the sandbox's /dev has no
+    // `tty`, and the program leads a session of its own; a terminal run gets a pty of the
+    // sandbox's own devpts).
+    assert!(
+        !shown.contains("DEVTTY opened") && shown.contains("DEVTTY "),
+        "the program opened the host's terminal as /dev/tty; output: {shown}"
+    );
     assert!(
         shown.contains("BLOCKED: TIOCSTI") || shown.contains("NOTTY"),
         "the program did not report (corral exit {status}); output: {shown}"
