@@ -127,7 +127,7 @@ pub fn grade(
         move |source| GradeError::Io { what, source }
     };
     // Private: it holds the submission and the suite's hidden files.
-    let tmp = crate::shared::host_folders::private_tempdir("corral-check-")
+    let tmp = crate::shared::private_temp::private_tempdir("corral-check-")
         .map_err(io("creating a temporary folder"))?;
     let base = tmp.path().join("base");
     stage::copy_tree(submission, &base).map_err(io("copying the submission"))?;

@@ -110,7 +110,7 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|_| "worker".into())
     });
     // Private: the jobs' files (submissions, suites with hidden tests) are written here.
-    let tmp = corral_checks::shared::host_folders::private_tempdir("corral-worker-")
+    let tmp = corral_checks::shared::private_temp::private_tempdir("corral-worker-")
         .context("a temporary folder")?;
     let ctx = Arc::new(Ctx {
         key: corral_store::sha256_hex(token.as_bytes()).into_bytes(),

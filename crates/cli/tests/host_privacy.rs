@@ -144,7 +144,8 @@ fn another_user_cannot_find_a_gradings_hidden_tests_in_the_temporary_folder() {
     assert!(
         seen_by_root.contains("test_hidden.py"),
         "the hidden test was never staged in {tmp:?} (root's grep found {seen_by_root:?}); \
-         corral check: {}",
+         corral check: {} {}",
+        String::from_utf8_lossy(&done.stdout),
         String::from_utf8_lossy(&done.stderr)
     );
     assert!(

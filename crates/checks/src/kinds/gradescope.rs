@@ -168,7 +168,7 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
         expected: Observation::new("setup", "setup.sh"),
         actual: Observation::new("setup", setup),
     }];
-    let tmp = match crate::shared::host_folders::private_tempdir("corral-gradescope-") {
+    let tmp = match crate::shared::private_temp::private_tempdir("corral-gradescope-") {
         Ok(t) => t,
         Err(e) => {
             let why = format!("creating a temporary folder: {e}");

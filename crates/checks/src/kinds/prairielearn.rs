@@ -123,7 +123,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
         Ok(r) => r,
         Err(why) => return errored(parent, why),
     };
-    let tmp = match crate::shared::host_folders::private_tempdir("corral-prairielearn-") {
+    let tmp = match crate::shared::private_temp::private_tempdir("corral-prairielearn-") {
         Ok(t) => t,
         Err(e) => return errored(parent, format!("creating a temporary folder: {e}")),
     };

@@ -11,16 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
-/// A temporary folder no other user of the host can enter (0700), removed when dropped.
-/// For a grading's staging folders in the shared temporary folder: they hold submissions and
-/// hidden tests.
-pub fn private_tempdir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
-    use std::os::unix::fs::PermissionsExt;
-    tempfile::Builder::new()
-        .prefix(prefix)
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
-}
+use crate::shared::private_temp::private_tempdir;
 
 /// A world-readable folder to mount (`path`), inside a private folder removed with it.
 pub struct HostFolder {
@@ -105,11 +96,5 @@ mod tests {
         let parent = f.path().parent().unwrap().to_path_buf();
         drop((f, again));
         assert!(!parent.exists());
-    }
-
-    #[test]
-    fn a_private_tempdir_is_0700_whatever_the_umask() {
-        let t = private_tempdir("corral-unit-").unwrap();
-        assert_eq!(mode(t.path()), 0o700);
     }
 }

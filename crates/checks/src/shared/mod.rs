@@ -6,12 +6,14 @@
 //! - [`mounted`]: read-only host folders of assignment files to mount, shared while in use.
 //! - [`layout`]: the folders of symlinks a grader contract expects (`/autograder`, `/grade`).
 //! - [`host_folders`]: what both keep: host folders shared while in use, one per content.
+//! - [`private_temp`]: private staging folders, and the removal of those a dead process left.
 //! - [`rows`]: a check's rows in the report before and without running it.
 //! - [`text`]: output comparison, signal names, value sizes.
 
 pub mod host_folders;
 pub mod layout;
 pub mod mounted;
+pub mod private_temp;
 pub mod python;
 pub mod rows;
 pub mod settings;
