@@ -86,6 +86,19 @@ fn judge0_requests_and_answers() {
                 .find(|l| l["id"] == 71).unwrap()["name"], "is_archived": false})),
             "{all}"
         );
+        // A body that is not a submission object, and one over the server's JSON limit (2 MiB):
+        // clear errors, in Judge0's `{"error"}` shape.
+        let (st, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions", Some(json!([]))).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+        assert!(v["error"].as_str().unwrap_or("").contains("JSON object"), "{v}");
+        let (st, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions/batch",
+                         Some(json!({"submissions": [[]]}))).await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        assert!(v[0]["error"].as_str().unwrap_or("").contains("JSON object"), "{v}");
+        let big = json!({"source_code": "#".repeat(3 << 20), "language_id": 71});
+        let (st, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions", Some(big)).await;
+        assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+        assert!(v["error"].is_string(), "{v}");
         // Output that is not UTF-8 comes back byte for byte in base64; the language's id may
         // come as text, as Judge0 takes it.
         let (st, v) = j0(

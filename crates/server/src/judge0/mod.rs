@@ -46,6 +46,21 @@ pub struct Params {
     pub tokens: Option<String>,
 }
 
+/// A request body whose rejection (too large for `max_json_bytes`) is a Judge0-style error too,
+/// not axum's plain text.
+pub struct J0Body(axum::body::Bytes);
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for J0Body {
+    type Rejection = Response;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Response> {
+        axum::body::Bytes::from_request(req, state)
+            .await
+            .map(J0Body)
+            .map_err(|r| j0_error(r.status(), r.body_text()))
+    }
+}
+
 fn truthy(v: &Option<String>) -> bool {
     matches!(v.as_deref(), Some("true" | "1"))
 }
@@ -58,6 +73,12 @@ async fn prepare_one(
     b64: bool,
 ) -> Result<corral_store::NewJob, (StatusCode, String)> {
     let unprocessable = |m: String| (StatusCode::UNPROCESSABLE_ENTITY, m);
+    if !body.is_object() {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "a submission is a JSON object ({\"source_code\": …, \"language_id\": …})".into(),
+        ));
+    }
     let r: J0Request = serde_json::from_value(body).map_err(|e| unprocessable(e.to_string()))?;
     let Converted {
         mut req,
@@ -162,7 +183,7 @@ pub async fn create(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
     Query(p): Query<Params>,
-    body: axum::body::Bytes,
+    J0Body(body): J0Body,
 ) -> Response {
     let b64 = truthy(&p.base64_encoded);
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
@@ -210,7 +231,7 @@ pub async fn create_batch(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
     Query(p): Query<Params>,
-    body: axum::body::Bytes,
+    J0Body(body): J0Body,
 ) -> Response {
     let b64 = truthy(&p.base64_encoded);
     let Ok(batch) = serde_json::from_slice::<J0Batch>(&body) else {
