@@ -91,10 +91,18 @@ fn judge0_requests_and_answers() {
         let (st, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions", Some(json!([]))).await;
         assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
         assert!(v["error"].as_str().unwrap_or("").contains("JSON object"), "{v}");
+        // A batch with no valid item: 422, each item saying why (Judge0's statuses); an empty
+        // batch or an empty token list: 400.
         let (st, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions/batch",
                          Some(json!({"submissions": [[]]}))).await;
-        assert_eq!(st, StatusCode::CREATED, "{v}");
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
         assert!(v[0]["error"].as_str().unwrap_or("").contains("JSON object"), "{v}");
+        let (st, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions/batch",
+                         Some(json!({"submissions": []}))).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+        assert!(v["error"].as_str().unwrap_or("").contains("at least one"), "{v}");
+        let (st, v) = j0(&s, Some(&t), Method::GET, "/judge0/submissions/batch?tokens=", None).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
         let big = json!({"source_code": "#".repeat(3 << 20), "language_id": 71});
         let (st, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions", Some(big)).await;
         assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE, "{v}");

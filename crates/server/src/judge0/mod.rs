@@ -226,7 +226,20 @@ pub struct J0Batch {
     pub submissions: Vec<Value>,
 }
 
-/// `POST /judge0/submissions/batch`: 201 `[{"token"} | {"error"}]`.
+/// A batch's size, checked as Judge0 checks it (400 with its words).
+fn batch_size(n: usize, max: usize) -> Result<(), String> {
+    if n == 0 {
+        Err("there should be at least one submission in a batch".into())
+    } else if n > max {
+        Err(format!(
+            "number of submissions in a batch should be less than or equal to {max}"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// `POST /judge0/submissions/batch`: 201 `[{"token"} | {"error"}]`, 422 when no item was valid.
 pub async fn create_batch(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
@@ -237,14 +250,8 @@ pub async fn create_batch(
     let Ok(batch) = serde_json::from_slice::<J0Batch>(&body) else {
         return j0_error(StatusCode::BAD_REQUEST, "expected {\"submissions\": [...]}");
     };
-    if batch.submissions.is_empty() || batch.submissions.len() > st.config.submissions.batch_max {
-        return j0_error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!(
-                "a batch holds 1 to {} submissions",
-                st.config.submissions.batch_max
-            ),
-        );
+    if let Err(m) = batch_size(batch.submissions.len(), st.config.submissions.batch_max) {
+        return j0_error(StatusCode::BAD_REQUEST, m);
     }
     let mut out: Vec<Value> = Vec::new();
     let mut jobs = Vec::new();
@@ -259,15 +266,17 @@ pub async fn create_batch(
             Err((_, m)) => out.push(json!({"error": m})),
         }
     }
-    if !jobs.is_empty() {
-        match enqueue(&st, jobs).await {
-            Ok(ids) => {
-                for (slot, id) in slots.into_iter().zip(ids) {
-                    out[slot] = json!({"token": token_of(&id)});
-                }
+    // As Judge0: 201 when any item was accepted, 422 when none was (the items say why).
+    if jobs.is_empty() {
+        return (StatusCode::UNPROCESSABLE_ENTITY, Json(Value::Array(out))).into_response();
+    }
+    match enqueue(&st, jobs).await {
+        Ok(ids) => {
+            for (slot, id) in slots.into_iter().zip(ids) {
+                out[slot] = json!({"token": token_of(&id)});
             }
-            Err(e) => return e.into_response(),
         }
+        Err(e) => return e.into_response(),
     }
     (StatusCode::CREATED, Json(Value::Array(out))).into_response()
 }
@@ -339,11 +348,8 @@ pub async fn get_batch(
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .collect();
-    if tokens.is_empty() || tokens.len() > st.config.submissions.batch_max {
-        return j0_error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("give 1 to {} tokens", st.config.submissions.batch_max),
-        );
+    if let Err(m) = batch_size(tokens.len(), st.config.submissions.batch_max) {
+        return j0_error(StatusCode::BAD_REQUEST, m);
     }
     let mut out = Vec::new();
     for t in tokens {
