@@ -187,6 +187,9 @@ fn judge0_requests_and_answers() {
         // Someone else's token is not found.
         let (st, _) = j0(&s, Some(&other), Method::GET, &format!("/judge0/submissions/{token}"), None).await;
         assert_eq!(st, StatusCode::NOT_FOUND);
+        // Deleting is refused as a Judge0 without ENABLE_SUBMISSION_DELETE refuses it.
+        let (st, v) = j0(&s, Some(&t), Method::DELETE, &format!("/judge0/submissions/{token}"), None).await;
+        assert_eq!((st, &v), (StatusCode::BAD_REQUEST, &json!({"error": "delete not allowed"})));
 
         // A batch, base64 in and out, with a bad item; then the batch read.
         let (st, v) = j0(

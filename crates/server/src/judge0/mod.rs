@@ -333,6 +333,12 @@ pub async fn get_one(
     }
 }
 
+/// `DELETE /judge0/submissions/{token}`: refused as Judge0 refuses it without
+/// `ENABLE_SUBMISSION_DELETE` — corral keeps every submission (the owner's record).
+pub async fn delete_one() -> Response {
+    j0_error(StatusCode::BAD_REQUEST, "delete not allowed")
+}
+
 /// `GET /judge0/submissions/batch?tokens=a,b,c`: `{"submissions": [...]}` (null for unknown).
 pub async fn get_batch(
     State(st): State<SharedState>,
@@ -508,7 +514,10 @@ pub fn routes() -> axum::Router<SharedState> {
             "/judge0/submissions/batch",
             post(create_batch).get(get_batch),
         )
-        .route("/judge0/submissions/{token}", get(get_one))
+        .route(
+            "/judge0/submissions/{token}",
+            get(get_one).delete(delete_one),
+        )
         .route("/judge0/languages", get(languages))
         .route("/judge0/languages/all", get(languages_all))
         .route("/judge0/languages/{id}", get(language))
