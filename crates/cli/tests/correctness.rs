@@ -423,24 +423,35 @@ fn large_output_is_captured_exactly() {
 fn output_written_just_before_exit_is_captured_in_full() {
     let _g = shared();
     let code = "import os\nos.write(1, b'o' * 65536)\nos.write(2, b'e' * 65536)\nos._exit(0)";
-    let dir = tempfile::tempdir().unwrap();
-    let batch = dir.path().join("tail.jsonl");
     let line = serde_json::json!({"argv": [PY, "-c", code], "limits": {"output": "1M"}});
-    fs::write(&batch, format!("{line}\n").repeat(40)).unwrap();
+    let lines = run_lines(&line, 40, "--parallel=2");
+    for (i, r) in lines.iter().enumerate() {
+        assert_eq!(r["status"], "ok", "run {i}: {r}");
+        assert_eq!(r["stdout"].as_str().unwrap(), "o".repeat(65536), "run {i}");
+        assert_eq!(r["stderr"].as_str().unwrap(), "e".repeat(65536), "run {i}");
+    }
+}
+
+/// `corral run --batch` of `line` `n` times, with `flag`: one result per line, all there.
+fn run_lines(line: &serde_json::Value, n: usize, flag: &str) -> Vec<serde_json::Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let batch = dir.path().join("lines.jsonl");
+    fs::write(&batch, format!("{line}\n").repeat(n)).unwrap();
     let out = corral_cmd()
-        .args(["run", "--batch", batch.to_str().unwrap(), "--parallel", "2"])
+        .args(["run", "--batch", batch.to_str().unwrap(), flag])
         .output()
         .unwrap();
     let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 40, "{}", String::from_utf8_lossy(&out.stderr));
-    for (i, r) in lines.iter().enumerate() {
-        assert_eq!(r["status"], "ok", "run {i}: {r}");
-        assert_eq!(r["stdout"].as_str().unwrap(), "o".repeat(65536), "run {i}");
-        assert_eq!(r["stderr"].as_str().unwrap(), "e".repeat(65536), "run {i}");
-    }
+    assert_eq!(
+        lines.len(),
+        n,
+        "{flag}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lines
 }
 
 /// PID 1 waits between runs as a `SCHED_BATCH` task (`inside/wake_policy.rs`), yet a program
@@ -452,26 +463,10 @@ fn programs_are_ordinary_tasks_in_every_run() {
     let code = "import os, subprocess\n\
                 child = subprocess.run(['/usr/bin/python3', '-c', 'import os; print(os.sched_getscheduler(0))'], capture_output=True, text=True).stdout.strip()\n\
                 print(os.sched_getscheduler(0), child)";
-    let dir = tempfile::tempdir().unwrap();
-    let batch = dir.path().join("policy.jsonl");
     let line = serde_json::json!({"argv": [PY, "-c", code]});
-    fs::write(&batch, format!("{line}\n").repeat(3)).unwrap();
     // One warm sandbox for every line, then a fresh sandbox for each.
     for how in ["--pool-size=1", "--fresh"] {
-        let out = corral_cmd()
-            .args(["run", "--batch", batch.to_str().unwrap(), how])
-            .output()
-            .unwrap();
-        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(
-            lines.len(),
-            3,
-            "{how}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let lines = run_lines(&line, 3, how);
         for (i, r) in lines.iter().enumerate() {
             assert_eq!(r["status"], "ok", "{how}, run {i}: {r}");
             // SCHED_OTHER is 0: the program's policy, then its child's.

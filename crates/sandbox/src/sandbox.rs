@@ -847,7 +847,6 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| SandboxError::io("pipe", e.into()))
 }
 
-/// One `ioctl(FIONBIO)`: no read of the old flags first (two `fcntl`s for each pipe of a run).
 /// Writes what fits of `data` into a fresh non-blocking pipe; returns how much went in.
 fn prefill(w: BorrowedFd<'_>, data: &[u8]) -> usize {
     if data.is_empty() {
@@ -857,6 +856,7 @@ fn prefill(w: BorrowedFd<'_>, data: &[u8]) -> usize {
     nix::unistd::write(w, data).unwrap_or(0)
 }
 
+/// One `ioctl(FIONBIO)`: no read of the old flags first (two `fcntl`s for each pipe of a run).
 fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<(), SandboxError> {
     rustix::io::ioctl_fionbio(fd, true)
         .map_err(|e| SandboxError::io("making a pipe non-blocking", e.into()))
