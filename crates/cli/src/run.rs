@@ -267,8 +267,51 @@ fn report(args: &RunArgs, spec: &RunSpec, outcome: &corral_sandbox::Outcome) -> 
     if let Some(reason) = outcome.reason() {
         eprintln!("corral: {reason}");
     }
+    if let Some(note) = copy_out_note(&outcome.copy_out_skipped) {
+        eprintln!("corral: {note}");
+    }
     if outcome.status == Status::SandboxError {
         return SANDBOX_ERROR_EXIT;
     }
     outcome.shell_code()
+}
+
+/// What `--copy-out` left behind, said where a reader of the terminal sees it (the JSON's
+/// `copy_out_skipped` lists it in full). None when it copied everything.
+fn copy_out_note(skipped: &[String]) -> Option<String> {
+    const SHOWN: usize = 10;
+    let (n, shown) = (skipped.len(), skipped.len().min(SHOWN));
+    let first = skipped.get(..shown).filter(|s| !s.is_empty())?;
+    let more = if n > shown {
+        format!(" and {} more", n - shown)
+    } else {
+        String::new()
+    };
+    let entries = if n == 1 { "entry" } else { "entries" };
+    Some(format!(
+        "--copy-out left out {n} {entries} that are not plain files or folders (links, hard-linked files, FIFOs, sockets, devices, folders over 64 deep): {}{more}",
+        first.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_out_note;
+
+    #[test]
+    fn the_copy_out_note_names_what_was_left_out_and_counts_the_rest() {
+        assert_eq!(copy_out_note(&[]), None);
+        let one = copy_out_note(&["a/link".into()]).unwrap();
+        assert!(
+            one.contains("left out 1 entry ") && one.ends_with(": a/link"),
+            "{one}"
+        );
+        let many: Vec<String> = (0..13).map(|i| format!("f{i}")).collect();
+        let note = copy_out_note(&many).unwrap();
+        assert!(note.contains("left out 13 entries"), "{note}");
+        assert!(
+            note.ends_with(": f0, f1, f2, f3, f4, f5, f6, f7, f8, f9 and 3 more"),
+            "{note}"
+        );
+    }
 }

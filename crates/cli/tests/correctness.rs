@@ -528,6 +528,47 @@ fn stdout_and_stderr_are_separate_and_interleaved_in_script() {
     assert!(b < c, "script not in arrival order: {script:?}");
 }
 
+/// Without `--json`, what `--copy-out` left out is said on stderr (the JSON lists it as
+/// `copy_out_skipped`): a user copying results out must not find files silently missing.
+#[test]
+fn copy_out_says_on_stderr_what_it_left_out() {
+    let _g = shared();
+    let dest = tempdir();
+    let out = dest.path().join("out");
+    let mut c = corral_cmd();
+    c.args(["run", "--wall-time", "10s", "--copy-out"])
+        .arg(&out)
+        .args([
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo kept > plain; ln -s plain link; echo x > two; ln two also",
+        ]);
+    let r = run_command(c, secs(60));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert_eq!(fs::read_to_string(out.join("plain")).unwrap(), "kept\n");
+    let note = err
+        .lines()
+        .find(|l| l.contains("--copy-out left out"))
+        .unwrap_or_else(|| panic!("no --copy-out note on stderr: {err:?}"));
+    assert!(note.contains("left out 3 entries"), "{note}");
+    let (_, listed) = note.rsplit_once(": ").expect("a list of entries");
+    let mut listed: Vec<&str> = listed.split(", ").collect();
+    listed.sort();
+    assert_eq!(listed, ["also", "link", "two"], "{note}");
+    // Everything copied: nothing said.
+    let out2 = dest.path().join("out2");
+    let mut c = corral_cmd();
+    c.args(["run", "--wall-time", "10s", "--copy-out"])
+        .arg(&out2)
+        .args(["--", "/bin/sh", "-c", "echo kept > plain"]);
+    let r = run_command(c, secs(60));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success() && !err.contains("copy-out"), "{err}");
+    assert!(out2.join("plain").is_file());
+}
+
 // ---------------------------------------------------------------- isolation between runs
 
 #[test]
