@@ -100,10 +100,7 @@ impl Running {
     /// For a `socket(2)` the run's socket watch raised, what the program underneath says when
     /// it lets the call through (`Ok`) or fails it quietly (the errno); None for anything to
     /// report (including every call the watch did not raise).
-    pub(super) fn watched_socket(
-        &self,
-        n: &corral_seccomp::Notification,
-    ) -> Option<Result<(), i32>> {
+    fn watched_socket(&self, n: &corral_seccomp::Notification) -> Option<Result<(), i32>> {
         let watch = self.watch.as_ref()?;
         if n.syscall_nr != libc::SYS_socket as i32 || n.arch != corral_seccomp::AUDIT_ARCH_NATIVE {
             return None;
@@ -116,7 +113,7 @@ impl Running {
     }
 
     /// The first blocked call of the run: the supervisor hears of it at once.
-    pub(super) fn report_blocked(&mut self, ctl: BorrowedFd<'_>, name: String) {
+    fn report_blocked(&mut self, ctl: BorrowedFd<'_>, name: String) {
         if self.blocked.is_none() {
             let _ = protocol::send(
                 ctl,

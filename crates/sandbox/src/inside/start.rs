@@ -191,11 +191,7 @@ pub(super) fn start(
 
 /// Whether `fd` has something to read (data or end-of-file) within `timeout`; with `other`, waits
 /// for either and answers for `fd` only.
-pub(super) fn readable(
-    fd: BorrowedFd<'_>,
-    timeout: PollTimeout,
-    other: Option<BorrowedFd<'_>>,
-) -> bool {
+fn readable(fd: BorrowedFd<'_>, timeout: PollTimeout, other: Option<BorrowedFd<'_>>) -> bool {
     loop {
         let mut fds = vec![PollFd::new(fd, PollFlags::POLLIN)];
         if let Some(o) = other {
@@ -212,7 +208,7 @@ pub(super) fn readable(
 /// Under gVisor, the stops of the program's process before its exec was seen to happen: like
 /// [`pre_exec_notification`], its own `execve` goes on and any other reported call is blocked.
 /// Ends seen meanwhile are kept in `ended` for the run to record.
-pub(super) fn pre_exec_stops(
+fn pre_exec_stops(
     sigfd: BorrowedFd<'_>,
     report: BorrowedFd<'_>,
     child: Pid,
@@ -249,7 +245,7 @@ pub(super) fn pre_exec_stops(
 /// own `execve` continues; anything else — or an `execve` after the exec happened (the report
 /// socket, closed on exec, already shows end-of-file) — is blocked, the process killed. False
 /// when the listener has nothing more to say.
-pub(super) fn pre_exec_notification(
+fn pre_exec_notification(
     listener: BorrowedFd<'_>,
     report: BorrowedFd<'_>,
     child: Pid,
