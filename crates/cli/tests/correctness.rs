@@ -321,7 +321,7 @@ fn sleep_counts_wall_not_cpu() {
 }
 
 #[test]
-fn spin_counts_cpu_close_to_wall() {
+fn spin_is_charged_its_own_cpu_time_inside_its_wall_time() {
     let _g = exclusive();
     // The program burns one second of its own CPU time (measured by itself, so a busy machine
     // changes only how long that takes), and reports what the kernel charged it.
@@ -346,15 +346,22 @@ fn spin_counts_cpu_close_to_wall() {
             format!("cpu_time_ms {cpu} vs the program's own {own} ms"),
         );
     } else {
-        // The whole tree's cgroup CPU time covers the program's own, plus interpreter start-up.
+        // The whole tree's cgroup CPU time covers the program's own (start-up included), plus
+        // PID 1's share of the run and the interpreter's exit after the print.
         o.ensure(
             cpu >= own - 20 && cpu <= own + 300,
             format!("cpu_time_ms {cpu} vs the program's own {own} ms"),
         );
     }
+    // The program's whole life lies inside the wall window (PID 1 starts the clock before the
+    // fork and stops it at the reap), so the CPU time it counted itself fits in it. The cgroup's
+    // figure is not compared with the wall: it also holds PID 1's work just before the fork and
+    // after the reap, and a guest without steal-time accounting (the cgroup v2 QEMU guest) charges
+    // that work with any time the host preempted its vCPU — one CI run saw 1,213 ms charged for
+    // a 1,001 ms program over a 1,092 ms wall.
     o.ensure(
-        wall >= cpu - 50,
-        format!("wall_time_ms {wall} below cpu_time_ms {cpu}"),
+        wall + 1 >= own, // each rounded to the millisecond
+        format!("wall_time_ms {wall} below the program's own CPU time {own} ms"),
     );
 }
 
