@@ -821,3 +821,41 @@ checks:
         assert_eq!(last["actual"]["type"], "missing", "{id}: {last}");
     }
 }
+
+#[test]
+fn exists_sees_links_as_the_program_does_within_its_folder() {
+    // As check50's `exists`: a dangling link is not there, a linked folder is looked into; a link
+    // out of the working directory is never followed on the host.
+    let suite = r#"
+name: exists
+checks:
+  - id: made
+    steps:
+      - run: "touch real.c; mkdir src; touch src/main.c; ln -s real.c good.c; ln -s gone.c dangling.c; ln -s src linked; ln -s /usr/bin/env absolute; ln -s ../../.. up"
+      - exit: 0
+      - exists: good.c
+      - exists: linked/main.c
+      - exists: absolute
+      - not_exists: dangling.c
+      - not_exists: up/etc/hostname
+  - id: dangling_is_missing
+    steps:
+      - run: "ln -s gone.c hello.c"
+      - exit: 0
+      - exists: hello.c
+"#;
+    let (code, json) = grade_inline(suite, &[], &[]);
+    assert_eq!(code, 1, "{json:#}");
+    assert_eq!(
+        results(&json),
+        expect(&[("made", T), ("dangling_is_missing", F)]),
+        "{json:#}"
+    );
+    let last = json["results"]["dangling_is_missing"]["script"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["actual"]["type"], "missing", "{last}");
+}

@@ -348,7 +348,12 @@ pub fn read_file(
     Ok(Some(data))
 }
 
-/// Whether `rel` exists beneath `dir` (as anything, links included), without following links.
+/// Whether `rel` exists beneath `dir` as a program in the sandbox would find it (check50's
+/// `exists`): links are followed while they stay beneath `dir`, so a dangling link, or one in a
+/// loop, is not there, and a linked folder is looked into. A link whose target leaves `dir` (an
+/// absolute one, say to `/usr/bin/python3`) names something of the sandbox's system, which the
+/// host never resolves: as the last component it counts as itself; elsewhere in the path, the
+/// path is not there.
 pub fn exists(dir: BorrowedFd<'_>, rel: &Path) -> bool {
     if rel.is_absolute()
         || rel
@@ -357,10 +362,25 @@ pub fn exists(dir: BorrowedFd<'_>, rel: &Path) -> bool {
     {
         return false;
     }
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .resolve(resolve());
-    openat2(dir, rel, how).is_ok()
+    // O_PATH opens nothing's contents: a FIFO or device is only looked up, never opened.
+    let followed = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS
+                | ResolveFlag::RESOLVE_NO_XDEV,
+        );
+    match openat2(dir, rel, followed) {
+        Ok(_) => true,
+        // The resolution would have left `dir` (or crossed a mount): the last component alone.
+        Err(nix::errno::Errno::EXDEV) => {
+            let itself = OpenHow::new()
+                .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+                .resolve(resolve());
+            openat2(dir, rel, itself).is_ok()
+        }
+        Err(_) => false,
+    }
 }
 
 /// Bytes used on the filesystem holding `dir` (the working directory's tmpfs).
@@ -368,5 +388,48 @@ pub fn used_bytes(dir: BorrowedFd<'_>) -> u64 {
     match nix::sys::statfs::fstatfs(dir) {
         Ok(s) => (s.blocks().saturating_sub(s.blocks_free())) * s.block_size() as u64,
         Err(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn exists_follows_links_only_while_they_stay_beneath_the_folder() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("work");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("file.txt"), "x").unwrap();
+        std::fs::write(root.join("sub/inner.txt"), "x").unwrap();
+        std::fs::write(t.path().join("outside.txt"), "x").unwrap();
+        symlink("file.txt", root.join("good")).unwrap();
+        symlink("nowhere", root.join("dangling")).unwrap();
+        symlink("loop", root.join("loop")).unwrap();
+        symlink("sub", root.join("linked_dir")).unwrap();
+        symlink("/usr/bin/env", root.join("absolute")).unwrap();
+        symlink("/nowhere/at/all", root.join("absolute_dangling")).unwrap();
+        symlink("../outside.txt", root.join("escapes")).unwrap();
+        symlink("..", root.join("up")).unwrap();
+        let dir = File::open(&root).unwrap();
+        let has = |p: &str| exists(dir.as_fd(), Path::new(p));
+
+        assert!(has("file.txt") && has("sub") && has("sub/inner.txt"));
+        assert!(has("good"), "a link to a file beside it");
+        assert!(has("linked_dir/inner.txt"), "a file in a linked folder");
+        assert!(!has("dangling"), "a dangling link is not there");
+        assert!(!has("loop"), "a link to itself is not there");
+        assert!(!has("missing.txt") && !has("sub/missing.txt"));
+        // Out of the folder the host judges nothing: a last-component link counts as itself...
+        assert!(has("absolute") && has("absolute_dangling") && has("escapes"));
+        // ...and nothing is ever looked up beyond a link that leaves.
+        assert!(
+            !has("up/outside.txt"),
+            "found a file outside through a link"
+        );
+        assert!(!has("up/work/file.txt"));
+        assert!(!has("../outside.txt") && !has("/etc/passwd") && !has("./file.txt"));
+        assert!(!has(""), "the folder itself is not a path in it");
     }
 }

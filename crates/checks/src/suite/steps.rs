@@ -26,7 +26,7 @@ pub enum Step {
     Stderr(Matcher),
     /// Close stdin, wait for the program to end and compare its exit code.
     Exit(i32),
-    /// A path exists in the working directory (as anything, links included).
+    /// A path exists in the working directory, as anything (links followed while they stay in it).
     Exists(String),
     /// A path does not exist in the working directory.
     NotExists(String),
