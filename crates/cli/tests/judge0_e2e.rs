@@ -207,7 +207,8 @@ fn judge0_requests_and_answers() {
         .await;
         assert_eq!(st, StatusCode::CREATED, "{v}");
         let items = v.as_array().unwrap();
-        assert!(items[2]["error"].as_str().unwrap().contains("9999"), "{v}");
+        // As Judge0's model errors: the field, then its messages.
+        assert_eq!(items[2], json!({"language_id": ["language with id 9999 doesn't exist"]}), "{v}");
         let tokens: Vec<&str> = [0, 1, 3].iter().map(|i| items[*i]["token"].as_str().unwrap()).collect();
         let q = format!(
             "/judge0/submissions/batch?tokens={},00000000-0000-4000-8000-000000000000&base64_encoded=true&fields=status,compile_output,message,token",
@@ -237,16 +238,24 @@ fn judge0_requests_and_answers() {
         assert_eq!(got[2]["status"]["id"], 10, "SIGABRT: {}", got[2]);
         assert!(got[3].is_null(), "an unknown token reads as null");
 
-        // Refused requests say why.
-        for body in [
-            json!({"source_code": "x", "language_id": 71, "enable_network": true}),
-            json!({"language_id": 71}),
-            json!({"source_code": "x", "language_id": 71, "additional_files": "UEsDBA=="}),
+        // Refused requests say why, as Judge0's validations do: 422 `{"FIELD": ["MESSAGE"]}`.
+        for (body, field) in [
+            (json!({"source_code": "x", "language_id": 71, "enable_network": true}), "enable_network"),
+            (json!({"language_id": 71}), "source_code"),
+            (json!({"source_code": "x"}), "language_id"),
+            (json!({"source_code": "x", "language_id": 71, "additional_files": "UEsDBA=="}), "additional_files"),
+            (json!({"source_code": "x", "language_id": 71, "cpu_time_limit": "fast"}), "cpu_time_limit"),
+            (json!({"source_code": "x", "language_id": 71, "callback_url": "ftp://x"}), "callback_url"),
         ] {
             let (st, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions", Some(body.clone())).await;
             assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {v}");
-            assert!(v["error"].is_string());
+            let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+            assert_eq!(keys, [field], "{body}: {v}");
+            assert!(v[field][0].as_str().is_some_and(|m| !m.is_empty()), "{body}: {v}");
         }
+        let (_, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions",
+                        Some(json!({"language_id": 71}))).await;
+        assert_eq!(v, json!({"source_code": ["can't be blank"]}), "Judge0's own words");
     });
 }
 
@@ -394,7 +403,7 @@ fn multi_file_programs_repeated_runs_and_merged_output() {
         )
         .await;
         assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
-        assert!(v["error"].as_str().unwrap().contains("at most 20"), "{v}");
+        assert!(v["number_of_runs"][0].as_str().unwrap().contains("at most 20"), "{v}");
 
         // redirect_stderr_to_stdout: both streams, in order, as the output judged.
         let src = "import sys\nprint('out', flush=True)\nsys.stderr.write('err\\n')\n";
@@ -446,7 +455,10 @@ fn hostile_additional_files_are_refused() {
             .await;
             assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{want}: {v}");
             assert!(
-                v["error"].as_str().unwrap_or_default().contains(want),
+                v["additional_files"][0]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(want),
                 "{want}: {v}"
             );
         }
@@ -471,7 +483,10 @@ fn enable_network_is_refused_unless_the_operator_allows_it() {
         .await;
         assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
         assert!(
-            v["error"].as_str().unwrap().contains("allow_network"),
+            v["enable_network"][0]
+                .as_str()
+                .unwrap()
+                .contains("allow_network"),
             "{v}"
         );
         let (_, v) = j0_wait(&offline, &t, json!({"language_id": 46, "source_code": src})).await;

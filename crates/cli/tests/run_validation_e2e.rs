@@ -1,7 +1,7 @@
 //! One validation of a run request at every entry point: the same bad argv or environment (NUL
 //! bytes, `=` in a name, an empty command, a huge argument) is refused with 422 and the same
 //! error code and message by `/run`, the WebSocket, `POST /submissions` and its batch items, with
-//! Judge0's own error shape by `/judge0/submissions`, and as an `invalid_spec` line by
+//! Judge0's own error shape (the bad field's errors) by `/judge0/submissions`, and as an `invalid_spec` line by
 //! `corral run --batch` — never accepted (202) to fail later as `internal_error`.
 
 mod server_support;
@@ -138,7 +138,9 @@ fn every_entry_point_refuses_the_same_bad_run_requests_the_same_way() {
             }
             let (st, v) = s.post_lenient(&t, "/judge0/submissions", body).await;
             assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{what}: judge0: {v}");
-            assert!(v["error"].is_string(), "{what}: judge0's shape: {v}");
+            // Judge0's validation errors: `{"FIELD": ["MESSAGE"]}`, the field the bad value was in.
+            let field = args.as_object().unwrap().keys().next().unwrap().clone();
+            assert!(v[&field][0].is_string(), "{what}: judge0's shape: {v}");
         }
 
         // Nothing was queued by any of them.

@@ -24,14 +24,46 @@ use crate::service::submissions::accept::{accept, enqueue};
 use crate::service::submissions::view::wait_for;
 use crate::state::SharedState;
 use corral_judge::JobSpec;
-use translate::{convert, id_of, render, token_of, Converted, J0Request, LANGUAGE_IDS, STATUSES};
+use translate::{
+    convert, id_of, parse_request, render, token_of, Converted, Invalid, LANGUAGE_IDS, STATUSES,
+};
 
 /// The Judge0 version this surface answers as (clients map language aliases by it).
 pub const VERSION: &str = "1.13.1";
 
-/// A Judge0-style error: `{"error": "..."}` (Judge0 answers 4xx with such bodies).
+/// A Judge0-style error: `{"error": "..."}` (Judge0 answers its 400s, 401s, 404s and 503s so).
 fn j0_error(code: StatusCode, msg: impl Into<String>) -> Response {
     (code, Json(json!({"error": msg.into()}))).into_response()
+}
+
+/// Why one submission was not taken: a field Judge0's validations would refuse (422 with the
+/// model's errors), or a refusal of another kind (`{"error"}` with its status).
+enum Refusal {
+    Invalid(Invalid),
+    Other(StatusCode, String),
+}
+
+impl From<Invalid> for Refusal {
+    fn from(i: Invalid) -> Self {
+        Refusal::Invalid(i)
+    }
+}
+
+impl Refusal {
+    fn body(&self) -> Value {
+        match self {
+            Refusal::Invalid(i) => i.body(),
+            Refusal::Other(_, m) => json!({"error": m}),
+        }
+    }
+
+    fn into_response(self) -> Response {
+        let code = match &self {
+            Refusal::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Refusal::Other(c, _) => *c,
+        };
+        (code, Json(self.body())).into_response()
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -71,15 +103,13 @@ async fn prepare_one(
     caller: &Caller,
     body: Value,
     b64: bool,
-) -> Result<corral_store::NewJob, (StatusCode, String)> {
-    let unprocessable = |m: String| (StatusCode::UNPROCESSABLE_ENTITY, m);
+) -> Result<corral_store::NewJob, Refusal> {
     if !body.is_object() {
-        return Err((
+        return Err(Refusal::Other(
             StatusCode::BAD_REQUEST,
             "a submission is a JSON object ({\"source_code\": …, \"language_id\": …})".into(),
         ));
     }
-    let r: J0Request = serde_json::from_value(body).map_err(|e| unprocessable(e.to_string()))?;
     let Converted {
         mut req,
         run_args,
@@ -88,28 +118,40 @@ async fn prepare_one(
         runs,
         stderr_to_stdout,
         network,
-    } = convert(r, b64).map_err(unprocessable)?;
-    for extra in [&run_args, &compile_args].into_iter().flatten() {
-        corral_judge::validate_extra_args(extra).map_err(|e| unprocessable(e.to_string()))?;
+    } = convert(parse_request(body)?, b64)?;
+    for (field, extra) in [
+        ("command_line_arguments", &run_args),
+        ("compiler_options", &compile_args),
+    ] {
+        if let Some(extra) = extra {
+            corral_judge::validate_extra_args(extra)
+                .map_err(|e| Invalid::new(field, e.to_string()))?;
+        }
     }
     let j0 = &st.config.judge0;
     if network && !j0.allow_network {
-        return Err(unprocessable(
-            "enable_network is not allowed on this server: sandboxes have no network (the operator can allow it with [judge0] allow_network = true)".into(),
-        ));
+        return Err(Invalid::new(
+            "enable_network",
+            "is not allowed on this server: sandboxes have no network (the operator can allow it with [judge0] allow_network = true)",
+        )
+        .into());
     }
     if runs > j0.max_number_of_runs {
-        return Err(unprocessable(format!(
-            "number_of_runs must be at most {}",
-            j0.max_number_of_runs
-        )));
+        return Err(Invalid::new(
+            "number_of_runs",
+            format!("must be at most {}", j0.max_number_of_runs),
+        )
+        .into());
     }
     if let Some(zip) = additional_files {
         req.files = Some(with_additional_files(st, &mut req, zip).await?);
     }
     let mut job = accept(st, caller, req).await.map_err(|e| {
         e.log_detail();
-        (e.status(), e.message)
+        match e.status() {
+            StatusCode::UNPROCESSABLE_ENTITY => Refusal::Invalid(Invalid::from_message(&e.message)),
+            code => Refusal::Other(code, e.message),
+        }
     })?;
     let mut spec: JobSpec = serde_json::from_str(&job.spec).expect("our own spec");
     spec.run_args = run_args;
@@ -128,7 +170,7 @@ async fn with_additional_files(
     st: &SharedState,
     req: &mut crate::service::submissions::accept::SubmissionRequest,
     zip: Vec<u8>,
-) -> Result<Vec<crate::service::submissions::accept::SubmissionFile>, (StatusCode, String)> {
+) -> Result<Vec<crate::service::submissions::accept::SubmissionFile>, Refusal> {
     use crate::service::submissions::accept::SubmissionFile;
     use base64::Engine;
     let limits = &st.config.upload;
@@ -141,18 +183,13 @@ async fn with_additional_files(
     let unpacked =
         tokio::task::spawn_blocking(move || corral_archive::zip_files::read(&zip, &zip_limits))
             .await
-            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-            .map_err(|e| {
-                (
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    format!("additional_files: {e}"),
-                )
-            })?;
+            .map_err(|e| Refusal::Other(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+            .map_err(|e| Invalid::new("additional_files", e.to_string()))?;
     let language = req.language.as_deref().unwrap_or_default();
     let source_name = st
         .languages
         .get(language)
-        .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?
+        .map_err(|e| Invalid::new("language_id", e.to_string()))?
         .source
         .clone();
     let mut files = vec![SubmissionFile {
@@ -163,10 +200,11 @@ async fn with_additional_files(
     }];
     for f in unpacked {
         if f.path == source_name {
-            return Err((
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("additional_files: {source_name} is the source file's own name"),
-            ));
+            return Err(Invalid::new(
+                "additional_files",
+                format!("{source_name} is the source file's own name"),
+            )
+            .into());
         }
         files.push(SubmissionFile {
             path: f.path,
@@ -197,7 +235,7 @@ pub async fn create(
     }
     let job = match prepare_one(&st, &caller, body, b64).await {
         Ok(j) => j,
-        Err((code, m)) => return j0_error(code, m),
+        Err(r) => return r.into_response(),
     };
     let ids = match enqueue(&st, vec![job]).await {
         Ok(ids) => ids,
@@ -239,7 +277,8 @@ fn batch_size(n: usize, max: usize) -> Result<(), String> {
     }
 }
 
-/// `POST /judge0/submissions/batch`: 201 `[{"token"} | {"error"}]`, 422 when no item was valid.
+/// `POST /judge0/submissions/batch`: 201 `[{"token"} | errors]`, 422 when no item was valid; an
+/// item's errors as a single submission's would be (`{"FIELD": [...]}` or `{"error"}`).
 pub async fn create_batch(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
@@ -263,7 +302,7 @@ pub async fn create_batch(
                 jobs.push(j);
                 out.push(Value::Null);
             }
-            Err((_, m)) => out.push(json!({"error": m})),
+            Err(r) => out.push(r.body()),
         }
     }
     // As Judge0: 201 when any item was accepted, 422 when none was (the items say why).

@@ -134,28 +134,109 @@ pub struct J0Request {
     pub number_of_runs: Option<u32>,
 }
 
-fn decode(field: &str, v: Option<String>, b64: bool) -> Result<Option<String>, String> {
+/// A field Judge0's validations would refuse, answered as Judge0 answers them: 422 with its
+/// model's errors, `{"FIELD": ["MESSAGE"]}` (`base` when no one field is to blame, as in Rails).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invalid {
+    pub field: String,
+    pub message: String,
+}
+
+impl Invalid {
+    pub fn new(field: &str, message: impl Into<String>) -> Self {
+        Invalid {
+            field: field.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// Judge0's body for it.
+    pub fn body(&self) -> Value {
+        json!({ self.field.as_str(): [self.message] })
+    }
+
+    /// A message of corral's own checks (the submission path's, worded for corral's API), under
+    /// the Judge0 field it is about, without that field's name in front of it.
+    pub fn from_message(message: &str) -> Self {
+        let field = field_of(message);
+        let rest = message
+            .strip_prefix(field)
+            .map(|r| r.trim_start_matches(':').trim_start())
+            .filter(|r| !r.is_empty())
+            .unwrap_or(message);
+        Invalid::new(field, rest)
+    }
+}
+
+/// Which Judge0 field a message of corral's own checks is about.
+fn field_of(message: &str) -> &'static str {
+    const NAMED: &[&str] = &[
+        "callback_url",
+        "source_code",
+        "expected_output",
+        "stdin",
+        "additional_files",
+        "command_line_arguments",
+        "compiler_options",
+    ];
+    if let Some(f) = NAMED.iter().find(|f| message.starts_with(*f)) {
+        return f;
+    }
+    // `invalid limit memory: …` and the like: corral's limit names, Judge0's fields.
+    const LIMITS: &[(&str, &str)] = &[
+        ("cpu_time", "cpu_time_limit"),
+        ("wall_time", "wall_time_limit"),
+        ("memory", "memory_limit"),
+        ("pids", "max_processes_and_or_threads"),
+        ("file_size", "max_file_size"),
+    ];
+    if message.contains("limit") {
+        if let Some((_, f)) = LIMITS.iter().find(|(l, _)| message.contains(l)) {
+            return f;
+        }
+    }
+    if message.starts_with("language") {
+        return "language_id";
+    }
+    "base"
+}
+
+/// A Judge0 request read from its JSON; a value of the wrong type is an error of its field.
+pub fn parse_request(body: Value) -> Result<J0Request, Invalid> {
+    serde_path_to_error::deserialize(body).map_err(|e| {
+        let field = match e.path().iter().next() {
+            Some(serde_path_to_error::Segment::Map { key }) => key.clone(),
+            _ => "base".to_owned(),
+        };
+        Invalid {
+            field,
+            message: e.into_inner().to_string(),
+        }
+    })
+}
+
+fn decode(field: &str, v: Option<String>, b64: bool) -> Result<Option<String>, Invalid> {
     match v {
         Some(s) if b64 => {
             let clean: String = s.chars().filter(|c| !c.is_whitespace()).collect();
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(clean.as_bytes())
-                .map_err(|e| format!("{field} is not valid base64: {e}"))?;
+                .map_err(|e| Invalid::new(field, format!("is not valid base64: {e}")))?;
             String::from_utf8(bytes)
                 .map(Some)
-                .map_err(|_| format!("{field} is not UTF-8 text"))
+                .map_err(|_| Invalid::new(field, "is not UTF-8 text"))
         }
         other => Ok(other),
     }
 }
 
-fn seconds(field: &str, v: Option<f64>) -> Result<Option<Millis>, String> {
+fn seconds(field: &str, v: Option<f64>) -> Result<Option<Millis>, Invalid> {
     match v {
         None => Ok(None),
         Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
             Ok(Some(Millis::ms((s * 1000.0).round().max(1.0) as u64)))
         }
-        Some(_) => Err(format!("{field} must be a positive number of seconds")),
+        Some(_) => Err(Invalid::new(field, "must be a positive number of seconds")),
     }
 }
 
@@ -175,31 +256,41 @@ pub struct Converted {
     pub network: bool,
 }
 
-/// Judge0's request → corral's, or a message saying which field is wrong.
-pub fn convert(r: J0Request, b64: bool) -> Result<Converted, String> {
-    let lang_id = r.language_id.ok_or("language_id can't be blank")?;
+/// Judge0's request → corral's, or the field that is wrong (in Judge0's words where it has them).
+pub fn convert(r: J0Request, b64: bool) -> Result<Converted, Invalid> {
+    let lang_id = r
+        .language_id
+        .ok_or_else(|| Invalid::new("language_id", "can't be blank"))?;
     let lang = LANGUAGE_IDS
         .iter()
         .find(|(i, _)| *i == lang_id)
         .map(|(_, l)| l.to_string())
-        .ok_or_else(|| format!("language with id {lang_id} doesn't exist"))?;
+        .ok_or_else(|| {
+            Invalid::new(
+                "language_id",
+                format!("language with id {lang_id} doesn't exist"),
+            )
+        })?;
     let additional_files = match r.additional_files.as_deref().map(str::trim) {
         Some(s) if !s.is_empty() => {
             let clean: String = s.chars().filter(|c| !c.is_whitespace()).collect();
             Some(
                 base64::engine::general_purpose::STANDARD
                     .decode(clean.as_bytes())
-                    .map_err(|e| format!("additional_files is not valid base64: {e}"))?,
+                    .map_err(|e| {
+                        Invalid::new("additional_files", format!("is not valid base64: {e}"))
+                    })?,
             )
         }
         _ => None,
     };
     let runs = match r.number_of_runs {
         None => 1,
-        Some(0) => return Err("number_of_runs must be at least 1".into()),
+        Some(0) => return Err(Invalid::new("number_of_runs", "must be at least 1")),
         Some(n) => n,
     };
-    let source = decode("source_code", r.source_code, b64)?.ok_or("source_code can't be blank")?;
+    let source = decode("source_code", r.source_code, b64)?
+        .ok_or_else(|| Invalid::new("source_code", "can't be blank"))?;
     let mut limits = LimitsRequest::default();
     let cpu = seconds("cpu_time_limit", r.cpu_time_limit)?;
     let extra = seconds("cpu_extra_time", r.cpu_extra_time)?;
@@ -210,7 +301,7 @@ pub fn convert(r: J0Request, b64: bool) -> Result<Converted, String> {
     limits.wall_time = seconds("wall_time_limit", r.wall_time_limit)?;
     if let Some(kb) = r.memory_limit {
         if !(kb.is_finite() && kb >= 4096.0) {
-            return Err("memory_limit must be at least 4096 (KB)".into());
+            return Err(Invalid::new("memory_limit", "must be at least 4096 (KB)"));
         }
         limits.memory = Some(Size((kb * 1024.0) as u64));
     }
@@ -574,18 +665,115 @@ mod tests {
         assert_eq!(l.memory, Some(Size(64 << 20)));
         assert_eq!(args.as_deref(), Some("a b"));
         assert!(opts.is_none());
-        for bad in [
-            json!({"source_code": "x", "language_id": 9999}),
-            json!({"language_id": 71}),
-            json!({"source_code": "x", "language_id": 71, "number_of_runs": 0}),
-            json!({"source_code": "x", "language_id": 71, "additional_files": "!!"}),
-            json!({"source_code": "x", "language_id": 71, "cpu_time_limit": -1}),
+        // Each refusal names its field, in Judge0's body: `{"FIELD": ["MESSAGE"]}`.
+        for (bad, field) in [
+            (
+                json!({"source_code": "x", "language_id": 9999}),
+                "language_id",
+            ),
+            (json!({"source_code": "x"}), "language_id"),
+            (json!({"language_id": 71}), "source_code"),
+            (
+                json!({"source_code": "x", "language_id": 71, "number_of_runs": 0}),
+                "number_of_runs",
+            ),
+            (
+                json!({"source_code": "x", "language_id": 71, "additional_files": "!!"}),
+                "additional_files",
+            ),
+            (
+                json!({"source_code": "x", "language_id": 71, "cpu_time_limit": -1}),
+                "cpu_time_limit",
+            ),
+            (
+                json!({"source_code": "x", "language_id": 71, "memory_limit": 1}),
+                "memory_limit",
+            ),
         ] {
-            let r: J0Request = serde_json::from_value(bad.clone()).unwrap();
-            assert!(convert(r, false).is_err(), "{bad}");
+            let e = convert(parse_request(bad.clone()).unwrap(), false)
+                .err()
+                .expect("refused");
+            assert_eq!(e.field, field, "{bad}");
+            assert_eq!(
+                e.body()[field][0],
+                Value::String(e.message.clone()),
+                "{bad}"
+            );
         }
-        let r: J0Request =
-            serde_json::from_value(json!({"source_code": "!!", "language_id": 71})).unwrap();
-        assert!(convert(r, true).is_err(), "bad base64");
+        let blank = convert(parse_request(json!({"language_id": 71})).unwrap(), false);
+        assert_eq!(
+            blank.err().expect("refused").body(),
+            json!({"source_code": ["can't be blank"]}),
+            "Judge0's own words"
+        );
+        let e = convert(
+            parse_request(json!({"source_code": "!!", "language_id": 71})).unwrap(),
+            true,
+        )
+        .err()
+        .expect("refused");
+        assert_eq!(e.field, "source_code", "bad base64");
+        // A value of the wrong type is its field's error.
+        for (bad, field) in [
+            (json!({"source_code": 5, "language_id": 71}), "source_code"),
+            (
+                json!({"source_code": "x", "language_id": "abc"}),
+                "language_id",
+            ),
+            (
+                json!({"source_code": "x", "language_id": 71, "cpu_time_limit": "fast"}),
+                "cpu_time_limit",
+            ),
+        ] {
+            assert_eq!(
+                parse_request(bad.clone()).unwrap_err().field,
+                field,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn corral_messages_land_on_judge0_fields() {
+        for (message, field, rest) in [
+            (
+                "callback_url must be http:// or https://",
+                "callback_url",
+                "must be http:// or https://",
+            ),
+            (
+                "callback_url: relative URL without a base",
+                "callback_url",
+                "relative URL without a base",
+            ),
+            (
+                "invalid limit memory: must be at least 4M",
+                "memory_limit",
+                "invalid limit memory: must be at least 4M",
+            ),
+            (
+                "invalid limit wall_time: must be at least 1ms",
+                "wall_time_limit",
+                "invalid limit wall_time: must be at least 1ms",
+            ),
+            (
+                "language \"python\" is unavailable: no python3",
+                "language_id",
+                "language \"python\" is unavailable: no python3",
+            ),
+            ("stdin is too large", "stdin", "is too large"),
+            (
+                "something else went wrong",
+                "base",
+                "something else went wrong",
+            ),
+        ] {
+            let i = Invalid::from_message(message);
+            assert_eq!(
+                (i.field.as_str(), i.message.as_str()),
+                (field, rest),
+                "{message}"
+            );
+        }
     }
 }
