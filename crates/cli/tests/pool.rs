@@ -837,6 +837,104 @@ fn every_fresh_sandbox_has_network_and_ipc_namespaces_of_its_own() {
     }
 }
 
+/// Fresh sandboxes of a host root with no binds start in a root the spawner prepared ahead
+/// (`inside/spares.rs`, `rootfs::prepare_host_root`) once it had a moment: the first sandbox is
+/// started directly and the second forked at once (both build their root); later ones, a run
+/// apart, find one ready (the debug line of each says which). A prepared root must be the root
+/// PID 1 builds: the same mounts, each with the same source, flags, file system and options
+/// (`/proc/self/mountinfo` less the kernel's numbering and the sandbox's uid), `/etc/passwd`
+/// naming the sandbox's own uid, and the masked `/proc` files empty.
+#[test]
+fn a_root_prepared_ahead_is_the_root_pid1_builds() {
+    const PROBE: &str = "cat /proc/self/mountinfo; echo UID $(id -u); \
+        echo PASSWD $(grep '^sandbox:' /etc/passwd | cut -d: -f3); \
+        echo KALLSYMS $(wc -c < /proc/kallsyms); echo HOST $(cat /etc/hostname)";
+    let lines: Vec<String> = (0..8)
+        .map(|_| json!({"argv": ["/bin/sh", "-c", PROBE]}).to_string())
+        .collect();
+    let dir = host_dir(0o755);
+    let file = dir.path().join("batch.jsonl");
+    fs::write(&file, lines.join("\n") + "\n").expect("write the batch file");
+    let mut cmd = common::corral_cmd();
+    cmd.env("CORRAL_LOG", "debug")
+        .arg("run")
+        .arg("--batch")
+        .arg(&file)
+        .args(Mode::Fresh.flags());
+    let raw = common::run_command(cmd, BATCH_TIMEOUT);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&raw.stdout),
+        String::from_utf8_lossy(&raw.stderr),
+    );
+    assert!(raw.status.success(), "corral failed: {stderr}");
+    let roots: Vec<bool> = stderr
+        .lines()
+        .filter(|l| l.contains("sandbox created"))
+        .map(|l| l.contains("root=\"prepared ahead\""))
+        .collect();
+    assert_eq!(roots.len(), 8, "one sandbox per line expected:\n{stderr}");
+    assert!(
+        !roots[0],
+        "the first sandbox (no spawner yet) built its root"
+    );
+    assert!(
+        roots.iter().any(|&p| p),
+        "no sandbox started in a prepared root: {roots:?}"
+    );
+    // Each mount as `root mount-point options - type source super-options`, the workdir's owner
+    // made generic; sorted (a prepared root's /proc is mounted first).
+    let mounts = |out: &str| -> Vec<String> {
+        let mut v: Vec<String> = out
+            .lines()
+            .filter(|l| l.contains(" - "))
+            .map(|l| {
+                let (left, right) = l.split_once(" - ").unwrap();
+                let f: Vec<&str> = left.split_whitespace().collect();
+                let generic = right
+                    .split(',')
+                    .map(|o| match o.split_once('=') {
+                        Some(("uid" | "gid", _)) => "OWNER",
+                        _ => o,
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",");
+                format!("{} {} {} - {generic}", f[3], f[4], f[5])
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let results: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON result line"))
+        .collect();
+    assert_eq!(results.len(), 8, "{stdout}");
+    let built = mounts(results[0]["stdout"].as_str().unwrap_or(""));
+    assert!(
+        built.len() > 20 && built.iter().any(|m| m.contains(" /etc/ssl ")),
+        "no mounts read in the first sandbox: {built:?}"
+    );
+    for (i, (r, prepared)) in results.iter().zip(&roots).enumerate() {
+        assert_eq!(r["status"], "ok", "line {i}: {r}");
+        let out = r["stdout"].as_str().unwrap_or("");
+        let field = |tag: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(tag))
+                .unwrap_or_else(|| panic!("line {i}: no {tag}in {out}"))
+                .trim()
+                .to_string()
+        };
+        assert_eq!(
+            mounts(out),
+            built,
+            "line {i} (root prepared ahead: {prepared}) has other mounts than a built root"
+        );
+        assert_eq!(field("PASSWD "), field("UID "), "line {i}: /etc/passwd");
+        assert_eq!(field("KALLSYMS "), "0", "line {i}: /proc/kallsyms unmasked");
+        assert_eq!(field("HOST "), "sandbox", "line {i}: /etc/hostname");
+    }
+}
+
 // ------------------------------------------------------------------ processes
 
 #[test]

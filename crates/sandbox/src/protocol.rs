@@ -183,6 +183,10 @@ pub enum Event {
         /// joining it by a write. False in a reset's answer.
         #[serde(default)]
         forked_into_cgroup: bool,
+        /// At the build: the root was prepared ahead by the spawner (`inside::spares`) and
+        /// finished by PID 1, rather than built by PID 1. False in a reset's answer.
+        #[serde(default)]
+        root_prepared: bool,
     },
     /// The program was exec'd. Fd: the terminal's master side, for a run with a terminal. Not
     /// sent for a `quiet_start` run.
@@ -306,7 +310,12 @@ pub(crate) const SPAWNER_ARG: &str = "--spawner";
 
 /// To the spawner: fork a keeper; the sandbox's end of its control socket travels with it.
 #[derive(Serialize, Deserialize)]
-pub(crate) struct Spawn;
+pub(crate) struct Spawn {
+    /// The sandbox may start in a prepared host root (`inside::spares`): the keeper is given
+    /// one when there is one, and the spawner prepares the next.
+    #[serde(default)]
+    pub host_root: bool,
+}
 
 /// The spawner's answer: the keeper's pid, with a pidfd for it (opened before anything could
 /// reap it, so it names that process and no later one).

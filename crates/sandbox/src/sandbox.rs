@@ -100,6 +100,8 @@ pub struct Sandbox {
     /// PID 1 was forked straight into its cgroup (cgroup v2, `inside::fork_into`) instead of
     /// joining it by a write.
     forked_into_cgroup: bool,
+    /// The spawner prepared the root ahead (`inside::spares`); PID 1 only finished it.
+    root_prepared: bool,
     /// Every log line about this sandbox carries its id.
     span: tracing::Span,
     /// A gVisor sandbox's folder on the host (bundle, working directory); removed after the
@@ -121,6 +123,11 @@ impl Sandbox {
                             "at fork"
                         } else {
                             "write"
+                        },
+                        root = if s.root_prepared {
+                            "prepared ahead"
+                        } else {
+                            "built"
                         },
                         ms = started.elapsed().as_millis() as u64,
                         "sandbox created"
@@ -263,7 +270,12 @@ impl Sandbox {
         let mut clock = None;
         let (keeper, workdir, gvisor) = match runsc {
             None => {
-                let keeper = match host.spawner.keeper(&host.init, theirs) {
+                // A hint: the keeper itself checks the setup against the prepared root.
+                let host_root = image.is_none()
+                    && userns.is_none()
+                    && config.mounts.is_empty()
+                    && config.workdir_alias.is_none();
+                let keeper = match host.spawner.keeper(&host.init, theirs, host_root) {
                     Ok(k) => k,
                     Err(e) => {
                         let _ = cgroup.destroy();
@@ -317,6 +329,7 @@ impl Sandbox {
             pending_reset: None,
             landlock_abi: None,
             forked_into_cgroup: false,
+            root_prepared: false,
             span: tracing::debug_span!("sandbox", id = %name),
             gvisor,
         };
@@ -342,10 +355,7 @@ impl Sandbox {
             mounts: config.mounts.clone(),
             // An image brings its own /etc; corral writes only its curated entries over it.
             etc_entries: match image {
-                None => crate::inside::rootfs::DEFAULT_ETC
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect(),
+                None => crate::inside::rootfs::default_etc(),
                 Some(_) => Vec::new(),
             },
             seccomp,
@@ -380,10 +390,12 @@ impl Sandbox {
                     landlock_abi,
                     tasks,
                     forked_into_cgroup,
+                    root_prepared,
                 },
                 mut fds,
             )) if fds.len() == usize::from(!is_gvisor) => {
                 sandbox.forked_into_cgroup = forked_into_cgroup;
+                sandbox.root_prepared = root_prepared;
                 if let Some(workdir) = fds.pop() {
                     sandbox.control.set_workdir(workdir);
                 }

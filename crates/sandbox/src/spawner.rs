@@ -141,18 +141,20 @@ impl Spawner {
 
     /// A keeper for a new native sandbox whose end of the control socket is `theirs`: forked by
     /// the spawner when there is one, else started from here.
+    /// `host_root`: the sandbox may start in a host root the spawner prepared ahead.
     pub(crate) fn keeper(
         &self,
         init: &InitProgram,
         theirs: OwnedFd,
+        host_root: bool,
     ) -> Result<Keeper, SandboxError> {
-        match self.forked(init, &theirs) {
+        match self.forked(init, &theirs, host_root) {
             Some(k) => Ok(k),
             None => start_init(init, None, theirs).map(Keeper::Child),
         }
     }
 
-    fn forked(&self, init: &InitProgram, theirs: &OwnedFd) -> Option<Keeper> {
+    fn forked(&self, init: &InitProgram, theirs: &OwnedFd, host_root: bool) -> Option<Keeper> {
         let Ok(mut state) = self.state.lock() else {
             return None;
         };
@@ -180,7 +182,7 @@ impl Spawner {
         let State::Running { sock, .. } = &*state else {
             return None;
         };
-        match request(sock, theirs) {
+        match request(sock, theirs, host_root) {
             Ok(k) => {
                 tracing::debug!(keeper = k.id(), "a sandbox init forked by the spawner");
                 Some(k)
@@ -216,8 +218,8 @@ impl Drop for Spawner {
     }
 }
 
-fn request(sock: &OwnedFd, theirs: &OwnedFd) -> Result<Keeper, SandboxError> {
-    protocol::send(sock.as_fd(), &Spawn, &[theirs.as_raw_fd()])?;
+fn request(sock: &OwnedFd, theirs: &OwnedFd, host_root: bool) -> Result<Keeper, SandboxError> {
+    protocol::send(sock.as_fd(), &Spawn { host_root }, &[theirs.as_raw_fd()])?;
     match protocol::recv::<Spawned>(sock.as_fd())? {
         Some((Spawned { pid }, mut fds)) if fds.len() == 1 => Ok(Keeper::Forked {
             pid,

@@ -124,7 +124,7 @@ fn run(ctl: OwnedFd, spares: Spares) -> Result<(), SandboxError> {
     if setup.gvisor {
         // gVisor's /proc has no hidepid and shows init's environment to the program: init
         // emptied it first (see `init_main`).
-        return build(&setup, Join::Write(&cgroup_procs), ctl.as_fd(), None)
+        return build(&setup, Join::Write(&cgroup_procs), false, ctl.as_fd(), None)
             .and_then(|built| pid1::serve(&setup, ctl.as_fd(), built))
             .inspect_err(|e| {
                 let _ = protocol::send(ctl.as_fd(), &Event::failed(e), &[]);
@@ -149,7 +149,11 @@ fn run(ctl: OwnedFd, spares: Spares) -> Result<(), SandboxError> {
     let usable = setup.userns.is_none();
     let net = spares.net.filter(|_| usable && !setup.network);
     let ipc = spares.ipc.filter(|_| usable);
-    let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWUTS;
+    let root = spares.root.filter(|_| rootfs::fits_prepared(&setup));
+    let mut flags = CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWUTS;
+    if root.is_none() {
+        flags |= CloneFlags::CLONE_NEWNS;
+    }
     if ipc.is_none() {
         flags |= CloneFlags::CLONE_NEWIPC;
     }
@@ -159,9 +163,11 @@ fn run(ctl: OwnedFd, spares: Spares) -> Result<(), SandboxError> {
     if let Err(e) = unshare(flags) {
         return refuse(ctl.as_fd(), SetupError::Unshare(flags, e).to_string());
     }
+    let root_prepared = root.is_some();
     for (ns, kind) in [
         (net, CloneFlags::CLONE_NEWNET),
         (ipc, CloneFlags::CLONE_NEWIPC),
+        (root, CloneFlags::CLONE_NEWNS),
     ] {
         if let Some(ns) = ns {
             if let Err(e) = nix::sched::setns(&ns, kind) {
@@ -185,7 +191,7 @@ fn run(ctl: OwnedFd, spares: Spares) -> Result<(), SandboxError> {
             // If the keeper dies, PID 1 dies, and with it the namespace.
             // SAFETY: plain prctl with integer arguments.
             unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-            let code = match build(&setup, join, ctl.as_fd(), build_userns)
+            let code = match build(&setup, join, root_prepared, ctl.as_fd(), build_userns)
                 .and_then(|built| pid1::serve(&setup, ctl.as_fd(), built))
             {
                 Ok(()) => 0,
@@ -223,10 +229,12 @@ enum Join<'a> {
 }
 
 /// PID 1 builds the sandbox, in this order, before any untrusted code exists; then tells the
-/// supervisor it is ready. Each step is a leaf.
+/// supervisor it is ready. Each step is a leaf. `root_prepared`: PID 1 started in a root the
+/// spawner made ahead ([`rootfs::prepare_host_root`]), which it finishes instead of building one.
 fn build(
     setup: &Setup,
     join: Join<'_>,
+    root_prepared: bool,
     ctl: BorrowedFd<'_>,
     build_userns: Option<OwnedFd>,
 ) -> Result<Built, SandboxError> {
@@ -235,6 +243,10 @@ fn build(
         join_cgroup(procs)?;
     }
     let _ = nix::unistd::sethostname(&setup.hostname);
+    if root_prepared {
+        // Its /proc is the first thing a prepared root lacks (ns_last_pid is opened through it).
+        rootfs::mount_proc(std::path::Path::new("/proc"))?;
+    }
     // Kept open from before /proc/sys becomes read-only: a reset restarts PID numbering with it,
     // so a run cannot count how many processes the previous one made.
     // gVisor has no ns_last_pid: its PID numbering is not restarted, and a run there can count
@@ -264,6 +276,8 @@ fn build(
     }
     if setup.gvisor {
         gvisor::hide_runsc_additions()?;
+    } else if root_prepared {
+        rootfs::finish_prepared(setup)?;
     } else {
         rootfs::build(setup, build_userns.as_ref())?;
     }
@@ -299,8 +313,11 @@ fn build(
     };
     let landlock_abi = setup.landlock.then(landlock::kernel_abi);
     // PID 1 is alone until its first reset (see `pid1::serve` for its confined thread).
-    let forked_into_cgroup = matches!(join, Join::AtFork);
-    pid1::send_ready(ctl, landlock_abi, setup.gvisor, 1, forked_into_cgroup)?;
+    let how = pid1::HowBuilt {
+        forked_into_cgroup: matches!(join, Join::AtFork),
+        root_prepared,
+    };
+    pid1::send_ready(ctl, landlock_abi, setup.gvisor, 1, how)?;
     Ok(Built {
         last_pid,
         pids_max,

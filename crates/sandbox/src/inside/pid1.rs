@@ -341,7 +341,8 @@ pub(crate) fn serve(setup: &Setup, ctl: BorrowedFd<'_>, built: Built) -> Result<
                             preconfine = None;
                         }
                     }
-                    send_ready(ctl, landlock_abi, setup.gvisor, tasks(&confined), false)?;
+                    let tasks = tasks(&confined);
+                    send_ready(ctl, landlock_abi, setup.gvisor, tasks, HowBuilt::default())?;
                 }
                 Request::Kill => {
                     if let Some(run) = current.as_mut() {
@@ -415,18 +416,29 @@ fn may_confine(
         .and_then(|s| s.trim().parse::<u64>().ok())
 }
 
-/// `forked_into_cgroup`: at the build, how PID 1 entered its cgroup (false after a reset).
+/// How the sandbox was built, told to the supervisor with its first `Ready` (for its log; a
+/// reset's `Ready` says nothing of it).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct HowBuilt {
+    /// PID 1 was forked into its cgroup (`inside::fork_into`) rather than joining it by a write.
+    pub(crate) forked_into_cgroup: bool,
+    /// The root was prepared ahead by the spawner (`inside::spares`) and finished by PID 1.
+    pub(crate) root_prepared: bool,
+}
+
+/// Tells the supervisor the sandbox is ready, with the working directory (`O_PATH`).
 pub(crate) fn send_ready(
     ctl: BorrowedFd<'_>,
     landlock_abi: Option<i32>,
     gvisor: bool,
     tasks: u64,
-    forked_into_cgroup: bool,
+    build: HowBuilt,
 ) -> Result<(), SandboxError> {
     let ready = Event::Ready {
         landlock_abi,
         tasks,
-        forked_into_cgroup,
+        forked_into_cgroup: build.forked_into_cgroup,
+        root_prepared: build.root_prepared,
     };
     // gVisor cannot send its descriptors out; the supervisor holds the (host) working directory.
     if gvisor {

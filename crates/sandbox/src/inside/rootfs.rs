@@ -7,6 +7,10 @@
 //! size-limited tmpfs for `/tmp`, `/dev/shm` and the working directory. Nothing else of the host exists.
 //! In an image root, the image's layers replace the host's system folders and `/etc` (see
 //! [`crate::inside::image_root`]); everything from `/dev` on is the same.
+//!
+//! A host root is most often prepared ahead by the spawner ([`prepare_host_root`], see
+//! [`crate::inside::spares`]) and finished by PID 1 ([`finish_prepared`]): the same mounts with
+//! the same flags, made in two halves.
 
 use std::fs;
 use std::os::fd::OwnedFd;
@@ -18,7 +22,7 @@ use nix::unistd::{chdir, pivot_root};
 
 use crate::error::SandboxError;
 use crate::inside::image_root;
-use crate::protocol::Setup;
+use crate::protocol::{Setup, SetupRoot};
 use crate::spec::WORKDIR;
 
 /// Host folders bound read-only (when present). Symlinks (merged /usr) are copied as symlinks.
@@ -181,13 +185,17 @@ fn bind_new(src: &Path, dst: &Path, is_dir: bool) -> Result<(), SandboxError> {
 /// Adds `flags` (read-only, nosuid, nodev, noexec) to the mount at `top` and to every mount
 /// beneath it in one `mount_setattr(2)` call (Linux 5.12), instead of a `statfs` and a remount
 /// per bind; it only sets flags, so whatever the sources carried (locked in a user namespace)
-/// stays. On an older kernel (or where a seccomp profile refuses the call) each of `mounts` is
+/// stays. On an older kernel (or where a seccomp profile refuses the call) each of `mounts()` is
 /// remounted instead, as [`bind`] does.
-fn restrict_tree(top: &Path, flags: MsFlags, mounts: &[PathBuf]) -> Result<(), SandboxError> {
+fn restrict_tree(
+    top: &Path,
+    flags: MsFlags,
+    mounts: impl FnOnce() -> Vec<PathBuf>,
+) -> Result<(), SandboxError> {
     match set_tree_attrs(top, flags) {
         Ok(()) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) => {
-            remount_each(mounts, flags)
+            remount_each(&mounts(), flags)
         }
         Err(e) => Err(SandboxError::io(
             format!("restricting the mounts under {}", top.display()),
@@ -281,15 +289,7 @@ fn copy_symlink(src: &Path, dst: &Path) -> Result<(), SandboxError> {
 /// mount namespace, before any untrusted code exists. `build_userns` is build mode's user
 /// namespace (its layers are idmapped through it).
 pub(crate) fn build(setup: &Setup, build_userns: Option<&OwnedFd>) -> Result<(), SandboxError> {
-    // Nothing we mount may propagate back to the host.
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(err("making mounts private".into()))?;
+    make_private()?;
 
     // Bind sources and image layers are opened before anything is mounted: the new root covers
     // the host's /tmp, and a source under it (or a path swapped for a symlink meanwhile) must
@@ -308,12 +308,8 @@ pub(crate) fn build(setup: &Setup, build_userns: Option<&OwnedFd>) -> Result<(),
 
     // A small tmpfs over the host's /tmp, visible only in this namespace: the new root itself
     // (host root), or the image root's skeleton and mount point.
-    let staging = PathBuf::from("/tmp");
-    tmpfs(
-        &staging,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        "size=4m,nr_inodes=4096,mode=0755",
-    )?;
+    let staging = PathBuf::from(STAGING);
+    mount_staging(&staging)?;
     let root = match &layers {
         None => {
             host_system_dirs(setup, &staging)?;
@@ -365,22 +361,11 @@ pub(crate) fn build(setup: &Setup, build_userns: Option<&OwnedFd>) -> Result<(),
     // /proc of the new PID namespace; hidepid=invisible hides processes of other users (init).
     let proc_dir = target("/proc")?;
     fs::create_dir_all(&proc_dir).map_err(ioerr("creating /proc".into()))?;
-    mount(
-        Some("proc"),
-        &proc_dir,
-        Some("proc"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        Some("hidepid=invisible"),
-    )
-    .map_err(err("mounting /proc".into()))?;
+    mount_proc(&proc_dir)?;
     mask_proc(&proc_dir, &r("/dev/null"))?;
 
-    // Scratch space: /tmp (with /var/tmp pointing at it), /dev/shm and the working directory.
     if !image {
-        fs::create_dir_all(r("/tmp")).map_err(ioerr("creating /tmp".into()))?;
-        fs::create_dir_all(r("/var")).map_err(ioerr("creating /var".into()))?;
-        symlink("/tmp", r("/var/tmp")).map_err(ioerr("creating /var/tmp".into()))?;
-        fs::create_dir_all(r(WORKDIR)).map_err(ioerr(format!("creating {WORKDIR}")))?;
+        scratch_points(&root)?;
     }
     for p in ["/tmp", WORKDIR] {
         target(p)?;
@@ -424,29 +409,158 @@ pub(crate) fn build(setup: &Setup, build_userns: Option<&OwnedFd>) -> Result<(),
     }
     drop(sources);
 
-    // Switch roots: pivot_root(".", ".") stacks the old root under the new one; detaching it leaves
-    // no path back to the host.
-    chdir(&root).map_err(err("entering the new root".into()))?;
-    pivot_root(".", ".").map_err(err("pivot_root".into()))?;
-    umount2(".", MntFlags::MNT_DETACH).map_err(err("detaching the host root".into()))?;
-    chdir("/").map_err(err("entering /".into()))?;
+    switch_root(&root)?;
     if !image {
-        // The root tmpfs itself becomes read-only; only the scratch mounts stay writable.
-        mount(
-            None::<&str>,
-            "/",
-            None::<&str>,
-            MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            None::<&str>,
-        )
-        .map_err(err("making / read-only".into()))?;
+        root_read_only()?;
     }
     // An image root is mounted read-only already (build mode: writable into its upper folder).
     Ok(())
 }
 
+/// Where the new root is put together: a small tmpfs over the host's `/tmp`, seen only in the
+/// sandbox's mount namespace.
+const STAGING: &str = "/tmp";
+
+/// Nothing mounted in this namespace may propagate back to the host.
+fn make_private() -> Result<(), SandboxError> {
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(err("making mounts private".into()))
+}
+
+/// The tmpfs the host root is made on (or an image root's skeleton and mount point).
+fn mount_staging(staging: &Path) -> Result<(), SandboxError> {
+    tmpfs(
+        staging,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "size=4m,nr_inodes=4096,mode=0755",
+    )
+}
+
+/// `/proc` of the PID namespace of the caller (PID 1); `hidepid=invisible` hides processes of
+/// other users (PID 1's own).
+pub(crate) fn mount_proc(proc_dir: &Path) -> Result<(), SandboxError> {
+    mount(
+        Some("proc"),
+        proc_dir,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("hidepid=invisible"),
+    )
+    .map_err(err("mounting /proc".into()))
+}
+
+/// The scratch mounts' points on a host root: `/tmp` (with `/var/tmp` pointing at it) and the
+/// working directory (`/dev/shm` is made with `/dev`).
+fn scratch_points(root: &Path) -> Result<(), SandboxError> {
+    let r = |p: &str| root.join(p.trim_start_matches('/'));
+    fs::create_dir_all(r("/tmp")).map_err(ioerr("creating /tmp".into()))?;
+    fs::create_dir_all(r("/var")).map_err(ioerr("creating /var".into()))?;
+    symlink("/tmp", r("/var/tmp")).map_err(ioerr("creating /var/tmp".into()))?;
+    fs::create_dir_all(r(WORKDIR)).map_err(ioerr(format!("creating {WORKDIR}")))
+}
+
+/// Switches roots: `pivot_root(".", ".")` stacks the old root under the new one; detaching it
+/// leaves no path back to the host.
+fn switch_root(root: &Path) -> Result<(), SandboxError> {
+    chdir(root).map_err(err("entering the new root".into()))?;
+    pivot_root(".", ".").map_err(err("pivot_root".into()))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(err("detaching the host root".into()))?;
+    chdir("/").map_err(err("entering /".into()))
+}
+
+/// The host root's tmpfs itself becomes read-only; only the scratch mounts stay writable.
+fn root_read_only() -> Result<(), SandboxError> {
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        None::<&str>,
+    )
+    .map_err(err("making / read-only".into()))
+}
+
+/// A host root made ahead of need, in a new mount namespace of the spawner's
+/// ([`crate::inside::spares`]): everything of [`build`]'s host root that is the same for every
+/// sandbox — the system folders, the curated `/etc`'s binds, `/dev`, the mount points, the
+/// switch of roots (whose detach of the host's tree waits for an RCU grace period) and `/`
+/// read-only. What depends on the sandbox is left to its PID 1 ([`finish_prepared`]): `/proc`
+/// (its PID namespace does not exist yet), the synthetic `/etc` files (its uid and hostname),
+/// and the scratch mounts (their owner and sizes). The caller is in the new namespace and enters
+/// its own again afterwards.
+pub(crate) fn prepare_host_root() -> Result<(), SandboxError> {
+    make_private()?;
+    let root = PathBuf::from(STAGING);
+    mount_staging(&root)?;
+    system_dirs(&root)?;
+    let etc = root.join("etc");
+    bind_etc(&default_etc(), &etc)?;
+    build_dev(&root.join("dev"))?;
+    fs::create_dir(root.join("proc")).map_err(ioerr("creating /proc".into()))?;
+    scratch_points(&root)?;
+    switch_root(&root)?;
+    root_read_only()
+}
+
+/// The curated `/etc` of every host root.
+pub(crate) fn default_etc() -> Vec<String> {
+    DEFAULT_ETC.iter().map(|s| s.to_string()).collect()
+}
+
+/// Whether a sandbox of `setup` may start in a root [`prepare_host_root`] made: a native host
+/// root with the default `/etc`, no binds of the caller's (their sources are opened in the
+/// host's namespace) and nothing made in a user namespace.
+pub(crate) fn fits_prepared(setup: &Setup) -> bool {
+    matches!(setup.root, SetupRoot::Host)
+        && setup.mounts.is_empty()
+        && setup.workdir_alias.is_none()
+        && setup.build_ids.is_none()
+        && setup.userns.is_none()
+        && !setup.gvisor
+        && setup.etc_entries == default_etc()
+}
+
+/// PID 1's part of a prepared root, after it mounted `/proc` ([`mount_proc`]): the synthetic
+/// `/etc` files and `/etc` read-only, `/proc`'s masks, the scratch mounts. The same mounts, with
+/// the same flags, as [`build`] makes.
+pub(crate) fn finish_prepared(setup: &Setup) -> Result<(), SandboxError> {
+    let etc = Path::new("/etc");
+    finish_etc(setup, etc, || {
+        let mut binds = vec![etc.to_path_buf()];
+        binds.extend(
+            curated(&setup.etc_entries)
+                .map(|name| etc.join(name))
+                .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink())),
+        );
+        binds
+    })?;
+    mask_proc(Path::new("/proc"), Path::new("/dev/null"))?;
+    let (owner_uid, owner_gid) = setup.fs_owner();
+    mount_scratch(
+        Path::new("/"),
+        owner_uid,
+        owner_gid,
+        setup.disk_bytes,
+        setup.inodes,
+    )
+}
+
 /// The host root's layout on `root`: read-only binds of the system folders and the curated `/etc`.
 fn host_system_dirs(setup: &Setup, root: &Path) -> Result<(), SandboxError> {
+    system_dirs(root)?;
+    let etc = root.join("etc");
+    let binds = bind_etc(&setup.etc_entries, &etc)?;
+    finish_etc(setup, &etc, || binds)
+}
+
+/// The host's system folders on `root`, each bound read-only (symlinks copied as symlinks).
+fn system_dirs(root: &Path) -> Result<(), SandboxError> {
     let r = |p: &str| root.join(p.trim_start_matches('/'));
     for dir in SYSTEM_DIRS {
         let host = Path::new(dir);
@@ -455,12 +569,12 @@ fn host_system_dirs(setup: &Setup, root: &Path) -> Result<(), SandboxError> {
             Ok(m) if m.is_dir() => {
                 let dst = r(dir);
                 bind_new(host, &dst, true)?;
-                restrict_tree(&dst, READ_ONLY, std::slice::from_ref(&dst))?;
+                restrict_tree(&dst, READ_ONLY, || vec![dst.clone()])?;
             }
             _ => {}
         }
     }
-    build_etc(setup, &r("/etc"))
+    Ok(())
 }
 
 /// What the system folders and `/etc` are mounted with.
@@ -469,11 +583,12 @@ const READ_ONLY: MsFlags = MsFlags::MS_RDONLY
     .union(MsFlags::MS_NODEV);
 
 /// `/etc` is a tmpfs of its own holding the curated entries' binds and the synthetic files, so
-/// that one call makes all of it read-only ([`restrict_tree`]). (Copying the small files instead
-/// of binding them was tried: a copy onto the tmpfs took ~24 us, a bind ~10 us.)
-fn build_etc(setup: &Setup, etc: &Path) -> Result<(), SandboxError> {
+/// that one call makes all of it read-only ([`finish_etc`]). (Copying the small files instead
+/// of binding them was tried: a copy onto the tmpfs took ~24 us, a bind ~10 us.) Returns the
+/// mounts made (the tmpfs first), for the remounts of a kernel without `mount_setattr`.
+fn bind_etc(entries: &[String], etc: &Path) -> Result<Vec<PathBuf>, SandboxError> {
     fs::create_dir(etc).map_err(ioerr("creating /etc".into()))?;
-    let inodes = setup.etc_entries.len() + 64;
+    let inodes = entries.len() + 64;
     tmpfs(
         etc,
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
@@ -481,10 +596,7 @@ fn build_etc(setup: &Setup, etc: &Path) -> Result<(), SandboxError> {
     )?;
     let mut mounts = vec![etc.to_path_buf()];
     let host_etc = Path::new("/etc");
-    for name in &setup.etc_entries {
-        if name.contains('/') || name.starts_with('.') {
-            continue;
-        }
+    for name in curated(entries) {
         let host = host_etc.join(name);
         let dst = etc.join(name);
         match fs::symlink_metadata(&host) {
@@ -496,10 +608,28 @@ fn build_etc(setup: &Setup, etc: &Path) -> Result<(), SandboxError> {
             Err(_) => {}
         }
     }
+    Ok(mounts)
+}
+
+/// The entries of `entries` that name something directly in `/etc`.
+fn curated(entries: &[String]) -> impl Iterator<Item = &String> {
+    entries
+        .iter()
+        .filter(|name| !name.contains('/') && !name.starts_with('.'))
+}
+
+/// Writes the synthetic files into the curated `/etc` (still writable) and makes it and every
+/// bind in it read-only. `binds` lists its mounts, asked for only by a kernel without
+/// `mount_setattr`.
+fn finish_etc(
+    setup: &Setup,
+    etc: &Path,
+    binds: impl FnOnce() -> Vec<PathBuf>,
+) -> Result<(), SandboxError> {
     for (name, contents) in synthetic_etc(setup.uid, setup.gid, &setup.hostname, setup.network) {
         write_file(&etc.join(name), &contents)?;
     }
-    restrict_tree(etc, READ_ONLY, &mounts)
+    restrict_tree(etc, READ_ONLY, binds)
 }
 
 /// The files of the curated `/etc` that corral writes rather than binds (also written into a
@@ -592,7 +722,7 @@ fn build_dev(dev: &Path) -> Result<(), SandboxError> {
     .map_err(err("mounting /dev/pts".into()))?;
     symlink("pts/ptmx", dev.join("ptmx")).map_err(ioerr("creating /dev/ptmx".into()))?;
     // The device nodes (and devpts, which has them already) nosuid and noexec.
-    restrict_tree(dev, MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, &nodes)?;
+    restrict_tree(dev, MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, || nodes)?;
     // /dev itself stays writable for nobody: the tmpfs is root-owned 0755; remount it read-only.
     mount(
         None::<&str>,
@@ -740,14 +870,7 @@ mod tests {
         let top = dir.path().to_path_buf();
         std::thread::spawn(move || {
             unshare(CloneFlags::CLONE_NEWNS).expect("a mount namespace of this thread's own");
-            mount(
-                None::<&str>,
-                "/",
-                None::<&str>,
-                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-                None::<&str>,
-            )
-            .expect("private");
+            make_private().expect("private");
             let ro = READ_ONLY;
             for (name, use_setattr) in [("setattr", true), ("fallback", false)] {
                 let root = top.join(name);

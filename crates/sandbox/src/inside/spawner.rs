@@ -2,7 +2,7 @@
 //! keeper per request. It starts no thread, so each fork may run arbitrary code, and each keeper
 //! begins as a started init would: single-threaded, the control socket as fd 3, no other
 //! descriptor, default signal dispositions (the keeper resets them as a started init does) —
-//! and the network and IPC namespaces made for it ahead ([`spares`]), when there are.
+//! and the namespaces (and host root) made for it ahead ([`spares`]), when there are.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
@@ -49,14 +49,17 @@ pub(crate) fn serve(sock: OwnedFd) -> Result<Served, SandboxError> {
             Ok(_) => {}
             Err(e) => return Err(SandboxError::io("poll", e.into())),
         }
-        let Some((Spawn, mut fds)) = protocol::recv::<Spawn>(sock.as_fd())? else {
+        let Some((Spawn { host_root }, mut fds)) = protocol::recv::<Spawn>(sock.as_fd())? else {
             return Ok(Served::SupervisorGone);
         };
         if fds.len() != 1 {
             continue;
         }
         let ctl = fds.remove(0);
-        let spares = maker.as_mut().map(spares::Maker::take).unwrap_or_default();
+        let spares = maker
+            .as_mut()
+            .map(|m| m.take(host_root))
+            .unwrap_or_default();
         // SAFETY: this process is single-threaded (it starts no thread), so the child may run
         // arbitrary code.
         match unsafe { fork() }.map_err(|e| SandboxError::io("fork of a keeper", e.into()))? {
