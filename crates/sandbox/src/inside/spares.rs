@@ -79,7 +79,9 @@ impl Maker {
         self.roots_wanted && self.ready.root.is_none() && !self.root_refused
     }
 
-    /// Makes what the next keeper lacks. An error means the spawner could not return to its own
+    /// Makes one thing the next keeper lacks — the namespaces, else the root — so that a request
+    /// arriving meanwhile waits for one step at most (the caller asks again while
+    /// [`Maker::wants_work`]). An error means the spawner could not return to its own
     /// namespace: it must not fork another keeper (it would start in the wrong one).
     pub(crate) fn make(&mut self) -> Result<(), SandboxError> {
         if self.ready.net.is_none() && self.ready.ipc.is_none() && !self.refused {
@@ -88,8 +90,7 @@ impl Maker {
             let ipc = make_one(CloneFlags::CLONE_NEWIPC, self.home_ipc.as_fd(), "ipc")?;
             self.refused = net.is_none() || ipc.is_none();
             (self.ready.net, self.ready.ipc) = (net, ipc);
-        }
-        if self.wants_root() {
+        } else if self.wants_root() {
             self.ready.root = make_root(self.home_mnt.as_fd())?;
             self.root_refused = self.ready.root.is_none();
         }
@@ -268,6 +269,9 @@ mod tests {
                 maker.wants_work(),
                 "a host root was asked for: one is wanted"
             );
+            // One step at a time: the namespaces, then the root.
+            maker.make().expect("returning home");
+            assert!(maker.ready.root.is_none() && maker.wants_work());
             maker.make().expect("returning home");
             assert!(!maker.wants_work());
             assert!(
@@ -275,6 +279,7 @@ mod tests {
                 "a prepared root went to a keeper of another root"
             );
             let first = maker.take(true).root.expect("a prepared root");
+            maker.make().expect("returning home");
             maker.make().expect("returning home");
             let second = maker.take(true).root.expect("a second prepared root");
             assert_eq!(

@@ -29,24 +29,32 @@ pub(crate) fn serve(sock: OwnedFd) -> Result<Served, SandboxError> {
     // Its folder is nobody's concern; holding the supervisor's could keep a mount busy.
     let _ = nix::unistd::chdir("/");
     let mut maker = spares::Maker::new();
+    let mut making = false;
     loop {
         reap();
         let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
-        // The next keeper's namespaces are made once no request came for a millisecond: not at
+        // The next keeper's spares are made once no request came for a millisecond: not at
         // once after a fork, where the supervisor (waiting for the reply) and the new keeper
-        // need the CPUs (on 2 cores making them then delayed the reply by up to ~0.5 ms).
+        // need the CPUs (on 2 cores making them then delayed the reply by up to ~0.5 ms). They
+        // are made a step at a time, and between steps a request that came goes first.
         let wants_work = maker.as_ref().is_some_and(spares::Maker::wants_work);
         // Else wakes now and then to reap keepers of sandboxes that ended while no request came.
-        let timeout = if wants_work { 1u16 } else { 1000 };
+        let timeout = match (wants_work, making) {
+            (true, true) => 0u16,
+            (true, false) => 1,
+            (false, _) => 1000,
+        };
         match poll(&mut fds, PollTimeout::from(timeout)) {
             Ok(0) => {
+                making = false;
                 if let Some(m) = maker.as_mut().filter(|_| wants_work) {
                     m.make()?;
+                    making = true;
                 }
                 continue;
             }
             Err(nix::errno::Errno::EINTR) => continue,
-            Ok(_) => {}
+            Ok(_) => making = false,
             Err(e) => return Err(SandboxError::io("poll", e.into())),
         }
         let Some((Spawn { host_root }, mut fds)) = protocol::recv::<Spawn>(sock.as_fd())? else {
