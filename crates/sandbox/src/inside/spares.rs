@@ -17,6 +17,7 @@
 
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
 
 use nix::sched::{setns, unshare, CloneFlags};
 
@@ -46,7 +47,15 @@ pub(crate) struct Maker {
     root_refused: bool,
     /// The last request was for a host root: the next is likely to be.
     roots_wanted: bool,
+    /// When the ready root was made, and how old it may grow before it is made again.
+    root_made: Instant,
+    root_max_age: Duration,
 }
+
+/// A prepared root's binds show the host's files as they were when it was made (a file replaced
+/// since, as `ldconfig` replaces `/etc/ld.so.cache`, is still the old one in it): one left
+/// unused this long is made again.
+const ROOT_MAX_AGE: Duration = Duration::from_secs(60);
 
 impl Maker {
     /// None when the spawner's own namespaces cannot be named (no /proc): keepers make theirs.
@@ -66,6 +75,8 @@ impl Maker {
             refused: false,
             root_refused: false,
             roots_wanted: false,
+            root_made: Instant::now(),
+            root_max_age: ROOT_MAX_AGE,
         })
     }
 
@@ -76,7 +87,8 @@ impl Maker {
     }
 
     fn wants_root(&self) -> bool {
-        self.roots_wanted && self.ready.root.is_none() && !self.root_refused
+        let missing = self.ready.root.is_none() || self.root_made.elapsed() > self.root_max_age;
+        self.roots_wanted && missing && !self.root_refused
     }
 
     /// Makes one thing the next keeper lacks — the namespaces, else the root — so that a request
@@ -91,7 +103,10 @@ impl Maker {
             self.refused = net.is_none() || ipc.is_none();
             (self.ready.net, self.ready.ipc) = (net, ipc);
         } else if self.wants_root() {
+            // A stale one goes first: the new one must not be a copy of its binds.
+            drop(self.ready.root.take());
             self.ready.root = make_root(self.home_mnt.as_fd())?;
+            self.root_made = Instant::now();
             self.root_refused = self.ready.root.is_none();
         }
         Ok(())
@@ -274,6 +289,16 @@ mod tests {
             assert!(maker.ready.root.is_none() && maker.wants_work());
             maker.make().expect("returning home");
             assert!(!maker.wants_work());
+            // One left unused too long is made again.
+            maker.root_max_age = Duration::ZERO;
+            // (A descriptor of the stale one kept here, so that its number is not reused.)
+            let stale = maker.ready.root.as_ref().expect("a prepared root");
+            let stale = stale.try_clone().expect("dup");
+            assert!(maker.wants_work(), "a stale root is not made again");
+            maker.make().expect("returning home");
+            let fresh = maker.ready.root.as_ref().expect("a prepared root");
+            assert_ne!(ino_of(&stale), ino_of(fresh), "the stale root was kept");
+            maker.root_max_age = ROOT_MAX_AGE;
             assert!(
                 maker.take(false).root.is_none(),
                 "a prepared root went to a keeper of another root"
