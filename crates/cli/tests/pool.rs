@@ -843,15 +843,17 @@ fn every_fresh_sandbox_has_network_and_ipc_namespaces_of_its_own() {
 /// apart, find one ready (the debug line of each says which). A prepared root must be the root
 /// PID 1 builds: the same mounts, each with the same source, flags, file system and options
 /// (`/proc/self/mountinfo` less the kernel's numbering and the sandbox's uid), `/etc/passwd`
-/// naming the sandbox's own uid, and the masked `/proc` files empty.
+/// naming the sandbox's own uid, and the masked `/proc` files empty. A last sandbox with network
+/// builds its root (its `/etc/resolv.conf` is the host's, which a prepared root cannot read).
 #[test]
 fn a_root_prepared_ahead_is_the_root_pid1_builds() {
     const PROBE: &str = "cat /proc/self/mountinfo; echo UID $(id -u); \
         echo PASSWD $(grep '^sandbox:' /etc/passwd | cut -d: -f3); \
         echo KALLSYMS $(wc -c < /proc/kallsyms); echo HOST $(cat /etc/hostname)";
-    let lines: Vec<String> = (0..8)
+    let mut lines: Vec<String> = (0..8)
         .map(|_| json!({"argv": ["/bin/sh", "-c", PROBE]}).to_string())
         .collect();
+    lines.push(json!({"argv": ["cat", "/etc/resolv.conf"], "network": true}).to_string());
     let dir = host_dir(0o755);
     let file = dir.path().join("batch.jsonl");
     fs::write(&file, lines.join("\n") + "\n").expect("write the batch file");
@@ -872,7 +874,11 @@ fn a_root_prepared_ahead_is_the_root_pid1_builds() {
         .filter(|l| l.contains("sandbox created"))
         .map(|l| l.contains("root=\"prepared ahead\""))
         .collect();
-    assert_eq!(roots.len(), 8, "one sandbox per line expected:\n{stderr}");
+    assert_eq!(roots.len(), 9, "one sandbox per line expected:\n{stderr}");
+    assert!(
+        !roots[8],
+        "a sandbox with network started in a prepared root"
+    );
     assert!(
         !roots[0],
         "the first sandbox (no spawner yet) built its root"
@@ -904,11 +910,18 @@ fn a_root_prepared_ahead_is_the_root_pid1_builds() {
         v.sort();
         v
     };
-    let results: Vec<Value> = stdout
+    let mut results: Vec<Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON result line"))
         .collect();
-    assert_eq!(results.len(), 8, "{stdout}");
+    assert_eq!(results.len(), 9, "{stdout}");
+    let net = results.pop().unwrap();
+    assert_eq!(net["status"], "ok", "{net}");
+    assert_eq!(
+        net["stdout"].as_str().unwrap_or(""),
+        fs::read_to_string("/etc/resolv.conf").unwrap_or_default(),
+        "a sandbox with network has the host's resolver"
+    );
     let built = mounts(results[0]["stdout"].as_str().unwrap_or(""));
     assert!(
         built.len() > 20 && built.iter().any(|m| m.contains(" /etc/ssl ")),

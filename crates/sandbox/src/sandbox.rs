@@ -272,6 +272,7 @@ impl Sandbox {
             None => {
                 // A hint: the keeper itself checks the setup against the prepared root.
                 let host_root = image.is_none()
+                    && !network
                     && userns.is_none()
                     && config.mounts.is_empty()
                     && config.workdir_alias.is_none();

@@ -515,9 +515,11 @@ pub(crate) fn default_etc() -> Vec<String> {
 
 /// Whether a sandbox of `setup` may start in a root [`prepare_host_root`] made: a native host
 /// root with the default `/etc`, no binds of the caller's (their sources are opened in the
-/// host's namespace) and nothing made in a user namespace.
+/// host's namespace), no network (its `/etc/resolv.conf` is the host's, read where the host's
+/// `/etc` is still in sight) and nothing made in a user namespace.
 pub(crate) fn fits_prepared(setup: &Setup) -> bool {
     matches!(setup.root, SetupRoot::Host)
+        && !setup.network
         && setup.mounts.is_empty()
         && setup.workdir_alias.is_none()
         && setup.build_ids.is_none()
