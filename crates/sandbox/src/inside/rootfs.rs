@@ -525,7 +525,7 @@ pub(crate) fn fits_prepared(setup: &Setup) -> bool {
         && setup.build_ids.is_none()
         && setup.userns.is_none()
         && !setup.gvisor
-        && setup.etc_entries == default_etc()
+        && setup.etc_entries.iter().eq(DEFAULT_ETC)
 }
 
 /// PID 1's part of a prepared root, after it mounted `/proc` ([`mount_proc`]): the synthetic

@@ -82,8 +82,11 @@ impl Maker {
 
     /// Whether something is missing and another attempt may succeed.
     pub(crate) fn wants_work(&self) -> bool {
-        let namespaces = self.ready.net.is_none() && self.ready.ipc.is_none() && !self.refused;
-        namespaces || self.wants_root()
+        self.wants_namespaces() || self.wants_root()
+    }
+
+    fn wants_namespaces(&self) -> bool {
+        self.ready.net.is_none() && self.ready.ipc.is_none() && !self.refused
     }
 
     fn wants_root(&self) -> bool {
@@ -96,14 +99,14 @@ impl Maker {
     /// [`Maker::wants_work`]). An error means the spawner could not return to its own
     /// namespace: it must not fork another keeper (it would start in the wrong one).
     pub(crate) fn make(&mut self) -> Result<(), SandboxError> {
-        if self.ready.net.is_none() && self.ready.ipc.is_none() && !self.refused {
+        if self.wants_namespaces() {
             // Not away from home for the second kind when the first could not return.
             let net = make_one(CloneFlags::CLONE_NEWNET, self.home_net.as_fd(), "net")?;
             let ipc = make_one(CloneFlags::CLONE_NEWIPC, self.home_ipc.as_fd(), "ipc")?;
             self.refused = net.is_none() || ipc.is_none();
             (self.ready.net, self.ready.ipc) = (net, ipc);
         } else if self.wants_root() {
-            // A stale one goes first: the new one must not be a copy of its binds.
+            // A stale one is let go first: no two are held at once.
             drop(self.ready.root.take());
             self.ready.root = make_root(self.home_mnt.as_fd())?;
             self.root_made = Instant::now();
