@@ -4,7 +4,9 @@
 local tokens = {}
 local next_token = 1
 local body = '{"cmd":["/bin/true"]}'
-local bad = 0
+-- A global, not a local: `done` reads it from each thread's state with `thread:get`, which
+-- sees globals only (a local here made every failure invisible).
+bad = 0
 local threads = {}
 
 function setup(thread)
