@@ -463,6 +463,49 @@ fn tmpfs_data_counts_against_memory_limit() {
     host_unchanged(&m, w.path());
 }
 
+/// Memory a program leaves in tmpfs belongs to no process, so the cgroup's OOM killer must
+/// choose among the sandbox's processes by score alone: it has to take the program, not the
+/// sandbox's PID 1 (which carries the run's output and usage). Where PID 1 cannot exempt
+/// itself (no CAP_SYS_RESOURCE, as on this project's CI machines) the program raises its own
+/// score instead; before that, PID 1 was taken and the result came back empty.
+#[test]
+fn the_oom_killer_takes_the_program_not_the_sandbox() {
+    let _g = shared();
+    for dir in ["/dev/shm", "/tmp", "/home/sandbox"] {
+        let script = format!(
+            "echo before-the-fill; sleep 0.2; head -c 100000000 /dev/zero > {dir}/fill; echo after"
+        );
+        let o = run(
+            &strs(&[
+                "--disk",
+                "512M",
+                "--memory",
+                "32M",
+                "--wall-time",
+                "20s",
+                "--",
+                "/bin/sh",
+                "-c",
+                &script,
+            ]),
+            secs(60),
+        );
+        o.assert_status("memory_limit");
+        o.ensure(
+            o.stdout().contains("before-the-fill"),
+            format!("the output printed before the OOM kill in {dir} was lost"),
+        );
+        o.ensure(
+            o.int("wall_time_ms").unwrap_or(0) >= 200,
+            format!("the usage of a run OOM-killed in {dir} was lost"),
+        );
+        o.ensure(
+            o.int("memory_peak_bytes").unwrap_or(0) >= 16 << 20,
+            format!("no memory peak reported for a run OOM-killed in {dir}"),
+        );
+    }
+}
+
 #[test]
 fn pipe_buffers_count_against_memory_limit() {
     let _g = shared();

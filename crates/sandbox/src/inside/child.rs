@@ -150,7 +150,7 @@ pub(crate) fn contain_and_exec<S: Syscalls>(
         sys.await_tracer().map_err(SetupError::AwaitTracer)?;
     }
     reset_signals(sys)?;
-    leave_oom_protection(plan, sys)?;
+    set_oom_score(plan, sys)?;
     sys.setsid().map_err(SetupError::Setsid)?;
     // The cgroup is hidden behind a namespace PID 1 made at the build, which this process shares.
     set_rlimits(plan, sys)?;
@@ -187,14 +187,22 @@ fn reset_signals(sys: &mut impl Syscalls) -> Result<(), SetupError> {
         .map_err(SetupError::SignalMask)
 }
 
-/// PID 1 is exempt from the OOM killer; the program must not be.
-fn leave_oom_protection(plan: &ChildPlan, sys: &mut impl Syscalls) -> Result<(), SetupError> {
+/// The OOM killer must pick a program, never PID 1. A PID 1 that could exempt itself
+/// (`-1000`, which needs CAP_SYS_RESOURCE) passed that on to this process, which takes the
+/// ordinary score back. One that could not (root without CAP_SYS_RESOURCE, as in some
+/// containers and VMs) is at 0 like this process would be: memory the program left in tmpfs or
+/// pipes belongs to no process, so the killer could take PID 1 and, with it, the run's output
+/// and usage. The program then takes the highest score instead, which needs no privilege (best
+/// effort: a failure leaves the score as it was, and changes no limit).
+fn set_oom_score(plan: &ChildPlan, sys: &mut impl Syscalls) -> Result<(), SetupError> {
     if plan.oom_protected {
         sys.write_proc_self("oom_score_adj", "0")
             .map_err(|source| SetupError::WriteProcSelf {
                 file: "oom_score_adj",
                 source,
             })?;
+    } else {
+        let _ = sys.write_proc_self("oom_score_adj", "1000");
     }
     Ok(())
 }
@@ -426,6 +434,7 @@ mod tests {
             sys.calls,
             [
                 "sigaction(SIGPIPE, SIG_DFL) + sigprocmask(none)",
+                "write /proc/self/oom_score_adj \"1000\"",
                 "setsid",
                 "setrlimit(RLIMIT_NOFILE, 256, 256)",
                 "setrlimit(RLIMIT_FSIZE, 1048576, 1048576)",
