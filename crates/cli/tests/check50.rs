@@ -59,7 +59,7 @@ type Case = (&'static str, i32, f64, [Option<bool>; 5], [f64; 5]);
 
 #[test]
 fn check50_problem_results_map_to_corral_results() {
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         (
             "correct",
             0,
@@ -74,6 +74,16 @@ fn check50_problem_results_map_to_corral_results() {
         // Writes results claiming every check passed and hunts for check50's process: the
         // results it wrote lack the run's nonce, the run is invalid (an error, no points).
         ("forges_results", 125, 0.0, [F, F, F, F, F], [0.0; 5]),
+        // Reads every file of the problem folder where it is mounted and prints what it read
+        // after its greeting: the checks' source (hidden ones' expected output too) must not be
+        // readable by the programs check50 starts, so the greeting stands alone and passes.
+        (
+            "reads_the_problem",
+            0,
+            6.0,
+            [T, T, T, T, T],
+            [0.0, 1.0, 2.0, 2.0, 1.0],
+        ),
     ];
     let mut failures = Vec::new();
     for (case, code, score, r, p) in cases {

@@ -104,6 +104,7 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
         "out_dir": out_dir,
         "site": SITE,
         "problem": format!("{PROBLEM_DIR}/{}", cc.problem),
+        "problem_root": PROBLEM_DIR,
     });
     let mut spec = python_helper(BOOTSTRAP, &cfg, &nonce, cx.settings);
     spec.seccomp = cx.settings.harness_seccomp();

@@ -30,6 +30,7 @@ def _corral_main():
     code = None
     error = None
     _corral_pipes_for_pexpect()
+    _corral_hide_the_problem(cfg["problem_root"])
     _corral_record_progress(nonce, out_dir)
     sys.argv = ["check50", "--dev", "--no-install-dependencies", "--output", "json", "--", cfg["problem"]]
     try:
@@ -98,6 +99,79 @@ def _corral_record_progress(nonce, out_dir):
     runner.futures = _Futures()
 
 
+def _corral_hide_the_problem(problem_root):
+    """The problem folder holds every check's source, hidden checks' expected output included,
+    and the submission's programs run as this process's user: mounted read-only, it would be
+    theirs to read (and to print in a public check's output). Each program check50 starts gets a
+    Landlock layer of its own that lets it read and execute files anywhere but under the
+    problem's mount; check50 itself (this process and its workers) keeps reading it. The ruleset
+    is made once here and only applied in each child, after its fork. Where the kernel has no
+    Landlock (or gVisor) the folder stays readable, as the README says."""
+    import ctypes
+    import stat
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    read_exec = (1 << 0) | (1 << 2)  # LANDLOCK_ACCESS_FS_EXECUTE | _READ_FILE
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    attr = RulesetAttr(read_exec)
+    ruleset = libc.syscall(444, ctypes.byref(attr), ctypes.sizeof(attr), 0)
+    if ruleset < 0:
+        return
+    hidden = os.path.realpath(problem_root).split("/")[1]
+    for entry in os.listdir("/"):
+        if entry == hidden:
+            continue
+        try:
+            fd = os.open("/" + entry, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            rule = PathBeneath(read_exec, fd)
+            if libc.syscall(445, ruleset, 1, ctypes.byref(rule), 0) != 0:
+                os.close(ruleset)
+                return
+        finally:
+            os.close(fd)
+
+    def confine():
+        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS (the sandbox set it already)
+        if libc.syscall(446, ruleset, 0) != 0:
+            os._exit(126)
+
+    try:
+        import ptyprocess
+    except ImportError:
+        return  # no check50 here (it needs ptyprocess): running it says so, as the summary's error
+
+    real_spawn = ptyprocess.PtyProcess.spawn.__func__
+
+    def spawn(cls, argv, cwd=None, env=None, echo=True, preexec_fn=None, dimensions=(24, 80),
+              pass_fds=()):
+        def preexec():
+            confine()
+            if preexec_fn is not None:
+                preexec_fn()
+
+        # ptyprocess closes every other descriptor before it calls preexec_fn; the ruleset's is
+        # close-on-exec, so the program never holds it.
+        return real_spawn(cls, argv, cwd=cwd, env=env, echo=echo, preexec_fn=preexec,
+                          dimensions=dimensions, pass_fds=tuple(pass_fds) + (ruleset,))
+
+    ptyprocess.PtyProcess.spawn = classmethod(spawn)
+    global _corral_confine
+    _corral_confine = confine
+
+
+_corral_confine = None
+
+
 def _corral_pipes_for_pexpect():
     """check50 drives each program through a pseudo-terminal (pexpect.spawn), and its checks
     are written for one: a pattern's "\n" is matched as the terminal's "\r\n", and a C
@@ -123,7 +197,8 @@ def _corral_pipes_for_pexpect():
                      cwd=None, env=None, encoding=None, codec_errors="strict", echo=False, **_):
             super().__init__(command, timeout=timeout, maxread=maxread,
                              searchwindowsize=searchwindowsize, logfile=logfile, cwd=cwd, env=env,
-                             encoding=encoding, codec_errors=codec_errors)
+                             encoding=encoding, codec_errors=codec_errors,
+                             preexec_fn=lambda: _corral_confine and _corral_confine())
 
         def isalive(self):
             return self.proc.poll() is None
