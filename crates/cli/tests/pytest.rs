@@ -501,6 +501,43 @@ fn default_points_and_public_only_suites() {
     assert_eq!(json["results"].as_object().unwrap().len(), 5);
 }
 
+/// pytest also runs tests a class inherits and test functions a test file imports; the scan of
+/// the files, which makes the rows, does not see them. Their failures used to change nothing:
+/// `wrong_mean` scored full marks against a suite whose mean tests were inherited or imported.
+/// Such a run is invalid now, naming the tests (the reference solution shows the staff at once).
+#[test]
+fn tests_the_files_do_not_define_make_the_run_invalid() {
+    let inherited = "import calc\n\nclass MeanChecks:\n    def test_mean(self):\n        \
+                     assert calc.mean([1, 2, 3]) == 2\n\nclass TestMean(MeanChecks):\n    pass\n\n\
+                     def test_add():\n    assert calc.add(2, 3) == 5\n";
+    let imported = "from test_shared import test_mean_of_three\nimport calc\n\n\
+                    def test_add():\n    assert calc.add(2, 3) == 5\n";
+    let shared = "import calc\n\ndef test_mean_of_three():\n    assert calc.mean([1, 2, 3]) == 2\n";
+    for (file, body, unscanned) in [
+        ("test_inherit.py", inherited, "test_inherit.py::TestMean::test_mean"),
+        ("test_import.py", imported, "test_import.py::test_mean_of_three"),
+    ] {
+        let a = temp_assignment(&format!(
+            "name: x\nchecks:\n  - id: t\n    pytest:\n      tests: [{file}]\n      support: [test_shared.py]\n"
+        ));
+        std::fs::write(a.path().join(file), body).unwrap();
+        std::fs::write(a.path().join("test_shared.py"), shared).unwrap();
+        for case in ["wrong_mean", "correct"] {
+            let (code, json) = check_json(
+                &a.path().join("suite.yaml"),
+                &root().join("examples/pycalc/submissions").join(case),
+                &["--staff"],
+            );
+            let error = json["results"]["t"]["error"].as_str().unwrap_or_default();
+            assert!(
+                code == 125 && json["score"].as_f64() == Some(0.0) && error.contains(unscanned),
+                "{file}, {case}: exit {code}\n{}",
+                serde_json::to_string_pretty(&json).unwrap()
+            );
+        }
+    }
+}
+
 #[test]
 fn safety_check_in_the_suite() {
     let enforced = temp_assignment(

@@ -369,6 +369,22 @@ pub(crate) fn judge(
             format!("missing {}", missing.join(", ")),
         );
     }
+    // And nothing ran that the scan of the files did not find: a test a class inherits (from a
+    // mixin or a parent `TestCase`) or a test function a test file imports is collected by
+    // pytest but has no row, so its failure would change no score — a wrong submission would get
+    // full marks. Loud instead: the suite needs its tests defined in its files.
+    let unscanned: Vec<&str> = tests
+        .keys()
+        .filter(|id| !expected.iter().any(|case| case.is(id)))
+        .map(String::as_str)
+        .collect();
+    if !unscanned.is_empty() {
+        return invalid(
+            "pytest ran tests the suite's files do not define (inherited from another class, or \
+             imported into a test file), which no row would score",
+            unscanned.join(", "),
+        );
+    }
     Session::Valid {
         tests,
         collect_errors,
