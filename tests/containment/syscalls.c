@@ -3,7 +3,7 @@
  *
  * Usage: ./syscalls MARKER NAME
  * NAME is one of: mount umount2 unshare unshare_user setns pivot_root chroot
- * keyctl add_key bpf userfaultfd io_uring_setup perf_event_open
+ * keyctl add_key bpf userfaultfd io_uring_setup inotify perf_event_open
  * clone_newuser open_by_handle_at init_module reboot syslog
  * process_vm_readv kexec_load.  The program issues that raw system call with arguments that
  * would succeed (or at least reach the kernel's own checks) if the sandbox let
@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/inotify.h>
 #include <linux/bpf.h>
 #include <linux/perf_event.h>
 #include <sched.h>
@@ -97,6 +98,13 @@ int main(int argc, char **argv) {
         char params[120];
         memset(params, 0, sizeof params);
         return rep(n, syscall(__NR_io_uring_setup, 4, params));
+    }
+    if (!strcmp(n, "inotify")) {
+        /* A watch on the host's own /usr/bin (a read-only bind) would report every program the
+         * host and other sandboxes start there. */
+        int fd = (int)syscall(SYS_inotify_init1, IN_CLOEXEC);
+        if (fd < 0) return rep(n, fd);
+        return rep(n, syscall(SYS_inotify_add_watch, fd, "/usr/bin", IN_OPEN | IN_ACCESS));
     }
     if (!strcmp(n, "perf_event_open")) {
         struct perf_event_attr pe;

@@ -1607,6 +1607,12 @@ fn kexec_load_is_blocked() {
 fn io_uring_setup_is_blocked_or_enosys() {
     blocked_syscall("io_uring_setup", "io_uring_setup", &["ENOSYS"]);
 }
+/// No watch on the root's read-only binds, which are the host's inodes: it would show the
+/// sandbox which files the host and other sandboxes open, and when.
+#[test]
+fn inotify_is_enosys() {
+    blocked_syscall("inotify", "inotify_init1", &["ENOSYS"]);
+}
 
 fn foreign_abi(mode: &str) {
     let _g = shared();

@@ -79,6 +79,10 @@
 //! * `io_uring_setup`, `io_uring_enter`, `io_uring_register` → `ENOSYS`.
 //!   io_uring has been a rich source of kernel exploits and its operations
 //!   bypass seccomp entirely; libuv (Node.js) and others fall back.
+//! * `inotify_init`, `inotify_init1`, `inotify_add_watch` → `ENOSYS`. The
+//!   root's read-only binds are the host's inodes: a watch would show which
+//!   files the host and other sandboxes open, and when (a channel between
+//!   tenants). File watchers fall back to polling, as without inotify.
 //! * `socket` and `socketpair` with a domain other than `AF_UNIX`,
 //!   `AF_INET` or `AF_INET6` → `EAFNOSUPPORT` (as if the family were not
 //!   compiled in; this is what glibc's `getifaddrs` gets for `AF_NETLINK`).

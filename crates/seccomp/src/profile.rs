@@ -348,6 +348,19 @@ pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
         );
     }
 
+    // The root's read-only binds are the host's own inodes: a watch on /usr/bin or a library
+    // would show the sandbox which programs and modules the host and every other sandbox open,
+    // and when (a channel between tenants, too). As if the kernel had no inotify: file watchers
+    // (tail -f, glib, watchdog, Node's fs.watch) fall back to polling.
+    for name in ["inotify_init", "inotify_init1", "inotify_add_watch"] {
+        push(
+            name,
+            Action::Errno(libc::ENOSYS),
+            "always (watches on the shared read-only binds would show other tenants' activity)",
+            Vec::new(),
+        );
+    }
+
     let eafnosupport = Action::Errno(libc::EAFNOSUPPORT);
     let socket_families: Vec<u32> = ALLOWED_FAMILIES
         .iter()
