@@ -4,3 +4,5 @@
 pub const SANDBOX_ERROR: i32 = 125;
 /// Bad usage: a flag, a file or a value the command cannot take.
 pub const USAGE: i32 = 2;
+/// Standard output could not be written (sysexits' EX_IOERR): the result is lost, not the run.
+pub const OUTPUT_FAILED: i32 = 74;

@@ -68,6 +68,7 @@ fn main() {
     {
         corral_sandbox::init_main();
     }
+    quiet_output_failures();
     let cli = Cli::parse();
     // `serve` and `worker` install their own (info by default, optionally JSON); every other
     // command shows warnings only unless CORRAL_LOG asks for more.
@@ -87,4 +88,25 @@ fn main() {
         Command::Env(args) => env::main(*args),
     };
     std::process::exit(code);
+}
+
+/// `println!` panics when standard output cannot be written (a full disk, a reader that went
+/// away: `corral run --json … | head -c 10`). That is the reader's end, not a bug of ours: one
+/// line on stderr and exit status 74 (sysexits' EX_IOERR) instead of a panic's backtrace. Any
+/// other panic is reported as before.
+fn quiet_output_failures() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if let Some(why) = text.strip_prefix("failed printing to stdout: ") {
+            eprintln!("corral: cannot write to standard output: {why}");
+            std::process::exit(exit::OUTPUT_FAILED);
+        }
+        default(info);
+    }));
 }

@@ -1096,3 +1096,22 @@ fn corral_log_shows_sandbox_decisions_on_stderr_only() {
     assert_eq!(plain.json["exit_code"], logged.json["exit_code"]);
     assert_eq!(plain.stdout(), logged.stdout());
 }
+
+/// A result that cannot be written (a full disk here; a reader that went away is the same
+/// error) is one line on stderr and exit status 74, not a panic with a backtrace.
+#[test]
+fn a_result_that_cannot_be_written_is_one_line_and_74() {
+    let _g = shared();
+    let out = corral_cmd()
+        .args(["run", "--json", "--", "/bin/echo", "hi"])
+        .stdout(fs::File::create("/dev/full").expect("/dev/full"))
+        .stderr(Stdio::piped())
+        .output()
+        .expect("corral runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{err}");
+    assert!(
+        err.trim() == "corral: cannot write to standard output: No space left on device (os error 28)",
+        "{err}"
+    );
+}
