@@ -1115,3 +1115,34 @@ fn a_result_that_cannot_be_written_is_one_line_and_74() {
         "{err}"
     );
 }
+
+/// `pids_peak` counts the run's tasks as `--pids` does, without the sandbox's init: a program
+/// that fills its limit reports the limit, `/bin/true` one task.
+#[test]
+fn pids_peak_is_comparable_with_the_limit() {
+    let _g = shared();
+    let script = "import threading, time\n\
+                  n = 0\n\
+                  try:\n    \
+                      while n < 50:\n        \
+                          threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n        \
+                          n += 1\n\
+                  except RuntimeError:\n    \
+                      pass\n\
+                  print('THREADS', n)";
+    let o = run_json(&["--pids", "4", "--wall-time", "20s", "--", PY, "-c", script], secs(60));
+    o.assert_status("ok");
+    o.ensure(
+        o.stdout().contains("THREADS 3"),
+        "the main thread and 3 more fit in --pids 4",
+    );
+    // gVisor's pids cgroup keeps no peak (nor a count of refusals) corral can read.
+    let want = |n| if under_gvisor() { None } else { Some(n) };
+    o.ensure(
+        o.json["pids_limit_hit"] == !under_gvisor(),
+        "pids_limit_hit",
+    );
+    o.ensure(o.int("pids_peak") == want(4), "pids_peak is the limit it filled");
+    let t = run_json(&["--", "/bin/true"], secs(60));
+    t.ensure(t.int("pids_peak") == want(1), "/bin/true is one task");
+}

@@ -210,8 +210,9 @@ impl Control {
         if self.runs > 1 {
             u.pids_peak = None;
         }
-        // The peak has always counted the init's process; its other threads are not the run's.
-        u.pids_peak = u.pids_peak.map(|p| p.saturating_sub(self.init_tasks - 1));
+        // The run's own tasks: the init's (its process and threads) are not the program's, and
+        // the limit is the run's `pids` on top of them, so the peak is comparable with it.
+        u.pids_peak = u.pids_peak.map(|p| p.saturating_sub(self.init_tasks));
         Ok(u)
     }
 }
