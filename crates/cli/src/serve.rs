@@ -110,7 +110,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    rt.block_on(async move {
+    let result = rt.block_on(async move {
         let store = corral_store::open(&config.database_url(), &config.blobs_dir())
             .await
             .with_context(|| format!("opening the store {}", config.database_url()))?;
@@ -133,5 +133,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
         corral_server::serve(state, listener, corral_server::shutdown_signal()).await?;
         anyhow::Ok(())
-    })
+    });
+    // `serve` waited `shutdown_grace` for running programs; a run still going on a blocking
+    // thread past it (a program sleeping to its wall limit) would hold the runtime's drop, and
+    // the process, until it ended. Its sandbox dies with this process (its init's parent-death
+    // signal), and the next start removes what its cgroups left.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
 }

@@ -743,6 +743,48 @@ fn sigterm_kills_interactive_runs_and_leaves_nothing() {
     );
 }
 
+/// A `POST /run` still going when `shutdown_grace` ends does not keep the server: it used to wait
+/// for the program (here a 50 s sleep) on the run's thread, long after "stopped" was logged.
+#[test]
+fn sigterm_does_not_wait_for_a_run_past_the_grace_period() {
+    let s = Server::start("shutdown_grace = \"2s\"\n", &[]);
+    let marker = format!("corral_e2e_grace_{}", std::process::id());
+    let rt = rt();
+    let token = rt.block_on(s.token("student"));
+    let url = s.url("/run");
+    let body = json!({"cmd": ["/bin/sh", "-c", "sleep 50", &marker], "limits": {"wall_time": "60s"}});
+    let request = std::thread::spawn(move || {
+        rt.block_on(async {
+            let _ = client()
+                .post(url)
+                .bearer_auth(token)
+                .json(&body)
+                .timeout(Duration::from_secs(90))
+                .send()
+                .await;
+        })
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while host_procs_with(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the run did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let signalled = Instant::now();
+    let status = s.stop();
+    assert!(status.success(), "{status}");
+    // A bound far from any speed: the sleep alone would have lasted 50 s.
+    assert!(
+        signalled.elapsed() < Duration::from_secs(30),
+        "the server waited {:?} for a run past its 2 s grace period",
+        signalled.elapsed()
+    );
+    assert!(
+        host_procs_with(&marker).is_empty(),
+        "a run outlived the server"
+    );
+    let _ = request.join();
+}
+
 #[test]
 fn held_sandboxes_are_bounded_least_recently_used_first() {
     let s = Server::start("max_sandboxes = 3\nmax_sandboxes_per_caller = 2\n", &[]);

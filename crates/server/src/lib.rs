@@ -29,7 +29,6 @@ pub mod ws;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use corral_store::Store;
 
@@ -87,16 +86,19 @@ pub async fn serve(
     tracing::info!(addr = ?addr, "serving");
     let server = tokio::spawn(async move { server.await });
     let _ = done_rx.await;
-    // In-flight requests finish within the grace period; then everything is torn down.
-    match tokio::time::timeout(grace + Duration::from_secs(2), server).await {
+    // One grace period for everything in flight (requests, their runs, the queue's gradings),
+    // counted from the signal; then everything is torn down.
+    let deadline = tokio::time::Instant::now() + grace;
+    let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
+    match tokio::time::timeout(grace, server).await {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(e))) => tracing::warn!(error = %e, "server error during shutdown"),
         Ok(Err(e)) => tracing::warn!(error = %e, "server task failed"),
         Err(_) => tracing::warn!("requests still running after the grace period; stopping anyway"),
     }
     state.runner.close();
-    state.runner.drain(grace).await;
-    service::submissions::workers::drain(&state, grace).await;
+    state.runner.drain(left()).await;
+    service::submissions::workers::drain(&state, left()).await;
     housekeeping.abort();
     revocation_watch.abort();
     queue_tasks.iter().for_each(|t| t.abort());
