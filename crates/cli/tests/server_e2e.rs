@@ -743,6 +743,47 @@ fn sigterm_kills_interactive_runs_and_leaves_nothing() {
     );
 }
 
+/// A WebSocket message over the 1 MiB limit gets a `bad_message` error and a 1009 close frame;
+/// it used to drop the TCP connection without a word.
+#[test]
+fn an_oversized_websocket_message_is_refused_with_a_reason() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let mut ws = ws_connect(&s, &t).await;
+        // An unknown field is refused as in `POST /run`, not ignored (the program never runs).
+        ws_send(&mut ws, json!({"type": "run", "cmd": "echo ran", "limitz": {"wall_time": "1s"}})).await;
+        let m = ws_next(&mut ws).await;
+        assert!(
+            m["error"] == "bad_message"
+                && m["message"].as_str().unwrap_or_default().contains("unknown field `limitz`"),
+            "{m}"
+        );
+        let big = "a".repeat((1 << 20) + 1);
+        ws_send(&mut ws, json!({"type": "stdin", "data": big})).await;
+        let mut seen = Vec::new();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(30), ws.next()).await {
+                Ok(Some(Ok(Message::Text(t)))) => {
+                    seen.push(serde_json::from_str::<Value>(&t).unwrap())
+                }
+                Ok(Some(Ok(Message::Close(frame)))) => {
+                    let code = frame.map(|f| u16::from(f.code));
+                    assert_eq!(code, Some(1009), "{seen:?}");
+                    break;
+                }
+                Ok(Some(Ok(_))) => {}
+                other => panic!("no close frame: {other:?}, after {seen:?}"),
+            }
+        }
+        assert!(
+            seen.iter().any(|m| m["error"] == "bad_message"
+                && m["message"].as_str().unwrap_or_default().contains("1048576 bytes")),
+            "{seen:?}"
+        );
+    });
+}
+
 /// A `POST /run` still going when `shutdown_grace` ends does not keep the server: it used to wait
 /// for the program (here a 50 s sleep) on the run's thread, long after "stopped" was logged.
 #[test]

@@ -17,9 +17,10 @@ pub struct TermSize {
     pub rows: u16,
 }
 
-/// WebSocket messages from the client.
+/// WebSocket messages from the client. An unknown field is an error, as in `POST /run`'s body
+/// (a misspelt `limits` must not run with the defaults unnoticed).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(tag = "type", rename_all = "lowercase")]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 #[allow(clippy::large_enum_variant)] // one short-lived message at a time
 pub enum WsClientMessage {
     /// Start a program (one at a time per socket).

@@ -136,7 +136,23 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                     Some(Ok(Message::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
                     // Closed or broken: the run (if any) is killed when `running` drops its sender.
-                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+                    Some(Ok(Message::Close(_))) | None => break,
+                    Some(Err(e)) => {
+                        // Say why before closing (a message over the size limit used to drop
+                        // the connection without a word).
+                        let text = e.to_string();
+                        let (code, reason, detail) = if text.contains("too long") {
+                            let d = format!("a message is at most {MAX_MESSAGE} bytes ({text})");
+                            (close_code::SIZE, "message too big", d)
+                        } else {
+                            (close_code::PROTOCOL, "bad frame", format!("bad frame: {text}"))
+                        };
+                        let _ = tx.send(json(&error("bad_message", detail))).await;
+                        let _ = tx
+                            .send(Message::Close(Some(CloseFrame { code, reason: reason.into() })))
+                            .await;
+                        break;
+                    }
                 };
                 let reply = match serde_json::from_str::<WsClientMessage>(&text) {
                     Err(e) => Some(error("bad_message", format!("not a valid message: {e}"))),
