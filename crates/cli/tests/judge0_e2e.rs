@@ -256,6 +256,27 @@ fn judge0_requests_and_answers() {
         let (_, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions",
                         Some(json!({"language_id": 71}))).await;
         assert_eq!(v, json!({"source_code": ["can't be blank"]}), "Judge0's own words");
+        // Blank as Rails sees it: empty or only whitespace.
+        for blank in ["", " \n\t"] {
+            let (st, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions",
+                             Some(json!({"source_code": blank, "language_id": 71}))).await;
+            assert_eq!((st, v), (StatusCode::UNPROCESSABLE_ENTITY, json!({"source_code": ["can't be blank"]})));
+        }
+        // Numbers and booleans as text are cast, as Judge0 (Rails) casts them.
+        let (st, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions",
+                         Some(json!({"source_code": "print(1)", "language_id": "71", "cpu_time_limit": "2",
+                                     "memory_limit": "128000", "number_of_runs": "1",
+                                     "redirect_stderr_to_stdout": "true"}))).await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        // Errors of the path and the query are Judge0's JSON too, never plain text.
+        for path in ["/judge0/languages/abc", "/judge0/submissions/x?fields=stdout&fields=status",
+                     "/judge0/submissions?wait=true&wait=false"] {
+            let method = if path.ends_with("wait=false") { Method::POST } else { Method::GET };
+            let body = (method == Method::POST).then(|| json!({"source_code": "x", "language_id": 71}));
+            let (st, v) = j0(&s, Some(&t), method, path, body).await;
+            assert_eq!(st, StatusCode::BAD_REQUEST, "{path}: {v}");
+            assert!(v["error"].as_str().is_some_and(|m| !m.is_empty()), "{path}: {v}");
+        }
     });
 }
 

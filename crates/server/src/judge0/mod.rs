@@ -93,6 +93,44 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for J0Body {
     }
 }
 
+/// A query string whose rejection (a field twice, a bad value) is a Judge0-style JSON error.
+pub struct J0Query<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequestParts<S>
+    for J0Query<T>
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Response> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(t)| J0Query(t))
+            .map_err(|r| j0_error(r.status(), r.body_text()))
+    }
+}
+
+/// A path parameter whose rejection (`/judge0/languages/abc`) is a Judge0-style JSON error.
+pub struct J0Path<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> axum::extract::FromRequestParts<S>
+    for J0Path<T>
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Response> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(t)| J0Path(t))
+            .map_err(|r| j0_error(r.status(), r.body_text()))
+    }
+}
+
 fn truthy(v: &Option<String>) -> bool {
     matches!(v.as_deref(), Some("true" | "1"))
 }
@@ -220,7 +258,7 @@ async fn with_additional_files(
 pub async fn create(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
-    Query(p): Query<Params>,
+    J0Query(p): J0Query<Params>,
     J0Body(body): J0Body,
 ) -> Response {
     let b64 = truthy(&p.base64_encoded);
@@ -282,7 +320,7 @@ fn batch_size(n: usize, max: usize) -> Result<(), String> {
 pub async fn create_batch(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
-    Query(p): Query<Params>,
+    J0Query(p): J0Query<Params>,
     J0Body(body): J0Body,
 ) -> Response {
     let b64 = truthy(&p.base64_encoded);
@@ -361,8 +399,8 @@ async fn source_of(st: &SharedState, job: &corral_store::Job) -> Option<Vec<u8>>
 pub async fn get_one(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
-    Path(token): Path<String>,
-    Query(p): Query<Params>,
+    J0Path(token): J0Path<String>,
+    J0Query(p): J0Query<Params>,
 ) -> Response {
     let b64 = truthy(&p.base64_encoded);
     match wait_for(&st, &caller, &id_of(&token), Duration::ZERO).await {
@@ -382,7 +420,7 @@ pub async fn delete_one() -> Response {
 pub async fn get_batch(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
-    Query(p): Query<Params>,
+    J0Query(p): J0Query<Params>,
 ) -> Response {
     let b64 = truthy(&p.base64_encoded);
     let tokens: Vec<&str> = p
@@ -463,7 +501,7 @@ async fn language_list(st: SharedState, all: bool) -> Response {
 }
 
 /// `GET /judge0/languages/{id}`.
-pub async fn language(State(st): State<SharedState>, Path(id): Path<u32>) -> Response {
+pub async fn language(State(st): State<SharedState>, J0Path(id): J0Path<u32>) -> Response {
     match LANGUAGE_IDS
         .iter()
         .find(|(i, _)| *i == id)

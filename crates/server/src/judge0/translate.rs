@@ -108,6 +108,28 @@ fn number_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>,
     }
 }
 
+/// A number or a boolean also as its text (`"2"`, `"2.5"`, `"true"`): Judge0 (Rails) casts
+/// form-style strings, and clients send them.
+fn value_or_text<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + std::str::FromStr,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum V<T> {
+        Value(T),
+        Text(String),
+    }
+    match Option::<V<T>>::deserialize(d)? {
+        None => Ok(None),
+        Some(V::Value(v)) => Ok(Some(v)),
+        Some(V::Text(t)) => t.trim().parse().map(Some).map_err(|_| {
+            serde::de::Error::custom(format!("{t:?} is not a {}", std::any::type_name::<T>()))
+        }),
+    }
+}
+
 /// A Judge0 submission request (unknown fields are ignored, as Judge0 does).
 #[derive(Debug, Clone, Deserialize, Default)]
 pub struct J0Request {
@@ -118,19 +140,29 @@ pub struct J0Request {
     pub command_line_arguments: Option<String>,
     pub stdin: Option<String>,
     pub expected_output: Option<String>,
+    #[serde(default, deserialize_with = "value_or_text")]
     pub cpu_time_limit: Option<f64>,
+    #[serde(default, deserialize_with = "value_or_text")]
     pub cpu_extra_time: Option<f64>,
+    #[serde(default, deserialize_with = "value_or_text")]
     pub wall_time_limit: Option<f64>,
     /// Kilobytes.
+    #[serde(default, deserialize_with = "value_or_text")]
     pub memory_limit: Option<f64>,
+    #[serde(default, deserialize_with = "value_or_text")]
     pub stack_limit: Option<u64>,
+    #[serde(default, deserialize_with = "value_or_text")]
     pub max_processes_and_or_threads: Option<u64>,
     /// Kilobytes.
+    #[serde(default, deserialize_with = "value_or_text")]
     pub max_file_size: Option<u64>,
+    #[serde(default, deserialize_with = "value_or_text")]
     pub enable_network: Option<bool>,
     pub additional_files: Option<String>,
     pub callback_url: Option<String>,
+    #[serde(default, deserialize_with = "value_or_text")]
     pub redirect_stderr_to_stdout: Option<bool>,
+    #[serde(default, deserialize_with = "value_or_text")]
     pub number_of_runs: Option<u32>,
 }
 
@@ -289,7 +321,9 @@ pub fn convert(r: J0Request, b64: bool) -> Result<Converted, Invalid> {
         Some(0) => return Err(Invalid::new("number_of_runs", "must be at least 1")),
         Some(n) => n,
     };
+    // Blank as Rails' `presence` sees it: absent, empty or only whitespace.
     let source = decode("source_code", r.source_code, b64)?
+        .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| Invalid::new("source_code", "can't be blank"))?;
     let mut limits = LimitsRequest::default();
     let cpu = seconds("cpu_time_limit", r.cpu_time_limit)?;
