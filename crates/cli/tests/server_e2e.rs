@@ -743,6 +743,32 @@ fn sigterm_kills_interactive_runs_and_leaves_nothing() {
     );
 }
 
+/// An upload that is not multipart gets 415 (as documented), not 400; multipart without a
+/// boundary stays a 400.
+#[test]
+fn an_upload_that_is_not_multipart_is_415() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        for (content_type, want) in [
+            (Some("application/json"), 415),
+            (Some("text/plain"), 415),
+            (None, 415),
+            (Some("multipart/form-data"), 400),
+        ] {
+            let mut r = client().post(s.url("/upload")).bearer_auth(&t).body("{}");
+            if let Some(ct) = content_type {
+                r = r.header("Content-Type", ct);
+            }
+            let r = r.send().await.unwrap();
+            let st = r.status().as_u16();
+            let v: Value = r.json().await.unwrap_or(Value::Null);
+            assert_eq!(st, want, "{content_type:?}: {v}");
+            assert!(v["error"].is_string(), "{content_type:?}: {v}");
+        }
+    });
+}
+
 /// A WebSocket message over the 1 MiB limit gets a `bad_message` error and a 1009 close frame;
 /// it used to drop the TCP connection without a word.
 #[test]

@@ -146,9 +146,10 @@ pub struct SuiteForm {
 pub async fn register_suite(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
     form: Result<Multipart, MultipartRejection>,
 ) -> Result<(StatusCode, Json<SuiteInfo>), ApiError> {
-    let mut form = form.map_err(super::uploads::rejection)?;
+    let mut form = form.map_err(|e| super::uploads::rejection(&headers, e))?;
     // Split the form: `suite` and `id` parts here, the rest are assignment files.
     let mut parts = suites::SuiteParts::default();
     let limits = &st.config.upload;

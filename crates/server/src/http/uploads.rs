@@ -69,6 +69,7 @@ pub struct UploadInfo {
             )),
         (status = 400, description = "A bad name (`..`, absolute, NUL, backslash), a link or special file in an archive, or no files", body = ErrorBody),
         (status = 413, description = "Too many files or bytes", body = ErrorBody),
+        (status = 415, description = "Not multipart/form-data", body = ErrorBody),
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 429, description = "Rate limited", body = ErrorBody),
     ),
@@ -77,9 +78,10 @@ pub struct UploadInfo {
 pub async fn upload(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
     form: Result<Multipart, MultipartRejection>,
 ) -> Result<Json<UploadResponse>, ApiError> {
-    let form = form.map_err(rejection)?;
+    let form = form.map_err(|e| rejection(&headers, e))?;
     let files = collect(form, &st.config.upload).await?;
     let upload = uploads::store(&st, &caller, files).await?;
     Ok(Json(UploadResponse {
@@ -130,8 +132,21 @@ fn multipart_error(e: MultipartError) -> ApiError {
     }
 }
 
-/// A form that is not multipart (or has no boundary).
-pub fn rejection(e: MultipartRejection) -> ApiError {
+/// A form that is not multipart (415, as documented), or multipart without a boundary (400).
+pub fn rejection(headers: &axum::http::HeaderMap, e: MultipartRejection) -> ApiError {
+    let kind = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = kind.split(';').next().unwrap_or("").trim();
+    if !essence.eq_ignore_ascii_case("multipart/form-data") {
+        let got = if essence.is_empty() { "none".to_string() } else { format!("{essence:?}") };
+        return ApiError::new(
+            crate::error::ErrorKind::UnsupportedMediaType,
+            "unsupported_media_type",
+            format!("this endpoint takes multipart/form-data (Content-Type: {got})"),
+        );
+    }
     ApiError::rejected(e.status(), "bad_multipart", e.body_text())
 }
 
