@@ -11,8 +11,11 @@ use crate::suite::{CheckKind, Suite};
 /// Where per-student results go, under the output folder.
 pub const RESULTS_DIR: &str = "results";
 
-/// A file name for a student's result (the id, with anything unusual replaced).
+/// A file name for a student's result: the id, with anything unusual replaced — and then, as
+/// two ids can become the same name that way (`kim lee`, `kim_lee`), with a digest of the id
+/// appended. An id with nothing replaced keeps its plain name.
 pub fn result_file(student: &str) -> String {
+    use sha2::{Digest, Sha256};
     let safe: String = student
         .chars()
         .map(|c| {
@@ -23,7 +26,11 @@ pub fn result_file(student: &str) -> String {
             }
         })
         .collect();
-    format!("{safe}.json")
+    if safe == student {
+        return format!("{safe}.json");
+    }
+    let digest = hex::encode(&Sha256::digest(student.as_bytes())[..4]);
+    format!("{safe}-{digest}.json")
 }
 
 /// How a submission's grading went.
@@ -179,5 +186,21 @@ pub(crate) mod test_rows {
             images: vec![],
             gvisor: vec![],
         }
+    }
+}
+
+#[cfg(test)]
+mod result_file_tests {
+    use super::result_file;
+
+    /// Two ids that read the same once unusual characters are replaced get two files (one
+    /// overwrote the other, so every `corral grade` re-graded one of them).
+    #[test]
+    fn ids_that_sanitise_alike_get_their_own_files() {
+        assert_eq!(result_file("kim_lee"), "kim_lee.json");
+        let spaced = result_file("kim lee");
+        assert!(spaced.starts_with("kim_lee-") && spaced.ends_with(".json"), "{spaced}");
+        assert_ne!(spaced, result_file("kim/lee"));
+        assert_eq!(spaced, result_file("kim lee"), "stable across runs");
     }
 }
