@@ -1111,7 +1111,8 @@ fn a_result_that_cannot_be_written_is_one_line_and_74() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(74), "{err}");
     assert!(
-        err.trim() == "corral: cannot write to standard output: No space left on device (os error 28)",
+        err.trim()
+            == "corral: cannot write to standard output: No space left on device (os error 28)",
         "{err}"
     );
 }
@@ -1130,7 +1131,10 @@ fn pids_peak_is_comparable_with_the_limit() {
                   except RuntimeError:\n    \
                       pass\n\
                   print('THREADS', n)";
-    let o = run_json(&["--pids", "4", "--wall-time", "20s", "--", PY, "-c", script], secs(60));
+    let o = run_json(
+        &["--pids", "4", "--wall-time", "20s", "--", PY, "-c", script],
+        secs(60),
+    );
     o.assert_status("ok");
     o.ensure(
         o.stdout().contains("THREADS 3"),
@@ -1142,7 +1146,10 @@ fn pids_peak_is_comparable_with_the_limit() {
         o.json["pids_limit_hit"] == !under_gvisor(),
         "pids_limit_hit",
     );
-    o.ensure(o.int("pids_peak") == want(4), "pids_peak is the limit it filled");
+    o.ensure(
+        o.int("pids_peak") == want(4),
+        "pids_peak is the limit it filled",
+    );
     let t = run_json(&["--", "/bin/true"], secs(60));
     t.ensure(t.int("pids_peak") == want(1), "/bin/true is one task");
 }

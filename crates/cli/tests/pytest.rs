@@ -514,8 +514,16 @@ fn tests_the_files_do_not_define_make_the_run_invalid() {
                     def test_add():\n    assert calc.add(2, 3) == 5\n";
     let shared = "import calc\n\ndef test_mean_of_three():\n    assert calc.mean([1, 2, 3]) == 2\n";
     for (file, body, unscanned) in [
-        ("test_inherit.py", inherited, "test_inherit.py::TestMean::test_mean"),
-        ("test_import.py", imported, "test_import.py::test_mean_of_three"),
+        (
+            "test_inherit.py",
+            inherited,
+            "test_inherit.py::TestMean::test_mean",
+        ),
+        (
+            "test_import.py",
+            imported,
+            "test_import.py::test_mean_of_three",
+        ),
     ] {
         let a = temp_assignment(&format!(
             "name: x\nchecks:\n  - id: t\n    pytest:\n      tests: [{file}]\n      support: [test_shared.py]\n"

@@ -778,11 +778,18 @@ fn an_oversized_websocket_message_is_refused_with_a_reason() {
         let t = s.token("student").await;
         let mut ws = ws_connect(&s, &t).await;
         // An unknown field is refused as in `POST /run`, not ignored (the program never runs).
-        ws_send(&mut ws, json!({"type": "run", "cmd": "echo ran", "limitz": {"wall_time": "1s"}})).await;
+        ws_send(
+            &mut ws,
+            json!({"type": "run", "cmd": "echo ran", "limitz": {"wall_time": "1s"}}),
+        )
+        .await;
         let m = ws_next(&mut ws).await;
         assert!(
             m["error"] == "bad_message"
-                && m["message"].as_str().unwrap_or_default().contains("unknown field `limitz`"),
+                && m["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("unknown field `limitz`"),
             "{m}"
         );
         let big = "a".repeat((1 << 20) + 1);
@@ -804,7 +811,10 @@ fn an_oversized_websocket_message_is_refused_with_a_reason() {
         }
         assert!(
             seen.iter().any(|m| m["error"] == "bad_message"
-                && m["message"].as_str().unwrap_or_default().contains("1048576 bytes")),
+                && m["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("1048576 bytes")),
             "{seen:?}"
         );
     });
@@ -819,7 +829,8 @@ fn sigterm_does_not_wait_for_a_run_past_the_grace_period() {
     let rt = rt();
     let token = rt.block_on(s.token("student"));
     let url = s.url("/run");
-    let body = json!({"cmd": ["/bin/sh", "-c", "sleep 50", &marker], "limits": {"wall_time": "60s"}});
+    let body =
+        json!({"cmd": ["/bin/sh", "-c", "sleep 50", &marker], "limits": {"wall_time": "60s"}});
     let request = std::thread::spawn(move || {
         rt.block_on(async {
             let _ = client()

@@ -199,7 +199,10 @@ mod result_file_tests {
     fn ids_that_sanitise_alike_get_their_own_files() {
         assert_eq!(result_file("kim_lee"), "kim_lee.json");
         let spaced = result_file("kim lee");
-        assert!(spaced.starts_with("kim_lee-") && spaced.ends_with(".json"), "{spaced}");
+        assert!(
+            spaced.starts_with("kim_lee-") && spaced.ends_with(".json"),
+            "{spaced}"
+        );
         assert_ne!(spaced, result_file("kim/lee"));
         assert_eq!(spaced, result_file("kim lee"), "stable across runs");
     }

@@ -140,7 +140,11 @@ pub fn rejection(headers: &axum::http::HeaderMap, e: MultipartRejection) -> ApiE
         .unwrap_or("");
     let essence = kind.split(';').next().unwrap_or("").trim();
     if !essence.eq_ignore_ascii_case("multipart/form-data") {
-        let got = if essence.is_empty() { "none".to_string() } else { format!("{essence:?}") };
+        let got = if essence.is_empty() {
+            "none".to_string()
+        } else {
+            format!("{essence:?}")
+        };
         return ApiError::new(
             crate::error::ErrorKind::UnsupportedMediaType,
             "unsupported_media_type",
