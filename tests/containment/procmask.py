@@ -1,7 +1,7 @@
 # procmask.py -- ATTACK: dangerous /proc and /sys files.
 # Usage: /usr/bin/python3 procmask.py MARKER
 # Tries to read /proc/kcore (kernel memory), /proc/keys (keyrings),
-# /proc/kmsg, /proc/kallsyms addresses, /proc/timer_list, and to open for
+# /proc/kmsg, /proc/kallsyms addresses, /proc/timer_list, /proc/cmdline, and to open for
 # writing /proc/sysrq-trigger, /proc/sys/kernel/core_pattern,
 # /proc/sys/kernel/hostname, /proc/sys/vm/drop_caches and
 # /sys/kernel/mm/transparent_hugepage/enabled (open only: nothing is written).
@@ -36,7 +36,8 @@ def try_open_write(p):
     except OSError as e:
         print("%s open-write BLOCKED %s" % (p, en(e)), flush=True)
 
-for p in ["/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/kmsg", "/proc/timer_list", "/proc/sched_debug"]:
+for p in ["/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/kmsg", "/proc/timer_list", "/proc/sched_debug",
+          "/proc/cmdline"]:
     try_read(p)
 # kallsyms: real kernel addresses must not leak
 try:

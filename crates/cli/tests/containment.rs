@@ -472,8 +472,10 @@ fn tmpfs_data_counts_against_memory_limit() {
 fn the_oom_killer_takes_the_program_not_the_sandbox() {
     let _g = shared();
     for dir in ["/dev/shm", "/tmp", "/home/sandbox"] {
+        // `exec`: the filler is the run's main program, so its OOM kill is the run's end (a
+        // shell that outlived a killed child and exited 0 would be `ok`, by design).
         let script = format!(
-            "echo before-the-fill; sleep 0.2; head -c 100000000 /dev/zero > {dir}/fill; echo after"
+            "echo before-the-fill; sleep 0.2; exec head -c 100000000 /dev/zero > {dir}/fill"
         );
         let o = run(
             &strs(&[
@@ -2274,6 +2276,15 @@ fn proc_and_sys_are_masked() {
             "{p} is readable: {l}"
         );
     }
+    // The host's boot arguments: masked natively; gVisor's /proc shows its own.
+    let host_cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    let cmdline = line("/proc/cmdline", "read");
+    assert!(
+        cmdline.ends_with(" MASKED")
+            || cmdline.contains(" BLOCKED ")
+            || (under_gvisor() && !cmdline.contains(host_cmdline.trim())),
+        "the host's boot arguments show: {cmdline}"
+    );
     let keys = line("/proc/keys", "read");
     if !keys.contains(" BLOCKED ") && !keys.ends_with(" MASKED") {
         // readable: only the sandbox user's own keys may show, none of root's

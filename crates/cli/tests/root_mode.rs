@@ -154,12 +154,17 @@ fn root_mode_writes_are_capped_by_the_disk_limit() {
     assert!((14..=16).contains(&mib), "{out}");
 
     // Its pages are the sandbox's memory: a layer bigger than the memory limit is stopped there.
-    let mut s = spec("dd if=/dev/zero of=/usr/fill bs=1M count=200 2>&1; sleep 1; echo survived");
+    // The writer is the run's main program (`exec`): the OOM killer takes it (a program raises
+    // its own OOM score where PID 1 cannot exempt itself), and the run ends at the memory limit.
+    // (Written with a shell that went on after its killed child, this passed only while the
+    // OOM killer took the sandbox's PID 1 instead, output and all.)
+    let mut s = spec("echo writing; exec dd if=/dev/zero of=/usr/fill bs=1M count=200");
     s.limits.disk = Size(512 << 20);
     s.limits.file_size = Size(512 << 20);
     s.limits.memory = Size(64 << 20);
     let o = corral_sandbox::run_fresh(&host(), &s, &mut NoSink);
     assert_eq!(o.status, Status::MemoryLimit, "{}", o.to_json());
+    assert_eq!(o.stdout.text(), "writing\n", "{}", o.to_json());
 }
 
 /// A pool never gives a root-mode sandbox out twice: the next lease of the same shape is a new

@@ -71,6 +71,8 @@ const PROC_MASKED_FILES: &[&str] = &[
     "sysrq-trigger",
     "key-users",
     "kallsyms",
+    // The host's boot arguments (root device, init options, sometimes a cloud's tokens).
+    "cmdline",
     "latency_stats",
     "kpagecount",
     "kpageflags",
