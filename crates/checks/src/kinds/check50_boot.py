@@ -108,7 +108,6 @@ def _corral_hide_the_problem(problem_root):
     is made once here and only applied in each child, after its fork. Where the kernel has no
     Landlock (or gVisor) the folder stays readable, as the README says."""
     import ctypes
-    import stat
 
     libc = ctypes.CDLL(None, use_errno=True)
     read_exec = (1 << 0) | (1 << 2)  # LANDLOCK_ACCESS_FS_EXECUTE | _READ_FILE
