@@ -133,6 +133,21 @@ fn cases() -> Vec<Case> {
             invalid: None,
             message: Some("the test took longer than 1s"),
         },
+        // mean() is stuck in C (OpenSSL), where the timeout's SIGALRM handler never runs: the
+        // watchdog ends pytest, each such test fails on its own, and the others run again
+        // without it (public: three parametrized cases, each its own restart; hidden: two).
+        Case {
+            name: "stuck_in_c",
+            exit: 1,
+            score: 5.0,
+            results: [T, F, T, F, T, T, F, F],
+            points: [0.0, 0.0, 1.0, 0.0, 3.0, 1.0, 0.0, 0.0],
+            invalid: None,
+            message: Some(
+                "test_public.py::test_mean[xs0-2.0] failed: the test did not stop within 1s \
+                 after its 1s timeout",
+            ),
+        },
         // Its conftest.py (every report "passed") and pytest.ini (no junitxml) are never used;
         // only clamp(-3, 0, 10) == 0 happens to hold, and its group needs the others.
         Case {
@@ -164,15 +179,20 @@ fn cases() -> Vec<Case> {
             invalid: None,
             message: Some("the tests were stopped"),
         },
-        // Output floods: test_add fails (capture file too large), the hidden session is stopped.
+        // Output floods: test_add and test_add_negative fail (capture file too large);
+        // test_types floods past the memory limit, which stops its session: it fails on its own
+        // and the other hidden tests run again without it (clamp's 10 MB print fits).
         Case {
             name: "prints_huge",
             exit: 1,
-            score: 2.0,
-            results: [T, F, F, T, F, F, F, F],
-            points: [0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0],
+            score: 7.0,
+            results: [T, F, F, T, T, F, T, F],
+            points: [0.0, 0.0, 0.0, 2.0, 3.0, 0.0, 2.0, 0.0],
             invalid: None,
-            message: Some("the hidden tests were stopped"),
+            message: Some(
+                "test_hidden.py::test_types failed: memory limit of 256M exceeded while this \
+                 test ran; the other tests ran again without this one",
+            ),
         },
         Case {
             name: "exit_early",
@@ -541,6 +561,73 @@ fn tests_the_files_do_not_define_make_the_run_invalid() {
                 code == 125 && json["score"].as_f64() == Some(0.0) && error.contains(unscanned),
                 "{file}, {case}: exit {code}\n{}",
                 serde_json::to_string_pretty(&json).unwrap()
+            );
+        }
+    }
+}
+
+/// A test that stops its pytest session (stuck in C past the watchdog, `os._exit`, a
+/// segfault) fails on its own and the others run again without it, up to three such tests; a
+/// fourth stops the session and every test fails. A stopped test is left out by its exact
+/// node id: `test_s2` still runs though pytest's `--deselect test_s` would drop it.
+#[test]
+fn a_test_that_stops_its_session_fails_alone_up_to_a_limit() {
+    let stoppers = "import ctypes, hashlib, os\n\n\
+                    def test_s():\n    hashlib.pbkdf2_hmac('sha256', b'x', b'y', 10**9)\n\n\
+                    def test_s2():\n    pass\n\n\
+                    def test_exit():\n    os._exit(3)\n\n\
+                    def test_segv():\n    ctypes.string_at(0)\n\n\
+                    def test_ok():\n    pass\n";
+    for fourth in [false, true] {
+        let a = temp_assignment(
+            "name: x\nchecks:\n  - id: t\n    pytest:\n      tests: [test_stops.py]\n      test_timeout: 1s\n",
+        );
+        let mut body = stoppers.to_string();
+        if fourth {
+            body.push_str("\ndef test_exit_again():\n    os._exit(4)\n");
+        }
+        std::fs::write(a.path().join("test_stops.py"), body).unwrap();
+        let (code, json) = check_json(
+            &a.path().join("suite.yaml"),
+            &root().join("examples/pycalc/submissions/correct"),
+            &["--staff"],
+        );
+        let pretty = serde_json::to_string_pretty(&json).unwrap();
+        let row = |t: &str| &json["results"][format!("t/test_stops.py::{t}").as_str()];
+        let msg = |t: &str| row(t)["message"].as_str().unwrap_or_default().to_string();
+        if fourth {
+            // As an exit without a summary always was: an invalid run, no points.
+            assert_eq!(code, 125, "{pretty}");
+            assert_eq!(json["score"].as_f64(), Some(0.0), "{pretty}");
+            assert!(
+                json["results"]["t"]["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(
+                    "exit code 4 (in its run without the 3 tests that had each stopped it before)"
+                ),
+                "{pretty}"
+            );
+            continue;
+        }
+        assert_eq!(code, 1, "{pretty}");
+        assert_eq!(json["score"].as_f64(), Some(2.0), "{pretty}");
+        for ok in ["test_s2", "test_ok"] {
+            assert_eq!(row(ok)["result"], true, "{ok}: {pretty}");
+        }
+        for (t, why) in [
+            ("test_s", "did not stop within 1s after its 1s timeout"),
+            (
+                "test_exit",
+                "pytest ended (exit code 3) before its session finished",
+            ),
+            ("test_segv", "pytest was killed by SIGSEGV"),
+        ] {
+            assert_eq!(row(t)["result"], false, "{t}: {pretty}");
+            assert!(
+                msg(t).contains(why)
+                    && msg(t).contains("the other tests ran again without this one"),
+                "{t}: {pretty}"
             );
         }
     }

@@ -32,6 +32,9 @@
 //!   agrees with the failures; and every test the assignment's files define is there (or its
 //!   module failed to import, which fails its tests). Anything else is an invalid run: an error,
 //!   never a point.
+//! - A test that stops the process before the summary (a limit, a crash, stuck in C past the
+//!   watchdog) fails on its own and the session runs again without it ([`session`]); nothing a
+//!   cut-short run reported is trusted.
 //! - Hidden tests run in a second pytest session whose output students never see, so a public
 //!   test's failure message cannot carry a hidden test's source.
 //!
@@ -226,13 +229,16 @@ fn invalid(what: &'static str, detail: impl std::fmt::Display) -> Session {
     }
 }
 
-/// Checks one session's files against what the host knows, and reads the outcomes.
+/// Checks one session's files against what the host knows, and reads the outcomes. `skipped`:
+/// the node ids this run left out because they stopped an earlier run of the session (they
+/// count as run; with every remaining test left out, pytest's "no tests" exit code is expected).
 pub(crate) fn judge(
     outcome: &Outcome,
     nonce: &str,
     summary: Option<Vec<u8>>,
     junit: Option<Vec<u8>>,
     expected: &[&TestCase],
+    skipped: &[String],
 ) -> Session {
     match outcome.status {
         Status::SandboxError => return Session::Error(crate::shared::text::sandbox_error(outcome)),
@@ -283,6 +289,7 @@ pub(crate) fn judge(
     }
     match code {
         0 | 1 => {}
+        5 if !skipped.is_empty() && summary.outcomes.is_empty() => {}
         2 => return invalid("the pytest session was interrupted (exit code 2)", ""),
         3 => return invalid("pytest failed with an internal error (exit code 3)", ""),
         4 => return Session::Error("pytest rejected its command line (exit code 4)".into()),
@@ -343,7 +350,13 @@ pub(crate) fn judge(
         );
     }
     let failed = tests.values().any(|(o, _)| o == "failed") || !collect_errors.is_empty();
-    if failed != (code == 1) {
+    // Exit code 5 (only when every remaining test was left out, above) means nothing failed.
+    let consistent = if code == 5 {
+        !failed
+    } else {
+        failed == (code == 1)
+    };
+    if !consistent {
         return invalid(
             "pytest's exit code does not agree with its report",
             format!(
@@ -355,7 +368,7 @@ pub(crate) fn judge(
     // Every test of the assignment's files ran, or its module failed to import.
     let mut missing = Vec::new();
     for case in expected {
-        let ran = tests.keys().any(|id| case.is(id));
+        let ran = tests.keys().chain(skipped).any(|id| case.is(id));
         let broken = collect_errors
             .keys()
             .any(|id| id == &case.file || id.is_empty());
@@ -400,20 +413,121 @@ fn session_files<'a>(pc: &'a PytestCheck, files: &'a [String]) -> Vec<&'a String
     mounted
 }
 
-/// One pytest session (the public or the hidden tests) in a leased sandbox.
+/// How many tests may each stop one session (a limit, a crash, stuck past the watchdog) and be
+/// failed on their own while the others run again; one more stops the session for good.
+const MAX_RESTARTS: usize = 3;
+
+/// One run of a session's tests: the verdict, and when the run ended before pytest's summary,
+/// what the bootstrap's `current` file named as the test under way.
+struct Attempt {
+    verdict: Session,
+    /// The run ended before its summary (a limit, a signal, an exit): why, in corral's words.
+    cut_short: Option<String>,
+    /// The test under way then (as the bootstrap wrote it; checked against the suite's tests).
+    current: Option<String>,
+    /// faulthandler's watchdog wrote its traceback: the test outran its timeout in code the
+    /// alarm could not interrupt.
+    watchdog: bool,
+    output: Option<PathBuf>,
+}
+
+/// One pytest session (the public or the hidden tests): run, and when a test stops the run
+/// before it finishes, that test fails and the session runs again without it (like
+/// pytest-xdist replacing a crashed worker), at most [`MAX_RESTARTS`] times. Each run gets the
+/// check's full limits: a test stuck until the CPU limit must not take the others' time.
 fn session(
     cx: &CheckContext<'_>,
     pc: &PytestCheck,
     files: &[String],
 ) -> (Session, Option<PathBuf>) {
+    let expected: Vec<&TestCase> = pc
+        .cases
+        .iter()
+        .filter(|c| files.contains(&c.file))
+        .collect();
+    let mut stopped_by: Vec<(String, String)> = Vec::new();
+    loop {
+        let skipped: Vec<String> = stopped_by.iter().map(|(id, _)| id.clone()).collect();
+        let a = attempt(cx, pc, files, &expected, &skipped);
+        let culprit = match (&a.cut_short, &a.current) {
+            (Some(_), Some(id))
+                if stopped_by.len() < MAX_RESTARTS
+                    && id.len() <= 1000
+                    && !id.chars().any(char::is_control)
+                    && expected.iter().any(|c| c.is(id))
+                    && !skipped.contains(id) =>
+            {
+                Some(id.clone())
+            }
+            _ => None,
+        };
+        if let (Some(id), Some(why)) = (culprit, &a.cut_short) {
+            let text = if a.watchdog {
+                let t = pc.test_timeout.map(|d| d.as_secs_f64()).unwrap_or(0.0);
+                format!(
+                    "the test did not stop within 1s after its {t}s timeout (stuck where the \
+                     timeout cannot interrupt it, e.g. in C code); pytest was ended and the \
+                     other tests ran again without this one"
+                )
+            } else {
+                format!("{why} while this test ran; the other tests ran again without this one")
+            };
+            tracing::debug!(test = %id, restarts = stopped_by.len() + 1, "a test stopped its pytest session; running the others again");
+            stopped_by.push((id, text));
+            continue;
+        }
+        let verdict = match a.verdict {
+            Session::Valid {
+                mut tests,
+                collect_errors,
+                exit,
+            } => {
+                let exit = if stopped_by.is_empty() { exit } else { 1 };
+                for (id, text) in stopped_by {
+                    tests.insert(id, ("failed".to_string(), text));
+                }
+                Session::Valid {
+                    tests,
+                    collect_errors,
+                    exit,
+                }
+            }
+            // The stops before this one are the reason it ran again: say so.
+            Session::Stopped(r) if !stopped_by.is_empty() => Session::Stopped(format!(
+                "{r} (in its run without the {} tests that had each stopped it before)",
+                stopped_by.len()
+            )),
+            Session::Invalid { what, detail } if !stopped_by.is_empty() => Session::Invalid {
+                what,
+                detail: format!(
+                    "{detail} (in its run without the {} tests that had each stopped it before)",
+                    stopped_by.len()
+                ),
+            },
+            other => other,
+        };
+        return (verdict, a.output);
+    }
+}
+
+/// One run of a session's tests in a leased sandbox, leaving out `skipped`.
+fn attempt(
+    cx: &CheckContext<'_>,
+    pc: &PytestCheck,
+    files: &[String],
+    expected: &[&TestCase],
+    skipped: &[String],
+) -> Attempt {
+    let failed = |verdict: Session| Attempt {
+        verdict,
+        cut_short: None,
+        current: None,
+        watchdog: false,
+        output: None,
+    };
     let folder = match mounted_folder(&cx.suite.dir, &session_files(pc, files)) {
         Ok(f) => f,
-        Err(e) => {
-            return (
-                Session::Error(format!("preparing the test files: {e}")),
-                None,
-            )
-        }
+        Err(e) => return failed(Session::Error(format!("preparing the test files: {e}"))),
     };
     let mut lease = match cx.lease(Some(Mount {
         src: folder.path().to_path_buf(),
@@ -421,7 +535,7 @@ fn session(
         writable: false,
     })) {
         Ok(l) => l,
-        Err(e) => return (Session::Error(e), None),
+        Err(e) => return failed(Session::Error(e)),
     };
     let sb = lease.sandbox();
     let nonce = Uuid::new_v4().simple().to_string();
@@ -447,6 +561,9 @@ fn session(
         "junit_logging=no".into(),
         "-o".into(),
         "console_output_style=classic".into(),
+        // pytest's own faulthandler timer would replace the bootstrap's watchdog.
+        "-o".into(),
+        "faulthandler_timeout=0".into(),
     ];
     if !pc.has_conftest() {
         args.push("--noconftest".into());
@@ -457,6 +574,7 @@ fn session(
         "workdir": corral_sandbox::WORKDIR,
         "args": args,
         "test_timeout": pc.test_timeout.map(|d| d.as_secs_f64()),
+        "skip": skipped,
     });
     let mut spec = python_helper(BOOTSTRAP, &cfg, &nonce, cx.settings);
     spec.seccomp = cx.settings.harness_seccomp();
@@ -470,29 +588,64 @@ fn session(
         read("junit.xml", MAX_REPORT),
     ) {
         (Ok(s), Ok(j)) => (s, j),
-        (Err(e), _) | (_, Err(e)) => return (Session::Error(e), None),
+        (Err(e), _) | (_, Err(e)) => return failed(Session::Error(e)),
     };
-    let expected: Vec<&TestCase> = pc
-        .cases
-        .iter()
-        .filter(|c| files.contains(&c.file))
-        .collect();
-    let verdict = judge(&outcome, &nonce, summary, junit, &expected);
+    let cut_short = cut_short(&outcome, summary.is_some());
+    let (current, watchdog) = if cut_short.is_some() {
+        let current = read("current", 4096)
+            .ok()
+            .flatten()
+            .and_then(|b| String::from_utf8(b).ok())
+            .filter(|s| !s.is_empty());
+        let watchdog = outcome.exit_code == Some(1)
+            && read("watchdog", 64 << 10)
+                .ok()
+                .flatten()
+                .is_some_and(|b| !b.is_empty());
+        (current, watchdog)
+    } else {
+        (None, false)
+    };
+    let verdict = judge(&outcome, &nonce, summary, junit, expected, skipped);
     let mut out = None;
     if let (Session::Valid { .. }, Some(dir)) = (&verdict, cx.output) {
         match sb.copy_out(dir, cx.settings.limits.disk.bytes()) {
             Ok(_) => out = Some(dir.to_path_buf()),
             Err(e) => {
-                return (
-                    Session::Error(format!("copying the working directory out: {e}")),
-                    None,
-                )
+                return failed(Session::Error(format!(
+                    "copying the working directory out: {e}"
+                )))
             }
         }
     }
     drop(lease);
     drop(folder);
-    (verdict, out)
+    Attempt {
+        verdict,
+        cut_short,
+        current,
+        watchdog,
+        output: out,
+    }
+}
+
+/// Why a run ended before pytest's summary was written, in corral's words (never the
+/// submission's): a limit, a signal, or an exit without the summary. `None` when it finished or
+/// when the sandbox itself failed.
+fn cut_short(outcome: &Outcome, has_summary: bool) -> Option<String> {
+    match outcome.status {
+        Status::SandboxError => None,
+        Status::Ok | Status::NonzeroExit if has_summary => None,
+        Status::Ok | Status::NonzeroExit => Some(format!(
+            "pytest ended (exit code {}) before its session finished",
+            outcome.exit_code.unwrap_or(-1)
+        )),
+        Status::Signaled => Some(format!(
+            "pytest was killed by {}",
+            signal_name(outcome.signal.unwrap_or(0))
+        )),
+        _ => Some(crate::shared::text::stop_reason(outcome)),
+    }
 }
 
 fn clip(s: &str, max: usize) -> String {

@@ -48,6 +48,13 @@ def _corral_main():
     sys.argv = ["pytest"]
 
     _CORRAL_TEST_TIMEOUT[0] = float(cfg.get("test_timeout") or 0)
+    _CORRAL_SKIP.update(cfg.get("skip") or [])
+    # The test under way, for the host when the session ends before its summary (a limit, a
+    # crash, the watchdog below): that test fails and the others run again without it.
+    _CORRAL_FDS["current"] = _corral_create(os.path.join(out_dir, "current"))
+    # faulthandler's watchdog is a C thread: it ends the process even when a test is stuck where
+    # the SIGALRM handler never runs (in C code that holds the GIL), and says so in this file.
+    _CORRAL_FDS["watchdog"] = _corral_create(os.path.join(out_dir, "watchdog"))
     import pytest
 
     guard = _corral_guard_class(pytest)()
@@ -77,6 +84,45 @@ def _corral_main():
     sys.stderr.flush()
     # No atexit handler or finalizer of the submission runs after this.
     os._exit(rc)
+
+
+def _corral_create(path):
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+class _CorralTimed:
+    """One phase of a test (setup, call, teardown) under the test timeout: SIGALRM at the limit
+    (the phase fails with TimeoutError), faulthandler's watchdog a grace period later (the
+    process ends; the host fails the test and runs the others again)."""
+
+    def __enter__(self):
+        limit = _CORRAL_TEST_TIMEOUT[0]
+        if limit:
+            def on_alarm(signum, frame):
+                raise TimeoutError("the test took longer than %gs" % limit)
+
+            signal.signal(signal.SIGALRM, on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, limit)
+            try:
+                import faulthandler
+
+                faulthandler.dump_traceback_later(
+                    limit + _CORRAL_WATCHDOG_GRACE, exit=True, file=_CORRAL_FDS["watchdog"]
+                )
+            except Exception:  # noqa: BLE001 - no thread left (pids limit): the alarm alone
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        if _CORRAL_TEST_TIMEOUT[0]:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            try:
+                import faulthandler
+
+                faulthandler.cancel_dump_traceback_later()
+            except Exception:  # noqa: BLE001
+                pass
+        return False
 
 
 def _corral_watched_modules():
@@ -123,21 +169,41 @@ def _corral_guard_class(pytest):
                     out[name] = [(i.plugin_name, i.function) for i in impls()]
             return out
 
+        # A test that runs too long fails on its own instead of stopping the whole session.
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_setup(self, item):
+            with _CorralTimed():
+                yield
+
         @pytest.hookimpl(hookwrapper=True)
         def pytest_runtest_call(self, item):
-            # A test that runs too long fails on its own instead of stopping the whole session.
-            limit = _CORRAL_TEST_TIMEOUT[0]
-            if limit:
-                def on_alarm(signum, frame):
-                    raise TimeoutError("the test took longer than %gs" % limit)
-
-                signal.signal(signal.SIGALRM, on_alarm)
-                signal.setitimer(signal.ITIMER_REAL, limit)
-            try:
+            with _CorralTimed():
                 yield
-            finally:
-                if limit:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_teardown(self, item):
+            with _CorralTimed():
+                yield
+
+        def pytest_runtest_logstart(self, nodeid, location):
+            data = nodeid.encode("utf-8", "replace")
+            fd = _CORRAL_FDS["current"]
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
+
+        def pytest_runtest_logfinish(self, nodeid, location):
+            os.ftruncate(_CORRAL_FDS["current"], 0)
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_modifyitems(self, session, config, items):
+            # The tests that stopped an earlier run of this session, by exact node id (pytest's
+            # own --deselect matches prefixes: test_a would drop test_ab too).
+            if not _CORRAL_SKIP:
+                return
+            gone = [i for i in items if i.nodeid in _CORRAL_SKIP]
+            if gone:
+                items[:] = [i for i in items if i.nodeid not in _CORRAL_SKIP]
+                config.hook.pytest_deselected(items=gone)
 
         @pytest.hookimpl(trylast=True)
         def pytest_sessionstart(self, session):
@@ -206,6 +272,10 @@ def _corral_guard_class(pytest):
 
 
 _CORRAL_TEST_TIMEOUT = [0.0]
+# Seconds past the test timeout before the watchdog ends the process.
+_CORRAL_WATCHDOG_GRACE = 1.0
+_CORRAL_SKIP = set()
+_CORRAL_FDS = {}
 
 # Module-level values pytest itself changes during a run.
 _CORRAL_MUTABLE = {
