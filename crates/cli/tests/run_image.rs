@@ -170,3 +170,103 @@ fn batch_lines_name_their_image_and_the_flag_is_the_default() {
     let res = run(&["--image", NAME]);
     assert_eq!(res[1]["image"]["name"], NAME, "{}", res[1]);
 }
+
+/// An image's loader, libraries and `/etc/ld.so.preload` never run in the init under gVisor:
+/// runsc starts the init inside the image's root, and a dynamically linked init loaded by the
+/// image's loader ran the image's preload library as PID 1, root in gVisor's kernel, before any
+/// of its confinement ("PRELOADED pid=1" on stderr). The init now comes with the host's loader
+/// and libraries, and the image's preload file is hidden. Also: an image with no glibc at all
+/// (static busybox only) runs under gVisor, which it could not when the init needed the
+/// image's libraries.
+#[test]
+fn an_images_loader_and_preload_never_run_in_the_gvisor_init() {
+    let t = tempfile::tempdir().unwrap();
+    let busybox = std::path::Path::new("/bin/busybox");
+    assert!(
+        busybox.exists(),
+        "busybox-static is installed (scripts/setup)"
+    );
+    let make_root = |name: &str, with_glibc: bool| -> std::path::PathBuf {
+        let root = t.path().join(name);
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::copy(busybox, root.join("bin/busybox")).unwrap();
+        std::os::unix::fs::symlink("busybox", root.join("bin/sh")).unwrap();
+        std::os::unix::fs::symlink("busybox", root.join("bin/cat")).unwrap();
+        if with_glibc {
+            // Every library corral's binary needs, at the host's paths: the image's own copies
+            // of what a dynamically loaded init would use.
+            let ldd = Command::new("ldd")
+                .arg(env!("CARGO_BIN_EXE_corral"))
+                .output()
+                .unwrap();
+            for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+                let path = line
+                    .split_whitespace()
+                    .find(|w| w.starts_with('/'))
+                    .map(std::path::PathBuf::from);
+                if let Some(p) = path {
+                    let dst = root.join(p.strip_prefix("/").unwrap());
+                    std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+                    std::fs::copy(&p, &dst).unwrap();
+                }
+            }
+            let src = t.path().join("preload.c");
+            std::fs::write(
+                &src,
+                "#include <stdio.h>\n#include <unistd.h>\n\
+                 __attribute__((constructor)) static void c(int argc, char **argv) {\n\
+                 fprintf(stderr, \"PRELOADED pid=%d argv0=%s\\n\", getpid(), argc > 0 ? argv[0] : \"\");\n}\n",
+            )
+            .unwrap();
+            std::fs::create_dir_all(root.join("usr/lib")).unwrap();
+            let so = root.join("usr/lib/preload.so");
+            corral_testkit::succeed(
+                Command::new("gcc")
+                    .args(["-shared", "-fPIC", "-o"])
+                    .arg(&so)
+                    .arg(&src),
+            );
+            std::fs::write(root.join("etc/ld.so.preload"), "/usr/lib/preload.so\n").unwrap();
+        }
+        let tar = t.path().join(format!("{name}.tar"));
+        corral_testkit::succeed(
+            Command::new("tar")
+                .arg("-C")
+                .arg(&root)
+                .arg("-cf")
+                .arg(&tar)
+                .arg("."),
+        );
+        tar
+    };
+    let data = t.path().join("data");
+    common::image::import(&data, "test/preload:1", &make_root("preload", true));
+    common::image::import(&data, "test/static:1", &make_root("static", false));
+    for image in ["test/preload:1", "test/static:1"] {
+        let out = corral()
+            .args([
+                "run",
+                "--json",
+                "--runtime",
+                "gvisor",
+                "--image",
+                image,
+                "--data",
+            ])
+            .arg(&data)
+            .args(["--", "/bin/sh", "-c", "echo ran; cat /etc/ld.so.preload"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{image}: {e}: {stderr}"));
+        assert!(
+            !stderr.contains("PRELOADED") && !v["stderr"].as_str().unwrap().contains("PRELOADED"),
+            "{image}: the image's preload library ran: {stderr} {v}"
+        );
+        assert_eq!(v["runtime"], "gvisor", "{image}: {v}");
+        // Ran, and the preload file is not there.
+        assert_eq!(v["stdout"], "ran\n", "{image}: {v} {stderr}");
+    }
+}

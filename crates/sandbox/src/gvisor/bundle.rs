@@ -23,6 +23,7 @@ use oci_spec::runtime::{
     SpecBuilder, UserBuilder,
 };
 
+use super::loader::{InitLibraries, LIB_IN_CONTAINER};
 use crate::error::SandboxError;
 use crate::inside::gvisor::INIT_IN_CONTAINER;
 use crate::inside::rootfs::{synthetic_etc, DEFAULT_ETC, SYSTEM_DIRS};
@@ -80,6 +81,8 @@ fn mount_point(root: &Path, inside: &Path, src: &Path) -> Result<(), SandboxErro
 pub(crate) struct BundlePlan<'a> {
     /// corral's binary and the argument that makes it the sandbox's init.
     pub init: (&'a Path, &'a str),
+    /// The host's loader and libraries the init is loaded with (see `loader`).
+    pub init_libs: &'a InitLibraries,
     /// The host folder shared as the working directory.
     pub workdir: &'a Path,
     /// The run's own binds (`--ro-bind`, `--bind`).
@@ -123,6 +126,12 @@ pub(crate) fn write(dir: &Path, plan: &BundlePlan<'_>) -> Result<PathBuf, Sandbo
         fs::create_dir_all(at("sys")).map_err(io("creating sys".into()))?;
         let init = at(INIT_IN_CONTAINER);
         fs::write(&init, b"").map_err(io(format!("creating {}", init.display())))?;
+        let libs = at(LIB_IN_CONTAINER);
+        fs::create_dir_all(&libs).map_err(io(format!("creating {}", libs.display())))?;
+        // The loader reads /etc/ld.so.preload whatever its arguments: a whiteout in corral's
+        // top layer hides the image's, so none of the image's code runs in the init (its
+        // programs under gVisor run without it too; natively the init is never loaded there).
+        whiteout(&at("/etc/ld.so.preload"))?;
     }
     symlink("/tmp", at("/var/tmp")).map_err(io("creating /var/tmp".into()))?;
     let mut mounts = vec![MountBuilder::default()
@@ -189,11 +198,27 @@ pub(crate) fn write(dir: &Path, plan: &BundlePlan<'_>) -> Result<PathBuf, Sandbo
         mount_image_root(&root, &skel, layers)?;
     }
     mounts.push(bind(plan.init.0, Path::new(INIT_IN_CONTAINER), false)?);
+    mounts.push(bind(
+        &plan.init_libs.dir,
+        Path::new(LIB_IN_CONTAINER),
+        false,
+    )?);
     mounts.push(bind(plan.workdir, Path::new(WORKDIR), true)?);
 
     let spec = spec(plan, mounts)?;
     spec.save(dir.join("config.json")).map_err(oci)?;
     Ok(dir.to_path_buf())
+}
+
+/// An overlayfs whiteout (a 0/0 character device) at `path`: the path is absent from the root.
+fn whiteout(path: &Path) -> Result<(), SandboxError> {
+    use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+    mknod(path, SFlag::S_IFCHR, Mode::empty(), makedev(0, 0)).map_err(|e| {
+        SandboxError::io(
+            format!("creating the whiteout {}", path.display()),
+            e.into(),
+        )
+    })
 }
 
 /// Mounts the read-only overlay `skel` over `layers` (topmost first) at `root`, naming each
@@ -266,9 +291,14 @@ fn spec(plan: &BundlePlan<'_>, mounts: Vec<Mount>) -> Result<Spec, SandboxError>
                 .build()
                 .map_err(oci)?,
         )
-        .args(vec![INIT_IN_CONTAINER.to_string(), plan.init.1.to_string()])
+        .args(plan.init_libs.argv(INIT_IN_CONTAINER, &[plan.init.1]))
         .env(vec![
             format!("PATH={}", crate::spec::DEFAULT_PATH),
+            format!(
+                "{}={LIB_IN_CONTAINER}/{}",
+                crate::inside::init::LOADER_ENV,
+                plan.init_libs.loader
+            ),
             format!(
                 "{}={CONTROL_FD_IN_CONTAINER}",
                 crate::inside::init::CONTROL_FD_ENV

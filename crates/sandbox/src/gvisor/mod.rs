@@ -20,6 +20,7 @@
 //!   done by what gVisor's file server can reach at all: only the bundle's binds.
 
 mod bundle;
+pub(crate) mod loader;
 mod runsc;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -126,10 +127,12 @@ pub(crate) fn launch(plan: LaunchPlan<'_>) -> Result<Launched, SandboxError> {
         nix::sys::stat::Mode::empty(),
     )
     .map_err(|e| SandboxError::io("opening the gVisor working directory", e.into()))?;
+    let libs = loader::init_libraries(Path::new(BASE))?;
     let bundle = bundle::write(
         &dir.join("bundle"),
         &bundle::BundlePlan {
             init: plan.init,
+            init_libs: &libs,
             workdir: &work,
             mounts: plan.mounts,
             hostname: "sandbox",

@@ -64,6 +64,12 @@ pub(crate) fn hide_runsc_additions() -> Result<(), SandboxError> {
     std::fs::remove_dir(INIT_IN_CONTAINER)
         .or_else(|_| std::fs::remove_file(INIT_IN_CONTAINER))
         .map_err(|e| SandboxError::io("removing corral's binary's mount point", e))?;
+    // The host's loader and libraries the init was loaded with (mapped, so still in use).
+    let libs = crate::gvisor::loader::LIB_IN_CONTAINER;
+    umount2(libs, MntFlags::MNT_DETACH)
+        .map_err(|e| SandboxError::io("unmounting the init's libraries", e.into()))?;
+    std::fs::remove_dir(libs)
+        .map_err(|e| SandboxError::io("removing the init's libraries' mount point", e))?;
     // Its mount point stays, empty: the root is read-only.
     umount2("/sys", MntFlags::MNT_DETACH)
         .map_err(|e| SandboxError::io("unmounting gVisor's /sys", e.into()))?;

@@ -34,6 +34,9 @@ pub(crate) const CONTROL_FD: RawFd = 3;
 /// Names another descriptor as the control socket (under gVisor, runsc donates only stdio: it is
 /// 0); init moves it to [`CONTROL_FD`] and puts `/dev/null` in its place.
 pub(crate) const CONTROL_FD_ENV: &str = "CORRAL_CONTROL_FD";
+/// Under gVisor, the loader the init was started with (the host's, see `gvisor::loader`): the
+/// init executes itself again through it.
+pub(crate) const LOADER_ENV: &str = "CORRAL_INIT_LOADER";
 
 /// Entry point of `corral __sandbox-init`: a binary that starts sandboxes calls this first thing
 /// in `main` when its first argument is [`INIT_ARG`]. Never returns.
@@ -82,11 +85,26 @@ fn exec_again_without_environment() -> ! {
     use std::os::unix::process::CommandExt;
     let mut args = std::env::args_os();
     let argv0 = args.next().unwrap_or_default();
-    let err = std::process::Command::new("/proc/self/exe")
-        .arg0(argv0)
-        .args(args)
-        .env_clear()
-        .exec();
+    // Started by the host's loader (gVisor): /proc/self/exe is that loader, which is given
+    // corral's binary and its library folder again.
+    let mut cmd = match std::env::var_os(LOADER_ENV) {
+        Some(loader) => {
+            let mut c = std::process::Command::new(loader);
+            c.args([
+                "--inhibit-cache",
+                "--library-path",
+                crate::gvisor::loader::LIB_IN_CONTAINER,
+            ])
+            .arg(&argv0);
+            c
+        }
+        None => {
+            let mut c = std::process::Command::new("/proc/self/exe");
+            c.arg0(argv0);
+            c
+        }
+    };
+    let err = cmd.args(args).env_clear().exec();
     eprintln!("corral init: executing itself again without an environment: {err}");
     std::process::exit(1)
 }
