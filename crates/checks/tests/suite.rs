@@ -161,6 +161,15 @@ fn wrong_types_and_bad_values_are_located() {
     assert!(e.contains("exactly one of"), "{e}");
     let e = err("name: x\nchecks:\n  - id: a\n    limits: {memory: 1K}\n    steps: [{run: ls}]\n");
     assert!(e.contains("\"a\"") && e.contains("memory"), "{e}");
+    // A timeout no run can honour is refused at load, like `limits: {wall_time: 0}` (it used to
+    // fail every check as a sandbox error).
+    let e = err("name: x\ntimeout: 0s\nchecks:\n  - id: a\n    steps: [{run: ls}]\n");
+    assert!(e.contains("timeout: must be between 1ms and 24h"), "{e}");
+    let e = err("name: x\nchecks:\n  - id: a\n    timeout: 25h\n    steps: [{run: ls}]\n");
+    assert!(
+        e.contains("\"a\"") && e.contains("timeout: must be between"),
+        "{e}"
+    );
 }
 
 #[test]

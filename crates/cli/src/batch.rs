@@ -133,8 +133,10 @@ pub fn main(
     for (i, result) in rx {
         pending.insert(i, result);
         while let Some(r) = pending.remove(&next) {
-            if writeln!(out, "{r}").and_then(|_| out.flush()).is_err() {
-                return 1; // stdout closed: nobody is listening
+            if let Err(e) = writeln!(out, "{r}").and_then(|_| out.flush()) {
+                // Nobody is listening (a closed pipe, a full disk): the results are lost.
+                eprintln!("corral run: cannot write to standard output: {e}");
+                std::process::exit(crate::exit::OUTPUT_FAILED);
             }
             next += 1;
         }

@@ -287,7 +287,12 @@ pub fn grade_and_print(
     };
     if let Err(e) = emit(how.file.as_deref(), &text) {
         eprintln!("corral {cmd}: {e:#}");
-        return crate::exit::USAGE;
+        // A file the caller named is theirs to fix; standard output lost is the result lost.
+        return if how.file.is_some() {
+            crate::exit::USAGE
+        } else {
+            crate::exit::OUTPUT_FAILED
+        };
     }
     if report.has_errors() {
         crate::exit::SANDBOX_ERROR
@@ -305,7 +310,7 @@ fn emit(output: Option<&Path>, text: &str) -> anyhow::Result<()> {
             let mut o = std::io::stdout().lock();
             o.write_all(text.as_bytes())
                 .and_then(|_| o.flush())
-                .context("writing the report")
+                .context("cannot write the report to standard output")
         }
     }
 }

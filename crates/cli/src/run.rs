@@ -142,7 +142,7 @@ impl RunArgs {
             spec.dir = Some(dir.clone());
         }
         if let Some(f) = &self.stdin {
-            std::fs::File::open(f).map_err(|e| format!("--stdin {}: {e}", f.display()))?;
+            corral_sandbox::open_stdin_file(f).map_err(|e| format!("--stdin {e}"))?;
             spec.stdin = Stdin::File(f.clone());
         }
         for m in &self.ro_bind {
@@ -178,19 +178,30 @@ impl RunArgs {
     }
 }
 
-/// Passes the program's output through to ours as it arrives.
-struct PassThrough;
+/// Passes the program's output through to ours as it arrives. When our standard output cannot
+/// be written (a closed pipe, a full disk) the run is stopped and `corral run` exits 74.
+#[derive(Default)]
+struct PassThrough {
+    failed: Option<std::io::Error>,
+}
 
 impl OutputSink for PassThrough {
     fn stdout(&mut self, data: &[u8]) {
+        if self.failed.is_some() {
+            return;
+        }
         let mut o = std::io::stdout().lock();
-        let _ = o.write_all(data);
-        let _ = o.flush();
+        if let Err(e) = o.write_all(data).and_then(|_| o.flush()) {
+            self.failed = Some(e);
+        }
     }
     fn stderr(&mut self, data: &[u8]) {
         let mut e = std::io::stderr().lock();
         let _ = e.write_all(data);
         let _ = e.flush();
+    }
+    fn closed(&self) -> bool {
+        self.failed.is_some()
     }
 }
 
@@ -247,11 +258,16 @@ pub fn main(args: RunArgs) -> i32 {
             ..Default::default()
         },
     );
-    let outcome = if args.json {
-        pool.run(&spec, &mut corral_sandbox::NoSink)
-    } else {
-        pool.run(&spec, &mut PassThrough)
-    };
+    if args.json {
+        let outcome = pool.run(&spec, &mut corral_sandbox::NoSink);
+        return report(&args, &spec, &outcome);
+    }
+    let mut sink = PassThrough::default();
+    let outcome = pool.run(&spec, &mut sink);
+    if let Some(e) = sink.failed {
+        eprintln!("corral run: cannot write to standard output: {e} (the run was stopped)");
+        return crate::exit::OUTPUT_FAILED;
+    }
     report(&args, &spec, &outcome)
 }
 

@@ -1117,6 +1117,106 @@ fn a_result_that_cannot_be_written_is_one_line_and_74() {
     );
 }
 
+/// What `corral run` passes through live stops at `--output` as the capture does: it used to
+/// forward every byte read (204,854 bytes of `yes` under a 1K limit), and more after the kill.
+#[test]
+fn live_output_stops_at_the_output_limit() {
+    let _g = shared();
+    for (limit, bytes, cmd) in [
+        ("1K", 1024, "yes"),
+        ("4K", 4096, "yes | head -c 100000; sleep 1"),
+        ("0", 0, "echo hi"),
+    ] {
+        let (code, out, err) = run_plain(&["--output", limit, "--", "/bin/sh", "-c", cmd]);
+        let err = String::from_utf8_lossy(&err);
+        assert!(
+            out.len() <= bytes && err.contains("output limit"),
+            "{cmd} under {limit}: {} bytes, exit {code:?}: {err}",
+            out.len()
+        );
+    }
+}
+
+/// A reader that goes away stops the run (like SIGPIPE in a shell pipeline) and `corral run`
+/// exits 74: `yes` used to run on into a closed pipe until the output limit, reported as such.
+/// `--batch` and `corral check` lose their results the same way and say so with 74 too.
+#[test]
+fn a_reader_that_goes_away_stops_the_run_with_74() {
+    let _g = shared();
+    let mut child = corral_cmd()
+        .arg("run")
+        .args(image::root_args())
+        .args(["--", "yes"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("corral runs");
+    let mut first = [0u8; 10];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The pipe's read end is dropped here.
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{err}");
+    assert!(
+        err.contains("cannot write to standard output") && !err.contains("output limit"),
+        "{err}"
+    );
+    let t = tempdir();
+    let batch = t.path().join("b.jsonl");
+    fs::write(&batch, "{\"argv\": [\"true\"]}\n").unwrap();
+    let out = corral_cmd()
+        .args(["run", "--batch"])
+        .arg(&batch)
+        .stdout(fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(74) && err.contains("cannot write to standard output"),
+        "--batch: {:?} {err}",
+        out.status
+    );
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello");
+    let out = corral_cmd()
+        .arg("check")
+        .arg(suite.join("suite.yaml"))
+        .arg(suite.join("submissions/correct"))
+        .stdout(fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(74) && err.contains("standard output"),
+        "check: {:?} {err}",
+        out.status
+    );
+}
+
+/// `--stdin` takes data only: a folder (its listing), a device or a socket is refused before
+/// anything runs; `/dev/null` and a pipe are data.
+#[test]
+fn stdin_must_be_a_file_or_a_pipe() {
+    let _g = shared();
+    for (path, what) in [("/tmp", "a folder"), ("/dev/kmsg", "a device")] {
+        if path == "/dev/kmsg" && !Path::new(path).exists() {
+            continue;
+        }
+        let (code, _, err) = run_plain(&["--stdin", path, "--", "cat"]);
+        let err = String::from_utf8_lossy(&err);
+        assert!(
+            code == Some(2) && err.contains(&format!("the stdin file is {what}")),
+            "{path}: {code:?} {err}"
+        );
+    }
+    let (code, out, err) = run_plain(&["--stdin", "/dev/null", "--", "wc", "-c"]);
+    assert_eq!(
+        (code, String::from_utf8_lossy(&out).trim()),
+        (Some(0), "0"),
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
+}
+
 /// `pids_peak` counts the run's tasks as `--pids` does, without the sandbox's init: a program
 /// that fills its limit reports the limit, `/bin/true` one task.
 #[test]

@@ -820,6 +820,38 @@ fn an_oversized_websocket_message_is_refused_with_a_reason() {
     });
 }
 
+/// A client's close frame is answered with one of the same code (RFC 6455 §5.5.1), idle and
+/// mid-run: clients used to see every close they started end as 1006 (abnormal).
+#[test]
+fn a_clients_close_is_answered() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        for mid_run in [false, true] {
+            let mut ws = ws_connect(&s, &t).await;
+            if mid_run {
+                ws_send(&mut ws, json!({"type": "run", "cmd": "sleep 30"})).await;
+            }
+            ws.send(Message::Close(Some(
+                tokio_tungstenite::tungstenite::protocol::CloseFrame {
+                    code: 1000.into(),
+                    reason: "bye".into(),
+                },
+            )))
+            .await
+            .unwrap();
+            let answer = loop {
+                match tokio::time::timeout(Duration::from_secs(30), ws.next()).await {
+                    Ok(Some(Ok(Message::Close(frame)))) => break frame.map(|f| u16::from(f.code)),
+                    Ok(Some(Ok(_))) => {}
+                    other => panic!("mid_run {mid_run}: no close frame back: {other:?}"),
+                }
+            };
+            assert_eq!(answer, Some(1000), "mid_run {mid_run}");
+        }
+    });
+}
+
 /// A `POST /run` still going when `shutdown_grace` ends does not keep the server: it used to wait
 /// for the program (here a 50 s sleep) on the run's thread, long after "stopped" was logged.
 #[test]

@@ -6,6 +6,11 @@ use crate::outcome::Captured;
 pub trait OutputSink {
     fn stdout(&mut self, data: &[u8]);
     fn stderr(&mut self, data: &[u8]);
+    /// Whether whoever reads the live output is gone (a closed pipe, a full disk): the run is
+    /// then killed, as a shell pipeline's writer dies of SIGPIPE.
+    fn closed(&self) -> bool {
+        false
+    }
 }
 
 /// Discards live output; the capture still keeps it.
@@ -59,6 +64,11 @@ impl Capture {
             return false;
         }
         true
+    }
+
+    /// How many more bytes fit under the cap (what may still be shown live).
+    pub fn room(&self) -> usize {
+        self.cap.saturating_sub(self.total) as usize
     }
 
     pub fn total(&self) -> u64 {

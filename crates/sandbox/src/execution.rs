@@ -431,9 +431,18 @@ impl<'s> Execution<'s> {
             }
             Ok(n) => {
                 let data = &self.buf[..n];
-                match stream {
-                    Stream::Stdout => sink.stdout(data),
-                    Stream::Stderr => sink.stderr(data),
+                // Live output (a terminal, a WebSocket) gets what the capture keeps and no
+                // more: the output limit bounds what a program can push at a client too.
+                let shown = &data[..n.min(self.capture.room())];
+                if !shown.is_empty() {
+                    match stream {
+                        Stream::Stdout => sink.stdout(shown),
+                        Stream::Stderr => sink.stderr(shown),
+                    }
+                    if sink.closed() && self.killed_for.is_none() && self.finished.is_none() {
+                        // Reported as `signaled`: the caller knows why (its own sink said so).
+                        self.control.send(&Request::Kill)?;
+                    }
                 }
                 if !self.capture.push(stream, data)
                     && self.killed_for.is_none()

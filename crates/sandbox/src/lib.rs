@@ -43,7 +43,7 @@ pub use inside::init::{init_main, INIT_ARG};
 pub use limits::{Limits, LimitsRequest, Millis, Size};
 pub use outcome::{Captured, Outcome, Status, Usage};
 pub use pool::{Lease, Pool, PoolConfig};
-pub use sandbox::{run_fresh, run_in, Sandbox, SandboxConfig};
+pub use sandbox::{open_stdin_file, run_fresh, run_in, Sandbox, SandboxConfig};
 pub use spawner::InitProgram;
 pub use spec::{
     parse_env, validate_command, validate_env, ImageRoot, Mount, Root, RunSpec, RunSpecJson,

@@ -592,10 +592,7 @@ impl Sandbox {
                 (Some(r), None, Vec::new())
             }
             Stdin::File(path) => {
-                let f = File::open(path).map_err(|e| SandboxError::Path {
-                    path: path.clone(),
-                    why: format!("cannot open stdin file: {e}"),
-                })?;
+                let f = open_stdin_file(path)?;
                 (Some(OwnedFd::from(f)), None, Vec::new())
             }
             Stdin::Bytes(b) => {
@@ -836,11 +833,62 @@ fn stdin_bytes(stdin: &Stdin) -> Result<Vec<u8>, SandboxError> {
     match stdin {
         Stdin::Empty | Stdin::Pipe => Ok(Vec::new()),
         Stdin::Bytes(b) => Ok(b.clone()),
-        Stdin::File(path) => std::fs::read(path).map_err(|e| SandboxError::Path {
-            path: path.clone(),
-            why: format!("cannot read stdin file: {e}"),
-        }),
+        Stdin::File(path) => {
+            use std::io::Read;
+            // Typed in whole at the start: a bounded amount (`/dev/zero` never ends).
+            const MAX: u64 = 64 << 20;
+            let mut data = Vec::new();
+            open_stdin_file(path)?
+                .take(MAX + 1)
+                .read_to_end(&mut data)
+                .map_err(|e| SandboxError::Path {
+                    path: path.clone(),
+                    why: format!("cannot read stdin file: {e}"),
+                })?;
+            if data.len() as u64 > MAX {
+                return Err(SandboxError::Path {
+                    path: path.clone(),
+                    why: "stdin file: a terminal run types in at most 64 MiB".into(),
+                });
+            }
+            Ok(data)
+        }
     }
+}
+
+/// Opens a stdin file for the program. The descriptor is the supervisor's (root's) and goes to
+/// the program as is, so only what is data and nothing more: a regular file, a pipe (`--stdin
+/// <(cmd)`), or `/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random`, `/dev/urandom`. A folder
+/// would let the program list it, a device (`/dev/sda`, `/dev/mem`) read the host's disk or
+/// memory, a socket talk to whatever is behind it.
+pub fn open_stdin_file(path: &Path) -> Result<File, SandboxError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let refuse = |why: String| SandboxError::Path {
+        path: path.to_path_buf(),
+        why,
+    };
+    let f = File::open(path).map_err(|e| refuse(format!("cannot open stdin file: {e}")))?;
+    let meta = f
+        .metadata()
+        .map_err(|e| refuse(format!("cannot open stdin file: {e}")))?;
+    let t = meta.file_type();
+    // The memory devices (major 1) that hold no data of anyone's: null, zero, full, random, urandom.
+    let harmless_device = t.is_char_device()
+        && libc::major(meta.rdev()) == 1
+        && [3, 5, 7, 8, 9].contains(&libc::minor(meta.rdev()));
+    if t.is_file() || t.is_fifo() || harmless_device {
+        return Ok(f);
+    }
+    let what = if t.is_dir() {
+        "a folder"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "a device"
+    };
+    Err(refuse(format!(
+        "the stdin file is {what}: give a regular file, a pipe or /dev/null"
+    )))
 }
 
 /// A native sandbox's program: without network, behind the socket watch, so that PID 1 learns

@@ -410,6 +410,9 @@ impl Suite {
                     }
                 }
             };
+            if let Some(why) = bad_timeout(rc.timeout) {
+                return Err(at(format!("timeout: {why}")));
+            }
             checks.push(Check {
                 description: rc.description.unwrap_or_else(|| id.clone()),
                 id,
@@ -444,6 +447,9 @@ impl Suite {
                     return Err(check_err(&c.id, format!("depends: {d:?} listed twice")));
                 }
             }
+        }
+        if let Some(why) = bad_timeout(raw.timeout) {
+            return Err(invalid(format!("timeout: {why}")));
         }
         if let Some(cycle) = find_cycle(&checks) {
             return Err(invalid(format!(
@@ -585,4 +591,10 @@ fn find_cycle(checks: &[Check]) -> Option<Vec<String>> {
         }
     }
     None
+}
+/// Why a suite's or check's `timeout` cannot be honoured (the bounds of a wall-time limit).
+fn bad_timeout(t: Option<Millis>) -> Option<&'static str> {
+    let t = t?.0;
+    (t < Duration::from_millis(1) || t > Duration::from_secs(86_400))
+        .then_some("must be between 1ms and 24h")
 }

@@ -135,8 +135,20 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                     Some(Ok(Message::Text(t))) => t.to_string(),
                     Some(Ok(Message::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-                    // Closed or broken: the run (if any) is killed when `running` drops its sender.
-                    Some(Ok(Message::Close(_))) | None => break,
+                    // The client's close: answered with the same code (RFC 6455 §5.5.1; without
+                    // it every client saw 1006, an abnormal end). The run (if any) is killed
+                    // when `running` drops its sender.
+                    Some(Ok(Message::Close(frame))) => {
+                        // tungstenite has queued that answer when it read the close (a send of
+                        // our own is refused then); a flush puts it on the wire.
+                        let reply = frame.map(|f| CloseFrame { code: f.code, reason: "".into() });
+                        if tx.send(Message::Close(reply)).await.is_err() {
+                            let _ = tx.flush().await;
+                        }
+                        break;
+                    }
+                    // Broken: nothing to answer.
+                    None => break,
                     Some(Err(e)) => {
                         // Say why before closing (a message over the size limit used to drop
                         // the connection without a word).
