@@ -1,7 +1,9 @@
 //! The data folder is corral's alone: it holds the store (submissions, results with hidden tests'
 //! expected output, token hashes), uploaded files, suites with their hidden tests and grader
-//! images. A new one is made 0700; one that every user of the host may enter (as corral made
-//! them before, with the umask's 0755) loses its access for "other" users, saying so. Sandboxes
+//! images. A new one is made 0700; one that other users of the host may enter (as corral made
+//! them before, with the umask's 0755, or a group's 0775) loses their access, saying so: a
+//! group that may write it could plant an admin token or a grader, one that may read it sees
+//! hidden tests. Sandboxes
 //! are not in the way: their mounts of layers and folders in it are made by their privileged
 //! init, which looks the paths up once.
 
@@ -23,20 +25,20 @@ pub fn prepare(dir: &Path) -> anyhow::Result<()> {
         Ok(m) if !m.is_dir() => anyhow::bail!("the data folder {} is not a folder", dir.display()),
         Ok(m) => {
             let mode = m.permissions().mode() & 0o7777;
-            if mode & 0o007 == 0 {
+            if mode & 0o077 == 0 {
                 return Ok(());
             }
-            let tightened = mode & !0o007;
+            let tightened = mode & !0o077;
             match std::fs::set_permissions(dir, std::fs::Permissions::from_mode(tightened)) {
                 Ok(()) => eprintln!(
-                    "corral: the data folder {} was open to every user of this host (mode \
+                    "corral: the data folder {} was open to other users of this host (mode \
                      {mode:o}); now {tightened:o}",
                     dir.display()
                 ),
                 // Another user's folder: theirs to change.
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => eprintln!(
-                    "corral: warning: every user of this host can enter the data folder {} \
-                     (mode {mode:o}, owned by uid {}): run `chmod o-rwx` on it",
+                    "corral: warning: other users of this host can enter the data folder {} \
+                     (mode {mode:o}, owned by uid {}): run `chmod go-rwx` on it",
                     dir.display(),
                     m.uid()
                 ),
@@ -69,15 +71,18 @@ mod tests {
     }
 
     #[test]
-    fn an_open_data_folder_loses_other_users_access_only() {
+    fn an_open_data_folder_loses_its_groups_and_other_users_access() {
         let t = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        prepare(t.path()).unwrap();
-        assert_eq!(mode(t.path()), 0o750);
+        for open in [0o755, 0o775, 0o770, 0o710] {
+            std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(open)).unwrap();
+            prepare(t.path()).unwrap();
+            assert_eq!(mode(t.path()), 0o700, "{open:o}");
+        }
         // A private one is left as it is.
-        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o710)).unwrap();
+        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o500)).unwrap();
         prepare(t.path()).unwrap();
-        assert_eq!(mode(t.path()), 0o710);
+        assert_eq!(mode(t.path()), 0o500);
+        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     }
 
     #[test]

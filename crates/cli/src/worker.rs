@@ -71,6 +71,45 @@ struct Ctx {
     tmp: PathBuf,
     /// The server refused the token (revoked or unknown): every claim loop stops.
     refused: std::sync::atomic::AtomicBool,
+    /// The server refused a signed result (401): claiming more would only lose them too.
+    results_refused: std::sync::Mutex<Option<String>>,
+    /// The server's clock minus ours (ms), from its `Date` header: results are signed in the
+    /// server's time, so a worker whose clock is off still has them accepted (the server takes a
+    /// signature within 5 minutes of its own clock).
+    clock_offset_ms: std::sync::atomic::AtomicI64,
+}
+
+impl Ctx {
+    fn note_server_clock(&self, resp: &reqwest::Response) {
+        let date = resp
+            .headers()
+            .get(reqwest::header::DATE)
+            .and_then(|v| v.to_str().ok());
+        if let Some(offset) = date.and_then(|d| clock_offset(d, corral_store::now())) {
+            self.clock_offset_ms
+                .store(offset, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Now on the server's clock (ms since the epoch).
+    fn server_now(&self) -> i64 {
+        corral_store::now()
+            + self
+                .clock_offset_ms
+                .load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The server's clock minus ours (ms) from an HTTP `Date` (second resolution); small offsets
+/// (under 2 s, the header's own rounding) count as none.
+fn clock_offset(date: &str, local_now_ms: i64) -> Option<i64> {
+    let server = httpdate::parse_http_date(date).ok()?;
+    let server_ms = server
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis() as i64;
+    let offset = server_ms - local_now_ms;
+    Some(if offset.abs() < 2_000 { 0 } else { offset })
 }
 
 fn run(args: WorkerArgs) -> anyhow::Result<()> {
@@ -127,6 +166,8 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         images,
         tmp: tmp.path().to_path_buf(),
         refused: std::sync::atomic::AtomicBool::new(false),
+        results_refused: std::sync::Mutex::new(None),
+        clock_offset_ms: std::sync::atomic::AtomicI64::new(0),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -156,6 +197,16 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         !ctx2.refused.load(std::sync::atomic::Ordering::SeqCst),
         "the server refused the worker token (revoked or unknown): create a new one with `corral token create --role worker`"
     );
+    if let Some(why) = ctx2
+        .results_refused
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    {
+        anyhow::bail!(
+            "the server refused this worker's results (401: {why}); stopped claiming jobs"
+        );
+    }
     Ok(())
 }
 
@@ -163,7 +214,7 @@ async fn claim_loop(ctx: Arc<Ctx>, i: usize, mut stop: tokio::sync::watch::Recei
     let mut backoff = Duration::from_millis(500);
     let name = format!("{}/{i}", ctx.name);
     loop {
-        if *stop.borrow() {
+        if *stop.borrow() || ctx.results_refused.lock().map_or(true, |r| r.is_some()) {
             return;
         }
         let req = ctx
@@ -176,6 +227,9 @@ async fn claim_loop(ctx: Arc<Ctx>, i: usize, mut stop: tokio::sync::watch::Recei
             r = req => r,
             _ = stop.changed() => return,
         };
+        if let Ok(resp) = &r {
+            ctx.note_server_clock(resp);
+        }
         let wait = match r {
             Ok(resp) if resp.status() == StatusCode::OK => match resp.json::<ClaimedJob>().await {
                 Ok(job) => {
@@ -326,7 +380,7 @@ async fn post_result(ctx: &Ctx, job: &ClaimedJob, verdict: Verdict) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(job.lease_ms);
     let mut wait = Duration::from_millis(200);
     loop {
-        let sig = corral_judge::signature_header(&ctx.key, corral_store::now(), &body);
+        let sig = corral_judge::signature_header(&ctx.key, ctx.server_now(), &body);
         let r = ctx
             .http
             .post(format!("{}/worker/jobs/{}/result", ctx.server, job.id))
@@ -343,6 +397,16 @@ async fn post_result(ctx: &Ctx, job: &ClaimedJob, verdict: Verdict) {
             }
             Ok(resp) if resp.status() == StatusCode::CONFLICT => {
                 tracing::warn!(submission = %job.id, "result refused: the lease was lost");
+                return;
+            }
+            Ok(resp) if resp.status() == StatusCode::UNAUTHORIZED => {
+                // The token or the signature: no later result would fare better, and the jobs
+                // this worker claimed would each run out their lease for nothing.
+                let text = resp.text().await.unwrap_or_default();
+                tracing::error!(submission = %job.id, body = %text, "result refused (401); claiming no more jobs");
+                *ctx.results_refused
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(text);
                 return;
             }
             Ok(resp) if resp.status().is_client_error() => {
@@ -364,5 +428,22 @@ async fn post_result(ctx: &Ctx, job: &ClaimedJob, verdict: Verdict) {
         }
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(Duration::from_secs(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clock_offset;
+
+    #[test]
+    fn results_are_signed_in_the_servers_time() {
+        // 2026-11-29 18:00:00 UTC, the server's Date, against local clocks ten minutes off.
+        let date = "Sun, 29 Nov 2026 18:00:00 GMT";
+        let server_ms = 1_795_975_200_000;
+        assert_eq!(clock_offset(date, server_ms - 600_000), Some(600_000));
+        assert_eq!(clock_offset(date, server_ms + 600_000), Some(-600_000));
+        // Within the header's rounding: none.
+        assert_eq!(clock_offset(date, server_ms + 900), Some(0));
+        assert_eq!(clock_offset("yesterday", server_ms), None);
     }
 }

@@ -135,6 +135,8 @@ fn judge0_requests_and_answers() {
         // What corral takes, as clients read it: a zip of additional files, repeated runs.
         assert_eq!(cfg["enable_additional_files"], true);
         assert_eq!(cfg["max_number_of_runs"], 20);
+        // In KB, what such a zip may unpack to (the upload limit): 0 told clients "nothing".
+        assert!(cfg["max_extract_size"].as_u64().unwrap_or(0) > 0, "{cfg}");
 
         // wait=true, plain text: the whole result at once.
         let (st, v) = j0(
@@ -173,6 +175,14 @@ fn judge0_requests_and_answers() {
             assert!(all.get(k).is_some(), "{k} missing: {all}");
         }
         assert!(all["created_at"].as_str().unwrap().ends_with('Z'));
+        // `language` is Judge0's {id, name} (it came back as `{}`); a name Judge0 does not have
+        // is refused as Judge0 refuses it (it was ignored).
+        assert_eq!(all["language"]["id"], 71, "{all}");
+        let (_, l) = j0(&s, Some(&t), Method::GET, &format!("/judge0/submissions/{token}?fields=language"), None).await;
+        assert!(l["language"]["id"] == 71 && l["language"]["name"].is_string(), "{l}");
+        let (st, e) = j0(&s, Some(&t), Method::GET, &format!("/judge0/submissions/{token}?fields=stdout,bogus"), None).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{e}");
+        assert_eq!(e["error"], "invalid fields: [bogus]", "{e}");
         // The source comes back as it was sent (clients re-run a submission from its answer).
         assert_eq!(all["source_code"], "print(input() * 2)", "{all}");
         let (_, v) = j0(

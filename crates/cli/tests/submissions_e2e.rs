@@ -113,6 +113,9 @@ fn every_verdict_from_real_runs() {
             let m = reqwest::get(s.url("/metrics")).await.unwrap().text().await.unwrap();
             assert!(m.contains("corral_submissions_judged_total{verdict=\"accepted\"} 2"), "{m}");
             assert!(m.contains("corral_submissions_judged_total{verdict=\"compile_error\"} 1"), "{m}");
+            // The limit counters cover the queue too (they stayed 0: only `/run` counted).
+            assert!(m.contains("corral_oom_total 1"), "{m}");
+            assert!(m.contains("corral_timeouts_total 1"), "{m}");
             if m.contains("corral_submissions{state=\"done\"} 8") {
                 break;
             }

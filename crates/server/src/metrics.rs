@@ -45,8 +45,14 @@ impl Metrics {
             run_seconds,
             queued: g("runs_queued", "Runs waiting for a free slot"),
             in_flight: g("runs_in_flight", "Runs executing now"),
-            oom: c("oom_total", "Runs ended by the memory limit"),
-            timeouts: c("timeouts_total", "Runs ended by the CPU or wall time limit"),
+            oom: c(
+                "oom_total",
+                "Runs and judged submissions ended by the memory limit",
+            ),
+            timeouts: c(
+                "timeouts_total",
+                "Runs and judged submissions ended by the CPU or wall time limit",
+            ),
             held_sandboxes: g(
                 "held_sandboxes",
                 "Sandboxes kept for follow-up runs (busy or idle)",
@@ -88,6 +94,17 @@ impl Metrics {
         match o.status {
             Status::MemoryLimit => self.oom.inc(),
             Status::TimeLimit | Status::WallTimeLimit => self.timeouts.inc(),
+            _ => {}
+        }
+    }
+
+    /// A submission's verdict recorded by this node (an in-process or a remote worker's): the
+    /// limit counters cover the queue too (`runs_total` and the duration stay `/run`'s and the
+    /// WebSocket's; `submissions_judged_total` counts verdicts).
+    pub fn judged(&self, kind: corral_judge::VerdictKind) {
+        match kind {
+            corral_judge::VerdictKind::MemoryLimit => self.oom.inc(),
+            corral_judge::VerdictKind::TimeLimit => self.timeouts.inc(),
             _ => {}
         }
     }

@@ -261,6 +261,9 @@ pub async fn create(
     J0Query(p): J0Query<Params>,
     J0Body(body): J0Body,
 ) -> Response {
+    if let Some(r) = refuse_unknown_fields(&p) {
+        return r;
+    }
     let b64 = truthy(&p.base64_encoded);
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return j0_error(StatusCode::BAD_REQUEST, "the body is not JSON");
@@ -367,6 +370,12 @@ async fn answer(
     b64: bool,
 ) -> Value {
     let mut v = render(job, fields, b64);
+    if translate::wants(fields, "language") {
+        let lang = v_language(st, job);
+        if let Some(o) = v.as_object_mut() {
+            o.insert("language".into(), lang);
+        }
+    }
     if let Some(slot) = v.get_mut("source_code") {
         if let Some(src) = source_of(st, job).await {
             *slot = Value::String(if b64 {
@@ -402,6 +411,9 @@ pub async fn get_one(
     J0Path(token): J0Path<String>,
     J0Query(p): J0Query<Params>,
 ) -> Response {
+    if let Some(r) = refuse_unknown_fields(&p) {
+        return r;
+    }
     let b64 = truthy(&p.base64_encoded);
     match wait_for(&st, &caller, &id_of(&token), Duration::ZERO).await {
         Ok(job) => Json(answer(&st, &job, &p.fields, b64).await).into_response(),
@@ -422,6 +434,9 @@ pub async fn get_batch(
     Extension(caller): Extension<Caller>,
     J0Query(p): J0Query<Params>,
 ) -> Response {
+    if let Some(r) = refuse_unknown_fields(&p) {
+        return r;
+    }
     let b64 = truthy(&p.base64_encoded);
     let tokens: Vec<&str> = p
         .tokens
@@ -443,6 +458,33 @@ pub async fn get_batch(
         }
     }
     Json(json!({"submissions": out})).into_response()
+}
+
+/// A submission's `language` field: `{id, name}` as `/judge0/languages` names it (null when the
+/// job names no registry language, e.g. a command).
+fn v_language(st: &SharedState, job: &corral_store::Job) -> Value {
+    let reg = serde_json::from_str::<JobSpec>(&job.spec)
+        .ok()
+        .and_then(|s| s.language);
+    let Some(reg) = reg else { return Value::Null };
+    let Some((id, _)) = LANGUAGE_IDS.iter().find(|(_, r)| *r == reg) else {
+        return Value::Null;
+    };
+    match st.languages.get(&reg) {
+        Ok(l) => json!({"id": id, "name": l.name}),
+        Err(_) => json!({"id": id, "name": reg}),
+    }
+}
+
+/// `fields=` naming what Judge0 does not have: 400 `invalid fields: [...]`, as Judge0 answers.
+fn refuse_unknown_fields(p: &Params) -> Option<Response> {
+    let unknown = translate::unknown_fields(&p.fields);
+    (!unknown.is_empty()).then(|| {
+        j0_error(
+            StatusCode::BAD_REQUEST,
+            format!("invalid fields: [{}]", unknown.join(", ")),
+        )
+    })
 }
 
 fn language_json(st: &SharedState, id: u32, reg: &str) -> Option<Value> {
@@ -571,7 +613,8 @@ pub async fn config_info(State(st): State<SharedState>) -> Response {
         "number_of_runs": 1,
         "max_number_of_runs": st.config.judge0.max_number_of_runs,
         "redirect_stderr_to_stdout": false,
-        "max_extract_size": 0,
+        // Judge0's unit (KB): what an `additional_files` zip may unpack to (the upload limit).
+        "max_extract_size": st.config.upload.max_bytes.bytes() / 1024,
         "enable_batched_submissions": true,
         "max_submission_batch_size": q.batch_max,
         "submission_cache_duration": 0.0,

@@ -47,6 +47,68 @@ pub const STATUSES: &[(u32, &str)] = &[
     (14, "Exec Format Error"),
 ];
 
+/// Every field a submission has in Judge0's shape (`fields=` names some of them, `*` all):
+/// [`render`]'s, and `language` (`{id, name}`, added by the handler, which has the registry).
+pub const FIELDS: &[&str] = &[
+    "token",
+    "source_code",
+    "language_id",
+    "language",
+    "stdin",
+    "expected_output",
+    "stdout",
+    "stderr",
+    "compile_output",
+    "message",
+    "exit_code",
+    "exit_signal",
+    "status",
+    "status_id",
+    "created_at",
+    "finished_at",
+    "time",
+    "wall_time",
+    "memory",
+    "cpu_time_limit",
+    "cpu_extra_time",
+    "wall_time_limit",
+    "memory_limit",
+    "stack_limit",
+    "max_processes_and_or_threads",
+    "enable_per_process_and_thread_time_limit",
+    "enable_per_process_and_thread_memory_limit",
+    "max_file_size",
+    "compiler_options",
+    "command_line_arguments",
+    "number_of_runs",
+    "redirect_stderr_to_stdout",
+    "enable_network",
+    "callback_url",
+    "additional_files",
+];
+
+/// The names in a `fields=` that are not Judge0's (Judge0 answers 400 `invalid fields: [...]`).
+pub fn unknown_fields(fields: &Option<String>) -> Vec<String> {
+    match fields.as_deref().map(str::trim) {
+        None | Some("") | Some("*") => Vec::new(),
+        Some(f) => f
+            .split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty() && !FIELDS.contains(x))
+            .map(str::to_string)
+            .collect(),
+    }
+}
+
+/// Whether `fields=` asks for `name` (`*` asks for all).
+pub fn wants(fields: &Option<String>, name: &str) -> bool {
+    match fields.as_deref().map(str::trim) {
+        Some("*") => true,
+        Some(f) if !f.is_empty() => f.split(',').any(|x| x.trim() == name),
+        _ => DEFAULT_FIELDS.contains(&name),
+    }
+}
+
 const DEFAULT_FIELDS: &[&str] = &[
     "stdout",
     "time",
@@ -91,42 +153,48 @@ pub fn id_of(token: &str) -> String {
     token.trim().replace('-', "").to_ascii_lowercase()
 }
 
-/// `language_id` as a number or as its digits in a string (`"71"`), as Judge0 (Rails) takes it.
+/// `language_id` as a number (`71`, `71.0`) or as its digits in a string (`"71"`), as Judge0
+/// (Rails) takes it; anything else in Judge0's words, not serde's.
 fn number_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Id {
-        Number(u32),
-        Text(String),
-    }
-    match Option::<Id>::deserialize(d)? {
-        None => Ok(None),
-        Some(Id::Number(n)) => Ok(Some(n)),
-        Some(Id::Text(t)) => t.trim().parse().map(Some).map_err(|_| {
-            serde::de::Error::custom(format!("language_id {t:?} is not a language's number"))
-        }),
+    let bad =
+        |v: &Value| serde::de::Error::custom(format!("language_id {v} is not a language's number"));
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(t)) => t
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| bad(&Value::String(t))),
+        Some(v @ Value::Number(_)) => {
+            let n = v.as_f64().unwrap_or(f64::NAN);
+            if n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) {
+                Ok(Some(n as u32))
+            } else {
+                Err(bad(&v))
+            }
+        }
+        Some(v) => Err(bad(&v)),
     }
 }
 
 /// A number or a boolean also as its text (`"2"`, `"2.5"`, `"true"`): Judge0 (Rails) casts
-/// form-style strings, and clients send them.
+/// form-style strings, and clients send them. Errors say what was expected, not serde's words.
 fn value_or_text<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
-    T: Deserialize<'de> + std::str::FromStr,
+    T: serde::de::DeserializeOwned + std::str::FromStr,
 {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum V<T> {
-        Value(T),
-        Text(String),
-    }
-    match Option::<V<T>>::deserialize(d)? {
-        None => Ok(None),
-        Some(V::Value(v)) => Ok(Some(v)),
-        Some(V::Text(t)) => t.trim().parse().map(Some).map_err(|_| {
-            serde::de::Error::custom(format!("{t:?} is not a {}", std::any::type_name::<T>()))
-        }),
+    let what = std::any::type_name::<T>();
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(t)) => t
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| serde::de::Error::custom(format!("{t:?} is not a {what}"))),
+        Some(v) => serde_json::from_value::<T>(v.clone())
+            .map(Some)
+            .map_err(|_| serde::de::Error::custom(format!("{v} is not a {what}"))),
     }
 }
 
@@ -622,6 +690,29 @@ mod tests {
     }
 
     #[test]
+    fn fields_lists_every_field_render_has() {
+        let v = render(
+            &job_with_run(json!({"status": "ok"})),
+            &Some("*".into()),
+            false,
+        );
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        for k in &keys {
+            assert!(FIELDS.contains(k), "{k} is rendered but not in FIELDS");
+        }
+        // The other way round not all: Judge0's names corral has no value for (stack_limit,
+        // cpu_extra_time, …) are valid to ask for and absent, and the limits need a spec.
+        assert!(keys.len() >= 20, "{keys:?}");
+        assert_eq!(
+            unknown_fields(&Some("stdout, bogus,status".into())),
+            ["bogus"]
+        );
+        assert!(unknown_fields(&Some("*".into())).is_empty());
+        assert!(wants(&Some("language,stdout".into()), "language"));
+        assert!(!wants(&None, "language"));
+    }
+
+    #[test]
     fn a_language_id_may_come_as_text() {
         let r: J0Request = serde_json::from_str(r#"{"language_id": "71"}"#).unwrap();
         assert_eq!(r.language_id, Some(71));
@@ -629,6 +720,23 @@ mod tests {
         assert_eq!(r.language_id, Some(50));
         let e = serde_json::from_str::<J0Request>(r#"{"language_id": "python"}"#).unwrap_err();
         assert!(e.to_string().contains("is not a language's number"), "{e}");
+        // A whole float is the number (Rails casts it); a fraction or an array is refused in
+        // words, not serde's ("data did not match any variant of untagged enum").
+        let r: J0Request = serde_json::from_str(r#"{"language_id": 71.0}"#).unwrap();
+        assert_eq!(r.language_id, Some(71));
+        for bad in [r#"{"language_id": 71.5}"#, r#"{"language_id": [71]}"#] {
+            let e = serde_json::from_str::<J0Request>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("is not a language's number") && !e.contains("untagged"),
+                "{e}"
+            );
+        }
+        let e = serde_json::from_str::<J0Request>(r#"{"language_id": 71, "cpu_time_limit": [1]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a") && !e.contains("untagged"), "{e}");
     }
 
     /// With `number_of_runs`, Judge0's `time` and `memory` are the runs' means (the judge

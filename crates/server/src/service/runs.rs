@@ -363,8 +363,10 @@ where
                 None => st2.pool.lease(&SandboxConfig::for_spec(&spec)),
             };
             let (outcome, lease) = match lease {
+                // The runtime asked for, as `corral run` reports a failed gVisor start.
                 Err(e) => (
-                    Outcome::sandbox_error(spec.limits.clone(), e.to_string()),
+                    Outcome::sandbox_error(spec.limits.clone(), e.to_string())
+                        .in_runtime(spec.runtime),
                     None,
                 ),
                 Ok(mut l) => {
@@ -380,7 +382,8 @@ where
                     };
                     let o = match copied {
                         Ok(()) => drive(sb, &spec),
-                        Err(e) => Outcome::sandbox_error(spec.limits.clone(), e.to_string()),
+                        Err(e) => Outcome::sandbox_error(spec.limits.clone(), e.to_string())
+                            .in_runtime(spec.runtime),
                     };
                     (o, Some(l))
                 }

@@ -112,13 +112,16 @@ pub fn drive(
     };
     let mut exec = match sb.start(spec) {
         Ok(e) => e,
-        Err(e) => return Outcome::sandbox_error(spec.limits.clone(), e.to_string()),
+        Err(e) => {
+            return Outcome::sandbox_error(spec.limits.clone(), e.to_string())
+                .in_runtime(spec.runtime)
+        }
     };
     // A control message wakes the wait below: typed input reaches the program at once, not
     // at the next tick.
     exec.wake_on(waker);
     let fail = |e: corral_sandbox::SandboxError| {
-        Outcome::sandbox_error(spec.limits.clone(), e.to_string())
+        Outcome::sandbox_error(spec.limits.clone(), e.to_string()).in_runtime(spec.runtime)
     };
     let mut probe_every = FIRST_PROBE;
     let mut next_probe = Instant::now() + probe_every;

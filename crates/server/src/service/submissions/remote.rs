@@ -220,6 +220,7 @@ pub async fn record_result(
                 .judged
                 .with_label_values(&[v.verdict.as_str()])
                 .inc();
+            st.metrics.judged(v.verdict);
             tracing::info!(submission = %id, verdict = v.verdict.as_str(), worker = %caller.id, "judged by a remote worker");
             st.queue.finished.notify_waiters();
             Ok(ResultResponse {

@@ -132,6 +132,7 @@ pub async fn record(st: &SharedState, id: &str, lease: &str, verdict: &Verdict) 
                     .judged
                     .with_label_values(&[verdict.verdict.as_str()])
                     .inc();
+                st.metrics.judged(verdict.verdict);
                 tracing::info!(submission = %id, verdict = verdict.verdict.as_str(), "judged");
                 st.queue.finished.notify_waiters();
                 return;
