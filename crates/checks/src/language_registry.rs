@@ -420,10 +420,37 @@ impl Language {
         if let (Some(image), Some(used)) = (&mut st.image, image_root::UsedImage::of(&root)) {
             image.digest = Some(used.digest);
         }
-        let (Some(cmd), Some(pool)) = (&self.version, pool) else {
+        // In an image the host cannot look for the required programs: the sandbox does, before
+        // the version command (`command -v`, the shell's own lookup in the language's PATH).
+        let in_image: Vec<String> = if self.image.is_some() {
+            self.required()
+        } else {
+            Vec::new()
+        };
+        let cmd = match (&self.version, in_image.is_empty()) {
+            (None, true) => return st,
+            (version, _) => {
+                let mut script = String::new();
+                for req in &in_image {
+                    let q = shell_quote(req);
+                    script.push_str(&format!(
+                        "command -v {q} >/dev/null || {{ echo {} >&2; exit 127; }}; ",
+                        shell_quote(&format!("{req} not found in the image"))
+                    ));
+                }
+                script.push_str(version.as_deref().unwrap_or("true"));
+                script
+            }
+        };
+        let Some(pool) = pool else {
             return st;
         };
         let mut spec = RunSpec::new(vec!["/bin/sh".into(), "-c".into(), cmd.clone()]);
+        // Where its programs run: under gVisor too when the language says so (a toolchain that
+        // works natively may not start there).
+        if let Some(runtime) = self.runtime {
+            spec.runtime = runtime;
+        }
         spec.env = self.env_pairs();
         spec.stdin = Stdin::Empty;
         spec.mounts = self.mounts().unwrap_or_default();
@@ -440,7 +467,10 @@ impl Language {
         let text = format!("{}{}", outcome.stdout.text(), outcome.stderr.text());
         let first = text.lines().map(str::trim).find(|l| !l.is_empty());
         match (outcome.status, first) {
-            (Status::Ok, Some(line)) => st.version = Some(line.to_string()),
+            (Status::Ok, Some(line)) if self.version.is_some() => {
+                st.version = Some(line.to_string())
+            }
+            (Status::Ok, _) if self.version.is_none() => {}
             (Status::SandboxError, _) => {
                 st.reason = Some(format!(
                     "version unknown: {}",
@@ -449,6 +479,10 @@ impl Language {
             }
             _ => {
                 st.available = false;
+                let cmd = self
+                    .version
+                    .as_deref()
+                    .unwrap_or("the required programs' lookup");
                 st.reason = Some(format!(
                     "`{cmd}` failed in the sandbox ({}): {}",
                     outcome
@@ -460,6 +494,11 @@ impl Language {
         }
         st
     }
+}
+
+/// `s` as one word for `/bin/sh`.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// Where a path inside the sandbox lives on the host (through the language's mounts; system

@@ -270,3 +270,53 @@ fn an_images_loader_and_preload_never_run_in_the_gvisor_init() {
         assert_eq!(v["stdout"], "ran\n", "{image}: {v} {stderr}");
     }
 }
+
+/// `corral languages` tests an image language where its programs run: a required program is
+/// looked up in the image (`requires` was skipped for image languages, so one without it was
+/// listed available), and the version command runs under the language's runtime (it ran
+/// natively, so a language whose gVisor runs fail was listed available).
+#[test]
+fn image_languages_are_probed_in_their_image_and_runtime() {
+    let t = tempfile::tempdir().unwrap();
+    let langs = t.path().join("languages.toml");
+    std::fs::write(
+        &langs,
+        format!(
+            "[languages.needs_tool]\nname = \"t\"\nsource = \"m.sh\"\nrun = \"sh m.sh\"\n\
+             image = \"{NAME}\"\nrequires = [\"sh\", \"no-such-tool-here\"]\n\
+             [languages.py_gvisor]\nname = \"p\"\nsource = \"m.py\"\nrun = \"python3 m.py\"\n\
+             image = \"{NAME}\"\nruntime = \"gvisor\"\nversion = \"python3 -c 'import os; print(os.uname().release)'\"\n"
+        ),
+    )
+    .unwrap();
+    let out = corral()
+        .args(["languages", "--json", "--languages"])
+        .arg(&langs)
+        .arg("--data")
+        .arg(data_dir())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let of = |id: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} not listed: {v}"))
+    };
+    let needs = of("needs_tool");
+    assert_eq!(needs["available"], false, "{needs}");
+    assert!(
+        needs["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no-such-tool-here not found in the image"),
+        "{needs}"
+    );
+    // gVisor's kernel answers uname with its own release (4.4.0), the host's does not.
+    let py = of("py_gvisor");
+    assert_eq!(py["available"], true, "{py}");
+    assert_eq!(py["version"], "4.4.0", "{py}");
+}
