@@ -34,6 +34,10 @@ pub enum Error {
     Ambiguous { prefix: String, count: usize },
     #[error("{what} is not valid: {reason}")]
     BadManifest { what: String, reason: String },
+    #[error("the archive has no blob {digest} for {what}")]
+    MissingBlob { what: String, digest: String },
+    #[error("the archive has no file {file:?} for {what} (only regular files are read from an archive; links are not followed)")]
+    MissingFile { what: String, file: String },
     #[error("unsupported media type {0:?}")]
     UnsupportedMediaType(String),
     #[error("no image for this host's platform ({0}) in the index")]

@@ -12,6 +12,13 @@ use corral_archive::decompress::Compression;
 pub(crate) trait BlobSource {
     /// Puts the blob `d` into the store, verified against its digest (a no-op if present).
     fn fetch(&mut self, store: &Store, d: &Descriptor, what: &str) -> Result<(), Error>;
+
+    /// Whether the source made `layer`'s blob itself from the tar of its diff-id (a build step,
+    /// a root-filesystem tar just unpacked), so it need not be read again when the layer is
+    /// unpacked already. Anything an archive or a registry supplies is checked.
+    fn vouches(&self, _layer: &LayerRecord) -> bool {
+        false
+    }
 }
 
 /// Stores the image whose manifest is `manifest` (bytes exactly as published) and names it.
@@ -43,6 +50,7 @@ pub(crate) fn ingest(
         });
     }
     src.fetch(store, &m.config, "config")?;
+    store.check_blob_size(&m.config.digest, m.config.size, "config")?;
     let config_bytes = store.read_document(&m.config.digest)?;
     let config: ImageConfig =
         serde_json::from_slice(&config_bytes).map_err(|e| Error::BadManifest {
@@ -71,8 +79,10 @@ pub(crate) fn ingest(
             size: d.size,
             diff_id: diff_id.clone(),
         };
-        src.fetch(store, d, &format!("layer {} ({})", i + 1, d.digest))?;
-        store.ensure_layer(&layer)?;
+        let what = format!("layer {}", i + 1);
+        src.fetch(store, d, &what)?;
+        store.check_blob_size(&d.digest, d.size, &what)?;
+        store.ensure_layer(&layer, !src.vouches(&layer))?;
         layers.push(layer);
     }
     let run = config.config.clone().unwrap_or_default();

@@ -58,13 +58,11 @@ pub(super) fn import(
         blob,
         size,
     );
-    let manifest = Manifest::written(&config, config_digest, vec![layer]);
-    ingest(
-        store,
-        &mut Folder::new(path.parent().unwrap_or(Path::new("."))),
-        &manifest,
-        None,
-        name,
-        source,
-    )
+    let manifest = Manifest::written(&config, config_digest.clone(), vec![layer.clone()]);
+    // Both blobs were stored from this tar, and the layer unpacked from it just now.
+    let mut folder = Folder::new(path.parent().unwrap_or(Path::new(".")));
+    folder.stored(layer.digest.clone());
+    folder.stored(config_digest.clone());
+    folder.vouch(layer.digest.clone(), unpacked.diff_id.clone());
+    ingest(store, &mut folder, &manifest, None, name, source)
 }
