@@ -24,8 +24,9 @@ pub enum Error {
     LayerRefused { entry: String, reason: String },
     #[error("layer refused: {0}")]
     LayerLimit(String),
+    // No `#[source]`: the message says it already (a chain would print it twice).
     #[error("layer stream: {0}")]
-    LayerStream(#[source] std::io::Error),
+    LayerStream(std::io::Error),
     #[error("not an image reference: {0:?} (expected NAME[:TAG], NAME@sha256:…, or a digest or ≥12-hex prefix)")]
     BadReference(String),
     #[error("no image {0:?} in this store (see `corral env ls`)")]

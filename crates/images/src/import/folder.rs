@@ -45,9 +45,9 @@ impl Folder {
     pub fn file(&self, rel: &str) -> Result<PathBuf, Error> {
         let bad = rel.starts_with('/') || rel.split('/').any(|c| c == "..");
         if bad {
-            return Err(Error::UnknownImport {
-                path: self.root.clone(),
-                reason: format!("file {:?} leaves the folder", crate::digest::excerpt(rel)),
+            return Err(Error::BadManifest {
+                what: "manifest.json".into(),
+                reason: format!("file {:?} leaves the archive", crate::digest::excerpt(rel)),
             });
         }
         Ok(self.root.join(rel))
