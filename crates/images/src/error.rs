@@ -39,6 +39,8 @@ pub enum Error {
     MissingBlob { what: String, digest: String },
     #[error("the archive has no file {file:?} for {what} (only regular files are read from an archive; links are not followed)")]
     MissingFile { what: String, file: String },
+    #[error("the image is for {image} and this host is {host}: its programs cannot run here (import or pull its {host} variant)")]
+    WrongPlatform { image: String, host: String },
     #[error("unsupported media type {0:?}")]
     UnsupportedMediaType(String),
     #[error("no image for this host's platform ({0}) in the index")]

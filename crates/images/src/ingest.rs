@@ -57,6 +57,7 @@ pub(crate) fn ingest(
             what: format!("config {}", m.config.digest),
             reason: e.to_string(),
         })?;
+    check_platform(&config)?;
     if config.rootfs.diff_ids.len() != m.layers.len() {
         return Err(Error::BadManifest {
             what: format!("config {}", m.config.digest),
@@ -103,4 +104,24 @@ pub(crate) fn ingest(
     };
     store.save_image(&record, name)?;
     Ok(record)
+}
+
+/// Refuses, before any layer is read, an image for another platform: every run would fail with
+/// "Exec format error" (pulls pick this host's platform from an index; a single image or an
+/// archive has only its own).
+fn check_platform(config: &ImageConfig) -> Result<(), Error> {
+    let host = format!("linux/{}", oci::host_architecture());
+    let mut image = format!("{}/{}", config.os, config.architecture);
+    if let Some(v) = config.variant.as_deref().filter(|v| !v.is_empty()) {
+        image = format!("{image}/{v}");
+    }
+    if config.os != "linux" || config.architecture != oci::host_architecture() {
+        let image = if config.os.is_empty() || config.architecture.is_empty() {
+            format!("{image:?} (its config names no platform)")
+        } else {
+            excerpt(&image)
+        };
+        return Err(Error::WrongPlatform { image, host });
+    }
+    Ok(())
 }

@@ -187,3 +187,34 @@ fn a_blob_missing_from_the_archive_is_named_even_when_the_store_has_it() {
     )
     .unwrap();
 }
+
+#[test]
+fn an_image_for_another_platform_is_refused_naming_both() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let host = corral_images::oci::host_architecture();
+    let other = if host == "arm64" { "amd64" } else { "arm64" };
+    let dir = layout(
+        &tmp.path().join("arm"),
+        &[Layer::gz(&base_tar())],
+        json!({"architecture": other}),
+    );
+    let e = import(&store, &dir, Some("b/arm")).unwrap_err();
+    assert!(matches!(e, Error::WrongPlatform { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("linux/{other}")) && msg.contains(&format!("linux/{host}")),
+        "{msg}"
+    );
+    let dir = layout(
+        &tmp.path().join("win"),
+        &[Layer::gz(&base_tar())],
+        json!({"os": "windows"}),
+    );
+    let e = import(&store, &dir, Some("b/win")).unwrap_err();
+    assert!(e.to_string().contains(&format!("windows/{host}")), "{e}");
+    assert!(store.list().unwrap().is_empty());
+    // The host's own platform imports.
+    let dir = layout(&tmp.path().join("ok"), &[Layer::gz(&base_tar())], json!({}));
+    import(&store, &dir, Some("b/ok")).unwrap();
+}

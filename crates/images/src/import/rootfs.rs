@@ -40,6 +40,7 @@ pub(super) fn import(
     }
     let config = ImageConfig {
         created: None,
+        variant: None,
         architecture: oci::host_architecture().into(),
         os: "linux".into(),
         config: Some(RunConfig {
