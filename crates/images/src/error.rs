@@ -41,6 +41,8 @@ pub enum Error {
     MissingFile { what: String, file: String },
     #[error("the image is for {image} and this host is {host}: its programs cannot run here (import or pull its {host} variant)")]
     WrongPlatform { image: String, host: String },
+    #[error("the image could never run: {0}")]
+    Unusable(String),
     #[error("unsupported media type {0:?}")]
     UnsupportedMediaType(String),
     #[error("no image for this host's platform ({0}) in the index")]

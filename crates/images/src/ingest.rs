@@ -7,6 +7,7 @@ use crate::oci::{self, Descriptor, Document, ImageConfig, MAX_DOCUMENT};
 use crate::store::{ImageRecord, LayerRecord, Store};
 use crate::unpack::media_type;
 use corral_archive::decompress::Compression;
+use corral_sandbox::{MAX_ARG_BYTES, MAX_COMMAND_BYTES};
 
 /// Where blobs come from: a folder, a staged archive, a registry.
 pub(crate) trait BlobSource {
@@ -57,7 +58,7 @@ pub(crate) fn ingest(
             what: format!("config {}", m.config.digest),
             reason: e.to_string(),
         })?;
-    check_platform(&config)?;
+    check_runnable(&config, m.layers.len())?;
     if config.rootfs.diff_ids.len() != m.layers.len() {
         return Err(Error::BadManifest {
             what: format!("config {}", m.config.digest),
@@ -106,10 +107,11 @@ pub(crate) fn ingest(
     Ok(record)
 }
 
-/// Refuses, before any layer is read, an image for another platform: every run would fail with
-/// "Exec format error" (pulls pick this host's platform from an index; a single image or an
-/// archive has only its own).
-fn check_platform(config: &ImageConfig) -> Result<(), Error> {
+/// Refuses, before any layer is read, an image whose programs could never run here: another
+/// platform (every run would fail with "Exec format error"), no layers (no root to mount), or an
+/// `Env` that no run could pass to `execve` — the bounds every request's command and environment
+/// are held to (a NUL byte, a variable over 128 KiB, over 1 MiB in all).
+fn check_runnable(config: &ImageConfig, layers: usize) -> Result<(), Error> {
     let host = format!("linux/{}", oci::host_architecture());
     let mut image = format!("{}/{}", config.os, config.architecture);
     if let Some(v) = config.variant.as_deref().filter(|v| !v.is_empty()) {
@@ -122,6 +124,38 @@ fn check_platform(config: &ImageConfig) -> Result<(), Error> {
             excerpt(&image)
         };
         return Err(Error::WrongPlatform { image, host });
+    }
+    if layers == 0 {
+        return Err(Error::Unusable(
+            "it has no layers (no root filesystem to run in)".into(),
+        ));
+    }
+    let run = config.config.clone().unwrap_or_default();
+    let mut total = 0usize;
+    for (i, e) in run.env.iter().flatten().enumerate() {
+        let name = excerpt(e.split('=').next().unwrap_or(""));
+        if e.contains('\0') {
+            return Err(Error::Unusable(format!(
+                "Env entry {} ({name}) has a NUL byte",
+                i + 1
+            )));
+        }
+        if e.len() > MAX_ARG_BYTES {
+            return Err(Error::Unusable(format!(
+                "Env entry {} ({name}) has {} bytes, over the {MAX_ARG_BYTES} a variable may have",
+                i + 1,
+                e.len()
+            )));
+        }
+        total += e.len() + 1;
+    }
+    if total > MAX_COMMAND_BYTES {
+        return Err(Error::Unusable(format!(
+            "its Env has {total} bytes, over the {MAX_COMMAND_BYTES} a command and its environment may have in all"
+        )));
+    }
+    if run.working_dir.as_deref().is_some_and(|w| w.contains('\0')) {
+        return Err(Error::Unusable("its WorkingDir has a NUL byte".into()));
     }
     Ok(())
 }

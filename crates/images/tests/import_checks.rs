@@ -218,3 +218,79 @@ fn an_image_for_another_platform_is_refused_naming_both() {
     let dir = layout(&tmp.path().join("ok"), &[Layer::gz(&base_tar())], json!({}));
     import(&store, &dir, Some("b/ok")).unwrap();
 }
+
+#[test]
+fn an_empty_archive_is_refused() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let empty = tmp.path().join("empty.tar");
+    std::fs::write(&empty, b"").unwrap();
+    let empty_tar = tmp.path().join("empty-tar.tar");
+    std::fs::write(&empty_tar, [0u8; 10240]).unwrap();
+    let empty_gz = tmp.path().join("empty.tar.gz");
+    std::fs::write(&empty_gz, gzip(&[0u8; 1024])).unwrap();
+    for p in [
+        empty.as_path(),
+        &empty_tar,
+        &empty_gz,
+        Path::new("/dev/null"),
+    ] {
+        let e = import(&store, p, Some("b/empty")).unwrap_err();
+        assert!(matches!(e, Error::Unusable(_)), "{}: {e}", p.display());
+        assert!(e.to_string().contains("holds no files"), "{e}");
+    }
+    assert!(store.list().unwrap().is_empty());
+}
+
+#[test]
+fn an_image_without_layers_is_refused() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let e = import(
+        &store,
+        &layout(&tmp.path().join("none"), &[], json!({})),
+        None,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no layers"), "{e}");
+    assert!(store.list().unwrap().is_empty());
+}
+
+#[test]
+fn an_env_no_run_could_pass_is_refused() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let big = format!("BIG={}", "x".repeat(200 << 10));
+    let many: Vec<String> = (0..10)
+        .map(|i| format!("V{i}={}", "y".repeat(120 << 10)))
+        .collect();
+    for (i, (env, says)) in [
+        (
+            vec!["PATH=/bin".to_string(), "X=a\0b".to_string()],
+            "Env entry 2 (X) has a NUL byte",
+        ),
+        (vec![big], "Env entry 1 (BIG) has 204804 bytes"),
+        (many, "over the 1048576"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = layout(
+            &tmp.path().join(format!("env{i}")),
+            &[Layer::gz(&base_tar())],
+            json!({"config": {"Env": env}}),
+        );
+        let e = import(&store, &dir, Some("b/env")).unwrap_err();
+        assert!(matches!(e, Error::Unusable(_)), "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+    assert!(store.list().unwrap().is_empty());
+    // Variables up to the bounds import.
+    let fits = vec![format!("OK={}", "z".repeat((128 << 10) - 5))];
+    let dir = layout(
+        &tmp.path().join("fits"),
+        &[Layer::gz(&base_tar())],
+        json!({"config": {"Env": fits}}),
+    );
+    import(&store, &dir, Some("b/fits")).unwrap();
+}

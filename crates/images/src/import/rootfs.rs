@@ -31,6 +31,13 @@ pub(super) fn import(
     let staged = scratch.path().join("layer");
     let f = std::fs::File::open(store.blob_path(&blob)).at(store.blob_path(&blob))?;
     let unpacked = unpack_layer(f, None, &staged, None, store.limits()).inspect_err(log_refusal)?;
+    if unpacked.entries == 0 {
+        return Err(Error::Unusable(format!(
+            "{} holds no files (an empty file or tar: a download cut off?)",
+            path.file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+        )));
+    }
     let target = store.layer_path(&unpacked.diff_id);
     if !target.is_dir() && std::fs::rename(&staged, &target).is_err() && !target.is_dir() {
         return Err(Error::Io {
