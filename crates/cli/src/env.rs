@@ -88,7 +88,9 @@ enum EnvCommand {
         #[arg(value_name = "REF", required = true)]
         references: Vec<String>,
     },
-    /// Delete layers and blobs no image uses any more.
+    /// Delete layers and blobs no image uses any more. Running sandboxes are not tracked: the
+    /// layers of an image removed while a run, a server's kept or pooled sandbox still uses it
+    /// go too (see the README's "Environments").
     Gc,
     /// Report the disk space images, blobs and unpacked layers use.
     Du {

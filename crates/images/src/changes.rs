@@ -134,7 +134,8 @@ pub fn layer_from_changes(
         size,
         diff_id,
     };
-    store.ensure_layer(&layer)?;
+    // The blob was just written from the tar whose hash is the diff-id: nothing to check again.
+    store.ensure_layer(&layer, false)?;
     Ok(Some(NewLayer {
         layer,
         entries: entries.len() as u64,

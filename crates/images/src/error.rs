@@ -24,8 +24,9 @@ pub enum Error {
     LayerRefused { entry: String, reason: String },
     #[error("layer refused: {0}")]
     LayerLimit(String),
+    // No `#[source]`: the message says it already (a chain would print it twice).
     #[error("layer stream: {0}")]
-    LayerStream(#[source] std::io::Error),
+    LayerStream(std::io::Error),
     #[error("not an image reference: {0:?} (expected NAME[:TAG], NAME@sha256:…, or a digest or ≥12-hex prefix)")]
     BadReference(String),
     #[error("no image {0:?} in this store (see `corral env ls`)")]
@@ -34,6 +35,14 @@ pub enum Error {
     Ambiguous { prefix: String, count: usize },
     #[error("{what} is not valid: {reason}")]
     BadManifest { what: String, reason: String },
+    #[error("the archive has no blob {digest} for {what}")]
+    MissingBlob { what: String, digest: String },
+    #[error("the archive has no file {file:?} for {what} (only regular files are read from an archive; links are not followed)")]
+    MissingFile { what: String, file: String },
+    #[error("the image is for {image} and this host is {host}: its programs cannot run here (import or pull its {host} variant)")]
+    WrongPlatform { image: String, host: String },
+    #[error("the image could never run: {0}")]
+    Unusable(String),
     #[error("unsupported media type {0:?}")]
     UnsupportedMediaType(String),
     #[error("no image for this host's platform ({0}) in the index")]

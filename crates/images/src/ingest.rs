@@ -7,11 +7,19 @@ use crate::oci::{self, Descriptor, Document, ImageConfig, MAX_DOCUMENT};
 use crate::store::{ImageRecord, LayerRecord, Store};
 use crate::unpack::media_type;
 use corral_archive::decompress::Compression;
+use corral_sandbox::{MAX_ARG_BYTES, MAX_COMMAND_BYTES};
 
 /// Where blobs come from: a folder, a staged archive, a registry.
 pub(crate) trait BlobSource {
     /// Puts the blob `d` into the store, verified against its digest (a no-op if present).
     fn fetch(&mut self, store: &Store, d: &Descriptor, what: &str) -> Result<(), Error>;
+
+    /// Whether the source made `layer`'s blob itself from the tar of its diff-id (a build step,
+    /// a root-filesystem tar just unpacked), so it need not be read again when the layer is
+    /// unpacked already. Anything an archive or a registry supplies is checked.
+    fn vouches(&self, _layer: &LayerRecord) -> bool {
+        false
+    }
 }
 
 /// Stores the image whose manifest is `manifest` (bytes exactly as published) and names it.
@@ -43,12 +51,14 @@ pub(crate) fn ingest(
         });
     }
     src.fetch(store, &m.config, "config")?;
+    store.check_blob_size(&m.config.digest, m.config.size, "config")?;
     let config_bytes = store.read_document(&m.config.digest)?;
     let config: ImageConfig =
         serde_json::from_slice(&config_bytes).map_err(|e| Error::BadManifest {
             what: format!("config {}", m.config.digest),
             reason: e.to_string(),
         })?;
+    check_runnable(&config, m.layers.len())?;
     if config.rootfs.diff_ids.len() != m.layers.len() {
         return Err(Error::BadManifest {
             what: format!("config {}", m.config.digest),
@@ -71,8 +81,10 @@ pub(crate) fn ingest(
             size: d.size,
             diff_id: diff_id.clone(),
         };
-        src.fetch(store, d, &format!("layer {} ({})", i + 1, d.digest))?;
-        store.ensure_layer(&layer)?;
+        let what = format!("layer {}", i + 1);
+        src.fetch(store, d, &what)?;
+        store.check_blob_size(&d.digest, d.size, &what)?;
+        store.ensure_layer(&layer, !src.vouches(&layer))?;
         layers.push(layer);
     }
     let run = config.config.clone().unwrap_or_default();
@@ -93,4 +105,57 @@ pub(crate) fn ingest(
     };
     store.save_image(&record, name)?;
     Ok(record)
+}
+
+/// Refuses, before any layer is read, an image whose programs could never run here: another
+/// platform (every run would fail with "Exec format error"), no layers (no root to mount), or an
+/// `Env` that no run could pass to `execve` — the bounds every request's command and environment
+/// are held to (a NUL byte, a variable over 128 KiB, over 1 MiB in all).
+fn check_runnable(config: &ImageConfig, layers: usize) -> Result<(), Error> {
+    let host = format!("linux/{}", oci::host_architecture());
+    let mut image = format!("{}/{}", config.os, config.architecture);
+    if let Some(v) = config.variant.as_deref().filter(|v| !v.is_empty()) {
+        image = format!("{image}/{v}");
+    }
+    if config.os != "linux" || config.architecture != oci::host_architecture() {
+        let image = if config.os.is_empty() || config.architecture.is_empty() {
+            format!("{image:?} (its config names no platform)")
+        } else {
+            excerpt(&image)
+        };
+        return Err(Error::WrongPlatform { image, host });
+    }
+    if layers == 0 {
+        return Err(Error::Unusable(
+            "it has no layers (no root filesystem to run in)".into(),
+        ));
+    }
+    let run = config.config.clone().unwrap_or_default();
+    let mut total = 0usize;
+    for (i, e) in run.env.iter().flatten().enumerate() {
+        let name = excerpt(e.split('=').next().unwrap_or(""));
+        if e.contains('\0') {
+            return Err(Error::Unusable(format!(
+                "Env entry {} ({name}) has a NUL byte",
+                i + 1
+            )));
+        }
+        if e.len() > MAX_ARG_BYTES {
+            return Err(Error::Unusable(format!(
+                "Env entry {} ({name}) has {} bytes, over the {MAX_ARG_BYTES} a variable may have",
+                i + 1,
+                e.len()
+            )));
+        }
+        total += e.len() + 1;
+    }
+    if total > MAX_COMMAND_BYTES {
+        return Err(Error::Unusable(format!(
+            "its Env has {total} bytes, over the {MAX_COMMAND_BYTES} a command and its environment may have in all"
+        )));
+    }
+    if run.working_dir.as_deref().is_some_and(|w| w.contains('\0')) {
+        return Err(Error::Unusable("its WorkingDir has a NUL byte".into()));
+    }
+    Ok(())
 }

@@ -91,6 +91,8 @@ pub struct ImageConfig {
     #[serde(default)]
     pub os: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<RunConfig>,
     pub rootfs: RootFs,
 }

@@ -226,6 +226,120 @@ async fn students_may_name_only_images_the_server_has() {
     s.stop().await;
 }
 
+/// A tar of `entries` (path, bytes) and `links` (path, target: symlinks).
+fn archive(entries: &[(&str, Vec<u8>)], links: &[(&str, &str)]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, data) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_path(path).unwrap();
+        h.set_cksum();
+        b.append(&h, data.as_slice()).unwrap();
+    }
+    for (path, target) in links {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_size(0);
+        h.set_mode(0o777);
+        h.set_path(path).unwrap();
+        h.set_link_name(target).unwrap();
+        h.set_cksum();
+        b.append(&h, std::io::empty()).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+/// A broken archive is the caller's to fix: a 422 that names what is missing, never a 500, and
+/// no path of the server's in the message.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_archive_is_a_422_naming_what_is_missing() {
+    let s = TestServer::start(|_| {}).await;
+    let admin = s.token(Role::Admin).await;
+    let data = s.data_dir().display().to_string();
+    let layer = rootfs_tar("hello");
+    let digest = |b: &[u8]| corral_images::Digest::of_bytes(b).to_string();
+    let blob = |b: &[u8]| format!("blobs/sha256/{}", &digest(b)[7..]);
+    let config = serde_json::to_vec(&json!({
+        "architecture": corral_images::oci::host_architecture(), "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": [digest(&layer)]}
+    }))
+    .unwrap();
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest(&config), "size": config.len()},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": digest(&layer), "size": layer.len()}]
+    }))
+    .unwrap();
+    let index = serde_json::to_vec(&json!({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest(&manifest), "size": manifest.len()}]}))
+    .unwrap();
+    // An OCI layout whose only layer blob is absent.
+    let oci = archive(
+        &[
+            ("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec()),
+            ("index.json", index.clone()),
+            (&blob(&manifest), manifest.clone()),
+            (&blob(&config), config.clone()),
+        ],
+        &[],
+    );
+    let (st, e) = import(&s, &admin, "b/missing", oci).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert_eq!(
+        e["message"],
+        format!("the archive has no blob {} for layer 1", digest(&layer)),
+        "{e}"
+    );
+    // A docker-archive whose layer is a symlink (never followed out of the archive).
+    let da = archive(
+        &[
+            (
+                "manifest.json",
+                br#"[{"Config":"config.json","RepoTags":null,"Layers":["layer.tar"]}]"#.to_vec(),
+            ),
+            ("config.json", config.clone()),
+        ],
+        &[("layer.tar", "/etc/passwd")],
+    );
+    let (st, e) = import(&s, &admin, "b/sym", da).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(msg.contains("no file \"layer.tar\" for layer 1"), "{e}");
+    // A docker-archive naming a file outside itself, and one whose entries clash.
+    let da = archive(
+        &[
+            (
+                "manifest.json",
+                br#"[{"Config":"config.json","RepoTags":null,"Layers":["../../x/layer.tar"]}]"#
+                    .to_vec(),
+            ),
+            ("config.json", config.clone()),
+        ],
+        &[],
+    );
+    let (st, e) = import(&s, &admin, "b/out", da).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    let clash = archive(
+        &[
+            ("index.json", index.clone()),
+            ("blobs", b"a file".to_vec()),
+            (&blob(&manifest), manifest.clone()),
+        ],
+        &[],
+    );
+    let (st, e2) = import(&s, &admin, "b/clash", clash).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e2}");
+    for e in [&e, &e2] {
+        let msg = e["message"].as_str().unwrap();
+        assert!(!msg.contains(&data) && !msg.contains("/tmp/"), "{e}");
+    }
+    let (_, list) = s.get(&admin, "/images").await;
+    assert_eq!(list, json!([]));
+    s.stop().await;
+}
+
 /// `GET /worker/blobs/{digest}` serves byte ranges, so a worker whose download was cut off asks
 /// for the rest: `bytes=N-` and `bytes=N-M` give 206 with exactly those bytes and a
 /// `Content-Range`; a start past the end is a 416; other forms get the whole blob.

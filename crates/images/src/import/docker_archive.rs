@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::folder::Folder;
+use super::folder::{open_member, Folder};
 use super::oci_layout::read_small;
 use crate::error::Error;
 use crate::error::IoContext;
@@ -31,7 +31,7 @@ pub(super) fn import(
     name: Option<&str>,
     source: String,
 ) -> Result<ImageRecord, Error> {
-    let folder = Folder::new(dir);
+    let mut folder = Folder::new(dir);
     let bytes = read_small(&dir.join("manifest.json"))?;
     let entries: Vec<Entry> = serde_json::from_slice(&bytes).map_err(|e| Error::BadManifest {
         what: "manifest.json".into(),
@@ -52,18 +52,27 @@ pub(super) fn import(
             })
         }
     };
-    let config = read_small(&folder.file(&entry.config)?)?;
+    let missing = |what: &str, rel: &str| {
+        let (what, file) = (what.to_string(), crate::digest::excerpt(rel));
+        move || Error::MissingFile { what, file }
+    };
+    let config_path = folder.file(&entry.config)?;
+    open_member(&config_path, missing("the config", &entry.config))?;
+    let config = read_small(&config_path)?;
     let config_digest = store.put_blob_bytes(&config, "config")?;
+    folder.stored(config_digest.clone());
     let mut layers = Vec::new();
-    for rel in &entry.layers {
+    for (i, rel) in entry.layers.iter().enumerate() {
+        let what = format!("layer {}", i + 1);
         let path = folder.file(rel)?;
-        let mut f = std::fs::File::open(&path).at(&path)?;
+        let mut f = open_member(&path, missing(&what, rel))?;
         let mut head = [0u8; 4];
         let n = std::io::Read::read(&mut f, &mut head).at(&path)?;
         let compression = decompress::sniff(&head[..n]);
         let f = std::fs::File::open(&path).at(&path)?;
         let size = f.metadata().at(&path)?.len();
-        let digest = store.put_blob(f, None, u64::MAX, rel)?;
+        let digest = store.put_blob(f, None, u64::MAX, &what)?;
+        folder.stored(digest.clone());
         layers.push(Descriptor::new(oci_media_type(compression), digest, size));
     }
     let manifest = Manifest::written(&config, config_digest, layers);

@@ -31,6 +31,13 @@ pub(super) fn import(
     let staged = scratch.path().join("layer");
     let f = std::fs::File::open(store.blob_path(&blob)).at(store.blob_path(&blob))?;
     let unpacked = unpack_layer(f, None, &staged, None, store.limits()).inspect_err(log_refusal)?;
+    if unpacked.entries == 0 {
+        return Err(Error::Unusable(format!(
+            "{} holds no files (an empty file or tar: a download cut off?)",
+            path.file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+        )));
+    }
     let target = store.layer_path(&unpacked.diff_id);
     if !target.is_dir() && std::fs::rename(&staged, &target).is_err() && !target.is_dir() {
         return Err(Error::Io {
@@ -40,6 +47,7 @@ pub(super) fn import(
     }
     let config = ImageConfig {
         created: None,
+        variant: None,
         architecture: oci::host_architecture().into(),
         os: "linux".into(),
         config: Some(RunConfig {
@@ -58,13 +66,11 @@ pub(super) fn import(
         blob,
         size,
     );
-    let manifest = Manifest::written(&config, config_digest, vec![layer]);
-    ingest(
-        store,
-        &mut Folder::new(path.parent().unwrap_or(Path::new("."))),
-        &manifest,
-        None,
-        name,
-        source,
-    )
+    let manifest = Manifest::written(&config, config_digest.clone(), vec![layer.clone()]);
+    // Both blobs were stored from this tar, and the layer unpacked from it just now.
+    let mut folder = Folder::new(path.parent().unwrap_or(Path::new(".")));
+    folder.stored(layer.digest.clone());
+    folder.stored(config_digest.clone());
+    folder.vouch(layer.digest.clone(), unpacked.diff_id.clone());
+    ingest(store, &mut folder, &manifest, None, name, source)
 }

@@ -72,10 +72,26 @@ impl Staged {
             let target: PathBuf = comps
                 .iter()
                 .fold(dir.path().to_path_buf(), |p, c| p.join(c));
+            // A file where a folder must go (or the reverse) is the archive's fault.
+            let clash = |e: std::io::Error, at: &Path| match e.kind() {
+                std::io::ErrorKind::NotADirectory
+                | std::io::ErrorKind::AlreadyExists
+                | std::io::ErrorKind::IsADirectory => Error::UnknownImport {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "entry {:?} is both a file and a folder",
+                        crate::digest::excerpt(&rel)
+                    ),
+                },
+                _ => Error::Io {
+                    path: at.to_path_buf(),
+                    source: e,
+                },
+            };
             if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent).at(parent)?;
+                std::fs::create_dir_all(parent).map_err(|e| clash(e, parent))?;
             }
-            let mut out = std::fs::File::create(&target).at(&target)?;
+            let mut out = std::fs::File::create(&target).map_err(|e| clash(e, &target))?;
             std::io::copy(&mut tar.data(h.size).take(h.size), &mut out).at(&target)?;
         }
         Ok(Staged { dir })

@@ -62,7 +62,10 @@ impl BlobSource for Remote<'_> {
             } else {
                 String::new()
             };
-            p(&format!("fetching {what}: {} bytes{resume}", d.size));
+            p(&format!(
+                "fetching {what} ({}): {} bytes{resume}",
+                d.digest, d.size
+            ));
         }
         self.registry.download(&d.digest, d.size, &part)?;
         store.adopt_blob(&part, &d.digest, what)

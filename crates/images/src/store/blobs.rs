@@ -60,6 +60,20 @@ impl Store {
         Ok(actual)
     }
 
+    /// Checks that the stored blob `d` has `size` bytes, as its descriptor says (a blob the store
+    /// had already was never read against this descriptor).
+    pub fn check_blob_size(&self, d: &Digest, size: u64, what: &str) -> Result<(), Error> {
+        let path = self.blob_path(d);
+        let actual = std::fs::metadata(&path).at(&path)?.len();
+        if actual != size {
+            return Err(Error::BadManifest {
+                what: what.to_string(),
+                reason: format!("its descriptor says {size} bytes, but blob {d} has {actual}"),
+            });
+        }
+        Ok(())
+    }
+
     pub fn put_blob_bytes(&self, bytes: &[u8], what: &str) -> Result<Digest, Error> {
         self.put_blob(bytes, None, bytes.len() as u64, what)
     }

@@ -109,13 +109,28 @@ impl Store {
         self.root.join("tmp")
     }
 
-    /// Unpacks the stored blob of `layer` unless its folder exists already.
-    pub fn ensure_layer(&self, layer: &LayerRecord) -> Result<(), Error> {
+    /// Unpacks the stored blob of `layer` unless its folder exists already. With `verify`, a blob
+    /// whose layer is unpacked already is still read to the end and must decompress to the
+    /// layer's diff-id: an image may not name a stored layer its own blob does not hold (a
+    /// truncated blob, or another image's layer), which a store without that layer (a remote
+    /// worker's) would refuse. `verify` is off only for blobs corral made itself from that layer.
+    pub fn ensure_layer(&self, layer: &LayerRecord, verify: bool) -> Result<(), Error> {
         let target = self.layer_path(&layer.diff_id);
+        let path = self.blob_path(&layer.blob);
         if target.is_dir() {
+            if verify {
+                let f = std::fs::File::open(&path).at(&path)?;
+                let actual = unpack::diff_id_of(f, &self.limits)?;
+                if actual != layer.diff_id {
+                    return Err(Error::digest_mismatch(
+                        format!("layer {} (uncompressed)", layer.blob),
+                        &layer.diff_id,
+                        &actual,
+                    ));
+                }
+            }
             return Ok(());
         }
-        let path = self.blob_path(&layer.blob);
         let f = std::fs::File::open(&path).at(&path)?;
         unpack::unpack_layer(
             f,

@@ -102,13 +102,8 @@ pub fn unpack_layer(
         .tempdir_in(parent)
         .at(parent)?;
     let root: OwnedFd = std::fs::File::open(tmp.path()).at(tmp.path())?.into();
-    // Tar overhead is at most 1024 bytes per entry (header + padding) on top of the content.
-    let max_stream = limits
-        .max_bytes
-        .saturating_add(limits.max_entries.saturating_mul(3 << 10))
-        .saturating_add(1 << 20);
-    let (stream, compression) =
-        decompress::open(input, max_stream, limits.max_ratio).map_err(Error::LayerStream)?;
+    let (stream, compression) = decompress::open(input, max_stream(limits), limits.max_ratio)
+        .map_err(Error::LayerStream)?;
     let mut tar = TarStream::new(HashingReader::new(stream), limits.max_header);
     let mut tree = apply::Tree::new(root);
     // A temporary folder is 0700; a layer root without its own `./` entry is an ordinary 0755.
@@ -239,6 +234,26 @@ pub fn unpack_layer(
     }
     tracing::debug!(diff_id = %out.diff_id, entries = out.entries, bytes = out.size, "layer unpacked");
     Ok(out)
+}
+
+/// The largest decompressed stream a layer may be: tar overhead is at most 1024 bytes per entry
+/// (header + padding) on top of the content.
+fn max_stream(limits: &Limits) -> u64 {
+    limits
+        .max_bytes
+        .saturating_add(limits.max_entries.saturating_mul(3 << 10))
+        .saturating_add(1 << 20)
+}
+
+/// The diff-id of the (possibly compressed) layer `input`: the sha256 of its decompressed stream,
+/// read to the end under the same caps as [`unpack_layer`], nothing written. For a layer blob
+/// whose diff-id is unpacked already: the blob must still be what it claims to be.
+pub fn diff_id_of(input: impl Read, limits: &Limits) -> Result<Digest, Error> {
+    let (stream, _) = decompress::open(input, max_stream(limits), limits.max_ratio)
+        .map_err(Error::LayerStream)?;
+    let mut hashed = HashingReader::new(stream);
+    std::io::copy(&mut hashed, &mut std::io::sink()).map_err(Error::LayerStream)?;
+    Ok(hashed.finish().0)
 }
 
 /// For callers' `inspect_err`: a layer refused for what it holds is an operator's concern (a

@@ -121,6 +121,10 @@ pub async fn import(
                 corral_images::Error::Io { path: p, source } if p == path => {
                     ApiError::unprocessable(format!("the archive: {source}"))
                 }
+                // Said without the server's staging paths, which mean nothing to the caller.
+                corral_images::Error::UnknownImport { reason, .. } => ApiError::unprocessable(
+                    format!("the archive is not an OCI image layout, docker-archive, or root-filesystem tar: {reason}"),
+                ),
                 other => store_error(other),
             })?;
         let names = st.images.names_of(&rec.digest).map_err(store_error)?;

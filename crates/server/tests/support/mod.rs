@@ -62,6 +62,11 @@ impl TestServer {
         }
     }
 
+    /// The server's data folder.
+    pub fn data_dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     pub async fn token(&self, role: Role) -> String {
         self.store.create_token(role, "test").await.unwrap().secret
     }
