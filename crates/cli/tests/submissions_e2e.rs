@@ -250,9 +250,61 @@ fn batches_ownership_and_validation() {
         let (st, v) = post(&s, &a, "/submissions/batch", json!({"submissions": slow})).await;
         assert_eq!(st, StatusCode::TOO_MANY_REQUESTS, "{v}");
         assert_eq!(v["error"], "queue_full");
+        // The message says the batch's own size was what did not fit.
+        assert!(
+            v["message"].as_str().unwrap().contains("this batch adds 5"),
+            "{v}"
+        );
         // The other token is not held back by it.
         let id = submit(&s, &b, json!({"cmd": "echo b"})).await;
         assert_eq!(finished(&s, &b, &id).await["verdict"], "accepted");
+    });
+}
+
+/// The cap on waiting submissions holds when a token sends many at once (it was checked, then
+/// the row inserted, with nothing between: 20 parallel requests with a cap of 3 all got 202).
+#[test]
+fn the_pending_cap_holds_under_parallel_requests() {
+    let s = Server::start(
+        "[submissions]\nworkers = 0\nmax_pending_per_owner = 3\n",
+        &[],
+    );
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let (url, t) = (s.url("/submissions"), t.clone());
+                tokio::spawn(async move {
+                    client()
+                        .post(url)
+                        .bearer_auth(t)
+                        .json(&json!({"cmd": format!("echo r{i}")}))
+                        .send()
+                        .await
+                        .unwrap()
+                        .status()
+                })
+            })
+            .collect();
+        let mut accepted = 0;
+        for task in tasks {
+            let st = task.await.unwrap();
+            assert!(
+                st == StatusCode::ACCEPTED || st == StatusCode::TOO_MANY_REQUESTS,
+                "{st}"
+            );
+            accepted += usize::from(st == StatusCode::ACCEPTED);
+        }
+        assert_eq!(accepted, 3, "a cap of 3 waiting submissions\n{}", s.log());
+        let (st, v) = post(&s, &t, "/submissions", json!({"cmd": "true"})).await;
+        assert_eq!(st, StatusCode::TOO_MANY_REQUESTS, "{v}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("has 3 submissions waiting"),
+            "{v}"
+        );
     });
 }
 

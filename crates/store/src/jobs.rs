@@ -178,12 +178,39 @@ pub struct CallbackClaim {
     pub attempt: u32,
 }
 
+/// What [`JobStore::enqueue_within`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueued {
+    /// Stored: the jobs' ids in order.
+    Queued(Vec<String>),
+    /// Nothing stored: `owner` has `pending` jobs queued or running, and `adding` more would take
+    /// it past the cap.
+    Full {
+        owner: String,
+        pending: u64,
+        adding: u64,
+    },
+}
+
 /// The queue's operations. Every method is one transaction; any number of API nodes and workers
 /// may call them at once.
 #[async_trait::async_trait]
 pub trait JobStore: Send + Sync {
     /// Stores the jobs (all or none) as `queued`; returns their ids in order.
-    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<String>>;
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<String>> {
+        match self.enqueue_within(jobs, None).await? {
+            Enqueued::Queued(ids) => Ok(ids),
+            Enqueued::Full { .. } => Err(StoreError::Invalid(
+                "an enqueue without a cap was refused as over it".into(),
+            )),
+        }
+    }
+    /// Stores the jobs (all or none) as `queued`, unless an owner among them would then have
+    /// more than `max_pending` jobs queued or running (`None`: no cap). The count and the insert
+    /// are one atomic step: concurrent calls, on any number of nodes, never take an owner past
+    /// the cap together.
+    async fn enqueue_within(&self, jobs: Vec<NewJob>, max_pending: Option<u64>)
+        -> Result<Enqueued>;
     async fn get_job(&self, id: &str) -> Result<Option<Job>>;
     /// The oldest queued job of the owner served longest ago, now `running` under a new lease
     /// of `lease` held by `worker`; `None` when nothing is queued.
