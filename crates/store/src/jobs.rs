@@ -156,7 +156,8 @@ pub struct Expired {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct JobEvent {
     pub at_ms: i64,
-    /// `queued`, `claimed`, `expired`, `completed`, `failed`, `result_refused`, `callback`.
+    /// `queued`, `claimed`, `released`, `expired`, `completed`, `failed`, `result_refused`,
+    /// `callback`.
     pub kind: String,
     pub worker: Option<String>,
     pub detail: Option<String>,
@@ -227,6 +228,11 @@ pub trait JobStore: Send + Sync {
         result: &str,
         image: Option<&JobImage>,
     ) -> Result<Completion>;
+    /// Gives a job back at once, as if this claim never happened: the holder of the current lease
+    /// stops without a result through no fault of the job (its node shuts down), so the job is
+    /// `queued` again and the claim's attempt is not counted. False when the lease is not current
+    /// (the job was finished or expired meanwhile): nothing changes.
+    async fn release_job(&self, id: &str, lease: &str, why: &str) -> Result<bool>;
     /// Puts jobs whose lease expired back in the queue, or fails them after `max_attempts`.
     async fn expire_leases(&self) -> Result<Expired>;
     /// The audit trail of a job, oldest first.

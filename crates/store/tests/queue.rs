@@ -213,6 +213,57 @@ async fn a_job_that_kills_its_workers_fails(s: Arc<dyn Store>) {
     assert!(s.claim_job("w", LONG).await.unwrap().is_none());
 }
 
+/// A job its node gives back (a graceful shutdown abandoning a run) is queued again at once and
+/// the abandoned claim uses no attempt: restarts never fail a job. Before, it waited for its lease
+/// to expire, and three restarts during one job failed it as `internal_error`.
+async fn a_released_job_is_queued_at_once_without_using_an_attempt(s: Arc<dyn Store>) {
+    let mut j = job("a", 1);
+    j.max_attempts = 2;
+    let ids = s.enqueue(vec![j]).await.unwrap();
+    for _ in 0..3 {
+        let c = s.claim_job("node/w0", LONG).await.unwrap().unwrap();
+        assert_eq!(c.job.attempts, 1, "a released claim is not counted");
+        assert!(s
+            .release_job(&ids[0], &c.lease, "its node shut down")
+            .await
+            .unwrap());
+        // Not twice; and the released lease cannot record a result or keep the job.
+        assert!(!s.release_job(&ids[0], &c.lease, "again").await.unwrap());
+        assert!(!s.heartbeat_job(&ids[0], &c.lease, LONG).await.unwrap());
+        let j = s.get_job(&ids[0]).await.unwrap().unwrap();
+        assert_eq!((j.state, j.attempts), (JobState::Queued, 0));
+        assert_eq!(
+            s.complete_job(&ids[0], &c.lease, JobState::Done, "{}", None)
+                .await
+                .unwrap(),
+            Completion::LeaseLost
+        );
+    }
+    // Nothing for the reaper: the job did not wait for its lease.
+    let_expire().await;
+    assert_eq!(s.expire_leases().await.unwrap(), Default::default());
+    let ev = s.job_events(&ids[0]).await.unwrap();
+    let released: Vec<_> = ev.iter().filter(|e| e.kind == "released").collect();
+    assert_eq!(released.len(), 3, "{ev:?}");
+    assert_eq!(released[0].worker.as_deref(), Some("node/w0"));
+    assert_eq!(released[0].detail.as_deref(), Some("its node shut down"));
+    // Claimed again, it is the first attempt, and it finishes normally.
+    let c = s.claim_job("w", LONG).await.unwrap().unwrap();
+    assert_eq!(c.job.attempts, 1);
+    assert_eq!(
+        s.complete_job(&ids[0], &c.lease, JobState::Done, "{}", None)
+            .await
+            .unwrap(),
+        Completion::Recorded
+    );
+    // A finished job is not given back.
+    assert!(!s.release_job(&ids[0], &c.lease, "late").await.unwrap());
+    assert_eq!(
+        s.get_job(&ids[0]).await.unwrap().unwrap().state,
+        JobState::Done
+    );
+}
+
 async fn owners_share_fairly(s: Arc<dyn Store>) {
     // A floods first; B and C come later with a few each.
     s.enqueue((0..20).map(|n| job("flood", n)).collect())
@@ -499,6 +550,7 @@ async fn the_pending_cap_holds_under_concurrent_enqueues(s: Arc<dyn Store>) {
 on_both_backends!(
     threads = 4;
     the_pending_cap_holds_under_concurrent_enqueues,
+    a_released_job_is_queued_at_once_without_using_an_attempt,
     a_cancelled_write_leaves_no_transaction_behind,
     enqueue_and_read,
     claims_in_order_and_once,

@@ -254,6 +254,29 @@ where
         Ok(Completion::LeaseLost)
     }
 
+    async fn release_job(&self, id: &str, lease: &str, why: &str) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let worker: Option<Option<String>> = sqlx::query_scalar(
+            "UPDATE submissions SET state = 'queued', \
+             attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, \
+             lease = NULL, lease_expires_ms = NULL \
+             WHERE id = $1 AND lease = $2 AND state = 'running' RETURNING worker",
+        )
+        .bind(id)
+        .bind(lease)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(worker) = worker else {
+            return Ok(false);
+        };
+        record_event::<D>(&mut tx, id, "released", worker.as_deref(), Some(why)).await?;
+        if let Some(notify) = D::NOTIFY_WORK {
+            sqlx::query(notify).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
     async fn expire_leases(&self) -> Result<Expired> {
         let now = now_ms();
         // One statement, whose rows are locked by its sub-select, skipping rows another
