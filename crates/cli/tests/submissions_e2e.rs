@@ -253,9 +253,61 @@ fn batches_ownership_and_validation() {
         let (st, v) = post(&s, &a, "/submissions/batch", json!({"submissions": slow})).await;
         assert_eq!(st, StatusCode::TOO_MANY_REQUESTS, "{v}");
         assert_eq!(v["error"], "queue_full");
+        // The message says the batch's own size was what did not fit.
+        assert!(
+            v["message"].as_str().unwrap().contains("this batch adds 5"),
+            "{v}"
+        );
         // The other token is not held back by it.
         let id = submit(&s, &b, json!({"cmd": "echo b"})).await;
         assert_eq!(finished(&s, &b, &id).await["verdict"], "accepted");
+    });
+}
+
+/// The cap on waiting submissions holds when a token sends many at once (it was checked, then
+/// the row inserted, with nothing between: 20 parallel requests with a cap of 3 all got 202).
+#[test]
+fn the_pending_cap_holds_under_parallel_requests() {
+    let s = Server::start(
+        "[submissions]\nworkers = 0\nmax_pending_per_owner = 3\n",
+        &[],
+    );
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let (url, t) = (s.url("/submissions"), t.clone());
+                tokio::spawn(async move {
+                    client()
+                        .post(url)
+                        .bearer_auth(t)
+                        .json(&json!({"cmd": format!("echo r{i}")}))
+                        .send()
+                        .await
+                        .unwrap()
+                        .status()
+                })
+            })
+            .collect();
+        let mut accepted = 0;
+        for task in tasks {
+            let st = task.await.unwrap();
+            assert!(
+                st == StatusCode::ACCEPTED || st == StatusCode::TOO_MANY_REQUESTS,
+                "{st}"
+            );
+            accepted += usize::from(st == StatusCode::ACCEPTED);
+        }
+        assert_eq!(accepted, 3, "a cap of 3 waiting submissions\n{}", s.log());
+        let (st, v) = post(&s, &t, "/submissions", json!({"cmd": "true"})).await;
+        assert_eq!(st, StatusCode::TOO_MANY_REQUESTS, "{v}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("has 3 submissions waiting"),
+            "{v}"
+        );
     });
 }
 
@@ -364,6 +416,67 @@ fn a_submission_survives_kill_9_of_the_server() {
             "claimed again after the lease expired: {v}"
         );
         assert_eq!(v["run"]["stdout"], "late\n");
+    });
+}
+
+/// A graceful restart (SIGTERM) whose grace period ends before a job's run gives the job back to
+/// the queue at once, without using an attempt. Before, its lease was left to expire: a lease of
+/// latency per restart, and `max_attempts` restarts during one job failed it as `internal_error`
+/// ("its worker stopped answering").
+#[test]
+fn graceful_restarts_give_running_jobs_back_without_using_attempts() {
+    let data = tempfile::tempdir().unwrap();
+    // A lease far longer than the test waits: only a job given back is claimed again in time.
+    let cfg = "shutdown_grace = \"500ms\"\n[submissions]\nworkers = 1\nlease = \"120s\"\nmax_attempts = 2\n";
+    let mut s = Server::start_in(data.path(), cfg, &[]);
+    let (t, id) = rt().block_on(async {
+        let t = s.token("student").await;
+        let id = submit(
+            &s,
+            &t,
+            json!({"cmd": "sleep 4; echo done-ok", "expected_output": "done-ok"}),
+        )
+        .await;
+        (t, id)
+    });
+    let started = |s: &Server| {
+        rt().block_on(async {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let (_, v) = get(s, &t, &format!("/submissions/{id}")).await;
+                if v["status"] == "running" && s.log().contains(&format!("submission={id}")) {
+                    break v;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "not claimed again within 30 s: {v}\n{}",
+                    s.log()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    // Three restarts in the middle of the run, more than max_attempts.
+    for restart in 0..3 {
+        let v = started(&s);
+        assert_eq!(v["attempts"], 1, "restart {restart}: {v}");
+        std::thread::sleep(Duration::from_millis(500));
+        let (status, log) = s.stop_with_log();
+        assert!(status.success(), "restart {restart}: {status}");
+        assert!(
+            log.contains("queued again (no attempt used)"),
+            "restart {restart}: the job was not given back:\n{log}"
+        );
+        s = Server::start_in(data.path(), cfg, &[]);
+    }
+    rt().block_on(async {
+        let v = s
+            .finished(&t, &id, Duration::from_secs(60), String::new)
+            .await;
+        assert_eq!(v["status"], "done", "{v}");
+        assert_eq!(v["verdict"], "accepted", "{v}");
+        assert_eq!(v["attempts"], 1, "{v}");
+        assert_eq!(v["run"]["stdout"], "done-ok\n");
     });
 }
 

@@ -99,9 +99,15 @@ pub async fn serve(
     state.runner.close();
     state.runner.drain(left()).await;
     service::submissions::workers::drain(&state, left()).await;
+    // The jobs still being judged: stopped with the workers below, then given back to the queue.
+    let abandoned = state.queue.in_hand();
     housekeeping.abort();
     revocation_watch.abort();
     queue_tasks.iter().for_each(|t| t.abort());
+    for t in queue_tasks {
+        let _ = t.await;
+    }
+    service::submissions::workers::release_abandoned(&state, abandoned).await;
     let evicted = state.sandboxes.close();
     let _ = tokio::task::spawn_blocking(move || drop(evicted.0)).await;
     state.store.close().await;

@@ -545,6 +545,30 @@ async fn openapi_document_is_complete() {
             }
         }
     }
+    // Every operation has an operationId of its own (OpenAPI requires them unique; code
+    // generators fail or make colliding methods: `GET /images` and `GET /revisions` were both
+    // `list`), and every link names one of them.
+    let mut ids: std::collections::BTreeMap<String, String> = Default::default();
+    let mut linked = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{method} {path} has no operationId"));
+            if let Some(other) = ids.insert(id.to_string(), format!("{method} {path}")) {
+                panic!("operationId {id:?} of {method} {path} is also {other}'s");
+            }
+            for resp in op["responses"].as_object().into_iter().flatten() {
+                for (name, link) in resp.1["links"].as_object().into_iter().flatten() {
+                    linked.push((format!("{method} {path}: link {name}"), link.clone()));
+                }
+            }
+        }
+    }
+    for (at, link) in linked {
+        let target = link["operationId"].as_str().unwrap_or_default();
+        assert!(ids.contains_key(target), "{at} names no operation: {link}");
+    }
     // What plain HTTP cannot do is said where a client reads it.
     let about = doc["info"]["description"].as_str().unwrap();
     assert!(

@@ -156,7 +156,8 @@ pub struct Expired {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct JobEvent {
     pub at_ms: i64,
-    /// `queued`, `claimed`, `expired`, `completed`, `failed`, `result_refused`, `callback`.
+    /// `queued`, `claimed`, `released`, `expired`, `completed`, `failed`, `result_refused`,
+    /// `callback`.
     pub kind: String,
     pub worker: Option<String>,
     pub detail: Option<String>,
@@ -178,12 +179,39 @@ pub struct CallbackClaim {
     pub attempt: u32,
 }
 
+/// What [`JobStore::enqueue_within`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueued {
+    /// Stored: the jobs' ids in order.
+    Queued(Vec<String>),
+    /// Nothing stored: `owner` has `pending` jobs queued or running, and `adding` more would take
+    /// it past the cap.
+    Full {
+        owner: String,
+        pending: u64,
+        adding: u64,
+    },
+}
+
 /// The queue's operations. Every method is one transaction; any number of API nodes and workers
 /// may call them at once.
 #[async_trait::async_trait]
 pub trait JobStore: Send + Sync {
     /// Stores the jobs (all or none) as `queued`; returns their ids in order.
-    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<String>>;
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<String>> {
+        match self.enqueue_within(jobs, None).await? {
+            Enqueued::Queued(ids) => Ok(ids),
+            Enqueued::Full { .. } => Err(StoreError::Invalid(
+                "an enqueue without a cap was refused as over it".into(),
+            )),
+        }
+    }
+    /// Stores the jobs (all or none) as `queued`, unless an owner among them would then have
+    /// more than `max_pending` jobs queued or running (`None`: no cap). The count and the insert
+    /// are one atomic step: concurrent calls, on any number of nodes, never take an owner past
+    /// the cap together.
+    async fn enqueue_within(&self, jobs: Vec<NewJob>, max_pending: Option<u64>)
+        -> Result<Enqueued>;
     async fn get_job(&self, id: &str) -> Result<Option<Job>>;
     /// The oldest queued job of the owner served longest ago, now `running` under a new lease
     /// of `lease` held by `worker`; `None` when nothing is queued.
@@ -200,6 +228,11 @@ pub trait JobStore: Send + Sync {
         result: &str,
         image: Option<&JobImage>,
     ) -> Result<Completion>;
+    /// Gives a job back at once, as if this claim never happened: the holder of the current lease
+    /// stops without a result through no fault of the job (its node shuts down), so the job is
+    /// `queued` again and the claim's attempt is not counted. False when the lease is not current
+    /// (the job was finished or expired meanwhile): nothing changes.
+    async fn release_job(&self, id: &str, lease: &str, why: &str) -> Result<bool>;
     /// Puts jobs whose lease expired back in the queue, or fails them after `max_attempts`.
     async fn expire_leases(&self) -> Result<Expired>;
     /// The audit trail of a job, oldest first.

@@ -142,6 +142,10 @@ pub trait Store: Send + Sync + JobStore {
     async fn tokens_revoked_since(&self, since: i64) -> Result<Vec<String>>;
     /// Live tokens with this role.
     async fn count_tokens(&self, role: Role) -> Result<u64>;
+    /// Creates an admin token named `name` when there is no live admin token (a server's first
+    /// start), else `None`. The check and the creation are one atomic step: nodes starting
+    /// together on one fresh database create one token between them.
+    async fn create_first_admin(&self, name: &str) -> Result<Option<NewToken>>;
 
     /// Stores the files (contents into the blob store first) and records the upload.
     async fn create_upload(&self, owner: &str, files: Vec<NewFile>) -> Result<Upload>;

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use corral_store::{CallbackOutcome, Completion, JobImage, JobState, NewJob, Store};
+use corral_store::{CallbackOutcome, Completion, Enqueued, JobImage, JobState, NewJob, Store};
 
 fn job(owner: &str, n: usize) -> NewJob {
     NewJob {
@@ -211,6 +211,57 @@ async fn a_job_that_kills_its_workers_fails(s: Arc<dyn Store>) {
     );
     assert_eq!(j.callback_state, "pending", "a failure is called back too");
     assert!(s.claim_job("w", LONG).await.unwrap().is_none());
+}
+
+/// A job its node gives back (a graceful shutdown abandoning a run) is queued again at once and
+/// the abandoned claim uses no attempt: restarts never fail a job. Before, it waited for its lease
+/// to expire, and three restarts during one job failed it as `internal_error`.
+async fn a_released_job_is_queued_at_once_without_using_an_attempt(s: Arc<dyn Store>) {
+    let mut j = job("a", 1);
+    j.max_attempts = 2;
+    let ids = s.enqueue(vec![j]).await.unwrap();
+    for _ in 0..3 {
+        let c = s.claim_job("node/w0", LONG).await.unwrap().unwrap();
+        assert_eq!(c.job.attempts, 1, "a released claim is not counted");
+        assert!(s
+            .release_job(&ids[0], &c.lease, "its node shut down")
+            .await
+            .unwrap());
+        // Not twice; and the released lease cannot record a result or keep the job.
+        assert!(!s.release_job(&ids[0], &c.lease, "again").await.unwrap());
+        assert!(!s.heartbeat_job(&ids[0], &c.lease, LONG).await.unwrap());
+        let j = s.get_job(&ids[0]).await.unwrap().unwrap();
+        assert_eq!((j.state, j.attempts), (JobState::Queued, 0));
+        assert_eq!(
+            s.complete_job(&ids[0], &c.lease, JobState::Done, "{}", None)
+                .await
+                .unwrap(),
+            Completion::LeaseLost
+        );
+    }
+    // Nothing for the reaper: the job did not wait for its lease.
+    let_expire().await;
+    assert_eq!(s.expire_leases().await.unwrap(), Default::default());
+    let ev = s.job_events(&ids[0]).await.unwrap();
+    let released: Vec<_> = ev.iter().filter(|e| e.kind == "released").collect();
+    assert_eq!(released.len(), 3, "{ev:?}");
+    assert_eq!(released[0].worker.as_deref(), Some("node/w0"));
+    assert_eq!(released[0].detail.as_deref(), Some("its node shut down"));
+    // Claimed again, it is the first attempt, and it finishes normally.
+    let c = s.claim_job("w", LONG).await.unwrap().unwrap();
+    assert_eq!(c.job.attempts, 1);
+    assert_eq!(
+        s.complete_job(&ids[0], &c.lease, JobState::Done, "{}", None)
+            .await
+            .unwrap(),
+        Completion::Recorded
+    );
+    // A finished job is not given back.
+    assert!(!s.release_job(&ids[0], &c.lease, "late").await.unwrap());
+    assert_eq!(
+        s.get_job(&ids[0]).await.unwrap().unwrap().state,
+        JobState::Done
+    );
 }
 
 async fn owners_share_fairly(s: Arc<dyn Store>) {
@@ -426,8 +477,80 @@ async fn a_cancelled_write_leaves_no_transaction_behind(s: Arc<dyn Store>) {
     assert_eq!(st.queued + st.running, 50, "a job was lost or duplicated");
 }
 
+/// An owner's cap on waiting jobs holds under concurrent enqueues (singles and batches, on 4
+/// runtime threads and the pool's connections): the count and the insert are one step. When they
+/// were not, 20 parallel requests with a cap of 3 all got in.
+async fn the_pending_cap_holds_under_concurrent_enqueues(s: Arc<dyn Store>) {
+    const CAP: u64 = 3;
+    // Room for one only: 2 waiting already (one of them running).
+    s.enqueue_within(vec![job("a", 0), job("a", 1)], Some(CAP))
+        .await
+        .unwrap();
+    s.claim_job("w", LONG).await.unwrap().unwrap();
+    for round in 0..5 {
+        let owner = format!("crowd{round}");
+        let mut tasks = Vec::new();
+        for n in 0..24 {
+            let s = s.clone();
+            let owner = owner.clone();
+            tasks.push(tokio::spawn(async move {
+                // A third of the requests are batches of two.
+                let jobs: Vec<NewJob> = (0..1 + usize::from(n % 3 == 0))
+                    .map(|i| job(&owner, n * 10 + i))
+                    .collect();
+                let adding = jobs.len() as u64;
+                match s.enqueue_within(jobs, Some(CAP)).await.unwrap() {
+                    Enqueued::Queued(ids) => ids.len() as u64,
+                    Enqueued::Full {
+                        owner: o,
+                        pending,
+                        adding: a,
+                    } => {
+                        assert_eq!((o.as_str(), a), (owner.as_str(), adding));
+                        assert!(pending + a > CAP, "refused with room: {pending} + {a}");
+                        0
+                    }
+                }
+            }));
+        }
+        let mut queued = 0;
+        for t in tasks {
+            queued += t.await.unwrap();
+        }
+        assert!(
+            queued <= CAP,
+            "round {round}: {queued} queued past a cap of {CAP}"
+        );
+        let waiting = s.pending_jobs_of(&owner).await.unwrap();
+        assert_eq!(waiting, queued, "round {round}");
+        assert!(waiting >= CAP - 1, "round {round}: only {waiting} queued");
+    }
+    // The other owner's cap was its own: one more fits, then a batch of 1 does not.
+    assert!(matches!(
+        s.enqueue_within(vec![job("a", 2)], Some(CAP))
+            .await
+            .unwrap(),
+        Enqueued::Queued(_)
+    ));
+    assert_eq!(
+        s.enqueue_within(vec![job("a", 3), job("b", 0)], Some(CAP))
+            .await
+            .unwrap(),
+        Enqueued::Full {
+            owner: "a".into(),
+            pending: 3,
+            adding: 1
+        }
+    );
+    assert_eq!(s.pending_jobs_of("b").await.unwrap(), 0, "all or none");
+    // No cap: anything goes.
+    assert_eq!(s.enqueue(vec![job("a", 4)]).await.unwrap().len(), 1);
+}
+
 on_both_backends!(
     threads = 4;
+    the_pending_cap_holds_under_concurrent_enqueues,
+    a_released_job_is_queued_at_once_without_using_an_attempt,
     a_cancelled_write_leaves_no_transaction_behind,
     enqueue_and_read,
     claims_in_order_and_once,

@@ -243,14 +243,74 @@ async fn every_write_under_concurrency(s: Arc<dyn Store>) {
     assert_eq!(s.list_suites().await.unwrap().len(), 2);
 }
 
+/// The first admin token is made once however many bootstraps race (nodes starting together on
+/// a fresh database each made one), and again only when no admin token is live.
+async fn the_first_admin_is_created_once(s: Arc<dyn Store>) {
+    s.create_token(Role::Staff, "ta").await.unwrap();
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let s = s.clone();
+            tokio::spawn(async move { s.create_first_admin("first admin").await.unwrap() })
+        })
+        .collect();
+    let mut made = Vec::new();
+    for t in tasks {
+        made.extend(t.await.unwrap());
+    }
+    assert_eq!(made.len(), 1, "one first admin, not {}", made.len());
+    assert_eq!(made[0].info.role, Role::Admin);
+    assert_eq!(made[0].info.name, "first admin");
+    assert_eq!(s.count_tokens(Role::Admin).await.unwrap(), 1);
+    assert!(s.token_by_secret(&made[0].secret).await.unwrap().is_some());
+    assert!(s.create_first_admin("again").await.unwrap().is_none());
+    // Every admin token revoked: the next start makes a new one (as before).
+    assert!(s.revoke_token(&made[0].info.id).await.unwrap());
+    let again = s.create_first_admin("again").await.unwrap().unwrap();
+    assert_eq!(again.info.name, "again");
+    assert_eq!(s.count_tokens(Role::Admin).await.unwrap(), 1);
+}
+
 on_both_backends!(
     threads = 2;
+    the_first_admin_is_created_once,
     tokens,
     uploads_suites_and_retention,
     revisions,
     concurrent_suite_registrations,
     every_write_under_concurrency,
 );
+
+/// Two API nodes starting together on one fresh PostgreSQL database (two stores, two pools):
+/// one first admin token between them. Each used to count none, then make its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_nodes_starting_together_make_one_first_admin() {
+    for _ in 0..3 {
+        let (url, name) = support::fresh_postgres_database().await;
+        let d = tempfile::tempdir().unwrap();
+        let blobs = d.path().join("blobs");
+        let (a, b) = tokio::join!(
+            corral_store::open(&url, &blobs),
+            corral_store::open(&url, &blobs)
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let tasks: Vec<_> = [&a, &b, &a, &b]
+            .into_iter()
+            .map(|s| {
+                let s = s.clone();
+                tokio::spawn(async move { s.create_first_admin("first admin").await.unwrap() })
+            })
+            .collect();
+        let mut made = 0;
+        for t in tasks {
+            made += usize::from(t.await.unwrap().is_some());
+        }
+        assert_eq!(made, 1, "first admin tokens made by two nodes");
+        assert_eq!(b.count_tokens(Role::Admin).await.unwrap(), 1);
+        a.close().await;
+        b.close().await;
+        support::drop_postgres_database(&name).await;
+    }
+}
 
 /// Two stores on one PostgreSQL database (two API nodes): enqueuing on one wakes the workers
 /// waiting on the other through NOTIFY, without waiting for its poll.

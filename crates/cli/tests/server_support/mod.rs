@@ -323,6 +323,19 @@ impl Server {
         r.json().await.unwrap()
     }
 
+    /// SIGTERM, then waits for a clean exit; the exit status and the whole log (up to its
+    /// final `stopped` line, when the server wrote one).
+    pub fn stop_with_log(self) -> (std::process::ExitStatus, String) {
+        let log = self.log.clone();
+        let status = self.stop();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !log.lock().unwrap().contains("stopped") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let log = log.lock().unwrap().clone();
+        (status, log)
+    }
+
     /// SIGTERM, then waits for a clean exit.
     pub fn stop(mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().unwrap();

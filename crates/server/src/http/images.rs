@@ -59,7 +59,7 @@ pub struct ImportQuery {
 
 /// List the images of this server (staff).
 #[utoipa::path(
-    get, path = "/images", tag = "images",
+    get, path = "/images", tag = "images", operation_id = "list_images",
     responses(
         (status = 200, description = "Every image, by digest", body = Vec<ImageInfo>),
         (status = 403, description = "Not staff", body = ErrorBody),

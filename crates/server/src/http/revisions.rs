@@ -210,7 +210,7 @@ pub async fn create(
 
 /// List revisions, newest first: the caller's own, or (staff, `scope=all`) everyone's.
 #[utoipa::path(
-    get, path = "/revisions", tag = "editor",
+    get, path = "/revisions", tag = "editor", operation_id = "list_revisions",
     params(ListQuery),
     responses(
         (status = 200, description = "Revisions without their files", body = Vec<RevisionMetaDoc>),

@@ -35,11 +35,11 @@ pub async fn revoke(st: &SharedState, caller: &Caller, id: &str) -> Result<(), A
 }
 
 /// When the store has no admin token yet, creates one and returns its secret (the first start).
+/// Nodes starting together on one database create one between them: the store checks and
+/// creates in one step.
 pub async fn first_admin_token(store: &dyn Store) -> Result<Option<String>, ServerError> {
-    if store.count_tokens(Role::Admin).await? > 0 {
-        return Ok(None);
-    }
-    Ok(Some(
-        store.create_token(Role::Admin, "first admin").await?.secret,
-    ))
+    Ok(store
+        .create_first_admin("first admin")
+        .await?
+        .map(|t| t.secret))
 }

@@ -23,6 +23,12 @@ pub trait Dialect: sqlx::Database {
     /// The next value of the fair-share counter (`queue_owners.served`): a sequence on
     /// PostgreSQL (concurrent claims each get their own), one more than the largest on SQLite.
     const NEXT_SERVED: &'static str;
+    /// Makes the rest of a writing transaction exclusive for one key (`$1`, text): a check then
+    /// write (count an owner's jobs, then insert) that two nodes must not interleave. PostgreSQL:
+    /// a transaction-scoped advisory lock (its transactions read committed rows, so a count alone
+    /// excludes nothing); SQLite: none needed, [`Dialect::BEGIN_WRITE`] already holds the one
+    /// write lock.
+    const LOCK_KEY: Option<&'static str>;
     /// Announces new work to every node (PostgreSQL `NOTIFY`; inside a transaction it is sent at
     /// commit). SQLite has no other nodes to tell.
     const NOTIFY_WORK: Option<&'static str>;

@@ -2,6 +2,7 @@
 //! results recorded once, expiry, fair sharing between owners) and waking waiting workers.
 //! Callback delivery has its own module.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
@@ -13,8 +14,8 @@ use crate::clock::now_ms;
 use crate::error::{Result, StoreError};
 use crate::ids::random_hex;
 use crate::jobs::{
-    new_job_id, CallbackClaim, CallbackOutcome, Claim, Completion, Expired, Job, JobEvent,
-    JobImage, JobState, JobStore, NewJob, QueueStats,
+    new_job_id, CallbackClaim, CallbackOutcome, Claim, Completion, Enqueued, Expired, Job,
+    JobEvent, JobImage, JobState, JobStore, NewJob, QueueStats,
 };
 
 #[async_trait::async_trait]
@@ -30,9 +31,45 @@ where
     for<'q> String: Decode<'q, D> + Type<D>,
     usize: ColumnIndex<D::Row>,
 {
-    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<Vec<String>> {
+    async fn enqueue_within(
+        &self,
+        jobs: Vec<NewJob>,
+        max_pending: Option<u64>,
+    ) -> Result<Enqueued> {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
+        if let Some(cap) = max_pending {
+            // Each owner's count and the inserts in one transaction that excludes every other
+            // check of the same owner until it ends: SQLite's write lock (`BEGIN IMMEDIATE`), or
+            // PostgreSQL's advisory lock on the owner (taken in one order: no deadlock). Counted
+            // outside such a lock, concurrent requests each saw room and all got in.
+            let mut adding: BTreeMap<&str, u64> = BTreeMap::new();
+            for j in &jobs {
+                *adding.entry(j.owner.as_str()).or_default() += 1;
+            }
+            for (owner, adding) in adding {
+                if let Some(lock) = D::LOCK_KEY {
+                    sqlx::query(lock)
+                        .bind(format!("pending:{owner}").as_str())
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let pending: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM submissions WHERE owner = $1 AND state IN ('queued', 'running')",
+                )
+                .bind(owner)
+                .fetch_one(&mut *tx)
+                .await?;
+                let pending = pending as u64;
+                if pending.saturating_add(adding) > cap {
+                    return Ok(Enqueued::Full {
+                        owner: owner.to_string(),
+                        pending,
+                        adding,
+                    });
+                }
+            }
+        }
         let mut ids = Vec::with_capacity(jobs.len());
         for j in jobs {
             let id = new_job_id();
@@ -68,7 +105,7 @@ where
             sqlx::query(notify).execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        Ok(ids)
+        Ok(Enqueued::Queued(ids))
     }
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
@@ -215,6 +252,29 @@ where
         )
         .await?;
         Ok(Completion::LeaseLost)
+    }
+
+    async fn release_job(&self, id: &str, lease: &str, why: &str) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
+        let worker: Option<Option<String>> = sqlx::query_scalar(
+            "UPDATE submissions SET state = 'queued', \
+             attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, \
+             lease = NULL, lease_expires_ms = NULL \
+             WHERE id = $1 AND lease = $2 AND state = 'running' RETURNING worker",
+        )
+        .bind(id)
+        .bind(lease)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(worker) = worker else {
+            return Ok(false);
+        };
+        record_event::<D>(&mut tx, id, "released", worker.as_deref(), Some(why)).await?;
+        if let Some(notify) = D::NOTIFY_WORK {
+            sqlx::query(notify).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn expire_leases(&self) -> Result<Expired> {

@@ -49,6 +49,10 @@ impl Dialect for Postgres {
     const FOR_UPDATE: &'static str = " FOR UPDATE";
     const BEGIN_WRITE: &'static str = "BEGIN";
     const NEXT_SERVED: &'static str = "nextval('queue_served')";
+    // The two-key form, under a class of corral's own ("corr"): sqlx's migration lock uses the
+    // one-key form, so the two never collide.
+    const LOCK_KEY: Option<&'static str> =
+        Some("SELECT pg_advisory_xact_lock(1668248178, hashtext($1))");
     const NOTIFY_WORK: Option<&'static str> = Some("SELECT pg_notify('corral_work', '')");
 
     fn rows_affected(r: &sqlx::postgres::PgQueryResult) -> u64 {

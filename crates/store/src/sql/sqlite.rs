@@ -41,6 +41,7 @@ impl Dialect for Sqlite {
     const FOR_UPDATE: &'static str = "";
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const NEXT_SERVED: &'static str = "(SELECT COALESCE(MAX(served), 0) + 1 FROM queue_owners)";
+    const LOCK_KEY: Option<&'static str> = None;
     const NOTIFY_WORK: Option<&'static str> = None;
 
     fn rows_affected(r: &sqlx::sqlite::SqliteQueryResult) -> u64 {

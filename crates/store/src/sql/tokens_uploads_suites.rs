@@ -20,6 +20,36 @@ const UPLOAD_NOT_IN_USE: &str = "id NOT IN (SELECT upload_id FROM suites) AND id
      (SELECT upload_id FROM submissions WHERE upload_id IS NOT NULL \
       AND state IN ('queued', 'running'))";
 
+/// Stores a new token (on the caller's connection or transaction); its secret is returned only.
+async fn insert_token<D>(conn: &mut D::Connection, role: Role, name: &str) -> Result<NewToken>
+where
+    D: Dialect,
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> D::Arguments<'q>: IntoArguments<'q, D>,
+    for<'q> i64: Encode<'q, D> + Type<D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D>,
+{
+    let secret = format!("corral_{}", random_hex(32));
+    let hash = sha256_hex(secret.as_bytes());
+    let info = TokenInfo {
+        id: random_hex(8),
+        role,
+        name: name.to_string(),
+        created_at: now(),
+    };
+    sqlx::query(
+        "INSERT INTO tokens (id, secret_hash, role, name, created_at) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(info.id.as_str())
+    .bind(hash.as_str())
+    .bind(role.as_str())
+    .bind(name)
+    .bind(info.created_at)
+    .execute(&mut *conn)
+    .await?;
+    Ok(NewToken { secret, info })
+}
+
 #[async_trait::async_trait]
 impl<D> Store for SqlStore<D>
 where
@@ -36,25 +66,8 @@ where
     usize: ColumnIndex<D::Row>,
 {
     async fn create_token(&self, role: Role, name: &str) -> Result<NewToken> {
-        let secret = format!("corral_{}", random_hex(32));
-        let hash = sha256_hex(secret.as_bytes());
-        let info = TokenInfo {
-            id: random_hex(8),
-            role,
-            name: name.to_string(),
-            created_at: now(),
-        };
-        sqlx::query(
-            "INSERT INTO tokens (id, secret_hash, role, name, created_at) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(info.id.as_str())
-        .bind(hash.as_str())
-        .bind(role.as_str())
-        .bind(name)
-        .bind(info.created_at)
-        .execute(&self.db)
-        .await?;
-        Ok(NewToken { secret, info })
+        let mut conn = self.db.acquire().await?;
+        insert_token::<D>(&mut conn, role, name).await
     }
 
     async fn token_by_secret(&self, secret: &str) -> Result<Option<TokenInfo>> {
@@ -94,6 +107,31 @@ where
         .fetch_one(&self.db)
         .await?;
         Ok(n as u64)
+    }
+
+    async fn create_first_admin(&self, name: &str) -> Result<Option<NewToken>> {
+        // Counted and created under a lock every node's bootstrap takes (SQLite's write lock;
+        // PostgreSQL's advisory lock, since its transactions see only committed rows): counted
+        // outside one, two nodes starting together each found none and each made one.
+        let mut tx = self.begin_write().await?;
+        if let Some(lock) = D::LOCK_KEY {
+            sqlx::query(lock)
+                .bind("first-admin")
+                .execute(&mut *tx)
+                .await?;
+        }
+        let admins: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM tokens WHERE role = $1 AND revoked_at IS NULL",
+        )
+        .bind(Role::Admin.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+        if admins > 0 {
+            return Ok(None);
+        }
+        let t = insert_token::<D>(&mut tx, Role::Admin, name).await?;
+        tx.commit().await?;
+        Ok(Some(t))
     }
 
     async fn create_upload(&self, owner: &str, mut files: Vec<NewFile>) -> Result<Upload> {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use corral_judge::{suite_file, Cmd, JobSpec, SuiteRef};
 use corral_sandbox::{Limits, LimitsRequest};
-use corral_store::{NewFile, NewJob};
+use corral_store::{Enqueued, NewFile, NewJob};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -376,22 +376,49 @@ async fn pin_images(
     crate::service::images::pin(st, needed).await
 }
 
-/// Refuses (429) when the caller would have more submissions waiting than allowed.
+/// Refuses (429) when the caller would have more submissions waiting than allowed: a quick
+/// look before the work of accepting them. The cap itself is enforced when they are stored
+/// ([`enqueue_capped`]): concurrent requests may all pass this look.
 pub async fn check_pending(st: &SharedState, caller: &Caller, adding: u64) -> Result<(), ApiError> {
     let pending = st.store.pending_jobs_of(&caller.id).await?;
     if pending + adding > st.config.submissions.max_pending_per_owner {
-        let mut e = ApiError::new(
-            ErrorKind::TooManyRequests,
-            "queue_full",
-            format!(
-                "this token has {pending} submissions waiting (at most {}); retry when some are done",
-                st.config.submissions.max_pending_per_owner
-            ),
-        );
-        e.retry_after = Some(5);
-        return Err(e);
+        return Err(queue_full(st, pending, adding));
     }
     Ok(())
+}
+
+/// The 429 of a token whose `pending` waiting submissions and `adding` more would pass the cap.
+fn queue_full(st: &SharedState, pending: u64, adding: u64) -> ApiError {
+    let max = st.config.submissions.max_pending_per_owner;
+    let message = if adding > 1 {
+        format!(
+            "this token has {pending} submissions waiting and this batch adds {adding} (at most \
+             {max} may wait); the batch was refused whole: retry when some are done, or send fewer"
+        )
+    } else {
+        format!(
+            "this token has {pending} submissions waiting (at most {max}); retry when some are done"
+        )
+    };
+    let mut e = ApiError::new(ErrorKind::TooManyRequests, "queue_full", message);
+    e.retry_after = Some(5);
+    e
+}
+
+/// Stores the caller's accepted jobs in the queue unless the token would then have more than
+/// `submissions.max_pending_per_owner` waiting (429, nothing stored: the count and the insert are
+/// one step in the store), and wakes the workers; the jobs' ids in order.
+pub async fn enqueue_capped(st: &SharedState, jobs: Vec<NewJob>) -> Result<Vec<String>, ApiError> {
+    let cap = st.config.submissions.max_pending_per_owner;
+    match st.store.enqueue_within(jobs, Some(cap)).await? {
+        Enqueued::Queued(ids) => {
+            wake(st).await;
+            Ok(ids)
+        }
+        Enqueued::Full {
+            pending, adding, ..
+        } => Err(queue_full(st, pending, adding)),
+    }
 }
 
 /// Stores accepted jobs in the queue (durably, before any answer) and wakes the workers; the
@@ -419,7 +446,7 @@ pub async fn submit(
     }
     check_pending(st, caller, 1).await?;
     let job = accept(st, caller, req).await?;
-    let ids = enqueue(st, vec![job]).await?;
+    let ids = enqueue_capped(st, vec![job]).await?;
     tracing::info!(caller = %caller.id, submission = %ids[0], "submission queued");
     Ok(ids[0].clone())
 }
@@ -463,7 +490,7 @@ pub async fn submit_batch(
         }
     }
     if !jobs.is_empty() {
-        let ids = enqueue(st, jobs).await?;
+        let ids = enqueue_capped(st, jobs).await?;
         for (slot, id) in slots.into_iter().zip(ids) {
             out[slot] = Ok(id);
         }

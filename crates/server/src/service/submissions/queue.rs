@@ -16,6 +16,9 @@ pub struct QueueHandle {
     pub finished: tokio::sync::Notify,
     /// Jobs being judged by this process's workers right now.
     pub in_flight: AtomicUsize,
+    /// Those jobs' ids and leases: what a shutdown gives back to the queue when their runs
+    /// outlast the grace period.
+    pub in_hand: std::sync::Mutex<std::collections::HashMap<String, String>>,
     /// A name for this process in leases and events.
     pub node: String,
     /// The key callbacks are signed with.
@@ -102,6 +105,14 @@ impl QueueHandle {
 
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The jobs this process's workers hold now: (id, lease).
+    pub fn in_hand(&self) -> Vec<(String, String)> {
+        let held = self.in_hand.lock().unwrap_or_else(|e| e.into_inner());
+        held.iter()
+            .map(|(id, lease)| (id.clone(), lease.clone()))
+            .collect()
     }
 }
 

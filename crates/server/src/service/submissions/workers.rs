@@ -30,18 +30,27 @@ pub fn spawn(st: SharedState) -> Vec<tokio::task::JoinHandle<()>> {
     tasks
 }
 
-/// Counts a job as in flight while it lives.
-struct InFlight<'a>(&'a QueueHandle);
+/// Counts a job as in flight, and its lease as in hand, while it lives.
+struct InFlight<'a>(&'a QueueHandle, String);
 
 impl<'a> InFlight<'a> {
-    fn new(q: &'a QueueHandle) -> Self {
+    fn new(q: &'a QueueHandle, claim: &Claim) -> Self {
         q.in_flight.fetch_add(1, Ordering::SeqCst);
-        InFlight(q)
+        q.in_hand
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(claim.job.id.clone(), claim.lease.clone());
+        InFlight(q, claim.job.id.clone())
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
+        self.0
+            .in_hand
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.1);
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -75,7 +84,7 @@ async fn worker_loop(st: SharedState, i: usize) {
 }
 
 async fn judge_claim(st: &SharedState, worker: &str, claim: Claim) {
-    let _in_flight = InFlight::new(&st.queue);
+    let _in_flight = InFlight::new(&st.queue, &claim);
     let id = claim.job.id.clone();
     let lease = claim.lease.clone();
     tracing::info!(submission = %id, worker, attempt = claim.job.attempts, "judging");
@@ -269,6 +278,32 @@ async fn reaper(st: SharedState) {
                 Ok(n) => tracing::info!(count = n, "old submissions deleted"),
                 Err(e) => tracing::warn!(error = %e, "deleting old submissions failed"),
             }
+        }
+    }
+}
+
+/// Gives back to the queue, at once and without using an attempt, the jobs (id, lease) this
+/// process's workers were judging when it stopped them (a shutdown whose grace period ended
+/// first): they are not the jobs' fault, and waiting for their leases to expire cost a lease of
+/// latency and an attempt each — rolling restarts failed good submissions. Called once the
+/// workers are stopped (no heartbeat or result can follow).
+pub async fn release_abandoned(st: &SharedState, abandoned: Vec<(String, String)>) {
+    for (id, lease) in abandoned {
+        match st
+            .store
+            .release_job(&id, &lease, "its node shut down before the run ended")
+            .await
+        {
+            Ok(true) => tracing::info!(
+                submission = %id,
+                "shutting down: a job still being judged was queued again (no attempt used)"
+            ),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(
+                submission = %id,
+                error = %e,
+                "shutting down: giving a job back failed; it runs again when its lease expires"
+            ),
         }
     }
 }
