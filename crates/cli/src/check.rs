@@ -53,8 +53,8 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     languages: Option<PathBuf>,
     /// Checks running at once [default: the number of CPUs].
-    #[arg(long, value_name = "N")]
-    jobs: Option<usize>,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    jobs: Option<u64>,
     /// Never color the text output (default: color when standard output is a terminal).
     #[arg(long)]
     no_color: bool,
@@ -174,7 +174,7 @@ pub fn main(args: CheckArgs) -> i32 {
         format,
         view,
         file: args.output,
-        jobs: args.jobs,
+        jobs: args.jobs.map(|n| n as usize),
         color: !args.no_color,
         data: args.data,
         runtime: args.runtime,

@@ -33,11 +33,11 @@ pub struct GradeArgs {
     #[arg(long)]
     force: bool,
     /// Submissions graded at once [default: the number of CPUs].
-    #[arg(long, value_name = "N")]
-    jobs: Option<usize>,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    jobs: Option<u64>,
     /// Checks of one submission run at once.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    check_jobs: usize,
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    check_jobs: u64,
     /// Run the static safety check of Python files (default rules) when the suite has none.
     #[arg(long)]
     safety_check: bool,
@@ -106,9 +106,10 @@ pub fn main(args: GradeArgs) -> i32 {
     };
     let jobs = args
         .jobs
+        .map(|n| n as usize)
         .unwrap_or_else(|| BatchOptions::default().jobs)
         .max(1);
-    let check_jobs = args.check_jobs.max(1);
+    let check_jobs = args.check_jobs as usize;
     let pool = Pool::new(
         host,
         PoolConfig {

@@ -15,7 +15,8 @@ use crate::exit::{SANDBOX_ERROR as SANDBOX_ERROR_EXIT, USAGE as USAGE_EXIT};
     after_help = "Durations: 100ms, 2s, 1m (a bare number is seconds). Sizes: 512K, 64M, 1G (binary units).\n\n\
     Exit status: without --json, the program's own exit code (128+N when killed by signal N), with a \
     one-line reason on stderr when a limit ended it; 125 when the sandbox itself failed. With --json, 0 \
-    whenever the sandbox did its job, 125 on sandbox_error.",
+    whenever the sandbox did its job, 125 on sandbox_error. Either way 2 for bad usage and 74 when \
+    standard output could not be written (the run is stopped).",
     trailing_var_arg = true
 )]
 pub struct RunArgs {
@@ -94,14 +95,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "SPECS.jsonl", conflicts_with_all = ["dir", "stdin", "copy_out"])]
     batch: Option<PathBuf>,
     /// With --batch: runs at once.
-    #[arg(long, value_name = "N", default_value_t = 1, requires = "batch")]
-    parallel: usize,
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "batch", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    parallel: u64,
     /// With --batch: warm sandboxes kept (default: two per parallel run, so one resets while the
     /// other runs). `--pool-size 1 --parallel 1` makes every line reuse the same sandbox.
     #[arg(long, value_name = "N", requires = "batch")]
     pool_size: Option<usize>,
     /// The program and its arguments (after `--`).
-    #[arg(required_unless_present = "batch", value_name = "PROGRAM [ARGS]...", num_args = 1..)]
+    #[arg(required_unless_present = "batch", value_name = "COMMAND", num_args = 1..)]
     command: Vec<String>,
 }
 
@@ -219,11 +220,12 @@ pub fn main(args: RunArgs) -> i32 {
         if !args.command.is_empty() {
             return usage("give either --batch or a command, not both");
         }
-        let pool_size = args.pool_size.unwrap_or(2 * args.parallel.max(1));
+        let parallel = args.parallel as usize;
+        let pool_size = args.pool_size.unwrap_or(2 * parallel);
         return crate::batch::main(
             file,
             crate::batch::Workers {
-                parallel: args.parallel,
+                parallel,
                 pool_size,
                 fresh: args.fresh,
             },

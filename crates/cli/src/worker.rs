@@ -85,18 +85,18 @@ impl Ctx {
             .headers()
             .get(reqwest::header::DATE)
             .and_then(|v| v.to_str().ok());
-        if let Some(offset) = date.and_then(|d| clock_offset(d, corral_store::now())) {
+        if let Some(offset) = date.and_then(|d| clock_offset(d, corral_store::now_ms())) {
             self.clock_offset_ms
                 .store(offset, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
-    /// Now on the server's clock (ms since the epoch).
+    /// Now on the server's clock, in seconds since the epoch (the signature's unit).
     fn server_now(&self) -> i64 {
-        corral_store::now()
-            + self
-                .clock_offset_ms
-                .load(std::sync::atomic::Ordering::Relaxed)
+        let offset = self
+            .clock_offset_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (corral_store::now_ms() + offset).div_euclid(1000)
     }
 }
 

@@ -552,3 +552,55 @@ fn enable_network_is_refused_unless_the_operator_allows_it() {
         );
     });
 }
+
+/// The per-token cap on waiting submissions holds on the Judge0 surface too (it was ignored
+/// there, so a token could flood the queue through it), answered as Judge0 answers a full
+/// queue: 503 "queue is full"; a batch that would pass it is refused whole.
+#[test]
+fn a_full_queue_is_judge0s_503() {
+    use reqwest::Method;
+    let s = Server::start(
+        "[submissions]\nworkers = 0\nmax_pending_per_owner = 2\n",
+        &[],
+    );
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let one = json!({"source_code": "print(1)", "language_id": 71});
+        for _ in 0..2 {
+            let (st, v) = j0(
+                &s,
+                Some(&t),
+                Method::POST,
+                "/judge0/submissions",
+                Some(one.clone()),
+            )
+            .await;
+            assert_eq!(st, StatusCode::CREATED, "{v}");
+        }
+        let (st, v) = j0(
+            &s,
+            Some(&t),
+            Method::POST,
+            "/judge0/submissions",
+            Some(one.clone()),
+        )
+        .await;
+        assert_eq!(
+            (st, &v),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                &json!({"error": "queue is full"})
+            )
+        );
+        let batch = json!({"submissions": [one.clone(), one]});
+        let (st, v) = j0(
+            &s,
+            Some(&t),
+            Method::POST,
+            "/judge0/submissions/batch",
+            Some(batch),
+        )
+        .await;
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    });
+}

@@ -61,6 +61,9 @@ pub struct Pool {
     /// Sandboxes that are not kept go here to be destroyed (see the module's comment); started
     /// with the first one.
     reaper: Mutex<Option<Reaper>>,
+    /// Spare gVisor sandboxes being started ([`Pool::replenish`]): the pool's drop waits for
+    /// them, so a process that ends right after its last run leaves no half-made sandbox.
+    replenishing: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// The thread that destroys the sandboxes sent to it, in order.
@@ -78,6 +81,7 @@ impl Pool {
             active: Mutex::new(0),
             freed: Condvar::new(),
             reaper: Mutex::new(None),
+            replenishing: Mutex::new(Vec::new()),
         })
     }
 
@@ -281,6 +285,19 @@ impl Pool {
 impl Drop for Pool {
     /// Waits for the reaper to destroy what it was given: no sandbox outlives its pool.
     fn drop(&mut self) {
+        // A spare still starting finds no pool to join and is torn down by its own thread.
+        let starting = self
+            .replenishing
+            .get_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let me = std::thread::current().id();
+        for t in starting {
+            // The last reference may be dropped by a replenishing thread itself.
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
         let reaper = self.reaper.get_mut().ok().and_then(Option::take);
         if let Some(Reaper { to_destroy, thread }) = reaper {
             drop(to_destroy);
@@ -338,8 +355,16 @@ impl Pool {
                 }
                 Err(e) => tracing::warn!(error = %e, "starting a spare gVisor sandbox failed"),
             });
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "could not start a thread for a spare gVisor sandbox");
+        match spawned {
+            Ok(t) => {
+                if let Ok(mut starting) = self.replenishing.lock() {
+                    starting.retain(|t| !t.is_finished());
+                    starting.push(t);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not start a thread for a spare gVisor sandbox")
+            }
         }
     }
 }

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 
 use crate::error::ErrorKind;
 use crate::service::caller::Caller;
-use crate::service::submissions::accept::{accept, enqueue};
+use crate::service::submissions::accept::{accept, enqueue_capped};
 use crate::service::submissions::view::wait_for;
 use crate::state::SharedState;
 use corral_judge::JobSpec;
@@ -32,6 +32,21 @@ use translate::{
 pub const VERSION: &str = "1.13.1";
 
 /// A Judge0-style error: `{"error": "..."}` (Judge0 answers its 400s, 401s, 404s and 503s so).
+/// A refusal to queue: a token over `max_pending_per_owner` (which `config_info` calls
+/// `max_queue_size`) is Judge0's 503 "queue is full", with corral's `Retry-After`; the rest
+/// as corral answers them.
+fn j0_refusal(e: crate::error::ApiError) -> Response {
+    if e.code != "queue_full" {
+        return e.into_response();
+    }
+    let mut r = j0_error(StatusCode::SERVICE_UNAVAILABLE, "queue is full");
+    if let Some(s) = e.retry_after {
+        r.headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, s.into());
+    }
+    r
+}
+
 fn j0_error(code: StatusCode, msg: impl Into<String>) -> Response {
     (code, Json(json!({"error": msg.into()}))).into_response()
 }
@@ -278,9 +293,9 @@ pub async fn create(
         Ok(j) => j,
         Err(r) => return r.into_response(),
     };
-    let ids = match enqueue(&st, vec![job]).await {
+    let ids = match enqueue_capped(&st, vec![job]).await {
         Ok(ids) => ids,
-        Err(e) => return e.into_response(),
+        Err(e) => return j0_refusal(e),
     };
     if truthy(&p.wait) {
         let wait = st.config.submissions.wait_max.duration();
@@ -350,13 +365,13 @@ pub async fn create_batch(
     if jobs.is_empty() {
         return (StatusCode::UNPROCESSABLE_ENTITY, Json(Value::Array(out))).into_response();
     }
-    match enqueue(&st, jobs).await {
+    match enqueue_capped(&st, jobs).await {
         Ok(ids) => {
             for (slot, id) in slots.into_iter().zip(ids) {
                 out[slot] = json!({"token": token_of(&id)});
             }
         }
-        Err(e) => return e.into_response(),
+        Err(e) => return j0_refusal(e),
     }
     (StatusCode::CREATED, Json(Value::Array(out))).into_response()
 }
