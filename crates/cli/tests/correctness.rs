@@ -1199,6 +1199,8 @@ fn a_reader_that_goes_away_stops_the_run_with_74() {
 #[test]
 fn a_finished_batch_leaves_no_sandbox_folder_behind() {
     let _g = shared();
+    // Only folders made from here on: another test's leftovers are not this batch's.
+    let since = std::time::SystemTime::now() - Duration::from_secs(1);
     let t = tempdir();
     let batch = t.path().join("b.jsonl");
     fs::write(&batch, "{\"argv\": [\"true\"]}\n".repeat(3)).unwrap();
@@ -1218,6 +1220,11 @@ fn a_finished_batch_leaves_no_sandbox_folder_behind() {
         fs::read_dir("/run/corral/gvisor")
             .map(|d| {
                 d.flatten()
+                    .filter(|e| {
+                        e.metadata()
+                            .and_then(|m| m.created().or_else(|_| m.modified()))
+                            .is_ok_and(|t| t >= since)
+                    })
                     .map(|e| e.file_name().to_string_lossy().into_owned())
                     .filter(|n| n.starts_with('u'))
                     .filter(|n| {
