@@ -1050,3 +1050,75 @@ fn a_run_can_ask_for_a_stricter_seccomp_profile() {
         assert!(v.to_string().contains("unknown seccomp profile"), "{v}");
     });
 }
+
+/// With its PostgreSQL down, a node says so: `/health` is 503 `store_unreachable` (it answered
+/// 200 `ok`, so a load balancer kept sending work), a request that needs the store is a quick
+/// 503 to retry (it waited 30 s for the pool, then answered 500); with the database back, all
+/// is well again. A private cluster of its own, stopped and started by the test.
+#[test]
+fn a_node_whose_database_is_down_says_so() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let pg = tempfile::tempdir().unwrap();
+    let cluster = |arg: Option<&str>| -> String {
+        let mut c = std::process::Command::new(root.join("scripts/pg-test-cluster"));
+        c.env("CORRAL_PG_DIR", pg.path().join("pg"));
+        if let Some(a) = arg {
+            c.arg(a);
+        }
+        let out = c.output().expect("scripts/pg-test-cluster");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    // Stops the cluster however the test ends.
+    struct Stop<F: Fn()>(F);
+    impl<F: Fn()> Drop for Stop<F> {
+        fn drop(&mut self) {
+            (self.0)()
+        }
+    }
+    let url = cluster(None);
+    let _stop = Stop(|| {
+        cluster(Some("stop"));
+    });
+    let s = Server::start(
+        &format!("database_url = \"{url}\"\n[submissions]\nworkers = 0\n"),
+        &[],
+    );
+    rt().block_on(async {
+        let health = || async {
+            let r = reqwest::get(s.url("/health")).await.unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        };
+        let (st, h) = health().await;
+        assert_eq!((st, &h["status"]), (StatusCode::OK, &json!("ok")), "{h}");
+        cluster(Some("stop"));
+        let (st, h) = health().await;
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{h}");
+        assert_eq!(h["status"], "store_unreachable", "{h}");
+        // A token the node has not seen: its lookup needs the store.
+        let r = client()
+            .get(s.url("/whoami"))
+            .bearer_auth("corral_not_a_token_of_this_node")
+            .send()
+            .await
+            .unwrap();
+        let st = r.status();
+        let v: Value = r.json().await.unwrap_or(Value::Null);
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}\n{}", s.log());
+        assert_eq!(v["error"], "overloaded", "{v}");
+        cluster(None);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (st, h) = health().await;
+            if st == StatusCode::OK {
+                assert_eq!(h["status"], "ok", "{h}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still {st} after the database came back: {h}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+}

@@ -151,6 +151,11 @@ impl From<corral_store::StoreError> for ApiError {
             E::Invalid(m) => ApiError::bad_request(m),
             E::NotFound(m) => ApiError::not_found(m),
             E::Conflict(m) => ApiError::conflict(m),
+            // The database is down or unreachable: a quick 503 to retry, not a 500.
+            e if e.is_unreachable() => {
+                tracing::warn!(error = %e, "the store is unreachable");
+                ApiError::overloaded("the database does not answer; retry shortly", 5)
+            }
             other => ApiError::internal(other),
         }
     }

@@ -32,3 +32,32 @@ impl StoreError {
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+impl StoreError {
+    /// The database did not answer (no connection within the pool's timeout, the connection
+    /// broke): worth a retry, not the caller's fault nor corrupt data.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Db(
+                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_)
+            )
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+
+    #[test]
+    fn a_database_that_does_not_answer_is_unreachable() {
+        assert!(StoreError::Db(sqlx::Error::PoolTimedOut).is_unreachable());
+        assert!(StoreError::Db(sqlx::Error::Io(
+            std::io::ErrorKind::ConnectionRefused.into()
+        ))
+        .is_unreachable());
+        assert!(!StoreError::Db(sqlx::Error::RowNotFound).is_unreachable());
+        assert!(!StoreError::Invalid("x".into()).is_unreachable());
+    }
+}

@@ -12,9 +12,13 @@ use crate::state::SharedState;
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Health {
+    /// `ok`, `shutting_down`, or `store_unreachable` (answered with 503: a load balancer stops
+    /// sending work to a node that cannot reach its database).
     #[schema(example = "ok")]
     pub status: String,
     pub version: String,
+    /// Whether the store answered a query within 2 s.
+    pub store_ok: bool,
     pub shutting_down: bool,
     pub pool_idle: u64,
     pub pool_active: u64,
@@ -58,23 +62,41 @@ pub struct LanguageImageInfo {
 /// Liveness and load.
 #[utoipa::path(
     get, path = "/health", tag = "meta",
-    responses((status = 200, description = "Up", body = Health))
+    responses(
+        (status = 200, description = "Up", body = Health),
+        (status = 503, description = "Up, but its store (the database) does not answer", body = Health)
+    )
 )]
-pub async fn health(State(st): State<SharedState>) -> Json<Health> {
-    Json(Health {
+pub async fn health(State(st): State<SharedState>) -> Response {
+    let store_ok = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        st.store.count_tokens(corral_store::Role::Admin),
+    )
+    .await
+    .is_ok_and(|r| r.is_ok());
+    let code = if store_ok {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    let health = Health {
         status: if st.is_shutting_down() {
             "shutting_down".into()
+        } else if !store_ok {
+            "store_unreachable".into()
         } else {
             "ok".into()
         },
         version: env!("CARGO_PKG_VERSION").into(),
+        store_ok,
         shutting_down: st.is_shutting_down(),
         pool_idle: st.pool.idle() as u64,
         pool_active: st.pool.active() as u64,
         held_sandboxes: st.sandboxes.len() as u64,
         runs_in_flight: st.metrics.in_flight.get(),
         runs_queued: st.metrics.queued.get(),
-    })
+    };
+    (code, Json(health)).into_response()
 }
 
 /// Prometheus metrics (text format).

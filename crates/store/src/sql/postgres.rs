@@ -33,7 +33,9 @@ impl SqlStore<Postgres> {
         let opts = PgConnectOptions::from_str(url)?;
         let db = PgPoolOptions::new()
             .max_connections(16)
-            .acquire_timeout(Duration::from_secs(30))
+            // A database that does not answer is a quick 503 (the server maps the timeout), not
+            // a request held for half a minute.
+            .acquire_timeout(Duration::from_secs(5))
             .connect_with(opts)
             .await?;
         // Several nodes starting at once: migrations take an advisory lock (sqlx does).
