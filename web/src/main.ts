@@ -310,8 +310,12 @@ function status(text: string, kind: '' | 'ok' | 'warn' | 'error' | 'waiting' = '
 
 // ---- Run -----------------------------------------------------------------------------------
 
+/** The user pressed Stop during the current run (its kill is reported as such, not a crash). */
+let stopPressed = false;
+
 async function run(): Promise<void> {
   if (busy) return;
+  stopPressed = false;
   const lang = currentLanguage();
   if (!lang) return banner('The list of languages has not loaded yet.');
   if (!lang.available) return banner(`${lang.name} is not available on this server: ${lang.reason ?? ''}`);
@@ -386,7 +390,7 @@ async function run(): Promise<void> {
       ttyRunning = tty;
       const e = await s.run(lang.run, sandbox, lang.id, tty ? term.size() : undefined);
       ttyRunning = false;
-      const d = describeExit(e);
+      const d = describeExit(e, stopPressed);
       term.info(`${d.text} · ${usage(e)}`, d.kind);
       status(`${d.kind === 'ok' ? '✓' : d.kind === 'warn' ? '!' : '✗'} ${d.text} · ${usage(e)}`, d.kind);
       outcome = e.status;
@@ -411,6 +415,7 @@ async function run(): Promise<void> {
 }
 
 stopButton.addEventListener('click', () => {
+  stopPressed = true;
   session?.kill();
   term.focus();
 });

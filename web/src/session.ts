@@ -11,6 +11,8 @@ export interface ExitInfo {
   cpu_time_ms: number;
   wall_time_ms: number;
   memory_peak_bytes: number;
+  /** A fork or thread was refused at the process limit. */
+  pids_limit_hit?: boolean;
   reason?: string;
   error?: string;
   limits: Record<string, string | number>;
@@ -147,16 +149,22 @@ async function whyNoSocket(): Promise<never> {
   throw new ApiError('Could not open a connection to the server for this run. Try again in a moment.', 0, 'network');
 }
 
-/** The end of a run, in words: exit status, or what stopped it. */
-export function describeExit(e: ExitInfo): { text: string; kind: 'ok' | 'warn' | 'error' } {
+/** The end of a run, in words: exit status, or what stopped it (`stopped`: the user pressed
+ *  Stop, whose kill is not a crash). */
+export function describeExit(e: ExitInfo, stopped = false): { text: string; kind: 'ok' | 'warn' | 'error' } {
   const reason = e.reason ?? '';
+  // A fork bomb held by the process limit ends "cleanly": say what held it.
+  const limited = e.pids_limit_hit ? ' (some processes could not start: the process limit was reached)' : '';
   switch (e.status) {
     case 'ok':
-      return { text: 'exited with status 0', kind: 'ok' };
+      return limited
+        ? { text: `exited with status 0${limited}`, kind: 'warn' }
+        : { text: 'exited with status 0', kind: 'ok' };
     case 'nonzero_exit':
-      return { text: `exited with status ${e.exit_code}`, kind: 'warn' };
+      return { text: `exited with status ${e.exit_code}${limited}`, kind: 'warn' };
     case 'signaled':
       if (e.signal === 2) return { text: 'interrupted (Ctrl-C, SIGINT)', kind: 'warn' };
+      if (stopped && e.signal === 9) return { text: 'stopped (you pressed Stop)', kind: 'warn' };
       return { text: `killed by signal ${signalName(e.signal)}`, kind: 'error' };
     case 'time_limit':
       return { text: `stopped: ${reason || 'CPU time limit exceeded'} (an infinite loop?)`, kind: 'error' };

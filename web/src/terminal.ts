@@ -1,8 +1,8 @@
 // The terminal: xterm.js showing the commands, the program's output (stderr in red) and what the
 // student types. Two ways to talk to a program:
 // - `tty`: the program runs on a pseudo-terminal in the sandbox, which echoes and edits the line
-//   itself; keys go through as typed (Ctrl-D is end of input). Prompts show without fflush, but
-//   stdout and stderr arrive as one stream.
+//   itself; keys go through as typed (Ctrl-D is end of input). Prompts show without fflush;
+//   stderr stays a pipe (red, and it may overtake output written before it).
 // - `pipe`: plain pipes; this terminal echoes, edits the line and sends it on Enter, and stderr is
 //   drawn in red. Ctrl-D ends the input.
 // In both, Ctrl-C sends SIGINT to the program.

@@ -465,6 +465,15 @@ await test('History: revisions of runs, checks and saves; restoring an older one
   assert(after.length >= items.length, 'nothing removed');
 });
 
+await test('Run: Stop ends the program and says so (not "killed by signal SIGKILL")', page, async () => {
+  await setCode(page, SLEEPER);
+  await page.keyboard.press('Control+Enter');
+  await waitTerminal(page, 'ready');
+  await page.locator('#stop').click();
+  const status = await waitStatus(page, /stopped \(you pressed Stop\)/);
+  assert(!/SIGKILL/.test(status), status);
+});
+
 await test('errors: 429 and 503 are explained, with when to try again', page, async () => {
   await page.getByRole('tab', { name: 'Terminal' }).click();
   await page.route('**/upload', (r) =>
