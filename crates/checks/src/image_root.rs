@@ -34,7 +34,8 @@ pub fn resolve(store: &Store, reference: &str) -> Result<ImageRoot, corral_image
 }
 
 /// Why an image named somewhere cannot be used, for people: said the same way by the CLI, the
-/// server and workers.
+/// server and workers — so it never names the store's folder, which a server's clients must not
+/// learn (the CLI names its data folder itself).
 pub fn unavailable(reference: &str, store: Option<&Store>) -> Option<String> {
     let Some(store) = store else {
         return Some(format!(
@@ -44,8 +45,7 @@ pub fn unavailable(reference: &str, store: Option<&Store>) -> Option<String> {
     match store.resolve(reference) {
         Ok(_) => None,
         Err(corral_images::Error::NotFound(_)) => Some(format!(
-            "image {reference:?} is not in the image store at {} (staff add it with `corral env pull` or `corral env import`; nothing is pulled on demand)",
-            store.root().display()
+            "image {reference:?} is not in the image store (staff add it with `corral env pull` or `corral env import`; nothing is pulled on demand)"
         )),
         Err(e) => Some(format!("image {reference:?}: {e}")),
     }
@@ -183,6 +183,10 @@ mod tests {
             why.contains("python:3.12-slim") && why.contains("not in the image store"),
             "{why}"
         );
+        // Said to a server's clients too (a queued job whose image was removed): never where
+        // the store is.
+        let root = dir.path().to_string_lossy().into_owned();
+        assert!(!why.contains(&root), "{why}");
         let why = root_for(None, Some("python:3.12-slim")).unwrap_err();
         assert!(why.contains("no image store"), "{why}");
         assert_eq!(root_for(None, None).unwrap(), Root::Host);

@@ -223,6 +223,9 @@ async fn students_may_name_only_images_the_server_has() {
         e["message"].as_str().unwrap().contains("course/none:1"),
         "{e}"
     );
+    // The answer never tells a client where the server keeps its data.
+    let data = s.data_dir().to_string_lossy().into_owned();
+    assert!(!e.to_string().contains(&data), "{e}");
     s.stop().await;
 }
 
