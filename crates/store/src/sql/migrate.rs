@@ -4,40 +4,56 @@ use sqlx::migrate::{Migrate, Migrator};
 
 use crate::error::Result;
 
-/// Runs `migrator`'s pending migrations on `db` and logs each one now applied that was not
-/// before (another node starting at the same time may be the one that applied it).
-pub(super) async fn migrate<D>(db: &sqlx::Pool<D>, migrator: &Migrator) -> Result<()>
-where
-    D: sqlx::Database,
-    D::Connection: Migrate,
-{
-    let before = applied(db).await?;
-    migrator.run(db).await?;
-    let mut newly = 0;
-    for m in migrator.iter() {
-        if m.migration_type.is_up_migration() && !before.contains(&m.version) {
-            tracing::info!(version = m.version, description = %m.description, "database migration applied");
-            newly += 1;
-        }
-    }
-    if newly == 0 {
-        tracing::debug!("database schema up to date");
-    }
-    Ok(())
-}
-
-/// Versions already applied; none on a new database. Only for the log: the bookkeeping table
-/// is left to the migrator to create (under its lock, so nodes starting together do not race),
-/// and a database without one yet reads as "nothing applied".
-async fn applied<D>(db: &sqlx::Pool<D>) -> Result<Vec<i64>>
+/// Runs `migrator`'s pending migrations on `db` and logs each one this call applied.
+///
+/// What was applied before is read under the migrator's own database lock, on the connection
+/// that then runs the migrations: read before taking it, two nodes starting together both saw
+/// nothing applied and both logged every migration (PostgreSQL's advisory lock is re-entrant
+/// per session, so the migrator taking it again on this connection does not wait for itself;
+/// SQLite's is a no-op, its writers being serialised by the file's lock).
+pub(super) async fn migrate<D>(db: &sqlx::Pool<D>, migrator: &Migrator) -> Result<Vec<i64>>
 where
     D: sqlx::Database,
     D::Connection: Migrate,
 {
     let mut conn = db.acquire().await?;
-    Ok(conn
+    conn.lock().await?;
+    let ran = run_locked(&mut conn, migrator).await;
+    let unlocked = conn.unlock().await;
+    let newly = ran?;
+    unlocked?;
+    for m in migrator.iter() {
+        if newly.contains(&m.version) {
+            tracing::info!(version = m.version, description = %m.description, "database migration applied");
+        }
+    }
+    if newly.is_empty() {
+        tracing::debug!("database schema up to date");
+    }
+    Ok(newly)
+}
+
+/// The migrations run, as versions this call applied (the caller holds the lock).
+async fn run_locked<D>(
+    conn: &mut sqlx::pool::PoolConnection<D>,
+    migrator: &Migrator,
+) -> Result<Vec<i64>>
+where
+    D: sqlx::Database,
+    D::Connection: Migrate,
+{
+    conn.ensure_migrations_table().await?;
+    let before: Vec<i64> = conn
         .list_applied_migrations()
-        .await
-        .map(|ms| ms.into_iter().map(|m| m.version).collect())
-        .unwrap_or_default())
+        .await?
+        .into_iter()
+        .map(|m| m.version)
+        .collect();
+    // `run_direct`: `run` wants an `Acquire` that a generic connection type cannot name.
+    migrator.run_direct(&mut **conn).await?;
+    Ok(migrator
+        .iter()
+        .filter(|m| m.migration_type.is_up_migration() && !before.contains(&m.version))
+        .map(|m| m.version)
+        .collect())
 }
