@@ -334,6 +334,8 @@ async function run(): Promise<void> {
   let outcome = 'error';
   let summary = '';
   let keep = true;
+  // What the status said before a `queued` message, said again at `started`.
+  let beforeQueue = '';
   try {
     const id = await upload(files);
     session = new Session({
@@ -344,6 +346,11 @@ async function run(): Promise<void> {
         document.body.classList.add('waiting');
         term.focus();
       },
+      queued: () => {
+        beforeQueue = runStatus.textContent ?? '';
+        status('⏳ The server is busy: your program starts as soon as a sandbox is free (Stop cancels it).', 'waiting');
+      },
+      started: () => status(beforeQueue),
     });
     const s = session;
     await s.open();

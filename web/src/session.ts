@@ -23,6 +23,10 @@ export interface SessionEvents {
   stdout: (data: string) => void;
   stderr: (data: string) => void;
   waiting: () => void;
+  /** Every sandbox is busy: the run waits for one. */
+  queued?: () => void;
+  /** A queued run has its sandbox now. */
+  started?: () => void;
 }
 
 type Pending = { resolve: (e: ExitInfo) => void; reject: (e: Error) => void };
@@ -70,6 +74,12 @@ export class Session {
         break;
       case 'stdin':
         this.events.waiting();
+        break;
+      case 'queued':
+        this.events.queued?.();
+        break;
+      case 'started':
+        this.events.started?.();
         break;
       case 'exit': {
         const p = this.pending;

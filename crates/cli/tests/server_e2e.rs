@@ -206,6 +206,40 @@ fn interactive_run_prompts_for_stdin_over_websocket() {
     });
 }
 
+/// A run that must wait for a sandbox says so: `queued` first, `started` when it gets one (the
+/// editor showed nothing while it waited); a run that starts at once gets neither.
+#[test]
+fn a_websocket_run_that_waits_for_a_sandbox_says_so() {
+    let s = Server::start("parallelism = 1\nqueue = 4\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let mut first = ws_connect(&s, &t).await;
+        ws_send(
+            &mut first,
+            json!({"type": "run", "cmd": "read x; echo got $x"}),
+        )
+        .await;
+        let m = ws_next(&mut first).await;
+        assert_eq!(m["type"], "stdin", "a run that starts at once: {m}");
+        let mut second = ws_connect(&s, &t).await;
+        ws_send(&mut second, json!({"type": "run", "cmd": "echo second"})).await;
+        assert_eq!(ws_next(&mut second).await["type"], "queued");
+        // Nothing more while the first run holds the only sandbox.
+        let quiet = tokio::time::timeout(Duration::from_millis(500), second.next()).await;
+        assert!(quiet.is_err(), "{quiet:?}");
+        ws_send(
+            &mut first,
+            json!({"type": "stdin", "data": "it\n", "eof": true}),
+        )
+        .await;
+        let (out, exit) = ws_until(&mut first, "exit", |m| m["type"] == "exit").await;
+        assert_eq!((out.as_str(), &exit["status"]), ("got it\n", &json!("ok")));
+        assert_eq!(ws_next(&mut second).await["type"], "started");
+        let (out, exit) = ws_until(&mut second, "exit", |m| m["type"] == "exit").await;
+        assert_eq!((out.as_str(), &exit["status"]), ("second\n", &json!("ok")));
+    });
+}
+
 #[test]
 fn sigint_over_websocket_interrupts_and_closing_kills() {
     let s = Server::start("", &[]);

@@ -90,6 +90,12 @@ impl Runner {
         }
     }
 
+    /// Whether a run admitted now would start at once (else it waits in the queue). Only a
+    /// hint: a slot may free or be taken in between.
+    pub fn has_free_slot(&self) -> bool {
+        self.slots.available_permits() > 0
+    }
+
     pub fn close(&self) {
         self.slots.close();
     }

@@ -91,6 +91,10 @@ pub enum WsServerMessage {
     },
     /// The program is blocked reading its standard input (asked of the kernel).
     Stdin {},
+    /// Every sandbox is busy: the run waits for one (sent only then, right after `run`).
+    Queued {},
+    /// A run that was `queued` has a sandbox now and starts (sent only after `queued`).
+    Started {},
     /// The program ended; the same object as `/run` returns.
     Exit(Box<RunResponse>),
     /// A message could not be acted on; the socket stays open.

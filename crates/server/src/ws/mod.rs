@@ -42,8 +42,9 @@ const MAX_MESSAGE: usize = 1 << 20;
 /// "language", "image", "seccomp"}`,
 /// `{"type": "resize", "cols", "rows"}`,
 /// `{"type": "stdin", "data", "eof"}`, `{"type": "signal", "name": "SIGINT"}`, `{"type": "kill"}`.
-/// Server messages: `{"type": "stdout" | "stderr", "data"}`, `{"type": "stdin"}` (the program
-/// waits for input), `{"type": "exit", "code", "status", "stdout", "stderr", "sandbox", …}` and
+/// Server messages: `{"type": "queued"}` (every sandbox is busy: the run waits) then
+/// `{"type": "started"}` when it gets one, `{"type": "stdout" | "stderr", "data"}`,
+/// `{"type": "stdin"}` (the program waits for input), `{"type": "exit", "code", "status", "stdout", "stderr", "sandbox", …}` and
 /// `{"type": "error", "error", "message"}`. Browsers may pass the token as `?token=`. When the
 /// token is revoked, the run is killed, `{"type": "error", "error": "token_revoked"}` is sent and
 /// the socket closed with 1008 ("token revoked").
@@ -283,11 +284,17 @@ async fn handle(
                 waker: waker.clone(),
                 stdin_sent: 0,
             });
+            // Said before the wait, so a client is not left with silence while the server is
+            // busy (the editor says so); `started` ends it.
+            let queued = !st.runner.has_free_slot();
             let st = st.clone();
             let ev_tx = ev_tx.clone();
             tokio::spawn(async move {
                 let out_tx = ev_tx.clone();
                 let result = execute(&st, prepared, move |sb, spec| {
+                    if queued {
+                        let _ = out_tx.blocking_send((WsServerMessage::Started {}, false));
+                    }
                     drive(sb, spec, ctl_rx, &waker, out_tx)
                 })
                 .await;
@@ -300,7 +307,8 @@ async fn handle(
                 };
                 let _ = ev_tx.send((msg, true)).await;
             });
-            None
+            // Sent before anything the run sends: the session loop sends this reply first.
+            queued.then_some(WsServerMessage::Queued {})
         }
         WsClientMessage::Stdin { data, eof } => {
             let Some(r) = running.as_mut() else {
