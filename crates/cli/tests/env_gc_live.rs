@@ -34,14 +34,7 @@ fn busybox_image(t: &Path, data: &Path, name: &str) {
     std::fs::write(root.join("data/words.txt"), WORDS).unwrap();
     std::fs::write(root.join("data/later.txt"), LATER).unwrap();
     let tar = t.join("root.tar");
-    corral_testkit::succeed(
-        Command::new("tar")
-            .arg("-C")
-            .arg(&root)
-            .arg("-cf")
-            .arg(&tar)
-            .arg("."),
-    );
+    common::image::tar_folder(&root, &tar);
     common::image::import(data, name, &tar);
 }
 
