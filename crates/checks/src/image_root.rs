@@ -30,6 +30,8 @@ pub fn resolve(store: &Store, reference: &str) -> Result<ImageRoot, corral_image
         working_dir: rootfs.working_dir,
         upper: None,
         as_root: false,
+        // Held by every sandbox built on this root: gc keeps the layers while one lives.
+        claim: rootfs.claim.into(),
     })
 }
 

@@ -88,9 +88,9 @@ enum EnvCommand {
         #[arg(value_name = "REF", required = true)]
         references: Vec<String>,
     },
-    /// Delete layers and blobs no image uses any more. Running sandboxes are not tracked: the
-    /// layers of an image removed while a run, a server's kept or pooled sandbox still uses it
-    /// go too (see the README's "Environments").
+    /// Delete layers and blobs no image uses any more. Those of a removed image that a live
+    /// sandbox (a run, a server's kept or pooled sandbox, a worker's) still uses are kept until a
+    /// gc after it ends (see the README's "Environments").
     Gc,
     /// Report the disk space images, blobs and unpacked layers use.
     Du {
@@ -237,6 +237,12 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
                 r.cache_entries_removed,
                 human(r.bytes_freed)
             );
+            if r.layers_in_use + r.blobs_in_use > 0 {
+                println!(
+                    "kept {} layers and {} blobs of removed images that live sandboxes still use (a gc after they end removes them)",
+                    r.layers_in_use, r.blobs_in_use
+                );
+            }
         }
         EnvCommand::Du { json } => {
             let du = store.disk_usage()?;

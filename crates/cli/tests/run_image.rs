@@ -230,14 +230,7 @@ fn an_images_loader_and_preload_never_run_in_the_gvisor_init() {
             std::fs::write(root.join("etc/ld.so.preload"), "/usr/lib/preload.so\n").unwrap();
         }
         let tar = t.path().join(format!("{name}.tar"));
-        corral_testkit::succeed(
-            Command::new("tar")
-                .arg("-C")
-                .arg(&root)
-                .arg("-cf")
-                .arg(&tar)
-                .arg("."),
-        );
+        common::image::tar_folder(&root, &tar);
         tar
     };
     let data = t.path().join("data");

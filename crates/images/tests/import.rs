@@ -174,6 +174,8 @@ fn store_operations_list_tag_remove_gc_and_rootfs() {
     );
     assert!(root.lower_dirs[1].join("bin/hello").is_file());
     assert_eq!(root.working_dir.as_deref(), Some("/work"));
+    // Its claim would keep the layers from the gc below, as a live sandbox's does.
+    drop(root);
 
     store.tag("a/img", "b/other:1").unwrap();
     let listed = store.list().unwrap();

@@ -82,6 +82,8 @@ impl SandboxConfig {
 /// A live sandbox. Dropping it ends every process in it and removes everything it created.
 pub struct Sandbox {
     id: String,
+    /// Its shape. An image root's claim is in it: `corral env gc` keeps the image's layers while
+    /// the sandbox lives, and the claim goes when the sandbox is dropped.
     config: SandboxConfig,
     keeper: Option<Keeper>,
     /// Compiles the stricter seccomp programs a run may ask for.

@@ -1,6 +1,8 @@
 //! `RunSpec`: what to run. The CLI flags, a `--batch` line and (later) an HTTP body all become one.
 
+use std::any::Any;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -144,6 +146,51 @@ pub struct ImageRoot {
     /// namespace has no privilege over the host, the sandbox's mounts or its network. Implied by
     /// `upper` (build mode is root already).
     pub as_root: bool,
+    /// Keeps the layers from `corral env gc` while this root (a sandbox built on it) lives.
+    pub claim: RootClaim,
+}
+
+/// What keeps a root's files from being deleted while a sandbox uses them: the image store's
+/// claim on an image's layers, which `corral env gc` leaves alone while it is held. Opaque here
+/// (this crate sits below the store and only carries it); every clone of an [`ImageRoot`] shares
+/// it, and a sandbox keeps its root's until it is dropped, so the last holder to go releases it.
+/// Not part of a root's identity: equality and hashing ignore it, so pooled sandboxes of one
+/// image are shared whoever claimed it.
+#[derive(Clone, Default)]
+pub struct RootClaim(Option<Arc<dyn Any + Send + Sync>>);
+
+impl RootClaim {
+    /// Holds `claim` until the last clone is dropped.
+    pub fn new(claim: impl Any + Send + Sync) -> RootClaim {
+        RootClaim(Some(Arc::new(claim)))
+    }
+
+    /// Whether anything is held (a root not made from a store's image holds nothing).
+    pub fn is_held(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+impl std::fmt::Debug for RootClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.is_held() {
+            "RootClaim(held)"
+        } else {
+            "RootClaim(none)"
+        })
+    }
+}
+
+impl PartialEq for RootClaim {
+    fn eq(&self, _: &RootClaim) -> bool {
+        true
+    }
+}
+
+impl Eq for RootClaim {}
+
+impl std::hash::Hash for RootClaim {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 impl ImageRoot {
@@ -588,6 +635,7 @@ mod tests {
             working_dir: Some("/app".into()),
             upper: None,
             as_root: false,
+            claim: RootClaim::default(),
         };
         let mut s = RunSpec::new(vec!["true".into()]);
         s.env.push(kv("LANG", "C"));

@@ -126,6 +126,7 @@ pub fn prepare(
         working_dir: base.working_dir.clone(),
         upper: None,
         as_root: false,
+        claim: base.claim.clone(),
     };
     if done.join("layer").is_dir() {
         tracing::debug!(%key, "gradescope environment cached");

@@ -35,6 +35,18 @@ pub fn data_dir() -> &'static Path {
     })
 }
 
+/// Writes the folder `root` as the root-filesystem tar `tar` (with the host's `tar`).
+pub fn tar_folder(root: &Path, tar: &Path) {
+    corral_testkit::succeed(
+        Command::new("tar")
+            .arg("-C")
+            .arg(root)
+            .arg("-cf")
+            .arg(tar)
+            .arg("."),
+    );
+}
+
 /// `corral env --data DATA import --name NAME TAR` (an image tar or layout), which must succeed.
 pub fn import(data: &Path, name: &str, tar: &Path) {
     corral_testkit::succeed(

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use corral_sandbox::{run_fresh, Host, ImageRoot, OutputSink, Root, RunSpec, Status};
+use corral_sandbox::{run_fresh, Host, ImageRoot, OutputSink, Root, RootClaim, RunSpec, Status};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
 use super::runner::{Changes, RunRequest, StepOutcome, StepRunner};
@@ -95,6 +95,8 @@ impl StepRunner for SandboxRunner {
             working_dir: req.working_dir,
             upper: Some(upper.clone()),
             as_root: false,
+            // The build holds the store's writer lock throughout: no gc runs under it.
+            claim: RootClaim::default(),
         });
         let outcome = run_fresh(&self.host, &spec, &mut Forward(output));
         let verdict = match outcome.status {

@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use super::claim::{self, Exclusive};
 use super::model::Store;
 use crate::error::Error;
 use crate::error::IoContext;
@@ -11,6 +12,11 @@ use crate::error::IoContext;
 pub struct GcReport {
     pub blobs_removed: u64,
     pub layers_removed: u64,
+    /// Layers no image names that were kept because a live sandbox is built on them (its
+    /// claim, see `claim`); a gc after the sandbox is gone removes them.
+    pub layers_in_use: u64,
+    /// Blobs of such an image, kept likewise.
+    pub blobs_in_use: u64,
     /// Build-cache entries whose layers no image uses any more.
     pub cache_entries_removed: u64,
     pub bytes_freed: u64,
@@ -30,7 +36,8 @@ pub struct DiskUsage {
 impl Store {
     /// Removes every blob and unpacked layer that no image record references, the build-cache
     /// entries that need one of them, and leftovers of interrupted unpacks. Waits for running
-    /// imports, pulls and builds (they hold the writer lock).
+    /// imports, pulls and builds (they hold the writer lock). Keeps, and counts, the layers and
+    /// blobs a live sandbox's claim holds (see [`Store::rootfs`]).
     pub fn gc(&self) -> Result<GcReport, Error> {
         let _g = self.gc_lock()?;
         let mut blobs = HashSet::new();
@@ -60,6 +67,18 @@ impl Store {
                     continue;
                 }
                 let path = e.path();
+                // Held while it is deleted; no claim can be taken meanwhile (we hold gc.lock).
+                let _lock = match claim::exclusive(&path)? {
+                    Exclusive::Free(lock) => lock,
+                    Exclusive::Claimed => {
+                        if count == 0 {
+                            report.blobs_in_use += 1;
+                        } else {
+                            report.layers_in_use += 1;
+                        }
+                        continue;
+                    }
+                };
                 report.bytes_freed += tree_bytes(&path);
                 if e.file_type().at(&path)?.is_dir() {
                     remove_tree(&path)?;

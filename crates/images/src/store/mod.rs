@@ -4,6 +4,7 @@
 
 mod blobs;
 mod cache;
+pub mod claim;
 pub mod gc;
 mod images;
 mod model;
@@ -11,5 +12,6 @@ mod names;
 pub mod refs;
 
 pub use cache::State;
+pub use claim::ImageClaim;
 pub use model::{ImageRecord, LayerRecord, RootFs, Store};
 pub use refs::Ref;

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::claim::ImageClaim;
 use crate::digest::Digest;
 use crate::error::Error;
 use crate::error::IoContext;
@@ -62,6 +63,9 @@ pub struct RootFs {
     pub lower_dirs: Vec<PathBuf>,
     pub env: Vec<String>,
     pub working_dir: Option<String>,
+    /// Keeps the layers and blobs from `gc` while it (or a clone) lives, even after the image's
+    /// last name is removed: a sandbox built on `lower_dirs` holds it until it is dropped.
+    pub claim: ImageClaim,
 }
 
 impl Store {
@@ -143,20 +147,31 @@ impl Store {
         Ok(())
     }
 
-    /// The ordered layer folders, Env and WorkingDir of `reference`: what a sandbox mounts.
+    /// The ordered layer folders, Env and WorkingDir of `reference`: what a sandbox mounts, with
+    /// a claim on them.
     pub fn rootfs(&self, reference: &str) -> Result<RootFs, Error> {
+        // Resolved and claimed under `gc.lock`: no gc can run between reading the record and
+        // holding its layers.
+        let _writing = self.writer_lock()?;
         let (_, rec) = self.resolve(reference)?;
-        let lower_dirs = rec
+        let lower_dirs: Vec<PathBuf> = rec
             .layers
             .iter()
             .rev()
             .map(|l| self.layer_path(&l.diff_id))
             .collect();
+        let blobs = [Some(&rec.digest), Some(&rec.config), rec.index.as_ref()]
+            .into_iter()
+            .flatten()
+            .chain(rec.layers.iter().map(|l| &l.blob))
+            .map(|d| self.blob_path(d));
+        let claim = ImageClaim::take(lower_dirs.iter().cloned().chain(blobs))?;
         Ok(RootFs {
             digest: rec.digest,
             lower_dirs,
             env: rec.env,
             working_dir: rec.working_dir,
+            claim,
         })
     }
 }

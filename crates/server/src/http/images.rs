@@ -282,8 +282,8 @@ pub async fn build_status(
 /// Remove an image name, or an image by digest (admin).
 ///
 /// A name goes; the image goes with its last name. A digest removes the image and all its names.
-/// Layers stay on disk until `corral env gc`. Submissions already pinned to the image and not yet
-/// judged then fail on workers that lack it.
+/// Layers stay on disk until `corral env gc` (and through it while a live sandbox uses them).
+/// Submissions already pinned to the image and not yet judged then fail on workers that lack it.
 #[utoipa::path(
     delete, path = "/images/{reference}", tag = "images",
     params(("reference" = String, Path, description = "NAME[:TAG], NAME@sha256:…, or a digest", example = "course/numpy:1")),

@@ -1,0 +1,71 @@
+//! `Store::gc` and the claims live sandboxes hold (`Store::rootfs`): what a claim holds is kept,
+//! counted, and removed by a gc after its last clone is gone. Through the real sandbox:
+//! crates/cli/tests/env_gc_live.rs.
+
+use std::path::Path;
+
+use corral_images::Store;
+
+/// Imports a one-file root filesystem tar as `name`.
+fn image(store: &Store, dir: &Path, name: &str) {
+    let tar = dir.join(format!("{}.tar", name.replace(['/', ':'], "_")));
+    let mut b = tar::Builder::new(std::fs::File::create(&tar).unwrap());
+    let body = name.as_bytes();
+    let mut h = tar::Header::new_gnu();
+    h.set_mode(0o644);
+    h.set_size(body.len() as u64);
+    b.append_data(&mut h, "name.txt", body).unwrap();
+    b.finish().unwrap();
+    corral_images::import(store, &tar, Some(name)).unwrap();
+}
+
+/// The descriptors of this process open on `path`.
+fn fds_on(path: &Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == path))
+        .count()
+}
+
+#[test]
+fn gc_keeps_what_a_claim_holds_until_its_last_clone_goes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    image(&store, tmp.path(), "t/used:1");
+    image(&store, tmp.path(), "t/idle:1");
+    let used = store.rootfs("t/used:1").unwrap();
+    let layer = used.lower_dirs[0].clone();
+    // Manifest, config, one layer blob and the layer folder.
+    assert_eq!(used.claim.len(), 4);
+    // A second claim of the image in this process shares the first one's descriptors.
+    let again = store.rootfs("t/used:1").unwrap();
+    assert_eq!(fds_on(&layer), 1);
+    drop(again);
+
+    store.remove("t/used:1").unwrap();
+    store.remove("t/idle:1").unwrap();
+    let gc = store.gc().unwrap();
+    assert_eq!((gc.layers_removed, gc.blobs_removed), (1, 3), "{gc:?}");
+    assert_eq!((gc.layers_in_use, gc.blobs_in_use), (1, 3), "{gc:?}");
+    assert_eq!(
+        std::fs::read_to_string(layer.join("name.txt")).unwrap(),
+        "t/used:1"
+    );
+
+    // A clone (a sandbox's copy of its root) holds it on its own.
+    let clone = used.claim.clone();
+    drop(used);
+    let gc = store.gc().unwrap();
+    assert_eq!((gc.layers_removed, gc.layers_in_use), (0, 1), "{gc:?}");
+    assert_eq!(fds_on(&layer), 1);
+
+    drop(clone);
+    assert_eq!(fds_on(&layer), 0, "released with its last clone");
+    let gc = store.gc().unwrap();
+    assert_eq!((gc.layers_removed, gc.blobs_removed), (1, 3), "{gc:?}");
+    assert_eq!((gc.layers_in_use, gc.blobs_in_use), (0, 0), "{gc:?}");
+    assert!(!layer.exists());
+    let left = |sub: &str| std::fs::read_dir(store.root().join(sub)).unwrap().count();
+    assert_eq!((left("layers/sha256"), left("blobs/sha256")), (0, 0));
+}
