@@ -56,6 +56,10 @@ pub struct CheckResult {
     /// Set when corral itself failed (sandbox error) or a test run could not be trusted (an
     /// invalid pytest or check50 report): the check could not be judged.
     pub error: Option<String>,
+    /// What staff need to see why a check could not be judged, in corral's words with what the
+    /// program wrote (pytest's standard error when its session did not finish). Shown in the
+    /// staff view only: it may quote what the submission printed while hidden tests ran.
+    pub diagnostics: Option<String>,
     /// Rows of a pytest or check50 check's rubric items, while the engine runs; a [`Report`]
     /// lists them after their check and leaves this empty.
     pub children: Vec<CheckResult>,
@@ -186,6 +190,14 @@ impl CheckResult {
         }
     }
 
+    /// The diagnostics as `view` may see them: staff only.
+    pub fn visible_diagnostics(&self, view: View) -> Option<&str> {
+        match view {
+            View::Staff => self.diagnostics.as_deref(),
+            View::Student => None,
+        }
+    }
+
     /// The one-line explanation as `view` may see it.
     pub fn visible_message(&self, view: View) -> Option<String> {
         match (self.hidden && view == View::Student, self.result) {
@@ -255,7 +267,8 @@ impl Report {
     }
 
     /// corral's JSON: CS50 Check's `{"results": {...}}` with added fields per check (`points`,
-    /// `max_points`, `time_ms`, `hidden`, `message`, `error`, `image`, `runtime`) and at the top
+    /// `max_points`, `time_ms`, `hidden`, `message`, `error`, `diagnostics` (staff view only),
+    /// `image`, `runtime`) and at the top
     /// (`suite`, `score`, `max_score`, `passed`, `integrity`, `images`). `image` is `{"name",
     /// "digest"}` of the container image the check ran in (absent on the host root); `images`
     /// lists each once (absent when none); `runtime` is `native` or `gvisor`.
@@ -272,6 +285,9 @@ impl Report {
             }
             if let Some(e) = &r.error {
                 m.insert("error".into(), json!(e));
+            }
+            if let Some(d) = r.visible_diagnostics(view) {
+                m.insert("diagnostics".into(), json!(d));
             }
             if let Some(i) = self.images.get(&r.id) {
                 m.insert("image".into(), json!(i));
@@ -331,6 +347,7 @@ impl Report {
                         ));
                     }
                 }
+                out.extend(r.visible_diagnostics(view).map(str::to_string));
                 json!({
                     "name": r.description,
                     "number": r.id,
@@ -426,6 +443,11 @@ impl Report {
                     }
                 }
             }
+            if let Some(d) = r.visible_diagnostics(view) {
+                for l in d.lines() {
+                    out.push_str(&format!("      {l}\n"));
+                }
+            }
             let said = r
                 .visible_message(view)
                 .is_some_and(|m| m.starts_with("expected"));
@@ -511,6 +533,7 @@ const KEY_ORDER: &[&str] = &[
     "hidden",
     "message",
     "error",
+    "diagnostics",
     "image",
     "runtime",
     "runtimes",
@@ -670,6 +693,7 @@ mod tests {
                 Some(false) => Some("expected \"secret answer 42\", not \"41\"".into()),
             },
             error: None,
+            diagnostics: None,
             children: Vec::new(),
         }
     }
@@ -720,6 +744,38 @@ mod tests {
         assert_eq!(gs["tests"][1]["visibility"], "after_published");
         assert_eq!(gs["tests"][0]["visibility"], "visible");
         assert_eq!(gs["score"], 2);
+    }
+
+    /// What a program wrote when its check could not be judged (pytest's standard error) may
+    /// quote hidden tests: every staff view has it, no student view does.
+    #[test]
+    fn diagnostics_are_for_staff_only() {
+        let mut r = report();
+        r.results[0].result = Some(false);
+        r.results[0].diagnostics = Some("pytest's standard error:\nsecret hidden source".into());
+        for text in [
+            r.to_json(View::Student).to_string(),
+            r.to_cs50(View::Student).to_string(),
+            r.to_gradescope(View::Student).to_string(),
+            r.render_text(View::Student, false),
+            r.to_cs50(View::Staff).to_string(),
+        ] {
+            assert!(!text.contains("secret hidden source"), "{text}");
+        }
+        assert_eq!(
+            r.to_json(View::Staff)["results"]["a"]["diagnostics"],
+            "pytest's standard error:\nsecret hidden source"
+        );
+        let gs = r.to_gradescope(View::Staff);
+        assert!(
+            gs["tests"][0]["output"]
+                .as_str()
+                .unwrap()
+                .ends_with("pytest's standard error:\nsecret hidden source"),
+            "{gs}"
+        );
+        let t = r.render_text(View::Staff, false);
+        assert!(t.contains("      secret hidden source\n"), "{t}");
     }
 
     #[test]

@@ -298,6 +298,7 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
             hidden: check_hidden || t.visibility.unwrap_or(default_vis).hides(),
             message: (!message.is_empty()).then(|| message.join("\n")),
             error: None,
+            diagnostics: None,
             children: Vec::new(),
         });
     }

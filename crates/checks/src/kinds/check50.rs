@@ -285,6 +285,7 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
         hidden: check.hidden,
         message,
         error,
+        diagnostics: None,
         children: Vec::new(),
     };
     match &run {
@@ -376,6 +377,7 @@ fn item_row(check: &Check, item: &Check50Item, row: &RubricItem, r: &Check50Resu
         hidden: item.hidden || check.hidden,
         message: msg,
         error: None,
+        diagnostics: None,
         children: Vec::new(),
     }
 }

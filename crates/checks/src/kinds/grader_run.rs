@@ -165,6 +165,7 @@ pub fn output_row(check: &Check, outcome: &Outcome, visible: bool) -> CheckResul
         hidden: !visible || check.hidden,
         message: None,
         error: None,
+        diagnostics: None,
         children: Vec::new(),
     }
 }
