@@ -163,6 +163,7 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
                 message: (!message.is_empty()).then(|| message.join("\n")),
                 error: None,
                 diagnostics: None,
+                gradescope: None,
                 children: Vec::new(),
             }
         })

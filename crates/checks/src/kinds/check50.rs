@@ -286,6 +286,7 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
         message,
         error,
         diagnostics: None,
+        gradescope: None,
         children: Vec::new(),
     };
     match &run {
@@ -378,6 +379,7 @@ fn item_row(check: &Check, item: &Check50Item, row: &RubricItem, r: &Check50Resu
         message: msg,
         error: None,
         diagnostics: None,
+        gradescope: None,
         children: Vec::new(),
     }
 }

@@ -166,6 +166,7 @@ pub fn output_row(check: &Check, outcome: &Outcome, visible: bool) -> CheckResul
         message: None,
         error: None,
         diagnostics: None,
+        gradescope: None,
         children: Vec::new(),
     }
 }

@@ -961,6 +961,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
             }),
             error: None,
             diagnostics: None,
+            gradescope: None,
             children: Vec::new(),
         });
     }
@@ -1025,6 +1026,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
         message: (!ok).then_some(message),
         error,
         diagnostics: (!diagnostics.is_empty()).then(|| diagnostics.join("\n")),
+        gradescope: None,
         children,
     };
     (parent, if ok { out } else { None })

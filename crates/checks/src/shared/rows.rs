@@ -19,6 +19,7 @@ pub fn row(check: &Check) -> CheckResult {
         message: None,
         error: None,
         diagnostics: None,
+        gradescope: None,
         children: Vec::new(),
     }
 }
@@ -64,6 +65,7 @@ pub fn items_not_run(
             message: parent.message.clone(),
             error: None,
             diagnostics: None,
+            gradescope: None,
             children: Vec::new(),
         })
         .collect()
