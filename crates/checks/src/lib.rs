@@ -41,6 +41,7 @@ pub mod error;
 pub mod image_root;
 pub mod kinds;
 pub mod language_registry;
+mod python_syntax;
 pub mod report;
 pub mod safety_scan;
 pub mod shared;

@@ -56,10 +56,30 @@ pub struct CheckResult {
     /// Set when corral itself failed (sandbox error) or a test run could not be trusted (an
     /// invalid pytest or check50 report): the check could not be judged.
     pub error: Option<String>,
+    /// What staff need to see why a check could not be judged, in corral's words with what the
+    /// program wrote (pytest's standard error when its session did not finish). Shown in the
+    /// staff view only: it may quote what the submission printed while hidden tests ran.
+    pub diagnostics: Option<String>,
+    /// On a Gradescope check's own row: what its autograder's `results.json` says for the whole
+    /// submission beyond rows, which `--format gradescope` carries through.
+    pub gradescope: Option<Box<GradescopeExtras>>,
     /// Rows of a pytest or check50 check's rubric items, while the engine runs; a [`Report`]
     /// lists them after their check and leaves this empty.
     pub children: Vec<CheckResult>,
 }
+
+/// The parts of a Gradescope autograder's `results.json` that are not rows: its `leaderboard`
+/// entries (`{name, value, order}`, validated) and its top-level `extra_data`, as written.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GradescopeExtras {
+    pub leaderboard: Vec<Value>,
+    pub extra_data: Option<Value>,
+}
+
+/// The key of Gradescope's `extra_data` under which an autograder's own keys go when corral's
+/// (or an earlier autograder's) already hold their names, by check id (see
+/// [`Report::to_gradescope`]).
+pub const AUTOGRADER_EXTRA_DATA: &str = "autograder_extra_data";
 
 /// A protected assignment file that the submission had in another version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -186,6 +206,14 @@ impl CheckResult {
         }
     }
 
+    /// The diagnostics as `view` may see them: staff only.
+    pub fn visible_diagnostics(&self, view: View) -> Option<&str> {
+        match view {
+            View::Staff => self.diagnostics.as_deref(),
+            View::Student => None,
+        }
+    }
+
     /// The one-line explanation as `view` may see it.
     pub fn visible_message(&self, view: View) -> Option<String> {
         match (self.hidden && view == View::Student, self.result) {
@@ -255,7 +283,8 @@ impl Report {
     }
 
     /// corral's JSON: CS50 Check's `{"results": {...}}` with added fields per check (`points`,
-    /// `max_points`, `time_ms`, `hidden`, `message`, `error`, `image`, `runtime`) and at the top
+    /// `max_points`, `time_ms`, `hidden`, `message`, `error`, `diagnostics` (staff view only),
+    /// `image`, `runtime`) and at the top
     /// (`suite`, `score`, `max_score`, `passed`, `integrity`, `images`). `image` is `{"name",
     /// "digest"}` of the container image the check ran in (absent on the host root); `images`
     /// lists each once (absent when none); `runtime` is `native` or `gvisor`.
@@ -272,6 +301,9 @@ impl Report {
             }
             if let Some(e) = &r.error {
                 m.insert("error".into(), json!(e));
+            }
+            if let Some(d) = r.visible_diagnostics(view) {
+                m.insert("diagnostics".into(), json!(d));
             }
             if let Some(i) = self.images.get(&r.id) {
                 m.insert("image".into(), json!(i));
@@ -311,6 +343,14 @@ impl Report {
 
     /// Gradescope's `results.json`. Hidden checks are `after_published`; their output has no
     /// expected/actual values unless `view` is staff.
+    ///
+    /// A Gradescope check's own `leaderboard` and `extra_data` are carried through (in the
+    /// student view only when its row is visible to students, as its script is): the
+    /// leaderboard entries as written, in suite order (an entry whose name an earlier check's
+    /// took is named `CHECK/NAME`); the autograder's `extra_data` keys beside corral's own,
+    /// which never move. A key corral's (or an earlier check's) already holds goes, with any
+    /// `extra_data` that is not an object, under [`AUTOGRADER_EXTRA_DATA`]`.CHECK`, so nothing
+    /// of either side is lost.
     pub fn to_gradescope(&self, view: View) -> Value {
         let tests: Vec<Value> = self
             .results
@@ -331,6 +371,7 @@ impl Report {
                         ));
                     }
                 }
+                out.extend(r.visible_diagnostics(view).map(str::to_string));
                 json!({
                     "name": r.description,
                     "number": r.id,
@@ -370,21 +411,71 @@ impl Report {
             output.push_str("\nThe static safety check found: ");
             output.push_str(&s.describe().join("; "));
         }
-        json!({
+        let mut extra_data = json!({
+            "suite": self.suite,
+            "max_score": num(self.max_score()),
+            "integrity": self.integrity,
+            "safety": self.safety,
+            "images": self.used_images(),
+            "runtimes": self.runtimes,
+        });
+        let mut leaderboard: Vec<Value> = Vec::new();
+        let mut moved = Map::new();
+        for r in &self.results {
+            let Some(x) = r.gradescope.as_deref() else {
+                continue;
+            };
+            if r.hidden && view == View::Student {
+                continue;
+            }
+            let earlier = leaderboard.len();
+            for entry in &x.leaderboard {
+                let mut entry = entry.clone();
+                let name = entry["name"].as_str().unwrap_or_default().to_string();
+                if leaderboard[..earlier]
+                    .iter()
+                    .any(|e| e["name"] == name.as_str())
+                {
+                    entry["name"] = json!(format!("{}/{name}", r.id));
+                }
+                leaderboard.push(entry);
+            }
+            match &x.extra_data {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(theirs)) => {
+                    let ours = extra_data.as_object_mut().expect("an object");
+                    let mut clashing = Map::new();
+                    for (k, v) in theirs {
+                        if ours.contains_key(k) || k == AUTOGRADER_EXTRA_DATA {
+                            clashing.insert(k.clone(), v.clone());
+                        } else {
+                            ours.insert(k.clone(), v.clone());
+                        }
+                    }
+                    if !clashing.is_empty() {
+                        moved.insert(r.id.clone(), Value::Object(clashing));
+                    }
+                }
+                Some(other) => {
+                    moved.insert(r.id.clone(), other.clone());
+                }
+            }
+        }
+        if !moved.is_empty() {
+            extra_data[AUTOGRADER_EXTRA_DATA] = Value::Object(moved);
+        }
+        let mut out = json!({
             "score": num(self.score()),
             "output": output,
             "visibility": "visible",
             "stdout_visibility": "hidden",
             "tests": tests,
-            "extra_data": {
-                "suite": self.suite,
-                "max_score": num(self.max_score()),
-                "integrity": self.integrity,
-                "safety": self.safety,
-                "images": self.used_images(),
-                "runtimes": self.runtimes,
-            },
-        })
+            "extra_data": extra_data,
+        });
+        if !leaderboard.is_empty() {
+            out["leaderboard"] = json!(leaderboard);
+        }
+        out
     }
 
     /// check50-style text: ✓ (green) / ✗ (red) / `:|` (yellow, skipped), the description, and for
@@ -424,6 +515,11 @@ impl Report {
                     for l in lines {
                         out.push_str(&format!("      {l}\n"));
                     }
+                }
+            }
+            if let Some(d) = r.visible_diagnostics(view) {
+                for l in d.lines() {
+                    out.push_str(&format!("      {l}\n"));
                 }
             }
             let said = r
@@ -511,6 +607,7 @@ const KEY_ORDER: &[&str] = &[
     "hidden",
     "message",
     "error",
+    "diagnostics",
     "image",
     "runtime",
     "runtimes",
@@ -523,6 +620,7 @@ const KEY_ORDER: &[&str] = &[
     "stdout_visibility",
     "tests",
     "extra_data",
+    "leaderboard",
     "ok",
     "flagged",
     "path",
@@ -670,6 +768,8 @@ mod tests {
                 Some(false) => Some("expected \"secret answer 42\", not \"41\"".into()),
             },
             error: None,
+            diagnostics: None,
+            gradescope: None,
             children: Vec::new(),
         }
     }
@@ -720,6 +820,110 @@ mod tests {
         assert_eq!(gs["tests"][1]["visibility"], "after_published");
         assert_eq!(gs["tests"][0]["visibility"], "visible");
         assert_eq!(gs["score"], 2);
+    }
+
+    /// What a program wrote when its check could not be judged (pytest's standard error) may
+    /// quote hidden tests: every staff view has it, no student view does.
+    #[test]
+    fn diagnostics_are_for_staff_only() {
+        let mut r = report();
+        r.results[0].result = Some(false);
+        r.results[0].diagnostics = Some("pytest's standard error:\nsecret hidden source".into());
+        for text in [
+            r.to_json(View::Student).to_string(),
+            r.to_cs50(View::Student).to_string(),
+            r.to_gradescope(View::Student).to_string(),
+            r.render_text(View::Student, false),
+            r.to_cs50(View::Staff).to_string(),
+        ] {
+            assert!(!text.contains("secret hidden source"), "{text}");
+        }
+        assert_eq!(
+            r.to_json(View::Staff)["results"]["a"]["diagnostics"],
+            "pytest's standard error:\nsecret hidden source"
+        );
+        let gs = r.to_gradescope(View::Staff);
+        assert!(
+            gs["tests"][0]["output"]
+                .as_str()
+                .unwrap()
+                .ends_with("pytest's standard error:\nsecret hidden source"),
+            "{gs}"
+        );
+        let t = r.render_text(View::Staff, false);
+        assert!(t.contains("      secret hidden source\n"), "{t}");
+    }
+
+    /// An autograder's leaderboard and `extra_data` reach `--format gradescope`: its keys beside
+    /// corral's, a clashing key (corral's `suite`, an earlier autograder's `seed`) under
+    /// `autograder_extra_data.CHECK`, a repeated leaderboard name as `CHECK/NAME`; a hidden
+    /// row's only in the staff view.
+    #[test]
+    fn autograders_leaderboards_and_extra_data_are_carried_through() {
+        let mut r = report();
+        let extras = |board: Value, extra: Value| {
+            Some(Box::new(GradescopeExtras {
+                leaderboard: serde_json::from_value(board).unwrap(),
+                extra_data: Some(extra),
+            }))
+        };
+        r.results[0].gradescope = extras(
+            json!([{"name": "Time", "value": 15.1, "order": "asc"}, {"name": "Stars", "value": "*****"}]),
+            json!({"seed": 7, "suite": "theirs", "autograder_extra_data": 1}),
+        );
+        r.results[2].gradescope = extras(
+            json!([{"name": "Time", "value": 3}]),
+            json!({"seed": 8, "language": "c"}),
+        );
+        let gs = r.to_gradescope(View::Student);
+        assert_eq!(
+            gs["leaderboard"],
+            json!([
+                {"name": "Time", "value": 15.1, "order": "asc"},
+                {"name": "Stars", "value": "*****"},
+                {"name": "c/Time", "value": 3},
+            ])
+        );
+        let x = &gs["extra_data"];
+        assert_eq!(
+            (&x["suite"], &x["seed"], &x["language"]),
+            (&json!("t"), &json!(7), &json!("c"))
+        );
+        assert_eq!(
+            x["autograder_extra_data"],
+            json!({"a": {"suite": "theirs", "autograder_extra_data": 1}, "c": {"seed": 8}})
+        );
+        assert_eq!(x["max_score"], 6);
+        assert!(
+            x["runtimes"].is_object() && x["integrity"].is_object(),
+            "{x}"
+        );
+        // Not an object: kept whole under the check's id.
+        r.results[2].gradescope = extras(json!([]), json!([1, 2]));
+        let gs = r.to_gradescope(View::Student);
+        assert_eq!(
+            gs["extra_data"]["autograder_extra_data"]["c"],
+            json!([1, 2])
+        );
+        assert_eq!(gs["leaderboard"].as_array().unwrap().len(), 2);
+        // A hidden row's (here "b") only for staff.
+        let mut r = report();
+        r.results[1].gradescope = extras(json!([{"name": "Time", "value": 1}]), json!({"k": 1}));
+        let gs = r.to_gradescope(View::Student);
+        assert!(
+            gs.get("leaderboard").is_none() && gs["extra_data"].get("k").is_none(),
+            "{gs}"
+        );
+        let gs = r.to_gradescope(View::Staff);
+        assert_eq!(gs["leaderboard"][0]["name"], "Time");
+        assert_eq!(gs["extra_data"]["k"], 1);
+        // Without them, the file is as before.
+        let gs = report().to_gradescope(View::Staff);
+        assert!(gs.get("leaderboard").is_none(), "{gs}");
+        assert!(
+            gs["extra_data"].get("autograder_extra_data").is_none(),
+            "{gs}"
+        );
     }
 
     #[test]

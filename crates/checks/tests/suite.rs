@@ -410,3 +410,40 @@ fn a_grader_runs_as_root_only_in_its_image() {
         .to_string();
     assert!(e.contains("root"), "{e}");
 }
+
+/// A check50 problem whose `__init__.py` does not compile is refused when the suite loads, with
+/// the suite's line of the check and Python's file, line and message: before, it loaded, and
+/// every submission's run failed on it. With an image the image's Python (perhaps another
+/// version) decides, when the check runs.
+#[test]
+fn a_check50_problem_that_does_not_compile_is_a_load_error() {
+    let suite = "name: x\nchecks:\n  - id: hello\n    check50: {problem: problem}\n";
+    let (dir, path) = suite_file(suite, "suite.yaml");
+    let problem = dir.path().join("problem");
+    std::fs::create_dir(&problem).unwrap();
+    std::fs::write(problem.join(".cs50.yml"), "check50: true\n").unwrap();
+    std::fs::write(
+        problem.join("__init__.py"),
+        "import check50\n\n@check50.check()\ndef greets():\n    \"\"\"greets\"\"\"\n    \
+         check50.run(\"python3 hello.py\").stdin(\"David\").stdout(\"hello, David\"\n",
+    )
+    .unwrap();
+    let e = Suite::load(&path)
+        .expect_err("does not compile")
+        .to_string();
+    assert!(
+        e.contains("suite.yaml:3:")
+            && e.contains("check \"hello\": check50.problem: problem/__init__.py:6:")
+            && e.contains("SyntaxError: '(' was never closed")
+            && e.contains("check50 could not import the problem"),
+        "{e}"
+    );
+    // In an image, at the check's or the suite's level: loaded, for the run to find.
+    for text in [
+        "name: x\nchecks:\n  - id: hello\n    image: course/cs50:1\n    check50: {problem: problem}\n",
+        "name: x\nimage: course/cs50:1\nchecks:\n  - id: hello\n    check50: {problem: problem}\n",
+    ] {
+        std::fs::write(&path, text).unwrap();
+        Suite::load(&path).unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+}

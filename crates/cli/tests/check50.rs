@@ -365,3 +365,51 @@ fn an_image_without_check50_says_so() {
         "{json}"
     );
 }
+
+/// A problem whose `__init__.py` does not compile (here the example's with a colon left out) is
+/// a bad suite: `corral check` exits 2 naming the suite's line, the problem's file, Python's line
+/// and message, before any submission runs. Before, the suite loaded and every submission's run
+/// was an error.
+#[test]
+fn a_problem_that_does_not_compile_is_refused_when_the_suite_loads() {
+    let t = tempfile::tempdir().unwrap();
+    let src = root().join("examples/check50-hello");
+    std::fs::copy(src.join("suite.yaml"), t.path().join("suite.yaml")).unwrap();
+    let problem = t.path().join("problem");
+    std::fs::create_dir(&problem).unwrap();
+    for f in [".cs50.yml", "__init__.py"] {
+        std::fs::copy(src.join("problem").join(f), problem.join(f)).unwrap();
+    }
+    let init = std::fs::read_to_string(problem.join("__init__.py")).unwrap();
+    let statement = "if not out.startswith(\"Name: \"):";
+    let line = init
+        .lines()
+        .position(|l| l.trim() == statement)
+        .expect("prompts checks the prompt")
+        + 1;
+    std::fs::write(
+        problem.join("__init__.py"),
+        init.replace(statement, statement.trim_end_matches(':')),
+    )
+    .unwrap();
+    let out = corral_cmd()
+        .arg("check")
+        .arg(t.path().join("suite.yaml"))
+        .arg(src.join("submissions/correct"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "suite.yaml:8:1: check \"hello\": check50.problem: problem/__init__.py:{line}:"
+        )) && err.contains("SyntaxError: expected ':'")
+            && err.contains("check50 could not import the problem"),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -517,3 +517,56 @@ fn a_grader_checks_seccomp_applies_to_the_grader() {
     let stopped = r["no_sockets"].to_string();
     assert!(stopped.contains("blocked system call: socket"), "{json:#}");
 }
+
+/// An autograder's own `leaderboard` and top-level `extra_data` reach `corral check --format
+/// gradescope`, as Gradescope's documented example writes them: the leaderboard as written, its
+/// `extra_data` keys beside corral's, and a key corral's already holds (`suite`) under
+/// `autograder_extra_data.CHECK`. Before, both were dropped.
+#[test]
+fn gradescope_format_carries_the_autograders_leaderboard_and_extra_data() {
+    let results = r#"{"score": 2, "tests": [{"score": 2, "max_score": 2, "name": "adds", "number": "1"}],
+        "extra_data": {"seed": 1234, "suite": "spring", "timings": [0.1, 0.2]},
+        "leaderboard": [{"name": "Accuracy", "value": 0.926}, {"name": "Time", "value": 15.1, "order": "asc"},
+                        {"name": "Stars", "value": "*****"}]}"#;
+    let ag = folder(&[
+        (
+            "autograder/run_autograder",
+            &format!("#!/bin/sh\ncat > /autograder/results/results.json <<'EOF'\n{results}\nEOF\n"),
+        ),
+        (
+            "suite.yaml",
+            "name: board\nchecks:\n  - id: autograder\n    points: 2\n    gradescope:\n      autograder: autograder\n",
+        ),
+    ]);
+    let sub = folder(&[("answer.txt", "x\n")]);
+    let out = corral_cmd()
+        .args(["check", "--format", "gradescope"])
+        .arg(ag.path().join("suite.yaml"))
+        .arg(sub.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let gs: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(gs["score"], 2, "{gs:#}");
+    assert_eq!(
+        gs["leaderboard"],
+        serde_json::json!([
+            {"name": "Accuracy", "value": 0.926},
+            {"name": "Time", "value": 15.1, "order": "asc"},
+            {"name": "Stars", "value": "*****"}
+        ]),
+        "{gs:#}"
+    );
+    let x = &gs["extra_data"];
+    assert_eq!(x["seed"], 1234, "{gs:#}");
+    assert_eq!(x["timings"], serde_json::json!([0.1, 0.2]), "{gs:#}");
+    // corral's own keys stay where they were; the autograder's `suite` moves aside.
+    assert_eq!(x["suite"], "board", "{gs:#}");
+    assert_eq!(x["max_score"], 2, "{gs:#}");
+    assert_eq!(
+        x["autograder_extra_data"],
+        serde_json::json!({"autograder": {"suite": "spring"}}),
+        "{gs:#}"
+    );
+}

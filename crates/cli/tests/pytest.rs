@@ -743,3 +743,93 @@ fn an_assignment_conftest_is_used_and_the_submissions_is_not() {
         false
     );
 }
+
+/// A submission file named like a module pytest imports stops pytest before any test: `xml.py`
+/// (pytest's JUnit plugin imports `xml.etree`), `pytest.py` (the bootstrap's `import pytest`).
+/// Everyone is told which file and why, in corral's words; staff also see the end of pytest's
+/// standard error (the traceback), which students never do: in the hidden session the
+/// submission's `xml.py` runs first and prints the hidden tests' source there.
+#[test]
+fn a_file_that_shadows_a_module_pytest_imports_is_named_and_staff_see_pytests_stderr() {
+    let suite = root().join("examples/pycalc/suite.yaml");
+    let leak =
+        "import sys\ntry:\n    sys.stderr.write(open('/corral/tests/test_hidden.py').read())\n\
+                except OSError:\n    pass\n";
+    for (file, body, module, traceback) in [
+        ("xml.py", leak, "xml", "No module named 'xml.etree'"),
+        (
+            "pytest.py",
+            leak,
+            "pytest",
+            "module 'pytest' has no attribute 'hookimpl'",
+        ),
+    ] {
+        let sub = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            root().join("examples/pycalc/submissions/correct/calc.py"),
+            sub.path().join("calc.py"),
+        )
+        .unwrap();
+        std::fs::write(sub.path().join(file), body).unwrap();
+        let said = format!(
+            "pytest could not start: the submission's {file} has the name of the module {module}, \
+             which pytest imports"
+        );
+
+        let (code, student) = check_json(&suite, sub.path(), &[]);
+        let pretty = serde_json::to_string_pretty(&student).unwrap();
+        assert_eq!(code, 125, "{file}: {pretty}");
+        assert_eq!(student["score"], 0, "{file}: {pretty}");
+        let row = &student["results"]["tests"];
+        for key in ["message", "error"] {
+            let text = row[key].as_str().unwrap_or_default();
+            assert!(
+                text.contains(&format!("invalid run of the tests: {said}"))
+                    && text.contains(&format!("invalid run of the hidden tests: {said}")),
+                "{file}: {key}: {pretty}"
+            );
+        }
+        let all = student.to_string();
+        for secret in ["diagnostics", "Traceback", traceback, "range(1001)"] {
+            assert!(!all.contains(secret), "{file}: {secret:?} in {pretty}");
+        }
+        let out = corral(&[
+            "check",
+            "--no-color",
+            suite.to_str().unwrap(),
+            sub.path().to_str().unwrap(),
+        ]);
+        let t = text(&out.stdout);
+        assert!(t.contains(&said), "{file}: {t}");
+        for secret in ["standard error", traceback, "range(1001)"] {
+            assert!(!t.contains(secret), "{file}: {secret:?} in\n{t}");
+        }
+
+        let (code, staff) = check_json(&suite, sub.path(), &["--staff"]);
+        assert_eq!(code, 125, "{file}");
+        let diagnostics = staff["results"]["tests"]["diagnostics"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            diagnostics.contains("pytest's standard error, tests:\n")
+                && diagnostics.contains("pytest's standard error, hidden tests:\n")
+                && diagnostics.contains(traceback)
+                // What the submission printed in the hidden session reaches staff only.
+                && diagnostics.contains("range(1001)"),
+            "{file}: {}",
+            serde_json::to_string_pretty(&staff).unwrap()
+        );
+        let out = corral(&[
+            "check",
+            "--no-color",
+            "--staff",
+            suite.to_str().unwrap(),
+            sub.path().to_str().unwrap(),
+        ]);
+        let t = text(&out.stdout);
+        assert!(
+            t.contains("      pytest's standard error, hidden tests:\n") && t.contains(traceback),
+            "{file}: {t}"
+        );
+    }
+}

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 
 use super::results_file::{cap, fmt_num as fmt, read};
 pub use super::results_file::{ResultsError, MAX_OUTPUT, MAX_RESULTS_BYTES, MAX_TESTS};
-use crate::report::{CheckResult, Observation, ScriptEntry};
+use crate::report::{CheckResult, GradescopeExtras, Observation, ScriptEntry};
 
 /// Who sees a result on Gradescope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -224,6 +224,8 @@ pub struct Mapped {
     pub hidden: bool,
     /// Observations for the check's row (leaderboard, execution time, extra data).
     pub script: Vec<ScriptEntry>,
+    /// The leaderboard and top-level `extra_data`, for `--format gradescope` to carry through.
+    pub extras: GradescopeExtras,
 }
 
 /// Maps validated results to rows of check `check_id`. `total` is the check's declared maximum
@@ -298,6 +300,8 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
             hidden: check_hidden || t.visibility.unwrap_or(default_vis).hides(),
             message: (!message.is_empty()).then(|| message.join("\n")),
             error: None,
+            diagnostics: None,
+            gradescope: None,
             children: Vec::new(),
         });
     }
@@ -345,6 +349,7 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
         tests.iter().all(|t| t.result == Some(true)) && score >= shown_max
     };
     let mut script = Vec::new();
+    let mut extras = GradescopeExtras::default();
     if let Some(t) = results.execution_time {
         script.push(ScriptEntry {
             expected: Observation::new("execution_time", json!(null)),
@@ -352,17 +357,27 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
         });
     }
     for l in &results.leaderboard {
-        let v = json!({"name": l.name, "value": l.value, "order": l.order.map(|o| if o == Order::Asc { "asc" } else { "desc" })});
+        let order = l
+            .order
+            .map(|o| if o == Order::Asc { "asc" } else { "desc" });
+        let v = json!({"name": l.name, "value": l.value, "order": order});
         script.push(ScriptEntry {
             expected: Observation::new("leaderboard", v.clone()),
             actual: Observation::new("leaderboard", v),
         });
+        // As written: Gradescope's default order (desc) stays implicit.
+        let mut entry = json!({"name": l.name, "value": l.value});
+        if let Some(o) = order {
+            entry["order"] = json!(o);
+        }
+        extras.leaderboard.push(entry);
     }
     if let Some(x) = results.extra_data.as_ref().filter(|x| !x.is_null()) {
         script.push(ScriptEntry {
             expected: Observation::new("extra_data", x.clone()),
             actual: Observation::new("extra_data", x.clone()),
         });
+        extras.extra_data = Some(x.clone());
     }
     Mapped {
         tests,
@@ -372,6 +387,7 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
         message: message.join("\n"),
         hidden: check_hidden || default_vis.hides(),
         script,
+        extras,
     }
 }
 
@@ -439,6 +455,16 @@ mod tests {
         assert_eq!(r.tests[0].tags.len(), 3);
         assert_eq!(r.leaderboard[1].order, Some(Order::Asc));
         assert_eq!(r.total(), 44.0);
+        let m = map(&r, "gs", None, false);
+        assert_eq!(
+            m.extras.leaderboard,
+            [
+                json!({"name": "Accuracy", "value": 0.926}),
+                json!({"name": "Time", "value": 15.1, "order": "asc"}),
+                json!({"name": "Stars", "value": "*****"}),
+            ]
+        );
+        assert_eq!(m.extras.extra_data, Some(json!({})));
     }
 
     #[test]

@@ -162,6 +162,8 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
                 hidden,
                 message: (!message.is_empty()).then(|| message.join("\n")),
                 error: None,
+                diagnostics: None,
+                gradescope: None,
                 children: Vec::new(),
             }
         })

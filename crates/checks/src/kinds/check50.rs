@@ -285,6 +285,8 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
         hidden: check.hidden,
         message,
         error,
+        diagnostics: None,
+        gradescope: None,
         children: Vec::new(),
     };
     match &run {
@@ -376,6 +378,8 @@ fn item_row(check: &Check, item: &Check50Item, row: &RubricItem, r: &Check50Resu
         hidden: item.hidden || check.hidden,
         message: msg,
         error: None,
+        diagnostics: None,
+        gradescope: None,
         children: Vec::new(),
     }
 }

@@ -165,6 +165,8 @@ pub fn output_row(check: &Check, outcome: &Outcome, visible: bool) -> CheckResul
         hidden: !visible || check.hidden,
         message: None,
         error: None,
+        diagnostics: None,
+        gradescope: None,
         children: Vec::new(),
     }
 }

@@ -23,7 +23,7 @@ use crate::kinds::grader_run::{
     ended, output_row, run_grader, runs_as_root_here, GraderRoot, GraderRun, Layout,
 };
 use crate::kinds::runner::{CheckContext, CheckRunner};
-use crate::report::{CheckResult, Observation, ScriptEntry};
+use crate::report::{CheckResult, GradescopeExtras, Observation, ScriptEntry};
 use crate::shared::rows::row;
 use crate::shared::stage;
 use crate::suite::GradescopeCheck;
@@ -257,6 +257,9 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
                 parent.message = Some(m.message);
                 parent.script.extend(m.script);
                 parent.children = m.tests;
+                if m.extras != GradescopeExtras::default() {
+                    parent.gradescope = Some(Box::new(m.extras));
+                }
                 let visible = results.stdout_visibility == Some(Visibility::Visible);
                 if let Some(o) = outcome {
                     parent.children.push(output_row(check, o, visible));

@@ -60,7 +60,7 @@ use crate::shared::host_folders::HostFolder;
 use crate::shared::mounted::mounted_folder;
 use crate::shared::python::{python_helper, unseal, Unsealed};
 use crate::shared::stage::compare_file;
-use crate::shared::text::{signal_name, MAX_VALUE};
+use crate::shared::text::{output_tail, signal_name, MAX_VALUE};
 use crate::suite::{PytestCheck, Suite, TestCase};
 
 /// Where the test files are mounted (read-only) inside the sandbox.
@@ -89,10 +89,10 @@ pub(crate) enum Session {
     /// The run was stopped (limit, timeout, signal): the submission's doing, its tests fail.
     Stopped(String),
     /// The run cannot be trusted (no or bad report, tampering, …): an error, never a point.
-    /// `what` is corral's own wording, safe to show anyone; `detail` may quote what the
-    /// submission controlled (names of its plugins, of tests in a forged report) and is shown to
-    /// staff only when the session ran hidden tests.
-    Invalid { what: &'static str, detail: String },
+    /// `what` is corral's own wording (from what the host knows, never from the run), safe to
+    /// show anyone; `detail` may quote what the submission controlled (names of its plugins, of
+    /// tests in a forged report) and is shown to staff only when the session ran hidden tests.
+    Invalid { what: String, detail: String },
     /// corral itself failed.
     Error(String),
 }
@@ -217,15 +217,15 @@ pub(crate) fn parse_junit(xml: &str) -> Result<Vec<(String, String, String, Stri
     Ok(out)
 }
 
-fn invalid(what: &'static str, detail: impl std::fmt::Display) -> Session {
-    let detail = detail.to_string();
+fn invalid(what: impl Into<String>, detail: impl std::fmt::Display) -> Session {
+    let (what, detail) = (what.into(), detail.to_string());
     Session::Invalid {
-        what,
         detail: if detail.is_empty() {
-            what.to_string()
+            what.clone()
         } else {
             format!("{what}: {detail}")
         },
+        what,
     }
 }
 
@@ -429,17 +429,23 @@ struct Attempt {
     /// alarm could not interrupt.
     watchdog: bool,
     output: Option<PathBuf>,
+    /// The end of pytest's standard error when the run was not valid, for staff.
+    stderr: Option<String>,
+}
+
+/// How one session went, with what staff see of it.
+struct SessionRun {
+    verdict: Session,
+    output: Option<PathBuf>,
+    /// The end of pytest's standard error in the session's last run, when it was not valid.
+    stderr: Option<String>,
 }
 
 /// One pytest session (the public or the hidden tests): run, and when a test stops the run
 /// before it finishes, that test fails and the session runs again without it (like
 /// pytest-xdist replacing a crashed worker), at most [`MAX_RESTARTS`] times. Each run gets the
 /// check's full limits: a test stuck until the CPU limit must not take the others' time.
-fn session(
-    cx: &CheckContext<'_>,
-    pc: &PytestCheck,
-    files: &[String],
-) -> (Session, Option<PathBuf>) {
+fn session(cx: &CheckContext<'_>, pc: &PytestCheck, files: &[String]) -> SessionRun {
     let expected: Vec<&TestCase> = pc
         .cases
         .iter()
@@ -506,7 +512,11 @@ fn session(
             },
             other => other,
         };
-        return (verdict, a.output);
+        return SessionRun {
+            verdict,
+            output: a.output,
+            stderr: a.stderr,
+        };
     }
 }
 
@@ -524,6 +534,7 @@ fn attempt(
         current: None,
         watchdog: false,
         output: None,
+        stderr: None,
     };
     let folder = match mounted_folder(&cx.suite.dir, &session_files(pc, files)) {
         Ok(f) => f,
@@ -607,6 +618,27 @@ fn attempt(
         (None, false)
     };
     let verdict = judge(&outcome, &nonce, summary, junit, expected, skipped);
+    let stderr = match &verdict {
+        Session::Valid { .. } => None,
+        _ => Some(&outcome.stderr.bytes)
+            .filter(|b| !b.is_empty())
+            .map(|b| output_tail(b, STDERR_TAIL)),
+    };
+    // No summary and no test under way: pytest never got to the tests. The usual cause is a
+    // file of the submission named like a module pytest imports (`xml.py`, `pytest.py`), which
+    // Python finds first in the working directory; say which, in corral's words.
+    let verdict = match verdict {
+        Session::Invalid { what, detail } if cut_short.is_some() && current.is_none() => {
+            match shadowing(cx, sb) {
+                Some(said) => Session::Invalid {
+                    detail: format!("{said} ({detail})"),
+                    what: said,
+                },
+                None => Session::Invalid { what, detail },
+            }
+        }
+        v => v,
+    };
     let mut out = None;
     if let (Session::Valid { .. }, Some(dir)) = (&verdict, cx.output) {
         match sb.copy_out(dir, cx.settings.limits.disk.bytes()) {
@@ -626,6 +658,111 @@ fn attempt(
         current,
         watchdog,
         output: out,
+        stderr,
+    }
+}
+
+/// How much of the end of pytest's standard error staff see when a session is not valid.
+const STDERR_TAIL: usize = 6 * 1024;
+
+/// Run after pytest could not start, in the same sandbox (its programs have all ended): which
+/// top-level modules pytest and its plugins import, once the bootstrap's own imports (done
+/// before the working directory is on `sys.path`, so never looked up there) are left out. It
+/// runs none of the submission's code: `-I` keeps the working directory off `sys.path`.
+const IMPORTED_BY_PYTEST: &str = r#"
+import importlib, json, sys
+import ctypes, hashlib, hmac, os, signal
+early = {m.partition(".")[0] for m in sys.modules}
+try:
+    import pytest
+    from _pytest.config import default_plugins, essential_plugins
+    for p in tuple(essential_plugins) + tuple(default_plugins):
+        try:
+            importlib.import_module("_pytest." + p)
+        except Exception:
+            pass
+except Exception:
+    pass
+names = set(json.loads(sys.argv[1])["names"])
+print(json.dumps(sorted(names & ({m.partition(".")[0] for m in sys.modules} - early))))
+"#;
+
+/// The modules the working directory would provide, from the host's own copy of it (the
+/// stage, as it was before anything ran): `NAME.py`, `NAME.pyc` and packages `NAME/`, by
+/// module name.
+fn stage_modules(stage: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(stage) else {
+        return out;
+    };
+    for e in entries.filter_map(Result::ok).take(10_000) {
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        let module = if is_dir && e.path().join("__init__.py").is_file() {
+            Some((name.clone(), format!("{name}/")))
+        } else {
+            name.strip_suffix(".py")
+                .or_else(|| name.strip_suffix(".pyc"))
+                .filter(|_| !is_dir)
+                .map(|m| (m.to_string(), name.clone()))
+        };
+        if let Some((m, file)) = module {
+            let identifier = m.chars().next().is_some_and(|c| !c.is_ascii_digit())
+                && m.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if identifier {
+                out.insert(m, file);
+            }
+        }
+    }
+    out
+}
+
+/// When the working directory has files named like modules pytest imports, the message that
+/// says so; `None` when there are none (or the question could not be answered).
+fn shadowing(cx: &CheckContext<'_>, sb: &mut corral_sandbox::Sandbox) -> Option<String> {
+    let modules = stage_modules(cx.stage);
+    if modules.is_empty() {
+        return None;
+    }
+    let cfg = serde_json::json!({"names": modules.keys().collect::<Vec<_>>()});
+    let mut spec = python_helper(IMPORTED_BY_PYTEST, &cfg, "", cx.settings);
+    spec.seccomp = cx.settings.harness_seccomp();
+    let outcome = sb.run(&spec, &mut NoSink);
+    if outcome.status != Status::Ok {
+        tracing::debug!(
+            status = outcome.status.as_str(),
+            "could not ask which modules pytest imports"
+        );
+        return None;
+    }
+    let names: Vec<String> = serde_json::from_slice(&outcome.stdout.bytes).ok()?;
+    // Only names the host offered come back into the message.
+    let found: Vec<(&String, &String)> = names
+        .iter()
+        .filter_map(|n| modules.get_key_value(n))
+        .collect();
+    shadow_message(&found)
+}
+
+/// corral's words for files (module name, file) that shadow modules pytest imports.
+fn shadow_message(found: &[(&String, &String)]) -> Option<String> {
+    let files: Vec<&str> = found.iter().map(|(_, f)| f.as_str()).collect();
+    let mods: Vec<&str> = found.iter().map(|(m, _)| m.as_str()).collect();
+    match found.len() {
+        0 => None,
+        1 => Some(format!(
+            "pytest could not start: the submission's {} has the name of the module {}, which \
+             pytest imports, and Python finds the submission's file first: rename it",
+            files[0], mods[0]
+        )),
+        _ => Some(format!(
+            "pytest could not start: the submission's {} have the names of the modules {}, \
+             which pytest imports, and Python finds the submission's files first: rename them",
+            files.join(", "),
+            mods.join(", ")
+        )),
     }
 }
 
@@ -672,6 +809,8 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
     let check = cx.check;
     let started = Instant::now();
     let mut sessions: Vec<(bool, Session)> = Vec::new();
+    // Staff only (the row's `diagnostics`): a hidden session's output may quote hidden tests.
+    let mut diagnostics = Vec::new();
     let mut script = Vec::new();
     let mut out = None;
     for (hidden, files) in [(false, &pc.tests), (true, &pc.hidden)] {
@@ -679,7 +818,11 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
             continue;
         }
         // The working directory dependents get is the last session's.
-        let (s, o) = session(cx, pc, files);
+        let SessionRun {
+            verdict: s,
+            output: o,
+            stderr,
+        } = session(cx, pc, files);
         // This row is visible to students: nothing the submission controlled is quoted from a
         // hidden session (it could carry the hidden tests' source out).
         let actual = match &s {
@@ -703,6 +846,12 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
             Session::Error(r) => format!("error: {r}"),
         };
         let which = if hidden { "hidden tests" } else { "tests" };
+        if let Some(e) = stderr {
+            diagnostics.push(format!(
+                "pytest's standard error, {which}:\n{}",
+                e.trim_end()
+            ));
+        }
         script.push(ScriptEntry {
             expected: Observation::new("pytest", format!("{which}: {}", files.join(" "))),
             actual: Observation::new("session", Value::from(actual)),
@@ -811,6 +960,8 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
                 f.join("\n")
             }),
             error: None,
+            diagnostics: None,
+            gradescope: None,
             children: Vec::new(),
         });
     }
@@ -874,6 +1025,8 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
         hidden: check.hidden,
         message: (!ok).then_some(message),
         error,
+        diagnostics: (!diagnostics.is_empty()).then(|| diagnostics.join("\n")),
+        gradescope: None,
         children,
     };
     (parent, if ok { out } else { None })

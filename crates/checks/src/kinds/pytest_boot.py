@@ -63,6 +63,12 @@ def _corral_main():
         rc = int(pytest.main(args, plugins=[guard]))
     except BaseException as e:  # noqa: BLE001 - anything here ends the run without a summary
         sys.stderr.write("corral: pytest raised %r\n" % (e,))
+        # The traceback, for staff (the report's diagnostics): the interpreter's own printer,
+        # which needs no module the working directory could shadow.
+        try:
+            sys.__excepthook__(type(e), e, e.__traceback__)
+        except BaseException:  # noqa: BLE001
+            pass
         sys.stderr.flush()
         os._exit(70)
     summary = {

@@ -8,8 +8,8 @@ use corral_sandbox::{RunSpec, Stdin};
 use crate::shared::settings::RunSettings;
 
 /// The Python that runs corral's helper programs inside the sandbox (Debian's, with
-/// `python3-pytest`).
-pub const PYTHON: &str = "/usr/bin/python3";
+/// `python3-pytest`); a suite's check50 problems are compiled with it at load.
+pub use crate::python_syntax::PYTHON;
 
 /// A run of one of corral's Python helpers for a check: `python3 -I -B -c SCRIPT CONFIG` (no user
 /// site, no `PYTHON*` variables, no bytecode written), the one-line `nonce` on standard input,

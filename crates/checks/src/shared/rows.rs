@@ -18,6 +18,8 @@ pub fn row(check: &Check) -> CheckResult {
         hidden: check.hidden,
         message: None,
         error: None,
+        diagnostics: None,
+        gradescope: None,
         children: Vec::new(),
     }
 }
@@ -62,6 +64,8 @@ pub fn items_not_run(
             hidden: item.hidden || check.hidden,
             message: parent.message.clone(),
             error: None,
+            diagnostics: None,
+            gradescope: None,
             children: Vec::new(),
         })
         .collect()

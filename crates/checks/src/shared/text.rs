@@ -55,9 +55,51 @@ pub fn stop_reason(outcome: &corral_sandbox::Outcome) -> String {
         .unwrap_or_else(|| outcome.status.as_str().to_string())
 }
 
+/// The end of a program's output for a report: its last `max` bytes at most (lossy UTF-8,
+/// starting after a line break when one is near), marked when earlier output was left out.
+pub fn output_tail(bytes: &[u8], max: usize) -> String {
+    if bytes.len() <= max {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let mut start = bytes.len() - max;
+    // Start at a line when one starts within the first quarter of what is kept.
+    if let Some(nl) = bytes[start..start + max / 4]
+        .iter()
+        .position(|&b| b == b'\n')
+    {
+        start += nl + 1;
+    }
+    // Never start inside a UTF-8 character.
+    while start < bytes.len() && (bytes[start] & 0xC0) == 0x80 {
+        start += 1;
+    }
+    format!(
+        "[… earlier output cut]\n{}",
+        String::from_utf8_lossy(&bytes[start..])
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_tails_keep_the_end_and_say_so() {
+        assert_eq!(output_tail(b"short\n", 100), "short\n");
+        let long = format!("{}\nlast line\n", "x".repeat(100));
+        assert_eq!(
+            output_tail(long.as_bytes(), 12),
+            "[… earlier output cut]\nlast line\n"
+        );
+        // No line starts near the cut: it keeps what it can.
+        assert_eq!(
+            output_tail(long.as_bytes(), 20),
+            "[… earlier output cut]\nxxxxxxxxx\nlast line\n"
+        );
+        // "é" is two bytes: a cut inside it starts after it.
+        let t = output_tail("aaéb".as_bytes(), 2);
+        assert_eq!(t, "[… earlier output cut]\nb");
+    }
 
     #[test]
     fn normalization_ignores_only_trailing_whitespace() {

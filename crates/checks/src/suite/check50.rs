@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use super::paths::{relative_in, within, Base};
 use super::pyscan;
+use crate::python_syntax;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -84,10 +85,13 @@ fn list_files(dir: &Path, rel: &Path, out: &mut Vec<String>, depth: usize) -> Re
 /// check50 registers them, with those of the problems it imports checks from
 /// (`check50.import_checks`) at their import's place; every file of those folders goes to
 /// `files`, so that the imports resolve where the problem is mounted. `stack` holds the
-/// problems being loaded (an import cycle is an error, as it would be for Python).
+/// problems being loaded (an import cycle is an error, as it would be for Python). With
+/// `python`, each `__init__.py` is compiled (never run) by it first: one that check50 could not
+/// import is an error now, with Python's file, line and message, rather than in every run.
 fn load_problem(
     dir: &Path,
     rel: &Path,
+    python: Option<&Path>,
     stack: &mut Vec<PathBuf>,
     files: &mut Vec<String>,
 ) -> Result<Vec<pyscan::Check50Fn>, String> {
@@ -110,9 +114,28 @@ fn load_problem(
             ))
         }
     }
-    let src = std::fs::read_to_string(full.join("__init__.py")).map_err(|_| {
-        format!("check50.problem: {p:?} has no __init__.py (check50's checks file)")
+    let init = rel.join("__init__.py");
+    let src = std::fs::read(full.join("__init__.py")).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("check50.problem: {p:?} has no __init__.py (check50's checks file)")
+        }
+        _ => format!("check50.problem: {}: {e}", init.display()),
     })?;
+    if let Some(python) = python {
+        match python_syntax::check(python, &src, &init.to_string_lossy()) {
+            Ok(None) => {}
+            Ok(Some(problem)) => {
+                return Err(format!(
+                    "check50.problem: {}; check50 could not import the problem",
+                    problem.describe(&init.to_string_lossy())
+                ))
+            }
+            // No interpreter to ask: the run finds it, as it always did.
+            Err(why) => tracing::debug!(%why, file = %init.display(), "not compiled at load"),
+        }
+    }
+    // Python decodes by the file's coding declaration; the scan needs only its ASCII names.
+    let src = String::from_utf8_lossy(&src);
     if !full.join(".cs50.yml").is_file() && !full.join(".cs50.yaml").is_file() {
         return Err(format!(
             "check50.problem: {p:?} has no .cs50.yml (write `check50: true` in it)"
@@ -134,7 +157,7 @@ fn load_problem(
                  not a folder of the assignment folder"
             )
         })?;
-        let imported = load_problem(dir, &target, stack, files)?;
+        let imported = load_problem(dir, &target, python, stack, files)?;
         let at = found
             .iter()
             .position(|c| c.line > line)
@@ -160,11 +183,18 @@ fn load_problem(
 }
 
 impl Check50Check {
-    pub(crate) fn resolve(raw: RawCheck50, check_id: &str, dir: &Path) -> Result<Self, String> {
+    /// `python`: the interpreter to compile the problem's `__init__.py` files with (see
+    /// [`load_problem`]); `None` leaves them to the run.
+    pub(crate) fn resolve(
+        raw: RawCheck50,
+        check_id: &str,
+        dir: &Path,
+        python: Option<&Path>,
+    ) -> Result<Self, String> {
         let p = &raw.problem;
         relative_in(p, Base::Assignment).map_err(|why| format!("check50.problem: {p:?} {why}"))?;
         let mut files = Vec::new();
-        let found = load_problem(dir, Path::new(p), &mut Vec::new(), &mut files)?;
+        let found = load_problem(dir, Path::new(p), python, &mut Vec::new(), &mut files)?;
         if found.is_empty() {
             return Err(format!(
                 "check50.problem: {p:?}/__init__.py defines no @check50.check function"
@@ -239,14 +269,59 @@ mod tests {
         std::fs::write(d.join(".cs50.yml"), "check50: true\n").unwrap();
     }
 
-    fn resolve(root: &Path, rel: &str) -> Result<Check50Check, String> {
-        let raw = RawCheck50 {
+    fn raw(rel: &str) -> RawCheck50 {
+        RawCheck50 {
             problem: rel.into(),
             points: BTreeMap::new(),
             default_points: None,
             hidden: vec![],
-        };
-        Check50Check::resolve(raw, "c", root)
+        }
+    }
+
+    fn resolve(root: &Path, rel: &str) -> Result<Check50Check, String> {
+        Check50Check::resolve(raw(rel), "c", root, Some(Path::new(python_syntax::PYTHON)))
+    }
+
+    /// A problem check50 could not import is refused at load with Python's file, line and
+    /// message, an imported problem's too; without an interpreter to ask, the run finds it.
+    #[test]
+    fn a_problem_that_does_not_compile_is_a_load_error() {
+        let t = tempfile::tempdir().unwrap();
+        problem(t.path(), "less", LESS);
+        problem(
+            t.path(),
+            "more",
+            "import check50\n\n@check50.check()\ndef exists():\n    return check50.exists(\"a.c\"\n\n\
+             @check50.check(exists)\ndef runs():\n    pass\n",
+        );
+        let e = resolve(t.path(), "more").unwrap_err();
+        assert!(
+            e.starts_with("check50.problem: more/__init__.py:5:")
+                && e.contains("SyntaxError: '(' was never closed")
+                && e.ends_with("check50 could not import the problem"),
+            "{e}"
+        );
+        // Loaded as before when nobody can compile it.
+        let c = Check50Check::resolve(raw("more"), "c", t.path(), None).unwrap();
+        assert_eq!(c.items[0].name, "exists");
+        let nowhere = Path::new("/nonexistent/python3");
+        assert!(Check50Check::resolve(raw("more"), "c", t.path(), Some(nowhere)).is_ok());
+
+        problem(
+            t.path(),
+            "top",
+            "import check50\nless = check50.import_checks(\"../less\")\nfrom less import *\n",
+        );
+        std::fs::write(
+            t.path().join("less/__init__.py"),
+            "import check50\n\tdef x():\n",
+        )
+        .unwrap();
+        let e = resolve(t.path(), "top").unwrap_err();
+        assert!(
+            e.starts_with("check50.problem: less/__init__.py:2:") && e.contains("IndentationError"),
+            "{e}"
+        );
     }
 
     const LESS: &str = "import check50\n\n@check50.check()\ndef exists():\n    \"\"\"exists\"\"\"\n\n@check50.check(exists)\ndef test1():\n    \"\"\"height 1\"\"\"\n";

@@ -330,6 +330,7 @@ impl Suite {
 
         let mut checks = Vec::new();
         let mut ids = BTreeSet::new();
+        let suite_image = raw.image.as_deref();
         for (i, rc) in raw.checks.into_iter().enumerate() {
             let id = rc.id.clone();
             if id.is_empty()
@@ -394,7 +395,12 @@ impl Suite {
                         (CheckKind::Pytest(Box::new(pc)), max)
                     }
                     (_, _, Some(raw)) => {
-                        let cc = Check50Check::resolve(raw, &id, dir).map_err(at)?;
+                        // On the host root check50 runs with the host's Python, which can
+                        // compile the problem now; an image's Python may be another version,
+                        // so there the run finds what does not compile, as before.
+                        let python = (rc.image.is_none() && suite_image.is_none())
+                            .then(|| Path::new(crate::python_syntax::PYTHON));
+                        let cc = Check50Check::resolve(raw, &id, dir, python).map_err(at)?;
                         let max = cc.max_points();
                         (CheckKind::Check50(Box::new(cc)), max)
                     }
