@@ -1,11 +1,11 @@
 //! Grading an upload against a check suite (`/check`), within the server's admission.
 
-use corral_checks::{GradeError, GradeOptions, Report, Suite, View};
+use corral_checks::{GradeError, GradeOptions, Report, View};
 use corral_judge::suite_file;
 
 use crate::error::ApiError;
 use crate::service::caller::Caller;
-use crate::service::suites::{is_valid_id, suite_error, suites_dir};
+use crate::service::suites::{self, is_valid_id, suites_dir};
 use crate::state::SharedState;
 
 /// Grades the caller's upload `homedir` with suite `suite_id`, in `image` (over the suite's
@@ -58,7 +58,7 @@ pub async fn grade(
         None => suite_file(&suites_dir(st).join(suite_id)),
     }
     .ok_or_else(|| ApiError::not_found(format!("no suite {suite_id:?}")))?;
-    let mut suite = Suite::load(&suite_path).map_err(suite_error)?;
+    let mut suite = suites::load(suite_path).await?;
     if let Some(image) = image {
         suite.image = Some(image.to_string());
     }

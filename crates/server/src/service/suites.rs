@@ -67,6 +67,15 @@ pub fn suite_error(e: corral_checks::SuiteError) -> ApiError {
     ApiError::unprocessable(format!("invalid suite: {e}"))
 }
 
+/// Loads the suite file at `path` off the async workers: loading reads its files and compiles
+/// a check50 problem's Python (a process per problem, up to seconds on a pathological file).
+pub async fn load(path: PathBuf) -> Result<Suite, ApiError> {
+    tokio::task::spawn_blocking(move || Suite::load(&path))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(suite_error)
+}
+
 /// Registers (or replaces) a suite (staff): checks its files, loads the suite where it will be
 /// used (its folder with its files), then stores both.
 pub async fn register(
@@ -111,7 +120,7 @@ pub async fn register(
         }
         std::fs::write(&p, &f.content).map_err(ApiError::internal)?;
     }
-    let parsed = Suite::load(&dir.path().join(&suite_name)).map_err(suite_error)?;
+    let parsed = load(dir.path().join(&suite_name)).await?;
     let id = id.filter(|s| !s.is_empty()).unwrap_or(parsed.name.clone());
     valid_id(&id)?;
     let upload = st.store.create_upload(&caller.id, files).await?;
