@@ -117,7 +117,8 @@ export class Session {
   ): Promise<ExitInfo> {
     return new Promise((resolve, reject) => {
       this.pending = { resolve, reject };
-      this.send(tty ? { type: 'run', cmd, sandbox, language, tty } : { type: 'run', cmd, sandbox, language });
+      const run = { type: 'run', cmd, sandbox, language, queue_notices: true };
+      this.send(tty ? { ...run, tty } : run);
     });
   }
 

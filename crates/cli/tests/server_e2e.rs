@@ -206,8 +206,9 @@ fn interactive_run_prompts_for_stdin_over_websocket() {
     });
 }
 
-/// A run that must wait for a sandbox says so: `queued` first, `started` when it gets one (the
-/// editor showed nothing while it waited); a run that starts at once gets neither.
+/// A run that must wait for a sandbox says so when asked (`queue_notices`): `queued` first,
+/// `started` when it gets one (the editor showed nothing while it waited); a run that starts at
+/// once gets neither, and a client that did not ask sees only the messages it knows.
 #[test]
 fn a_websocket_run_that_waits_for_a_sandbox_says_so() {
     let s = Server::start("parallelism = 1\nqueue = 4\n", &[]);
@@ -216,17 +217,26 @@ fn a_websocket_run_that_waits_for_a_sandbox_says_so() {
         let mut first = ws_connect(&s, &t).await;
         ws_send(
             &mut first,
-            json!({"type": "run", "cmd": "read x; echo got $x"}),
+            json!({"type": "run", "cmd": "read x; echo got $x", "queue_notices": true}),
         )
         .await;
         let m = ws_next(&mut first).await;
         assert_eq!(m["type"], "stdin", "a run that starts at once: {m}");
         let mut second = ws_connect(&s, &t).await;
-        ws_send(&mut second, json!({"type": "run", "cmd": "echo second"})).await;
+        ws_send(
+            &mut second,
+            json!({"type": "run", "cmd": "echo second", "queue_notices": true}),
+        )
+        .await;
         assert_eq!(ws_next(&mut second).await["type"], "queued");
-        // Nothing more while the first run holds the only sandbox.
-        let quiet = tokio::time::timeout(Duration::from_millis(500), second.next()).await;
-        assert!(quiet.is_err(), "{quiet:?}");
+        let mut third = ws_connect(&s, &t).await;
+        ws_send(&mut third, json!({"type": "run", "cmd": "echo third"})).await;
+        // Nothing more while the first run holds the only sandbox; nothing at all to the
+        // client that did not ask.
+        for ws in [&mut second, &mut third] {
+            let quiet = tokio::time::timeout(Duration::from_millis(500), ws.next()).await;
+            assert!(quiet.is_err(), "{quiet:?}");
+        }
         ws_send(
             &mut first,
             json!({"type": "stdin", "data": "it\n", "eof": true}),
@@ -237,6 +247,8 @@ fn a_websocket_run_that_waits_for_a_sandbox_says_so() {
         assert_eq!(ws_next(&mut second).await["type"], "started");
         let (out, exit) = ws_until(&mut second, "exit", |m| m["type"] == "exit").await;
         assert_eq!((out.as_str(), &exit["status"]), ("second\n", &json!("ok")));
+        let (out, exit) = ws_until(&mut third, "exit", |m| m["type"] == "exit").await;
+        assert_eq!((out.as_str(), &exit["status"]), ("third\n", &json!("ok")));
     });
 }
 

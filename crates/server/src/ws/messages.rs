@@ -61,6 +61,11 @@ pub enum WsClientMessage {
         #[serde(default)]
         #[schema(value_type = Option<String>, example = "gvisor")]
         runtime: Option<corral_sandbox::Runtime>,
+        /// Say `queued` when every sandbox is busy and the run waits for one, then `started`
+        /// when it gets one (asked for, so clients that know only the other messages never
+        /// see them). The browser editor asks.
+        #[serde(default)]
+        queue_notices: bool,
     },
     /// Resize the terminal of a run started with `tty`.
     Resize { cols: u16, rows: u16 },
@@ -91,7 +96,8 @@ pub enum WsServerMessage {
     },
     /// The program is blocked reading its standard input (asked of the kernel).
     Stdin {},
-    /// Every sandbox is busy: the run waits for one (sent only then, right after `run`).
+    /// Every sandbox is busy: the run waits for one (only to a `run` with `queue_notices`, and
+    /// only then, right after it).
     Queued {},
     /// A run that was `queued` has a sandbox now and starts (sent only after `queued`).
     Started {},

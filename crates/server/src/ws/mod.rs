@@ -39,11 +39,11 @@ const MAX_MESSAGE: usize = 1 << 20;
 /// request cannot open it and gets 400.
 ///
 /// Client messages (JSON, `type` field): `{"type": "run", "cmd", "sandbox", "limits", "tty",
-/// "language", "image", "seccomp"}`,
+/// "language", "image", "seccomp", "queue_notices"}`,
 /// `{"type": "resize", "cols", "rows"}`,
 /// `{"type": "stdin", "data", "eof"}`, `{"type": "signal", "name": "SIGINT"}`, `{"type": "kill"}`.
-/// Server messages: `{"type": "queued"}` (every sandbox is busy: the run waits) then
-/// `{"type": "started"}` when it gets one, `{"type": "stdout" | "stderr", "data"}`,
+/// Server messages: `{"type": "queued"}` (to a run with `queue_notices`: every sandbox is
+/// busy, the run waits) then `{"type": "started"}` when it gets one, `{"type": "stdout" | "stderr", "data"}`,
 /// `{"type": "stdin"}` (the program waits for input), `{"type": "exit", "code", "status", "stdout", "stderr", "sandbox", …}` and
 /// `{"type": "error", "error", "message"}`. Browsers may pass the token as `?token=`. When the
 /// token is revoked, the run is killed, `{"type": "error", "error": "token_revoked"}` is sent and
@@ -249,6 +249,7 @@ async fn handle(
             image,
             seccomp,
             runtime,
+            queue_notices,
         } => {
             if running.is_some() {
                 return Some(error(
@@ -286,7 +287,7 @@ async fn handle(
             });
             // Said before the wait, so a client is not left with silence while the server is
             // busy (the editor says so); `started` ends it.
-            let queued = !st.runner.has_free_slot();
+            let queued = queue_notices && !st.runner.has_free_slot();
             let st = st.clone();
             let ev_tx = ev_tx.clone();
             tokio::spawn(async move {
