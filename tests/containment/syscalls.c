@@ -3,7 +3,7 @@
  *
  * Usage: ./syscalls MARKER NAME
  * NAME is one of: mount umount2 unshare unshare_user setns pivot_root chroot
- * keyctl add_key bpf userfaultfd io_uring_setup inotify perf_event_open
+ * keyctl add_key bpf userfaultfd io_uring_setup inotify fanotify io_setup perf_event_open
  * clone_newuser open_by_handle_at init_module reboot syslog
  * process_vm_readv kexec_load.  The program issues that raw system call with arguments that
  * would succeed (or at least reach the kernel's own checks) if the sandbox let
@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/fanotify.h>
 #include <sys/inotify.h>
 #include <linux/bpf.h>
 #include <linux/perf_event.h>
@@ -105,6 +106,20 @@ int main(int argc, char **argv) {
         int fd = (int)syscall(SYS_inotify_init1, IN_CLOEXEC);
         if (fd < 0) return rep(n, fd);
         return rep(n, syscall(SYS_inotify_add_watch, fd, "/usr/bin", IN_OPEN | IN_ACCESS));
+    }
+    if (!strcmp(n, "fanotify")) {
+        /* Unprivileged since Linux 5.13 with FAN_REPORT_FID: the events name the files the host
+         * and other sandboxes open under the marked (shared, read-only) folder. */
+        int fd = (int)syscall(SYS_fanotify_init, FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME, O_RDONLY);
+        if (fd < 0) return rep(n, fd);
+        return rep(n, syscall(SYS_fanotify_mark, fd, FAN_MARK_ADD,
+                              FAN_OPEN | FAN_EVENT_ON_CHILD, AT_FDCWD, "/usr/bin"));
+    }
+    if (!strcmp(n, "io_setup")) {
+        /* AIO contexts are a host-wide pool (fs.aio-max-nr): taking it all would make io_setup
+         * fail for the host and every other sandbox. */
+        unsigned long ctx = 0;
+        return rep(n, syscall(SYS_io_setup, 128, &ctx));
     }
     if (!strcmp(n, "perf_event_open")) {
         struct perf_event_attr pe;

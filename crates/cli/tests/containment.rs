@@ -1615,6 +1615,18 @@ fn io_uring_setup_is_blocked_or_enosys() {
 fn inotify_is_enosys() {
     blocked_syscall("inotify", "inotify_init1", &["ENOSYS"]);
 }
+/// fanotify likewise (unprivileged with `FAN_REPORT_FID` since Linux 5.13: a mark on `/usr/bin`
+/// named every program the host and other sandboxes started there).
+#[test]
+fn fanotify_is_enosys() {
+    blocked_syscall("fanotify", "fanotify_init", &["ENOSYS"]);
+}
+/// No AIO context: they come from one host-wide pool no cgroup limits (a run that took them all
+/// made `io_setup` fail on the host and in other sandboxes).
+#[test]
+fn io_setup_is_enosys() {
+    blocked_syscall("io_setup", "io_setup", &["ENOSYS"]);
+}
 
 fn foreign_abi(mode: &str) {
     let _g = shared();

@@ -433,11 +433,13 @@ mod tests {
                 .filter(|r| r.compact.is_some())
                 .filter_map(|r| profile::resolve(r.syscall))
                 .collect();
-            // The default offline profile must really use them, and be shorter for it.
+            // The default offline profile must really use them, and be shorter for it: by the
+            // 125 instructions they saved when written (then 123 against 248; counted as a
+            // saving, since every rule without arguments adds the same to both forms).
             if name == "network false unix true \"default\"" {
                 assert_eq!(with_tests.len(), 4, "{name}");
                 assert!(
-                    compact.instruction_count() * 2 < patterns.instruction_count(),
+                    compact.instruction_count() + 125 <= patterns.instruction_count(),
                     "{name}: {} vs {} instructions",
                     compact.instruction_count(),
                     patterns.instruction_count()

@@ -79,10 +79,17 @@
 //! * `io_uring_setup`, `io_uring_enter`, `io_uring_register` → `ENOSYS`.
 //!   io_uring has been a rich source of kernel exploits and its operations
 //!   bypass seccomp entirely; libuv (Node.js) and others fall back.
-//! * `inotify_init`, `inotify_init1`, `inotify_add_watch` → `ENOSYS`. The
-//!   root's read-only binds are the host's inodes: a watch would show which
-//!   files the host and other sandboxes open, and when (a channel between
-//!   tenants). File watchers fall back to polling, as without inotify.
+//! * `inotify_init`, `inotify_init1`, `inotify_add_watch`, `fanotify_init`,
+//!   `fanotify_mark` → `ENOSYS`. The root's read-only binds are the host's
+//!   inodes: a watch would show which files the host and other sandboxes
+//!   open, and when (a channel between tenants; fanotify is open to
+//!   unprivileged callers since Linux 5.13). File watchers fall back to
+//!   polling, as without inotify.
+//! * `io_setup`, `io_destroy`, `io_submit`, `io_cancel`, `io_getevents`,
+//!   `io_pgetevents` → `ENOSYS`. AIO contexts come from one host-wide pool
+//!   (`fs.aio-max-nr`) that no cgroup limits: a run could take it all and
+//!   `io_setup` would fail on the host and in every other sandbox. glibc's
+//!   `aio_*` use threads; libaio users fall back to synchronous I/O.
 //! * `socket` and `socketpair` with a domain other than `AF_UNIX`,
 //!   `AF_INET` or `AF_INET6` → `EAFNOSUPPORT` (as if the family were not
 //!   compiled in; this is what glibc's `getifaddrs` gets for `AF_NETLINK`).

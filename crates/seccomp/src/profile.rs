@@ -352,11 +352,39 @@ pub(crate) fn rule_specs(profile: &Profile) -> Vec<RuleSpec> {
     // would show the sandbox which programs and modules the host and every other sandbox open,
     // and when (a channel between tenants, too). As if the kernel had no inotify: file watchers
     // (tail -f, glib, watchdog, Node's fs.watch) fall back to polling.
-    for name in ["inotify_init", "inotify_init1", "inotify_add_watch"] {
+    // fanotify the same: since Linux 5.13 an unprivileged caller may mark inodes with
+    // `FAN_REPORT_FID`, and its events name the files opened there.
+    for name in [
+        "inotify_init",
+        "inotify_init1",
+        "inotify_add_watch",
+        "fanotify_init",
+        "fanotify_mark",
+    ] {
         push(
             name,
             Action::Errno(libc::ENOSYS),
             "always (watches on the shared read-only binds would show other tenants' activity)",
+            Vec::new(),
+        );
+    }
+
+    // Native AIO contexts count against one host-wide limit (`fs.aio-max-nr`), charged to no
+    // cgroup: a run could take them all, and `io_setup` would fail for the host and every other
+    // sandbox until it ends. As if the kernel had no AIO: glibc's `aio_*` use threads, and
+    // libaio users (databases, qemu) fall back to synchronous I/O.
+    for name in [
+        "io_setup",
+        "io_destroy",
+        "io_submit",
+        "io_cancel",
+        "io_getevents",
+        "io_pgetevents",
+    ] {
+        push(
+            name,
+            Action::Errno(libc::ENOSYS),
+            "always (AIO contexts are a host-wide pool no cgroup limits)",
             Vec::new(),
         );
     }
