@@ -222,6 +222,11 @@ impl FakeKernel {
             put(dir, "memory.use_hierarchy", "1\n");
             put(
                 dir,
+                "memory.kmem.tcp.limit_in_bytes",
+                "9223372036854771712\n",
+            );
+            put(
+                dir,
                 "memory.oom_control",
                 "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
             );

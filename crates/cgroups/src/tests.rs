@@ -406,6 +406,14 @@ fn v1_create_writes_limits_to_each_hierarchy() {
         "67108864"
     );
     assert_eq!(h.read(&format!("{mem}/memory.swappiness")), "0");
+    // TCP buffers charged (v1 charges them only once this is written), up to the same limit;
+    // written again when the limit changes.
+    let tcp = format!("{mem}/memory.kmem.tcp.limit_in_bytes");
+    assert_eq!(h.read(&tcp), "67108864");
+    cg.set_limits(&limits(32 * MIB, 16)).unwrap();
+    assert_eq!(h.read(&tcp), "33554432");
+    cg.set_limits(&limits(64 * MIB, 16)).unwrap();
+    assert_eq!(h.read(&tcp), "67108864");
     assert_eq!(h.read("sys/fs/cgroup/pids/corral/run-1/pids.max"), "16");
     assert!(h.p("sys/fs/cgroup/cpuacct/corral/run-1").is_dir());
 

@@ -315,12 +315,31 @@ impl V1Cgroup {
                 let again = self.write_memory_limits(bytes, None);
                 let now = again.as_ref().ok().copied();
                 *self.written.lock().unwrap_or_else(|e| e.into_inner()) = now;
-                return again.map(drop);
+                return match now {
+                    Some(now) => self.limit_socket_memory(now),
+                    None => again.map(drop),
+                };
             }
             (Err(_), _) => None,
         };
         *self.written.lock().unwrap_or_else(|e| e.into_inner()) = written;
-        result.map(drop)
+        result?;
+        match written {
+            // Written again only when the limit changes (most runs repeat the last one).
+            Some(now) if known.map(|k| k.shown) != Some(now.shown) => self.limit_socket_memory(now),
+            _ => Ok(()),
+        }
+    }
+
+    /// v1 charges TCP socket buffers to a cgroup only once its `memory.kmem.tcp.limit_in_bytes`
+    /// has been written (v2 charges them to `memory.max` always): uncharged, one run's loopback
+    /// sockets filled the host-wide `tcp_mem` (2.3 GB under a 32M limit, every host socket under
+    /// memory pressure). Capped at the memory limit; v1 keeps it as a counter of its own, so a
+    /// run may hold that much again in socket buffers, and no more. Absent on kernels without
+    /// it (and in the fake trees of most tests).
+    fn limit_socket_memory(&self, limit: WrittenLimit) -> Result<(), Error> {
+        let tcp = self.memory.join("memory.kmem.tcp.limit_in_bytes");
+        self.files.write_if_exists(&tcp, &limit.text()).map(drop)
     }
 
     /// [`Self::set_memory_limit`]'s writes, given the pair in force (`None`: read it).

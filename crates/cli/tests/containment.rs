@@ -549,6 +549,45 @@ fn pipe_buffers_count_against_memory_limit() {
     h.host_unchanged();
 }
 
+/// TCP socket buffers on the sandbox's own loopback are kernel memory too: cgroup v1 charges
+/// them only once the cgroup's `memory.kmem.tcp.limit_in_bytes` is written (v2 always). Before,
+/// one run under `--memory 32M` buffered 2.3 GB in the host-wide `tcp_mem`, and every socket of
+/// the host was under memory pressure.
+#[test]
+fn tcp_buffers_count_against_memory_limit() {
+    let _g = shared();
+    let h = Hostile::compiled("tcpbomb", "tcpbomb");
+    let o = h.run_within(
+        secs(120),
+        &[
+            "--memory",
+            "32M",
+            "--pids",
+            "64",
+            "--wall-time",
+            "30s",
+            "--cpu-time",
+            "30s",
+        ],
+        &["16"],
+    );
+    o.assert_status_in(&["memory_limit", "ok"]);
+    let buffered: i64 = o
+        .lines()
+        .into_iter()
+        .filter_map(|l| l.strip_prefix("BUFFERED "))
+        .map(|n| n.trim().parse::<i64>().unwrap())
+        .sum();
+    o.ensure(
+        buffered <= 128 << 20,
+        format!(
+            "{} MiB of TCP buffers held under --memory 32M",
+            buffered >> 20
+        ),
+    );
+    h.host_unchanged();
+}
+
 #[test]
 fn inode_exhaustion_gets_enospc() {
     let _g = shared();
