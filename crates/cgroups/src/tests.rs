@@ -414,6 +414,10 @@ fn v1_create_writes_limits_to_each_hierarchy() {
     assert_eq!(h.read(&tcp), "33554432");
     cg.set_limits(&limits(64 * MIB, 16)).unwrap();
     assert_eq!(h.read(&tcp), "67108864");
+    assert!(m
+        .describe()
+        .iter()
+        .any(|(k, v)| k == "socket buffers" && v.starts_with("charged")));
     assert_eq!(h.read("sys/fs/cgroup/pids/corral/run-1/pids.max"), "16");
     assert!(h.p("sys/fs/cgroup/cpuacct/corral/run-1").is_dir());
 

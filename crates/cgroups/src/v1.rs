@@ -210,6 +210,19 @@ impl Manager for V1Manager {
                 "unavailable (no swap accounting; only memory.swappiness=0)".to_owned()
             },
         ));
+        let tcp = self.hiers[self.memory]
+            .base
+            .join("memory.kmem.tcp.limit_in_bytes")
+            .exists();
+        out.push((
+            "socket buffers".to_owned(),
+            if tcp {
+                "charged: memory.kmem.tcp.limit_in_bytes = memory limit".to_owned()
+            } else {
+                "NOT charged (no memory.kmem.tcp on this kernel): TCP buffers escape the memory limit"
+                    .to_owned()
+            },
+        ));
         out
     }
 }

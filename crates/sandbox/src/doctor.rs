@@ -118,6 +118,29 @@ pub fn probe() -> Report {
             Err(e) => Err(e.to_string()),
         },
     ));
+    // v1 charges TCP socket buffers to a memory cgroup only through memory.kmem.tcp (see
+    // corral_cgroups' V1Cgroup); without it they escape the memory limit. v2 charges them always.
+    if let Ok(p) = corral_cgroups::probe() {
+        if p.selected == Some(corral_cgroups::Version::V1) {
+            let charged =
+                p.v1.iter()
+                    .filter(|h| h.controllers.iter().any(|c| c == "memory"))
+                    .any(|h| {
+                        h.mount_point
+                            .join("memory.kmem.tcp.limit_in_bytes")
+                            .exists()
+                    });
+            checks.push(check(
+                "socket buffers",
+                false,
+                if charged {
+                    Ok("TCP buffers count against the memory limit (cgroup v1 memory.kmem.tcp)".into())
+                } else {
+                    Err("NOT charged: this kernel's cgroup v1 has no memory.kmem.tcp, so a run's TCP buffers escape its memory limit (use cgroup v2)".into())
+                },
+            ));
+        }
+    }
     checks.push(check("seccomp", true, seccomp_status()));
     let abi = crate::inside::landlock::kernel_abi();
     checks.push(check(
