@@ -130,13 +130,17 @@ pub fn main(
     let mut pending = BTreeMap::new();
     let mut next = 0usize;
     let mut out = std::io::stdout().lock();
-    for (i, result) in rx {
+    let mut code = 0;
+    'results: for (i, result) in rx {
         pending.insert(i, result);
         while let Some(r) = pending.remove(&next) {
             if let Err(e) = writeln!(out, "{r}").and_then(|_| out.flush()) {
-                // Nobody is listening (a closed pipe, a full disk): the results are lost.
+                // Nobody is listening (a closed pipe, a full disk): the results are lost. The
+                // workers stop at their next result (the channel is gone) and the pool is
+                // dropped on the way out: exiting here left gVisor spares half-made.
                 eprintln!("corral run: cannot write to standard output: {e}");
-                std::process::exit(crate::exit::OUTPUT_FAILED);
+                code = crate::exit::OUTPUT_FAILED;
+                break 'results;
             }
             next += 1;
         }
@@ -144,7 +148,7 @@ pub fn main(
     for w in workers {
         let _ = w.join();
     }
-    0
+    code
 }
 
 /// What every line of one batch shares.

@@ -75,7 +75,21 @@ fn main() {
     if !matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
         logs::init(logs::Kind::OneShot, false);
     }
-    let code = match cli.command {
+    // A failed print unwinds (see `quiet_output_failures`), so the pools and sandboxes on the
+    // way are dropped and torn down before the exit.
+    let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(cli)))
+        .unwrap_or_else(|panic| {
+            if OUTPUT_FAILURE.load(std::sync::atomic::Ordering::SeqCst) {
+                exit::OUTPUT_FAILED
+            } else {
+                std::panic::resume_unwind(panic)
+            }
+        });
+    std::process::exit(code);
+}
+
+fn dispatch(cli: Cli) -> i32 {
+    match cli.command {
         Command::Run(args) => run::main(*args),
         Command::Doctor(args) => doctor::main(args),
         Command::Check(args) => check::main(*args),
@@ -86,14 +100,18 @@ fn main() {
         Command::Token(args) => token::main(args),
         Command::Worker(args) => worker::main(*args),
         Command::Env(args) => env::main(*args),
-    };
-    std::process::exit(code);
+    }
 }
+
+/// Set when standard output could not be written: `main` turns the unwinding into status 74.
+static OUTPUT_FAILURE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// `println!` panics when standard output cannot be written (a full disk, a reader that went
 /// away: `corral run --json … | head -c 10`). That is the reader's end, not a bug of ours: one
-/// line on stderr and exit status 74 (sysexits' EX_IOERR) instead of a panic's backtrace. Any
-/// other panic is reported as before.
+/// line on stderr and exit status 74 (sysexits' EX_IOERR) instead of a panic's backtrace. The
+/// panic still unwinds to `main` — exiting from the hook skipped every drop, and under gVisor a
+/// pool's spare sandboxes were left half-made (their folders, mounts and cgroups). Any other
+/// panic is reported as before.
 fn quiet_output_failures() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -104,8 +122,10 @@ fn quiet_output_failures() {
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or_default();
         if let Some(why) = text.strip_prefix("failed printing to stdout: ") {
-            eprintln!("corral: cannot write to standard output: {why}");
-            std::process::exit(exit::OUTPUT_FAILED);
+            if !OUTPUT_FAILURE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                eprintln!("corral: cannot write to standard output: {why}");
+            }
+            return;
         }
         default(info);
     }));

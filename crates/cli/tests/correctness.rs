@@ -1199,19 +1199,58 @@ fn a_reader_that_goes_away_stops_the_run_with_74() {
 #[test]
 fn a_finished_batch_leaves_no_sandbox_folder_behind() {
     let _g = shared();
-    // Only folders made from here on: another test's leftovers are not this batch's.
-    let since = std::time::SystemTime::now() - Duration::from_secs(1);
     let t = tempdir();
     let batch = t.path().join("b.jsonl");
     fs::write(&batch, "{\"argv\": [\"true\"]}\n".repeat(3)).unwrap();
-    let out = corral_cmd()
-        .args(["run", "--batch"])
-        .arg(&batch)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    // A folder no runsc process names is one nothing will remove (another test's sandbox may
-    // be between its folder and its runsc: looked at again after a while).
+    // Nor one that stops because its standard output fails (status 74): exiting from there
+    // skipped the pools' drops (a batch left two spares, a single run one). Each is looked at
+    // before the next command, whose first gVisor start would sweep them.
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello");
+    let commands: [(Vec<std::ffi::OsString>, bool); 4] = [
+        (
+            vec!["run".into(), "--batch".into(), batch.clone().into()],
+            false,
+        ),
+        (
+            vec!["run".into(), "--batch".into(), batch.clone().into()],
+            true,
+        ),
+        (
+            vec![
+                "check".into(),
+                suite.join("suite.yaml").into(),
+                suite.join("submissions/correct").into(),
+            ],
+            true,
+        ),
+        (
+            vec!["run".into(), "--json".into(), "--".into(), "true".into()],
+            true,
+        ),
+    ];
+    for (args, full) in commands {
+        // Only folders made from here on: another test's leftovers are not this command's.
+        let since = std::time::SystemTime::now() - Duration::from_secs(1);
+        let mut cmd = corral_cmd();
+        cmd.args(&args);
+        if full {
+            cmd.stdout(fs::File::create("/dev/full").unwrap());
+        }
+        let out = cmd.output().unwrap();
+        let expected = if full { Some(74) } else { Some(0) };
+        assert_eq!(out.status.code(), expected, "{args:?}: {out:?}");
+        let left = gvisor_orphans_since(since);
+        assert!(
+            left.is_empty(),
+            "{args:?}: gVisor sandbox folders left behind: {left:?}"
+        );
+    }
+}
+
+/// The gVisor sandbox folders made since `since` that no runsc process names: nothing will
+/// remove them (another test's sandbox may be between its folder and its runsc: looked at again
+/// after a while).
+fn gvisor_orphans_since(since: std::time::SystemTime) -> Vec<String> {
     let orphans = || -> Vec<String> {
         let live: Vec<String> = host_procs_with("--root=/run/corral/gvisor/")
             .into_iter()
@@ -1237,17 +1276,13 @@ fn a_finished_batch_leaves_no_sandbox_folder_behind() {
             .unwrap_or_default()
     };
     if orphans().is_empty() {
-        return;
+        return Vec::new();
     }
     std::thread::sleep(Duration::from_secs(5));
-    let left: Vec<String> = orphans()
+    orphans()
         .into_iter()
         .filter(|n| Path::new("/run/corral/gvisor").join(n).exists())
-        .collect();
-    assert!(
-        left.is_empty(),
-        "gVisor sandbox folders left behind: {left:?}"
-    );
+        .collect()
 }
 
 /// `--stdin` takes data only: a folder (its listing), a device or a socket is refused before
