@@ -508,6 +508,15 @@ fn the_oom_killer_takes_the_program_not_the_sandbox() {
     }
 }
 
+/// The bytes a bomb's processes say they buffered (`BUFFERED N` lines), added up.
+fn buffered_total(o: &Outcome) -> i64 {
+    o.lines()
+        .into_iter()
+        .filter_map(|l| l.strip_prefix("BUFFERED "))
+        .map(|n| n.trim().parse::<i64>().unwrap())
+        .sum()
+}
+
 #[test]
 fn pipe_buffers_count_against_memory_limit() {
     let _g = shared();
@@ -527,12 +536,7 @@ fn pipe_buffers_count_against_memory_limit() {
         &["8"],
     );
     o.assert_status_in(&["memory_limit", "ok"]);
-    let buffered: i64 = o
-        .lines()
-        .into_iter()
-        .filter_map(|l| l.strip_prefix("BUFFERED "))
-        .map(|n| n.trim().parse::<i64>().unwrap())
-        .sum();
+    let buffered = buffered_total(&o);
     o.ensure(
         buffered <= 128 << 20,
         format!(
@@ -572,12 +576,7 @@ fn tcp_buffers_count_against_memory_limit() {
         &["16"],
     );
     o.assert_status_in(&["memory_limit", "ok"]);
-    let buffered: i64 = o
-        .lines()
-        .into_iter()
-        .filter_map(|l| l.strip_prefix("BUFFERED "))
-        .map(|n| n.trim().parse::<i64>().unwrap())
-        .sum();
+    let buffered = buffered_total(&o);
     o.ensure(
         buffered <= 128 << 20,
         format!(
