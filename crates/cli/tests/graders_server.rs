@@ -291,3 +291,67 @@ fn a_remote_worker_runs_a_registered_autograder() {
         let _ = worker.child.wait();
     });
 }
+
+/// A check50 problem's hidden checks are kept from the submission by Landlock, which gVisor
+/// lacks: a grading request may not move such a suite onto gVisor (the review that found it
+/// read the hidden check's source through a public check's output with `"runtime": "gvisor"`).
+#[test]
+fn a_request_cannot_grade_hidden_check50_checks_under_gvisor() {
+    let s = Server::start("[submissions]\nworkers = 0\n", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let student = s.token("student").await;
+        register_example(&s, &staff, "check50-hello").await;
+        register_example(&s, &staff, "pycalc").await;
+        let hostile = submission("check50-hello", "reads_the_problem");
+        let files: Vec<(&str, &[u8])> = hostile
+            .iter()
+            .map(|(p, b)| (p.as_str(), b.as_slice()))
+            .collect();
+        let inline: Vec<Value> = hostile
+            .iter()
+            .map(|(p, b)| json!({"path": p, "content": String::from_utf8(b.clone()).unwrap()}))
+            .collect();
+        for token in [&student, &staff] {
+            let id = s.upload(token, &files).await;
+            let (st, v) = s
+                .post(
+                    token,
+                    "/check?format=json",
+                    json!({"checks": "check50-hello", "sandbox": {"homedir": id}, "runtime": "gvisor"}),
+                )
+                .await;
+            assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v:#}");
+            let e = v["message"].as_str().unwrap_or_default();
+            assert!(
+                e.contains("check \"hello\"") && e.contains("Landlock"),
+                "{e}"
+            );
+            let (st, v) = s
+                .post(
+                    token,
+                    "/submissions",
+                    json!({"suite": "check50-hello", "files": inline, "runtime": "gvisor"}),
+                )
+                .await;
+            assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v:#}");
+        }
+        // Natively, or without a runtime, the same submission is taken (and finds the problem
+        // unreadable: check50.rs covers that); a suite that hides nothing with Landlock may go
+        // under gVisor.
+        for (suite, runtime) in [
+            ("check50-hello", json!("native")),
+            ("check50-hello", Value::Null),
+            ("pycalc", json!("gvisor")),
+        ] {
+            let (st, v) = s
+                .post(
+                    &student,
+                    "/submissions",
+                    json!({"suite": suite, "files": inline, "runtime": runtime}),
+                )
+                .await;
+            assert_eq!(st, StatusCode::ACCEPTED, "{suite} {runtime}: {v:#}");
+        }
+    });
+}

@@ -98,6 +98,30 @@ impl RunSettings {
     }
 }
 
+/// The kernel a check runs on under `policy`: the check's, else the suite's, else its
+/// language's, else the policy's default (gVisor whatever they say under `force_gvisor`). An
+/// unknown language counts as naming none ([`for_suite`] refuses it before anything runs).
+pub fn runtime_of(
+    suite: &Suite,
+    check: &Check,
+    registry: &LanguageRegistry,
+    policy: &RuntimePolicy,
+) -> Runtime {
+    let language = suite
+        .language_of(check)
+        .and_then(|id| registry.get(id).ok());
+    choose_runtime(suite, check, language, policy)
+}
+
+fn choose_runtime(
+    suite: &Suite,
+    check: &Check,
+    language: Option<&Language>,
+    policy: &RuntimePolicy,
+) -> Runtime {
+    policy.choose(suite.runtime_of(check).or(language.and_then(|l| l.runtime)))
+}
+
 /// Resolves language, limits, timeout, root and runtime (under `runtime`, the caller's policy) of
 /// every check of the suite, in suite order; fails on an unknown or unavailable language or an
 /// image `images` lacks before anything runs.
@@ -179,11 +203,7 @@ pub fn for_suite(
                 // Unless someone chose a wall-clock limit, a run may last as long as its check.
                 limits.wall_time = corral_sandbox::Millis(timeout);
             }
-            let runtime = runtime.choose(
-                suite
-                    .runtime_of(check)
-                    .or(language.as_ref().and_then(|l| l.runtime)),
-            );
+            let runtime = choose_runtime(suite, check, language.as_ref(), runtime);
             Ok(RunSettings {
                 limits,
                 mounts,

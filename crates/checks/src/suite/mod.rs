@@ -144,6 +144,18 @@ pub struct RubricItem<'a> {
 }
 
 impl Check {
+    /// Whether the check keeps something from the submission that only Landlock keeps, so only
+    /// natively: a check50 problem with hidden checks (their source and expected output are in
+    /// the problem folder, which the submission's programs are kept from reading with a
+    /// Landlock layer; gVisor has no Landlock). pytest's hidden tests are safe anywhere: they
+    /// run in a session of their own.
+    pub fn hides_with_landlock(&self) -> bool {
+        match &self.kind {
+            CheckKind::Check50(c) => c.items.iter().any(|i| i.hidden),
+            _ => false,
+        }
+    }
+
     /// The rubric items when the check's points are its items' (pytest, check50), in report
     /// order; `None` when the check earns its own `points` (steps).
     pub fn rubric(&self) -> Option<Vec<RubricItem<'_>>> {

@@ -43,8 +43,9 @@ pub struct CheckRequest {
     /// `"native"` or `"gvisor"`: the kernel of the checks that name none (nor does their suite
     /// or language: a suite's or check's `runtime` wins); absent: the server's default. On a
     /// server that runs everything under gVisor (`[runtime] force_gvisor`), `"native"` is
-    /// refused (422) and every check runs under gVisor, whatever its suite names. Each result
-    /// says its `runtime`.
+    /// refused (422) and every check runs under gVisor, whatever its suite names. `"gvisor"` is
+    /// refused (422) when it would move a check50 problem with hidden checks off the host's
+    /// kernel (Landlock, which hides them, is not in gVisor). Each result says its `runtime`.
     #[serde(default)]
     #[schema(value_type = Option<String>, example = "gvisor")]
     pub runtime: Option<corral_sandbox::Runtime>,

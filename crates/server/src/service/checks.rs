@@ -1,11 +1,11 @@
 //! Grading an upload against a check suite (`/check`), within the server's admission.
 
 use corral_checks::{GradeError, GradeOptions, Report, View};
-use corral_judge::suite_file;
 
 use crate::error::ApiError;
 use crate::service::caller::Caller;
-use crate::service::suites::{self, is_valid_id, suites_dir};
+use crate::service::runtime_choice::refuse_lost_hiding;
+use crate::service::suites::{self, is_valid_id};
 use crate::state::SharedState;
 
 /// Grades the caller's upload `homedir` with suite `suite_id`, in `image` (over the suite's
@@ -20,6 +20,7 @@ pub async fn grade(
     image: Option<&str>,
     runtime: Option<corral_sandbox::Runtime>,
 ) -> Result<(Report, View), ApiError> {
+    let runtime_asked = runtime;
     let runtime = corral_sandbox::RuntimePolicy {
         default: st
             .config
@@ -43,22 +44,11 @@ pub async fn grade(
     let submission = work.path().join("submission");
     std::fs::create_dir(&submission).map_err(ApiError::internal)?;
     st.store.materialize(&upload, &submission).await?;
-    let suite_path = match st.store.get_suite(suite_id).await? {
-        Some(s) => {
-            let u = st
-                .store
-                .get_upload(&s.upload_id)
-                .await?
-                .ok_or_else(|| ApiError::internal(format!("suite {} lost its files", s.id)))?;
-            let dir = work.path().join("suite");
-            std::fs::create_dir(&dir).map_err(ApiError::internal)?;
-            st.store.materialize(&u, &dir).await?;
-            suite_file(&dir)
-        }
-        None => suite_file(&suites_dir(st).join(suite_id)),
-    }
-    .ok_or_else(|| ApiError::not_found(format!("no suite {suite_id:?}")))?;
+    let dir = work.path().join("suite");
+    std::fs::create_dir(&dir).map_err(ApiError::internal)?;
+    let suite_path = suites::file_of(st, suite_id, &dir).await?;
     let mut suite = suites::load(suite_path).await?;
+    refuse_lost_hiding(st, &suite, runtime_asked)?;
     if let Some(image) = image {
         suite.image = Some(image.to_string());
     }

@@ -7,7 +7,8 @@
 //! - [`runs`]: a run request into a sandboxed run (limits, kept sandboxes, admission).
 //! - [`runner`]: bounded parallelism for sandbox work (blocking threads, a bounded queue).
 //! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry.
-//! - [`suites`], [`checks`]: check suites and grading an upload with one.
+//! - [`suites`], [`checks`]: check suites and grading an upload with one; [`runtime_choice`]: a
+//!   grading request's runtime may not undo what a suite hides.
 //! - [`images`]: the container images requests may name, and staff's image operations.
 //! - [`image_builds`]: admins' image builds (`POST /images/build`) as background jobs.
 //! - [`image_info`]: how one image is described.
@@ -29,6 +30,7 @@ pub mod revisions;
 pub mod revocations;
 pub mod runner;
 pub mod runs;
+pub mod runtime_choice;
 pub mod submissions;
 pub mod suites;
 pub mod token_cache;

@@ -1,7 +1,7 @@
 //! Check suites: registered by staff (a suite file plus the assignment's files, stored as an
 //! upload) or kept in the server's suites folder (`SUITES/ID/suite.yaml` + files).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use corral_checks::Suite;
 use corral_judge::suite_file;
@@ -65,6 +65,28 @@ pub fn suites_dir(st: &SharedState) -> PathBuf {
 
 pub fn suite_error(e: corral_checks::SuiteError) -> ApiError {
     ApiError::unprocessable(format!("invalid suite: {e}"))
+}
+
+/// The suite file of suite `id`: a registered suite's files are written under `scratch` first
+/// (which must outlive the use of the file); one of the suites folder is read in place.
+pub async fn file_of(st: &SharedState, id: &str, scratch: &Path) -> Result<PathBuf, ApiError> {
+    let missing = || ApiError::not_found(format!("no suite {id:?}"));
+    if !is_valid_id(id) {
+        return Err(missing());
+    }
+    match st.store.get_suite(id).await? {
+        Some(s) => {
+            let u = st
+                .store
+                .get_upload(&s.upload_id)
+                .await?
+                .ok_or_else(|| ApiError::internal(format!("suite {} lost its files", s.id)))?;
+            st.store.materialize(&u, scratch).await?;
+            suite_file(scratch)
+        }
+        None => suite_file(&suites_dir(st).join(id)),
+    }
+    .ok_or_else(missing)
 }
 
 /// Loads the suite file at `path` off the async workers: loading reads its files and compiles

@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::runs::{clamped_keys, seccomp_profile, LimitsDoc};
+use crate::service::runtime_choice::refuse_lost_hiding;
 use crate::service::{suites, uploads};
 use crate::state::SharedState;
 
@@ -98,8 +99,10 @@ pub struct SubmissionRequest {
     /// check that names none, nor does its suite or language); absent: the language's, else the
     /// server's default. On a server that runs everything under gVisor (`[runtime]
     /// force_gvisor`), `"native"` is refused (422) and every run and check is gVisor's, whatever
-    /// a suite names. Resolved now and stored with the job (remote workers too obey it); the
-    /// verdict's runs and checks say which ran them.
+    /// a suite names; `"gvisor"` is refused (422) when it would move a check50 problem with
+    /// hidden checks off the host's kernel (Landlock, which hides them, is not in gVisor).
+    /// Resolved now and stored with the job (remote workers too obey it); the verdict's runs and
+    /// checks say which ran them.
     #[serde(default)]
     #[schema(value_type = Option<String>, example = "gvisor")]
     pub runtime: Option<corral_sandbox::Runtime>,
@@ -273,6 +276,15 @@ pub async fn accept(
     // anything is stored.
     spec.validate()
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    if let (Some(suite), Some(_)) = (&spec.suite, req.runtime) {
+        // Read only to see whether the request's runtime would undo what the suite hides.
+        let scratch = tempfile::Builder::new()
+            .prefix("suite-")
+            .tempdir_in(&st.tmp_dir)
+            .map_err(ApiError::internal)?;
+        let loaded = suites::load(suites::file_of(st, &suite.id, scratch.path()).await?).await?;
+        refuse_lost_hiding(st, &loaded, req.runtime)?;
+    }
     // Every image the job names (the request's, the language's, the suite's and its checks'),
     // pinned to the digest this server has now: every worker judges exactly those.
     spec.image_digests = pin_images(st, &spec).await?;
