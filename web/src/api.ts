@@ -157,8 +157,9 @@ export interface Revision extends RevisionMeta {
   files: EditorFile[];
 }
 
+/** What the editor keeps of a Run or a Save (a Check's is kept by `POST /check` itself). */
 export interface NewRevision {
-  kind: 'run' | 'check' | 'save';
+  kind: 'run' | 'save';
   language: string;
   status: string;
   suite?: string | null;

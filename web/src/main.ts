@@ -16,7 +16,7 @@ import {
   type SuiteInfo,
   type WhoAmI,
 } from './api';
-import { renderReport, totals, type Report } from './checks';
+import { renderReport, type Report } from './checks';
 import { Editor, validName } from './editor';
 import { describeExit, Session, usage } from './session';
 import { template } from './templates';
@@ -447,22 +447,19 @@ async function check(): Promise<void> {
   summaryEl.textContent = `Checking against ${suite}…`;
   $('panel-checks').setAttribute('aria-busy', 'true');
   const files = editor.getFiles();
-  let rev: NewRevision | null = null;
   try {
     const id = await upload(files);
-    const report = await api<Report>('POST', '/check?format=json', { checks: suite, sandbox: { homedir: id } });
+    // The server keeps the check in the history itself, with its own report's score.
+    const report = await api<Report & { revision?: RevisionMeta }>('POST', '/check?format=json', {
+      checks: suite,
+      sandbox: { homedir: id },
+      revision: { language: languageSelect.value },
+    });
     renderReport(list, summaryEl, report);
-    const t = totals(report);
-    rev = {
-      kind: 'check',
-      language: languageSelect.value,
-      suite,
-      score: t.score,
-      max_score: t.max,
-      status: t.failed || t.skipped ? 'failed' : 'passed',
-      summary: `${t.passed} passed, ${t.failed} failed, ${t.skipped} skipped`,
-      files,
-    };
+    if (report.revision) {
+      lastStored = snapshot(files);
+      if (!$('panel-history').hidden) void loadHistory();
+    }
   } catch (e) {
     showError(e);
     summaryEl.textContent = e instanceof Error ? e.message : String(e);
@@ -471,7 +468,6 @@ async function check(): Promise<void> {
     $('panel-checks').setAttribute('aria-busy', 'false');
     setBusy(false);
   }
-  if (rev) await storeRevision(rev);
 }
 
 // ---- revisions -----------------------------------------------------------------------------

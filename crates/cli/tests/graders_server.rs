@@ -355,3 +355,61 @@ fn a_request_cannot_grade_hidden_check50_checks_under_gvisor() {
         }
     });
 }
+
+/// The staff page counts check revisions' scores, so the server records them from its own
+/// report: a client that sent its own could claim any score (the review forged a 4/4 that way).
+#[test]
+fn a_checks_revision_carries_the_reports_score_and_no_client_can_write_one() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let student = s.token("student").await;
+        register_example(&s, &staff, "hello").await;
+        let files = submission("hello", "wrong_output");
+        let files: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|(p, b)| (p.as_str(), b.as_slice()))
+            .collect();
+        let id = s.upload(&student, &files).await;
+        let ask =
+            json!({"checks": "hello", "sandbox": {"homedir": id}, "revision": {"language": "c"}});
+        let (st, v) = s.post(&student, "/check", ask.clone()).await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "CS50's shape: {v:#}");
+        let (st, v) = s.post(&student, "/check?format=json", ask).await;
+        assert_eq!(st, StatusCode::OK, "{v:#}");
+        let rev = &v["revision"];
+        assert_eq!(rev["kind"], "check", "{v:#}");
+        assert_eq!(rev["suite"], "hello");
+        assert_eq!(rev["status"], "failed");
+        assert_eq!(rev["score"].as_f64(), v["score"].as_f64());
+        assert_eq!(rev["max_score"].as_f64(), v["max_score"].as_f64());
+        assert!(v["score"].as_f64() < v["max_score"].as_f64(), "{v:#}");
+        let (st, full) = s
+            .get(
+                &student,
+                &format!("/revisions/{}", rev["id"].as_str().unwrap()),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK);
+        let paths: Vec<&str> = full["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap())
+            .collect();
+        let uploaded: Vec<&str> = files.iter().map(|(p, _)| *p).collect();
+        assert_eq!(paths, uploaded);
+
+        // A forged one is refused, and staff see only the server's.
+        let forged = json!({"kind": "check", "status": "passed", "suite": "hello", "score": 4,
+                            "max_score": 4, "language": "c", "summary": "4/4",
+                            "files": [{"path": "hello.c", "content": "int main(){}"}]});
+        let (st, e) = s.post(&student, "/revisions", forged).await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+        let (st, all) = s.get(&staff, "/revisions?scope=all&kind=check").await;
+        assert_eq!(st, StatusCode::OK);
+        let all = all.as_array().unwrap();
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert_eq!(all[0]["id"], rev["id"]);
+    });
+}

@@ -104,6 +104,15 @@ async fn revisions_are_the_owners_only() {
     check["score"] = json!(3);
     check["max_score"] = json!(6);
     check["status"] = json!("failed");
+    // A check's revision is the server's to record (`POST /check` with `revision`): the staff
+    // page counts their scores, which a client's own would let it choose.
+    let (st, e) = s.post(&alice, "/revisions", &check).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("POST /check"),
+        "{e}"
+    );
+    check["kind"] = json!("run");
     let (st, a2) = s.post(&alice, "/revisions", &check).await;
     assert_eq!(st, StatusCode::CREATED, "{a2}");
     let (st, b1) = s.post(&bob, "/revisions", &revision("save", "bob")).await;
@@ -124,7 +133,7 @@ async fn revisions_are_the_owners_only() {
     );
     assert!(list[0].get("files").is_none(), "lists carry no files");
     assert_eq!(list[0]["score"], 3.0);
-    let (_, only_runs) = s.get(&alice, "/revisions?kind=run&limit=5").await;
+    let (_, only_runs) = s.get(&alice, "/revisions?kind=run&limit=1").await;
     assert_eq!(only_runs.as_array().unwrap().len(), 1);
 
     // One with its files; someone else's is a 404, like a missing one.
@@ -147,10 +156,10 @@ async fn revisions_are_the_owners_only() {
     // Everyone's: staff only.
     let (st, _) = s.get(&alice, "/revisions?scope=all").await;
     assert_eq!(st, StatusCode::FORBIDDEN);
-    let (st, all) = s.get(&staff, "/revisions?scope=all&kind=check").await;
+    let (st, all) = s.get(&staff, "/revisions?scope=all&kind=save").await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(all.as_array().unwrap().len(), 1);
-    assert_eq!(all[0]["suite"], "hello");
+    assert_eq!(all[0]["id"], b1["id"]);
     let (_, all) = s.get(&staff, "/revisions?scope=all").await;
     assert_eq!(all.as_array().unwrap().len(), 3);
     assert_eq!(all[0]["id"], b1["id"]);

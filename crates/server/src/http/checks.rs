@@ -17,9 +17,9 @@ use utoipa::ToSchema;
 use super::json::ApiJson;
 use crate::error::{ApiError, ErrorBody};
 use crate::service::caller::Caller;
-use crate::service::checks;
 use crate::service::runs::SandboxRef;
 use crate::service::suites::{self, SuiteInfo};
+use crate::service::{checks, revisions};
 use crate::state::SharedState;
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -49,6 +49,20 @@ pub struct CheckRequest {
     #[serde(default)]
     #[schema(value_type = Option<String>, example = "gvisor")]
     pub runtime: Option<corral_sandbox::Runtime>,
+    /// Keep this check in the caller's history (`GET /revisions`, the browser editor's): the
+    /// upload's files (text) with the report's status, score and summary, recorded by the
+    /// server. Only with `?format=json`, whose answer then carries the revision as `revision`.
+    #[serde(default)]
+    pub revision: Option<CheckRevision>,
+}
+
+/// What a check's revision records besides what the server knows.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRevision {
+    /// The editor's language id (`c`, `python`, …); at most 200 bytes, no control characters.
+    #[schema(example = "python", max_length = 50)]
+    pub language: String,
 }
 
 /// `?format=`: `cs50` (default) answers exactly CS50 Check's shape; `json` answers corral's report
@@ -254,6 +268,19 @@ pub async fn check(
             "give sandbox.homedir: the upload to check",
         ));
     };
+    let revision = match req.revision {
+        Some(_) if !corral_format => {
+            return Err(ApiError::unprocessable(
+                "revision needs ?format=json (CS50's answer has no place for it)",
+            ))
+        }
+        // The files first: a revision that cannot be kept is refused before the grading.
+        Some(r) => Some((
+            r.language,
+            revisions::files_of_upload(&st, &caller, &homedir).await?,
+        )),
+        None => None,
+    };
     let (report, view) = checks::grade(
         &st,
         &caller,
@@ -274,6 +301,11 @@ pub async fn check(
                 .map(|r| r.id.clone())
                 .collect::<Vec<_>>(),
         );
+        if let Some((language, files)) = revision {
+            let meta = revisions::record_check(&st, &caller, language, &req.checks, files, &report)
+                .await?;
+            v["revision"] = serde_json::to_value(meta).map_err(ApiError::internal)?;
+        }
         return Ok(Json(v));
     }
     Ok(Json(report.to_cs50(view)))

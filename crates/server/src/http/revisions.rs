@@ -1,6 +1,7 @@
-//! `/revisions`: the browser editor's history. Every Run, Check and Save stores the editor's files
-//! with how it went; a user lists and restores their own (another user's are a 404, like a missing
-//! id). Staff may list everyone's (`?scope=all`) for the staff page's recent submissions.
+//! `/revisions`: the browser editor's history. Every Run and Save stores the editor's files with
+//! how it went, every Check (recorded by `POST /check` itself) with its report's score; a user
+//! lists and restores their own (another user's are a 404, like a missing id). Staff may list
+//! everyone's (`?scope=all`) for the staff page's recent submissions.
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -52,7 +53,8 @@ pub struct RevisionFileDoc {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RevisionRequest {
-    /// What made it: `run`, `check` or `save`.
+    /// What made it: `run` or `save`. A `check` is refused (422): the server records a check's
+    /// revision itself, from its report (`POST /check?format=json` with `revision`).
     pub kind: RevisionKindName,
     /// The editor's language id (`c`, `python`, …); at most 200 bytes, no control characters.
     // The document's limits are in characters: 50 of up to 4 bytes stay within 200 bytes.
@@ -178,7 +180,7 @@ pub struct ListQuery {
             links(("GetRevision" = (operation_id = "get_one", parameters(("id" = "$response.body#/id")))))),
         (status = 400, description = "A bad file name, or a name both file and folder", body = ErrorBody),
         (status = 413, description = "Too many files or bytes", body = ErrorBody),
-        (status = 422, description = "Bad fields", body = ErrorBody),
+        (status = 422, description = "Bad fields, or a check's (POST /check records those)", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]

@@ -1,7 +1,10 @@
 //! The browser editor's history: every Run, Check and Save keeps the editor's files with how it
 //! went; a user lists and restores their own (another user's are missing, like a wrong id), staff
-//! may list everyone's.
+//! may list everyone's. Runs and saves are as the editor describes them; a check's revision is
+//! recorded by the server from its own report ([`record_check`]), since the staff page counts
+//! their scores (a client that sent its own could claim any).
 
+use corral_checks::Report;
 use corral_store::{
     NewRevision, Revision, RevisionFile, RevisionFilter, RevisionKind, RevisionMeta,
 };
@@ -42,8 +45,79 @@ fn text(name: &str, v: &str, max: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Checks a draft (fields, file names, sizes) and keeps it as the caller's.
+/// Checks a client's draft (fields, file names, sizes) and keeps it as the caller's. A check's
+/// is refused: `POST /check` records it from the report ([`record_check`]).
 pub async fn create(st: &SharedState, caller: &Caller, d: Draft) -> Result<RevisionMeta, ApiError> {
+    if d.kind == RevisionKind::Check {
+        return Err(ApiError::unprocessable(
+            "a check's revision is recorded by the server: send \"revision\": {\"language\": …} \
+             with POST /check?format=json",
+        ));
+    }
+    keep(st, caller, d).await
+}
+
+/// The files of the caller's upload `homedir` as a revision keeps them (text), read before a
+/// check grades it so that a revision that cannot be kept is refused before the work.
+pub async fn files_of_upload(
+    st: &SharedState,
+    caller: &Caller,
+    homedir: &str,
+) -> Result<Vec<RevisionFile>, ApiError> {
+    let upload = crate::service::uploads::owned(st, caller, homedir).await?;
+    let dir = tempfile::Builder::new()
+        .prefix("revision-")
+        .tempdir_in(&st.tmp_dir)
+        .map_err(ApiError::internal)?;
+    st.store.materialize(&upload, dir.path()).await?;
+    let mut files = Vec::with_capacity(upload.files.len());
+    for f in &upload.files {
+        let bytes = std::fs::read(dir.path().join(&f.path)).map_err(ApiError::internal)?;
+        let content = String::from_utf8(bytes).map_err(|_| {
+            ApiError::unprocessable(format!(
+                "revision: {:?} is not text (a revision keeps the editor's text files)",
+                f.path
+            ))
+        })?;
+        files.push(RevisionFile {
+            path: f.path.clone(),
+            content,
+        });
+    }
+    Ok(files)
+}
+
+/// Keeps the revision of a check the server ran: its status, score and summary from `report`.
+pub async fn record_check(
+    st: &SharedState,
+    caller: &Caller,
+    language: String,
+    suite: &str,
+    files: Vec<RevisionFile>,
+    report: &Report,
+) -> Result<RevisionMeta, ApiError> {
+    let count = |want: Option<bool>| report.results.iter().filter(|r| r.result == want).count();
+    let (passed, failed, skipped) = (count(Some(true)), count(Some(false)), count(None));
+    keep(
+        st,
+        caller,
+        Draft {
+            kind: RevisionKind::Check,
+            language,
+            status: if report.passed() { "passed" } else { "failed" }.into(),
+            suite: Some(suite.to_string()),
+            score: Some(report.score()),
+            max_score: Some(report.max_score()),
+            summary: Some(format!(
+                "{passed} passed, {failed} failed, {skipped} skipped"
+            )),
+            files,
+        },
+    )
+    .await
+}
+
+async fn keep(st: &SharedState, caller: &Caller, d: Draft) -> Result<RevisionMeta, ApiError> {
     text("language", &d.language, MAX_FIELD)?;
     text("status", &d.status, MAX_FIELD)?;
     if let Some(s) = &d.suite {
