@@ -132,6 +132,16 @@ fn non_public_v6(a: Ipv6Addr) -> Option<&'static str> {
         "NAT64 (64:ff9b::/96)"
     } else if s[..6] == [0, 0, 0, 0, 0, 0] {
         "IPv4-compatible (::/96)"
+    } else if s[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        // SIIT's IPv4-translated form: a translator would carry it to the IPv4 address inside.
+        "IPv4-translated (::ffff:0:0/96)"
+    } else if s[0] == 0x2002 {
+        // 6to4 carries an IPv4 address (10.x, 127.x …) in its second and third segments.
+        "6to4 (2002::/16)"
+    } else if s[0] == 0x2001 && s[1] < 0x200 {
+        "IETF protocol assignments (2001::/23: Teredo, benchmarking, ORCHID)"
+    } else if s[..4] == [0x100, 0, 0, 0] {
+        "discard-only (100::/64)"
     } else {
         return None;
     })
@@ -252,6 +262,15 @@ mod tests {
             "::ffff:10.0.0.1",
             "::127.0.0.1",
             "64:ff9b::a00:1",
+            "64:ff9b:1::a00:1",
+            "::ffff:0:a00:1",
+            "::ffff:0:7f00:1",
+            "2002:7f00:1::1",
+            "2002:a00:1::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2001:2::1",
+            "2001:10::1",
+            "100::1",
         ] {
             let ip: IpAddr = bad.parse().unwrap();
             assert!(p.check(ip).is_err(), "{bad} allowed");
@@ -261,6 +280,7 @@ mod tests {
             "93.184.216.34",
             "172.32.0.1",
             "2606:4700::1111",
+            "2001:4860:4860::8888",
             "::ffff:8.8.8.8",
         ] {
             let ip: IpAddr = good.parse().unwrap();
