@@ -503,23 +503,23 @@ impl Report {
             let hidden = if r.hidden { " (hidden)" } else { "" };
             out.push_str(&paint(
                 code,
-                &format!("{mark} {}{hidden}{points}", r.description),
+                &format!("{mark} {}{hidden}{points}", inert(&r.description)),
             ));
             out.push('\n');
             if let Some(m) = r.visible_message(view) {
                 if r.result != Some(true) {
                     let mut lines = m.lines();
                     if let Some(first) = lines.next() {
-                        out.push_str(&format!("    {}\n", paint(code, first)));
+                        out.push_str(&format!("    {}\n", paint(code, &inert(first))));
                     }
                     for l in lines {
-                        out.push_str(&format!("      {l}\n"));
+                        out.push_str(&format!("      {}\n", inert(l)));
                     }
                 }
             }
             if let Some(d) = r.visible_diagnostics(view) {
                 for l in d.lines() {
-                    out.push_str(&format!("      {l}\n"));
+                    out.push_str(&format!("      {}\n", inert(l)));
                 }
             }
             let said = r
@@ -544,7 +544,7 @@ impl Report {
             ));
             out.push('\n');
             for f in &self.integrity.flagged {
-                out.push_str(&format!("    {} ({})\n", f.path, f.reason));
+                out.push_str(&format!("    {} ({})\n", inert(&f.path), inert(&f.reason)));
             }
         }
         if let Some(s) = self
@@ -560,11 +560,11 @@ impl Report {
             out.push_str(&paint("31", head));
             out.push('\n');
             for l in s.describe() {
-                out.push_str(&format!("    {l}\n"));
+                out.push_str(&format!("    {}\n", inert(&l)));
             }
         }
         for i in self.used_images() {
-            out.push_str(&format!("image: {} ({})\n", i.name, i.digest));
+            out.push_str(&format!("image: {} ({})\n", inert(&i.name), i.digest));
         }
         let gvisor = self.gvisor_rows();
         if gvisor.len() == self.results.len() {
@@ -582,6 +582,25 @@ impl Report {
         ));
         out
     }
+}
+
+/// `s` with its control characters (C0 but the tab, DEL, C1) written out as `\u{1b}`: the text
+/// report goes to a person's terminal, and a submission's output, a grader's test names or a
+/// file's name could otherwise move the cursor, repaint a failed check as passed, set the
+/// window's title or write the clipboard (OSC 52). Newlines are the caller's to split on.
+pub fn inert(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\t') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() && c != '\t' {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Keys printed first, in this order, at every level of a report's JSON; others follow sorted.
@@ -820,6 +839,47 @@ mod tests {
         assert_eq!(gs["tests"][1]["visibility"], "after_published");
         assert_eq!(gs["tests"][0]["visibility"], "visible");
         assert_eq!(gs["score"], 2);
+    }
+
+    /// A submission's text reaches the text report (its output in a message, a grader's test
+    /// names, its file names): none of its control characters reaches the terminal, so it
+    /// cannot repaint a failed check as passed, retitle the window or write the clipboard.
+    #[test]
+    fn the_text_report_writes_control_characters_out() {
+        let mut r = report();
+        let repaint = "\r\x1b[2K\x1b[1A\x1b[32m\u{2713} b works [2/2]\x1b[0m";
+        r.results[1].hidden = false;
+        r.results[1].description = format!("b works{repaint}");
+        r.results[1].message = Some(format!(
+            "exit 3\x1b]0;TITLE\x07\nsaid: \x1b]52;c;ZWNobw==\x07\u{9b}31m{repaint}"
+        ));
+        r.results[1].diagnostics = Some("\x1b]8;;http://x/\x07link".into());
+        r.integrity = Integrity {
+            ok: false,
+            flagged: vec![IntegrityFlag {
+                path: "a\x1b[8m.c".into(),
+                reason: "replaced".into(),
+            }],
+        };
+        for (view, color) in [
+            (View::Staff, false),
+            (View::Staff, true),
+            (View::Student, true),
+        ] {
+            let t = r.render_text(view, color);
+            // Only the report's own colours remain.
+            let own = t
+                .replace("\x1b[0m", "")
+                .replace("\x1b[31m", "")
+                .replace("\x1b[32m", "")
+                .replace("\x1b[33m", "");
+            assert!(!own.chars().any(|c| c.is_control() && c != '\n'), "{t:?}");
+            assert!(t.contains("b works\\u{d}\\u{1b}[2K"), "{t:?}");
+            assert!(t.contains("\\u{9b}31m"), "{t:?}");
+        }
+        assert!(r
+            .render_text(View::Staff, false)
+            .contains("a\\u{1b}[8m.c (replaced)"));
     }
 
     /// What a program wrote when its check could not be judged (pytest's standard error) may
