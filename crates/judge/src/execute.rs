@@ -280,7 +280,7 @@ fn grade_suite(
     } else {
         VerdictKind::WrongAnswer
     };
-    Verdict {
+    let v = Verdict {
         verdict,
         score: report.score(),
         max_score: report.max_score(),
@@ -290,5 +290,11 @@ fn grade_suite(
             .then(|| "a check could not be judged; see checks".to_string()),
         checks: Some(report.to_json(view)),
         image: report.used_images().into_iter().next().map(Into::into),
+    };
+    // One rule for this process's workers and remote ones (whose results the server checks
+    // with the same function): a score no store or gradebook can hold is an error, said now.
+    match v.unusable() {
+        Some(why) => Verdict::internal(format!("the grading gave {why}")),
+        None => v,
     }
 }

@@ -81,6 +81,22 @@ impl From<corral_checks::UsedImage> for ImageDoc {
 }
 
 impl Verdict {
+    /// Why the verdict's numbers cannot be stored and summed, or `None`: both finite, the
+    /// maximum not negative. A score above the maximum (extra credit) or below zero (a
+    /// penalty) is a grader's to give.
+    pub fn unusable(&self) -> Option<String> {
+        if !self.score.is_finite() || !self.max_score.is_finite() {
+            Some(format!(
+                "a score that is not a number ({} of {})",
+                self.score, self.max_score
+            ))
+        } else if self.max_score < 0.0 {
+            Some(format!("a negative maximum score ({})", self.max_score))
+        } else {
+            None
+        }
+    }
+
     pub fn internal(message: impl Into<String>) -> Verdict {
         Verdict {
             verdict: VerdictKind::InternalError,
@@ -91,6 +107,32 @@ impl Verdict {
             checks: None,
             message: Some(message.into()),
             image: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_numbers_a_store_and_a_gradebook_can_hold_are_usable() {
+        let with = |score: f64, max_score: f64| Verdict {
+            score,
+            max_score,
+            ..Verdict::internal("x")
+        };
+        // Extra credit and penalties are a grader's to give (a remote worker's too).
+        for (s, m) in [(1.0, 2.0), (3.0, 2.0), (-1.0, 2.0), (0.0, 0.0)] {
+            assert_eq!(with(s, m).unusable(), None, "{s} of {m}");
+        }
+        for (s, m) in [
+            (f64::NAN, 2.0),
+            (f64::INFINITY, 2.0),
+            (1.0, f64::NEG_INFINITY),
+            (1.0, -2.0),
+        ] {
+            assert!(with(s, m).unusable().is_some(), "{s} of {m}");
         }
     }
 }

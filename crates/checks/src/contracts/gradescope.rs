@@ -161,12 +161,21 @@ fn number_or_numeric_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>
     }
 }
 
+/// The largest score or maximum a results file may give (either sign for scores): far beyond
+/// any course's, and small enough that 5,000 tests' sum stays exact enough and finite.
+const MAX_POINTS: f64 = 1e9;
+
 impl Results {
     /// The contract's rules over the values, beyond their types.
     fn check(&self) -> Result<(), String> {
+        // Finite alone is not enough: two tests of 1e308 sum to infinity, and a row of
+        // infinity minus infinity (NaN) is neither a score nor an error.
+        let bounded = |x: f64| x.is_finite() && x.abs() <= MAX_POINTS;
         if let Some(s) = self.score {
-            if !s.is_finite() {
-                return Err("score: must be a finite number".into());
+            if !bounded(s) {
+                return Err(format!(
+                    "score: must be a number between -{MAX_POINTS:e} and {MAX_POINTS:e}"
+                ));
             }
         }
         if self.score.is_none() && self.tests.iter().all(|t| t.score.is_none()) {
@@ -176,12 +185,16 @@ impl Results {
             );
         }
         for (i, t) in self.tests.iter().enumerate() {
-            if t.score.is_some_and(|s| !s.is_finite()) {
-                return Err(format!("tests[{i}].score: must be a finite number"));
+            if t.score.is_some_and(|s| !bounded(s)) {
+                return Err(format!(
+                    "tests[{i}].score: must be a number between -{MAX_POINTS:e} and {MAX_POINTS:e}"
+                ));
             }
             if let Some(m) = t.max_score {
-                if !m.is_finite() || m < 0.0 {
-                    return Err(format!("tests[{i}].max_score: must be a number >= 0"));
+                if !bounded(m) || m < 0.0 {
+                    return Err(format!(
+                        "tests[{i}].max_score: must be a number from 0 to {MAX_POINTS:e}"
+                    ));
                 }
             }
         }
@@ -507,6 +520,17 @@ mod tests {
             (r#"{}"#, "no score"),
             (r#"{"score": 1} trailing"#, "trailing"),
             (r#"{"score": 1e999}"#, "out of range"),
+            // Finite each, not in sum: 1e308 + 1e308 is infinity (the review's NaN row).
+            (
+                r#"{"tests": [{"score": 1e308, "max_score": 1}, {"score": 1e308, "max_score": 1}]}"#,
+                "tests[0].score",
+            ),
+            (
+                r#"{"tests": [{"score": 0, "max_score": 1.7e308}, {"score": 0, "max_score": 1.7e308}]}"#,
+                "tests[0].max_score",
+            ),
+            (r#"{"score": -1e10}"#, "score"),
+            (r#"{"score": "1e300"}"#, "score"),
             (
                 r#"{"score": 1, "execution_time": "soon"}"#,
                 "execution_time",

@@ -189,11 +189,10 @@ pub async fn record_result(
 ) -> Result<ResultResponse, ApiError> {
     caller.require_worker()?;
     let v = &req.verdict;
-    if !(v.score.is_finite() && v.max_score.is_finite() && v.score >= 0.0 && v.score <= v.max_score)
-    {
-        return Err(ApiError::unprocessable(
-            "score must be within 0..=max_score",
-        ));
+    // The rule the judge applies before any worker posts (so only an older worker meets it);
+    // a score above the maximum (extra credit) is a grader's to give, here as in-process.
+    if let Some(why) = v.unusable() {
+        return Err(ApiError::unprocessable(format!("verdict: {why}")));
     }
     let state = if v.verdict == corral_judge::VerdictKind::InternalError {
         corral_store::JobState::Failed
