@@ -372,11 +372,12 @@ async fn judge(ctx: &Arc<Ctx>, job: ClaimedJob) {
 
 /// Posts the verdict, signed, retrying while the server is unreachable (for one lease at most).
 async fn post_result(ctx: &Ctx, job: &ClaimedJob, verdict: Verdict) {
-    let body = serde_json::to_vec(&ResultRequest {
+    let mut body = serde_json::to_vec(&ResultRequest {
         lease: job.lease.clone(),
         verdict,
     })
     .expect("a result serialises");
+    let mut refused_already = false;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(job.lease_ms);
     let mut wait = Duration::from_millis(200);
     loop {
@@ -413,6 +414,18 @@ async fn post_result(ctx: &Ctx, job: &ClaimedJob, verdict: Verdict) {
                 let st = resp.status();
                 let text = resp.text().await.unwrap_or_default();
                 tracing::error!(submission = %job.id, status = %st, body = %text, "result refused");
+                // The job ends now with the reason, rather than after its lease ran out as many
+                // times as it may be claimed (each claim judging it again to the same refusal).
+                if !refused_already {
+                    refused_already = true;
+                    let why = format!("the server refused this worker's verdict ({st}): {text}");
+                    body = serde_json::to_vec(&ResultRequest {
+                        lease: job.lease.clone(),
+                        verdict: Verdict::internal(why),
+                    })
+                    .expect("a result serialises");
+                    continue;
+                }
                 return;
             }
             Ok(resp) => {
