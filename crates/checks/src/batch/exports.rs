@@ -17,8 +17,10 @@ fn num(x: f64) -> String {
 }
 
 fn csv_field(s: &str) -> String {
-    // A leading =, +, - or @ would be a formula in a spreadsheet: quote it behind a '.
-    let s = if s.starts_with(['=', '+', '-', '@']) && s.parse::<f64>().is_err() {
+    // A leading =, +, - or @ would be a formula in a spreadsheet: quote it behind a '. So would
+    // a leading tab or carriage return, which some spreadsheets skip before reading one (OWASP's
+    // list of prefixes to defuse).
+    let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) && s.parse::<f64>().is_err() {
         format!("'{s}")
     } else {
         s.to_string()
@@ -313,6 +315,8 @@ mod tests {
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_field("=cmd()"), "'=cmd()");
+        assert_eq!(csv_field("\t=cmd()"), "'\t=cmd()");
+        assert_eq!(csv_field("\r=cmd()"), "\"'\r=cmd()\"");
         assert_eq!(csv_field("-3"), "-3");
         assert_eq!(csv_field("plain"), "plain");
     }

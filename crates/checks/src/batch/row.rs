@@ -13,7 +13,9 @@ pub const RESULTS_DIR: &str = "results";
 
 /// A file name for a student's result: the id, with anything unusual replaced — and then, as
 /// two ids can become the same name that way (`kim lee`, `kim_lee`), with a digest of the id
-/// appended. An id with nothing replaced keeps its plain name.
+/// appended. An id with nothing replaced keeps its plain name, unless it ends as such a digest
+/// does (`kim_lee-d273994c`, the name `kim lee` gets): then it gets its own digest too, so no id
+/// can take another's file.
 pub fn result_file(student: &str) -> String {
     use sha2::{Digest, Sha256};
     let safe: String = student
@@ -26,7 +28,12 @@ pub fn result_file(student: &str) -> String {
             }
         })
         .collect();
-    if safe == student {
+    let looks_digested = student.len() > 9
+        && student.as_bytes()[student.len() - 9] == b'-'
+        && student[student.len() - 8..]
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if safe == student && !looks_digested {
         return format!("{safe}.json");
     }
     let digest = hex::encode(&Sha256::digest(student.as_bytes())[..4]);
@@ -205,5 +212,12 @@ mod result_file_tests {
         );
         assert_ne!(spaced, result_file("kim/lee"));
         assert_eq!(spaced, result_file("kim lee"), "stable across runs");
+        // An id spelled as the digested name of another (the review's `kim_lee-d273994c`)
+        // does not take its file; one that merely ends in hex keeps its plain name.
+        let lookalike = spaced.trim_end_matches(".json");
+        assert_ne!(result_file(lookalike), spaced);
+        assert!(result_file(lookalike).starts_with(&format!("{lookalike}-")));
+        assert_eq!(result_file("kim-2024"), "kim-2024.json");
+        assert_eq!(result_file("ada-deadbeef1"), "ada-deadbeef1.json");
     }
 }
