@@ -20,17 +20,29 @@ def add(path, node, kind, name):
     findings.append({"path": path, "line": getattr(node, "lineno", 0), "column": getattr(node, "col_offset", 0) + 1, "kind": kind, "name": name})
 
 
+MAX_SOURCE = 4 << 20
+
+
+def unanalysable(rel, why):
+    findings.append({"path": rel, "line": 0, "column": 0, "kind": "unanalysable", "name": why})
+
+
 def scan(path, rel):
     global scanned
     try:
         with open(path, "rb") as f:
-            src = f.read(4 << 20)
+            src = f.read(MAX_SOURCE + 1)
+        if len(src) > MAX_SOURCE:
+            # Reading only the start would leave the rest unread (an import after 4 MiB of
+            # comment ran unseen): a file too large to read whole is a finding.
+            unanalysable(rel, "larger than 4 MiB")
+            return
         tree = ast.parse(src, filename=rel)
     except SyntaxError as e:
         errors.append({"path": rel, "message": "syntax error at line %s: %s" % (e.lineno, e.msg)})
         return
     except (RecursionError, MemoryError, ValueError) as e:
-        findings.append({"path": rel, "line": 0, "column": 0, "kind": "unanalysable", "name": type(e).__name__})
+        unanalysable(rel, type(e).__name__)
         return
     scanned += 1
     for node in ast.walk(tree):
@@ -58,12 +70,24 @@ def scan(path, rel):
 for root, dirs, files in os.walk(".", followlinks=False):
     dirs[:] = sorted(d for d in dirs if not d.startswith(".corral-"))
     for name in sorted(files):
+        path = os.path.join(root, name)
+        rel = os.path.relpath(path, ".")
+        # Code Python imports with no source to read: a sourceless `.pyc` (beside where its
+        # `.py` would be; `__pycache__` copies are used only with their source) and extension
+        # modules.
+        compiled = (name.endswith(".pyc") and os.path.basename(root) != "__pycache__") or name.endswith(".so")
+        if compiled:
+            unanalysable(rel, "compiled code Python imports without its source")
+            continue
         if not name.endswith(".py"):
             continue
-        path = os.path.join(root, name)
-        if os.path.islink(path) or not os.path.isfile(path):
+        if os.path.islink(path):
+            # Python imports what it points to (a system module under another name, say).
+            unanalysable(rel, "a symbolic link")
             continue
-        scan(path, os.path.relpath(path, "."))
+        if not os.path.isfile(path):
+            continue
+        scan(path, rel)
 
 seen = set()
 unique = []

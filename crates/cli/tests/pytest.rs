@@ -687,6 +687,64 @@ fn safety_check_in_the_suite() {
     assert_eq!(json["score"].as_f64(), Some(3.0), "{json}");
 }
 
+/// What the scan cannot read is a finding, never a pass: code after its 4 MiB read, a module
+/// Python imports from compiled code alone, a source that is a link (each ran unseen before:
+/// the review's `import os` after a 4 MiB comment and its sourceless `helper.pyc`).
+#[test]
+fn the_safety_check_flags_what_it_cannot_read() {
+    let enforced = temp_assignment(
+        "name: x\nsafety: true\nchecks:\n  - id: t\n    pytest: {tests: [test_public.py]}\n",
+    );
+    let correct = root().join("examples/pycalc/submissions/correct");
+    let calc = std::fs::read_to_string(correct.join("calc.py")).unwrap();
+    for (case, file, why) in [
+        ("padded", "calc.py", "larger than 4 MiB"),
+        ("sourceless", "helper.pyc", "compiled code"),
+        ("linked", "helper.py", "a symbolic link"),
+    ] {
+        let sub = tempfile::tempdir().unwrap();
+        match case {
+            "padded" => {
+                let padding = format!("#{}\n", "x".repeat(4 << 20));
+                std::fs::write(sub.path().join("calc.py"), padding + "import os\n" + &calc)
+                    .unwrap();
+            }
+            "sourceless" => {
+                std::fs::write(sub.path().join("calc.py"), format!("import helper\n{calc}"))
+                    .unwrap();
+                let st = std::process::Command::new("/usr/bin/python3")
+                    .args(["-c", "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2])"])
+                    .arg(correct.join("calc.py"))
+                    .arg(sub.path().join("helper.pyc"))
+                    .status()
+                    .unwrap();
+                assert!(st.success());
+            }
+            _ => {
+                std::fs::write(sub.path().join("calc.py"), format!("import helper\n{calc}"))
+                    .unwrap();
+                let out = std::process::Command::new("/usr/bin/python3")
+                    .args(["-c", "import string; print(string.__file__, end='')"])
+                    .output()
+                    .unwrap();
+                let module = String::from_utf8(out.stdout).unwrap();
+                std::os::unix::fs::symlink(module, sub.path().join("helper.py")).unwrap();
+            }
+        }
+        let (code, json) = check_json(&enforced.path().join("suite.yaml"), sub.path(), &[]);
+        assert_eq!(code, 1, "{case}: {json:#}");
+        assert_eq!(json["safety"]["ok"], false, "{case}: {json:#}");
+        let f = &json["safety"]["findings"][0];
+        assert_eq!(f["path"], file, "{case}: {json:#}");
+        assert_eq!(f["kind"], "unanalysable", "{case}: {json:#}");
+        assert!(
+            f["name"].as_str().unwrap().contains(why),
+            "{case}: {json:#}"
+        );
+        assert_eq!(json["score"], 0, "{case}: not run");
+    }
+}
+
 #[test]
 fn a_hidden_session_quotes_nothing_the_submission_controlled() {
     // A hidden-only suite: the plugin the submission registers is named in the hidden rows
