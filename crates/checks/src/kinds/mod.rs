@@ -1,6 +1,7 @@
 //! The check kinds' runners, one module per kind behind one trait ([`runner::CheckRunner`]):
 //!
-//! - [`steps`]: steps run against live processes (CS50 Check's chains).
+//! - [`steps`]: steps run against live processes (CS50 Check's chains); `output_search` finds
+//!   a step's pattern in output that is still arriving.
 //! - [`pytest`]: the assignment's pytest files, the outcome read from pytest's JUnit XML.
 //! - [`check50`]: a check50 problem folder run by check50 itself.
 //! - [`gradescope`], [`prairielearn`]: a course's existing grader run unmodified, sharing
@@ -13,6 +14,7 @@ pub mod check50;
 pub mod grader_env;
 pub mod grader_run;
 pub mod gradescope;
+mod output_search;
 pub mod prairielearn;
 pub mod pytest;
 pub mod runner;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use corral_sandbox::{Execution, NoSink, Outcome, RunSpec, Sandbox, SandboxError, Status, Stdin};
 use serde_json::Value;
 
+use crate::kinds::output_search::OutputSearch;
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{show, CheckResult, Observation, ScriptEntry};
 use crate::shared::rows::{errored, row};
@@ -378,12 +379,18 @@ impl Runner<'_> {
             },
         );
         expected.matcher = Some(m.kind().to_string());
+        let mut search = match &how {
+            How::Search(re) => Some(OutputSearch::new(re)),
+            How::Whole(_) => None,
+        };
+        let mut quiet = false;
         loop {
             let over = live.outcome.is_some();
             let buf = &live.output(stream)[(*consumed).min(live.output(stream).len())..];
             match &how {
-                How::Search(re) => {
-                    if let Some(found) = re.find(buf) {
+                How::Search(_) => {
+                    let search = search.as_mut().expect("made for How::Search");
+                    if let Some(found) = search.find(buf, quiet || over) {
                         let actual = Observation::new(key, clip(found.as_bytes()));
                         *consumed += found.end();
                         self.entry(expected, actual);
@@ -416,7 +423,17 @@ impl Runner<'_> {
                 self.fail(expected, actual, msg);
                 return Ok(false);
             }
-            live.step(self.deadline)?;
+            // Output no search has read yet: come back soon even if nothing more arrives.
+            let behind = search.as_ref().is_some_and(|s| s.behind(buf));
+            let until = if behind {
+                self.deadline
+                    .min(Instant::now() + Duration::from_millis(10))
+            } else {
+                self.deadline
+            };
+            let before = live.output(stream).len();
+            live.step(until)?;
+            quiet = live.output(stream).len() == before;
         }
     }
 
