@@ -5,7 +5,8 @@
 //! - [`caller`]: who is calling (a token's id and role) and the role checks.
 //! - [`uploads`]: checking files and archives, storing and finding uploads.
 //! - [`runs`]: a run request into a sandboxed run (limits, kept sandboxes, admission).
-//! - [`runner`]: bounded parallelism for sandbox work (blocking threads, a bounded queue).
+//! - [`runner`]: bounded parallelism for sandbox work (blocking threads, a bounded queue);
+//!   [`fair_slots`]: its free slots go to waiting callers by turns.
 //! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry.
 //! - [`suites`], [`checks`]: check suites and grading an upload with one.
 //! - [`images`]: the container images requests may name, and staff's image operations.
@@ -20,6 +21,7 @@
 
 pub mod caller;
 pub mod checks;
+pub mod fair_slots;
 pub mod housekeeping;
 pub mod image_builds;
 pub mod image_info;
