@@ -7,6 +7,7 @@
 //! - [`runs`]: a run request into a sandboxed run (limits, kept sandboxes, admission).
 //! - [`runner`]: bounded parallelism for sandbox work (blocking threads, a bounded queue);
 //!   [`fair_slots`]: its free slots go to waiting callers by turns.
+//! - [`per_caller`]: counting what each caller has under way, for per-caller caps.
 //! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry.
 //! - [`suites`], [`checks`]: check suites and grading an upload with one.
 //! - [`images`]: the container images requests may name, and staff's image operations.
@@ -27,6 +28,7 @@ pub mod image_builds;
 pub mod image_info;
 pub mod images;
 pub mod kept_sandboxes;
+pub mod per_caller;
 pub mod revisions;
 pub mod revocations;
 pub mod runner;
