@@ -708,6 +708,53 @@ fn a_tokens_concurrent_checks_are_capped_and_another_tokens_check_runs() {
     });
 }
 
+/// A WebSocket's runs count against its token's rate limit, as requests do: the upgrade used to
+/// be the only charge, and one socket ran 13,750 programs in 30 s on a student token. Past the
+/// bucket a run gets a `rate_limited` error with the wait; the socket stays open and, after the
+/// wait, runs again.
+#[test]
+fn websocket_runs_are_rate_limited_like_requests() {
+    let s = Server::start("[rate_limit.student]\nper_minute = 12\nburst = 4\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        // The upgrade takes one request of the four.
+        let mut ws = ws_connect(&s, &t).await;
+        async fn run_true(ws: &mut Ws) -> Value {
+            ws_send(ws, json!({"type": "run", "cmd": ["/bin/true"]})).await;
+            loop {
+                let m = ws_next(ws).await;
+                if !matches!(m["type"].as_str(), Some("stdout" | "stderr" | "stdin")) {
+                    return m;
+                }
+            }
+        }
+        let mut ran = 0;
+        let refused = loop {
+            let m = run_true(&mut ws).await;
+            if m["type"] != "exit" {
+                break m;
+            }
+            assert_eq!(m["status"], "ok", "{m}");
+            ran += 1;
+            assert!(
+                ran < 20,
+                "{ran} runs on one socket with a bucket of 4 (12 a minute): runs are not rate limited"
+            );
+        };
+        assert!(ran >= 3, "refused after {ran} runs: {refused}");
+        assert_eq!(refused["type"], "error", "{refused}");
+        assert_eq!(refused["error"], "rate_limited", "{refused}");
+        let wait = refused["retry_after"].as_u64().expect("a retry_after");
+        assert!((1..=5).contains(&wait), "{refused}");
+        // Still open and answering.
+        ws_send(&mut ws, json!({"type": "stdin", "data": "x"})).await;
+        assert_eq!(ws_next(&mut ws).await["error"], "not_running");
+        tokio::time::sleep(Duration::from_secs(wait)).await;
+        let m = run_true(&mut ws).await;
+        assert_eq!((&m["type"], &m["status"]), (&json!("exit"), &json!("ok")), "{m}");
+    });
+}
+
 #[test]
 fn overload_is_refused_with_503_and_retry_after() {
     let s = Server::start("parallelism = 1\nqueue = 0\n", &[]);
