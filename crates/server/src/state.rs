@@ -29,6 +29,8 @@ pub struct AppState {
     pub runner: Runner,
     /// Each caller's `/check` gradings under way (capped at `max_sandboxes_per_caller`).
     pub gradings: PerCaller,
+    /// Each caller's open WebSockets (capped at `max_websockets_per_caller`).
+    pub websockets: PerCaller,
     pub metrics: Arc<Metrics>,
     pub limiter: RateLimiter,
     /// Revoked tokens, for connections authenticated before the revocation.
@@ -84,6 +86,7 @@ impl AppState {
             ),
             runner: Runner::new(config.parallelism, config.queue, metrics.clone()),
             gradings: PerCaller::default(),
+            websockets: PerCaller::default(),
             metrics,
             limiter: RateLimiter::default(),
             revocations: Arc::default(),
