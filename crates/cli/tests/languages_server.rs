@@ -76,6 +76,7 @@ const CONFIG: &str = r#"
 parallelism = 3
 queue = 64
 max_sandboxes_per_caller = 32
+max_websockets_per_caller = 32
 [rate_limit.student]
 per_minute = 0
 burst = 0

@@ -628,6 +628,133 @@ fn seed_check_examples_through_check() {
     });
 }
 
+/// A suite whose one check lasts until the server stops.
+const SLOW_SUITE: &str = r#"
+name: slow
+timeout: 50s
+limits: {wall_time: 50s}
+checks:
+  - id: waits
+    description: sleeps
+    steps:
+      - run: sleep 45
+      - exit: 0
+"#;
+
+const QUICK_SUITE: &str = r#"
+name: quick
+checks:
+  - id: runs
+    description: runs true
+    steps:
+      - run: "true"
+      - exit: 0
+"#;
+
+/// One token's concurrent `/check` requests are capped like its busy sandboxes
+/// (`max_sandboxes_per_caller`): a student's 66 concurrent ones filled the server's queue and
+/// stalled everyone's runs for 92 s. The one past the cap is refused with 429 and Retry-After,
+/// naming the cap, while another token's check still runs.
+#[test]
+fn a_tokens_concurrent_checks_are_capped_and_another_tokens_check_runs() {
+    let s = Server::start(
+        "parallelism = 2\nmax_sandboxes_per_caller = 1\nshutdown_grace = \"1s\"\n",
+        &[],
+    );
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let (a, b) = (s.token("student").await, s.token("student").await);
+        for (id, suite) in [("slow", SLOW_SUITE), ("quick", QUICK_SUITE)] {
+            let (st, v) = register_suite(&s, &staff, id, suite).await;
+            assert_eq!(st, StatusCode::CREATED, "{v}");
+        }
+        let up_a = s.upload(&a, &[("a.txt", b"a")]).await;
+        let up_b = s.upload(&b, &[("b.txt", b"b")]).await;
+        // a's first grading holds a slot until the server stops.
+        let (url, a2, body) = (
+            s.url("/check"),
+            a.clone(),
+            json!({"checks": "slow", "sandbox": {"homedir": up_a}}),
+        );
+        let _slow = tokio::spawn(async move {
+            let _ = client().post(url).bearer_auth(a2).json(&body).send().await;
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while s.health().await["runs_in_flight"] != 1 {
+            assert!(Instant::now() < deadline, "the first check never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let r = client()
+            .post(s.url("/check"))
+            .bearer_auth(&a)
+            .json(&json!({"checks": "quick", "sandbox": {"homedir": up_a}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(corral_testkit::http::retry_after(&r) >= 1);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"], "too_many_checks", "{v}");
+        assert!(v["message"].as_str().unwrap().contains("(1)"), "{v}");
+        // b is not held back by a's checks.
+        let (st, v) = check(&s, &b, "quick", &up_b).await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        assert_eq!(v["results"]["runs"]["result"], true, "{v}");
+        assert_eq!(
+            s.health().await["runs_in_flight"],
+            1,
+            "a's check still runs"
+        );
+    });
+}
+
+/// A WebSocket's runs count against its token's rate limit, as requests do: the upgrade used to
+/// be the only charge, and one socket ran 13,750 programs in 30 s on a student token. Past the
+/// bucket a run gets a `rate_limited` error with the wait; the socket stays open and, after the
+/// wait, runs again.
+#[test]
+fn websocket_runs_are_rate_limited_like_requests() {
+    let s = Server::start("[rate_limit.student]\nper_minute = 12\nburst = 4\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        // The upgrade takes one request of the four.
+        let mut ws = ws_connect(&s, &t).await;
+        async fn run_true(ws: &mut Ws) -> Value {
+            ws_send(ws, json!({"type": "run", "cmd": ["/bin/true"]})).await;
+            loop {
+                let m = ws_next(ws).await;
+                if !matches!(m["type"].as_str(), Some("stdout" | "stderr" | "stdin")) {
+                    return m;
+                }
+            }
+        }
+        let mut ran = 0;
+        let refused = loop {
+            let m = run_true(&mut ws).await;
+            if m["type"] != "exit" {
+                break m;
+            }
+            assert_eq!(m["status"], "ok", "{m}");
+            ran += 1;
+            assert!(
+                ran < 20,
+                "{ran} runs on one socket with a bucket of 4 (12 a minute): runs are not rate limited"
+            );
+        };
+        assert!(ran >= 3, "refused after {ran} runs: {refused}");
+        assert_eq!(refused["type"], "error", "{refused}");
+        assert_eq!(refused["error"], "rate_limited", "{refused}");
+        let wait = refused["retry_after"].as_u64().expect("a retry_after");
+        assert!((1..=5).contains(&wait), "{refused}");
+        // Still open and answering.
+        ws_send(&mut ws, json!({"type": "stdin", "data": "x"})).await;
+        assert_eq!(ws_next(&mut ws).await["error"], "not_running");
+        tokio::time::sleep(Duration::from_secs(wait)).await;
+        let m = run_true(&mut ws).await;
+        assert_eq!((&m["type"], &m["status"]), (&json!("exit"), &json!("ok")), "{m}");
+    });
+}
+
 #[test]
 fn overload_is_refused_with_503_and_retry_after() {
     let s = Server::start("parallelism = 1\nqueue = 0\n", &[]);

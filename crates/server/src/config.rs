@@ -86,6 +86,8 @@ pub struct Config {
     /// Sandboxes kept for follow-up runs, in total and per caller.
     pub max_sandboxes: usize,
     pub max_sandboxes_per_caller: usize,
+    /// WebSockets (`/ws`) one token may have open at once; more are refused with 429.
+    pub max_websockets_per_caller: usize,
     /// Idle time after which a kept sandbox is destroyed.
     pub sandbox_ttl: Millis,
     /// Uploads older than this are deleted (suites' files are kept).
@@ -144,6 +146,7 @@ impl Default for Config {
             queue: 64,
             max_sandboxes: 64,
             max_sandboxes_per_caller: 4,
+            max_websockets_per_caller: 8,
             sandbox_ttl: Millis::ms(5 * 60 * 1000),
             retention: Millis::ms(7 * 24 * 3600 * 1000),
             default_limits: LimitsRequest::default(),
@@ -278,6 +281,9 @@ impl Config {
         }
         if self.max_sandboxes == 0 || self.max_sandboxes_per_caller == 0 {
             return bad("max_sandboxes and max_sandboxes_per_caller must be at least 1");
+        }
+        if self.max_websockets_per_caller == 0 {
+            return bad("max_websockets_per_caller must be at least 1");
         }
         if self.upload.max_files == 0 || self.upload.max_depth == 0 {
             return bad("upload.max_files and upload.max_depth must be at least 1");

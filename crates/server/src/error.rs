@@ -121,6 +121,13 @@ impl ApiError {
             )
         }
     }
+    /// A per-caller cap reached (429): `message` names the cap; retry in `retry_after` seconds.
+    pub fn too_many(code: &'static str, message: impl Into<String>, retry_after: u64) -> Self {
+        ApiError {
+            retry_after: Some(retry_after),
+            ..Self::new(ErrorKind::TooManyRequests, code, message)
+        }
+    }
     /// A fault of the server. The caller gets a generic message; `m` is kept for the log (the
     /// HTTP adapter logs it with the request id and answers that id).
     pub fn internal(m: impl std::fmt::Display) -> Self {

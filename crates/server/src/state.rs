@@ -13,6 +13,7 @@ use crate::error::ServerError;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use crate::service::kept_sandboxes::KeptSandboxes;
+use crate::service::per_caller::PerCaller;
 use crate::service::revocations::Revocations;
 use crate::service::runner::Runner;
 use crate::service::submissions::queue::QueueHandle;
@@ -26,6 +27,10 @@ pub struct AppState {
     pub pool: Arc<Pool>,
     pub sandboxes: KeptSandboxes,
     pub runner: Runner,
+    /// Each caller's `/check` gradings under way (capped at `max_sandboxes_per_caller`).
+    pub gradings: PerCaller,
+    /// Each caller's open WebSockets (capped at `max_websockets_per_caller`).
+    pub websockets: PerCaller,
     pub metrics: Arc<Metrics>,
     pub limiter: RateLimiter,
     /// Revoked tokens, for connections authenticated before the revocation.
@@ -80,6 +85,8 @@ impl AppState {
                 config.sandbox_ttl.duration(),
             ),
             runner: Runner::new(config.parallelism, config.queue, metrics.clone()),
+            gradings: PerCaller::default(),
+            websockets: PerCaller::default(),
             metrics,
             limiter: RateLimiter::default(),
             revocations: Arc::default(),

@@ -661,3 +661,50 @@ async fn websocket_needs_a_token_and_respects_ownership() {
     s.assert_up().await;
     s.stop().await;
 }
+
+/// A token may keep `max_websockets_per_caller` sockets open: past it the upgrade is a 429 with
+/// Retry-After that names the cap (only the upgrade's rate limit bounded them: a token could
+/// keep sockets open without end). Other tokens are not affected; a closed socket frees its place.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_may_keep_only_so_many_websockets_open() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{self, Message};
+    let s = TestServer::start(|c| c.max_websockets_per_caller = 2).await;
+    let ws_url = s.base.replace("http://", "ws://") + "/ws?token=";
+    let (a, b) = (s.token(Role::Student).await, s.token(Role::Student).await);
+    let connect = |t: &str| tokio_tungstenite::connect_async(format!("{ws_url}{t}"));
+    let (mut first, _) = connect(&a).await.unwrap();
+    let (_second, _) = connect(&a).await.unwrap();
+    match connect(&a).await {
+        Err(tungstenite::Error::Http(r)) => {
+            assert_eq!(r.status(), 429);
+            assert!(r.headers().contains_key("retry-after"), "{r:?}");
+            let body: Value = serde_json::from_slice(r.body().as_deref().unwrap()).unwrap();
+            assert_eq!(body["error"], "too_many_websockets", "{body}");
+            assert!(body["message"].as_str().unwrap().contains("(2)"), "{body}");
+        }
+        other => panic!("a third socket opened: {:?}", other.map(|_| ())),
+    }
+    let (_other, _) = connect(&b).await.unwrap();
+    // Closed (the server answers the close), the first socket's place is free again.
+    first.send(Message::Close(None)).await.unwrap();
+    while let Some(Ok(m)) = first.next().await {
+        if m.is_close() {
+            break;
+        }
+    }
+    let mut tries = 0;
+    let _third = loop {
+        match connect(&a).await {
+            Ok((ws, _)) => break ws,
+            Err(tungstenite::Error::Http(r)) if r.status() == 429 && tries < 100 => {
+                // The server drops its count as the session ends, just after its close reply.
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("no socket after one was closed: {e}"),
+        }
+    };
+    s.assert_up().await;
+    s.stop().await;
+}

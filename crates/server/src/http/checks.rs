@@ -243,6 +243,7 @@ pub async fn list_suites(
         (status = 200, description = "Graded", body = CheckResponse),
         (status = 404, description = "No such suite, or no such upload of this caller", body = ErrorBody),
         (status = 422, description = "Bad request or suite", body = ErrorBody),
+        (status = 429, description = "Rate limited, or this token has its most `/check` requests being graded at once (`max_sandboxes_per_caller`); see Retry-After", body = ErrorBody),
         (status = 503, description = "Overloaded; see Retry-After", body = ErrorBody),
     ),
     security(("bearer" = []))

@@ -36,6 +36,13 @@ pub async fn grade(
         corral_checks::image_root::check_reference(image)
             .map_err(|e| ApiError::unprocessable(format!("image: {e}")))?;
     }
+    // Each grading holds a runner slot while its checks run: one caller's many must not fill the
+    // server's queue. The same cap as a caller's busy sandboxes (`/run`, WebSocket runs).
+    let max = st.config.max_sandboxes_per_caller;
+    let grading = st.gradings.take(&caller.id, max).map_err(|has| {
+        let m = format!("this token has {has} /check requests being graded, the most it may have at once ({max}); retry when one is done");
+        ApiError::too_many("too_many_checks", m, 5)
+    })?;
     let upload = crate::service::uploads::owned(st, caller, homedir).await?;
     let work = tempfile::Builder::new()
         .prefix("check-")
@@ -60,7 +67,7 @@ pub async fn grade(
     let st2 = st.clone();
     let report = st
         .runner
-        .run(move || {
+        .run(&caller.id, move || {
             let started = std::time::Instant::now();
             let r = corral_checks::grade(
                 &st2.pool,
@@ -75,6 +82,8 @@ pub async fn grade(
                 },
             );
             drop(work);
+            // Counted until it ends, even when its client went away.
+            drop(grading);
             st2.metrics
                 .run_seconds
                 .observe(started.elapsed().as_secs_f64());

@@ -5,7 +5,9 @@
 //! - [`caller`]: who is calling (a token's id and role) and the role checks.
 //! - [`uploads`]: checking files and archives, storing and finding uploads.
 //! - [`runs`]: a run request into a sandboxed run (limits, kept sandboxes, admission).
-//! - [`runner`]: bounded parallelism for sandbox work (blocking threads, a bounded queue).
+//! - [`runner`]: bounded parallelism for sandbox work (blocking threads, a bounded queue);
+//!   [`fair_slots`]: its free slots go to waiting callers by turns.
+//! - [`per_caller`]: counting what each caller has under way, for per-caller caps.
 //! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry.
 //! - [`suites`], [`checks`]: check suites and grading an upload with one; [`runtime_choice`]: a
 //!   grading request's runtime may not undo what a suite hides.
@@ -21,11 +23,13 @@
 
 pub mod caller;
 pub mod checks;
+pub mod fair_slots;
 pub mod housekeeping;
 pub mod image_builds;
 pub mod image_info;
 pub mod images;
 pub mod kept_sandboxes;
+pub mod per_caller;
 pub mod revisions;
 pub mod revocations;
 pub mod runner;

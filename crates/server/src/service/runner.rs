@@ -1,17 +1,17 @@
 //! Admission and parallelism for sandbox work: at most `parallelism` runs execute at once (each on
 //! a blocking thread, never on the async runtime), at most `queue` more wait; beyond that a run is
-//! refused as overloaded (503 + `Retry-After` over HTTP) instead of queueing without bound.
+//! refused as overloaded (503 + `Retry-After` over HTTP) instead of queueing without bound. The
+//! waiting runs get free slots by turns between callers ([`FairSlots`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::Semaphore;
-
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::service::fair_slots::FairSlots;
 
 pub struct Runner {
-    slots: Arc<Semaphore>,
+    slots: FairSlots,
     admitted: AtomicUsize,
     max_admitted: usize,
     metrics: Arc<Metrics>,
@@ -29,20 +29,22 @@ impl Drop for Admission<'_> {
 impl Runner {
     pub fn new(parallelism: usize, queue: usize, metrics: Arc<Metrics>) -> Self {
         Runner {
-            slots: Arc::new(Semaphore::new(parallelism)),
+            slots: FairSlots::new(parallelism),
             admitted: AtomicUsize::new(0),
             max_admitted: parallelism + queue,
             metrics,
         }
     }
 
-    /// Runs `f` on a blocking thread once a slot is free. The slot is held until `f` returns,
-    /// even when the caller stops waiting (a client that disconnects does not free a slot early).
+    /// Runs `f` on a blocking thread once a slot is free and it is `caller`'s turn (the token's
+    /// id). The slot is held until `f` returns, even when the caller stops waiting (a client that
+    /// disconnects does not free a slot early).
     pub async fn run<T: Send + 'static>(
         &self,
+        caller: &str,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ApiError> {
-        self.run_then(move || (f(), ())).await
+        self.run_then(caller, move || (f(), ())).await
     }
 
     /// [`run`](Self::run) for work with a tail: `f` returns the answer and what is left to drop
@@ -51,6 +53,7 @@ impl Runner {
     /// the tail to a second blocking task instead costs another thread wake-up per request.
     pub async fn run_then<T: Send + 'static, L: Send + 'static>(
         &self,
+        caller: &str,
         f: impl FnOnce() -> (T, L) + Send + 'static,
     ) -> Result<T, ApiError> {
         if self.admitted.fetch_add(1, Ordering::SeqCst) >= self.max_admitted {
@@ -66,7 +69,7 @@ impl Runner {
         }
         let _admission = Admission(self);
         self.metrics.queued.inc();
-        let permit = self.slots.clone().acquire_owned().await;
+        let permit = self.slots.acquire(caller).await;
         self.metrics.queued.dec();
         let permit = permit.map_err(|_| ApiError::overloaded("the server is shutting down", 5))?;
         let metrics = self.metrics.clone();
@@ -93,7 +96,7 @@ impl Runner {
     /// Whether a run admitted now would start at once (else it waits in the queue). Only a
     /// hint: a slot may free or be taken in between.
     pub fn has_free_slot(&self) -> bool {
-        self.slots.available_permits() > 0
+        self.slots.available() > 0
     }
 
     pub fn close(&self) {
@@ -110,5 +113,51 @@ impl Runner {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Yields until `gauge` reads `n` (the tasks this test spawned have reached that point).
+    async fn until(gauge: &prometheus::IntGauge, n: i64) {
+        while gauge.get() != n {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    // One thread: a spawned request has queued once the gauge counts it (its whole poll ran).
+    #[tokio::test(flavor = "current_thread")]
+    async fn one_callers_waiting_runs_do_not_hold_back_another_callers_run() {
+        let metrics = Arc::new(Metrics::new());
+        let runner = Arc::new(Runner::new(1, 10, metrics.clone()));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let r = runner.clone();
+        let mut tasks = vec![tokio::spawn(async move {
+            r.run("a", move || wait.recv().unwrap()).await.unwrap()
+        })];
+        until(&metrics.in_flight, 1).await;
+        // a queues three more (a /check flood), then b one run.
+        for (n, (caller, name)) in [("a", "a1"), ("a", "a2"), ("a", "a3"), ("b", "b1")]
+            .into_iter()
+            .enumerate()
+        {
+            let (r, order) = (runner.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                r.run(caller, move || order.lock().unwrap().push(name))
+                    .await
+                    .unwrap()
+            }));
+            until(&metrics.queued, n as i64 + 1).await;
+        }
+        go.send(()).unwrap();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), ["a1", "b1", "a2", "a3"]);
     }
 }

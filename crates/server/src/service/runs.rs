@@ -355,7 +355,7 @@ where
     let guard = Unreserve(Some((st.clone(), held.clone(), pushed_out)));
     let result = st
         .runner
-        .run_then(move || {
+        .run_then(&held.owner, move || {
             let pushed_out = guard.disarm();
             let started = Instant::now();
             let lease = match held2.take_lease() {

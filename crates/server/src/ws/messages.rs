@@ -103,9 +103,12 @@ pub enum WsServerMessage {
     Started {},
     /// The program ended; the same object as `/run` returns.
     Exit(Box<RunResponse>),
-    /// A message could not be acted on; the socket stays open.
+    /// A message could not be acted on; the socket stays open. `retry_after` (seconds) when the
+    /// same message may succeed later (`rate_limited`, `overloaded`).
     Error {
         error: String,
         message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        retry_after: Option<u64>,
     },
 }

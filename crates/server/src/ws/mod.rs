@@ -45,9 +45,13 @@ const MAX_MESSAGE: usize = 1 << 20;
 /// Server messages: `{"type": "queued"}` (to a run with `queue_notices`: every sandbox is
 /// busy, the run waits) then `{"type": "started"}` when it gets one, `{"type": "stdout" | "stderr", "data"}`,
 /// `{"type": "stdin"}` (the program waits for input), `{"type": "exit", "code", "status", "stdout", "stderr", "sandbox", …}` and
-/// `{"type": "error", "error", "message"}`. Browsers may pass the token as `?token=`. When the
-/// token is revoked, the run is killed, `{"type": "error", "error": "token_revoked"}` is sent and
-/// the socket closed with 1008 ("token revoked").
+/// `{"type": "error", "error", "message", "retry_after"}` (`retry_after`, seconds, when trying
+/// again later may work). Each `run` counts against the token's rate limit like a request
+/// (past it: a `rate_limited` error; the socket stays open), and a token may have
+/// `max_websockets_per_caller` sockets open (429 beyond). Browsers may pass the token as
+/// `?token=`. When the token is revoked, the run is killed,
+/// `{"type": "error", "error": "token_revoked"}` is sent and the socket closed with 1008
+/// ("token revoked").
 #[utoipa::path(
     get, path = "/ws", tag = "sandbox",
     params(("token" = Option<String>, Query, description = "The API token, for clients that cannot set headers", example = "corral_0123456789abcdef0123456789abcdef")),
@@ -55,6 +59,7 @@ const MAX_MESSAGE: usize = 1 << 20;
         (status = 101, description = "Switching to the WebSocket protocol"),
         (status = 400, description = "Not a WebSocket upgrade request", body = ErrorBody),
         (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 429, description = "Rate limited, or this token has its most WebSockets open (`max_websockets_per_caller`); see Retry-After", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -70,9 +75,19 @@ pub async fn ws(
             format!("{}: connect with a WebSocket client", e.body_text()),
         )
     })?;
+    // The upgrade's rate limit alone let a token keep sockets (each a task and a revocation
+    // watch, and a run) open without end.
+    let max = st.config.max_websockets_per_caller;
+    let open = st.websockets.take(&caller.id, max).map_err(|has| {
+        let m = format!("this token has {has} WebSockets open, the most it may have at once ({max}); close one first");
+        ApiError::too_many("too_many_websockets", m, 5)
+    })?;
     Ok(upgrade
         .max_message_size(MAX_MESSAGE)
-        .on_upgrade(move |socket| session(st, caller, socket)))
+        .on_upgrade(move |socket| async move {
+            session(st, caller, socket).await;
+            drop(open);
+        }))
 }
 
 fn json(msg: &WsServerMessage) -> Message {
@@ -83,13 +98,19 @@ fn error(code: &str, message: impl Into<String>) -> WsServerMessage {
     WsServerMessage::Error {
         error: code.into(),
         message: message.into(),
+        retry_after: None,
     }
 }
 
-/// A request's error as a message (an internal error's detail goes to the log only).
+/// A request's error as a message (an internal error's detail goes to the log only), with the
+/// wait HTTP would send as `Retry-After`.
 fn api_error(e: ApiError) -> WsServerMessage {
     e.log_detail();
-    error(e.code, &e.message)
+    WsServerMessage::Error {
+        error: e.code.into(),
+        message: e.message,
+        retry_after: e.retry_after,
+    }
 }
 
 fn signal_number(name: &str) -> Option<i32> {
@@ -251,6 +272,12 @@ async fn handle(
             runtime,
             queue_notices,
         } => {
+            // Each run counts against the token's rate limit like a request: the upgrade was
+            // the only charge, and one socket ran thousands of programs a minute. Input,
+            // signals, resizes and kills start nothing; they act on this socket's one run.
+            if let Err(e) = caller.admit(st) {
+                return Some(api_error(e));
+            }
             if running.is_some() {
                 return Some(error(
                     "busy",
