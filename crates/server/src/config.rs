@@ -118,6 +118,40 @@ pub struct Config {
     pub runtime: corral_sandbox::RuntimePolicy,
     /// Container images (`[images]`).
     pub images: ImagesConfig,
+    /// Connections and how long a client may take to send a request (`[http]`).
+    pub http: HttpConfig,
+}
+
+/// `[http]` in the configuration file: what a slow or idle client may hold. Without these a
+/// client that sends a header line a second keeps its connection, and a descriptor, forever.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// A request's head (request line and headers) must arrive within this, counted from the
+    /// connection's start or the end of its previous response; so an idle keep-alive connection
+    /// is closed after it too.
+    pub header_timeout: Millis,
+    /// Connections open at once, WebSockets included; more wait in the kernel's listen backlog
+    /// until one closes. Default: 4096, or half the open-files limit when that is lower.
+    pub max_connections: Option<usize>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            header_timeout: Millis::ms(20_000),
+            max_connections: None,
+        }
+    }
+}
+
+impl HttpConfig {
+    /// `max_connections`, or its default for a process that may open `open_files` descriptors
+    /// (the rest are for sandboxes, the database and blobs).
+    pub fn max_connections(&self, open_files: u64) -> usize {
+        self.max_connections
+            .unwrap_or_else(|| (open_files / 2).clamp(1, 4096) as usize)
+    }
 }
 
 /// `[images]` in the configuration file: how `POST /images` (and `corral env pull --config`)
@@ -159,6 +193,7 @@ impl Default for Config {
             blobs_dir: None,
             images: ImagesConfig::default(),
             runtime: Default::default(),
+            http: HttpConfig::default(),
         }
     }
 }
@@ -285,6 +320,12 @@ impl Config {
         if self.sandbox_ttl.duration().is_zero() {
             return bad("sandbox_ttl must be more than 0");
         }
+        if self.http.header_timeout.duration().is_zero() {
+            return bad("http.header_timeout must be more than 0");
+        }
+        if self.http.max_connections == Some(0) {
+            return bad("http.max_connections must be at least 1");
+        }
         for r in &self.images.insecure_registries {
             let host = r.rsplit_once(':').map_or(r.as_str(), |(h, _)| h);
             if host.is_empty()
@@ -333,6 +374,21 @@ mod tests {
         assert_eq!(c.database_url(), "sqlite:///srv/corral/corral.db");
         assert!(toml::from_str::<Config>("bogus = 1").is_err());
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn http_limits_and_their_defaults() {
+        let c: Config = toml::from_str("[http]\nheader_timeout = \"5s\"\n").unwrap();
+        assert_eq!(c.http.header_timeout, Millis::ms(5000));
+        // 4096 connections, unless the process may open fewer than twice that many files.
+        assert_eq!(c.http.max_connections(1 << 20), 4096);
+        assert_eq!(c.http.max_connections(1024), 512);
+        let c: Config = toml::from_str("[http]\nmax_connections = 10\n").unwrap();
+        assert_eq!(c.http.max_connections(1024), 10);
+        for bad in ["max_connections = 0", "header_timeout = \"0s\""] {
+            let c: Config = toml::from_str(&format!("[http]\n{bad}\n")).unwrap();
+            assert!(c.validate().is_err(), "{bad}");
+        }
     }
 }
 
