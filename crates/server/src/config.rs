@@ -123,7 +123,8 @@ pub struct Config {
 }
 
 /// `[http]` in the configuration file: what a slow or idle client may hold. Without these a
-/// client that sends a header line a second keeps its connection, and a descriptor, forever.
+/// client that sends a header line (or a body byte) a second keeps its connection, and a
+/// descriptor, forever.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
@@ -131,6 +132,9 @@ pub struct HttpConfig {
     /// connection's start or the end of its previous response; so an idle keep-alive connection
     /// is closed after it too.
     pub header_timeout: Millis,
+    /// A request's whole body must arrive within this of its head; a later one is answered 408
+    /// and its connection closed. Image archives (`POST /images/import`, admins) are exempt.
+    pub body_timeout: Millis,
     /// Connections open at once, WebSockets included; more wait in the kernel's listen backlog
     /// until one closes. Default: 4096, or half the open-files limit when that is lower.
     pub max_connections: Option<usize>,
@@ -140,6 +144,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             header_timeout: Millis::ms(20_000),
+            body_timeout: Millis::ms(60_000),
             max_connections: None,
         }
     }
@@ -320,8 +325,10 @@ impl Config {
         if self.sandbox_ttl.duration().is_zero() {
             return bad("sandbox_ttl must be more than 0");
         }
-        if self.http.header_timeout.duration().is_zero() {
-            return bad("http.header_timeout must be more than 0");
+        if self.http.header_timeout.duration().is_zero()
+            || self.http.body_timeout.duration().is_zero()
+        {
+            return bad("http.header_timeout and http.body_timeout must be more than 0");
         }
         if self.http.max_connections == Some(0) {
             return bad("http.max_connections must be at least 1");
@@ -380,12 +387,17 @@ mod tests {
     fn http_limits_and_their_defaults() {
         let c: Config = toml::from_str("[http]\nheader_timeout = \"5s\"\n").unwrap();
         assert_eq!(c.http.header_timeout, Millis::ms(5000));
+        assert_eq!(c.http.body_timeout, Millis::ms(60_000));
         // 4096 connections, unless the process may open fewer than twice that many files.
         assert_eq!(c.http.max_connections(1 << 20), 4096);
         assert_eq!(c.http.max_connections(1024), 512);
         let c: Config = toml::from_str("[http]\nmax_connections = 10\n").unwrap();
         assert_eq!(c.http.max_connections(1024), 10);
-        for bad in ["max_connections = 0", "header_timeout = \"0s\""] {
+        for bad in [
+            "max_connections = 0",
+            "header_timeout = \"0s\"",
+            "body_timeout = 0",
+        ] {
             let c: Config = toml::from_str(&format!("[http]\n{bad}\n")).unwrap();
             assert!(c.validate().is_err(), "{bad}");
         }

@@ -1,6 +1,7 @@
 //! What a slow or idle client may hold (`[http]`), over raw TCP against the in-process server: a
 //! request head that never ends and an idle keep-alive connection are closed after
-//! `header_timeout`, and connections beyond `max_connections` wait in the listen backlog until one closes
+//! `header_timeout`, a body sent a byte at a time is answered 408 after `body_timeout` and
+//! closed, and connections beyond `max_connections` wait in the listen backlog until one closes
 //! (a WebSocket holds its slot too, and outlives the header timeout).
 //!
 //! The timeouts are short here and every wait for them is generous (30 s): a test fails only
@@ -164,6 +165,69 @@ async fn a_request_head_that_never_ends_is_closed_after_the_header_timeout() {
     read_until_closed(&mut idle, "an idle keep-alive connection").await;
 
     assert_eq!(reqwest::get(s.url("/health")).await.unwrap().status(), 200);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_sent_a_byte_at_a_time_is_answered_408_and_closed() {
+    let s = TestServer::start(|c| c.http.body_timeout = Millis::ms(1000)).await;
+    let token = s.token(Role::Student).await;
+    let mut slow = TcpStream::connect(addr(&s)).await.unwrap();
+    slow.write_all(
+        format!(
+            "POST /run HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{{"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    // A byte every 100 ms: a timeout that restarts at each chunk would never fire.
+    let (mut r, mut w) = slow.into_split();
+    let dribble = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if w.write_all(b" ").await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read_all = async {
+        loop {
+            match r.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let closed = tokio::time::timeout(GENEROUS, read_all).await;
+    dribble.abort();
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(
+        closed.is_ok(),
+        "a body sent a byte at a time is still being read after {GENEROUS:?}: {text:?}"
+    );
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
+    let body: serde_json::Value =
+        serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["error"], "body_timeout", "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("http.body_timeout"),
+        "{body}"
+    );
+
+    // A body that arrives in time is served as before.
+    let (st, v) = s.post(&token, "/run", serde_json::json!({"cmd": ""})).await;
+    assert_eq!(st, 422, "{v}");
     s.stop().await;
 }
 
