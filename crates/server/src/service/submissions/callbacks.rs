@@ -105,7 +105,7 @@ pub async fn delivery_loop(st: SharedState) {
         }
         let claim = match st
             .store
-            .claim_callback(timeout + Duration::from_secs(5))
+            .claim_callback(timeout + Duration::from_secs(5), &[])
             .await
         {
             Ok(c) => c,
