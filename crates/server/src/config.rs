@@ -330,6 +330,12 @@ impl Config {
         {
             return bad("http.header_timeout and http.body_timeout must be more than 0");
         }
+        let q = &self.submissions;
+        if q.callback_concurrency == 0 || q.callback_per_owner == 0 {
+            return bad(
+                "submissions.callback_concurrency and submissions.callback_per_owner must be at least 1",
+            );
+        }
         if self.http.max_connections == Some(0) {
             return bad("http.max_connections must be at least 1");
         }
@@ -453,6 +459,11 @@ pub struct QueueConfig {
     pub callback_max_attempts: u32,
     /// The wait before the second try; doubled for each further one (capped at 1 h).
     pub callback_backoff: Millis,
+    /// Callbacks this node delivers at once.
+    pub callback_concurrency: usize,
+    /// Of those, at most this many of one token's submissions: a token whose targets never
+    /// answer holds no more slots than this, and everyone else's callbacks go on.
+    pub callback_per_owner: usize,
 }
 
 impl Default for QueueConfig {
@@ -469,6 +480,8 @@ impl Default for QueueConfig {
             callback_timeout: Millis::ms(10_000),
             callback_max_attempts: 8,
             callback_backoff: Millis::ms(2_000),
+            callback_concurrency: 32,
+            callback_per_owner: 4,
         }
     }
 }
