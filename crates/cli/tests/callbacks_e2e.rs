@@ -344,3 +344,90 @@ fn private_targets_are_refused_unless_allowed() {
         assert!(r.got().is_empty(), "a refused target was called");
     });
 }
+
+/// A target that accepts connections and never answers, keeping every one open; counts them.
+struct Tarpit {
+    addr: std::net::SocketAddr,
+    accepted: Arc<Mutex<Vec<tokio::net::TcpStream>>>,
+}
+
+impl Tarpit {
+    async fn start() -> Tarpit {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let accepted: Arc<Mutex<Vec<tokio::net::TcpStream>>> = Arc::default();
+        let kept = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = l.accept().await {
+                kept.lock().unwrap().push(sock);
+            }
+        });
+        Tarpit { addr, accepted }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn connections(&self) -> usize {
+        self.accepted.lock().unwrap().len()
+    }
+}
+
+#[test]
+fn a_target_that_never_answers_does_not_hold_up_other_tokens_callbacks() {
+    // Each try at the tarpit waits out a timeout longer than this test, so none of its
+    // callbacks settles here: they are delivered one at a time, when they are, and another
+    // token's callback goes ahead of them.
+    let cfg = format!(
+        "[submissions]\nworkers = 1\ncallback_secret = \"{SECRET}\"\ncallback_allow = [\"127.0.0.1/32\"]\n\
+         callback_timeout = \"600s\"\ncallback_concurrency = 4\ncallback_per_owner = 1\n"
+    );
+    let s = Server::start(&cfg, &[]);
+    rt().block_on(async {
+        let slow_owner = s.token("student").await;
+        let other = s.token("student").await;
+        let tarpit = Tarpit::start().await;
+        let receiver = Receiver::start(vec![status(200, "")]).await;
+        let mut stuck = Vec::new();
+        for i in 0..3 {
+            let id = submit(
+                &s,
+                &slow_owner,
+                json!({"cmd": "true", "callback_url": tarpit.url(&format!("/hook/{i}"))}),
+            )
+            .await;
+            s.judged(&slow_owner, &id).await;
+            stuck.push(id);
+        }
+        // The first of them is being delivered (and will be for 600 s) before the other
+        // token's submission is even made.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while tarpit.connections() == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the tarpit was never called\n{}",
+                s.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let id = submit(
+            &s,
+            &other,
+            json!({"cmd": "true", "callback_url": receiver.url("/hook")}),
+        )
+        .await;
+        let v = callback_settled(&s, &other, &id).await;
+        assert_eq!(v["callback"]["state"], "delivered", "{v}");
+        assert_eq!(v["callback"]["attempts"], 1, "{v}");
+        assert_eq!(receiver.got().len(), 1);
+        // The tarpit's callbacks, due before it, are all still waiting or being tried …
+        for id in &stuck {
+            let (_, v) = s.get(&slow_owner, &format!("/submissions/{id}")).await;
+            let state = v["callback"]["state"].as_str().unwrap().to_string();
+            assert!(state == "pending" || state == "delivering", "{id}: {v}");
+        }
+        // … one at a time: one token holds at most `callback_per_owner` slots.
+        assert_eq!(tarpit.connections(), 1, "{}", s.log());
+    });
+}

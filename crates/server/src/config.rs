@@ -120,6 +120,45 @@ pub struct Config {
     pub runtime: corral_sandbox::RuntimePolicy,
     /// Container images (`[images]`).
     pub images: ImagesConfig,
+    /// Connections and how long a client may take to send a request (`[http]`).
+    pub http: HttpConfig,
+}
+
+/// `[http]` in the configuration file: what a slow or idle client may hold. Without these a
+/// client that sends a header line (or a body byte) a second keeps its connection, and a
+/// descriptor, forever.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// A request's head (request line and headers) must arrive within this, counted from the
+    /// connection's start or the end of its previous response; so an idle keep-alive connection
+    /// is closed after it too.
+    pub header_timeout: Millis,
+    /// A request's whole body must arrive within this of its head; a later one is answered 408
+    /// and its connection closed. Image archives (`POST /images/import`, admins) are exempt.
+    pub body_timeout: Millis,
+    /// Connections open at once, WebSockets included; more wait in the kernel's listen backlog
+    /// until one closes. Default: 4096, or half the open-files limit when that is lower.
+    pub max_connections: Option<usize>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            header_timeout: Millis::ms(20_000),
+            body_timeout: Millis::ms(60_000),
+            max_connections: None,
+        }
+    }
+}
+
+impl HttpConfig {
+    /// `max_connections`, or its default for a process that may open `open_files` descriptors
+    /// (the rest are for sandboxes, the database and blobs).
+    pub fn max_connections(&self, open_files: u64) -> usize {
+        self.max_connections
+            .unwrap_or_else(|| (open_files / 2).clamp(1, 4096) as usize)
+    }
 }
 
 /// `[images]` in the configuration file: how `POST /images` (and `corral env pull --config`)
@@ -162,6 +201,7 @@ impl Default for Config {
             blobs_dir: None,
             images: ImagesConfig::default(),
             runtime: Default::default(),
+            http: HttpConfig::default(),
         }
     }
 }
@@ -291,6 +331,20 @@ impl Config {
         if self.sandbox_ttl.duration().is_zero() {
             return bad("sandbox_ttl must be more than 0");
         }
+        if self.http.header_timeout.duration().is_zero()
+            || self.http.body_timeout.duration().is_zero()
+        {
+            return bad("http.header_timeout and http.body_timeout must be more than 0");
+        }
+        let q = &self.submissions;
+        if q.callback_concurrency == 0 || q.callback_per_owner == 0 {
+            return bad(
+                "submissions.callback_concurrency and submissions.callback_per_owner must be at least 1",
+            );
+        }
+        if self.http.max_connections == Some(0) {
+            return bad("http.max_connections must be at least 1");
+        }
         for r in &self.images.insecure_registries {
             let host = r.rsplit_once(':').map_or(r.as_str(), |(h, _)| h);
             if host.is_empty()
@@ -339,6 +393,26 @@ mod tests {
         assert_eq!(c.database_url(), "sqlite:///srv/corral/corral.db");
         assert!(toml::from_str::<Config>("bogus = 1").is_err());
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn http_limits_and_their_defaults() {
+        let c: Config = toml::from_str("[http]\nheader_timeout = \"5s\"\n").unwrap();
+        assert_eq!(c.http.header_timeout, Millis::ms(5000));
+        assert_eq!(c.http.body_timeout, Millis::ms(60_000));
+        // 4096 connections, unless the process may open fewer than twice that many files.
+        assert_eq!(c.http.max_connections(1 << 20), 4096);
+        assert_eq!(c.http.max_connections(1024), 512);
+        let c: Config = toml::from_str("[http]\nmax_connections = 10\n").unwrap();
+        assert_eq!(c.http.max_connections(1024), 10);
+        for bad in [
+            "max_connections = 0",
+            "header_timeout = \"0s\"",
+            "body_timeout = 0",
+        ] {
+            let c: Config = toml::from_str(&format!("[http]\n{bad}\n")).unwrap();
+            assert!(c.validate().is_err(), "{bad}");
+        }
     }
 }
 
@@ -391,6 +465,11 @@ pub struct QueueConfig {
     pub callback_max_attempts: u32,
     /// The wait before the second try; doubled for each further one (capped at 1 h).
     pub callback_backoff: Millis,
+    /// Callbacks this node delivers at once.
+    pub callback_concurrency: usize,
+    /// Of those, at most this many of one token's submissions: a token whose targets never
+    /// answer holds no more slots than this, and everyone else's callbacks go on.
+    pub callback_per_owner: usize,
 }
 
 impl Default for QueueConfig {
@@ -407,6 +486,8 @@ impl Default for QueueConfig {
             callback_timeout: Millis::ms(10_000),
             callback_max_attempts: 8,
             callback_backoff: Millis::ms(2_000),
+            callback_concurrency: 32,
+            callback_per_owner: 4,
         }
     }
 }

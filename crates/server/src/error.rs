@@ -60,6 +60,8 @@ pub enum ErrorKind {
     Internal,
     /// Overloaded or shutting down: retry later.
     Unavailable,
+    /// The client took too long to send its request.
+    TimedOut,
 }
 
 #[derive(Debug)]

@@ -14,6 +14,7 @@
 //! All sandbox work runs on blocking threads; the async runtime never forks or waits on a sandbox.
 
 pub mod config;
+pub mod connections;
 pub mod error;
 pub mod http;
 pub mod judge0;
@@ -70,29 +71,30 @@ pub async fn serve(
     };
     let grace = state.config.shutdown_grace.duration();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
-    // Every response and WebSocket message goes out at once: with Nagle's algorithm a small
-    // write waits for the previous one's ACK, which a client delays up to 40 ms (an interactive
-    // run's echo that followed the server's `stdin` notice took ~43 ms).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY on an accepted connection");
-        }
-    });
-    let server =
-        axum::serve(listener, app.into_make_service()).with_graceful_shutdown(async move {
+    let http = &state.config.http;
+    let limits = connections::Limits {
+        max_connections: http.max_connections(open_files_limit()),
+        header_timeout: http.header_timeout.duration(),
+    };
+    let server = connections::serve(
+        listener,
+        app,
+        limits,
+        state.metrics.http_connections.clone(),
+        async move {
             stopping.await;
             let _ = done_tx.send(());
-        });
-    tracing::info!(addr = ?addr, "serving");
-    let server = tokio::spawn(async move { server.await });
+        },
+    );
+    tracing::info!(addr = ?addr, max_connections = limits.max_connections, "serving");
+    let server = tokio::spawn(server);
     let _ = done_rx.await;
     // One grace period for everything in flight (requests, their runs, the queue's gradings),
     // counted from the signal; then everything is torn down.
     let deadline = tokio::time::Instant::now() + grace;
     let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
     match tokio::time::timeout(grace, server).await {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "server error during shutdown"),
+        Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "server task failed"),
         Err(_) => tracing::warn!("requests still running after the grace period; stopping anyway"),
     }
@@ -113,6 +115,20 @@ pub async fn serve(
     state.store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The soft limit on open files (the sandbox host raised it to the hard one at its start).
+fn open_files_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) only writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+        r.rlim_cur
+    } else {
+        1024
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -21,6 +21,7 @@ pub struct Metrics {
     pub pool_active: IntGauge,
     pub rejected: IntCounterVec,
     pub uploads: IntCounter,
+    pub http_connections: IntGauge,
 }
 
 impl Metrics {
@@ -68,6 +69,10 @@ impl Metrics {
             )
             .expect("valid metric"),
             uploads: c("uploads_total", "Uploads stored"),
+            http_connections: g(
+                "http_connections",
+                "HTTP connections open, WebSockets included (at most http.max_connections)",
+            ),
             registry,
         };
         for x in [
@@ -82,6 +87,7 @@ impl Metrics {
             Box::new(m.pool_active.clone()),
             Box::new(m.rejected.clone()),
             Box::new(m.uploads.clone()),
+            Box::new(m.http_connections.clone()),
         ] {
             m.registry.register(x).expect("metric registered once");
         }

@@ -1,5 +1,5 @@
 //! The whole service over HTTP: every adapter's routes, authentication in front of the protected
-//! ones, and the layers every answer goes through (body limits, panics as JSON 500s, internal
+//! ones, and the layers every answer goes through (body limits and deadlines, panics as JSON 500s, internal
 //! errors behind a request id, security headers, request ids and tracing).
 
 use axum::extract::DefaultBodyLimit;
@@ -37,6 +37,10 @@ pub fn router(state: SharedState) -> Router {
         .fallback(http::meta::not_found)
         .method_not_allowed_fallback(http::meta::method_not_allowed)
         .layer(DefaultBodyLimit::max(json_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.config.http.body_timeout.duration(),
+            http::body_deadline::limit,
+        ))
         // A bug in a handler answers 500 (JSON) instead of dropping the connection.
         .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| {
             axum::response::IntoResponse::into_response(ApiError::internal("a handler panicked"))

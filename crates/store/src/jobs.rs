@@ -244,8 +244,13 @@ pub trait JobStore: Send + Sync {
     async fn delete_jobs_before(&self, before_ms: i64) -> Result<u64>;
 
     /// A pending callback whose time has come (or a delivery whose lease expired), now held by
-    /// the caller for `lease`.
-    async fn claim_callback(&self, lease: Duration) -> Result<Option<CallbackClaim>>;
+    /// the caller for `lease`; none of `skip_owners`' submissions (the caller delivers as many of
+    /// theirs as it will at once).
+    async fn claim_callback(
+        &self,
+        lease: Duration,
+        skip_owners: &[String],
+    ) -> Result<Option<CallbackClaim>>;
     /// Records a delivery try: delivered, failed for good, or to be tried again at `retry_at_ms`.
     async fn finish_callback(&self, id: &str, outcome: CallbackOutcome, detail: &str)
         -> Result<()>;

@@ -316,7 +316,7 @@ async fn callbacks_are_claimed_retried_and_finished(s: Arc<dyn Store>) {
     j.callback_url = Some("https://example.invalid/hook".into());
     let ids = s.enqueue(vec![j, job("a", 2)]).await.unwrap();
     assert!(
-        s.claim_callback(LONG).await.unwrap().is_none(),
+        s.claim_callback(LONG, &[]).await.unwrap().is_none(),
         "nothing to call back before the job ends"
     );
     for _ in 0..2 {
@@ -325,11 +325,11 @@ async fn callbacks_are_claimed_retried_and_finished(s: Arc<dyn Store>) {
             .await
             .unwrap();
     }
-    let c = s.claim_callback(LONG).await.unwrap().unwrap();
+    let c = s.claim_callback(LONG, &[]).await.unwrap().unwrap();
     assert_eq!(c.job.id, ids[0], "only the job with a callback URL");
     assert_eq!(c.attempt, 1);
     assert!(
-        s.claim_callback(LONG).await.unwrap().is_none(),
+        s.claim_callback(LONG, &[]).await.unwrap().is_none(),
         "a delivery in progress is not claimed twice"
     );
     let later = corral_store::now_ms() + 60_000;
@@ -337,7 +337,7 @@ async fn callbacks_are_claimed_retried_and_finished(s: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(
-        s.claim_callback(LONG).await.unwrap().is_none(),
+        s.claim_callback(LONG, &[]).await.unwrap().is_none(),
         "not before its time"
     );
     s.finish_callback(
@@ -366,10 +366,10 @@ async fn callbacks_are_claimed_retried_and_finished(s: Arc<dyn Store>) {
     s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}", None)
         .await
         .unwrap();
-    let first = s.claim_callback(SHORT).await.unwrap().unwrap();
+    let first = s.claim_callback(SHORT, &[]).await.unwrap().unwrap();
     assert_eq!(first.job.id, ids2[0]);
     let_expire().await;
-    let again = s.claim_callback(LONG).await.unwrap().unwrap();
+    let again = s.claim_callback(LONG, &[]).await.unwrap().unwrap();
     assert_eq!(again.job.id, ids2[0]);
     assert_eq!(again.attempt, 2);
     s.finish_callback(&ids2[0], CallbackOutcome::Delivered, "HTTP 200")
@@ -378,6 +378,50 @@ async fn callbacks_are_claimed_retried_and_finished(s: Arc<dyn Store>) {
     let j = s.get_job(&ids2[0]).await.unwrap().unwrap();
     assert_eq!(j.callback_state, "delivered");
     assert_eq!(j.callback_attempts, 2);
+}
+
+async fn callbacks_of_skipped_owners_wait_for_their_turn(s: Arc<dyn Store>) {
+    let with_callback = |owner: &str, n| {
+        let mut j = job(owner, n);
+        j.callback_url = Some(format!("https://example.invalid/{owner}/{n}"));
+        j
+    };
+    // a's callbacks are due first, then b's, then c's.
+    let mut ids = Vec::new();
+    for (owner, n) in [("a", 1), ("a", 2), ("b", 1), ("c", 1)] {
+        ids.extend(s.enqueue(vec![with_callback(owner, n)]).await.unwrap());
+        let c = s.claim_job("w", LONG).await.unwrap().unwrap();
+        s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}", None)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let skip = |o: &[&str]| o.iter().map(|o| o.to_string()).collect::<Vec<_>>();
+    let c = s
+        .claim_callback(LONG, &skip(&["a"]))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(c.job.id, ids[2], "b's, though a's were due before it");
+    let c = s
+        .claim_callback(LONG, &skip(&["a", "b"]))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(c.job.id, ids[3]);
+    assert!(
+        s.claim_callback(LONG, &skip(&["a", "b", "c"]))
+            .await
+            .unwrap()
+            .is_none(),
+        "every owner left is skipped"
+    );
+    let c = s.claim_callback(LONG, &[]).await.unwrap().unwrap();
+    assert_eq!(c.job.id, ids[0], "a's turn, in order");
+    assert_eq!(
+        s.get_job(&ids[1]).await.unwrap().unwrap().callback_state,
+        "pending"
+    );
 }
 
 async fn retention_deletes_finished_jobs_only(s: Arc<dyn Store>) {
@@ -560,6 +604,7 @@ on_both_backends!(
     owners_share_fairly,
     concurrent_claims_never_share_a_job,
     callbacks_are_claimed_retried_and_finished,
+    callbacks_of_skipped_owners_wait_for_their_turn,
     retention_deletes_finished_jobs_only,
     retention_deletes_many_jobs_in_one_pass,
 );

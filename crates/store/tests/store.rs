@@ -224,7 +224,7 @@ async fn every_write_under_concurrency(s: Arc<dyn Store>) {
                         }
                     }
                     s.expire_leases().await?;
-                    if let Some(cb) = s.claim_callback(Duration::from_secs(60)).await? {
+                    if let Some(cb) = s.claim_callback(Duration::from_secs(60), &[]).await? {
                         s.finish_callback(&cb.job.id, CallbackOutcome::Delivered, "ok")
                             .await?;
                     }

@@ -28,6 +28,7 @@ impl ErrorKind {
             ErrorKind::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::TimedOut => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
@@ -38,6 +39,7 @@ impl ErrorKind {
             403 => ErrorKind::Forbidden,
             404 => ErrorKind::NotFound,
             405 => ErrorKind::MethodNotAllowed,
+            408 => ErrorKind::TimedOut,
             409 => ErrorKind::Conflict,
             413 => ErrorKind::TooLarge,
             415 => ErrorKind::UnsupportedMediaType,
@@ -152,7 +154,7 @@ mod tests {
     #[test]
     fn kinds_and_statuses_map_both_ways() {
         for s in [
-            400u16, 401, 403, 404, 405, 409, 413, 415, 422, 429, 500, 503,
+            400u16, 401, 403, 404, 405, 408, 409, 413, 415, 422, 429, 500, 503,
         ] {
             let s = StatusCode::from_u16(s).unwrap();
             assert_eq!(ErrorKind::of_status(s).status(), s);

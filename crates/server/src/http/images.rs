@@ -20,12 +20,15 @@ use crate::service::image_builds::{self, BuildJob};
 use crate::service::images::{self, ImageInfo, Removed};
 use crate::state::SharedState;
 
+/// Where image archives are imported (exempt from the body deadline: see `body_deadline`).
+pub const IMPORT_PATH: &str = "/images/import";
+
 pub fn routes() -> Router<SharedState> {
     Router::new()
         .route("/images", get(list).post(pull))
         // The archive streams to a file under its own cap (the image store's), not the JSON limit.
         .route(
-            "/images/import",
+            IMPORT_PATH,
             post(import).layer(axum::extract::DefaultBodyLimit::disable()),
         )
         .route("/images/build", post(build))

@@ -3,6 +3,7 @@
 //!
 //! - [`auth`]: bearer tokens (and `?token=` / `X-Auth-Token` where clients need them) into a caller.
 //! - [`error`]: status codes, the JSON error body, hiding internal errors behind a request id.
+//! - [`body_deadline`]: the whole request body within `http.body_timeout`.
 //! - [`json`]: JSON bodies whose rejections are JSON errors; [`binary`]: raw byte bodies as the
 //!   OpenAPI document shows them.
 //! - [`uploads`], [`runs`], [`checks`], [`tokens`], [`submissions`], [`revisions`], [`images`],
@@ -10,6 +11,7 @@
 
 pub mod auth;
 pub mod binary;
+pub mod body_deadline;
 pub mod checks;
 pub mod error;
 pub mod images;

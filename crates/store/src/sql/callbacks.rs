@@ -1,5 +1,6 @@
 //! Callback delivery: finished submissions with a callback URL are claimed under a lease (several
-//! API nodes never deliver the same try twice at once), and each try is recorded.
+//! API nodes never deliver the same try twice at once), skipping the owners the claimer already
+//! delivers enough of, and each try is recorded.
 
 use std::time::Duration;
 
@@ -26,22 +27,33 @@ where
     pub(super) async fn claim_next_callback(
         &self,
         lease: Duration,
+        skip_owners: &[String],
     ) -> Result<Option<CallbackClaim>> {
         let now = now_ms();
+        // Owners whose callbacks the caller delivers as many of as it will at once: `$3`, `$4`, …
+        let skip = if skip_owners.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = (0..skip_owners.len())
+                .map(|i| format!("${}", i + 3))
+                .collect();
+            format!(" AND s.owner NOT IN ({})", list.join(", "))
+        };
         // One statement: the choice and the update (see `Dialect::SKIP_LOCKED`).
-        let job: Option<Job> = sqlx::query_as(&format!(
+        let sql = format!(
             "UPDATE submissions SET callback_state = 'delivering', callback_attempts = callback_attempts + 1, \
              callback_next_ms = $1 \
              WHERE seq = (SELECT s.seq FROM submissions s WHERE s.callback_state IN ('pending', 'delivering') \
-                          AND s.callback_next_ms <= $2 ORDER BY s.callback_next_ms LIMIT 1{}) \
+                          AND s.callback_next_ms <= $2{skip} ORDER BY s.callback_next_ms LIMIT 1{}) \
              AND callback_state IN ('pending', 'delivering') \
              RETURNING {JOB_COLUMNS}",
             D::SKIP_LOCKED
-        ))
-        .bind(now + ms(lease))
-        .bind(now)
-        .fetch_optional(&self.db)
-        .await?;
+        );
+        let mut q = sqlx::query_as(&sql).bind(now + ms(lease)).bind(now);
+        for owner in skip_owners {
+            q = q.bind(owner.as_str());
+        }
+        let job: Option<Job> = q.fetch_optional(&self.db).await?;
         Ok(job.map(|job| CallbackClaim {
             attempt: job.callback_attempts,
             job,

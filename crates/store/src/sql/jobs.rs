@@ -417,8 +417,12 @@ where
         Ok(deleted)
     }
 
-    async fn claim_callback(&self, lease: Duration) -> Result<Option<CallbackClaim>> {
-        self.claim_next_callback(lease).await
+    async fn claim_callback(
+        &self,
+        lease: Duration,
+        skip_owners: &[String],
+    ) -> Result<Option<CallbackClaim>> {
+        self.claim_next_callback(lease, skip_owners).await
     }
 
     async fn finish_callback(

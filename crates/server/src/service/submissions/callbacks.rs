@@ -2,7 +2,8 @@
 //! `GET /submissions/{id}`) is POSTed there with
 //! `Corral-Signature: t=UNIX,v1=HEX(HMAC-SHA256(secret, "{t}.{body}"))`, retried with
 //! exponential backoff, never following a redirect, and only to the targets
-//! [`super::callback_targets`] allows (public addresses, unless the operator allowed a range).
+//! [`super::callback_targets`] allows (public addresses, unless the operator allowed a range),
+//! several at once ([`super::callback_slots`]).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use corral_judge::signature_header;
 use corral_store::{CallbackClaim, CallbackOutcome};
 
+use super::callback_slots::CallbackSlots;
 use super::callback_targets::{client, error_chain, TargetPolicy};
 use super::view::SubmissionView;
 use crate::state::SharedState;
@@ -86,7 +88,9 @@ pub fn backoff(base: Duration, attempt: u32) -> Duration {
     capped + jitter
 }
 
-/// Delivers due callbacks until shutdown. Every API node runs one; claims keep them apart.
+/// Delivers due callbacks until shutdown, several at once (`callback_concurrency`), at most
+/// `callback_per_owner` of one token's: a target that never answers holds one slot for
+/// `callback_timeout`, not the whole node. Every API node runs one; claims keep them apart.
 pub async fn delivery_loop(st: SharedState) {
     let cfg = &st.config.submissions;
     let policy = match TargetPolicy::parse(&cfg.callback_allow) {
@@ -98,14 +102,23 @@ pub async fn delivery_loop(st: SharedState) {
     };
     let timeout = cfg.callback_timeout.duration();
     let http = client(policy.clone(), timeout);
+    let mut slots = CallbackSlots::new(cfg.callback_concurrency, cfg.callback_per_owner);
     let mut stop = st.shutdown.subscribe();
     loop {
         if *stop.borrow() {
             break;
         }
+        slots.reap();
+        if slots.full() {
+            tokio::select! {
+                _ = slots.one_finished() => {}
+                _ = stop.changed() => {}
+            }
+            continue;
+        }
         let claim = match st
             .store
-            .claim_callback(timeout + Duration::from_secs(5))
+            .claim_callback(timeout + Duration::from_secs(5), &slots.owners_at_limit())
             .await
         {
             Ok(c) => c,
@@ -118,38 +131,58 @@ pub async fn delivery_loop(st: SharedState) {
             tokio::select! {
                 _ = st.queue.finished.notified() => {}
                 _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+                _ = slots.one_finished() => {}
                 _ = stop.changed() => {}
             }
             continue;
         };
-        let id = claim.job.id.clone();
-        let (outcome, detail) = match deliver(&st, &http, &policy, &claim).await {
-            Ok(d) => (CallbackOutcome::Delivered, d),
-            Err(Failure::Permanent(why)) => (CallbackOutcome::GaveUp, why),
-            Err(Failure::Retry(why)) if claim.attempt >= cfg.callback_max_attempts => (
-                CallbackOutcome::GaveUp,
-                format!("{why}; gave up after {} tries", claim.attempt),
-            ),
-            Err(Failure::Retry(why)) => {
-                let wait = backoff(cfg.callback_backoff.duration(), claim.attempt);
-                (
-                    CallbackOutcome::Retry {
-                        at_ms: corral_store::now_ms() + wait.as_millis() as i64,
-                    },
-                    why,
-                )
-            }
-        };
-        let label = match outcome {
-            CallbackOutcome::Delivered => "delivered",
-            CallbackOutcome::Retry { .. } => "retry",
-            CallbackOutcome::GaveUp => "gave_up",
-        };
-        st.queue.metrics.callbacks.with_label_values(&[label]).inc();
-        tracing::info!(submission = %id, attempt = claim.attempt, outcome = ?outcome, detail = %detail, "callback");
-        if let Err(e) = st.store.finish_callback(&id, outcome, &detail).await {
-            tracing::warn!(submission = %id, error = %e, "recording a callback try failed");
+        let owner = claim.job.owner.clone();
+        slots.spawn(
+            &owner,
+            deliver_and_record(st.clone(), http.clone(), policy.clone(), claim),
+        );
+    }
+    // At shutdown, the tries under way finish while the node drains; those still going when it
+    // aborts this task are aborted with it, and their claims expire to be tried again.
+    slots.finish_all().await;
+}
+
+/// One try of a claimed callback, recorded in the store: delivered, to be retried after a
+/// backoff, or given up.
+async fn deliver_and_record(
+    st: SharedState,
+    http: reqwest::Client,
+    policy: Arc<TargetPolicy>,
+    claim: CallbackClaim,
+) {
+    let cfg = &st.config.submissions;
+    let id = claim.job.id.clone();
+    let (outcome, detail) = match deliver(&st, &http, &policy, &claim).await {
+        Ok(d) => (CallbackOutcome::Delivered, d),
+        Err(Failure::Permanent(why)) => (CallbackOutcome::GaveUp, why),
+        Err(Failure::Retry(why)) if claim.attempt >= cfg.callback_max_attempts => (
+            CallbackOutcome::GaveUp,
+            format!("{why}; gave up after {} tries", claim.attempt),
+        ),
+        Err(Failure::Retry(why)) => {
+            let wait = backoff(cfg.callback_backoff.duration(), claim.attempt);
+            (
+                CallbackOutcome::Retry {
+                    at_ms: corral_store::now_ms() + wait.as_millis() as i64,
+                },
+                why,
+            )
         }
+    };
+    let label = match outcome {
+        CallbackOutcome::Delivered => "delivered",
+        CallbackOutcome::Retry { .. } => "retry",
+        CallbackOutcome::GaveUp => "gave_up",
+    };
+    st.queue.metrics.callbacks.with_label_values(&[label]).inc();
+    tracing::info!(submission = %id, attempt = claim.attempt, outcome = ?outcome, detail = %detail, "callback");
+    if let Err(e) = st.store.finish_callback(&id, outcome, &detail).await {
+        tracing::warn!(submission = %id, error = %e, "recording a callback try failed");
     }
 }
 

@@ -7,9 +7,11 @@
 //! - [`queue`]: the queue's in-process signals, metrics and callback key.
 //! - [`workers`]: in-process workers and the lease reaper.
 //! - [`remote`]: claims, heartbeats and results of remote workers.
-//! - [`callbacks`]: signed callbacks, retried; [`callback_targets`]: only to public addresses.
+//! - [`callbacks`]: signed callbacks, retried; [`callback_targets`]: only to public addresses;
+//!   [`callback_slots`]: how many at once, in all and per owner.
 
 pub mod accept;
+pub mod callback_slots;
 pub mod callback_targets;
 pub mod callbacks;
 pub mod queue;

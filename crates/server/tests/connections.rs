@@ -1,0 +1,317 @@
+//! What a slow or idle client may hold (`[http]`), over raw TCP against the in-process server: a
+//! request head that never ends and an idle keep-alive connection are closed after
+//! `header_timeout`, a body sent a byte at a time is answered 408 after `body_timeout` and
+//! closed, and connections beyond `max_connections` wait in the listen backlog until one closes
+//! (a WebSocket holds its slot too, and outlives the header timeout).
+//!
+//! The timeouts are short here and every wait for them is generous (30 s): a test fails only
+//! when the server never closes, never when it is slow.
+
+mod support;
+
+use std::time::Duration;
+
+use corral_sandbox::Millis;
+use corral_store::Role;
+use futures_util::{SinkExt, StreamExt};
+use support::TestServer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Far more than any timeout these tests set.
+const GENEROUS: Duration = Duration::from_secs(30);
+
+fn addr(s: &TestServer) -> String {
+    s.base.trim_start_matches("http://").to_string()
+}
+
+/// Reads until the server closes the connection (end of file or reset); what it sent before.
+/// Panics when it is still open after [`GENEROUS`].
+async fn read_until_closed(sock: &mut TcpStream, what: &str) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read_all = async {
+        loop {
+            match sock.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    if tokio::time::timeout(GENEROUS, read_all).await.is_err() {
+        panic!(
+            "{what}: the connection is still open after {GENEROUS:?}; got {:?}",
+            String::from_utf8_lossy(&got)
+        );
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Reads one response whose body is `Content-Length` long: its head and body.
+async fn read_response(sock: &mut TcpStream) -> (String, String) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..end]).into_owned();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().unwrap())
+                })
+                .expect("a Content-Length");
+            if got.len() >= end + 4 + len {
+                let body = String::from_utf8_lossy(&got[end + 4..end + 4 + len]).into_owned();
+                return (head, body);
+            }
+        }
+        let n = sock.read(&mut buf).await.unwrap();
+        assert!(
+            n > 0,
+            "closed before a whole response: {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Connections completed by the kernel but not yet accepted by the server, on `port`'s
+/// listening socket (for a listening socket, `/proc/net/tcp`'s `rx_queue` is that count).
+fn accept_queue(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let local = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f[1].ends_with(&local) && f[3] == "0A")
+        .map(|f| usize::from_str_radix(f[4].split(':').nth(1).unwrap(), 16).unwrap())
+        .unwrap_or_else(|| panic!("no listening socket on port {port} in /proc/net/tcp"))
+}
+
+/// Waits until `n` connections wait in `port`'s accept queue, seen three polls in a row (a
+/// connection may sit there for a moment before a server without a cap accepts it); panics when
+/// any of `waiting` is answered meanwhile (the server accepted more than it may).
+async fn wait_for_accept_queue(port: u16, n: usize, waiting: &mut [TcpStream]) {
+    let deadline = tokio::time::Instant::now() + GENEROUS;
+    let mut seen = 0;
+    loop {
+        let queued = accept_queue(port);
+        seen = if queued == n { seen + 1 } else { 0 };
+        if seen == 3 {
+            return;
+        }
+        for (i, c) in waiting.iter_mut().enumerate() {
+            let mut b = [0u8; 64];
+            if let Ok(Ok(k)) = tokio::time::timeout(Duration::from_millis(10), c.read(&mut b)).await
+            {
+                panic!(
+                    "waiting connection {i} was served beyond the cap: {:?}",
+                    String::from_utf8_lossy(&b[..k])
+                );
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{queued} connections wait to be accepted, not {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_head_that_never_ends_is_closed_after_the_header_timeout() {
+    let s = TestServer::start(|c| c.http.header_timeout = Millis::ms(1000)).await;
+    // The review's attack: a header line every so often, never the blank line that ends them.
+    let mut slow = TcpStream::connect(addr(&s)).await.unwrap();
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let (mut r, mut w) = slow.into_split();
+    let dribble = tokio::spawn(async move {
+        for i in 0.. {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if w.write_all(format!("X-{i}: y\r\n").as_bytes())
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut got = Vec::new();
+    let closed = tokio::time::timeout(GENEROUS, r.read_to_end(&mut got)).await;
+    assert!(
+        closed.is_ok(),
+        "a half-sent request head is still open after {GENEROUS:?}"
+    );
+    dribble.abort();
+    assert!(
+        !String::from_utf8_lossy(&got).contains("200 OK"),
+        "an unfinished request was answered"
+    );
+
+    // A connection that sends nothing at all, and one idle after a response, are closed too.
+    let mut silent = TcpStream::connect(addr(&s)).await.unwrap();
+    read_until_closed(&mut silent, "a silent connection").await;
+    let mut idle = TcpStream::connect(addr(&s)).await.unwrap();
+    idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (head, _) = read_response(&mut idle).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    read_until_closed(&mut idle, "an idle keep-alive connection").await;
+
+    assert_eq!(reqwest::get(s.url("/health")).await.unwrap().status(), 200);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_sent_a_byte_at_a_time_is_answered_408_and_closed() {
+    let s = TestServer::start(|c| c.http.body_timeout = Millis::ms(1000)).await;
+    let token = s.token(Role::Student).await;
+    let mut slow = TcpStream::connect(addr(&s)).await.unwrap();
+    slow.write_all(
+        format!(
+            "POST /run HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{{"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    // A byte every 100 ms: a timeout that restarts at each chunk would never fire.
+    let (mut r, mut w) = slow.into_split();
+    let dribble = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if w.write_all(b" ").await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read_all = async {
+        loop {
+            match r.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let closed = tokio::time::timeout(GENEROUS, read_all).await;
+    dribble.abort();
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(
+        closed.is_ok(),
+        "a body sent a byte at a time is still being read after {GENEROUS:?}: {text:?}"
+    );
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
+    let body: serde_json::Value =
+        serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["error"], "body_timeout", "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("http.body_timeout"),
+        "{body}"
+    );
+
+    // A body that arrives in time is served as before.
+    let (st, v) = s.post(&token, "/run", serde_json::json!({"cmd": ""})).await;
+    assert_eq!(st, 422, "{v}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connections_beyond_the_cap_wait_until_one_closes() {
+    let s = TestServer::start(|c| {
+        c.http.max_connections = Some(2);
+        c.http.header_timeout = Millis::ms(600_000);
+    })
+    .await;
+    let port: u16 = addr(&s).rsplit(':').next().unwrap().parse().unwrap();
+    // Two connections hold the only slots with requests they never finish.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut c = TcpStream::connect(addr(&s)).await.unwrap();
+        c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        held.push(c);
+    }
+    // Five more, each with a whole request: none is accepted, each waits in the backlog and
+    // holds no descriptor of the server.
+    let mut waiting = Vec::new();
+    for _ in 0..5 {
+        let mut c = TcpStream::connect(addr(&s)).await.unwrap();
+        c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        waiting.push(c);
+    }
+    wait_for_accept_queue(port, 5, &mut waiting).await;
+    // A slot freed is the next one's, in arrival order.
+    drop(held.remove(0));
+    let (head, _) = read_response(&mut waiting[0]).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    drop(held);
+    for c in waiting.iter_mut() {
+        let text = read_until_closed(c, "a waiting connection").await;
+        assert!(
+            text.is_empty() || text.starts_with("HTTP/1.1 200"),
+            "{text}"
+        );
+    }
+    drop(waiting);
+    assert_eq!(reqwest::get(s.url("/health")).await.unwrap().status(), 200);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_websocket_keeps_its_slot_and_outlives_the_header_timeout() {
+    let s = TestServer::start(|c| {
+        c.http.max_connections = Some(1);
+        c.http.header_timeout = Millis::ms(500);
+    })
+    .await;
+    let token = s.token(Role::Student).await;
+    let port: u16 = addr(&s).rsplit(':').next().unwrap().parse().unwrap();
+    let (mut ws, _) =
+        tokio_tungstenite::connect_async(format!("ws://{}/ws?token={token}", addr(&s)))
+            .await
+            .expect("WebSocket connect");
+    // Past the header timeout, the socket still answers: the timeout is for request heads only.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    ws.send(tokio_tungstenite::tungstenite::Message::text(
+        r#"{"type": "bogus"}"#,
+    ))
+    .await
+    .unwrap();
+    let reply = tokio::time::timeout(GENEROUS, ws.next())
+        .await
+        .expect("an answer")
+        .expect("the socket is open")
+        .unwrap();
+    assert!(reply.to_text().unwrap().contains("bad_message"), "{reply}");
+    // It holds the only slot: another connection waits until it closes.
+    let mut other = TcpStream::connect(addr(&s)).await.unwrap();
+    other
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    wait_for_accept_queue(port, 1, std::slice::from_mut(&mut other)).await;
+    ws.close(None).await.unwrap();
+    drop(ws);
+    let (head, _) = read_response(&mut other).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    s.stop().await;
+}
