@@ -244,8 +244,9 @@ fn worker_endpoints_check_roles_leases_and_signatures() {
             &good,
         );
         assert_eq!(send(good.clone(), Some(old)).await.0, StatusCode::UNAUTHORIZED);
-        // Signed, but not a valid verdict, or not the current lease.
-        let bad = serde_json::to_vec(&json!({"lease": lease, "verdict": {"verdict": "accepted", "score": 5.0, "max_score": 1.0}})).unwrap();
+        // Signed, but not a valid verdict, or not the current lease. (A score above the maximum
+        // is extra credit, a grader's to give, as in-process: `Verdict::unusable`.)
+        let bad = serde_json::to_vec(&json!({"lease": lease, "verdict": {"verdict": "accepted", "score": 5.0, "max_score": -1.0}})).unwrap();
         assert_eq!(send(bad.clone(), Some(sign(&key, &bad))).await.0, StatusCode::UNPROCESSABLE_ENTITY);
         let bogus = serde_json::to_vec(&json!({"lease": lease, "verdict": {"verdict": "great", "score": 1.0, "max_score": 1.0}})).unwrap();
         assert_eq!(send(bogus.clone(), Some(sign(&key, &bogus))).await.0, StatusCode::UNPROCESSABLE_ENTITY);
