@@ -67,7 +67,7 @@ pub struct Args {
     /// Runs per parallelism level in the throughput section (default 2000, quick 400).
     #[arg(long)]
     pub throughput_runs: Option<usize>,
-    /// Runs of each limit probe (default 40, quick 10).
+    /// Runs of each limit probe (default 100, quick 10): a p99 of fewer is simply the worst run.
     #[arg(long)]
     pub limit_runs: Option<usize>,
     /// Timed submissions per language and runner in the grading section (default 16, quick 8; an
@@ -139,7 +139,7 @@ fn run(args: &Args, report: &mut Report) -> anyhow::Result<()> {
             "throughput" => {
                 pooled::throughput(&host, args.pick(args.throughput_runs, 2000, 400), report)
             }
-            "limits" => pooled::limits(&host, args.pick(args.limit_runs, 40, 10), report),
+            "limits" => pooled::limits(&host, args.pick(args.limit_runs, 100, 10), report),
             "image" => image_root::measure(
                 &host,
                 &args.corral,
