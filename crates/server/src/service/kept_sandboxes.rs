@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use corral_sandbox::Lease;
 
-use crate::error::{ApiError, ErrorKind};
+use crate::error::ApiError;
 
 struct Inner {
     lease: Option<Lease>,
@@ -139,10 +139,14 @@ impl KeptSandboxes {
             }
         }
         if over > 0 {
-            return Err(ApiError::new(
-                ErrorKind::TooManyRequests,
+            // As the other per-token caps answer: with a `Retry-After` a client can wait on.
+            return Err(ApiError::too_many(
                 "too_many_sandboxes",
-                "all your sandboxes are busy; wait for a run to end",
+                format!(
+                    "all your {} sandboxes are busy; wait for a run to end",
+                    self.max_per_owner
+                ),
+                1,
             ));
         }
         if map.len() >= self.max_total {
@@ -260,6 +264,7 @@ impl KeptSandboxes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
 
     #[test]
     fn reservations_are_bounded_per_caller_and_in_total() {
@@ -269,6 +274,12 @@ mod tests {
         // Both of a's are busy (being built): a third is refused.
         let e = r.reserve("a").err().unwrap();
         assert_eq!(e.kind, ErrorKind::TooManyRequests);
+        assert_eq!(
+            e.retry_after,
+            Some(1),
+            "a client can wait on it, as on the other caps"
+        );
+        assert!(e.message.contains("all your 2 sandboxes"), "{}", e.message);
         let (_b1, _) = r.reserve("b").unwrap();
         // Full and all busy: 503.
         assert_eq!(r.reserve("c").err().unwrap().kind, ErrorKind::Unavailable);
