@@ -59,7 +59,7 @@ export class Session {
   }
 
   private message(raw: unknown): void {
-    let m: { type: string; data?: string; error?: string; message?: string };
+    let m: { type: string; data?: string; error?: string; message?: string; retry_after?: number };
     try {
       m = JSON.parse(String(raw));
     } catch {
@@ -89,8 +89,10 @@ export class Session {
       }
       case 'error': {
         const status = m.error === 'overloaded' ? 503 : m.error === 'rate_limited' ? 429 : 0;
-        const text = status ? explain(status, m.error ?? '', m.message ?? '', null) : (m.message ?? m.error ?? 'error');
-        const err = new ApiError(text, status, m.error ?? 'error');
+        // The server says how long to wait (`retry_after`, seconds) for a limit that passes.
+        const wait = typeof m.retry_after === 'number' ? m.retry_after : null;
+        const text = status ? explain(status, m.error ?? '', m.message ?? '', wait) : (m.message ?? m.error ?? 'error');
+        const err = new ApiError(text, status, m.error ?? 'error', wait);
         // Errors about input (no program running) do not end a run.
         if (m.error === 'not_running') return;
         const p = this.pending;
