@@ -3,7 +3,8 @@
 //! and suites; the worker endpoints check roles, leases and the result's signature; a worker
 //! killed with `kill -9` mid-run loses its lease and another finishes the job; a server's
 //! `force_gvisor` travels with the job, so a remote worker grades a suite that names `native`
-//! under gVisor.
+//! under gVisor. A verdict the server refuses is followed by an internal-error verdict saying
+//! why, so the job ends at once rather than after its lease ran out.
 
 mod server_support;
 
@@ -22,8 +23,13 @@ struct Worker {
 
 impl Worker {
     fn start(s: &Server, token: &str, name: &str, jobs: usize) -> Worker {
+        Worker::start_at(&s.base, token, name, jobs)
+    }
+
+    /// A worker that talks to `base` (the server, or a proxy in front of it).
+    fn start_at(base: &str, token: &str, name: &str, jobs: usize) -> Worker {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral"));
-        cmd.args(["worker", "--server", &s.base, "--name", name])
+        cmd.args(["worker", "--server", base, "--name", name])
             .args(["--jobs", &jobs.to_string()])
             .env("CORRAL_WORKER_TOKEN", token)
             .env("CORRAL_LOG", "info");
@@ -298,5 +304,79 @@ fn a_worker_killed_mid_run_loses_the_job_to_another() {
         assert_eq!(v["verdict"], "accepted", "{v}");
         assert_eq!(v["attempts"], 2);
         assert!(v["worker"].as_str().unwrap().ends_with(":rescuer/0"), "{v}");
+    });
+}
+
+/// Forwards every request to `server` unchanged, except the first verdict a worker posts, which
+/// it refuses with a 422 as a server with stricter rules would; records every verdict posted.
+async fn refusing_proxy(server: String) -> (String, Arc<Mutex<Vec<Value>>>) {
+    use axum::body::{to_bytes, Body};
+    use axum::http::{Request, Response};
+    let posted = Arc::new(Mutex::new(Vec::new()));
+    let seen = posted.clone();
+    let app = axum::Router::new().fallback(move |req: Request<Body>| {
+        let (server, seen) = (server.clone(), seen.clone());
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = to_bytes(body, 64 << 20).await.unwrap();
+            let path = parts.uri.path_and_query().unwrap().as_str().to_string();
+            if path.ends_with("/result") {
+                let mut seen = seen.lock().unwrap();
+                seen.push(serde_json::from_slice::<Value>(&body).unwrap());
+                if seen.len() == 1 {
+                    return Response::builder()
+                        .status(422)
+                        .header("content-type", "application/json")
+                        .body(Body::from(r#"{"error":"invalid","code":"stricter_rules","message":"this verdict breaks a rule of this server"}"#))
+                        .unwrap();
+                }
+            }
+            let mut r = client().request(parts.method, format!("{server}{path}"));
+            for (k, v) in &parts.headers {
+                if k != "host" && k != "content-length" {
+                    r = r.header(k, v);
+                }
+            }
+            let resp = r.body(body).send().await.unwrap();
+            let mut out = Response::builder().status(resp.status());
+            for (k, v) in resp.headers() {
+                if k != "content-length" && k != "transfer-encoding" {
+                    out = out.header(k, v);
+                }
+            }
+            out.body(Body::from(resp.bytes().await.unwrap())).unwrap()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), posted)
+}
+
+#[test]
+fn a_refused_verdict_ends_the_job_with_the_reason_instead_of_running_out_its_lease() {
+    // A long lease: had the worker given up after the refusal, the job would still be running
+    // (or claimed again) long after the test's wait.
+    let s = Server::start("[submissions]\nworkers = 0\nlease = \"10m\"\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let wt = s.token("worker").await;
+        let (proxy, posted) = refusing_proxy(s.base.clone()).await;
+        let w = Worker::start_at(&proxy, &wt, "refused", 1);
+        let id = submit(&s, &t, json!({"cmd": "echo hi", "expected_output": "hi"})).await;
+        let v = finished(&s, &w, &t, &id).await;
+        assert_eq!(v["verdict"], "internal_error", "{v}");
+        let message = v["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("the server refused this worker's verdict (422")
+                && message.contains("this verdict breaks a rule of this server"),
+            "{v}"
+        );
+        assert_eq!(v["attempts"], 1, "judged once, not claimed again: {v}");
+        let posted = posted.lock().unwrap().clone();
+        assert_eq!(posted.len(), 2, "{posted:?}");
+        assert_eq!(posted[0]["verdict"]["verdict"], "accepted", "{posted:?}");
+        assert_eq!(posted[1]["verdict"]["verdict"], "internal_error");
+        assert_eq!(posted[0]["lease"], posted[1]["lease"]);
     });
 }
