@@ -180,6 +180,17 @@ fn judge0_requests_and_answers() {
         assert_eq!(all["language"]["id"], 71, "{all}");
         let (_, l) = j0(&s, Some(&t), Method::GET, &format!("/judge0/submissions/{token}?fields=language"), None).await;
         assert!(l["language"]["id"] == 71 && l["language"]["name"].is_string(), "{l}");
+        // Judge0's two C++ ids are corral's one C++: each reads back as it was given (54 came
+        // back as 52).
+        for id in [52, 54] {
+            let (st, v) = j0(&s, Some(&t), Method::POST, "/judge0/submissions?base64_encoded=false",
+                             Some(json!({"source_code": "int main() {}", "language_id": id}))).await;
+            assert_eq!(st, StatusCode::CREATED, "{v}");
+            let cpp = v["token"].as_str().unwrap();
+            let (_, v) = j0(&s, Some(&t), Method::GET,
+                            &format!("/judge0/submissions/{cpp}?fields=language_id,language"), None).await;
+            assert!(v["language_id"] == id && v["language"]["id"] == id, "{id}: {v}");
+        }
         let (st, e) = j0(&s, Some(&t), Method::GET, &format!("/judge0/submissions/{token}?fields=stdout,bogus"), None).await;
         assert_eq!(st, StatusCode::BAD_REQUEST, "{e}");
         assert_eq!(e["error"], "invalid fields: [bogus]", "{e}");

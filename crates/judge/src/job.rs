@@ -117,6 +117,11 @@ pub struct JobSpec {
     /// job as an unknown field rather than judging it natively).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force_gvisor: bool,
+    /// The Judge0 `language_id` the request named, kept where it is not the first id of its
+    /// language (54, C++ like 52): the submission reads back with the id it was given. Absent
+    /// otherwise, so a job a worker that predates it receives is one it knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge0_language_id: Option<u32>,
 }
 
 fn one() -> u32 {

@@ -165,6 +165,7 @@ async fn prepare_one(
     }
     let Converted {
         mut req,
+        judge0_language_id,
         run_args,
         compile_args,
         additional_files,
@@ -212,6 +213,7 @@ async fn prepare_one(
     spec.runs = runs;
     spec.stderr_to_stdout = stderr_to_stdout;
     spec.network = network;
+    spec.judge0_language_id = judge0_language_id;
     job.spec = serde_json::to_string(&spec).expect("serialisable");
     Ok(job)
 }
@@ -478,11 +480,10 @@ pub async fn get_batch(
 /// A submission's `language` field: `{id, name}` as `/judge0/languages` names it (null when the
 /// job names no registry language, e.g. a command).
 fn v_language(st: &SharedState, job: &corral_store::Job) -> Value {
-    let reg = serde_json::from_str::<JobSpec>(&job.spec)
-        .ok()
-        .and_then(|s| s.language);
-    let Some(reg) = reg else { return Value::Null };
-    let Some((id, _)) = LANGUAGE_IDS.iter().find(|(_, r)| *r == reg) else {
+    let Ok(spec) = serde_json::from_str::<JobSpec>(&job.spec) else {
+        return Value::Null;
+    };
+    let (Some(reg), Some(id)) = (spec.language.clone(), translate::spec_language_id(&spec)) else {
         return Value::Null;
     };
     match st.languages.get(&reg) {

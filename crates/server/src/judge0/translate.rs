@@ -135,6 +135,13 @@ fn language_id_of(registry_id: &str) -> Option<u32> {
         .map(|(i, _)| *i)
 }
 
+/// The Judge0 language id a job reads back with: the one its request named, else its
+/// language's (first) id.
+pub fn spec_language_id(spec: &JobSpec) -> Option<u32> {
+    spec.judge0_language_id
+        .or_else(|| spec.language.as_deref().and_then(language_id_of))
+}
+
 pub fn token_of(id: &str) -> String {
     if id.len() != 32 {
         return id.to_string();
@@ -343,6 +350,9 @@ fn seconds(field: &str, v: Option<f64>) -> Result<Option<Millis>, Invalid> {
 /// A Judge0 request in corral's terms, before the server's own checks.
 pub struct Converted {
     pub req: SubmissionRequest,
+    /// `language_id` where it is not the first id of its language (54: C++, like 52), to be
+    /// read back as given.
+    pub judge0_language_id: Option<u32>,
     /// `command_line_arguments` and `compiler_options`.
     pub run_args: Option<String>,
     pub compile_args: Option<String>,
@@ -371,6 +381,7 @@ pub fn convert(r: J0Request, b64: bool) -> Result<Converted, Invalid> {
                 format!("language with id {lang_id} doesn't exist"),
             )
         })?;
+    let judge0_language_id = (language_id_of(&lang) != Some(lang_id)).then_some(lang_id);
     let additional_files = match r.additional_files.as_deref().map(str::trim) {
         Some(s) if !s.is_empty() => {
             let clean: String = s.chars().filter(|c| !c.is_whitespace()).collect();
@@ -431,6 +442,7 @@ pub fn convert(r: J0Request, b64: bool) -> Result<Converted, Invalid> {
     };
     Ok(Converted {
         req,
+        judge0_language_id,
         run_args: r.command_line_arguments,
         compile_args: r.compiler_options,
         additional_files,
@@ -535,10 +547,7 @@ pub fn render(job: &Job, fields: &Option<String>, b64: bool) -> Value {
     };
     let sid = status_id(job, verdict.as_ref());
     let secs = |ms: Option<i64>| ms.map(|m| format!("{:.3}", m as f64 / 1000.0));
-    let lang_id = spec
-        .as_ref()
-        .and_then(|s| s.language.as_deref())
-        .and_then(language_id_of);
+    let lang_id = spec.as_ref().and_then(spec_language_id);
     let mut all = Map::new();
     all.insert("token".into(), json!(token_of(&job.id)));
     all.insert("source_code".into(), Value::Null);
@@ -807,6 +816,19 @@ mod tests {
         assert_eq!(l.memory, Some(Size(64 << 20)));
         assert_eq!(args.as_deref(), Some("a b"));
         assert!(opts.is_none());
+        // Both of Judge0's C++ ids are corral's one C++; each reads back as given.
+        for (id, kept) in [(52, None), (54, Some(54)), (71, None)] {
+            let r = parse_request(json!({"source_code": "x", "language_id": id})).unwrap();
+            let c = convert(r, false).unwrap();
+            assert_eq!(c.judge0_language_id, kept, "{id}");
+            let spec = JobSpec {
+                language: c.req.language.clone(),
+                judge0_language_id: c.judge0_language_id,
+                ..serde_json::from_value(json!({"limits": corral_sandbox::Limits::default()}))
+                    .unwrap()
+            };
+            assert_eq!(spec_language_id(&spec), Some(id));
+        }
         // Each refusal names its field, in Judge0's body: `{"FIELD": ["MESSAGE"]}`.
         for (bad, field) in [
             (

@@ -271,6 +271,7 @@ pub async fn accept(
                 .map_err(|e| ApiError::unprocessable(e.to_string()))?,
         ),
         force_gvisor: st.config.runtime.force_gvisor,
+        judge0_language_id: None,
     };
     // The rules every run request meets (`/run` and the WebSocket check the same), before
     // anything is stored.
