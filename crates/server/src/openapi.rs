@@ -53,7 +53,9 @@ impl Modify for Security {
                     .build(),
             )
         };
-        for item in openapi.paths.paths.values_mut() {
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            // The body deadline (`http.body_timeout`) spares only image archives.
+            let body_deadline = path.as_str() != crate::http::images::IMPORT_PATH;
             for op in [
                 item.get.as_mut(),
                 item.post.as_mut(),
@@ -79,6 +81,12 @@ impl Modify for Security {
                 if op.request_body.is_some() {
                     common.push(("415", "Wrong Content-Type"));
                     common.push(("422", "Well-formed but invalid (types, fields, values)"));
+                    if body_deadline {
+                        common.push((
+                            "408",
+                            "The body did not arrive within http.body_timeout (the connection is closed)",
+                        ));
+                    }
                 }
                 for (code, what) in common {
                     op.responses
