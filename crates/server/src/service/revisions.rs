@@ -65,14 +65,14 @@ pub async fn files_of_upload(
     homedir: &str,
 ) -> Result<Vec<RevisionFile>, ApiError> {
     let upload = crate::service::uploads::owned(st, caller, homedir).await?;
-    let dir = tempfile::Builder::new()
-        .prefix("revision-")
-        .tempdir_in(&st.tmp_dir)
-        .map_err(ApiError::internal)?;
-    st.store.materialize(&upload, dir.path()).await?;
     let mut files = Vec::with_capacity(upload.files.len());
     for f in &upload.files {
-        let bytes = std::fs::read(dir.path().join(&f.path)).map_err(ApiError::internal)?;
+        // Read from the store as they are (the grading writes its own copy).
+        let bytes = st
+            .store
+            .read_upload_file(&upload, &f.path)
+            .await?
+            .ok_or_else(|| ApiError::internal(format!("upload file {:?} is gone", f.path)))?;
         let content = String::from_utf8(bytes).map_err(|_| {
             ApiError::unprocessable(format!(
                 "revision: {:?} is not text (a revision keeps the editor's text files)",

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use corral_checks::Suite;
-use corral_judge::suite_file;
+use corral_judge::{suite_file, SuiteRef};
 use corral_store::NewFile;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -67,26 +67,55 @@ pub fn suite_error(e: corral_checks::SuiteError) -> ApiError {
     ApiError::unprocessable(format!("invalid suite: {e}"))
 }
 
-/// The suite file of suite `id`: a registered suite's files are written under `scratch` first
-/// (which must outlive the use of the file); one of the suites folder is read in place.
-pub async fn file_of(st: &SharedState, id: &str, scratch: &Path) -> Result<PathBuf, ApiError> {
+/// Suite `id` as a job names it: a registered suite (with the upload holding its files), else
+/// one of the suites folder, which must have a suite file (404 otherwise).
+pub async fn resolve(st: &SharedState, id: &str) -> Result<SuiteRef, ApiError> {
     let missing = || ApiError::not_found(format!("no suite {id:?}"));
     if !is_valid_id(id) {
         return Err(missing());
     }
-    match st.store.get_suite(id).await? {
-        Some(s) => {
-            let u = st
-                .store
-                .get_upload(&s.upload_id)
-                .await?
-                .ok_or_else(|| ApiError::internal(format!("suite {} lost its files", s.id)))?;
-            st.store.materialize(&u, scratch).await?;
-            suite_file(scratch)
+    let upload = match st.store.get_suite(id).await? {
+        Some(s) => Some(s.upload_id),
+        None => {
+            suite_file(&suites_dir(st).join(id)).ok_or_else(missing)?;
+            None
         }
-        None => suite_file(&suites_dir(st).join(id)),
+    };
+    Ok(SuiteRef {
+        id: id.to_string(),
+        upload,
+    })
+}
+
+/// The folder holding a resolved suite's files: a registered suite's are written under
+/// `scratch` (which must outlive their use); one of the suites folder is read in place.
+pub async fn folder_of(
+    st: &SharedState,
+    suite: &SuiteRef,
+    scratch: &Path,
+) -> Result<PathBuf, ApiError> {
+    match &suite.upload {
+        Some(u) => {
+            let upload = st.store.get_upload(u).await?.ok_or_else(|| {
+                ApiError::internal(format!("suite {} lost its files (upload {u})", suite.id))
+            })?;
+            st.store.materialize(&upload, scratch).await?;
+            Ok(scratch.to_path_buf())
+        }
+        None => Ok(suites_dir(st).join(&suite.id)),
     }
-    .ok_or_else(missing)
+}
+
+/// The suite file in a suite's folder (404 when it has none).
+pub fn file_in(suite: &SuiteRef, folder: &Path) -> Result<PathBuf, ApiError> {
+    suite_file(folder).ok_or_else(|| ApiError::not_found(format!("no suite {:?}", suite.id)))
+}
+
+/// The suite file of suite `id`: a registered suite's files are written under `scratch` first
+/// (which must outlive the use of the file); one of the suites folder is read in place.
+pub async fn file_of(st: &SharedState, id: &str, scratch: &Path) -> Result<PathBuf, ApiError> {
+    let suite = resolve(st, id).await?;
+    file_in(&suite, &folder_of(st, &suite, scratch).await?)
 }
 
 /// Loads the suite file at `path` off the async workers: loading reads its files and compiles

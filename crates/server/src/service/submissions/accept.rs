@@ -3,9 +3,10 @@
 //! many at once.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use base64::Engine;
-use corral_judge::{suite_file, Cmd, JobSpec, SuiteRef};
+use corral_judge::{Cmd, JobSpec};
 use corral_sandbox::{Limits, LimitsRequest};
 use corral_store::{Enqueued, NewFile, NewJob};
 use serde::Deserialize;
@@ -220,26 +221,7 @@ pub async fn accept(
     // The suite, resolved now: a registered one (its files), or one of the suites folder.
     let suite = match &req.suite {
         None => None,
-        Some(id) => {
-            let missing = || ApiError::not_found(format!("no suite {id:?}"));
-            if !suites::is_valid_id(id) {
-                return Err(missing());
-            }
-            match st.store.get_suite(id).await? {
-                Some(s) => Some(SuiteRef {
-                    id: id.clone(),
-                    upload: Some(s.upload_id),
-                }),
-                None => {
-                    let dir = suites::suites_dir(st).join(id);
-                    suite_file(&dir).ok_or_else(missing)?;
-                    Some(SuiteRef {
-                        id: id.clone(),
-                        upload: None,
-                    })
-                }
-            }
-        }
+        Some(id) => Some(suites::resolve(st, id).await?),
     };
     let mut spec = JobSpec {
         image: req.image.clone(),
@@ -277,18 +259,29 @@ pub async fn accept(
     // anything is stored.
     spec.validate()
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
-    if let (Some(suite), Some(_)) = (&spec.suite, req.runtime) {
+    // The suite's files, read once: for the request's runtime and to pin the images it names.
+    let scratch = match &spec.suite {
+        Some(_) => Some(
+            tempfile::Builder::new()
+                .prefix("suite-")
+                .tempdir_in(&st.tmp_dir)
+                .map_err(ApiError::internal)?,
+        ),
+        None => None,
+    };
+    let suite_dir = match (&spec.suite, &scratch) {
+        (Some(suite), Some(scratch)) => Some(suites::folder_of(st, suite, scratch.path()).await?),
+        _ => None,
+    };
+    if let (Some(suite), Some(dir), Some(_)) = (&spec.suite, &suite_dir, req.runtime) {
         // Read only to see whether the request's runtime would undo what the suite hides.
-        let scratch = tempfile::Builder::new()
-            .prefix("suite-")
-            .tempdir_in(&st.tmp_dir)
-            .map_err(ApiError::internal)?;
-        let loaded = suites::load(suites::file_of(st, &suite.id, scratch.path()).await?).await?;
+        let loaded = suites::load(suites::file_in(suite, dir)?).await?;
         refuse_lost_hiding(st, &loaded, req.runtime)?;
     }
     // Every image the job names (the request's, the language's, the suite's and its checks'),
     // pinned to the digest this server has now: every worker judges exactly those.
-    spec.image_digests = pin_images(st, &spec).await?;
+    spec.image_digests = pin_images(st, &spec, suite_dir).await?;
+    drop(scratch);
     // The files: an upload of the caller's, or inline files stored as one now.
     let max_depth = st.config.upload.max_depth;
     let mut new_files: Vec<NewFile> = Vec::new();
@@ -353,36 +346,19 @@ pub async fn accept(
     })
 }
 
-/// The job's images pinned to digests (422 naming one the server lacks). A suite is read from
-/// its folder, or from its registered files materialised for the purpose.
+/// The job's images pinned to digests (422 naming one the server lacks), reading the suite's
+/// files in `suite_dir`.
 async fn pin_images(
     st: &SharedState,
     spec: &JobSpec,
+    suite_dir: Option<PathBuf>,
 ) -> Result<BTreeMap<String, String>, ApiError> {
-    let work = tempfile::Builder::new()
-        .prefix("pin-")
-        .tempdir_in(&st.tmp_dir)
-        .map_err(ApiError::internal)?;
-    let suite_dir = match &spec.suite {
-        None => None,
-        Some(SuiteRef {
-            upload: Some(u), ..
-        }) => {
-            let upload = st.store.get_upload(u).await?.ok_or_else(|| {
-                ApiError::internal(format!("the files of suite upload {u} are gone"))
-            })?;
-            st.store.materialize(&upload, work.path()).await?;
-            Some(work.path().to_path_buf())
-        }
-        Some(SuiteRef { id, upload: None }) => Some(suites::suites_dir(st).join(id)),
-    };
     let (st2, spec2) = (st.clone(), spec.clone());
     let needed = tokio::task::spawn_blocking(move || {
         corral_judge::images_needed(&spec2, &st2.languages, suite_dir.as_deref())
     })
     .await
     .map_err(ApiError::internal)?;
-    drop(work);
     if needed.is_empty() {
         return Ok(BTreeMap::new());
     }
