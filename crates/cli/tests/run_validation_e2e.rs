@@ -152,6 +152,68 @@ fn every_entry_point_refuses_the_same_bad_run_requests_the_same_way() {
     });
 }
 
+/// A struct written as an array (serde reads one from its fields in order) is refused where an
+/// object is documented: `"limits": ["1s", "2s"]` was a CPU and a wall time limit.
+#[test]
+fn an_array_where_an_object_is_documented_is_refused_at_every_entry_point() {
+    let rt = rt();
+    let s = Server::start("[submissions]\nworkers = 0\n", &[]);
+    rt.block_on(async {
+        let t = s.token("student").await;
+        let limits = json!(["1s", "2s"]);
+        let (st, run) = s
+            .post_lenient(&t, "/run", json!({"cmd": ["true"], "limits": limits}))
+            .await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "/run: {run}");
+        assert_eq!(run["error"], "invalid", "{run}");
+        assert!(
+            run["message"]
+                .as_str()
+                .unwrap()
+                .contains("limits: invalid type: sequence"),
+            "{run}"
+        );
+        // The whole body as an array.
+        let (st, v) = s.post_lenient(&t, "/run", json!([["true"]])).await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        let (st, sub) = s
+            .post_lenient(&t, "/submissions", json!({"cmd": "true", "limits": limits}))
+            .await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "/submissions: {sub}");
+        let (st, batch) = s
+            .post_lenient(
+                &t,
+                "/submissions/batch",
+                json!({"submissions": [{"cmd": "true", "limits": limits}]}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{batch}");
+        let item = &batch["submissions"][0];
+        assert!(
+            item["id"].is_null() && item["message"].as_str().unwrap().contains("sequence"),
+            "{batch}"
+        );
+        let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws?token={t}", s.addr))
+            .await
+            .expect("WebSocket connect");
+        for msg in [
+            json!({"type": "run", "cmd": "true", "limits": limits}),
+            json!({"type": "run", "cmd": "true", "tty": [80, 24]}),
+            json!(["kill"]),
+        ] {
+            ws.send(Message::Text(msg.to_string().into()))
+                .await
+                .unwrap();
+            let m = ws_next(&mut ws).await;
+            assert_eq!(
+                (&m["type"], &m["error"]),
+                (&json!("error"), &json!("bad_message")),
+                "{msg}: {m}"
+            );
+        }
+    });
+}
+
 #[test]
 fn batch_spec_lines_refuse_the_same_bad_runs() {
     let dir = tempfile::tempdir().unwrap();

@@ -403,9 +403,17 @@ async fn malformed_requests_are_clean_4xx_with_json() {
             413,
         ),
         ("array body", "[1,2,3]".into(), "application/json", 422),
+        // Refused at its first `[`: a request is an object (serde would read one from an array).
+        (
+            "deep nesting as the body",
+            format!("{}{}", "[".repeat(5000), "]".repeat(5000)),
+            "application/json",
+            422,
+        ),
+        // Where an array may be, the parser's recursion limit: not JSON this server reads.
         (
             "deep nesting",
-            format!("{}{}", "[".repeat(5000), "]".repeat(5000)),
+            format!(r#"{{"cmd": {}{}}}"#, "[".repeat(5000), "]".repeat(5000)),
             "application/json",
             400,
         ),

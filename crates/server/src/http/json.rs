@@ -1,30 +1,141 @@
 //! JSON request bodies whose every rejection is a JSON error.
 
+use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
+use axum::http::{header, HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
+use serde_json::error::Category;
 
 use crate::error::ApiError;
+use crate::http::objects_only::ObjectsOnly;
 
-/// A JSON body whose every rejection (bad JSON, wrong types, unknown fields, wrong content type,
-/// too large) is a JSON error with a 4xx status.
+/// A JSON body whose every rejection (bad JSON, wrong types, unknown fields, a struct written as
+/// an array, wrong content type, too large) is a JSON error with a 4xx status.
 pub struct ApiJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(ApiJson(v)),
-            Err(r) => {
-                let status = r.status();
-                let code = match status.as_u16() {
-                    413 => "too_large",
-                    415 => "unsupported_media_type",
-                    422 => "invalid",
-                    _ => "bad_json",
-                };
-                Err(ApiError::rejected(status, code, r.body_text()))
-            }
+        if !is_json(req.headers()) {
+            return Err(ApiError::rejected(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Expected request with `Content-Type: application/json`",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
+            let status = r.status();
+            let code = match status.as_u16() {
+                413 => "too_large",
+                _ => "bad_json",
+            };
+            ApiError::rejected(status, code, r.body_text())
+        })?;
+        parse(&bytes).map(ApiJson)
+    }
+}
+
+/// `bytes` as a `T`: 400 when it is not JSON, 422 (with the field's path) when it is JSON of
+/// another shape, a struct written as an array included.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let read = serde_path_to_error::deserialize(ObjectsOnly(&mut de))
+        .map_err(|e| (e.inner().classify(), e.to_string()))
+        .and_then(|v| {
+            de.end()
+                .map(|()| v)
+                .map_err(|e| (e.classify(), e.to_string()))
+        });
+    read.map_err(|(category, text)| match category {
+        Category::Data => ApiError::rejected(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+            format!("Failed to deserialize the JSON body into the target type: {text}"),
+        ),
+        Category::Syntax | Category::Eof | Category::Io => ApiError::rejected(
+            StatusCode::BAD_REQUEST,
+            "bad_json",
+            format!("Failed to parse the request body as JSON: {text}"),
+        ),
+    })
+}
+
+/// `application/json`, or any `application/…+json`, parameters aside (as axum's `Json` takes).
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match essence.split_once('/') {
+        Some(("application", sub)) => sub == "json" || sub.ends_with("+json"),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_content_types() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_TYPE, v.parse().unwrap());
+            is_json(&h)
+        };
+        for ok in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+            "application/vnd.api+json",
+        ] {
+            assert!(with(ok), "{ok}");
+        }
+        for bad in [
+            "text/plain",
+            "application/jsonx",
+            "text/json",
+            "multipart/form-data; boundary=x",
+            "",
+        ] {
+            assert!(!with(bad), "{bad}");
+        }
+        assert!(!is_json(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn syntax_is_a_400_and_shape_a_422() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct R {
+            n: u32,
+        }
+        assert_eq!(parse::<R>(b"{\"n\": 1}").unwrap().n, 1);
+        for (text, status) in [
+            (&b"{\"n\": "[..], 400),
+            (b"{\"n\": 1} x", 400),
+            (b"not json", 400),
+            (b"{\"n\": \"one\"}", 422),
+            (b"[1]", 422),
+            (b"{}", 422),
+        ] {
+            let e = parse::<R>(text).unwrap_err();
+            assert_eq!(
+                e.status().as_u16(),
+                status,
+                "{}: {}",
+                String::from_utf8_lossy(text),
+                e.message
+            );
         }
     }
 }

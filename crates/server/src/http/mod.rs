@@ -17,6 +17,7 @@ pub mod error;
 pub mod images;
 pub mod json;
 pub mod meta;
+pub mod objects_only;
 pub mod revisions;
 pub mod runs;
 pub mod submissions;

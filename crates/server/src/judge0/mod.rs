@@ -344,7 +344,7 @@ pub async fn create_batch(
     J0Body(body): J0Body,
 ) -> Response {
     let b64 = truthy(&p.base64_encoded);
-    let Ok(batch) = serde_json::from_slice::<J0Batch>(&body) else {
+    let Ok(batch) = crate::http::objects_only::from_slice::<J0Batch>(&body) else {
         return j0_error(StatusCode::BAD_REQUEST, "expected {\"submissions\": [...]}");
     };
     if let Err(m) = batch_size(batch.submissions.len(), st.config.submissions.batch_max) {

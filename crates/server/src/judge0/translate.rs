@@ -310,7 +310,7 @@ fn field_of(message: &str) -> &'static str {
 
 /// A Judge0 request read from its JSON; a value of the wrong type is an error of its field.
 pub fn parse_request(body: Value) -> Result<J0Request, Invalid> {
-    serde_path_to_error::deserialize(body).map_err(|e| {
+    serde_path_to_error::deserialize(crate::http::objects_only::ObjectsOnly(body)).map_err(|e| {
         let field = match e.path().iter().next() {
             Some(serde_path_to_error::Segment::Map { key }) => key.clone(),
             _ => "base".to_owned(),

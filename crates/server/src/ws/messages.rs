@@ -83,6 +83,30 @@ pub enum WsClientMessage {
     Kill,
 }
 
+/// The fields of a `run` message that hold an object. Serde reads an internally tagged enum's
+/// struct from an array too (and the whole message from `["kill"]`), beyond the reach of
+/// [`crate::http::objects_only`]: these are checked by name instead.
+const RUN_OBJECTS: &[&str] = &["sandbox", "limits", "tty"];
+
+impl WsClientMessage {
+    /// A client's message: a JSON object, and in a `run` an object wherever one is documented
+    /// (an array there was read as the fields in order).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let Some(o) = v.as_object() else {
+            return Err("a message is a JSON object ({\"type\": …})".into());
+        };
+        if o.get("type").and_then(|t| t.as_str()) == Some("run") {
+            for f in RUN_OBJECTS {
+                if o.get(*f).is_some_and(|x| !x.is_object() && !x.is_null()) {
+                    return Err(format!("{f}: invalid type: expected an object"));
+                }
+            }
+        }
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+}
+
 /// WebSocket messages from the server.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -111,4 +135,55 @@ pub enum WsServerMessage {
         #[serde(skip_serializing_if = "Option::is_none")]
         retry_after: Option<u64>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn structs_are_objects_and_so_is_the_message() {
+        assert!(matches!(
+            WsClientMessage::parse(r#"{"type": "kill"}"#),
+            Ok(WsClientMessage::Kill)
+        ));
+        let run = WsClientMessage::parse(
+            r#"{"type": "run", "cmd": "cat", "limits": {"cpu_time": "1s"}, "tty": {"cols": 80, "rows": 24}, "sandbox": null}"#,
+        );
+        assert!(
+            matches!(
+                run,
+                Ok(WsClientMessage::Run {
+                    limits: Some(_),
+                    tty: Some(_),
+                    ..
+                })
+            ),
+            "{run:?}"
+        );
+        for (text, says) in [
+            (r#"["kill"]"#, "JSON object"),
+            (
+                r#"{"type": "run", "cmd": "cat", "limits": ["1s", "2s"]}"#,
+                "limits: invalid type",
+            ),
+            (
+                r#"{"type": "run", "cmd": "cat", "tty": [80, 24]}"#,
+                "tty: invalid type",
+            ),
+            (
+                r#"{"type": "run", "cmd": "cat", "sandbox": ["abc"]}"#,
+                "sandbox: invalid type",
+            ),
+        ] {
+            let e = WsClientMessage::parse(text).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        // Without the check serde takes them: what the check is for.
+        assert!(serde_json::from_str::<WsClientMessage>(r#"["kill"]"#).is_ok());
+        assert!(serde_json::from_str::<WsClientMessage>(
+            r#"{"type": "run", "cmd": "cat", "limits": ["1s", "2s"]}"#
+        )
+        .is_ok());
+    }
 }

@@ -188,7 +188,7 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                         break;
                     }
                 };
-                let reply = match serde_json::from_str::<WsClientMessage>(&text) {
+                let reply = match WsClientMessage::parse(&text) {
                     Err(e) => Some(error("bad_message", format!("not a valid message: {e}"))),
                     Ok(m) => handle(&st, &caller, m, &mut running, &ev_tx).await,
                 };

@@ -465,7 +465,7 @@ pub async fn submit_batch(
     let mut jobs = Vec::new();
     let mut slots = Vec::new();
     for v in items {
-        let r = match serde_json::from_value::<SubmissionRequest>(v) {
+        let r = match crate::http::objects_only::from_value::<SubmissionRequest>(v) {
             Ok(r) => accept(st, caller, r).await,
             Err(e) => Err(ApiError::unprocessable(e.to_string())),
         };
