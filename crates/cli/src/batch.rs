@@ -165,10 +165,12 @@ fn run_line(pool: &Arc<Pool>, line: &str, number: usize, ctx: &LineContext<'_>) 
     if line.trim().is_empty() {
         return bad_line(number, "empty line");
     }
-    let mut parsed: RunSpecJson = match serde_json::from_str(line) {
-        Ok(p) => p,
-        Err(e) => return bad_line(number, &e.to_string()),
-    };
+    // A struct only from an object, as the HTTP API reads one (serde would take an array).
+    let mut parsed: RunSpecJson =
+        match corral_server::http::objects_only::from_slice(line.as_bytes()) {
+            Ok(p) => p,
+            Err(e) => return bad_line(number, &e.to_string()),
+        };
     let image = parsed.image.clone();
     parsed.runtime.get_or_insert(ctx.runtime);
     let mut spec = match parsed.into_spec(ctx.base, ctx.defaults) {

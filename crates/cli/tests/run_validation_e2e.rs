@@ -221,6 +221,11 @@ fn batch_spec_lines_refuse_the_same_bad_runs() {
         .into_iter()
         .filter(|(_, cmd, _)| cmd.is_array())
         .map(|(_, cmd, env)| json!({"argv": cmd, "env": env}).to_string())
+        // Limits written as an array, and the whole line as one: objects only, as over HTTP.
+        .chain([
+            json!({"argv": ["true"], "limits": ["1s", "2s"]}).to_string(),
+            json!([["true"]]).to_string(),
+        ])
         .collect();
     let input = dir.path().join("runs.jsonl");
     std::fs::write(&input, lines.join("\n") + "\n").unwrap();
