@@ -163,13 +163,25 @@ impl HttpConfig {
 
 /// `[images]` in the configuration file: how `POST /images` (and `corral env pull --config`)
 /// reach registries.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ImagesConfig {
     /// Registries (`host[:port]`, as in image references) pulled from over plain HTTP: a
     /// registry on the campus network without TLS. `CORRAL_INSECURE_REGISTRIES` (comma-separated)
     /// adds to it.
     pub insecure_registries: Vec<String>,
+    /// Image builds (`POST /images/build`) waiting or running at once; one more is a 503 with
+    /// `Retry-After`. Builds run one at a time.
+    pub max_pending_builds: usize,
+}
+
+impl Default for ImagesConfig {
+    fn default() -> Self {
+        ImagesConfig {
+            insecure_registries: Vec::new(),
+            max_pending_builds: crate::service::image_builds::MAX_PENDING,
+        }
+    }
 }
 
 impl Default for Config {
@@ -321,6 +333,9 @@ impl Config {
         }
         if self.max_sandboxes == 0 || self.max_sandboxes_per_caller == 0 {
             return bad("max_sandboxes and max_sandboxes_per_caller must be at least 1");
+        }
+        if self.images.max_pending_builds == 0 {
+            return bad("images.max_pending_builds must be at least 1");
         }
         if self.max_websockets_per_caller == 0 {
             return bad("max_websockets_per_caller must be at least 1");

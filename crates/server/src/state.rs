@@ -93,7 +93,9 @@ impl AppState {
             token_cache: TokenCache::default(),
             languages,
             images,
-            image_builds: Default::default(),
+            image_builds: crate::service::image_builds::ImageBuilds::new(
+                config.images.max_pending_builds,
+            ),
             tmp_dir,
             shutdown,
             queue: QueueHandle::new(&config)?,

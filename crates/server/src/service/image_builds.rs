@@ -14,7 +14,8 @@ use utoipa::ToSchema;
 use super::image_info::ImageInfo;
 use crate::error::ApiError;
 
-/// Builds that wait or run at once; more is a 503 (the caller asks again later).
+/// Builds that wait or run at once by default (`[images] max_pending_builds`); more is a 503
+/// (the caller asks again later).
 pub const MAX_PENDING: usize = 4;
 /// Finished builds remembered for `GET /images/builds/{id}`, newest kept.
 const KEEP_FINISHED: usize = 64;
@@ -97,14 +98,13 @@ type Job = Arc<Mutex<BuildJob>>;
 pub struct ImageBuilds {
     jobs: Mutex<VecDeque<Job>>,
     turn: Arc<tokio::sync::Semaphore>,
+    /// Builds that may wait or run at once.
+    max_pending: usize,
 }
 
 impl Default for ImageBuilds {
     fn default() -> Self {
-        ImageBuilds {
-            jobs: Mutex::new(VecDeque::new()),
-            turn: Arc::new(tokio::sync::Semaphore::new(1)),
-        }
+        ImageBuilds::new(MAX_PENDING)
     }
 }
 
@@ -114,6 +114,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl ImageBuilds {
+    /// At most `max_pending` builds waiting or running at once.
+    pub fn new(max_pending: usize) -> Self {
+        ImageBuilds {
+            jobs: Mutex::new(VecDeque::new()),
+            turn: Arc::new(tokio::sync::Semaphore::new(1)),
+            max_pending,
+        }
+    }
+
     /// A copy of job `id`.
     pub fn get(&self, id: &str) -> Option<BuildJob> {
         lock(&self.jobs)
@@ -122,12 +131,12 @@ impl ImageBuilds {
             .find(|j| j.id == id)
     }
 
-    /// Adds a queued job, unless [`MAX_PENDING`] are already waiting or running; forgets the
+    /// Adds a queued job, unless `max_pending` are already waiting or running; forgets the
     /// oldest finished ones past [`KEEP_FINISHED`].
     fn add(&self, job: BuildJob) -> Result<Job, ApiError> {
         let mut jobs = lock(&self.jobs);
         let pending = jobs.iter().filter(|j| !lock(j).finished()).count();
-        if pending >= MAX_PENDING {
+        if pending >= self.max_pending {
             return Err(ApiError::overloaded(
                 format!("{pending} image builds are already waiting or running; ask again when one has finished (GET /images/builds/{{id}})"),
                 60,
@@ -265,4 +274,43 @@ fn run(
         .names_of(&record.digest)
         .map_err(|e| format!("the built image: {e}"))?;
     Ok(ImageInfo::of(names, record))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str) -> BuildJob {
+        BuildJob {
+            id: id.into(),
+            status: BuildStatus::Queued,
+            from: "base".into(),
+            name: None,
+            total: 1,
+            current: None,
+            steps: Vec::new(),
+            output: String::new(),
+            output_dropped: 0,
+            error: None,
+            image: None,
+        }
+    }
+
+    #[test]
+    fn builds_past_the_cap_are_refused_until_one_finishes() {
+        let builds = ImageBuilds::new(2);
+        let first = builds.add(job("a")).unwrap();
+        builds.add(job("b")).unwrap();
+        let e = builds.add(job("c")).unwrap_err();
+        assert_eq!(e.status().as_u16(), 503, "{}", e.message);
+        assert!(
+            e.message
+                .contains("2 image builds are already waiting or running"),
+            "{}",
+            e.message
+        );
+        lock(&first).status = BuildStatus::Succeeded;
+        builds.add(job("c")).unwrap();
+        assert!(builds.get("c").is_some() && builds.get("a").is_some());
+    }
 }
