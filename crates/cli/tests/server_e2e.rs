@@ -252,6 +252,66 @@ fn a_websocket_run_that_waits_for_a_sandbox_says_so() {
     });
 }
 
+/// A WebSocket client that never reads while its program floods output: the run ends at its
+/// wall limit and gives its slot back (it waited on the socket, holding the server's only slot
+/// until the client left), and revoking the token closes the socket while it is backed up.
+#[test]
+fn a_client_that_never_reads_holds_no_run_slot() {
+    let s = Server::start("parallelism = 1\nqueue = 4\n", &[]);
+    rt().block_on(async {
+        let (t, tid) = s.token_with_id("student").await;
+        let other = s.token("student").await;
+        // A small receive buffer, so the kernel's queues fill fast; the client never reads.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let stream = socket.connect(s.addr.parse().unwrap()).await.unwrap();
+        let (mut ws, _) =
+            tokio_tungstenite::client_async(format!("ws://{}/ws?token={t}", s.addr), stream)
+                .await
+                .expect("WebSocket connect");
+        // NULs: six bytes of JSON each on the wire.
+        let flood = json!({"type": "run", "cmd": "while :; do printf '\\0\\0\\0\\0'; done",
+                           "limits": {"output": "4M", "wall_time": "3s"}});
+        ws.send(Message::Text(flood.to_string().into()))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Another student's run gets the slot once the flood's wall limit ends it.
+        let r = client()
+            .post(s.url("/run"))
+            .bearer_auth(&other)
+            .json(&json!({"cmd": "echo other"}))
+            .timeout(Duration::from_secs(25))
+            .send()
+            .await
+            .expect("the other run waited for a slot the flooding client held");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            (&v["status"], &v["stdout"]),
+            (&json!("ok"), &json!("other\n")),
+            "{v}"
+        );
+        // Revoked: the server closes the backed-up socket (its writes can never finish).
+        let r = client()
+            .delete(s.url(&format!("/tokens/{tid}")))
+            .bearer_auth(&s.admin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NO_CONTENT);
+        let closed = tokio::time::timeout(Duration::from_secs(20), async {
+            // Reading now drains what the server queued; the end must come.
+            while let Some(Ok(m)) = ws.next().await {
+                if matches!(m, Message::Close(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "the revoked token's socket stayed open");
+    });
+}
+
 #[test]
 fn sigint_over_websocket_interrupts_and_closing_kills() {
     let s = Server::start("", &[]);

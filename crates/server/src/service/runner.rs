@@ -26,6 +26,23 @@ impl Drop for Admission<'_> {
     }
 }
 
+/// Counts a run as queued while it waits for a slot, until it gets one or its request is
+/// dropped (a client that went away while waiting left the gauge one too high).
+struct Waiting<'a>(&'a prometheus::IntGauge);
+
+impl<'a> Waiting<'a> {
+    fn new(gauge: &'a prometheus::IntGauge) -> Self {
+        gauge.inc();
+        Waiting(gauge)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 impl Runner {
     pub fn new(parallelism: usize, queue: usize, metrics: Arc<Metrics>) -> Self {
         Runner {
@@ -68,9 +85,9 @@ impl Runner {
             ));
         }
         let _admission = Admission(self);
-        self.metrics.queued.inc();
+        let waiting = Waiting::new(&self.metrics.queued);
         let permit = self.slots.acquire(caller).await;
-        self.metrics.queued.dec();
+        drop(waiting);
         let permit = permit.map_err(|_| ApiError::overloaded("the server is shutting down", 5))?;
         let metrics = self.metrics.clone();
         metrics.in_flight.inc();
@@ -159,5 +176,24 @@ mod tests {
             t.await.unwrap();
         }
         assert_eq!(*order.lock().unwrap(), ["a1", "b1", "a2", "a3"]);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_run_dropped_while_queued_is_no_longer_counted_as_queued() {
+        let metrics = Arc::new(Metrics::new());
+        let runner = Arc::new(Runner::new(1, 10, metrics.clone()));
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let r = runner.clone();
+        let busy = tokio::spawn(async move { r.run("a", move || wait.recv().unwrap()).await });
+        until(&metrics.in_flight, 1).await;
+        let r = runner.clone();
+        let queued = tokio::spawn(async move { r.run("b", || ()).await });
+        until(&metrics.queued, 1).await;
+        // The client goes away: its request's future is dropped while it waits.
+        queued.abort();
+        let _ = queued.await;
+        assert_eq!(metrics.queued.get(), 0);
+        go.send(()).unwrap();
+        busy.await.unwrap().unwrap();
     }
 }

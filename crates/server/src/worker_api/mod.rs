@@ -132,14 +132,21 @@ pub async fn result(
     let sig = headers
         .get("corral-signature")
         .and_then(|v| v.to_str().ok())
-        .ok_or_else(|| ApiError::unauthorized("the result must carry a Corral-Signature header"))?;
-    corral_judge::verify(
-        key.as_bytes(),
-        sig,
-        &body,
-        corral_store::now(),
-        SIGNATURE_TOLERANCE,
-    )
+        .ok_or_else(|| ApiError::unauthorized("the result must carry a Corral-Signature header"))?
+        .to_string();
+    // Hashing a body of up to 64 MiB takes tens of milliseconds: not on the async workers.
+    let signed = body.clone();
+    tokio::task::spawn_blocking(move || {
+        corral_judge::verify(
+            key.as_bytes(),
+            &sig,
+            &signed,
+            corral_store::now(),
+            SIGNATURE_TOLERANCE,
+        )
+    })
+    .await
+    .map_err(ApiError::internal)?
     .map_err(|why| ApiError::unauthorized(format!("result signature: {why}")))?;
     let req: ResultRequest = serde_json::from_slice(&body)
         .map_err(|e| ApiError::unprocessable(format!("result: {e}")))?;

@@ -3,6 +3,7 @@
 //! their `Waker` ends the wait, forwards output as it comes (decoding UTF-8 across chunks), and
 //! asks the kernel whether the program waits for input once output has gone quiet.
 
+use std::collections::VecDeque;
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
@@ -30,13 +31,21 @@ pub enum Ctl {
 /// A message for the socket, and whether it ends the run.
 pub type Event = (WsServerMessage, bool);
 
-/// Forwards output chunks to the socket task (blocking when it lags: back-pressure on the
-/// program), decoding UTF-8 across chunk boundaries.
+/// Forwards output chunks to the socket task, decoding UTF-8 across chunk boundaries. It never
+/// waits for the socket: the run holds one of the server's slots, and a client that stops
+/// reading would hold it for as long as it liked (it blocked here). What the channel cannot
+/// take waits in `backlog`, merged into as few messages as the order allows; its bytes are
+/// bounded by the run's output limit, which bounds everything a run shows.
 struct ChannelSink {
     tx: mpsc::Sender<Event>,
     pending: [Vec<u8>; 2],
+    backlog: VecDeque<WsServerMessage>,
     active: bool,
 }
+
+/// Messages the backlog keeps before output is merged into the latest of its stream even across
+/// the other stream's (their relative order is then approximate): bounds its count, not its bytes.
+const BACKLOG_MESSAGES: usize = 1024;
 
 /// Appends `data` to `pending` and returns the longest decodable text, keeping an incomplete
 /// UTF-8 sequence at the end for the next chunk (invalid bytes become U+FFFD).
@@ -84,7 +93,65 @@ impl ChannelSink {
         } else {
             WsServerMessage::Stderr { data: text }
         };
-        let _ = self.tx.blocking_send((msg, false));
+        self.send(msg);
+    }
+
+    /// Sends `msg` after what waits, or keeps it (merged where it can be).
+    fn send(&mut self, msg: WsServerMessage) {
+        self.flush();
+        if self.backlog.is_empty() {
+            match self.tx.try_send((msg, false)) {
+                Ok(()) => return,
+                Err(mpsc::error::TrySendError::Closed(_)) => return,
+                Err(mpsc::error::TrySendError::Full((msg, _))) => {
+                    self.backlog.push_back(msg);
+                    return;
+                }
+            }
+        }
+        let merged = match &msg {
+            WsServerMessage::Stdout { data } | WsServerMessage::Stderr { data } => {
+                let same =
+                    |m: &WsServerMessage| std::mem::discriminant(m) == std::mem::discriminant(&msg);
+                let at = if self.backlog.back().is_some_and(same) {
+                    Some(self.backlog.len() - 1)
+                } else if self.backlog.len() >= BACKLOG_MESSAGES {
+                    self.backlog.iter().rposition(same)
+                } else {
+                    None
+                };
+                match at.and_then(|i| self.backlog.get_mut(i)) {
+                    Some(
+                        WsServerMessage::Stdout { data: d } | WsServerMessage::Stderr { data: d },
+                    ) => {
+                        d.push_str(data);
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        };
+        if !merged {
+            self.backlog.push_back(msg);
+        }
+    }
+
+    /// Moves what waits into the channel, as far as it has room.
+    fn flush(&mut self) {
+        while let Some(msg) = self.backlog.pop_front() {
+            match self.tx.try_send((msg, false)) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    self.backlog.clear();
+                    return;
+                }
+                Err(mpsc::error::TrySendError::Full((msg, _))) => {
+                    self.backlog.push_front(msg);
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -97,19 +164,46 @@ impl OutputSink for ChannelSink {
     }
 }
 
-/// Drives one interactive run on a blocking thread.
+/// What a run's output could not hand to the socket task before the run ended: sent after it,
+/// off the run's slot, before the run's `exit`.
+pub type Leftover = std::sync::Arc<std::sync::Mutex<VecDeque<WsServerMessage>>>;
+
+/// Drives one interactive run on a blocking thread; `started` is said first. Never waits for
+/// the socket (see [`ChannelSink`]).
 pub fn drive(
     sb: &mut Sandbox,
     spec: &RunSpec,
     ctl: std_mpsc::Receiver<Ctl>,
     waker: &Waker,
     tx: mpsc::Sender<Event>,
+    started: bool,
+    leftover: &Leftover,
 ) -> Outcome {
     let mut sink = ChannelSink {
-        tx: tx.clone(),
+        tx,
         pending: [Vec::new(), Vec::new()],
+        backlog: VecDeque::new(),
         active: false,
     };
+    if started {
+        sink.send(WsServerMessage::Started {});
+    }
+    let outcome = run(sb, spec, ctl, waker, &mut sink);
+    sink.flush();
+    leftover
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .extend(sink.backlog.drain(..));
+    outcome
+}
+
+fn run(
+    sb: &mut Sandbox,
+    spec: &RunSpec,
+    ctl: std_mpsc::Receiver<Ctl>,
+    waker: &Waker,
+    sink: &mut ChannelSink,
+) -> Outcome {
     let mut exec = match sb.start(spec) {
         Ok(e) => e,
         Err(e) => {
@@ -166,7 +260,8 @@ pub fn drive(
         if !announced && !killed {
             until = until.min(next_probe.max(now + Duration::from_millis(1)));
         }
-        match exec.step(Some(until), &mut sink) {
+        sink.flush();
+        match exec.step(Some(until), sink) {
             Ok(Some(o)) => return o,
             Ok(None) => {}
             Err(e) => return fail(e),
@@ -179,10 +274,10 @@ pub fn drive(
             continue;
         }
         if !announced && !killed && Instant::now() >= next_probe {
-            match exec.waiting_for_stdin(&mut sink) {
+            match exec.waiting_for_stdin(sink) {
                 Ok(true) => {
                     announced = true;
-                    let _ = tx.blocking_send((WsServerMessage::Stdin {}, false));
+                    sink.send(WsServerMessage::Stdin {});
                 }
                 Ok(false) => {
                     probe_every = (probe_every * 2).min(MAX_PROBE);

@@ -26,7 +26,7 @@ use crate::error::{ApiError, ErrorBody, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::runs::{execute, prepare, RunInput, RunResponse};
 use crate::state::SharedState;
-use driver::{drive, Ctl, Event};
+use driver::{drive, Ctl, Event, Leftover};
 use messages::{WsClientMessage, WsServerMessage};
 
 /// Standard input a client may send to one run.
@@ -84,6 +84,9 @@ pub async fn ws(
     })?;
     Ok(upgrade
         .max_message_size(MAX_MESSAGE)
+        // A frame is read whole before the message's size is checked: without this one frame
+        // of up to tungstenite's default (16 MiB) was buffered.
+        .max_frame_size(MAX_MESSAGE)
         .on_upgrade(move |socket| async move {
             session(st, caller, socket).await;
             drop(open);
@@ -164,8 +167,8 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                         // tungstenite has queued that answer when it read the close (a send of
                         // our own is refused then); a flush puts it on the wire.
                         let reply = frame.map(|f| CloseFrame { code: f.code, reason: "".into() });
-                        if tx.send(Message::Close(reply)).await.is_err() {
-                            let _ = tx.flush().await;
+                        if !send_within(&mut tx, Message::Close(reply), CLOSE_TIMEOUT).await {
+                            let _ = tokio::time::timeout(CLOSE_TIMEOUT, tx.flush()).await;
                         }
                         break;
                     }
@@ -181,10 +184,9 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                         } else {
                             (close_code::PROTOCOL, "bad frame", format!("bad frame: {text}"))
                         };
-                        let _ = tx.send(json(&error("bad_message", detail))).await;
-                        let _ = tx
-                            .send(Message::Close(Some(CloseFrame { code, reason: reason.into() })))
-                            .await;
+                        send_within(&mut tx, json(&error("bad_message", detail)), CLOSE_TIMEOUT).await;
+                        let close = Message::Close(Some(CloseFrame { code, reason: reason.into() }));
+                        send_within(&mut tx, close, CLOSE_TIMEOUT).await;
                         break;
                     }
                 };
@@ -193,8 +195,13 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                     Ok(m) => handle(&st, &caller, m, &mut running, &ev_tx).await,
                 };
                 if let Some(r) = reply {
-                    if tx.send(json(&r)).await.is_err() {
-                        break;
+                    match send_or_revoked(&mut tx, json(&r), &mut revoked).await {
+                        Sent::Yes => {}
+                        Sent::No => break,
+                        Sent::Revoked => {
+                            close_revoked(&caller, &mut tx, &mut running).await;
+                            break;
+                        }
                     }
                 }
             }
@@ -203,29 +210,24 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                 if ends {
                     running = None;
                 }
-                if tx.send(json(&ev)).await.is_err() {
-                    break;
+                match send_or_revoked(&mut tx, json(&ev), &mut revoked).await {
+                    Sent::Yes => {}
+                    Sent::No => break,
+                    Sent::Revoked => {
+                        close_revoked(&caller, &mut tx, &mut running).await;
+                        break;
+                    }
                 }
             }
             _ = &mut revoked => {
-                if let Some(r) = running.take() {
-                    r.send(Ctl::Kill);
-                }
-                tracing::info!(caller = %caller.id, "token revoked: closing its WebSocket");
-                let _ = tx.send(json(&error("token_revoked", "this token was revoked"))).await;
-                let _ = tx
-                    .send(Message::Close(Some(CloseFrame {
-                        code: close_code::POLICY,
-                        reason: "token revoked".into(),
-                    })))
-                    .await;
+                close_revoked(&caller, &mut tx, &mut running).await;
                 break;
             }
             _ = shutdown.changed() => {
                 if let Some(r) = &running {
                     r.send(Ctl::Kill);
                 }
-                let _ = tx.send(json(&error("shutting_down", "the server is shutting down"))).await;
+                send_within(&mut tx, json(&error("shutting_down", "the server is shutting down")), CLOSE_TIMEOUT).await;
                 // Let the exit event of a killed run through, then close.
                 let deadline = tokio::time::sleep(Duration::from_secs(5));
                 tokio::pin!(deadline);
@@ -234,14 +236,16 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                         ev = ev_rx.recv() => match ev {
                             Some((ev, ends)) => {
                                 if ends { running = None; }
-                                let _ = tx.send(json(&ev)).await;
+                                if !send_within(&mut tx, json(&ev), CLOSE_TIMEOUT).await {
+                                    break;
+                                }
                             }
                             None => break,
                         },
                         _ = &mut deadline => break,
                     }
                 }
-                let _ = tx.send(Message::Close(None)).await;
+                send_within(&mut tx, Message::Close(None), CLOSE_TIMEOUT).await;
                 break;
             }
         }
@@ -249,6 +253,59 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
     if let Some(r) = running {
         r.send(Ctl::Kill);
     }
+}
+
+/// How long a message may wait for the client to take it. A client that takes nothing for this
+/// long is disconnected and its run killed: it held its socket, the task and the run's backlog
+/// (and, before runs stopped waiting for their sockets, one of the server's run slots).
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a parting message (a close, a revocation, a shutdown notice) may wait for.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+
+type WsSink = futures_util::stream::SplitSink<WebSocket, Message>;
+
+/// Sends `m` unless the client takes longer than `within` (or the socket failed): false then.
+async fn send_within(tx: &mut WsSink, m: Message, within: Duration) -> bool {
+    matches!(tokio::time::timeout(within, tx.send(m)).await, Ok(Ok(())))
+}
+
+enum Sent {
+    Yes,
+    No,
+    Revoked,
+}
+
+/// Sends `m` within [`SEND_TIMEOUT`]; a revocation that comes meanwhile wins, so a client that
+/// stops reading is still closed within the revocation watch's second.
+async fn send_or_revoked<R: std::future::Future<Output = ()>>(
+    tx: &mut WsSink,
+    m: Message,
+    revoked: &mut std::pin::Pin<&mut R>,
+) -> Sent {
+    tokio::select! {
+        sent = send_within(tx, m, SEND_TIMEOUT) => if sent { Sent::Yes } else { Sent::No },
+        _ = revoked.as_mut() => Sent::Revoked,
+    }
+}
+
+/// The token was revoked: the run is killed, the client told (if it still reads), the socket closed.
+async fn close_revoked(caller: &Caller, tx: &mut WsSink, running: &mut Option<Running>) {
+    if let Some(r) = running.take() {
+        r.send(Ctl::Kill);
+    }
+    tracing::info!(caller = %caller.id, "token revoked: closing its WebSocket");
+    send_within(
+        tx,
+        json(&error("token_revoked", "this token was revoked")),
+        CLOSE_TIMEOUT,
+    )
+    .await;
+    let close = Message::Close(Some(CloseFrame {
+        code: close_code::POLICY,
+        reason: "token revoked".into(),
+    }));
+    send_within(tx, close, CLOSE_TIMEOUT).await;
 }
 
 async fn handle(
@@ -319,13 +376,24 @@ async fn handle(
             let ev_tx = ev_tx.clone();
             tokio::spawn(async move {
                 let out_tx = ev_tx.clone();
+                let leftover = Leftover::default();
+                let left = leftover.clone();
                 let result = execute(&st, prepared, move |sb, spec| {
-                    if queued {
-                        let _ = out_tx.blocking_send((WsServerMessage::Started {}, false));
-                    }
-                    drive(sb, spec, ctl_rx, &waker, out_tx)
+                    drive(sb, spec, ctl_rx, &waker, out_tx, queued, &left)
                 })
                 .await;
+                // Output the socket had no room for while the program ran: sent now, the run's
+                // slot already free, before its exit.
+                let left: Vec<_> = leftover
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .drain(..)
+                    .collect();
+                for msg in left {
+                    if ev_tx.send((msg, false)).await.is_err() {
+                        break;
+                    }
+                }
                 let msg = match result {
                     Ok((outcome, ran)) => {
                         WsServerMessage::Exit(Box::new(RunResponse::new(&outcome, ran, clamped)))
