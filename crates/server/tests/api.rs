@@ -134,6 +134,46 @@ async fn auth_is_required_and_tokens_have_roles() {
     s.stop().await;
 }
 
+/// `--dev-no-auth` has no tokens: a request must be for a loopback host (not a DNS-rebinding
+/// name) and, from a browser, come from this server's own pages (a WebSocket or a form post from
+/// any other site reached it).
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_mode_answers_only_loopback_hosts_and_its_own_pages() {
+    let s = TestServer::start(|c| c.dev_no_auth = true).await;
+    let host = s.base.trim_start_matches("http://").to_string();
+    let c = reqwest::Client::new();
+    let get = |host: Option<&str>, origin: Option<&str>| {
+        let mut r = c.get(s.url("/whoami"));
+        if let Some(h) = host {
+            r = r.header("host", h);
+        }
+        if let Some(o) = origin {
+            r = r.header("origin", o);
+        }
+        r.send()
+    };
+    let own = format!("http://{host}");
+    let port = host.rsplit(':').next().unwrap();
+    for (h, o, want) in [
+        (None, None, 200),
+        (None, Some(own.as_str()), 200),
+        (Some(format!("localhost:{port}")), None, 200),
+        (Some(format!("[::1]:{port}")), None, 200),
+        (Some(format!("rebound.example:{port}")), None, 403),
+        (None, Some("http://evil.example"), 403),
+        (None, Some("null"), 403),
+    ] {
+        let (st, v) = json_of(get(h.as_deref(), o).await.unwrap()).await;
+        assert_eq!(st.as_u16(), want, "host {h:?} origin {o:?}: {v}");
+        if want == 403 {
+            assert!(
+                v["message"].as_str().unwrap().contains("--dev-no-auth"),
+                "{v}"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_caller_never_sees_another_callers_upload() {
     let s = TestServer::start(|_| {}).await;

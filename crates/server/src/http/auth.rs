@@ -33,12 +33,52 @@ fn bearer(req: &Request) -> Result<Option<String>, ApiError> {
     }
 }
 
+/// Without tokens (`--dev-no-auth`) nothing but the address protects the server, and a browser
+/// visits it on the developer's behalf: a page of another site may open a WebSocket to it (no
+/// CORS applies) or post a form, and a DNS-rebinding name reaches it as that site. So a request
+/// must be addressed to a loopback host, and one a browser sent from a page must come from a page
+/// of this server.
+fn dev_request_allowed(headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+    let text = |name: axum::http::header::HeaderName| {
+        headers
+            .get(name)
+            .map(|v| v.to_str().unwrap_or("").to_ascii_lowercase())
+    };
+    let host = text(axum::http::header::HOST).unwrap_or_default();
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.split(':').next().unwrap_or(""),
+    };
+    let loopback = name == "localhost"
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if !loopback {
+        return Err(ApiError::forbidden(format!(
+            "--dev-no-auth answers only requests to a loopback address (this one is for {host:?}): without tokens a DNS name that resolves here would reach it from any web page"
+        )));
+    }
+    if let Some(origin) = text(axum::http::header::ORIGIN) {
+        let same = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+            == Some(host.as_str());
+        if !same {
+            return Err(ApiError::forbidden(format!(
+                "--dev-no-auth answers a browser only from this server's own pages (the request came from {origin:?})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub async fn authenticate(
     State(state): State<SharedState>,
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
     let caller = if state.config.dev_no_auth {
+        dev_request_allowed(req.headers())?;
         Caller {
             id: "dev".into(),
             role: Role::Admin,
