@@ -30,7 +30,9 @@ enum EnvCommand {
     /// Pull an image from an OCI registry: HOST[:PORT]/REPO[:TAG] or HOST[:PORT]/REPO@sha256:….
     #[command(
         after_help = "Credentials are never given on the command line: CORRAL_REGISTRY_USER and \
-        CORRAL_REGISTRY_PASSWORD, else the registry's entry in a Docker config.json-format file \
+        CORRAL_REGISTRY_PASSWORD for the one registry CORRAL_REGISTRY_HOST names (HOST[:PORT] as in \
+        REF; without it they are sent to no registry), else the registry's entry in a Docker \
+        config.json-format file \
         (--auth-file, else CORRAL_REGISTRY_AUTH, else ~/.docker/config.json). A pull that was cut off \
         continues where it stopped when run again."
     )]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use reqwest::header::{ACCEPT, RANGE, WWW_AUTHENTICATE};
-use reqwest::StatusCode;
+use reqwest::{StatusCode, Url};
 
 use super::auth::{parse_challenge, Challenge, Credentials};
 use super::reference::RemoteRef;
@@ -19,8 +19,12 @@ use crate::oci::{DOCKER_LIST, DOCKER_MANIFEST, MAX_DOCUMENT, OCI_INDEX, OCI_MANI
 pub struct Registry {
     http: Client,
     base: String,
+    /// `base` parsed: the origin (scheme, host, port) Basic credentials may go to over plain HTTP.
+    origin: Url,
     remote: RemoteRef,
     creds: Option<Credentials>,
+    /// Why credentials set in the environment were not used for this registry (for errors).
+    creds_note: Option<String>,
     bearer: Option<String>,
     basic: bool,
 }
@@ -49,10 +53,21 @@ impl Registry {
                 reason: e.to_string(),
             })?;
         let scheme = if insecure { "http" } else { "https" };
+        let base = format!("{scheme}://{}", remote.registry);
+        let origin = Url::parse(&base).map_err(|e| Error::Registry {
+            registry: remote.registry.clone(),
+            reason: format!("{base}: {e}"),
+        })?;
         Ok(Registry {
             http,
-            base: format!("{scheme}://{}", remote.registry),
+            base,
+            origin,
             remote: remote.clone(),
+            creds_note: if creds.is_none() {
+                super::auth::env_note(&remote.registry)
+            } else {
+                None
+            },
             creds,
             bearer: None,
             basic: false,
@@ -64,6 +79,20 @@ impl Registry {
             registry: self.remote.registry.clone(),
             reason: reason.to_string(),
         }
+    }
+
+    /// Whether credentials may be sent to `url`: over https, or to the registry's own origin (a
+    /// plain-HTTP registry listed as insecure may answer its own token requests).
+    fn trusted(&self, url: &Url) -> bool {
+        url.scheme() == "https" || same_origin(url, &self.origin)
+    }
+
+    /// " (…)" telling why environment credentials were not sent, or nothing.
+    fn note(&self) -> String {
+        self.creds_note
+            .as_ref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default()
     }
 
     fn authorise(&self, rb: RequestBuilder) -> RequestBuilder {
@@ -102,7 +131,7 @@ impl Registry {
             match challenge {
                 Some(Challenge::Basic) if self.creds.is_some() => self.basic = true,
                 Some(Challenge::Bearer { realm, service, scope }) => self.fetch_token(&realm, service, scope)?,
-                _ => return Err(self.err("authentication required: give credentials (CORRAL_REGISTRY_USER/PASSWORD or --auth-file)")),
+                _ => return Err(self.err(format!("authentication required: give credentials (CORRAL_REGISTRY_USER/PASSWORD with CORRAL_REGISTRY_HOST={}, or --auth-file){}", self.remote.registry, self.note()))),
             }
         }
         unreachable!("the loop returns on its second attempt")
@@ -115,9 +144,11 @@ impl Registry {
         }
         let body: String = resp.text().unwrap_or_default().chars().take(300).collect();
         let hint = match status {
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => " (check the credentials)",
-            StatusCode::NOT_FOUND => " (no such repository, tag or blob)",
-            _ => "",
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                format!(" (check the credentials){}", self.note())
+            }
+            StatusCode::NOT_FOUND => " (no such repository, tag or blob)".into(),
+            _ => String::new(),
         };
         Err(self.err(format!("GET {url}: {status}{hint}: {}", excerpt(&body))))
     }
@@ -133,17 +164,28 @@ impl Registry {
         if let Some(s) = service {
             query.push(("service", s));
         }
-        let mut rb = self.http.get(realm).query(&query);
+        let url = Url::parse(realm)
+            .map_err(|e| self.err(format!("the token realm {realm:?} is not a URL: {e}")))?;
+        let mut rb = self.http.get(url.clone()).query(&query);
+        let mut withheld = String::new();
         if let Some(c) = &self.creds {
-            rb = rb.basic_auth(&c.user, Some(&c.password));
+            if self.trusted(&url) {
+                rb = rb.basic_auth(&c.user, Some(&c.password));
+            } else {
+                withheld = format!(
+                    "; the credentials were not sent: the realm is neither https nor {}",
+                    self.base
+                );
+            }
         }
         let resp = rb
             .send()
             .map_err(|e| self.err(format!("token from {realm}: {e}")))?;
         if !resp.status().is_success() {
             return Err(self.err(format!(
-                "token from {realm}: {} (check the credentials)",
-                resp.status()
+                "token from {realm}: {} (check the credentials{withheld}){}",
+                resp.status(),
+                self.note()
             )));
         }
         let reply: TokenReply = resp
@@ -234,5 +276,42 @@ impl Registry {
             return Err(self.err(format!("blob {digest}: connection ended after {got} of {size} bytes (run the pull again to continue)")));
         }
         Ok(())
+    }
+}
+
+/// Whether `a` and `b` have the same scheme, host and port (a missing port being the scheme's).
+fn same_origin(a: &Url, b: &Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str().map(str::to_ascii_lowercase) == b.host_str().map(str::to_ascii_lowercase)
+        && a.port_or_known_default() == b.port_or_known_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_compare_scheme_host_and_port() {
+        let u = |s: &str| Url::parse(s).unwrap();
+        assert!(same_origin(
+            &u("http://Reg.lab:5000/token"),
+            &u("http://reg.lab:5000")
+        ));
+        assert!(same_origin(
+            &u("https://reg.lab/t"),
+            &u("https://reg.lab:443")
+        ));
+        assert!(!same_origin(
+            &u("http://reg.lab:5001/t"),
+            &u("http://reg.lab:5000")
+        ));
+        assert!(!same_origin(
+            &u("http://other:5000/t"),
+            &u("http://reg.lab:5000")
+        ));
+        assert!(!same_origin(
+            &u("http://reg.lab:443/t"),
+            &u("https://reg.lab")
+        ));
     }
 }
