@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use common::fake::{respond, start_fake};
+use common::fake::{endless, respond, start_fake};
 use common::*;
 use corral_images::{pull, PullOptions, Store};
 
@@ -86,4 +86,37 @@ fn basic_credentials_go_to_a_plain_http_realm_on_the_registry_itself_only() {
             .is_some_and(|a| a.starts_with("Basic ")),
         "{token_requests:?}"
     );
+}
+
+/// Pulls `reference`, failing, within `secs` seconds: the error.
+fn fails_quickly(store: &Store, reference: &str, opts: &PullOptions, secs: u64) -> String {
+    let start = std::time::Instant::now();
+    let e = pull(store, reference, opts).unwrap_err().to_string();
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(secs),
+        "took {:?}: {e}",
+        start.elapsed()
+    );
+    e
+}
+
+#[test]
+fn endless_error_and_token_bodies_are_cut_short() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let opts = with_credentials(tmp.path(), "nowhere");
+
+    // An error answer whose body never ends.
+    let reg = start_fake(|_, s| endless(s, "500 Internal Server Error", &[]));
+    let e = fails_quickly(&store, &format!("{}/a/b:v1", reg.addr), &opts, 20);
+    assert!(e.contains("500") && e.contains("aaaa"), "{e}");
+    assert!(e.len() < 1000, "{} bytes of error", e.len());
+
+    // A token reply that never ends.
+    let tokens = start_fake(|_, s| endless(s, "200 OK", &[("Content-Type", "application/json")]));
+    static REALM: OnceLock<String> = OnceLock::new();
+    REALM.set(format!("http://{}/token", tokens.addr)).unwrap();
+    let reg = bearer_registry(|_| REALM.get().unwrap().clone());
+    let e = fails_quickly(&store, &format!("{}/a/b:v1", reg.addr), &opts, 20);
+    assert!(e.contains("the reply is larger than 1048576 bytes"), "{e}");
 }

@@ -16,6 +16,11 @@ use crate::error::Error;
 use crate::error::IoContext;
 use crate::oci::{DOCKER_LIST, DOCKER_MANIFEST, MAX_DOCUMENT, OCI_INDEX, OCI_MANIFEST};
 
+/// Bytes of an error answer's body read (its first 300 characters are shown).
+const MAX_ERROR_BODY: u64 = 64 << 10;
+/// Bytes of a token service's reply read at most.
+const MAX_TOKEN_REPLY: u64 = 1 << 20;
+
 pub struct Registry {
     http: Client,
     base: String,
@@ -142,7 +147,10 @@ impl Registry {
         if status.is_success() {
             return Ok(resp);
         }
-        let body: String = resp.text().unwrap_or_default().chars().take(300).collect();
+        // A hostile registry's body may never end: read a little of it, then hang up.
+        let mut bytes = Vec::new();
+        let _ = resp.take(MAX_ERROR_BODY).read_to_end(&mut bytes);
+        let body: String = String::from_utf8_lossy(&bytes).chars().take(300).collect();
         let hint = match status {
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                 format!(" (check the credentials){}", self.note())
@@ -188,9 +196,17 @@ impl Registry {
                 self.note()
             )));
         }
-        let reply: TokenReply = resp
-            .json()
+        let mut body = Vec::new();
+        resp.take(MAX_TOKEN_REPLY + 1)
+            .read_to_end(&mut body)
             .map_err(|e| self.err(format!("token from {realm}: {e}")))?;
+        if body.len() as u64 > MAX_TOKEN_REPLY {
+            return Err(self.err(format!(
+                "token from {realm}: the reply is larger than {MAX_TOKEN_REPLY} bytes"
+            )));
+        }
+        let reply: TokenReply = serde_json::from_slice(&body)
+            .map_err(|e| self.err(format!("token from {realm}: not a token reply: {e}")))?;
         self.bearer = Some(
             reply
                 .token
