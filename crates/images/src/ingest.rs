@@ -50,6 +50,19 @@ pub(crate) fn ingest(
             ),
         });
     }
+    // Before anything is fetched: a stated size is what a download may write to disk.
+    let max = store.limits().max_bytes;
+    for (i, d) in m.layers.iter().enumerate() {
+        if d.size > max {
+            return Err(Error::BadManifest {
+                what: format!("layer {} ({})", i + 1, d.digest),
+                reason: format!(
+                    "{} bytes, over the {max}-byte limit on a layer blob",
+                    d.size
+                ),
+            });
+        }
+    }
     src.fetch(store, &m.config, "config")?;
     store.check_blob_size(&m.config.digest, m.config.size, "config")?;
     let config_bytes = store.read_document(&m.config.digest)?;

@@ -69,3 +69,14 @@ fn gc_keeps_what_a_claim_holds_until_its_last_clone_goes() {
     let left = |sub: &str| std::fs::read_dir(store.root().join(sub)).unwrap().count();
     assert_eq!((left("layers/sha256"), left("blobs/sha256")), (0, 0));
 }
+
+#[test]
+fn gc_removes_the_part_files_of_cut_off_pulls() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let part = store.tmp_dir().join(format!("{}.part", "ab".repeat(32)));
+    std::fs::write(&part, vec![7u8; 100_000]).unwrap();
+    let gc = store.gc().unwrap();
+    assert!(!part.exists());
+    assert!(gc.bytes_freed >= 100_000, "{gc:?}");
+}

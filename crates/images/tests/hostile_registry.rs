@@ -120,3 +120,62 @@ fn endless_error_and_token_bodies_are_cut_short() {
     let e = fails_quickly(&store, &format!("{}/a/b:v1", reg.addr), &opts, 20);
     assert!(e.contains("the reply is larger than 1048576 bytes"), "{e}");
 }
+
+/// A registry serving one image, `v1`: a manifest with one layer stated as `stated` bytes (its
+/// diff-id that of an empty tar), its config, and for the layer blob an endless body.
+fn sized_registry(stated: u64) -> common::fake::Fake {
+    let layer_digest = sha(b"the layer");
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["PATH=/usr/bin:/bin"], "Cmd": ["sh"]},
+        "rootfs": {"type": "layers", "diff_ids": [sha(&[0u8; 1024])]}
+    }))
+    .unwrap();
+    let config_digest = sha(&config);
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": config.len()},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest, "size": stated}]
+    }))
+    .unwrap();
+    start_fake(move |req, s| {
+        if req.path.ends_with("/manifests/v1") {
+            let mt = "application/vnd.oci.image.manifest.v1+json";
+            respond(s, "200 OK", &[("Content-Type", mt)], &manifest);
+        } else if req.path.ends_with(&config_digest) {
+            respond(s, "200 OK", &[], &config);
+        } else {
+            endless(s, "200 OK", &[]);
+        }
+    })
+}
+
+#[test]
+fn a_layer_over_the_limit_is_refused_before_any_download_and_a_longer_blob_is_cut_off() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let opts = with_credentials(tmp.path(), "nowhere");
+    for stated in [(16 << 30) + 1, u64::MAX] {
+        let reg = sized_registry(stated);
+        let e = fails_quickly(&store, &format!("{}/a/b:v1", reg.addr), &opts, 20);
+        assert!(
+            e.contains(&format!("{stated} bytes, over the 17179869184-byte limit")),
+            "{e}"
+        );
+        let seen = reg.seen();
+        assert!(
+            seen.iter().all(|r| !r.path.contains("/blobs/")),
+            "nothing fetched: {seen:?}"
+        );
+    }
+
+    // Within the limit, a blob longer than stated is cut off and its part file removed.
+    let reg = sized_registry(1 << 20);
+    let e = fails_quickly(&store, &format!("{}/a/b:v1", reg.addr), &opts, 20);
+    assert!(
+        e.contains("is larger than the 1048576 bytes its descriptor says"),
+        "{e}"
+    );
+    let left: Vec<_> = std::fs::read_dir(store.tmp_dir()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -265,7 +265,8 @@ impl Registry {
             .open(part)
             .at(part)?;
         let start = if resumed { have } else { 0 };
-        let mut body = resp.take(size - start + 1);
+        // One byte more than is due, to tell a blob larger than stated.
+        let mut body = resp.take((size - start).saturating_add(1));
         let mut buf = vec![0u8; 256 << 10];
         let mut got = start;
         loop {

@@ -55,7 +55,7 @@ impl Store {
         }
         let mut report = GcReport {
             cache_entries_removed: self.gc_cache(&layers)?,
-            bytes_freed: self.gc_build_leftovers()?,
+            bytes_freed: self.gc_tmp_leftovers()?,
             ..GcReport::default()
         };
         for (sub, keep, count) in [("blobs/sha256", &blobs, 0), ("layers/sha256", &layers, 1)] {
@@ -98,17 +98,25 @@ impl Store {
         Ok(report)
     }
 
-    /// Removes the scratch folders of builds that were killed (a running build holds the writer
-    /// lock, so under gc's none is live), unmounting the tmpfs a step's upper folder was on first.
-    fn gc_build_leftovers(&self) -> Result<u64, Error> {
+    /// Removes the scratch folders of builds that were killed and the `.part` files of pulls
+    /// that were cut off (a running build or pull holds the writer lock, so under gc's none is
+    /// live; a pull run again downloads such a blob afresh), unmounting the tmpfs a build step's
+    /// upper folder was on first.
+    fn gc_tmp_leftovers(&self) -> Result<u64, Error> {
         let dir = self.tmp_dir();
         let mut freed = 0;
         for e in std::fs::read_dir(&dir).at(&dir)? {
             let e = e.at(&dir)?;
-            if !e.file_name().to_string_lossy().starts_with("build-") {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = e.path();
+            if name.ends_with(".part") && e.file_type().at(&path)?.is_file() {
+                freed += tree_bytes(&path);
+                std::fs::remove_file(&path).at(&path)?;
                 continue;
             }
-            let path = e.path();
+            if !name.starts_with("build-") {
+                continue;
+            }
             // Not mounted (EINVAL) is the usual case; anything else shows in the removal below.
             let _ = nix::mount::umount2(&path.join("disk"), nix::mount::MntFlags::MNT_DETACH);
             freed += tree_bytes(&path);
