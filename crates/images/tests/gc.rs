@@ -80,3 +80,49 @@ fn gc_removes_the_part_files_of_cut_off_pulls() {
     assert!(!part.exists());
     assert!(gc.bytes_freed >= 100_000, "{gc:?}");
 }
+
+#[test]
+fn a_layer_removal_cut_off_leaves_nothing_under_the_layers_name() {
+    use nix::mount::{mount, umount2, MntFlags, MsFlags};
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    image(&store, tmp.path(), "t/img:1");
+    let layer = store.rootfs("t/img:1").unwrap().lower_dirs[0].clone();
+    let name = layer.file_name().unwrap().to_string_lossy().into_owned();
+    let removing = layer.with_file_name(format!(".removing-{name}"));
+    store.remove("t/img:1").unwrap();
+
+    // A folder in the layer that cannot be removed (a mount point: EBUSY) cuts gc's removal off
+    // partway, as a gc killed mid-delete would.
+    let stuck = layer.join("stuck");
+    std::fs::create_dir(&stuck).unwrap();
+    if let Err(e) = mount(
+        Some("tmpfs"),
+        &stuck,
+        Some("tmpfs"),
+        MsFlags::empty(),
+        None::<&str>,
+    ) {
+        eprintln!("skipped: cannot mount a tmpfs ({e}): needs root");
+        return;
+    }
+    let gc = store.gc();
+    for p in [&stuck, &removing.join("stuck")] {
+        let _ = umount2(p, MntFlags::MNT_DETACH);
+    }
+    assert!(gc.is_err(), "{gc:?}");
+    assert!(!layer.exists(), "a half-removed layer kept its name");
+
+    // Imported again, the layer is unpacked afresh; the next gc removes the leftover.
+    image(&store, tmp.path(), "t/img:1");
+    let again = store.rootfs("t/img:1").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(again.lower_dirs[0].join("name.txt")).unwrap(),
+        "t/img:1"
+    );
+    assert!(!again.lower_dirs[0].join("stuck").exists());
+    drop(again);
+    store.gc().unwrap();
+    assert!(!removing.exists());
+    assert!(layer.join("name.txt").exists());
+}

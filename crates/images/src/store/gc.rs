@@ -79,9 +79,12 @@ impl Store {
                         continue;
                     }
                 };
+                if std::fs::symlink_metadata(&path).is_err() {
+                    continue; // a `.removing-…` folder removed earlier in this pass
+                }
                 report.bytes_freed += tree_bytes(&path);
                 if e.file_type().at(&path)?.is_dir() {
-                    remove_tree(&path)?;
+                    remove_folder(&dir, &name)?;
                 } else {
                     std::fs::remove_file(&path).at(&path)?;
                 }
@@ -188,6 +191,23 @@ fn tree_bytes(path: &Path) -> u64 {
         }
     }
     total
+}
+
+/// Removes the layer folder `name` of `dir`: renamed to a dot name first, so a removal cut off
+/// (gc killed, a file that cannot be deleted) leaves no half-deleted folder under the layer's
+/// own name, which an import would take for the unpacked layer. Dot names are leftovers that
+/// the next gc removes.
+fn remove_folder(dir: &Path, name: &str) -> Result<(), Error> {
+    let path = dir.join(name);
+    if name.starts_with('.') {
+        return remove_tree(&path);
+    }
+    let doomed = dir.join(format!(".removing-{name}"));
+    if std::fs::symlink_metadata(&doomed).is_ok() {
+        remove_tree(&doomed)?; // an earlier removal of this layer, cut off
+    }
+    std::fs::rename(&path, &doomed).at(&path)?;
+    remove_tree(&doomed)
 }
 
 /// Removes a layer folder. Layers may hold read-only folders; root removes them regardless, and
