@@ -55,7 +55,7 @@ enum EnvCommand {
     Import {
         /// The folder or file to import.
         path: PathBuf,
-        /// Name for the image [default: the name recorded in the archive, if any].
+        /// Name for the image, replacing what it named before [default: the name recorded in the archive, if any, unless that names another image already: then the import is refused].
         #[arg(long)]
         name: Option<String>,
     },

@@ -4,6 +4,7 @@
 use crate::digest::{excerpt, Digest};
 use crate::error::Error;
 use crate::oci::{self, Descriptor, Document, ImageConfig, MAX_DOCUMENT};
+use crate::store::ImageName;
 use crate::store::{ImageRecord, LayerRecord, Store};
 use crate::unpack::media_type;
 use corral_archive::decompress::Compression;
@@ -28,7 +29,7 @@ pub(crate) fn ingest(
     src: &mut dyn BlobSource,
     manifest: &[u8],
     index: Option<Digest>,
-    name: Option<&str>,
+    name: Option<ImageName<'_>>,
     source: String,
 ) -> Result<ImageRecord, Error> {
     let digest = store.put_blob_bytes(manifest, "manifest")?;
@@ -116,7 +117,7 @@ pub(crate) fn ingest(
         created: config.created,
         source: excerpt(&source),
     };
-    store.save_image(&record, name)?;
+    store.save_image_as(&record, name)?;
     Ok(record)
 }
 

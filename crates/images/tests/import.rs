@@ -293,3 +293,63 @@ fn concurrent_imports_of_one_image_share_its_layers() {
         .collect();
     assert_eq!(entries.len(), 2, "two layers, no leftovers: {entries:?}");
 }
+
+/// An OCI layout of `layers` whose index records `name` (`io.containerd.image.name`).
+fn layout_named(dir: &Path, layers: &[Vec<u8>], name: &str) -> String {
+    let manifest = oci_layout(dir, layers, "gzip", "v1");
+    let path = dir.join("index.json");
+    let mut index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    index["manifests"][0]["annotations"]["io.containerd.image.name"] = name.into();
+    std::fs::write(&path, serde_json::to_vec(&index).unwrap()).unwrap();
+    manifest
+}
+
+/// A docker-archive folder of one uncompressed layer whose `RepoTags` records `name`.
+fn docker_archive_named(dir: &Path, layer: &[u8], name: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("layer.tar"), layer).unwrap();
+    let config = serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["PATH=/usr/bin:/bin"], "Cmd": ["sh"]},
+        "rootfs": {"type": "layers", "diff_ids": [sha(layer)]}
+    });
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let manifest = serde_json::json!([
+        {"Config": "config.json", "RepoTags": [name], "Layers": ["layer.tar"]}
+    ]);
+    std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
+}
+
+#[test]
+fn an_archive_may_not_take_a_name_from_another_image_unless_the_name_is_given() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let digest_of = |r: &str| store.resolve(r).unwrap().1.digest.to_string();
+
+    // A name no image has: the archive's own is taken, and taken again by the same image.
+    let good = tmp.path().join("good");
+    let good_digest = layout_named(&good, &layers(), "deb:12");
+    import(&store, &good, None).unwrap();
+    assert_eq!(digest_of("deb:12"), good_digest);
+    import(&store, &good, None).unwrap();
+
+    // Another image naming itself deb:12 (an OCI layout, a docker-archive): refused, said how to
+    // name it, and deb:12 is untouched.
+    let evil = tmp.path().join("evil");
+    let evil_digest = layout_named(&evil, &two_layers("evil", b"evil"), "deb:12");
+    let evil_docker = tmp.path().join("evil-docker");
+    docker_archive_named(&evil_docker, &two_layers("evil", b"evil")[0], "deb:12");
+    for archive in [&evil, &evil_docker] {
+        let e = import(&store, archive, None).unwrap_err().to_string();
+        assert!(
+            e.contains("\"deb:12\", which names another image already") && e.contains("--name"),
+            "{e}"
+        );
+        assert_eq!(digest_of("deb:12"), good_digest);
+    }
+
+    // A name given explicitly still replaces, as documented.
+    import(&store, &evil, Some("deb:12")).unwrap();
+    assert_eq!(digest_of("deb:12"), evil_digest);
+}

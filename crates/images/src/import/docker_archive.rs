@@ -77,15 +77,7 @@ pub(super) fn import(
     }
     let manifest = Manifest::written(&config, config_digest, layers);
     let recorded = entry.repo_tags.as_ref().and_then(|t| t.first());
-    let name = name
-        .map(str::to_string)
-        .or_else(|| super::names::recorded_name(recorded));
-    ingest(
-        store,
-        &mut { folder },
-        &manifest,
-        None,
-        name.as_deref(),
-        source,
-    )
+    let recorded = super::names::recorded_name(recorded);
+    let name = super::names::image_name(name, recorded.as_deref());
+    ingest(store, &mut { folder }, &manifest, None, name, source)
 }

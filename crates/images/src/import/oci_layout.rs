@@ -36,21 +36,13 @@ pub(super) fn import(
             .annotations
             .as_ref()
             .and_then(|a| a.get("io.containerd.image.name"));
-        let name = name
-            .map(str::to_string)
-            .or_else(|| super::names::recorded_name(recorded));
+        let recorded = super::names::recorded_name(recorded);
+        let name = super::names::image_name(name, recorded.as_deref());
         folder.fetch(store, &d, "manifest")?;
         let m = store.read_document(&d.digest)?;
         match oci::parse_document(&m, "manifest")? {
             Document::Manifest(_) => {
-                return ingest(
-                    store,
-                    &mut folder,
-                    &m,
-                    index_digest,
-                    name.as_deref(),
-                    source,
-                )
+                return ingest(store, &mut folder, &m, index_digest, name, source)
             }
             next @ Document::Index(_) => {
                 index_digest = Some(d.digest.clone());
