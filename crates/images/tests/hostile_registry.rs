@@ -179,3 +179,41 @@ fn a_layer_over_the_limit_is_refused_before_any_download_and_a_longer_blob_is_cu
     let left: Vec<_> = std::fs::read_dir(store.tmp_dir()).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A registry redirecting every `/v2/` request to `target(own address)`; anything else is 404.
+fn redirecting_registry(target: fn(&str) -> String) -> common::fake::Fake {
+    let me = Arc::new(OnceLock::<String>::new());
+    let addr = me.clone();
+    let fake = start_fake(move |req, s| {
+        if req.path.starts_with("/v2/") {
+            let to = target(addr.get().unwrap());
+            respond(s, "307 Temporary Redirect", &[("Location", &to)], b"");
+        } else {
+            respond(s, "404 Not Found", &[], b"moved here");
+        }
+    });
+    me.set(fake.addr.clone()).unwrap();
+    fake
+}
+
+#[test]
+fn redirects_go_to_https_or_the_registry_itself_only() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let opts = with_credentials(tmp.path(), "nowhere");
+
+    // To another host:port over plain HTTP: refused, the target never asked.
+    static TARGET: OnceLock<String> = OnceLock::new();
+    let target = start_fake(|_, s| respond(s, "200 OK", &[], b"TARGET-SECRET-BODY"));
+    TARGET.set(target.addr.clone()).unwrap();
+    let reg = redirecting_registry(|_| format!("http://{}/secret", TARGET.get().unwrap()));
+    let e = fails_quickly(&store, &format!("{}/a/b:v1", reg.addr), &opts, 20);
+    assert!(e.contains("refused: only https"), "{e}");
+    assert!(!e.contains("TARGET-SECRET-BODY"), "{e}");
+    assert!(target.seen().is_empty(), "{:?}", target.seen());
+
+    // Within the registry's own address: followed.
+    let reg = redirecting_registry(|me| format!("http://{me}/moved"));
+    let e = fails_quickly(&store, &format!("{}/a/b:v1", reg.addr), &opts, 20);
+    assert!(e.contains("404") && e.contains("moved here"), "{e}");
+}

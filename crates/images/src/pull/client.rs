@@ -48,7 +48,31 @@ impl Registry {
         insecure: bool,
         creds: Option<Credentials>,
     ) -> Result<Registry, Error> {
+        let scheme = if insecure { "http" } else { "https" };
+        let base = format!("{scheme}://{}", remote.registry);
+        let origin = Url::parse(&base).map_err(|e| Error::Registry {
+            registry: remote.registry.clone(),
+            reason: format!("{base}: {e}"),
+        })?;
+        // A redirect may lead to https anywhere (a CDN holding the blobs), or within the registry's
+        // own origin (a plain-HTTP registry listed as insecure): never from https down to plain
+        // HTTP, nor to another plain-HTTP host.
+        let home = origin.clone();
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= 10 {
+                attempt.error("more than 10 redirects")
+            } else if attempt.url().scheme() == "https" || same_origin(attempt.url(), &home) {
+                attempt.follow()
+            } else {
+                let refused = format!(
+                    "redirect to {} refused: only https, or {home} itself, is followed",
+                    attempt.url()
+                );
+                attempt.error(refused)
+            }
+        });
         let http = Client::builder()
+            .redirect(redirects)
             .connect_timeout(Duration::from_secs(30))
             .timeout(Duration::from_secs(3600))
             .user_agent(concat!("corral/", env!("CARGO_PKG_VERSION")))
@@ -57,12 +81,6 @@ impl Registry {
                 registry: remote.registry.clone(),
                 reason: e.to_string(),
             })?;
-        let scheme = if insecure { "http" } else { "https" };
-        let base = format!("{scheme}://{}", remote.registry);
-        let origin = Url::parse(&base).map_err(|e| Error::Registry {
-            registry: remote.registry.clone(),
-            reason: format!("{base}: {e}"),
-        })?;
         Ok(Registry {
             http,
             base,
@@ -124,7 +142,9 @@ impl Registry {
             if range_from > 0 {
                 rb = rb.header(RANGE, format!("bytes={range_from}-"));
             }
-            let resp = rb.send().map_err(|e| self.err(format!("GET {url}: {e}")))?;
+            let resp = rb
+                .send()
+                .map_err(|e| self.err(format!("GET {url}: {}", with_sources(&e))))?;
             if resp.status() != StatusCode::UNAUTHORIZED || attempt == 1 {
                 return self.check(resp, &url);
             }
@@ -188,7 +208,7 @@ impl Registry {
         }
         let resp = rb
             .send()
-            .map_err(|e| self.err(format!("token from {realm}: {e}")))?;
+            .map_err(|e| self.err(format!("token from {realm}: {}", with_sources(&e))))?;
         if !resp.status().is_success() {
             return Err(self.err(format!(
                 "token from {realm}: {} (check the credentials{withheld}){}",
@@ -294,6 +314,21 @@ impl Registry {
         }
         Ok(())
     }
+}
+
+/// `e` and what caused it ("error following redirect" alone does not say why it was refused).
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        let s_text = s.to_string();
+        if !out.contains(&s_text) {
+            out.push_str(": ");
+            out.push_str(&s_text);
+        }
+        next = s.source();
+    }
+    out
 }
 
 /// Whether `a` and `b` have the same scheme, host and port (a missing port being the scheme's).
