@@ -353,3 +353,53 @@ fn an_archive_may_not_take_a_name_from_another_image_unless_the_name_is_given() 
     import(&store, &evil, Some("deb:12")).unwrap();
     assert_eq!(digest_of("deb:12"), evil_digest);
 }
+
+#[test]
+fn a_folder_import_follows_no_symbolic_link() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+
+    // A layout whose layer blob is a link to a file elsewhere (with the right bytes even).
+    let layout = tmp.path().join("layout");
+    oci_layout(&layout, &layers(), "gzip", "v1");
+    let blob = layout
+        .join("blobs/sha256")
+        .join(&sha(&gzip(&layers()[0]))[7..]);
+    std::fs::rename(&blob, outside.join("layer")).unwrap();
+    std::os::unix::fs::symlink(outside.join("layer"), &blob).unwrap();
+    let e = import(&store, &layout, Some("t/link:1"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has no blob"), "{e}");
+
+    // A layout whose blobs folder is a link.
+    let layout = tmp.path().join("layout2");
+    oci_layout(&layout, &layers(), "gzip", "v1");
+    std::fs::rename(layout.join("blobs"), outside.join("blobs")).unwrap();
+    std::os::unix::fs::symlink(outside.join("blobs"), layout.join("blobs")).unwrap();
+    let e = import(&store, &layout, Some("t/link:2"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has no blob"), "{e}");
+
+    // A layout whose index.json is a link.
+    let layout = tmp.path().join("layout3");
+    oci_layout(&layout, &layers(), "gzip", "v1");
+    std::fs::rename(layout.join("index.json"), outside.join("index.json")).unwrap();
+    std::os::unix::fs::symlink(outside.join("index.json"), layout.join("index.json")).unwrap();
+    let e = import(&store, &layout, Some("t/link:3"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no file \"index.json\""), "{e}");
+
+    // A docker-archive folder whose layer is a link.
+    let docker = tmp.path().join("docker");
+    docker_archive_named(&docker, &layers()[0], "t/link:4");
+    std::fs::rename(docker.join("layer.tar"), outside.join("layer.tar")).unwrap();
+    std::os::unix::fs::symlink(outside.join("layer.tar"), docker.join("layer.tar")).unwrap();
+    let e = import(&store, &docker, None).unwrap_err().to_string();
+    assert!(e.contains("no file \"layer.tar\" for layer 1"), "{e}");
+    assert!(store.list().unwrap().is_empty());
+}
