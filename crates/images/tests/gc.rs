@@ -126,3 +126,62 @@ fn a_layer_removal_cut_off_leaves_nothing_under_the_layers_name() {
     assert!(!removing.exists());
     assert!(layer.join("name.txt").exists());
 }
+
+/// Run as a user who is not root (when the test runs as root it runs itself again as `nobody`,
+/// uid 65534, in a folder of that user's).
+#[test]
+fn gc_removes_read_only_folders_of_a_layer_as_a_user_who_is_not_root() {
+    use std::os::unix::process::CommandExt;
+    if let Some(dir) = std::env::var_os("CORRAL_TEST_GC_DIR") {
+        return read_only_layer_is_removed(Path::new(&dir));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    if !nix::unistd::Uid::effective().is_root() {
+        return read_only_layer_is_removed(tmp.path());
+    }
+    let nobody = nix::unistd::Uid::from_raw(65534);
+    let nogroup = nix::unistd::Gid::from_raw(65534);
+    nix::unistd::chown(tmp.path(), Some(nobody), Some(nogroup)).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "gc_removes_read_only_folders_of_a_layer_as_a_user_who_is_not_root",
+            "--test-threads=1",
+        ])
+        .env("CORRAL_TEST_GC_DIR", tmp.path())
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn read_only_layer_is_removed(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(!nix::unistd::Uid::effective().is_root());
+    let store = Store::open(&dir.join("data")).unwrap();
+    let tar = dir.join("ro.tar");
+    let mut b = tar::Builder::new(std::fs::File::create(&tar).unwrap());
+    let mut h = tar::Header::new_gnu();
+    h.set_mode(0o644);
+    h.set_size(2);
+    b.append_data(&mut h, "ro/deep/f", &b"hi"[..]).unwrap();
+    b.finish().unwrap();
+    drop(b);
+    corral_images::import(&store, &tar, Some("t/ro:1")).unwrap();
+    let layer = store.rootfs("t/ro:1").unwrap().lower_dirs[0].clone();
+    for d in ["ro/deep", "ro"] {
+        std::fs::set_permissions(layer.join(d), std::fs::Permissions::from_mode(0o555)).unwrap();
+    }
+    store.remove("t/ro:1").unwrap();
+    let gc = store.gc().unwrap();
+    assert_eq!(gc.layers_removed, 1, "{gc:?}");
+    assert!(!layer.exists());
+    let left = std::fs::read_dir(layer.parent().unwrap()).unwrap().count();
+    assert_eq!(left, 0, "no leftover");
+}

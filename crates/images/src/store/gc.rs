@@ -210,8 +210,37 @@ fn remove_folder(dir: &Path, name: &str) -> Result<(), Error> {
     remove_tree(&doomed)
 }
 
-/// Removes a layer folder. Layers may hold read-only folders; root removes them regardless, and
-/// `remove_dir_all` never follows symlinks.
+/// Removes a layer folder (or a build's scratch folder) of the store. Layers may hold read-only
+/// folders: root removes them regardless; another user cannot delete inside them, so on
+/// "permission denied" every folder under `path` is made writable by its owner and the removal
+/// tried again. `remove_dir_all` never follows symlinks, nor does [`make_writable`].
 fn remove_tree(path: &Path) -> Result<(), Error> {
-    std::fs::remove_dir_all(path).at(path)
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            make_writable(path)?;
+            std::fs::remove_dir_all(path).at(path)
+        }
+        other => other.at(path),
+    }
+}
+
+/// Adds `u+rwx` to `path` and every folder beneath it, if `path` is a folder: links (never
+/// followed) and files are left alone.
+fn make_writable(path: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let m = std::fs::symlink_metadata(path).at(path)?;
+    if !m.is_dir() {
+        return Ok(());
+    }
+    let mode = m.permissions().mode();
+    if mode & 0o700 != 0o700 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode | 0o700)).at(path)?;
+    }
+    for e in std::fs::read_dir(path).at(path)? {
+        let e = e.at(path)?;
+        if e.file_type().at(path)?.is_dir() {
+            make_writable(&e.path())?;
+        }
+    }
+    Ok(())
 }
