@@ -198,7 +198,19 @@ impl<R: Read> TarStream<R> {
             if kind != Kind::File {
                 size = 0;
             }
-            self.pending = size + padding(size);
+            // No file can be larger (sizes are `off_t`), and the sum below cannot overflow.
+            if size > i64::MAX as u64 {
+                return Err(bad(
+                    &path,
+                    format!(
+                        "size {size} is over the largest a file can have ({})",
+                        i64::MAX
+                    ),
+                ));
+            }
+            self.pending = size
+                .checked_add(padding(size))
+                .ok_or_else(|| bad(&path, "size overflows"))?;
             return Ok(Some(Header {
                 path,
                 link,

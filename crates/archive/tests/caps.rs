@@ -134,3 +134,33 @@ fn decompression_stops_at_the_size_cap() {
     let e = std::io::copy(&mut stream, &mut std::io::sink()).unwrap_err();
     assert!(e.to_string().contains("exceeds"), "{e}");
 }
+
+/// A PAX header setting `key=value`, then a regular-file header.
+fn pax_then_file(key: &str, value: &str) -> Vec<u8> {
+    let body = format!(" {key}={value}\n");
+    let mut len = body.len() + 1;
+    while format!("{len}{body}").len() != len {
+        len += 1;
+    }
+    let rec = format!("{len}{body}");
+    let mut tar = header(b"pax", b'x', rec.len() as u64);
+    tar.extend(padded(rec.as_bytes()));
+    tar.extend(header(b"big", b'0', 0));
+    tar
+}
+
+#[test]
+fn a_size_over_i64_max_is_refused_without_overflow() {
+    for size in [u64::MAX, u64::MAX - 511, i64::MAX as u64 + 1] {
+        let (entry, reason) = refusal(&pax_then_file("size", &size.to_string()));
+        assert_eq!(entry, "big");
+        assert!(
+            reason.contains(&format!("size {size} is over the largest")),
+            "{size}: {reason}"
+        );
+    }
+    // The largest size a file can have is read as a header (its data would be missing).
+    let tar = pax_then_file("size", &i64::MAX.to_string());
+    let mut t = TarStream::new(&tar[..], MAX_HEADER);
+    assert_eq!(t.next_entry().unwrap().unwrap().size, i64::MAX as u64);
+}

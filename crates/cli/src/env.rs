@@ -30,7 +30,9 @@ enum EnvCommand {
     /// Pull an image from an OCI registry: HOST[:PORT]/REPO[:TAG] or HOST[:PORT]/REPO@sha256:….
     #[command(
         after_help = "Credentials are never given on the command line: CORRAL_REGISTRY_USER and \
-        CORRAL_REGISTRY_PASSWORD, else the registry's entry in a Docker config.json-format file \
+        CORRAL_REGISTRY_PASSWORD for the one registry CORRAL_REGISTRY_HOST names (HOST[:PORT] as in \
+        REF; without it they are sent to no registry), else the registry's entry in a Docker \
+        config.json-format file \
         (--auth-file, else CORRAL_REGISTRY_AUTH, else ~/.docker/config.json). A pull that was cut off \
         continues where it stopped when run again."
     )]
@@ -53,7 +55,7 @@ enum EnvCommand {
     Import {
         /// The folder or file to import.
         path: PathBuf,
-        /// Name for the image [default: the name recorded in the archive, if any].
+        /// Name for the image, replacing what it named before [default: the name recorded in the archive, if any, unless that names another image already: then the import is refused].
         #[arg(long)]
         name: Option<String>,
     },

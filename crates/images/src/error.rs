@@ -49,6 +49,8 @@ pub enum Error {
     NoPlatform(String),
     #[error("{path}: not an OCI image layout, docker-archive, or root-filesystem tar: {reason}")]
     UnknownImport { path: PathBuf, reason: String },
+    #[error("the archive names its image {name:?}, which names another image already ({other}): give the name to use (--name, or ?name= over HTTP), or remove the old name first (corral env rm {name})")]
+    NameTaken { name: String, other: String },
     #[error("registry {registry}: {reason}")]
     Registry { registry: String, reason: String },
     #[error("registry credentials: {0}")]

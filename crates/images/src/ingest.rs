@@ -4,6 +4,7 @@
 use crate::digest::{excerpt, Digest};
 use crate::error::Error;
 use crate::oci::{self, Descriptor, Document, ImageConfig, MAX_DOCUMENT};
+use crate::store::ImageName;
 use crate::store::{ImageRecord, LayerRecord, Store};
 use crate::unpack::media_type;
 use corral_archive::decompress::Compression;
@@ -28,7 +29,7 @@ pub(crate) fn ingest(
     src: &mut dyn BlobSource,
     manifest: &[u8],
     index: Option<Digest>,
-    name: Option<&str>,
+    name: Option<ImageName<'_>>,
     source: String,
 ) -> Result<ImageRecord, Error> {
     let digest = store.put_blob_bytes(manifest, "manifest")?;
@@ -49,6 +50,19 @@ pub(crate) fn ingest(
                 m.config.size
             ),
         });
+    }
+    // Before anything is fetched: a stated size is what a download may write to disk.
+    let max = store.limits().max_bytes;
+    for (i, d) in m.layers.iter().enumerate() {
+        if d.size > max {
+            return Err(Error::BadManifest {
+                what: format!("layer {} ({})", i + 1, d.digest),
+                reason: format!(
+                    "{} bytes, over the {max}-byte limit on a layer blob",
+                    d.size
+                ),
+            });
+        }
     }
     src.fetch(store, &m.config, "config")?;
     store.check_blob_size(&m.config.digest, m.config.size, "config")?;
@@ -103,7 +117,7 @@ pub(crate) fn ingest(
         created: config.created,
         source: excerpt(&source),
     };
-    store.save_image(&record, name)?;
+    store.save_image_as(&record, name)?;
     Ok(record)
 }
 

@@ -16,7 +16,7 @@ pub use store::{ImageRecord, LayerRecord, RootFs, Store};
 pub mod import;
 mod ingest;
 
-pub use import::import;
+pub use import::{import, import_as};
 pub mod pull;
 
 pub use pull::{pull, Progress, PullOptions};

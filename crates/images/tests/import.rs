@@ -293,3 +293,113 @@ fn concurrent_imports_of_one_image_share_its_layers() {
         .collect();
     assert_eq!(entries.len(), 2, "two layers, no leftovers: {entries:?}");
 }
+
+/// An OCI layout of `layers` whose index records `name` (`io.containerd.image.name`).
+fn layout_named(dir: &Path, layers: &[Vec<u8>], name: &str) -> String {
+    let manifest = oci_layout(dir, layers, "gzip", "v1");
+    let path = dir.join("index.json");
+    let mut index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    index["manifests"][0]["annotations"]["io.containerd.image.name"] = name.into();
+    std::fs::write(&path, serde_json::to_vec(&index).unwrap()).unwrap();
+    manifest
+}
+
+/// A docker-archive folder of one uncompressed layer whose `RepoTags` records `name`.
+fn docker_archive_named(dir: &Path, layer: &[u8], name: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("layer.tar"), layer).unwrap();
+    let config = serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["PATH=/usr/bin:/bin"], "Cmd": ["sh"]},
+        "rootfs": {"type": "layers", "diff_ids": [sha(layer)]}
+    });
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let manifest = serde_json::json!([
+        {"Config": "config.json", "RepoTags": [name], "Layers": ["layer.tar"]}
+    ]);
+    std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
+}
+
+#[test]
+fn an_archive_may_not_take_a_name_from_another_image_unless_the_name_is_given() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let digest_of = |r: &str| store.resolve(r).unwrap().1.digest.to_string();
+
+    // A name no image has: the archive's own is taken, and taken again by the same image.
+    let good = tmp.path().join("good");
+    let good_digest = layout_named(&good, &layers(), "deb:12");
+    import(&store, &good, None).unwrap();
+    assert_eq!(digest_of("deb:12"), good_digest);
+    import(&store, &good, None).unwrap();
+
+    // Another image naming itself deb:12 (an OCI layout, a docker-archive): refused, said how to
+    // name it, and deb:12 is untouched.
+    let evil = tmp.path().join("evil");
+    let evil_digest = layout_named(&evil, &two_layers("evil", b"evil"), "deb:12");
+    let evil_docker = tmp.path().join("evil-docker");
+    docker_archive_named(&evil_docker, &two_layers("evil", b"evil")[0], "deb:12");
+    for archive in [&evil, &evil_docker] {
+        let e = import(&store, archive, None).unwrap_err().to_string();
+        assert!(
+            e.contains("\"deb:12\", which names another image already") && e.contains("--name"),
+            "{e}"
+        );
+        assert_eq!(digest_of("deb:12"), good_digest);
+    }
+
+    // A name given explicitly still replaces, as documented.
+    import(&store, &evil, Some("deb:12")).unwrap();
+    assert_eq!(digest_of("deb:12"), evil_digest);
+}
+
+#[test]
+fn a_folder_import_follows_no_symbolic_link() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+
+    // A layout whose layer blob is a link to a file elsewhere (with the right bytes even).
+    let layout = tmp.path().join("layout");
+    oci_layout(&layout, &layers(), "gzip", "v1");
+    let blob = layout
+        .join("blobs/sha256")
+        .join(&sha(&gzip(&layers()[0]))[7..]);
+    std::fs::rename(&blob, outside.join("layer")).unwrap();
+    std::os::unix::fs::symlink(outside.join("layer"), &blob).unwrap();
+    let e = import(&store, &layout, Some("t/link:1"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has no blob"), "{e}");
+
+    // A layout whose blobs folder is a link.
+    let layout = tmp.path().join("layout2");
+    oci_layout(&layout, &layers(), "gzip", "v1");
+    std::fs::rename(layout.join("blobs"), outside.join("blobs")).unwrap();
+    std::os::unix::fs::symlink(outside.join("blobs"), layout.join("blobs")).unwrap();
+    let e = import(&store, &layout, Some("t/link:2"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has no blob"), "{e}");
+
+    // A layout whose index.json is a link.
+    let layout = tmp.path().join("layout3");
+    oci_layout(&layout, &layers(), "gzip", "v1");
+    std::fs::rename(layout.join("index.json"), outside.join("index.json")).unwrap();
+    std::os::unix::fs::symlink(outside.join("index.json"), layout.join("index.json")).unwrap();
+    let e = import(&store, &layout, Some("t/link:3"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no file \"index.json\""), "{e}");
+
+    // A docker-archive folder whose layer is a link.
+    let docker = tmp.path().join("docker");
+    docker_archive_named(&docker, &layers()[0], "t/link:4");
+    std::fs::rename(docker.join("layer.tar"), outside.join("layer.tar")).unwrap();
+    std::os::unix::fs::symlink(outside.join("layer.tar"), docker.join("layer.tar")).unwrap();
+    let e = import(&store, &docker, None).unwrap_err().to_string();
+    assert!(e.contains("no file \"layer.tar\" for layer 1"), "{e}");
+    assert!(store.list().unwrap().is_empty());
+}

@@ -254,7 +254,10 @@ fn pulls_with_bearer_token_auth_and_credentials_from_a_config_file() {
         &format!("{}/private/img:v1", reg.addr),
         &["--dest-creds", "staff:s3cret"],
     );
-    let reference = format!("{}/private/img:v1", reg.addr);
+    // Pulled through the token server's port, so the realm is on the registry's own host:port
+    // (Basic credentials go over plain HTTP to no other realm).
+    tokens.front(&reg.addr);
+    let reference = format!("{}/private/img:v1", tokens.addr);
     let store = Store::open(&tmp.path().join("data")).unwrap();
 
     // No credentials: refused by the token server, and said so.
@@ -270,7 +273,7 @@ fn pulls_with_bearer_token_auth_and_credentials_from_a_config_file() {
         let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pw}"));
         std::fs::write(
             &file,
-            serde_json::json!({"auths": {reg.addr.clone(): {"auth": auth}}}).to_string(),
+            serde_json::json!({"auths": {tokens.addr.clone(): {"auth": auth}}}).to_string(),
         )
         .unwrap();
     };

@@ -62,6 +62,8 @@ async fn staff_list_admins_import_and_remove() {
     assert_eq!(img["names"], json!(["course/py:1"]));
     let (_, list) = s.get(&staff, "/images").await;
     assert_eq!(list[0]["digest"], digest.as_str());
+    // Where it came from, without the server's own paths.
+    assert_eq!(list[0]["source"], "import (HTTP upload)", "{list}");
     assert!(list[0]["size"].as_u64().unwrap() > 0);
     // Not an archive, an empty body, a bad name: clean 422s.
     let (st, e) = import(&s, &admin, "course/bad:1", b"not an archive".to_vec()).await;

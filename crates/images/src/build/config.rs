@@ -12,7 +12,7 @@ use crate::digest::excerpt;
 use crate::error::Error;
 use crate::ingest::{ingest, BlobSource};
 use crate::oci::{self, Descriptor, Manifest};
-use crate::store::{ImageRecord, State, Store};
+use crate::store::{ImageName, ImageRecord, State, Store};
 
 /// The OCI history entry of a step.
 pub fn history_entry(step: &Step, empty_layer: bool) -> Value {
@@ -152,7 +152,7 @@ pub fn write_image(
         &mut Present,
         &manifest,
         None,
-        name,
+        name.map(ImageName::Given),
         format!("build {}", file.display()),
     )
 }

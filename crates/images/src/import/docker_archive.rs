@@ -32,7 +32,11 @@ pub(super) fn import(
     source: String,
 ) -> Result<ImageRecord, Error> {
     let mut folder = Folder::new(dir);
-    let bytes = read_small(&dir.join("manifest.json"))?;
+    let manifest = open_member(dir, "manifest.json", || Error::MissingFile {
+        what: "the docker-archive".into(),
+        file: "manifest.json".into(),
+    })?;
+    let bytes = read_small(manifest, &dir.join("manifest.json"))?;
     let entries: Vec<Entry> = serde_json::from_slice(&bytes).map_err(|e| Error::BadManifest {
         what: "manifest.json".into(),
         reason: e.to_string(),
@@ -57,19 +61,19 @@ pub(super) fn import(
         move || Error::MissingFile { what, file }
     };
     let config_path = folder.file(&entry.config)?;
-    open_member(&config_path, missing("the config", &entry.config))?;
-    let config = read_small(&config_path)?;
+    let f = open_member(dir, &entry.config, missing("the config", &entry.config))?;
+    let config = read_small(f, &config_path)?;
     let config_digest = store.put_blob_bytes(&config, "config")?;
     folder.stored(config_digest.clone());
     let mut layers = Vec::new();
     for (i, rel) in entry.layers.iter().enumerate() {
         let what = format!("layer {}", i + 1);
         let path = folder.file(rel)?;
-        let mut f = open_member(&path, missing(&what, rel))?;
+        let mut f = open_member(dir, rel, missing(&what, rel))?;
         let mut head = [0u8; 4];
         let n = std::io::Read::read(&mut f, &mut head).at(&path)?;
         let compression = decompress::sniff(&head[..n]);
-        let f = std::fs::File::open(&path).at(&path)?;
+        std::io::Seek::rewind(&mut f).at(&path)?;
         let size = f.metadata().at(&path)?.len();
         let digest = store.put_blob(f, None, u64::MAX, &what)?;
         folder.stored(digest.clone());
@@ -77,15 +81,7 @@ pub(super) fn import(
     }
     let manifest = Manifest::written(&config, config_digest, layers);
     let recorded = entry.repo_tags.as_ref().and_then(|t| t.first());
-    let name = name
-        .map(str::to_string)
-        .or_else(|| super::names::recorded_name(recorded));
-    ingest(
-        store,
-        &mut { folder },
-        &manifest,
-        None,
-        name.as_deref(),
-        source,
-    )
+    let recorded = super::names::recorded_name(recorded);
+    let name = super::names::image_name(name, recorded.as_deref());
+    ingest(store, &mut { folder }, &manifest, None, name, source)
 }

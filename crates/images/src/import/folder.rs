@@ -54,22 +54,56 @@ impl Folder {
     }
 }
 
-/// Opens the archive's file `path` for `what`: a file that is missing or not a regular file
-/// (staging keeps only regular files: a link in the archive is missing here) is the archive's
-/// fault, said without the staging folder's path.
+/// Opens the archive's file `rel` (relative, no `..`: see [`Folder::file`]) beneath `root`: a
+/// file that is missing, not a regular file, or reached through a symbolic link (staging keeps
+/// only regular files; a folder given to `corral env import` may hold links, which must not
+/// read a host file into the store) is the archive's fault, said without the folder's path.
 pub(super) fn open_member(
-    path: &Path,
+    root: &Path,
+    rel: &str,
     missing: impl FnOnce() -> Error,
 ) -> Result<std::fs::File, Error> {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => std::fs::File::open(path).at(path),
-        Ok(_) => Err(missing()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(missing()),
-        Err(e) => Err(Error::Io {
-            path: path.to_path_buf(),
-            source: e,
-        }),
+    let path = root.join(rel);
+    match open_nofollow(root, rel) {
+        Ok(f) => match f.metadata() {
+            Ok(m) if m.is_file() => Ok(f),
+            Ok(_) => Err(missing()),
+            Err(e) => Err(Error::Io { path, source: e }),
+        },
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOENT | libc::ELOOP | libc::ENOTDIR)
+            ) =>
+        {
+            Err(missing())
+        }
+        Err(e) => Err(Error::Io { path, source: e }),
     }
+}
+
+/// Opens `rel` beneath `root` following no symbolic link: each folder on the way is opened
+/// relative to the last with `O_NOFOLLOW | O_DIRECTORY`, the file with `O_NOFOLLOW` (a link is
+/// `ELOOP` or `ENOTDIR`) and `O_NONBLOCK` (a FIFO does not wait for a writer; the caller
+/// refuses what is not a regular file).
+fn open_nofollow(root: &Path, rel: &str) -> std::io::Result<std::fs::File> {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::Mode;
+    use std::os::fd::OwnedFd;
+    let comps: Vec<&str> = rel
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let Some((last, folders)) = comps.split_last() else {
+        return Err(std::io::Error::from_raw_os_error(libc::ENOENT));
+    };
+    let base = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut dir: OwnedFd = std::fs::File::open(root)?.into();
+    for c in folders {
+        dir = openat(&dir, *c, base | OFlag::O_DIRECTORY, Mode::empty())?;
+    }
+    let fd = openat(&dir, *last, base | OFlag::O_NONBLOCK, Mode::empty())?;
+    Ok(std::fs::File::from(fd))
 }
 
 impl BlobSource for Folder {
@@ -79,8 +113,9 @@ impl BlobSource for Folder {
         }
         // Read from the folder even when the store has the blob: what the archive names must be
         // in it, or a store without the blob (a remote worker's) would refuse the same image.
-        let path = self.root.join("blobs/sha256").join(d.digest.hex());
-        let f = open_member(&path, || Error::MissingBlob {
+        let rel = format!("blobs/sha256/{}", d.digest.hex());
+        let path = self.root.join(&rel);
+        let f = open_member(&self.root, &rel, || Error::MissingBlob {
             what: what.to_string(),
             digest: d.digest.to_string(),
         })?;

@@ -20,10 +20,22 @@ use crate::error::IoContext;
 use crate::store::{ImageRecord, Store};
 use corral_archive::decompress::{self, Compression};
 
-/// Imports the image at `path`; `name` (if given) wins over a name recorded in the archive.
+/// Imports the image at `path`; `name` (if given) wins over a name recorded in the archive. The
+/// record's `source` is `import PATH`.
 pub fn import(store: &Store, path: &Path, name: Option<&str>) -> Result<ImageRecord, Error> {
+    import_as(store, path, name, &format!("import {}", path.display()))
+}
+
+/// As [`import`], recording `source` as where the image came from (shown by `GET /images`: an
+/// upload's scratch path on the server means nothing to its readers, and is the server's own).
+pub fn import_as(
+    store: &Store,
+    path: &Path,
+    name: Option<&str>,
+    source: &str,
+) -> Result<ImageRecord, Error> {
     let _writer = store.writer_lock()?;
-    let source = format!("import {}", path.display());
+    let source = source.to_string();
     let meta = std::fs::metadata(path).at(path)?;
     if meta.is_dir() {
         return import_folder(store, path, name, source);

@@ -1,6 +1,18 @@
 //! The image name an archive records (docker-archive `RepoTags`, OCI `org.opencontainers.image.ref.name`).
 
 use crate::digest::excerpt;
+use crate::store::ImageName;
+
+/// The name to save an import under: the one given, else the archive's own, which may not take a
+/// name that names another image already (see [`ImageName`]).
+pub(super) fn image_name<'a>(
+    given: Option<&'a str>,
+    recorded: Option<&'a str>,
+) -> Option<ImageName<'a>> {
+    given
+        .map(ImageName::Given)
+        .or(recorded.map(ImageName::Recorded))
+}
 
 /// A name recorded in an archive, if it is a valid one.
 pub(super) fn recorded_name(n: Option<&String>) -> Option<String> {

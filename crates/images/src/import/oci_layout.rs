@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::folder::Folder;
+use super::folder::{open_member, Folder};
 use crate::error::Error;
 use crate::error::IoContext;
 use crate::ingest::{ingest, BlobSource};
@@ -17,7 +17,11 @@ pub(super) fn import(
 ) -> Result<ImageRecord, Error> {
     let mut folder = Folder::new(dir);
     let index_path = dir.join("index.json");
-    let bytes = read_small(&index_path)?;
+    let index = open_member(dir, "index.json", || Error::MissingFile {
+        what: "the OCI layout".into(),
+        file: "index.json".into(),
+    })?;
+    let bytes = read_small(index, &index_path)?;
     let mut doc = oci::parse_document(&bytes, "index.json")?;
     let mut index_digest = None;
     // Nested indexes (an image index inside the layout's index) are followed, a few levels deep.
@@ -36,21 +40,13 @@ pub(super) fn import(
             .annotations
             .as_ref()
             .and_then(|a| a.get("io.containerd.image.name"));
-        let name = name
-            .map(str::to_string)
-            .or_else(|| super::names::recorded_name(recorded));
+        let recorded = super::names::recorded_name(recorded);
+        let name = super::names::image_name(name, recorded.as_deref());
         folder.fetch(store, &d, "manifest")?;
         let m = store.read_document(&d.digest)?;
         match oci::parse_document(&m, "manifest")? {
             Document::Manifest(_) => {
-                return ingest(
-                    store,
-                    &mut folder,
-                    &m,
-                    index_digest,
-                    name.as_deref(),
-                    source,
-                )
+                return ingest(store, &mut folder, &m, index_digest, name, source)
             }
             next @ Document::Index(_) => {
                 index_digest = Some(d.digest.clone());
@@ -64,9 +60,9 @@ pub(super) fn import(
     })
 }
 
-pub(super) fn read_small(path: &Path) -> Result<Vec<u8>, Error> {
+/// The document in `f` (the archive's file `path`), at most [`MAX_DOCUMENT`] bytes.
+pub(super) fn read_small(f: std::fs::File, path: &Path) -> Result<Vec<u8>, Error> {
     use std::io::Read;
-    let f = std::fs::File::open(path).at(path)?;
     let mut b = Vec::new();
     f.take(MAX_DOCUMENT + 1).read_to_end(&mut b).at(path)?;
     if b.len() as u64 > MAX_DOCUMENT {

@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::error::IoContext;
 use crate::ingest::ingest;
 use crate::oci::{self, Descriptor, ImageConfig, Manifest, RootFs, RunConfig};
-use crate::store::{ImageRecord, Store};
+use crate::store::{ImageName, ImageRecord, Store};
 use crate::unpack::{log_refusal, unpack_layer};
 
 const PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -72,5 +72,12 @@ pub(super) fn import(
     folder.stored(layer.digest.clone());
     folder.stored(config_digest.clone());
     folder.vouch(layer.digest.clone(), unpacked.diff_id.clone());
-    ingest(store, &mut folder, &manifest, None, name, source)
+    ingest(
+        store,
+        &mut folder,
+        &manifest,
+        None,
+        name.map(ImageName::Given),
+        source,
+    )
 }

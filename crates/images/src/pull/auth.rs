@@ -1,6 +1,8 @@
 //! Registry credentials (never from the command line) and the `WWW-Authenticate` challenge.
 //!
-//! Credentials: `CORRAL_REGISTRY_USER` + `CORRAL_REGISTRY_PASSWORD`, else the entry for the
+//! Credentials: `CORRAL_REGISTRY_USER` + `CORRAL_REGISTRY_PASSWORD` for the one registry
+//! `CORRAL_REGISTRY_HOST` names (`host[:port]` as in image references; without it they are used
+//! for none, so a registry an image reference names cannot harvest them), else the entry for the
 //! registry in a Docker `config.json`-format file (`--auth-file`, else `CORRAL_REGISTRY_AUTH`,
 //! else `$HOME/.docker/config.json`): `{"auths": {"HOST[:PORT]": {"auth": base64(user:pass)}}}`
 //! or `{"username", "password"}` in the entry.
@@ -45,13 +47,62 @@ pub fn auth_file(flag: Option<&Path>) -> Option<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker/config.json")))
 }
 
-/// Credentials for `registry` (`host[:port]`), if any are configured.
-pub fn credentials(registry: &str, file: Option<&Path>) -> Result<Option<Credentials>, Error> {
-    if let (Ok(user), Ok(password)) = (
+/// Whether `host` (as an admin wrote it: `host[:port]`, perhaps with a scheme or a trailing
+/// slash) names `registry` (as a parsed reference has it; Docker Hub's is `registry-1.docker.io`,
+/// which `docker.io` and `index.docker.io` also name).
+fn names_registry(host: &str, registry: &str) -> bool {
+    let host = host
+        .trim()
+        .trim_start_matches("https://")
+        .trim_start_matches("http://")
+        .trim_end_matches('/');
+    host.eq_ignore_ascii_case(registry)
+        || (registry == "registry-1.docker.io"
+            && ["docker.io", "index.docker.io"]
+                .iter()
+                .any(|h| host.eq_ignore_ascii_case(h)))
+}
+
+/// `CORRAL_REGISTRY_USER`/`_PASSWORD`, when both are set and `CORRAL_REGISTRY_HOST` names
+/// `registry`.
+fn env_credentials(registry: &str) -> Option<Credentials> {
+    let (Ok(user), Ok(password)) = (
         std::env::var("CORRAL_REGISTRY_USER"),
         std::env::var("CORRAL_REGISTRY_PASSWORD"),
-    ) {
-        return Ok(Some(Credentials { user, password }));
+    ) else {
+        return None;
+    };
+    let host = std::env::var("CORRAL_REGISTRY_HOST").ok()?;
+    names_registry(&host, registry).then_some(Credentials { user, password })
+}
+
+/// Why the environment's credentials are not used for `registry` when they are set but not for
+/// it: told in a warning and in an "authentication required" error.
+pub fn env_note(registry: &str) -> Option<String> {
+    if std::env::var_os("CORRAL_REGISTRY_USER").is_none()
+        || std::env::var_os("CORRAL_REGISTRY_PASSWORD").is_none()
+    {
+        return None;
+    }
+    match std::env::var("CORRAL_REGISTRY_HOST") {
+        Ok(host) if names_registry(&host, registry) => None,
+        Ok(host) => Some(format!(
+            "CORRAL_REGISTRY_USER/PASSWORD are for {:?} (CORRAL_REGISTRY_HOST), not {registry}, so they were not sent",
+            host.trim()
+        )),
+        Err(_) => Some(format!(
+            "CORRAL_REGISTRY_USER/PASSWORD are set but not used: set CORRAL_REGISTRY_HOST to the registry they are for (e.g. {registry}); without it they are sent to no registry"
+        )),
+    }
+}
+
+/// Credentials for `registry` (`host[:port]`), if any are configured.
+pub fn credentials(registry: &str, file: Option<&Path>) -> Result<Option<Credentials>, Error> {
+    if let Some(c) = env_credentials(registry) {
+        return Ok(Some(c));
+    }
+    if let Some(note) = env_note(registry) {
+        tracing::warn!("registry {registry}: {note}");
     }
     let Some(path) = file else { return Ok(None) };
     let bytes = match std::fs::read(path) {
@@ -145,6 +196,20 @@ pub fn parse_challenge(h: &str) -> Option<Challenge> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_registry_host_names_its_registry_only() {
+        assert!(names_registry("registry.lab:5000", "registry.lab:5000"));
+        assert!(names_registry(
+            " https://Registry.lab:5000/ ",
+            "registry.lab:5000"
+        ));
+        assert!(!names_registry("registry.lab:5000", "registry.lab:5001"));
+        assert!(!names_registry("registry.lab", "registry.lab:5000"));
+        assert!(!names_registry("registry.lab:5000", "evil.example"));
+        assert!(names_registry("docker.io", "registry-1.docker.io"));
+        assert!(!names_registry("docker.io", "evil.example"));
+    }
 
     #[test]
     fn parses_bearer_challenges() {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use reqwest::header::{ACCEPT, RANGE, WWW_AUTHENTICATE};
-use reqwest::StatusCode;
+use reqwest::{StatusCode, Url};
 
 use super::auth::{parse_challenge, Challenge, Credentials};
 use super::reference::RemoteRef;
@@ -16,11 +16,20 @@ use crate::error::Error;
 use crate::error::IoContext;
 use crate::oci::{DOCKER_LIST, DOCKER_MANIFEST, MAX_DOCUMENT, OCI_INDEX, OCI_MANIFEST};
 
+/// Bytes of an error answer's body read (its first 300 characters are shown).
+const MAX_ERROR_BODY: u64 = 64 << 10;
+/// Bytes of a token service's reply read at most.
+const MAX_TOKEN_REPLY: u64 = 1 << 20;
+
 pub struct Registry {
     http: Client,
     base: String,
+    /// `base` parsed: the origin (scheme, host, port) Basic credentials may go to over plain HTTP.
+    origin: Url,
     remote: RemoteRef,
     creds: Option<Credentials>,
+    /// Why credentials set in the environment were not used for this registry (for errors).
+    creds_note: Option<String>,
     bearer: Option<String>,
     basic: bool,
 }
@@ -39,7 +48,31 @@ impl Registry {
         insecure: bool,
         creds: Option<Credentials>,
     ) -> Result<Registry, Error> {
+        let scheme = if insecure { "http" } else { "https" };
+        let base = format!("{scheme}://{}", remote.registry);
+        let origin = Url::parse(&base).map_err(|e| Error::Registry {
+            registry: remote.registry.clone(),
+            reason: format!("{base}: {e}"),
+        })?;
+        // A redirect may lead to https anywhere (a CDN holding the blobs), or within the registry's
+        // own origin (a plain-HTTP registry listed as insecure): never from https down to plain
+        // HTTP, nor to another plain-HTTP host.
+        let home = origin.clone();
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= 10 {
+                attempt.error("more than 10 redirects")
+            } else if attempt.url().scheme() == "https" || same_origin(attempt.url(), &home) {
+                attempt.follow()
+            } else {
+                let refused = format!(
+                    "redirect to {} refused: only https, or {home} itself, is followed",
+                    attempt.url()
+                );
+                attempt.error(refused)
+            }
+        });
         let http = Client::builder()
+            .redirect(redirects)
             .connect_timeout(Duration::from_secs(30))
             .timeout(Duration::from_secs(3600))
             .user_agent(concat!("corral/", env!("CARGO_PKG_VERSION")))
@@ -48,11 +81,16 @@ impl Registry {
                 registry: remote.registry.clone(),
                 reason: e.to_string(),
             })?;
-        let scheme = if insecure { "http" } else { "https" };
         Ok(Registry {
             http,
-            base: format!("{scheme}://{}", remote.registry),
+            base,
+            origin,
             remote: remote.clone(),
+            creds_note: if creds.is_none() {
+                super::auth::env_note(&remote.registry)
+            } else {
+                None
+            },
             creds,
             bearer: None,
             basic: false,
@@ -64,6 +102,20 @@ impl Registry {
             registry: self.remote.registry.clone(),
             reason: reason.to_string(),
         }
+    }
+
+    /// Whether credentials may be sent to `url`: over https, or to the registry's own origin (a
+    /// plain-HTTP registry listed as insecure may answer its own token requests).
+    fn trusted(&self, url: &Url) -> bool {
+        url.scheme() == "https" || same_origin(url, &self.origin)
+    }
+
+    /// " (…)" telling why environment credentials were not sent, or nothing.
+    fn note(&self) -> String {
+        self.creds_note
+            .as_ref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default()
     }
 
     fn authorise(&self, rb: RequestBuilder) -> RequestBuilder {
@@ -90,7 +142,9 @@ impl Registry {
             if range_from > 0 {
                 rb = rb.header(RANGE, format!("bytes={range_from}-"));
             }
-            let resp = rb.send().map_err(|e| self.err(format!("GET {url}: {e}")))?;
+            let resp = rb
+                .send()
+                .map_err(|e| self.err(format!("GET {url}: {}", with_sources(&e))))?;
             if resp.status() != StatusCode::UNAUTHORIZED || attempt == 1 {
                 return self.check(resp, &url);
             }
@@ -102,7 +156,7 @@ impl Registry {
             match challenge {
                 Some(Challenge::Basic) if self.creds.is_some() => self.basic = true,
                 Some(Challenge::Bearer { realm, service, scope }) => self.fetch_token(&realm, service, scope)?,
-                _ => return Err(self.err("authentication required: give credentials (CORRAL_REGISTRY_USER/PASSWORD or --auth-file)")),
+                _ => return Err(self.err(format!("authentication required: give credentials (CORRAL_REGISTRY_USER/PASSWORD with CORRAL_REGISTRY_HOST={}, or --auth-file){}", self.remote.registry, self.note()))),
             }
         }
         unreachable!("the loop returns on its second attempt")
@@ -113,11 +167,16 @@ impl Registry {
         if status.is_success() {
             return Ok(resp);
         }
-        let body: String = resp.text().unwrap_or_default().chars().take(300).collect();
+        // A hostile registry's body may never end: read a little of it, then hang up.
+        let mut bytes = Vec::new();
+        let _ = resp.take(MAX_ERROR_BODY).read_to_end(&mut bytes);
+        let body: String = String::from_utf8_lossy(&bytes).chars().take(300).collect();
         let hint = match status {
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => " (check the credentials)",
-            StatusCode::NOT_FOUND => " (no such repository, tag or blob)",
-            _ => "",
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                format!(" (check the credentials){}", self.note())
+            }
+            StatusCode::NOT_FOUND => " (no such repository, tag or blob)".into(),
+            _ => String::new(),
         };
         Err(self.err(format!("GET {url}: {status}{hint}: {}", excerpt(&body))))
     }
@@ -133,22 +192,41 @@ impl Registry {
         if let Some(s) = service {
             query.push(("service", s));
         }
-        let mut rb = self.http.get(realm).query(&query);
+        let url = Url::parse(realm)
+            .map_err(|e| self.err(format!("the token realm {realm:?} is not a URL: {e}")))?;
+        let mut rb = self.http.get(url.clone()).query(&query);
+        let mut withheld = String::new();
         if let Some(c) = &self.creds {
-            rb = rb.basic_auth(&c.user, Some(&c.password));
+            if self.trusted(&url) {
+                rb = rb.basic_auth(&c.user, Some(&c.password));
+            } else {
+                withheld = format!(
+                    "; the credentials were not sent: the realm is neither https nor {}",
+                    self.base
+                );
+            }
         }
         let resp = rb
             .send()
-            .map_err(|e| self.err(format!("token from {realm}: {e}")))?;
+            .map_err(|e| self.err(format!("token from {realm}: {}", with_sources(&e))))?;
         if !resp.status().is_success() {
             return Err(self.err(format!(
-                "token from {realm}: {} (check the credentials)",
-                resp.status()
+                "token from {realm}: {} (check the credentials{withheld}){}",
+                resp.status(),
+                self.note()
             )));
         }
-        let reply: TokenReply = resp
-            .json()
+        let mut body = Vec::new();
+        resp.take(MAX_TOKEN_REPLY + 1)
+            .read_to_end(&mut body)
             .map_err(|e| self.err(format!("token from {realm}: {e}")))?;
+        if body.len() as u64 > MAX_TOKEN_REPLY {
+            return Err(self.err(format!(
+                "token from {realm}: the reply is larger than {MAX_TOKEN_REPLY} bytes"
+            )));
+        }
+        let reply: TokenReply = serde_json::from_slice(&body)
+            .map_err(|e| self.err(format!("token from {realm}: not a token reply: {e}")))?;
         self.bearer = Some(
             reply
                 .token
@@ -207,7 +285,8 @@ impl Registry {
             .open(part)
             .at(part)?;
         let start = if resumed { have } else { 0 };
-        let mut body = resp.take(size - start + 1);
+        // One byte more than is due, to tell a blob larger than stated.
+        let mut body = resp.take((size - start).saturating_add(1));
         let mut buf = vec![0u8; 256 << 10];
         let mut got = start;
         loop {
@@ -234,5 +313,57 @@ impl Registry {
             return Err(self.err(format!("blob {digest}: connection ended after {got} of {size} bytes (run the pull again to continue)")));
         }
         Ok(())
+    }
+}
+
+/// `e` and what caused it ("error following redirect" alone does not say why it was refused).
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        let s_text = s.to_string();
+        if !out.contains(&s_text) {
+            out.push_str(": ");
+            out.push_str(&s_text);
+        }
+        next = s.source();
+    }
+    out
+}
+
+/// Whether `a` and `b` have the same scheme, host and port (a missing port being the scheme's).
+fn same_origin(a: &Url, b: &Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str().map(str::to_ascii_lowercase) == b.host_str().map(str::to_ascii_lowercase)
+        && a.port_or_known_default() == b.port_or_known_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_compare_scheme_host_and_port() {
+        let u = |s: &str| Url::parse(s).unwrap();
+        assert!(same_origin(
+            &u("http://Reg.lab:5000/token"),
+            &u("http://reg.lab:5000")
+        ));
+        assert!(same_origin(
+            &u("https://reg.lab/t"),
+            &u("https://reg.lab:443")
+        ));
+        assert!(!same_origin(
+            &u("http://reg.lab:5001/t"),
+            &u("http://reg.lab:5000")
+        ));
+        assert!(!same_origin(
+            &u("http://other:5000/t"),
+            &u("http://reg.lab:5000")
+        ));
+        assert!(!same_origin(
+            &u("http://reg.lab:443/t"),
+            &u("https://reg.lab")
+        ));
     }
 }

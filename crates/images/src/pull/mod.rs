@@ -15,6 +15,7 @@ use crate::digest::Digest;
 use crate::error::Error;
 use crate::ingest::{ingest, BlobSource};
 use crate::oci::{self, Descriptor, Document};
+use crate::store::ImageName;
 use crate::store::{ImageRecord, Store};
 use client::Registry;
 pub use reference::RemoteRef;
@@ -103,7 +104,7 @@ pub fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<ImageR
                     },
                     &body,
                     index,
-                    name.as_deref(),
+                    name.as_deref().map(ImageName::Given),
                     format!("pull {reference}"),
                 );
             }

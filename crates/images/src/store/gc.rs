@@ -55,7 +55,7 @@ impl Store {
         }
         let mut report = GcReport {
             cache_entries_removed: self.gc_cache(&layers)?,
-            bytes_freed: self.gc_build_leftovers()?,
+            bytes_freed: self.gc_tmp_leftovers()?,
             ..GcReport::default()
         };
         for (sub, keep, count) in [("blobs/sha256", &blobs, 0), ("layers/sha256", &layers, 1)] {
@@ -79,9 +79,12 @@ impl Store {
                         continue;
                     }
                 };
+                if std::fs::symlink_metadata(&path).is_err() {
+                    continue; // a `.removing-…` folder removed earlier in this pass
+                }
                 report.bytes_freed += tree_bytes(&path);
                 if e.file_type().at(&path)?.is_dir() {
-                    remove_tree(&path)?;
+                    remove_folder(&dir, &name)?;
                 } else {
                     std::fs::remove_file(&path).at(&path)?;
                 }
@@ -98,17 +101,25 @@ impl Store {
         Ok(report)
     }
 
-    /// Removes the scratch folders of builds that were killed (a running build holds the writer
-    /// lock, so under gc's none is live), unmounting the tmpfs a step's upper folder was on first.
-    fn gc_build_leftovers(&self) -> Result<u64, Error> {
+    /// Removes the scratch folders of builds that were killed and the `.part` files of pulls
+    /// that were cut off (a running build or pull holds the writer lock, so under gc's none is
+    /// live; a pull run again downloads such a blob afresh), unmounting the tmpfs a build step's
+    /// upper folder was on first.
+    fn gc_tmp_leftovers(&self) -> Result<u64, Error> {
         let dir = self.tmp_dir();
         let mut freed = 0;
         for e in std::fs::read_dir(&dir).at(&dir)? {
             let e = e.at(&dir)?;
-            if !e.file_name().to_string_lossy().starts_with("build-") {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = e.path();
+            if name.ends_with(".part") && e.file_type().at(&path)?.is_file() {
+                freed += tree_bytes(&path);
+                std::fs::remove_file(&path).at(&path)?;
                 continue;
             }
-            let path = e.path();
+            if !name.starts_with("build-") {
+                continue;
+            }
             // Not mounted (EINVAL) is the usual case; anything else shows in the removal below.
             let _ = nix::mount::umount2(&path.join("disk"), nix::mount::MntFlags::MNT_DETACH);
             freed += tree_bytes(&path);
@@ -182,8 +193,54 @@ fn tree_bytes(path: &Path) -> u64 {
     total
 }
 
-/// Removes a layer folder. Layers may hold read-only folders; root removes them regardless, and
-/// `remove_dir_all` never follows symlinks.
+/// Removes the layer folder `name` of `dir`: renamed to a dot name first, so a removal cut off
+/// (gc killed, a file that cannot be deleted) leaves no half-deleted folder under the layer's
+/// own name, which an import would take for the unpacked layer. Dot names are leftovers that
+/// the next gc removes.
+fn remove_folder(dir: &Path, name: &str) -> Result<(), Error> {
+    let path = dir.join(name);
+    if name.starts_with('.') {
+        return remove_tree(&path);
+    }
+    let doomed = dir.join(format!(".removing-{name}"));
+    if std::fs::symlink_metadata(&doomed).is_ok() {
+        remove_tree(&doomed)?; // an earlier removal of this layer, cut off
+    }
+    std::fs::rename(&path, &doomed).at(&path)?;
+    remove_tree(&doomed)
+}
+
+/// Removes a layer folder (or a build's scratch folder) of the store. Layers may hold read-only
+/// folders: root removes them regardless; another user cannot delete inside them, so on
+/// "permission denied" every folder under `path` is made writable by its owner and the removal
+/// tried again. `remove_dir_all` never follows symlinks, nor does [`make_writable`].
 fn remove_tree(path: &Path) -> Result<(), Error> {
-    std::fs::remove_dir_all(path).at(path)
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            make_writable(path)?;
+            std::fs::remove_dir_all(path).at(path)
+        }
+        other => other.at(path),
+    }
+}
+
+/// Adds `u+rwx` to `path` and every folder beneath it, if `path` is a folder: links (never
+/// followed) and files are left alone.
+fn make_writable(path: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let m = std::fs::symlink_metadata(path).at(path)?;
+    if !m.is_dir() {
+        return Ok(());
+    }
+    let mode = m.permissions().mode();
+    if mode & 0o700 != 0o700 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode | 0o700)).at(path)?;
+    }
+    for e in std::fs::read_dir(path).at(path)? {
+        let e = e.at(path)?;
+        if e.file_type().at(path)?.is_dir() {
+            make_writable(&e.path())?;
+        }
+    }
+    Ok(())
 }

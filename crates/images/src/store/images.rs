@@ -13,6 +13,15 @@ pub struct Listed {
     pub record: ImageRecord,
 }
 
+/// The name an image is saved under: one given by whoever imports, pulls or builds it (it may take
+/// the name from another image), or one an archive records for itself (it may not: a hostile
+/// archive would take over a name the course's runs use).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ImageName<'a> {
+    Given(&'a str),
+    Recorded(&'a str),
+}
+
 impl Store {
     fn record_path(&self, d: &Digest) -> std::path::PathBuf {
         self.root
@@ -52,6 +61,21 @@ impl Store {
 
     /// Writes the record (its blobs and layers must be stored already) and points `name` at it.
     pub fn save_image(&self, record: &ImageRecord, name: Option<&str>) -> Result<(), Error> {
+        self.save_image_as(record, name.map(ImageName::Given))
+    }
+
+    /// As [`Store::save_image`]; a [`ImageName::Recorded`] name that names another image already
+    /// is refused, and nothing is saved.
+    pub(crate) fn save_image_as(
+        &self,
+        record: &ImageRecord,
+        name: Option<ImageName<'_>>,
+    ) -> Result<(), Error> {
+        let (name, recorded) = match name {
+            Some(ImageName::Given(n)) => (Some(n), false),
+            Some(ImageName::Recorded(n)) => (Some(n), true),
+            None => (None, false),
+        };
         let name = match name {
             Some(n) => Some(normalise_name(n).ok_or_else(|| Error::BadReference(excerpt(n)))?),
             None => None,
@@ -59,6 +83,14 @@ impl Store {
         let json = serde_json::to_vec_pretty(record).expect("records serialise");
         // Under the names lock, so a concurrent `rm` cannot remove the record between the two.
         self.update_names(|n| {
+            if let Some(name) = name.as_ref().filter(|_| recorded) {
+                if let Some(other) = n.names.get(name).filter(|d| **d != record.digest) {
+                    return Err(Error::NameTaken {
+                        name: name.clone(),
+                        other: other.to_string(),
+                    });
+                }
+            }
             self.write_atomic(
                 &format!("records/sha256/{}.json", record.digest.hex()),
                 &json,

@@ -7,6 +7,7 @@ mod cache;
 pub mod claim;
 pub mod gc;
 mod images;
+pub(crate) use images::ImageName;
 mod model;
 mod names;
 pub mod refs;

@@ -1,6 +1,7 @@
 //! Test helpers: tars written byte by byte (so hostile headers can be made), OCI layouts by hand.
 #![allow(dead_code)]
 
+pub mod fake;
 pub mod registry;
 
 use std::io::Write;

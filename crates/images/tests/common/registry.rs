@@ -21,8 +21,19 @@ pub fn skopeo_push(layout: &Path, dest: &str, extra: &[&str]) {
     );
 }
 
+/// A token server that also forwards every other request to the registry [`TokenServer::front`]
+/// names: the registry is reached at `addr` and its token realm is on its own host:port, as behind
+/// a reverse proxy (corral sends Basic credentials over plain HTTP to no other realm).
 pub struct TokenServer {
     pub addr: String,
+    registry: std::sync::Arc<std::sync::OnceLock<String>>,
+}
+
+impl TokenServer {
+    /// Forwards requests other than `/token…` to the registry at `registry_addr`.
+    pub fn front(&self, registry_addr: &str) {
+        self.registry.set(registry_addr.to_string()).unwrap();
+    }
 }
 
 fn b64url(b: &[u8]) -> String {
@@ -101,50 +112,71 @@ pub fn start_token_server(dir: &Path, user: &'static str, password: &'static str
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
     );
+    let registry = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
+    let backend = registry.clone();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
-            let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let mut request_line = String::new();
-            let _ = reader.read_line(&mut request_line);
-            let mut authorised = false;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = line.split_once(':') {
-                    if k.eq_ignore_ascii_case("authorization") && v.trim() == expected {
-                        authorised = true;
+            let (dir, expected, backend) = (dir.clone(), expected.clone(), backend.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut request_line = String::new();
+                let _ = reader.read_line(&mut request_line);
+                let mut authorised = false;
+                let mut forwarded = request_line.clone();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = line.split_once(':') {
+                        if k.eq_ignore_ascii_case("authorization") && v.trim() == expected {
+                            authorised = true;
+                        }
+                        if !k.eq_ignore_ascii_case("connection") {
+                            forwarded.push_str(&line);
+                        }
                     }
                 }
-            }
-            let target = request_line.split_whitespace().nth(1).unwrap_or("");
-            let query = target.split_once('?').map_or("", |(_, q)| q);
-            let scope = query
-                .split('&')
-                .filter_map(|kv| kv.split_once('='))
-                .find(|(k, _)| *k == "scope")
-                .map(|(_, v)| {
-                    v.replace("%3A", ":")
-                        .replace("%2F", "/")
-                        .replace("%2C", ",")
-                        .replace("%3a", ":")
-                        .replace("%2f", "/")
-                        .replace("%2c", ",")
-                })
-                .unwrap_or_default();
-            let reply = if authorised {
-                let body = serde_json::json!({"token": sign_token(&dir, &scope)}).to_string();
-                format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
-            } else {
-                "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                    .to_string()
-            };
-            let _ = conn.write_all(reply.as_bytes());
+                let target = request_line.split_whitespace().nth(1).unwrap_or("");
+                if !target.starts_with("/token") {
+                    // One request per connection: the registry closes it after answering.
+                    let Some(reg) = backend.get() else { return };
+                    let Ok(mut up) = std::net::TcpStream::connect(reg) else {
+                        return;
+                    };
+                    forwarded.push_str("Connection: close\r\n\r\n");
+                    if up.write_all(forwarded.as_bytes()).is_ok() {
+                        let _ = std::io::copy(&mut up, &mut conn);
+                    }
+                    return;
+                }
+                let query = target.split_once('?').map_or("", |(_, q)| q);
+                let scope = query
+                    .split('&')
+                    .filter_map(|kv| kv.split_once('='))
+                    .find(|(k, _)| *k == "scope")
+                    .map(|(_, v)| {
+                        v.replace("%3A", ":")
+                            .replace("%2F", "/")
+                            .replace("%2C", ",")
+                            .replace("%3a", ":")
+                            .replace("%2f", "/")
+                            .replace("%2c", ",")
+                    })
+                    .unwrap_or_default();
+                let reply = if authorised {
+                    let body = serde_json::json!({"token": sign_token(&dir, &scope)}).to_string();
+                    format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+                } else {
+                    "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        .to_string()
+                };
+                let _ = conn.write_all(reply.as_bytes());
+            });
         }
     });
-    TokenServer { addr }
+    TokenServer { addr, registry }
 }
 
 /// The `auth:` section of a registry config using `tokens` (certificate in `dir`).

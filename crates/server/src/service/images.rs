@@ -106,6 +106,9 @@ pub async fn pull(st: &SharedState, reference: String) -> Result<ImageInfo, ApiE
     .await
 }
 
+/// What an image imported over HTTP records as its source (not the server's scratch path).
+pub const UPLOAD_SOURCE: &str = "import (HTTP upload)";
+
 /// Imports an uploaded archive (OCI layout tar, docker-archive tar, or root-filesystem tar,
 /// possibly gzip/zstd) saved at `path`, naming it `name`.
 pub async fn import(
@@ -115,8 +118,8 @@ pub async fn import(
 ) -> Result<ImageInfo, ApiError> {
     let st = st.clone();
     blocking(move || {
-        let rec =
-            corral_images::import(&st.images, &path, name.as_deref()).map_err(|e| match e {
+        let rec = corral_images::import_as(&st.images, &path, name.as_deref(), UPLOAD_SOURCE)
+            .map_err(|e| match e {
                 // Reading the uploaded archive itself failed: it is not a well-formed tar.
                 corral_images::Error::Io { path: p, source } if p == path => {
                     ApiError::unprocessable(format!("the archive: {source}"))

@@ -43,7 +43,9 @@ impl UploadFiles {
 
     /// Whether `more` bytes would take the upload over its limit.
     pub fn would_exceed(&self, more: u64) -> bool {
-        self.total + more > self.limits.max_bytes.bytes()
+        self.total
+            .checked_add(more)
+            .is_none_or(|t| t > self.limits.max_bytes.bytes())
     }
 
     pub fn too_large(&self) -> ApiError {
@@ -152,7 +154,7 @@ impl UploadFiles {
             )));
         }
         let size = header.size;
-        if self.total + size > self.limits.max_bytes.bytes() {
+        if self.would_exceed(size) {
             return Err(self.too_large());
         }
         let mut content = Vec::with_capacity(size.min(1 << 20) as usize);
@@ -222,4 +224,67 @@ pub async fn owned(st: &SharedState, caller: &Caller, id: &str) -> Result<Upload
         .await?
         .filter(|u| u.owner == caller.id)
         .ok_or_else(|| ApiError::not_found(format!("no upload {id:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One ustar header block with a correct checksum.
+    fn header(name: &[u8], flag: u8, size: u64) -> Vec<u8> {
+        let mut h = vec![0u8; 512];
+        h[..name.len()].copy_from_slice(name);
+        h[100..108].copy_from_slice(b"0000644\0");
+        h[108..116].copy_from_slice(b"0000000\0");
+        h[116..124].copy_from_slice(b"0000000\0");
+        h[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
+        h[136..148].copy_from_slice(b"00000000000\0");
+        h[156] = flag;
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[263..265].copy_from_slice(b"00");
+        h[148..156].copy_from_slice(b"        ");
+        let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        h
+    }
+
+    /// A tar of one file `f` whose size a PAX header states as `size` (its data absent).
+    fn pax_sized(size: u64) -> Vec<u8> {
+        let body = format!(" size={size}\n");
+        let mut len = body.len() + 1;
+        while format!("{len}{body}").len() != len {
+            len += 1;
+        }
+        let rec = format!("{len}{body}");
+        let mut tar = header(b"pax", b'x', rec.len() as u64);
+        let mut data = rec.into_bytes();
+        data.resize(512, 0);
+        tar.extend(data);
+        tar.extend(header(b"f", b'0', 0));
+        tar.extend(vec![0u8; 1024]);
+        tar
+    }
+
+    #[test]
+    fn sizes_near_u64_max_are_refused_without_overflow() {
+        let mut files = UploadFiles::new(&UploadLimits::default());
+        files.add("a.txt", b"hello".to_vec(), 0o644).unwrap();
+        assert!(files.would_exceed(u64::MAX));
+        assert!(files.would_exceed(u64::MAX - 4));
+
+        // A PAX size over what a file can have: a 400 naming it.
+        for size in [u64::MAX, u64::MAX - 5] {
+            let e = files.add_archive(&pax_sized(size)).unwrap_err();
+            assert!(
+                e.message.contains("is over the largest a file can have"),
+                "{}",
+                e.message
+            );
+        }
+
+        // A size a file can have, added to a total that would overflow: too large.
+        files.total = u64::MAX - 1;
+        let e = files.add_archive(&pax_sized(1 << 40)).unwrap_err();
+        assert!(e.message.contains("larger than"), "{}", e.message);
+    }
 }
