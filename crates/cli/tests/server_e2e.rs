@@ -1053,6 +1053,56 @@ fn an_oversized_websocket_message_is_refused_with_a_reason() {
     });
 }
 
+/// A frame whose header says 15 MiB is refused at its header: the server used to wait for (and
+/// buffer) the whole frame before checking the message's size, so a slow sender held that much
+/// of its memory. The header and a few bytes are sent and the payload never comes.
+#[test]
+fn an_oversized_websocket_frame_is_refused_at_its_header() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let mut tcp = tokio::net::TcpStream::connect(&s.addr).await.unwrap();
+        let handshake = format!(
+            "GET /ws?token={t} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            s.addr
+        );
+        tcp.write_all(handshake.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut b = [0u8; 1];
+            tcp.read_exact(&mut b).await.unwrap();
+            head.push(b[0]);
+        }
+        assert!(head.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+        // FIN + text; masked (as a client's must be), 64-bit length 15 MiB; a mask; 10 bytes.
+        let mut frame = vec![0x81, 0x80 | 127];
+        frame.extend_from_slice(&(15u64 << 20).to_be_bytes());
+        frame.extend_from_slice(&[1, 2, 3, 4]);
+        frame.extend_from_slice(&[0u8; 10]);
+        tcp.write_all(&frame).await.unwrap();
+        // The answer: a text frame with the error, then a close frame with 1009.
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), async {
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = tcp.read(&mut buf).await.unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+        })
+        .await;
+        assert!(read.is_ok(), "the server waited for the frame's payload: {got:?}");
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.contains("bad_message") && text.contains("1048576 bytes"), "{text}");
+        let close = got.windows(4).any(|w| w[0] == 0x88 && w[2..4] == 1009u16.to_be_bytes());
+        assert!(close, "no 1009 close frame: {got:?}");
+    });
+}
+
 /// A client's close frame is answered with one of the same code (RFC 6455 §5.5.1), idle and
 /// mid-run: clients used to see every close they started end as 1006 (abnormal).
 #[test]
