@@ -6,12 +6,14 @@
 //! - [`schema`]: validating documents against the workspace's JSON schemas.
 //! - [`http`]: one request to a corral server under test, its status and its answer.
 //! - [`registry`]: a real container registry on a loopback port.
+//! - [`tar`]: tar headers written by hand.
 
 pub mod command;
 pub mod debian;
 pub mod http;
 pub mod registry;
 pub mod schema;
+pub mod tar;
 
 pub use command::{json_output, succeed};
 pub use debian::{debian_tar, lock, oci_layout_of_tar, sha256_file};

@@ -75,6 +75,23 @@ pub struct BuildJob {
 }
 
 impl BuildJob {
+    /// A job waiting for its turn, nothing run yet.
+    fn queued(id: String, from: String, name: Option<String>, total: usize) -> BuildJob {
+        BuildJob {
+            id,
+            status: BuildStatus::Queued,
+            from,
+            name,
+            total,
+            current: None,
+            steps: Vec::new(),
+            output: String::new(),
+            output_dropped: 0,
+            error: None,
+            image: None,
+        }
+    }
+
     fn push_output(&mut self, bytes: &[u8]) {
         self.output.push_str(&String::from_utf8_lossy(bytes));
         if self.output.len() > OUTPUT_TAIL {
@@ -194,21 +211,13 @@ pub fn start(
             file.from
         )));
     }
-    let job = builds.add(BuildJob {
-        id: corral_store::random_hex(16),
-        status: BuildStatus::Queued,
-        from: file.from.clone(),
-        name: name
-            .as_deref()
+    let job = builds.add(BuildJob::queued(
+        corral_store::random_hex(16),
+        file.from.clone(),
+        name.as_deref()
             .and_then(corral_images::store::refs::normalise_name),
-        total: file.steps.len(),
-        current: None,
-        steps: Vec::new(),
-        output: String::new(),
-        output_dropped: 0,
-        error: None,
-        image: None,
-    })?;
+        file.steps.len(),
+    ))?;
     let shown = lock(&job).clone();
     let (images, host, turn) = (images.clone(), host.clone(), builds.turn.clone());
     tokio::spawn(async move {
@@ -281,19 +290,7 @@ mod tests {
     use super::*;
 
     fn job(id: &str) -> BuildJob {
-        BuildJob {
-            id: id.into(),
-            status: BuildStatus::Queued,
-            from: "base".into(),
-            name: None,
-            total: 1,
-            current: None,
-            steps: Vec::new(),
-            output: String::new(),
-            output_dropped: 0,
-            error: None,
-            image: None,
-        }
+        BuildJob::queued(id.into(), "base".into(), None, 1)
     }
 
     #[test]

@@ -230,23 +230,7 @@ pub async fn owned(st: &SharedState, caller: &Caller, id: &str) -> Result<Upload
 mod tests {
     use super::*;
 
-    /// One ustar header block with a correct checksum.
-    fn header(name: &[u8], flag: u8, size: u64) -> Vec<u8> {
-        let mut h = vec![0u8; 512];
-        h[..name.len()].copy_from_slice(name);
-        h[100..108].copy_from_slice(b"0000644\0");
-        h[108..116].copy_from_slice(b"0000000\0");
-        h[116..124].copy_from_slice(b"0000000\0");
-        h[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
-        h[136..148].copy_from_slice(b"00000000000\0");
-        h[156] = flag;
-        h[257..263].copy_from_slice(b"ustar\0");
-        h[263..265].copy_from_slice(b"00");
-        h[148..156].copy_from_slice(b"        ");
-        let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
-        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
-        h
-    }
+    use corral_testkit::tar::ustar_header as header;
 
     /// A tar of one file `f` whose size a PAX header states as `size` (its data absent).
     fn pax_sized(size: u64) -> Vec<u8> {
