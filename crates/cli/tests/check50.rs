@@ -184,6 +184,63 @@ fn check50_details_descriptions_and_dependencies() {
         .contains("the results were not written by corral's check50 runner"));
 }
 
+/// check50 keeps all a program printed before a mismatch: `floods` greets with three million
+/// letters. The row fails and shows at most 8 KiB of them (the report was 6 MB; with a dozen such
+/// checks check50's results passed the 16 MiB corral reads and the whole run came out invalid).
+/// `stalls` starts its greeting and never ends it: check50's timeout (a `Missing`) shows what was
+/// expected and what came, as a mismatch does.
+#[test]
+fn a_flood_of_output_is_cut_and_a_timeout_shows_what_came() {
+    let (code, json) = check("floods", true);
+    let got = results(&json);
+    assert_eq!(
+        (code, &got),
+        (1, &want([F, T, F, F, N], [0.0, 1.0, 0.0, 0.0, 0.0])),
+        "{json:#}"
+    );
+    let actual = &json["results"]["hello/greets"]["script"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["actual"];
+    let shown = actual["value"].as_str().unwrap();
+    assert!(
+        shown.starts_with("hello, xxxx") && shown.ends_with("..."),
+        "{actual}"
+    );
+    assert!(shown.len() <= 8 * 1024 + 3, "{} bytes shown", shown.len());
+    let report = serde_json::to_string(&json).unwrap();
+    assert!(
+        report.len() < 64 << 10,
+        "a report of {} bytes",
+        report.len()
+    );
+
+    let (code, json) = check("stalls", true);
+    assert_eq!(code, 1, "{json:#}");
+    let greets = &json["results"]["hello/greets"];
+    let last = greets["script"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        last["expected"],
+        serde_json::json!({"type": "stdout", "value": "hello, David"})
+    );
+    assert_eq!(last["actual"]["type"], "stdout");
+    assert!(
+        last["actual"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("hello, "),
+        "{last}"
+    );
+    assert!(
+        greets["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Did not find \"hello, David\""),
+        "{greets}"
+    );
+}
+
 /// CS50's own layout (`examples/check50-mario`): mario/more imports mario/less's checks
 /// (`check50.import_checks`) and runs them against its own expected pyramids, and check50 drives
 /// the C program through a terminal: its expected output ends lines in "\n", matched as the

@@ -23,17 +23,21 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::kinds::runner::{CheckContext, CheckRunner};
-use crate::report::{CheckResult, Observation, ScriptEntry, SKIPPED};
+use crate::report::{cut_text, CheckResult, Observation, ScriptEntry, SKIPPED};
 use crate::shared::host_folders::HostFolder;
 use crate::shared::mounted::mounted_folder;
 use crate::shared::python::{python_helper, unseal, Unsealed};
 use crate::shared::rows::items_not_run;
+use crate::shared::text::MAX_VALUE;
 use crate::suite::{Check, Check50Check, Check50Item, RubricItem, Suite};
 
 /// Where check50 (and what it needs) is installed for `/usr/bin/python3`.
 pub const SITE: &str = "/usr/local/lib/corral/python";
 /// Where the problem folder is mounted (read-only) inside the sandbox.
 pub const PROBLEM_DIR: &str = "/corral/check50";
+/// The most of check50's results read back (the runner keeps at most 8 KiB of each value, so a
+/// problem's results reach this only with thousands of checks).
+const MAX_RESULTS: u64 = 16 << 20;
 pub const BOOTSTRAP: &str = concat!(
     include_str!("../shared/read_nonce.py"),
     include_str!("check50_boot.py")
@@ -117,7 +121,13 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
             return Run::Stopped(crate::shared::text::stop_reason(&outcome), finished);
         }
     }
-    let summary = match sb.read_file(&Path::new(&out_dir).join("summary.json"), 16 << 20) {
+    let summary = match sb.read_file(&Path::new(&out_dir).join("summary.json"), MAX_RESULTS + 1) {
+        Ok(Some(s)) if s.len() as u64 > MAX_RESULTS => {
+            return Run::Invalid(format!(
+                "check50's results are larger than {} MiB",
+                MAX_RESULTS >> 20
+            ))
+        }
         Ok(Some(s)) => s,
         Ok(None) => {
             return Run::Invalid(format!(
@@ -196,11 +206,24 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
     Run::Valid(json)
 }
 
+/// A value of check50's results as text, at most [`MAX_VALUE`] bytes of it.
 fn text_of(v: Option<&Value>) -> Option<String> {
-    match v? {
-        Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
+    let text = match v? {
+        Value::Null => return None,
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    Some(cut_text(&text, MAX_VALUE, "..."))
+}
+
+/// An expected or actual value for a script entry: a string cut to [`MAX_VALUE`] bytes, any
+/// other value kept when it is that small (check50 keeps all a program printed: megabytes when
+/// it floods its terminal).
+fn shown(v: &Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(cut_text(s, MAX_VALUE, "...")),
+        other if other.to_string().len() <= MAX_VALUE => other.clone(),
+        other => Value::String(cut_text(&other.to_string(), MAX_VALUE, "...")),
     }
 }
 
@@ -319,18 +342,25 @@ fn item_row(check: &Check, item: &Check50Item, row: &RubricItem, r: &Check50Resu
         .log
         .iter()
         .take(100)
-        .map(|l| ScriptEntry {
-            expected: Observation::new("log", l.clone()),
-            actual: Observation::new("log", l.clone()),
+        .map(|l| {
+            let l = cut_text(l, MAX_VALUE, "...");
+            ScriptEntry {
+                expected: Observation::new("log", l.clone()),
+                actual: Observation::new("log", l),
+            }
         })
         .collect();
-    if let (Some(e), Some(a)) = (
-        cause.and_then(|c| c.get("expected")),
-        cause.and_then(|c| c.get("actual")),
-    ) {
+    // A `Mismatch` says what was expected and what came; a `Missing` (output that never came
+    // before the timeout) what was missing from what came.
+    let field = |name: &str| cause.and_then(|c| c.get(name));
+    let compared = match (field("expected"), field("actual")) {
+        (Some(e), Some(a)) => Some((e, a)),
+        _ => field("missing_item").zip(field("collection")),
+    };
+    if let Some((e, a)) = compared {
         script.push(ScriptEntry {
-            expected: Observation::new("stdout", e.clone()),
-            actual: Observation::new("stdout", a.clone()),
+            expected: Observation::new("stdout", shown(e)),
+            actual: Observation::new("stdout", shown(a)),
         });
     } else if r.passed == Some(false) {
         script.push(ScriptEntry {
@@ -437,7 +467,8 @@ fn finished_before_the_stop(
     struct Progress {
         results: Vec<Check50Result>,
     }
-    let Ok(Some(sealed)) = sb.read_file(&Path::new(out_dir).join("progress.json"), 16 << 20) else {
+    let Ok(Some(sealed)) = sb.read_file(&Path::new(out_dir).join("progress.json"), MAX_RESULTS)
+    else {
         return Vec::new();
     };
     unseal(&sealed, nonce)

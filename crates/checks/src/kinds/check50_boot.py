@@ -46,6 +46,8 @@ def _corral_main():
         results = json.loads(buf.getvalue())
     except ValueError:
         results = None
+    if isinstance(results, dict) and isinstance(results.get("results"), list):
+        results["results"] = [_corral_clip(r) for r in results["results"]]
     summary = {"exit": code, "error": error, "check50": results}
     fd = os.open(
         os.path.join(out_dir, "summary.json"),
@@ -55,6 +57,26 @@ def _corral_main():
     os.write(fd, _corral_sealed(nonce, summary))
     os.close(fd)
     os._exit(0)
+
+
+# check50 keeps everything a program printed before a mismatch or a timeout (a `Missing`'s
+# "collection", a `Mismatch`'s "actual"): a program that floods its terminal leaves megabytes
+# per check, and a problem's results would pass the 16 MiB the host reads. The host shows at
+# most 8 KiB of a value and 100 log lines, so that is what is kept (a little more: the host cuts
+# at its own boundary and marks the cut). Each check's result is clipped, never the list of
+# checks, which the host compares with the problem's.
+_CORRAL_MAX_TEXT = 8 * 1024 + 1
+_CORRAL_MAX_ITEMS = 200
+
+
+def _corral_clip(value):
+    if isinstance(value, str):
+        return value[:_CORRAL_MAX_TEXT]
+    if isinstance(value, list):
+        return [_corral_clip(v) for v in value[:_CORRAL_MAX_ITEMS]]
+    if isinstance(value, dict):
+        return {k: _corral_clip(v) for k, v in value.items()}
+    return value
 
 
 def _corral_record_progress(nonce, out_dir):
@@ -83,7 +105,9 @@ def _corral_record_progress(nonce, out_dir):
             for future in done:
                 try:
                     result, _state = future.result()
-                    finished.append(json.loads(json.dumps(attr.asdict(result), default=str)))
+                    finished.append(
+                        _corral_clip(json.loads(json.dumps(attr.asdict(result), default=str)))
+                    )
                 except Exception:  # noqa: BLE001 - check50 itself reports a failed check
                     continue
             try:
