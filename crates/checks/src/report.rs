@@ -524,7 +524,8 @@ impl Report {
             }
             let said = r
                 .visible_message(view)
-                .is_some_and(|m| m.starts_with("expected"));
+                // "expected X, not Y", or a file check's "out.txt differs ...: expected X, not Y".
+                .is_some_and(|m| m.starts_with("expected") || m.contains(": expected "));
             if r.result == Some(false) && !said {
                 if let Some(e) = r.visible_script(view).last() {
                     if e.expected.kind == e.actual.kind && e.expected.value != e.actual.value {

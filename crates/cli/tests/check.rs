@@ -382,6 +382,29 @@ fn text_output_looks_like_check50() {
     assert!(!t.contains("\x1b["), "colors with --no-color");
 }
 
+/// A file check's message already says what was expected and what came ("out.txt differs from
+/// expected.txt at line 1: expected ..., not ..."): the text report says it once, as the README
+/// shows (the whole files were printed again as a second "expected" line).
+#[test]
+fn a_file_mismatch_is_said_once_in_the_text_report() {
+    let suite = root().join("examples/hello/suite.yaml");
+    let sub = root().join("examples/hello/submissions/wrong_output");
+    let out = corral(&[
+        "check",
+        "--no-color",
+        suite.to_str().unwrap(),
+        sub.to_str().unwrap(),
+    ]);
+    let t = text(&out.stdout);
+    assert!(
+        t.contains(
+            "out.txt differs from expected.txt at line 1: expected \"hello, World\", not \"goodbye, World\""
+        ),
+        "{t}"
+    );
+    assert_eq!(t.matches("World").count(), 2, "{t}");
+}
+
 #[test]
 fn protected_files_are_flagged_and_never_taken_from_the_submission() {
     let (_, json, _) = check("hello", "replaces_protected", &[]);
