@@ -480,6 +480,65 @@ fn graceful_restarts_give_running_jobs_back_without_using_attempts() {
     });
 }
 
+/// A host that cannot prepare a job — here its temporary folder is not a folder; a full disk
+/// fails the same step — gives the job back to the queue instead of failing it, waits before
+/// claiming again, and judges it once the host is whole. Every such job used to end `failed`
+/// with `internal_error` at once, a whole backlog within seconds. One that can never be
+/// prepared fails after five tries, naming the host's error.
+#[test]
+fn a_job_the_host_cannot_prepare_waits_for_the_host() {
+    let data = tempfile::tempdir().unwrap();
+    let cfg = "[submissions]\nworkers = 1\n";
+    let s = Server::start_in(data.path(), cfg, &[]);
+    let tmp = data.path().join("tmp");
+    let break_tmp = |tmp: &std::path::Path| {
+        std::fs::remove_dir_all(tmp).unwrap();
+        std::fs::write(tmp, "not a folder").unwrap();
+    };
+    break_tmp(&tmp);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let id = submit(&s, &t, json!({"cmd": "echo ok", "expected_output": "ok"})).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !s
+            .log()
+            .contains("the host could not prepare a job; queued again")
+        {
+            assert!(Instant::now() < deadline, "not given back:\n{}", s.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (_, v) = get(&s, &t, &format!("/submissions/{id}")).await;
+        assert!(
+            v["status"] == "queued" || v["status"] == "running",
+            "{v}\n{}",
+            s.log()
+        );
+        std::fs::remove_file(&tmp).unwrap();
+        std::fs::create_dir(&tmp).unwrap();
+        let v = finished(&s, &t, &id).await;
+        assert_eq!(v["status"], "done", "{v}");
+        assert_eq!(v["verdict"], "accepted", "{v}");
+        assert_eq!(v["attempts"], 1, "given back without using an attempt: {v}");
+    });
+    drop(s);
+    // Five workers: five tries within a second, then the job fails with the host's reason.
+    let data = tempfile::tempdir().unwrap();
+    let s = Server::start_in(data.path(), "[submissions]\nworkers = 5\n", &[]);
+    break_tmp(&data.path().join("tmp"));
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let id = submit(&s, &t, json!({"cmd": "echo ok"})).await;
+        let v = finished(&s, &t, &id).await;
+        assert_eq!(v["status"], "failed", "{v}");
+        let message = v.to_string();
+        assert!(
+            message.contains("the host could not prepare the job 5 times")
+                && message.contains("a temporary folder"),
+            "{v}"
+        );
+    });
+}
+
 #[test]
 fn old_submissions_are_deleted_after_the_retention_period() {
     let s = Server::start("retention = \"1s\"\n[submissions]\nworkers = 1\n", &[]);

@@ -271,6 +271,52 @@ fn worker_endpoints_check_roles_leases_and_signatures() {
     });
 }
 
+/// A claim the server cannot prepare (its temporary folder is not a folder; a full disk fails
+/// the same step) gives the job back at once: the worker gets a 503 and the job is queued with
+/// no attempt used. It used to answer 500 and leave the job leased to nobody until the lease ran
+/// out, then blame the worker ("stopped answering") after three such claims.
+#[test]
+fn a_claim_the_server_cannot_prepare_gives_the_job_back() {
+    let data = tempfile::tempdir().unwrap();
+    let s = Server::start_in(data.path(), "[submissions]\nworkers = 0\n", &[]);
+    let tmp = data.path().join("tmp");
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let wt = s.token("worker").await;
+        let id = submit(
+            &s,
+            &t,
+            json!({"cmd": "cat in.txt", "files": [{"path": "in.txt", "content": "data"}]}),
+        )
+        .await;
+        std::fs::remove_dir_all(&tmp).unwrap();
+        std::fs::write(&tmp, "not a folder").unwrap();
+        let (st, body) = s
+            .post_lenient(&wt, "/worker/claim", json!({"worker": "manual", "wait": 5}))
+            .await;
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("a temporary folder"),
+            "{body}"
+        );
+        let (_, v) = s.get(&t, &format!("/submissions/{id}")).await;
+        assert_eq!(v["status"], "queued", "{v}");
+        assert_eq!(v["attempts"], 0, "{v}");
+        std::fs::remove_file(&tmp).unwrap();
+        std::fs::create_dir(&tmp).unwrap();
+        let (st, job) = s
+            .post_lenient(&wt, "/worker/claim", json!({"worker": "manual", "wait": 5}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{job}");
+        assert_eq!(job["id"], id.as_str());
+        assert_eq!(job["attempt"], 1);
+        assert_eq!(job["files"][0]["content_base64"], "ZGF0YQ==");
+    });
+}
+
 #[test]
 fn a_worker_killed_mid_run_loses_the_job_to_another() {
     let s = Server::start("[submissions]\nworkers = 0\nlease = \"1s\"\n", &[]);

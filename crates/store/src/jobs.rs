@@ -76,6 +76,9 @@ pub struct NewJob {
     pub spec: String,
     /// The upload holding the files, kept from retention while the job is unfinished.
     pub upload_id: Option<String>,
+    /// The upload of the suite the job is graded with (a registered suite's files, pinned when
+    /// the job was accepted), kept from retention likewise.
+    pub suite_upload_id: Option<String>,
     pub callback_url: Option<String>,
     /// Claims after which an expired lease marks the job failed instead of queueing it again.
     pub max_attempts: u32,

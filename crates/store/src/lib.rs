@@ -28,7 +28,7 @@ mod store;
 use std::path::Path;
 
 pub use blobs::BlobStore;
-pub use clock::{now, now_ms};
+pub use clock::{now, now_ms, skew_for_tests};
 pub use error::{Result, StoreError};
 pub use ids::{random_hex, sha256_hex};
 pub use jobs::*;

@@ -17,6 +17,7 @@ fn job(owner: &str, n: usize) -> NewJob {
         owner: owner.to_string(),
         spec: format!("{{\"n\":{n}}}"),
         upload_id: None,
+        suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
     }

@@ -130,11 +130,43 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
         owner: "me".into(),
         spec: "{}".into(),
         upload_id: Some(waiting.id.clone()),
+        suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
     }])
     .await
     .unwrap();
+    // A submission is graded with the suite's files as they were when it was accepted: the
+    // suite registered again since points at new files, and the old ones stay while it waits
+    // (they were deleted, and the job failed with "the files of suite ... are gone").
+    let pinned = s
+        .create_upload("staff1", vec![file("expected.txt", b"one", 0)])
+        .await
+        .unwrap();
+    s.put_suite("pinned", "staff1", "Pinned", &pinned.id)
+        .await
+        .unwrap();
+    let student_files = s
+        .create_upload("me", vec![file("answer.txt", b"one", 0)])
+        .await
+        .unwrap();
+    s.enqueue(vec![NewJob {
+        owner: "me".into(),
+        spec: "{}".into(),
+        upload_id: Some(student_files.id.clone()),
+        suite_upload_id: Some(pinned.id.clone()),
+        callback_url: None,
+        max_attempts: 3,
+    }])
+    .await
+    .unwrap();
+    let second = s
+        .create_upload("staff1", vec![file("expected.txt", b"two", 0)])
+        .await
+        .unwrap();
+    s.put_suite("pinned", "staff1", "Pinned", &second.id)
+        .await
+        .unwrap();
     let old = s
         .create_upload("me", vec![file("x", b"only here", 0)])
         .await
@@ -143,6 +175,14 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
     assert!(s.get_upload(&old.id).await.unwrap().is_none());
     assert!(s.get_upload(&u.id).await.unwrap().is_some());
     assert!(s.get_upload(&waiting.id).await.unwrap().is_some());
+    assert!(s.get_upload(&pinned.id).await.unwrap().is_some());
+    assert_eq!(
+        s.read_upload_file(&pinned, "expected.txt")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"one"[..])
+    );
 }
 
 /// Registrations of one suite at once all succeed: on SQLite a transaction that reads the owner,
@@ -202,6 +242,7 @@ async fn every_write_under_concurrency(s: Arc<dyn Store>) {
                         owner: owner.clone(),
                         spec: "{}".into(),
                         upload_id: Some(mine.id.clone()),
+                        suite_upload_id: None,
                         callback_url: Some("http://callback.invalid/".into()),
                         max_attempts: 2,
                     }])
@@ -334,6 +375,7 @@ async fn postgres_new_work_wakes_other_nodes() {
             owner: "o".into(),
             spec: format!("{{\"n\":{n}}}"),
             upload_id: None,
+            suite_upload_id: None,
             callback_url: None,
             max_attempts: 3,
         }])
@@ -374,6 +416,7 @@ async fn postgres_sweeps_skip_rows_other_transactions_hold() {
         owner: format!("o{n}"),
         spec: "{}".into(),
         upload_id: None,
+        suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
     };

@@ -33,6 +33,11 @@ pub trait Dialect: sqlx::Database {
     /// commit). SQLite has no other nodes to tell.
     const NOTIFY_WORK: Option<&'static str>;
 
+    /// The database's clock, Unix milliseconds (an expression). Leases are given and expired by
+    /// it: nodes whose clocks disagree (or one whose clock jumps) still agree on when a lease
+    /// ends — by their own clocks a node 20 s ahead expired every other node's 30 s leases.
+    const NOW_MS: &'static str;
+
     /// Rows a statement changed (each driver has its own result type).
     fn rows_affected(r: &Self::QueryResult) -> u64;
 }

@@ -75,7 +75,8 @@ where
             let id = new_job_id();
             sqlx::query(
                 "INSERT INTO submissions (id, owner, state, spec, upload_id, max_attempts, created_ms, \
-                 callback_url, callback_state) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8)",
+                 callback_url, callback_state, suite_upload_id) \
+                 VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9)",
             )
             .bind(id.as_str())
             .bind(j.owner.as_str())
@@ -89,6 +90,7 @@ where
             } else {
                 "none"
             })
+            .bind(j.suite_upload_id.as_deref())
             .execute(&mut *tx)
             .await?;
             sqlx::query(
@@ -122,29 +124,35 @@ where
         // be newer than `now`, so a job never starts before it was created (no negative waits).
         let now = now_ms();
         let secret = random_hex(16);
-        let expires = now + ms(lease);
         // One statement: the row is chosen and updated under SQLite's write lock, or chosen and
-        // locked on PostgreSQL (rows other claimers hold are skipped, not waited for).
+        // locked on PostgreSQL (rows other claimers hold are skipped, not waited for). The lease
+        // ends by the database's clock (`Dialect::NOW_MS`).
         let mut tx = self.begin_write().await?;
         let job: Option<Job> = sqlx::query_as(&format!(
             "UPDATE submissions SET state = 'running', attempts = attempts + 1, worker = $1, \
-             lease = $2, lease_expires_ms = $3, \
+             lease = $2, lease_expires_ms = {} + $3, \
              started_ms = COALESCE(started_ms, CASE WHEN created_ms > $4 THEN created_ms ELSE $4 END) \
              WHERE seq = (SELECT s.seq FROM submissions s LEFT JOIN queue_owners o ON o.owner = s.owner \
                           WHERE s.state = 'queued' ORDER BY COALESCE(o.served, 0), s.seq LIMIT 1{}) \
              AND state = 'queued' \
              RETURNING {JOB_COLUMNS}",
+            D::NOW_MS,
             D::SKIP_LOCKED
         ))
         .bind(worker)
         .bind(secret.as_str())
-        .bind(expires)
+        .bind(ms(lease))
         .bind(now)
         .fetch_optional(&mut *tx)
         .await?;
         let Some(job) = job else {
             return Ok(None);
         };
+        let expires: i64 =
+            sqlx::query_scalar("SELECT lease_expires_ms FROM submissions WHERE id = $1")
+                .bind(job.id.as_str())
+                .fetch_one(&mut *tx)
+                .await?;
         sqlx::query(&format!(
             "INSERT INTO queue_owners (owner, served) VALUES ($1, {}) \
              ON CONFLICT (owner) DO UPDATE SET served = excluded.served",
@@ -171,10 +179,12 @@ where
     }
 
     async fn heartbeat_job(&self, id: &str, lease: &str, extend: Duration) -> Result<bool> {
-        let r = sqlx::query(
-            "UPDATE submissions SET lease_expires_ms = $1 WHERE id = $2 AND lease = $3 AND state = 'running'",
-        )
-        .bind(now_ms() + ms(extend))
+        let r = sqlx::query(&format!(
+            "UPDATE submissions SET lease_expires_ms = {} + $1 \
+             WHERE id = $2 AND lease = $3 AND state = 'running'",
+            D::NOW_MS
+        ))
+        .bind(ms(extend))
         .bind(id)
         .bind(lease)
         .execute(&self.db)
@@ -296,13 +306,12 @@ where
              callback_next_ms = CASE WHEN attempts >= max_attempts THEN $2 ELSE callback_next_ms END, \
              lease = NULL, lease_expires_ms = NULL \
              WHERE seq IN (SELECT s.seq FROM submissions s \
-                           WHERE s.state = 'running' AND s.lease_expires_ms < $3{}) \
-             AND state = 'running' AND lease_expires_ms < $4 \
+                           WHERE s.state = 'running' AND s.lease_expires_ms < {now_db}{}) \
+             AND state = 'running' AND lease_expires_ms < {now_db} \
              RETURNING id, state",
-            D::SKIP_LOCKED
+            D::SKIP_LOCKED,
+            now_db = D::NOW_MS
         ))
-        .bind(now)
-        .bind(now)
         .bind(now)
         .bind(now)
         .fetch_all(&mut *tx)

@@ -56,6 +56,7 @@ impl Dialect for Postgres {
     const LOCK_KEY: Option<&'static str> =
         Some("SELECT pg_advisory_xact_lock(1668248178, hashtext($1))");
     const NOTIFY_WORK: Option<&'static str> = Some("SELECT pg_notify('corral_work', '')");
+    const NOW_MS: &'static str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
 
     fn rows_affected(r: &sqlx::postgres::PgQueryResult) -> u64 {
         r.rows_affected()

@@ -15,9 +15,13 @@ use crate::paths::{check_tree, validate_path};
 use crate::revisions::{NewRevision, Revision, RevisionFilter, RevisionMeta};
 use crate::store::{NewFile, NewToken, Role, Store, Suite, TokenInfo, Upload, UploadFile};
 
-/// The uploads retention keeps: a suite's files, and those of a submission still to be judged.
+/// The uploads retention keeps: a suite's files, and those of a submission still to be judged —
+/// its own and those of the suite it was accepted with (a suite registered again since points
+/// at a new upload; the submission is still graded with the old one).
 const UPLOAD_NOT_IN_USE: &str = "id NOT IN (SELECT upload_id FROM suites) AND id NOT IN \
      (SELECT upload_id FROM submissions WHERE upload_id IS NOT NULL \
+      AND state IN ('queued', 'running')) AND id NOT IN \
+     (SELECT suite_upload_id FROM submissions WHERE suite_upload_id IS NOT NULL \
       AND state IN ('queued', 'running'))";
 
 /// Stores a new token (on the caller's connection or transaction); its secret is returned only.

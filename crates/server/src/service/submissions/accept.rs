@@ -341,6 +341,7 @@ pub async fn accept(
         owner: caller.id.clone(),
         spec: serde_json::to_string(&spec).expect("a job spec serialises"),
         upload_id,
+        suite_upload_id: spec.suite.as_ref().and_then(|s| s.upload.clone()),
         callback_url: req.callback_url,
         max_attempts: st.config.submissions.max_attempts,
     })

@@ -14,6 +14,7 @@ pub mod accept;
 pub mod callback_slots;
 pub mod callback_targets;
 pub mod callbacks;
+pub mod give_back;
 pub mod queue;
 pub mod remote;
 pub mod view;

@@ -5,9 +5,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine;
-use corral_judge::{ClaimRequest, ClaimedJob, JobFile, JobSpec, ResultRequest, ResultResponse};
+use corral_judge::{
+    ClaimRequest, ClaimedJob, JobFile, JobSpec, ResultRequest, ResultResponse, Verdict,
+};
 use corral_store::Completion;
 
+use super::give_back::{give_back, Unprepared};
+use super::workers;
 use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::suites::suites_dir;
@@ -32,33 +36,43 @@ fn encode_files(files: Vec<(String, u32, Vec<u8>)>) -> Vec<JobFile> {
         .collect()
 }
 
-async fn upload_files(st: &SharedState, id: &str) -> Result<Vec<(String, u32, Vec<u8>)>, ApiError> {
+async fn upload_files(
+    st: &SharedState,
+    id: &str,
+    whose: &str,
+) -> Result<Vec<(String, u32, Vec<u8>)>, Unprepared> {
     let upload = st
         .store
         .get_upload(id)
-        .await?
-        .ok_or_else(|| ApiError::internal(format!("upload {id} is gone")))?;
+        .await
+        .map_err(|e| Unprepared::host("reading the store", e))?
+        .ok_or_else(|| Unprepared::Job(format!("the files of {whose} ({id}) are gone")))?;
     let dir = tempfile::Builder::new()
         .prefix("claim-")
         .tempdir_in(&st.tmp_dir)
-        .map_err(ApiError::internal)?;
-    st.store.materialize(&upload, dir.path()).await?;
+        .map_err(|e| Unprepared::host("a temporary folder", e))?;
+    let copying = format!("copying the files of {whose}");
+    st.store
+        .materialize(&upload, dir.path())
+        .await
+        .map_err(|e| Unprepared::host(&copying, e))?;
     let mut out = Vec::new();
     for f in &upload.files {
-        let data = std::fs::read(dir.path().join(&f.path)).map_err(ApiError::internal)?;
+        let data =
+            std::fs::read(dir.path().join(&f.path)).map_err(|e| Unprepared::host(&copying, e))?;
         out.push((f.path.clone(), f.mode, data));
     }
     Ok(out)
 }
 
 /// Plain files of a folder (the suites folder), never following links.
-fn folder_files(root: &Path) -> Result<Vec<(String, u32, Vec<u8>)>, ApiError> {
+fn folder_files(root: &Path) -> Result<Vec<(String, u32, Vec<u8>)>, Unprepared> {
     use std::os::unix::fs::PermissionsExt;
     let mut out = Vec::new();
     let mut stack = vec![(root.to_path_buf(), String::new())];
     while let Some((dir, prefix)) = stack.pop() {
         for e in std::fs::read_dir(&dir)
-            .map_err(ApiError::internal)?
+            .map_err(|e| Unprepared::host("reading the suites folder", e))?
             .flatten()
         {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -67,7 +81,8 @@ fn folder_files(root: &Path) -> Result<Vec<(String, u32, Vec<u8>)>, ApiError> {
             } else {
                 format!("{prefix}/{name}")
             };
-            let meta = std::fs::symlink_metadata(e.path()).map_err(ApiError::internal)?;
+            let meta = std::fs::symlink_metadata(e.path())
+                .map_err(|e| Unprepared::host("reading the suites folder", e))?;
             if meta.is_dir() {
                 stack.push((e.path(), rel));
             } else if meta.is_file() {
@@ -79,7 +94,8 @@ fn folder_files(root: &Path) -> Result<Vec<(String, u32, Vec<u8>)>, ApiError> {
                 out.push((
                     rel,
                     mode,
-                    std::fs::read(e.path()).map_err(ApiError::internal)?,
+                    std::fs::read(e.path())
+                        .map_err(|e| Unprepared::host("reading the suites folder", e))?,
                 ));
             }
         }
@@ -129,24 +145,43 @@ pub async fn claim(
         return Ok(None);
     };
     let id = claim.job.id.clone();
-    // From here on the job is leased: anything failing gives it back through lease expiry.
-    let spec: JobSpec = serde_json::from_str(&claim.job.spec)
-        .map_err(|e| ApiError::internal(format!("job {id}: unreadable spec: {e}")))?;
-    let files = match &claim.job.upload_id {
-        Some(u) => encode_files(upload_files(st, u).await?),
-        None => Vec::new(),
+    // From here on the job is leased: what fails gives it back at once (the host's errors: the
+    // worker gets a 503 and claims again) or fails it (the job's own), never leaves it to the
+    // lease's expiry, which cost a lease and an attempt and then blamed the worker.
+    let prepared = async {
+        let spec: JobSpec = serde_json::from_str(&claim.job.spec)
+            .map_err(|e| Unprepared::Job(format!("the stored job is unreadable: {e}")))?;
+        let files = match &claim.job.upload_id {
+            Some(u) => encode_files(upload_files(st, u, "the submission").await?),
+            None => Vec::new(),
+        };
+        let suite_files = match &spec.suite {
+            None => None,
+            Some(s) => Some(encode_files(match &s.upload {
+                Some(u) => upload_files(st, u, &format!("suite {:?}", s.id)).await?,
+                None => {
+                    let dir = suites_dir(st).join(&s.id);
+                    tokio::task::spawn_blocking(move || folder_files(&dir))
+                        .await
+                        .map_err(|e| Unprepared::Job(format!("reading the suite failed: {e}")))??
+                }
+            })),
+        };
+        Ok::<_, Unprepared>((spec, files, suite_files))
     };
-    let suite_files = match &spec.suite {
-        None => None,
-        Some(s) => Some(encode_files(match &s.upload {
-            Some(u) => upload_files(st, u).await?,
-            None => {
-                let dir = suites_dir(st).join(&s.id);
-                tokio::task::spawn_blocking(move || folder_files(&dir))
-                    .await
-                    .map_err(ApiError::internal)??
-            }
-        })),
+    let (spec, files, suite_files) = match prepared.await {
+        Ok(p) => p,
+        Err(Unprepared::Job(why)) => {
+            workers::record(st, &id, &claim.lease, &Verdict::internal(why)).await;
+            return Ok(None);
+        }
+        Err(Unprepared::Host(why)) => {
+            give_back(st, &id, &claim.lease, &why).await;
+            return Err(ApiError::overloaded(
+                format!("the server could not prepare a job: {why}"),
+                5,
+            ));
+        }
     };
     tracing::info!(submission = %id, worker = %worker, attempt = claim.job.attempts, "claimed by a remote worker");
     Ok(Some(ClaimedJob {

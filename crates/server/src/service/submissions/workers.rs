@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use corral_store::{Claim, Completion, JobState};
 
+use super::give_back::{give_back, Unprepared};
 use super::queue::QueueHandle;
 use crate::service::suites::suites_dir;
 use crate::state::SharedState;
@@ -58,6 +59,7 @@ impl Drop for InFlight<'_> {
 async fn worker_loop(st: SharedState, i: usize) {
     let name = format!("{}/w{i}", st.queue.node);
     let mut stop = st.shutdown.subscribe();
+    let mut backoff = Duration::ZERO;
     loop {
         if *stop.borrow() {
             break;
@@ -67,7 +69,19 @@ async fn worker_loop(st: SharedState, i: usize) {
             .claim_job(&name, st.config.submissions.lease())
             .await
         {
-            Ok(Some(claim)) => judge_claim(&st, &name, claim).await,
+            Ok(Some(claim)) => {
+                if judge_claim(&st, &name, claim).await {
+                    backoff = Duration::ZERO;
+                } else {
+                    // The host could not prepare the job: whatever failed (a full disk, the
+                    // store) would fail the next one too, so wait before claiming again.
+                    backoff = (backoff * 2).clamp(Duration::from_secs(1), Duration::from_secs(60));
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = stop.changed() => {}
+                    }
+                }
+            }
             Ok(None) => {
                 tokio::select! {
                     _ = st.queue.work.notified() => {}
@@ -83,7 +97,9 @@ async fn worker_loop(st: SharedState, i: usize) {
     }
 }
 
-async fn judge_claim(st: &SharedState, worker: &str, claim: Claim) {
+/// Judges a claimed job and records its verdict; false when the host could not prepare it (the
+/// job is given back: [`give_back`]).
+async fn judge_claim(st: &SharedState, worker: &str, claim: Claim) -> bool {
     let _in_flight = InFlight::new(&st.queue, &claim);
     let id = claim.job.id.clone();
     let lease = claim.lease.clone();
@@ -100,7 +116,12 @@ async fn judge_claim(st: &SharedState, worker: &str, claim: Claim) {
     };
     let verdict = match judge(st, &claim).await {
         Ok(v) => v,
-        Err(why) => Verdict::internal(why),
+        Err(Unprepared::Job(why)) => Verdict::internal(why),
+        Err(Unprepared::Host(why)) => {
+            drop(hb);
+            give_back(st, &id, &lease, &why).await;
+            return false;
+        }
     };
     let lost = hb.lost.load(Ordering::SeqCst);
     drop(hb);
@@ -108,6 +129,7 @@ async fn judge_claim(st: &SharedState, worker: &str, claim: Claim) {
         tracing::warn!(submission = %id, worker, "the lease was lost while judging; the result is offered anyway");
     }
     record(st, &id, &lease, &verdict).await;
+    true
 }
 
 /// The store's record of the image a verdict was reached in.
@@ -164,26 +186,26 @@ pub async fn record(st: &SharedState, id: &str, lease: &str, verdict: &Verdict) 
     }
 }
 
-async fn judge(st: &SharedState, claim: &Claim) -> Result<Verdict, String> {
+async fn judge(st: &SharedState, claim: &Claim) -> Result<Verdict, Unprepared> {
     let spec: JobSpec = serde_json::from_str(&claim.job.spec)
-        .map_err(|e| format!("the stored job is unreadable: {e}"))?;
+        .map_err(|e| Unprepared::Job(format!("the stored job is unreadable: {e}")))?;
     let work = tempfile::Builder::new()
         .prefix("job-")
         .tempdir_in(&st.tmp_dir)
-        .map_err(|e| format!("a temporary folder: {e}"))?;
+        .map_err(|e| Unprepared::host("a temporary folder", e))?;
     let files = work.path().join("files");
-    std::fs::create_dir(&files).map_err(|e| e.to_string())?;
+    std::fs::create_dir(&files).map_err(|e| Unprepared::host("a temporary folder", e))?;
     if let Some(u) = &claim.job.upload_id {
         let upload = st
             .store
             .get_upload(u)
             .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("the submission's files ({u}) are gone"))?;
+            .map_err(|e| Unprepared::host("reading the store", e))?
+            .ok_or_else(|| Unprepared::Job(format!("the submission's files ({u}) are gone")))?;
         st.store
             .materialize(&upload, &files)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| Unprepared::host("copying the submission's files", e))?;
     }
     let suite_dir = match &spec.suite {
         None => None,
@@ -193,14 +215,16 @@ async fn judge(st: &SharedState, claim: &Claim) -> Result<Verdict, String> {
                     .store
                     .get_upload(u)
                     .await
-                    .map_err(|e| e.to_string())?
-                    .ok_or_else(|| format!("the files of suite {:?} are gone", s.id))?;
+                    .map_err(|e| Unprepared::host("reading the store", e))?
+                    .ok_or_else(|| {
+                        Unprepared::Job(format!("the files of suite {:?} are gone", s.id))
+                    })?;
                 let dir = work.path().join("suite");
-                std::fs::create_dir(&dir).map_err(|e| e.to_string())?;
+                std::fs::create_dir(&dir).map_err(|e| Unprepared::host("a temporary folder", e))?;
                 st.store
                     .materialize(&upload, &dir)
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| Unprepared::host("copying the suite's files", e))?;
                 dir
             }
             None => suites_dir(st).join(&s.id),
@@ -224,7 +248,7 @@ async fn judge(st: &SharedState, claim: &Claim) -> Result<Verdict, String> {
         v
     })
     .await
-    .map_err(|e| format!("the worker thread failed: {e}"))
+    .map_err(|e| Unprepared::Job(format!("the worker thread failed: {e}")))
 }
 
 async fn reaper(st: SharedState) {
