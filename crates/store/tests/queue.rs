@@ -354,6 +354,16 @@ async fn callbacks_are_claimed_retried_and_finished(s: Arc<dyn Store>) {
         s.get_job(&ids[0]).await.unwrap().unwrap().callback_state,
         "pending"
     );
+    // ... nor is it in the audit trail, which records only the tries that counted.
+    let tries: Vec<String> = s
+        .job_events(&ids[0])
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "callback")
+        .filter_map(|e| e.detail)
+        .collect();
+    assert_eq!(tries, vec!["pending: HTTP 500".to_string()]);
     // A delivery whose lease ran out is taken over.
     let ids2 = s
         .enqueue(vec![{

@@ -72,7 +72,7 @@ where
             CallbackOutcome::Retry { at_ms } => ("pending", Some(at_ms)),
         };
         let mut tx = self.begin_write().await?;
-        sqlx::query(
+        let r = sqlx::query(
             "UPDATE submissions SET callback_state = $1, callback_next_ms = $2, callback_error = $3 \
              WHERE id = $4 AND callback_state = 'delivering'",
         )
@@ -82,6 +82,11 @@ where
         .bind(id)
         .execute(&mut *tx)
         .await?;
+        if D::rows_affected(&r) == 0 {
+            // The claim was lost meanwhile (its delivery expired and was taken again, or the
+            // submission was deleted): the audit trail records only tries that counted.
+            return Ok(());
+        }
         record_event::<D>(
             &mut tx,
             id,
