@@ -55,6 +55,11 @@ impl BlobStore {
             .map_err(|e| StoreError::io("writing a blob", e))?;
         tmp.persist(&dest)
             .map_err(|e| StoreError::io(format!("storing {}", dest.display()), e.error))?;
+        // The rename is durable only once its folder is: the upload's row is committed after
+        // this returns, and after a power loss it must not name a blob that was never there.
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| StoreError::io(format!("syncing {}", dir.display()), e))?;
         Ok(hash)
     }
 
