@@ -114,19 +114,22 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let store = corral_store::open(&config.database_url(), &config.blobs_dir())
             .await
             .with_context(|| format!("opening the store {}", config.database_url()))?;
-        if config.dev_no_auth {
+        // Everything that can still fail (the address, the state) comes before the first admin
+        // token is made: it is shown once, and a start that then failed would have used it up.
+        let listener = corral_server::bind(&config.listen).await?;
+        let addr = listener.local_addr().context("reading the bound address")?;
+        let caps: Limits = config.caps()?;
+        let dev_no_auth = config.dev_no_auth;
+        let state = corral_server::AppState::new(config, store, pool)?;
+        if dev_no_auth {
             eprintln!(
                 "corral serve: WARNING: --dev-no-auth: no authentication, every caller is an admin"
             );
-        } else if let Some(token) = corral_server::first_admin_token(store.as_ref()).await? {
+        } else if let Some(token) = corral_server::first_admin_token(state.store.as_ref()).await? {
             eprintln!(
                 "corral serve: first start: admin token (shown once, stored hashed): {token}"
             );
         }
-        let listener = corral_server::bind(&config.listen).await?;
-        let addr = listener.local_addr().context("reading the bound address")?;
-        let caps: Limits = config.caps()?;
-        let state = corral_server::AppState::new(config, store, pool)?;
         eprintln!(
             "corral serve: listening on http://{addr} (caps: cpu {} wall {} memory {} pids {})",
             caps.cpu_time, caps.wall_time, caps.memory, caps.pids

@@ -536,6 +536,44 @@ fn sigterm_stops_cleanly_and_keeps_data() {
     assert!(s2.stop().success());
 }
 
+/// A first start that cannot listen (the port is taken) fails before it makes the first admin
+/// token: the token is shown once, so a start that then failed used it up and the next, good
+/// start printed none.
+#[test]
+fn a_failed_first_start_does_not_use_up_the_admin_token() {
+    let dir = tempfile::Builder::new()
+        .prefix("corral-serve-busy-")
+        .tempdir()
+        .unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap().to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["serve", "--listen", &busy, "--data"])
+        .arg(dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it served on a taken port: {err}");
+    assert!(err.contains(&busy), "the address is not named: {err}");
+    assert!(
+        !err.contains("admin token"),
+        "a start that failed made the admin token: {err}"
+    );
+    drop(taken);
+    let s = Server::start_in(dir.path(), "", &[]);
+    assert!(
+        s.admin.starts_with("corral_"),
+        "the first good start shows the admin token:\n{}",
+        s.log()
+    );
+    rt().block_on(async {
+        let (st, v) = s.get(&s.admin, "/whoami").await;
+        assert_eq!(st, StatusCode::OK, "the token works: {v}");
+    });
+    assert!(s.stop().success());
+}
+
 const SEED_SUITE: &str = r#"
 name: hello
 checks:
