@@ -132,8 +132,17 @@ fn open_store(data: &Path) -> anyhow::Result<ImageStore> {
 /// The registry: built-in, plus `--languages FILE` or `$CORRAL_LANGUAGES`.
 pub fn registry(flag: Option<&Path>) -> anyhow::Result<LanguageRegistry> {
     let env = std::env::var_os("CORRAL_LANGUAGES").filter(|v| !v.is_empty());
-    let file = flag.map(Path::to_path_buf).or(env.map(PathBuf::from));
-    Ok(LanguageRegistry::load(file.as_deref())?)
+    match (flag, env) {
+        (Some(file), _) => Ok(LanguageRegistry::load(Some(file))?),
+        // A file nobody typed on this command line: say where its name came from.
+        (None, Some(file)) => LanguageRegistry::load(Some(Path::new(&file))).with_context(|| {
+            format!(
+                "the language registry named by CORRAL_LANGUAGES={}",
+                Path::new(&file).display()
+            )
+        }),
+        (None, None) => Ok(LanguageRegistry::load(None)?),
+    }
 }
 
 /// `--image REF` over the suite's default image (checked for shape only: the store decides
@@ -156,7 +165,7 @@ pub fn main(args: CheckArgs) -> i32 {
         }
     };
     if let Err(e) = override_image(&mut suite, args.image.as_deref()) {
-        eprintln!("corral check: {e:#}");
+        eprintln!("corral check: {}", crate::errors::chain(&e));
         return crate::exit::USAGE;
     }
     let view = if args.staff {
@@ -210,14 +219,14 @@ pub fn grade_and_print(
     let images = match how.data.image_store() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("corral {cmd}: {e:#}");
+            eprintln!("corral {cmd}: {}", crate::errors::chain(&e));
             return crate::exit::USAGE;
         }
     };
     let registry = match registry(languages) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("corral {cmd}: {e:#}");
+            eprintln!("corral {cmd}: {}", crate::errors::chain(&e));
             return crate::exit::USAGE;
         }
     };
@@ -286,7 +295,7 @@ pub fn grade_and_print(
         Format::Gradescope => report.pretty(&report.to_gradescope(view)),
     };
     if let Err(e) = emit(how.file.as_deref(), &text) {
-        eprintln!("corral {cmd}: {e:#}");
+        eprintln!("corral {cmd}: {}", crate::errors::chain(&e));
         // A file the caller named is theirs to fix; standard output lost is the result lost.
         return if how.file.is_some() {
             crate::exit::USAGE

@@ -106,7 +106,7 @@ pub fn main(args: EnvArgs) -> i32 {
     match run(args) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("corral env: {e:#}");
+            eprintln!("corral env: {}", crate::errors::chain(&e));
             1
         }
     }

@@ -34,9 +34,9 @@ impl Images {
         let mut store = self.store.lock().expect("not poisoned");
         if store.is_none() {
             let data = crate::env::data_dir(self.data.as_deref(), self.config.as_deref())
-                .map_err(|e| format!("--image {reference}: {e:#}"))?;
+                .map_err(|e| format!("--image {reference}: {}", crate::errors::chain(&e)))?;
             crate::data_folder::prepare(&data)
-                .map_err(|e| format!("--image {reference}: {e:#}"))?;
+                .map_err(|e| format!("--image {reference}: {}", crate::errors::chain(&e)))?;
             *store = Some(corral_images::Store::open(&data).map_err(|e| {
                 format!(
                     "--image {reference}: opening the image store in {}: {e}",

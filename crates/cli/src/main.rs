@@ -6,6 +6,7 @@ mod data_folder;
 mod doctor;
 mod env;
 mod env_build;
+mod errors;
 mod exit;
 mod grade;
 mod gradescope;

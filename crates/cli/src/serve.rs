@@ -50,7 +50,7 @@ pub fn main(args: ServeArgs) -> i32 {
     match serve(args) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("corral serve: {e:#}");
+            eprintln!("corral serve: {}", crate::errors::chain(&e));
             1
         }
     }

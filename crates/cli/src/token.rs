@@ -60,7 +60,7 @@ pub fn main(args: TokenArgs) -> i32 {
     match run(args) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("corral token: {e:#}");
+            eprintln!("corral token: {}", crate::errors::chain(&e));
             1
         }
     }

@@ -51,7 +51,7 @@ pub fn main(args: WorkerArgs) -> i32 {
     match run(args) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("corral worker: {e:#}");
+            eprintln!("corral worker: {}", crate::errors::chain(&e));
             1
         }
     }
@@ -135,12 +135,7 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         .context("give the server's URL: --server or CORRAL_SERVER")?
         .trim_end_matches('/')
         .to_string();
-    let languages = args
-        .languages
-        .clone()
-        .or_else(|| env("CORRAL_LANGUAGES").map(PathBuf::from));
-    let registry = corral_checks::LanguageRegistry::load(languages.as_deref())
-        .map_err(|e| anyhow::anyhow!("languages: {e}"))?;
+    let registry = crate::check::registry(args.languages.as_deref())?;
     let images = args.data.open_image_store()?;
     let pool = crate::sandboxes::service_pool(args.jobs)?;
     let name = args.name.clone().unwrap_or_else(|| {
@@ -238,7 +233,7 @@ async fn claim_loop(ctx: Arc<Ctx>, i: usize, mut stop: tokio::sync::watch::Recei
                     continue;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "an unreadable job; its lease will expire");
+                    tracing::warn!(error = %crate::errors::chain_of(&e), "an unreadable job; its lease will expire");
                     backoff
                 }
             },
@@ -260,7 +255,8 @@ async fn claim_loop(ctx: Arc<Ctx>, i: usize, mut stop: tokio::sync::watch::Recei
                 backoff
             }
             Err(e) => {
-                tracing::warn!(error = %e, "the server is unreachable");
+                // reqwest's own message names the URL only; its causes say why (connection refused).
+                tracing::warn!(error = %crate::errors::chain_of(&e), "the server is unreachable");
                 backoff
             }
         };
@@ -337,7 +333,12 @@ async fn judge(ctx: &Arc<Ctx>, job: ClaimedJob) {
             };
             crate::worker_images::ensure_images(&remote, &ctx.images, &mut spec, needed)
                 .await
-                .map_err(|e| format!("the worker could not get the job's images: {e:#}"))
+                .map_err(|e| {
+                    format!(
+                        "the worker could not get the job's images: {}",
+                        crate::errors::chain(&e)
+                    )
+                })
         }
         Err(e) => Err(format!("the worker could not write the job's files: {e}")),
     };
@@ -432,7 +433,7 @@ async fn post_result(ctx: &Ctx, job: &ClaimedJob, verdict: Verdict) {
                 tracing::warn!(submission = %job.id, status = %resp.status(), "posting the result failed; retrying")
             }
             Err(e) => {
-                tracing::warn!(submission = %job.id, error = %e, "posting the result failed; retrying")
+                tracing::warn!(submission = %job.id, error = %crate::errors::chain_of(&e), "posting the result failed; retrying")
             }
         }
         if tokio::time::Instant::now() + wait > deadline {

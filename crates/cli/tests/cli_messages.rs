@@ -1,0 +1,110 @@
+//! What a newcomer sees when something is wrong: each message says what failed once, names
+//! where a value came from, and the command exits with the documented status.
+
+use std::process::{Command, Output};
+
+fn corral(args: &[&str]) -> Output {
+    corral_with(args, &[])
+}
+
+/// `corral ARGS` with these variables set (and no `CORRAL_*` of the caller's).
+fn corral_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_corral"));
+    c.args(args)
+        .env_remove("CORRAL_LANGUAGES")
+        .envs(env.iter().copied());
+    c.output().expect("run corral")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// How often `needle` is in `hay`.
+fn count(hay: &str, needle: &str) -> usize {
+    hay.matches(needle).count()
+}
+
+fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn a_missing_file_is_said_once() {
+    let out = corral(&["languages", "--languages", "/nonexistent/languages.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "corral languages: /nonexistent/languages.toml: No such file or directory (os error 2)\n"
+    );
+
+    let data = tempfile::tempdir().unwrap();
+    let d = data.path().to_str().unwrap();
+    let out = corral(&[
+        "env",
+        "import",
+        "/nonexistent/image.tar",
+        "--name",
+        "a:b",
+        "--data",
+        d,
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(count(&err, "No such file or directory"), 1, "{err}");
+    assert!(err.contains("/nonexistent/image.tar"), "{err}");
+
+    let out = corral(&["env", "build", "/nonexistent/build.yaml", "--data", d]);
+    let err = stderr(&out);
+    assert_eq!(count(&err, "No such file or directory"), 1, "{err}");
+}
+
+#[test]
+fn an_archive_that_is_not_one_is_said_once() {
+    let data = tempfile::tempdir().unwrap();
+    let text = data.path().join("some.txt");
+    std::fs::write(&text, "hello\n").unwrap();
+    let out = corral(&[
+        "env",
+        "import",
+        text.to_str().unwrap(),
+        "--data",
+        data.path().to_str().unwrap(),
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(count(&err, "tar stream ends inside a header"), 1, "{err}");
+}
+
+#[test]
+fn an_address_that_is_not_one_is_said_once_with_its_shape() {
+    let data = tempfile::tempdir().unwrap();
+    let out = corral(&[
+        "serve",
+        "--listen",
+        "nonsense",
+        "--data",
+        data.path().to_str().unwrap(),
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(count(&err, "invalid socket address"), 1, "{err}");
+    assert!(err.contains("HOST:PORT"), "{err}");
+}
+
+#[test]
+fn a_registry_file_named_by_corral_languages_says_so() {
+    let suite = repo().join("examples/hello/suite.yaml");
+    let sub = repo().join("examples/hello/submissions/correct");
+    let out = corral_with(
+        &["check", suite.to_str().unwrap(), sub.to_str().unwrap()],
+        &[("CORRAL_LANGUAGES", "/nonexistent/languages.toml")],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("CORRAL_LANGUAGES=/nonexistent/languages.toml"),
+        "{err}"
+    );
+    assert_eq!(count(&err, "No such file or directory"), 1, "{err}");
+}
