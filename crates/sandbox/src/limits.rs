@@ -230,9 +230,10 @@ impl Limits {
         if self.wall_time.0 < Duration::from_millis(1) {
             return bad("wall_time", "must be at least 1ms");
         }
-        if self.cpu_time.0 > Duration::from_secs(86_400)
-            || self.wall_time.0 > Duration::from_secs(86_400)
-        {
+        if self.cpu_time.0 > Duration::from_secs(86_400) {
+            return bad("cpu_time", "must be at most 24h");
+        }
+        if self.wall_time.0 > Duration::from_secs(86_400) {
             return bad("wall_time", "must be at most 24h");
         }
         if self.memory.0 < 4 << 20 {
@@ -304,6 +305,30 @@ mod tests {
         assert_eq!(back["pids"], 16);
         assert!(serde_json::from_str::<LimitsRequest>(r#"{"cpu":"1s"}"#).is_err());
         assert!(serde_json::from_str::<LimitsRequest>(r#"{"memory":-5}"#).is_err());
+    }
+
+    #[test]
+    fn a_limit_out_of_bounds_is_named() {
+        let day_and_more = Millis(Duration::from_secs(25 * 3600));
+        for (key, l) in [
+            (
+                "cpu_time",
+                Limits {
+                    cpu_time: day_and_more,
+                    ..Limits::default()
+                },
+            ),
+            (
+                "wall_time",
+                Limits {
+                    wall_time: day_and_more,
+                    ..Limits::default()
+                },
+            ),
+        ] {
+            let e = l.validate().unwrap_err().to_string();
+            assert_eq!(e, format!("invalid limit {key}: must be at most 24h"));
+        }
     }
 
     #[test]
