@@ -108,3 +108,37 @@ fn a_registry_file_named_by_corral_languages_says_so() {
     );
     assert_eq!(count(&err, "No such file or directory"), 1, "{err}");
 }
+
+/// `corral ARGS` under a hard limit of `n` open files (as a host, or a service's LimitNOFILE=,
+/// may set it).
+fn corral_under_open_files_limit(n: u64, args: &[&str]) -> Output {
+    Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .output()
+        .expect("sh")
+}
+
+#[test]
+fn open_files_above_the_hosts_hard_limit_are_a_usage_error_naming_it() {
+    for json in [false, true] {
+        let mut args = vec!["run", "--open-files", "1025"];
+        if json {
+            args.push("--json");
+        }
+        args.extend(["--", "true"]);
+        let out = corral_under_open_files_limit(1024, &args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "json {json}: {err}");
+        assert!(
+            err.contains("open_files: 1025 is above this host's hard limit on open files, 1024"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "json {json}: nothing ran");
+    }
+    // At the limit it runs.
+    let out = corral_under_open_files_limit(1024, &["run", "--open-files", "1024", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

@@ -436,6 +436,40 @@ fn requests_above_the_caps_get_the_caps_and_are_told() {
     });
 }
 
+/// An `open_files` cap above this host's hard limit on open files (which no sandbox can raise)
+/// is lowered to it: a request for more gets the host's limit and is told, as above any cap,
+/// instead of a sandbox error. (On a host whose hard limit is 1048576 or more nothing is
+/// lowered, and the run simply gets what it asked for.)
+#[test]
+fn open_files_above_the_hosts_hard_limit_are_clamped_like_a_cap() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) only writes the struct it is given.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) }, 0);
+    let host_max = r.rlim_max.min(1 << 20);
+    let s = Server::start("[caps]\nopen_files = 1048576\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let r = s
+            .run_ok(
+                &t,
+                json!({"cmd": "ulimit -n", "limits": {"open_files": 1048576}}),
+            )
+            .await;
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["limits"]["open_files"], host_max, "{r}");
+        assert_eq!(r["stdout"], format!("{host_max}\n"), "{r}");
+        let clamped = if host_max < 1 << 20 {
+            json!(["open_files"])
+        } else {
+            json!([])
+        };
+        assert_eq!(r["limits_clamped"], clamped, "{r}");
+    });
+}
+
 #[test]
 fn worst_containment_cases_through_run() {
     let s = Server::start("", &[]);

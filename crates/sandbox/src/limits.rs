@@ -254,6 +254,25 @@ impl Limits {
         Ok(())
     }
 
+    /// Rejects an `open_files` above `host_max`, the hard limit every sandbox inherits
+    /// ([`host_open_files_max`]): its init cannot raise it (setrlimit fails with EPERM and the
+    /// sandbox is lost), so such a run is refused before one is built.
+    pub fn check_open_files(&self, host_max: u64) -> Result<(), SpecError> {
+        if self.open_files <= host_max {
+            return Ok(());
+        }
+        Err(SpecError::BadLimit {
+            key: "open_files",
+            why: format!(
+                "{} is above this host's hard limit on open files, {host_max} (corral's \
+                 RLIMIT_NOFILE, which no sandbox may raise): ask for at most {host_max}, or raise \
+                 the hard limit of the process that starts corral (`ulimit -Hn`, systemd's \
+                 LimitNOFILE=)",
+                self.open_files
+            ),
+        })
+    }
+
     /// Each limit capped at `caps` (a request may ask for less, never more).
     pub fn clamp_to(&self, caps: &Limits) -> Limits {
         Limits {
@@ -267,6 +286,14 @@ impl Limits {
             file_size: self.file_size.min(caps.file_size),
         }
     }
+}
+
+/// The most open files a run can be given on this host: this process's hard `RLIMIT_NOFILE`,
+/// which every sandbox inherits (the limits' own bound, 1048576, when it is higher or unknown).
+pub fn host_open_files_max() -> u64 {
+    const BOUND: u64 = 1 << 20;
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(BOUND, |(_, hard)| hard.min(BOUND))
 }
 
 #[cfg(test)]
@@ -329,6 +356,22 @@ mod tests {
             let e = l.validate().unwrap_err().to_string();
             assert_eq!(e, format!("invalid limit {key}: must be at most 24h"));
         }
+    }
+
+    #[test]
+    fn open_files_above_the_hosts_hard_limit_are_refused_naming_it() {
+        let l = Limits {
+            open_files: 20_001,
+            ..Limits::default()
+        };
+        assert!(l.check_open_files(20_001).is_ok());
+        let e = l.check_open_files(20_000).unwrap_err().to_string();
+        assert!(
+            e.starts_with("invalid limit open_files: 20001 is above"),
+            "{e}"
+        );
+        assert!(e.contains("hard limit on open files, 20000"), "{e}");
+        assert!(host_open_files_max() >= 4);
     }
 
     #[test]

@@ -340,7 +340,9 @@ impl RunSpec {
         for m in &self.mounts {
             m.validate()?;
         }
-        self.limits.validate()
+        self.limits.validate()?;
+        self.limits
+            .check_open_files(crate::limits::host_open_files_max())
     }
 
     /// The complete environment of the program: minimal defaults, then an image's `Env` (its
