@@ -6,3 +6,7 @@ pub const SANDBOX_ERROR: i32 = 125;
 pub const USAGE: i32 = 2;
 /// Standard output could not be written (sysexits' EX_IOERR): the result is lost, not the run.
 pub const OUTPUT_FAILED: i32 = 74;
+/// `corral run` whose output limit ended the run: 128 + SIGKILL, as the kill corral sends then.
+/// Fixed, because whether the kill came before the program's own end is a matter of timing (a
+/// program that printed too much and exited at once used to exit 0).
+pub const OUTPUT_LIMIT: i32 = 137;

@@ -14,7 +14,8 @@ use crate::exit::{SANDBOX_ERROR as SANDBOX_ERROR_EXIT, USAGE as USAGE_EXIT};
 #[command(
     after_help = "Durations: 100ms, 2s, 1m (a bare number is seconds). Sizes: 512K, 64M, 1G (binary units).\n\n\
     Exit status: without --json, the program's own exit code (128+N when killed by signal N), with a \
-    one-line reason on stderr when a limit ended it; 125 when the sandbox itself failed. With --json, 0 \
+    one-line reason on stderr when a limit ended it (always 137 for the output limit, however the \
+    program ended); 125 when the sandbox itself failed. With --json, 0 \
     whenever the sandbox did its job, 125 on sandbox_error. Either way 2 for bad usage and 74 when \
     standard output could not be written (the run is stopped).",
     trailing_var_arg = true
@@ -288,10 +289,11 @@ fn report(args: &RunArgs, spec: &RunSpec, outcome: &corral_sandbox::Outcome) -> 
     if let Some(note) = copy_out_note(&outcome.copy_out_skipped) {
         eprintln!("corral: {note}");
     }
-    if outcome.status == Status::SandboxError {
-        return SANDBOX_ERROR_EXIT;
+    match outcome.status {
+        Status::SandboxError => SANDBOX_ERROR_EXIT,
+        Status::OutputLimit => crate::exit::OUTPUT_LIMIT,
+        _ => outcome.shell_code(),
     }
-    outcome.shell_code()
 }
 
 /// What `--copy-out` left behind, said where a reader of the terminal sees it (the JSON's

@@ -1137,6 +1137,28 @@ fn live_output_stops_at_the_output_limit() {
     }
 }
 
+/// The output limit gives one exit status, 137, however the program ended: one that printed too
+/// much and exited at once used to exit 0 when it was gone before corral's kill (about one run
+/// in three), 137 when the kill came first. `--json` says `output_limit` either way.
+#[test]
+fn the_output_limit_always_exits_137() {
+    let _g = shared();
+    for cmd in [
+        "echo 12345678901234567890",
+        "echo 12345678901234567890; sleep 1",
+    ] {
+        for _ in 0..10 {
+            let (code, out, err) = run_plain(&["--output", "10", "--", "/bin/sh", "-c", cmd]);
+            let err = String::from_utf8_lossy(&err);
+            assert_eq!(code, Some(137), "{cmd}: {err}");
+            assert_eq!(out, b"1234567890", "{cmd}");
+            assert!(err.contains("output limit of 10 exceeded"), "{cmd}: {err}");
+        }
+        let o = sh(cmd, &["--output", "10"]);
+        o.assert_status("output_limit");
+    }
+}
+
 /// A reader that goes away stops the run (like SIGPIPE in a shell pipeline) and `corral run`
 /// exits 74: `yes` used to run on into a closed pipe until the output limit, reported as such.
 /// `--batch` and `corral check` lose their results the same way and say so with 74 too.
