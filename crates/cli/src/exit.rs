@@ -6,6 +6,9 @@ pub const SANDBOX_ERROR: i32 = 125;
 pub const USAGE: i32 = 2;
 /// Standard output could not be written (sysexits' EX_IOERR): the result is lost, not the run.
 pub const OUTPUT_FAILED: i32 = 74;
+/// `corral run --copy-out` could not copy the files after the run (sysexits' EX_CANTCREAT): the
+/// program ran, and its outcome is reported as usual.
+pub const COPY_OUT_FAILED: i32 = 73;
 /// `corral run` whose output limit ended the run: 128 + SIGKILL, as the kill corral sends then.
 /// Fixed, because whether the kill came before the program's own end is a matter of timing (a
 /// program that printed too much and exited at once used to exit 0).

@@ -16,8 +16,10 @@ use crate::exit::{SANDBOX_ERROR as SANDBOX_ERROR_EXIT, USAGE as USAGE_EXIT};
     Exit status: without --json, the program's own exit code (128+N when killed by signal N), with a \
     one-line reason on stderr when a limit ended it (always 137 for the output limit, however the \
     program ended); 125 when the sandbox itself failed. With --json, 0 \
-    whenever the sandbox did its job, 125 on sandbox_error. Either way 2 for bad usage and 74 when \
-    standard output could not be written (the run is stopped).",
+    whenever the sandbox did its job, 125 on sandbox_error. Either way 2 for bad usage (a --copy-out \
+    destination that cannot be written is refused before the run), 73 when --copy-out failed after \
+    the run (the program's outcome is still reported; stderr, or the JSON's copy_out_error, says \
+    what failed) and 74 when standard output could not be written (the run is stopped).",
     trailing_var_arg = true
 )]
 pub struct RunArgs {
@@ -46,7 +48,8 @@ pub struct RunArgs {
     /// once the program runs), no_sockets, allow:NAME,NAME,… (only these syscalls), joined by '+'.
     #[arg(long, value_name = "NAME", conflicts_with = "batch")]
     seccomp_profile: Option<corral_sandbox::Restrictions>,
-    /// After the run, copy the working directory's regular files and folders to this host folder.
+    /// After the run, copy the working directory's regular files and folders to this host folder
+    /// (made if missing; something else there is refused before the run).
     #[arg(long, value_name = "DIR")]
     copy_out: Option<PathBuf>,
     /// CPU time of the whole process tree [default: 5s].
@@ -277,10 +280,10 @@ pub fn main(args: RunArgs) -> i32 {
 fn report(args: &RunArgs, spec: &RunSpec, outcome: &corral_sandbox::Outcome) -> i32 {
     if args.json {
         println!("{}", crate::image_choice::result_json(outcome, spec));
-        return if outcome.status == Status::SandboxError {
-            SANDBOX_ERROR_EXIT
-        } else {
-            0
+        return match (outcome.status, &outcome.copy_out_error) {
+            (Status::SandboxError, _) => SANDBOX_ERROR_EXIT,
+            (_, Some(_)) => crate::exit::COPY_OUT_FAILED,
+            _ => 0,
         };
     }
     if let Some(reason) = outcome.reason() {
@@ -289,11 +292,19 @@ fn report(args: &RunArgs, spec: &RunSpec, outcome: &corral_sandbox::Outcome) -> 
     if let Some(note) = copy_out_note(&outcome.copy_out_skipped) {
         eprintln!("corral: {note}");
     }
-    match outcome.status {
+    let code = match outcome.status {
         Status::SandboxError => SANDBOX_ERROR_EXIT,
         Status::OutputLimit => crate::exit::OUTPUT_LIMIT,
         _ => outcome.shell_code(),
+    };
+    if let Some(e) = &outcome.copy_out_error {
+        // The program's own status would be lost behind the copy's: say it.
+        eprintln!(
+            "corral: --copy-out failed after the run: {e} (the program's exit status was {code})"
+        );
+        return crate::exit::COPY_OUT_FAILED;
     }
+    code
 }
 
 /// What `--copy-out` left behind, said where a reader of the terminal sees it (the JSON's

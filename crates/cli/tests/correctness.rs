@@ -576,6 +576,86 @@ fn copy_out_says_on_stderr_what_it_left_out() {
     assert!(out2.join("plain").is_file());
 }
 
+/// A `--copy-out` destination that cannot be written is a usage error before the run (it used
+/// to run the program, then throw its result away as a `sandbox_error`, 125: "did not run").
+#[test]
+fn a_copy_out_destination_that_is_a_file_is_refused_before_the_run() {
+    let _g = shared();
+    let t = tempdir();
+    let file = t.path().join("in.txt");
+    fs::write(&file, "mine\n").unwrap();
+    for json in [false, true] {
+        let mut c = corral_cmd();
+        c.arg("run");
+        if json {
+            c.arg("--json");
+        }
+        c.arg("--copy-out")
+            .arg(&file)
+            .args(["--", "/bin/sh", "-c", "echo ran; exit 3"]);
+        let r = run_command(c, secs(60));
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "json {json}: {err}");
+        assert!(
+            err.contains("in.txt: it exists and is not a folder"),
+            "json {json}: {err}"
+        );
+        assert!(r.stdout.is_empty(), "json {json}: the program ran");
+        assert_eq!(fs::read_to_string(&file).unwrap(), "mine\n");
+    }
+}
+
+/// A copy that fails after the run (here a file where the run made a folder) keeps the run's
+/// own outcome — status, exit code, output — and says what failed: a stderr line naming the
+/// program's exit status and exit 73, or `copy_out_error` in the JSON. It used to replace the
+/// outcome with a `sandbox_error` (exit 125) that said the program did not run.
+#[test]
+fn a_copy_out_that_fails_after_the_run_keeps_the_runs_outcome() {
+    let _g = shared();
+    let t = tempdir();
+    let dest = t.path().join("out");
+    fs::create_dir(&dest).unwrap();
+    fs::write(dest.join("sub"), "a file where the run makes a folder\n").unwrap();
+    let program = [
+        "--",
+        "/bin/sh",
+        "-c",
+        "mkdir sub; echo x > sub/f; echo hi; exit 3",
+    ];
+    let mut c = corral_cmd();
+    c.arg("run").arg("--copy-out").arg(&dest).args(program);
+    let r = run_command(c, secs(60));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(73), "{err}");
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "hi\n", "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("--copy-out failed after the run"))
+        .unwrap_or_else(|| panic!("no --copy-out line: {err}"));
+    assert!(
+        line.contains("sub") && line.contains("the program's exit status was 3"),
+        "{line}"
+    );
+
+    let mut c = corral_cmd();
+    c.args(["run", "--json", "--copy-out"])
+        .arg(&dest)
+        .args(program);
+    let r = run_command(c, secs(60));
+    assert_eq!(r.status.code(), Some(73));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).expect("one JSON object");
+    assert_eq!(v["status"], "nonzero_exit", "{v}");
+    assert_eq!(v["exit_code"], 3, "{v}");
+    assert_eq!(v["stdout"], "hi\n", "{v}");
+    assert!(v["error"].is_null(), "{v}");
+    assert!(
+        v["copy_out_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("sub")),
+        "{v}"
+    );
+}
+
 // ---------------------------------------------------------------- isolation between runs
 
 #[test]
