@@ -100,6 +100,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logs::init(crate::logs::Kind::Service, args.log_json);
     let config = config(&args)?;
     crate::data_folder::prepare(&config.data_dir)?;
+    // A mistyped --data or the wrong working directory makes a new folder: say which is used.
+    eprintln!(
+        "corral serve: data folder {}",
+        std::path::absolute(&config.data_dir)
+            .unwrap_or_else(|_| config.data_dir.clone())
+            .display()
+    );
     // Sandboxes are started by executing this binary as their init (never by forking the server).
     let pool = crate::sandboxes::service_pool(config.parallelism)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();

@@ -142,3 +142,67 @@ fn open_files_above_the_hosts_hard_limit_are_a_usage_error_naming_it() {
     let out = corral_under_open_files_limit(1024, &["run", "--open-files", "1024", "--", "true"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+/// `corral ARGS` in the folder `dir`.
+fn corral_in(dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("CORRAL_DATA")
+        .output()
+        .expect("run corral")
+}
+
+/// Token commands use a server's store: where there is none (an empty working directory, a
+/// mistyped --data) they refuse, naming the folder and how to name another. They used to make
+/// ./corral-data/corral.db, print a token no server knew, and exit 0.
+#[test]
+fn token_commands_refuse_a_data_folder_without_a_store() {
+    let cwd = tempfile::tempdir().unwrap();
+    let out = corral_in(cwd.path(), &["token", "create", "--role", "student"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty(), "a token was printed");
+    let looked = cwd.path().join("corral-data");
+    assert!(
+        err.contains(&format!(
+            "no corral store (corral.db) in {}",
+            looked.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("--data DIR") && err.contains("corral serve"),
+        "{err}"
+    );
+    assert!(!looked.exists(), "a data folder was made");
+
+    let typo = cwd.path().join("corral-dta");
+    let t = typo.to_str().unwrap();
+    for args in [
+        &["token", "create", "--role", "admin", "--data", t][..],
+        &["token", "revoke", "0123456789abcdef", "--data", t][..],
+    ] {
+        let out = corral_in(cwd.path(), args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(t), "{args:?}: {err}");
+        assert!(!typo.exists(), "{args:?} made a data folder");
+    }
+}
+
+/// Looking an image up makes no image store: `corral run --image nosuch` used to leave
+/// ./corral-data/images behind.
+#[test]
+fn an_image_lookup_makes_no_data_folder() {
+    let cwd = tempfile::tempdir().unwrap();
+    let out = corral_in(cwd.path(), &["run", "--image", "nosuch", "--", "true"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no image store in"), "{err}");
+    assert!(err.contains("corral env pull"), "{err}");
+    assert!(
+        !cwd.path().join("corral-data").exists(),
+        "a data folder was made"
+    );
+}

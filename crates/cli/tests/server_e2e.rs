@@ -538,6 +538,15 @@ fn sigterm_stops_cleanly_and_keeps_data() {
         .tempdir()
         .unwrap();
     let s = Server::start_in(dir.path(), "", &[]);
+    // It says which data folder it uses.
+    assert!(
+        s.log().contains(&format!(
+            "corral serve: data folder {}\n",
+            dir.path().display()
+        )),
+        "{}",
+        s.log()
+    );
     let (t, id) = rt().block_on(async {
         let t = s.token("student").await;
         let id = s.upload(&t, &[("a.txt", b"persisted")]).await;
