@@ -52,9 +52,54 @@ pub fn main(args: WorkerArgs) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("corral worker: {}", crate::errors::chain(&e));
-            1
+            if e.is::<BadServerUrl>() {
+                crate::exit::USAGE
+            } else {
+                1
+            }
         }
     }
+}
+
+/// A `--server` (or `CORRAL_SERVER`) that is no http(s) URL: refused at start, where it used
+/// to make every claim fail ("builder error") in a loop that never ended.
+#[derive(Debug)]
+struct BadServerUrl {
+    from: &'static str,
+    value: String,
+    why: String,
+}
+
+impl std::fmt::Display for BadServerUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {:?} is not a server URL ({}): give its base URL, e.g. http://10.0.0.5:8080",
+            self.from, self.value, self.why
+        )
+    }
+}
+
+impl std::error::Error for BadServerUrl {}
+
+/// The server's base URL, without a trailing `/`, from `--server` or `CORRAL_SERVER` (`from`).
+fn server_url(value: &str, from: &'static str) -> Result<String, BadServerUrl> {
+    let bad = |why: String| BadServerUrl {
+        from,
+        value: value.to_string(),
+        why,
+    };
+    let url = reqwest::Url::parse(value).map_err(|e| bad(e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad(format!(
+            "the scheme is {:?}, not http or https",
+            url.scheme()
+        )));
+    }
+    if url.host().is_none() {
+        return Err(bad("no host".into()));
+    }
+    Ok(value.trim_end_matches('/').to_string())
 }
 
 struct Ctx {
@@ -114,6 +159,11 @@ fn clock_offset(date: &str, local_now_ms: i64) -> Option<i64> {
 
 fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let server = match (&args.server, env("CORRAL_SERVER")) {
+        (Some(s), _) => server_url(s, "--server")?,
+        (None, Some(s)) => server_url(&s, "CORRAL_SERVER")?,
+        (None, None) => anyhow::bail!("give the server's URL: --server or CORRAL_SERVER"),
+    };
     let token = match (
         args.token.clone().or_else(|| env("CORRAL_WORKER_TOKEN")),
         &args.token_file,
@@ -128,13 +178,6 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         }
     };
     anyhow::ensure!(args.jobs >= 1, "--jobs must be at least 1");
-    let server = args
-        .server
-        .clone()
-        .or_else(|| env("CORRAL_SERVER"))
-        .context("give the server's URL: --server or CORRAL_SERVER")?
-        .trim_end_matches('/')
-        .to_string();
     let registry = crate::check::registry(args.languages.as_deref())?;
     let images = args.data.open_image_store()?;
     let pool = crate::sandboxes::service_pool(args.jobs)?;
@@ -447,7 +490,24 @@ async fn post_result(ctx: &Ctx, job: &ClaimedJob, verdict: Verdict) {
 
 #[cfg(test)]
 mod tests {
-    use super::clock_offset;
+    use super::{clock_offset, server_url};
+
+    #[test]
+    fn the_server_url_is_checked_at_start() {
+        assert_eq!(
+            server_url("http://10.0.0.5:8080/", "--server").unwrap(),
+            "http://10.0.0.5:8080"
+        );
+        server_url("https://corral.internal", "CORRAL_SERVER").unwrap();
+        for bad in ["notaurl", "10.0.0.5:8080", "ftp://host", "http://", ""] {
+            let e = server_url(bad, "--server").unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("--server {bad:?} is not a server URL"))
+                    && e.contains("http://10.0.0.5:8080"),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn results_are_signed_in_the_servers_time() {

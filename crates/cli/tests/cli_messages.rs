@@ -206,3 +206,102 @@ fn an_image_lookup_makes_no_data_folder() {
         "a data folder was made"
     );
 }
+
+/// Starts `corral ARGS`, collects its stderr until `until` holds for it or `within` passed,
+/// then kills it if it still runs: (its exit status if it ended by itself, its stderr).
+fn corral_until(
+    args: &[&str],
+    within: std::time::Duration,
+    until: impl Fn(&str) -> bool,
+) -> (Option<std::process::ExitStatus>, String) {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .env_remove("CORRAL_SERVER")
+        .env_remove("CORRAL_WORKER_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start corral");
+    let mut pipe = child.stderr.take().unwrap();
+    let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let t2 = text.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            t2.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let deadline = std::time::Instant::now() + within;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            // What it wrote last may still be in the pipe.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            break Some(st);
+        }
+        if until(&text.lock().unwrap()) || std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let text = text.lock().unwrap().clone();
+    (status, text)
+}
+
+/// A worker given something that is not a URL says so and exits 2 at once: it used to log
+/// "the server is unreachable error=builder error" every few seconds, forever.
+#[test]
+fn a_worker_refuses_a_server_that_is_not_a_url() {
+    let within = std::time::Duration::from_secs(30);
+    let (status, err) = corral_until(
+        &["worker", "--server", "notaurl", "--token", "corral_x"],
+        within,
+        |_| false,
+    );
+    let status = status.unwrap_or_else(|| panic!("still running after {within:?}: {err}"));
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--server \"notaurl\" is not a server URL"),
+        "{err}"
+    );
+}
+
+/// A server that is not there is logged with the reason, not only "error sending request".
+#[test]
+fn a_worker_says_why_the_server_is_unreachable() {
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!("http://127.0.0.1:{port}");
+    let data = tempfile::tempdir().unwrap();
+    let (status, err) = corral_until(
+        &[
+            "worker",
+            "--server",
+            &server,
+            "--token",
+            "corral_x",
+            "--data",
+            data.path().to_str().unwrap(),
+        ],
+        std::time::Duration::from_secs(60),
+        |e| e.contains("unreachable"),
+    );
+    assert!(status.is_none(), "it stopped: {err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("the server is unreachable"))
+        .unwrap_or_else(|| panic!("no unreachable line: {err}"));
+    assert!(line.contains("Connection refused"), "{line}");
+}
