@@ -27,8 +27,11 @@ pub enum Format {
 #[derive(Args, Debug)]
 #[command(
     after_help = "Exit status: 0 when every check passed, 1 when a check failed or was skipped, \
-    2 for a bad suite, submission or usage, 125 when the sandbox itself failed.\n\n\
-    Languages: the built-in registry plus --languages FILE (or $CORRAL_LANGUAGES)."
+    2 for a bad suite, submission or usage, 125 when a sandbox could not be built or a check could \
+    not be judged (`error` in its result).\n\n\
+    Languages: the built-in registry plus --languages FILE (or $CORRAL_LANGUAGES). \
+    Logs: warnings on stderr; CORRAL_LOG (a RUST_LOG-style filter) shows more, e.g. \
+    CORRAL_LOG=info, or each errored check as it happens with CORRAL_LOG=warn."
 )]
 pub struct CheckArgs {
     /// The suite file (YAML, or JSON when it ends in .json).

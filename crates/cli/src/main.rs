@@ -73,8 +73,12 @@ fn main() {
     let cli = Cli::parse();
     // `serve` and `worker` install their own (info by default, optionally JSON); every other
     // command shows warnings only unless CORRAL_LOG asks for more.
-    if !matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
-        logs::init(logs::Kind::OneShot, false);
+    match cli.command {
+        Command::Serve(_) | Command::Worker(_) => {}
+        Command::Check(_) | Command::Grade(_) | Command::Gradescope(_) => {
+            logs::init(logs::Kind::Grading, false)
+        }
+        _ => logs::init(logs::Kind::OneShot, false),
     }
     // A failed print unwinds (see `quiet_output_failures`), so the pools and sandboxes on the
     // way are dropped and torn down before the exit.

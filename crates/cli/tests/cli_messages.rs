@@ -305,3 +305,67 @@ fn a_worker_says_why_the_server_is_unreachable() {
         .unwrap_or_else(|| panic!("no unreachable line: {err}"));
     assert!(line.contains("Connection refused"), "{line}");
 }
+
+/// A check that errors is in the report (and in `corral grade`'s gradebook, per student); the
+/// engine's timestamped "WARN corral_checks::engine: check errored" log lines, which named no
+/// student, are shown only when CORRAL_LOG asks for warnings.
+#[test]
+fn grading_shows_no_engine_warnings_unless_asked() {
+    let pycalc = repo().join("examples/pycalc");
+    let suite = pycalc.join("suite.yaml");
+    let sub = pycalc.join("submissions/exit_early");
+    let args = ["check", suite.to_str().unwrap(), sub.to_str().unwrap()];
+    let out = corral(&args);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(!err.contains("check errored"), "{err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("invalid run of the tests"),
+        "the report says it"
+    );
+    let out = corral_with(&args, &[("CORRAL_LOG", "warn")]);
+    assert!(stderr(&out).contains("check errored"), "{}", stderr(&out));
+
+    let t = tempfile::tempdir().unwrap();
+    let subs = t.path().join("subs");
+    std::fs::create_dir(&subs).unwrap();
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(&sub)
+        .arg(subs.join("alice"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let out = corral(&[
+        "grade",
+        "--no-progress",
+        "-o",
+        t.path().join("grades").to_str().unwrap(),
+        pycalc.to_str().unwrap(),
+        subs.to_str().unwrap(),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("1 with errors"), "{err}");
+    assert!(!err.contains("check errored"), "{err}");
+}
+
+/// `corral check --help` says what 125 means as the README does.
+#[test]
+fn check_help_says_what_125_means_as_the_readme_does() {
+    let out = corral(&["check", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        help.contains("125 when a sandbox could not be built or a check could not be judged"),
+        "{help}"
+    );
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        readme.contains("125 when a sandbox could not be built or a check could not be judged"),
+        "the README changed: change --help with it"
+    );
+}
