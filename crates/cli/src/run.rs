@@ -95,7 +95,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "native|gvisor")]
     runtime: Option<Runtime>,
     /// Run every line of this JSONL file (one run spec per line, the JSON form of these flags) and
-    /// print one result line each, in input order. Relative paths are relative to the file's folder.
+    /// print one result line each, in input order; blank lines are skipped. Relative paths are
+    /// relative to the file's folder.
     #[arg(long, value_name = "SPECS.jsonl", conflicts_with_all = ["dir", "stdin", "copy_out"])]
     batch: Option<PathBuf>,
     /// With --batch: runs at once.

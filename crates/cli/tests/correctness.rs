@@ -461,6 +461,38 @@ fn run_lines(line: &serde_json::Value, n: usize, flag: &str) -> Vec<serde_json::
     lines
 }
 
+/// Blank lines of a `--batch` file (a spacer, a newline too many at the end) are skipped: they
+/// used to come back as `invalid_spec` results. The other lines keep their order and numbers.
+#[test]
+fn batch_skips_blank_lines() {
+    let _g = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let batch = dir.path().join("lines.jsonl");
+    fs::write(
+        &batch,
+        "{\"argv\": [\"echo\", \"one\"]}\n\n   \n{\"argv\": []}\n{\"argv\": [\"echo\", \"two\"]}\n\n",
+    )
+    .unwrap();
+    for parallel in ["1", "3"] {
+        let out = corral_cmd()
+            .args(["run", "--parallel", parallel, "--batch"])
+            .arg(&batch)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(lines[0]["stdout"], "one\n");
+        assert_eq!(lines[1]["status"], "invalid_spec");
+        assert_eq!(lines[1]["line"], 4, "the file's own line number");
+        assert_eq!(lines[2]["stdout"], "two\n");
+    }
+}
+
 /// PID 1 waits between runs as a `SCHED_BATCH` task (`inside/wake_policy.rs`), yet a program
 /// and what it starts are ordinary tasks, as they would be anywhere: in a sandbox's first run
 /// (its process forked by PID 1) and in the later ones (cloned by PID 1's confined thread).
