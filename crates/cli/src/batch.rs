@@ -143,8 +143,9 @@ pub fn main(
                 // Nobody is listening (a closed pipe, a full disk): the results are lost. The
                 // workers stop at their next result (the channel is gone) and the pool is
                 // dropped on the way out: exiting here left gVisor spares half-made.
-                eprintln!("corral run: cannot write to standard output: {e}");
-                code = crate::exit::OUTPUT_FAILED;
+                code = crate::exit::stdout_failed(&e, || {
+                    format!("corral run: cannot write to standard output: {e}")
+                });
                 break 'results;
             }
         }

@@ -298,12 +298,18 @@ pub fn grade_and_print(
         Format::Gradescope => report.pretty(&report.to_gradescope(view)),
     };
     if let Err(e) = emit(how.file.as_deref(), &text) {
-        eprintln!("corral {cmd}: {}", crate::errors::chain(&e));
+        let said = || format!("corral {cmd}: {}", crate::errors::chain(&e));
         // A file the caller named is theirs to fix; standard output lost is the result lost.
-        return if how.file.is_some() {
-            crate::exit::USAGE
-        } else {
-            crate::exit::OUTPUT_FAILED
+        return match (&how.file, e.downcast_ref::<std::io::Error>()) {
+            (Some(_), _) => {
+                eprintln!("{}", said());
+                crate::exit::USAGE
+            }
+            (None, Some(io)) => crate::exit::stdout_failed(io, said),
+            (None, None) => {
+                eprintln!("{}", said());
+                crate::exit::OUTPUT_FAILED
+            }
         };
     }
     if report.has_errors() {

@@ -19,7 +19,8 @@ use crate::exit::{SANDBOX_ERROR as SANDBOX_ERROR_EXIT, USAGE as USAGE_EXIT};
     whenever the sandbox did its job, 125 on sandbox_error. Either way 2 for bad usage (a --copy-out \
     destination that cannot be written is refused before the run), 73 when --copy-out failed after \
     the run (the program's outcome is still reported; stderr, or the JSON's copy_out_error, says \
-    what failed) and 74 when standard output could not be written (the run is stopped).",
+    what failed), 74 when standard output could not be written (the run is stopped) and 141, quietly, \
+    when its reader went away (`corral run … | head -1`).",
     trailing_var_arg = true
 )]
 pub struct RunArgs {
@@ -185,7 +186,7 @@ impl RunArgs {
 }
 
 /// Passes the program's output through to ours as it arrives. When our standard output cannot
-/// be written (a closed pipe, a full disk) the run is stopped and `corral run` exits 74.
+/// be written (a closed pipe, a full disk) the run is stopped and `corral run` exits 141 or 74.
 #[derive(Default)]
 struct PassThrough {
     failed: Option<std::io::Error>,
@@ -272,8 +273,9 @@ pub fn main(args: RunArgs) -> i32 {
     let mut sink = PassThrough::default();
     let outcome = pool.run(&spec, &mut sink);
     if let Some(e) = sink.failed {
-        eprintln!("corral run: cannot write to standard output: {e} (the run was stopped)");
-        return crate::exit::OUTPUT_FAILED;
+        return crate::exit::stdout_failed(&e, || {
+            format!("corral run: cannot write to standard output: {e} (the run was stopped)")
+        });
     }
     report(&args, &spec, &outcome)
 }
