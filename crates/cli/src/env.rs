@@ -75,11 +75,13 @@ enum EnvCommand {
     },
     /// Show everything the store knows about an image, as JSON.
     Inspect {
+        /// The image to show.
         #[arg(value_name = "REF")]
         reference: String,
     },
     /// Give an image another name.
     Tag {
+        /// The image to name.
         #[arg(value_name = "REF")]
         reference: String,
         /// The new name (NAME[:TAG]).
@@ -87,6 +89,8 @@ enum EnvCommand {
     },
     /// Remove a name (the image goes with its last name), or an image by digest with all its names.
     Rm {
+        /// What to remove, each a name (that name goes; the image with its last one) or a
+        /// digest (the image and all its names).
         #[arg(value_name = "REF", required = true)]
         references: Vec<String>,
     },

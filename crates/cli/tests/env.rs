@@ -182,3 +182,18 @@ fn an_image_without_a_name_is_its_digest_alone() {
         "{out:?}"
     );
 }
+
+/// Every argument of `corral env rm` has help text.
+#[test]
+fn env_rm_says_what_its_refs_are() {
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["env", "rm", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let line = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("<REF>..."))
+        .unwrap_or_else(|| panic!("{help}"));
+    assert!(line.contains("a name") && line.contains("digest"), "{help}");
+}
