@@ -30,8 +30,10 @@ pub struct RunArgs {
     /// Copy this folder's contents into the working directory (/home/sandbox) before running.
     #[arg(long, value_name = "PATH")]
     dir: Option<PathBuf>,
-    /// Feed this file as standard input (default: empty).
-    #[arg(long, value_name = "FILE")]
+    /// Feed this file as standard input, or `-` for corral's own (a pipe or a file, not a
+    /// terminal). Without it the program reads end-of-file at once: corral's own standard input
+    /// is not passed on.
+    #[arg(long, value_name = "FILE|-")]
     stdin: Option<PathBuf>,
     /// Add an environment variable (repeatable). The environment is otherwise minimal.
     #[arg(long = "env", value_name = "K=V")]
@@ -149,8 +151,7 @@ impl RunArgs {
             spec.dir = Some(dir.clone());
         }
         if let Some(f) = &self.stdin {
-            corral_sandbox::open_stdin_file(f).map_err(|e| format!("--stdin {e}"))?;
-            spec.stdin = Stdin::File(f.clone());
+            spec.stdin = Stdin::File(stdin_file(f)?);
         }
         for m in &self.ro_bind {
             spec.mounts
@@ -183,6 +184,27 @@ impl RunArgs {
     fn images(&self) -> crate::image_choice::Images {
         crate::image_choice::Images::new(self.data.clone(), self.config.clone())
     }
+}
+
+/// The file `--stdin` names, checked: `-` is corral's own standard input, reopened by the
+/// sandbox as `/proc/self/fd/0` (the same pipe, or the redirected file from its start).
+fn stdin_file(flag: &std::path::Path) -> Result<PathBuf, String> {
+    if flag != std::path::Path::new("-") {
+        corral_sandbox::open_stdin_file(flag).map_err(|e| format!("--stdin {e}"))?;
+        return Ok(flag.to_path_buf());
+    }
+    // A terminal is no data to feed: the program would read the user's keyboard, and could
+    // send its input (TIOCSTI) or settings to the host's terminal.
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err(
+            "--stdin -: standard input is a terminal; pipe or redirect the program's \
+                    input into corral (`… | corral run --stdin - -- PROGRAM`)"
+                .into(),
+        );
+    }
+    let own = PathBuf::from("/proc/self/fd/0");
+    corral_sandbox::open_stdin_file(&own).map_err(|e| format!("--stdin -: {e}"))?;
+    Ok(own)
 }
 
 /// Passes the program's output through to ours as it arrives. When our standard output cannot

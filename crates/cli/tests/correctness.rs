@@ -384,6 +384,41 @@ fn stdin_comes_from_file() {
     assert!(o.stdout() == data, "stdin was not passed byte-exact");
 }
 
+/// `--stdin -` passes corral's own standard input on: a pipe (`echo hi | corral run --stdin -
+/// -- cat`, which without it read nothing, silently), or a redirected file from its start.
+#[test]
+fn stdin_dash_is_corrals_own_standard_input() {
+    let _g = shared();
+    let mut c = corral_cmd();
+    c.args(["run", "--stdin", "-", "--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut w = child.stdin.take().unwrap();
+        w.write_all(b"hi from a pipe\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "hi from a pipe\n",
+        "{err}"
+    );
+
+    let t = tempdir();
+    let f = t.path().join("input");
+    fs::write(&f, "from a file\n").unwrap();
+    let mut c = corral_cmd();
+    c.stdin(Stdio::from(fs::File::open(&f).unwrap()));
+    let o = run_json_with(c, &["--stdin", "-", "--", "cat"], secs(60));
+    o.assert_status("ok");
+    assert_eq!(o.stdout(), "from a file\n", "{}", o.describe());
+}
+
 #[test]
 fn default_stdin_is_empty() {
     let _g = shared();
