@@ -94,7 +94,8 @@ pub fn main(
 
     // Lines are read lazily by the workers, so a huge file is never held in memory at once.
     let lines = Arc::new(Mutex::new(reader.lines().enumerate()));
-    let (tx, rx) = mpsc::channel::<(usize, String)>();
+    // None for a blank line: it has no result line, but its place in the order is kept.
+    let (tx, rx) = mpsc::channel::<(usize, Option<String>)>();
     let mut workers = Vec::new();
     for _ in 0..parallel {
         let (lines, tx, pool, base, defaults) = (
@@ -109,6 +110,8 @@ pub fn main(
             let next = lines.lock().ok().and_then(|mut it| it.next());
             let Some((i, line)) = next else { break };
             let result = match line {
+                // A blank line (a trailing newline too many, a spacer) is no run spec.
+                Ok(line) if line.trim().is_empty() => None,
                 Ok(line) => {
                     let ctx = LineContext {
                         base: &base,
@@ -117,9 +120,9 @@ pub fn main(
                         default_root: &default_root,
                         runtime,
                     };
-                    run_line(&pool, &line, i + 1, &ctx)
+                    Some(run_line(&pool, &line, i + 1, &ctx))
                 }
-                Err(e) => bad_line(i + 1, &format!("cannot read the line: {e}")),
+                Err(e) => Some(bad_line(i + 1, &format!("cannot read the line: {e}"))),
             };
             if tx.send((i, result)).is_err() {
                 break;
@@ -134,15 +137,17 @@ pub fn main(
     'results: for (i, result) in rx {
         pending.insert(i, result);
         while let Some(r) = pending.remove(&next) {
+            next += 1;
+            let Some(r) = r else { continue };
             if let Err(e) = writeln!(out, "{r}").and_then(|_| out.flush()) {
                 // Nobody is listening (a closed pipe, a full disk): the results are lost. The
                 // workers stop at their next result (the channel is gone) and the pool is
                 // dropped on the way out: exiting here left gVisor spares half-made.
-                eprintln!("corral run: cannot write to standard output: {e}");
-                code = crate::exit::OUTPUT_FAILED;
+                code = crate::exit::stdout_failed(&e, || {
+                    format!("corral run: cannot write to standard output: {e}")
+                });
                 break 'results;
             }
-            next += 1;
         }
     }
     for w in workers {
@@ -162,9 +167,6 @@ struct LineContext<'a> {
 }
 
 fn run_line(pool: &Arc<Pool>, line: &str, number: usize, ctx: &LineContext<'_>) -> String {
-    if line.trim().is_empty() {
-        return bad_line(number, "empty line");
-    }
     // A struct only from an object, as the HTTP API reads one (serde would take an array).
     let mut parsed: RunSpecJson =
         match corral_server::http::objects_only::from_slice(line.as_bytes()) {

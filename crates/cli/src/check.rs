@@ -27,8 +27,11 @@ pub enum Format {
 #[derive(Args, Debug)]
 #[command(
     after_help = "Exit status: 0 when every check passed, 1 when a check failed or was skipped, \
-    2 for a bad suite, submission or usage, 125 when the sandbox itself failed.\n\n\
-    Languages: the built-in registry plus --languages FILE (or $CORRAL_LANGUAGES)."
+    2 for a bad suite, submission or usage, 125 when a sandbox could not be built or a check could \
+    not be judged (`error` in its result).\n\n\
+    Languages: the built-in registry plus --languages FILE (or $CORRAL_LANGUAGES). \
+    Logs: warnings on stderr; CORRAL_LOG (a RUST_LOG-style filter) shows more, e.g. \
+    CORRAL_LOG=info, or each errored check as it happens with CORRAL_LOG=warn."
 )]
 pub struct CheckArgs {
     /// The suite file (YAML, or JSON when it ends in .json).
@@ -132,8 +135,17 @@ fn open_store(data: &Path) -> anyhow::Result<ImageStore> {
 /// The registry: built-in, plus `--languages FILE` or `$CORRAL_LANGUAGES`.
 pub fn registry(flag: Option<&Path>) -> anyhow::Result<LanguageRegistry> {
     let env = std::env::var_os("CORRAL_LANGUAGES").filter(|v| !v.is_empty());
-    let file = flag.map(Path::to_path_buf).or(env.map(PathBuf::from));
-    Ok(LanguageRegistry::load(file.as_deref())?)
+    match (flag, env) {
+        (Some(file), _) => Ok(LanguageRegistry::load(Some(file))?),
+        // A file nobody typed on this command line: say where its name came from.
+        (None, Some(file)) => LanguageRegistry::load(Some(Path::new(&file))).with_context(|| {
+            format!(
+                "the language registry named by CORRAL_LANGUAGES={}",
+                Path::new(&file).display()
+            )
+        }),
+        (None, None) => Ok(LanguageRegistry::load(None)?),
+    }
 }
 
 /// `--image REF` over the suite's default image (checked for shape only: the store decides
@@ -156,7 +168,7 @@ pub fn main(args: CheckArgs) -> i32 {
         }
     };
     if let Err(e) = override_image(&mut suite, args.image.as_deref()) {
-        eprintln!("corral check: {e:#}");
+        eprintln!("corral check: {}", crate::errors::chain(&e));
         return crate::exit::USAGE;
     }
     let view = if args.staff {
@@ -210,14 +222,14 @@ pub fn grade_and_print(
     let images = match how.data.image_store() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("corral {cmd}: {e:#}");
+            eprintln!("corral {cmd}: {}", crate::errors::chain(&e));
             return crate::exit::USAGE;
         }
     };
     let registry = match registry(languages) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("corral {cmd}: {e:#}");
+            eprintln!("corral {cmd}: {}", crate::errors::chain(&e));
             return crate::exit::USAGE;
         }
     };
@@ -286,12 +298,18 @@ pub fn grade_and_print(
         Format::Gradescope => report.pretty(&report.to_gradescope(view)),
     };
     if let Err(e) = emit(how.file.as_deref(), &text) {
-        eprintln!("corral {cmd}: {e:#}");
+        let said = || format!("corral {cmd}: {}", crate::errors::chain(&e));
         // A file the caller named is theirs to fix; standard output lost is the result lost.
-        return if how.file.is_some() {
-            crate::exit::USAGE
-        } else {
-            crate::exit::OUTPUT_FAILED
+        return match (&how.file, e.downcast_ref::<std::io::Error>()) {
+            (Some(_), _) => {
+                eprintln!("{}", said());
+                crate::exit::USAGE
+            }
+            (None, Some(io)) => crate::exit::stdout_failed(io, said),
+            (None, None) => {
+                eprintln!("{}", said());
+                crate::exit::OUTPUT_FAILED
+            }
         };
     }
     if report.has_errors() {

@@ -12,6 +12,34 @@ use std::path::Path;
 
 use anyhow::Context;
 
+/// A command that works on a store found none where it looked: it refuses (exit 2) rather than
+/// make a new, empty one no server uses (a mistyped `--data`, the wrong working directory).
+#[derive(Debug)]
+pub struct NoStore {
+    /// What is missing: "no corral store (corral.db)", "no image store".
+    pub what: &'static str,
+    /// Where it was looked for.
+    pub place: std::path::PathBuf,
+    /// What would have made one.
+    pub made_by: &'static str,
+}
+
+impl std::fmt::Display for NoStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = std::path::absolute(&self.place).unwrap_or_else(|_| self.place.clone());
+        write!(
+            f,
+            "{} in {} ({}); name the data folder with --data DIR, or --config FILE (its \
+             data_dir), or CORRAL_DATA",
+            self.what,
+            shown.display(),
+            self.made_by
+        )
+    }
+}
+
+impl std::error::Error for NoStore {}
+
 /// Makes `dir` (and missing parents) private, or takes other users' access off it; warns about
 /// one this user may not change.
 pub fn prepare(dir: &Path) -> anyhow::Result<()> {

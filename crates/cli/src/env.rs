@@ -75,11 +75,13 @@ enum EnvCommand {
     },
     /// Show everything the store knows about an image, as JSON.
     Inspect {
+        /// The image to show.
         #[arg(value_name = "REF")]
         reference: String,
     },
     /// Give an image another name.
     Tag {
+        /// The image to name.
         #[arg(value_name = "REF")]
         reference: String,
         /// The new name (NAME[:TAG]).
@@ -87,6 +89,8 @@ enum EnvCommand {
     },
     /// Remove a name (the image goes with its last name), or an image by digest with all its names.
     Rm {
+        /// What to remove, each a name (that name goes; the image with its last one) or a
+        /// digest (the image and all its names).
         #[arg(value_name = "REF", required = true)]
         references: Vec<String>,
     },
@@ -106,7 +110,7 @@ pub fn main(args: EnvArgs) -> i32 {
     match run(args) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("corral env: {e:#}");
+            eprintln!("corral env: {}", crate::errors::chain(&e));
             1
         }
     }
@@ -169,7 +173,7 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
             let r = corral_images::import(&store, &path, name.as_deref())
                 .with_context(|| format!("importing {}", path.display()))?;
             let names = store.names_of(&r.digest)?;
-            println!("{} {}", r.digest, names.join(" "));
+            println!("{}", digest_line(&r.digest, &names));
         }
         EnvCommand::Build(args) => crate::env_build::run(&store, args)?,
         EnvCommand::Ls { json } => {
@@ -287,6 +291,14 @@ fn no_store(command: &EnvCommand, data: &std::path::Path) -> anyhow::Result<()> 
         _ => anyhow::bail!(none),
     }
     Ok(())
+}
+
+/// `DIGEST NAME…`, or the digest alone for an image without a name (no space after it).
+pub fn digest_line(digest: &impl std::fmt::Display, names: &[String]) -> String {
+    std::iter::once(digest.to_string())
+        .chain(names.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn short(r: &ImageRecord) -> String {

@@ -60,11 +60,8 @@ pub fn run(store: &Store, args: BuildArgs) -> anyhow::Result<()> {
             "built {} ({} steps ran, {} cached)",
             report.digest, report.ran, report.cached
         );
-        println!(
-            "{} {}",
-            report.digest,
-            report.name.as_deref().unwrap_or_default()
-        );
+        let names: Vec<String> = report.name.iter().cloned().collect();
+        println!("{}", crate::env::digest_line(&report.digest, &names));
     }
     Ok(())
 }

@@ -78,13 +78,13 @@ pub fn main(args: GradeArgs) -> i32 {
     }
     let registry = match crate::check::registry(args.languages.as_deref()) {
         Ok(r) => r,
-        Err(e) => return usage(format!("{e:#}")),
+        Err(e) => return usage(crate::errors::chain(&e)),
     };
     let images = match crate::check::override_image(&mut suite, args.image.as_deref())
         .and_then(|()| args.data.image_store())
     {
         Ok(s) => s,
-        Err(e) => return usage(format!("{e:#}")),
+        Err(e) => return usage(crate::errors::chain(&e)),
     };
     let runtime = match args.runtime.policy() {
         Ok(r) => r,

@@ -34,9 +34,18 @@ impl Images {
         let mut store = self.store.lock().expect("not poisoned");
         if store.is_none() {
             let data = crate::env::data_dir(self.data.as_deref(), self.config.as_deref())
-                .map_err(|e| format!("--image {reference}: {e:#}"))?;
+                .map_err(|e| format!("--image {reference}: {}", crate::errors::chain(&e)))?;
+            // Looking an image up makes no store: a missing one has no image to find.
+            if !data.join("images").is_dir() {
+                let none = crate::data_folder::NoStore {
+                    what: "no image store",
+                    place: data,
+                    made_by: "images are added with `corral env pull`, `corral env import` or `corral env build`",
+                };
+                return Err(format!("image {reference:?}: {none}"));
+            }
             crate::data_folder::prepare(&data)
-                .map_err(|e| format!("--image {reference}: {e:#}"))?;
+                .map_err(|e| format!("--image {reference}: {}", crate::errors::chain(&e)))?;
             *store = Some(corral_images::Store::open(&data).map_err(|e| {
                 format!(
                     "--image {reference}: opening the image store in {}: {e}",

@@ -22,14 +22,14 @@ pub fn main(args: LanguagesArgs) -> i32 {
     let registry = match crate::check::registry(args.languages.as_deref()) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("corral languages: {e:#}");
+            eprintln!("corral languages: {}", crate::errors::chain(&e));
             return crate::exit::USAGE;
         }
     };
     let images = match args.data.image_store() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("corral languages: {e:#}");
+            eprintln!("corral languages: {}", crate::errors::chain(&e));
             return crate::exit::USAGE;
         }
     };

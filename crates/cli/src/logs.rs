@@ -7,6 +7,10 @@
 pub enum Kind {
     Service,
     OneShot,
+    /// `check`, `grade`, `gradescope`: as `OneShot`, without the engine's "check errored"
+    /// warnings. The report (and `grade`'s gradebook) says which check errored and why, for
+    /// which student; the log line named neither student nor submission, between progress.
+    Grading,
 }
 
 /// Installs the subscriber; `json` prints one JSON object a line.
@@ -14,6 +18,7 @@ pub fn init(kind: Kind, json: bool) {
     let fallback = match kind {
         Kind::Service => "info",
         Kind::OneShot => "warn",
+        Kind::Grading => "warn,corral_checks::engine=error",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(fallback));

@@ -6,6 +6,7 @@ mod data_folder;
 mod doctor;
 mod env;
 mod env_build;
+mod errors;
 mod exit;
 mod grade;
 mod gradescope;
@@ -72,14 +73,20 @@ fn main() {
     let cli = Cli::parse();
     // `serve` and `worker` install their own (info by default, optionally JSON); every other
     // command shows warnings only unless CORRAL_LOG asks for more.
-    if !matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
-        logs::init(logs::Kind::OneShot, false);
+    match cli.command {
+        Command::Serve(_) | Command::Worker(_) => {}
+        Command::Check(_) | Command::Grade(_) | Command::Gradescope(_) => {
+            logs::init(logs::Kind::Grading, false)
+        }
+        _ => logs::init(logs::Kind::OneShot, false),
     }
     // A failed print unwinds (see `quiet_output_failures`), so the pools and sandboxes on the
     // way are dropped and torn down before the exit.
     let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(cli)))
         .unwrap_or_else(|panic| {
-            if OUTPUT_FAILURE.load(std::sync::atomic::Ordering::SeqCst) {
+            if BROKEN_PIPE.load(std::sync::atomic::Ordering::SeqCst) {
+                exit::BROKEN_PIPE
+            } else if OUTPUT_FAILURE.load(std::sync::atomic::Ordering::SeqCst) {
                 exit::OUTPUT_FAILED
             } else {
                 std::panic::resume_unwind(panic)
@@ -105,10 +112,13 @@ fn dispatch(cli: Cli) -> i32 {
 
 /// Set when standard output could not be written: `main` turns the unwinding into status 74.
 static OUTPUT_FAILURE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set when that was because its reader went away: status 141, nothing said.
+static BROKEN_PIPE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// `println!` panics when standard output cannot be written (a full disk, a reader that went
 /// away: `corral run --json … | head -c 10`). That is the reader's end, not a bug of ours: one
-/// line on stderr and exit status 74 (sysexits' EX_IOERR) instead of a panic's backtrace. The
+/// line on stderr and exit status 74 (sysexits' EX_IOERR) instead of a panic's backtrace, and
+/// for a reader that went away (EPIPE) nothing said and 141, as a program SIGPIPE ended. The
 /// panic still unwinds to `main` — exiting from the hook skipped every drop, and under gVisor a
 /// pool's spare sandboxes were left half-made (their folders, mounts and cgroups). Any other
 /// panic is reported as before.
@@ -122,7 +132,10 @@ fn quiet_output_failures() {
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or_default();
         if let Some(why) = text.strip_prefix("failed printing to stdout: ") {
-            if !OUTPUT_FAILURE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            // The payload is text only: EPIPE is told by its errno.
+            if why.ends_with(&format!("(os error {})", libc::EPIPE)) {
+                BROKEN_PIPE.store(true, std::sync::atomic::Ordering::SeqCst);
+            } else if !OUTPUT_FAILURE.swap(true, std::sync::atomic::Ordering::SeqCst) {
                 eprintln!("corral: cannot write to standard output: {why}");
             }
             return;

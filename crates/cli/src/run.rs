@@ -14,9 +14,13 @@ use crate::exit::{SANDBOX_ERROR as SANDBOX_ERROR_EXIT, USAGE as USAGE_EXIT};
 #[command(
     after_help = "Durations: 100ms, 2s, 1m (a bare number is seconds). Sizes: 512K, 64M, 1G (binary units).\n\n\
     Exit status: without --json, the program's own exit code (128+N when killed by signal N), with a \
-    one-line reason on stderr when a limit ended it; 125 when the sandbox itself failed. With --json, 0 \
-    whenever the sandbox did its job, 125 on sandbox_error. Either way 2 for bad usage and 74 when \
-    standard output could not be written (the run is stopped).",
+    one-line reason on stderr when a limit ended it (always 137 for the output limit, however the \
+    program ended); 125 when the sandbox itself failed. With --json, 0 \
+    whenever the sandbox did its job, 125 on sandbox_error. Either way 2 for bad usage (a --copy-out \
+    destination that cannot be written is refused before the run), 73 when --copy-out failed after \
+    the run (the program's outcome is still reported; stderr, or the JSON's copy_out_error, says \
+    what failed), 74 when standard output could not be written (the run is stopped) and 141, quietly, \
+    when its reader went away (`corral run … | head -1`).",
     trailing_var_arg = true
 )]
 pub struct RunArgs {
@@ -26,8 +30,10 @@ pub struct RunArgs {
     /// Copy this folder's contents into the working directory (/home/sandbox) before running.
     #[arg(long, value_name = "PATH")]
     dir: Option<PathBuf>,
-    /// Feed this file as standard input (default: empty).
-    #[arg(long, value_name = "FILE")]
+    /// Feed this file as standard input, or `-` for corral's own (a pipe or a file, not a
+    /// terminal). Without it the program reads end-of-file at once: corral's own standard input
+    /// is not passed on.
+    #[arg(long, value_name = "FILE|-")]
     stdin: Option<PathBuf>,
     /// Add an environment variable (repeatable). The environment is otherwise minimal.
     #[arg(long = "env", value_name = "K=V")]
@@ -45,7 +51,8 @@ pub struct RunArgs {
     /// once the program runs), no_sockets, allow:NAME,NAME,… (only these syscalls), joined by '+'.
     #[arg(long, value_name = "NAME", conflicts_with = "batch")]
     seccomp_profile: Option<corral_sandbox::Restrictions>,
-    /// After the run, copy the working directory's regular files and folders to this host folder.
+    /// After the run, copy the working directory's regular files and folders to this host folder
+    /// (made if missing; something else there is refused before the run).
     #[arg(long, value_name = "DIR")]
     copy_out: Option<PathBuf>,
     /// CPU time of the whole process tree [default: 5s].
@@ -91,7 +98,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "native|gvisor")]
     runtime: Option<Runtime>,
     /// Run every line of this JSONL file (one run spec per line, the JSON form of these flags) and
-    /// print one result line each, in input order. Relative paths are relative to the file's folder.
+    /// print one result line each, in input order; blank lines are skipped. Relative paths are
+    /// relative to the file's folder.
     #[arg(long, value_name = "SPECS.jsonl", conflicts_with_all = ["dir", "stdin", "copy_out"])]
     batch: Option<PathBuf>,
     /// With --batch: runs at once.
@@ -143,8 +151,7 @@ impl RunArgs {
             spec.dir = Some(dir.clone());
         }
         if let Some(f) = &self.stdin {
-            corral_sandbox::open_stdin_file(f).map_err(|e| format!("--stdin {e}"))?;
-            spec.stdin = Stdin::File(f.clone());
+            spec.stdin = Stdin::File(stdin_file(f)?);
         }
         for m in &self.ro_bind {
             spec.mounts
@@ -179,8 +186,29 @@ impl RunArgs {
     }
 }
 
+/// The file `--stdin` names, checked: `-` is corral's own standard input, reopened by the
+/// sandbox as `/proc/self/fd/0` (the same pipe, or the redirected file from its start).
+fn stdin_file(flag: &std::path::Path) -> Result<PathBuf, String> {
+    if flag != std::path::Path::new("-") {
+        corral_sandbox::open_stdin_file(flag).map_err(|e| format!("--stdin {e}"))?;
+        return Ok(flag.to_path_buf());
+    }
+    // A terminal is no data to feed: the program would read the user's keyboard, and could
+    // send its input (TIOCSTI) or settings to the host's terminal.
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err(
+            "--stdin -: standard input is a terminal; pipe or redirect the program's \
+                    input into corral (`… | corral run --stdin - -- PROGRAM`)"
+                .into(),
+        );
+    }
+    let own = PathBuf::from("/proc/self/fd/0");
+    corral_sandbox::open_stdin_file(&own).map_err(|e| format!("--stdin -: {e}"))?;
+    Ok(own)
+}
+
 /// Passes the program's output through to ours as it arrives. When our standard output cannot
-/// be written (a closed pipe, a full disk) the run is stopped and `corral run` exits 74.
+/// be written (a closed pipe, a full disk) the run is stopped and `corral run` exits 141 or 74.
 #[derive(Default)]
 struct PassThrough {
     failed: Option<std::io::Error>,
@@ -267,8 +295,9 @@ pub fn main(args: RunArgs) -> i32 {
     let mut sink = PassThrough::default();
     let outcome = pool.run(&spec, &mut sink);
     if let Some(e) = sink.failed {
-        eprintln!("corral run: cannot write to standard output: {e} (the run was stopped)");
-        return crate::exit::OUTPUT_FAILED;
+        return crate::exit::stdout_failed(&e, || {
+            format!("corral run: cannot write to standard output: {e} (the run was stopped)")
+        });
     }
     report(&args, &spec, &outcome)
 }
@@ -276,10 +305,10 @@ pub fn main(args: RunArgs) -> i32 {
 fn report(args: &RunArgs, spec: &RunSpec, outcome: &corral_sandbox::Outcome) -> i32 {
     if args.json {
         println!("{}", crate::image_choice::result_json(outcome, spec));
-        return if outcome.status == Status::SandboxError {
-            SANDBOX_ERROR_EXIT
-        } else {
-            0
+        return match (outcome.status, &outcome.copy_out_error) {
+            (Status::SandboxError, _) => SANDBOX_ERROR_EXIT,
+            (_, Some(_)) => crate::exit::COPY_OUT_FAILED,
+            _ => 0,
         };
     }
     if let Some(reason) = outcome.reason() {
@@ -288,10 +317,19 @@ fn report(args: &RunArgs, spec: &RunSpec, outcome: &corral_sandbox::Outcome) -> 
     if let Some(note) = copy_out_note(&outcome.copy_out_skipped) {
         eprintln!("corral: {note}");
     }
-    if outcome.status == Status::SandboxError {
-        return SANDBOX_ERROR_EXIT;
+    let code = match outcome.status {
+        Status::SandboxError => SANDBOX_ERROR_EXIT,
+        Status::OutputLimit => crate::exit::OUTPUT_LIMIT,
+        _ => outcome.shell_code(),
+    };
+    if let Some(e) = &outcome.copy_out_error {
+        // The program's own status would be lost behind the copy's: say it.
+        eprintln!(
+            "corral: --copy-out failed after the run: {e} (the program's exit status was {code})"
+        );
+        return crate::exit::COPY_OUT_FAILED;
     }
-    outcome.shell_code()
+    code
 }
 
 /// What `--copy-out` left behind, said where a reader of the terminal sees it (the JSON's

@@ -50,7 +50,7 @@ pub fn main(args: ServeArgs) -> i32 {
     match serve(args) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("corral serve: {e:#}");
+            eprintln!("corral serve: {}", crate::errors::chain(&e));
             1
         }
     }
@@ -100,6 +100,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logs::init(crate::logs::Kind::Service, args.log_json);
     let config = config(&args)?;
     crate::data_folder::prepare(&config.data_dir)?;
+    // A mistyped --data or the wrong working directory makes a new folder: say which is used.
+    eprintln!(
+        "corral serve: data folder {}",
+        std::path::absolute(&config.data_dir)
+            .unwrap_or_else(|_| config.data_dir.clone())
+            .display()
+    );
     // Sandboxes are started by executing this binary as their init (never by forking the server).
     let pool = crate::sandboxes::service_pool(config.parallelism)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
@@ -114,19 +121,22 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let store = corral_store::open(&config.database_url(), &config.blobs_dir())
             .await
             .with_context(|| format!("opening the store {}", config.database_url()))?;
-        if config.dev_no_auth {
+        // Everything that can still fail (the address, the state) comes before the first admin
+        // token is made: it is shown once, and a start that then failed would have used it up.
+        let listener = corral_server::bind(&config.listen).await?;
+        let addr = listener.local_addr().context("reading the bound address")?;
+        let caps: Limits = config.caps()?;
+        let dev_no_auth = config.dev_no_auth;
+        let state = corral_server::AppState::new(config, store, pool)?;
+        if dev_no_auth {
             eprintln!(
                 "corral serve: WARNING: --dev-no-auth: no authentication, every caller is an admin"
             );
-        } else if let Some(token) = corral_server::first_admin_token(store.as_ref()).await? {
+        } else if let Some(token) = corral_server::first_admin_token(state.store.as_ref()).await? {
             eprintln!(
                 "corral serve: first start: admin token (shown once, stored hashed): {token}"
             );
         }
-        let listener = corral_server::bind(&config.listen).await?;
-        let addr = listener.local_addr().context("reading the bound address")?;
-        let caps: Limits = config.caps()?;
-        let state = corral_server::AppState::new(config, store, pool)?;
         eprintln!(
             "corral serve: listening on http://{addr} (caps: cpu {} wall {} memory {} pids {})",
             caps.cpu_time, caps.wall_time, caps.memory, caps.pids

@@ -51,10 +51,55 @@ pub fn main(args: WorkerArgs) -> i32 {
     match run(args) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("corral worker: {e:#}");
-            1
+            eprintln!("corral worker: {}", crate::errors::chain(&e));
+            if e.is::<BadServerUrl>() {
+                crate::exit::USAGE
+            } else {
+                1
+            }
         }
     }
+}
+
+/// A `--server` (or `CORRAL_SERVER`) that is no http(s) URL: refused at start, where it used
+/// to make every claim fail ("builder error") in a loop that never ended.
+#[derive(Debug)]
+struct BadServerUrl {
+    from: &'static str,
+    value: String,
+    why: String,
+}
+
+impl std::fmt::Display for BadServerUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {:?} is not a server URL ({}): give its base URL, e.g. http://10.0.0.5:8080",
+            self.from, self.value, self.why
+        )
+    }
+}
+
+impl std::error::Error for BadServerUrl {}
+
+/// The server's base URL, without a trailing `/`, from `--server` or `CORRAL_SERVER` (`from`).
+fn server_url(value: &str, from: &'static str) -> Result<String, BadServerUrl> {
+    let bad = |why: String| BadServerUrl {
+        from,
+        value: value.to_string(),
+        why,
+    };
+    let url = reqwest::Url::parse(value).map_err(|e| bad(e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad(format!(
+            "the scheme is {:?}, not http or https",
+            url.scheme()
+        )));
+    }
+    if url.host().is_none() {
+        return Err(bad("no host".into()));
+    }
+    Ok(value.trim_end_matches('/').to_string())
 }
 
 struct Ctx {
@@ -114,6 +159,11 @@ fn clock_offset(date: &str, local_now_ms: i64) -> Option<i64> {
 
 fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let server = match (&args.server, env("CORRAL_SERVER")) {
+        (Some(s), _) => server_url(s, "--server")?,
+        (None, Some(s)) => server_url(&s, "CORRAL_SERVER")?,
+        (None, None) => anyhow::bail!("give the server's URL: --server or CORRAL_SERVER"),
+    };
     let token = match (
         args.token.clone().or_else(|| env("CORRAL_WORKER_TOKEN")),
         &args.token_file,
@@ -128,19 +178,7 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         }
     };
     anyhow::ensure!(args.jobs >= 1, "--jobs must be at least 1");
-    let server = args
-        .server
-        .clone()
-        .or_else(|| env("CORRAL_SERVER"))
-        .context("give the server's URL: --server or CORRAL_SERVER")?
-        .trim_end_matches('/')
-        .to_string();
-    let languages = args
-        .languages
-        .clone()
-        .or_else(|| env("CORRAL_LANGUAGES").map(PathBuf::from));
-    let registry = corral_checks::LanguageRegistry::load(languages.as_deref())
-        .map_err(|e| anyhow::anyhow!("languages: {e}"))?;
+    let registry = crate::check::registry(args.languages.as_deref())?;
     let images = args.data.open_image_store()?;
     let pool = crate::sandboxes::service_pool(args.jobs)?;
     let name = args.name.clone().unwrap_or_else(|| {
@@ -238,7 +276,7 @@ async fn claim_loop(ctx: Arc<Ctx>, i: usize, mut stop: tokio::sync::watch::Recei
                     continue;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "an unreadable job; its lease will expire");
+                    tracing::warn!(error = %crate::errors::chain_of(&e), "an unreadable job; its lease will expire");
                     backoff
                 }
             },
@@ -260,7 +298,8 @@ async fn claim_loop(ctx: Arc<Ctx>, i: usize, mut stop: tokio::sync::watch::Recei
                 backoff
             }
             Err(e) => {
-                tracing::warn!(error = %e, "the server is unreachable");
+                // reqwest's own message names the URL only; its causes say why (connection refused).
+                tracing::warn!(error = %crate::errors::chain_of(&e), "the server is unreachable");
                 backoff
             }
         };
@@ -337,7 +376,12 @@ async fn judge(ctx: &Arc<Ctx>, job: ClaimedJob) {
             };
             crate::worker_images::ensure_images(&remote, &ctx.images, &mut spec, needed)
                 .await
-                .map_err(|e| format!("the worker could not get the job's images: {e:#}"))
+                .map_err(|e| {
+                    format!(
+                        "the worker could not get the job's images: {}",
+                        crate::errors::chain(&e)
+                    )
+                })
         }
         Err(e) => Err(format!("the worker could not write the job's files: {e}")),
     };
@@ -432,7 +476,7 @@ async fn post_result(ctx: &Ctx, job: &ClaimedJob, verdict: Verdict) {
                 tracing::warn!(submission = %job.id, status = %resp.status(), "posting the result failed; retrying")
             }
             Err(e) => {
-                tracing::warn!(submission = %job.id, error = %e, "posting the result failed; retrying")
+                tracing::warn!(submission = %job.id, error = %crate::errors::chain_of(&e), "posting the result failed; retrying")
             }
         }
         if tokio::time::Instant::now() + wait > deadline {
@@ -446,7 +490,24 @@ async fn post_result(ctx: &Ctx, job: &ClaimedJob, verdict: Verdict) {
 
 #[cfg(test)]
 mod tests {
-    use super::clock_offset;
+    use super::{clock_offset, server_url};
+
+    #[test]
+    fn the_server_url_is_checked_at_start() {
+        assert_eq!(
+            server_url("http://10.0.0.5:8080/", "--server").unwrap(),
+            "http://10.0.0.5:8080"
+        );
+        server_url("https://corral.internal", "CORRAL_SERVER").unwrap();
+        for bad in ["notaurl", "10.0.0.5:8080", "ftp://host", "http://", ""] {
+            let e = server_url(bad, "--server").unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("--server {bad:?} is not a server URL"))
+                    && e.contains("http://10.0.0.5:8080"),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn results_are_signed_in_the_servers_time() {

@@ -137,7 +137,7 @@ async fn download(
             }
             Err(Stop::Cut(e)) => {
                 let now = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
-                tracing::warn!(blob = %digest, bytes = now, error = %format!("{e:#}"), "blob download cut off; resuming");
+                tracing::warn!(blob = %digest, bytes = now, error = %crate::errors::chain(&e), "blob download cut off; resuming");
                 tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)))
                     .await;
             }

@@ -384,6 +384,41 @@ fn stdin_comes_from_file() {
     assert!(o.stdout() == data, "stdin was not passed byte-exact");
 }
 
+/// `--stdin -` passes corral's own standard input on: a pipe (`echo hi | corral run --stdin -
+/// -- cat`, which without it read nothing, silently), or a redirected file from its start.
+#[test]
+fn stdin_dash_is_corrals_own_standard_input() {
+    let _g = shared();
+    let mut c = corral_cmd();
+    c.args(["run", "--stdin", "-", "--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut w = child.stdin.take().unwrap();
+        w.write_all(b"hi from a pipe\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "hi from a pipe\n",
+        "{err}"
+    );
+
+    let t = tempdir();
+    let f = t.path().join("input");
+    fs::write(&f, "from a file\n").unwrap();
+    let mut c = corral_cmd();
+    c.stdin(Stdio::from(fs::File::open(&f).unwrap()));
+    let o = run_json_with(c, &["--stdin", "-", "--", "cat"], secs(60));
+    o.assert_status("ok");
+    assert_eq!(o.stdout(), "from a file\n", "{}", o.describe());
+}
+
 #[test]
 fn default_stdin_is_empty() {
     let _g = shared();
@@ -459,6 +494,38 @@ fn run_lines(line: &serde_json::Value, n: usize, flag: &str) -> Vec<serde_json::
         String::from_utf8_lossy(&out.stderr)
     );
     lines
+}
+
+/// Blank lines of a `--batch` file (a spacer, a newline too many at the end) are skipped: they
+/// used to come back as `invalid_spec` results. The other lines keep their order and numbers.
+#[test]
+fn batch_skips_blank_lines() {
+    let _g = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let batch = dir.path().join("lines.jsonl");
+    fs::write(
+        &batch,
+        "{\"argv\": [\"echo\", \"one\"]}\n\n   \n{\"argv\": []}\n{\"argv\": [\"echo\", \"two\"]}\n\n",
+    )
+    .unwrap();
+    for parallel in ["1", "3"] {
+        let out = corral_cmd()
+            .args(["run", "--parallel", parallel, "--batch"])
+            .arg(&batch)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(lines[0]["stdout"], "one\n");
+        assert_eq!(lines[1]["status"], "invalid_spec");
+        assert_eq!(lines[1]["line"], 4, "the file's own line number");
+        assert_eq!(lines[2]["stdout"], "two\n");
+    }
 }
 
 /// PID 1 waits between runs as a `SCHED_BATCH` task (`inside/wake_policy.rs`), yet a program
@@ -574,6 +641,86 @@ fn copy_out_says_on_stderr_what_it_left_out() {
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(r.status.success() && !err.contains("copy-out"), "{err}");
     assert!(out2.join("plain").is_file());
+}
+
+/// A `--copy-out` destination that cannot be written is a usage error before the run (it used
+/// to run the program, then throw its result away as a `sandbox_error`, 125: "did not run").
+#[test]
+fn a_copy_out_destination_that_is_a_file_is_refused_before_the_run() {
+    let _g = shared();
+    let t = tempdir();
+    let file = t.path().join("in.txt");
+    fs::write(&file, "mine\n").unwrap();
+    for json in [false, true] {
+        let mut c = corral_cmd();
+        c.arg("run");
+        if json {
+            c.arg("--json");
+        }
+        c.arg("--copy-out")
+            .arg(&file)
+            .args(["--", "/bin/sh", "-c", "echo ran; exit 3"]);
+        let r = run_command(c, secs(60));
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "json {json}: {err}");
+        assert!(
+            err.contains("in.txt: it exists and is not a folder"),
+            "json {json}: {err}"
+        );
+        assert!(r.stdout.is_empty(), "json {json}: the program ran");
+        assert_eq!(fs::read_to_string(&file).unwrap(), "mine\n");
+    }
+}
+
+/// A copy that fails after the run (here a file where the run made a folder) keeps the run's
+/// own outcome — status, exit code, output — and says what failed: a stderr line naming the
+/// program's exit status and exit 73, or `copy_out_error` in the JSON. It used to replace the
+/// outcome with a `sandbox_error` (exit 125) that said the program did not run.
+#[test]
+fn a_copy_out_that_fails_after_the_run_keeps_the_runs_outcome() {
+    let _g = shared();
+    let t = tempdir();
+    let dest = t.path().join("out");
+    fs::create_dir(&dest).unwrap();
+    fs::write(dest.join("sub"), "a file where the run makes a folder\n").unwrap();
+    let program = [
+        "--",
+        "/bin/sh",
+        "-c",
+        "mkdir sub; echo x > sub/f; echo hi; exit 3",
+    ];
+    let mut c = corral_cmd();
+    c.arg("run").arg("--copy-out").arg(&dest).args(program);
+    let r = run_command(c, secs(60));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(73), "{err}");
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "hi\n", "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("--copy-out failed after the run"))
+        .unwrap_or_else(|| panic!("no --copy-out line: {err}"));
+    assert!(
+        line.contains("sub") && line.contains("the program's exit status was 3"),
+        "{line}"
+    );
+
+    let mut c = corral_cmd();
+    c.args(["run", "--json", "--copy-out"])
+        .arg(&dest)
+        .args(program);
+    let r = run_command(c, secs(60));
+    assert_eq!(r.status.code(), Some(73));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).expect("one JSON object");
+    assert_eq!(v["status"], "nonzero_exit", "{v}");
+    assert_eq!(v["exit_code"], 3, "{v}");
+    assert_eq!(v["stdout"], "hi\n", "{v}");
+    assert!(v["error"].is_null(), "{v}");
+    assert!(
+        v["copy_out_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("sub")),
+        "{v}"
+    );
 }
 
 // ---------------------------------------------------------------- isolation between runs
@@ -1137,11 +1284,35 @@ fn live_output_stops_at_the_output_limit() {
     }
 }
 
-/// A reader that goes away stops the run (like SIGPIPE in a shell pipeline) and `corral run`
-/// exits 74: `yes` used to run on into a closed pipe until the output limit, reported as such.
-/// `--batch` and `corral check` lose their results the same way and say so with 74 too.
+/// The output limit gives one exit status, 137, however the program ended: one that printed too
+/// much and exited at once used to exit 0 when it was gone before corral's kill (about one run
+/// in three), 137 when the kill came first. `--json` says `output_limit` either way.
 #[test]
-fn a_reader_that_goes_away_stops_the_run_with_74() {
+fn the_output_limit_always_exits_137() {
+    let _g = shared();
+    for cmd in [
+        "echo 12345678901234567890",
+        "echo 12345678901234567890; sleep 1",
+    ] {
+        for _ in 0..10 {
+            let (code, out, err) = run_plain(&["--output", "10", "--", "/bin/sh", "-c", cmd]);
+            let err = String::from_utf8_lossy(&err);
+            assert_eq!(code, Some(137), "{cmd}: {err}");
+            assert_eq!(out, b"1234567890", "{cmd}");
+            assert!(err.contains("output limit of 10 exceeded"), "{cmd}: {err}");
+        }
+        let o = sh(cmd, &["--output", "10"]);
+        o.assert_status("output_limit");
+    }
+}
+
+/// A reader that goes away stops the run (like SIGPIPE in a shell pipeline): `yes` used to run
+/// on into a closed pipe until the output limit, reported as such. `corral run` then exits 141
+/// (128 + SIGPIPE) and says nothing, as `seq | head -1` would (it used to print "cannot write
+/// to standard output: Broken pipe" and exit 74). A full disk is one line and 74, for
+/// `--batch` and `corral check` too.
+#[test]
+fn a_reader_that_goes_away_stops_the_run_quietly() {
     let _g = shared();
     let mut child = corral_cmd()
         .arg("run")
@@ -1156,12 +1327,33 @@ fn a_reader_that_goes_away_stops_the_run_with_74() {
     // The pipe's read end is dropped here.
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(74), "{err}");
-    assert!(
-        err.contains("cannot write to standard output") && !err.contains("output limit"),
-        "{err}"
-    );
+    assert_eq!(out.status.code(), Some(141), "{err}");
+    assert!(err.is_empty(), "a closed pipe is not reported: {err}");
+    // The same for --json and --batch results nobody reads any more.
     let t = tempdir();
+    let many = t.path().join("many.jsonl");
+    fs::write(
+        &many,
+        "{\"argv\": [\"head\", \"-c\", \"100000\", \"/dev/zero\"]}\n".repeat(20),
+    )
+    .unwrap();
+    for args in [
+        vec!["run", "--json", "--", "head", "-c", "500000", "/dev/zero"],
+        vec!["run", "--batch", many.to_str().unwrap()],
+    ] {
+        let mut child = corral_cmd()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("corral runs");
+        let mut first = [0u8; 10];
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
     let batch = t.path().join("b.jsonl");
     fs::write(&batch, "{\"argv\": [\"true\"]}\n").unwrap();
     let out = corral_cmd()

@@ -153,3 +153,47 @@ fn reading_a_data_folder_without_a_store_leaves_it_as_it_is() {
     }
     assert!(!data.exists(), "a reading command made {}", data.display());
 }
+
+/// An image without a name is printed as its digest alone: `env import` of a root filesystem
+/// without --name, and `env build` of a file without `name` or --name, printed "DIGEST " with
+/// a space after it.
+#[test]
+fn an_image_without_a_name_is_its_digest_alone() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = tmp.path().join("data");
+    let root = tmp.path().join("root.tar");
+    rootfs_tar(&root);
+    let out = ok(&data, &["import", root.to_str().unwrap()]);
+    assert!(
+        out.starts_with("sha256:")
+            && out.ends_with('\n')
+            && !out.trim_end_matches('\n').contains(' '),
+        "{out:?}"
+    );
+    ok(
+        &data,
+        &["import", root.to_str().unwrap(), "--name", "base:1"],
+    );
+    let file = tmp.path().join("build.yaml");
+    std::fs::write(&file, "from: base:1\nsteps:\n  - env: {A: \"1\"}\n").unwrap();
+    let out = ok(&data, &["build", file.to_str().unwrap()]);
+    assert!(
+        out.starts_with("sha256:") && !out.trim_end_matches('\n').contains(' '),
+        "{out:?}"
+    );
+}
+
+/// Every argument of `corral env rm` has help text.
+#[test]
+fn env_rm_says_what_its_refs_are() {
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["env", "rm", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let line = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("<REF>..."))
+        .unwrap_or_else(|| panic!("{help}"));
+    assert!(line.contains("a name") && line.contains("digest"), "{help}");
+}

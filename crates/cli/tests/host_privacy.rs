@@ -25,12 +25,38 @@ fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
 }
 
-fn token_create(data: &Path) -> Output {
-    Command::new(common::corral_bin())
-        .args(["token", "create", "--role", "admin", "--data"])
+/// `corral serve` on `data` until it listens, then stopped: a server's first start makes the
+/// data folder and its store (`corral token create` only uses a store that is there). Returns
+/// its stderr up to then.
+fn first_start(data: &Path) -> String {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(common::corral_bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
         .arg(data)
-        .output()
-        .expect("corral token create")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("corral serve");
+    let mut log = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        log.push_str(&line);
+        log.push('\n');
+        if line.contains("listening on") {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let _ = child.wait();
+    assert!(
+        log.contains("listening on"),
+        "corral serve did not start: {log}"
+    );
+    log
 }
 
 /// A new data folder is made private; the store in it cannot be read by another user.
@@ -39,8 +65,7 @@ fn another_user_cannot_read_the_data_folder() {
     let t = tempfile::tempdir().unwrap();
     std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let data = t.path().join("corral-data");
-    let out = token_create(&data);
-    assert!(out.status.success(), "{out:?}");
+    first_start(&data);
     let db = data.join("corral.db");
     assert!(db.is_file(), "the store is there: {db:?}");
     let probe = as_nobody(&format!(
@@ -69,10 +94,8 @@ fn an_open_data_folder_is_closed_to_other_users() {
     let data = t.path().join("corral-data");
     std::fs::create_dir(&data).unwrap();
     std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = token_create(&data);
-    assert!(out.status.success(), "{out:?}");
+    let err = first_start(&data);
     assert_eq!(mode(&data), 0o700);
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("was open to other users"), "{err}");
     let probe = as_nobody(&format!(
         "cat '{}' >/dev/null && echo READ; exit 0",

@@ -436,6 +436,40 @@ fn requests_above_the_caps_get_the_caps_and_are_told() {
     });
 }
 
+/// An `open_files` cap above this host's hard limit on open files (which no sandbox can raise)
+/// is lowered to it: a request for more gets the host's limit and is told, as above any cap,
+/// instead of a sandbox error. (On a host whose hard limit is 1048576 or more nothing is
+/// lowered, and the run simply gets what it asked for.)
+#[test]
+fn open_files_above_the_hosts_hard_limit_are_clamped_like_a_cap() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) only writes the struct it is given.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) }, 0);
+    let host_max = r.rlim_max.min(1 << 20);
+    let s = Server::start("[caps]\nopen_files = 1048576\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let r = s
+            .run_ok(
+                &t,
+                json!({"cmd": "ulimit -n", "limits": {"open_files": 1048576}}),
+            )
+            .await;
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["limits"]["open_files"], host_max, "{r}");
+        assert_eq!(r["stdout"], format!("{host_max}\n"), "{r}");
+        let clamped = if host_max < 1 << 20 {
+            json!(["open_files"])
+        } else {
+            json!([])
+        };
+        assert_eq!(r["limits_clamped"], clamped, "{r}");
+    });
+}
+
 #[test]
 fn worst_containment_cases_through_run() {
     let s = Server::start("", &[]);
@@ -504,6 +538,15 @@ fn sigterm_stops_cleanly_and_keeps_data() {
         .tempdir()
         .unwrap();
     let s = Server::start_in(dir.path(), "", &[]);
+    // It says which data folder it uses.
+    assert!(
+        s.log().contains(&format!(
+            "corral serve: data folder {}\n",
+            dir.path().display()
+        )),
+        "{}",
+        s.log()
+    );
     let (t, id) = rt().block_on(async {
         let t = s.token("student").await;
         let id = s.upload(&t, &[("a.txt", b"persisted")]).await;
@@ -534,6 +577,44 @@ fn sigterm_stops_cleanly_and_keeps_data() {
         assert_eq!(r["stdout"], "persisted");
     });
     assert!(s2.stop().success());
+}
+
+/// A first start that cannot listen (the port is taken) fails before it makes the first admin
+/// token: the token is shown once, so a start that then failed used it up and the next, good
+/// start printed none.
+#[test]
+fn a_failed_first_start_does_not_use_up_the_admin_token() {
+    let dir = tempfile::Builder::new()
+        .prefix("corral-serve-busy-")
+        .tempdir()
+        .unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap().to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["serve", "--listen", &busy, "--data"])
+        .arg(dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it served on a taken port: {err}");
+    assert!(err.contains(&busy), "the address is not named: {err}");
+    assert!(
+        !err.contains("admin token"),
+        "a start that failed made the admin token: {err}"
+    );
+    drop(taken);
+    let s = Server::start_in(dir.path(), "", &[]);
+    assert!(
+        s.admin.starts_with("corral_"),
+        "the first good start shows the admin token:\n{}",
+        s.log()
+    );
+    rt().block_on(async {
+        let (st, v) = s.get(&s.admin, "/whoami").await;
+        assert_eq!(st, StatusCode::OK, "the token works: {v}");
+    });
+    assert!(s.stop().success());
 }
 
 const SEED_SUITE: &str = r#"

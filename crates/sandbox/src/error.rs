@@ -27,6 +27,8 @@ pub enum SpecError {
     RuntimeForced,
     #[error("give either {0} or {1}, not both")]
     Conflict(&'static str, &'static str),
+    #[error("copy-out destination {}: {why}", path.display())]
+    BadCopyOut { path: PathBuf, why: String },
     #[error(transparent)]
     BadSeccompProfile(#[from] corral_seccomp::RestrictionsError),
 }

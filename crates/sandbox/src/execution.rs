@@ -524,6 +524,7 @@ impl<'s> Execution<'s> {
             limits: self.limits.clone(),
             error: None,
             copy_out_skipped: Vec::new(),
+            copy_out_error: None,
             sandbox: None,
             runtime: self.runtime,
         };

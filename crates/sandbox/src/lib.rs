@@ -40,7 +40,7 @@ pub use execution::Execution;
 pub use host::Host;
 pub use hostfs::exists as exists_beneath;
 pub use inside::init::{init_main, INIT_ARG};
-pub use limits::{Limits, LimitsRequest, Millis, Size};
+pub use limits::{host_open_files_max, Limits, LimitsRequest, Millis, Size};
 pub use outcome::{Captured, Outcome, Status, Usage};
 pub use pool::{Lease, Pool, PoolConfig};
 pub use sandbox::{open_stdin_file, run_fresh, run_in, Sandbox, SandboxConfig};

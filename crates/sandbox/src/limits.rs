@@ -230,9 +230,10 @@ impl Limits {
         if self.wall_time.0 < Duration::from_millis(1) {
             return bad("wall_time", "must be at least 1ms");
         }
-        if self.cpu_time.0 > Duration::from_secs(86_400)
-            || self.wall_time.0 > Duration::from_secs(86_400)
-        {
+        if self.cpu_time.0 > Duration::from_secs(86_400) {
+            return bad("cpu_time", "must be at most 24h");
+        }
+        if self.wall_time.0 > Duration::from_secs(86_400) {
             return bad("wall_time", "must be at most 24h");
         }
         if self.memory.0 < 4 << 20 {
@@ -253,6 +254,25 @@ impl Limits {
         Ok(())
     }
 
+    /// Rejects an `open_files` above `host_max`, the hard limit every sandbox inherits
+    /// ([`host_open_files_max`]): its init cannot raise it (setrlimit fails with EPERM and the
+    /// sandbox is lost), so such a run is refused before one is built.
+    pub fn check_open_files(&self, host_max: u64) -> Result<(), SpecError> {
+        if self.open_files <= host_max {
+            return Ok(());
+        }
+        Err(SpecError::BadLimit {
+            key: "open_files",
+            why: format!(
+                "{} is above this host's hard limit on open files, {host_max} (corral's \
+                 RLIMIT_NOFILE, which no sandbox may raise): ask for at most {host_max}, or raise \
+                 the hard limit of the process that starts corral (`ulimit -Hn`, systemd's \
+                 LimitNOFILE=)",
+                self.open_files
+            ),
+        })
+    }
+
     /// Each limit capped at `caps` (a request may ask for less, never more).
     pub fn clamp_to(&self, caps: &Limits) -> Limits {
         Limits {
@@ -266,6 +286,14 @@ impl Limits {
             file_size: self.file_size.min(caps.file_size),
         }
     }
+}
+
+/// The most open files a run can be given on this host: this process's hard `RLIMIT_NOFILE`,
+/// which every sandbox inherits (the limits' own bound, 1048576, when it is higher or unknown).
+pub fn host_open_files_max() -> u64 {
+    const BOUND: u64 = 1 << 20;
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(BOUND, |(_, hard)| hard.min(BOUND))
 }
 
 #[cfg(test)]
@@ -304,6 +332,46 @@ mod tests {
         assert_eq!(back["pids"], 16);
         assert!(serde_json::from_str::<LimitsRequest>(r#"{"cpu":"1s"}"#).is_err());
         assert!(serde_json::from_str::<LimitsRequest>(r#"{"memory":-5}"#).is_err());
+    }
+
+    #[test]
+    fn a_limit_out_of_bounds_is_named() {
+        let day_and_more = Millis(Duration::from_secs(25 * 3600));
+        for (key, l) in [
+            (
+                "cpu_time",
+                Limits {
+                    cpu_time: day_and_more,
+                    ..Limits::default()
+                },
+            ),
+            (
+                "wall_time",
+                Limits {
+                    wall_time: day_and_more,
+                    ..Limits::default()
+                },
+            ),
+        ] {
+            let e = l.validate().unwrap_err().to_string();
+            assert_eq!(e, format!("invalid limit {key}: must be at most 24h"));
+        }
+    }
+
+    #[test]
+    fn open_files_above_the_hosts_hard_limit_are_refused_naming_it() {
+        let l = Limits {
+            open_files: 20_001,
+            ..Limits::default()
+        };
+        assert!(l.check_open_files(20_001).is_ok());
+        let e = l.check_open_files(20_000).unwrap_err().to_string();
+        assert!(
+            e.starts_with("invalid limit open_files: 20001 is above"),
+            "{e}"
+        );
+        assert!(e.contains("hard limit on open files, 20000"), "{e}");
+        assert!(host_open_files_max() >= 4);
     }
 
     #[test]

@@ -85,6 +85,9 @@ pub struct Outcome {
     pub error: Option<String>,
     /// Files of the working directory not copied out because they were not plain files or folders.
     pub copy_out_skipped: Vec<String>,
+    /// The copy-out that failed after the run, and why. The run's own outcome stands: the
+    /// program ran, and what it did is reported as usual.
+    pub copy_out_error: Option<String>,
     /// Which sandbox ran it, and how many leases that sandbox had served before (0 = brand new).
     pub sandbox: Option<(String, u64)>,
     /// Which kernel ran it (or was asked to, for a `sandbox_error`).
@@ -105,6 +108,7 @@ impl Outcome {
             limits,
             error: Some(error),
             copy_out_skipped: Vec::new(),
+            copy_out_error: None,
             sandbox: None,
             runtime: crate::spec::Runtime::Native,
         }
@@ -187,6 +191,9 @@ impl Outcome {
                 "sandbox".into(),
                 serde_json::json!({"id": id, "previous_leases": leases}),
             );
+        }
+        if let Some(e) = &self.copy_out_error {
+            o.insert("copy_out_error".into(), e.clone().into());
         }
         if !self.copy_out_skipped.is_empty() {
             o.insert(

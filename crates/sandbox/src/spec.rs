@@ -340,7 +340,13 @@ impl RunSpec {
         for m in &self.mounts {
             m.validate()?;
         }
-        self.limits.validate()
+        self.limits.validate()?;
+        self.limits
+            .check_open_files(crate::limits::host_open_files_max())?;
+        match &self.copy_out {
+            Some(dest) => check_copy_out(dest),
+            None => Ok(()),
+        }
     }
 
     /// The complete environment of the program: minimal defaults, then an image's `Env` (its
@@ -504,6 +510,51 @@ pub struct RunSpecJson {
     /// `"native"` or `"gvisor"`; absent means the caller's default.
     #[serde(default)]
     pub runtime: Option<Runtime>,
+}
+
+/// A copy-out destination that cannot be written is refused before the run, when that can be
+/// known: something not a folder there, or no folder to make it in, or one this process may not
+/// write (a read-only file system). Otherwise the program would run and its files be lost.
+fn check_copy_out(dest: &Path) -> Result<(), SpecError> {
+    let bad = |why: String| SpecError::BadCopyOut {
+        path: dest.to_path_buf(),
+        why,
+    };
+    // The folder that is there already: DEST, or the nearest ancestor it would be made in.
+    let mut there = dest;
+    let folder = loop {
+        let why = match std::fs::metadata(there) {
+            Ok(m) if m.is_dir() => break there,
+            Ok(_) if there == dest => "it exists and is not a folder".to_string(),
+            Ok(_) => format!("{} is not a folder", there.display()),
+            // Missing, or under a file (ENOTDIR): the nearest ancestor there says which.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                there = match there.parent() {
+                    Some(p) if p.as_os_str().is_empty() => Path::new("."),
+                    Some(p) => p,
+                    None => return Err(bad("no folder of it exists".into())),
+                };
+                continue;
+            }
+            Err(e) => format!("{}: {e}", there.display()),
+        };
+        return Err(bad(format!(
+            "{why}: give a folder, or a path where one can be made"
+        )));
+    };
+    use nix::unistd::AccessFlags;
+    nix::unistd::access(folder, AccessFlags::W_OK | AccessFlags::X_OK).map_err(|e| {
+        bad(format!(
+            "{} cannot be written: {}",
+            folder.display(),
+            std::io::Error::from(e)
+        ))
+    })
 }
 
 impl RunSpecJson {
@@ -714,5 +765,26 @@ mod tests {
         // A refused name is quoted, but never a huge one.
         let e = validate_env(&env(&"=".repeat(MAX_ARG_BYTES), "")).unwrap_err();
         assert!(e.to_string().len() < 200, "{e}");
+    }
+
+    #[test]
+    fn a_copy_out_destination_that_cannot_be_written_is_refused_before_the_run() {
+        let t = tempfile::tempdir().unwrap();
+        let file = t.path().join("in.txt");
+        std::fs::write(&file, "x").unwrap();
+        let spec = |dest: &Path| {
+            let mut s = RunSpec::new(vec!["true".into()]);
+            s.copy_out = Some(dest.to_path_buf());
+            s.validate()
+        };
+        let e = spec(&file).unwrap_err().to_string();
+        assert!(e.contains("in.txt: it exists and is not a folder"), "{e}");
+        let e = spec(&file.join("out")).unwrap_err().to_string();
+        assert!(e.contains("in.txt is not a folder"), "{e}");
+        // A folder, or a path one can be made at (parents too), is fine.
+        spec(t.path()).unwrap();
+        spec(&t.path().join("new/deeper")).unwrap();
+        // Relative to the working directory.
+        spec(Path::new("not-there-yet")).unwrap();
     }
 }

@@ -41,12 +41,18 @@ pub use state::{AppState, SharedState};
 
 /// Binds the listening socket.
 pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, ServerError> {
-    tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| ServerError::Io {
-            what: format!("listening on {addr}"),
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        // "nonsense" or a missing port: say what shape the address takes.
+        let hint = if e.kind() == std::io::ErrorKind::InvalidInput {
+            " (give HOST:PORT, e.g. 127.0.0.1:8080)"
+        } else {
+            ""
+        };
+        ServerError::Io {
+            what: format!("listening on {addr}{hint}"),
             source: e,
-        })
+        }
+    })
 }
 
 /// Serves until `stop` resolves, then shuts down gracefully: no new requests or runs, running

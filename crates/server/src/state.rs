@@ -74,9 +74,10 @@ impl AppState {
             what: "opening the image store".into(),
             source: std::io::Error::other(e),
         })?;
+        let caps = within_host(config.caps()?, corral_sandbox::host_open_files_max());
         Ok(Arc::new(AppState {
-            caps: config.caps()?,
-            defaults: config.default_limits()?,
+            defaults: config.default_limits()?.clamp_to(&caps),
+            caps,
             store,
             pool,
             sandboxes: KeptSandboxes::new(
@@ -105,5 +106,38 @@ impl AppState {
 
     pub fn is_shutting_down(&self) -> bool {
         *self.shutdown.borrow()
+    }
+}
+
+/// The caps, with `open_files` no higher than this host's hard limit (`host_max`), which no
+/// sandbox can exceed: a request above it is then clamped and told so (`limits_clamped`), as
+/// above any other cap, instead of failing in the sandbox.
+fn within_host(mut caps: Limits, host_max: u64) -> Limits {
+    if caps.open_files > host_max {
+        tracing::warn!(
+            configured = caps.open_files,
+            host_max,
+            "caps.open_files is above this host's hard limit on open files (RLIMIT_NOFILE); \
+             runs get at most the host's"
+        );
+        caps.open_files = host_max;
+    }
+    caps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_open_files_cap_is_at_most_the_hosts_hard_limit() {
+        let caps = Limits {
+            open_files: 1 << 20,
+            ..Limits::default()
+        };
+        assert_eq!(within_host(caps.clone(), 20_000).open_files, 20_000);
+        assert_eq!(within_host(caps, 1 << 20).open_files, 1 << 20);
+        let low = Limits::default();
+        assert_eq!(within_host(low.clone(), 20_000), low);
     }
 }

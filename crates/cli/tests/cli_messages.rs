@@ -1,0 +1,371 @@
+//! What a newcomer sees when something is wrong: each message says what failed once, names
+//! where a value came from, and the command exits with the documented status.
+
+use std::process::{Command, Output};
+
+fn corral(args: &[&str]) -> Output {
+    corral_with(args, &[])
+}
+
+/// `corral ARGS` with these variables set (and no `CORRAL_*` of the caller's).
+fn corral_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_corral"));
+    c.args(args)
+        .env_remove("CORRAL_LANGUAGES")
+        .envs(env.iter().copied());
+    c.output().expect("run corral")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// How often `needle` is in `hay`.
+fn count(hay: &str, needle: &str) -> usize {
+    hay.matches(needle).count()
+}
+
+fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn a_missing_file_is_said_once() {
+    let out = corral(&["languages", "--languages", "/nonexistent/languages.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "corral languages: /nonexistent/languages.toml: No such file or directory (os error 2)\n"
+    );
+
+    let data = tempfile::tempdir().unwrap();
+    let d = data.path().to_str().unwrap();
+    let out = corral(&[
+        "env",
+        "import",
+        "/nonexistent/image.tar",
+        "--name",
+        "a:b",
+        "--data",
+        d,
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(count(&err, "No such file or directory"), 1, "{err}");
+    assert!(err.contains("/nonexistent/image.tar"), "{err}");
+
+    let out = corral(&["env", "build", "/nonexistent/build.yaml", "--data", d]);
+    let err = stderr(&out);
+    assert_eq!(count(&err, "No such file or directory"), 1, "{err}");
+}
+
+#[test]
+fn an_archive_that_is_not_one_is_said_once() {
+    let data = tempfile::tempdir().unwrap();
+    let text = data.path().join("some.txt");
+    std::fs::write(&text, "hello\n").unwrap();
+    let out = corral(&[
+        "env",
+        "import",
+        text.to_str().unwrap(),
+        "--data",
+        data.path().to_str().unwrap(),
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(count(&err, "tar stream ends inside a header"), 1, "{err}");
+}
+
+#[test]
+fn an_address_that_is_not_one_is_said_once_with_its_shape() {
+    let data = tempfile::tempdir().unwrap();
+    let out = corral(&[
+        "serve",
+        "--listen",
+        "nonsense",
+        "--data",
+        data.path().to_str().unwrap(),
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(count(&err, "invalid socket address"), 1, "{err}");
+    assert!(err.contains("HOST:PORT"), "{err}");
+}
+
+#[test]
+fn a_registry_file_named_by_corral_languages_says_so() {
+    let suite = repo().join("examples/hello/suite.yaml");
+    let sub = repo().join("examples/hello/submissions/correct");
+    let out = corral_with(
+        &["check", suite.to_str().unwrap(), sub.to_str().unwrap()],
+        &[("CORRAL_LANGUAGES", "/nonexistent/languages.toml")],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("CORRAL_LANGUAGES=/nonexistent/languages.toml"),
+        "{err}"
+    );
+    assert_eq!(count(&err, "No such file or directory"), 1, "{err}");
+}
+
+/// `corral ARGS` under a hard limit of `n` open files (as a host, or a service's LimitNOFILE=,
+/// may set it).
+fn corral_under_open_files_limit(n: u64, args: &[&str]) -> Output {
+    Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .output()
+        .expect("sh")
+}
+
+#[test]
+fn open_files_above_the_hosts_hard_limit_are_a_usage_error_naming_it() {
+    for json in [false, true] {
+        let mut args = vec!["run", "--open-files", "1025"];
+        if json {
+            args.push("--json");
+        }
+        args.extend(["--", "true"]);
+        let out = corral_under_open_files_limit(1024, &args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "json {json}: {err}");
+        assert!(
+            err.contains("open_files: 1025 is above this host's hard limit on open files, 1024"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "json {json}: nothing ran");
+    }
+    // At the limit it runs.
+    let out = corral_under_open_files_limit(1024, &["run", "--open-files", "1024", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// `corral ARGS` in the folder `dir`.
+fn corral_in(dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("CORRAL_DATA")
+        .output()
+        .expect("run corral")
+}
+
+/// Token commands use a server's store: where there is none (an empty working directory, a
+/// mistyped --data) they refuse, naming the folder and how to name another. They used to make
+/// ./corral-data/corral.db, print a token no server knew, and exit 0.
+#[test]
+fn token_commands_refuse_a_data_folder_without_a_store() {
+    let cwd = tempfile::tempdir().unwrap();
+    let out = corral_in(cwd.path(), &["token", "create", "--role", "student"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty(), "a token was printed");
+    let looked = cwd.path().join("corral-data");
+    assert!(
+        err.contains(&format!(
+            "no corral store (corral.db) in {}",
+            looked.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("--data DIR") && err.contains("corral serve"),
+        "{err}"
+    );
+    assert!(!looked.exists(), "a data folder was made");
+
+    let typo = cwd.path().join("corral-dta");
+    let t = typo.to_str().unwrap();
+    for args in [
+        &["token", "create", "--role", "admin", "--data", t][..],
+        &["token", "revoke", "0123456789abcdef", "--data", t][..],
+    ] {
+        let out = corral_in(cwd.path(), args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(t), "{args:?}: {err}");
+        assert!(!typo.exists(), "{args:?} made a data folder");
+    }
+}
+
+/// Looking an image up makes no image store: `corral run --image nosuch` used to leave
+/// ./corral-data/images behind.
+#[test]
+fn an_image_lookup_makes_no_data_folder() {
+    let cwd = tempfile::tempdir().unwrap();
+    let out = corral_in(cwd.path(), &["run", "--image", "nosuch", "--", "true"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no image store in"), "{err}");
+    assert!(err.contains("corral env pull"), "{err}");
+    assert!(
+        !cwd.path().join("corral-data").exists(),
+        "a data folder was made"
+    );
+}
+
+/// Starts `corral ARGS`, collects its stderr until `until` holds for it or `within` passed,
+/// then kills it if it still runs: (its exit status if it ended by itself, its stderr).
+fn corral_until(
+    args: &[&str],
+    within: std::time::Duration,
+    until: impl Fn(&str) -> bool,
+) -> (Option<std::process::ExitStatus>, String) {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .env_remove("CORRAL_SERVER")
+        .env_remove("CORRAL_WORKER_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start corral");
+    let mut pipe = child.stderr.take().unwrap();
+    let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let t2 = text.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            t2.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let deadline = std::time::Instant::now() + within;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            // What it wrote last may still be in the pipe.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            break Some(st);
+        }
+        if until(&text.lock().unwrap()) || std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let text = text.lock().unwrap().clone();
+    (status, text)
+}
+
+/// A worker given something that is not a URL says so and exits 2 at once: it used to log
+/// "the server is unreachable error=builder error" every few seconds, forever.
+#[test]
+fn a_worker_refuses_a_server_that_is_not_a_url() {
+    let within = std::time::Duration::from_secs(30);
+    let (status, err) = corral_until(
+        &["worker", "--server", "notaurl", "--token", "corral_x"],
+        within,
+        |_| false,
+    );
+    let status = status.unwrap_or_else(|| panic!("still running after {within:?}: {err}"));
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--server \"notaurl\" is not a server URL"),
+        "{err}"
+    );
+}
+
+/// A server that is not there is logged with the reason, not only "error sending request".
+#[test]
+fn a_worker_says_why_the_server_is_unreachable() {
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!("http://127.0.0.1:{port}");
+    let data = tempfile::tempdir().unwrap();
+    let (status, err) = corral_until(
+        &[
+            "worker",
+            "--server",
+            &server,
+            "--token",
+            "corral_x",
+            "--data",
+            data.path().to_str().unwrap(),
+        ],
+        std::time::Duration::from_secs(60),
+        |e| e.contains("unreachable"),
+    );
+    assert!(status.is_none(), "it stopped: {err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("the server is unreachable"))
+        .unwrap_or_else(|| panic!("no unreachable line: {err}"));
+    assert!(line.contains("Connection refused"), "{line}");
+}
+
+/// A check that errors is in the report (and in `corral grade`'s gradebook, per student); the
+/// engine's timestamped "WARN corral_checks::engine: check errored" log lines, which named no
+/// student, are shown only when CORRAL_LOG asks for warnings.
+#[test]
+fn grading_shows_no_engine_warnings_unless_asked() {
+    let pycalc = repo().join("examples/pycalc");
+    let suite = pycalc.join("suite.yaml");
+    let sub = pycalc.join("submissions/exit_early");
+    let args = ["check", suite.to_str().unwrap(), sub.to_str().unwrap()];
+    let out = corral(&args);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(!err.contains("check errored"), "{err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("invalid run of the tests"),
+        "the report says it"
+    );
+    let out = corral_with(&args, &[("CORRAL_LOG", "warn")]);
+    assert!(stderr(&out).contains("check errored"), "{}", stderr(&out));
+
+    let t = tempfile::tempdir().unwrap();
+    let subs = t.path().join("subs");
+    std::fs::create_dir(&subs).unwrap();
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(&sub)
+        .arg(subs.join("alice"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let out = corral(&[
+        "grade",
+        "--no-progress",
+        "-o",
+        t.path().join("grades").to_str().unwrap(),
+        pycalc.to_str().unwrap(),
+        subs.to_str().unwrap(),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("1 with errors"), "{err}");
+    assert!(!err.contains("check errored"), "{err}");
+}
+
+/// `corral check --help` says what 125 means as the README does.
+#[test]
+fn check_help_says_what_125_means_as_the_readme_does() {
+    let out = corral(&["check", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        help.contains("125 when a sandbox could not be built or a check could not be judged"),
+        "{help}"
+    );
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        readme.contains("125 when a sandbox could not be built or a check could not be judged"),
+        "the README changed: change --help with it"
+    );
+}
