@@ -22,18 +22,41 @@ impl SqlStore<Sqlite> {
     /// Opens (creating when missing) the database at `url` (`sqlite://PATH`) and the blob folder,
     /// and brings the schema up to date.
     pub async fn open(url: &str, blob_dir: &Path) -> Result<Self> {
-        let opts = SqliteConnectOptions::from_str(url)?
+        Self::open_with(SqliteConnectOptions::from_str(url)?, blob_dir).await
+    }
+
+    /// [`open`](Self::open) with the caller's connection options (tests: a database size cap).
+    async fn open_with(opts: SqliteConnectOptions, blob_dir: &Path) -> Result<Self> {
+        let opts = opts
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
         let db = SqlitePoolOptions::new()
             .max_connections(8)
+            .after_release(|conn, _| Box::pin(outside_any_transaction(conn)))
             .connect_with(opts)
             .await?;
         super::migrate::migrate(&db, &MIGRATIONS).await?;
         SqlStore::with_pool(db, blob_dir).await
     }
+}
+
+/// Whether a connection given back to the pool may be used again: not when it is still inside a
+/// transaction. A write that fails with SQLITE_FULL (or an I/O error) makes SQLite roll the whole
+/// transaction back itself; the `ROLLBACK` sqlx sends when the `Transaction` is dropped then fails
+/// ("no transaction is active") and sqlx 0.8 keeps counting a transaction on that connection, so
+/// every later `begin_write` on it failed ("attempted to call begin_with at non-zero transaction
+/// depth") until a restart. Such a connection is closed instead (the pool opens a new one).
+async fn outside_any_transaction(conn: &mut sqlx::SqliteConnection) -> sqlx::Result<bool> {
+    use sqlx::Connection;
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
+    // The dropped `Transaction`'s rollback may still be queued on the connection's worker
+    // thread: a ping runs after it.
+    conn.ping().await?;
+    Ok(!conn.is_in_transaction())
 }
 
 impl Dialect for Sqlite {
@@ -56,6 +79,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::revisions::{NewRevision, RevisionFile, RevisionKind};
     use crate::store::{NewFile, Role, Store};
 
     async fn store(dir: &Path) -> SqliteStore {
@@ -124,6 +148,68 @@ mod tests {
         sqlx::query(write).execute(&mut *first).await.unwrap();
         first.commit().await.unwrap();
         other.await.unwrap().unwrap();
+    }
+
+    /// A write that finds the disk full (SQLITE_FULL, here the database's page cap) fails; once
+    /// there is room again, every later write succeeds on the same store. SQLite rolled the
+    /// transaction back itself, sqlx's own rollback then failed and its connection went back to
+    /// the pool still counting a transaction: every later `begin_write` on it failed with
+    /// "attempted to call begin_with at non-zero transaction depth", until a restart.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_that_found_the_disk_full_does_not_break_later_writes() {
+        use sqlx::Connection;
+        let d = tempfile::tempdir().unwrap();
+        store(d.path()).await.close().await;
+        let url = format!("sqlite://{}", d.path().join("corral.db").display());
+        // The "disk": the database as it is plus a filler, and not a page more.
+        let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("CREATE TABLE filler (b BLOB)")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO filler VALUES (zeroblob(1 << 20))")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+            .fetch_one(&mut other)
+            .await
+            .unwrap();
+        let opts = SqliteConnectOptions::from_str(&url)
+            .unwrap()
+            .pragma("max_page_count", pages.to_string());
+        let s = SqliteStore::open_with(opts, &d.path().join("blobs"))
+            .await
+            .unwrap();
+        let revision = |content: String| NewRevision {
+            owner: "me".into(),
+            kind: RevisionKind::Save,
+            language: "c".into(),
+            status: "ok".into(),
+            suite: None,
+            score: None,
+            max_score: None,
+            summary: String::new(),
+            files: vec![RevisionFile {
+                path: "main.c".into(),
+                content,
+            }],
+        };
+        let e = s
+            .create_revision(revision("x".repeat(256 << 10)))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("database or disk is full"), "{e}");
+        // Room again (the filler's pages are free for reuse): writes work, on every connection.
+        sqlx::query("DROP TABLE filler")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        for i in 0..16 {
+            s.create_revision(revision(format!("int main(void) {{ return {i}; }}")))
+                .await
+                .unwrap_or_else(|e| panic!("write {i} after the disk had room again: {e}"));
+        }
     }
 
     #[tokio::test]
