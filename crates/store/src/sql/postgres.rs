@@ -39,7 +39,7 @@ impl SqlStore<Postgres> {
             .connect_with(opts)
             .await?;
         // Several nodes starting at once: migrations take an advisory lock (sqlx does).
-        super::migrate::migrate(&db, &MIGRATIONS).await?;
+        super::migrate::migrate(&db, &MIGRATIONS, None).await?;
         let mut store = SqlStore::with_pool(db, blob_dir).await?;
         store.listener = Some(WorkListener::start(store.db.clone()));
         Ok(store)
