@@ -16,6 +16,7 @@ use crate::service::kept_sandboxes::KeptSandboxes;
 use crate::service::per_caller::PerCaller;
 use crate::service::revocations::Revocations;
 use crate::service::runner::Runner;
+use crate::service::store_health::StoreHealth;
 use crate::service::submissions::queue::QueueHandle;
 use crate::service::token_cache::TokenCache;
 
@@ -48,6 +49,8 @@ pub struct AppState {
     pub shutdown: tokio::sync::watch::Sender<bool>,
     /// The submission queue's in-process signals.
     pub queue: QueueHandle,
+    /// The store's last write probe, for `/health`.
+    pub store_health: StoreHealth,
 }
 
 pub type SharedState = Arc<AppState>;
@@ -99,6 +102,7 @@ impl AppState {
             tmp_dir,
             shutdown,
             queue: QueueHandle::new(&config)?,
+            store_health: StoreHealth::default(),
             config,
         }))
     }

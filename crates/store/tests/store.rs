@@ -278,6 +278,7 @@ on_both_backends!(
     revisions,
     concurrent_suite_registrations,
     every_write_under_concurrency,
+    the_write_probe_writes,
 );
 
 /// Two API nodes starting together on one fresh PostgreSQL database (two stores, two pools):
@@ -527,6 +528,13 @@ async fn postgres_sweeps_skip_rows_other_transactions_hold() {
     other.close().await.unwrap();
     s.close().await;
     support::drop_postgres_database(&name).await;
+}
+
+/// The write probe (what a server checks at start and `/health` reports) writes, again and again.
+async fn the_write_probe_writes(s: Arc<dyn Store>) {
+    for _ in 0..3 {
+        s.check_writable().await.unwrap();
+    }
 }
 
 async fn revisions(s: Arc<dyn Store>) {

@@ -10,6 +10,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::Sqlite;
 
 use super::dialect::Dialect;
+use super::health::DbFile;
 use super::store::SqlStore;
 use crate::error::Result;
 
@@ -27,6 +28,7 @@ impl SqlStore<Sqlite> {
 
     /// [`open`](Self::open) with the caller's connection options (tests: a database size cap).
     async fn open_with(opts: SqliteConnectOptions, blob_dir: &Path) -> Result<Self> {
+        let file = opts.get_filename().to_path_buf();
         let opts = opts
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -38,7 +40,9 @@ impl SqlStore<Sqlite> {
             .connect_lazy_with(opts);
         first_connection(&db).await?;
         super::migrate::migrate(&db, &MIGRATIONS, Some(<Sqlite as Dialect>::BEGIN_WRITE)).await?;
-        SqlStore::with_pool(db, blob_dir).await
+        let mut store = SqlStore::with_pool(db, blob_dir).await?;
+        store.file = DbFile::opened(file.as_path());
+        Ok(store)
     }
 }
 
@@ -107,8 +111,9 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::error::StoreError;
     use crate::revisions::{NewRevision, RevisionFile, RevisionKind};
-    use crate::store::{NewFile, Role, Store};
+    use crate::store::{NewFile, Role, Store, WriteProbe};
 
     async fn store(dir: &Path) -> SqliteStore {
         let url = format!("sqlite://{}", dir.join("corral.db").display());
@@ -265,6 +270,25 @@ mod tests {
                 s.close().await;
             }
         }
+    }
+
+    /// The write probe sees the database file deleted or replaced at its path: SQLite goes on
+    /// writing the file it opened, which no one will open again.
+    #[tokio::test]
+    async fn the_write_probe_sees_the_database_file_deleted_or_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let s = store(d.path()).await;
+        s.check_writable().await.unwrap();
+        let (db, aside) = (d.path().join("corral.db"), d.path().join("aside.db"));
+        std::fs::rename(&db, &aside).unwrap();
+        let e = s.check_writable().await.unwrap_err();
+        assert!(matches!(e, StoreError::FileChanged(_)), "{e:?}");
+        assert!(e.to_string().contains("corral.db was deleted"), "{e}");
+        std::fs::copy(&aside, &db).unwrap();
+        let e = s.check_writable().await.unwrap_err();
+        assert!(e.to_string().contains("corral.db was replaced"), "{e}");
+        std::fs::rename(&aside, &db).unwrap();
+        s.check_writable().await.unwrap();
     }
 
     #[tokio::test]
