@@ -100,6 +100,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logs::init(crate::logs::Kind::Service, args.log_json);
     let config = config(&args)?;
     crate::data_folder::prepare(&config.data_dir)?;
+    // Before anything else: a second server on this folder stops here, touching nothing.
+    let data_lock = corral_server::DataLock::acquire(&config.data_dir)?;
     // Sandboxes are started by executing this binary as their init (never by forking the server).
     let pool = crate::sandboxes::service_pool(config.parallelism)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
@@ -126,7 +128,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let listener = corral_server::bind(&config.listen).await?;
         let addr = listener.local_addr().context("reading the bound address")?;
         let caps: Limits = config.caps()?;
-        let state = corral_server::AppState::new(config, store, pool)?;
+        let state = corral_server::AppState::new(config, store, pool, data_lock)?;
         eprintln!(
             "corral serve: listening on http://{addr} (caps: cpu {} wall {} memory {} pids {})",
             caps.cpu_time, caps.wall_time, caps.memory, caps.pids
