@@ -116,6 +116,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let store = corral_store::open(&config.database_url(), &config.blobs_dir())
             .await
             .with_context(|| format!("opening the store {}", config.database_url()))?;
+        // A store it cannot write would answer reads and fail every write: refused at start.
+        store.check_writable().await.with_context(|| {
+            format!(
+                "the store {} cannot be written: corral serve writes it (tokens, uploads, the \
+                 submission queue)",
+                config.database_url()
+            )
+        })?;
         if config.dev_no_auth {
             eprintln!(
                 "corral serve: WARNING: --dev-no-auth: no authentication, every caller is an admin"

@@ -1,5 +1,7 @@
 //! What `corral serve` refuses at start, before it touches anything: a data folder another
-//! server holds (the second one used to empty the first one's `tmp/`, deleting jobs in flight).
+//! server holds (the second one used to empty the first one's `tmp/`, deleting jobs in flight),
+//! and a data folder or store it cannot write (it used to start, answer `/health` 200 and fail
+//! every write with a 500). Needs root: read-only bind mounts in a mount namespace of their own.
 
 #[path = "../../store/tests/support/mod.rs"]
 mod pg_support;
@@ -45,6 +47,19 @@ fn serve_refused(mut cmd: Command) -> (ExitStatus, String) {
 
 fn corral() -> Command {
     Command::new(env!("CARGO_BIN_EXE_corral"))
+}
+
+/// `corral ARGS` run with `ro` bind-mounted read-only onto itself, in a mount namespace of its own
+/// (the host's mounts are untouched).
+fn with_read_only(ro: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@""#)
+        .arg("sh")
+        .arg(ro)
+        .arg(env!("CARGO_BIN_EXE_corral"))
+        .args(args);
+    c
 }
 
 /// `corral token create --data DATA --role ROLE`: the token.
@@ -121,4 +136,46 @@ fn nodes_on_one_postgres_database_each_have_their_data_folder() {
     assert!(log.contains("is in use by another corral serve"), "{log}");
     drop((node_a, node_b));
     rt().block_on(pg_support::drop_postgres_database(&name));
+}
+
+#[test]
+fn a_data_folder_or_store_it_cannot_write_is_refused() {
+    let data = tempfile::tempdir().unwrap();
+    let d = data.path().display().to_string();
+    // A data folder in use before: its store exists.
+    token_create(data.path(), "admin");
+
+    let (status, log) = serve_refused(with_read_only(
+        data.path(),
+        &["serve", "--data", &d, "--listen", "127.0.0.1:0"],
+    ));
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains(&format!("the data folder {d} cannot be written")),
+        "{log}"
+    );
+
+    // The data folder writable, the database in a read-only folder elsewhere.
+    let other = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{d}/corral.db");
+    let (status, log) = serve_refused(with_read_only(
+        data.path(),
+        &[
+            "serve",
+            "--data",
+            &other.path().display().to_string(),
+            "--database-url",
+            &url,
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    ));
+    assert!(!status.success(), "{log}");
+    // Refused at open (the database's folder) or by the write probe after it (the store), as
+    // SQLite's files there allow.
+    assert!(
+        log.contains(&format!("the database's folder {d} cannot be written"))
+            || log.contains(&format!("the store {url} cannot be written")),
+        "{log}"
+    );
 }

@@ -12,7 +12,7 @@ use sqlx::Sqlite;
 use super::dialect::Dialect;
 use super::health::DbFile;
 use super::store::SqlStore;
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -38,8 +38,14 @@ impl SqlStore<Sqlite> {
             .max_connections(8)
             .after_release(|conn, _| Box::pin(outside_any_transaction(conn)))
             .connect_lazy_with(opts);
-        first_connection(&db).await?;
-        super::migrate::migrate(&db, &MIGRATIONS, Some(<Sqlite as Dialect>::BEGIN_WRITE)).await?;
+        let ready = async {
+            first_connection(&db).await?;
+            super::migrate::migrate(&db, &MIGRATIONS, Some(<Sqlite as Dialect>::BEGIN_WRITE)).await
+        };
+        if let Err(e) = ready.await {
+            // SQLite's own word for a read-only mount is "unable to open database file".
+            return Err(unwritable_folder(&file).unwrap_or(e));
+        }
         let mut store = SqlStore::with_pool(db, blob_dir).await?;
         store.file = DbFile::opened(file.as_path());
         Ok(store)
@@ -72,6 +78,28 @@ async fn first_connection(db: &sqlx::SqlitePool) -> Result<()> {
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Why a database at `file` could not be opened, when it is its folder that cannot be written
+/// (SQLite writes its journal, `-wal` and `-shm`, beside the database).
+fn unwritable_folder(file: &Path) -> Option<StoreError> {
+    let folder = match file.parent() {
+        Some(p) if p.as_os_str().is_empty() => Path::new("."),
+        Some(p) => p,
+        None => return None,
+    };
+    if !folder.is_dir() {
+        return None;
+    }
+    let e = tempfile::tempfile_in(folder).err()?;
+    Some(StoreError::io(
+        format!(
+            "the database's folder {} cannot be written (SQLite keeps the database's journal \
+             there)",
+            folder.display()
+        ),
+        e,
+    ))
 }
 
 /// Whether a connection given back to the pool may be used again: not when it is still inside a
@@ -289,6 +317,25 @@ mod tests {
         assert!(e.to_string().contains("corral.db was replaced"), "{e}");
         std::fs::rename(&aside, &db).unwrap();
         s.check_writable().await.unwrap();
+    }
+
+    /// A database this process may not write is refused at open, as a rule (the migrations'
+    /// transaction takes the write lock): here SQLite's `query_only`. A read-only folder fails
+    /// earlier and is named (`unwritable_folder`); what still opens, `corral serve`'s write
+    /// probe refuses.
+    #[tokio::test]
+    async fn a_database_that_cannot_be_written_is_refused_at_open() {
+        let d = tempfile::tempdir().unwrap();
+        store(d.path()).await.close().await;
+        let url = format!("sqlite://{}", d.path().join("corral.db").display());
+        let opts = SqliteConnectOptions::from_str(&url)
+            .unwrap()
+            .pragma("query_only", "ON");
+        let e = SqliteStore::open_with(opts, &d.path().join("blobs"))
+            .await
+            .err()
+            .expect("a read-only database was opened");
+        assert!(e.to_string().contains("readonly database"), "{e}");
     }
 
     #[tokio::test]
