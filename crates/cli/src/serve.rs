@@ -100,6 +100,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logs::init(crate::logs::Kind::Service, args.log_json);
     let config = config(&args)?;
     crate::data_folder::prepare(&config.data_dir)?;
+    // Before anything else: a second server on this folder stops here, touching nothing.
+    let data_lock = corral_server::DataLock::acquire(&config.data_dir)?;
     // A mistyped --data or the wrong working directory makes a new folder: say which is used.
     eprintln!(
         "corral serve: data folder {}",
@@ -121,13 +123,21 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let store = corral_store::open(&config.database_url(), &config.blobs_dir())
             .await
             .with_context(|| format!("opening the store {}", config.database_url()))?;
+        // A store it cannot write would answer reads and fail every write: refused at start.
+        store.check_writable().await.with_context(|| {
+            format!(
+                "the store {} cannot be written: corral serve writes it (tokens, uploads, the \
+                 submission queue)",
+                config.database_url()
+            )
+        })?;
         // Everything that can still fail (the address, the state) comes before the first admin
         // token is made: it is shown once, and a start that then failed would have used it up.
         let listener = corral_server::bind(&config.listen).await?;
         let addr = listener.local_addr().context("reading the bound address")?;
         let caps: Limits = config.caps()?;
         let dev_no_auth = config.dev_no_auth;
-        let state = corral_server::AppState::new(config, store, pool)?;
+        let state = corral_server::AppState::new(config, store, pool, data_lock)?;
         if dev_no_auth {
             eprintln!(
                 "corral serve: WARNING: --dev-no-auth: no authentication, every caller is an admin"

@@ -1416,9 +1416,10 @@ fn a_run_can_ask_for_a_stricter_seccomp_profile() {
 }
 
 /// With its PostgreSQL down, a node says so: `/health` is 503 `store_unreachable` (it answered
-/// 200 `ok`, so a load balancer kept sending work), a request that needs the store is a quick
-/// 503 to retry (it waited 30 s for the pool, then answered 500); with the database back, all
-/// is well again. A private cluster of its own, stopped and started by the test.
+/// 200 `ok`, so a load balancer kept sending work) once its last probe, reused for a second, is
+/// stale; a request that needs the store is a quick 503 to retry (it waited 30 s for the pool,
+/// then answered 500; later 5 s); with the database back, all is well again. A private cluster
+/// of its own, stopped and started by the test.
 #[test]
 fn a_node_whose_database_is_down_says_so() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -1456,20 +1457,30 @@ fn a_node_whose_database_is_down_says_so() {
         let (st, h) = health().await;
         assert_eq!((st, &h["status"]), (StatusCode::OK, &json!("ok")), "{h}");
         cluster(Some("stop"));
-        let (st, h) = health().await;
+        // The probe's answer is reused for a second (health is polled often; the probe writes).
+        let deadline = Instant::now() + Duration::from_secs(4);
+        let (st, h) = loop {
+            let (st, h) = health().await;
+            if st != StatusCode::OK || Instant::now() > deadline {
+                break (st, h);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{h}");
         assert_eq!(h["status"], "store_unreachable", "{h}");
         // A token the node has not seen: its lookup needs the store.
+        let asked = Instant::now();
         let r = client()
             .get(s.url("/whoami"))
             .bearer_auth("corral_not_a_token_of_this_node")
             .send()
             .await
             .unwrap();
-        let st = r.status();
+        let (st, took) = (r.status(), asked.elapsed());
         let v: Value = r.json().await.unwrap_or(Value::Null);
         assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}\n{}", s.log());
         assert_eq!(v["error"], "overloaded", "{v}");
+        assert!(took < Duration::from_secs(2), "answered after {took:?}");
         cluster(None);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {

@@ -4,7 +4,7 @@
 //!
 //! - [`service`]: what the server does, with no HTTP types (runs, checks, uploads, tokens,
 //!   suites, submissions); [`state`] is what it shares, [`config`] how it is configured,
-//!   [`error`] how it fails.
+//!   [`error`] how it fails; [`data_lock`] keeps a data folder to one server.
 //! - Adapters, each with its routes and bodies: [`http`] (the REST API), [`judge0`] (Judge0's
 //!   API), [`ws`] (interactive runs), [`worker_api`] (remote workers' endpoints).
 //! - [`router`]: the adapters' routes behind authentication and the common layers;
@@ -15,6 +15,7 @@
 
 pub mod config;
 pub mod connections;
+pub mod data_lock;
 pub mod error;
 pub mod http;
 pub mod judge0;
@@ -34,6 +35,7 @@ use std::sync::Arc;
 use corral_store::Store;
 
 pub use config::Config;
+pub use data_lock::DataLock;
 pub use error::{ApiError, ServerError};
 pub use router::router;
 pub use service::tokens::first_admin_token;

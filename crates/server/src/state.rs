@@ -9,6 +9,7 @@ use corral_sandbox::{Limits, Pool};
 use corral_store::Store;
 
 use crate::config::Config;
+use crate::data_lock::DataLock;
 use crate::error::ServerError;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
@@ -16,6 +17,7 @@ use crate::service::kept_sandboxes::KeptSandboxes;
 use crate::service::per_caller::PerCaller;
 use crate::service::revocations::Revocations;
 use crate::service::runner::Runner;
+use crate::service::store_health::StoreHealth;
 use crate::service::submissions::queue::QueueHandle;
 use crate::service::token_cache::TokenCache;
 
@@ -48,20 +50,34 @@ pub struct AppState {
     pub shutdown: tokio::sync::watch::Sender<bool>,
     /// The submission queue's in-process signals.
     pub queue: QueueHandle,
+    /// The store's last write probe, for `/health`.
+    pub store_health: StoreHealth,
+    /// The data folder, this server's alone while it runs.
+    _data_lock: DataLock,
 }
 
 pub type SharedState = Arc<AppState>;
 
 impl AppState {
+    /// The state of a server on `config`'s data folder, which `data_lock` holds for it.
     pub fn new(
         config: Config,
         store: Arc<dyn Store>,
         pool: Arc<Pool>,
+        data_lock: DataLock,
     ) -> Result<SharedState, ServerError> {
         config.validate()?;
+        if data_lock.dir() != config.data_dir {
+            return Err(ServerError::Config(format!(
+                "the data folder {} is not the one locked ({})",
+                config.data_dir.display(),
+                data_lock.dir().display()
+            )));
+        }
         let metrics = Arc::new(Metrics::new());
         let tmp_dir = config.data_dir.join("tmp");
-        // Leftovers of a crash: nothing in tmp outlives the process that made it.
+        // Leftovers of a crash: nothing in tmp outlives the process that made it (and no other
+        // server uses this folder: `data_lock`).
         let _ = std::fs::remove_dir_all(&tmp_dir);
         std::fs::create_dir_all(&tmp_dir).map_err(|e| ServerError::Io {
             what: format!("creating {}", tmp_dir.display()),
@@ -100,6 +116,8 @@ impl AppState {
             tmp_dir,
             shutdown,
             queue: QueueHandle::new(&config)?,
+            store_health: StoreHealth::default(),
+            _data_lock: data_lock,
             config,
         }))
     }

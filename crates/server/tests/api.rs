@@ -517,6 +517,45 @@ async fn rate_limit_answers_429_with_retry_after() {
     s.stop().await;
 }
 
+/// `/health` writes (a probe, at most once a second): a database file deleted under the server,
+/// whose writes then go to a file no one will open again, is a 503 `store_unwritable` saying why;
+/// it answered 200 `ok` (it only read).
+#[tokio::test(flavor = "multi_thread")]
+async fn health_is_503_while_the_store_cannot_be_written() {
+    let s = TestServer::start(|_| {}).await;
+    let health = || async {
+        let r = reqwest::get(s.url("/health")).await.unwrap();
+        (r.status(), r.json::<Value>().await.unwrap())
+    };
+    let until = |want: StatusCode| async move {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let (st, v) = health().await;
+            if st == want {
+                return v;
+            }
+            assert!(std::time::Instant::now() < deadline, "still {st}: {v}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    let v = until(StatusCode::OK).await;
+    assert_eq!((&v["status"], &v["store_ok"]), (&json!("ok"), &json!(true)));
+    assert!(v.get("store_error").is_none(), "{v}");
+    let (db, aside) = (
+        s.data_dir().join("corral.db"),
+        s.data_dir().join("aside.db"),
+    );
+    std::fs::rename(&db, &aside).unwrap();
+    let v = until(StatusCode::SERVICE_UNAVAILABLE).await;
+    assert_eq!(v["status"], "store_unwritable", "{v}");
+    assert_eq!(v["store_ok"], false, "{v}");
+    let why = v["store_error"].as_str().unwrap();
+    assert!(why.contains("deleted or replaced"), "{v}");
+    std::fs::rename(&aside, &db).unwrap();
+    until(StatusCode::OK).await;
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn openapi_document_is_complete() {
     let s = TestServer::start(|_| {}).await;

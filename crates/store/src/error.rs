@@ -20,6 +20,10 @@ pub enum StoreError {
     Conflict(String),
     #[error("stored data is inconsistent: {0}")]
     Corrupt(String),
+    /// The SQLite database file was deleted or replaced after the store opened it: what is
+    /// written goes to a file no one will open again.
+    #[error("{0}")]
+    FileChanged(String),
 }
 
 impl StoreError {
@@ -34,6 +38,15 @@ impl StoreError {
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 impl StoreError {
+    /// The database's own message when it refused a statement ("database or disk is full",
+    /// "attempt to write a readonly database", …); `None` for any other error.
+    pub fn database_message(&self) -> Option<&str> {
+        match self {
+            StoreError::Db(e) => e.as_database_error().map(|d| d.message()),
+            _ => None,
+        }
+    }
+
     /// The database did not answer (no connection within the pool's timeout, the connection
     /// broke): worth a retry, not the caller's fault nor corrupt data.
     pub fn is_unreachable(&self) -> bool {

@@ -38,7 +38,7 @@ pub use revisions::{
     MAX_PER_OWNER as MAX_REVISIONS_PER_OWNER,
 };
 pub use sql::{PgStore, SqliteStore};
-pub use store::{NewFile, NewToken, Role, Store, Suite, TokenInfo, Upload, UploadFile};
+pub use store::{NewFile, NewToken, Role, Store, Suite, TokenInfo, Upload, UploadFile, WriteProbe};
 
 /// Opens the store a database URL names: `sqlite://PATH` (created when missing) or
 /// `postgres://…`. File contents go to `blob_dir`.

@@ -126,11 +126,22 @@ pub struct Suite {
     pub created_at: i64,
 }
 
+/// Whether the store can be written now: what a server checks when it starts and what `/health`
+/// reports (at most about once a second: it writes). A trait of its own, as [`JobStore`] is.
+#[async_trait::async_trait]
+pub trait WriteProbe {
+    /// Commits a one-row write and, on SQLite, checks that the database file at its path is still
+    /// the file this store opened. The error says why the store cannot be written:
+    /// [`StoreError::FileChanged`], the database's refusal (a full disk, a read-only file or
+    /// database), or it being unreachable.
+    async fn check_writable(&self) -> Result<()>;
+}
+
 /// Everything corral keeps across restarts. Implementations must be safe to share between tasks.
 ///
 /// Ownership is the caller's job to check (`owner` fields); the store only records it.
 #[async_trait::async_trait]
-pub trait Store: Send + Sync + JobStore {
+pub trait Store: Send + Sync + JobStore + WriteProbe {
     /// Creates a token with this role; the returned secret is not stored anywhere.
     async fn create_token(&self, role: Role, name: &str) -> Result<NewToken>;
     /// The live (not revoked) token whose secret this is.

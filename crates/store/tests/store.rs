@@ -319,6 +319,7 @@ on_both_backends!(
     revisions,
     concurrent_suite_registrations,
     every_write_under_concurrency,
+    the_write_probe_writes,
 );
 
 /// Two API nodes starting together on one fresh PostgreSQL database (two stores, two pools):
@@ -401,6 +402,97 @@ async fn postgres_new_work_wakes_other_nodes() {
     support::drop_postgres_database(&name).await;
 }
 
+/// A loopback TCP port forwarding to the test PostgreSQL server; once stopped, connections to it
+/// are refused, as to a database host whose server is down.
+struct PgProxy {
+    /// The database's URL through the proxy.
+    url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PgProxy {
+    async fn start(db_url: &str) -> PgProxy {
+        use std::str::FromStr;
+        let opts = sqlx::postgres::PgConnectOptions::from_str(db_url).unwrap();
+        let socket_dir = opts.get_socket().cloned().or_else(|| {
+            let host = opts.get_host();
+            host.starts_with('/').then(|| host.into())
+        });
+        let unix = socket_dir.map(|d| d.join(format!(".s.PGSQL.{}", opts.get_port())));
+        let tcp = format!("{}:{}", opts.get_host(), opts.get_port());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            // Dropped with the task: every forwarded connection ends with it.
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((mut client, _)) = listener.accept().await {
+                let (unix, tcp) = (unix.clone(), tcp.clone());
+                conns.spawn(async move {
+                    let _ = match unix {
+                        Some(p) => match tokio::net::UnixStream::connect(p).await {
+                            Ok(mut s) => tokio::io::copy_bidirectional(&mut client, &mut s).await,
+                            Err(e) => Err(e),
+                        },
+                        None => match tokio::net::TcpStream::connect(tcp).await {
+                            Ok(mut s) => tokio::io::copy_bidirectional(&mut client, &mut s).await,
+                            Err(e) => Err(e),
+                        },
+                    };
+                });
+            }
+        });
+        let mut url = url::Url::parse(db_url).unwrap();
+        url.set_host(Some("127.0.0.1")).unwrap();
+        url.set_port(Some(port)).unwrap();
+        // `?host=/socket/folder` would win over the address.
+        let query: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(k, _)| k != "host")
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        url.set_query(None);
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        PgProxy {
+            url: url.to_string(),
+            task,
+        }
+    }
+
+    /// Closes the port and every connection through it.
+    async fn stop(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+/// With its PostgreSQL server gone (connections refused), a query fails as unreachable within
+/// about a second, the pool's wait for a connection: the server's "quick 503". It took 5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_down_is_unreachable_within_about_a_second() {
+    let (url, name) = support::fresh_postgres_database().await;
+    let proxy = PgProxy::start(&url).await;
+    let d = tempfile::tempdir().unwrap();
+    let s = corral_store::open(&proxy.url, &d.path().join("blobs"))
+        .await
+        .unwrap();
+    s.create_token(Role::Staff, "ta").await.unwrap();
+    proxy.stop().await;
+    for _ in 0..2 {
+        let t = std::time::Instant::now();
+        let e = s.count_tokens(Role::Staff).await.unwrap_err();
+        let took = t.elapsed();
+        assert!(e.is_unreachable(), "{e}");
+        assert!(
+            took < Duration::from_millis(1500),
+            "answered after {took:?}"
+        );
+    }
+    s.close().await;
+    support::drop_postgres_database(&name).await;
+}
+
 /// The queue's sweeps (lease expiry, retention) never wait for a row another transaction holds:
 /// they skip it and the next sweep takes it. Sweeps that waited, each in its own order, deadlocked
 /// on PostgreSQL (two nodes' expiries, each wanting the rows the other had already taken).
@@ -479,6 +571,13 @@ async fn postgres_sweeps_skip_rows_other_transactions_hold() {
     other.close().await.unwrap();
     s.close().await;
     support::drop_postgres_database(&name).await;
+}
+
+/// The write probe (what a server checks at start and `/health` reports) writes, again and again.
+async fn the_write_probe_writes(s: Arc<dyn Store>) {
+    for _ in 0..3 {
+        s.check_writable().await.unwrap();
+    }
 }
 
 async fn revisions(s: Arc<dyn Store>) {

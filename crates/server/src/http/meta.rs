@@ -8,17 +8,22 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorKind};
+use crate::service::store_health::StoreState;
 use crate::state::SharedState;
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Health {
-    /// `ok`, `shutting_down`, or `store_unreachable` (answered with 503: a load balancer stops
-    /// sending work to a node that cannot reach its database).
+    /// `ok`, `shutting_down`, `store_unreachable` or `store_unwritable` (both answered with 503:
+    /// a load balancer stops sending work to a node that cannot write its database).
     #[schema(example = "ok")]
     pub status: String,
     pub version: String,
-    /// Whether the store answered a query within 2 s.
+    /// Whether the store committed a one-row write within 2 s (probed at most once a second).
     pub store_ok: bool,
+    /// Why the store cannot be written, when it cannot (details are in the server's log).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "the database refused a write: database or disk is full")]
+    pub store_error: Option<String>,
     pub shutting_down: bool,
     pub pool_idle: u64,
     pub pool_active: u64,
@@ -64,31 +69,27 @@ pub struct LanguageImageInfo {
     get, path = "/health", tag = "meta",
     responses(
         (status = 200, description = "Up", body = Health),
-        (status = 503, description = "Up, but its store (the database) does not answer", body = Health)
+        (status = 503, description = "Up, but its store (the database) does not answer or cannot be written", body = Health)
     )
 )]
 pub async fn health(State(st): State<SharedState>) -> Response {
-    let store_ok = tokio::time::timeout(
-        std::time::Duration::from_secs(2),
-        st.store.count_tokens(corral_store::Role::Admin),
-    )
-    .await
-    .is_ok_and(|r| r.is_ok());
-    let code = if store_ok {
+    let store = st.store_health.check(st.store.as_ref()).await;
+    let code = if store.is_ok() {
         axum::http::StatusCode::OK
     } else {
         axum::http::StatusCode::SERVICE_UNAVAILABLE
     };
     let health = Health {
-        status: if st.is_shutting_down() {
-            "shutting_down".into()
-        } else if !store_ok {
-            "store_unreachable".into()
-        } else {
-            "ok".into()
-        },
+        status: match &store {
+            _ if st.is_shutting_down() => "shutting_down",
+            StoreState::Ok => "ok",
+            StoreState::Unreachable(_) => "store_unreachable",
+            StoreState::Unwritable(_) => "store_unwritable",
+        }
+        .into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        store_ok,
+        store_ok: store.is_ok(),
+        store_error: store.reason().map(str::to_string),
         shutting_down: st.is_shutting_down(),
         pool_idle: st.pool.idle() as u64,
         pool_active: st.pool.active() as u64,

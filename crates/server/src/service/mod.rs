@@ -20,6 +20,8 @@
 //! - [`revisions`]: the browser editor's history.
 //! - [`submissions`]: the submission queue.
 //! - [`housekeeping`]: expiring idle sandboxes and old uploads.
+//! - [`store_health`]: whether the store can be written (`/health`), probed at most once a
+//!   second.
 
 pub mod caller;
 pub mod checks;
@@ -35,6 +37,7 @@ pub mod revocations;
 pub mod runner;
 pub mod runs;
 pub mod runtime_choice;
+pub mod store_health;
 pub mod submissions;
 pub mod suites;
 pub mod token_cache;

@@ -44,7 +44,8 @@ impl TestServer {
         let pool = Pool::new(host, PoolConfig::default());
         let listener = corral_server::bind(&config.listen).await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
-        let state = AppState::new(config, store.clone(), pool).unwrap();
+        let lock = corral_server::DataLock::acquire(dir.path()).unwrap();
+        let state = AppState::new(config, store.clone(), pool, lock).unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             corral_server::serve(state, listener, async move {

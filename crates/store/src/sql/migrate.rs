@@ -9,16 +9,28 @@ use crate::error::Result;
 /// What was applied before is read under the migrator's own database lock, on the connection
 /// that then runs the migrations: read before taking it, two nodes starting together both saw
 /// nothing applied and both logged every migration (PostgreSQL's advisory lock is re-entrant
-/// per session, so the migrator taking it again on this connection does not wait for itself;
-/// SQLite's is a no-op, its writers being serialised by the file's lock).
-pub(super) async fn migrate<D>(db: &sqlx::Pool<D>, migrator: &Migrator) -> Result<Vec<i64>>
+/// per session, so the migrator taking it again on this connection does not wait for itself).
+///
+/// SQLite's migrator lock is a no-op, and its file lock is taken per statement, not around the
+/// read of what was applied and the migrations run after it: two processes opening a new
+/// database together both found nothing applied and the second failed ("table tokens already
+/// exists"). There `begin` (`BEGIN IMMEDIATE`) wraps the whole in one transaction holding the
+/// write lock, and sqlx's own per-migration transactions become savepoints inside it.
+pub(super) async fn migrate<D>(
+    db: &sqlx::Pool<D>,
+    migrator: &Migrator,
+    begin: Option<&'static str>,
+) -> Result<Vec<i64>>
 where
     D: sqlx::Database,
     D::Connection: Migrate,
 {
     let mut conn = db.acquire().await?;
     conn.lock().await?;
-    let ran = run_locked(&mut conn, migrator).await;
+    let ran = match begin {
+        Some(begin) => in_transaction::<D>(&mut conn, begin, migrator).await,
+        None => run_locked::<D>(&mut conn, migrator).await,
+    };
     let unlocked = conn.unlock().await;
     let newly = ran?;
     unlocked?;
@@ -33,11 +45,24 @@ where
     Ok(newly)
 }
 
-/// The migrations run, as versions this call applied (the caller holds the lock).
-async fn run_locked<D>(
-    conn: &mut sqlx::pool::PoolConnection<D>,
+/// [`run_locked`] inside one transaction begun with `begin`, committed when it succeeded.
+async fn in_transaction<D>(
+    conn: &mut D::Connection,
+    begin: &'static str,
     migrator: &Migrator,
 ) -> Result<Vec<i64>>
+where
+    D: sqlx::Database,
+    D::Connection: Migrate,
+{
+    let mut tx = sqlx::Connection::begin_with(conn, begin).await?;
+    let newly = run_locked::<D>(&mut tx, migrator).await?;
+    tx.commit().await?;
+    Ok(newly)
+}
+
+/// The migrations run, as versions this call applied (the caller holds the lock).
+async fn run_locked<D>(conn: &mut D::Connection, migrator: &Migrator) -> Result<Vec<i64>>
 where
     D: sqlx::Database,
     D::Connection: Migrate,
@@ -49,8 +74,7 @@ where
         .into_iter()
         .map(|m| m.version)
         .collect();
-    // `run_direct`: `run` wants an `Acquire` that a generic connection type cannot name.
-    migrator.run_direct(&mut **conn).await?;
+    migrator.run_direct(conn).await?;
     Ok(migrator
         .iter()
         .filter(|m| m.migration_type.is_up_migration() && !before.contains(&m.version))

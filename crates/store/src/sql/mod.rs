@@ -7,6 +7,8 @@
 //! - `dialect.rs`: [`Dialect`], the SQL fragments and results that differ between the databases;
 //! - `sqlite.rs`, `postgres.rs`: connecting, migrations and each database's [`Dialect`];
 //! - `migrate.rs`: running the migrations and logging the ones applied;
+//! - `health.rs`: the write probe ([`WriteProbe`](crate::WriteProbe)), and SQLite's file as
+//!   opened;
 //! - `work_listener.rs`: PostgreSQL's `LISTEN corral_work` connection;
 //! - the queries, one module per domain: `tokens_uploads_suites.rs` (the [`Store`](crate::Store)
 //!   trait), `revisions.rs`, `jobs.rs` (the [`JobStore`](crate::JobStore) trait) and
@@ -14,6 +16,7 @@
 
 mod callbacks;
 mod dialect;
+mod health;
 mod jobs;
 mod migrate;
 mod postgres;

@@ -33,16 +33,37 @@ impl SqlStore<Postgres> {
         let opts = PgConnectOptions::from_str(url)?;
         let db = PgPoolOptions::new()
             .max_connections(16)
-            // A database that does not answer is a quick 503 (the server maps the timeout), not
-            // a request held for half a minute.
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_with(opts)
-            .await?;
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_lazy_with(opts);
+        first_connection(&db).await?;
         // Several nodes starting at once: migrations take an advisory lock (sqlx does).
-        super::migrate::migrate(&db, &MIGRATIONS).await?;
+        super::migrate::migrate(&db, &MIGRATIONS, None).await?;
         let mut store = SqlStore::with_pool(db, blob_dir).await?;
         store.listener = Some(WorkListener::start(store.db.clone()));
         Ok(store)
+    }
+}
+
+/// The longest a query waits for a connection. A database that does not answer is a quick 503
+/// (the server maps the timeout), not a request held for long: its connections fail their check
+/// and a refused new connection is retried (sqlx) until this ends. A second of waiting for one
+/// of 16 connections is also a database too busy to answer, and the 503 says when to retry.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long a starting node waits for its database (still starting too, or restarting).
+const STARTUP_WAIT: Duration = Duration::from_secs(10);
+
+/// Opens the pool's first connection, waiting up to [`STARTUP_WAIT`] for a database that refuses
+/// connections or is starting up (each try waits [`ACQUIRE_TIMEOUT`]); any other error (a wrong
+/// password, no such database) at once.
+async fn first_connection(db: &sqlx::PgPool) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + STARTUP_WAIT;
+    loop {
+        match db.acquire().await {
+            Ok(_) => return Ok(()),
+            Err(sqlx::Error::PoolTimedOut) if tokio::time::Instant::now() < deadline => {}
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 

@@ -10,8 +10,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::Sqlite;
 
 use super::dialect::Dialect;
+use super::health::DbFile;
 use super::store::SqlStore;
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -22,18 +23,100 @@ impl SqlStore<Sqlite> {
     /// Opens (creating when missing) the database at `url` (`sqlite://PATH`) and the blob folder,
     /// and brings the schema up to date.
     pub async fn open(url: &str, blob_dir: &Path) -> Result<Self> {
-        let opts = SqliteConnectOptions::from_str(url)?
+        Self::open_with(SqliteConnectOptions::from_str(url)?, blob_dir).await
+    }
+
+    /// [`open`](Self::open) with the caller's connection options (tests: a database size cap).
+    async fn open_with(opts: SqliteConnectOptions, blob_dir: &Path) -> Result<Self> {
+        let file = opts.get_filename().to_path_buf();
+        let opts = opts
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10));
+            .busy_timeout(BUSY_TIMEOUT);
         let db = SqlitePoolOptions::new()
             .max_connections(8)
-            .connect_with(opts)
-            .await?;
-        super::migrate::migrate(&db, &MIGRATIONS).await?;
-        SqlStore::with_pool(db, blob_dir).await
+            .after_release(|conn, _| Box::pin(outside_any_transaction(conn)))
+            .connect_lazy_with(opts);
+        let ready = async {
+            first_connection(&db).await?;
+            super::migrate::migrate(&db, &MIGRATIONS, Some(<Sqlite as Dialect>::BEGIN_WRITE)).await
+        };
+        if let Err(e) = ready.await {
+            // SQLite's own word for a read-only mount is "unable to open database file".
+            return Err(unwritable_folder(&file).unwrap_or(e));
+        }
+        let mut store = SqlStore::with_pool(db, blob_dir).await?;
+        store.file = DbFile::opened(file.as_path());
+        Ok(store)
     }
+}
+
+/// How long a statement waits for another connection's lock before it fails.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Opens the pool's first connection. On a new database it switches the file to WAL, which takes
+/// an exclusive lock SQLite does not wait for (the busy timeout does not apply): another process
+/// opening the same new database at that moment made it fail at once with "database is locked".
+/// Retried for as long as the busy timeout; once the file is in WAL mode, the switch is a no-op.
+async fn first_connection(db: &sqlx::SqlitePool) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match db.acquire().await {
+            Ok(_) => return Ok(()),
+            Err(sqlx::Error::Database(e))
+                if e.code()
+                    .and_then(|c| c.parse::<i32>().ok())
+                    .map(|c| c & 0xff)
+                    == Some(5)
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                // Jittered, so that processes retrying together do not collide again.
+                let ms = 5 + u64::from(getrandom::u32().unwrap_or(0) % 20);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Why a database at `file` could not be opened, when it is its folder that cannot be written
+/// (SQLite writes its journal, `-wal` and `-shm`, beside the database).
+fn unwritable_folder(file: &Path) -> Option<StoreError> {
+    let folder = match file.parent() {
+        Some(p) if p.as_os_str().is_empty() => Path::new("."),
+        Some(p) => p,
+        None => return None,
+    };
+    if !folder.is_dir() {
+        return None;
+    }
+    let e = tempfile::tempfile_in(folder).err()?;
+    Some(StoreError::io(
+        format!(
+            "the database's folder {} cannot be written (SQLite keeps the database's journal \
+             there)",
+            folder.display()
+        ),
+        e,
+    ))
+}
+
+/// Whether a connection given back to the pool may be used again: not when it is still inside a
+/// transaction. A write that fails with SQLITE_FULL (or an I/O error) makes SQLite roll the whole
+/// transaction back itself; the `ROLLBACK` sqlx sends when the `Transaction` is dropped then fails
+/// ("no transaction is active") and sqlx 0.8 keeps counting a transaction on that connection, so
+/// every later `begin_write` on it failed ("attempted to call begin_with at non-zero transaction
+/// depth") until a restart. Such a connection is closed instead (the pool opens a new one).
+async fn outside_any_transaction(conn: &mut sqlx::SqliteConnection) -> sqlx::Result<bool> {
+    use sqlx::Connection;
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
+    // The dropped `Transaction`'s rollback may still be queued on the connection's worker
+    // thread: a ping runs after it.
+    conn.ping().await?;
+    Ok(!conn.is_in_transaction())
 }
 
 impl Dialect for Sqlite {
@@ -58,7 +141,9 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::store::{NewFile, Role, Store};
+    use crate::error::StoreError;
+    use crate::revisions::{NewRevision, RevisionFile, RevisionKind};
+    use crate::store::{NewFile, Role, Store, WriteProbe};
 
     async fn store(dir: &Path) -> SqliteStore {
         let url = format!("sqlite://{}", dir.join("corral.db").display());
@@ -126,6 +211,133 @@ mod tests {
         sqlx::query(write).execute(&mut *first).await.unwrap();
         first.commit().await.unwrap();
         other.await.unwrap().unwrap();
+    }
+
+    /// A write that finds the disk full (SQLITE_FULL, here the database's page cap) fails; once
+    /// there is room again, every later write succeeds on the same store. SQLite rolled the
+    /// transaction back itself, sqlx's own rollback then failed and its connection went back to
+    /// the pool still counting a transaction: every later `begin_write` on it failed with
+    /// "attempted to call begin_with at non-zero transaction depth", until a restart.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_that_found_the_disk_full_does_not_break_later_writes() {
+        use sqlx::Connection;
+        let d = tempfile::tempdir().unwrap();
+        store(d.path()).await.close().await;
+        let url = format!("sqlite://{}", d.path().join("corral.db").display());
+        // The "disk": the database as it is plus a filler, and not a page more.
+        let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("CREATE TABLE filler (b BLOB)")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO filler VALUES (zeroblob(1 << 20))")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+            .fetch_one(&mut other)
+            .await
+            .unwrap();
+        let opts = SqliteConnectOptions::from_str(&url)
+            .unwrap()
+            .pragma("max_page_count", pages.to_string());
+        let s = SqliteStore::open_with(opts, &d.path().join("blobs"))
+            .await
+            .unwrap();
+        let revision = |content: String| NewRevision {
+            owner: "me".into(),
+            kind: RevisionKind::Save,
+            language: "c".into(),
+            status: "ok".into(),
+            suite: None,
+            score: None,
+            max_score: None,
+            summary: String::new(),
+            files: vec![RevisionFile {
+                path: "main.c".into(),
+                content,
+            }],
+        };
+        let e = s
+            .create_revision(revision("x".repeat(256 << 10)))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("database or disk is full"), "{e}");
+        // Room again (the filler's pages are free for reuse): writes work, on every connection.
+        sqlx::query("DROP TABLE filler")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        for i in 0..16 {
+            s.create_revision(revision(format!("int main(void) {{ return {i}; }}")))
+                .await
+                .unwrap_or_else(|e| panic!("write {i} after the disk had room again: {e}"));
+        }
+    }
+
+    /// Several processes opening one new database at once all open it. Each read the applied
+    /// migrations, and ran them, under no lock (sqlx's migration lock is a no-op on SQLite): two
+    /// both saw none and the second failed with "while executing migration 1: table tokens
+    /// already exists" (every round here). With that serialised, the switch of the new file to
+    /// WAL still failed now and then with "database is locked" (in 4 runs of 5 within the 100
+    /// rounds).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn opens_of_one_new_database_at_once_all_succeed() {
+        for round in 0..100 {
+            let d = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}", d.path().join("corral.db").display());
+            let opens: Vec<_> = (0..4)
+                .map(|_| {
+                    let (url, blobs) = (url.clone(), d.path().join("blobs"));
+                    tokio::spawn(async move { SqliteStore::open(&url, &blobs).await })
+                })
+                .collect();
+            for o in opens {
+                let s = o
+                    .await
+                    .unwrap()
+                    .unwrap_or_else(|e| panic!("round {round}: {e}"));
+                s.close().await;
+            }
+        }
+    }
+
+    /// The write probe sees the database file deleted or replaced at its path: SQLite goes on
+    /// writing the file it opened, which no one will open again.
+    #[tokio::test]
+    async fn the_write_probe_sees_the_database_file_deleted_or_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let s = store(d.path()).await;
+        s.check_writable().await.unwrap();
+        let (db, aside) = (d.path().join("corral.db"), d.path().join("aside.db"));
+        std::fs::rename(&db, &aside).unwrap();
+        let e = s.check_writable().await.unwrap_err();
+        assert!(matches!(e, StoreError::FileChanged(_)), "{e:?}");
+        assert!(e.to_string().contains("corral.db was deleted"), "{e}");
+        std::fs::copy(&aside, &db).unwrap();
+        let e = s.check_writable().await.unwrap_err();
+        assert!(e.to_string().contains("corral.db was replaced"), "{e}");
+        std::fs::rename(&aside, &db).unwrap();
+        s.check_writable().await.unwrap();
+    }
+
+    /// A database this process may not write is refused at open, as a rule (the migrations'
+    /// transaction takes the write lock): here SQLite's `query_only`. A read-only folder fails
+    /// earlier and is named (`unwritable_folder`); what still opens, `corral serve`'s write
+    /// probe refuses.
+    #[tokio::test]
+    async fn a_database_that_cannot_be_written_is_refused_at_open() {
+        let d = tempfile::tempdir().unwrap();
+        store(d.path()).await.close().await;
+        let url = format!("sqlite://{}", d.path().join("corral.db").display());
+        let opts = SqliteConnectOptions::from_str(&url)
+            .unwrap()
+            .pragma("query_only", "ON");
+        let e = SqliteStore::open_with(opts, &d.path().join("blobs"))
+            .await
+            .err()
+            .expect("a read-only database was opened");
+        assert!(e.to_string().contains("readonly database"), "{e}");
     }
 
     #[tokio::test]

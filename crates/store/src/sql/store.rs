@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::dialect::Dialect;
+use super::health::DbFile;
 use super::work_listener::WorkListener;
 use crate::blobs::BlobStore;
 use crate::error::{Result, StoreError};
@@ -14,6 +15,8 @@ pub struct SqlStore<D: sqlx::Database> {
     blobs: BlobStore,
     /// PostgreSQL: notifications of new work from every node. SQLite: none, workers poll.
     pub(super) listener: Option<WorkListener>,
+    /// SQLite: the database file as opened, for the write probe to see it deleted or replaced.
+    pub(super) file: Option<DbFile>,
 }
 
 impl<D: sqlx::Database> SqlStore<D> {
@@ -28,6 +31,7 @@ impl<D: sqlx::Database> SqlStore<D> {
             db,
             blobs,
             listener: None,
+            file: None,
         })
     }
 
