@@ -138,44 +138,59 @@ fn nodes_on_one_postgres_database_each_have_their_data_folder() {
     rt().block_on(pg_support::drop_postgres_database(&name));
 }
 
+/// A data folder that cannot be written, or a store elsewhere that cannot: each refused at
+/// start, saying so. The folder as a server killed with `kill -9` left it, with the database's
+/// journal files (`-wal`, `-shm`): SQLite opens the read-only database, and the old code served,
+/// answering `/health` 200 and every write 500; and without them: SQLite cannot open it at all,
+/// and said only "unable to open database file".
 #[test]
 fn a_data_folder_or_store_it_cannot_write_is_refused() {
-    let data = tempfile::tempdir().unwrap();
-    let d = data.path().display().to_string();
-    // A data folder in use before: its store exists.
-    token_create(data.path(), "admin");
+    for journal in [true, false] {
+        let data = tempfile::tempdir().unwrap();
+        let d = data.path().display().to_string();
+        let server = Server::start_in(data.path(), "[submissions]\nworkers = 0\n", &[]);
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(server.pid() as i32, libc::SIGKILL) };
+        drop(server);
+        for f in ["corral.db-wal", "corral.db-shm"] {
+            let f = data.path().join(f);
+            assert!(f.exists(), "{}", f.display());
+            if !journal {
+                std::fs::remove_file(f).unwrap();
+            }
+        }
 
-    let (status, log) = serve_refused(with_read_only(
-        data.path(),
-        &["serve", "--data", &d, "--listen", "127.0.0.1:0"],
-    ));
-    assert!(!status.success(), "{log}");
-    assert!(
-        log.contains(&format!("the data folder {d} cannot be written")),
-        "{log}"
-    );
+        let (status, log) = serve_refused(with_read_only(
+            data.path(),
+            &["serve", "--data", &d, "--listen", "127.0.0.1:0"],
+        ));
+        assert!(!status.success(), "journal {journal}: {log}");
+        assert!(
+            log.contains(&format!("the data folder {d} cannot be written")),
+            "journal {journal}: {log}"
+        );
 
-    // The data folder writable, the database in a read-only folder elsewhere.
-    let other = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{d}/corral.db");
-    let (status, log) = serve_refused(with_read_only(
-        data.path(),
-        &[
-            "serve",
-            "--data",
-            &other.path().display().to_string(),
-            "--database-url",
-            &url,
-            "--listen",
-            "127.0.0.1:0",
-        ],
-    ));
-    assert!(!status.success(), "{log}");
-    // Refused at open (the database's folder) or by the write probe after it (the store), as
-    // SQLite's files there allow.
-    assert!(
-        log.contains(&format!("the database's folder {d} cannot be written"))
-            || log.contains(&format!("the store {url} cannot be written")),
-        "{log}"
-    );
+        // The data folder writable, the database in a read-only folder elsewhere.
+        let other = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{d}/corral.db");
+        let (status, log) = serve_refused(with_read_only(
+            data.path(),
+            &[
+                "serve",
+                "--data",
+                &other.path().display().to_string(),
+                "--database-url",
+                &url,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+        ));
+        assert!(!status.success(), "journal {journal}: {log}");
+        let said = if journal {
+            format!("the store {url} cannot be written")
+        } else {
+            format!("the database's folder {d} cannot be written")
+        };
+        assert!(log.contains(&said), "journal {journal}: {log}");
+    }
 }

@@ -64,13 +64,7 @@ async fn first_connection(db: &sqlx::SqlitePool) -> Result<()> {
     loop {
         match db.acquire().await {
             Ok(_) => return Ok(()),
-            Err(sqlx::Error::Database(e))
-                if e.code()
-                    .and_then(|c| c.parse::<i32>().ok())
-                    .map(|c| c & 0xff)
-                    == Some(5)
-                    && tokio::time::Instant::now() < deadline =>
-            {
+            Err(e) if is_busy(&e) && tokio::time::Instant::now() < deadline => {
                 // Jittered, so that processes retrying together do not collide again.
                 let ms = 5 + u64::from(getrandom::u32().unwrap_or(0) % 20);
                 tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -78,6 +72,13 @@ async fn first_connection(db: &sqlx::SqlitePool) -> Result<()> {
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// SQLITE_BUSY ("database is locked"), whichever its extended code.
+fn is_busy(e: &sqlx::Error) -> bool {
+    let code = e.as_database_error().and_then(|d| d.code());
+    code.and_then(|c| c.parse::<i32>().ok())
+        .is_some_and(|c| c & 0xff == 5)
 }
 
 /// Why a database at `file` could not be opened, when it is its folder that cannot be written
