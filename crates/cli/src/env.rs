@@ -173,7 +173,7 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
             let r = corral_images::import(&store, &path, name.as_deref())
                 .with_context(|| format!("importing {}", path.display()))?;
             let names = store.names_of(&r.digest)?;
-            println!("{}", digest_line(&r.digest, &names));
+            println!("{}", crate::env_build::digest_line(&r.digest, &names));
         }
         EnvCommand::Build(args) => crate::env_build::run(&store, args)?,
         EnvCommand::Ls { json } => {
@@ -291,14 +291,6 @@ fn no_store(command: &EnvCommand, data: &std::path::Path) -> anyhow::Result<()> 
         _ => anyhow::bail!(none),
     }
     Ok(())
-}
-
-/// `DIGEST NAME…`, or the digest alone for an image without a name (no space after it).
-pub fn digest_line(digest: &impl std::fmt::Display, names: &[String]) -> String {
-    std::iter::once(digest.to_string())
-        .chain(names.iter().cloned())
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn short(r: &ImageRecord) -> String {

@@ -61,7 +61,17 @@ pub fn run(store: &Store, args: BuildArgs) -> anyhow::Result<()> {
             report.digest, report.ran, report.cached
         );
         let names: Vec<String> = report.name.iter().cloned().collect();
-        println!("{}", crate::env::digest_line(&report.digest, &names));
+        println!("{}", digest_line(&report.digest, &names));
     }
     Ok(())
+}
+
+/// `DIGEST NAME…`, or the digest alone for an image without a name (no space after it): a
+/// build's result line, and an import's (`env`, which calls into this module, never the
+/// reverse).
+pub fn digest_line(digest: &impl std::fmt::Display, names: &[String]) -> String {
+    std::iter::once(digest.to_string())
+        .chain(names.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }

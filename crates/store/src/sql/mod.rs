@@ -15,6 +15,7 @@
 //!   `callbacks.rs`, with what the last two share in `submissions.rs`.
 
 mod callbacks;
+mod db_file;
 mod dialect;
 mod health;
 mod jobs;

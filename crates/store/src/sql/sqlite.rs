@@ -9,8 +9,8 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::Sqlite;
 
+use super::db_file::DbFile;
 use super::dialect::Dialect;
-use super::health::DbFile;
 use super::store::SqlStore;
 use crate::error::{Result, StoreError};
 

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
+use super::db_file::DbFile;
 use super::dialect::Dialect;
-use super::health::DbFile;
 use super::work_listener::WorkListener;
 use crate::blobs::BlobStore;
 use crate::error::{Result, StoreError};

@@ -61,7 +61,7 @@ pub async fn give_back(st: &SharedState, id: &str, lease: &str, why: &str) -> Ga
     if before + 1 >= MAX_HOST_RELEASES {
         let message =
             format!("the host could not prepare the job {MAX_HOST_RELEASES} times; last: {why}");
-        super::workers::record(st, id, lease, &Verdict::internal(message)).await;
+        super::verdicts::record(st, id, lease, &Verdict::internal(message)).await;
         return GaveBack::Failed;
     }
     match st

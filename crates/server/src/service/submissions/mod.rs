@@ -17,5 +17,6 @@ pub mod callbacks;
 pub mod give_back;
 pub mod queue;
 pub mod remote;
+pub mod verdicts;
 pub mod view;
 pub mod workers;

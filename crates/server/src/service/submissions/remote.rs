@@ -11,7 +11,7 @@ use corral_judge::{
 use corral_store::Completion;
 
 use super::give_back::{give_back, Unprepared};
-use super::workers;
+use super::verdicts;
 use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::suites::suites_dir;
@@ -172,7 +172,7 @@ pub async fn claim(
     let (spec, files, suite_files) = match prepared.await {
         Ok(p) => p,
         Err(Unprepared::Job(why)) => {
-            workers::record(st, &id, &claim.lease, &Verdict::internal(why)).await;
+            verdicts::record(st, &id, &claim.lease, &Verdict::internal(why)).await;
             return Ok(None);
         }
         Err(Unprepared::Host(why)) => {
@@ -242,7 +242,7 @@ pub async fn record_result(
         }
     }
     let text = serde_json::to_string(v).expect("a verdict serialises");
-    let image = v.image.as_ref().map(super::workers::job_image);
+    let image = v.image.as_ref().map(super::verdicts::job_image);
     match st
         .store
         .complete_job(id, &req.lease, state, &text, image.as_ref())
