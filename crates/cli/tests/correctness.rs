@@ -799,6 +799,39 @@ fn env_option_passes_variables() {
     assert!(lines.contains("EMPTY="), "{}", o.describe());
 }
 
+/// The most the limits allow (each string under the kernel's 128 KiB, 1 MiB in all) reaches the
+/// program: it used to be refused by the sandbox's own messages past ~200 KB ("sending to the
+/// sandbox peer: Message too long"), which also marked a kept sandbox broken.
+#[test]
+fn the_largest_command_the_limits_allow_runs() {
+    let _g = shared();
+    let arg = "a".repeat(120 << 10);
+    let var = format!("BIG={}", "v".repeat(120 << 10));
+    let mut args: Vec<&str> = vec!["--wall-time", "20s", "--env", &var, "--", SH, "-c"];
+    // The program prints how many arguments came and their bytes, and the variable's length.
+    args.push(r#"n=0; for a in "$@"; do n=$((n + ${#a})); done; echo "$# $n ${#BIG}""#);
+    args.push("sh");
+    args.extend(std::iter::repeat_n(arg.as_str(), 6));
+    let o = run(&args);
+    o.assert_status("ok");
+    assert_eq!(
+        o.stdout().trim(),
+        format!("6 {} {}", 6 * arg.len(), 120 << 10),
+        "{}",
+        o.describe()
+    );
+    // Past 1 MiB in all the run is refused before it starts, as a usage error.
+    let mut args: Vec<&str> = vec!["--", SH, "-c", "true", "sh"];
+    args.extend(std::iter::repeat_n(arg.as_str(), 9));
+    let (code, _, err) = run_plain(&args);
+    assert_eq!(code, Some(2), "{}", String::from_utf8_lossy(&err));
+    assert!(
+        String::from_utf8_lossy(&err).contains("the arguments and environment together"),
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
+}
+
 #[test]
 fn environment_is_minimal() {
     let _g = shared();

@@ -2,6 +2,9 @@
 //!
 //! Each message is one JSON datagram; file descriptors ride along as `SCM_RIGHTS`. Seqpacket keeps
 //! message boundaries, so no framing code is needed, and a peer that dies shows up as end-of-file.
+//! A datagram must fit the socket's send buffer (`net.core.wmem_default`, 208 KiB on Debian), and a
+//! run's arguments and environment may be 1 MiB, so a message larger than [`MAX_INLINE`] is
+//! written to a memfd that travels as the first descriptor of a short datagram giving its length.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -11,8 +14,14 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::error::SandboxError;
 
-/// Largest message: argv + env + a seccomp program fit easily.
-const MAX_MSG: usize = 256 * 1024;
+/// Largest message sent as one datagram: well below any send buffer a host is likely to set.
+const MAX_INLINE: usize = 64 * 1024;
+/// Largest message at all: a run's 1 MiB of arguments and environment (`spec::MAX_COMMAND_BYTES`),
+/// JSON-escaped (up to 6 bytes a byte), with room for the rest of the request.
+const MAX_MSG: usize = 8 * 1024 * 1024;
+/// The first byte of a datagram that announces a message in a memfd (a JSON text never starts
+/// with a NUL), followed by the message's length as 8 little-endian bytes.
+const IN_MEMFD: u8 = 0;
 const MAX_FDS: usize = 16;
 
 /// How the sandbox is built, sent once when init starts. Fds: the cgroup's join file per
@@ -232,7 +241,31 @@ pub fn send<T: Serialize>(
             body.len()
         )));
     }
-    let iov = [IoSlice::new(&body)];
+    if body.len() <= MAX_INLINE {
+        return send_datagram(sock, &body, fds);
+    }
+    if fds.len() >= MAX_FDS {
+        return Err(SandboxError::Protocol(format!(
+            "a large message with {} descriptors is too many",
+            fds.len()
+        )));
+    }
+    let memfd = rustix::fs::memfd_create("corral-message", rustix::fs::MemfdFlags::CLOEXEC)
+        .map_err(|e| SandboxError::io("memfd_create for a large message", e.into()))?;
+    let mut file = std::fs::File::from(memfd);
+    std::io::Write::write_all(&mut file, &body)
+        .map_err(|e| SandboxError::io("writing a large message to its memfd", e))?;
+    let mut head = [0u8; 9];
+    head[0] = IN_MEMFD;
+    head[1..].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    let mut all = Vec::with_capacity(fds.len() + 1);
+    all.push(file.as_raw_fd());
+    all.extend_from_slice(fds);
+    send_datagram(sock, &head, &all)
+}
+
+fn send_datagram(sock: BorrowedFd<'_>, body: &[u8], fds: &[RawFd]) -> Result<(), SandboxError> {
+    let iov = [IoSlice::new(body)];
     let cmsg = [ControlMessage::ScmRights(fds)];
     let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &cmsg };
     loop {
@@ -248,20 +281,50 @@ pub fn send<T: Serialize>(
 pub fn recv<T: DeserializeOwned>(
     sock: BorrowedFd<'_>,
 ) -> Result<Option<(T, Vec<OwnedFd>)>, SandboxError> {
-    // One receive buffer per thread, reused: zeroing 256K for every message showed up in profiles.
+    // One receive buffer per thread, reused: zeroing it for every message showed up in profiles.
     thread_local! {
-        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; MAX_MSG]);
+        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; MAX_INLINE]);
     }
     BUF.with(|cell| {
         let mut buf = cell.borrow_mut();
-        let (len, fds) = recv_into(sock, &mut buf)?;
+        let (len, mut fds) = recv_into(sock, &mut buf)?;
         if len == 0 {
             return Ok(None);
         }
-        let msg = serde_json::from_slice(&buf[..len])
-            .map_err(|e| SandboxError::Protocol(e.to_string()))?;
+        let msg = if buf[0] == IN_MEMFD {
+            let body = read_memfd(&buf[..len], &mut fds)?;
+            serde_json::from_slice(&body)
+        } else {
+            serde_json::from_slice(&buf[..len])
+        }
+        .map_err(|e| SandboxError::Protocol(e.to_string()))?;
         Ok(Some((msg, fds)))
     })
+}
+
+/// The body of a message announced by `head` (see [`IN_MEMFD`]), read from the first of `fds`,
+/// which is taken out of them.
+fn read_memfd(head: &[u8], fds: &mut Vec<OwnedFd>) -> Result<Vec<u8>, SandboxError> {
+    let len = head
+        .get(1..)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(|| SandboxError::Protocol("a malformed large-message header".into()))?;
+    if fds.is_empty() {
+        return Err(SandboxError::Protocol(
+            "a large message came without its memfd".into(),
+        ));
+    }
+    if len > MAX_MSG as u64 {
+        return Err(SandboxError::Protocol(format!(
+            "message of {len} bytes is too large"
+        )));
+    }
+    let file = std::fs::File::from(fds.remove(0));
+    let mut body = vec![0u8; len as usize];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut body, 0)
+        .map_err(|e| SandboxError::io("reading a large message from its memfd", e))?;
+    Ok(body)
 }
 
 fn recv_into(sock: BorrowedFd<'_>, buf: &mut [u8]) -> Result<(usize, Vec<OwnedFd>), SandboxError> {
@@ -334,4 +397,85 @@ pub(crate) fn channel() -> Result<(OwnedFd, OwnedFd), SandboxError> {
         nix::sys::socket::SockFlag::SOCK_CLOEXEC,
     )
     .map_err(|e| SandboxError::io("socketpair", e.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Seek};
+    use std::os::fd::AsFd;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Big {
+        argv: Vec<String>,
+    }
+
+    fn pipe_fd() -> (OwnedFd, OwnedFd) {
+        nix::unistd::pipe().unwrap()
+    }
+
+    #[test]
+    fn a_message_larger_than_a_datagram_travels_in_a_memfd_with_its_descriptors() {
+        let (a, b) = channel().unwrap();
+        // 8 arguments of 127 KiB: more than any send buffer takes as one datagram.
+        let msg = Big {
+            argv: (0..8).map(|i| format!("{i}").repeat(127 << 10)).collect(),
+        };
+        let (r, w) = pipe_fd();
+        nix::unistd::write(&w, b"stdin").unwrap();
+        send(a.as_fd(), &msg, &[r.as_raw_fd()]).unwrap();
+        let (got, fds): (Big, _) = recv(b.as_fd()).unwrap().unwrap();
+        assert_eq!(got, msg);
+        // The memfd is taken out: the caller gets exactly the descriptors sent, in order.
+        assert_eq!(fds.len(), 1);
+        let mut s = String::new();
+        drop(w);
+        std::fs::File::from(fds.into_iter().next().unwrap())
+            .read_to_string(&mut s)
+            .unwrap();
+        assert_eq!(s, "stdin");
+    }
+
+    #[test]
+    fn small_messages_still_go_inline() {
+        let (a, b) = channel().unwrap();
+        let msg = Big {
+            argv: vec!["true".into()],
+        };
+        send(a.as_fd(), &msg, &[]).unwrap();
+        let mut buf = vec![0u8; MAX_INLINE];
+        let (len, fds) = recv_into(b.as_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..len], br#"{"argv":["true"]}"#);
+        assert!(fds.is_empty());
+    }
+
+    #[test]
+    fn a_message_over_the_cap_is_refused_both_ways() {
+        let (a, b) = channel().unwrap();
+        let msg = Big {
+            argv: vec!["x".repeat(MAX_MSG)],
+        };
+        let e = send(a.as_fd(), &msg, &[]).unwrap_err().to_string();
+        assert!(e.contains("too large"), "{e}");
+        // A peer that announces more than the cap is refused before anything is allocated.
+        let memfd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        let mut head = vec![IN_MEMFD];
+        head.extend_from_slice(&(MAX_MSG as u64 + 1).to_le_bytes());
+        send_datagram(a.as_fd(), &head, &[memfd.as_raw_fd()]).unwrap();
+        let e = recv::<Big>(b.as_fd()).unwrap_err().to_string();
+        assert!(e.contains("too large"), "{e}");
+        // And one whose memfd holds less than it announces.
+        let memfd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        let mut f = std::fs::File::from(memfd);
+        std::io::Write::write_all(&mut f, b"{}").unwrap();
+        f.rewind().unwrap();
+        let mut head = vec![IN_MEMFD];
+        head.extend_from_slice(&100u64.to_le_bytes());
+        send_datagram(a.as_fd(), &head, &[f.as_raw_fd()]).unwrap();
+        assert!(recv::<Big>(b.as_fd()).is_err());
+        // A header without its memfd.
+        send_datagram(a.as_fd(), &head, &[]).unwrap();
+        let e = recv::<Big>(b.as_fd()).unwrap_err().to_string();
+        assert!(e.contains("without its memfd"), "{e}");
+    }
 }
