@@ -133,6 +133,7 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
         suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
+        idempotency: None,
     }])
     .await
     .unwrap();
@@ -157,6 +158,7 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
         suite_upload_id: Some(pinned.id.clone()),
         callback_url: None,
         max_attempts: 3,
+        idempotency: None,
     }])
     .await
     .unwrap();
@@ -245,6 +247,7 @@ async fn every_write_under_concurrency(s: Arc<dyn Store>) {
                         suite_upload_id: None,
                         callback_url: Some("http://callback.invalid/".into()),
                         max_attempts: 2,
+                        idempotency: None,
                     }])
                     .await?;
                     // Some leases run out at once, for expire_leases to find.
@@ -379,6 +382,7 @@ async fn postgres_new_work_wakes_other_nodes() {
             suite_upload_id: None,
             callback_url: None,
             max_attempts: 3,
+            idempotency: None,
         }])
         .await
         .unwrap();
@@ -511,6 +515,7 @@ async fn postgres_sweeps_skip_rows_other_transactions_hold() {
         suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
+        idempotency: None,
     };
     let ids = s.enqueue(vec![job(0), job(1)]).await.unwrap();
     for _ in 0..2 {
