@@ -1,0 +1,265 @@
+//! The submission queue over HTTP, without running programs (no in-process workers: what is
+//! accepted stays queued, or is claimed by a test speaking the remote workers' protocol):
+//! `Idempotency-Key` retries, folder suites pinned when a submission is accepted, and writes on
+//! a full disk.
+
+mod support;
+
+use corral_store::Role;
+use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use support::{json_of, TestServer};
+
+/// A server whose submissions wait (no in-process workers).
+async fn queue_only(edit: impl FnOnce(&mut corral_server::Config)) -> TestServer {
+    TestServer::start(|c| {
+        c.submissions.workers = Some(0);
+        edit(c);
+    })
+    .await
+}
+
+/// `POST path` with `token`, these extra headers and this raw JSON text: status, the
+/// `Idempotent-Replayed` header, JSON body.
+async fn post_raw(
+    s: &TestServer,
+    token: &str,
+    path: &str,
+    headers: &[(&str, &[u8])],
+    body: &str,
+) -> (StatusCode, Option<String>, Value) {
+    let mut h = HeaderMap::new();
+    for (name, value) in headers {
+        h.append(
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_bytes(value).unwrap(),
+        );
+    }
+    let r = reqwest::Client::new()
+        .post(s.url(path))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .headers(h)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let replayed = r
+        .headers()
+        .get("idempotent-replayed")
+        .map(|v| v.to_str().unwrap().to_string());
+    if path.starts_with("/judge0/") {
+        // Judge0's own error shapes (`{"error"}`, a model's errors) are not corral's.
+        let st = r.status();
+        return (st, replayed, r.json().await.unwrap());
+    }
+    let (st, v) = json_of(r).await;
+    (st, replayed, v)
+}
+
+/// Submissions in the store, in any state.
+async fn stored(s: &TestServer) -> u64 {
+    let q = s.store.queue_stats().await.unwrap();
+    q.queued + q.running + q.done + q.failed
+}
+
+/// A client that retries with its `Idempotency-Key` gets the submission its first request made
+/// (the same id, 202, `replayed` and `Idempotent-Replayed: true`), whatever the key order or
+/// spacing of the body it sends again, and the key bare or quoted; never a second job. The same
+/// key with another body is a 422 naming the key; another token's key is its own; malformed
+/// keys are 400s; a batch refuses a key. Without the header every request made a job.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_with_its_idempotency_key_makes_no_second_submission() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    let body = r#"{"cmd": "echo hi", "stdin": "x", "limits": {"cpu_time": "1s", "memory": "64M"}}"#;
+    let key: &[(&str, &[u8])] = &[("idempotency-key", b"8e03978e-40d5-43e8-bc93-6894a57f9324")];
+    let (st, replayed, first) = post_raw(&s, &t, "/submissions", key, body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{first}");
+    assert_eq!(replayed, None, "the first request is no replay");
+    assert_eq!(first["status"], "queued");
+    assert!(first.get("replayed").is_none(), "{first}");
+    let id = first["id"].as_str().unwrap().to_string();
+    let again = [
+        body.to_string(),
+        // The same request serialised again: other key order, other spaces.
+        r#"{"limits":{"memory":"64M","cpu_time":"1s"},"stdin":"x","cmd":"echo hi"}"#.into(),
+    ];
+    for (i, b) in again.iter().enumerate() {
+        let (st, replayed, v) = post_raw(&s, &t, "/submissions", key, b).await;
+        assert_eq!(st, StatusCode::ACCEPTED, "retry {i}: {v}");
+        assert_eq!(
+            v["id"],
+            id.as_str(),
+            "retry {i} made another submission: {v}"
+        );
+        assert_eq!(v["replayed"], true, "{v}");
+        assert_eq!(v["status"], "queued", "{v}");
+        assert_eq!(replayed.as_deref(), Some("true"));
+    }
+    // The IETF draft's form: a structured-field string names the same key.
+    let quoted: &[(&str, &[u8])] = &[(
+        "idempotency-key",
+        b"\"8e03978e-40d5-43e8-bc93-6894a57f9324\"",
+    )];
+    let (st, _, v) = post_raw(&s, &t, "/submissions", quoted, body).await;
+    assert_eq!(
+        (st, v["id"].as_str()),
+        (StatusCode::ACCEPTED, Some(id.as_str())),
+        "{v}"
+    );
+    assert_eq!(stored(&s).await, 1, "retries made no job");
+    // The key reused for another request: refused, nothing stored.
+    let (st, replayed, v) = post_raw(&s, &t, "/submissions", key, r#"{"cmd": "echo bye"}"#).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"], "idempotency_key_reused", "{v}");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains("8e03978e-40d5-43e8-bc93-6894a57f9324"),
+        "{v}"
+    );
+    assert!(message.contains(&id), "{v}");
+    assert_eq!(replayed, None);
+    // Another token's key is another key.
+    let other = s.token(Role::Student).await;
+    let (st, _, v) = post_raw(&s, &other, "/submissions", key, body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    assert_ne!(v["id"], id.as_str());
+    assert!(v.get("replayed").is_none(), "{v}");
+    // Without a key, every request is a submission of its own.
+    let (_, _, a) = post_raw(&s, &t, "/submissions", &[], body).await;
+    let (_, _, b) = post_raw(&s, &t, "/submissions", &[], body).await;
+    assert_ne!(a["id"], b["id"]);
+    assert_eq!(stored(&s).await, 4);
+    // Malformed keys: 400 with a JSON error that says what a key is; nothing stored.
+    let long = vec![b'k'; 256];
+    let malformed: [&[u8]; 5] = [b"", b"two words", b"caf\xc3\xa9", b"\"unterminated", &long];
+    for bad in malformed {
+        let (st, _, v) = post_raw(&s, &t, "/submissions", &[("idempotency-key", bad)], body).await;
+        assert_eq!(
+            st,
+            StatusCode::BAD_REQUEST,
+            "{:?}: {v}",
+            String::from_utf8_lossy(bad)
+        );
+        assert_eq!(v["error"], "bad_idempotency_key", "{v}");
+        assert!(
+            v["message"].as_str().unwrap().contains("visible ASCII"),
+            "{v}"
+        );
+    }
+    let twice: &[(&str, &[u8])] = &[("idempotency-key", b"a"), ("idempotency-key", b"b")];
+    let (st, _, v) = post_raw(&s, &t, "/submissions", twice, body).await;
+    assert_eq!(
+        (st, &v["error"]),
+        (StatusCode::BAD_REQUEST, &json!("bad_idempotency_key"))
+    );
+    // A batch is not made again as a whole: a key there is refused, not ignored.
+    let (st, _, v) = post_raw(
+        &s,
+        &t,
+        "/submissions/batch",
+        &[("idempotency-key", b"batch-1")],
+        &json!({"submissions": [serde_json::from_str::<Value>(body).unwrap()]}).to_string(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"], "idempotency_key_unsupported", "{v}");
+    assert_eq!(stored(&s).await, 4, "nothing stored by refused requests");
+    s.stop().await;
+}
+
+/// Retries sent at once (the first still being accepted when the others arrive) make one
+/// submission between them, and each is answered its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_retries_with_one_idempotency_key_make_one_submission() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    for round in 0..3 {
+        let tasks: Vec<_> = (0..12)
+            .map(|_| {
+                let (url, t) = (s.url("/submissions"), t.clone());
+                tokio::spawn(async move {
+                    let r = reqwest::Client::new()
+                        .post(url)
+                        .bearer_auth(t)
+                        .header("idempotency-key", format!("deadline-night-{round}"))
+                        .json(&json!({"cmd": "echo hi",
+                                      "files": [{"path": "a.txt", "content": "a"}]}))
+                        .send()
+                        .await
+                        .unwrap();
+                    json_of(r).await
+                })
+            })
+            .collect();
+        let mut ids = std::collections::BTreeSet::new();
+        for task in tasks {
+            let (st, v) = task.await.unwrap();
+            assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+            ids.insert(v["id"].as_str().unwrap().to_string());
+        }
+        assert_eq!(ids.len(), 1, "round {round}: {ids:?}");
+    }
+    assert_eq!(stored(&s).await, 3);
+    s.stop().await;
+}
+
+/// A retry of a submission still waiting is answered it, not refused as one submission too many
+/// for the token's cap.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_is_not_refused_by_the_pending_cap() {
+    let s = queue_only(|c| c.submissions.max_pending_per_owner = 1).await;
+    let t = s.token(Role::Student).await;
+    let key: &[(&str, &[u8])] = &[("idempotency-key", b"only-one")];
+    let body = r#"{"cmd": "true"}"#;
+    let (st, _, first) = post_raw(&s, &t, "/submissions", key, body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{first}");
+    let (st, replayed, v) = post_raw(&s, &t, "/submissions", key, body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(
+        (&v["id"], replayed.as_deref()),
+        (&first["id"], Some("true"))
+    );
+    let (st, _, v) = post_raw(&s, &t, "/submissions", &[], body).await;
+    assert_eq!(
+        st,
+        StatusCode::TOO_MANY_REQUESTS,
+        "a new submission is over the cap: {v}"
+    );
+    s.stop().await;
+}
+
+/// The Judge0 surface takes the key too (its `base64_encoded` is part of the request); its batch
+/// refuses one.
+#[tokio::test(flavor = "multi_thread")]
+async fn judge0_submissions_take_an_idempotency_key() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    let key: &[(&str, &[u8])] = &[("idempotency-key", b"j0-1")];
+    let body = r#"{"language_id": 71, "source_code": "print(1)"}"#;
+    let (st, replayed, first) = post_raw(&s, &t, "/judge0/submissions", key, body).await;
+    assert_eq!(st, StatusCode::CREATED, "{first}");
+    assert_eq!(replayed, None);
+    let (st, replayed, v) = post_raw(&s, &t, "/judge0/submissions", key, body).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        (&v["token"], replayed.as_deref()),
+        (&first["token"], Some("true"))
+    );
+    let path = "/judge0/submissions?base64_encoded=true";
+    let b64 = r#"{"language_id": 71, "source_code": "cHJpbnQoMSk="}"#;
+    let (st, _, v) = post_raw(&s, &t, path, key, b64).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(stored(&s).await, 1);
+    let batch = json!({"submissions": [serde_json::from_str::<Value>(body).unwrap()]});
+    let (st, _, v) = post_raw(&s, &t, "/judge0/submissions/batch", key, &batch.to_string()).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("Idempotency-Key"),
+        "{v}"
+    );
+    assert_eq!(stored(&s).await, 1);
+    s.stop().await;
+}
