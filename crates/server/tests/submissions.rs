@@ -263,3 +263,150 @@ async fn judge0_submissions_take_an_idempotency_key() {
     assert_eq!(stored(&s).await, 1);
     s.stop().await;
 }
+
+/// A small file system of the test's own (tmpfs of `size`; tests run as root), unmounted when
+/// dropped, a panic included.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn new(size: &str) -> SmallDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mounting a tmpfs (as root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SmallDisk { dir }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Takes every byte left: a file written until the disk refuses more (ENOSPC).
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.path().join("filler");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 << 10];
+        let e = loop {
+            if let Err(e) = f.write_all(&chunk) {
+                break e;
+            }
+        };
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+        // What is left is less than a chunk: a few bytes more, until not one fits.
+        while f.write(&[0u8; 512]).is_ok_and(|n| n > 0) {}
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// While the disk is full, a write is a 503 `storage_full` with `Retry-After` and a JSON error
+/// that says so (it was a 500 "internal error"): a blob (an upload's file, a submission's inline
+/// files) that cannot be written (ENOSPC), and a database write SQLite refuses (SQLITE_FULL).
+/// Reads still answer; once there is room, the same writes succeed.
+#[tokio::test(flavor = "multi_thread")]
+async fn writes_on_a_full_disk_answer_503_storage_full() {
+    let disk = SmallDisk::new("24m");
+    let data = disk.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let s = queue_only(|c| c.data_dir = data.clone()).await;
+    let t = s.token(Role::Student).await;
+    let (st, before) = s.post(&t, "/submissions", json!({"cmd": "true"})).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{before}");
+    let filler = disk.fill();
+    let upload = || async {
+        let form = reqwest::multipart::Form::new().part(
+            "files",
+            reqwest::multipart::Part::bytes(vec![b'x'; 256 << 10]).file_name("big.txt"),
+        );
+        reqwest::Client::new()
+            .post(s.url("/upload"))
+            .bearer_auth(&t)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap()
+    };
+    let with_files = json!({"cmd": "cat big.txt", "files": [{"path": "big.txt", "content": "y".repeat(256 << 10)}]});
+    // SQLite's write (the job's row, its spec holding the standard input) needs pages the disk
+    // no longer has.
+    let big_row = json!({"cmd": "true", "stdin": "z".repeat(1536 << 10)});
+    let full = [
+        ("an upload's blob", upload().await),
+        (
+            "a submission's inline files",
+            reqwest::Client::new()
+                .post(s.url("/submissions"))
+                .bearer_auth(&t)
+                .json(&with_files)
+                .send()
+                .await
+                .unwrap(),
+        ),
+        (
+            "a submission's row",
+            reqwest::Client::new()
+                .post(s.url("/submissions"))
+                .bearer_auth(&t)
+                .json(&big_row)
+                .send()
+                .await
+                .unwrap(),
+        ),
+    ];
+    for (what, r) in full {
+        let retry_after = r
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
+        let (st, v) = json_of(r).await;
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{what}: {v}");
+        assert_eq!(v["error"], "storage_full", "{what}: {v}");
+        assert!(
+            v["message"].as_str().unwrap().contains("storage is full"),
+            "{what}: {v}"
+        );
+        assert!(retry_after.is_some_and(|s| s > 0), "{what}: no Retry-After");
+    }
+    // Reads still answer.
+    let id = before["id"].as_str().unwrap();
+    let (st, v) = s.get(&t, &format!("/submissions/{id}")).await;
+    assert_eq!(
+        (st, &v["status"]),
+        (StatusCode::OK, &json!("queued")),
+        "{v}"
+    );
+    // Room again: the same writes are taken.
+    std::fs::remove_file(filler).unwrap();
+    let (st, v) = json_of(upload().await).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    for body in [with_files, big_row] {
+        let (st, v) = s.post(&t, "/submissions", body).await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    }
+    s.stop().await;
+    drop(disk);
+}

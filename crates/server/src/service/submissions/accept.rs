@@ -266,7 +266,7 @@ pub async fn accept(
             tempfile::Builder::new()
                 .prefix("suite-")
                 .tempdir_in(&st.tmp_dir)
-                .map_err(ApiError::internal)?,
+                .map_err(ApiError::io)?,
         ),
         None => None,
     };
