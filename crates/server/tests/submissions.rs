@@ -391,6 +391,21 @@ async fn writes_on_a_full_disk_answer_503_storage_full() {
         );
         assert!(retry_after.is_some_and(|s| s > 0), "{what}: no Retry-After");
     }
+    // The Judge0 surface says it in Judge0's shape, `Retry-After` included.
+    let r = reqwest::Client::new()
+        .post(s.url("/judge0/submissions"))
+        .bearer_auth(&t)
+        .json(&json!({"language_id": 71, "source_code": "print(1)\n".repeat(30_000)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.headers().contains_key("retry-after"), "{:?}", r.headers());
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("storage is full"),
+        "{v}"
+    );
     // Reads still answer.
     let id = before["id"].as_str().unwrap();
     let (st, v) = s.get(&t, &format!("/submissions/{id}")).await;

@@ -58,6 +58,9 @@ fn j0_error(code: StatusCode, msg: impl Into<String>) -> Response {
 enum Refusal {
     Invalid(Invalid),
     Other(StatusCode, String),
+    /// A refusal to retry after this many seconds (a full storage, a database that does not
+    /// answer): said in `Retry-After` too.
+    Later(StatusCode, String, u64),
 }
 
 impl From<Invalid> for Refusal {
@@ -70,16 +73,22 @@ impl Refusal {
     fn body(&self) -> Value {
         match self {
             Refusal::Invalid(i) => i.body(),
-            Refusal::Other(_, m) => json!({"error": m}),
+            Refusal::Other(_, m) | Refusal::Later(_, m, _) => json!({"error": m}),
         }
     }
 
     fn into_response(self) -> Response {
-        let code = match &self {
-            Refusal::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            Refusal::Other(c, _) => *c,
+        let (code, retry_after) = match &self {
+            Refusal::Invalid(_) => (StatusCode::UNPROCESSABLE_ENTITY, None),
+            Refusal::Other(c, _) => (*c, None),
+            Refusal::Later(c, _, s) => (*c, Some(*s)),
         };
-        (code, Json(self.body())).into_response()
+        let mut r = (code, Json(self.body())).into_response();
+        if let Some(s) = retry_after {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, s.max(1).into());
+        }
+        r
     }
 }
 
@@ -204,9 +213,12 @@ async fn prepare_one(
     }
     let mut job = accept(st, caller, req).await.map_err(|e| {
         e.log_detail();
-        match e.status() {
-            StatusCode::UNPROCESSABLE_ENTITY => Refusal::Invalid(Invalid::from_message(&e.message)),
-            code => Refusal::Other(code, e.message),
+        match (e.status(), e.retry_after) {
+            (StatusCode::UNPROCESSABLE_ENTITY, _) => {
+                Refusal::Invalid(Invalid::from_message(&e.message))
+            }
+            (code, Some(s)) => Refusal::Later(code, e.message, s),
+            (code, None) => Refusal::Other(code, e.message),
         }
     })?;
     let mut spec: JobSpec = serde_json::from_str(&job.spec).expect("our own spec");
