@@ -425,3 +425,119 @@ async fn writes_on_a_full_disk_answer_503_storage_full() {
     s.stop().await;
     drop(disk);
 }
+
+/// Writes `files` (path, content) under the suites folder's suite `id`, replacing what is there.
+fn write_folder_suite(s: &TestServer, id: &str, files: &[(&str, &str)]) {
+    let dir = s.data_dir().join("suites").join(id);
+    let _ = std::fs::remove_dir_all(&dir);
+    for (path, content) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+}
+
+/// A folder suite: prints its data file, expects `want`.
+fn folder_suite(want: &str) -> String {
+    format!(
+        "name: echo\nfiles:\n  - {{path: data.txt, protected: true}}\nchecks:\n  - id: says\n    \
+         steps:\n      - run: cat data.txt\n      - stdout: \"{want}\"\n      - exit: 0\n"
+    )
+}
+
+/// What a worker claims next: the job's id and its suite's files (path → text).
+async fn claim_suite_files(
+    s: &TestServer,
+    worker: &str,
+) -> (String, std::collections::BTreeMap<String, String>) {
+    let (st, v) = s.post(worker, "/worker/claim", json!({"wait": 0})).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    use base64::Engine;
+    let files = v["suite_files"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a suite job's claim has its suite's files: {v}"))
+        .iter()
+        .map(|f| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(f["content_base64"].as_str().unwrap())
+                .unwrap();
+            (
+                f["path"].as_str().unwrap().to_string(),
+                String::from_utf8(bytes).unwrap(),
+            )
+        })
+        .collect();
+    (v["id"].as_str().unwrap().to_string(), files)
+}
+
+/// A suite of the suites folder is pinned when a submission is accepted: edited while the
+/// submission waits (its suite file, its data file, a file added, one removed), the submission
+/// is still judged with the suite as it was — a worker's claim carries those files, and the
+/// in-process workers read the same upload — and retention keeps them while it waits. A
+/// submission accepted after the edit is judged with the new suite. The folder used to be read
+/// when the job was judged: the edit changed how the waiting submission was graded.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_folder_suite_is_pinned_when_a_submission_is_accepted() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    let worker = s.token(Role::Worker).await;
+    let v1 = folder_suite("v1");
+    write_folder_suite(
+        &s,
+        "echo",
+        &[
+            ("suite.yaml", &v1),
+            ("data.txt", "v1"),
+            ("notes/old.md", "old"),
+        ],
+    );
+    let body = json!({"suite": "echo", "files": [{"path": "answer.txt", "content": "42"}]});
+    let (st, before) = s.post(&t, "/submissions", &body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{before}");
+    // The course's staff change the assignment while the submission waits.
+    let v2 = folder_suite("v2");
+    write_folder_suite(
+        &s,
+        "echo",
+        &[
+            ("suite.yaml", &v2),
+            ("data.txt", "v2"),
+            ("notes/new.md", "new"),
+        ],
+    );
+    let (st, after) = s.post(&t, "/submissions", &body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{after}");
+    // Retention (every upload old enough): what waiting jobs pin stays.
+    s.store.delete_uploads_before(i64::MAX).await.unwrap();
+    let (id, files) = claim_suite_files(&s, &worker).await;
+    assert_eq!(id, before["id"].as_str().unwrap());
+    let want = |suite: &str, data: &str, note: (&str, &str)| {
+        [
+            ("data.txt".to_string(), data.to_string()),
+            (note.0.to_string(), note.1.to_string()),
+            ("suite.yaml".to_string(), suite.to_string()),
+        ]
+        .into_iter()
+        .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    assert_eq!(
+        files,
+        want(&v1, "v1", ("notes/old.md", "old")),
+        "the suite as it was when the submission was accepted"
+    );
+    let (id, files) = claim_suite_files(&s, &worker).await;
+    assert_eq!(id, after["id"].as_str().unwrap());
+    assert_eq!(files, want(&v2, "v2", ("notes/new.md", "new")));
+    // The pinned files (hidden tests, expected outputs) are no upload of the student's: it can
+    // neither read them nor submit them as its own files.
+    let job = s.store.get_job(&id).await.unwrap().unwrap();
+    let spec: Value = serde_json::from_str(&job.spec).unwrap();
+    let pinned = spec["suite"]["upload"].as_str().unwrap();
+    let (st, v) = s.get(&t, &format!("/uploads/{pinned}")).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+    let (st, v) = s
+        .post(&t, "/submissions", json!({"cmd": "true", "upload": pinned}))
+        .await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+    s.stop().await;
+}

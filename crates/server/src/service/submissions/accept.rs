@@ -18,7 +18,7 @@ use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::runs::{clamped_keys, seccomp_profile, LimitsDoc};
 use crate::service::runtime_choice::refuse_lost_hiding;
-use crate::service::{suites, uploads};
+use crate::service::{folder_suites, suites, uploads};
 use crate::state::SharedState;
 
 /// One file of a submission.
@@ -219,7 +219,8 @@ pub async fn accept(
         .as_ref()
         .filter(|l| l.compile.is_some())
         .map(|_| base.clamp_to(&st.caps));
-    // The suite, resolved now: a registered one (its files), or one of the suites folder.
+    // The suite, resolved now: a registered one (its files), or one of the suites folder (its
+    // files pinned once the request is valid).
     let suite = match &req.suite {
         None => None,
         Some(id) => Some(suites::resolve(st, id).await?),
@@ -260,6 +261,19 @@ pub async fn accept(
     // anything is stored.
     spec.validate()
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    let gives_files = req.upload.is_some()
+        || req.source_code.is_some()
+        || req.files.as_ref().is_some_and(|f| !f.is_empty());
+    if spec.suite.is_some() && !gives_files {
+        return Err(ApiError::unprocessable(
+            "a suite grades files: give files or an upload",
+        ));
+    }
+    // The suite as it is now is the one that grades the job: a folder suite's files are stored
+    // (a registered suite's upload already is), and read below from there.
+    if let Some(suite) = spec.suite.take() {
+        spec.suite = Some(folder_suites::pin(st, suite).await?);
+    }
     // The suite's files, read once: for the request's runtime and to pin the images it names.
     let scratch = match &spec.suite {
         Some(_) => Some(
@@ -333,11 +347,6 @@ pub async fn accept(
     } else {
         None
     };
-    if spec.suite.is_some() && upload_id.is_none() {
-        return Err(ApiError::unprocessable(
-            "a suite grades files: give files or an upload",
-        ));
-    }
     Ok(NewJob {
         owner: caller.id.clone(),
         spec: serde_json::to_string(&spec).expect("a job spec serialises"),
