@@ -353,6 +353,48 @@ fn suites_grade_submissions() {
     });
 }
 
+/// A suite of the suites folder edited while a submission waits grades that submission as it
+/// was when it was accepted (its files are pinned then); one accepted after the edit is graded
+/// with the new suite. The folder used to be read when the job was judged, so the edit decided
+/// the waiting submission's verdict.
+#[test]
+fn a_folder_suite_edited_while_a_submission_waits_grades_it_as_it_was() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("suites/answer");
+    std::fs::create_dir_all(&dir).unwrap();
+    let suite = |want: &str| {
+        format!(
+            "name: answer\nchecks:\n  - id: answers\n    steps:\n      - run: cat answer.txt\n      \
+             - stdout: \"{want}\"\n      - exit: 0\n"
+        )
+    };
+    std::fs::write(dir.join("suite.yaml"), suite("v1")).unwrap();
+    let body = json!({"suite": "answer", "files": [{"path": "answer.txt", "content": "v1"}]});
+    // No workers: the submission waits while the course's staff edit the suite.
+    let s = Server::start_in(data.path(), "[submissions]\nworkers = 0\n", &[]);
+    let (t, waiting) = rt().block_on(async {
+        let t = s.token("student").await;
+        let id = submit(&s, &t, body.clone()).await;
+        (t, id)
+    });
+    assert!(s.stop().success());
+    std::fs::write(dir.join("suite.yaml"), suite("v2")).unwrap();
+    let s = Server::start_in(data.path(), "[submissions]\nworkers = 1\n", &[]);
+    rt().block_on(async {
+        let v = finished(&s, &t, &waiting).await;
+        assert_eq!(
+            v["verdict"], "accepted",
+            "graded with the suite it was accepted with: {v}"
+        );
+        let later = submit(&s, &t, body).await;
+        let v = finished(&s, &t, &later).await;
+        assert_eq!(
+            v["verdict"], "wrong_answer",
+            "graded with the suite as it is now: {v}"
+        );
+    });
+}
+
 fn kill9(s: Server) {
     // SAFETY: kill(2) on our own child's pid.
     unsafe {

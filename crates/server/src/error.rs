@@ -64,6 +64,10 @@ pub enum ErrorKind {
     TimedOut,
 }
 
+/// Seconds a client waits before retrying a write the full storage refused: room comes from an
+/// operator (or retention), not within seconds.
+pub const STORAGE_FULL_RETRY: u64 = 30;
+
 #[derive(Debug)]
 pub struct ApiError {
     pub kind: ErrorKind,
@@ -139,6 +143,29 @@ impl ApiError {
         }
     }
 
+    /// The server's storage (its disk, its database's) is full: a 503 to retry once there is
+    /// room, not a 500. What failed is logged (the caller is not told the server's paths).
+    pub fn storage_full(detail: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %detail, "a write failed: the server's storage is full");
+        ApiError {
+            retry_after: Some(STORAGE_FULL_RETRY),
+            ..Self::new(
+                ErrorKind::Unavailable,
+                "storage_full",
+                "the server's storage is full, so nothing new can be stored now; retry later",
+            )
+        }
+    }
+
+    /// A failed file operation of the server's own (a temporary folder, a file written there):
+    /// [`storage_full`](Self::storage_full) when the disk or a quota is full, else internal.
+    pub fn io(e: std::io::Error) -> Self {
+        if corral_store::is_storage_full_io(&e) {
+            return Self::storage_full(e);
+        }
+        Self::internal(e)
+    }
+
     /// The internal detail (internal errors only): for logs.
     pub fn detail(&self) -> Option<&str> {
         self.detail.as_deref()
@@ -160,6 +187,8 @@ impl From<corral_store::StoreError> for ApiError {
             E::Invalid(m) => ApiError::bad_request(m),
             E::NotFound(m) => ApiError::not_found(m),
             E::Conflict(m) => ApiError::conflict(m),
+            // A full disk or database fails every write until there is room: a 503 to retry.
+            e if e.is_storage_full() => ApiError::storage_full(e),
             // The database is down or unreachable: a quick 503 to retry, not a 500.
             e if e.is_unreachable() => {
                 tracing::warn!(error = %e, "the store is unreachable");

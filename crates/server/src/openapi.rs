@@ -77,6 +77,11 @@ impl Modify for Security {
                     ("401", "No, unknown or revoked token"),
                     ("413", "Request body too large"),
                     ("429", "Rate limited; see Retry-After"),
+                    (
+                        "503",
+                        "Retry after Retry-After: overloaded, shutting down, the database does not \
+                         answer, or (a write) the server's storage is full (`storage_full`)",
+                    ),
                 ];
                 if op.request_body.is_some() {
                     common.push(("415", "Wrong Content-Type"));
@@ -276,6 +281,45 @@ pub fn routes() -> Router<SharedState> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `POST /submissions` documents its `Idempotency-Key` and what a retry is answered;
+    /// every authenticated operation its 503 (a full storage among its reasons).
+    #[test]
+    fn the_idempotency_key_and_a_full_storage_are_documented() {
+        let doc = served(document());
+        let post = &doc["paths"]["/submissions"]["post"];
+        let key = post["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "Idempotency-Key")
+            .unwrap_or_else(|| panic!("no Idempotency-Key parameter: {post}"));
+        assert_eq!(
+            (&key["in"], &key["required"]),
+            (&"header".into(), &false.into())
+        );
+        let accepted = &post["responses"]["202"];
+        assert!(
+            accepted["headers"]["Idempotent-Replayed"].is_object(),
+            "{accepted}"
+        );
+        let created = &doc["components"]["schemas"]["SubmissionCreated"];
+        assert!(created["properties"]["replayed"].is_object(), "{created}");
+        for status in ["400", "422"] {
+            let text = post["responses"][status]["description"].as_str().unwrap();
+            assert!(text.contains("Idempotency-Key"), "{status}: {text}");
+        }
+        for (path, method) in [
+            ("/submissions", "post"),
+            ("/upload", "post"),
+            ("/suites", "post"),
+        ] {
+            let text = doc["paths"][path][method]["responses"]["503"]["description"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{method} {path}: no 503"));
+            assert!(text.contains("storage_full"), "{method} {path}: {text}");
+        }
+    }
 
     /// The links that let a client (schemathesis' stateful phase) reach the operations on ids
     /// with real ones, spelled as OpenAPI spells them.

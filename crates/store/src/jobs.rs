@@ -82,6 +82,28 @@ pub struct NewJob {
     pub callback_url: Option<String>,
     /// Claims after which an expired lease marks the job failed instead of queueing it again.
     pub max_attempts: u32,
+    /// The client's key for the request that made it (`Idempotency-Key`): an owner's key names
+    /// one job while the job is kept.
+    pub idempotency: Option<IdempotencyKey>,
+}
+
+/// A client's key for one request (`Idempotency-Key`), and what that request asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyKey {
+    pub key: String,
+    /// A hash of the request (the server's): a retry carries the same, a request that reuses the
+    /// key for something else another.
+    pub fingerprint: String,
+}
+
+/// The job an owner's idempotency key names.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct KeyedJob {
+    pub id: String,
+    #[sqlx(try_from = "String")]
+    pub state: JobState,
+    /// The fingerprint of the request that made it.
+    pub fingerprint: String,
 }
 
 /// A submission as stored.
@@ -194,6 +216,9 @@ pub enum Enqueued {
         pending: u64,
         adding: u64,
     },
+    /// Nothing stored: a job's owner already has a job under its idempotency key (a retry, or
+    /// the key reused): that job.
+    Existing(KeyedJob),
 }
 
 /// The queue's operations. Every method is one transaction; any number of API nodes and workers
@@ -207,15 +232,24 @@ pub trait JobStore: Send + Sync {
             Enqueued::Full { .. } => Err(StoreError::Invalid(
                 "an enqueue without a cap was refused as over it".into(),
             )),
+            Enqueued::Existing(j) => Err(StoreError::Conflict(format!(
+                "the idempotency key already names submission {}",
+                j.id
+            ))),
         }
     }
     /// Stores the jobs (all or none) as `queued`, unless an owner among them would then have
-    /// more than `max_pending` jobs queued or running (`None`: no cap). The count and the insert
-    /// are one atomic step: concurrent calls, on any number of nodes, never take an owner past
-    /// the cap together.
+    /// more than `max_pending` jobs queued or running (`None`: no cap), or a job's idempotency key
+    /// already names a job of its owner ([`Enqueued::Existing`], before the cap is looked at).
+    /// The count and the insert are one atomic step: concurrent calls, on any number of nodes,
+    /// never take an owner past the cap together; a unique index makes concurrent calls with one
+    /// key store one job between them.
     async fn enqueue_within(&self, jobs: Vec<NewJob>, max_pending: Option<u64>)
         -> Result<Enqueued>;
     async fn get_job(&self, id: &str) -> Result<Option<Job>>;
+    /// The job `owner` made under idempotency key `key`, while that job is kept (retention
+    /// forgets the key with it).
+    async fn job_by_key(&self, owner: &str, key: &str) -> Result<Option<KeyedJob>>;
     /// The oldest queued job of the owner served longest ago, now `running` under a new lease
     /// of `lease` held by `worker`; `None` when nothing is queued.
     async fn claim_job(&self, worker: &str, lease: Duration) -> Result<Option<Claim>>;

@@ -29,7 +29,7 @@ use std::path::Path;
 
 pub use blobs::BlobStore;
 pub use clock::{now, now_ms, skew_for_tests};
-pub use error::{Result, StoreError};
+pub use error::{is_storage_full_io, Result, StoreError};
 pub use ids::{random_hex, sha256_hex};
 pub use jobs::*;
 pub use paths::{check_tree, validate_path, MAX_COMPONENT, MAX_PATH};

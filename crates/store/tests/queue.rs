@@ -10,7 +10,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use corral_store::{CallbackOutcome, Completion, Enqueued, JobImage, JobState, NewJob, Store};
+use corral_store::{
+    CallbackOutcome, Completion, Enqueued, IdempotencyKey, JobImage, JobState, KeyedJob, NewJob,
+    Store,
+};
 
 fn job(owner: &str, n: usize) -> NewJob {
     NewJob {
@@ -20,6 +23,7 @@ fn job(owner: &str, n: usize) -> NewJob {
         suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
+        idempotency: None,
     }
 }
 
@@ -565,6 +569,7 @@ async fn the_pending_cap_holds_under_concurrent_enqueues(s: Arc<dyn Store>) {
                         assert!(pending + a > CAP, "refused with room: {pending} + {a}");
                         0
                     }
+                    Enqueued::Existing(j) => panic!("no job here has a key: {j:?}"),
                 }
             }));
         }
@@ -602,8 +607,111 @@ async fn the_pending_cap_holds_under_concurrent_enqueues(s: Arc<dyn Store>) {
     assert_eq!(s.enqueue(vec![job("a", 4)]).await.unwrap().len(), 1);
 }
 
+/// `job(owner, n)` under idempotency key `key`, its request's fingerprint `fingerprint`.
+fn keyed(owner: &str, n: usize, key: &str, fingerprint: &str) -> NewJob {
+    NewJob {
+        idempotency: Some(IdempotencyKey {
+            key: key.into(),
+            fingerprint: fingerprint.into(),
+        }),
+        ..job(owner, n)
+    }
+}
+
+/// An owner's idempotency key names one job: the same key again stores nothing and answers that
+/// job (with the fingerprint of the request that made it, whatever this one's), before the cap
+/// is looked at; another owner's key is another; once retention deleted the job, the key is free.
+async fn one_key_of_an_owner_names_one_job(s: Arc<dyn Store>) {
+    let Enqueued::Queued(ids) = s
+        .enqueue_within(vec![keyed("a", 1, "k1", "f1")], Some(1))
+        .await
+        .unwrap()
+    else {
+        panic!("the first request with a key is queued");
+    };
+    let first = KeyedJob {
+        id: ids[0].clone(),
+        state: JobState::Queued,
+        fingerprint: "f1".into(),
+    };
+    for again in [keyed("a", 2, "k1", "f1"), keyed("a", 3, "k1", "f2")] {
+        assert_eq!(
+            s.enqueue_within(vec![again], Some(1)).await.unwrap(),
+            Enqueued::Existing(first.clone()),
+            "a key already used answers its job, not a full queue"
+        );
+    }
+    assert_eq!(s.pending_jobs_of("a").await.unwrap(), 1);
+    assert_eq!(s.job_by_key("a", "k1").await.unwrap(), Some(first.clone()));
+    assert_eq!(s.job_by_key("a", "k2").await.unwrap(), None);
+    assert_eq!(s.job_by_key("b", "k1").await.unwrap(), None);
+    let other = s.enqueue(vec![keyed("b", 1, "k1", "f1")]).await.unwrap();
+    assert_ne!(other, ids, "another owner's key is another key");
+    // A batch with a used key stores none of its jobs.
+    assert!(matches!(
+        s.enqueue_within(vec![keyed("a", 4, "k9", "f"), keyed("a", 5, "k1", "f1")], None)
+            .await
+            .unwrap(),
+        Enqueued::Existing(j) if j.id == ids[0]
+    ));
+    assert_eq!(s.job_by_key("a", "k9").await.unwrap(), None, "all or none");
+    // Unkeyed jobs never collide.
+    assert_eq!(
+        s.enqueue(vec![job("a", 6), job("a", 7)])
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    // Finished and deleted by retention: the key names nothing any more.
+    let c = s.claim_job("w", LONG).await.unwrap().unwrap();
+    assert_eq!(c.job.id, ids[0]);
+    s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}", None)
+        .await
+        .unwrap();
+    let done = s.job_by_key("a", "k1").await.unwrap().unwrap();
+    assert_eq!(done.state, JobState::Done);
+    s.delete_jobs_before(corral_store::now_ms() + 1000)
+        .await
+        .unwrap();
+    assert_eq!(s.job_by_key("a", "k1").await.unwrap(), None);
+    let again = s.enqueue(vec![keyed("a", 8, "k1", "f1")]).await.unwrap();
+    assert_ne!(again, ids);
+}
+
+/// Requests racing with one key store one job between them, with the owner's cap (its lock) and
+/// without one (the unique index alone): every other one is answered that job.
+async fn concurrent_enqueues_with_one_key_store_one_job(s: Arc<dyn Store>) {
+    for (round, cap) in [Some(1000), None, Some(1000), None].into_iter().enumerate() {
+        let owner = format!("o{round}");
+        let tasks: Vec<_> = (0..16)
+            .map(|n| {
+                let (s, owner) = (s.clone(), owner.clone());
+                tokio::spawn(async move {
+                    s.enqueue_within(vec![keyed(&owner, n, "retry-me", "f")], cap)
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let (mut queued, mut existing) = (Vec::new(), Vec::new());
+        for t in tasks {
+            match t.await.unwrap() {
+                Enqueued::Queued(ids) => queued.extend(ids),
+                Enqueued::Existing(j) => existing.push(j.id),
+                full => panic!("round {round}: {full:?}"),
+            }
+        }
+        assert_eq!(queued.len(), 1, "round {round} (cap {cap:?}): {queued:?}");
+        assert!(existing.iter().all(|id| *id == queued[0]), "{existing:?}");
+        assert_eq!(s.pending_jobs_of(&owner).await.unwrap(), 1);
+    }
+}
+
 on_both_backends!(
     threads = 4;
+    one_key_of_an_owner_names_one_job,
+    concurrent_enqueues_with_one_key_store_one_job,
     the_pending_cap_holds_under_concurrent_enqueues,
     a_released_job_is_queued_at_once_without_using_an_attempt,
     a_cancelled_write_leaves_no_transaction_behind,

@@ -133,6 +133,7 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
         suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
+        idempotency: None,
     }])
     .await
     .unwrap();
@@ -157,6 +158,7 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
         suite_upload_id: Some(pinned.id.clone()),
         callback_url: None,
         max_attempts: 3,
+        idempotency: None,
     }])
     .await
     .unwrap();
@@ -245,6 +247,7 @@ async fn every_write_under_concurrency(s: Arc<dyn Store>) {
                         suite_upload_id: None,
                         callback_url: Some("http://callback.invalid/".into()),
                         max_attempts: 2,
+                        idempotency: None,
                     }])
                     .await?;
                     // Some leases run out at once, for expire_leases to find.
@@ -379,6 +382,7 @@ async fn postgres_new_work_wakes_other_nodes() {
             suite_upload_id: None,
             callback_url: None,
             max_attempts: 3,
+            idempotency: None,
         }])
         .await
         .unwrap();
@@ -511,6 +515,7 @@ async fn postgres_sweeps_skip_rows_other_transactions_hold() {
         suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
+        idempotency: None,
     };
     let ids = s.enqueue(vec![job(0), job(1)]).await.unwrap();
     for _ in 0..2 {
@@ -654,4 +659,55 @@ async fn revisions(s: Arc<dyn Store>) {
     assert_eq!(carol.len() as i64, MAX_REVISIONS_PER_OWNER);
     assert_eq!(carol[0].id, newest.id);
     assert_eq!(s.list_revisions(&owned_by("alice")).await.unwrap().len(), 2);
+}
+
+/// PostgreSQL's refusal for want of room (`disk_full`, 53100: "could not extend file …: No space
+/// left on device", what a full disk answers a write) is told apart as a full storage, which the
+/// server answers 503; another refusal is not. The refusal comes from a trigger raising that
+/// SQLSTATE, so the test needs no small disk on the database's host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_disk_full_is_storage_full() {
+    let (url, name) = support::fresh_postgres_database().await;
+    let d = tempfile::tempdir().unwrap();
+    let s = corral_store::open(&url, &d.path().join("blobs"))
+        .await
+        .unwrap();
+    let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
+    let job = || NewJob {
+        owner: "a".into(),
+        spec: "{}".into(),
+        upload_id: None,
+        suite_upload_id: None,
+        callback_url: None,
+        max_attempts: 3,
+        idempotency: None,
+    };
+    for (errcode, full) in [("disk_full", true), ("check_violation", false)] {
+        sqlx::query(&format!(
+            "CREATE OR REPLACE FUNCTION refuse() RETURNS trigger AS $$ BEGIN \
+             RAISE EXCEPTION 'could not extend file \"base/1/2\": No space left on device' \
+             USING ERRCODE = '{errcode}'; END $$ LANGUAGE plpgsql"
+        ))
+        .execute(&mut c)
+        .await
+        .unwrap();
+        // Not `CREATE OR REPLACE TRIGGER`: PostgreSQL before 14 has none.
+        for sql in [
+            "DROP TRIGGER IF EXISTS refuse ON submissions",
+            "CREATE TRIGGER refuse BEFORE INSERT ON submissions FOR EACH ROW EXECUTE FUNCTION refuse()",
+        ] {
+            sqlx::query(sql).execute(&mut c).await.unwrap();
+        }
+        let e = s.enqueue(vec![job()]).await.unwrap_err();
+        assert_eq!(e.is_storage_full(), full, "{errcode}: {e}");
+        assert!(!e.is_unreachable(), "{e}");
+    }
+    sqlx::query("DROP TRIGGER refuse ON submissions")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    s.enqueue(vec![job()]).await.unwrap();
+    c.close().await.unwrap();
+    s.close().await;
+    support::drop_postgres_database(&name).await;
 }

@@ -140,11 +140,9 @@ pub async fn import(
     let dir = tempfile::Builder::new()
         .prefix("image-import-")
         .tempdir_in(&st.tmp_dir)
-        .map_err(ApiError::internal)?;
+        .map_err(ApiError::io)?;
     let path = dir.path().join("archive");
-    let mut file = tokio::fs::File::create(&path)
-        .await
-        .map_err(ApiError::internal)?;
+    let mut file = tokio::fs::File::create(&path).await.map_err(ApiError::io)?;
     let mut stream = body.into_data_stream();
     let mut total: u64 = 0;
     while let Some(chunk) = stream.next().await {
@@ -155,9 +153,9 @@ pub async fn import(
                 "the archive is larger than the image store's cap of {cap} bytes"
             )));
         }
-        file.write_all(&chunk).await.map_err(ApiError::internal)?;
+        file.write_all(&chunk).await.map_err(ApiError::io)?;
     }
-    file.flush().await.map_err(ApiError::internal)?;
+    file.flush().await.map_err(ApiError::io)?;
     drop(file);
     if total == 0 {
         return Err(ApiError::unprocessable(

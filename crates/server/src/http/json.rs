@@ -17,6 +17,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let JsonBytes(bytes) = JsonBytes::from_request(req, state).await?;
+        parse(&bytes).map(ApiJson)
+    }
+}
+
+/// A JSON body's bytes, not parsed yet: [`ApiJson`]'s checks of the content type and size, for a
+/// handler that needs the bytes too (to fingerprint the request) and [`parse`]s them itself.
+pub struct JsonBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         if !is_json(req.headers()) {
             return Err(ApiError::rejected(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -32,7 +45,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             };
             ApiError::rejected(status, code, r.body_text())
         })?;
-        parse(&bytes).map(ApiJson)
+        Ok(JsonBytes(bytes))
     }
 }
 

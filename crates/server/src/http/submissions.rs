@@ -3,24 +3,97 @@
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use corral_store::IdempotencyKey;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::json::ApiJson;
-use crate::error::{ApiError, ErrorBody};
+use super::json::{self, ApiJson, JsonBytes};
+use crate::error::{ApiError, ErrorBody, ErrorKind};
 use crate::service::caller::Caller;
-use crate::service::submissions::accept::{self, SubmissionRequest};
+use crate::service::submissions::accept::{self, SubmissionRequest, Submitted};
+use crate::service::submissions::idempotency;
 use crate::service::submissions::view::{wait_for, SubmissionView};
 use crate::state::SharedState;
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SubmissionCreated {
     pub id: String,
-    /// `queued`.
+    /// `queued`; for a retry under an `Idempotency-Key`, the submission's status now (`queued`,
+    /// `running`, `done`, `failed`).
     pub status: String,
+    /// True when nothing new was stored: the `Idempotency-Key` named this submission, made by an
+    /// earlier request (also said by the `Idempotent-Replayed: true` header).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+}
+
+/// The request header that names a request, so that its retries make one submission.
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
+/// The answer header of a retry answered with the submission an earlier request made.
+pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// The request's `Idempotency-Key`, checked (400 when malformed or sent twice).
+pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let mut values = headers.get_all(&IDEMPOTENCY_KEY).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::new(
+            ErrorKind::BadRequest,
+            "bad_idempotency_key",
+            "more than one Idempotency-Key: send one",
+        ));
+    }
+    idempotency::parse_key(first.as_bytes()).map(Some)
+}
+
+/// Refuses an `Idempotency-Key` where it is not supported (400): a client that relies on one
+/// must not believe it is protected.
+pub fn refuse_idempotency_key(headers: &HeaderMap, where_: &str) -> Result<(), ApiError> {
+    if headers.contains_key(&IDEMPOTENCY_KEY) {
+        return Err(ApiError::new(
+            ErrorKind::BadRequest,
+            "idempotency_key_unsupported",
+            format!(
+                "Idempotency-Key is not supported on {where_}: send each submission alone, with \
+                 its own key"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The request's key with the fingerprint of its JSON `body` (bytes already parsed once), as
+/// `what` (the endpoint and what changes the body's meaning) reads it.
+pub fn keyed_request(
+    key: Option<String>,
+    what: &str,
+    body: &[u8],
+) -> Result<Option<IdempotencyKey>, ApiError> {
+    let Some(key) = key else {
+        return Ok(None);
+    };
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(Some(IdempotencyKey {
+        key,
+        fingerprint: idempotency::fingerprint(what, &value),
+    }))
+}
+
+/// Marks an answer as a retry's (`Idempotent-Replayed: true`) when it is one.
+pub fn mark_replayed(mut r: Response, replayed: bool) -> Response {
+    if replayed {
+        r.headers_mut()
+            .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    r
 }
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -67,38 +140,60 @@ fn is_true(v: &Option<String>) -> bool {
 /// stored durably before the answer: it survives a restart or crash of the server and of its
 /// workers. `GET /submissions/{id}` tells the verdict; with `callback_url` the verdict is also
 /// POSTed there, signed.
+///
+/// A client that may retry (after a timeout, a dropped connection) sends an `Idempotency-Key`:
+/// a request with a key this token already used, and the same body, stores nothing and is
+/// answered the submission the first request made (202, `"replayed": true`, the header
+/// `Idempotent-Replayed: true`, `status` as it is now), also when the two requests race. The
+/// same key with another body is refused (422 `idempotency_key_reused`). A key is remembered as
+/// long as its submission is kept (see `retention`).
 #[utoipa::path(
     post, path = "/submissions", tag = "submissions",
+    params(
+        ("Idempotency-Key" = Option<String>, Header,
+            description = "A key of 1 to 255 visible ASCII characters (a UUID), bare or in double quotes, naming this request: its retries with the same key and body make no second submission",
+            example = "8e03978e-40d5-43e8-bc93-6894a57f9324"),
+    ),
     request_body(content = SubmissionRequest, example = json!({"cmd": "cat hello.txt", "files": [{"path": "hello.txt", "content": "hello\n"}], "expected_output": "hello"})),
     responses(
-        (status = 202, description = "Queued", body = SubmissionCreated,
+        (status = 202, description = "Queued; or, for a retry under an `Idempotency-Key`, the submission the first request made (`replayed`)", body = SubmissionCreated,
+            headers(("Idempotent-Replayed" = String, description = "`true` when the answer is an earlier request's submission (a retry under the same `Idempotency-Key`)")),
             links(("GetSubmission" = (operation_id = "get_submission", parameters(("id" = "$response.body#/id")))))),
+        (status = 400, description = "A malformed `Idempotency-Key` (`bad_idempotency_key`), or a body that is not JSON", body = ErrorBody),
         (status = 404, description = "No such suite, or no such upload of this caller", body = ErrorBody),
         (status = 413, description = "Too many files or bytes", body = ErrorBody),
-        (status = 422, description = "Invalid: modes, language, limits, callback URL", body = ErrorBody),
+        (status = 422, description = "Invalid: modes, language, limits, callback URL; or an `Idempotency-Key` this token sent before with another body (`idempotency_key_reused`)", body = ErrorBody),
         (status = 429, description = "Rate limited, or too many of this token's submissions are waiting", body = ErrorBody),
+        (status = 503, description = "Shutting down, the database does not answer, or the server's storage is full (`storage_full`): retry after `Retry-After`", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
 pub async fn submit(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
-    ApiJson(req): ApiJson<SubmissionRequest>,
-) -> Result<(StatusCode, Json<SubmissionCreated>), ApiError> {
-    let id = accept::submit(&st, &caller, req).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(SubmissionCreated {
-            id,
-            status: "queued".into(),
-        }),
+    headers: HeaderMap,
+    JsonBytes(body): JsonBytes,
+) -> Result<Response, ApiError> {
+    let key = idempotency_key(&headers)?;
+    let req: SubmissionRequest = json::parse(&body)?;
+    let key = keyed_request(key, "POST /submissions", &body)?;
+    let Submitted { id, replayed } = accept::submit(&st, &caller, req, key).await?;
+    let created = SubmissionCreated {
+        id,
+        status: replayed.map_or("queued", |s| s.as_str()).into(),
+        replayed: replayed.is_some(),
+    };
+    Ok(mark_replayed(
+        (StatusCode::ACCEPTED, Json(created)).into_response(),
+        replayed.is_some(),
     ))
 }
 
 /// Submit many at once.
 ///
 /// Each item is a `POST /submissions` body; each gets an id or its own error (the others are
-/// queued regardless). At most `submissions.batch_max` items.
+/// queued regardless). At most `submissions.batch_max` items. An `Idempotency-Key` is refused
+/// here (400 `idempotency_key_unsupported`): send submissions that need one alone.
 #[utoipa::path(
     post, path = "/submissions/batch", tag = "submissions",
     request_body(content = BatchRequest, example = json!({"submissions": [
@@ -107,6 +202,7 @@ pub async fn submit(
     ]})),
     responses(
         (status = 202, description = "Queued (items may carry their own error)", body = BatchResponse),
+        (status = 400, description = "An `Idempotency-Key` (not supported on batches)", body = ErrorBody),
         (status = 413, description = "Too many items", body = ErrorBody),
         (status = 422, description = "Not a list of submissions", body = ErrorBody),
         (status = 429, description = "Too many of this token's submissions are waiting", body = ErrorBody),
@@ -116,8 +212,10 @@ pub async fn submit(
 pub async fn submit_batch(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
     ApiJson(req): ApiJson<BatchRequest>,
 ) -> Result<(StatusCode, Json<BatchResponse>), ApiError> {
+    refuse_idempotency_key(&headers, "POST /submissions/batch")?;
     let items = accept::submit_batch(&st, &caller, req.submissions)
         .await?
         .into_iter()

@@ -19,8 +19,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::error::ErrorKind;
+use crate::http::submissions::{idempotency_key, mark_replayed, refuse_idempotency_key};
 use crate::service::caller::Caller;
-use crate::service::submissions::accept::{accept, enqueue_capped};
+use crate::service::submissions::accept::{accept, already_keyed, enqueue_capped, enqueue_keyed};
+use crate::service::submissions::idempotency;
 use crate::service::submissions::view::wait_for;
 use crate::state::SharedState;
 use corral_judge::JobSpec;
@@ -56,6 +58,9 @@ fn j0_error(code: StatusCode, msg: impl Into<String>) -> Response {
 enum Refusal {
     Invalid(Invalid),
     Other(StatusCode, String),
+    /// A refusal to retry after this many seconds (a full storage, a database that does not
+    /// answer): said in `Retry-After` too.
+    Later(StatusCode, String, u64),
 }
 
 impl From<Invalid> for Refusal {
@@ -68,16 +73,22 @@ impl Refusal {
     fn body(&self) -> Value {
         match self {
             Refusal::Invalid(i) => i.body(),
-            Refusal::Other(_, m) => json!({"error": m}),
+            Refusal::Other(_, m) | Refusal::Later(_, m, _) => json!({"error": m}),
         }
     }
 
     fn into_response(self) -> Response {
-        let code = match &self {
-            Refusal::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            Refusal::Other(c, _) => *c,
+        let (code, retry_after) = match &self {
+            Refusal::Invalid(_) => (StatusCode::UNPROCESSABLE_ENTITY, None),
+            Refusal::Other(c, _) => (*c, None),
+            Refusal::Later(c, _, s) => (*c, Some(*s)),
         };
-        (code, Json(self.body())).into_response()
+        let mut r = (code, Json(self.body())).into_response();
+        if let Some(s) = retry_after {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, s.max(1).into());
+        }
+        r
     }
 }
 
@@ -202,9 +213,12 @@ async fn prepare_one(
     }
     let mut job = accept(st, caller, req).await.map_err(|e| {
         e.log_detail();
-        match e.status() {
-            StatusCode::UNPROCESSABLE_ENTITY => Refusal::Invalid(Invalid::from_message(&e.message)),
-            code => Refusal::Other(code, e.message),
+        match (e.status(), e.retry_after) {
+            (StatusCode::UNPROCESSABLE_ENTITY, _) => {
+                Refusal::Invalid(Invalid::from_message(&e.message))
+            }
+            (code, Some(s)) => Refusal::Later(code, e.message, s),
+            (code, None) => Refusal::Other(code, e.message),
         }
     })?;
     let mut spec: JobSpec = serde_json::from_str(&job.spec).expect("our own spec");
@@ -271,10 +285,13 @@ async fn with_additional_files(
     Ok(files)
 }
 
-/// `POST /judge0/submissions`: 201 `{"token"}`; with `wait=true`, the finished submission.
+/// `POST /judge0/submissions`: 201 `{"token"}`; with `wait=true`, the finished submission. An
+/// `Idempotency-Key` works as on `POST /submissions` (a retry is answered the first request's
+/// submission, with `Idempotent-Replayed: true`); `base64_encoded` is part of the request.
 pub async fn create(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
     J0Query(p): J0Query<Params>,
     J0Body(body): J0Body,
 ) -> Response {
@@ -282,39 +299,69 @@ pub async fn create(
         return r;
     }
     let b64 = truthy(&p.base64_encoded);
+    let key = match idempotency_key(&headers) {
+        Ok(k) => k,
+        Err(e) => return e.into_response(),
+    };
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return j0_error(StatusCode::BAD_REQUEST, "the body is not JSON");
     };
+    let key = key.map(|key| corral_store::IdempotencyKey {
+        fingerprint: idempotency::fingerprint(
+            &format!("POST /judge0/submissions base64_encoded={b64}"),
+            &body,
+        ),
+        key,
+    });
     if st.is_shutting_down() {
         return j0_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "the server is shutting down",
         );
     }
-    let job = match prepare_one(&st, &caller, body, b64).await {
-        Ok(j) => j,
-        Err(r) => return r.into_response(),
+    let earlier = match &key {
+        Some(k) => match already_keyed(&st, &caller, k).await {
+            Ok(found) => found,
+            Err(e) => return j0_refusal(e),
+        },
+        None => None,
     };
-    let ids = match enqueue_capped(&st, vec![job]).await {
-        Ok(ids) => ids,
-        Err(e) => return j0_refusal(e),
+    let done = match earlier {
+        Some(done) => done,
+        None => {
+            let job = match prepare_one(&st, &caller, body, b64).await {
+                Ok(j) => j,
+                Err(r) => return r.into_response(),
+            };
+            match enqueue_keyed(&st, job, key).await {
+                Ok(done) => done,
+                Err(e) => return j0_refusal(e),
+            }
+        }
     };
+    let replayed = done.replayed.is_some();
     if truthy(&p.wait) {
         let wait = st.config.submissions.wait_max.duration();
-        return match wait_for(&st, &caller, &ids[0], wait).await {
-            Ok(job) => (
-                StatusCode::CREATED,
-                Json(answer(&st, &job, &p.fields, b64).await),
-            )
-                .into_response(),
+        return match wait_for(&st, &caller, &done.id, wait).await {
+            Ok(job) => mark_replayed(
+                (
+                    StatusCode::CREATED,
+                    Json(answer(&st, &job, &p.fields, b64).await),
+                )
+                    .into_response(),
+                replayed,
+            ),
             Err(e) => e.into_response(),
         };
     }
-    (
-        StatusCode::CREATED,
-        Json(json!({"token": token_of(&ids[0])})),
+    mark_replayed(
+        (
+            StatusCode::CREATED,
+            Json(json!({"token": token_of(&done.id)})),
+        )
+            .into_response(),
+        replayed,
     )
-        .into_response()
 }
 
 #[derive(Debug, Deserialize)]
@@ -340,9 +387,13 @@ fn batch_size(n: usize, max: usize) -> Result<(), String> {
 pub async fn create_batch(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
     J0Query(p): J0Query<Params>,
     J0Body(body): J0Body,
 ) -> Response {
+    if let Err(e) = refuse_idempotency_key(&headers, "POST /judge0/submissions/batch") {
+        return j0_error(StatusCode::BAD_REQUEST, e.message);
+    }
     let b64 = truthy(&p.base64_encoded);
     let Ok(batch) = crate::http::objects_only::from_slice::<J0Batch>(&body) else {
         return j0_error(StatusCode::BAD_REQUEST, "expected {\"submissions\": [...]}");

@@ -47,12 +47,12 @@ pub async fn grade(
     let work = tempfile::Builder::new()
         .prefix("check-")
         .tempdir_in(&st.tmp_dir)
-        .map_err(ApiError::internal)?;
+        .map_err(ApiError::io)?;
     let submission = work.path().join("submission");
-    std::fs::create_dir(&submission).map_err(ApiError::internal)?;
+    std::fs::create_dir(&submission).map_err(ApiError::io)?;
     st.store.materialize(&upload, &submission).await?;
     let dir = work.path().join("suite");
-    std::fs::create_dir(&dir).map_err(ApiError::internal)?;
+    std::fs::create_dir(&dir).map_err(ApiError::io)?;
     let suite_path = suites::file_of(st, suite_id, &dir).await?;
     let mut suite = suites::load(suite_path).await?;
     refuse_lost_hiding(st, &suite, runtime_asked)?;
@@ -91,6 +91,9 @@ pub async fn grade(
         })
         .await?
         .map_err(|e| match e {
+            GradeError::Io { ref source, .. } if corral_store::is_storage_full_io(source) => {
+                ApiError::storage_full(e)
+            }
             GradeError::Io { .. } => ApiError::internal(e),
             GradeError::Submission { .. } => ApiError::bad_request(e.to_string()),
             other => ApiError::unprocessable(other.to_string()),

@@ -68,6 +68,9 @@ fn store_error(e: corral_images::Error) -> ApiError {
         E::BadReference(_) | E::Ambiguous { .. } | E::BadDigest(_) => {
             ApiError::unprocessable(e.to_string())
         }
+        E::Io { ref source, .. } if corral_store::is_storage_full_io(source) => {
+            ApiError::storage_full(e)
+        }
         E::Io { .. } | E::Index { .. } => ApiError::internal(e),
         // Everything else is about what was pulled or uploaded: the caller's to fix.
         other => ApiError::unprocessable(other.to_string()),

@@ -10,7 +10,8 @@
 //! - [`per_caller`]: counting what each caller has under way, for per-caller caps.
 //! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry.
 //! - [`suites`], [`checks`]: check suites and grading an upload with one; [`runtime_choice`]: a
-//!   grading request's runtime may not undo what a suite hides.
+//!   grading request's runtime may not undo what a suite hides; [`folder_suites`]: a suite of
+//!   the suites folder pinned (its files stored) when a submission is accepted.
 //! - [`images`]: the container images requests may name, and staff's image operations.
 //! - [`image_builds`]: admins' image builds (`POST /images/build`) as background jobs.
 //! - [`image_info`]: how one image is described.
@@ -26,6 +27,7 @@
 pub mod caller;
 pub mod checks;
 pub mod fair_slots;
+pub mod folder_suites;
 pub mod housekeeping;
 pub mod image_builds;
 pub mod image_info;

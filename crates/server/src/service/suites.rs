@@ -163,13 +163,13 @@ pub async fn register(
     let dir = tempfile::Builder::new()
         .prefix("suite-")
         .tempdir_in(&st.tmp_dir)
-        .map_err(ApiError::internal)?;
+        .map_err(ApiError::io)?;
     for f in &files {
         let p = dir.path().join(&f.path);
         if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).map_err(ApiError::internal)?;
+            std::fs::create_dir_all(parent).map_err(ApiError::io)?;
         }
-        std::fs::write(&p, &f.content).map_err(ApiError::internal)?;
+        std::fs::write(&p, &f.content).map_err(ApiError::io)?;
     }
     let parsed = load(dir.path().join(&suite_name)).await?;
     let id = id.filter(|s| !s.is_empty()).unwrap_or(parsed.name.clone());

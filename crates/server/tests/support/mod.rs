@@ -16,6 +16,7 @@ pub struct TestServer {
     pub store: Arc<dyn Store>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    data: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -28,7 +29,9 @@ impl TestServer {
             ..Config::default()
         };
         edit(&mut config);
-        let store = SqliteStore::open(&config.database_url(), &dir.path().join("blobs"))
+        // A test may move the data folder (onto a small file system of its own).
+        let data = config.data_dir.clone();
+        let store = SqliteStore::open(&config.database_url(), &config.blobs_dir())
             .await
             .unwrap();
         let store: Arc<dyn Store> = Arc::new(store);
@@ -44,7 +47,7 @@ impl TestServer {
         let pool = Pool::new(host, PoolConfig::default());
         let listener = corral_server::bind(&config.listen).await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
-        let lock = corral_server::DataLock::acquire(dir.path()).unwrap();
+        let lock = corral_server::DataLock::acquire(&data).unwrap();
         let state = AppState::new(config, store.clone(), pool, lock).unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -59,13 +62,14 @@ impl TestServer {
             store,
             stop: Some(tx),
             task: Some(task),
+            data,
             _dir: dir,
         }
     }
 
     /// The server's data folder.
     pub fn data_dir(&self) -> &std::path::Path {
-        self._dir.path()
+        &self.data
     }
 
     pub async fn token(&self, role: Role) -> String {

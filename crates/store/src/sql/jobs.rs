@@ -9,13 +9,13 @@ use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
 
 use super::dialect::Dialect;
 use super::store::SqlStore;
-use super::submissions::{ms, record_event, JOB_COLUMNS};
+use super::submissions::{keyed_job, ms, record_event, JOB_COLUMNS};
 use crate::clock::now_ms;
 use crate::error::{Result, StoreError};
 use crate::ids::random_hex;
 use crate::jobs::{
     new_job_id, CallbackClaim, CallbackOutcome, Claim, Completion, Enqueued, Expired, Job,
-    JobEvent, JobImage, JobState, JobStore, NewJob, QueueStats,
+    JobEvent, JobImage, JobState, JobStore, KeyedJob, NewJob, QueueStats,
 };
 
 #[async_trait::async_trait]
@@ -38,22 +38,36 @@ where
     ) -> Result<Enqueued> {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
-        if let Some(cap) = max_pending {
-            // Each owner's count and the inserts in one transaction that excludes every other
-            // check of the same owner until it ends: SQLite's write lock (`BEGIN IMMEDIATE`), or
-            // PostgreSQL's advisory lock on the owner (taken in one order: no deadlock). Counted
-            // outside such a lock, concurrent requests each saw room and all got in.
-            let mut adding: BTreeMap<&str, u64> = BTreeMap::new();
-            for j in &jobs {
-                *adding.entry(j.owner.as_str()).or_default() += 1;
-            }
-            for (owner, adding) in adding {
-                if let Some(lock) = D::LOCK_KEY {
+        let mut adding: BTreeMap<&str, u64> = BTreeMap::new();
+        for j in &jobs {
+            *adding.entry(j.owner.as_str()).or_default() += 1;
+        }
+        if max_pending.is_some() {
+            if let Some(lock) = D::LOCK_KEY {
+                // Each owner's count and the inserts in one transaction that excludes every
+                // other check of the same owner until it ends: SQLite's write lock (`BEGIN
+                // IMMEDIATE`), or PostgreSQL's advisory lock on the owner (taken in one order: no
+                // deadlock). Counted outside such a lock, concurrent requests each saw room and
+                // all got in.
+                for owner in adding.keys() {
                     sqlx::query(lock)
                         .bind(format!("pending:{owner}").as_str())
                         .execute(&mut *tx)
                         .await?;
                 }
+            }
+        }
+        // A key already used answers its job, before the cap: a retry of a queued submission is
+        // not refused as one too many.
+        for j in &jobs {
+            if let Some(k) = &j.idempotency {
+                if let Some(found) = keyed_job::<D>(&mut tx, &j.owner, &k.key).await? {
+                    return Ok(Enqueued::Existing(found));
+                }
+            }
+        }
+        if let Some(cap) = max_pending {
+            for (owner, adding) in adding {
                 let pending: i64 = sqlx::query_scalar(
                     "SELECT COUNT(*) FROM submissions WHERE owner = $1 AND state IN ('queued', 'running')",
                 )
@@ -71,12 +85,12 @@ where
             }
         }
         let mut ids = Vec::with_capacity(jobs.len());
-        for j in jobs {
+        for j in &jobs {
             let id = new_job_id();
-            sqlx::query(
+            let inserted = sqlx::query(
                 "INSERT INTO submissions (id, owner, state, spec, upload_id, max_attempts, created_ms, \
-                 callback_url, callback_state, suite_upload_id) \
-                 VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9)",
+                 callback_url, callback_state, suite_upload_id, idempotency_key, request_fingerprint) \
+                 VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             )
             .bind(id.as_str())
             .bind(j.owner.as_str())
@@ -91,8 +105,24 @@ where
                 "none"
             })
             .bind(j.suite_upload_id.as_deref())
+            .bind(j.idempotency.as_ref().map(|k| k.key.as_str()))
+            .bind(j.idempotency.as_ref().map(|k| k.fingerprint.as_str()))
             .execute(&mut *tx)
-            .await?;
+            .await;
+            if let Err(e) = inserted {
+                // Another transaction stored the key after the look above (PostgreSQL without the
+                // owner's lock): the unique index refused this one, and that job is the answer.
+                let unique = e
+                    .as_database_error()
+                    .is_some_and(|d| d.is_unique_violation());
+                if let (true, Some(k)) = (unique, &j.idempotency) {
+                    drop(tx);
+                    if let Some(found) = self.job_by_key(&j.owner, &k.key).await? {
+                        return Ok(Enqueued::Existing(found));
+                    }
+                }
+                return Err(e.into());
+            }
             sqlx::query(
                 "INSERT INTO submission_events (job_id, at_ms, kind) VALUES ($1, $2, 'queued')",
             )
@@ -117,6 +147,11 @@ where
         .bind(id)
         .fetch_optional(&self.db)
         .await?)
+    }
+
+    async fn job_by_key(&self, owner: &str, key: &str) -> Result<Option<KeyedJob>> {
+        let mut conn = self.db.acquire().await?;
+        keyed_job::<D>(&mut conn, owner, key).await
     }
 
     async fn claim_job(&self, worker: &str, lease: Duration) -> Result<Option<Claim>> {

@@ -264,6 +264,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("database or disk is full"), "{e}");
+        assert!(e.is_storage_full(), "SQLITE_FULL is a full storage: {e:?}");
         // Room again (the filler's pages are free for reuse): writes work, on every connection.
         sqlx::query("DROP TABLE filler")
             .execute(&mut other)

@@ -1,11 +1,13 @@
-//! What the job and callback queries share: a submission's columns, its audit trail, lease times.
+//! What the job and callback queries share: a submission's columns, its audit trail, a job found
+//! by its idempotency key, lease times.
 
 use std::time::Duration;
 
-use sqlx::{Encode, Executor, IntoArguments, Type};
+use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Type};
 
 use crate::clock::now_ms;
 use crate::error::Result;
+use crate::jobs::KeyedJob;
 
 /// The columns a [`Job`](crate::jobs::Job) is read from.
 pub const JOB_COLUMNS: &str = "id, owner, state, spec, upload_id, result, error, attempts, \
@@ -39,6 +41,29 @@ where
     .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+/// The job `owner` made under idempotency key `key` (on the caller's connection or transaction).
+pub async fn keyed_job<D>(
+    conn: &mut D::Connection,
+    owner: &str,
+    key: &str,
+) -> Result<Option<KeyedJob>>
+where
+    D: sqlx::Database,
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> D::Arguments<'q>: IntoArguments<'q, D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D> + ColumnIndex<D::Row>,
+    for<'q> String: Decode<'q, D> + Type<D>,
+{
+    Ok(sqlx::query_as(
+        "SELECT id, state, COALESCE(request_fingerprint, '') AS fingerprint FROM submissions \
+         WHERE owner = $1 AND idempotency_key = $2",
+    )
+    .bind(owner)
+    .bind(key)
+    .fetch_optional(&mut *conn)
+    .await?)
 }
 
 /// A lease's length in milliseconds.

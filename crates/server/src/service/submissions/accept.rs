@@ -1,6 +1,6 @@
 //! Accepting a submission: checking a request (modes, language, limits, files, suite, callback
 //! URL) and turning it into a queued job, its inline files stored as an upload; enqueueing one or
-//! many at once.
+//! many at once; one under a client's idempotency key ([`super::idempotency`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -8,16 +8,17 @@ use std::path::PathBuf;
 use base64::Engine;
 use corral_judge::{Cmd, JobSpec};
 use corral_sandbox::{Limits, LimitsRequest};
-use corral_store::{Enqueued, NewFile, NewJob};
+use corral_store::{Enqueued, IdempotencyKey, JobState, NewFile, NewJob};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::idempotency::{self, Replay};
 use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::runs::{clamped_keys, seccomp_profile, LimitsDoc};
 use crate::service::runtime_choice::refuse_lost_hiding;
-use crate::service::{suites, uploads};
+use crate::service::{folder_suites, suites, uploads};
 use crate::state::SharedState;
 
 /// One file of a submission.
@@ -218,7 +219,8 @@ pub async fn accept(
         .as_ref()
         .filter(|l| l.compile.is_some())
         .map(|_| base.clamp_to(&st.caps));
-    // The suite, resolved now: a registered one (its files), or one of the suites folder.
+    // The suite, resolved now: a registered one (its files), or one of the suites folder (its
+    // files pinned once the request is valid).
     let suite = match &req.suite {
         None => None,
         Some(id) => Some(suites::resolve(st, id).await?),
@@ -259,13 +261,26 @@ pub async fn accept(
     // anything is stored.
     spec.validate()
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    let gives_files = req.upload.is_some()
+        || req.source_code.is_some()
+        || req.files.as_ref().is_some_and(|f| !f.is_empty());
+    if spec.suite.is_some() && !gives_files {
+        return Err(ApiError::unprocessable(
+            "a suite grades files: give files or an upload",
+        ));
+    }
+    // The suite as it is now is the one that grades the job: a folder suite's files are stored
+    // (a registered suite's upload already is), and read below from there.
+    if let Some(suite) = spec.suite.take() {
+        spec.suite = Some(folder_suites::pin(st, suite).await?);
+    }
     // The suite's files, read once: for the request's runtime and to pin the images it names.
     let scratch = match &spec.suite {
         Some(_) => Some(
             tempfile::Builder::new()
                 .prefix("suite-")
                 .tempdir_in(&st.tmp_dir)
-                .map_err(ApiError::internal)?,
+                .map_err(ApiError::io)?,
         ),
         None => None,
     };
@@ -332,11 +347,6 @@ pub async fn accept(
     } else {
         None
     };
-    if spec.suite.is_some() && upload_id.is_none() {
-        return Err(ApiError::unprocessable(
-            "a suite grades files: give files or an upload",
-        ));
-    }
     Ok(NewJob {
         owner: caller.id.clone(),
         spec: serde_json::to_string(&spec).expect("a job spec serialises"),
@@ -344,6 +354,7 @@ pub async fn accept(
         suite_upload_id: spec.suite.as_ref().and_then(|s| s.upload.clone()),
         callback_url: req.callback_url,
         max_attempts: st.config.submissions.max_attempts,
+        idempotency: None,
     })
 }
 
@@ -397,17 +408,87 @@ fn queue_full(st: &SharedState, pending: u64, adding: u64) -> ApiError {
 
 /// Stores the caller's accepted jobs in the queue unless the token would then have more than
 /// `submissions.max_pending_per_owner` waiting (429, nothing stored: the count and the insert are
-/// one step in the store), and wakes the workers; the jobs' ids in order.
-pub async fn enqueue_capped(st: &SharedState, jobs: Vec<NewJob>) -> Result<Vec<String>, ApiError> {
+/// one step in the store), and wakes the workers: the jobs' ids in order, or the job a key
+/// already names (nothing stored).
+async fn store_capped(
+    st: &SharedState,
+    jobs: Vec<NewJob>,
+) -> Result<Result<Vec<String>, corral_store::KeyedJob>, ApiError> {
     let cap = st.config.submissions.max_pending_per_owner;
     match st.store.enqueue_within(jobs, Some(cap)).await? {
         Enqueued::Queued(ids) => {
             wake(st).await;
-            Ok(ids)
+            Ok(Ok(ids))
         }
         Enqueued::Full {
             pending, adding, ..
         } => Err(queue_full(st, pending, adding)),
+        Enqueued::Existing(found) => Ok(Err(found)),
+    }
+}
+
+/// [`store_capped`] for jobs without an idempotency key: the jobs' ids in order.
+pub async fn enqueue_capped(st: &SharedState, jobs: Vec<NewJob>) -> Result<Vec<String>, ApiError> {
+    store_capped(st, jobs).await?.map_err(|found| {
+        ApiError::internal(format!(
+            "an enqueue without keys found submission {} by its key",
+            found.id
+        ))
+    })
+}
+
+/// A submission taken: its id, and for a retry under an idempotency key, the state of the
+/// submission the first request made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitted {
+    pub id: String,
+    /// `Some` when nothing new was stored: the key named this submission, now in this state.
+    pub replayed: Option<JobState>,
+}
+
+impl From<Replay> for Submitted {
+    fn from(r: Replay) -> Self {
+        Submitted {
+            id: r.id,
+            replayed: Some(r.state),
+        }
+    }
+}
+
+/// The submission `key` already names for this caller, when there is one: the answer to a retry
+/// (422 when the key was used for another request). A quick look before the work of accepting;
+/// [`enqueue_keyed`] is what holds against racing requests.
+pub async fn already_keyed(
+    st: &SharedState,
+    caller: &Caller,
+    key: &IdempotencyKey,
+) -> Result<Option<Submitted>, ApiError> {
+    match st.store.job_by_key(&caller.id, &key.key).await? {
+        Some(found) => Ok(Some(
+            idempotency::replay(&key.key, found, &key.fingerprint)?.into(),
+        )),
+        None => Ok(None),
+    }
+}
+
+/// Stores one accepted job as [`enqueue_capped`] does, under the client's idempotency key when
+/// it has one: a key that already names a submission of the caller (a request racing this one
+/// stored it first) answers that submission and stores nothing.
+pub async fn enqueue_keyed(
+    st: &SharedState,
+    mut job: NewJob,
+    key: Option<IdempotencyKey>,
+) -> Result<Submitted, ApiError> {
+    job.idempotency = key.clone();
+    match store_capped(st, vec![job]).await? {
+        Ok(ids) => Ok(Submitted {
+            id: ids[0].clone(),
+            replayed: None,
+        }),
+        Err(found) => {
+            let key = key.expect("only a job with a key finds one");
+            Ok(idempotency::replay(&key.key, found, &key.fingerprint)?.into())
+        }
     }
 }
 
@@ -425,20 +506,33 @@ async fn wake(st: &SharedState) {
     st.store.notify_work().await;
 }
 
-/// Queues one submission; its id.
+/// Queues one submission, under the client's idempotency key when it sent one (a retry is
+/// answered the submission its first request made).
 pub async fn submit(
     st: &SharedState,
     caller: &Caller,
     req: SubmissionRequest,
-) -> Result<String, ApiError> {
+    key: Option<IdempotencyKey>,
+) -> Result<Submitted, ApiError> {
     if st.is_shutting_down() {
         return Err(ApiError::overloaded("the server is shutting down", 5));
     }
+    if let Some(k) = &key {
+        if let Some(done) = already_keyed(st, caller, k).await? {
+            tracing::info!(caller = %caller.id, submission = %done.id, "a retry: its submission answered again");
+            return Ok(done);
+        }
+    }
     check_pending(st, caller, 1).await?;
     let job = accept(st, caller, req).await?;
-    let ids = enqueue_capped(st, vec![job]).await?;
-    tracing::info!(caller = %caller.id, submission = %ids[0], "submission queued");
-    Ok(ids[0].clone())
+    let done = enqueue_keyed(st, job, key).await?;
+    match done.replayed {
+        None => tracing::info!(caller = %caller.id, submission = %done.id, "submission queued"),
+        Some(_) => {
+            tracing::info!(caller = %caller.id, submission = %done.id, "a retry: its submission answered again")
+        }
+    }
+    Ok(done)
 }
 
 /// Queues many submissions (each a `SubmissionRequest` as JSON): per item, its id or why it was

@@ -2,7 +2,8 @@
 //! (in-process, or `corral worker` on another host, with `corral_judge`), and their verdicts
 //! answered, waited for, or called back.
 //!
-//! - [`accept`]: checking a submission and queueing it.
+//! - [`accept`]: checking a submission and queueing it; [`idempotency`]: a client's
+//!   `Idempotency-Key`, so a retried request makes no second submission.
 //! - [`view`]: a submission as its owner sees it; waiting for it.
 //! - [`queue`]: the queue's in-process signals, metrics and callback key.
 //! - [`workers`]: in-process workers and the lease reaper.
@@ -15,6 +16,7 @@ pub mod callback_slots;
 pub mod callback_targets;
 pub mod callbacks;
 pub mod give_back;
+pub mod idempotency;
 pub mod queue;
 pub mod remote;
 pub mod verdicts;

@@ -12,8 +12,10 @@ use corral_store::Completion;
 
 use super::give_back::{give_back, Unprepared};
 use super::verdicts;
+use crate::config::UploadLimits;
 use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
+use crate::service::folder_suites::{self, ReadError};
 use crate::service::suites::suites_dir;
 use crate::state::SharedState;
 
@@ -65,42 +67,23 @@ async fn upload_files(
     Ok(out)
 }
 
-/// Plain files of a folder (the suites folder), never following links.
-fn folder_files(root: &Path) -> Result<Vec<(String, u32, Vec<u8>)>, Unprepared> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut out = Vec::new();
-    let mut stack = vec![(root.to_path_buf(), String::new())];
-    while let Some((dir, prefix)) = stack.pop() {
-        for e in std::fs::read_dir(&dir)
-            .map_err(|e| Unprepared::host("reading the suites folder", e))?
-            .flatten()
-        {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let rel = if prefix.is_empty() {
-                name
-            } else {
-                format!("{prefix}/{name}")
-            };
-            let meta = std::fs::symlink_metadata(e.path())
-                .map_err(|e| Unprepared::host("reading the suites folder", e))?;
-            if meta.is_dir() {
-                stack.push((e.path(), rel));
-            } else if meta.is_file() {
-                let mode = if meta.permissions().mode() & 0o111 != 0 {
-                    0o755
-                } else {
-                    0o644
-                };
-                out.push((
-                    rel,
-                    mode,
-                    std::fs::read(e.path())
-                        .map_err(|e| Unprepared::host("reading the suites folder", e))?,
-                ));
-            }
-        }
+/// A suite folder's files (links not followed), for a job accepted before folder suites were
+/// pinned.
+fn folder_files(
+    root: &Path,
+    limits: &UploadLimits,
+) -> Result<Vec<(String, u32, Vec<u8>)>, Unprepared> {
+    match folder_suites::read(root, limits) {
+        Ok(files) => Ok(files
+            .into_iter()
+            .map(|f| (f.path, f.mode, f.content))
+            .collect()),
+        Err(ReadError::Io(path, e)) => Err(Unprepared::host(
+            &format!("reading the suites folder ({})", path.display()),
+            e,
+        )),
+        Err(ReadError::Unfit(why)) => Err(Unprepared::Job(format!("the suite's folder: {why}"))),
     }
-    Ok(out)
 }
 
 /// Waits up to the request's `wait` (30 s at most) for a queued job and leases it to this worker;
@@ -159,9 +142,11 @@ pub async fn claim(
             None => None,
             Some(s) => Some(encode_files(match &s.upload {
                 Some(u) => upload_files(st, u, &format!("suite {:?}", s.id)).await?,
+                // Accepted before folder suites were pinned (their upload): the folder as it is.
                 None => {
                     let dir = suites_dir(st).join(&s.id);
-                    tokio::task::spawn_blocking(move || folder_files(&dir))
+                    let limits = st.config.upload.clone();
+                    tokio::task::spawn_blocking(move || folder_files(&dir, &limits))
                         .await
                         .map_err(|e| Unprepared::Job(format!("reading the suite failed: {e}")))??
                 }

@@ -174,6 +174,7 @@ async fn judge(st: &SharedState, claim: &Claim) -> Result<Verdict, Unprepared> {
                     .map_err(|e| Unprepared::host("copying the suite's files", e))?;
                 dir
             }
+            // Accepted before folder suites were pinned (their upload): the folder as it is.
             None => suites_dir(st).join(&s.id),
         }),
     };

@@ -1,0 +1,543 @@
+//! The submission queue over HTTP, without running programs (no in-process workers: what is
+//! accepted stays queued, or is claimed by a test speaking the remote workers' protocol):
+//! `Idempotency-Key` retries, folder suites pinned when a submission is accepted, and writes on
+//! a full disk.
+
+mod support;
+
+use corral_store::Role;
+use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use support::{json_of, TestServer};
+
+/// A server whose submissions wait (no in-process workers).
+async fn queue_only(edit: impl FnOnce(&mut corral_server::Config)) -> TestServer {
+    TestServer::start(|c| {
+        c.submissions.workers = Some(0);
+        edit(c);
+    })
+    .await
+}
+
+/// `POST path` with `token`, these extra headers and this raw JSON text: status, the
+/// `Idempotent-Replayed` header, JSON body.
+async fn post_raw(
+    s: &TestServer,
+    token: &str,
+    path: &str,
+    headers: &[(&str, &[u8])],
+    body: &str,
+) -> (StatusCode, Option<String>, Value) {
+    let mut h = HeaderMap::new();
+    for (name, value) in headers {
+        h.append(
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_bytes(value).unwrap(),
+        );
+    }
+    let r = reqwest::Client::new()
+        .post(s.url(path))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .headers(h)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let replayed = r
+        .headers()
+        .get("idempotent-replayed")
+        .map(|v| v.to_str().unwrap().to_string());
+    if path.starts_with("/judge0/") {
+        // Judge0's own error shapes (`{"error"}`, a model's errors) are not corral's.
+        let st = r.status();
+        return (st, replayed, r.json().await.unwrap());
+    }
+    let (st, v) = json_of(r).await;
+    (st, replayed, v)
+}
+
+/// Submissions in the store, in any state.
+async fn stored(s: &TestServer) -> u64 {
+    let q = s.store.queue_stats().await.unwrap();
+    q.queued + q.running + q.done + q.failed
+}
+
+/// A client that retries with its `Idempotency-Key` gets the submission its first request made
+/// (the same id, 202, `replayed` and `Idempotent-Replayed: true`), whatever the key order or
+/// spacing of the body it sends again, and the key bare or quoted; never a second job. The same
+/// key with another body is a 422 naming the key; another token's key is its own; malformed
+/// keys are 400s; a batch refuses a key. Without the header every request made a job.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_with_its_idempotency_key_makes_no_second_submission() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    let body = r#"{"cmd": "echo hi", "stdin": "x", "limits": {"cpu_time": "1s", "memory": "64M"}}"#;
+    let key: &[(&str, &[u8])] = &[("idempotency-key", b"8e03978e-40d5-43e8-bc93-6894a57f9324")];
+    let (st, replayed, first) = post_raw(&s, &t, "/submissions", key, body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{first}");
+    assert_eq!(replayed, None, "the first request is no replay");
+    assert_eq!(first["status"], "queued");
+    assert!(first.get("replayed").is_none(), "{first}");
+    let id = first["id"].as_str().unwrap().to_string();
+    let again = [
+        body.to_string(),
+        // The same request serialised again: other key order, other spaces.
+        r#"{"limits":{"memory":"64M","cpu_time":"1s"},"stdin":"x","cmd":"echo hi"}"#.into(),
+    ];
+    for (i, b) in again.iter().enumerate() {
+        let (st, replayed, v) = post_raw(&s, &t, "/submissions", key, b).await;
+        assert_eq!(st, StatusCode::ACCEPTED, "retry {i}: {v}");
+        assert_eq!(
+            v["id"],
+            id.as_str(),
+            "retry {i} made another submission: {v}"
+        );
+        assert_eq!(v["replayed"], true, "{v}");
+        assert_eq!(v["status"], "queued", "{v}");
+        assert_eq!(replayed.as_deref(), Some("true"));
+    }
+    // The IETF draft's form: a structured-field string names the same key.
+    let quoted: &[(&str, &[u8])] = &[(
+        "idempotency-key",
+        b"\"8e03978e-40d5-43e8-bc93-6894a57f9324\"",
+    )];
+    let (st, _, v) = post_raw(&s, &t, "/submissions", quoted, body).await;
+    assert_eq!(
+        (st, v["id"].as_str()),
+        (StatusCode::ACCEPTED, Some(id.as_str())),
+        "{v}"
+    );
+    assert_eq!(stored(&s).await, 1, "retries made no job");
+    // The key reused for another request: refused, nothing stored.
+    let (st, replayed, v) = post_raw(&s, &t, "/submissions", key, r#"{"cmd": "echo bye"}"#).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"], "idempotency_key_reused", "{v}");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains("8e03978e-40d5-43e8-bc93-6894a57f9324"),
+        "{v}"
+    );
+    assert!(message.contains(&id), "{v}");
+    assert_eq!(replayed, None);
+    // Another token's key is another key.
+    let other = s.token(Role::Student).await;
+    let (st, _, v) = post_raw(&s, &other, "/submissions", key, body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    assert_ne!(v["id"], id.as_str());
+    assert!(v.get("replayed").is_none(), "{v}");
+    // Without a key, every request is a submission of its own.
+    let (_, _, a) = post_raw(&s, &t, "/submissions", &[], body).await;
+    let (_, _, b) = post_raw(&s, &t, "/submissions", &[], body).await;
+    assert_ne!(a["id"], b["id"]);
+    assert_eq!(stored(&s).await, 4);
+    // Malformed keys: 400 with a JSON error that says what a key is; nothing stored.
+    let long = vec![b'k'; 256];
+    let malformed: [&[u8]; 5] = [b"", b"two words", b"caf\xc3\xa9", b"\"unterminated", &long];
+    for bad in malformed {
+        let (st, _, v) = post_raw(&s, &t, "/submissions", &[("idempotency-key", bad)], body).await;
+        assert_eq!(
+            st,
+            StatusCode::BAD_REQUEST,
+            "{:?}: {v}",
+            String::from_utf8_lossy(bad)
+        );
+        assert_eq!(v["error"], "bad_idempotency_key", "{v}");
+        assert!(
+            v["message"].as_str().unwrap().contains("visible ASCII"),
+            "{v}"
+        );
+    }
+    let twice: &[(&str, &[u8])] = &[("idempotency-key", b"a"), ("idempotency-key", b"b")];
+    let (st, _, v) = post_raw(&s, &t, "/submissions", twice, body).await;
+    assert_eq!(
+        (st, &v["error"]),
+        (StatusCode::BAD_REQUEST, &json!("bad_idempotency_key"))
+    );
+    // A batch is not made again as a whole: a key there is refused, not ignored.
+    let (st, _, v) = post_raw(
+        &s,
+        &t,
+        "/submissions/batch",
+        &[("idempotency-key", b"batch-1")],
+        &json!({"submissions": [serde_json::from_str::<Value>(body).unwrap()]}).to_string(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"], "idempotency_key_unsupported", "{v}");
+    assert_eq!(stored(&s).await, 4, "nothing stored by refused requests");
+    s.stop().await;
+}
+
+/// Retries sent at once (the first still being accepted when the others arrive) make one
+/// submission between them, and each is answered its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_retries_with_one_idempotency_key_make_one_submission() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    for round in 0..3 {
+        let tasks: Vec<_> = (0..12)
+            .map(|_| {
+                let (url, t) = (s.url("/submissions"), t.clone());
+                tokio::spawn(async move {
+                    let r = reqwest::Client::new()
+                        .post(url)
+                        .bearer_auth(t)
+                        .header("idempotency-key", format!("deadline-night-{round}"))
+                        .json(&json!({"cmd": "echo hi",
+                                      "files": [{"path": "a.txt", "content": "a"}]}))
+                        .send()
+                        .await
+                        .unwrap();
+                    json_of(r).await
+                })
+            })
+            .collect();
+        let mut ids = std::collections::BTreeSet::new();
+        for task in tasks {
+            let (st, v) = task.await.unwrap();
+            assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+            ids.insert(v["id"].as_str().unwrap().to_string());
+        }
+        assert_eq!(ids.len(), 1, "round {round}: {ids:?}");
+    }
+    assert_eq!(stored(&s).await, 3);
+    s.stop().await;
+}
+
+/// A retry of a submission still waiting is answered it, not refused as one submission too many
+/// for the token's cap.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_is_not_refused_by_the_pending_cap() {
+    let s = queue_only(|c| c.submissions.max_pending_per_owner = 1).await;
+    let t = s.token(Role::Student).await;
+    let key: &[(&str, &[u8])] = &[("idempotency-key", b"only-one")];
+    let body = r#"{"cmd": "true"}"#;
+    let (st, _, first) = post_raw(&s, &t, "/submissions", key, body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{first}");
+    let (st, replayed, v) = post_raw(&s, &t, "/submissions", key, body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(
+        (&v["id"], replayed.as_deref()),
+        (&first["id"], Some("true"))
+    );
+    let (st, _, v) = post_raw(&s, &t, "/submissions", &[], body).await;
+    assert_eq!(
+        st,
+        StatusCode::TOO_MANY_REQUESTS,
+        "a new submission is over the cap: {v}"
+    );
+    s.stop().await;
+}
+
+/// The Judge0 surface takes the key too (its `base64_encoded` is part of the request); its batch
+/// refuses one.
+#[tokio::test(flavor = "multi_thread")]
+async fn judge0_submissions_take_an_idempotency_key() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    let key: &[(&str, &[u8])] = &[("idempotency-key", b"j0-1")];
+    let body = r#"{"language_id": 71, "source_code": "print(1)"}"#;
+    let (st, replayed, first) = post_raw(&s, &t, "/judge0/submissions", key, body).await;
+    assert_eq!(st, StatusCode::CREATED, "{first}");
+    assert_eq!(replayed, None);
+    let (st, replayed, v) = post_raw(&s, &t, "/judge0/submissions", key, body).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    assert_eq!(
+        (&v["token"], replayed.as_deref()),
+        (&first["token"], Some("true"))
+    );
+    let path = "/judge0/submissions?base64_encoded=true";
+    let b64 = r#"{"language_id": 71, "source_code": "cHJpbnQoMSk="}"#;
+    let (st, _, v) = post_raw(&s, &t, path, key, b64).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(stored(&s).await, 1);
+    let batch = json!({"submissions": [serde_json::from_str::<Value>(body).unwrap()]});
+    let (st, _, v) = post_raw(&s, &t, "/judge0/submissions/batch", key, &batch.to_string()).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("Idempotency-Key"),
+        "{v}"
+    );
+    assert_eq!(stored(&s).await, 1);
+    s.stop().await;
+}
+
+/// A small file system of the test's own (tmpfs of `size`; tests run as root), unmounted when
+/// dropped, a panic included.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn new(size: &str) -> SmallDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mounting a tmpfs (as root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SmallDisk { dir }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Takes every byte left: a file written until the disk refuses more (ENOSPC).
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.path().join("filler");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 << 10];
+        let e = loop {
+            if let Err(e) = f.write_all(&chunk) {
+                break e;
+            }
+        };
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+        // What is left is less than a chunk: a few bytes more, until not one fits.
+        while f.write(&[0u8; 512]).is_ok_and(|n| n > 0) {}
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// While the disk is full, a write is a 503 `storage_full` with `Retry-After` and a JSON error
+/// that says so (it was a 500 "internal error"): a blob (an upload's file, a submission's inline
+/// files) that cannot be written (ENOSPC), and a database write SQLite refuses (SQLITE_FULL).
+/// Reads still answer; once there is room, the same writes succeed.
+#[tokio::test(flavor = "multi_thread")]
+async fn writes_on_a_full_disk_answer_503_storage_full() {
+    let disk = SmallDisk::new("24m");
+    let data = disk.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let s = queue_only(|c| c.data_dir = data.clone()).await;
+    let t = s.token(Role::Student).await;
+    let (st, before) = s.post(&t, "/submissions", json!({"cmd": "true"})).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{before}");
+    let filler = disk.fill();
+    let upload = || async {
+        let form = reqwest::multipart::Form::new().part(
+            "files",
+            reqwest::multipart::Part::bytes(vec![b'x'; 256 << 10]).file_name("big.txt"),
+        );
+        reqwest::Client::new()
+            .post(s.url("/upload"))
+            .bearer_auth(&t)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap()
+    };
+    let with_files = json!({"cmd": "cat big.txt", "files": [{"path": "big.txt", "content": "y".repeat(256 << 10)}]});
+    // SQLite's write (the job's row, its spec holding the standard input) needs pages the disk
+    // no longer has.
+    let big_row = json!({"cmd": "true", "stdin": "z".repeat(1536 << 10)});
+    let full = [
+        ("an upload's blob", upload().await),
+        (
+            "a submission's inline files",
+            reqwest::Client::new()
+                .post(s.url("/submissions"))
+                .bearer_auth(&t)
+                .json(&with_files)
+                .send()
+                .await
+                .unwrap(),
+        ),
+        (
+            "a submission's row",
+            reqwest::Client::new()
+                .post(s.url("/submissions"))
+                .bearer_auth(&t)
+                .json(&big_row)
+                .send()
+                .await
+                .unwrap(),
+        ),
+    ];
+    for (what, r) in full {
+        let retry_after = r
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
+        let (st, v) = json_of(r).await;
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{what}: {v}");
+        assert_eq!(v["error"], "storage_full", "{what}: {v}");
+        assert!(
+            v["message"].as_str().unwrap().contains("storage is full"),
+            "{what}: {v}"
+        );
+        assert!(retry_after.is_some_and(|s| s > 0), "{what}: no Retry-After");
+    }
+    // The Judge0 surface says it in Judge0's shape, `Retry-After` included.
+    let r = reqwest::Client::new()
+        .post(s.url("/judge0/submissions"))
+        .bearer_auth(&t)
+        .json(&json!({"language_id": 71, "source_code": "print(1)\n".repeat(30_000)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.headers().contains_key("retry-after"), "{:?}", r.headers());
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("storage is full"),
+        "{v}"
+    );
+    // Reads still answer.
+    let id = before["id"].as_str().unwrap();
+    let (st, v) = s.get(&t, &format!("/submissions/{id}")).await;
+    assert_eq!(
+        (st, &v["status"]),
+        (StatusCode::OK, &json!("queued")),
+        "{v}"
+    );
+    // Room again: the same writes are taken.
+    std::fs::remove_file(filler).unwrap();
+    let (st, v) = json_of(upload().await).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    for body in [with_files, big_row] {
+        let (st, v) = s.post(&t, "/submissions", body).await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    }
+    s.stop().await;
+    drop(disk);
+}
+
+/// Writes `files` (path, content) under the suites folder's suite `id`, replacing what is there.
+fn write_folder_suite(s: &TestServer, id: &str, files: &[(&str, &str)]) {
+    let dir = s.data_dir().join("suites").join(id);
+    let _ = std::fs::remove_dir_all(&dir);
+    for (path, content) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+}
+
+/// A folder suite: prints its data file, expects `want`.
+fn folder_suite(want: &str) -> String {
+    format!(
+        "name: echo\nfiles:\n  - {{path: data.txt, protected: true}}\nchecks:\n  - id: says\n    \
+         steps:\n      - run: cat data.txt\n      - stdout: \"{want}\"\n      - exit: 0\n"
+    )
+}
+
+/// What a worker claims next: the job's id and its suite's files (path → text).
+async fn claim_suite_files(
+    s: &TestServer,
+    worker: &str,
+) -> (String, std::collections::BTreeMap<String, String>) {
+    let (st, v) = s.post(worker, "/worker/claim", json!({"wait": 0})).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    use base64::Engine;
+    let files = v["suite_files"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a suite job's claim has its suite's files: {v}"))
+        .iter()
+        .map(|f| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(f["content_base64"].as_str().unwrap())
+                .unwrap();
+            (
+                f["path"].as_str().unwrap().to_string(),
+                String::from_utf8(bytes).unwrap(),
+            )
+        })
+        .collect();
+    (v["id"].as_str().unwrap().to_string(), files)
+}
+
+/// A suite of the suites folder is pinned when a submission is accepted: edited while the
+/// submission waits (its suite file, its data file, a file added, one removed), the submission
+/// is still judged with the suite as it was — a worker's claim carries those files, and the
+/// in-process workers read the same upload — and retention keeps them while it waits. A
+/// submission accepted after the edit is judged with the new suite. The folder used to be read
+/// when the job was judged: the edit changed how the waiting submission was graded.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_folder_suite_is_pinned_when_a_submission_is_accepted() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    let worker = s.token(Role::Worker).await;
+    let v1 = folder_suite("v1");
+    write_folder_suite(
+        &s,
+        "echo",
+        &[
+            ("suite.yaml", &v1),
+            ("data.txt", "v1"),
+            ("notes/old.md", "old"),
+        ],
+    );
+    let body = json!({"suite": "echo", "files": [{"path": "answer.txt", "content": "42"}]});
+    let (st, before) = s.post(&t, "/submissions", &body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{before}");
+    // The course's staff change the assignment while the submission waits.
+    let v2 = folder_suite("v2");
+    write_folder_suite(
+        &s,
+        "echo",
+        &[
+            ("suite.yaml", &v2),
+            ("data.txt", "v2"),
+            ("notes/new.md", "new"),
+        ],
+    );
+    let (st, after) = s.post(&t, "/submissions", &body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{after}");
+    // Retention (every upload old enough): what waiting jobs pin stays.
+    s.store.delete_uploads_before(i64::MAX).await.unwrap();
+    let (id, files) = claim_suite_files(&s, &worker).await;
+    assert_eq!(id, before["id"].as_str().unwrap());
+    let want = |suite: &str, data: &str, note: (&str, &str)| {
+        [
+            ("data.txt".to_string(), data.to_string()),
+            (note.0.to_string(), note.1.to_string()),
+            ("suite.yaml".to_string(), suite.to_string()),
+        ]
+        .into_iter()
+        .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    assert_eq!(
+        files,
+        want(&v1, "v1", ("notes/old.md", "old")),
+        "the suite as it was when the submission was accepted"
+    );
+    let (id, files) = claim_suite_files(&s, &worker).await;
+    assert_eq!(id, after["id"].as_str().unwrap());
+    assert_eq!(files, want(&v2, "v2", ("notes/new.md", "new")));
+    // The pinned files (hidden tests, expected outputs) are no upload of the student's: it can
+    // neither read them nor submit them as its own files.
+    let job = s.store.get_job(&id).await.unwrap().unwrap();
+    let spec: Value = serde_json::from_str(&job.spec).unwrap();
+    let pinned = spec["suite"]["upload"].as_str().unwrap();
+    let (st, v) = s.get(&t, &format!("/uploads/{pinned}")).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+    let (st, v) = s
+        .post(&t, "/submissions", json!({"cmd": "true", "upload": pinned}))
+        .await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+    s.stop().await;
+}
