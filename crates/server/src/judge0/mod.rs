@@ -249,11 +249,16 @@ async fn with_additional_files(
         max_name: corral_store::MAX_PATH,
         max_ratio: crate::service::uploads::MAX_RATIO,
     };
-    let unpacked =
-        tokio::task::spawn_blocking(move || corral_archive::zip_files::read(&zip, &zip_limits))
-            .await
-            .map_err(|e| Refusal::Other(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-            .map_err(|e| Invalid::new("additional_files", e.to_string()))?;
+    let unpacked = tokio::task::spawn_blocking(move || {
+        corral_archive::zip_files::read(&zip, &zip_limits)
+    })
+    .await
+    .map_err(|e| {
+        // A panic's words are the server's business: logged, not answered.
+        tracing::error!(error = %e, "unpacking a Judge0 submission's additional_files failed");
+        Refusal::Other(StatusCode::INTERNAL_SERVER_ERROR, "internal error".into())
+    })?
+    .map_err(|e| Invalid::new("additional_files", e.to_string()))?;
     let language = req.language.as_deref().unwrap_or_default();
     let source_name = st
         .languages

@@ -188,6 +188,19 @@ pub async fn register(
 }
 
 /// The registered suites and those of the suites folder, by id.
+/// The ids of the suites folder's suites (folders with a suite file and a valid id).
+fn folder_suite_ids(dir: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let id = e.file_name().to_string_lossy().into_owned();
+            (valid_id(&id).is_ok() && suite_file(&e.path()).is_some()).then_some(id)
+        })
+        .collect()
+}
+
 pub async fn list(st: &SharedState) -> Result<Vec<SuiteInfo>, ApiError> {
     let mut out: Vec<SuiteInfo> = st
         .store
@@ -200,19 +213,18 @@ pub async fn list(st: &SharedState) -> Result<Vec<SuiteInfo>, ApiError> {
             source: "registered".into(),
         })
         .collect();
-    if let Ok(rd) = std::fs::read_dir(suites_dir(st)) {
-        for e in rd.flatten() {
-            let id = e.file_name().to_string_lossy().into_owned();
-            if valid_id(&id).is_err() || out.iter().any(|s| s.id == id) {
-                continue;
-            }
-            if suite_file(&e.path()).is_some() {
-                out.push(SuiteInfo {
-                    name: id.clone(),
-                    id,
-                    source: "folder".into(),
-                });
-            }
+    // The folder is read on a blocking thread: a slow disk must not stall the async workers.
+    let dir = suites_dir(st);
+    let folder = tokio::task::spawn_blocking(move || folder_suite_ids(&dir))
+        .await
+        .map_err(ApiError::internal)?;
+    for id in folder {
+        if !out.iter().any(|s| s.id == id) {
+            out.push(SuiteInfo {
+                name: id.clone(),
+                id,
+                source: "folder".into(),
+            });
         }
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
