@@ -9,12 +9,33 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 /// A command: a string runs under `/bin/sh -c` inside the sandbox; an array is the argv itself.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum Cmd {
     #[schema(example = "cc -o hello hello.c")]
     Line(String),
     Argv(Vec<String>),
+}
+
+/// What a value that is neither form is told (serde's untagged enum said only that the data
+/// "did not match any variant of untagged enum Cmd").
+pub const CMD_EXPECTED: &str =
+    "expected a string (run by /bin/sh -c) or an array of strings (argv)";
+
+impl<'de> Deserialize<'de> for Cmd {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Line(String),
+            Argv(Vec<String>),
+        }
+        match Either::deserialize(d) {
+            Ok(Either::Line(s)) => Ok(Cmd::Line(s)),
+            Ok(Either::Argv(v)) => Ok(Cmd::Argv(v)),
+            Err(_) => Err(serde::de::Error::custom(CMD_EXPECTED)),
+        }
+    }
 }
 
 impl Cmd {

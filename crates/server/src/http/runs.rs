@@ -110,7 +110,12 @@ pub async fn run(
     };
     let prepared = runs::prepare(&st, &caller, input).await?;
     let clamped = prepared.clamped.clone();
-    let (outcome, ran) = runs::execute(&st, prepared, |sb, spec| sb.run(spec, &mut NoSink)).await?;
+    let (outcome, ran) = runs::execute(&st, prepared, |sb, spec, cancel| match cancel {
+        // A kept sandbox's run can be cancelled by deleting the sandbox.
+        Some(c) => runs::run_cancellable(sb, spec, c),
+        None => sb.run(spec, &mut NoSink),
+    })
+    .await?;
     tracing::info!(caller = %caller.id, status = outcome.status.as_str(), wall_ms = outcome.usage.wall_time_ms, "run");
     Ok(Json(RunResponse::new(&outcome, ran, clamped)))
 }
@@ -120,9 +125,8 @@ pub async fn run(
     delete, path = "/sandboxes/{id}", tag = "sandbox",
     params(("id" = String, Path, description = "Sandbox id (the `sandbox` of a `POST /run` answer)", example = "0123456789abcdef0123456789abcdef")),
     responses(
-        (status = 204, description = "Destroyed"),
+        (status = 204, description = "Destroyed; a run in progress in it is cancelled (its program killed, the run answering status `cancelled`) and the sandbox destroyed when that run ends"),
         (status = 404, description = "No such sandbox of this caller", body = ErrorBody),
-        (status = 409, description = "Busy", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
