@@ -473,4 +473,47 @@ mod tests {
             ErrorKind::Unavailable
         );
     }
+
+    #[test]
+    fn a_busy_sandbox_deleted_is_cancelled_and_not_kept() {
+        let r = KeptSandboxes::new(3, 2, Duration::from_secs(60));
+        let (a, _) = r.reserve("a", None).unwrap();
+        // Someone else's: 404, nothing cancelled.
+        assert_eq!(
+            r.remove(&a.id, "b").err().unwrap().kind,
+            ErrorKind::NotFound
+        );
+        assert!(!a.cancel.requested());
+        // Its owner's delete while it is busy: the run is cancelled and the id gone at once.
+        assert!(r.remove(&a.id, "a").unwrap().is_empty());
+        assert!(a.cancel.requested());
+        assert_eq!(r.len(), 0);
+        let e = r.acquire(&a.id, "a").err().unwrap();
+        assert!(e.message.contains("was deleted"), "{}", e.message);
+    }
+
+    #[test]
+    fn an_evicted_id_is_said_to_be_dropped_for_a_newer_one() {
+        let r = KeptSandboxes::new(8, 1, Duration::from_secs(60));
+        let (a, _) = r.reserve("a", None).unwrap();
+        // Idle, as after a run whose sandbox was kept.
+        a.inner.lock().unwrap().busy = false;
+        let (_b, _) = r.reserve("a", None).unwrap();
+        let e = r.acquire(&a.id, "a").err().unwrap();
+        assert_eq!(e.kind, ErrorKind::NotFound);
+        assert!(
+            e.message.contains("dropped for a newer one")
+                && e.message
+                    .contains("a token keeps at most max_sandboxes_per_caller"),
+            "{}",
+            e.message
+        );
+        // Another caller asking for the id learns nothing of it.
+        let e = r.acquire(&a.id, "b").err().unwrap();
+        assert!(
+            !e.message.contains("a token keeps at most"),
+            "{}",
+            e.message
+        );
+    }
 }

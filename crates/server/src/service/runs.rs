@@ -74,7 +74,8 @@ pub struct RunResponse {
     pub code: Option<i32>,
     /// The sandbox to continue in (`{"sandbox": {"id": …}}`), null when it was not kept.
     pub sandbox: Option<String>,
-    /// stdout and stderr interleaved in arrival order.
+    /// stdout and stderr interleaved in arrival order (each stream's own order is exact; writes
+    /// to the two closer together than the server's wake-up may come out reordered between them).
     pub script: String,
     pub stderr: String,
     pub stdout: String,
@@ -91,6 +92,8 @@ pub struct RunResponse {
     pub pids_peak: Option<u64>,
     pub pids_limit_hit: bool,
     pub disk_used_bytes: u64,
+    /// What the program wrote to stdout and stderr: may be more than is returned (the output
+    /// limit caps what is kept).
     pub output_bytes: u64,
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
