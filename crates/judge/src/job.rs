@@ -24,16 +24,21 @@ pub const CMD_EXPECTED: &str =
 
 impl<'de> Deserialize<'de> for Cmd {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either {
-            Line(String),
-            Argv(Vec<String>),
-        }
-        match Either::deserialize(d) {
-            Ok(Either::Line(s)) => Ok(Cmd::Line(s)),
-            Ok(Either::Argv(v)) => Ok(Cmd::Argv(v)),
-            Err(_) => Err(serde::de::Error::custom(CMD_EXPECTED)),
+        // Read whole first, as serde's untagged enum did: a syntax error (or JSON nested past
+        // the parser's limit) stays the parser's own error, a 400; only the value's shape is
+        // judged here.
+        let bad = || serde::de::Error::custom(CMD_EXPECTED);
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) => Ok(Cmd::Line(s)),
+            serde_json::Value::Array(items) => items
+                .into_iter()
+                .map(|v| match v {
+                    serde_json::Value::String(s) => Ok(s),
+                    _ => Err(bad()),
+                })
+                .collect::<Result<_, _>>()
+                .map(Cmd::Argv),
+            _ => Err(bad()),
         }
     }
 }
