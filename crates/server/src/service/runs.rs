@@ -464,7 +464,9 @@ where
                     spec.root = sb.config().root.clone();
                     spec.runtime = sb.config().runtime;
                     let copied = match &upload_dir {
-                        Some(d) => sb.copy_in(d.path()).map_err(|e| copy_error(e, d.path(), &spec, cap)),
+                        Some(d) => sb
+                            .copy_in(d.path())
+                            .map_err(|e| copy_error(e, d.path(), &spec, cap)),
                         None => Ok(()),
                     };
                     match copied {
@@ -508,13 +510,10 @@ where
         })
         .await
         .and_then(|r| r);
-    match result {
-        Ok((o, ran)) => Ok((o, ran)),
-        Err(e) => {
-            st.sandboxes.abort(&held);
-            Err(e)
-        }
+    if result.is_err() {
+        st.sandboxes.abort(&held);
     }
+    result
 }
 
 enum CopyFailed {
