@@ -116,8 +116,9 @@ pub async fn run(
         None => sb.run(spec, &mut NoSink),
     })
     .await?;
-    tracing::info!(caller = %caller.id, status = outcome.status.as_str(), wall_ms = outcome.usage.wall_time_ms, "run");
-    Ok(Json(RunResponse::new(&outcome, ran, clamped)))
+    let answer = RunResponse::new(&outcome, ran, clamped);
+    tracing::info!(caller = %caller.id, status = answer.status.as_str(), wall_ms = outcome.usage.wall_time_ms, "run");
+    Ok(Json(answer))
 }
 
 /// Destroy a kept sandbox now.

@@ -508,6 +508,21 @@ mod tests {
             "{}",
             e.message
         );
+        // The server's cap: the least recently used idle sandbox of anyone, said as such.
+        let r = KeptSandboxes::new(1, 4, Duration::from_secs(60));
+        let (c, _) = r.reserve("c", None).unwrap();
+        c.inner.lock().unwrap().busy = false;
+        let (_d, _) = r.reserve("d", None).unwrap();
+        let e = r.acquire(&c.id, "c").err().unwrap();
+        assert!(
+            e.message.contains("the server keeps at most max_sandboxes"),
+            "{}",
+            e.message
+        );
+        let r = KeptSandboxes::new(8, 1, Duration::from_secs(60));
+        let (a, _) = r.reserve("a", None).unwrap();
+        a.inner.lock().unwrap().busy = false;
+        let (_b, _) = r.reserve("a", None).unwrap();
         // Another caller asking for the id learns nothing of it.
         let e = r.acquire(&a.id, "b").err().unwrap();
         assert!(

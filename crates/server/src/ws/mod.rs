@@ -400,9 +400,10 @@ async fn handle(
                 }
                 let msg = match result {
                     Ok((outcome, ran)) => {
+                        let answer = RunResponse::new(&outcome, ran, clamped);
                         // Logged as `/run` logs its runs.
-                        tracing::info!(caller = %caller_id, status = outcome.status.as_str(), wall_ms = outcome.usage.wall_time_ms, via = "websocket", "run");
-                        WsServerMessage::Exit(Box::new(RunResponse::new(&outcome, ran, clamped)))
+                        tracing::info!(caller = %caller_id, status = answer.status.as_str(), wall_ms = outcome.usage.wall_time_ms, via = "websocket", "run");
+                        WsServerMessage::Exit(Box::new(answer))
                     }
                     // Not run at all (overload, shutdown): the client may try again.
                     Err(e) => api_error(e),
