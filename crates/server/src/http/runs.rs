@@ -82,7 +82,7 @@ pub struct RunRequest {
         (status = 409, description = "The sandbox is busy with another run", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
-        (status = 422, description = "Wrong types, unknown fields or impossible limits", body = ErrorBody),
+        (status = 422, description = "Wrong types, unknown fields or impossible limits; an upload whose files do not fit `limits.disk`; an `image`, `runtime`, or a `language` it was not built with, for a kept sandbox", body = ErrorBody),
         (status = 429, description = "Rate limited, or all of the caller's sandboxes are busy", body = ErrorBody),
         (status = 503, description = "Overloaded; see Retry-After", body = ErrorBody),
     ),
