@@ -169,9 +169,9 @@ struct LineContext<'a> {
 fn run_line(pool: &Arc<Pool>, line: &str, number: usize, ctx: &LineContext<'_>) -> String {
     // A struct only from an object, as the HTTP API reads one (serde would take an array).
     let mut parsed: RunSpecJson =
-        match corral_server::http::objects_only::from_slice(line.as_bytes()) {
+        match corral_server::http::objects_only::from_slice_naming_field(line.as_bytes()) {
             Ok(p) => p,
-            Err(e) => return bad_line(number, &e.to_string()),
+            Err(e) => return bad_line(number, &e),
         };
     let image = parsed.image.clone();
     parsed.runtime.get_or_insert(ctx.runtime);

@@ -175,6 +175,9 @@ impl RunArgs {
             .resolve(&corral_sandbox::Limits::default())
             .map_err(|e| e.to_string())?;
         spec.validate().map_err(|e| e.to_string())?;
+        if let Some(dir) = &self.dir {
+            dir_fits(dir, spec.limits.disk)?;
+        }
         if let Some(reference) = &self.image {
             spec.root = self.images().root(reference)?;
         }
@@ -184,6 +187,51 @@ impl RunArgs {
     fn images(&self) -> crate::image_choice::Images {
         crate::image_choice::Images::new(self.data.clone(), self.config.clone())
     }
+}
+
+/// Refuses a `--dir` whose files cannot fit the working directory, a tmpfs of the disk limit:
+/// bad usage, said before a sandbox is built (it used to fail as a sandbox error, exit 125).
+fn dir_fits(dir: &std::path::Path, disk: Size) -> Result<(), String> {
+    let mut total = 0u64;
+    let mut largest: Option<(PathBuf, u64)> = None;
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(meta) = e.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                todo.push(e.path());
+            } else if meta.is_file() {
+                // A tmpfs gives a file whole pages.
+                total = total.saturating_add(meta.len().div_ceil(4096) * 4096);
+                if largest.as_ref().is_none_or(|(_, s)| meta.len() > *s) {
+                    largest = Some((e.path(), meta.len()));
+                }
+            }
+        }
+        if total > disk.bytes() {
+            break;
+        }
+    }
+    if total <= disk.bytes() {
+        return Ok(());
+    }
+    let largest = match largest {
+        Some((p, size)) => format!(
+            " ({} alone {size} bytes)",
+            p.strip_prefix(dir).unwrap_or(&p).display()
+        ),
+        None => String::new(),
+    };
+    Err(format!(
+        "--dir {}: its files take at least {total} bytes{largest}, more than the disk limit ({disk}, --disk): \
+         ask a larger --disk",
+        dir.display()
+    ))
 }
 
 /// The file `--stdin` names, checked: `-` is corral's own standard input, reopened by the
@@ -343,9 +391,13 @@ fn copy_out_note(skipped: &[String]) -> Option<String> {
     } else {
         String::new()
     };
-    let entries = if n == 1 { "entry" } else { "entries" };
+    let entries = if n == 1 {
+        "entry that is"
+    } else {
+        "entries that are"
+    };
     Some(format!(
-        "--copy-out left out {n} {entries} that are not plain files or folders (links, hard-linked files, FIFOs, sockets, devices, folders over 64 deep): {}{more}",
+        "--copy-out left out {n} {entries} not plain files or folders (links, hard-linked files, FIFOs, sockets, devices, folders over 64 deep): {}{more}",
         first.join(", ")
     ))
 }
@@ -359,12 +411,12 @@ mod tests {
         assert_eq!(copy_out_note(&[]), None);
         let one = copy_out_note(&["a/link".into()]).unwrap();
         assert!(
-            one.contains("left out 1 entry ") && one.ends_with(": a/link"),
+            one.contains("left out 1 entry that is not ") && one.ends_with(": a/link"),
             "{one}"
         );
         let many: Vec<String> = (0..13).map(|i| format!("f{i}")).collect();
         let note = copy_out_note(&many).unwrap();
-        assert!(note.contains("left out 13 entries"), "{note}");
+        assert!(note.contains("left out 13 entries that are not"), "{note}");
         assert!(
             note.ends_with(": f0, f1, f2, f3, f4, f5, f6, f7, f8, f9 and 3 more"),
             "{note}"

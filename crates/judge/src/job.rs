@@ -9,12 +9,38 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 /// A command: a string runs under `/bin/sh -c` inside the sandbox; an array is the argv itself.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum Cmd {
     #[schema(example = "cc -o hello hello.c")]
     Line(String),
     Argv(Vec<String>),
+}
+
+/// What a value that is neither form is told (serde's untagged enum said only that the data
+/// "did not match any variant of untagged enum Cmd").
+pub const CMD_EXPECTED: &str =
+    "expected a string (run by /bin/sh -c) or an array of strings (argv)";
+
+impl<'de> Deserialize<'de> for Cmd {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Read whole first, as serde's untagged enum did: a syntax error (or JSON nested past
+        // the parser's limit) stays the parser's own error, a 400; only the value's shape is
+        // judged here.
+        let bad = || serde::de::Error::custom(CMD_EXPECTED);
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) => Ok(Cmd::Line(s)),
+            serde_json::Value::Array(items) => items
+                .into_iter()
+                .map(|v| match v {
+                    serde_json::Value::String(s) => Ok(s),
+                    _ => Err(bad()),
+                })
+                .collect::<Result<_, _>>()
+                .map(Cmd::Argv),
+            _ => Err(bad()),
+        }
+    }
 }
 
 impl Cmd {

@@ -79,10 +79,23 @@ impl CheckContext<'_> {
             sandbox = lease.sandbox().id(),
             "leased a sandbox for the check"
         );
-        lease
-            .sandbox()
-            .copy_in(dir)
-            .map_err(|e| format!("copying files into the sandbox: {e}"))?;
+        lease.sandbox().copy_in(dir).map_err(|e| match e {
+            // The files' fault, said by the name among them and the limit (never the host
+            // path of the staging folder, which a server's caller must not see).
+            corral_sandbox::SandboxError::NoSpace { path } => {
+                let name = path
+                    .strip_prefix(dir)
+                    .ok()
+                    .or_else(|| path.file_name().map(Path::new))
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default();
+                format!(
+                    "the files do not fit the check's disk limit ({}): {name:?} did not fit",
+                    self.settings.limits.disk
+                )
+            }
+            e => format!("copying files into the sandbox: {e}"),
+        })?;
         Ok(lease)
     }
 }

@@ -9,6 +9,21 @@ use serde_json::error::Category;
 use crate::error::ApiError;
 use crate::http::objects_only::ObjectsOnly;
 
+/// The server's `max_json_bytes`, set on every request (a layer of the router) so a body over it
+/// is told the cap and its setting.
+#[derive(Debug, Clone, Copy)]
+pub struct JsonLimit(pub corral_sandbox::Size);
+
+/// What a body over the JSON cap is told.
+pub fn too_large_message(limit: Option<JsonLimit>) -> String {
+    match limit {
+        Some(JsonLimit(max)) => format!(
+            "the request body is larger than {max}, the most this server takes in a JSON body (the configuration file's max_json_bytes)"
+        ),
+        None => "the request body is larger than this server's max_json_bytes".to_string(),
+    }
+}
+
 /// A JSON body whose every rejection (bad JSON, wrong types, unknown fields, a struct written as
 /// an array, wrong content type, too large) is a JSON error with a 4xx status.
 pub struct ApiJson<T>(pub T);
@@ -37,13 +52,13 @@ impl<S: Send + Sync> FromRequest<S> for JsonBytes {
                 "Expected request with `Content-Type: application/json`",
             ));
         }
+        let limit = req.extensions().get::<JsonLimit>().copied();
         let bytes = Bytes::from_request(req, state).await.map_err(|r| {
             let status = r.status();
-            let code = match status.as_u16() {
-                413 => "too_large",
-                _ => "bad_json",
-            };
-            ApiError::rejected(status, code, r.body_text())
+            match status.as_u16() {
+                413 => ApiError::rejected(status, "too_large", too_large_message(limit)),
+                _ => ApiError::rejected(status, "bad_json", r.body_text()),
+            }
         })?;
         Ok(JsonBytes(bytes))
     }

@@ -29,6 +29,15 @@ pub fn from_slice<T: de::DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json
     Ok(v)
 }
 
+/// [`from_slice`] whose error names the field it is about (`limits: invalid type: …`), as the
+/// HTTP API's 422 does.
+pub fn from_slice_naming_field<T: de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let v = serde_path_to_error::deserialize(ObjectsOnly(&mut de)).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(v)
+}
+
 macro_rules! forward {
     ($($method:ident),* $(,)?) => {$(
         fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {

@@ -82,7 +82,7 @@ pub struct RunRequest {
         (status = 409, description = "The sandbox is busy with another run", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
-        (status = 422, description = "Wrong types, unknown fields or impossible limits", body = ErrorBody),
+        (status = 422, description = "Wrong types, unknown fields or impossible limits; an upload whose files do not fit `limits.disk`; an `image`, `runtime`, or a `language` it was not built with, for a kept sandbox", body = ErrorBody),
         (status = 429, description = "Rate limited, or all of the caller's sandboxes are busy", body = ErrorBody),
         (status = 503, description = "Overloaded; see Retry-After", body = ErrorBody),
     ),
@@ -110,9 +110,15 @@ pub async fn run(
     };
     let prepared = runs::prepare(&st, &caller, input).await?;
     let clamped = prepared.clamped.clone();
-    let (outcome, ran) = runs::execute(&st, prepared, |sb, spec| sb.run(spec, &mut NoSink)).await?;
-    tracing::info!(caller = %caller.id, status = outcome.status.as_str(), wall_ms = outcome.usage.wall_time_ms, "run");
-    Ok(Json(RunResponse::new(&outcome, ran, clamped)))
+    let (outcome, ran) = runs::execute(&st, prepared, |sb, spec, cancel| match cancel {
+        // A kept sandbox's run can be cancelled by deleting the sandbox.
+        Some(c) => runs::run_cancellable(sb, spec, c),
+        None => sb.run(spec, &mut NoSink),
+    })
+    .await?;
+    let answer = RunResponse::new(&outcome, ran, clamped);
+    tracing::info!(caller = %caller.id, status = answer.status.as_str(), wall_ms = outcome.usage.wall_time_ms, "run");
+    Ok(Json(answer))
 }
 
 /// Destroy a kept sandbox now.
@@ -120,9 +126,8 @@ pub async fn run(
     delete, path = "/sandboxes/{id}", tag = "sandbox",
     params(("id" = String, Path, description = "Sandbox id (the `sandbox` of a `POST /run` answer)", example = "0123456789abcdef0123456789abcdef")),
     responses(
-        (status = 204, description = "Destroyed"),
+        (status = 204, description = "Destroyed; a run in progress in it is cancelled (its program killed, the run answering status `cancelled`) and the sandbox destroyed when that run ends"),
         (status = 404, description = "No such sandbox of this caller", body = ErrorBody),
-        (status = 409, description = "Busy", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]

@@ -1,5 +1,5 @@
-//! Background upkeep of the service: idle kept sandboxes past their TTL are destroyed, uploads past
-//! retention deleted.
+//! Background upkeep of the service: idle kept sandboxes past their TTL (or of a revoked token)
+//! are destroyed, uploads past retention deleted.
 
 use std::time::Duration;
 
@@ -18,6 +18,13 @@ pub fn spawn(state: SharedState) -> tokio::task::JoinHandle<()> {
         let mut last_retention: Option<tokio::time::Instant> = None;
         loop {
             tick.tick().await;
+            // Tokens revoked on another node sharing the database (this node's own revocations
+            // drop their sandboxes at once, `tokens::revoke`).
+            for owner in state.sandboxes.owners() {
+                if state.revocations.is_revoked(&owner) {
+                    state.sandboxes.revoke(&owner).drop_blocking();
+                }
+            }
             let evicted = state.sandboxes.expire();
             if !evicted.is_empty() {
                 tracing::info!(count = evicted.0.len(), "idle sandboxes expired");

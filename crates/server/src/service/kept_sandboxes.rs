@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use corral_sandbox::Lease;
+use corral_sandbox::{Lease, Waker};
 
 use crate::error::ApiError;
 
@@ -20,9 +20,47 @@ struct Inner {
     last_used: Instant,
 }
 
+/// A request to stop the run in progress in a kept sandbox (its `DELETE /sandboxes/{id}`): the
+/// run's driver registers its waker and looks at the flag whenever it wakes.
+#[derive(Default)]
+pub struct Cancel {
+    requested: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Cancel {
+    /// Whether the run should be killed.
+    pub fn requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+
+    /// `waker` ends the driver's wait when the run is cancelled (at once when it already is).
+    pub fn wake_with(&self, waker: &Waker) {
+        if let Ok(mut w) = self.waker.lock() {
+            *w = Some(waker.clone());
+        }
+        if self.requested() {
+            waker.wake();
+        }
+    }
+
+    fn request(&self) {
+        self.requested.store(true, Ordering::SeqCst);
+        if let Ok(w) = self.waker.lock() {
+            if let Some(w) = w.as_ref() {
+                w.wake();
+            }
+        }
+    }
+}
+
 pub struct Held {
     pub id: String,
     pub owner: String,
+    /// Set when the sandbox is deleted while a run uses it.
+    pub cancel: Cancel,
+    /// The language the sandbox was built with (its toolchain's paths are mounted only then).
+    pub language: Option<String>,
     inner: Mutex<Inner>,
 }
 
@@ -33,12 +71,48 @@ impl Held {
     }
 }
 
+/// Why a kept sandbox was dropped before its caller deleted it or it expired, remembered for a
+/// while so a later request for it is told exactly which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dropped {
+    /// For a newer sandbox of the same caller (`max_sandboxes_per_caller`).
+    ForNewerOfCaller,
+    /// For a newer sandbox of anyone, the server holding its most (`max_sandboxes`).
+    ForNewerOnServer,
+    /// Its token was revoked.
+    Revoked,
+}
+
+impl Dropped {
+    fn why(self) -> &'static str {
+        match self {
+            Dropped::ForNewerOfCaller => "it was dropped for a newer one: a token keeps at most max_sandboxes_per_caller sandboxes, the least recently used idle one goes first",
+            Dropped::ForNewerOnServer => "it was dropped for a newer one: the server keeps at most max_sandboxes sandboxes, the least recently used idle one goes first",
+            Dropped::Revoked => "its token was revoked",
+        }
+    }
+    fn as_str(self) -> &'static str {
+        match self {
+            Dropped::ForNewerOfCaller => "max_sandboxes_per_caller",
+            Dropped::ForNewerOnServer => "max_sandboxes",
+            Dropped::Revoked => "token_revoked",
+        }
+    }
+}
+
+/// How many dropped ids are remembered (the oldest forgotten first).
+const REMEMBER_DROPPED: usize = 4096;
+
 pub struct KeptSandboxes {
     map: Mutex<HashMap<String, Arc<Held>>>,
+    /// Ids dropped for a newer sandbox (or a revoked token), with their owner and why, oldest first.
+    dropped: Mutex<std::collections::VecDeque<(String, String, Dropped)>>,
     max_total: usize,
     max_per_owner: usize,
     ttl: Duration,
     closed: AtomicBool,
+    /// Owners whose token was revoked: their busy sandboxes are dropped when their run ends.
+    revoked: Mutex<std::collections::HashSet<String>>,
 }
 
 /// Leases removed from the kept sandboxes; drop them on a blocking thread (giving a sandbox back or
@@ -65,10 +139,12 @@ impl KeptSandboxes {
     pub fn new(max_total: usize, max_per_owner: usize, ttl: Duration) -> Self {
         KeptSandboxes {
             map: Mutex::new(HashMap::new()),
+            dropped: Mutex::new(std::collections::VecDeque::new()),
             max_total,
             max_per_owner,
             ttl,
             closed: AtomicBool::new(false),
+            revoked: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -88,7 +164,7 @@ impl KeptSandboxes {
     /// someone else (the same answer, so ids cannot be probed); 409 while another run uses it.
     pub fn acquire(&self, id: &str, owner: &str) -> Result<Arc<Held>, ApiError> {
         let map = self.map.lock().map_err(ApiError::internal)?;
-        let missing = || ApiError::not_found(format!("no sandbox {id:?} (it may have expired)"));
+        let missing = || ApiError::not_found(self.missing_message(id, owner));
         let held = map
             .get(id)
             .filter(|h| h.owner == owner)
@@ -106,11 +182,43 @@ impl KeptSandboxes {
         Ok(held.clone())
     }
 
+    /// What a request for a sandbox that is not there is told: why it was dropped when this
+    /// server remembers, else every way a sandbox goes.
+    fn missing_message(&self, id: &str, owner: &str) -> String {
+        let known = self.dropped.lock().ok().and_then(|d| {
+            d.iter()
+                .rev()
+                .find(|(i, o, _)| i == id && o == owner)
+                .map(|(_, _, why)| *why)
+        });
+        match known {
+            Some(why) => format!("no sandbox {id:?}: {}", why.why()),
+            None => format!(
+                "no sandbox {id:?}: it expired (idle past sandbox_ttl), was deleted, or was dropped for a newer one (see max_sandboxes and max_sandboxes_per_caller)"
+            ),
+        }
+    }
+
+    /// Notes (and logs) a sandbox dropped before its time, for [`Self::missing_message`].
+    fn note_dropped(&self, h: &Held, why: Dropped, by: &str) {
+        tracing::info!(caller = %h.owner, sandbox = %h.id, why = why.as_str(), by, "evicted a kept sandbox");
+        if let Ok(mut d) = self.dropped.lock() {
+            if d.len() >= REMEMBER_DROPPED {
+                d.pop_front();
+            }
+            d.push_back((h.id.clone(), h.owner.clone(), why));
+        }
+    }
+
     /// Reserves a place for a new sandbox of `owner` (busy, not built yet). When the caller already
     /// holds its maximum, its least recently used idle sandbox is dropped (429 when all of them are
     /// busy); when the server holds its maximum, the least recently used idle one of anyone is
     /// dropped (503 when all are busy).
-    pub fn reserve(&self, owner: &str) -> Result<(Arc<Held>, Evicted), ApiError> {
+    pub fn reserve(
+        &self,
+        owner: &str,
+        language: Option<String>,
+    ) -> Result<(Arc<Held>, Evicted), ApiError> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(ApiError::overloaded("the server is shutting down", 5));
         }
@@ -132,6 +240,7 @@ impl KeptSandboxes {
                 break;
             }
             if let Some(h) = map.remove(&id) {
+                self.note_dropped(&h, Dropped::ForNewerOfCaller, owner);
                 if let Some(l) = h.take_lease() {
                     evicted.push(l);
                 }
@@ -159,7 +268,10 @@ impl KeptSandboxes {
                 })
                 .min();
             match oldest.and_then(|(_, id)| map.remove(&id)) {
-                Some(h) => evicted.extend(h.take_lease()),
+                Some(h) => {
+                    self.note_dropped(&h, Dropped::ForNewerOnServer, owner);
+                    evicted.extend(h.take_lease())
+                }
                 None => {
                     return Err(ApiError::overloaded(
                         "every sandbox the server may hold is busy; retry shortly",
@@ -171,6 +283,8 @@ impl KeptSandboxes {
         let held = Arc::new(Held {
             id: new_id(),
             owner: owner.to_string(),
+            cancel: Cancel::default(),
+            language,
             inner: Mutex::new(Inner {
                 lease: None,
                 busy: true,
@@ -184,7 +298,12 @@ impl KeptSandboxes {
     /// Puts the lease back after a run and frees the sandbox. A broken sandbox, a missing lease or
     /// shutting down drops it instead. Returns whether the sandbox is kept, and what to drop.
     pub fn finish(&self, held: &Held, lease: Option<Lease>) -> (bool, Evicted) {
-        let keep = !self.closed.load(Ordering::SeqCst);
+        let revoked = self
+            .revoked
+            .lock()
+            .map(|r| r.contains(&held.owner))
+            .unwrap_or(false);
+        let keep = !self.closed.load(Ordering::SeqCst) && !revoked && !held.cancel.requested();
         let mut lease = lease;
         let healthy = lease.as_mut().is_some_and(|l| !l.sandbox().is_broken());
         if keep && healthy {
@@ -218,14 +337,67 @@ impl KeptSandboxes {
         }
     }
 
-    /// Removes a sandbox of this caller now (404 when not theirs or missing, 409 when busy).
+    /// Removes a sandbox of this caller now (404 when not theirs or missing). A busy one's run is
+    /// cancelled (its program killed, the run answering `cancelled`) and the sandbox dropped when
+    /// that run ends; the id is gone at once.
     pub fn remove(&self, id: &str, owner: &str) -> Result<Evicted, ApiError> {
-        let held = self.acquire(id, owner)?;
-        let lease = held.take_lease();
-        if let Ok(mut m) = self.map.lock() {
-            m.remove(id);
-        }
+        let mut map = self.map.lock().map_err(ApiError::internal)?;
+        let held = map
+            .get(id)
+            .filter(|h| h.owner == owner)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(self.missing_message(id, owner)))?;
+        let lease = {
+            let mut inner = held.inner.lock().map_err(ApiError::internal)?;
+            if inner.busy {
+                held.cancel.request();
+                tracing::info!(caller = %owner, sandbox = %id, "deleting a busy kept sandbox: its run is cancelled");
+            }
+            inner.lease.take()
+        };
+        map.remove(id);
         Ok(Evicted(lease.into_iter().collect()))
+    }
+
+    /// A token was revoked: its idle sandboxes are removed now, its busy ones when their run ends
+    /// (none is kept for it any more).
+    pub fn revoke(&self, owner: &str) -> Evicted {
+        if let Ok(mut r) = self.revoked.lock() {
+            r.insert(owner.to_string());
+        }
+        let Ok(mut map) = self.map.lock() else {
+            return Evicted(Vec::new());
+        };
+        let mut out = Vec::new();
+        map.retain(|_, h| {
+            if h.owner != owner {
+                return true;
+            }
+            let Ok(mut i) = h.inner.lock() else {
+                return true;
+            };
+            if i.busy {
+                return true;
+            }
+            out.extend(i.lease.take());
+            tracing::info!(caller = %h.owner, sandbox = %h.id, "token revoked: destroying its kept sandbox");
+            if let Ok(mut d) = self.dropped.lock() {
+                if d.len() >= REMEMBER_DROPPED {
+                    d.pop_front();
+                }
+                d.push_back((h.id.clone(), h.owner.clone(), Dropped::Revoked));
+            }
+            false
+        });
+        Evicted(out)
+    }
+
+    /// The callers holding sandboxes now.
+    pub fn owners(&self) -> std::collections::HashSet<String> {
+        self.map
+            .lock()
+            .map(|m| m.values().map(|h| h.owner.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// Idle sandboxes past the TTL, removed.
@@ -269,10 +441,10 @@ mod tests {
     #[test]
     fn reservations_are_bounded_per_caller_and_in_total() {
         let r = KeptSandboxes::new(3, 2, Duration::from_secs(60));
-        let (a1, _) = r.reserve("a").unwrap();
-        let (_a2, _) = r.reserve("a").unwrap();
+        let (a1, _) = r.reserve("a", None).unwrap();
+        let (_a2, _) = r.reserve("a", None).unwrap();
         // Both of a's are busy (being built): a third is refused.
-        let e = r.reserve("a").err().unwrap();
+        let e = r.reserve("a", None).err().unwrap();
         assert_eq!(e.kind, ErrorKind::TooManyRequests);
         assert_eq!(
             e.retry_after,
@@ -280,19 +452,83 @@ mod tests {
             "a client can wait on it, as on the other caps"
         );
         assert!(e.message.contains("all your 2 sandboxes"), "{}", e.message);
-        let (_b1, _) = r.reserve("b").unwrap();
+        let (_b1, _) = r.reserve("b", None).unwrap();
         // Full and all busy: 503.
-        assert_eq!(r.reserve("c").err().unwrap().kind, ErrorKind::Unavailable);
+        assert_eq!(
+            r.reserve("c", None).err().unwrap().kind,
+            ErrorKind::Unavailable
+        );
         // A reservation that never ran is undone.
         r.abort(&a1);
         assert_eq!(r.len(), 2);
-        assert!(r.reserve("c").is_ok());
+        assert!(r.reserve("c", None).is_ok());
         // Not built yet: nobody can acquire it, its owner included.
         assert_eq!(
             r.acquire(&a1.id, "a").err().unwrap().kind,
             ErrorKind::NotFound
         );
         assert_eq!(r.close().0.len(), 0);
-        assert_eq!(r.reserve("d").err().unwrap().kind, ErrorKind::Unavailable);
+        assert_eq!(
+            r.reserve("d", None).err().unwrap().kind,
+            ErrorKind::Unavailable
+        );
+    }
+
+    #[test]
+    fn a_busy_sandbox_deleted_is_cancelled_and_not_kept() {
+        let r = KeptSandboxes::new(3, 2, Duration::from_secs(60));
+        let (a, _) = r.reserve("a", None).unwrap();
+        // Someone else's: 404, nothing cancelled.
+        assert_eq!(
+            r.remove(&a.id, "b").err().unwrap().kind,
+            ErrorKind::NotFound
+        );
+        assert!(!a.cancel.requested());
+        // Its owner's delete while it is busy: the run is cancelled and the id gone at once.
+        assert!(r.remove(&a.id, "a").unwrap().is_empty());
+        assert!(a.cancel.requested());
+        assert_eq!(r.len(), 0);
+        let e = r.acquire(&a.id, "a").err().unwrap();
+        assert!(e.message.contains("was deleted"), "{}", e.message);
+    }
+
+    #[test]
+    fn an_evicted_id_is_said_to_be_dropped_for_a_newer_one() {
+        let r = KeptSandboxes::new(8, 1, Duration::from_secs(60));
+        let (a, _) = r.reserve("a", None).unwrap();
+        // Idle, as after a run whose sandbox was kept.
+        a.inner.lock().unwrap().busy = false;
+        let (_b, _) = r.reserve("a", None).unwrap();
+        let e = r.acquire(&a.id, "a").err().unwrap();
+        assert_eq!(e.kind, ErrorKind::NotFound);
+        assert!(
+            e.message.contains("dropped for a newer one")
+                && e.message
+                    .contains("a token keeps at most max_sandboxes_per_caller"),
+            "{}",
+            e.message
+        );
+        // The server's cap: the least recently used idle sandbox of anyone, said as such.
+        let r = KeptSandboxes::new(1, 4, Duration::from_secs(60));
+        let (c, _) = r.reserve("c", None).unwrap();
+        c.inner.lock().unwrap().busy = false;
+        let (_d, _) = r.reserve("d", None).unwrap();
+        let e = r.acquire(&c.id, "c").err().unwrap();
+        assert!(
+            e.message.contains("the server keeps at most max_sandboxes"),
+            "{}",
+            e.message
+        );
+        let r = KeptSandboxes::new(8, 1, Duration::from_secs(60));
+        let (a, _) = r.reserve("a", None).unwrap();
+        a.inner.lock().unwrap().busy = false;
+        let (_b, _) = r.reserve("a", None).unwrap();
+        // Another caller asking for the id learns nothing of it.
+        let e = r.acquire(&a.id, "b").err().unwrap();
+        assert!(
+            !e.message.contains("a token keeps at most"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::service::caller::Caller;
-use crate::service::kept_sandboxes::{Evicted, Held};
+use crate::service::kept_sandboxes::{Cancel, Evicted, Held};
 use crate::state::SharedState;
 
 /// Where to run: a fresh sandbox with an upload's files as `$HOME` (`homedir`), or the sandbox a
@@ -74,12 +74,14 @@ pub struct RunResponse {
     pub code: Option<i32>,
     /// The sandbox to continue in (`{"sandbox": {"id": …}}`), null when it was not kept.
     pub sandbox: Option<String>,
-    /// stdout and stderr interleaved in arrival order.
+    /// stdout and stderr interleaved in arrival order (each stream's own order is exact; writes
+    /// to the two closer together than the server's wake-up may come out reordered between them).
     pub script: String,
     pub stderr: String,
     pub stdout: String,
     /// ok, nonzero_exit, signaled, time_limit, wall_time_limit, memory_limit, output_limit,
-    /// blocked_syscall, sandbox_error.
+    /// blocked_syscall, sandbox_error; and cancelled: the kept sandbox was deleted
+    /// (`DELETE /sandboxes/{id}`) while the run was in progress, and its program killed.
     #[schema(example = "ok")]
     pub status: String,
     pub exit_code: Option<i32>,
@@ -90,6 +92,8 @@ pub struct RunResponse {
     pub pids_peak: Option<u64>,
     pub pids_limit_hit: bool,
     pub disk_used_bytes: u64,
+    /// What the program wrote to stdout and stderr: may be more than is returned (the output
+    /// limit caps what is kept).
     pub output_bytes: u64,
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
@@ -109,7 +113,9 @@ pub struct RunResponse {
     /// The limits in force.
     #[schema(value_type = LimitsDoc)]
     pub limits: Limits,
-    /// Limits the request asked for above the server's caps, lowered to the caps.
+    /// Limits the request asked for above the server's caps, lowered to the caps; and `disk`
+    /// when a kept sandbox (`sandbox.id`) was asked for another disk limit than the one it was
+    /// built with, which it keeps.
     pub limits_clamped: Vec<String>,
     /// The container image the run's sandbox has as its root (`{"name", "digest"}`); absent on
     /// the host root.
@@ -121,15 +127,27 @@ pub struct RunResponse {
 }
 
 impl RunResponse {
-    pub fn new(o: &Outcome, ran: Ran, limits_clamped: Vec<String>) -> Self {
-        let Ran { sandbox, image } = ran;
+    pub fn new(o: &Outcome, ran: Ran, mut limits_clamped: Vec<String>) -> Self {
+        let Ran {
+            sandbox,
+            image,
+            disk_fixed,
+            cancelled,
+        } = ran;
+        if disk_fixed && !limits_clamped.iter().any(|k| k == "disk") {
+            limits_clamped.push("disk".to_string());
+        }
         RunResponse {
             code: (o.status != corral_sandbox::Status::SandboxError).then(|| o.shell_code()),
             sandbox,
             script: o.script.text(),
             stderr: o.stderr.text(),
             stdout: o.stdout.text(),
-            status: o.status.as_str().to_string(),
+            status: if cancelled {
+                CANCELLED.to_string()
+            } else {
+                o.status.as_str().to_string()
+            },
             exit_code: o.exit_code,
             signal: o.signal,
             cpu_time_ms: o.usage.cpu_time_ms,
@@ -145,7 +163,11 @@ impl RunResponse {
             stderr_base64: o.stderr.base64_if_binary(),
             blocked_syscall: o.blocked_syscall.clone(),
             error: o.error.clone(),
-            reason: o.reason(),
+            reason: if cancelled {
+                Some("the sandbox was deleted (DELETE /sandboxes/{id}) while the run was in progress: the program was killed".to_string())
+            } else {
+                o.reason()
+            },
             limits: o.limits.clone(),
             limits_clamped,
             image,
@@ -154,11 +176,19 @@ impl RunResponse {
     }
 }
 
+/// The status of a run whose kept sandbox was deleted while it ran.
+pub const CANCELLED: &str = "cancelled";
+
 /// Where a run happened: the kept sandbox to continue in, and its image.
 #[derive(Debug, Clone, Default)]
 pub struct Ran {
     pub sandbox: Option<String>,
     pub image: Option<ImageDoc>,
+    /// The request named a disk limit other than the one the kept sandbox was built with, which
+    /// stays (reported as clamped).
+    pub disk_fixed: bool,
+    /// The sandbox was deleted while the run was in progress: the program was killed.
+    pub cancelled: bool,
 }
 
 pub struct Prepared {
@@ -167,6 +197,9 @@ pub struct Prepared {
     /// The upload's files, to be copied into a new sandbox.
     pub upload_dir: Option<tempfile::TempDir>,
     pub clamped: Vec<String>,
+    /// The disk limit the request named (after the caps), if it named one: a kept sandbox keeps
+    /// the one it was built with.
+    pub asked_disk: Option<Size>,
     /// Kept sandboxes the reservation pushed out: dropped after the run answers.
     pub evicted: Evicted,
 }
@@ -273,6 +306,7 @@ pub async fn prepare(
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
     spec.limits = asked.clamp_to(&st.caps);
     let clamped = clamped_keys(&req, &asked, &spec.limits);
+    let asked_disk = req.disk.map(|_| spec.limits.disk);
     // The rules every run request meets (submissions and Judge0 check the same).
     spec.validate()
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
@@ -302,15 +336,28 @@ pub async fn prepare(
                 "give sandbox.homedir (a new sandbox with an upload) or sandbox.id (a kept sandbox), not both",
             ))
         }
-        (None, Some(id)) => (
-            st.sandboxes.acquire(&id, &caller.id)?,
-            None,
-            Evicted(Vec::new()),
-        ),
+        (None, Some(id)) => {
+            let held = st.sandboxes.acquire(&id, &caller.id)?;
+            // A language's toolchain is mounted when a sandbox is built: naming one the kept
+            // sandbox was not built with would run without it (as `image` and `runtime`).
+            if language.is_some() && held.language != language {
+                st.sandboxes.abort(&held);
+                let built = match &held.language {
+                    Some(l) => format!("with language {l:?}"),
+                    None => "without a language".to_string(),
+                };
+                return Err(ApiError::unprocessable(format!(
+                    "language {:?} needs a new sandbox (its toolchain is mounted when a sandbox is built): the kept sandbox (sandbox.id) was built {built}; leave out sandbox.id to start one",
+                    language.as_deref().unwrap_or_default()
+                )));
+            }
+            (held, None, Evicted(Vec::new()))
+        }
         (homedir, None) => {
             let dir = match homedir {
                 Some(h) => {
                     let upload = crate::service::uploads::owned(st, caller, &h).await?;
+                    upload_fits(&upload, spec.limits.disk, st.caps.disk)?;
                     let dir = tempfile::Builder::new()
                         .prefix("home-")
                         .tempdir_in(&st.tmp_dir)
@@ -320,7 +367,7 @@ pub async fn prepare(
                 }
                 None => None,
             };
-            let (held, evicted) = st.sandboxes.reserve(&caller.id)?;
+            let (held, evicted) = st.sandboxes.reserve(&caller.id, language.clone())?;
             (held, dir, evicted)
         }
     };
@@ -330,8 +377,43 @@ pub async fn prepare(
         held,
         upload_dir,
         clamped,
+        asked_disk,
         evicted,
     })
+}
+
+/// Bytes a file takes on the sandbox's tmpfs: whole pages.
+fn on_tmpfs(bytes: u64) -> u64 {
+    bytes.div_ceil(4096).saturating_mul(4096)
+}
+
+/// Refuses an upload whose files cannot fit the disk limit of the run's new sandbox (its working
+/// directory is a tmpfs of that size): said before anything is built, by the limit asked and the
+/// upload's relative names, never a host path.
+fn upload_fits(upload: &corral_store::Upload, disk: Size, cap: Size) -> Result<(), ApiError> {
+    let total: u64 = upload.files.iter().map(|f| on_tmpfs(f.size)).sum();
+    if total <= disk.bytes() {
+        return Ok(());
+    }
+    let largest = upload.files.iter().max_by_key(|f| f.size);
+    Err(ApiError::unprocessable(no_room_message(
+        total,
+        largest.map(|f| (f.path.as_str(), f.size)),
+        disk,
+        cap,
+    )))
+}
+
+/// What a caller is told when an upload's files do not fit the disk limit.
+fn no_room_message(total: u64, largest: Option<(&str, u64)>, disk: Size, cap: Size) -> String {
+    let largest = match largest {
+        Some((name, size)) => format!(" ({name:?} alone {size} bytes)"),
+        None => String::new(),
+    };
+    format!(
+        "the upload's files take {total} bytes{largest}, more than the run's disk limit ({disk}, limits.disk): \
+         ask a larger limits.disk (this server allows up to {cap}) or upload less"
+    )
 }
 
 /// Runs a prepared request on a blocking thread (admission first): takes or builds the sandbox,
@@ -339,13 +421,14 @@ pub async fn prepare(
 /// outcome, and the id of the kept sandbox with the image it runs in.
 pub async fn execute<F>(st: &SharedState, p: Prepared, drive: F) -> Result<(Outcome, Ran), ApiError>
 where
-    F: FnOnce(&mut Sandbox, &RunSpec) -> Outcome + Send + 'static,
+    F: FnOnce(&mut Sandbox, &RunSpec, Option<&Cancel>) -> Outcome + Send + 'static,
 {
     let Prepared {
         mut spec,
         held,
         upload_dir,
         clamped: _,
+        asked_disk,
         evicted: pushed_out,
     } = p;
     let st2 = st.clone();
@@ -358,10 +441,13 @@ where
         .run_then(&held.owner, move || {
             let pushed_out = guard.disarm();
             let started = Instant::now();
-            let lease = match held2.take_lease() {
-                Some(l) => Ok(l),
-                None => st2.pool.lease(&SandboxConfig::for_spec(&spec)),
+            // Only a kept sandbox's run can be cancelled: its id is the caller's before the run.
+            let (lease, cancel) = match held2.take_lease() {
+                Some(l) => (Ok(l), Some(&held2.cancel)),
+                None => (st2.pool.lease(&SandboxConfig::for_spec(&spec)), None),
             };
+            let cap = st2.caps.disk;
+            let mut disk_fixed = false;
             let (outcome, lease) = match lease {
                 // The runtime asked for, as `corral run` reports a failed gVisor start.
                 Err(e) => (
@@ -374,18 +460,35 @@ where
                     // The working directory's size and the root were fixed when the sandbox was
                     // built (a kept sandbox keeps its image).
                     spec.limits.disk = Size(sb.config().disk_bytes);
+                    disk_fixed = asked_disk.is_some_and(|d| d != spec.limits.disk);
                     spec.root = sb.config().root.clone();
                     spec.runtime = sb.config().runtime;
                     let copied = match &upload_dir {
-                        Some(d) => sb.copy_in(d.path()),
+                        Some(d) => sb
+                            .copy_in(d.path())
+                            .map_err(|e| copy_error(e, d.path(), &spec, cap)),
                         None => Ok(()),
                     };
-                    let o = match copied {
-                        Ok(()) => drive(sb, &spec),
-                        Err(e) => Outcome::sandbox_error(spec.limits.clone(), e.to_string())
+                    match copied {
+                        Ok(()) => (drive(sb, &spec, cancel), Some(l)),
+                        Err(CopyFailed::Server) => (
+                            Outcome::sandbox_error(
+                                spec.limits.clone(),
+                                "copying the upload's files into the sandbox failed (the server's log says why)".into(),
+                            )
                             .in_runtime(spec.runtime),
-                    };
-                    (o, Some(l))
+                            Some(l),
+                        ),
+                        // Not kept: a sandbox the files did not fit is given back (and reset),
+                        // never handed to the caller half full.
+                        Err(CopyFailed::Caller(e)) => {
+                            drop(upload_dir);
+                            let (_, mut evicted) = st2.sandboxes.finish(&held2, None);
+                            evicted.0.push(l);
+                            st2.metrics.held_sandboxes.set(st2.sandboxes.len() as i64);
+                            return (Err(e), (pushed_out, evicted));
+                        }
+                    }
                 }
             };
             drop(upload_dir);
@@ -394,20 +497,93 @@ where
             let (kept, evicted) = st2.sandboxes.finish(&held2, lease);
             st2.metrics.held_sandboxes.set(st2.sandboxes.len() as i64);
             // Given back (or torn down, when the pool is full) after the caller has its answer.
-            ((outcome, kept, image), (pushed_out, evicted))
-        })
-        .await;
-    match result {
-        Ok((o, kept, image)) => Ok((
-            o,
-            Ran {
-                sandbox: kept.then(|| held.id.clone()),
+            // Said only when the kill ended the program (one that ended first reports its own end).
+            let cancelled = held2.cancel.requested()
+                && outcome.status == corral_sandbox::Status::Signaled;
+            let ran = Ran {
+                sandbox: kept.then(|| held2.id.clone()),
                 image,
-            },
-        )),
-        Err(e) => {
-            st.sandboxes.abort(&held);
-            Err(e)
+                disk_fixed,
+                cancelled,
+            };
+            (Ok((outcome, ran)), (pushed_out, evicted))
+        })
+        .await
+        .and_then(|r| r);
+    if result.is_err() {
+        st.sandboxes.abort(&held);
+    }
+    result
+}
+
+enum CopyFailed {
+    /// The request's fault: answered as this error.
+    Caller(ApiError),
+    /// The server's: logged, and the run's answer a sandbox_error without the detail.
+    Server,
+}
+
+/// Runs `spec` to its end like `Sandbox::run`, killing the program when `cancel` is requested
+/// (the kept sandbox was deleted while its run was in progress).
+pub fn run_cancellable(sb: &mut Sandbox, spec: &RunSpec, cancel: &Cancel) -> Outcome {
+    let fail = |e: corral_sandbox::SandboxError| {
+        Outcome::sandbox_error(spec.limits.clone(), e.to_string()).in_runtime(spec.runtime)
+    };
+    let waker = match corral_sandbox::Waker::new() {
+        Ok(w) => w,
+        Err(e) => return fail(e),
+    };
+    let mut exec = match sb.start(spec) {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
+    exec.wake_on(&waker);
+    cancel.wake_with(&waker);
+    exec.close_stdin();
+    let mut killed = false;
+    loop {
+        if !killed && cancel.requested() {
+            killed = true;
+            if let Err(e) = exec.kill() {
+                return fail(e);
+            }
+        }
+        match exec.step(None, &mut corral_sandbox::NoSink) {
+            Ok(Some(o)) => return o,
+            Ok(None) => {}
+            Err(e) => return fail(e),
+        }
+    }
+}
+
+/// A failed copy of the upload's files into the new sandbox: not fitting the disk limit is the
+/// request's fault (422, by the file's name in the upload); anything else is the server's (its
+/// detail, with host paths, goes to the log only).
+fn copy_error(
+    e: corral_sandbox::SandboxError,
+    upload_dir: &std::path::Path,
+    spec: &RunSpec,
+    cap: Size,
+) -> CopyFailed {
+    match e {
+        corral_sandbox::SandboxError::NoSpace { path } => {
+            // Never a host path: the name inside the upload (or the file's name alone).
+            let name = match path.strip_prefix(upload_dir) {
+                Ok(rel) => rel.to_string_lossy().into_owned(),
+                Err(_) => path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            };
+            CopyFailed::Caller(ApiError::unprocessable(format!(
+                "the upload's files do not fit the run's disk limit ({}, limits.disk): {name:?} did not fit; \
+                 ask a larger limits.disk (this server allows up to {cap}) or upload less",
+                spec.limits.disk
+            )))
+        }
+        other => {
+            tracing::warn!(error = %other, "copying an upload into a sandbox failed");
+            CopyFailed::Server
         }
     }
 }
@@ -434,7 +610,8 @@ impl Drop for Unreserve {
     }
 }
 
-/// Destroys a kept sandbox of the caller now (404 when not theirs or missing, 409 when busy).
+/// Destroys a kept sandbox of the caller now (404 when not theirs or missing); a run in progress
+/// in it is cancelled, and the sandbox destroyed when that run ends.
 pub fn destroy(st: &SharedState, caller: &Caller, id: &str) -> Result<(), ApiError> {
     st.sandboxes.remove(id, &caller.id)?.drop_blocking();
     st.metrics.held_sandboxes.set(st.sandboxes.len() as i64);

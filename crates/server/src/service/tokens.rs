@@ -28,6 +28,9 @@ pub async fn revoke(st: &SharedState, caller: &Caller, id: &str) -> Result<(), A
     if st.store.revoke_token(id).await? {
         // This node's connections hear of it at once; other nodes' at their next poll.
         st.revocations.note([id.to_string()]);
+        // Its kept sandboxes go now (a busy one when its run ends): nobody may use them again.
+        st.sandboxes.revoke(id).drop_blocking();
+        st.metrics.held_sandboxes.set(st.sandboxes.len() as i64);
         Ok(())
     } else {
         Err(ApiError::not_found(format!("no live token {id:?}")))

@@ -374,12 +374,16 @@ async fn handle(
             let queued = queue_notices && !st.runner.has_free_slot();
             let st = st.clone();
             let ev_tx = ev_tx.clone();
+            let caller_id = caller.id.clone();
             tokio::spawn(async move {
                 let out_tx = ev_tx.clone();
                 let leftover = Leftover::default();
                 let left = leftover.clone();
-                let result = execute(&st, prepared, move |sb, spec| {
-                    drive(sb, spec, ctl_rx, &waker, out_tx, queued, &left)
+                let result = execute(&st, prepared, move |sb, spec, cancel| {
+                    if let Some(c) = cancel {
+                        c.wake_with(&waker);
+                    }
+                    drive(sb, spec, ctl_rx, &waker, cancel, out_tx, queued, &left)
                 })
                 .await;
                 // Output the socket had no room for while the program ran: sent now, the run's
@@ -396,7 +400,10 @@ async fn handle(
                 }
                 let msg = match result {
                     Ok((outcome, ran)) => {
-                        WsServerMessage::Exit(Box::new(RunResponse::new(&outcome, ran, clamped)))
+                        let answer = RunResponse::new(&outcome, ran, clamped);
+                        // Logged as `/run` logs its runs.
+                        tracing::info!(caller = %caller_id, status = answer.status.as_str(), wall_ms = outcome.usage.wall_time_ms, via = "websocket", "run");
+                        WsServerMessage::Exit(Box::new(answer))
                     }
                     // Not run at all (overload, shutdown): the client may try again.
                     Err(e) => api_error(e),
@@ -410,11 +417,18 @@ async fn handle(
             let Some(r) = running.as_mut() else {
                 return Some(error("not_running", "no program is running"));
             };
-            r.stdin_sent += data.len();
-            if r.stdin_sent > MAX_STDIN {
-                return Some(error("too_large", "more than 16M of standard input"));
-            }
+            // Only data counts against the cap, and only data a message adds: the end of stdin
+            // (or an empty message) is always taken, and a refused chunk uses none of the cap.
             if !data.is_empty() {
+                if r.stdin_sent + data.len() > MAX_STDIN {
+                    let m = format!(
+                        "more than 16M of standard input: this message's {} bytes are refused ({} taken so far); the end of input (eof) is still accepted",
+                        data.len(),
+                        r.stdin_sent
+                    );
+                    return Some(error("too_large", m));
+                }
+                r.stdin_sent += data.len();
                 send(r, Ctl::Stdin(data.into_bytes()));
             }
             if eof {
