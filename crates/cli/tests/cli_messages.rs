@@ -541,3 +541,81 @@ fn usage_errors_found_after_clap_exit_2_and_failures_of_the_work_1() {
     let (code, err) = status_of(&["token", "create", "--role", "staff", "--data", d], &[]);
     assert_eq!(code, Some(0), "{err}");
 }
+
+/// `corral ARGS` with standard output `out`: (status, stderr).
+fn corral_into(args: &[&str], out: impl Into<std::process::Stdio>) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .stdout(out)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run corral");
+    (out.status.code(), stderr(&out))
+}
+
+/// Help and version that cannot be written fail as every other output does: one line and 74
+/// into a full disk, nothing said and 141 into a pipe nobody reads. clap's own exit ignored the
+/// failed write and said 0.
+#[test]
+fn help_and_version_that_cannot_be_written_fail_as_any_output() {
+    let full = || std::fs::File::create("/dev/full").expect("/dev/full");
+    for args in [
+        &["--help"][..],
+        &["--version"],
+        &["-h"],
+        &["help"],
+        &["help", "run"],
+        &["env", "--help"],
+        &["serve", "--help"],
+        &["token", "create", "--help"],
+        // Output of a command, as before.
+        &["env", "ls", "--json", "--data", "/nonexistent/data"],
+    ] {
+        let (code, err) = corral_into(args, full());
+        assert_eq!(code, Some(74), "{args:?}: {err}");
+        assert_eq!(
+            err, "corral: cannot write to standard output: No space left on device (os error 28)\n",
+            "{args:?}"
+        );
+        let (read, write) = std::io::pipe().unwrap();
+        drop(read);
+        let (code, err) = corral_into(args, write);
+        assert_eq!(code, Some(141), "{args:?}: {err}");
+        assert_eq!(err, "", "{args:?}");
+    }
+    // A usage error still goes to stderr with 2, whatever standard output is.
+    let (code, err) = corral_into(&["nosuch"], full());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unrecognized subcommand"), "{err}");
+    // Help that can be written still exits 0.
+    let (code, err) = corral_into(&["--help"], std::process::Stdio::null());
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// `corral --help` says the exit statuses every command shares, as the README's table does.
+#[test]
+fn help_says_the_shared_exit_statuses_as_the_readme_does() {
+    let out = corral(&["--help"]);
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    for (said, row) in [
+        ("2 for usage errors", "| 2 | usage errors"),
+        (
+            "74 when standard output could not be written",
+            "| 74 | standard output could not be written",
+        ),
+        (
+            "141 (nothing said) when standard output's reader went away",
+            "| 141 | standard output's reader went away",
+        ),
+    ] {
+        assert!(help.contains(said), "{said:?} in {help}");
+        assert!(
+            readme.contains(row),
+            "the README changed: change --help with it ({row})"
+        );
+    }
+}
