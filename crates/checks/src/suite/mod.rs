@@ -318,12 +318,14 @@ impl Suite {
     }
 
     fn from_raw(raw: RawSuite, text: &str, path: &Path, dir: &Path) -> Result<Suite, SuiteError> {
-        // Errors found here point at the key they are about (see `spans`).
-        let spans = spans::Spans::of(text);
+        // Errors found here point at the key they are about (see `spans`): the text is read
+        // again for its positions only when there is one.
+        let positions = std::cell::OnceCell::new();
+        let spans = || positions.get_or_init(|| spans::Spans::of(text));
         let at = |key: &str, message: String| {
             SuiteError::File(DocumentError::Parse {
                 path: path.to_path_buf(),
-                location: spans.locate(key),
+                location: spans().locate(key),
                 message,
             })
         };
@@ -378,8 +380,8 @@ impl Suite {
                 ));
             }
             if let Some(first) = ids.insert(id.clone(), i) {
-                let here = spans.locate(&format!("checks[{i}].id"));
-                let also = match spans.locate(&format!("checks[{first}].id")) {
+                let here = spans().locate(&format!("checks[{i}].id"));
+                let also = match spans().locate(&format!("checks[{first}].id")) {
                     Some((line, col)) if here.is_some_and(|h| h.0 == line) => {
                         format!(" (also at line {line} column {col})")
                     }
