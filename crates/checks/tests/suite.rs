@@ -367,6 +367,10 @@ fn wrong_types_say_what_is_wanted() {
             && !e.contains("at line"),
         "{e}"
     );
+    // A key missing at the top: no "." for a path.
+    let (_d, p) = suite_file(r#"{"checks": []}"#, "suite.json");
+    let e = Suite::load(&p).unwrap_err().to_string();
+    assert!(e.ends_with("suite.json:1:14: missing field `name`"), "{e}");
 }
 
 #[test]

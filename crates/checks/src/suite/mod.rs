@@ -304,10 +304,15 @@ impl Suite {
                 if let Some(cut) = message.rfind(&format!(" at line {line} column {column}")) {
                     message.truncate(cut);
                 }
+                // The top level's path is "." (`.: missing field `name``): no key to name.
+                let key = e.path().to_string();
+                if key != "." {
+                    message = format!("{key}: {message}");
+                }
                 DocumentError::Parse {
                     path: path.to_path_buf(),
                     location: (line > 0).then_some((line, column)),
-                    message: format!("{}: {message}", e.path()),
+                    message,
                 }
             })?
         } else {
