@@ -5,13 +5,10 @@ use std::path::PathBuf;
 /// A suite file that cannot be used. The message names the file, and where known the line and key.
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
-    /// The file cannot be read or does not parse, or one check means something impossible (at
-    /// the line of its `id:`).
+    /// The file cannot be read, does not parse, or means something impossible (an unknown
+    /// dependency, a cycle, a bad regex, …): located at the key it is about.
     #[error(transparent)]
     File(#[from] corral_images::document::DocumentError),
-    /// The file parses but means something impossible (unknown dependency, cycle, bad regex, …).
-    #[error("{}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
 }
 
 /// A language registry file that cannot be used, or a language that cannot be found.

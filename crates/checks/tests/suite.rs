@@ -175,7 +175,8 @@ fn wrong_types_and_bad_values_are_located() {
 #[test]
 fn dependency_errors_name_the_ids() {
     let e = err("name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    depends: [c]\n    steps: [{run: ls}]\n");
-    assert!(e.contains("suite.yaml:5:"), "{e}");
+    // At the dependency itself (it was the line of the check's `id`).
+    assert!(e.contains("suite.yaml:6:15:"), "{e}");
     assert!(
         e.contains("check \"b\"") && e.contains("unknown check \"c\""),
         "{e}"
@@ -191,6 +192,185 @@ fn dependency_errors_name_the_ids() {
         "name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: a\n    steps: [{run: ls}]\n",
     );
     assert!(e.contains("check \"a\"") && e.contains("two checks"), "{e}");
+}
+
+/// The `FILE:LINE:COLUMN: ` an error starts with, FILE being the suite's name.
+fn at(e: &str) -> &str {
+    let rest = &e[e.find("suite.").expect("names the suite")..];
+    rest.split_once(": ").map_or(rest, |(at, _)| at)
+}
+
+/// An error found after parsing (a dependency, a cycle, a duplicate id, a limit out of bounds)
+/// points at the line and column of its key, in block or flow YAML and in JSON: it used to name
+/// the file alone, or the line of the check's `id:` found by searching the text (the first
+/// check of a duplicated id, and none for a check written on one line).
+#[test]
+fn errors_found_after_parsing_say_the_line_and_column_of_their_key() {
+    let cases: &[(&str, &str, &str)] = &[
+        // An unknown dependency of a check written on one line: at the dependency.
+        (
+            "name: x\nchecks:\n  - {id: a, steps: [{run: ls}]}\n  - {id: b, depends: [a, c], steps: [{run: ls}]}\n",
+            "suite.yaml:4:26",
+            "check \"b\": depends: unknown check \"c\"",
+        ),
+        // A cycle: at the first check's dependency on the next one around it.
+        (
+            "name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: b\n    depends:\n      - a\n      - c\n    steps: [{run: ls}]\n  - id: c\n    depends: [b]\n    steps: [{run: ls}]\n",
+            "suite.yaml:8:9",
+            "check \"b\": depends: dependency cycle b -> c -> b",
+        ),
+        // A duplicate id: at the second, naming the first's line.
+        (
+            "name: x\nchecks:\n  - id: a\n    steps: [{run: ls}]\n  - id: a\n    steps: [{run: ls}]\n",
+            "suite.yaml:5:5",
+            "check \"a\": id: used by two checks (also at line 3)",
+        ),
+        (
+            "name: x\nchecks:\n  - id: \"a b\"\n    steps: [{run: ls}]\n",
+            "suite.yaml:3:5",
+            "checks[0].id: \"a b\" must be made of",
+        ),
+        // Limits that parse but no sandbox can honour: at the limit.
+        (
+            "name: x\nlimits:\n  cpu_time: 1s\n  memory: 1K\nchecks:\n  - id: a\n    steps: [{run: ls}]\n",
+            "suite.yaml:4:3",
+            "limits: invalid limit memory: must be at least 4M",
+        ),
+        (
+            "name: x\nchecks:\n  - id: a\n    limits: {pids: 0}\n    steps: [{run: ls}]\n",
+            "suite.yaml:4:14",
+            "check \"a\": limits: invalid limit pids",
+        ),
+        (
+            "name: x\ntimeout: 0s\nchecks:\n  - id: a\n    steps: [{run: ls}]\n",
+            "suite.yaml:2:1",
+            "timeout: must be between 1ms and 24h",
+        ),
+        ("name: \" \"\nchecks:\n  - id: a\n    steps: [{run: ls}]\n", "suite.yaml:1:1", "name: must not be empty"),
+        (
+            "name: x\nfiles:\n  - {path: in.txt}\n  - {path: in.txt}\nchecks:\n  - id: a\n    steps: [{run: ls}]\n",
+            "suite.yaml:4:6",
+            "files[1].path: \"in.txt\" listed twice",
+        ),
+        ("name: x\nchecks: []\n", "suite.yaml:2:1", "checks: a suite needs at least one check"),
+        // What a kind's model finds: at the key its message starts with.
+        (
+            "name: x\nchecks:\n  - id: a\n    steps:\n      - run: ls\n      - exit: 0\n      - run: \"{compile}\"\n",
+            "suite.yaml:7:9",
+            "check \"a\": steps[2].run: ",
+        ),
+        (
+            "name: x\nchecks:\n  - id: a\n    description: nothing to do\n",
+            "suite.yaml:3:5",
+            "check \"a\": missing `steps`",
+        ),
+        (
+            "name: x\nsafety: {on_violation: warn}\nchecks:\n  - id: a\n    steps: [{run: ls}]\n",
+            "suite.yaml:2:10",
+            "safety: on_violation: \"warn\" must be",
+        ),
+    ];
+    for (text, place, message) in cases {
+        let e = err(text);
+        assert_eq!(at(&e), *place, "{e}");
+        assert!(e.contains(message), "{message:?} in {e}");
+    }
+    // JSON, all on one line: the column tells the checks apart.
+    let json = r#"{"name": "j", "checks": [{"id": "a", "steps": [{"run": "ls"}]}, {"id": "a", "steps": [{"run": "ls"}]}]}"#;
+    let (_d, p) = suite_file(json, "suite.json");
+    let e = Suite::load(&p).unwrap_err().to_string();
+    assert_eq!(at(&e), "suite.json:1:66", "{e}");
+    assert!(
+        e.contains("used by two checks (also at line 1 column 27)"),
+        "{e}"
+    );
+}
+
+/// A value of the wrong type says what is wanted in the README's words, at its line: serde's
+/// own messages said `expected f64`, `expected u64`, `expected i32`, `expected a boolean` or
+/// "data did not match any variant of untagged enum RawSafety".
+#[test]
+fn wrong_types_say_what_is_wanted() {
+    let check = |field: &str| format!("name: x\nchecks:\n  - id: a\n{field}");
+    let steps = "    steps: [{run: ls}]\n";
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            check(&format!("    points: two\n{steps}")),
+            "suite.yaml:4:13",
+            "checks[0].points: invalid type: string \"two\", expected a number of points such as 1 or 2.5",
+        ),
+        (
+            check(&format!("    limits: {{pids: lots}}\n{steps}")),
+            "suite.yaml:4:20",
+            "checks[0].limits.pids: invalid type: string \"lots\", expected a whole number such as 64",
+        ),
+        (
+            check(&format!("    limits: {{open_files: 1.5}}\n{steps}")),
+            "suite.yaml:4:26",
+            "expected a whole number such as 64",
+        ),
+        (
+            check(&format!("    hidden: yes\n{steps}")),
+            "suite.yaml:4:13",
+            "checks[0].hidden: invalid type: string \"yes\", expected true or false",
+        ),
+        (
+            check("    steps: [{run: ls}, {stdin: {text: hi, eof: 1}}]\n"),
+            "suite.yaml:4:48",
+            "expected true or false",
+        ),
+        (
+            check("    steps: [{run: ls}, {exit: zero}]\n"),
+            "suite.yaml:4:31",
+            "steps[1].exit: invalid type: string \"zero\", expected an exit code: a whole number such as 0 or 1",
+        ),
+        (
+            check(&format!("    depends: a\n{steps}")),
+            "suite.yaml:4:14",
+            "expected a list of check ids such as [compiles]",
+        ),
+        (
+            "name: x\nfiles: [{path: in.txt, protected: maybe}]\nchecks:\n  - id: a\n    steps: [{run: ls}]\n".into(),
+            "suite.yaml:2:35",
+            "expected true or false",
+        ),
+        (
+            "name: x\nsafety: on\nchecks:\n  - id: a\n    steps: [{run: ls}]\n".into(),
+            "suite.yaml:2:9",
+            "safety: invalid type: string \"on\", expected true, false, or the rules",
+        ),
+        (
+            check("    pytest: {tests: [t.py], default_points: high}\n"),
+            "suite.yaml:4:45",
+            "expected a number of points such as 1 or 2.5",
+        ),
+        (
+            check("    check50: {problem: p, points: {greets: \"2\"}}\n"),
+            "suite.yaml:4:44",
+            "expected a number of points such as 1 or 2.5",
+        ),
+    ];
+    for (text, place, message) in &cases {
+        let e = err(text);
+        assert_eq!(at(&e), *place, "{text}: {e}");
+        assert!(e.contains(message), "{message:?} in {e}");
+        for jargon in ["f64", "u64", "i32", "a boolean", "untagged"] {
+            assert!(!e.contains(jargon), "{jargon:?} in {e}");
+        }
+    }
+    // The same words in JSON.
+    let json = r#"{"name": "j", "checks": [{"id": "a", "points": "2", "steps": [{"run": "ls"}]}]}"#;
+    let (_d, p) = suite_file(json, "suite.json");
+    let e = Suite::load(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("checks[0].points: invalid type: string \"2\", expected a number of points such as 1 or 2.5")
+            && !e.contains("at line"),
+        "{e}"
+    );
+    // A key missing at the top: no "." for a path.
+    let (_d, p) = suite_file(r#"{"checks": []}"#, "suite.json");
+    let e = Suite::load(&p).unwrap_err().to_string();
+    assert!(e.ends_with("suite.json:1:14: missing field `name`"), "{e}");
 }
 
 #[test]
@@ -412,7 +592,7 @@ fn a_grader_runs_as_root_only_in_its_image() {
 }
 
 /// A check50 problem whose `__init__.py` does not compile is refused when the suite loads, with
-/// the suite's line of the check and Python's file, line and message: before, it loaded, and
+/// the suite's line of its `problem` and Python's file, line and message: before, it loaded, and
 /// every submission's run failed on it. With an image the image's Python (perhaps another
 /// version) decides, when the check runs.
 #[test]
@@ -432,7 +612,7 @@ fn a_check50_problem_that_does_not_compile_is_a_load_error() {
         .expect_err("does not compile")
         .to_string();
     assert!(
-        e.contains("suite.yaml:3:")
+        e.contains("suite.yaml:4:15:")
             && e.contains("check \"hello\": check50.problem: problem/__init__.py:6:")
             && e.contains("SyntaxError: '(' was never closed")
             && e.contains("check50 could not import the problem"),

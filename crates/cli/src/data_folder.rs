@@ -12,8 +12,9 @@ use std::path::Path;
 
 use anyhow::Context;
 
-/// A command that works on a store found none where it looked: it refuses (exit 2) rather than
-/// make a new, empty one no server uses (a mistyped `--data`, the wrong working directory).
+/// A command that works on a store found none where it looked: it refuses (exit 2: give it as a
+/// [`crate::errors::usage`]) rather than make a new, empty one no server uses (a mistyped
+/// `--data`, the wrong working directory).
 #[derive(Debug)]
 pub struct NoStore {
     /// What is missing: "no corral store (corral.db)", "no image store".
@@ -50,7 +51,10 @@ pub fn prepare(dir: &Path) -> anyhow::Result<()> {
             .create(dir)
             .with_context(|| format!("creating the data folder {}", dir.display())),
         Err(e) => Err(e).with_context(|| format!("the data folder {}", dir.display())),
-        Ok(m) if !m.is_dir() => anyhow::bail!("the data folder {} is not a folder", dir.display()),
+        Ok(m) if !m.is_dir() => Err(crate::errors::usage(format!(
+            "the data folder {} is not a folder",
+            dir.display()
+        ))),
         Ok(m) => {
             let mode = m.permissions().mode() & 0o7777;
             if mode & 0o077 == 0 {

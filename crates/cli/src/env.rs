@@ -8,6 +8,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use corral_images::{ImageRecord, Store};
 
+use crate::errors::OrUsage;
+
 #[derive(Args, Debug)]
 #[command(
     after_help = "A REF is a name (NAME[:TAG], `:latest` by default), NAME@sha256:…, a full digest \
@@ -111,7 +113,7 @@ pub fn main(args: EnvArgs) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("corral env: {}", crate::errors::chain(&e));
-            1
+            crate::errors::exit_code(&e, 1)
         }
     }
 }
@@ -125,7 +127,35 @@ pub fn data_dir(
     if let Some(d) = data {
         return Ok(d.to_path_buf());
     }
-    Ok(corral_server::Config::load(config)?.data_dir)
+    // A --config file or CORRAL_* variable that cannot be read is the caller's to fix.
+    Ok(corral_server::Config::load(config).usage()?.data_dir)
+}
+
+/// An image store's error, marked as a usage error when it is about what the command line
+/// names (a reference or name that is malformed, unknown or ambiguous, a name another image
+/// has, a file to import that is not there or is no image, a credentials file that cannot be
+/// read) rather than about the work (a registry, the network, the disk, a damaged store or
+/// archive): as `corral run --image` with an unknown image, those exit 2.
+pub fn image_error(e: corral_images::Error, named: Option<&std::path::Path>) -> anyhow::Error {
+    use corral_images::Error as E;
+    let callers = match &e {
+        E::BadReference(_)
+        | E::BadDigest(_)
+        | E::NotFound(_)
+        | E::Ambiguous { .. }
+        | E::NameTaken { .. }
+        | E::UnknownImport { .. }
+        | E::Credentials(_) => true,
+        E::Io { path, source } => {
+            source.kind() == std::io::ErrorKind::NotFound && named == Some(path.as_path())
+        }
+        _ => false,
+    };
+    if callers {
+        crate::errors::usage(e)
+    } else {
+        e.into()
+    }
 }
 
 fn run(args: EnvArgs) -> anyhow::Result<()> {
@@ -156,7 +186,8 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
                     None
                 };
             // The server configuration's insecure registries, when there is one to read.
-            let insecure_registries = corral_server::Config::load(args.config.as_deref())?
+            let insecure_registries = corral_server::Config::load(args.config.as_deref())
+                .usage()?
                 .images
                 .insecure_registries;
             let opts = corral_images::PullOptions {
@@ -166,11 +197,13 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
                 progress,
             };
             let r = corral_images::pull(&store, &reference, &opts)
+                .map_err(|e| image_error(e, None))
                 .with_context(|| format!("pulling {reference}"))?;
             println!("{} {}", r.digest, reference);
         }
         EnvCommand::Import { path, name } => {
             let r = corral_images::import(&store, &path, name.as_deref())
+                .map_err(|e| image_error(e, Some(&path)))
                 .with_context(|| format!("importing {}", path.display()))?;
             let names = store.names_of(&r.digest)?;
             println!("{}", crate::env_build::digest_line(&r.digest, &names));
@@ -208,7 +241,9 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
             }
         }
         EnvCommand::Inspect { reference } => {
-            let (_, r) = store.resolve(&reference)?;
+            let (_, r) = store
+                .resolve(&reference)
+                .map_err(|e| image_error(e, None))?;
             let names = store.names_of(&r.digest)?;
             let mut v = serde_json::to_value(&r)?;
             v["names"] = serde_json::json!(names);
@@ -220,12 +255,14 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
         EnvCommand::Tag { reference, name } => {
-            let (name, digest) = store.tag(&reference, &name)?;
+            let (name, digest) = store
+                .tag(&reference, &name)
+                .map_err(|e| image_error(e, None))?;
             println!("{name} -> {digest}");
         }
         EnvCommand::Rm { references } => {
             for reference in references {
-                let (names, gone) = store.remove(&reference)?;
+                let (names, gone) = store.remove(&reference).map_err(|e| image_error(e, None))?;
                 for n in names {
                     println!("untagged {n}");
                 }
@@ -288,7 +325,7 @@ fn no_store(command: &EnvCommand, data: &std::path::Path) -> anyhow::Result<()> 
             eprintln!("corral env: {none}");
         }
         EnvCommand::Gc | EnvCommand::Du { .. } => println!("{none}"),
-        _ => anyhow::bail!(none),
+        _ => return Err(crate::errors::usage(none)),
     }
     Ok(())
 }

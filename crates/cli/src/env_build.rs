@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+
+use crate::errors::OrUsage;
 use corral_images::build::{self, BuildFile, Event};
 use corral_images::Store;
 
@@ -23,7 +25,8 @@ pub struct BuildArgs {
 }
 
 pub fn run(store: &Store, args: BuildArgs) -> anyhow::Result<()> {
-    let file = BuildFile::load(&args.file)?;
+    // A build file that cannot be read or means nothing is the caller's to fix, as a suite is.
+    let file = BuildFile::load(&args.file).usage()?;
     let host = crate::sandboxes::host()
         .context("the build sandbox cannot start here; run `corral doctor` to see why")?;
     let mut runner = build::sandboxed::SandboxRunner::new(host);
@@ -52,7 +55,23 @@ pub fn run(store: &Store, args: BuildArgs) -> anyhow::Result<()> {
         args.name.as_deref(),
         &mut runner,
         &mut on_event,
-    )?;
+    )
+    .map_err(|e| match e {
+        // A name that is none (`--name`, the file's `name`).
+        build::BuildError::File(_) => crate::errors::usage(e),
+        // A base image the store does not have (or cannot be named so), as `run --image`.
+        build::BuildError::Base { ref source, .. }
+            if matches!(
+                source,
+                corral_images::Error::NotFound(_)
+                    | corral_images::Error::BadReference(_)
+                    | corral_images::Error::Ambiguous { .. }
+            ) =>
+        {
+            crate::errors::usage(e)
+        }
+        e => e.into(),
+    })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -8,6 +8,47 @@
 
 use std::error::Error;
 
+/// An error that is the caller's to fix on the command line — a flag's value, a combination of
+/// flags, a file or a name the command cannot take — found after clap's own checks: the command
+/// exits [`crate::exit::USAGE`] as for clap's errors ([`exit_code`]). Its text is what it wraps,
+/// said once.
+#[derive(Debug)]
+pub struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Error for Usage {}
+
+/// A usage error saying `message`.
+pub fn usage(message: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(Usage(message.to_string()))
+}
+
+/// `.usage()?` marks a failure as the caller's to fix (see [`Usage`]).
+pub trait OrUsage<T> {
+    fn usage(self) -> anyhow::Result<T>;
+}
+
+impl<T, E: Into<anyhow::Error>> OrUsage<T> for Result<T, E> {
+    fn usage(self) -> anyhow::Result<T> {
+        self.map_err(|e| usage(chain(&e.into())))
+    }
+}
+
+/// The exit status of a command that failed with `e`: [`crate::exit::USAGE`] when the caller is
+/// to fix it ([`Usage`] anywhere in its chain), else `failed`.
+pub fn exit_code(e: &anyhow::Error, failed: i32) -> i32 {
+    if e.chain().any(|link| link.is::<Usage>()) {
+        crate::exit::USAGE
+    } else {
+        failed
+    }
+}
+
 /// `e` with its context and causes, each said once, joined by `: `.
 pub fn chain(e: &anyhow::Error) -> String {
     one_line(e.chain())
@@ -99,6 +140,16 @@ mod tests {
             source: std::io::Error::other("tar stream ends inside a header"),
         }));
         assert_eq!(chain(&e), "some.txt: tar stream ends inside a header");
+    }
+
+    #[test]
+    fn a_usage_error_exits_2_under_any_context_and_says_its_cause_once() {
+        let e: anyhow::Result<()> = Err(not_found()).usage();
+        let e = e.context("importing /x.tar").unwrap_err();
+        assert_eq!(exit_code(&e, 1), crate::exit::USAGE);
+        assert_eq!(chain(&e), "importing /x.tar: entity not found");
+        let e = anyhow::Error::new(not_found()).context("importing /x.tar");
+        assert_eq!(exit_code(&e, 1), 1);
     }
 
     #[test]

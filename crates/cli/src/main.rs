@@ -30,7 +30,11 @@ use clap::{Parser, Subcommand};
     long_about = "Run untrusted code in a fully isolated Linux sandbox and report what it used.\n\n\
         Each run gets its own mount, PID, IPC, UTS, network and cgroup namespaces, a minimal read-only \
         root, an unprivileged user with no capabilities, a seccomp filter and Landlock, and limits on \
-        CPU, wall time, memory, processes, output and disk. Run `corral doctor` to see what this host offers."
+        CPU, wall time, memory, processes, output and disk. Run `corral doctor` to see what this host offers.",
+    after_help = "Exit status: 0 when the command did what it was asked, 1 when its work failed, 2 for usage \
+        errors (a flag, a file, a name or a value the command cannot take), 74 when standard output could \
+        not be written, 125 when a sandbox could not be built, 141 (nothing said) when standard output's \
+        reader went away. `corral run` and `corral check` have more (see their --help)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -70,7 +74,7 @@ fn main() {
         corral_sandbox::init_main();
     }
     quiet_output_failures();
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| std::process::exit(clap_said(&e)));
     // `serve` and `worker` install their own (info by default, optionally JSON); every other
     // command shows warnings only unless CORRAL_LOG asks for more.
     match cli.command {
@@ -82,16 +86,24 @@ fn main() {
     }
     // A failed print unwinds (see `quiet_output_failures`), so the pools and sandboxes on the
     // way are dropped and torn down before the exit.
-    let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(cli)))
-        .unwrap_or_else(|panic| {
-            if BROKEN_PIPE.load(std::sync::atomic::Ordering::SeqCst) {
-                exit::BROKEN_PIPE
-            } else if OUTPUT_FAILURE.load(std::sync::atomic::Ordering::SeqCst) {
-                exit::OUTPUT_FAILED
-            } else {
-                std::panic::resume_unwind(panic)
-            }
-        });
+    let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let code = dispatch(cli);
+        if code == exit::OUTPUT_FAILED || code == exit::BROKEN_PIPE {
+            return Ok(code); // said already
+        }
+        // What a `print!` left in the buffer: `exit` would flush it and ignore a failure.
+        std::io::Write::flush(&mut std::io::stdout()).map(|()| code)
+    }))
+    .unwrap_or_else(|panic| {
+        if BROKEN_PIPE.load(std::sync::atomic::Ordering::SeqCst) {
+            Ok(exit::BROKEN_PIPE)
+        } else if OUTPUT_FAILURE.load(std::sync::atomic::Ordering::SeqCst) {
+            Ok(exit::OUTPUT_FAILED)
+        } else {
+            std::panic::resume_unwind(panic)
+        }
+    })
+    .unwrap_or_else(|e| stdout_failed(&e));
     std::process::exit(code);
 }
 
@@ -107,6 +119,28 @@ fn dispatch(cli: Cli) -> i32 {
         Command::Token(args) => token::main(args),
         Command::Worker(args) => worker::main(*args),
         Command::Env(args) => env::main(*args),
+    }
+}
+
+/// The status of a command whose standard output failed with `e` (see `quiet_output_failures`).
+fn stdout_failed(e: &std::io::Error) -> i32 {
+    exit::stdout_failed(e, || {
+        format!("corral: cannot write to standard output: {e}")
+    })
+}
+
+/// Prints what clap has to say (help, version, a usage error) and gives the status to exit
+/// with. clap's own `exit` ignores a failed write: `corral --help > /dev/full` exited 0.
+fn clap_said(e: &clap::Error) -> i32 {
+    use std::io::Write;
+    if e.use_stderr() {
+        // A usage error stderr cannot take has nowhere to be said, and is still one.
+        let _ = e.print();
+        return e.exit_code();
+    }
+    match e.print().and_then(|()| std::io::stdout().flush()) {
+        Ok(()) => e.exit_code(),
+        Err(io) => stdout_failed(&io),
     }
 }
 

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use corral_sandbox::{Limits, Millis};
-use corral_server::Config;
+use corral_server::{Config, ServerError};
+
+use crate::errors::OrUsage;
 
 #[derive(Args, Debug)]
 #[command(
@@ -51,7 +53,7 @@ pub fn main(args: ServeArgs) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("corral serve: {}", crate::errors::chain(&e));
-            1
+            crate::errors::exit_code(&e, 1)
         }
     }
 }
@@ -98,7 +100,8 @@ fn async_workers() -> usize {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logs::init(crate::logs::Kind::Service, args.log_json);
-    let config = config(&args)?;
+    // The file, the CORRAL_* variables and the flags together: what they say is the caller's.
+    let config = config(&args).usage()?;
     crate::data_folder::prepare(&config.data_dir)?;
     // Before anything else: a second server on this folder stops here, touching nothing.
     let data_lock = corral_server::DataLock::acquire(&config.data_dir)?;
@@ -133,11 +136,28 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         })?;
         // Everything that can still fail (the address, the state) comes before the first admin
         // token is made: it is shown once, and a start that then failed would have used it up.
-        let listener = corral_server::bind(&config.listen).await?;
+        let listener = corral_server::bind(&config.listen)
+            .await
+            .map_err(|e| match &e {
+                // Not an address ("nonsense", no port); one in use or not ours is a failure.
+                ServerError::Io { source, .. }
+                    if source.kind() == std::io::ErrorKind::InvalidInput =>
+                {
+                    crate::errors::usage(e)
+                }
+                _ => e.into(),
+            })?;
         let addr = listener.local_addr().context("reading the bound address")?;
-        let caps: Limits = config.caps()?;
+        let caps: Limits = config.caps().usage()?;
         let dev_no_auth = config.dev_no_auth;
-        let state = corral_server::AppState::new(config, store, pool, data_lock)?;
+        let state = corral_server::AppState::new(config, store, pool, data_lock).map_err(|e| {
+            // What the configuration says (a languages file, limits over the caps).
+            if matches!(e, ServerError::Config(_)) {
+                crate::errors::usage(e)
+            } else {
+                e.into()
+            }
+        })?;
         if dev_no_auth {
             eprintln!(
                 "corral serve: WARNING: --dev-no-auth: no authentication, every caller is an admin"

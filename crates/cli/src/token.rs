@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
+
+use crate::errors::OrUsage;
 use clap::{Args, Subcommand};
 use corral_server::Config;
 use corral_store::{Role, Store};
@@ -61,17 +63,14 @@ pub fn main(args: TokenArgs) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("corral token: {}", crate::errors::chain(&e));
-            if e.is::<crate::data_folder::NoStore>() {
-                crate::exit::USAGE
-            } else {
-                1
-            }
+            crate::errors::exit_code(&e, 1)
         }
     }
 }
 
 async fn open(s: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
-    let mut c = Config::load(s.config.as_deref())?;
+    // A --config file or CORRAL_* variable that cannot be read is the caller's to fix.
+    let mut c = Config::load(s.config.as_deref()).usage()?;
     if let Some(d) = &s.data {
         c.data_dir = d.clone();
     }
@@ -82,14 +81,13 @@ async fn open(s: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
     // no server would read it (a token would be printed that works nowhere).
     if let Some(db) = sqlite_file(&c.database_url()) {
         if !db.is_file() {
-            return Err(crate::data_folder::NoStore {
+            return Err(crate::errors::usage(crate::data_folder::NoStore {
                 what: "no corral store (corral.db)",
                 place: db
                     .parent()
                     .map_or_else(|| c.data_dir.clone(), Path::to_path_buf),
                 made_by: "a server makes it on its first start: `corral serve --data DIR`",
-            }
-            .into());
+            }));
         }
     }
     crate::data_folder::prepare(&c.data_dir)?;
@@ -124,7 +122,13 @@ fn run(args: TokenArgs) -> anyhow::Result<()> {
                 let store = open(&a.store).await?;
                 let found = store.revoke_token(&a.id).await?;
                 store.close().await;
-                anyhow::ensure!(found, "no live token with id {}", a.id);
+                if !found {
+                    return Err(crate::errors::usage(format!(
+                        "no live token with id {} (the id `corral token create` said: \
+                         \"created ROLE token ID\")",
+                        a.id
+                    )));
+                }
                 eprintln!("corral token: revoked {}", a.id);
             }
         }

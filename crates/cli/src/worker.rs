@@ -16,6 +16,8 @@ use corral_sandbox::Pool;
 use reqwest::StatusCode;
 use serde_json::json;
 
+use crate::errors::OrUsage;
+
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
     /// The corral server's base URL (`http://10.0.0.5:8080`) [env: CORRAL_SERVER].
@@ -52,11 +54,7 @@ pub fn main(args: WorkerArgs) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("corral worker: {}", crate::errors::chain(&e));
-            if e.is::<BadServerUrl>() {
-                crate::exit::USAGE
-            } else {
-                1
-            }
+            crate::errors::exit_code(&e, 1)
         }
     }
 }
@@ -160,9 +158,13 @@ fn clock_offset(date: &str, local_now_ms: i64) -> Option<i64> {
 fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let server = match (&args.server, env("CORRAL_SERVER")) {
-        (Some(s), _) => server_url(s, "--server")?,
-        (None, Some(s)) => server_url(&s, "CORRAL_SERVER")?,
-        (None, None) => anyhow::bail!("give the server's URL: --server or CORRAL_SERVER"),
+        (Some(s), _) => server_url(s, "--server").usage()?,
+        (None, Some(s)) => server_url(&s, "CORRAL_SERVER").usage()?,
+        (None, None) => {
+            return Err(crate::errors::usage(
+                "give the server's URL: --server or CORRAL_SERVER",
+            ))
+        }
     };
     let token = match (
         args.token.clone().or_else(|| env("CORRAL_WORKER_TOKEN")),
@@ -170,15 +172,20 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
     ) {
         (Some(t), _) => t.trim().to_string(),
         (None, Some(f)) => std::fs::read_to_string(f)
-            .with_context(|| format!("reading {}", f.display()))?
+            .with_context(|| format!("reading {}", f.display()))
+            .usage()?
             .trim()
             .to_string(),
         (None, None) => {
-            anyhow::bail!("give the worker token: --token, CORRAL_WORKER_TOKEN or --token-file")
+            return Err(crate::errors::usage(
+                "give the worker token: --token, CORRAL_WORKER_TOKEN or --token-file",
+            ))
         }
     };
-    anyhow::ensure!(args.jobs >= 1, "--jobs must be at least 1");
-    let registry = crate::check::registry(args.languages.as_deref())?;
+    if args.jobs == 0 {
+        return Err(crate::errors::usage("--jobs must be at least 1"));
+    }
+    let registry = crate::check::registry(args.languages.as_deref()).usage()?;
     let images = args.data.open_image_store()?;
     let pool = crate::sandboxes::service_pool(args.jobs)?;
     let name = args.name.clone().unwrap_or_else(|| {

@@ -424,8 +424,8 @@ fn an_image_without_check50_says_so() {
 }
 
 /// A problem whose `__init__.py` does not compile (here the example's with a colon left out) is
-/// a bad suite: `corral check` exits 2 naming the suite's line, the problem's file, Python's line
-/// and message, before any submission runs. Before, the suite loaded and every submission's run
+/// a bad suite: `corral check` exits 2 naming the suite's line of `problem:`, the problem's file,
+/// Python's line and message, before any submission runs. Before, the suite loaded and every submission's run
 /// was an error.
 #[test]
 fn a_problem_that_does_not_compile_is_refused_when_the_suite_loads() {
@@ -459,7 +459,7 @@ fn a_problem_that_does_not_compile_is_refused_when_the_suite_loads() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains(&format!(
-            "suite.yaml:8:1: check \"hello\": check50.problem: problem/__init__.py:{line}:"
+            "suite.yaml:11:7: check \"hello\": check50.problem: problem/__init__.py:{line}:"
         )) && err.contains("SyntaxError: expected ':'")
             && err.contains("check50 could not import the problem"),
         "{err}"

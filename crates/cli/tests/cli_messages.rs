@@ -369,3 +369,253 @@ fn check_help_says_what_125_means_as_the_readme_does() {
         "the README changed: change --help with it"
     );
 }
+
+/// `corral ARGS` with these variables, in a scratch working directory (no CORRAL_* of the
+/// caller's): (status, stderr).
+fn status_of(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let cwd = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .current_dir(cwd.path())
+        .env_remove("CORRAL_DATA")
+        .env_remove("CORRAL_SERVER")
+        .env_remove("CORRAL_WORKER_TOKEN")
+        .env_remove("CORRAL_LANGUAGES")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run corral");
+    (out.status.code(), stderr(&out))
+}
+
+/// What clap cannot check — a --config file or CORRAL_* variable that cannot be read, a data
+/// folder that is a file or has no store, an image reference that is malformed or unknown, a
+/// token id that is not live, a missing server URL, `--jobs 0` — is a usage error, exit 2 as
+/// clap's own: `corral env`, `serve`, `token` and `worker` said 1, as for a failure of the work.
+/// Those still say 1 (an address in use, an archive that cannot be read).
+#[test]
+fn usage_errors_found_after_clap_exit_2_and_failures_of_the_work_1() {
+    let data = tempfile::tempdir().unwrap();
+    let d = data.path().to_str().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let e = empty.path().to_str().unwrap();
+    let file = data.path().join("a-file");
+    std::fs::write(&file, "not a folder\n").unwrap();
+    let f = file.to_str().unwrap();
+    let build = data.path().join("build.yaml");
+    std::fs::write(&build, "from: nosuch:1\nsteps: [{run: \"true\"}]\n").unwrap();
+    let b = build.to_str().unwrap();
+    // (arguments, variables, what stderr says)
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let usage: &[Case] = &[
+        (
+            &["env", "inspect", "x", "--data", e],
+            &[],
+            "no image store in",
+        ),
+        (
+            &["env", "ls", "--config", "/nonexistent/corral.toml"],
+            &[],
+            "/nonexistent/corral.toml",
+        ),
+        (
+            &["env", "ls"],
+            &[("CORRAL_PARALLELISM", "many")],
+            "CORRAL_PARALLELISM",
+        ),
+        (
+            &["env", "import", "/nonexistent/image.tar", "--data", d],
+            &[],
+            "No such file",
+        ),
+        // The import made the store: now the store itself says what it lacks.
+        (
+            &["env", "inspect", "nosuch", "--data", d],
+            &[],
+            "no image \"nosuch\"",
+        ),
+        (
+            &["env", "tag", "nosuch", "a:b", "--data", d],
+            &[],
+            "no image \"nosuch\"",
+        ),
+        (
+            &["env", "rm", "Not A Ref", "--data", d],
+            &[],
+            "not an image reference",
+        ),
+        (
+            &["env", "pull", "not a ref", "--data", d],
+            &[],
+            "not an image reference",
+        ),
+        (
+            &["env", "build", "/nonexistent/build.yaml", "--data", d],
+            &[],
+            "No such file",
+        ),
+        (
+            &["env", "build", b, "--data", d],
+            &[],
+            "pull or import the base image first",
+        ),
+        (
+            &["env", "import", "/nonexistent/image.tar", "--data", f],
+            &[],
+            "is not a folder",
+        ),
+        (
+            &["serve", "--config", "/nonexistent/corral.toml"],
+            &[],
+            "/nonexistent/corral.toml",
+        ),
+        (
+            &["serve", "--data", d],
+            &[("CORRAL_SANDBOX_TTL", "soon")],
+            "CORRAL_SANDBOX_TTL",
+        ),
+        (&["serve", "--data", f], &[], "is not a folder"),
+        // Not an address: refused after the store is made (so the next one has a store).
+        (
+            &["serve", "--listen", "nonsense", "--data", d],
+            &[],
+            "HOST:PORT",
+        ),
+        (
+            &["token", "revoke", "0123456789abcdef", "--data", d],
+            &[],
+            "no live token with id 0123456789abcdef",
+        ),
+        (
+            &[
+                "token",
+                "create",
+                "--role",
+                "staff",
+                "--config",
+                "/nonexistent/corral.toml",
+            ],
+            &[],
+            "/nonexistent/corral.toml",
+        ),
+        (&["worker"], &[], "give the server's URL"),
+        (
+            &[
+                "worker",
+                "--server",
+                "http://127.0.0.1:9",
+                "--token",
+                "corral_x",
+                "--jobs",
+                "0",
+            ],
+            &[],
+            "--jobs must be at least 1",
+        ),
+        (
+            &[
+                "worker",
+                "--server",
+                "http://127.0.0.1:9",
+                "--token-file",
+                "/nonexistent/token",
+            ],
+            &[],
+            "/nonexistent/token",
+        ),
+    ];
+    for (args, env, says) in usage {
+        let (code, err) = status_of(args, env);
+        assert_eq!(code, Some(2), "{args:?} {env:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {says:?} in {err}");
+    }
+    // Failures of the work keep 1: an address another socket has, an archive that is no tar.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, err) = status_of(&["serve", "--listen", &addr, "--data", d], &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("Address already in use"), "{err}");
+    let (code, err) = status_of(&["env", "import", f, "--data", d], &[]);
+    assert_eq!(code, Some(1), "{err}");
+    // And what works, works: the store the refused `serve` made takes a token.
+    let (code, err) = status_of(&["token", "create", "--role", "staff", "--data", d], &[]);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// `corral ARGS` with standard output `out`: (status, stderr).
+fn corral_into(args: &[&str], out: impl Into<std::process::Stdio>) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .stdout(out)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run corral");
+    (out.status.code(), stderr(&out))
+}
+
+/// Help and version that cannot be written fail as every other output does: one line and 74
+/// into a full disk, nothing said and 141 into a pipe nobody reads. clap's own exit ignored the
+/// failed write and said 0.
+#[test]
+fn help_and_version_that_cannot_be_written_fail_as_any_output() {
+    let full = || std::fs::File::create("/dev/full").expect("/dev/full");
+    for args in [
+        &["--help"][..],
+        &["--version"],
+        &["-h"],
+        &["help"],
+        &["help", "run"],
+        &["env", "--help"],
+        &["serve", "--help"],
+        &["token", "create", "--help"],
+        // Output of a command, as before.
+        &["env", "ls", "--json", "--data", "/nonexistent/data"],
+    ] {
+        let (code, err) = corral_into(args, full());
+        assert_eq!(code, Some(74), "{args:?}: {err}");
+        assert_eq!(
+            err, "corral: cannot write to standard output: No space left on device (os error 28)\n",
+            "{args:?}"
+        );
+        let (read, write) = std::io::pipe().unwrap();
+        drop(read);
+        let (code, err) = corral_into(args, write);
+        assert_eq!(code, Some(141), "{args:?}: {err}");
+        assert_eq!(err, "", "{args:?}");
+    }
+    // A usage error still goes to stderr with 2, whatever standard output is.
+    let (code, err) = corral_into(&["nosuch"], full());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unrecognized subcommand"), "{err}");
+    // Help that can be written still exits 0.
+    let (code, err) = corral_into(&["--help"], std::process::Stdio::null());
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// `corral --help` says the exit statuses every command shares, as the README's table does.
+#[test]
+fn help_says_the_shared_exit_statuses_as_the_readme_does() {
+    let out = corral(&["--help"]);
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    for (said, row) in [
+        ("2 for usage errors", "| 2 | usage errors"),
+        (
+            "74 when standard output could not be written",
+            "| 74 | standard output could not be written",
+        ),
+        (
+            "141 (nothing said) when standard output's reader went away",
+            "| 141 | standard output's reader went away",
+        ),
+    ] {
+        assert!(help.contains(said), "{said:?} in {help}");
+        assert!(
+            readme.contains(row),
+            "the README changed: change --help with it ({row})"
+        );
+    }
+}

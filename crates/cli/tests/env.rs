@@ -79,9 +79,10 @@ fn import_list_inspect_tag_remove_and_gc() {
         (Some(1), Some(1))
     );
 
-    // Errors: what failed and what to do.
+    // Errors: what failed and what to do. An image the store lacks is a usage error (2), as
+    // for `corral run --image`.
     let out = corral(&data, &["inspect", "nope"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("no image \"nope:latest\"") || err.contains("no image \"nope\""),
@@ -144,7 +145,8 @@ fn reading_a_data_folder_without_a_store_leaves_it_as_it_is() {
     assert!(ok(&data, &["gc"]).contains("no image store in"));
     for args in [&["inspect", "x"][..], &["rm", "x"], &["tag", "x", "y"]] {
         let out = corral(&data, args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        // The folder the command line names has no store: a usage error.
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("no image store in"),
             "{args:?}: {}",

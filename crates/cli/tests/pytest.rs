@@ -488,7 +488,7 @@ fn rubric_errors_name_the_file_line_and_key() {
         assert!(err.contains(msg), "{suite}\nwant {msg:?} in:\n{err}");
         assert!(err.contains("suite.yaml"), "{err}");
     }
-    // A semantic rubric error points at the check's line.
+    // A semantic rubric error points at its key's line and column (it was the check's line).
     let a = temp_assignment(
         "name: x\nchecks:\n  - id: t\n    pytest:\n      tests: [test_public.py]\n      points: {test_nope: 2}\n",
     );
@@ -498,7 +498,7 @@ fn rubric_errors_name_the_file_line_and_key() {
         sub.to_str().unwrap(),
     ]);
     assert!(
-        text(&out.stderr).contains("suite.yaml:3:"),
+        text(&out.stderr).contains("suite.yaml:6:16: check \"t\": pytest.points.test_nope:"),
         "{}",
         text(&out.stderr)
     );

@@ -133,6 +133,43 @@ macro_rules! string_serde {
     };
 }
 string_serde!(Size, "a size such as \"64M\" or a number of bytes");
+
+/// A count (`pids`, `open_files`): serde's own error for one said `expected u64`.
+mod whole {
+    use super::*;
+
+    struct Whole(u64);
+
+    impl<'de> Deserialize<'de> for Whole {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl Visitor<'_> for V {
+                type Value = Whole;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a whole number such as 64")
+                }
+                fn visit_u64<E: de::Error>(self, v: u64) -> Result<Whole, E> {
+                    Ok(Whole(v))
+                }
+                fn visit_i64<E: de::Error>(self, v: i64) -> Result<Whole, E> {
+                    u64::try_from(v)
+                        .map(Whole)
+                        .map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+                }
+            }
+            // Not `deserialize_any`: a query string's "64" is still read as a number.
+            d.deserialize_u64(V)
+        }
+    }
+
+    pub fn number<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        Whole::deserialize(d).map(|w| w.0)
+    }
+
+    pub fn option<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        Option::<Whole>::deserialize(d).map(|w| w.map(|w| w.0))
+    }
+}
 string_serde!(
     Millis,
     "a duration such as \"100ms\" or \"2s\", or a number of seconds"
@@ -149,12 +186,14 @@ pub struct Limits {
     /// Memory (RSS + page cache + kernel memory) of the whole tree; swap is disabled.
     pub memory: Size,
     /// Processes and threads alive at once.
+    #[serde(deserialize_with = "whole::number")]
     pub pids: u64,
     /// Captured stdout + stderr; more ends the run with `output_limit`.
     pub output: Size,
     /// Size of the writable working directory (a tmpfs); `/tmp` and `/dev/shm` get the same cap.
     pub disk: Size,
     /// Open file descriptors per process (RLIMIT_NOFILE).
+    #[serde(deserialize_with = "whole::number")]
     pub open_files: u64,
     /// Largest file a process may write (RLIMIT_FSIZE).
     pub file_size: Size,
@@ -185,13 +224,21 @@ pub struct LimitsRequest {
     pub wall_time: Option<Millis>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<Size>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole::option"
+    )]
     pub pids: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Size>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<Size>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole::option"
+    )]
     pub open_files: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_size: Option<Size>,
@@ -332,6 +379,35 @@ mod tests {
         assert_eq!(back["pids"], 16);
         assert!(serde_json::from_str::<LimitsRequest>(r#"{"cpu":"1s"}"#).is_err());
         assert!(serde_json::from_str::<LimitsRequest>(r#"{"memory":-5}"#).is_err());
+    }
+
+    /// A count that is not one says what is wanted: serde's own message said `expected u64`.
+    #[test]
+    fn a_count_that_is_not_a_whole_number_says_so() {
+        for (json, shown) in [
+            (r#"{"pids":"many"}"#, r#"string "many""#),
+            (r#"{"pids":-1}"#, "integer `-1`"),
+            (r#"{"open_files":1.5}"#, "floating point `1.5`"),
+        ] {
+            let e = serde_json::from_str::<LimitsRequest>(json)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(shown) && e.contains("expected a whole number such as 64"),
+                "{json}: {e}"
+            );
+        }
+        let full = serde_json::to_value(Limits::default()).unwrap();
+        let mut bad = full.clone();
+        bad["pids"] = "64".into();
+        let e = serde_json::from_value::<Limits>(bad)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected a whole number such as 64"), "{e}");
+        assert_eq!(
+            serde_json::from_value::<Limits>(full).unwrap(),
+            Limits::default()
+        );
     }
 
     #[test]

@@ -23,9 +23,9 @@ use crate::python_syntax;
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawCheck50 {
     problem: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::values::points_map")]
     points: BTreeMap<String, f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::values::opt_points")]
     default_points: Option<f64>,
     #[serde(default)]
     hidden: Vec<String>,

@@ -41,7 +41,7 @@ pub(crate) struct RawGradescope {
     base: Option<String>,
     #[serde(default)]
     setup: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::values::opt_flag")]
     root: Option<bool>,
 }
 
@@ -58,7 +58,7 @@ pub(crate) struct RawPrairieLearn {
     params: Option<Value>,
     #[serde(default)]
     correct_answers: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::values::opt_flag")]
     root: Option<bool>,
 }
 

@@ -8,8 +8,11 @@
 //!     steps: [{run: gcc -o hello hello.c}, {exit: 0}]
 //! ```
 //!
-//! Parsing is strict: unknown keys are errors, and every error names the file, the line (when the
-//! parser knows it) and the key. See the README ("Checks and grading") for every key.
+//! Parsing is strict: unknown keys are errors, and every error names the file, the line and
+//! column, and the key: serde's errors where the parser puts them, the errors found after parsing
+//! (an unknown dependency, a cycle, a limit out of bounds) at their key (`spans`). A value of
+//! the wrong type says what is wanted in the README's words (`values`). See the README
+//! ("Checks and grading") for every key.
 //!
 //! This is the model only: plain data, parsing and validation, no sandbox. Each check kind's
 //! model is a module here ([`steps`], [`pytest`], [`check50`], [`graders`] for Gradescope and
@@ -23,7 +26,9 @@ pub mod paths;
 pub mod pyscan;
 pub mod pytest;
 pub mod safety;
+mod spans;
 pub mod steps;
+mod values;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -84,7 +89,7 @@ pub struct AssignmentFile {
     pub path: String,
     /// Always taken from the assignment, never from the submission (and flagged when the
     /// submission's copy differs). Unprotected files are only copied when the submission lacks them.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "values::flag")]
     pub protected: bool,
 }
 
@@ -249,11 +254,11 @@ struct RawCheck {
     id: String,
     #[serde(default)]
     description: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "values::ids")]
     depends: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "values::opt_points")]
     points: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "values::flag")]
     hidden: bool,
     #[serde(default)]
     timeout: Option<Millis>,
@@ -294,10 +299,20 @@ impl Suite {
             serde_path_to_error::deserialize(&mut de).map_err(|e| {
                 let inner = e.inner();
                 let (line, column) = (inner.line(), inner.column());
+                // serde_json says the position at the end; the location says it in front.
+                let mut message = inner.to_string();
+                if let Some(cut) = message.rfind(&format!(" at line {line} column {column}")) {
+                    message.truncate(cut);
+                }
+                // The top level's path is "." (`.: missing field `name``): no key to name.
+                let key = e.path().to_string();
+                if key != "." {
+                    message = format!("{key}: {message}");
+                }
                 DocumentError::Parse {
                     path: path.to_path_buf(),
                     location: (line > 0).then_some((line, column)),
-                    message: format!("{}: {}", e.path(), inner),
+                    message,
                 }
             })?
         } else {
@@ -308,40 +323,54 @@ impl Suite {
     }
 
     fn from_raw(raw: RawSuite, text: &str, path: &Path, dir: &Path) -> Result<Suite, SuiteError> {
-        let invalid = |message: String| SuiteError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        };
-        // Semantic errors about one check point at the line of its `id:`.
-        let check_err = |id: &str, message: String| {
+        // Errors found here point at the key they are about (see `spans`): the text is read
+        // again for its positions only when there is one.
+        let positions = std::cell::OnceCell::new();
+        let spans = || positions.get_or_init(|| spans::Spans::of(text));
+        let at = |key: &str, message: String| {
             SuiteError::File(DocumentError::Parse {
                 path: path.to_path_buf(),
-                location: line_of_id(text, id).map(|l| (l, 1)),
-                message: format!("check {id:?}: {message}"),
+                location: spans().locate(key),
+                message,
             })
         };
+        let invalid = |key: &str, why: String| at(key, format!("{key}: {why}"));
+        // About check number `i`: `key` is relative to it, and a message of its kind's model
+        // (`steps[4].stderr: …`, `pytest.points: …`) says its key first.
+        let check_err = |i: usize, id: &str, key: &str, message: String| {
+            let key = if key.is_empty() {
+                leading_key(&message)
+            } else {
+                key
+            };
+            let full = if key.is_empty() {
+                format!("checks[{i}]")
+            } else {
+                format!("checks[{i}].{key}")
+            };
+            at(&full, format!("check {id:?}: {message}"))
+        };
         if raw.name.trim().is_empty() {
-            return Err(invalid("name: must not be empty".into()));
+            return Err(invalid("name", "must not be empty".into()));
         }
         raw.limits
             .resolve(&Limits::default())
-            .map_err(|e| invalid(format!("limits: {e}")))?;
+            .map_err(|e| at(&limit_key("limits", &e), format!("limits: {e}")))?;
         if let Some(image) = &raw.image {
-            check_reference(image).map_err(|e| invalid(format!("image: {e}")))?;
+            check_reference(image).map_err(|e| invalid("image", e.to_string()))?;
         }
         let mut seen_files = BTreeSet::new();
         for (i, f) in raw.files.iter().enumerate() {
-            assignment_path(dir, &format!("files[{i}].path"), &f.path).map_err(invalid)?;
+            let key = format!("files[{i}].path");
+            assignment_path(dir, &key, &f.path).map_err(|m| at(&key, m))?;
             if !seen_files.insert(normalize_rel(&f.path)) {
-                return Err(invalid(format!(
-                    "files[{i}].path: {:?} listed twice",
-                    f.path
-                )));
+                return Err(invalid(&key, format!("{:?} listed twice", f.path)));
             }
         }
 
         let mut checks = Vec::new();
-        let mut ids = BTreeSet::new();
+        // Each id and the index of the check that has it.
+        let mut ids = BTreeMap::new();
         let suite_image = raw.image.as_deref();
         for (i, rc) in raw.checks.into_iter().enumerate() {
             let id = rc.id.clone();
@@ -350,22 +379,42 @@ impl Suite {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
             {
-                return Err(invalid(format!(
-                    "checks[{i}].id: {id:?} must be made of letters, digits, '_', '-' and '.'"
-                )));
+                return Err(invalid(
+                    &format!("checks[{i}].id"),
+                    format!("{id:?} must be made of letters, digits, '_', '-' and '.'"),
+                ));
             }
-            if !ids.insert(id.clone()) {
-                return Err(check_err(&id, "id: used by two checks".into()));
+            if let Some(first) = ids.insert(id.clone(), i) {
+                let here = spans().locate(&format!("checks[{i}].id"));
+                let also = match spans().locate(&format!("checks[{first}].id")) {
+                    Some((line, col)) if here.is_some_and(|h| h.0 == line) => {
+                        format!(" (also at line {line} column {col})")
+                    }
+                    Some((line, _)) => format!(" (also at line {line})"),
+                    None => String::new(),
+                };
+                return Err(check_err(
+                    i,
+                    &id,
+                    "id",
+                    format!("id: used by two checks{also}"),
+                ));
             }
             let points = rc.points.unwrap_or(1.0);
             if !points.is_finite() || points < 0.0 {
-                return Err(check_err(&id, "points: must be a number >= 0".into()));
+                return Err(check_err(
+                    i,
+                    &id,
+                    "points",
+                    "points: must be a number >= 0".into(),
+                ));
             }
             rc.limits
                 .resolve(&Limits::default())
-                .map_err(|e| check_err(&id, format!("limits: {e}")))?;
+                .map_err(|e| check_err(i, &id, &limit_key("limits", &e), format!("limits: {e}")))?;
             if let Some(image) = &rc.image {
-                check_reference(image).map_err(|e| check_err(&id, format!("image: {e}")))?;
+                check_reference(image)
+                    .map_err(|e| check_err(i, &id, "image", format!("image: {e}")))?;
             }
             let kinds = [
                 rc.steps.is_some(),
@@ -376,7 +425,9 @@ impl Suite {
             ];
             if kinds.iter().filter(|k| **k).count() > 1 {
                 return Err(check_err(
+                    i,
                     &id,
+                    "",
                     "give only one of `steps`, `pytest`, `check50`, `gradescope` and `prairielearn`"
                         .into(),
                 ));
@@ -384,12 +435,14 @@ impl Suite {
             let rubric_kind = rc.pytest.is_some() || rc.check50.is_some();
             if rubric_kind && rc.points.is_some() {
                 return Err(check_err(
+                    i,
                     &id,
+                    "points",
                     "points: a pytest or check50 check gets its points from its own `points` (per test)".into(),
                 ));
             }
             let language = rc.language.as_ref().or(raw.language.as_ref());
-            let at = |m: String| check_err(&id, m);
+            let at = |m: String| check_err(i, &id, "", m);
             let (kind, points) = if let Some(raw) = rc.gradescope {
                 let gc = GradescopeCheck::resolve(raw, rc.points, dir).map_err(at)?;
                 (
@@ -447,33 +500,41 @@ impl Suite {
             });
         }
         if checks.is_empty() {
-            return Err(invalid("checks: a suite needs at least one check".into()));
+            return Err(invalid("checks", "a suite needs at least one check".into()));
         }
-        for c in &checks {
+        for (i, c) in checks.iter().enumerate() {
             let mut seen = BTreeSet::new();
-            for d in &c.depends {
-                if d == &c.id {
-                    return Err(check_err(
-                        &c.id,
-                        "depends: a check cannot depend on itself".into(),
-                    ));
-                }
-                if !ids.contains(d) {
-                    return Err(check_err(&c.id, format!("depends: unknown check {d:?}")));
-                }
-                if !seen.insert(d) {
-                    return Err(check_err(&c.id, format!("depends: {d:?} listed twice")));
-                }
+            for (j, d) in c.depends.iter().enumerate() {
+                let key = format!("depends[{j}]");
+                let why = if d == &c.id {
+                    "depends: a check cannot depend on itself".to_string()
+                } else if !ids.contains_key(d) {
+                    format!("depends: unknown check {d:?}")
+                } else if !seen.insert(d) {
+                    format!("depends: {d:?} listed twice")
+                } else {
+                    continue;
+                };
+                return Err(check_err(i, &c.id, &key, why));
             }
         }
         if let Some(why) = bad_timeout(raw.timeout) {
-            return Err(invalid(format!("timeout: {why}")));
+            return Err(invalid("timeout", why.into()));
         }
         if let Some(cycle) = find_cycle(&checks) {
-            return Err(invalid(format!(
-                "depends: dependency cycle {}",
-                cycle.join(" -> ")
-            )));
+            // At the first check's dependency on the next one around the cycle.
+            let i = ids[&cycle[0]];
+            let j = checks[i]
+                .depends
+                .iter()
+                .position(|d| *d == cycle[1])
+                .expect("a cycle follows dependencies");
+            return Err(check_err(
+                i,
+                &cycle[0],
+                &format!("depends[{j}]"),
+                format!("depends: dependency cycle {}", cycle.join(" -> ")),
+            ));
         }
         Ok(Suite {
             name: raw.name,
@@ -490,7 +551,13 @@ impl Suite {
                 .safety
                 .map(SafetyConfig::resolve)
                 .transpose()
-                .map_err(|m| invalid(format!("safety: {m}")))?
+                .map_err(|m| {
+                    let key = match leading_key(&m) {
+                        "" => "safety".to_string(),
+                        k => format!("safety.{k}"),
+                    };
+                    at(&key, format!("safety: {m}"))
+                })?
                 .flatten(),
             path: path.to_path_buf(),
             dir: dir.to_path_buf(),
@@ -537,21 +604,24 @@ impl Suite {
     }
 }
 
-/// The 1-based line of `id: ID` in the suite text (best effort, for error messages).
-fn line_of_id(text: &str, id: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| {
-            let t = l.trim_start().trim_start_matches('-').trim_start();
-            let Some(rest) = t.strip_prefix("id:").or_else(|| t.strip_prefix("\"id\":")) else {
-                return false;
-            };
-            rest.trim()
-                .trim_end_matches(',')
-                .trim()
-                .trim_matches(['"', '\''])
-                == id
-        })
-        .map(|i| i + 1)
+/// The key a message of a kind's model starts with (`steps[4].stderr` of `steps[4].stderr: …`),
+/// or "" when it starts with none.
+fn leading_key(message: &str) -> &str {
+    let key = message.split_once(": ").map_or("", |(k, _)| k);
+    let keyish = |c: char| c.is_ascii_alphanumeric() || "_.[]".contains(c);
+    if key.chars().all(keyish) {
+        key
+    } else {
+        ""
+    }
+}
+
+/// The key of a limit a `SpecError` is about (`limits.memory`), else `limits` itself.
+fn limit_key(limits: &str, e: &corral_sandbox::SpecError) -> String {
+    match e {
+        corral_sandbox::SpecError::BadLimit { key, .. } => format!("{limits}.{key}"),
+        _ => limits.to_string(),
+    }
 }
 
 /// A dependency cycle, as ids from its first check back to it, if any.

@@ -85,9 +85,9 @@ pub(crate) struct RawPytest {
     support: Vec<String>,
     #[serde(default)]
     config: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::values::points_map")]
     points: BTreeMap<String, f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::values::opt_points")]
     default_points: Option<f64>,
     #[serde(default)]
     groups: Vec<RawGroup>,
@@ -102,7 +102,7 @@ struct RawGroup {
     #[serde(default)]
     description: Option<String>,
     tests: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::values::opt_points")]
     points: Option<f64>,
 }
 

@@ -33,11 +33,38 @@ pub const DEFAULT_DENY_ATTRIBUTES: &[&str] =
     &["__subclasses__", "__globals__", "__builtins__", "__code__"];
 
 /// `safety: true`, or the rules.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 pub(crate) enum RawSafety {
     On(bool),
     Rules(RawRules),
+}
+
+// By hand rather than `untagged`: serde's untagged enums say "data did not match any variant
+// of untagged enum RawSafety", and serde_yaml loses the line of the value inside one.
+impl<'de> Deserialize<'de> for RawSafety {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawSafety;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "true, false, or the rules: {deny_imports: [...], deny_calls: [...], \
+                     deny_attributes: [...], on_violation: fail or flag}",
+                )
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<RawSafety, E> {
+                Ok(RawSafety::On(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawSafety, A::Error> {
+                RawRules::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawSafety::Rules)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -210,7 +210,7 @@ impl<'de> Deserialize<'de> for Step {
                     "stdin" => Step::Stdin(map.next_value()?),
                     "stdout" => Step::Stdout(map.next_value()?),
                     "stderr" => Step::Stderr(map.next_value()?),
-                    "exit" => Step::Exit(map.next_value()?),
+                    "exit" => Step::Exit(map.next_value::<super::values::ExitCode>()?.0),
                     "exists" => Step::Exists(map.next_value()?),
                     "not_exists" => Step::NotExists(map.next_value()?),
                     "diff" => {
@@ -277,11 +277,11 @@ struct RawInput {
     text: Option<String>,
     #[serde(default)]
     file: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::values::flag")]
     eof: bool,
     #[serde(default)]
     line: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::values::flag")]
     wait: bool,
 }
 
