@@ -160,7 +160,7 @@ pub fn override_image(suite: &mut Suite, image: Option<&str>) -> anyhow::Result<
 }
 
 pub fn main(args: CheckArgs) -> i32 {
-    let mut suite = match Suite::load(&args.suite) {
+    let mut suite = match Suite::load_in(&args.suite, args.image.as_deref()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("corral check: {e}");

@@ -69,7 +69,7 @@ pub fn main(args: GradeArgs) -> i32 {
         Ok(p) => p,
         Err(e) => return usage(e.to_string()),
     };
-    let mut suite = match Suite::load(&suite_path) {
+    let mut suite = match Suite::load_in(&suite_path, args.image.as_deref()) {
         Ok(s) => s,
         Err(e) => return usage(e.to_string()),
     };

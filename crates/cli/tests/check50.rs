@@ -470,3 +470,52 @@ fn a_problem_that_does_not_compile_is_refused_when_the_suite_loads() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// The host's Python compiles a problem at load only when the suite runs on the host root:
+/// with `--image` the image's Python (which may be newer than the host's) imports it at the run.
+/// Here the problem uses Python 3.12's `type` statement: refused at load on the host root (the
+/// host's Python is older; a newer one compiles it and the check is skipped), loaded with
+/// `--image` — the test image has no check50, so its run says that, not a syntax error at load.
+#[test]
+fn a_problem_is_compiled_at_load_only_for_the_host_root() {
+    let t = tempfile::tempdir().unwrap();
+    let src = root().join("examples/check50-hello");
+    std::fs::copy(src.join("suite.yaml"), t.path().join("suite.yaml")).unwrap();
+    let problem = t.path().join("problem");
+    std::fs::create_dir(&problem).unwrap();
+    for f in [".cs50.yml", "__init__.py"] {
+        std::fs::copy(src.join("problem").join(f), problem.join(f)).unwrap();
+    }
+    let init = std::fs::read_to_string(problem.join("__init__.py")).unwrap();
+    std::fs::write(
+        problem.join("__init__.py"),
+        format!("{init}\ntype Pair = tuple[int, int]\n"),
+    )
+    .unwrap();
+    let host_compiles = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "compile('type Pair = int', 'x', 'exec')"])
+        .output()
+        .unwrap()
+        .status
+        .success();
+    let out = corral_cmd()
+        .arg("check")
+        .arg(t.path().join("suite.yaml"))
+        .arg(src.join("submissions/correct"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !host_compiles {
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("SyntaxError"), "{err}");
+    }
+    let mut cmd = corral_cmd();
+    cmd.args(["check", "--json", "--image", common::image::NAME, "--data"])
+        .arg(common::image::data_dir())
+        .arg(t.path().join("suite.yaml"))
+        .arg(src.join("submissions/correct"));
+    let (code, json, _) = json_output(&mut cmd);
+    assert_eq!(code, 125, "{json}");
+    let error = json["results"]["hello"]["error"].as_str().unwrap_or("");
+    assert!(error.contains("No module named 'check50'"), "{json}");
+}

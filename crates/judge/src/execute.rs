@@ -251,7 +251,7 @@ fn grade_suite(
     let Some(file) = suite_file(dir) else {
         return Verdict::internal(format!("suite {:?} has no suite file", s.id));
     };
-    let mut suite = match Suite::load(&file) {
+    let mut suite = match Suite::load_in(&file, spec.image.as_deref()) {
         Ok(s) => s,
         Err(e) => return Verdict::internal(format!("suite {:?}: {e}", s.id)),
     };

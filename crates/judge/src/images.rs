@@ -38,7 +38,7 @@ pub fn images_needed(
     }
     let Some(mut suite) = suite_dir
         .and_then(suite_file)
-        .and_then(|f| Suite::load(&f).ok())
+        .and_then(|f| Suite::load_in(&f, spec.image.as_deref()).ok())
     else {
         return out;
     };

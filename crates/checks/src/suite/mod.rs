@@ -288,13 +288,31 @@ struct RawCheck {
 impl Suite {
     /// Reads and validates a suite file (`.json` is read as JSON, anything else as YAML).
     pub fn load(path: &Path) -> Result<Suite, SuiteError> {
+        Suite::load_in(path, None)
+    }
+
+    /// [`Suite::load`] for a run in `image` when one is given (a request's `image`, `--image`):
+    /// it becomes the suite's default, and a check50 problem is then compiled by that image's
+    /// Python when it runs — not by the host's now, which may be older than the problem's syntax.
+    pub fn load_in(path: &Path, image: Option<&str>) -> Result<Suite, SuiteError> {
         let (text, is_json) = document::read(path)?;
-        Suite::parse(&text, path, is_json)
+        let raw = Suite::read_raw(&text, path, is_json)?;
+        let run_in_image = image.is_some();
+        let mut suite = Suite::from_raw(raw, &text, path, &document::folder(path), run_in_image)?;
+        if let Some(image) = image {
+            suite.image = Some(image.to_string());
+        }
+        Ok(suite)
     }
 
     /// Parses and validates suite text; `path` names it in errors and locates the assignment folder.
     pub fn parse(text: &str, path: &Path, json: bool) -> Result<Suite, SuiteError> {
-        let raw: RawSuite = if json {
+        let raw = Suite::read_raw(text, path, json)?;
+        Suite::from_raw(raw, text, path, &document::folder(path), false)
+    }
+
+    fn read_raw(text: &str, path: &Path, json: bool) -> Result<RawSuite, SuiteError> {
+        Ok(if json {
             let mut de = serde_json::Deserializer::from_str(text);
             serde_path_to_error::deserialize(&mut de).map_err(|e| {
                 let inner = e.inner();
@@ -317,12 +335,17 @@ impl Suite {
             })?
         } else {
             document::from_yaml(text, path)?
-        };
-        let dir = document::folder(path);
-        Suite::from_raw(raw, text, path, &dir)
+        })
     }
 
-    fn from_raw(raw: RawSuite, text: &str, path: &Path, dir: &Path) -> Result<Suite, SuiteError> {
+    /// `run_in_image`: the suite runs in an image given at run time (see [`Suite::load_in`]).
+    fn from_raw(
+        raw: RawSuite,
+        text: &str,
+        path: &Path,
+        dir: &Path,
+        run_in_image: bool,
+    ) -> Result<Suite, SuiteError> {
         // Errors found here point at the key they are about (see `spans`): the text is read
         // again for its positions only when there is one.
         let positions = std::cell::OnceCell::new();
@@ -371,7 +394,7 @@ impl Suite {
         let mut checks = Vec::new();
         // Each id and the index of the check that has it.
         let mut ids = BTreeMap::new();
-        let suite_image = raw.image.as_deref();
+        let in_image = run_in_image || raw.image.is_some();
         for (i, rc) in raw.checks.into_iter().enumerate() {
             let id = rc.id.clone();
             if id.is_empty()
@@ -463,7 +486,7 @@ impl Suite {
                         // On the host root check50 runs with the host's Python, which can
                         // compile the problem now; an image's Python may be another version,
                         // so there the run finds what does not compile, as before.
-                        let python = (rc.image.is_none() && suite_image.is_none())
+                        let python = (rc.image.is_none() && !in_image)
                             .then(|| Path::new(crate::python_syntax::PYTHON));
                         let cc = Check50Check::resolve(raw, &id, dir, python).map_err(at)?;
                         let max = cc.max_points();

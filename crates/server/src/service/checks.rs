@@ -54,7 +54,7 @@ pub async fn grade(
     let dir = work.path().join("suite");
     std::fs::create_dir(&dir).map_err(ApiError::io)?;
     let suite_path = suites::file_of(st, suite_id, &dir).await?;
-    let mut suite = suites::load(suite_path).await?;
+    let mut suite = suites::load(suite_path, image.map(str::to_string)).await?;
     refuse_lost_hiding(st, &suite, runtime_asked)?;
     if let Some(image) = image {
         suite.image = Some(image.to_string());

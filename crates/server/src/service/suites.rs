@@ -119,9 +119,10 @@ pub async fn file_of(st: &SharedState, id: &str, scratch: &Path) -> Result<PathB
 }
 
 /// Loads the suite file at `path` off the async workers: loading reads its files and compiles
-/// a check50 problem's Python (a process per problem, up to seconds on a pathological file).
-pub async fn load(path: PathBuf) -> Result<Suite, ApiError> {
-    tokio::task::spawn_blocking(move || Suite::load(&path))
+/// a check50 problem's Python (a process per problem, up to seconds on a pathological file);
+/// with a request's `image`, that image's Python compiles it when it runs (`Suite::load_in`).
+pub async fn load(path: PathBuf, image: Option<String>) -> Result<Suite, ApiError> {
+    tokio::task::spawn_blocking(move || Suite::load_in(&path, image.as_deref()))
         .await
         .map_err(ApiError::internal)?
         .map_err(suite_error)
@@ -171,7 +172,7 @@ pub async fn register(
         }
         std::fs::write(&p, &f.content).map_err(ApiError::io)?;
     }
-    let parsed = load(dir.path().join(&suite_name)).await?;
+    let parsed = load(dir.path().join(&suite_name), None).await?;
     let id = id.filter(|s| !s.is_empty()).unwrap_or(parsed.name.clone());
     valid_id(&id)?;
     let upload = st.store.create_upload(&caller.id, files).await?;

@@ -290,7 +290,7 @@ pub async fn accept(
     };
     if let (Some(suite), Some(dir), Some(_)) = (&spec.suite, &suite_dir, req.runtime) {
         // Read only to see whether the request's runtime would undo what the suite hides.
-        let loaded = suites::load(suites::file_in(suite, dir)?).await?;
+        let loaded = suites::load(suites::file_in(suite, dir)?, spec.image.clone()).await?;
         refuse_lost_hiding(st, &loaded, req.runtime)?;
     }
     // Every image the job names (the request's, the language's, the suite's and its checks'),
