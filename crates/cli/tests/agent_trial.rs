@@ -6,31 +6,9 @@ mod server_support;
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use server_support::*;
-use tokio_tungstenite::tungstenite::Message;
-
-async fn ws_send(ws: &mut Ws, v: Value) {
-    ws.send(Message::Text(v.to_string().into())).await.unwrap();
-}
-
-/// The next JSON message (60 s at most).
-async fn ws_next(ws: &mut Ws) -> Value {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(60), ws.next())
-            .await
-            .expect("no WebSocket message within 60 s")
-            .expect("the socket closed")
-            .expect("WebSocket error");
-        match m {
-            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
-            Message::Close(_) => panic!("the server closed the socket"),
-            _ => continue,
-        }
-    }
-}
 
 /// Messages until one of type `ty` (others of the listed `skip` types are passed over).
 async fn ws_until_type(ws: &mut Ws, ty: &str) -> (Vec<Value>, Value) {

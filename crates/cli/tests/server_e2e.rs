@@ -18,33 +18,6 @@ use tokio_tungstenite::tungstenite::Message;
 type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-async fn ws_connect(s: &Server, token: &str) -> Ws {
-    let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws?token={token}", s.addr))
-        .await
-        .expect("WebSocket connect");
-    ws
-}
-
-async fn ws_send(ws: &mut Ws, v: Value) {
-    ws.send(Message::Text(v.to_string().into())).await.unwrap();
-}
-
-/// The next JSON message (60 s at most: a hung server fails the test instead of hanging it).
-async fn ws_next(ws: &mut Ws) -> Value {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(60), ws.next())
-            .await
-            .expect("no WebSocket message within 60 s")
-            .expect("the socket closed")
-            .expect("WebSocket error");
-        match m {
-            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
-            Message::Close(_) => panic!("the server closed the socket"),
-            _ => continue,
-        }
-    }
-}
-
 /// Reads messages until `pred` matches one, returning the stdout seen on the way and that message.
 async fn ws_until(ws: &mut Ws, what: &str, pred: impl Fn(&Value) -> bool) -> (String, Value) {
     let mut out = String::new();

@@ -380,6 +380,42 @@ impl Drop for Server {
 pub type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// A WebSocket to `s` with `token`.
+pub async fn ws_connect(s: &Server, token: &str) -> Ws {
+    let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/ws?token={token}", s.addr))
+        .await
+        .expect("WebSocket connect");
+    ws
+}
+
+/// Sends one JSON message.
+pub async fn ws_send(ws: &mut Ws, v: Value) {
+    use futures_util::SinkExt;
+    ws.send(tokio_tungstenite::tungstenite::Message::Text(
+        v.to_string().into(),
+    ))
+    .await
+    .unwrap();
+}
+
+/// The next JSON message (60 s at most: a hung server fails the test instead of hanging it).
+pub async fn ws_next(ws: &mut Ws) -> Value {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(60), ws.next())
+            .await
+            .expect("no WebSocket message within 60 s")
+            .expect("the socket closed")
+            .expect("WebSocket error");
+        match m {
+            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+            Message::Close(_) => panic!("the server closed the socket"),
+            _ => continue,
+        }
+    }
+}
+
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(120))
