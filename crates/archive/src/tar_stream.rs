@@ -69,6 +69,8 @@ pub struct TarStream<R> {
     pending: u64,
     max_header: u64,
     done: bool,
+    /// A whole block has been read: a stream shorter than one is not a tar at all.
+    started: bool,
 }
 
 impl<R: Read> TarStream<R> {
@@ -78,6 +80,7 @@ impl<R: Read> TarStream<R> {
             pending: 0,
             max_header,
             done: false,
+            started: false,
         }
     }
 
@@ -256,6 +259,15 @@ impl<R: Read> TarStream<R> {
         while got < 512 {
             match self.inner.read(&mut block[got..]) {
                 Ok(0) if got == 0 => return Ok(false),
+                Ok(0) if !self.started => {
+                    return Err(TarError::Io(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "not a tar archive: it ends after {got} bytes, before its first \
+                             512-byte header"
+                        ),
+                    )))
+                }
                 Ok(0) => {
                     return Err(TarError::Io(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -267,6 +279,7 @@ impl<R: Read> TarStream<R> {
                 Err(e) => return Err(e.into()),
             }
         }
+        self.started = true;
         Ok(true)
     }
 }

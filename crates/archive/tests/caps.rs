@@ -148,3 +148,23 @@ fn a_size_over_i64_max_is_refused_without_overflow() {
     let mut t = TarStream::new(&tar[..], MAX_HEADER);
     assert_eq!(t.next_entry().unwrap().unwrap().size, i64::MAX as u64);
 }
+
+/// A stream shorter than one header is not a tar at all (a text file given to `env import`); a
+/// tar cut inside a later header is said as such.
+#[test]
+fn a_stream_shorter_than_a_header_is_not_a_tar_and_a_cut_one_is_cut() {
+    let e = TarStream::new(&b"hello\n"[..], MAX_HEADER)
+        .next_entry()
+        .unwrap_err();
+    let e = format!("{e:?}");
+    assert!(
+        e.contains("not a tar archive: it ends after 6 bytes, before its first 512-byte header"),
+        "{e}"
+    );
+    let mut tar = header(b"a", b'0', 0);
+    tar.extend_from_slice(&header(b"b", b'0', 0)[..100]);
+    let mut t = TarStream::new(&tar[..], MAX_HEADER);
+    assert!(t.next_entry().unwrap().is_some());
+    let e = format!("{:?}", t.next_entry().unwrap_err());
+    assert!(e.contains("tar stream ends inside a header"), "{e}");
+}
