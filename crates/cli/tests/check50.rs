@@ -7,7 +7,7 @@ mod common;
 mod example_support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use corral_testkit::json_output;
 use example_support::{corral_cmd, root};
@@ -423,12 +423,9 @@ fn an_image_without_check50_says_so() {
     );
 }
 
-/// A problem whose `__init__.py` does not compile (here the example's with a colon left out) is
-/// a bad suite: `corral check` exits 2 naming the suite's line of `problem:`, the problem's file,
-/// Python's line and message, before any submission runs. Before, the suite loaded and every submission's run
-/// was an error.
-#[test]
-fn a_problem_that_does_not_compile_is_refused_when_the_suite_loads() {
+/// A copy of `examples/check50-hello`'s suite and problem to edit: (its folder, the example's
+/// folder, the copy's problem folder, its `__init__.py`).
+fn hello_problem_copy() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
     let t = tempfile::tempdir().unwrap();
     let src = root().join("examples/check50-hello");
     std::fs::copy(src.join("suite.yaml"), t.path().join("suite.yaml")).unwrap();
@@ -438,6 +435,16 @@ fn a_problem_that_does_not_compile_is_refused_when_the_suite_loads() {
         std::fs::copy(src.join("problem").join(f), problem.join(f)).unwrap();
     }
     let init = std::fs::read_to_string(problem.join("__init__.py")).unwrap();
+    (t, src, problem, init)
+}
+
+/// A problem whose `__init__.py` does not compile (here the example's with a colon left out) is
+/// a bad suite: `corral check` exits 2 naming the suite's line of `problem:`, the problem's file,
+/// Python's line and message, before any submission runs. Before, the suite loaded and every submission's run
+/// was an error.
+#[test]
+fn a_problem_that_does_not_compile_is_refused_when_the_suite_loads() {
+    let (t, src, problem, init) = hello_problem_copy();
     let statement = "if not out.startswith(\"Name: \"):";
     let line = init
         .lines()
@@ -478,15 +485,7 @@ fn a_problem_that_does_not_compile_is_refused_when_the_suite_loads() {
 /// `--image` — the test image has no check50, so its run says that, not a syntax error at load.
 #[test]
 fn a_problem_is_compiled_at_load_only_for_the_host_root() {
-    let t = tempfile::tempdir().unwrap();
-    let src = root().join("examples/check50-hello");
-    std::fs::copy(src.join("suite.yaml"), t.path().join("suite.yaml")).unwrap();
-    let problem = t.path().join("problem");
-    std::fs::create_dir(&problem).unwrap();
-    for f in [".cs50.yml", "__init__.py"] {
-        std::fs::copy(src.join("problem").join(f), problem.join(f)).unwrap();
-    }
-    let init = std::fs::read_to_string(problem.join("__init__.py")).unwrap();
+    let (t, src, problem, init) = hello_problem_copy();
     std::fs::write(
         problem.join("__init__.py"),
         format!("{init}\ntype Pair = tuple[int, int]\n"),
