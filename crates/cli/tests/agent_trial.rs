@@ -264,6 +264,62 @@ fn an_evicted_sandbox_is_said_to_be_dropped_for_a_newer_one() {
     });
 }
 
+/// `sandbox.keep: false`: a one-off run answers no sandbox and pushes none of the caller's kept
+/// ones out (with a cap of one kept sandbox, a plain second run would have); with `sandbox.id` it
+/// is the session's last step, after which the id is gone. `/check` keeps none and says so.
+#[test]
+fn a_run_that_keeps_no_sandbox_pushes_none_out() {
+    let s = Server::start("max_sandboxes_per_caller = 1\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let first = s.run_ok(&t, json!({"cmd": "echo kept > f"})).await["sandbox"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let home = s.upload(&t, &[("g", b"uploaded")]).await;
+        for sandbox in [
+            json!({"keep": false}),
+            json!({"homedir": home, "keep": false}),
+        ] {
+            let v = s
+                .run_ok(
+                    &t,
+                    json!({"cmd": "cat g 2>/dev/null; ls", "sandbox": sandbox}),
+                )
+                .await;
+            assert!(v["sandbox"].is_null(), "{v}");
+        }
+        // The kept one is still there, its file too; its last step drops it.
+        let v = s
+            .run_ok(
+                &t,
+                json!({"cmd": "cat f", "sandbox": {"id": first, "keep": false}}),
+            )
+            .await;
+        assert_eq!(v["stdout"], "kept\n", "{v}");
+        assert!(v["sandbox"].is_null(), "{v}");
+        let (st, v) = s
+            .run(&t, json!({"cmd": "true", "sandbox": {"id": first}}))
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+        // The one-off runs left nothing behind either: a new kept sandbox starts empty.
+        let v = s.run_ok(&t, json!({"cmd": "ls -A"})).await;
+        assert_eq!(v["stdout"], "", "{v}");
+        let (st, v) = s
+            .post(
+                &t,
+                "/check",
+                json!({"checks": "x", "sandbox": {"homedir": home, "keep": false}}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        assert!(
+            v["message"].as_str().unwrap().contains("sandbox.keep"),
+            "{v}"
+        );
+    });
+}
+
 #[test]
 fn bad_requests_say_what_is_wrong_and_websocket_runs_are_logged() {
     let s = Server::start("", &[]);

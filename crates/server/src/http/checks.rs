@@ -264,6 +264,11 @@ pub async fn check(
             )))
         }
     };
+    if req.sandbox.keep.is_some() {
+        return Err(ApiError::unprocessable(
+            "sandbox.keep is for /run and WebSocket runs: /check keeps no sandbox",
+        ));
+    }
     let Some(homedir) = req.sandbox.homedir.filter(|_| req.sandbox.id.is_none()) else {
         return Err(ApiError::unprocessable(
             "give sandbox.homedir: the upload to check",

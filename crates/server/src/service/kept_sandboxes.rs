@@ -2,7 +2,9 @@
 //! under a new unguessable id so that the next `/run` with `{"sandbox": {"id": …}}` continues in it
 //! (compile, then run). Idle ones are destroyed after the TTL; each caller holds a few at most
 //! (their oldest idle one is dropped for a new one), and the server a bounded number (the least
-//! recently used idle one is dropped for a new one; when all are busy, 503).
+//! recently used idle one is dropped for a new one; when all are busy, 503). A run that asks not to
+//! keep its sandbox (`sandbox.keep: false`) gets a one-off place outside the map: it neither counts
+//! against those caps nor pushes anyone's sandbox out, and its sandbox goes back to the pool after.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +14,7 @@ use std::time::{Duration, Instant};
 use corral_sandbox::{Lease, Waker};
 
 use crate::error::ApiError;
+use crate::service::per_caller::{Counted, PerCaller};
 
 struct Inner {
     lease: Option<Lease>,
@@ -61,13 +64,39 @@ pub struct Held {
     pub cancel: Cancel,
     /// The language the sandbox was built with (its toolchain's paths are mounted only then).
     pub language: Option<String>,
+    /// Whether the sandbox stays for follow-up runs after this run (`sandbox.keep`).
+    keep: AtomicBool,
+    /// A one-off run's place among its caller's one-off runs under way (none for a kept sandbox).
+    _one_off: Option<Counted>,
     inner: Mutex<Inner>,
 }
 
 impl Held {
+    fn new(owner: &str, language: Option<String>, one_off: Option<Counted>) -> Self {
+        Held {
+            id: new_id(),
+            owner: owner.to_string(),
+            cancel: Cancel::default(),
+            language,
+            keep: AtomicBool::new(one_off.is_none()),
+            _one_off: one_off,
+            inner: Mutex::new(Inner {
+                lease: None,
+                busy: true,
+                last_used: Instant::now(),
+            }),
+        }
+    }
+
     /// Takes the lease out for a run (None for a sandbox not built yet).
     pub fn take_lease(&self) -> Option<Lease> {
         self.inner.lock().ok().and_then(|mut i| i.lease.take())
+    }
+
+    /// The sandbox is dropped after the run in progress instead of kept (`sandbox.keep: false`
+    /// with `sandbox.id`: the last step of a session).
+    pub fn drop_after_run(&self) {
+        self.keep.store(false, Ordering::SeqCst);
     }
 }
 
@@ -113,6 +142,8 @@ pub struct KeptSandboxes {
     closed: AtomicBool,
     /// Owners whose token was revoked: their busy sandboxes are dropped when their run ends.
     revoked: Mutex<std::collections::HashSet<String>>,
+    /// Each caller's one-off runs under way (at most `max_per_owner` at once).
+    one_offs: PerCaller,
 }
 
 /// Leases removed from the kept sandboxes; drop them on a blocking thread (giving a sandbox back or
@@ -145,6 +176,7 @@ impl KeptSandboxes {
             ttl,
             closed: AtomicBool::new(false),
             revoked: Mutex::new(std::collections::HashSet::new()),
+            one_offs: PerCaller::default(),
         }
     }
 
@@ -280,19 +312,29 @@ impl KeptSandboxes {
                 }
             }
         }
-        let held = Arc::new(Held {
-            id: new_id(),
-            owner: owner.to_string(),
-            cancel: Cancel::default(),
-            language,
-            inner: Mutex::new(Inner {
-                lease: None,
-                busy: true,
-                last_used: Instant::now(),
-            }),
-        });
+        let held = Arc::new(Held::new(owner, language, None));
         map.insert(held.id.clone(), held.clone());
         Ok((held, Evicted(evicted)))
+    }
+
+    /// A place for a run that does not keep its sandbox (`sandbox.keep: false`): not in the map,
+    /// so it evicts nothing and no caller can continue in it; its sandbox goes back to the pool
+    /// when the run ends. A caller has at most `max_sandboxes_per_caller` of them under way (429
+    /// beyond, as when all of its kept sandboxes are busy).
+    pub fn one_off(&self, owner: &str, language: Option<String>) -> Result<Arc<Held>, ApiError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ApiError::overloaded("the server is shutting down", 5));
+        }
+        let counted = self.one_offs.take(owner, self.max_per_owner).map_err(|has| {
+            ApiError::too_many(
+                "too_many_sandboxes",
+                format!(
+                    "you have {has} runs under way that keep no sandbox, the most at once (max_sandboxes_per_caller); wait for a run to end"
+                ),
+                1,
+            )
+        })?;
+        Ok(Arc::new(Held::new(owner, language, Some(counted))))
     }
 
     /// Puts the lease back after a run and frees the sandbox. A broken sandbox, a missing lease or
@@ -303,7 +345,10 @@ impl KeptSandboxes {
             .lock()
             .map(|r| r.contains(&held.owner))
             .unwrap_or(false);
-        let keep = !self.closed.load(Ordering::SeqCst) && !revoked && !held.cancel.requested();
+        let keep = held.keep.load(Ordering::SeqCst)
+            && !self.closed.load(Ordering::SeqCst)
+            && !revoked
+            && !held.cancel.requested();
         let mut lease = lease;
         let healthy = lease.as_mut().is_some_and(|l| !l.sandbox().is_broken());
         if keep && healthy {
@@ -470,6 +515,32 @@ mod tests {
         assert_eq!(r.close().0.len(), 0);
         assert_eq!(
             r.reserve("d", None).err().unwrap().kind,
+            ErrorKind::Unavailable
+        );
+    }
+
+    #[test]
+    fn one_off_runs_take_no_kept_place_and_are_capped_per_caller() {
+        let r = KeptSandboxes::new(1, 1, Duration::from_secs(60));
+        let (a, _) = r.reserve("a", None).unwrap();
+        a.inner.lock().unwrap().busy = false;
+        // The server and the caller are at their caps of kept sandboxes; a one-off run needs no
+        // place among them and pushes nobody's out.
+        let one = r.one_off("a", None).unwrap();
+        assert!(r.map.lock().unwrap().contains_key(&a.id));
+        assert_eq!(r.len(), 1);
+        // One at once per caller here (max_per_owner 1); another caller has its own count.
+        let e = r.one_off("a", None).err().unwrap();
+        assert_eq!(e.kind, ErrorKind::TooManyRequests);
+        assert!(r.one_off("b", None).is_ok());
+        // Not kept after its run, and its count freed when it is dropped.
+        let (kept, _) = r.finish(&one, None);
+        assert!(!kept);
+        drop(one);
+        assert!(r.one_off("a", None).is_ok());
+        r.close();
+        assert_eq!(
+            r.one_off("c", None).err().unwrap().kind,
             ErrorKind::Unavailable
         );
     }

@@ -31,6 +31,13 @@ pub struct SandboxRef {
     /// A sandbox id from an earlier `/run` (or WebSocket `exit` event).
     #[serde(default)]
     pub id: Option<String>,
+    /// `false`: do not keep the sandbox after this run (the answer's `sandbox` is null). A new
+    /// sandbox then counts against neither `max_sandboxes_per_caller` nor `max_sandboxes` and
+    /// pushes no kept sandbox out; with `id`, the kept sandbox is dropped after this run (the
+    /// last step of a session). Default `true`. Not for `/check`, which keeps none.
+    #[serde(default)]
+    #[schema(example = false)]
+    pub keep: Option<bool>,
 }
 
 /// One limit: a duration (`"100ms"`, `"2s"`, or a number of seconds) or a size (`"64M"`, or a
@@ -330,6 +337,7 @@ pub async fn prepare(
         }
         spec.root = crate::service::images::root(st, image).await?;
     }
+    let keep = sandbox.keep.unwrap_or(true);
     let (held, upload_dir, evicted) = match (sandbox.homedir, sandbox.id) {
         (Some(_), Some(_)) => {
             return Err(ApiError::unprocessable(
@@ -351,6 +359,9 @@ pub async fn prepare(
                     language.as_deref().unwrap_or_default()
                 )));
             }
+            if !keep {
+                held.drop_after_run();
+            }
             (held, None, Evicted(Vec::new()))
         }
         (homedir, None) => {
@@ -367,7 +378,12 @@ pub async fn prepare(
                 }
                 None => None,
             };
-            let (held, evicted) = st.sandboxes.reserve(&caller.id, language.clone())?;
+            let (held, evicted) = if keep {
+                st.sandboxes.reserve(&caller.id, language.clone())?
+            } else {
+                let held = st.sandboxes.one_off(&caller.id, language.clone())?;
+                (held, Evicted(Vec::new()))
+            };
             (held, dir, evicted)
         }
     };
