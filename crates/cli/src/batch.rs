@@ -179,6 +179,13 @@ fn run_line(pool: &Arc<Pool>, line: &str, number: usize, ctx: &LineContext<'_>) 
         Ok(s) => s,
         Err(e) => return bad_line(number, &e.to_string()),
     };
+    // As `corral run --dir` says it: the line's folder cannot fit its working directory.
+    if let Some(dir) = &spec.dir {
+        if let Err(e) = crate::run::DirTooBig::check(dir, spec.limits.disk) {
+            let why = e.describe(spec.limits.disk, "limits.disk");
+            return bad_line(number, &format!("dir: {why}; ask a larger limits.disk"));
+        }
+    }
     spec.root = match image.map(|r| ctx.images.root(&r)).transpose() {
         Ok(Some(root)) => root,
         Ok(None) => ctx.default_root.clone(),

@@ -112,6 +112,40 @@ fn cli_dir_larger_than_the_disk_limit_is_bad_usage() {
     assert!(err.contains("big.bin"), "{err}");
 }
 
+/// The same folder as a `--batch` line's `dir`: that line is an `invalid_spec` saying the limit
+/// and the file (it was a `sandbox_error` naming the folder), and the batch goes on.
+#[test]
+fn batch_dir_larger_than_the_disk_limit_is_an_invalid_line() {
+    let d = tempfile::tempdir().unwrap();
+    let files = d.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    std::fs::write(files.join("big.bin"), vec![1u8; 50 << 20]).unwrap();
+    let batch = d.path().join("lines.jsonl");
+    let line = json!({"argv": ["ls"], "dir": files, "limits": {"disk": "8M"}});
+    std::fs::write(
+        &batch,
+        format!("{line}\n{{\"argv\": [\"echo\", \"next\"]}}\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["run", "--batch"])
+        .arg(&batch)
+        .output()
+        .unwrap();
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["status"], "invalid_spec", "{}", lines[0]);
+    let err = lines[0]["error"].as_str().unwrap();
+    assert!(
+        err.contains("8M") && err.contains("limits.disk") && err.contains("big.bin"),
+        "{err}"
+    );
+    assert_eq!(lines[1]["stdout"], "next\n");
+}
+
 /// The number of kept sandboxes the server holds (its `held_sandboxes` gauge).
 async fn held(s: &Server) -> i64 {
     gauge(s, "corral_held_sandboxes").await
