@@ -336,6 +336,16 @@ fn a_run_that_keeps_no_sandbox_pushes_none_out() {
             .run(&t, json!({"cmd": "true", "sandbox": {"id": first}}))
             .await;
         assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+        // The same over the WebSocket: its `exit` names no sandbox.
+        let mut ws = s.ws(&t).await;
+        ws_send(
+            &mut ws,
+            json!({"type": "run", "cmd": "echo ws", "sandbox": {"keep": false}}),
+        )
+        .await;
+        let (_, exit) = ws_until_type(&mut ws, "exit").await;
+        assert_eq!(exit["stdout"], "ws\n", "{exit}");
+        assert!(exit["sandbox"].is_null(), "{exit}");
         // The one-off runs left nothing behind either: a new kept sandbox starts empty.
         let v = s.run_ok(&t, json!({"cmd": "ls -A"})).await;
         assert_eq!(v["stdout"], "", "{v}");
