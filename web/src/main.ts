@@ -385,6 +385,9 @@ async function run(): Promise<void> {
         status(`✗ ${text}. Fix the errors shown above, then Run again.`, 'error');
         outcome = 'compile_error';
         summary = text;
+        // Nothing follows a failed compile: its sandbox goes back to the server's pool now
+        // instead of waiting out its time (a token holds only a few).
+        if (c.sandbox) void api('DELETE', `/sandboxes/${c.sandbox}`).catch(() => undefined);
       } else if (!c.sandbox) {
         throw new Error('The server did not keep the sandbox after compiling; Run again.');
       } else {
@@ -395,7 +398,8 @@ async function run(): Promise<void> {
       status('Running…');
       term.command(lang.run);
       ttyRunning = tty;
-      const e = await s.run(lang.run, sandbox, lang.id, tty ? term.size() : undefined);
+      // The last step: the server keeps no sandbox after it (each Run starts from the files).
+      const e = await s.run(lang.run, { ...sandbox, keep: false }, lang.id, tty ? term.size() : undefined);
       ttyRunning = false;
       const d = describeExit(e, stopPressed);
       term.info(`${d.text} · ${usage(e)}`, d.kind);

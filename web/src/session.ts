@@ -113,7 +113,7 @@ export class Session {
    */
   run(
     cmd: string,
-    sandbox: { homedir: string } | { id: string },
+    sandbox: ({ homedir: string } | { id: string }) & { keep?: boolean },
     language: string,
     tty?: { cols: number; rows: number },
   ): Promise<ExitInfo> {

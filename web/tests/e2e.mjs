@@ -354,6 +354,25 @@ await test('Run: Ctrl-C in the terminal interrupts the program (SIGINT)', page, 
   await waitTerminal(page, '^C');
 });
 
+await test('Run keeps no sandbox on the server once it ended (a compile error included)', page, async () => {
+  // The runs above: a compile and its run, a compile error, a limit, an interrupt. Each Run's
+  // last step asks the server to keep no sandbox, and a failed compile deletes its own, so none
+  // waits out its time holding a place of the token's few.
+  const held = async () => {
+    const r = await fetch(`${BASE}/metrics`, { headers: { Authorization: `Bearer ${STAFF}` } });
+    const m = /^corral_held_sandboxes (\d+)$/m.exec(await r.text());
+    return m ? Number(m[1]) : NaN;
+  };
+  // The compile error's delete goes out without being waited for: give it until the deadline.
+  const deadline = Date.now() + 10_000;
+  let n = await held();
+  while (n !== 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    n = await held();
+  }
+  assert(n === 0, `kept sandboxes after the editor's runs: ${n}`);
+});
+
 await test('other languages: Python (no compile step), Java, Ruby and Go, picked from the menu', page, async () => {
   await page.locator('#language').selectOption('python');
   await page.getByRole('tab', { name: 'main.py' }).waitFor();
