@@ -83,7 +83,8 @@ pub struct Config {
     pub parallelism: usize,
     /// Runs waiting for a free slot; more are refused with 503.
     pub queue: usize,
-    /// Sandboxes kept for follow-up runs, in total and per caller.
+    /// Sandboxes kept for follow-up runs, in total and per caller (per caller also: its `/check`
+    /// requests, and its runs that keep no sandbox, under way at once).
     pub max_sandboxes: usize,
     pub max_sandboxes_per_caller: usize,
     /// WebSockets (`/ws`) one token may have open at once; more are refused with 429.
