@@ -24,6 +24,9 @@ pub enum StoreError {
     /// written goes to a file no one will open again.
     #[error("{0}")]
     FileChanged(String),
+    /// The database holds a migration newer than this build's newest: a newer corral upgraded it.
+    #[error("{0}")]
+    SchemaTooNew(String),
 }
 
 impl StoreError {
