@@ -13,15 +13,22 @@ pub enum Kind {
     Grading,
 }
 
-/// Installs the subscriber; `json` prints one JSON object a line.
-pub fn init(kind: Kind, json: bool) {
-    let fallback = match kind {
-        Kind::Service => "info",
+/// The filter of `kind` when `CORRAL_LOG` is unset. A service leaves out PostgreSQL's notices
+/// at their own level (info), which say only that a statement had nothing to do: every start
+/// logged `relation "_sqlx_migrations" already exists, skipping` twice, among the lines an
+/// operator reads after an upgrade. PostgreSQL's warnings still show.
+fn fallback(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Service => "info,sqlx::postgres::notice=warn",
         Kind::OneShot => "warn",
         Kind::Grading => "warn,corral_checks::engine=error",
-    };
+    }
+}
+
+/// Installs the subscriber; `json` prints one JSON object a line.
+pub fn init(kind: Kind, json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(fallback));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(fallback(kind)));
     // Colour only on a terminal: `corral serve 2> server.log` must not write escape sequences.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
@@ -33,5 +40,43 @@ pub fn init(kind: Kind, json: bool) {
         b.json().init();
     } else {
         b.init();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a service logs by default: its own info lines (a migration applied), PostgreSQL's
+    /// warnings, not PostgreSQL's notices.
+    #[test]
+    fn a_service_leaves_out_postgres_notices_by_default() {
+        #[derive(Clone, Default)]
+        struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let writer = buf.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(fallback(Kind::Service)))
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(sub, || {
+            tracing::info!(target: "sqlx::postgres::notice", "relation already exists, skipping");
+            tracing::warn!(target: "sqlx::postgres::notice", "a postgres warning");
+            tracing::info!(target: "corral_store::sql::migrate", "database migration applied");
+        });
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(!text.contains("already exists"), "{text}");
+        assert!(text.contains("a postgres warning"), "{text}");
+        assert!(text.contains("database migration applied"), "{text}");
     }
 }

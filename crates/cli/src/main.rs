@@ -1,5 +1,6 @@
 //! `corral`: run untrusted code safely and grade it.
 
+mod backup;
 mod batch;
 mod check;
 mod data_folder;
@@ -63,6 +64,8 @@ enum Command {
     Env(Box<env::EnvArgs>),
     /// Judge queued submissions of a `corral serve` from another host (needs a worker token).
     Worker(Box<worker::WorkerArgs>),
+    /// Copy a server's data folder (SQLite store, files, images) while it runs, consistently.
+    Backup(backup::BackupArgs),
 }
 
 fn main() {
@@ -117,6 +120,7 @@ fn dispatch(cli: Cli) -> i32 {
         Command::Languages(args) => languages::main(args),
         Command::Serve(args) => serve::main(*args),
         Command::Token(args) => token::main(args),
+        Command::Backup(args) => backup::main(args),
         Command::Worker(args) => worker::main(*args),
         Command::Env(args) => env::main(*args),
     }

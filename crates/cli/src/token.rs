@@ -98,7 +98,7 @@ async fn open(s: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
 
 /// The database file of a `sqlite:` URL (`sqlite://PATH`, `sqlite:PATH`, options after `?`);
 /// None for another database or an in-memory one.
-fn sqlite_file(url: &str) -> Option<PathBuf> {
+pub(crate) fn sqlite_file(url: &str) -> Option<PathBuf> {
     let rest = url.strip_prefix("sqlite:")?;
     let rest = rest.strip_prefix("//").unwrap_or(rest);
     let path = rest.split('?').next().unwrap_or_default();

@@ -626,3 +626,51 @@ fn help_says_the_shared_exit_statuses_as_the_readme_does() {
         );
     }
 }
+
+/// `corral backup` refuses, with exit 2 and nothing written, what it cannot back up: a folder
+/// without a store (a mistyped --data), a destination that already holds something (a backup is
+/// never merged into another), a PostgreSQL store (pg_dump's job).
+#[test]
+fn backup_refuses_what_it_cannot_back_up() {
+    let cwd = tempfile::tempdir().unwrap();
+    let dest = cwd.path().join("backup");
+    let d = dest.to_str().unwrap();
+    let typo = cwd.path().join("corral-dta");
+    let out = corral_in(cwd.path(), &["backup", "--data", typo.to_str().unwrap(), d]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no corral store (corral.db)"), "{err}");
+    assert!(!dest.exists() && !typo.exists(), "something was made");
+
+    let data = cwd.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("corral.db"), b"").unwrap();
+    std::fs::create_dir(&dest).unwrap();
+    std::fs::write(dest.join("old.txt"), b"an older backup").unwrap();
+    let out = corral_in(cwd.path(), &["backup", "--data", data.to_str().unwrap(), d]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is not empty"), "{err}");
+    assert_eq!(std::fs::read_dir(&dest).unwrap().count(), 1);
+
+    let cfg = cwd.path().join("pg.toml");
+    std::fs::write(
+        &cfg,
+        "database_url = \"postgres://corral:secret@db.internal/corral\"\n",
+    )
+    .unwrap();
+    let fresh = cwd.path().join("fresh");
+    let out = corral_in(
+        cwd.path(),
+        &[
+            "backup",
+            "--config",
+            cfg.to_str().unwrap(),
+            fresh.to_str().unwrap(),
+        ],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("pg_dump") && !err.contains("secret"), "{err}");
+    assert!(!fresh.exists());
+}

@@ -581,6 +581,82 @@ fn a_job_the_host_cannot_prepare_waits_for_the_host() {
     });
 }
 
+/// Every blob file in a data folder's blob store (not its scratch folder).
+fn blob_files(data: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for shard in std::fs::read_dir(data.join("blobs")).unwrap().flatten() {
+        if shard.file_name().len() == 2 {
+            for f in std::fs::read_dir(shard.path()).unwrap().flatten() {
+                out.push(f.path());
+            }
+        }
+    }
+    out
+}
+
+/// Files the store names but its blob folder lost (a restore that missed some, a file deleted by
+/// hand): a run in such an upload says which file is lost and to upload again (500 `files_lost`,
+/// not a bare `internal`), and a queued submission whose files are lost fails at once, saying
+/// so. It used to be taken for a passing trouble of the host: given back to the queue five
+/// times, the worker waiting longer after each, before it failed as "the host could not prepare
+/// the job 5 times".
+#[test]
+fn files_lost_from_the_blob_store_are_said_and_fail_their_submission_at_once() {
+    let data = tempfile::tempdir().unwrap();
+    let s = Server::start_in(data.path(), "[submissions]\nworkers = 0\n", &[]);
+    let (t, id, upload) = rt().block_on(async {
+        let t = s.token("student").await;
+        let id = submit(
+            &s,
+            &t,
+            json!({"cmd": "cat kept.txt", "files": [{"path": "kept.txt", "content": "kept"}]}),
+        )
+        .await;
+        let upload = s.upload(&t, &[("notes/lost.txt", b"soon lost")]).await;
+        (t, id, upload)
+    });
+    let blobs = blob_files(data.path());
+    assert_eq!(blobs.len(), 2, "{blobs:?}");
+    for b in blobs {
+        std::fs::remove_file(b).unwrap();
+    }
+    rt().block_on(async {
+        let (status, v) = s
+            .run(&t, json!({"cmd": "ls", "sandbox": {"homedir": upload}}))
+            .await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{v}");
+        assert_eq!(v["error"], "files_lost", "{v}");
+        let m = v["message"].as_str().unwrap();
+        assert!(
+            m.contains("\"notes/lost.txt\"")
+                && m.contains(&upload)
+                && m.contains("upload the files again"),
+            "{m}"
+        );
+        assert!(
+            !m.contains(&data.path().display().to_string()),
+            "a server path in {m}"
+        );
+    });
+    drop(s);
+    let s = Server::start_in(data.path(), "[submissions]\nworkers = 1\n", &[]);
+    rt().block_on(async {
+        let v = finished(&s, &t, &id).await;
+        assert_eq!(v["status"], "failed", "{v}");
+        assert_eq!(v["verdict"], "internal_error", "{v}");
+        let m = v["message"].as_str().unwrap_or_default();
+        assert!(
+            m.contains("\"kept.txt\"") && m.contains("missing from the server's file store"),
+            "{v}"
+        );
+        assert!(
+            !s.log().contains("queued again"),
+            "a lost file was taken for the host's trouble:\n{}",
+            s.log()
+        );
+    });
+}
+
 #[test]
 fn old_submissions_are_deleted_after_the_retention_period() {
     let s = Server::start("retention = \"1s\"\n[submissions]\nworkers = 1\n", &[]);

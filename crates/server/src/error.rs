@@ -187,6 +187,13 @@ impl From<corral_store::StoreError> for ApiError {
             E::Invalid(m) => ApiError::bad_request(m),
             E::NotFound(m) => ApiError::not_found(m),
             E::Conflict(m) => ApiError::conflict(m),
+            // Lost for good: said as it is (no server path in it), not hidden as internal, so
+            // the caller knows to send the files again rather than to retry.
+            E::BlobMissing(m) => ApiError::new(
+                ErrorKind::Internal,
+                "files_lost",
+                format!("{m}; upload the files again"),
+            ),
             // A full disk or database fails every write until there is room: a 503 to retry.
             e if e.is_storage_full() => ApiError::storage_full(e),
             // The database is down or unreachable: a quick 503 to retry, not a 500.

@@ -65,15 +65,25 @@ impl BlobStore {
 
     pub fn read(&self, hash: &str) -> Result<Vec<u8>> {
         let p = self.path(hash)?;
-        std::fs::read(&p).map_err(|e| StoreError::io(format!("reading blob {hash}"), e))
+        std::fs::read(&p).map_err(|e| self.read_error(hash, &p, e))
+    }
+
+    /// A blob that could not be opened: [`StoreError::BlobMissing`] when it is not there.
+    fn read_error(&self, hash: &str, path: &Path, e: std::io::Error) -> StoreError {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            return StoreError::io(format!("reading blob {hash}"), e);
+        }
+        tracing::error!(blob = %hash, path = %path.display(), "a blob the store names is missing");
+        StoreError::BlobMissing(format!(
+            "blob {hash} is missing from the server's file store"
+        ))
     }
 
     /// Copies a blob to `dest` (created, not overwritten) with `mode`.
     pub fn copy_to(&self, hash: &str, dest: &Path, mode: u32) -> Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         let src = self.path(hash)?;
-        let mut from = std::fs::File::open(&src)
-            .map_err(|e| StoreError::io(format!("reading blob {hash}"), e))?;
+        let mut from = std::fs::File::open(&src).map_err(|e| self.read_error(hash, &src, e))?;
         let mut to = std::fs::File::options()
             .write(true)
             .create_new(true)

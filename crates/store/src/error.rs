@@ -24,6 +24,14 @@ pub enum StoreError {
     /// written goes to a file no one will open again.
     #[error("{0}")]
     FileChanged(String),
+    /// The database holds a migration newer than this build's newest: a newer corral upgraded it.
+    #[error("{0}")]
+    SchemaTooNew(String),
+    /// A file the database names is not in the blob folder: its contents are lost (a restore
+    /// that missed it, a file deleted by hand). Not the host's passing trouble: trying again
+    /// never finds it. The message names the file, never the server's paths.
+    #[error("{0}")]
+    BlobMissing(String),
 }
 
 impl StoreError {

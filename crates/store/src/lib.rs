@@ -15,6 +15,7 @@
 //! in `migrations/sqlite`) and [`PgStore`] (several API nodes and workers sharing one PostgreSQL
 //! database; migrations in `migrations/postgres`). [`open`] picks one by the URL's scheme.
 
+mod backup;
 mod blobs;
 mod clock;
 mod error;
@@ -27,6 +28,7 @@ mod store;
 
 use std::path::Path;
 
+pub use backup::{backup_sqlite, copy_named_blobs, snapshot_sqlite, Backup};
 pub use blobs::BlobStore;
 pub use clock::{now, now_ms, skew_for_tests};
 pub use error::{is_storage_full_io, Result, StoreError};

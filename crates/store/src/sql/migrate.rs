@@ -2,7 +2,7 @@
 
 use sqlx::migrate::{Migrate, Migrator};
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 
 /// Runs `migrator`'s pending migrations on `db` and logs each one this call applied.
 ///
@@ -74,10 +74,30 @@ where
         .into_iter()
         .map(|m| m.version)
         .collect();
+    refuse_newer(&before, migrator)?;
     migrator.run_direct(conn).await?;
     Ok(migrator
         .iter()
         .filter(|m| m.migration_type.is_up_migration() && !before.contains(&m.version))
         .map(|m| m.version)
         .collect())
+}
+
+/// Refuses a database a newer corral migrated: one with a migration past the newest this build
+/// knows. sqlx's own refusal ("migration 60 was previously applied but is missing in the
+/// resolved migrations") does not tell an operator that the binary is older than the data, nor
+/// what to do. Nothing has been changed when this refuses.
+fn refuse_newer(applied: &[i64], migrator: &Migrator) -> Result<()> {
+    let known = migrator.iter().map(|m| m.version).max().unwrap_or(0);
+    let Some(&newest) = applied.iter().max() else {
+        return Ok(());
+    };
+    if newest <= known {
+        return Ok(());
+    }
+    Err(StoreError::SchemaTooNew(format!(
+        "the database was upgraded by a newer corral: its schema is version {newest}, and this \
+         corral knows versions up to {known}. Nothing was changed. Run the newer corral (or a \
+         later one) on it, or restore the backup taken before the upgrade to go back to this one"
+    )))
 }

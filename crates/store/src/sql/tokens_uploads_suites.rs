@@ -24,6 +24,17 @@ const UPLOAD_NOT_IN_USE: &str = "id NOT IN (SELECT upload_id FROM suites) AND id
      (SELECT suite_upload_id FROM submissions WHERE suite_upload_id IS NOT NULL \
       AND state IN ('queued', 'running'))";
 
+/// A missing blob said as the file of `upload` it holds.
+fn file_lost(e: StoreError, upload: &str, path: &str) -> StoreError {
+    match e {
+        StoreError::BlobMissing(_) => StoreError::BlobMissing(format!(
+            "the contents of {path:?} in upload {upload} are missing from the server's file \
+             store (lost: deleted, or not restored from a backup)"
+        )),
+        e => e,
+    }
+}
+
 /// Stores a new token (on the caller's connection or transaction); its secret is returned only.
 async fn insert_token<D>(conn: &mut D::Connection, role: Role, name: &str) -> Result<NewToken>
 where
@@ -214,6 +225,7 @@ where
     async fn materialize(&self, upload: &Upload, dest: &Path) -> Result<()> {
         let files = upload.files.clone();
         let dest = dest.to_path_buf();
+        let id = upload.id.clone();
         self.blocking(move |b| {
             for f in &files {
                 // Re-checked: what the database holds is not trusted to be a plain path.
@@ -223,7 +235,8 @@ where
                     std::fs::create_dir_all(parent)
                         .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
                 }
-                b.copy_to(&f.sha256, &target, f.mode)?;
+                b.copy_to(&f.sha256, &target, f.mode)
+                    .map_err(|e| file_lost(e, &id, &f.path))?;
             }
             Ok(())
         })
@@ -239,7 +252,9 @@ where
         else {
             return Ok(None);
         };
-        self.blocking(move |b| b.read(&sha).map(Some)).await
+        let (id, path) = (upload.id.clone(), path.to_string());
+        self.blocking(move |b| b.read(&sha).map(Some).map_err(|e| file_lost(e, &id, &path)))
+            .await
     }
 
     async fn delete_uploads_before(&self, before: i64) -> Result<u64> {

@@ -22,6 +22,17 @@ impl Unprepared {
     pub fn host(what: &str, e: impl std::fmt::Display) -> Self {
         Unprepared::Host(format!("{what}: {e}"))
     }
+
+    /// The store's error `e` while copying `what` (a job's or its suite's files) in: the job's
+    /// own when a file is lost from the store (no host will ever find it), else the host's.
+    pub fn copying(what: &str, e: corral_store::StoreError) -> Self {
+        match e {
+            corral_store::StoreError::BlobMissing(m) => {
+                Unprepared::Job(format!("{what} cannot be judged: {m}"))
+            }
+            e => Unprepared::host(&format!("copying {what}"), e),
+        }
+    }
 }
 
 /// The `released` event's detail for a job given back because of the host.

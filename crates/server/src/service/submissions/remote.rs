@@ -57,7 +57,7 @@ async fn upload_files(
     st.store
         .materialize(&upload, dir.path())
         .await
-        .map_err(|e| Unprepared::host(&copying, e))?;
+        .map_err(|e| Unprepared::copying(&format!("the files of {whose}"), e))?;
     let mut out = Vec::new();
     for f in &upload.files {
         let data =

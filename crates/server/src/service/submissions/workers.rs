@@ -152,7 +152,7 @@ async fn judge(st: &SharedState, claim: &Claim) -> Result<Verdict, Unprepared> {
         st.store
             .materialize(&upload, &files)
             .await
-            .map_err(|e| Unprepared::host("copying the submission's files", e))?;
+            .map_err(|e| Unprepared::copying("the submission's files", e))?;
     }
     let suite_dir = match &spec.suite {
         None => None,
@@ -171,7 +171,7 @@ async fn judge(st: &SharedState, claim: &Claim) -> Result<Verdict, Unprepared> {
                 st.store
                     .materialize(&upload, &dir)
                     .await
-                    .map_err(|e| Unprepared::host("copying the suite's files", e))?;
+                    .map_err(|e| Unprepared::copying("the suite's files", e))?;
                 dir
             }
             // Accepted before folder suites were pinned (their upload): the folder as it is.
