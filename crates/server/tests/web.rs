@@ -55,6 +55,27 @@ async fn pages_and_assets_are_served_with_their_types_and_a_strict_csp() {
             assert_eq!(ct, "text/css; charset=utf-8");
         }
         assert!(header(&r, "cache-control").contains("immutable"));
+        assert_eq!(header(&r, "content-encoding"), "", "none unless asked for");
+        let plain = r.bytes().await.unwrap();
+        // A browser that takes gzip gets the copy made at build time, the same file unpacked.
+        let r = reqwest::Client::new()
+            .get(s.url(&format!("/assets/{name}")))
+            .header("accept-encoding", "gzip, deflate, br, zstd")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{name}");
+        assert_eq!(header(&r, "vary"), "accept-encoding", "{name}");
+        assert_eq!(header(&r, "content-encoding"), "gzip", "{name}");
+        let packed = r.bytes().await.unwrap();
+        let mut unpacked = Vec::new();
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(&packed[..]),
+            &mut unpacked,
+        )
+        .unwrap();
+        assert_eq!(unpacked, plain, "{name}");
+        assert!(packed.len() < plain.len(), "{name}");
         seen += 1;
     }
     assert!(seen >= 2, "the page names its script and stylesheet");

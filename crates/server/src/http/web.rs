@@ -7,7 +7,7 @@
 //! Inline *styles* are allowed because the editor and terminal libraries set them at run time.
 
 use axum::extract::Path;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -28,13 +28,45 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self' '
 pub fn asset(path: &str) -> Option<&'static [u8]> {
     bundle::ASSETS
         .iter()
-        .find(|(p, _)| *p == path)
-        .map(|(_, b)| *b)
+        .find(|(p, _, _)| *p == path)
+        .map(|(_, b, _)| *b)
+}
+
+/// The gzipped copy of the embedded file at `path`, made at build time for text files that
+/// compress well.
+pub fn asset_gzipped(path: &str) -> Option<&'static [u8]> {
+    bundle::ASSETS
+        .iter()
+        .find(|(p, _, _)| *p == path)
+        .and_then(|(_, _, gz)| *gz)
 }
 
 /// Every embedded path.
 pub fn paths() -> impl Iterator<Item = &'static str> {
-    bundle::ASSETS.iter().map(|(p, _)| *p)
+    bundle::ASSETS.iter().map(|(p, _, _)| *p)
+}
+
+/// Whether the request's `Accept-Encoding` takes gzip: `gzip`, `x-gzip` or `*` listed without
+/// `q=0` (RFC 9110 §12.5.3; a client that sends none gets the file as it is).
+pub fn accepts_gzip(headers: &HeaderMap) -> bool {
+    let mut gzip = None;
+    let mut any = None;
+    for value in headers.get_all(header::ACCEPT_ENCODING) {
+        let Ok(text) = value.to_str() else { continue };
+        for item in text.split(',') {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let allowed = parts
+                .filter_map(|p| p.trim().strip_prefix("q=").or(p.trim().strip_prefix("Q=")))
+                .all(|q| q.trim().parse::<f32>().is_ok_and(|q| q > 0.0));
+            match coding.as_str() {
+                "gzip" | "x-gzip" => gzip = Some(allowed && gzip.unwrap_or(true)),
+                "*" => any = Some(allowed),
+                _ => {}
+            }
+        }
+    }
+    gzip.or(any).unwrap_or(false)
 }
 
 pub fn content_type(path: &str) -> &'static str {
@@ -55,9 +87,14 @@ pub fn content_type(path: &str) -> &'static str {
     }
 }
 
-fn serve(path: &str) -> Response {
-    let Some(body) = asset(path) else {
+fn serve(path: &str, request: &HeaderMap) -> Response {
+    let Some(raw) = asset(path) else {
         return ApiError::not_found(format!("no file /{path}")).into_response();
+    };
+    let gzipped = asset_gzipped(path);
+    let body = match gzipped {
+        Some(gz) if accepts_gzip(request) => gz,
+        _ => raw,
     };
     // Hashed asset names never change content: cache for good. Pages are checked every time.
     let cache = if path.starts_with("assets/") {
@@ -80,29 +117,36 @@ fn serve(path: &str) -> Response {
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     );
+    if gzipped.is_some() {
+        // Caches must keep the two encodings apart.
+        h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+        if !std::ptr::eq(body, raw) {
+            h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+    }
     r
 }
 
-async fn index() -> Response {
-    serve("index.html")
+async fn index(headers: HeaderMap) -> Response {
+    serve("index.html", &headers)
 }
 
-async fn staff() -> Response {
-    serve("staff.html")
+async fn staff(headers: HeaderMap) -> Response {
+    serve("staff.html", &headers)
 }
 
-async fn favicon() -> Response {
-    serve("favicon.svg")
+async fn favicon(headers: HeaderMap) -> Response {
+    serve("favicon.svg", &headers)
 }
 
-async fn assets(Path(path): Path<String>) -> Response {
+async fn assets(Path(path): Path<String>, headers: HeaderMap) -> Response {
     if path
         .split('/')
         .any(|c| c.is_empty() || c == "." || c == "..")
     {
         return ApiError::not_found("no such file").into_response();
     }
-    serve(&format!("assets/{path}"))
+    serve(&format!("assets/{path}"), &headers)
 }
 
 /// The editor's routes (public: the page asks for a token itself).
@@ -153,6 +197,41 @@ mod tests {
             "text/javascript; charset=utf-8"
         );
         assert_eq!(content_type("index.html"), "text/html; charset=utf-8");
+    }
+
+    #[test]
+    fn gzip_is_taken_only_when_the_client_accepts_it() {
+        let h = |v: &[&str]| {
+            let mut m = HeaderMap::new();
+            for v in v {
+                m.append(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
+            }
+            accepts_gzip(&m)
+        };
+        assert!(h(&["gzip, deflate, br, zstd"]));
+        assert!(h(&["br;q=1.0, GZIP;q=0.5"]));
+        assert!(h(&["deflate", "x-gzip"]));
+        assert!(h(&["*"]));
+        assert!(!h(&[]));
+        assert!(!h(&["identity"]));
+        assert!(!h(&["br, deflate"]));
+        assert!(!h(&["gzip;q=0"]));
+        assert!(
+            !h(&["gzip;q=0.000, *"]),
+            "a refusal of gzip itself wins over *"
+        );
+        assert!(!h(&["*;q=0"]));
+        // The editor's script has its gzipped copy, and it is the same file.
+        let js = paths()
+            .find(|p| {
+                p.starts_with("assets/") && p.ends_with(".js") && asset(p).unwrap().len() > 100_000
+            })
+            .expect("the editor's script");
+        let gz = asset_gzipped(js).expect("a gzipped copy of the script");
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz), &mut out).unwrap();
+        assert_eq!(out, asset(js).unwrap());
+        assert!(gz.len() * 2 < out.len(), "{} of {}", gz.len(), out.len());
     }
 
     /// The committed bundle was built from the committed sources: `web/dist.sha256` (written by
