@@ -42,6 +42,9 @@ pub fn router(state: SharedState) -> Router {
             state.config.http.body_timeout.duration(),
             http::body_deadline::limit,
         ))
+        .layer(axum::middleware::from_fn(
+            http::content_coding::refuse_encoded_bodies,
+        ))
         // A bug in a handler answers 500 (JSON) instead of dropping the connection.
         .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| {
             axum::response::IntoResponse::into_response(ApiError::internal("a handler panicked"))

@@ -462,6 +462,42 @@ async fn malformed_requests_are_clean_4xx_with_json() {
         let (st, v) = json_of(post(body, ct).send().await.unwrap()).await;
         assert_eq!(st.as_u16(), want, "{what}: {v}");
     }
+    // A compressed body is refused as such (it was read as JSON: "expected value at line 1"),
+    // on JSON and upload routes alike; `identity` is no compression.
+    let gz = {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut e, br#"{"cmd": 42}"#).unwrap();
+        e.finish().unwrap()
+    };
+    for (path, ct) in [
+        ("/run", "application/json"),
+        ("/upload", "multipart/form-data; boundary=x"),
+    ] {
+        let r = c
+            .post(s.url(path))
+            .bearer_auth(&t)
+            .header("content-type", ct)
+            .header("content-encoding", "gzip")
+            .body(gz.clone())
+            .send()
+            .await
+            .unwrap();
+        let (st, v) = json_of(r).await;
+        assert_eq!(st, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{path}: {v}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("Content-Encoding \"gzip\""),
+            "{v}"
+        );
+    }
+    let r = post(r#"{"cmd": 42}"#.into(), "application/json")
+        .header("content-encoding", "identity")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "read as JSON");
     // Unknown paths and methods are JSON too.
     let (st, _) = json_of(c.get(s.url("/nope")).send().await.unwrap()).await;
     assert_eq!(st, StatusCode::NOT_FOUND);

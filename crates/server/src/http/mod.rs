@@ -13,6 +13,7 @@ pub mod auth;
 pub mod binary;
 pub mod body_deadline;
 pub mod checks;
+pub mod content_coding;
 pub mod error;
 pub mod images;
 pub mod json;
