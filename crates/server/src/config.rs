@@ -141,6 +141,11 @@ pub struct HttpConfig {
     /// Connections open at once, WebSockets included; more wait in the kernel's listen backlog
     /// until one closes. Default: 4096, or half the open-files limit when that is lower.
     pub max_connections: Option<usize>,
+    /// Web pages of other origins that may call the API from a browser (CORS): origins such as
+    /// `"https://ide.example.edu"`, or `"*"` for any. Default: none (only the server's own pages).
+    /// Requests carry a bearer token, never a cookie, so a page still needs a token to do
+    /// anything; Judge0's own default is any origin.
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for HttpConfig {
@@ -149,8 +154,32 @@ impl Default for HttpConfig {
             header_timeout: Millis::ms(20_000),
             body_timeout: Millis::ms(60_000),
             max_connections: None,
+            cors_origins: Vec::new(),
         }
     }
+}
+
+/// Why an entry of `http.cors_origins` is not an origin (`scheme://host[:port]`, or `*`).
+pub fn cors_origin_error(origin: &str) -> Option<String> {
+    if origin == "*" {
+        return None;
+    }
+    let why = |w: &str| {
+        Some(format!(
+            "http.cors_origins: {origin:?} {w}: write an origin as a browser sends it, \
+             scheme://host[:port] (\"https://ide.example.edu\"), or \"*\" for any"
+        ))
+    };
+    let Ok(url) = url::Url::parse(origin) else {
+        return why("is not a URL");
+    };
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return why("is not an http(s) origin");
+    }
+    if url.origin().ascii_serialization() != origin {
+        return why("has more than an origin (a path, a trailing /, a user, upper case)");
+    }
+    None
 }
 
 impl HttpConfig {
@@ -352,6 +381,14 @@ impl Config {
         {
             return bad("http.header_timeout and http.body_timeout must be more than 0");
         }
+        if let Some(e) = self
+            .http
+            .cors_origins
+            .iter()
+            .find_map(|o| cors_origin_error(o))
+        {
+            return Err(ServerError::Config(e));
+        }
         let q = &self.submissions;
         if q.callback_concurrency == 0 || q.callback_per_owner == 0 {
             return bad(
@@ -429,6 +466,35 @@ mod tests {
             let c: Config = toml::from_str(&format!("[http]\n{bad}\n")).unwrap();
             assert!(c.validate().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn cors_origins_are_origins_or_any() {
+        for good in [
+            "*",
+            "https://ide.example.edu",
+            "http://localhost:5173",
+            "https://[::1]:8443",
+        ] {
+            assert_eq!(cors_origin_error(good), None, "{good}");
+        }
+        for bad in [
+            "ide.example.edu",
+            "https://ide.example.edu/",
+            "https://ide.example.edu/editor",
+            "https://IDE.example.edu",
+            "ftp://example.edu",
+            "https://user@example.edu",
+            "",
+        ] {
+            let e = cors_origin_error(bad).unwrap_or_else(|| panic!("{bad:?} passed"));
+            assert!(e.contains("scheme://host[:port]"), "{e}");
+        }
+        let c: Config =
+            toml::from_str("[http]\ncors_origins = [\"https://a.example\", \"a.example\"]\n")
+                .unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("\"a.example\""), "{e}");
     }
 }
 

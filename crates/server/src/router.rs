@@ -3,9 +3,10 @@
 //! errors behind a request id, security headers, request ids and tracing).
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::{header, HeaderValue, Request};
+use axum::http::{header, HeaderName, HeaderValue, Method, Request};
 use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
@@ -77,5 +78,35 @@ pub fn router(state: SharedState) -> Router {
             }),
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        // Outermost: a browser's preflight is answered before authentication.
+        .layer(tower::util::option_layer(cors(&state.config.http.cors_origins)))
         .with_state(state)
+}
+
+/// Cross-origin access for the pages `http.cors_origins` names (none: no CORS headers at all,
+/// and a preflight is an ordinary 405). Requests authenticate with a bearer token, never a
+/// cookie, so credentials are not allowed; the headers a client reads are exposed.
+fn cors(origins: &[String]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        // Checked by `Config::validate`; an origin that is no header value cannot match anyway.
+        AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()))
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_headers(AllowHeaders::mirror_request())
+            .expose_headers([
+                header::RETRY_AFTER,
+                header::LOCATION,
+                REQUEST_ID.clone(),
+                HeaderName::from_static("idempotent-replayed"),
+            ])
+            .max_age(std::time::Duration::from_secs(600)),
+    )
 }

@@ -837,3 +837,81 @@ async fn a_token_may_keep_only_so_many_websockets_open() {
     s.assert_up().await;
     s.stop().await;
 }
+
+/// Browser pages of other origins (a Judge0 IDE, a course site's "run" widget) may call the API
+/// when `http.cors_origins` names them: a preflight is answered before authentication, the
+/// answer names the origin, and the headers a client reads are exposed. Other origins, and every
+/// origin by default, get no CORS headers (a preflight is then an ordinary 405).
+#[tokio::test(flavor = "multi_thread")]
+async fn cross_origin_pages_are_let_in_only_when_named() {
+    let c = client();
+    let preflight = |s: &TestServer, origin: &str| {
+        c.request(reqwest::Method::OPTIONS, s.url("/judge0/submissions"))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "x-auth-token, content-type",
+            )
+            .send()
+    };
+    let acao = |r: &reqwest::Response| {
+        r.headers()
+            .get("access-control-allow-origin")
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    let s =
+        TestServer::start(|c| c.http.cors_origins = vec!["https://ide.example.edu".into()]).await;
+    let t = s.token(Role::Student).await;
+    let r = preflight(&s, "https://ide.example.edu").await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(acao(&r).as_deref(), Some("https://ide.example.edu"));
+    let methods = r.headers()["access-control-allow-methods"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(methods.contains("POST"), "{methods}");
+    let headers = r.headers()["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_lowercase();
+    assert!(headers.contains("x-auth-token"), "{headers}");
+    assert!(r
+        .headers()
+        .get("access-control-allow-credentials")
+        .is_none());
+    // The actual request: the answer names the origin and exposes what a client reads.
+    let r = c
+        .get(s.url("/whoami"))
+        .bearer_auth(&t)
+        .header("origin", "https://ide.example.edu")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(acao(&r).as_deref(), Some("https://ide.example.edu"));
+    let exposed = r.headers()["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .to_lowercase();
+    assert!(
+        exposed.contains("retry-after") && exposed.contains("x-request-id"),
+        "{exposed}"
+    );
+    // Another origin is not named.
+    let r = preflight(&s, "https://evil.example").await.unwrap();
+    assert_eq!(acao(&r), None);
+    s.stop().await;
+    // Any origin.
+    let s = TestServer::start(|c| c.http.cors_origins = vec!["*".into()]).await;
+    let r = preflight(&s, "https://anywhere.example").await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(acao(&r).as_deref(), Some("*"));
+    s.stop().await;
+    // By default: none.
+    let s = TestServer::start(|_| {}).await;
+    let r = preflight(&s, "https://ide.example.edu").await.unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(acao(&r), None);
+    s.stop().await;
+}
