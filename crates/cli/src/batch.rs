@@ -181,7 +181,7 @@ fn run_line(pool: &Arc<Pool>, line: &str, number: usize, ctx: &LineContext<'_>) 
     };
     // As `corral run --dir` says it: the line's folder cannot fit its working directory.
     if let Some(dir) = &spec.dir {
-        if let Err(e) = crate::run::DirTooBig::check(dir, spec.limits.disk) {
+        if let Err(e) = crate::dir_size::DirTooBig::check(dir, spec.limits.disk) {
             let why = e.describe(spec.limits.disk, "limits.disk");
             return bad_line(number, &format!("dir: {why}; ask a larger limits.disk"));
         }

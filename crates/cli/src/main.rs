@@ -4,6 +4,7 @@ mod backup;
 mod batch;
 mod check;
 mod data_folder;
+mod dir_size;
 mod doctor;
 mod env;
 mod env_build;
