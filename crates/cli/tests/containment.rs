@@ -780,6 +780,46 @@ fn cpu_spin_hits_time_limit() {
     h.host_unchanged();
 }
 
+/// A program that dies of SIGXCPU it sent itself (or of a `RLIMIT_CPU` it lowered itself) far
+/// below the run's CPU limit is reported as `signaled`, not as the limit corral enforces: before,
+/// any death by SIGXCPU was `time_limit`, "CPU time limit of 5s exceeded" after a millisecond.
+#[test]
+fn sigxcpu_below_the_cpu_limit_is_not_reported_as_the_limit() {
+    let _g = shared();
+    let h = Hostile::compiled("xcpu", "xcpu");
+    for mode in ["raise", "rlimit"] {
+        let o = h.run_within(
+            secs(90),
+            &["--cpu-time", "5s", "--wall-time", "20s"],
+            &[mode],
+        );
+        o.ensure(
+            o.stdout().contains(&format!("FORGING {mode}")),
+            "the program did not start",
+        );
+        let cpu = o
+            .int("cpu_time_ms")
+            .unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
+        o.ensure(
+            cpu < 5000,
+            format!("{mode}: the program used {cpu} ms, the whole limit"),
+        );
+        if under_gvisor() {
+            // gVisor's CPU clock may run ahead of the host's (README, "Choosing the runtime"):
+            // its backstop's SIGXCPU cannot be told from the program's own there.
+            o.assert_status_in(&["signaled", "time_limit"]);
+            continue;
+        }
+        o.ensure(
+            o.status() != "time_limit",
+            format!("ESCAPED: {mode}: reported as the CPU limit after {cpu} ms of a 5 s limit"),
+        );
+        o.assert_status("signaled");
+        o.ensure(o.int("signal") == Some(24), format!("{mode}: not SIGXCPU"));
+    }
+    h.host_unchanged();
+}
+
 #[test]
 fn cpu_limit_cannot_be_evaded_by_forking() {
     let _g = shared();
