@@ -2412,6 +2412,28 @@ fn proc_and_sys_are_masked() {
     h.host_unchanged();
 }
 
+/// The host's pressure-stall files are read-only inside: no program registers a trigger on the
+/// system-wide PSI group (a kernel object no cgroup limit covers, and a poller woken by the
+/// host's and other sandboxes' stalls). Reading them still works.
+#[test]
+fn pressure_stall_triggers_cannot_be_set_on_the_host() {
+    let _g = shared();
+    let h = Hostile::compiled("psi", "psi");
+    let o = h.run(&[], &[]);
+    o.assert_status("ok");
+    o.assert_no_escape();
+    for f in ["cpu", "memory", "io"] {
+        let file = format!("/proc/pressure/{f}");
+        o.ensure(
+            o.stdout()
+                .lines()
+                .any(|l| l.ends_with(&file) || l.contains(&format!("{file} "))),
+            format!("no report for {file}"),
+        );
+    }
+    h.host_unchanged();
+}
+
 /// The host's cgroup tree is hidden: a program and its child see their cgroup as the root of
 /// every hierarchy, not the host path of the sandbox's own cgroups (which
 /// `host_state_unchanged_after_attacks` finds on the host); under gVisor, only the sentry's own.
