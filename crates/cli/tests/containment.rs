@@ -820,6 +820,50 @@ fn sigxcpu_below_the_cpu_limit_is_not_reported_as_the_limit() {
     h.host_unchanged();
 }
 
+/// A supervisor started above ordinary processes (a real-time policy, a negative nice — `chrt`,
+/// `nice -n -5`, a service's `Nice=`) does not hand that to its programs, and a program cannot
+/// raise its own priority whatever the supervisor's `RLIMIT_RTPRIO` and `RLIMIT_NICE`: before,
+/// a program of a `chrt -f 1` supervisor ran SCHED_FIFO (a spinner holds a CPU against every
+/// ordinary process of the host, and against the supervisor itself at the same priority).
+#[test]
+fn the_supervisors_scheduling_priority_is_not_inherited() {
+    use std::os::unix::process::CommandExt;
+    let _g = shared();
+    let h = Hostile::compiled("sched", "sched");
+    let mut cmd = corral_cmd();
+    // SAFETY: between fork and exec only async-signal-safe syscalls on this process are made.
+    unsafe {
+        cmd.pre_exec(|| {
+            // Real time where this host allows it (a cpu cgroup without real-time runtime
+            // refuses); a negative nice always (the tests run as root).
+            let sp = libc::sched_param { sched_priority: 1 };
+            let _ = libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp);
+            if libc::setpriority(libc::PRIO_PROCESS, 0, -5) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut a = vec!["--fresh", "--dir", h.dir().to_str().unwrap(), "--"];
+    a.extend(h.argv.iter().map(String::as_str));
+    a.push(&h.marker);
+    let o = run_json_with(cmd, &a, secs(60));
+    o.assert_status("ok");
+    o.ensure(o.stdout().contains("POLICY "), "the program did not report");
+    if under_gvisor() {
+        // What the host schedules is gVisor's sentry, started at a plain priority; the nice
+        // value a program sets inside is gVisor's own, which lets it go below 0 and changes
+        // nothing on the host.
+        o.ensure(
+            !o.stdout().contains("ESCAPED: started"),
+            "the program started above an ordinary process",
+        );
+    } else {
+        o.assert_no_escape();
+    }
+    h.host_unchanged();
+}
+
 #[test]
 fn cpu_limit_cannot_be_evaded_by_forking() {
     let _g = shared();

@@ -85,6 +85,39 @@ impl Drop for Turn {
     }
 }
 
+/// Leaves a real-time scheduling policy (`SCHED_FIFO`, `SCHED_RR`, `SCHED_DEADLINE`) for
+/// `SCHED_OTHER` and a negative nice value for 0: what a process started by a supervisor that
+/// runs above ordinary processes (`chrt`, `nice -n -5`, a service's `Nice=`) would otherwise
+/// inherit. A lower priority (`SCHED_BATCH`, `SCHED_IDLE`, a positive nice) stays. Only raw
+/// system calls, async-signal-safe: also called between fork and exec.
+pub(crate) fn leave_raised_priority() -> Result<(), nix::errno::Errno> {
+    use nix::errno::Errno;
+    // SAFETY: plain system calls on this process; the `sched_param` outlives the call.
+    unsafe {
+        let policy = libc::sched_getscheduler(0);
+        if policy < 0 {
+            return Err(Errno::last());
+        }
+        let policy = policy & !libc::SCHED_RESET_ON_FORK;
+        const SCHED_DEADLINE: libc::c_int = 6;
+        if [libc::SCHED_FIFO, libc::SCHED_RR, SCHED_DEADLINE].contains(&policy) {
+            let param = libc::sched_param { sched_priority: 0 };
+            if libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) != 0 {
+                return Err(Errno::last());
+            }
+        }
+        Errno::clear();
+        let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
+        if nice == -1 && Errno::last_raw() != 0 {
+            return Err(Errno::last());
+        }
+        if nice < 0 && libc::setpriority(libc::PRIO_PROCESS, 0, 0) != 0 {
+            return Err(Errno::last());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
