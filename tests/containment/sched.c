@@ -8,9 +8,13 @@
  * program it runs: a SCHED_FIFO spinner takes a CPU from every ordinary process of the host (and
  * from the supervisor enforcing the limits, at the same priority) until its CPU limit.
  *
+ * The same holds for the I/O priority (`ionice -c1`): a real-time class is served before every
+ * ordinary process's reads of the host's disks.
+ *
  * Usage: ./sched MARKER
  *   prints its policy, nice value and limits, then "ESCAPED: ..." for every way it runs or could
- *   make itself run above an ordinary process (a real-time policy, a negative nice), or
+ *   make itself run above an ordinary process (a real-time policy, a negative nice, a real-time
+ *   I/O class), or
  *   "BLOCKED: ..." for each attempt that failed. It never spins.
  */
 #define _GNU_SOURCE
@@ -19,6 +23,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define IOPRIO_WHO_PROCESS 1
+#define IOPRIO_CLASS_RT 1
 
 int main(void) {
     int policy = sched_getscheduler(0) & ~SCHED_RESET_ON_FORK;
@@ -41,5 +50,12 @@ int main(void) {
     sched_setscheduler(0, SCHED_OTHER, &sp);
     if (setpriority(PRIO_PROCESS, 0, -10) == 0) printf("ESCAPED: made itself nice -10\n");
     else printf("BLOCKED: nice -10 %s\n", strerror(errno));
+    int ioprio = syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0);
+    printf("IOPRIO class %d level %d\n", ioprio >> 13, ioprio & 0x1fff);
+    if (ioprio >= 0 && ioprio >> 13 == IOPRIO_CLASS_RT) printf("ESCAPED: started with real-time I/O priority\n");
+    else printf("BLOCKED: started with I/O class %d\n", ioprio >> 13);
+    if (syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_CLASS_RT << 13) == 0)
+        printf("ESCAPED: made itself real-time I/O priority\n");
+    else printf("BLOCKED: real-time I/O priority %s\n", strerror(errno));
     return 0;
 }

@@ -820,8 +820,9 @@ fn sigxcpu_below_the_cpu_limit_is_not_reported_as_the_limit() {
     h.host_unchanged();
 }
 
-/// A supervisor started above ordinary processes (a real-time policy, a negative nice — `chrt`,
-/// `nice -n -5`, a service's `Nice=`) does not hand that to its programs, and a program cannot
+/// A supervisor started above ordinary processes (a real-time policy, a negative nice, a
+/// real-time I/O class — `chrt`, `nice -n -5`, `ionice -c1`, a service's `Nice=`) does not hand
+/// that to its programs, and a program cannot
 /// raise its own priority whatever the supervisor's `RLIMIT_RTPRIO` and `RLIMIT_NICE`: before,
 /// a program of a `chrt -f 1` supervisor ran SCHED_FIFO (a spinner holds a CPU against every
 /// ordinary process of the host, and against the supervisor itself at the same priority).
@@ -839,6 +840,10 @@ fn the_supervisors_scheduling_priority_is_not_inherited() {
             let sp = libc::sched_param { sched_priority: 1 };
             let _ = libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp);
             if libc::setpriority(libc::PRIO_PROCESS, 0, -5) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // ioprio_set(IOPRIO_WHO_PROCESS, self, IOPRIO_CLASS_RT level 0), as `ionice -c1`.
+            if libc::syscall(libc::SYS_ioprio_set, 1, 0, 1 << 13) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

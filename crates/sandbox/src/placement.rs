@@ -86,10 +86,11 @@ impl Drop for Turn {
 }
 
 /// Leaves a real-time scheduling policy (`SCHED_FIFO`, `SCHED_RR`, `SCHED_DEADLINE`) for
-/// `SCHED_OTHER` and a negative nice value for 0: what a process started by a supervisor that
-/// runs above ordinary processes (`chrt`, `nice -n -5`, a service's `Nice=`) would otherwise
-/// inherit. A lower priority (`SCHED_BATCH`, `SCHED_IDLE`, a positive nice) stays. Only raw
-/// system calls, async-signal-safe: also called between fork and exec.
+/// `SCHED_OTHER`, a negative nice value for 0 and the real-time I/O class for the default one:
+/// what a process started by a supervisor that runs above ordinary processes (`chrt`,
+/// `nice -n -5`, `ionice -c1`, a service's `Nice=`) would otherwise inherit. A lower priority
+/// (`SCHED_BATCH`, `SCHED_IDLE`, a positive nice, the idle I/O class) stays. Only raw system
+/// calls, async-signal-safe: also called between fork and exec.
 pub(crate) fn leave_raised_priority() -> Result<(), nix::errno::Errno> {
     use nix::errno::Errno;
     // SAFETY: plain system calls on this process; the `sched_param` outlives the call.
@@ -112,6 +113,20 @@ pub(crate) fn leave_raised_priority() -> Result<(), nix::errno::Errno> {
             return Err(Errno::last());
         }
         if nice < 0 && libc::setpriority(libc::PRIO_PROCESS, 0, 0) != 0 {
+            return Err(Errno::last());
+        }
+        // ioprio_get/ioprio_set(IOPRIO_WHO_PROCESS, self): class in the top bits; class 0 is
+        // "none", the best-effort level the nice value gives.
+        const WHO_PROCESS: libc::c_long = 1;
+        const CLASS_SHIFT: libc::c_long = 13;
+        const CLASS_RT: libc::c_long = 1;
+        let ioprio = libc::syscall(libc::SYS_ioprio_get, WHO_PROCESS, 0);
+        if ioprio < 0 {
+            return Err(Errno::last());
+        }
+        if ioprio >> CLASS_SHIFT == CLASS_RT
+            && libc::syscall(libc::SYS_ioprio_set, WHO_PROCESS, 0, 0) != 0
+        {
             return Err(Errno::last());
         }
     }

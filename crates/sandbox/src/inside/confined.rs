@@ -447,6 +447,8 @@ pub(crate) fn allowed(filter: &CompiledFilter, uid: u32, gid: u32) -> bool {
         (libc::SYS_sched_setscheduler, [0, 0, P, 0, 0, 0]),
         (libc::SYS_getpriority, [0; 6]),
         (libc::SYS_setpriority, [0; 6]),
+        (libc::SYS_ioprio_get, [1, 0, 0, 0, 0, 0]),
+        (libc::SYS_ioprio_set, [1, 0, 0, 0, 0, 0]),
     ]);
     for to in 0..3 {
         #[cfg(target_arch = "x86_64")]
