@@ -113,9 +113,11 @@ pub(crate) fn leave_raised_priority() -> Result<(), nix::errno::Errno> {
     if nice == -1 && Errno::last_raw() != 0 {
         return Err(Errno::last());
     }
-    // SAFETY: sets this process's own nice value; no memory is passed.
-    if nice < 0 && unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) } != 0 {
-        return Err(Errno::last());
+    if nice < 0 {
+        // SAFETY: sets this process's own nice value; no memory is passed.
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) } != 0 {
+            return Err(Errno::last());
+        }
     }
     // ioprio_get/ioprio_set(IOPRIO_WHO_PROCESS, self): the class in the top bits; class 0 is
     // "none", the best-effort level the nice value gives.
@@ -127,11 +129,11 @@ pub(crate) fn leave_raised_priority() -> Result<(), nix::errno::Errno> {
     if ioprio < 0 {
         return Err(Errno::last());
     }
-    // SAFETY: sets this process's own I/O priority; no memory is passed.
-    if ioprio >> CLASS_SHIFT == CLASS_RT
-        && unsafe { libc::syscall(libc::SYS_ioprio_set, WHO_PROCESS, 0, 0) } != 0
-    {
-        return Err(Errno::last());
+    if ioprio >> CLASS_SHIFT == CLASS_RT {
+        // SAFETY: sets this process's own I/O priority; no memory is passed.
+        if unsafe { libc::syscall(libc::SYS_ioprio_set, WHO_PROCESS, 0, 0) } != 0 {
+            return Err(Errno::last());
+        }
     }
     Ok(())
 }
