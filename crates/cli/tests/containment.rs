@@ -2791,6 +2791,34 @@ fn the_thread_that_starts_programs_cannot_be_reached() {
 /// Consecutive runs of a batch reuse warm sandboxes from the pool: nothing a
 /// run leaves behind (files, processes, IPC objects, CPU/memory/pids usage)
 /// may be visible to or charged to the next run.
+/// A program whose first call is an allowed `socket(2)` (the socket watch raises a notification
+/// for it) runs as it should in a warm sandbox, whose programs start from PID 1's confined thread:
+/// before, a call made before PID 1 had heard of the exec was taken for one of the starting
+/// process's own, and the run was killed and reported as `blocked_syscall: socket` (most lines
+/// of such a batch here).
+#[test]
+fn a_socket_at_a_warm_programs_start_is_not_reported_as_blocked() {
+    use serde_json::json;
+    let _g = shared();
+    let w = workdir();
+    compile("netstart", w.path());
+    let dir = d(w.path());
+    let m = marker("netstart");
+    let lines: Vec<_> = (0..12)
+        .map(|_| json!({"argv": ["./netstart", &m], "dir": &dir}))
+        .collect();
+    let (res, _raw) = run_batch(&lines, &["--parallel", "1"], w.path());
+    for (i, r) in res.iter().enumerate() {
+        assert!(
+            r["status"] == "ok" && r["stdout"].as_str().unwrap_or("").contains("SOCKETS OK"),
+            "line {}: ESCAPED (misreported): {}",
+            i + 1,
+            brief(r)
+        );
+    }
+    assert_no_host_procs(&m);
+}
+
 #[test]
 fn warm_pool_runs_do_not_share_state() {
     use serde_json::json;
