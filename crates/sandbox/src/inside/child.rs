@@ -156,9 +156,12 @@ pub(crate) fn contain_and_exec<S: Syscalls>(
     // The cgroup is hidden behind a namespace PID 1 made at the build, which this process shares.
     set_rlimits(plan, sys)?;
     // After the limits: RLIMIT_RTPRIO and RLIMIT_NICE at 0 keep the program from taking back
-    // the priority it leaves here.
-    sys.leave_raised_priority()
-        .map_err(SetupError::Scheduling)?;
+    // the priority it leaves here. Inside gVisor priorities are its own kernel's (which lacks
+    // ioprio_get); the host schedules the sentry, started at a plain priority (`crate::gvisor`).
+    if !plan.gvisor {
+        sys.leave_raised_priority()
+            .map_err(SetupError::Scheduling)?;
+    }
     attach_stdio(plan, sys, stdio)?;
     sys.chdir(&plan.cwd).map_err(|errno| SetupError::Chdir {
         dir: plan.cwd.clone(),
@@ -504,6 +507,7 @@ mod tests {
             Some("wait until traced")
         );
         assert!(!sys.calls.iter().any(|c| c.contains("MSGQUEUE")));
+        assert!(!sys.calls.iter().any(|c| c.contains("priority")));
         let from_no_new_privs: Vec<&str> = sys
             .calls
             .iter()
