@@ -2819,6 +2819,40 @@ fn a_socket_at_a_warm_programs_start_is_not_reported_as_blocked() {
     assert_no_host_procs(&m);
 }
 
+/// A listening unix socket a run leaves in flight (in the queue of a connection it has not
+/// accepted: no process holds either) does not reach the next run of the warm sandbox. Its
+/// abstract name lives in the network namespace, which a reset keeps when no network socket was
+/// made; the kernel's unix garbage collector frees such a cycle only later. Before, the next run
+/// (another tenant's) connected to it.
+#[test]
+fn a_unix_socket_left_in_flight_does_not_reach_the_next_run() {
+    use serde_json::json;
+    let _g = shared();
+    let w = workdir();
+    compile("unixleft", w.path());
+    let dir = d(w.path());
+    let m = marker("unixleft");
+    let lines = vec![
+        json!({"argv": ["./unixleft", &m, "plant"], "dir": &dir}),
+        json!({"argv": ["./unixleft", &m, "check"], "dir": &dir}),
+        json!({"argv": ["./unixleft", &m, "check"], "dir": &dir}),
+    ];
+    let (res, _raw) = run_batch(&lines, &["--parallel", "1"], w.path());
+    let out = |i: usize| res[i]["stdout"].as_str().unwrap_or("").to_string();
+    assert_eq!(res[0]["status"], "ok", "{}", brief(&res[0]));
+    assert!(out(0).contains("PLANTED"), "{}", brief(&res[0]));
+    for (i, r) in res.iter().enumerate().skip(1) {
+        assert_eq!(r["status"], "ok", "{}", brief(r));
+        assert!(
+            out(i).contains("GONE"),
+            "ESCAPED: line {} reaches the socket line 1 left: {}",
+            i + 1,
+            brief(r)
+        );
+    }
+    assert_no_host_procs(&m);
+}
+
 #[test]
 fn warm_pool_runs_do_not_share_state() {
     use serde_json::json;

@@ -508,7 +508,7 @@ fn reset(
     }
     if renew_net {
         netns::loopback_up();
-        let watched = matches!(net_baseline, Some(netns::Baseline::Watched));
+        let watched = net_baseline.as_ref().is_some_and(netns::Baseline::watched);
         *net_baseline = Some(netns::Baseline::new(watched));
     }
     use std::os::unix::fs::FileExt;
