@@ -2839,8 +2839,11 @@ fn a_unix_socket_left_in_flight_does_not_reach_the_next_run() {
     ];
     let (res, _raw) = run_batch(&lines, &["--parallel", "1"], w.path());
     let out = |i: usize| res[i]["stdout"].as_str().unwrap_or("").to_string();
-    assert_eq!(res[0]["status"], "ok", "{}", brief(&res[0]));
-    assert!(out(0).contains("PLANTED"), "{}", brief(&res[0]));
+    // gVisor's kernel refuses this listener (and every line there runs in a sandbox of its own).
+    if !under_gvisor() {
+        assert_eq!(res[0]["status"], "ok", "{}", brief(&res[0]));
+        assert!(out(0).contains("PLANTED"), "{}", brief(&res[0]));
+    }
     for (i, r) in res.iter().enumerate().skip(1) {
         assert_eq!(r["status"], "ok", "{}", brief(r));
         assert!(
