@@ -6,16 +6,23 @@
  * Here a listener bound to an abstract name (abstract names live in the network namespace, which
  * a warm sandbox keeps for its next run when no network socket was made) is sent over a
  * connection into the queue of that connection's own unaccepted end: the listener holds the
- * connection, the connection's queue holds the listener, and no process holds either.
+ * connection, the connection's queue holds the listener, and no process holds either. A pty
+ * master goes along, with a secret written to it: its slave, /dev/pts/N in the sandbox's own
+ * devpts (which a warm sandbox keeps), holds that input for whoever opens it next.
  *
  * Usage: ./unixleft MARKER plant
- *          makes the listener "@corral-unixleft-MARKER" and the cycle, prints "PLANTED", exits.
+ *          makes the listener "@corral-unixleft-MARKER", a pty with the secret, and the cycle;
+ *          prints "PLANTED", exits.
  *        ./unixleft MARKER check
  *          connects to that name: "SEEN <name>" (an earlier run's socket is still there) or
- *          "GONE <errno>".
+ *          "GONE <errno>"; then reads every /dev/pts slave it can open: "ESCAPED: read <secret>"
+ *          when an earlier run's input is there.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -48,6 +55,12 @@ int main(int argc, char **argv) {
         int c = socket(AF_UNIX, SOCK_STREAM, 0);
         if (c < 0 || connect(c, (void *)&a, len)) { printf("FAILED connect %s\n", strerror(errno)); return 1; }
         if (send_fd(c, l)) { printf("FAILED sendmsg %s\n", strerror(errno)); return 1; }
+        int m = posix_openpt(O_RDWR | O_NOCTTY);
+        if (m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0) {
+            char secret[100];
+            int k = snprintf(secret, sizeof secret, "SECRET-%s\n", argv[1]);
+            if (write(m, secret, k) == k && send_fd(c, m) == 0) printf("pty %s\n", ptsname(m));
+        }
         int c2 = socket(AF_UNIX, SOCK_STREAM, 0);
         if (c2 < 0 || connect(c2, (void *)&a, len) || send_fd(c2, c2) || send_fd(c2, c)) {
             printf("FAILED second connection %s\n", strerror(errno));
@@ -59,5 +72,16 @@ int main(int argc, char **argv) {
     int c = socket(AF_UNIX, SOCK_STREAM, 0);
     if (connect(c, (void *)&a, len) == 0) printf("SEEN @%s\n", name);
     else printf("GONE %s\n", strerror(errno));
+    for (int i = 0; i < 64; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "/dev/pts/%d", i);
+        int s = open(path, O_RDWR | O_NOCTTY | O_NONBLOCK);
+        if (s < 0) continue;
+        char buf[128] = {0};
+        ssize_t n = read(s, buf, sizeof buf - 1);
+        if (n > 0 && strstr(buf, "SECRET-")) printf("ESCAPED: read %s from %s", buf, path);
+        else printf("SEEN %s (nothing to read)\n", path);
+        close(s);
+    }
     return 0;
 }

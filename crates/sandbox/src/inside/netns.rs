@@ -65,15 +65,19 @@ impl Baseline {
     }
 
     /// Whether a reset must replace the namespace, `reached` telling whether a run since the last
-    /// one made a network socket (or was not watched). Whatever the watch saw, a unix socket the
-    /// run's processes left behind renews it too.
+    /// one made a network socket (or was not watched).
     pub(crate) fn must_renew(&mut self, reached: bool) -> bool {
-        let changed = match &mut self.kind {
+        match &mut self.kind {
             Kind::Watched => reached,
             Kind::Captured(f) => reached && !f.unchanged(),
             Kind::Unreadable => true,
-        };
-        changed || self.unix.as_ref().is_none_or(UnixSockets::any)
+        }
+    }
+
+    /// Whether a unix socket is left in the namespace once a run's processes are gone (or the
+    /// list could not be read): see [`UnixSockets`].
+    pub(crate) fn sockets_left(&self) -> bool {
+        self.unix.as_ref().is_none_or(UnixSockets::any)
     }
 }
 
@@ -81,12 +85,14 @@ impl Baseline {
 ///
 /// A unix socket does not always die with the processes that had it: one whose descriptor is in
 /// flight (`SCM_RIGHTS`, in a queue no process can read any more) lives until the kernel's unix
-/// garbage collector finds it, which runs asynchronously — and a listener whose descriptor sits
-/// in the queue of a connection it has not accepted survived the end of its run, still
-/// accepting connections at its abstract name (which lives in the network namespace), until
-/// some later unix socket activity on the host ran the collector. The next run of a warm
-/// sandbox could connect to it. PID 1 has no unix socket of its own in the namespace between
-/// runs, so after a run (its processes reaped) the list must be empty.
+/// garbage collector finds it, which runs asynchronously — a listener whose descriptor sits in
+/// the queue of a connection it has not accepted outlived its run, with every descriptor sent
+/// alongside: still accepting connections at its abstract name (which lives in the network
+/// namespace), a pty master keeping `/dev/pts/N` and what was written to it. The next run of a
+/// warm sandbox could connect to the one and read the other. Such a cycle needs a unix socket
+/// of the run's, which is made in this namespace (unless the run had the host's network), and
+/// PID 1 has none of its own here between runs: after a run, with its processes reaped, the
+/// list must be empty, or the sandbox is not reused.
 struct UnixSockets(std::fs::File);
 
 impl UnixSockets {

@@ -474,6 +474,16 @@ fn reset(
             "processes survived the run; refusing to reuse the sandbox".into(),
         ));
     }
+    // What a run left in flight outlives it until the kernel's unix garbage collector runs, and
+    // may hold any file the next run can reach by name (see `netns::UnixSockets`).
+    if net_baseline
+        .as_ref()
+        .is_some_and(netns::Baseline::sockets_left)
+    {
+        return Err(SandboxError::Init(
+            "a unix socket outlived the run (left in flight); refusing to reuse the sandbox".into(),
+        ));
+    }
     let (owner_uid, owner_gid) = setup.fs_owner();
     let emptied = scratch
         .as_ref()
