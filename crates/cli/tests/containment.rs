@@ -780,6 +780,95 @@ fn cpu_spin_hits_time_limit() {
     h.host_unchanged();
 }
 
+/// A program that dies of SIGXCPU it sent itself (or of a `RLIMIT_CPU` it lowered itself) far
+/// below the run's CPU limit is reported as `signaled`, not as the limit corral enforces: before,
+/// any death by SIGXCPU was `time_limit`, "CPU time limit of 5s exceeded" after a millisecond.
+#[test]
+fn sigxcpu_below_the_cpu_limit_is_not_reported_as_the_limit() {
+    let _g = shared();
+    let h = Hostile::compiled("xcpu", "xcpu");
+    for mode in ["raise", "rlimit"] {
+        let o = h.run_within(
+            secs(90),
+            &["--cpu-time", "5s", "--wall-time", "20s"],
+            &[mode],
+        );
+        o.ensure(
+            o.stdout().contains(&format!("FORGING {mode}")),
+            "the program did not start",
+        );
+        let cpu = o
+            .int("cpu_time_ms")
+            .unwrap_or_else(|| panic!("cpu_time_ms missing\n{}", o.describe()));
+        o.ensure(
+            cpu < 5000,
+            format!("{mode}: the program used {cpu} ms, the whole limit"),
+        );
+        if under_gvisor() {
+            // gVisor's CPU clock may run ahead of the host's (README, "Choosing the runtime"):
+            // its backstop's SIGXCPU cannot be told from the program's own there.
+            o.assert_status_in(&["signaled", "time_limit"]);
+            continue;
+        }
+        o.ensure(
+            o.status() != "time_limit",
+            format!("ESCAPED: {mode}: reported as the CPU limit after {cpu} ms of a 5 s limit"),
+        );
+        o.assert_status("signaled");
+        o.ensure(o.int("signal") == Some(24), format!("{mode}: not SIGXCPU"));
+    }
+    h.host_unchanged();
+}
+
+/// A supervisor started above ordinary processes (a real-time policy, a negative nice, a
+/// real-time I/O class — `chrt`, `nice -n -5`, `ionice -c1`, a service's `Nice=`) does not hand
+/// that to its programs, and a program cannot
+/// raise its own priority whatever the supervisor's `RLIMIT_RTPRIO` and `RLIMIT_NICE`: before,
+/// a program of a `chrt -f 1` supervisor ran SCHED_FIFO (a spinner holds a CPU against every
+/// ordinary process of the host, and against the supervisor itself at the same priority).
+#[test]
+fn the_supervisors_scheduling_priority_is_not_inherited() {
+    use std::os::unix::process::CommandExt;
+    let _g = shared();
+    let h = Hostile::compiled("sched", "sched");
+    let mut cmd = corral_cmd();
+    // SAFETY: between fork and exec only async-signal-safe syscalls on this process are made.
+    unsafe {
+        cmd.pre_exec(|| {
+            // Real time where this host allows it (a cpu cgroup without real-time runtime
+            // refuses); a negative nice always (the tests run as root).
+            let sp = libc::sched_param { sched_priority: 1 };
+            let _ = libc::sched_setscheduler(0, libc::SCHED_FIFO, &sp);
+            if libc::setpriority(libc::PRIO_PROCESS, 0, -5) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // ioprio_set(IOPRIO_WHO_PROCESS, self, IOPRIO_CLASS_RT level 0), as `ionice -c1`.
+            if libc::syscall(libc::SYS_ioprio_set, 1, 0, 1 << 13) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut a = vec!["--fresh", "--dir", h.dir().to_str().unwrap(), "--"];
+    a.extend(h.argv.iter().map(String::as_str));
+    a.push(&h.marker);
+    let o = run_json_with(cmd, &a, secs(60));
+    o.assert_status("ok");
+    o.ensure(o.stdout().contains("POLICY "), "the program did not report");
+    if under_gvisor() {
+        // What the host schedules is gVisor's sentry, started at a plain priority; the nice
+        // value a program sets inside is gVisor's own, which lets it go below 0 and changes
+        // nothing on the host.
+        o.ensure(
+            !o.stdout().contains("ESCAPED: started"),
+            "the program started above an ordinary process",
+        );
+    } else {
+        o.assert_no_escape();
+    }
+    h.host_unchanged();
+}
+
 #[test]
 fn cpu_limit_cannot_be_evaded_by_forking() {
     let _g = shared();
@@ -2372,6 +2461,28 @@ fn proc_and_sys_are_masked() {
     h.host_unchanged();
 }
 
+/// The host's pressure-stall files are read-only inside: no program registers a trigger on the
+/// system-wide PSI group (a kernel object no cgroup limit covers, and a poller woken by the
+/// host's and other sandboxes' stalls). Reading them still works.
+#[test]
+fn pressure_stall_triggers_cannot_be_set_on_the_host() {
+    let _g = shared();
+    let h = Hostile::compiled("psi", "psi");
+    let o = h.run(&[], &[]);
+    o.assert_status("ok");
+    o.assert_no_escape();
+    for f in ["cpu", "memory", "io"] {
+        let file = format!("/proc/pressure/{f}");
+        o.ensure(
+            o.stdout()
+                .lines()
+                .any(|l| l.ends_with(&file) || l.contains(&format!("{file} "))),
+            format!("no report for {file}"),
+        );
+    }
+    h.host_unchanged();
+}
+
 /// The host's cgroup tree is hidden: a program and its child see their cgroup as the root of
 /// every hierarchy, not the host path of the sandbox's own cgroups (which
 /// `host_state_unchanged_after_attacks` finds on the host); under gVisor, only the sentry's own.
@@ -2535,6 +2646,47 @@ fn run_batch(
     flags: &[&str],
     dir: &Path,
 ) -> (Vec<serde_json::Value>, Raw) {
+    let (res, raw) = run_batch_lines(lines, flags, dir);
+    if under_gvisor() {
+        // A gVisor sandbox serves one lease and is never reused (the pool starts a spare in its
+        // place): every line runs in a sandbox of its own, so the reset between lines is moot.
+        let ids: BTreeSet<String> = res.iter().map(|r| r["sandbox"]["id"].to_string()).collect();
+        assert_eq!(
+            ids.len(),
+            res.len(),
+            "a gVisor sandbox served two batch lines: {ids:?}"
+        );
+        return (res, raw);
+    }
+    // One sandbox for every line — except where this kernel cannot reset a cgroup's memory peak
+    // (cgroup v2 before Linux 6.12): there a line that raised it by more than 32 MiB retires its
+    // sandbox (the next line would be charged that peak), and only there may the sandbox change.
+    let lifetime_peak = memory_peak_is_lifetime();
+    for (i, pair) in res.windows(2).enumerate() {
+        let (before, after) = (&pair[0], &pair[1]);
+        if before["sandbox"]["id"] == after["sandbox"]["id"] {
+            continue;
+        }
+        let peak = before["memory_peak_bytes"].as_u64().unwrap_or(0);
+        assert!(
+            lifetime_peak && peak > 32 << 20,
+            "line {} moved to another sandbox after line {} (memory peak {peak}; lifetime-only \
+             peaks here: {lifetime_peak}): every line must reuse the one warm sandbox\n{}",
+            i + 2,
+            i + 1,
+            String::from_utf8_lossy(&raw.stdout)
+        );
+    }
+    (res, raw)
+}
+
+/// `corral run --batch` of `lines` with a pool of one sandbox: one result per line, in order
+/// (which sandbox ran each is the caller's to check).
+fn run_batch_lines(
+    lines: &[serde_json::Value],
+    flags: &[&str],
+    dir: &Path,
+) -> (Vec<serde_json::Value>, Raw) {
     let file = dir.join("batch.jsonl");
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     fs::write(&file, text).unwrap();
@@ -2559,35 +2711,6 @@ fn run_batch(
         lines.len(),
         "one result per batch line expected:\n{out}"
     );
-    if under_gvisor() {
-        // A gVisor sandbox serves one lease and is never reused (the pool starts a spare in its
-        // place): every line runs in a sandbox of its own, so the reset between lines is moot.
-        let ids: BTreeSet<String> = res.iter().map(|r| r["sandbox"]["id"].to_string()).collect();
-        assert_eq!(
-            ids.len(),
-            res.len(),
-            "a gVisor sandbox served two batch lines: {ids:?}\n{out}"
-        );
-        return (res, raw);
-    }
-    // One sandbox for every line — except where this kernel cannot reset a cgroup's memory peak
-    // (cgroup v2 before Linux 6.12): there a line that raised it by more than 32 MiB retires its
-    // sandbox (the next line would be charged that peak), and only there may the sandbox change.
-    let lifetime_peak = memory_peak_is_lifetime();
-    for (i, pair) in res.windows(2).enumerate() {
-        let (before, after) = (&pair[0], &pair[1]);
-        if before["sandbox"]["id"] == after["sandbox"]["id"] {
-            continue;
-        }
-        let peak = before["memory_peak_bytes"].as_u64().unwrap_or(0);
-        assert!(
-            lifetime_peak && peak > 32 << 20,
-            "line {} moved to another sandbox after line {} (memory peak {peak}; lifetime-only \
-             peaks here: {lifetime_peak}): every line must reuse the one warm sandbox\n{out}",
-            i + 2,
-            i + 1
-        );
-    }
     (res, raw)
 }
 
@@ -2680,6 +2803,73 @@ fn the_thread_that_starts_programs_cannot_be_reached() {
 /// Consecutive runs of a batch reuse warm sandboxes from the pool: nothing a
 /// run leaves behind (files, processes, IPC objects, CPU/memory/pids usage)
 /// may be visible to or charged to the next run.
+/// A program whose first call is an allowed `socket(2)` (the socket watch raises a notification
+/// for it) runs as it should in a warm sandbox, whose programs start from PID 1's confined thread:
+/// before, a call made before PID 1 had heard of the exec was taken for one of the starting
+/// process's own, and the run was killed and reported as `blocked_syscall: socket` (most lines
+/// of such a batch here).
+#[test]
+fn a_socket_at_a_warm_programs_start_is_not_reported_as_blocked() {
+    use serde_json::json;
+    let _g = shared();
+    let w = workdir();
+    compile("netstart", w.path());
+    let dir = d(w.path());
+    let m = marker("netstart");
+    let lines: Vec<_> = (0..12)
+        .map(|_| json!({"argv": ["./netstart", &m], "dir": &dir}))
+        .collect();
+    let (res, _raw) = run_batch(&lines, &["--parallel", "1"], w.path());
+    for (i, r) in res.iter().enumerate() {
+        assert!(
+            r["status"] == "ok" && r["stdout"].as_str().unwrap_or("").contains("SOCKETS OK"),
+            "line {}: ESCAPED (misreported): {}",
+            i + 1,
+            brief(r)
+        );
+    }
+    assert_no_host_procs(&m);
+}
+
+/// A listening unix socket a run leaves in flight (in the queue of a connection it has not
+/// accepted: no process holds either), and the pty master sent along with it, do not reach the
+/// next run of the warm sandbox: the kernel's unix garbage collector frees such a cycle only
+/// later, so a sandbox left with one is not reused. Before, the next run (another tenant's)
+/// connected to the listener at its abstract name (which lives in the network namespace, kept
+/// when no network socket was made) and read what had been written to the pty (its slave in the
+/// sandbox's own devpts).
+#[test]
+fn a_unix_socket_left_in_flight_does_not_reach_the_next_run() {
+    use serde_json::json;
+    let _g = shared();
+    let w = workdir();
+    compile("unixleft", w.path());
+    let dir = d(w.path());
+    let m = marker("unixleft");
+    let lines = vec![
+        json!({"argv": ["./unixleft", &m, "plant"], "dir": &dir}),
+        json!({"argv": ["./unixleft", &m, "check"], "dir": &dir}),
+        json!({"argv": ["./unixleft", &m, "check"], "dir": &dir}),
+    ];
+    let (res, _raw) = run_batch_lines(&lines, &["--parallel", "1"], w.path());
+    let out = |i: usize| res[i]["stdout"].as_str().unwrap_or("").to_string();
+    // gVisor's kernel refuses this listener (and every line there runs in a sandbox of its own).
+    if !under_gvisor() {
+        assert_eq!(res[0]["status"], "ok", "{}", brief(&res[0]));
+        assert!(out(0).contains("PLANTED"), "{}", brief(&res[0]));
+    }
+    for (i, r) in res.iter().enumerate().skip(1) {
+        assert_eq!(r["status"], "ok", "{}", brief(r));
+        assert!(
+            out(i).contains("GONE") && !out(i).contains("ESCAPED") && !out(i).contains("SEEN"),
+            "ESCAPED: line {} reaches what line 1 left: {}",
+            i + 1,
+            brief(r)
+        );
+    }
+    assert_no_host_procs(&m);
+}
+
 #[test]
 fn warm_pool_runs_do_not_share_state() {
     use serde_json::json;

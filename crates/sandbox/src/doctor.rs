@@ -187,7 +187,32 @@ pub fn probe() -> Report {
             Err(why) => Err(format!("no perf events ({why}; perf_event_paranoid above 2, or a seccomp profile refusing perf_event_open): CPU limits are checked against the cgroup's counter and can overshoot by a scheduler tick (1-10 ms)")),
         },
     ));
+    checks.push(check(
+        "core dumps",
+        false,
+        core_pattern_status(
+            &std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap_or_default(),
+        ),
+    ));
     Report { checks }
+}
+
+/// Where a crash's core dump goes (`kernel.core_pattern`), which no namespace changes: a file is
+/// never written (RLIMIT_CORE 0 refuses it), but a pipe or socket handler is the host's own
+/// program, started outside every sandbox limit for each crash — the kernel ignores RLIMIT_CORE
+/// for it (only the value 1 stops it, and a program may lower its own soft limit to 0).
+fn core_pattern_status(pattern: &str) -> Result<String, String> {
+    let pattern = pattern.trim();
+    match pattern.chars().next() {
+        Some('|') | Some('@') => Err(format!(
+            "kernel.core_pattern hands core dumps to {pattern:?}: each crash of a sandboxed program starts \
+             that handler on the host, outside the sandbox's limits (RLIMIT_CORE does not stop a handler); \
+             a judging host should use a file pattern (e.g. sysctl kernel.core_pattern=core)"
+        )),
+        _ => Ok(format!(
+            "written to files ({pattern:?}): none for sandboxed programs (RLIMIT_CORE is 0)"
+        )),
+    }
 }
 
 /// Build mode (`corral env build`) and root mode (graders run as root in their image) stack
@@ -356,4 +381,26 @@ pub(crate) fn kernel_version() -> (u32, u32) {
         .split(|c: char| !c.is_ascii_digit())
         .filter_map(|p| p.parse::<u32>().ok());
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A handler the kernel starts for each crash is flagged; a file pattern, which RLIMIT_CORE 0
+    /// turns off, is not.
+    #[test]
+    fn a_core_dump_handler_is_flagged() {
+        for handler in [
+            "|/usr/lib/systemd/systemd-coredump %P %u %g %s %t %c %h\n",
+            "|/usr/share/apport/apport -p%p -s%s -c%c -d%d -P%P -u%u -g%g -- %E",
+            "@/run/coredump.socket",
+        ] {
+            let e = core_pattern_status(handler).unwrap_err();
+            assert!(e.contains("outside the sandbox's limits"), "{e}");
+        }
+        for file in ["core\n", "/var/crash/core.%e.%p", ""] {
+            assert!(core_pattern_status(file).is_ok(), "{file:?}");
+        }
+    }
 }

@@ -557,8 +557,18 @@ fn verdict(o: &Outcome, killed_for: Option<Status>, oom_killed: bool) -> Status 
         return Status::MemoryLimit;
     }
     let cpu_over = o.usage.cpu_time_ms >= o.limits.cpu_time.duration().as_millis() as u64;
+    // SIGXCPU is the `RLIMIT_CPU` backstop's only when the run's CPU time got there: natively the
+    // backstop sits 2 s above the limit, so a program ended by a SIGXCPU it sent itself (or by a
+    // `RLIMIT_CPU` it lowered itself) below the limit merely died of a signal. Under gVisor the
+    // program's own CPU clock may run ahead of the host's figure (it counts runnable time), so
+    // its backstop's SIGXCPU cannot be told from one the program sent itself.
+    let backstop_xcpu = cpu_over || o.runtime == Runtime::Gvisor;
     match (o.exit_code, o.signal) {
-        (_, Some(s)) if s == libc::SIGXCPU || (s == libc::SIGKILL && cpu_over) => Status::TimeLimit,
+        (_, Some(s))
+            if (s == libc::SIGXCPU && backstop_xcpu) || (s == libc::SIGKILL && cpu_over) =>
+        {
+            Status::TimeLimit
+        }
         (_, Some(_)) => Status::Signaled,
         (Some(0), _) => Status::Ok,
         _ => Status::NonzeroExit,

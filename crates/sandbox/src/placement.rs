@@ -85,6 +85,59 @@ impl Drop for Turn {
     }
 }
 
+/// Leaves a real-time scheduling policy (`SCHED_FIFO`, `SCHED_RR`, `SCHED_DEADLINE`) for
+/// `SCHED_OTHER`, a negative nice value for 0 and the real-time I/O class for the default one:
+/// what a process started by a supervisor that runs above ordinary processes (`chrt`,
+/// `nice -n -5`, `ionice -c1`, a service's `Nice=`) would otherwise inherit. A lower priority
+/// (`SCHED_BATCH`, `SCHED_IDLE`, a positive nice, the idle I/O class) stays. Only raw system
+/// calls, async-signal-safe: also called between fork and exec.
+pub(crate) fn leave_raised_priority() -> Result<(), nix::errno::Errno> {
+    use nix::errno::Errno;
+    const SCHED_DEADLINE: libc::c_int = 6;
+    // SAFETY: queries this process's own policy; no memory is passed.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    if policy < 0 {
+        return Err(Errno::last());
+    }
+    let policy = policy & !libc::SCHED_RESET_ON_FORK;
+    if [libc::SCHED_FIFO, libc::SCHED_RR, SCHED_DEADLINE].contains(&policy) {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sets this process's own policy; `param` lives across the call.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) } != 0 {
+            return Err(Errno::last());
+        }
+    }
+    Errno::clear();
+    // SAFETY: queries this process's own nice value; no memory is passed.
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    if nice == -1 && Errno::last_raw() != 0 {
+        return Err(Errno::last());
+    }
+    if nice < 0 {
+        // SAFETY: sets this process's own nice value; no memory is passed.
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) } != 0 {
+            return Err(Errno::last());
+        }
+    }
+    // ioprio_get/ioprio_set(IOPRIO_WHO_PROCESS, self): the class in the top bits; class 0 is
+    // "none", the best-effort level the nice value gives.
+    const WHO_PROCESS: libc::c_long = 1;
+    const CLASS_SHIFT: libc::c_long = 13;
+    const CLASS_RT: libc::c_long = 1;
+    // SAFETY: queries this process's own I/O priority; no memory is passed.
+    let ioprio = unsafe { libc::syscall(libc::SYS_ioprio_get, WHO_PROCESS, 0) };
+    if ioprio < 0 {
+        return Err(Errno::last());
+    }
+    if ioprio >> CLASS_SHIFT == CLASS_RT {
+        // SAFETY: sets this process's own I/O priority; no memory is passed.
+        if unsafe { libc::syscall(libc::SYS_ioprio_set, WHO_PROCESS, 0, 0) } != 0 {
+            return Err(Errno::last());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -162,8 +162,9 @@ pub(crate) fn launch(plan: LaunchPlan<'_>) -> Result<Launched, SandboxError> {
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     let procs: Vec<RawFd> = plan.cgroup_procs.iter().map(|f| f.as_raw_fd()).collect();
-    // SAFETY: the closure only calls write(2) and close_range(2), which are async-signal-safe, on
-    // descriptors that stay open in the parent until spawn returns.
+    // SAFETY: the closure only calls write(2), close_range(2) and the scheduling calls of
+    // `leave_raised_priority`, which are async-signal-safe, on descriptors that stay open in the
+    // parent until spawn returns.
     unsafe {
         cmd.pre_exec(move || {
             for &fd in &procs {
@@ -171,6 +172,9 @@ pub(crate) fn launch(plan: LaunchPlan<'_>) -> Result<Launched, SandboxError> {
                     return Err(std::io::Error::last_os_error());
                 }
             }
+            // gVisor's threads run the program: none above an ordinary process of the host,
+            // whatever priority the supervisor was started with.
+            crate::placement::leave_raised_priority()?;
             // runsc gets stdio only: nothing the caller leaked into corral reaches gVisor.
             libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
             Ok(())

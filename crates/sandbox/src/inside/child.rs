@@ -36,7 +36,8 @@ pub(crate) struct ChildPlan {
     /// Inside gVisor: PID 1 traces the process and the seccomp filter stops it for PID 1 instead
     /// of notifying (gVisor has no user notification, see `gvisor::traced_filter` and
     /// `inside::tracer`), and RLIMIT_MSGQUEUE is gVisor's to set
-    /// (it refuses to lower it; its message queues live in its own kernel).
+    /// (it refuses to lower it; its message queues live in its own kernel), as are
+    /// RLIMIT_RTPRIO and RLIMIT_NICE (the host schedules gVisor's sentry, not its processes).
     pub(crate) gvisor: bool,
     /// Started by PID 1's confined thread (`inside::confined`): `no_new_privs`, the Landlock
     /// domain and the seccomp filter are inherited from it, not set up here.
@@ -154,6 +155,13 @@ pub(crate) fn contain_and_exec<S: Syscalls>(
     sys.setsid().map_err(SetupError::Setsid)?;
     // The cgroup is hidden behind a namespace PID 1 made at the build, which this process shares.
     set_rlimits(plan, sys)?;
+    // After the limits: RLIMIT_RTPRIO and RLIMIT_NICE at 0 keep the program from taking back
+    // the priority it leaves here. Inside gVisor priorities are its own kernel's (which lacks
+    // ioprio_get); the host schedules the sentry, started at a plain priority (`crate::gvisor`).
+    if !plan.gvisor {
+        sys.leave_raised_priority()
+            .map_err(SetupError::Scheduling)?;
+    }
     attach_stdio(plan, sys, stdio)?;
     sys.chdir(&plan.cwd).map_err(|errno| SetupError::Chdir {
         dir: plan.cwd.clone(),
@@ -226,6 +234,11 @@ fn set_rlimits(plan: &ChildPlan, sys: &mut impl Syscalls) -> Result<(), SetupErr
     ]);
     if !plan.gvisor {
         limits.push((Resource::RLIMIT_MSGQUEUE, 64 << 10, 64 << 10));
+        // No real-time policy and no negative nice a program could give itself, whatever the
+        // supervisor's own limits allow (a desktop's audio group gets rtprio 95). gVisor's
+        // scheduling of its sentry is the host's: `crate::gvisor` starts it at a plain priority.
+        limits.push((Resource::RLIMIT_RTPRIO, 0, 0));
+        limits.push((Resource::RLIMIT_NICE, 0, 0));
     }
     for (resource, soft, hard) in limits {
         sys.setrlimit(resource, soft, hard.max(soft))
@@ -378,6 +391,9 @@ mod tests {
                 "setrlimit(RLIMIT_CORE, 0, 0)",
                 "setrlimit(RLIMIT_MEMLOCK, 65536, 65536)",
                 "setrlimit(RLIMIT_MSGQUEUE, 65536, 65536)",
+                "setrlimit(RLIMIT_RTPRIO, 0, 0)",
+                "setrlimit(RLIMIT_NICE, 0, 0)",
+                "leave a raised priority",
                 "dup 10 -> 0",
                 "dup 11 -> 1",
                 "dup 12 -> 2",
@@ -442,6 +458,9 @@ mod tests {
                 "setrlimit(RLIMIT_CORE, 0, 0)",
                 "setrlimit(RLIMIT_MEMLOCK, 65536, 65536)",
                 "setrlimit(RLIMIT_MSGQUEUE, 65536, 65536)",
+                "setrlimit(RLIMIT_RTPRIO, 0, 0)",
+                "setrlimit(RLIMIT_NICE, 0, 0)",
+                "leave a raised priority",
                 "dup 10 -> 0",
                 "dup 11 -> 1",
                 "dup 12 -> 2",
@@ -488,6 +507,7 @@ mod tests {
             Some("wait until traced")
         );
         assert!(!sys.calls.iter().any(|c| c.contains("MSGQUEUE")));
+        assert!(!sys.calls.iter().any(|c| c.contains("priority")));
         let from_no_new_privs: Vec<&str> = sys
             .calls
             .iter()

@@ -436,9 +436,20 @@ pub(crate) fn allowed(filter: &CompiledFilter, uid: u32, gid: u32) -> bool {
         libc::RLIMIT_CORE,
         libc::RLIMIT_MEMLOCK,
         libc::RLIMIT_MSGQUEUE,
+        libc::RLIMIT_RTPRIO,
+        libc::RLIMIT_NICE,
     ] {
         calls.push((libc::SYS_prlimit64, [0, resource as u64, P, 0, 0, 0]));
     }
+    // Leaving a raised priority (`crate::placement::leave_raised_priority`).
+    calls.extend([
+        (libc::SYS_sched_getscheduler, [0; 6]),
+        (libc::SYS_sched_setscheduler, [0, 0, P, 0, 0, 0]),
+        (libc::SYS_getpriority, [0; 6]),
+        (libc::SYS_setpriority, [0; 6]),
+        (libc::SYS_ioprio_get, [1, 0, 0, 0, 0, 0]),
+        (libc::SYS_ioprio_set, [1, 0, 0, 0, 0, 0]),
+    ]);
     for to in 0..3 {
         #[cfg(target_arch = "x86_64")]
         calls.push((libc::SYS_dup2, [3, to, 0, 0, 0, 0]));

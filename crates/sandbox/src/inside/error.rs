@@ -80,6 +80,8 @@ pub enum SetupError {
     Setsid(Errno),
     #[error("setrlimit({resource:?}): {errno}")]
     Rlimit { resource: Resource, errno: Errno },
+    #[error("leaving the supervisor's scheduling priority: {0}")]
+    Scheduling(Errno),
     #[error("making descriptor {from} the program's fd {to}: {errno}")]
     Stdio {
         from: RawFd,

@@ -24,7 +24,14 @@ pub(crate) fn loopback_up() {
 }
 
 /// What a reset knows about the namespace it may keep.
-pub(crate) enum Baseline {
+pub(crate) struct Baseline {
+    kind: Kind,
+    /// The namespace's unix sockets (see [`UnixSockets`]); None when it could not be opened, and
+    /// every reset renews the namespace.
+    unix: Option<UnixSockets>,
+}
+
+enum Kind {
     /// The socket watch guards it: no run's network socket has reached it since it was made
     /// (a reset renews it after one that did). Nothing is read, at the build or later: reading
     /// the four files cost ~0.3 ms of every fresh sandbox's build.
@@ -38,22 +45,74 @@ pub(crate) enum Baseline {
 impl Baseline {
     /// For a namespace just made: watched runs need nothing more; others a fingerprint.
     pub(crate) fn new(watched: bool) -> Baseline {
-        if watched {
-            return Baseline::Watched;
+        let kind = if watched {
+            Kind::Watched
+        } else {
+            match Fingerprint::capture() {
+                Some(f) => Kind::Captured(f),
+                None => Kind::Unreadable,
+            }
+        };
+        Baseline {
+            kind,
+            unix: UnixSockets::open(),
         }
-        match Fingerprint::capture() {
-            Some(f) => Baseline::Captured(f),
-            None => Baseline::Unreadable,
-        }
+    }
+
+    /// Whether the socket watch guards the namespace.
+    pub(crate) fn watched(&self) -> bool {
+        matches!(self.kind, Kind::Watched)
     }
 
     /// Whether a reset must replace the namespace, `reached` telling whether a run since the last
     /// one made a network socket (or was not watched).
     pub(crate) fn must_renew(&mut self, reached: bool) -> bool {
-        match self {
-            Baseline::Watched => reached,
-            Baseline::Captured(f) => reached && !f.unchanged(),
-            Baseline::Unreadable => true,
+        match &mut self.kind {
+            Kind::Watched => reached,
+            Kind::Captured(f) => reached && !f.unchanged(),
+            Kind::Unreadable => true,
+        }
+    }
+
+    /// Whether a unix socket is left in the namespace once a run's processes are gone (or the
+    /// list could not be read): see [`UnixSockets`].
+    pub(crate) fn sockets_left(&self) -> bool {
+        self.unix.as_ref().is_none_or(UnixSockets::any)
+    }
+}
+
+/// The namespace's `/proc/net/unix`, kept open (it shows the namespace it was opened in).
+///
+/// A unix socket does not always die with the processes that had it: one whose descriptor is in
+/// flight (`SCM_RIGHTS`, in a queue no process can read any more) lives until the kernel's unix
+/// garbage collector finds it, which runs asynchronously — a listener whose descriptor sits in
+/// the queue of a connection it has not accepted outlived its run, with every descriptor sent
+/// alongside: still accepting connections at its abstract name (which lives in the network
+/// namespace), a pty master keeping `/dev/pts/N` and what was written to it. The next run of a
+/// warm sandbox could connect to the one and read the other. Such a cycle needs a unix socket
+/// of the run's, which is made in this namespace (unless the run had the host's network), and
+/// PID 1 has none of its own here between runs: after a run, with its processes reaped, the
+/// list must be empty, or the sandbox is not reused.
+struct UnixSockets(std::fs::File);
+
+impl UnixSockets {
+    fn open() -> Option<UnixSockets> {
+        let file = std::fs::File::open("/proc/net/unix").ok()?;
+        let high = crate::inside::fds::above_runs(file).ok()?;
+        Some(UnixSockets(std::fs::File::from(high)))
+    }
+
+    /// Whether any unix socket exists in the namespace (or the list could not be read): more
+    /// than the header line.
+    fn any(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 256];
+        match self.0.read_at(&mut buf, 0) {
+            Ok(n) => buf[..n]
+                .iter()
+                .position(|&b| b == b'\n')
+                .is_none_or(|end| end + 1 < n),
+            Err(_) => true,
         }
     }
 }
@@ -70,7 +129,8 @@ const FILES: [&str; 4] = [
 /// statistics (all per namespace, and cheap to read — unlike `/proc/net/tcp`, which walks the
 /// host's whole connection table). A namespace whose fingerprint has not moved since it was made
 /// has carried no packet and failed no send: nothing in it can tell one run from the next
-/// (sockets die with their processes; addresses, routes and sysctls need CAP_NET_ADMIN).
+/// (sockets die with their processes — all but unix sockets left in flight, see
+/// [`UnixSockets`]; addresses, routes and sysctls need CAP_NET_ADMIN).
 ///
 /// The files stay open (a `/proc/net` file shows the namespace it was opened in) and are read
 /// again with `pread` into one buffer: a reset of a sandbox whose namespace nobody used makes

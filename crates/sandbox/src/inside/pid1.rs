@@ -474,6 +474,16 @@ fn reset(
             "processes survived the run; refusing to reuse the sandbox".into(),
         ));
     }
+    // What a run left in flight outlives it until the kernel's unix garbage collector runs, and
+    // may hold any file the next run can reach by name (see `netns::UnixSockets`).
+    if net_baseline
+        .as_ref()
+        .is_some_and(netns::Baseline::sockets_left)
+    {
+        return Err(SandboxError::Init(
+            "a unix socket outlived the run (left in flight); refusing to reuse the sandbox".into(),
+        ));
+    }
     let (owner_uid, owner_gid) = setup.fs_owner();
     let emptied = scratch
         .as_ref()
@@ -508,7 +518,7 @@ fn reset(
     }
     if renew_net {
         netns::loopback_up();
-        let watched = matches!(net_baseline, Some(netns::Baseline::Watched));
+        let watched = net_baseline.as_ref().is_some_and(netns::Baseline::watched);
         *net_baseline = Some(netns::Baseline::new(watched));
     }
     use std::os::unix::fs::FileExt;

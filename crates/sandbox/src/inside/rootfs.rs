@@ -80,7 +80,10 @@ const PROC_MASKED_FILES: &[&str] = &[
     "config.gz",
 ];
 const PROC_MASKED_DIRS: &[&str] = &["acpi", "scsi", "asound", "firmware", "driver"];
-const PROC_READONLY: &[&str] = &["sys", "irq", "bus", "fs"];
+/// Read-only binds over `/proc` folders whose files change the host. `pressure`: its files are
+/// world-writable, and a write registers a trigger on the system-wide pressure-stall group (a
+/// kernel object no cgroup limit covers, woken by the host's and other sandboxes' stalls).
+const PROC_READONLY: &[&str] = &["sys", "irq", "bus", "fs", "pressure"];
 /// Ptys a sandbox's devpts may hold at once: check50 runs its checks in parallel, one terminal
 /// each (at most one per process the pids limit allows); a hostile program cannot take much of
 /// the kernel's pool (see `build_dev`).

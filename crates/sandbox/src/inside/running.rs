@@ -97,19 +97,8 @@ impl Running {
         }
     }
 
-    /// For a `socket(2)` the run's socket watch raised, what the program underneath says when
-    /// it lets the call through (`Ok`) or fails it quietly (the errno); None for anything to
-    /// report (including every call the watch did not raise).
     fn watched_socket(&self, n: &corral_seccomp::Notification) -> Option<Result<(), i32>> {
-        let watch = self.watch.as_ref()?;
-        if n.syscall_nr != libc::SYS_socket as i32 || n.arch != corral_seccomp::AUDIT_ARCH_NATIVE {
-            return None;
-        }
-        match watch.policy_verdict(n.arch, n.syscall_nr, n.args) {
-            corral_seccomp::Verdict::Allow => Some(Ok(())),
-            corral_seccomp::Verdict::Errno(e) => Some(Err(e)),
-            _ => None,
-        }
+        watched_socket(self.watch.as_ref()?, n)
     }
 
     /// The first blocked call of the run: the supervisor hears of it at once.
@@ -211,6 +200,26 @@ impl Running {
             wall_limit: self.wall_killed,
             cpu: self.cpu,
         })
+    }
+}
+
+/// For a `socket(2)` the socket watch of `watch` raised, what the program underneath says when
+/// it lets the call through (`Ok`) or fails it quietly (the errno); None for anything to report
+/// (including every call the watch did not raise, and any call when `watch` has no watch).
+pub(super) fn watched_socket(
+    watch: &corral_seccomp::CompiledFilter,
+    n: &corral_seccomp::Notification,
+) -> Option<Result<(), i32>> {
+    if !watch.has_socket_watch()
+        || n.syscall_nr != libc::SYS_socket as i32
+        || n.arch != corral_seccomp::AUDIT_ARCH_NATIVE
+    {
+        return None;
+    }
+    match watch.policy_verdict(n.arch, n.syscall_nr, n.args) {
+        corral_seccomp::Verdict::Allow => Some(Ok(())),
+        corral_seccomp::Verdict::Errno(e) => Some(Err(e)),
+        _ => None,
     }
 }
 

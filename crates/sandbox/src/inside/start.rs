@@ -14,7 +14,7 @@ use nix::unistd::{fork, ForkResult, Pid};
 use crate::inside::child::{self, ChildPlan};
 use crate::inside::confined::Confined;
 use crate::inside::error::SetupError;
-use crate::inside::running::{native_syscall_name, Running};
+use crate::inside::running::{self, native_syscall_name, Running};
 use crate::inside::tracer::{self, Stop};
 use crate::inside::vfork;
 use crate::protocol::{self, ChildReport};
@@ -47,6 +47,8 @@ pub(super) fn start(
     // A call the filter reports before the exec (under the confined thread, which `allowed`
     // rules out) ends the process that made it.
     let mut blocked = None;
+    // The program made a network socket before PID 1 heard of its exec (see `on_report`).
+    let mut reached_network = false;
     let mut started_on = None;
     let forked = match stack {
         Some(stack) => {
@@ -70,6 +72,20 @@ pub(super) fn start(
                         let Ok(n) = corral_seccomp::receive(l) else {
                             return;
                         };
+                        // The process may have exec'd, and the program made its first calls,
+                        // before the confined thread said so. The steps before the exec make no
+                        // socket(2): one the watch raised is the program's, answered as in the
+                        // run (`Running::on_notification`) — before, it was killed and reported.
+                        if let Some(answer) = running::watched_socket(filter, &n) {
+                            let _ = match answer {
+                                Ok(()) => {
+                                    reached_network = true;
+                                    corral_seccomp::respond_continue(l, n.id)
+                                }
+                                Err(errno) => corral_seccomp::respond_errno(l, n.id, errno),
+                            };
+                            return;
+                        }
                         // The thread's own call (a bug here, never seen): refused, not fatal.
                         if n.pid != thread {
                             let _ = kill(Pid::from_raw(n.pid as i32), Signal::SIGKILL);
@@ -176,7 +192,7 @@ pub(super) fn start(
                 wall_killed: false,
                 relay: None,
                 watch: filter.has_socket_watch().then(|| filter.clone()),
-                reached_network: !filter.has_socket_watch(),
+                reached_network: reached_network || !filter.has_socket_watch(),
                 cpu: started_on,
                 stdio: fds,
                 stdio_after_finished: false,

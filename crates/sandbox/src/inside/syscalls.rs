@@ -31,6 +31,9 @@ pub(crate) trait Syscalls {
     fn setsid(&mut self) -> Result<(), Errno>;
     fn unshare(&mut self, flags: CloneFlags) -> Result<(), Errno>;
     fn setrlimit(&mut self, resource: Resource, soft: u64, hard: u64) -> Result<(), Errno>;
+    /// Leaves a real-time policy and a negative nice inherited from the supervisor
+    /// ([`crate::placement::leave_raised_priority`]).
+    fn leave_raised_priority(&mut self) -> Result<(), Errno>;
     /// Makes `from` the descriptor `to`, kept open across exec.
     fn dup_to(&mut self, from: RawFd, to: RawFd) -> Result<(), Errno>;
     /// Makes the terminal on fd 0 the controlling terminal.
@@ -155,6 +158,10 @@ impl Syscalls for Kernel<'_> {
 
     fn setrlimit(&mut self, resource: Resource, soft: u64, hard: u64) -> Result<(), Errno> {
         nix::sys::resource::setrlimit(resource, soft, hard)
+    }
+
+    fn leave_raised_priority(&mut self) -> Result<(), Errno> {
+        crate::placement::leave_raised_priority()
     }
 
     fn dup_to(&mut self, from: RawFd, to: RawFd) -> Result<(), Errno> {
@@ -410,6 +417,9 @@ pub(crate) mod recording {
         }
         fn setrlimit(&mut self, resource: Resource, soft: u64, hard: u64) -> Result<(), Errno> {
             self.call(format!("setrlimit({resource:?}, {soft}, {hard})"))
+        }
+        fn leave_raised_priority(&mut self) -> Result<(), Errno> {
+            self.call("leave a raised priority".into())
         }
         fn dup_to(&mut self, from: RawFd, to: RawFd) -> Result<(), Errno> {
             self.call(format!("dup {from} -> {to}"))
