@@ -35,13 +35,7 @@ pub struct BackupArgs {
 }
 
 pub fn main(args: BackupArgs) -> i32 {
-    match run(args) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("corral backup: {}", crate::errors::chain(&e));
-            crate::errors::exit_code(&e, 1)
-        }
-    }
+    crate::errors::report("backup", run(args))
 }
 
 fn run(args: BackupArgs) -> anyhow::Result<()> {

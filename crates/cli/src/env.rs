@@ -109,13 +109,7 @@ enum EnvCommand {
 }
 
 pub fn main(args: EnvArgs) -> i32 {
-    match run(args) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("corral env: {}", crate::errors::chain(&e));
-            crate::errors::exit_code(&e, 1)
-        }
-    }
+    crate::errors::report("env", run(args))
 }
 
 /// The data folder as `corral serve` finds it: `--data`, else `data_dir` in `--config`, else

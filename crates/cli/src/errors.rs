@@ -41,6 +41,18 @@ impl<T, E: Into<anyhow::Error>> OrUsage<T> for Result<T, E> {
 
 /// The exit status of a command that failed with `e`: [`crate::exit::USAGE`] when the caller is
 /// to fix it ([`Usage`] anywhere in its chain), else `failed`.
+/// A command's exit status for its result: 0, or the error said on one line after the command's
+/// name (`corral NAME: …`) and [`exit_code`]'s status (usage errors 2, others 1).
+pub fn report(command: &str, result: anyhow::Result<()>) -> i32 {
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("corral {command}: {}", chain(&e));
+            exit_code(&e, 1)
+        }
+    }
+}
+
 pub fn exit_code(e: &anyhow::Error, failed: i32) -> i32 {
     if e.chain().any(|link| link.is::<Usage>()) {
         crate::exit::USAGE

@@ -49,13 +49,7 @@ pub struct ServeArgs {
 }
 
 pub fn main(args: ServeArgs) -> i32 {
-    match serve(args) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("corral serve: {}", crate::errors::chain(&e));
-            crate::errors::exit_code(&e, 1)
-        }
-    }
+    crate::errors::report("serve", serve(args))
 }
 
 fn config(args: &ServeArgs) -> anyhow::Result<Config> {

@@ -59,13 +59,7 @@ struct RevokeArgs {
 }
 
 pub fn main(args: TokenArgs) -> i32 {
-    match run(args) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("corral token: {}", crate::errors::chain(&e));
-            crate::errors::exit_code(&e, 1)
-        }
-    }
+    crate::errors::report("token", run(args))
 }
 
 async fn open(s: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {

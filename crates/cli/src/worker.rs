@@ -50,13 +50,7 @@ pub struct WorkerArgs {
 
 pub fn main(args: WorkerArgs) -> i32 {
     crate::logs::init(crate::logs::Kind::Service, args.log_json);
-    match run(args) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("corral worker: {}", crate::errors::chain(&e));
-            crate::errors::exit_code(&e, 1)
-        }
-    }
+    crate::errors::report("worker", run(args))
 }
 
 /// A `--server` (or `CORRAL_SERVER`) that is no http(s) URL: refused at start, where it used
