@@ -44,21 +44,13 @@ fn run(args: BackupArgs) -> anyhow::Result<()> {
         c.data_dir = d.clone();
     }
     let url = c.database_url();
-    let Some(db) = crate::token::sqlite_file(&url) else {
+    let Some(db) = crate::data_folder::sqlite_file(&url) else {
         return Err(crate::errors::usage(
             "the store is not a SQLite file (database_url): back a PostgreSQL database up with \
              pg_dump, then the blob folder (docs/deploy.md)",
         ));
     };
-    if !db.is_file() {
-        return Err(crate::errors::usage(crate::data_folder::NoStore {
-            what: "no corral store (corral.db)",
-            place: db
-                .parent()
-                .map_or_else(|| c.data_dir.clone(), Path::to_path_buf),
-            made_by: "a server makes it on its first start: `corral serve --data DIR`",
-        }));
-    }
+    crate::data_folder::require_store(&db, &c.data_dir)?;
     let dest = &args.dest;
     match std::fs::read_dir(dest) {
         Ok(mut entries) => {

@@ -8,7 +8,7 @@
 //! init, which looks the paths up once.
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
@@ -40,6 +40,28 @@ impl std::fmt::Display for NoStore {
 }
 
 impl std::error::Error for NoStore {}
+
+/// The database file of a `sqlite:` URL (`sqlite://PATH`, `sqlite:PATH`, options after `?`);
+/// None for another database or an in-memory one.
+pub(crate) fn sqlite_file(url: &str) -> Option<PathBuf> {
+    let rest = url.strip_prefix("sqlite:")?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let path = rest.split('?').next().unwrap_or_default();
+    (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
+}
+
+/// Refuses (a usage error, exit 2) a SQLite store `db` that does not exist: a command working on
+/// a server's store never makes a new one no server reads.
+pub fn require_store(db: &Path, data_dir: &Path) -> anyhow::Result<()> {
+    if db.is_file() {
+        return Ok(());
+    }
+    Err(crate::errors::usage(NoStore {
+        what: "no corral store (corral.db)",
+        place: db.parent().unwrap_or(data_dir).to_path_buf(),
+        made_by: "a server makes it on its first start: `corral serve --data DIR`",
+    }))
+}
 
 /// Makes `dir` (and missing parents) private, or takes other users' access off it; warns about
 /// one this user may not change.
@@ -124,5 +146,21 @@ mod tests {
         std::fs::write(&f, "").unwrap();
         let e = prepare(&f).unwrap_err().to_string();
         assert!(e.contains("is not a folder"), "{e}");
+    }
+
+    #[test]
+    fn the_file_of_a_sqlite_url() {
+        let p = |s: &str| Some(PathBuf::from(s));
+        assert_eq!(
+            sqlite_file("sqlite://corral-data/corral.db"),
+            p("corral-data/corral.db")
+        );
+        assert_eq!(
+            sqlite_file("sqlite:///srv/corral/corral.db"),
+            p("/srv/corral/corral.db")
+        );
+        assert_eq!(sqlite_file("sqlite:db.sqlite?mode=rwc"), p("db.sqlite"));
+        assert_eq!(sqlite_file("sqlite::memory:"), None);
+        assert_eq!(sqlite_file("postgres://corral@db/corral"), None);
     }
 }

@@ -1,6 +1,6 @@
 //! `corral token create --data DIR --role ROLE`: a new API token, printed on stdout.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -73,30 +73,13 @@ async fn open(s: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
     }
     // Tokens belong to a server's store: one that is not there yet is not made here, where
     // no server would read it (a token would be printed that works nowhere).
-    if let Some(db) = sqlite_file(&c.database_url()) {
-        if !db.is_file() {
-            return Err(crate::errors::usage(crate::data_folder::NoStore {
-                what: "no corral store (corral.db)",
-                place: db
-                    .parent()
-                    .map_or_else(|| c.data_dir.clone(), Path::to_path_buf),
-                made_by: "a server makes it on its first start: `corral serve --data DIR`",
-            }));
-        }
+    if let Some(db) = crate::data_folder::sqlite_file(&c.database_url()) {
+        crate::data_folder::require_store(&db, &c.data_dir)?;
     }
     crate::data_folder::prepare(&c.data_dir)?;
     corral_store::open(&c.database_url(), &c.blobs_dir())
         .await
         .with_context(|| format!("opening the store {}", c.database_url()))
-}
-
-/// The database file of a `sqlite:` URL (`sqlite://PATH`, `sqlite:PATH`, options after `?`);
-/// None for another database or an in-memory one.
-pub(crate) fn sqlite_file(url: &str) -> Option<PathBuf> {
-    let rest = url.strip_prefix("sqlite:")?;
-    let rest = rest.strip_prefix("//").unwrap_or(rest);
-    let path = rest.split('?').next().unwrap_or_default();
-    (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
 }
 
 fn run(args: TokenArgs) -> anyhow::Result<()> {
@@ -128,26 +111,4 @@ fn run(args: TokenArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::sqlite_file;
-    use std::path::PathBuf;
-
-    #[test]
-    fn the_file_of_a_sqlite_url() {
-        let p = |s: &str| Some(PathBuf::from(s));
-        assert_eq!(
-            sqlite_file("sqlite://corral-data/corral.db"),
-            p("corral-data/corral.db")
-        );
-        assert_eq!(
-            sqlite_file("sqlite:///srv/corral/corral.db"),
-            p("/srv/corral/corral.db")
-        );
-        assert_eq!(sqlite_file("sqlite:db.sqlite?mode=rwc"), p("db.sqlite"));
-        assert_eq!(sqlite_file("sqlite::memory:"), None);
-        assert_eq!(sqlite_file("postgres://corral@db/corral"), None);
-    }
 }
