@@ -16,6 +16,37 @@ pub fn images_needed(
     registry: &LanguageRegistry,
     suite_dir: Option<&Path>,
 ) -> Vec<String> {
+    if spec.suite.is_none() {
+        let language_image = || {
+            spec.language
+                .as_deref()
+                .and_then(|id| registry.get(id).ok())
+                .and_then(|l| l.image.clone())
+        };
+        return spec
+            .image
+            .clone()
+            .or_else(language_image)
+            .into_iter()
+            .collect();
+    }
+    let Some(mut suite) = suite_dir
+        .and_then(suite_file)
+        .and_then(|f| Suite::load_in(&f, spec.image.as_deref()).ok())
+    else {
+        return Vec::new();
+    };
+    if spec.image.is_some() {
+        suite.image = spec.image.clone();
+    }
+    suite_images(&suite, registry)
+}
+
+/// The images a loaded suite's checks run in (for a request's `image`, load the suite with it:
+/// [`Suite::load_in`]): each check's own, the suite's default, else its language's; and the
+/// images its graders name (a Gradescope autograder's `base`, a PrairieLearn grader's `image`).
+/// Each once, in order.
+pub fn suite_images(suite: &Suite, registry: &LanguageRegistry) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |r: Option<&str>| {
         if let Some(r) = r {
@@ -24,32 +55,13 @@ pub fn images_needed(
             }
         }
     };
-    let language_image = |id: Option<&str>| {
-        id.and_then(|id| registry.get(id).ok())
-            .and_then(|l| l.image.clone())
-    };
-    if spec.suite.is_none() {
-        add(spec
-            .image
-            .clone()
-            .or_else(|| language_image(spec.language.as_deref()))
-            .as_deref());
-        return out;
-    }
-    let Some(mut suite) = suite_dir
-        .and_then(suite_file)
-        .and_then(|f| Suite::load_in(&f, spec.image.as_deref()).ok())
-    else {
-        return out;
-    };
-    if spec.image.is_some() {
-        suite.image = spec.image.clone();
-    }
     for check in &suite.checks {
-        let image = suite
-            .image_of(check)
-            .map(str::to_string)
-            .or_else(|| language_image(suite.language_of(check)));
+        let image = suite.image_of(check).map(str::to_string).or_else(|| {
+            suite
+                .language_of(check)
+                .and_then(|id| registry.get(id).ok())
+                .and_then(|l| l.image.clone())
+        });
         add(image.as_deref());
         // A grader's own image: a Gradescope autograder's base, a PrairieLearn grader's image.
         match &check.kind {

@@ -19,7 +19,7 @@ pub mod wire;
 
 pub use execute::{execute, judge_run};
 pub use heartbeat::Heartbeat;
-pub use images::images_needed;
+pub use images::{images_needed, suite_images};
 pub use job::{suite_file, validate_extra_args, Cmd, JobFiles, JobSpec, SuiteRef};
 pub use signature::{signature_header, verify};
 pub use verdict::{ImageDoc, Verdict, VerdictKind};

@@ -14,6 +14,7 @@ use crate::error::ServerError;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use crate::service::kept_sandboxes::KeptSandboxes;
+use crate::service::loaded_suites::LoadedSuites;
 use crate::service::per_caller::PerCaller;
 use crate::service::revocations::Revocations;
 use crate::service::runner::Runner;
@@ -38,6 +39,8 @@ pub struct AppState {
     /// Revoked tokens, for connections authenticated before the revocation.
     pub revocations: Arc<Revocations>,
     pub token_cache: TokenCache,
+    /// Suites loaded when submissions were accepted, by their files' content.
+    pub loaded_suites: LoadedSuites,
     /// Languages for `/languages` and check suites.
     pub languages: corral_checks::LanguageRegistry,
     /// The data folder's image store (`DATA/images`): the only images requests may name.
@@ -108,6 +111,7 @@ impl AppState {
             limiter: RateLimiter::default(),
             revocations: Arc::default(),
             token_cache: TokenCache::default(),
+            loaded_suites: LoadedSuites::default(),
             languages,
             images,
             image_builds: crate::service::image_builds::ImageBuilds::new(

@@ -445,6 +445,48 @@ fn folder_suite(want: &str) -> String {
     )
 }
 
+/// A submission's suite is read as its files are when the submission is accepted, though the
+/// server keeps suites it loaded (by their content: loading a check50 problem compiles its
+/// Python): an edit naming an image the server lacks is refused at once, an edit back accepted
+/// again, and a request's `image` is its own load (the suite's checks run in it).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_suite_edited_between_submissions_is_read_as_it_is_now() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    let suite = |image: &str| {
+        format!("name: imgs\nchecks:\n  - id: a\n{image}    steps: [{{run: \"true\"}}]\n")
+    };
+    let body = json!({"suite": "imgs", "files": [{"path": "a.txt", "content": "1"}]});
+    let missing = |v: &Value, image: &str| {
+        let m = v["message"].as_str().unwrap_or_default();
+        m.contains("not on this server") && m.contains(image)
+    };
+    write_folder_suite(&s, "imgs", &[("suite.yaml", &suite(""))]);
+    for _ in 0..2 {
+        let (st, v) = s.post(&t, "/submissions", &body).await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    }
+    write_folder_suite(
+        &s,
+        "imgs",
+        &[("suite.yaml", &suite("    image: course/none:1\n"))],
+    );
+    let (st, v) = s.post(&t, "/submissions", &body).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(missing(&v, "course/none:1"), "{v}");
+    write_folder_suite(&s, "imgs", &[("suite.yaml", &suite(""))]);
+    let (st, v) = s.post(&t, "/submissions", &body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    let mut with_image = body.clone();
+    with_image["image"] = json!("course/other:2");
+    let (st, v) = s.post(&t, "/submissions", &with_image).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert!(missing(&v, "course/other:2"), "{v}");
+    let (st, v) = s.post(&t, "/submissions", &body).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    s.stop().await;
+}
+
 /// What a worker claims next: the job's id and its suite's files (path → text).
 async fn claim_suite_files(
     s: &TestServer,

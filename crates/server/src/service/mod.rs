@@ -11,7 +11,8 @@
 //! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry.
 //! - [`suites`], [`checks`]: check suites and grading an upload with one; [`runtime_choice`]: a
 //!   grading request's runtime may not undo what a suite hides; [`folder_suites`]: a suite of
-//!   the suites folder pinned (its files stored) when a submission is accepted.
+//!   the suites folder pinned (its files stored) when a submission is accepted;
+//!   [`loaded_suites`]: suites loaded at acceptance, kept by their files' content.
 //! - [`images`]: the container images requests may name, and staff's image operations.
 //! - [`image_builds`]: admins' image builds (`POST /images/build`) as background jobs.
 //! - [`image_info`]: how one image is described.
@@ -33,6 +34,7 @@ pub mod image_builds;
 pub mod image_info;
 pub mod images;
 pub mod kept_sandboxes;
+pub mod loaded_suites;
 pub mod per_caller;
 pub mod revisions;
 pub mod revocations;

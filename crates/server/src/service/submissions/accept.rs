@@ -3,7 +3,6 @@
 //! many at once; one under a client's idempotency key ([`super::idempotency`]).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use base64::Engine;
 use corral_judge::{Cmd, JobSpec};
@@ -18,7 +17,7 @@ use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::runs::{clamped_keys, seccomp_profile, LimitsDoc};
 use crate::service::runtime_choice::refuse_lost_hiding;
-use crate::service::{folder_suites, suites, uploads};
+use crate::service::{folder_suites, loaded_suites, suites, uploads};
 use crate::state::SharedState;
 
 /// One file of a submission.
@@ -274,29 +273,30 @@ pub async fn accept(
     if let Some(suite) = spec.suite.take() {
         spec.suite = Some(folder_suites::pin(st, suite).await?);
     }
-    // The suite's files, read once: for the request's runtime and to pin the images it names.
-    let scratch = match &spec.suite {
-        Some(_) => Some(
-            tempfile::Builder::new()
-                .prefix("suite-")
-                .tempdir_in(&st.tmp_dir)
-                .map_err(ApiError::io)?,
-        ),
+    // The suite, loaded (once per content: `loaded_suites`) for the request's runtime and to pin
+    // the images it names. One that cannot be loaded names no image; judging reports why.
+    let loaded = match &spec.suite {
+        Some(suite) => match loaded_suites::load(st, suite, spec.image.as_deref()).await? {
+            Ok(loaded) => Some(loaded),
+            // Read only to see whether the request's runtime would undo what the suite hides.
+            Err(e) if req.runtime.is_some() => return Err(e),
+            Err(_) => None,
+        },
         None => None,
     };
-    let suite_dir = match (&spec.suite, &scratch) {
-        (Some(suite), Some(scratch)) => Some(suites::folder_of(st, suite, scratch.path()).await?),
-        _ => None,
-    };
-    if let (Some(suite), Some(dir), Some(_)) = (&spec.suite, &suite_dir, req.runtime) {
-        // Read only to see whether the request's runtime would undo what the suite hides.
-        let loaded = suites::load(suites::file_in(suite, dir)?, spec.image.clone()).await?;
-        refuse_lost_hiding(st, &loaded, req.runtime)?;
+    if let Some(suite) = &loaded {
+        refuse_lost_hiding(st, suite, req.runtime)?;
     }
     // Every image the job names (the request's, the language's, the suite's and its checks'),
     // pinned to the digest this server has now: every worker judges exactly those.
-    spec.image_digests = pin_images(st, &spec, suite_dir).await?;
-    drop(scratch);
+    let needed = match (&spec.suite, &loaded) {
+        (None, _) => corral_judge::images_needed(&spec, &st.languages, None),
+        (Some(_), Some(suite)) => corral_judge::suite_images(suite, &st.languages),
+        (Some(_), None) => Vec::new(),
+    };
+    if !needed.is_empty() {
+        spec.image_digests = crate::service::images::pin(st, needed).await?;
+    }
     // The files: an upload of the caller's, or inline files stored as one now.
     let max_depth = st.config.upload.max_depth;
     let mut new_files: Vec<NewFile> = Vec::new();
@@ -356,25 +356,6 @@ pub async fn accept(
         max_attempts: st.config.submissions.max_attempts,
         idempotency: None,
     })
-}
-
-/// The job's images pinned to digests (422 naming one the server lacks), reading the suite's
-/// files in `suite_dir`.
-async fn pin_images(
-    st: &SharedState,
-    spec: &JobSpec,
-    suite_dir: Option<PathBuf>,
-) -> Result<BTreeMap<String, String>, ApiError> {
-    let (st2, spec2) = (st.clone(), spec.clone());
-    let needed = tokio::task::spawn_blocking(move || {
-        corral_judge::images_needed(&spec2, &st2.languages, suite_dir.as_deref())
-    })
-    .await
-    .map_err(ApiError::internal)?;
-    if needed.is_empty() {
-        return Ok(BTreeMap::new());
-    }
-    crate::service::images::pin(st, needed).await
 }
 
 /// Refuses (429) when the caller would have more submissions waiting than allowed: a quick
