@@ -204,6 +204,12 @@ pub fn for_suite(
                 limits.wall_time = corral_sandbox::Millis(timeout);
             }
             let runtime = choose_runtime(suite, check, language.as_ref(), runtime);
+            // The language's commands and environment told this check's memory limit.
+            let language = language.map(|lang| lang.sized(&limits));
+            let env = match &language {
+                Some(lang) => lang.env_pairs(),
+                None => env,
+            };
             Ok(RunSettings {
                 limits,
                 mounts,
