@@ -330,11 +330,7 @@ impl Language {
     /// reports its own out-of-memory error. Callers size the language with the limits the run
     /// will have, after every default, request and clamp.
     pub fn sized(&self, limits: &Limits) -> Language {
-        let mib = limits.memory.bytes() >> 20;
-        let fill = |text: &str| {
-            text.replace("{memory_mib_half}", &(mib / 2).max(1).to_string())
-                .replace("{memory_mib}", &mib.max(1).to_string())
-        };
+        let fill = |text: &str| fill_memory(text, limits);
         Language {
             compile: self.compile.as_deref().map(fill),
             run: fill(&self.run),
@@ -519,6 +515,13 @@ impl Language {
         }
         st
     }
+}
+
+/// `text` with [`SIZE_PLACEHOLDERS`] replaced by `limits`' memory limit.
+pub fn fill_memory(text: &str, limits: &Limits) -> String {
+    let mib = limits.memory.bytes() >> 20;
+    text.replace("{memory_mib_half}", &(mib / 2).max(1).to_string())
+        .replace("{memory_mib}", &mib.max(1).to_string())
 }
 
 /// `s` as one word for `/bin/sh`.

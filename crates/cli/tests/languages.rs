@@ -299,11 +299,13 @@ public class Main {
     let checks = suite(
         "java",
         compiled,
-        "  - id: collects\n    limits: {memory: 256M}\n    steps:\n      - run: \"{run} churn\"\n      - stdout: {regex: \"made 3000 MiB of garbage\"}\n      - exit: 0\n---\n  - id: runs_out_of_heap\n    steps:\n      - run: \"{run} keep\"\n      - stderr: {regex: \"java.lang.OutOfMemoryError: Java heap space\"}\n      - exit: 1\n",
+        "  - id: collects\n    limits: {memory: 256M}\n    steps:\n      - run: \"{run} churn\"\n      - stdout: {regex: \"made 3000 MiB of garbage\"}\n      - exit: 0\n---\n  - id: collects_sized_by_hand\n    limits: {memory: 256M}\n    steps:\n      - run: \"java -XX:MaxRAM={memory_mib}m -cp . Main churn\"\n      - stdout: {regex: \"made 3000 MiB of garbage\"}\n      - exit: 0\n---\n  - id: runs_out_of_heap\n    steps:\n      - run: \"{run} keep\"\n      - stderr: {regex: \"java.lang.OutOfMemoryError: Java heap space\"}\n      - exit: 1\n",
     );
     let json = grade("java", &source, JAVA, &checks);
     assert_eq!(result(&json, "compiles"), true, "{json:#}");
     assert_eq!(result(&json, "collects"), true, "{json:#}");
+    // A step's own command (as `examples/hello-java` writes `java -cp . Hello`) may say it too.
+    assert_eq!(result(&json, "collects_sized_by_hand"), true, "{json:#}");
     assert_eq!(result(&json, "runs_out_of_heap"), true, "{json:#}");
 
     const JS: &str =

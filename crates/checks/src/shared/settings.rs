@@ -78,11 +78,14 @@ impl RunSettings {
             return cmd.clone();
         };
         match cmd {
-            Command::Shell(s) => Command::Shell(
-                s.replace("{compile}", lang.compile.as_deref().unwrap_or("true"))
+            // The language's own commands are already sized (`for_suite`); a step's own
+            // command may name the check's memory limit too (`java -XX:MaxRAM={memory_mib}m`).
+            Command::Shell(s) => Command::Shell(crate::language_registry::fill_memory(
+                &s.replace("{compile}", lang.compile.as_deref().unwrap_or("true"))
                     .replace("{run}", &lang.run)
                     .replace("{source}", &lang.source),
-            ),
+                &self.limits,
+            )),
             Command::Argv(a) => Command::Argv(
                 a.iter()
                     .map(|x| {
