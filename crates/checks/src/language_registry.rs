@@ -23,6 +23,10 @@ use crate::image_root;
 /// The built-in registry file.
 pub const BUILTIN: &str = include_str!("../data/languages.toml");
 
+/// What a language's `compile`, `run` and `env` may say of the run's memory limit
+/// ([`Language::sized`]): `{memory_mib}`, the limit in MiB, and `{memory_mib_half}`, half of it.
+pub const SIZE_PLACEHOLDERS: [&str; 2] = ["{memory_mib}", "{memory_mib_half}"];
+
 /// One language as the registry file describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -318,6 +322,23 @@ impl Language {
             .collect()
     }
 
+    /// This language for a run under `limits`: [`SIZE_PLACEHOLDERS`] in its `compile`, `run` and
+    /// `env` replaced by that run's memory limit. A runtime that sizes its heap from the
+    /// machine's memory (the JVM, V8) cannot see the sandbox's limit (no cgroup file system
+    /// inside), so a garbage-collected program would grow towards the host's memory and be
+    /// killed at the limit although little of it is live; told the limit, it collects in time and
+    /// reports its own out-of-memory error. Callers size the language with the limits the run
+    /// will have, after every default, request and clamp.
+    pub fn sized(&self, limits: &Limits) -> Language {
+        let fill = |text: &str| fill_memory(text, limits);
+        Language {
+            compile: self.compile.as_deref().map(fill),
+            run: fill(&self.run),
+            env: self.env.iter().map(|(k, v)| (k.clone(), fill(v))).collect(),
+            ..self.clone()
+        }
+    }
+
     /// Environment variables as `RunSpec` takes them.
     pub fn env_pairs(&self) -> Vec<(String, String)> {
         self.env
@@ -451,10 +472,10 @@ impl Language {
         if let Some(runtime) = self.runtime {
             spec.runtime = runtime;
         }
-        spec.env = self.env_pairs();
         spec.stdin = Stdin::Empty;
         spec.mounts = self.mounts().unwrap_or_default();
         spec.limits = self.default_limits();
+        spec.env = self.sized(&spec.limits).env_pairs();
         spec.root = root;
         let shape = SandboxConfig::for_spec(&spec);
         let outcome = match pool.lease(&shape) {
@@ -496,6 +517,13 @@ impl Language {
     }
 }
 
+/// `text` with [`SIZE_PLACEHOLDERS`] replaced by `limits`' memory limit.
+pub fn fill_memory(text: &str, limits: &Limits) -> String {
+    let mib = limits.memory.bytes() >> 20;
+    text.replace("{memory_mib_half}", &(mib / 2).max(1).to_string())
+        .replace("{memory_mib}", &mib.max(1).to_string())
+}
+
 /// `s` as one word for `/bin/sh`.
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
@@ -520,6 +548,30 @@ fn is_executable(p: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The built-in Java and JavaScript entries are told the memory limit of the run they are
+    /// for, in their commands and environment; other text stays as it is.
+    #[test]
+    fn sized_tells_java_and_javascript_the_runs_memory_limit() {
+        let registry = LanguageRegistry::builtin();
+        let limits = Limits {
+            memory: corral_sandbox::Size::mib(300),
+            ..Limits::default()
+        };
+        let java = registry.get("java").unwrap().sized(&limits);
+        assert_eq!(java.run, "java -XX:MaxRAM=300m -cp . Main");
+        assert_eq!(java.compile.as_deref(), Some("javac Main.java"));
+        let js = registry.get("javascript").unwrap().sized(&limits);
+        assert_eq!(js.env["NODE_OPTIONS"], "--max-old-space-size=150");
+        assert_eq!(js.run, "node main.js");
+        for lang in registry.iter() {
+            let sized = lang.sized(&limits);
+            let text = format!("{:?} {} {:?}", sized.compile, sized.run, sized.env);
+            for p in SIZE_PLACEHOLDERS {
+                assert!(!text.contains(p), "{}: {text}", lang.id);
+            }
+        }
+    }
 
     #[test]
     fn rust_exposes_its_toolchains_and_nothing_else_of_root() {

@@ -329,6 +329,9 @@ fn report(args: &RunArgs, spec: &RunSpec, outcome: &corral_sandbox::Outcome) -> 
     if let Some(reason) = outcome.reason() {
         eprintln!("corral: {reason}");
     }
+    if let Some(note) = outcome.pids_note() {
+        eprintln!("corral: {note}");
+    }
     if let Some(note) = copy_out_note(&outcome.copy_out_skipped) {
         eprintln!("corral: {note}");
     }

@@ -674,3 +674,59 @@ fn backup_refuses_what_it_cannot_back_up() {
     assert!(err.contains("pg_dump") && !err.contains("secret"), "{err}");
     assert!(!fresh.exists());
 }
+
+/// A program that fails because the process and thread limit refused it a thread is told so,
+/// by `corral run` and in a check's message: each runtime words that refusal its own way (Go's
+/// "failed to create new OS thread", the JVM's "unable to create native thread: possibly out of
+/// memory", Python's "can't start new thread") and none names the sandbox's limit. Before, only
+/// `--json`'s `pids_limit_hit` said it.
+#[test]
+fn a_program_failing_at_the_process_limit_is_told_which_limit() {
+    let bomb = "import threading, time\nfor _ in range(50):\n    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n";
+    let out = corral(&["run", "--pids", "8", "--", "python3", "-c", bomb]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("can't start new thread"), "{err}");
+    assert!(
+        err.ends_with(
+            "corral: the limit of 8 processes and threads was reached: a fork or a new thread was refused\n"
+        ),
+        "{err}"
+    );
+    // Not said when the limit was not reached.
+    let out = corral(&[
+        "run",
+        "--pids",
+        "8",
+        "--",
+        "python3",
+        "-c",
+        "raise SystemExit(3)",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(stderr(&out), "");
+
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("submission");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("bomb.py"), bomb).unwrap();
+    let suite = dir.path().join("suite.yaml");
+    std::fs::write(
+        &suite,
+        "name: threads\nlimits: {pids: 8}\nchecks:\n  - id: ends\n    steps:\n      - run: python3 bomb.py\n      - exit: 0\n",
+    )
+    .unwrap();
+    let (suite, sub) = (suite.to_str().unwrap(), sub.to_str().unwrap());
+    let out = corral(&["check", "--json", "--staff", suite, sub]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stderr(&out)));
+    let ends = &json["results"]["ends"];
+    assert_eq!(ends["result"], false, "{json:#}");
+    let why = ends.to_string();
+    assert!(
+        why.contains(
+            "expected exit code 0, not 1 (the limit of 8 processes and threads was reached"
+        ),
+        "{json:#}"
+    );
+}

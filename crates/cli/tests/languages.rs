@@ -268,3 +268,54 @@ fn languages_and_doctor_show_each_languages_seccomp_profile() {
         );
     }
 }
+
+/// The JVM and V8 size their heaps from the memory they believe the machine has, and inside the
+/// sandbox that is the host's (no cgroup file system there): the built-in Java and JavaScript
+/// entries tell them the run's memory limit (`{memory_mib}`). Before, a Java program with a live
+/// set of 1 MiB that made 3000 MiB of garbage was killed at the language's own 512M (`memory
+/// limit exceeded`: the heap grew towards a quarter of the host's memory before collecting),
+/// and a program that kept everything was SIGKILLed instead of getting its runtime's own error
+/// and stack trace.
+#[test]
+fn java_and_javascript_size_their_heaps_from_the_runs_memory_limit() {
+    const JAVA: &str = r#"import java.util.*;
+public class Main {
+    public static void main(String[] args) {
+        if (args.length > 0 && args[0].equals("keep")) {
+            List<byte[]> kept = new ArrayList<>();
+            while (true) kept.add(new byte[1 << 20]);
+        }
+        long made = 0;
+        for (int i = 0; i < 3000; i++) {
+            byte[] b = new byte[1 << 20];
+            b[i % 1000] = 1;
+            made += b.length;
+        }
+        System.out.println("made " + (made >> 20) + " MiB of garbage");
+    }
+}
+"#;
+    let (source, compiled) = entry("java");
+    let checks = suite(
+        "java",
+        compiled,
+        "  - id: collects\n    limits: {memory: 256M}\n    steps:\n      - run: \"{run} churn\"\n      - stdout: {regex: \"made 3000 MiB of garbage\"}\n      - exit: 0\n---\n  - id: collects_sized_by_hand\n    limits: {memory: 256M}\n    steps:\n      - run: \"java -XX:MaxRAM={memory_mib}m -cp . Main churn\"\n      - stdout: {regex: \"made 3000 MiB of garbage\"}\n      - exit: 0\n---\n  - id: runs_out_of_heap\n    steps:\n      - run: \"{run} keep\"\n      - stderr: {regex: \"java.lang.OutOfMemoryError: Java heap space\"}\n      - exit: 1\n",
+    );
+    let json = grade("java", &source, JAVA, &checks);
+    assert_eq!(result(&json, "compiles"), true, "{json:#}");
+    assert_eq!(result(&json, "collects"), true, "{json:#}");
+    // A step's own command (as `examples/hello-java` writes `java -cp . Hello`) may say it too.
+    assert_eq!(result(&json, "collects_sized_by_hand"), true, "{json:#}");
+    assert_eq!(result(&json, "runs_out_of_heap"), true, "{json:#}");
+
+    const JS: &str =
+        "const kept = [];\nfor (;;) kept.push(new Array(1 << 17).fill(kept.length));\n";
+    let (source, compiled) = entry("javascript");
+    let checks = suite(
+        "javascript",
+        compiled,
+        "  - id: runs_out_of_heap\n    steps:\n      - run: \"{run}\"\n      - stderr: {regex: \"JavaScript heap out of memory\"}\n",
+    );
+    let json = grade("javascript", &source, JS, &checks);
+    assert_eq!(result(&json, "runs_out_of_heap"), true, "{json:#}");
+}

@@ -126,6 +126,13 @@ async fn languages(s: &Server, token: &str) -> Vec<Lang> {
                 Some(c) => format!("{c} && {run}"),
                 None => run.to_string(),
             };
+            // The commands as they run here (the editor runs them as they are): a language's
+            // memory placeholders filled with the limit a run of it gets by default, Java's
+            // own 512M under this server's 1G default.
+            assert!(!cmd.contains("{memory_mib"), "{id}: {cmd}");
+            if id == "java" {
+                assert_eq!(run, "java -XX:MaxRAM=512m -cp . Main", "{l}");
+            }
             Lang {
                 program: GREET.iter().find(|(g, _)| *g == id).unwrap().1,
                 source: l["source"].as_str().unwrap().to_string(),

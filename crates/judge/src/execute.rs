@@ -33,6 +33,9 @@ pub fn execute(
     let mut compile: Option<Value> = None;
     let mut mounts = Vec::new();
     let mut env: Vec<(String, String)> = Vec::new();
+    // The compiler's environment: the language's, told the compile's memory limit.
+    let mut compile_env: Vec<(String, String)> = Vec::new();
+    let compile_limits = spec.compile_limits.clone().unwrap_or(spec.limits.clone());
     let run_argv: Vec<String>;
     // The language's profile for its program's run (never the compile).
     let mut run_seccomp: corral_sandbox::Restrictions;
@@ -51,12 +54,16 @@ pub fn execute(
             }
         }
         mounts = lang.mounts().unwrap_or_default();
+        // Its commands and environment told the memory limit of the run they are for.
+        let compiling = lang.sized(&compile_limits);
+        let lang = lang.sized(&spec.limits);
         env = lang.env_pairs();
+        compile_env = compiling.env_pairs();
         let with = |cmd: &str, extra: &Option<String>| match extra {
             Some(a) if !a.trim().is_empty() => format!("{cmd} {a}"),
             _ => cmd.to_string(),
         };
-        compile_argv = lang
+        compile_argv = compiling
             .compile
             .as_ref()
             .map(|c| vec!["/bin/sh".into(), "-c".into(), with(c, &spec.compile_args)]);
@@ -86,6 +93,7 @@ pub fn execute(
         };
     }
     env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    compile_env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let pinned = image
         .as_deref()
         .map(|r| image_root::pinned(r, &spec.image_digests));
@@ -112,9 +120,9 @@ pub fn execute(
     if let Err(e) = sb.copy_in(at.files) {
         return Verdict::internal(format!("copying the files into the sandbox: {e}"));
     }
-    let make = |argv: Vec<String>, limits: &Limits, stdin: Stdin| {
+    let make = |argv: Vec<String>, env: &[(String, String)], limits: &Limits, stdin: Stdin| {
         let mut r = RunSpec::new(argv);
-        r.env = env.clone();
+        r.env = env.to_vec();
         r.mounts = mounts.clone();
         r.stdin = stdin;
         r.limits = limits.clone();
@@ -125,8 +133,10 @@ pub fn execute(
         r
     };
     if let Some(argv) = compile_argv {
-        let limits = spec.compile_limits.clone().unwrap_or(spec.limits.clone());
-        let o = sb.run(&make(argv, &limits, Stdin::Empty), &mut NoSink);
+        let o = sb.run(
+            &make(argv, &compile_env, &compile_limits, Stdin::Empty),
+            &mut NoSink,
+        );
         compile = Some(o.to_json());
         if o.status == Status::SandboxError {
             return Verdict {
@@ -153,7 +163,7 @@ pub fn execute(
         }
     }
     let stdin = Stdin::Bytes(spec.stdin.clone().into_bytes());
-    let mut run_spec = make(run_argv, &spec.limits, stdin);
+    let mut run_spec = make(run_argv, &env, &spec.limits, stdin);
     run_spec.seccomp = run_seccomp;
     // Judge0's number_of_runs: the same program again until one run is not accepted; the last
     // run is the one reported, with the means of CPU time and memory over the runs made.

@@ -149,6 +149,21 @@ impl Outcome {
         })
     }
 
+    /// When the program ended on its own, failing (a non-zero exit or a signal), after the
+    /// process and thread limit refused it a fork or a thread: one line saying so. Runtimes word
+    /// that refusal their own way (Go's "failed to create new OS thread", the JVM's "unable to
+    /// create native thread: possibly out of memory", Rust's "failed to spawn thread", Python's
+    /// "can't start new thread"), and none names the sandbox's limit.
+    pub fn pids_note(&self) -> Option<String> {
+        let failed = matches!(self.status, Status::NonzeroExit | Status::Signaled);
+        (failed && self.usage.pids_limit_hit).then(|| {
+            format!(
+                "the limit of {} processes and threads was reached: a fork or a new thread was refused",
+                self.limits.pids
+            )
+        })
+    }
+
     /// The JSON object of `corral run --json` (and of `/run`, `--batch`, …).
     pub fn to_json(&self) -> serde_json::Value {
         let mut v = serde_json::json!({

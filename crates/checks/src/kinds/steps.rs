@@ -457,13 +457,15 @@ impl Runner<'_> {
         match o.status {
             Status::Ok => None,
             Status::NonzeroExit => Some(format!(
-                "the program exited with code {}{}",
+                "the program exited with code {}{}{}",
                 o.exit_code.unwrap_or(-1),
+                pids_note(o),
                 stderr_tail(o)
             )),
             Status::Signaled => Some(format!(
-                "the program was killed by {}",
-                signal_name(o.signal.unwrap_or(0))
+                "the program was killed by {}{}",
+                signal_name(o.signal.unwrap_or(0)),
+                pids_note(o)
             )),
             _ => o.reason().map(|r| format!("the program was stopped: {r}")),
         }
@@ -486,14 +488,18 @@ impl Runner<'_> {
                 }
                 (
                     Observation::new("exit", c),
-                    format!("expected exit code {code}, not {c}{}", stderr_tail(o)),
+                    format!(
+                        "expected exit code {code}, not {c}{}{}",
+                        pids_note(o),
+                        stderr_tail(o)
+                    ),
                 )
             }
             Status::Signaled => {
                 let name = signal_name(o.signal.unwrap_or(0));
                 (
                     Observation::new("signal", name.clone()),
-                    format!("the program was killed by {name}"),
+                    format!("the program was killed by {name}{}", pids_note(o)),
                 )
             }
             _ => {
@@ -577,6 +583,12 @@ impl Runner<'_> {
 }
 
 /// The first lines of a program's standard error, to show why it failed (compiler errors, …).
+/// " (the limit of N processes and threads was reached: …)" when that limit refused the program
+/// a fork or a thread before it failed, else nothing.
+fn pids_note(o: &Outcome) -> String {
+    o.pids_note().map(|n| format!(" ({n})")).unwrap_or_default()
+}
+
 fn stderr_tail(o: &Outcome) -> String {
     let text = o.stderr.text();
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();

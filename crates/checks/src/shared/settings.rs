@@ -78,11 +78,14 @@ impl RunSettings {
             return cmd.clone();
         };
         match cmd {
-            Command::Shell(s) => Command::Shell(
-                s.replace("{compile}", lang.compile.as_deref().unwrap_or("true"))
+            // The language's own commands are already sized (`for_suite`); a step's own
+            // command may name the check's memory limit too (`java -XX:MaxRAM={memory_mib}m`).
+            Command::Shell(s) => Command::Shell(crate::language_registry::fill_memory(
+                &s.replace("{compile}", lang.compile.as_deref().unwrap_or("true"))
                     .replace("{run}", &lang.run)
                     .replace("{source}", &lang.source),
-            ),
+                &self.limits,
+            )),
             Command::Argv(a) => Command::Argv(
                 a.iter()
                     .map(|x| {
@@ -204,6 +207,12 @@ pub fn for_suite(
                 limits.wall_time = corral_sandbox::Millis(timeout);
             }
             let runtime = choose_runtime(suite, check, language.as_ref(), runtime);
+            // The language's commands and environment told this check's memory limit.
+            let language = language.map(|lang| lang.sized(&limits));
+            let env = match &language {
+                Some(lang) => lang.env_pairs(),
+                None => env,
+            };
             Ok(RunSettings {
                 limits,
                 mounts,

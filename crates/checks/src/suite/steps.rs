@@ -429,8 +429,14 @@ pub(crate) fn validate(steps: &[Step], has_language: bool, dir: &Path) -> Result
         match s {
             Step::Run(Command::Shell(c))
                 if !has_language
-                    && ["{compile}", "{run}", "{source}"]
-                        .iter()
+                    && [
+                        "{compile}",
+                        "{run}",
+                        "{source}",
+                        "{memory_mib}",
+                        "{memory_mib_half}",
+                    ]
+                    .iter()
                         .any(|p| c.contains(p)) =>
             {
                 return Err(at(format!(

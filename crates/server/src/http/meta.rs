@@ -150,19 +150,31 @@ fn language_list(st: &SharedState) -> Vec<LanguageInfo> {
     st.languages
         .probe(None, Some(&st.images))
         .into_iter()
-        .map(|l| LanguageInfo {
-            id: l.id,
-            name: l.name,
-            source: l.source,
-            compile: l.compile,
-            run: l.run,
-            seccomp: l.seccomp,
-            available: l.available,
-            reason: l.reason,
-            image: l.image.map(|i| LanguageImageInfo {
-                name: i.name,
-                digest: i.digest,
-            }),
+        .map(|l| {
+            // The commands as a run naming the language gets them here by default: its memory
+            // limit in place of `{memory_mib}` (the editor runs these commands as they are).
+            let sized = st.languages.get(&l.id).ok().and_then(|lang| {
+                let limits = lang.limits.resolve(&st.defaults).ok()?;
+                Some(lang.sized(&limits.clamp_to(&st.caps)))
+            });
+            let (compile, run) = match sized {
+                Some(lang) => (lang.compile, lang.run),
+                None => (l.compile.clone(), l.run.clone()),
+            };
+            LanguageInfo {
+                id: l.id,
+                name: l.name,
+                source: l.source,
+                compile,
+                run,
+                seccomp: l.seccomp,
+                available: l.available,
+                reason: l.reason,
+                image: l.image.map(|i| LanguageImageInfo {
+                    name: i.name,
+                    digest: i.digest,
+                }),
+            }
         })
         .collect()
 }

@@ -283,14 +283,14 @@ pub async fn prepare(
     let sandbox = sandbox.unwrap_or_default();
     // The language's paths, environment and limits, before anything is reserved.
     let mut mounts = Vec::new();
+    // The language's environment is added once the run's limits are known (it may name them).
+    let mut language_env = None;
     if let Some(id) = &language {
         let unknown =
             |m: String| ApiError::new(crate::error::ErrorKind::Invalid, "unknown_language", m);
         let lang = st.languages.get(id).map_err(|e| unknown(e.to_string()))?;
         mounts = lang.mounts().map_err(unknown)?;
-        for (k, v) in lang.env_pairs() {
-            env.entry(k).or_insert(v);
-        }
+        language_env = Some(lang.clone());
         limits = limits.or_else(|| Some(lang.limits.clone()));
         // A new sandbox runs in the language's image unless the request names one.
         // A new sandbox runs in the language's image unless the request names one, and on the
@@ -304,7 +304,6 @@ pub async fn prepare(
     // Under no_spawn a simple command runs without the shell, which could not exec it.
     let mut spec = RunSpec::new(cmd.argv_under(&seccomp));
     spec.seccomp = seccomp;
-    spec.env = env.into_iter().collect();
     spec.stdin = stdin;
     spec.mounts = mounts;
     let req = limits.unwrap_or_default();
@@ -312,6 +311,12 @@ pub async fn prepare(
         .resolve(&st.defaults)
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
     spec.limits = asked.clamp_to(&st.caps);
+    if let Some(lang) = language_env {
+        for (k, v) in lang.sized(&spec.limits).env_pairs() {
+            env.entry(k).or_insert(v);
+        }
+    }
+    spec.env = env.into_iter().collect();
     let clamped = clamped_keys(&req, &asked, &spec.limits);
     let asked_disk = req.disk.map(|_| spec.limits.disk);
     // The rules every run request meets (submissions and Judge0 check the same).
