@@ -127,6 +127,10 @@ fn judge0_requests_and_answers() {
         let (st, c) = j0(&s, Some(&t), Method::GET, "/judge0/languages/50", None).await;
         assert_eq!(st, StatusCode::OK);
         assert_eq!(c["source_file"], "main.c");
+        // Java's command as it runs here: its memory limit filled in, no placeholder shown.
+        let (st, java) = j0(&s, Some(&t), Method::GET, "/judge0/languages/62", None).await;
+        assert_eq!(st, StatusCode::OK, "{java}");
+        assert_eq!(java["run_cmd"], "java -XX:MaxRAM=512m -cp . Main", "{java}");
         let (st, _) = j0(&s, Some(&t), Method::GET, "/judge0/languages/4242", None).await;
         assert_eq!(st, StatusCode::NOT_FOUND);
         let (_, cfg) = j0(&s, Some(&t), Method::GET, "/judge0/config_info", None).await;

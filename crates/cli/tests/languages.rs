@@ -304,7 +304,8 @@ public class Main {
     let json = grade("java", &source, JAVA, &checks);
     assert_eq!(result(&json, "compiles"), true, "{json:#}");
     assert_eq!(result(&json, "collects"), true, "{json:#}");
-    // A step's own command (as `examples/hello-java` writes `java -cp . Hello`) may say it too.
+    // A step's own command (as `examples/hello-java` writes `java -XX:MaxRAM={memory_mib}m -cp .
+    // Hello`) may say it too.
     assert_eq!(result(&json, "collects_sized_by_hand"), true, "{json:#}");
     assert_eq!(result(&json, "runs_out_of_heap"), true, "{json:#}");
 

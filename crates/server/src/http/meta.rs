@@ -153,10 +153,11 @@ fn language_list(st: &SharedState) -> Vec<LanguageInfo> {
         .map(|l| {
             // The commands as a run naming the language gets them here by default: its memory
             // limit in place of `{memory_mib}` (the editor runs these commands as they are).
-            let sized = st.languages.get(&l.id).ok().and_then(|lang| {
-                let limits = lang.limits.resolve(&st.defaults).ok()?;
-                Some(lang.sized(&limits.clamp_to(&st.caps)))
-            });
+            let sized = st
+                .languages
+                .get(&l.id)
+                .ok()
+                .and_then(|lang| crate::service::runs::sized_by_default(st, lang));
             let (compile, run) = match sized {
                 Some(lang) => (lang.compile, lang.run),
                 None => (l.compile.clone(), l.run.clone()),

@@ -560,7 +560,8 @@ fn refuse_unknown_fields(p: &Params) -> Option<Response> {
 }
 
 fn language_json(st: &SharedState, id: u32, reg: &str) -> Option<Value> {
-    let l = st.languages.get(reg).ok()?;
+    // The commands as this server runs them by default (the memory limit filled in).
+    let l = crate::service::runs::sized_by_default(st, st.languages.get(reg).ok()?)?;
     Some(json!({
         "id": id,
         "name": l.name,

@@ -638,3 +638,14 @@ pub fn destroy(st: &SharedState, caller: &Caller, id: &str) -> Result<(), ApiErr
     st.metrics.held_sandboxes.set(st.sandboxes.len() as i64);
     Ok(())
 }
+
+/// A language as a run naming it gets it on this server by default (its limits over the
+/// server's defaults, within the caps): `{memory_mib}` filled in its commands, as listed to
+/// clients (`GET /languages`, Judge0's `/languages/{id}`). `None` when its limits do not resolve.
+pub fn sized_by_default(
+    st: &SharedState,
+    lang: &corral_checks::Language,
+) -> Option<corral_checks::Language> {
+    let limits = lang.limits.resolve(&st.defaults).ok()?;
+    Some(lang.sized(&limits.clamp_to(&st.caps)))
+}
