@@ -178,8 +178,33 @@ pub fn document() -> utoipa::openapi::OpenApi {
     exactly_one_mode(&mut doc);
     // The merged operations get the common answers too.
     Security.modify(&mut doc);
+    public_operations_say_so(&mut doc);
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
+}
+
+/// The public operations (`/health`, `/languages`, `/metrics`, this document) say that they need
+/// no token, `security: [{}]`, rather than saying nothing: a document with neither a global
+/// `security` nor one on each operation fails linters (`redocly lint`'s `security-defined` is an
+/// error) and leaves a reader to guess. After [`Security`], which gives the common error answers
+/// to the operations that name a scheme.
+fn public_operations_say_so(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::SecurityRequirement;
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            item.get.as_mut(),
+            item.post.as_mut(),
+            item.put.as_mut(),
+            item.delete.as_mut(),
+            item.patch.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            op.security
+                .get_or_insert_with(|| vec![SecurityRequirement::default()]);
+        }
+    }
 }
 
 /// `POST /submissions` (and each item of a batch) takes exactly one of `language`, `cmd` and
@@ -645,6 +670,30 @@ mod tests {
         assert_eq!(
             json["example"]["from"], "debian:bookworm-minbase",
             "{content}"
+        );
+    }
+
+    /// Every operation says its security: the bearer token, or (the public ones) none needed,
+    /// `[{}]`, and those answer no 401.
+    #[test]
+    fn every_operation_says_whether_it_needs_a_token() {
+        let doc = served(document());
+        let mut public = Vec::new();
+        for (method, path, op) in operations(&doc) {
+            let security = op["security"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{method} {path} says nothing of its security"));
+            if security.iter().any(|r| r.get("bearer").is_some()) {
+                continue;
+            }
+            assert_eq!(security, &[serde_json::json!({})], "{method} {path}");
+            assert!(op["responses"]["401"].is_null(), "{method} {path}");
+            public.push(path);
+        }
+        public.sort();
+        assert_eq!(
+            public,
+            ["/health", "/languages", "/metrics", "/openapi.json"]
         );
     }
 }
