@@ -696,4 +696,17 @@ mod tests {
             ["/health", "/languages", "/metrics", "/openapi.json"]
         );
     }
+
+    /// A batch's items are submissions, as typed clients should build them (they were `{}`:
+    /// `unknown[]` in TypeScript).
+    #[test]
+    fn a_batch_is_a_list_of_submissions() {
+        let doc = served(document());
+        let items =
+            &doc["components"]["schemas"]["BatchRequest"]["properties"]["submissions"]["items"];
+        assert_eq!(
+            items["$ref"], "#/components/schemas/SubmissionRequest",
+            "{items}"
+        );
+    }
 }
