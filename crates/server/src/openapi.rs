@@ -178,27 +178,70 @@ pub fn document() -> utoipa::openapi::OpenApi {
     exactly_one_mode(&mut doc);
     // The merged operations get the common answers too.
     Security.modify(&mut doc);
+    public_operations_say_so(&mut doc);
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
 }
 
+/// The public operations (`/health`, `/languages`, `/metrics`, this document) say that they need
+/// no token, `security: [{}]`, rather than saying nothing: a document with neither a global
+/// `security` nor one on each operation fails linters (`redocly lint`'s `security-defined` is an
+/// error) and leaves a reader to guess. After [`Security`], which gives the common error answers
+/// to the operations that name a scheme.
+fn public_operations_say_so(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::SecurityRequirement;
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            item.get.as_mut(),
+            item.post.as_mut(),
+            item.put.as_mut(),
+            item.delete.as_mut(),
+            item.patch.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            op.security
+                .get_or_insert_with(|| vec![SecurityRequirement::default()]);
+        }
+    }
+}
+
 /// `POST /submissions` (and each item of a batch) takes exactly one of `language`, `cmd` and
-/// `suite`: said in the schema as `oneOf` three `required` alternatives beside the derived
-/// properties (utoipa derives the properties only).
+/// `suite`: said in the schema as `oneOf` three alternatives beside the derived properties
+/// (utoipa derives the properties only), each requiring its field and declaring it, not null.
+/// An alternative with `required` alone (no `properties`) reads to typed clients as an object
+/// with no fields: openapi-typescript made the request `{…} & (Record<string, never> | …)`, which
+/// no submission satisfies.
 fn exactly_one_mode(doc: &mut utoipa::openapi::OpenApi) {
-    use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, OneOfBuilder, Schema};
+    use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, OneOfBuilder, Schema, Type};
     let Some(components) = doc.components.as_mut() else {
         return;
     };
     let Some(RefOr::T(derived)) = components.schemas.remove("SubmissionRequest") else {
         return;
     };
-    let modes = ["language", "cmd", "suite"]
-        .into_iter()
-        .fold(OneOfBuilder::new(), |b, mode| {
-            b.item(ObjectBuilder::new().required(mode).build())
-        })
-        .description(Some("Exactly one of language, cmd and suite"));
+    let string = || {
+        RefOr::T(Schema::Object(
+            ObjectBuilder::new().schema_type(Type::String).build(),
+        ))
+    };
+    let modes = [
+        ("language", string()),
+        ("cmd", RefOr::Ref(Ref::from_schema_name("Cmd"))),
+        ("suite", string()),
+    ]
+    .into_iter()
+    .fold(OneOfBuilder::new(), |b, (mode, schema)| {
+        b.item(
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .property(mode, schema)
+                .required(mode)
+                .build(),
+        )
+    })
+    .description(Some("Exactly one of language, cmd and suite"));
     let schema = AllOfBuilder::new()
         .item(derived)
         .item(Schema::OneOf(modes.build()))
@@ -242,8 +285,14 @@ pub async fn openapi() -> Response {
 /// the handlers, `links(...)` in `#[utoipa::path]`) in Rust's spelling (`operation_id`,
 /// `request_body`); OpenAPI, and so clients like schemathesis' stateful phase that follow the
 /// links, read `operationId`, `operationRef` and `requestBody`. Renamed here, in one place.
+///
+/// A free-form object (`Object` in the code: a run's result object in a verdict, a job's spec,
+/// a JSON build file) gets `additionalProperties: true`: without it, utoipa's bare
+/// `{"type": "object"}` read to openapi-typescript as `Record<string, never>`, an object with no
+/// fields, so a typed client could read nothing of `run.stdout`.
 fn served(doc: utoipa::openapi::OpenApi) -> Value {
     let mut v = serde_json::to_value(doc).expect("the OpenAPI document is JSON");
+    free_form_objects_say_so(&mut v);
     let operations = v["paths"].as_object_mut().into_iter().flat_map(|paths| {
         paths
             .values_mut()
@@ -271,6 +320,40 @@ fn served(doc: utoipa::openapi::OpenApi) -> Value {
         }
     }
     v
+}
+
+/// Every schema of type `object` that says neither its `properties` nor its
+/// `additionalProperties` (nor composes others) is a free-form object: says so. Examples are
+/// left as they are.
+fn free_form_objects_say_so(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            let is_object = match map.get("type") {
+                Some(Value::String(t)) => t == "object",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+                _ => false,
+            };
+            let said = [
+                "properties",
+                "additionalProperties",
+                "allOf",
+                "oneOf",
+                "anyOf",
+                "$ref",
+            ]
+            .iter()
+            .any(|k| map.contains_key(*k));
+            if is_object && !said {
+                map.insert("additionalProperties".into(), Value::Bool(true));
+            }
+            // Examples are values, not schemas.
+            map.iter_mut()
+                .filter(|(k, _)| *k != "example" && *k != "examples")
+                .for_each(|(_, v)| free_form_objects_say_so(v));
+        }
+        Value::Array(items) => items.iter_mut().for_each(free_form_objects_say_so),
+        _ => {}
+    }
 }
 
 /// `/openapi.json` (public).
@@ -375,5 +458,255 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// All operations of the served document: (method, path, operation).
+    fn operations(doc: &Value) -> Vec<(String, String, Value)> {
+        let mut ops = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                ops.push((method.clone(), path.clone(), op.clone()));
+            }
+        }
+        ops
+    }
+
+    /// A typed client builds a submission: each of the three modes declares the field it
+    /// requires, not null (openapi-typescript made `{…} & (Record<string, never> | …)` of bare
+    /// `required` alternatives, which no request satisfies), and the schema still takes exactly
+    /// one mode.
+    #[test]
+    fn a_typed_client_can_build_a_submission() {
+        let doc = served(document());
+        let sub = &doc["components"]["schemas"]["SubmissionRequest"]["allOf"];
+        let modes = sub[1]["oneOf"].as_array().unwrap();
+        assert_eq!(modes.len(), 3, "{sub}");
+        for (alt, mode) in modes.iter().zip(["language", "cmd", "suite"]) {
+            assert_eq!(alt["required"], serde_json::json!([mode]), "{alt}");
+            let field = &alt["properties"][mode];
+            assert!(
+                field.is_object(),
+                "{mode}: the alternative does not declare it: {alt}"
+            );
+            let text = field.to_string();
+            assert!(
+                !text.contains("null"),
+                "{mode} may be null in its own mode: {field}"
+            );
+        }
+        let mut schema = serde_json::json!({"$ref": "#/components/schemas/SubmissionRequest"});
+        schema["components"] = doc["components"].clone();
+        let v = jsonschema::validator_for(&schema).unwrap();
+        for (body, valid) in [
+            (
+                serde_json::json!({"language": "c", "source_code": "int main(){}"}),
+                true,
+            ),
+            (serde_json::json!({"cmd": ["true"]}), true),
+            (serde_json::json!({"suite": "hello", "upload": "ab"}), true),
+            (serde_json::json!({"cmd": "true", "language": null}), true),
+            (serde_json::json!({"cmd": "true", "language": "c"}), false),
+            (serde_json::json!({"stdin": "x"}), false),
+        ] {
+            assert_eq!(v.is_valid(&body), valid, "{body}");
+        }
+    }
+
+    /// No schema of the document is an object that says nothing of its fields: utoipa's bare
+    /// `{"type": "object"}` (a verdict's `run`, `compile` and `checks`, a job's `spec`) read to
+    /// openapi-typescript as `Record<string, never>`.
+    #[test]
+    fn free_form_objects_are_said_to_be_free_form() {
+        fn walk(v: &Value, at: &str, bare: &mut Vec<String>) {
+            match v {
+                Value::Object(map) => {
+                    let object = match map.get("type") {
+                        Some(Value::String(t)) => t == "object",
+                        Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+                        _ => false,
+                    };
+                    let said = [
+                        "properties",
+                        "additionalProperties",
+                        "allOf",
+                        "oneOf",
+                        "anyOf",
+                    ]
+                    .iter()
+                    .any(|k| map.contains_key(*k));
+                    if object && !said {
+                        bare.push(at.to_string());
+                    }
+                    for (k, x) in map {
+                        if k != "example" && k != "examples" {
+                            walk(x, &format!("{at}/{k}"), bare);
+                        }
+                    }
+                }
+                Value::Array(items) => {
+                    for (i, x) in items.iter().enumerate() {
+                        walk(x, &format!("{at}/{i}"), bare);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let doc = served(document());
+        let mut bare = Vec::new();
+        walk(&doc, "", &mut bare);
+        assert!(
+            bare.is_empty(),
+            "objects without a word on their fields: {bare:#?}"
+        );
+        let run = &doc["components"]["schemas"]["SubmissionView"]["properties"]["run"];
+        assert_eq!(run["additionalProperties"], true, "{run}");
+        // Examples are not schemas: left as written.
+        let example =
+            &doc["paths"]["/run"]["post"]["requestBody"]["content"]["application/json"]["example"];
+        assert!(example.get("additionalProperties").is_none(), "{example}");
+    }
+
+    /// operationIds become method names in generated clients: none is a reserved word of
+    /// Python or JavaScript (`import` became `import_`), and those of images, the editor and
+    /// workers name what they act on (`create`, `get_one`, `remove`, `result` said nothing
+    /// beside the other tags' operations).
+    #[test]
+    fn operation_ids_make_good_method_names() {
+        const RESERVED: &[&str] = &[
+            "and",
+            "as",
+            "assert",
+            "async",
+            "await",
+            "break",
+            "case",
+            "catch",
+            "class",
+            "const",
+            "continue",
+            "debugger",
+            "def",
+            "default",
+            "del",
+            "delete",
+            "do",
+            "elif",
+            "else",
+            "enum",
+            "except",
+            "export",
+            "extends",
+            "false",
+            "finally",
+            "for",
+            "from",
+            "function",
+            "global",
+            "if",
+            "implements",
+            "import",
+            "in",
+            "instanceof",
+            "interface",
+            "is",
+            "lambda",
+            "let",
+            "new",
+            "none",
+            "nonlocal",
+            "not",
+            "null",
+            "or",
+            "package",
+            "pass",
+            "private",
+            "protected",
+            "public",
+            "raise",
+            "return",
+            "static",
+            "super",
+            "switch",
+            "this",
+            "throw",
+            "true",
+            "try",
+            "typeof",
+            "var",
+            "void",
+            "while",
+            "with",
+            "yield",
+        ];
+        let doc = served(document());
+        for (method, path, op) in operations(&doc) {
+            let id = op["operationId"].as_str().unwrap();
+            assert!(
+                !RESERVED.contains(&id),
+                "{method} {path}: operationId {id:?} is reserved"
+            );
+            let noun = match op["tags"][0].as_str() {
+                Some("images") => &["image"][..],
+                Some("editor") => &["revision"][..],
+                Some("workers") => &["job", "worker"][..],
+                _ => continue,
+            };
+            assert!(
+                noun.iter().any(|n| id.contains(n)),
+                "{method} {path}: operationId {id:?} does not say it is about {noun:?}"
+            );
+        }
+    }
+
+    /// `POST /images/build` takes JSON as well as YAML, and says so: a client generator that
+    /// knows no YAML (openapi-python-client) left the operation out.
+    #[test]
+    fn an_image_build_file_may_be_sent_as_json() {
+        let doc = served(document());
+        let content = &doc["paths"]["/images/build"]["post"]["requestBody"]["content"];
+        assert!(content["application/yaml"].is_object(), "{content}");
+        let json = &content["application/json"];
+        assert_eq!(json["schema"]["type"], "object", "{content}");
+        assert_eq!(
+            json["example"]["from"], "debian:bookworm-minbase",
+            "{content}"
+        );
+    }
+
+    /// Every operation says its security: the bearer token, or (the public ones) none needed,
+    /// `[{}]`, and those answer no 401.
+    #[test]
+    fn every_operation_says_whether_it_needs_a_token() {
+        let doc = served(document());
+        let mut public = Vec::new();
+        for (method, path, op) in operations(&doc) {
+            let security = op["security"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{method} {path} says nothing of its security"));
+            if security.iter().any(|r| r.get("bearer").is_some()) {
+                continue;
+            }
+            assert_eq!(security, &[serde_json::json!({})], "{method} {path}");
+            assert!(op["responses"]["401"].is_null(), "{method} {path}");
+            public.push(path);
+        }
+        public.sort();
+        assert_eq!(
+            public,
+            ["/health", "/languages", "/metrics", "/openapi.json"]
+        );
+    }
+
+    /// A batch's items are submissions, as typed clients should build them (they were `{}`:
+    /// `unknown[]` in TypeScript).
+    #[test]
+    fn a_batch_is_a_list_of_submissions() {
+        let doc = served(document());
+        let items =
+            &doc["components"]["schemas"]["BatchRequest"]["properties"]["submissions"]["items"];
+        assert_eq!(
+            items["$ref"], "#/components/schemas/SubmissionRequest",
+            "{items}"
+        );
     }
 }

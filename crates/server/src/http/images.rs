@@ -82,7 +82,7 @@ pub async fn list(
 /// Every blob is verified against its digest; a pull that was cut off continues where it stopped
 /// when asked again. Takes as long as the download: the request waits for it.
 #[utoipa::path(
-    post, path = "/images", tag = "images",
+    post, path = "/images", tag = "images", operation_id = "pull_image",
     request_body(content = PullRequest, example = json!({"pull": "registry.example.edu/course/python:3.12"})),
     responses(
         (status = 201, description = "Pulled (or already here)", body = ImageInfo),
@@ -108,12 +108,12 @@ pub async fn pull(
 /// `oci-archive:`), a docker-archive tar, or a root-filesystem tar (plain, gzip or zstd; what
 /// `mmdebstrap` writes). Layers are unpacked as hostile input (see `corral env import`).
 #[utoipa::path(
-    post, path = "/images/import", tag = "images",
+    post, path = "/images/import", tag = "images", operation_id = "import_image",
     params(ImportQuery),
     request_body(content = super::binary::BinaryBody, content_type = "application/octet-stream", description = "The archive"),
     responses(
         (status = 201, description = "Imported", body = ImageInfo,
-            links(("RemoveImage" = (operation_id = "remove", description = "Remove the imported image",
+            links(("RemoveImage" = (operation_id = "remove_image", description = "Remove the imported image",
                 parameters(("reference" = "$response.body#/digest")))))),
         (status = 403, description = "Not an admin", body = ErrorBody),
         (status = 413, description = "Larger than the image store's cap", body = ErrorBody),
@@ -191,14 +191,19 @@ pub struct BuildQuery {
 /// `GET /images/builds/{id}` for its progress; the image is named only when every step succeeded,
 /// and unchanged steps come from the step cache.
 #[utoipa::path(
-    post, path = "/images/build", tag = "images",
+    post, path = "/images/build", tag = "images", operation_id = "build_image",
     params(BuildQuery),
-    request_body(content = String, content_type = "application/yaml",
-        description = "The build file (YAML or JSON)",
-        example = "from: debian:bookworm-minbase\nsteps:\n  - run: apt-get update && apt-get install -y python3-numpy\n"),
+    request_body(description = "The build file: YAML (also sent as `application/x-yaml`, `text/yaml` or \
+            `text/plain`), or the same fields as JSON",
+        content(
+            (String = "application/yaml",
+                example = "from: debian:bookworm-minbase\nsteps:\n  - run: apt-get update && apt-get install -y python3-numpy\n"),
+            (Object = "application/json",
+                example = json!({"from": "debian:bookworm-minbase", "steps": [{"run": "apt-get update && apt-get install -y python3-numpy"}]})),
+        )),
     responses(
         (status = 202, description = "Queued: poll GET /images/builds/{id}", body = BuildJob,
-            links(("BuildStatus" = (operation_id = "build_status", description = "The build's progress",
+            links(("BuildStatus" = (operation_id = "get_image_build", description = "The build's progress",
                 parameters(("id" = "$response.body#/id")))))),
         (status = 403, description = "Not an admin", body = ErrorBody),
         (status = 413, description = "Larger than 256 KiB", body = ErrorBody),
@@ -259,7 +264,7 @@ pub async fn build(
 
 /// An image build's progress and result (admin).
 #[utoipa::path(
-    get, path = "/images/builds/{id}", tag = "images",
+    get, path = "/images/builds/{id}", tag = "images", operation_id = "get_image_build",
     params(("id" = String, Path, description = "The id `POST /images/build` returned", example = "3f1c9a0b7d2e4f6a8b0c1d2e3f4a5b6c")),
     responses(
         (status = 200, description = "The build: queued, running (current step, output so far), succeeded (image) or failed (error)", body = BuildJob),
@@ -286,7 +291,7 @@ pub async fn build_status(
 /// Layers stay on disk until `corral env gc` (and through it while a live sandbox uses them).
 /// Submissions already pinned to the image and not yet judged then fail on workers that lack it.
 #[utoipa::path(
-    delete, path = "/images/{reference}", tag = "images",
+    delete, path = "/images/{reference}", tag = "images", operation_id = "remove_image",
     params(("reference" = String, Path, description = "NAME[:TAG], NAME@sha256:…, or a digest", example = "course/numpy:1")),
     responses(
         (status = 200, description = "Removed", body = Removed),

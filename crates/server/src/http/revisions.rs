@@ -170,14 +170,14 @@ pub struct ListQuery {
 
 /// Keep a revision of the editor's files.
 #[utoipa::path(
-    post, path = "/revisions", tag = "editor",
+    post, path = "/revisions", tag = "editor", operation_id = "create_revision",
     request_body(content = RevisionRequest, example = json!({
         "kind": "run", "language": "c", "status": "ok", "summary": "exited with status 0",
         "files": [{"path": "main.c", "content": "int main(void) { return 0; }\n"}]
     })),
     responses(
         (status = 201, description = "Stored", body = RevisionMetaDoc,
-            links(("GetRevision" = (operation_id = "get_one", parameters(("id" = "$response.body#/id")))))),
+            links(("GetRevision" = (operation_id = "get_revision", parameters(("id" = "$response.body#/id")))))),
         (status = 400, description = "A bad file name, or a name both file and folder", body = ErrorBody),
         (status = 413, description = "Too many files or bytes", body = ErrorBody),
         (status = 422, description = "Bad fields, or a check's (POST /check records those)", body = ErrorBody),
@@ -234,7 +234,7 @@ pub async fn list(
 
 /// One of the caller's revisions, with its files.
 #[utoipa::path(
-    get, path = "/revisions/{id}", tag = "editor",
+    get, path = "/revisions/{id}", tag = "editor", operation_id = "get_revision",
     params(("id" = String, Path, description = "Revision id", example = "0123456789abcdef0123456789abcdef")),
     responses(
         (status = 200, description = "The revision", body = RevisionDoc),

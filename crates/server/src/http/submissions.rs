@@ -99,6 +99,9 @@ pub fn mark_replayed(mut r: Response, replayed: bool) -> Response {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchRequest {
+    /// Each the body of a `POST /submissions`. Items are read one by one: an item that is not
+    /// one is refused on its own (its `error` in the answer) and the others are queued.
+    #[schema(value_type = Vec<SubmissionRequest>)]
     pub submissions: Vec<Value>,
 }
 

@@ -20,7 +20,7 @@ use crate::state::SharedState;
 /// The image manifest's digest of a name, `name@sha256:…` or digest this node has: what a
 /// worker then fetches with `GET /worker/blobs/{digest}`.
 #[utoipa::path(
-    get, path = "/worker/images/{reference}", tag = "workers",
+    get, path = "/worker/images/{reference}", tag = "workers", operation_id = "resolve_worker_image",
     params(("reference" = String, Path, description = "NAME[:TAG], NAME@sha256:…, or a digest", example = "course/numpy:1")),
     responses(
         (status = 200, description = "The image", body = ImageDoc),
@@ -61,7 +61,7 @@ pub async fn resolve(
 /// `Range: bytes=START-` (or `START-END`): 206 with those bytes, 416 past the end; any other
 /// range form gets the whole blob.
 #[utoipa::path(
-    get, path = "/worker/blobs/{digest}", tag = "workers",
+    get, path = "/worker/blobs/{digest}", tag = "workers", operation_id = "get_worker_blob",
     params(("digest" = String, Path, description = "sha256: and 64 hex digits",
         example = "sha256:4c3f0ef8d6e9b1a2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a")),
     responses(

@@ -27,15 +27,15 @@ use crate::state::SharedState;
 ///
 /// Waits up to `wait` seconds (30 at most) for a queued submission; 204 when none came.
 #[utoipa::path(
-    post, path = "/worker/claim", tag = "workers",
+    post, path = "/worker/claim", tag = "workers", operation_id = "claim_job",
     request_body = ClaimRequest,
     responses(
         (status = 200, description = "A job, now leased to this worker", body = ClaimedJob,
             links(
-                ("RenewLease" = (operation_id = "heartbeat", description = "Renew the job's lease",
+                ("RenewLease" = (operation_id = "renew_job_lease", description = "Renew the job's lease",
                     parameters(("id" = "$response.body#/id")),
                     request_body = json!({"lease": "$response.body#/lease"}))),
-                ("PostResult" = (operation_id = "result", description = "Post the job's verdict (signed)",
+                ("PostResult" = (operation_id = "post_job_result", description = "Post the job's verdict (signed)",
                     parameters(("id" = "$response.body#/id")),
                     request_body = json!({"lease": "$response.body#/lease", "verdict": {"verdict": "accepted", "score": 1.0, "max_score": 1.0}}))),
             )),
@@ -58,7 +58,7 @@ pub async fn claim(
 
 /// Renew a job's lease.
 #[utoipa::path(
-    post, path = "/worker/jobs/{id}/heartbeat", tag = "workers",
+    post, path = "/worker/jobs/{id}/heartbeat", tag = "workers", operation_id = "renew_job_lease",
     params(("id" = String, Path, description = "Submission id", example = "0123456789abcdef0123456789abcdef")),
     request_body = LeaseRequest,
     responses(
@@ -97,7 +97,7 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 /// the key `sha256_hex(worker token)`. Recorded once: the same result again is acknowledged
 /// without change; a result for a lease that is not current is refused (409).
 #[utoipa::path(
-    post, path = "/worker/jobs/{id}/result", tag = "workers",
+    post, path = "/worker/jobs/{id}/result", tag = "workers", operation_id = "post_job_result",
     params(
         ("id" = String, Path, description = "Submission id", example = "0123456789abcdef0123456789abcdef"),
         ("Corral-Signature" = String, Header,
