@@ -4,23 +4,20 @@
 //! submitting to one assignment loaded the same files each time: ~80 ms of CPU per accepted
 //! submission to CS50's mario on this 2-core host, 9 s for a batch of 100.
 //!
-//! The key is the files themselves (each path, mode and SHA-256, and the request's image), never
-//! the suite's id: a folder suite is stored as a new upload per submission, and an edit to it or
-//! a suite registered again is new content, so nothing loaded from an older version answers for
-//! it. A suite that fails to load is not kept (each acceptance tries again and says why).
+//! The key is the files themselves (each path, mode and SHA-256, and the request's image),
+//! never the suite's id: a folder suite is stored as a new upload per submission, and an edit
+//! to it or a suite registered again is new content, so nothing loaded from an older version
+//! answers for it. Loading and the lookup are [`crate::service::suites::loaded`]'s (this
+//! module is a leaf: the shared state holds it).
+//! A suite that fails to load is not kept (each acceptance tries again and says why).
 //! The loaded suite is used only for what it names; its paths point into a scratch folder that
 //! is gone (judging loads the job's own copy).
 
 use std::sync::{Arc, Mutex};
 
 use corral_checks::Suite;
-use corral_judge::SuiteRef;
 use corral_store::UploadFile;
 use hashlink::LruCache;
-
-use crate::error::ApiError;
-use crate::service::suites;
-use crate::state::SharedState;
 
 /// Suites kept at most: many assignments at once on one server, each a few kilobytes loaded.
 const CAPACITY: usize = 64;
@@ -38,12 +35,12 @@ impl Default for LoadedSuites {
 }
 
 impl LoadedSuites {
-    fn get(&self, key: &str) -> Option<Arc<Suite>> {
+    pub fn get(&self, key: &str) -> Option<Arc<Suite>> {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.get(key).cloned()
     }
 
-    fn insert(&self, key: String, suite: Arc<Suite>) {
+    pub fn insert(&self, key: String, suite: Arc<Suite>) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.insert(key, suite);
     }
@@ -51,7 +48,7 @@ impl LoadedSuites {
 
 /// What identifies a loaded suite: its files' paths, modes and contents (in path order), and
 /// the image it is loaded for (a check50 problem is compiled by that image's Python, not now).
-fn content_key(image: Option<&str>, files: &[UploadFile]) -> String {
+pub fn content_key(image: Option<&str>, files: &[UploadFile]) -> String {
     let mut files: Vec<&UploadFile> = files.iter().collect();
     files.sort_by(|a, b| a.path.cmp(&b.path));
     // Paths hold no control characters (`validate_path`) and hashes are hex: `\0` and `\n`
@@ -61,52 +58,6 @@ fn content_key(image: Option<&str>, files: &[UploadFile]) -> String {
         key.push_str(&format!("{}\0{:o}\0{}\n", f.path, f.mode, f.sha256));
     }
     key
-}
-
-/// The suite `suite` names, loaded for a request's `image`: `Ok(Err(..))` when it cannot be
-/// loaded (no suite file, a broken one: the error a grading request gets for it), `Err` when
-/// its files cannot be read.
-pub async fn load(
-    st: &SharedState,
-    suite: &SuiteRef,
-    image: Option<&str>,
-) -> Result<Result<Arc<Suite>, ApiError>, ApiError> {
-    let Some(upload_id) = &suite.upload else {
-        // A folder suite not yet pinned is read in place (no content to key it by).
-        let folder = suites::suites_dir(st).join(&suite.id);
-        return Ok(load_from(suite, &folder, image).await);
-    };
-    let upload = st.store.get_upload(upload_id).await?.ok_or_else(|| {
-        ApiError::internal(format!(
-            "suite {} lost its files (upload {upload_id})",
-            suite.id
-        ))
-    })?;
-    let key = content_key(image, &upload.files);
-    if let Some(found) = st.loaded_suites.get(&key) {
-        return Ok(Ok(found));
-    }
-    let scratch = tempfile::Builder::new()
-        .prefix("suite-")
-        .tempdir_in(&st.tmp_dir)
-        .map_err(ApiError::io)?;
-    st.store.materialize(&upload, scratch.path()).await?;
-    let loaded = load_from(suite, scratch.path(), image).await;
-    if let Ok(found) = &loaded {
-        st.loaded_suites.insert(key, found.clone());
-    }
-    Ok(loaded)
-}
-
-async fn load_from(
-    suite: &SuiteRef,
-    folder: &std::path::Path,
-    image: Option<&str>,
-) -> Result<Arc<Suite>, ApiError> {
-    let file = suites::file_in(suite, folder)?;
-    Ok(Arc::new(
-        suites::load(file, image.map(str::to_string)).await?,
-    ))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! upload) or kept in the server's suites folder (`SUITES/ID/suite.yaml` + files).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use corral_checks::Suite;
 use corral_judge::{suite_file, SuiteRef};
@@ -11,6 +12,7 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::service::caller::Caller;
+use crate::service::loaded_suites;
 use crate::service::uploads::{self, UploadFiles};
 use crate::state::SharedState;
 
@@ -230,4 +232,49 @@ pub async fn list(st: &SharedState) -> Result<Vec<SuiteInfo>, ApiError> {
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
+}
+
+/// The suite `suite` names, loaded for a request's `image` (kept by its files' content:
+/// [`loaded_suites`]): `Ok(Err(..))` when it cannot be
+/// loaded (no suite file, a broken one: the error a grading request gets for it), `Err` when
+/// its files cannot be read.
+pub async fn loaded(
+    st: &SharedState,
+    suite: &SuiteRef,
+    image: Option<&str>,
+) -> Result<Result<Arc<Suite>, ApiError>, ApiError> {
+    let Some(upload_id) = &suite.upload else {
+        // A folder suite not yet pinned is read in place (no content to key it by).
+        let folder = suites_dir(st).join(&suite.id);
+        return Ok(load_from(suite, &folder, image).await);
+    };
+    let upload = st.store.get_upload(upload_id).await?.ok_or_else(|| {
+        ApiError::internal(format!(
+            "suite {} lost its files (upload {upload_id})",
+            suite.id
+        ))
+    })?;
+    let key = loaded_suites::content_key(image, &upload.files);
+    if let Some(found) = st.loaded_suites.get(&key) {
+        return Ok(Ok(found));
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("suite-")
+        .tempdir_in(&st.tmp_dir)
+        .map_err(ApiError::io)?;
+    st.store.materialize(&upload, scratch.path()).await?;
+    let loaded = load_from(suite, scratch.path(), image).await;
+    if let Ok(found) = &loaded {
+        st.loaded_suites.insert(key, found.clone());
+    }
+    Ok(loaded)
+}
+
+async fn load_from(
+    suite: &SuiteRef,
+    folder: &Path,
+    image: Option<&str>,
+) -> Result<Arc<Suite>, ApiError> {
+    let file = file_in(suite, folder)?;
+    Ok(Arc::new(load(file, image.map(str::to_string)).await?))
 }

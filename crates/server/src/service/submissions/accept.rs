@@ -17,7 +17,7 @@ use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::runs::{clamped_keys, seccomp_profile, LimitsDoc};
 use crate::service::runtime_choice::refuse_lost_hiding;
-use crate::service::{folder_suites, loaded_suites, suites, uploads};
+use crate::service::{folder_suites, suites, uploads};
 use crate::state::SharedState;
 
 /// One file of a submission.
@@ -273,10 +273,10 @@ pub async fn accept(
     if let Some(suite) = spec.suite.take() {
         spec.suite = Some(folder_suites::pin(st, suite).await?);
     }
-    // The suite, loaded (once per content: `loaded_suites`) for the request's runtime and to pin
+    // The suite, loaded (once per content: `suites::loaded`) for the request's runtime and to pin
     // the images it names. One that cannot be loaded names no image; judging reports why.
     let loaded = match &spec.suite {
-        Some(suite) => match loaded_suites::load(st, suite, spec.image.as_deref()).await? {
+        Some(suite) => match suites::loaded(st, suite, spec.image.as_deref()).await? {
             Ok(loaded) => Some(loaded),
             // Read only to see whether the request's runtime would undo what the suite hides.
             Err(e) if req.runtime.is_some() => return Err(e),
