@@ -151,6 +151,7 @@ impl Modify for Security {
         uploads::UploadForm, uploads::UploadInfo, uploads::FileInfo, tokens::TokenRequest, tokens::TokenResponse, tokens::RoleName, tokens::WhoAmI, meta::Health,
         meta::LanguageInfo, meta::LanguageImageInfo, WsClientMessage, WsServerMessage, TermSize, checks::CheckRequest,
         checks::CheckResponse, checks::CheckResultDoc, checks::ScriptEntry,
+        checks::UsedImageDoc, checks::IntegrityDoc, checks::IntegrityFlagDoc,
         checks::Observation, checks::SuiteForm, SuiteInfo,
         revisions::RevisionRequest, revisions::RevisionMetaDoc,
         revisions::RevisionDoc, revisions::RevisionFileDoc,
@@ -510,6 +511,82 @@ mod tests {
         ] {
             assert_eq!(v.is_valid(&body), valid, "{body}");
         }
+    }
+
+    /// `/check?format=json`'s report (corral's, beyond CS50's `results`) is in the document:
+    /// every key of a full report — a check with every field, staff's view, an image, a
+    /// revision — is a property of `CheckResponse`, its results' and script entries' schemas,
+    /// and the report validates against it. The document typed it as CS50's `{results}` only,
+    /// so generated clients dropped `score`, `passed`, `order`, … (the generated-client trial).
+    #[test]
+    fn the_check_report_is_described_whole() {
+        use corral_checks::report::{Observation, ScriptEntry};
+        use corral_checks::{CheckResult, Integrity, Report, UsedImage, View};
+        let doc = served(document());
+        let observation = |kind: &str, value: serde_json::Value| Observation {
+            kind: kind.into(),
+            value,
+            matcher: Some("regex".into()),
+        };
+        let row = CheckResult {
+            id: "says".into(),
+            description: "prints hello".into(),
+            dependencies: vec!["compiles".into()],
+            result: Some(false),
+            script: vec![ScriptEntry {
+                expected: observation("stdout", "hello".into()),
+                actual: observation("stdout", "bye".into()),
+            }],
+            points: 0.0,
+            max_points: 1.0,
+            time_ms: 12,
+            hidden: true,
+            message: Some("expected hello".into()),
+            error: Some("the sandbox failed".into()),
+            diagnostics: Some("stderr".into()),
+            gradescope: None,
+            children: Vec::new(),
+        };
+        let image = UsedImage {
+            name: "python:3.12-slim".into(),
+            digest: format!("sha256:{}", "0".repeat(64)),
+        };
+        let report = Report {
+            suite: "hello".into(),
+            results: vec![row],
+            integrity: Integrity::default(),
+            safety: None,
+            images: [("says".to_string(), image)].into(),
+            runtimes: [("says".to_string(), corral_sandbox::Runtime::Native)].into(),
+        };
+        let mut answer = report.to_json(View::Staff);
+        answer["order"] = serde_json::json!(["says"]);
+        answer["revision"] = serde_json::json!({"id": "r1", "owner": "t1", "created_at": 1,
+            "kind": "check", "language": "python", "status": "failed", "suite": "hello",
+            "score": 0.0, "max_score": 1.0, "summary": "0/1", "files_count": 1, "total_bytes": 5});
+        let schemas = &doc["components"]["schemas"];
+        let undeclared = |value: &serde_json::Value, schema: &str| -> Vec<String> {
+            let props = &schemas[schema]["properties"];
+            value
+                .as_object()
+                .unwrap()
+                .keys()
+                .filter(|k| !props[k.as_str()].is_object())
+                .map(|k| format!("{schema}.{k}"))
+                .collect()
+        };
+        let mut missing = undeclared(&answer, "CheckResponse");
+        missing.extend(undeclared(&answer["results"]["says"], "CheckResultDoc"));
+        let entry = &answer["results"]["says"]["script"][0];
+        missing.extend(undeclared(entry, "ScriptEntry"));
+        missing.extend(undeclared(&entry["expected"], "Observation"));
+        assert!(missing.is_empty(), "not in the document: {missing:?}");
+        let mut schema = serde_json::json!({"$ref": "#/components/schemas/CheckResponse"});
+        schema["components"] = doc["components"].clone();
+        let v = jsonschema::validator_for(&schema).unwrap();
+        assert!(v.is_valid(&answer), "{answer:#}");
+        // CS50's own shape is still an answer of the same operation.
+        assert!(v.is_valid(&report.to_cs50(View::Student)));
     }
 
     /// No schema of the document is an object that says nothing of its fields: utoipa's bare

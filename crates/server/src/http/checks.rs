@@ -88,6 +88,10 @@ pub struct Observation {
     /// Any JSON: a command line, an exit code, a text, …
     #[schema(value_type = Value)]
     pub value: Value,
+    /// For output matchers: `contains`, `regex`, `exact` or `file`.
+    #[serde(rename = "match")]
+    #[schema(pattern = "^(contains|regex|exact|file)$")]
+    pub matcher: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -97,7 +101,7 @@ pub struct ScriptEntry {
     pub actual: Option<Observation>,
 }
 
-/// One check's result, as CS50 Check reports it.
+/// One check's result: CS50 Check's four fields; with `?format=json`, corral's beside them.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[allow(dead_code)]
 pub struct CheckResultDoc {
@@ -106,13 +110,81 @@ pub struct CheckResultDoc {
     /// true: passed; false: failed; null: not run because a dependency failed.
     pub result: Option<bool>,
     pub script: Vec<ScriptEntry>,
+    /// `?format=json`: the points this check earned.
+    pub points: Option<f64>,
+    /// `?format=json`: the points it was worth.
+    pub max_points: Option<f64>,
+    /// `?format=json`: how long it took.
+    pub time_ms: Option<u64>,
+    /// `?format=json`: a hidden check (students see its result, not its details).
+    pub hidden: Option<bool>,
+    /// `?format=json`: why it failed, in words (absent when it passed, or hidden from a student).
+    pub message: Option<String>,
+    /// `?format=json`: corral could not judge it (a sandbox or host failure, not the
+    /// submission's).
+    pub error: Option<String>,
+    /// `?format=json`, staff only: what the check's tools said (a compiler's, a grader's).
+    pub diagnostics: Option<String>,
+    /// `?format=json`: the container image it ran in (absent on the host root).
+    pub image: Option<UsedImageDoc>,
+    /// `?format=json`: `native` or `gvisor`, the kernel it ran on.
+    #[schema(pattern = "^(native|gvisor)$")]
+    pub runtime: Option<String>,
 }
 
+/// A container image a check ran in.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct UsedImageDoc {
+    #[schema(example = "python:3.12-slim")]
+    pub name: String,
+    #[schema(example = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")]
+    pub digest: String,
+}
+
+/// A protected assignment file the submission replaced.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct IntegrityFlagDoc {
+    pub path: String,
+    /// `modified`, `link` or `not_a_file`.
+    pub reason: String,
+}
+
+/// Whether the submission left the assignment's protected files alone.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct IntegrityDoc {
+    pub ok: bool,
+    pub flagged: Vec<IntegrityFlagDoc>,
+}
+
+/// The answer of `/check`: CS50 Check's `{"results": …}`; with `?format=json`, corral's report
+/// (`corral check --format json`) with the fields marked so.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[allow(dead_code)]
 pub struct CheckResponse {
     /// By check id.
     pub results: BTreeMap<String, CheckResultDoc>,
+    /// `?format=json`: the suite's id.
+    pub suite: Option<String>,
+    /// `?format=json`: the check ids in the suite's order (a JSON object's keys have none).
+    pub order: Option<Vec<String>>,
+    /// `?format=json`: the points earned in all.
+    pub score: Option<f64>,
+    /// `?format=json`: the points there were.
+    pub max_score: Option<f64>,
+    /// `?format=json`: every check passed.
+    pub passed: Option<bool>,
+    /// `?format=json`: protected files the submission replaced.
+    pub integrity: Option<IntegrityDoc>,
+    /// `?format=json`, when the suite has a static safety check (Python): what it found.
+    #[schema(value_type = Option<Object>)]
+    pub safety: Option<Value>,
+    /// `?format=json`: each image a check ran in, once (absent when all ran on the host root).
+    pub images: Option<Vec<UsedImageDoc>>,
+    /// `?format=json` with `revision` in the request: the editor's revision recorded.
+    pub revision: Option<crate::http::revisions::RevisionMetaDoc>,
 }
 
 /// The multipart form of `POST /suites`.
