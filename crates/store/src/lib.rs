@@ -9,7 +9,7 @@
 //! - **Suites**: registered check suites, each pointing at an upload that holds the suite file and
 //!   the assignment's files.
 //! - **Submissions**: the durable queue workers claim jobs from ([`JobStore`]); **revisions** of
-//!   the browser editor's files.
+//!   the browser editor's files; **nodes**: the servers sharing the database ([`NodeStore`]).
 //!
 //! Two databases hold it, with one set of queries ([`sql`]): [`SqliteStore`] (embedded; migrations
 //! in `migrations/sqlite`) and [`PgStore`] (several API nodes and workers sharing one PostgreSQL
@@ -21,6 +21,7 @@ mod clock;
 mod error;
 mod ids;
 mod jobs;
+mod nodes;
 mod paths;
 mod revisions;
 pub mod sql;
@@ -34,6 +35,7 @@ pub use clock::{now, now_ms, skew_for_tests};
 pub use error::{is_storage_full_io, Result, StoreError};
 pub use ids::{random_hex, sha256_hex};
 pub use jobs::*;
+pub use nodes::{Node, NodeStore};
 pub use paths::{check_tree, validate_path, MAX_COMPONENT, MAX_PATH};
 pub use revisions::{
     NewRevision, Revision, RevisionFile, RevisionFilter, RevisionKind, RevisionMeta,

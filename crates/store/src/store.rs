@@ -5,6 +5,7 @@ use std::path::Path;
 
 use crate::error::{Result, StoreError};
 use crate::jobs::JobStore;
+use crate::nodes::NodeStore;
 use crate::revisions::{NewRevision, Revision, RevisionFilter, RevisionMeta};
 
 /// A role decides what a token may do.
@@ -141,7 +142,7 @@ pub trait WriteProbe {
 ///
 /// Ownership is the caller's job to check (`owner` fields); the store only records it.
 #[async_trait::async_trait]
-pub trait Store: Send + Sync + JobStore + WriteProbe {
+pub trait Store: Send + Sync + JobStore + WriteProbe + NodeStore {
     /// Creates a token with this role; the returned secret is not stored anywhere.
     async fn create_token(&self, role: Role, name: &str) -> Result<NewToken>;
     /// The live (not revoked) token whose secret this is.

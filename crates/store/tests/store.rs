@@ -323,6 +323,7 @@ on_both_backends!(
     concurrent_suite_registrations,
     every_write_under_concurrency,
     the_write_probe_writes,
+    nodes_announce_beat_stop_and_are_forgotten,
 );
 
 /// Two API nodes starting together on one fresh PostgreSQL database (two stores, two pools):
@@ -583,6 +584,39 @@ async fn the_write_probe_writes(s: Arc<dyn Store>) {
     for _ in 0..3 {
         s.check_writable().await.unwrap();
     }
+}
+
+async fn nodes_announce_beat_stop_and_are_forgotten(s: Arc<dyn Store>) {
+    assert_eq!(s.get_node("n1").await.unwrap(), None);
+    s.announce_node("n1", Some("http://10.0.0.5:8080"))
+        .await
+        .unwrap();
+    s.announce_node("n2", None).await.unwrap();
+    let first = s.get_node("n1").await.unwrap().unwrap();
+    assert_eq!(first.url.as_deref(), Some("http://10.0.0.5:8080"));
+    assert_eq!(first.started_at, first.seen_at);
+    assert_eq!(first.stopped_at, None);
+    assert_eq!(s.get_node("n2").await.unwrap().unwrap().url, None);
+    // A heartbeat moves seen_at, never started_at.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    s.announce_node("n1", Some("http://10.0.0.5:8080"))
+        .await
+        .unwrap();
+    let beat = s.get_node("n1").await.unwrap().unwrap();
+    assert_eq!(beat.started_at, first.started_at);
+    assert!(beat.seen_at > first.seen_at, "{beat:?} after {first:?}");
+    s.node_stopped("n1").await.unwrap();
+    let stopped = s.get_node("n1").await.unwrap().unwrap();
+    assert!(stopped.stopped_at.is_some_and(|t| t >= beat.seen_at));
+    // Forgetting goes by the last heartbeat.
+    assert_eq!(s.delete_nodes_seen_before(beat.seen_at).await.unwrap(), 1);
+    assert_eq!(s.get_node("n2").await.unwrap(), None);
+    assert!(s.get_node("n1").await.unwrap().is_some());
+    assert_eq!(
+        s.delete_nodes_seen_before(beat.seen_at + 1).await.unwrap(),
+        1
+    );
+    assert_eq!(s.get_node("n1").await.unwrap(), None);
 }
 
 async fn revisions(s: Arc<dyn Store>) {

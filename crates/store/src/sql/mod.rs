@@ -20,6 +20,7 @@ mod dialect;
 mod health;
 mod jobs;
 mod migrate;
+mod nodes;
 mod postgres;
 mod revisions;
 mod sqlite;

@@ -1,0 +1,29 @@
+//! The servers sharing one database ([`NodeStore`]): each says where the others reach it, so a
+//! request one node gets for a sandbox another keeps between runs can be sent on to that one.
+
+/// One server process that shares the database (a restart is a new node).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
+pub struct Node {
+    pub id: String,
+    /// Where other nodes reach it (`http://10.0.0.5:8080`); none when it cannot say.
+    pub url: Option<String>,
+    /// Unix ms.
+    pub started_at: i64,
+    /// Unix ms of its last heartbeat.
+    pub seen_at: i64,
+    /// Unix ms of its graceful stop.
+    pub stopped_at: Option<i64>,
+}
+
+/// The nodes' rows. A trait of its own, as [`crate::JobStore`] is.
+#[async_trait::async_trait]
+pub trait NodeStore {
+    /// Records node `id` (reachable at `url`) as running now: its first call starts it, later
+    /// ones are its heartbeat.
+    async fn announce_node(&self, id: &str, url: Option<&str>) -> crate::Result<()>;
+    /// Records that node `id` stopped (gracefully).
+    async fn node_stopped(&self, id: &str) -> crate::Result<()>;
+    async fn get_node(&self, id: &str) -> crate::Result<Option<Node>>;
+    /// Forgets the nodes last seen before `before` (Unix ms); returns how many.
+    async fn delete_nodes_seen_before(&self, before: i64) -> crate::Result<u64>;
+}
