@@ -146,6 +146,11 @@ pub struct HttpConfig {
     /// Requests carry a bearer token, never a cookie, so a page still needs a token to do
     /// anything; Judge0's own default is any origin.
     pub cors_origins: Vec<String>,
+    /// Where the other servers sharing this one's database reach it (`"http://10.0.0.5:8080"`),
+    /// to send on a request for a sandbox this one keeps between runs that a load balancer gave
+    /// them. Default: `http://` and the listening address, when that is a specific one (not
+    /// `0.0.0.0` or `[::]`); otherwise none, and such requests are answered 421 naming it.
+    pub node_url: Option<String>,
 }
 
 impl Default for HttpConfig {
@@ -155,8 +160,27 @@ impl Default for HttpConfig {
             body_timeout: Millis::ms(60_000),
             max_connections: None,
             cors_origins: Vec::new(),
+            node_url: None,
         }
     }
+}
+
+/// Why `http.node_url` is not a URL a server can be reached at (`http(s)://host[:port][/path]`).
+pub fn node_url_error(u: &str) -> Option<String> {
+    let ok = url::Url::parse(u).is_ok_and(|url| {
+        matches!(url.scheme(), "http" | "https")
+            && url.host_str().is_some()
+            && url.username().is_empty()
+            && url.password().is_none()
+            && url.query().is_none()
+            && url.fragment().is_none()
+    });
+    (!ok).then(|| {
+        format!(
+            "http.node_url: {u:?} is not where a server can be reached: write \
+             http(s)://host[:port], as the other servers would call it (\"http://10.0.0.5:8080\")"
+        )
+    })
 }
 
 /// Why an entry of `http.cors_origins` is not an origin (`scheme://host[:port]`, or `*`).
@@ -389,6 +413,9 @@ impl Config {
         {
             return Err(ServerError::Config(e));
         }
+        if let Some(e) = self.http.node_url.as_deref().and_then(node_url_error) {
+            return Err(ServerError::Config(e));
+        }
         let q = &self.submissions;
         if q.callback_concurrency == 0 || q.callback_per_owner == 0 {
             return bad(
@@ -495,6 +522,31 @@ mod tests {
                 .unwrap();
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("\"a.example\""), "{e}");
+    }
+
+    #[test]
+    fn a_node_url_is_where_a_server_is_reached() {
+        for good in [
+            "http://10.0.0.5:8080",
+            "https://node1.corral.internal",
+            "http://[fd00::5]:8080/corral",
+        ] {
+            assert_eq!(node_url_error(good), None, "{good}");
+        }
+        for bad in [
+            "10.0.0.5:8080",
+            "ftp://node1",
+            "http://user:pw@node1",
+            "http://node1/?x=1",
+            "http://node1/#top",
+            "",
+        ] {
+            let e = node_url_error(bad).unwrap_or_else(|| panic!("{bad:?} passed"));
+            assert!(e.contains("http(s)://host[:port]"), "{e}");
+        }
+        let c: Config = toml::from_str("[http]\nnode_url = \"node1:8080\"\n").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("http.node_url: \"node1:8080\""), "{e}");
     }
 }
 

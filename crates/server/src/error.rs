@@ -62,6 +62,10 @@ pub enum ErrorKind {
     Unavailable,
     /// The client took too long to send its request.
     TimedOut,
+    /// Another server must answer it (a sandbox another node keeps, which cannot be sent on).
+    Misdirected,
+    /// The server that must answer it did not (another node, sent a request on).
+    BadGateway,
 }
 
 /// Seconds a client waits before retrying a write the full storage refused: room comes from an

@@ -66,6 +66,13 @@ pub async fn serve(
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
+    state.node.set_url(node_url(&state.config, addr));
+    service::nodes::announce(&state).await;
+    tracing::info!(
+        node = state.node.id(),
+        url = state.node.url().unwrap_or("-"),
+        "this server's node"
+    );
     let housekeeping = service::housekeeping::spawn(state.clone());
     let revocation_watch =
         service::revocations::spawn(state.store.clone(), state.revocations.clone());
@@ -120,9 +127,19 @@ pub async fn serve(
     service::submissions::workers::release_abandoned(&state, abandoned).await;
     let evicted = state.sandboxes.close();
     let _ = tokio::task::spawn_blocking(move || drop(evicted.0)).await;
+    service::nodes::stopped(&state).await;
     state.store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Where the other servers sharing the database reach this one: `http.node_url`, else the
+/// listening address when it is a specific one (`0.0.0.0` says nothing of where to call).
+fn node_url(config: &Config, addr: Option<SocketAddr>) -> Option<String> {
+    config.http.node_url.clone().or_else(|| {
+        addr.filter(|a| !a.ip().is_unspecified())
+            .map(|a| format!("http://{a}"))
+    })
 }
 
 /// The soft limit on open files (the sandbox host raised it to the hard one at its start).

@@ -20,6 +20,7 @@ use crate::service::revocations::Revocations;
 use crate::service::runner::Runner;
 use crate::service::store_health::StoreHealth;
 use crate::service::submissions::queue::QueueHandle;
+use crate::service::this_node::ThisNode;
 use crate::service::token_cache::TokenCache;
 
 pub struct AppState {
@@ -29,6 +30,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub pool: Arc<Pool>,
     pub sandboxes: KeptSandboxes,
+    /// This server among those sharing its database.
+    pub node: ThisNode,
     pub runner: Runner,
     /// Each caller's `/check` gradings under way (capped at `max_sandboxes_per_caller`).
     pub gradings: PerCaller,
@@ -94,6 +97,7 @@ impl AppState {
             source: std::io::Error::other(e),
         })?;
         let caps = within_host(config.caps()?, corral_sandbox::host_open_files_max());
+        let node = ThisNode::default();
         Ok(Arc::new(AppState {
             defaults: config.default_limits()?.clamp_to(&caps),
             caps,
@@ -103,7 +107,9 @@ impl AppState {
                 config.max_sandboxes,
                 config.max_sandboxes_per_caller,
                 config.sandbox_ttl.duration(),
+                node.id(),
             ),
+            node,
             runner: Runner::new(config.parallelism, config.queue, metrics.clone()),
             gradings: PerCaller::default(),
             websockets: PerCaller::default(),

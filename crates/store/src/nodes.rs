@@ -15,15 +15,15 @@ pub struct Node {
     pub stopped_at: Option<i64>,
 }
 
-/// The nodes' rows. A trait of its own, as [`crate::JobStore`] is.
+/// The nodes' rows. A trait of its own, as [`crate::jobs::JobStore`] is.
 #[async_trait::async_trait]
 pub trait NodeStore {
     /// Records node `id` (reachable at `url`) as running now: its first call starts it, later
     /// ones are its heartbeat.
-    async fn announce_node(&self, id: &str, url: Option<&str>) -> crate::Result<()>;
+    async fn announce_node(&self, id: &str, url: Option<&str>) -> crate::error::Result<()>;
     /// Records that node `id` stopped (gracefully).
-    async fn node_stopped(&self, id: &str) -> crate::Result<()>;
-    async fn get_node(&self, id: &str) -> crate::Result<Option<Node>>;
+    async fn node_stopped(&self, id: &str) -> crate::error::Result<()>;
+    async fn get_node(&self, id: &str) -> crate::error::Result<Option<Node>>;
     /// Forgets the nodes last seen before `before` (Unix ms); returns how many.
-    async fn delete_nodes_seen_before(&self, before: i64) -> crate::Result<u64>;
+    async fn delete_nodes_seen_before(&self, before: i64) -> crate::error::Result<u64>;
 }

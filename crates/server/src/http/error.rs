@@ -29,6 +29,8 @@ impl ErrorKind {
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::TimedOut => StatusCode::REQUEST_TIMEOUT,
+            ErrorKind::Misdirected => StatusCode::MISDIRECTED_REQUEST,
+            ErrorKind::BadGateway => StatusCode::BAD_GATEWAY,
         }
     }
 
@@ -44,7 +46,9 @@ impl ErrorKind {
             413 => ErrorKind::TooLarge,
             415 => ErrorKind::UnsupportedMediaType,
             422 => ErrorKind::Invalid,
+            421 => ErrorKind::Misdirected,
             429 => ErrorKind::TooManyRequests,
+            502 => ErrorKind::BadGateway,
             503 => ErrorKind::Unavailable,
             s if s >= 500 => ErrorKind::Internal,
             _ => ErrorKind::BadRequest,

@@ -4,6 +4,7 @@
 //! - [`auth`]: bearer tokens (and `?token=` / `X-Auth-Token` where clients need them) into a caller.
 //! - [`error`]: status codes, the JSON error body, hiding internal errors behind a request id.
 //! - [`body_deadline`]: the whole request body within `http.body_timeout`.
+//! - [`forward`]: a request for a sandbox another node keeps, sent on to that node.
 //! - [`json`]: JSON bodies whose rejections are JSON errors; [`binary`]: raw byte bodies as the
 //!   OpenAPI document shows them.
 //! - [`uploads`], [`runs`], [`checks`], [`tokens`], [`submissions`], [`revisions`], [`images`],
@@ -15,6 +16,7 @@ pub mod body_deadline;
 pub mod checks;
 pub mod content_coding;
 pub mod error;
+pub mod forward;
 pub mod images;
 pub mod json;
 pub mod meta;

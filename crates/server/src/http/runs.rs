@@ -3,16 +3,19 @@
 use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use corral_judge::Cmd;
 use corral_sandbox::{LimitsRequest, NoSink, Stdin};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::json::ApiJson;
+use super::forward;
+use super::json::{self, JsonBytes};
 use crate::error::{ApiError, ErrorBody};
 use crate::service::caller::Caller;
+use crate::service::nodes::{self, Owner};
 use crate::service::runs::{self, LimitsDoc, RunResponse, SandboxRef};
 use crate::state::SharedState;
 
@@ -65,7 +68,9 @@ pub struct RunRequest {
 ///
 /// CS50 Sandbox's `/run`: with `sandbox.homedir` the upload is copied into a fresh sandbox's
 /// `$HOME`; with `sandbox.id` the command continues in a sandbox an earlier run returned. The
-/// response's `sandbox` is the id to continue in (kept until idle for the server's TTL).
+/// response's `sandbox` is the id to continue in (kept until idle for the server's TTL). Servers
+/// sharing a database each keep their own sandboxes: one that gets a follow-up in another's
+/// sandbox sends it on to that server and passes its answer back.
 #[utoipa::path(
     post, path = "/run", tag = "sandbox",
     request_body(content = RunRequest, example = json!({"cmd": "echo hi", "stdin": "", "env": {"GREETING": "hi"}})),
@@ -83,7 +88,9 @@ pub struct RunRequest {
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "Wrong types, unknown fields or impossible limits; an upload whose files do not fit `limits.disk`; an `image`, `runtime`, or a `language` it was not built with, for a kept sandbox", body = ErrorBody),
+        (status = 421, description = "`sandbox.id` is kept by another server sharing this one's database, which did not say where it is reached (`http.node_url`)", body = ErrorBody),
         (status = 429, description = "Rate limited, or all of the caller's sandboxes are busy", body = ErrorBody),
+        (status = 502, description = "`sandbox.id` is kept by another server sharing this one's database, which did not answer when the request was sent on to it", body = ErrorBody),
         (status = 503, description = "Overloaded; see Retry-After", body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -91,8 +98,19 @@ pub struct RunRequest {
 pub async fn run(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
-    ApiJson(req): ApiJson<RunRequest>,
-) -> Result<Json<RunResponse>, ApiError> {
+    uri: Uri,
+    headers: HeaderMap,
+    JsonBytes(body): JsonBytes,
+) -> Result<Response, ApiError> {
+    let req: RunRequest = json::parse(&body)?;
+    // A follow-up in a sandbox another node keeps (a load balancer's choice) is that node's.
+    if let Some(id) = req.sandbox.as_ref().and_then(|s| s.id.as_deref()) {
+        let forwarded = forward::was_forwarded(&headers);
+        if let Owner::There { node, url } = nodes::owner(&st, id, forwarded).await? {
+            let me = st.node.id();
+            return forward::send_on(me, &node, &url, Method::POST, &uri, &headers, body).await;
+        }
+    }
     let input = runs::RunInput {
         cmd: req.cmd,
         sandbox: req.sandbox,
@@ -118,16 +136,18 @@ pub async fn run(
     .await?;
     let answer = RunResponse::new(&outcome, ran, clamped);
     tracing::info!(caller = %caller.id, status = answer.status.as_str(), wall_ms = outcome.usage.wall_time_ms, "run");
-    Ok(Json(answer))
+    Ok(Json(answer).into_response())
 }
 
 /// Destroy a kept sandbox now.
 #[utoipa::path(
     delete, path = "/sandboxes/{id}", tag = "sandbox",
-    params(("id" = String, Path, description = "Sandbox id (the `sandbox` of a `POST /run` answer)", example = "0123456789abcdef0123456789abcdef")),
+    params(("id" = String, Path, description = "Sandbox id (the `sandbox` of a `POST /run` answer)", example = "0badcafe-0123456789abcdef0123456789abcdef")),
     responses(
         (status = 204, description = "Destroyed; a run in progress in it is cancelled (its program killed, the run answering status `cancelled`) and the sandbox destroyed when that run ends"),
         (status = 404, description = "No such sandbox of this caller", body = ErrorBody),
+        (status = 421, description = "Kept by another server sharing this one's database, which did not say where it is reached (`http.node_url`)", body = ErrorBody),
+        (status = 502, description = "Kept by another server sharing this one's database, which did not answer when the request was sent on to it", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -135,7 +155,15 @@ pub async fn delete_sandbox(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-) -> Result<StatusCode, ApiError> {
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let forwarded = forward::was_forwarded(&headers);
+    if let Owner::There { node, url } = nodes::owner(&st, &id, forwarded).await? {
+        let me = st.node.id();
+        let empty = Default::default();
+        return forward::send_on(me, &node, &url, Method::DELETE, &uri, &headers, empty).await;
+    }
     runs::destroy(&st, &caller, &id)?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

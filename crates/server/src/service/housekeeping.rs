@@ -1,8 +1,10 @@
 //! Background upkeep of the service: idle kept sandboxes past their TTL (or of a revoked token)
-//! are destroyed, uploads past retention deleted.
+//! are destroyed, uploads past retention deleted, this node's heartbeat written and nodes not
+//! heard from within retention forgotten.
 
 use std::time::Duration;
 
+use crate::service::nodes;
 use crate::state::SharedState;
 
 /// Background work: dropping idle sandboxes past their TTL, deleting uploads past retention.
@@ -16,8 +18,14 @@ pub fn spawn(state: SharedState) -> tokio::task::JoinHandle<()> {
         let retention_every = (state.config.retention.duration() / 4)
             .clamp(Duration::from_millis(500), Duration::from_secs(600));
         let mut last_retention: Option<tokio::time::Instant> = None;
+        // `serve` announced this node just before.
+        let mut last_beat = tokio::time::Instant::now();
         loop {
             tick.tick().await;
+            if last_beat.elapsed() >= nodes::HEARTBEAT {
+                last_beat = tokio::time::Instant::now();
+                nodes::announce(&state).await;
+            }
             // Tokens revoked on another node sharing the database (this node's own revocations
             // drop their sandboxes at once, `tokens::revoke`).
             for owner in state.sandboxes.owners() {
@@ -42,6 +50,11 @@ pub fn spawn(state: SharedState) -> tokio::task::JoinHandle<()> {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(count = n, "old uploads deleted"),
                     Err(e) => tracing::warn!(error = %e, "deleting old uploads failed"),
+                }
+                let before =
+                    corral_store::now_ms() - state.config.retention.duration().as_millis() as i64;
+                if let Err(e) = state.store.delete_nodes_seen_before(before).await {
+                    tracing::warn!(error = %e, "forgetting old nodes failed");
                 }
             }
         }

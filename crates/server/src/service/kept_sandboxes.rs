@@ -72,9 +72,9 @@ pub struct Held {
 }
 
 impl Held {
-    fn new(owner: &str, language: Option<String>, one_off: Option<Counted>) -> Self {
+    fn new(id: String, owner: &str, language: Option<String>, one_off: Option<Counted>) -> Self {
         Held {
-            id: new_id(),
+            id,
             owner: owner.to_string(),
             cancel: Cancel::default(),
             language,
@@ -144,6 +144,8 @@ pub struct KeptSandboxes {
     revoked: Mutex<std::collections::HashSet<String>>,
     /// Each caller's one-off runs under way (at most `max_per_owner` at once).
     one_offs: PerCaller,
+    /// This server's node id, the first part of every id it gives out.
+    node: String,
 }
 
 /// Leases removed from the kept sandboxes; drop them on a blocking thread (giving a sandbox back or
@@ -161,13 +163,14 @@ impl Evicted {
     }
 }
 
-/// 128 random bits, URL-safe.
-pub fn new_id() -> String {
-    corral_store::random_hex(16)
+/// A new kept sandbox's id: its node's id (`crate::service::this_node`), `-`, 128 random bits.
+fn new_id(node: &str) -> String {
+    format!("{node}-{}", corral_store::random_hex(16))
 }
 
 impl KeptSandboxes {
-    pub fn new(max_total: usize, max_per_owner: usize, ttl: Duration) -> Self {
+    /// Sandboxes kept by node `node` (the first part of their ids).
+    pub fn new(max_total: usize, max_per_owner: usize, ttl: Duration, node: &str) -> Self {
         KeptSandboxes {
             map: Mutex::new(HashMap::new()),
             dropped: Mutex::new(std::collections::VecDeque::new()),
@@ -177,6 +180,7 @@ impl KeptSandboxes {
             closed: AtomicBool::new(false),
             revoked: Mutex::new(std::collections::HashSet::new()),
             one_offs: PerCaller::default(),
+            node: node.to_string(),
         }
     }
 
@@ -312,7 +316,7 @@ impl KeptSandboxes {
                 }
             }
         }
-        let held = Arc::new(Held::new(owner, language, None));
+        let held = Arc::new(Held::new(new_id(&self.node), owner, language, None));
         map.insert(held.id.clone(), held.clone());
         Ok((held, Evicted(evicted)))
     }
@@ -334,7 +338,12 @@ impl KeptSandboxes {
                 1,
             )
         })?;
-        Ok(Arc::new(Held::new(owner, language, Some(counted))))
+        Ok(Arc::new(Held::new(
+            new_id(&self.node),
+            owner,
+            language,
+            Some(counted),
+        )))
     }
 
     /// Puts the lease back after a run and frees the sandbox. A broken sandbox, a missing lease or
@@ -485,7 +494,7 @@ mod tests {
 
     #[test]
     fn reservations_are_bounded_per_caller_and_in_total() {
-        let r = KeptSandboxes::new(3, 2, Duration::from_secs(60));
+        let r = KeptSandboxes::new(3, 2, Duration::from_secs(60), "n0");
         let (a1, _) = r.reserve("a", None).unwrap();
         let (_a2, _) = r.reserve("a", None).unwrap();
         // Both of a's are busy (being built): a third is refused.
@@ -521,7 +530,7 @@ mod tests {
 
     #[test]
     fn one_off_runs_take_no_kept_place_and_are_capped_per_caller() {
-        let r = KeptSandboxes::new(1, 1, Duration::from_secs(60));
+        let r = KeptSandboxes::new(1, 1, Duration::from_secs(60), "n0");
         let (a, _) = r.reserve("a", None).unwrap();
         a.inner.lock().unwrap().busy = false;
         // The server and the caller are at their caps of kept sandboxes; a one-off run needs no
@@ -547,7 +556,7 @@ mod tests {
 
     #[test]
     fn a_busy_sandbox_deleted_is_cancelled_and_not_kept() {
-        let r = KeptSandboxes::new(3, 2, Duration::from_secs(60));
+        let r = KeptSandboxes::new(3, 2, Duration::from_secs(60), "n0");
         let (a, _) = r.reserve("a", None).unwrap();
         // Someone else's: 404, nothing cancelled.
         assert_eq!(
@@ -565,7 +574,7 @@ mod tests {
 
     #[test]
     fn an_evicted_id_is_said_to_be_dropped_for_a_newer_one() {
-        let r = KeptSandboxes::new(8, 1, Duration::from_secs(60));
+        let r = KeptSandboxes::new(8, 1, Duration::from_secs(60), "n0");
         let (a, _) = r.reserve("a", None).unwrap();
         // Idle, as after a run whose sandbox was kept.
         a.inner.lock().unwrap().busy = false;
@@ -580,7 +589,7 @@ mod tests {
             e.message
         );
         // The server's cap: the least recently used idle sandbox of anyone, said as such.
-        let r = KeptSandboxes::new(1, 4, Duration::from_secs(60));
+        let r = KeptSandboxes::new(1, 4, Duration::from_secs(60), "n0");
         let (c, _) = r.reserve("c", None).unwrap();
         c.inner.lock().unwrap().busy = false;
         let (_d, _) = r.reserve("d", None).unwrap();
@@ -590,7 +599,7 @@ mod tests {
             "{}",
             e.message
         );
-        let r = KeptSandboxes::new(8, 1, Duration::from_secs(60));
+        let r = KeptSandboxes::new(8, 1, Duration::from_secs(60), "n0");
         let (a, _) = r.reserve("a", None).unwrap();
         a.inner.lock().unwrap().busy = false;
         let (_b, _) = r.reserve("a", None).unwrap();

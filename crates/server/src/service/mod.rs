@@ -8,7 +8,9 @@
 //! - [`runner`]: bounded parallelism for sandbox work (blocking threads, a bounded queue);
 //!   [`fair_slots`]: its free slots go to waiting callers by turns.
 //! - [`per_caller`]: counting what each caller has under way, for per-caller caps.
-//! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry.
+//! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry; [`this_node`]: this
+//!   server's node id (the first part of the ids it gives them) and where it answers;
+//!   [`nodes`]: the servers sharing the database, and which one keeps a sandbox.
 //! - [`suites`], [`checks`]: check suites and grading an upload with one; [`runtime_choice`]: a
 //!   grading request's runtime may not undo what a suite hides; [`folder_suites`]: a suite of
 //!   the suites folder pinned (its files stored) when a submission is accepted;
@@ -35,6 +37,7 @@ pub mod image_info;
 pub mod images;
 pub mod kept_sandboxes;
 pub mod loaded_suites;
+pub mod nodes;
 pub mod per_caller;
 pub mod revisions;
 pub mod revocations;
@@ -44,6 +47,7 @@ pub mod runtime_choice;
 pub mod store_health;
 pub mod submissions;
 pub mod suites;
+pub mod this_node;
 pub mod token_cache;
 pub mod tokens;
 pub mod uploads;

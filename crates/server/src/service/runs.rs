@@ -15,9 +15,10 @@ use corral_judge::{Cmd, ImageDoc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::kept_sandboxes::{Cancel, Evicted, Held};
+use crate::service::nodes::{self, Owner};
 use crate::state::SharedState;
 
 /// Where to run: a fresh sandbox with an upload's files as `$HOME` (`homedir`), or the sandbox a
@@ -350,6 +351,19 @@ pub async fn prepare(
             ))
         }
         (None, Some(id)) => {
+            // The HTTP API sends a follow-up on to the node that keeps its sandbox; what reaches
+            // here for another node's sandbox (a WebSocket's run) is told where it is.
+            if let Owner::There { node, .. } = nodes::owner(st, &id, false).await? {
+                return Err(ApiError::new(
+                    ErrorKind::Misdirected,
+                    "sandbox_elsewhere",
+                    format!(
+                        "sandbox {id} is kept by another server (node {node}): a WebSocket's \
+                         runs continue only in sandboxes of the server it is connected to; \
+                         continue with POST /run, which is sent on to that server"
+                    ),
+                ));
+            }
             let held = st.sandboxes.acquire(&id, &caller.id)?;
             // A language's toolchain is mounted when a sandbox is built: naming one the kept
             // sandbox was not built with would run without it (as `image` and `runtime`).

@@ -1,0 +1,168 @@
+//! Servers sharing one database each keep their own sandboxes between runs; a load balancer may
+//! send a follow-up to any of them. Across two API nodes on one PostgreSQL database: a `/run`
+//! (and a `DELETE`) naming the other node's sandbox is sent on to it and answered from it, as
+//! that sandbox's owner only; a WebSocket run there is told where it is; once the node stopped,
+//! its sandbox's follow-ups say so. On one SQLite server, a restart says the same.
+
+#[path = "../../store/tests/support/mod.rs"]
+mod pg_support;
+mod server_support;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use server_support::*;
+
+/// The node id a server logs as it starts serving (just after it says where it listens).
+fn node_id(s: &Server) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let log = loop {
+        let log = s.log();
+        if log.contains("this server's node") || std::time::Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let line = log
+        .lines()
+        .find(|l| l.contains("this server's node"))
+        .unwrap_or_else(|| panic!("no node line in the log:\n{log}"));
+    let id = line
+        .split("node=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    id.trim_matches('"').to_string()
+}
+
+/// DELETE /sandboxes/{id}: the status, and the forwarding header of the answer.
+async fn delete(s: &Server, token: &str, id: &str) -> (StatusCode, Option<String>) {
+    let r = reqwest::Client::new()
+        .delete(s.url(&format!("/sandboxes/{id}")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let by = r
+        .headers()
+        .get("corral-forwarded-by")
+        .map(|v| v.to_str().unwrap().to_string());
+    (r.status(), by)
+}
+
+#[test]
+fn a_follow_up_on_another_node_continues_in_the_sandbox_that_node_keeps() {
+    rt().block_on(async {
+        let (db_url, db_name) = pg_support::fresh_postgres_database().await;
+        let blobs = tempfile::tempdir().unwrap();
+        let cfg = format!(
+            "database_url = \"{db_url}\"\nblobs_dir = \"{}\"\n",
+            blobs.path().display()
+        );
+        let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a = Server::start_in(da.path(), &cfg, &[]);
+        let b = Server::start_in(db.path(), &cfg, &[]);
+        let (node_a, node_b) = (node_id(&a), node_id(&b));
+        assert_ne!(node_a, node_b);
+        let alice = a.token("student").await;
+        let mallory = a.token("student").await;
+
+        // Made on A: its id names A.
+        let first = a
+            .run_ok(
+                &alice,
+                json!({"cmd": "echo kept-on-a > note; echo $$ > pid"}),
+            )
+            .await;
+        let id = first["sandbox"].as_str().unwrap().to_string();
+        assert!(
+            id.starts_with(&format!("{node_a}-")),
+            "{id} is not of node {node_a}"
+        );
+
+        // Continued through B: sent on to A, the same working directory and the same sandbox.
+        let (st, v) = b
+            .run(&alice, json!({"cmd": "cat note", "sandbox": {"id": id}}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}\nB:\n{}\nA:\n{}", b.log(), a.log());
+        assert_eq!(v["stdout"], "kept-on-a\n", "{v}");
+        assert_eq!(v["sandbox"], id.as_str(), "{v}");
+
+        // Another caller's request is sent on too, and A refuses it as it refuses its own.
+        let (st, v) = b
+            .run(&mallory, json!({"cmd": "cat note", "sandbox": {"id": id}}))
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+        assert_eq!(delete(&b, &mallory, &id).await.0, StatusCode::NOT_FOUND);
+
+        // A WebSocket's runs stay on its own server: told where the sandbox is.
+        let mut ws = ws_connect(&b, &alice).await;
+        ws_send(
+            &mut ws,
+            json!({"type": "run", "cmd": "cat note", "sandbox": {"id": id}}),
+        )
+        .await;
+        let m: Value = ws_next(&mut ws).await;
+        assert_eq!(m["type"], "error", "{m}");
+        assert_eq!(m["error"], "sandbox_elsewhere", "{m}");
+        assert!(m["message"].as_str().unwrap().contains(&node_a), "{m}");
+        drop(ws);
+
+        // Deleted through B: gone on A.
+        assert_eq!(
+            delete(&b, &alice, &id).await,
+            (StatusCode::NO_CONTENT, Some(node_a.clone()))
+        );
+        let (st, v) = a
+            .run(&alice, json!({"cmd": "true", "sandbox": {"id": id}}))
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+
+        // A sandbox of B's, then B stops: A says the sandbox ended with its server.
+        let on_b = b.run_ok(&alice, json!({"cmd": "true"})).await;
+        let id_b = on_b["sandbox"].as_str().unwrap().to_string();
+        assert!(id_b.starts_with(&format!("{node_b}-")), "{id_b}");
+        let (st, v) = a
+            .run(&alice, json!({"cmd": "true", "sandbox": {"id": id_b}}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        assert!(b.stop().success());
+        // A's reading of B's row is at most 2 s old.
+        tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+        let (st, v) = a
+            .run(&alice, json!({"cmd": "true", "sandbox": {"id": id_b}}))
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+        let msg = v["message"].as_str().unwrap();
+        assert!(msg.contains(&node_b) && msg.contains("stopped"), "{v}");
+        drop(a);
+        pg_support::drop_postgres_database(&db_name).await;
+    });
+}
+
+#[test]
+fn a_sandbox_kept_before_a_restart_is_said_to_have_ended_with_it() {
+    let data = tempfile::tempdir().unwrap();
+    let s = Server::start_in(data.path(), "", &[]);
+    let admin = s.admin.clone();
+    let (id, token) = rt().block_on(async {
+        let t = s.token("student").await;
+        let v = s.run_ok(&t, json!({"cmd": "true"})).await;
+        (v["sandbox"].as_str().unwrap().to_string(), t)
+    });
+    let old = node_id(&s);
+    assert!(s.stop().success());
+    let mut s = Server::start_in(data.path(), "", &[]);
+    s.admin = admin;
+    assert_ne!(node_id(&s), old);
+    rt().block_on(async {
+        let (st, v) = s
+            .run(&token, json!({"cmd": "true", "sandbox": {"id": id}}))
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+        assert_eq!(v["error"], "not_found", "{v}");
+        let msg = v["message"].as_str().unwrap();
+        assert!(msg.contains(&old) && msg.contains("stopped"), "{v}");
+    });
+}
