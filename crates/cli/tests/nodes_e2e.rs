@@ -65,6 +65,7 @@ fn a_follow_up_on_another_node_continues_in_the_sandbox_that_node_keeps() {
         let b = Server::start_in(db.path(), &cfg, &[]);
         let (node_a, node_b) = (node_id(&a), node_id(&b));
         assert_ne!(node_a, node_b);
+        assert_eq!(a.health().await["node"], node_a.as_str());
         let alice = a.token("student").await;
         let mallory = a.token("student").await;
 

@@ -18,6 +18,10 @@ pub struct Health {
     #[schema(example = "ok")]
     pub status: String,
     pub version: String,
+    /// This server's node id (new at every start): the first part of the ids of the sandboxes it
+    /// keeps between runs, and what `corral-forwarded-by` names.
+    #[schema(example = "8a1e34f0")]
+    pub node: String,
     /// Whether the store committed a one-row write within 2 s (probed at most once a second).
     pub store_ok: bool,
     /// Why the store cannot be written, when it cannot (details are in the server's log).
@@ -88,6 +92,7 @@ pub async fn health(State(st): State<SharedState>) -> Response {
         }
         .into(),
         version: env!("CARGO_PKG_VERSION").into(),
+        node: st.node.id().to_string(),
         store_ok: store.is_ok(),
         store_error: store.reason().map(str::to_string),
         shutting_down: st.is_shutting_down(),
