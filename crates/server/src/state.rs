@@ -16,6 +16,7 @@ use crate::ratelimit::RateLimiter;
 use crate::service::kept_sandboxes::KeptSandboxes;
 use crate::service::loaded_suites::LoadedSuites;
 use crate::service::per_caller::PerCaller;
+use crate::service::pinned_folders::PinnedFolders;
 use crate::service::revocations::Revocations;
 use crate::service::runner::Runner;
 use crate::service::store_health::StoreHealth;
@@ -44,6 +45,8 @@ pub struct AppState {
     pub token_cache: TokenCache,
     /// Suites loaded when submissions were accepted, by their files' content.
     pub loaded_suites: LoadedSuites,
+    /// Folder suites pinned a moment ago, by the state of their folder.
+    pub pinned_folders: PinnedFolders,
     /// Languages for `/languages` and check suites.
     pub languages: corral_checks::LanguageRegistry,
     /// The data folder's image store (`DATA/images`): the only images requests may name.
@@ -118,6 +121,7 @@ impl AppState {
             revocations: Arc::default(),
             token_cache: TokenCache::default(),
             loaded_suites: LoadedSuites::default(),
+            pinned_folders: PinnedFolders::default(),
             languages,
             images,
             image_builds: crate::service::image_builds::ImageBuilds::new(

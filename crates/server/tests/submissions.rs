@@ -445,6 +445,86 @@ fn folder_suite(want: &str) -> String {
     )
 }
 
+/// An unchanged folder suite is pinned by the upload made of it a moment ago (reading and
+/// hashing a folder with an autograder's data in it was most of what accepting cost); any change
+/// pins it anew: a same-size edit in place, at once or after the folder settled. The folder's
+/// times are trusted only once they are 2 s old, so the test waits that long where it must.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unchanged_folder_suite_is_pinned_by_one_upload() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    let body = json!({"suite": "echo", "files": [{"path": "answer.txt", "content": "42"}]});
+    let settle = || std::thread::sleep(std::time::Duration::from_millis(2100));
+    // The upload a new submission's suite is pinned by, and its data file.
+    let submit = || async {
+        let (st, v) = s.post(&t, "/submissions", &body).await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+        let job = s
+            .store
+            .get_job(v["id"].as_str().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        let spec: Value = serde_json::from_str(&job.spec).unwrap();
+        let id = spec["suite"]["upload"].as_str().unwrap().to_string();
+        let upload = s.store.get_upload(&id).await.unwrap().unwrap();
+        let data = s
+            .store
+            .read_upload_file(&upload, "data.txt")
+            .await
+            .unwrap()
+            .unwrap();
+        (id, String::from_utf8(data).unwrap())
+    };
+    write_folder_suite(
+        &s,
+        "echo",
+        &[("suite.yaml", &folder_suite("v1")), ("data.txt", "v1")],
+    );
+    let data = s.data_dir().join("suites/echo/data.txt");
+    // Just written: read at every submission until it settles.
+    let (fresh1, _) = submit().await;
+    let (fresh2, _) = submit().await;
+    assert_ne!(fresh1, fresh2);
+    settle();
+    let (u1, d1) = submit().await;
+    assert_eq!(d1, "v1");
+    for _ in 0..3 {
+        assert_eq!(
+            submit().await,
+            (u1.clone(), d1.clone()),
+            "unchanged: the same upload"
+        );
+    }
+    // The same size, edited in place and submitted at once.
+    std::fs::write(&data, "v2").unwrap();
+    let (u2, d2) = submit().await;
+    assert_ne!(u2, u1);
+    assert_eq!(d2, "v2");
+    settle();
+    let (u3, d3) = submit().await;
+    assert_eq!(d3, "v2");
+    assert_eq!(
+        submit().await,
+        (u3.clone(), d3),
+        "settled: pinned once more, then kept"
+    );
+    // The same size again, edited in place, submitted after it settled.
+    std::fs::write(&data, "v4").unwrap();
+    settle();
+    let (u4, d4) = submit().await;
+    assert_ne!(u4, u3);
+    assert_eq!(d4, "v4");
+    // A file added, the others untouched.
+    std::fs::write(s.data_dir().join("suites/echo/extra.txt"), "x").unwrap();
+    settle();
+    let (u5, _) = submit().await;
+    assert_ne!(u5, u4);
+    let five = s.store.get_upload(&u5).await.unwrap().unwrap();
+    assert!(five.files.iter().any(|f| f.path == "extra.txt"), "{five:?}");
+    s.stop().await;
+}
+
 /// A submission's suite is read as its files are when the submission is accepted, though the
 /// server keeps suites it loaded (by their content: loading a check50 problem compiles its
 /// Python): an edit naming an image the server lacks is refused at once, an edit back accepted

@@ -4,7 +4,8 @@
 //! student submitted does not change how that waiting submission is graded, and retention keeps
 //! the upload while the job waits (`submissions.suite_upload_id`). Read from the folder when the
 //! job was judged instead, the suite of the moment graded it (and remote workers and in-process
-//! ones could each see another).
+//! ones could each see another). A folder unchanged since an upload was made of it a moment ago
+//! is pinned by that upload ([`crate::service::pinned_folders`]).
 
 use std::path::{Path, PathBuf};
 
@@ -27,17 +28,105 @@ pub async fn pin(st: &SharedState, suite: SuiteRef) -> Result<SuiteRef, ApiError
         return Ok(suite);
     }
     let dir = suites_dir(st).join(&suite.id);
+    let before = blocking({
+        let dir = dir.clone();
+        move || fingerprint(&dir)
+    })
+    .await?;
+    // Retention deletes uploads older than it that no waiting job names: one made less than
+    // half of it ago is there, whatever became of the job that made it.
+    let young = st.config.retention.duration() / 2;
+    if let Some(upload) =
+        (before.as_ref()).and_then(|fp| st.pinned_folders.get(&suite.id, fp, young))
+    {
+        tracing::debug!(suite = %suite.id, upload = %upload, "folder suite unchanged: pinned by its upload");
+        return Ok(SuiteRef {
+            id: suite.id,
+            upload: Some(upload),
+        });
+    }
     let limits = st.config.upload.clone();
-    let files = tokio::task::spawn_blocking(move || read(&dir, &limits))
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(|e| e.api_error(&suite.id))?;
+    let files = blocking({
+        let dir = dir.clone();
+        move || read(&dir, &limits)
+    })
+    .await?
+    .map_err(|e| e.api_error(&suite.id))?;
     let upload = st.store.create_upload(OWNER, files).await?;
     tracing::debug!(suite = %suite.id, upload = %upload.id, files = upload.files.len(), "folder suite pinned");
+    // The upload answers for the folder's state only when the folder did not change while read.
+    if let Some(fp) = before {
+        if blocking(move || fingerprint(&dir)).await?.as_ref() == Some(&fp) {
+            st.pinned_folders.insert(&suite.id, fp, upload.id.clone());
+        }
+    }
     Ok(SuiteRef {
         id: suite.id,
         upload: Some(upload.id),
     })
+}
+
+/// `f` on a blocking thread (it reads the file system).
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(ApiError::internal)
+}
+
+/// How recently an entry may have changed for its times to tell every change: a file's times
+/// are the kernel's coarse clock, so a write a few milliseconds after a look may leave them as
+/// they were (git's "racy" entries). A folder edited this recently is read every time.
+const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The state of a folder as its entries' metadata says it (never their contents): each path,
+/// kind, size, mode, inode and modification and change time, without following links. `None`
+/// when it cannot be read or an entry changed within [`SETTLED`].
+pub fn fingerprint(root: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    let settled = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()?
+        .checked_sub(SETTLED)?;
+    let recent = |m: &std::fs::Metadata| {
+        let at = |s: i64, ns: i64| Duration::new(s.max(0) as u64, ns.clamp(0, 999_999_999) as u32);
+        at(m.mtime(), m.mtime_nsec()) > settled || at(m.ctime(), m.ctime_nsec()) > settled
+    };
+    let mut entries = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).ok()? {
+            let entry = entry.ok()?;
+            let name = entry.file_name().into_string().ok()?;
+            let rel = format!("{prefix}/{name}");
+            let m = std::fs::symlink_metadata(entry.path()).ok()?;
+            if recent(&m) {
+                return None;
+            }
+            if m.is_dir() {
+                stack.push((entry.path(), rel.clone()));
+            }
+            entries.push(format!(
+                "{rel}\0{:o}\0{}\0{}\0{}.{}\0{}.{}",
+                m.mode(),
+                m.len(),
+                m.ino(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec()
+            ));
+        }
+    }
+    // The folder's own times change when an entry is added, removed or renamed.
+    let m = std::fs::metadata(root).ok()?;
+    if recent(&m) {
+        return None;
+    }
+    entries.sort();
+    Some(corral_store::sha256_hex(entries.join("\n").as_bytes()))
 }
 
 /// Why a suite's folder could not be read into an upload.
@@ -129,6 +218,16 @@ pub fn read(root: &Path, limits: &UploadLimits) -> Result<Vec<NewFile>, ReadErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_changed_a_moment_ago_has_no_fingerprint() {
+        // Its times may not tell the next change (the kernel's coarse clock): read every time.
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("tests")).unwrap();
+        std::fs::write(d.path().join("tests/in.txt"), "1").unwrap();
+        assert_eq!(fingerprint(d.path()), None);
+        assert_eq!(fingerprint(&d.path().join("missing")), None);
+    }
 
     #[test]
     fn a_folder_is_read_as_plain_files_within_the_limits() {

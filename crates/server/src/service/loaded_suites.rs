@@ -5,7 +5,7 @@
 //! submission to CS50's mario on this 2-core host, 9 s for a batch of 100.
 //!
 //! The key is the files themselves (each path, mode and SHA-256, and the request's image),
-//! never the suite's id: a folder suite is stored as a new upload per submission, and an edit
+//! never the suite's id: a folder suite may be stored as a new upload per submission, and an edit
 //! to it or a suite registered again is new content, so nothing loaded from an older version
 //! answers for it. Loading and the lookup are [`crate::service::suites::loaded`]'s (this
 //! module is a leaf: the shared state holds it).

@@ -14,7 +14,8 @@
 //! - [`suites`], [`checks`]: check suites and grading an upload with one; [`runtime_choice`]: a
 //!   grading request's runtime may not undo what a suite hides; [`folder_suites`]: a suite of
 //!   the suites folder pinned (its files stored) when a submission is accepted;
-//!   [`loaded_suites`]: suites loaded at acceptance, kept by their files' content.
+//!   [`loaded_suites`]: suites loaded at acceptance, kept by their files' content;
+//!   [`pinned_folders`]: folder suites pinned a moment ago, by the state of their folder.
 //! - [`images`]: the container images requests may name, and staff's image operations.
 //! - [`image_builds`]: admins' image builds (`POST /images/build`) as background jobs.
 //! - [`image_info`]: how one image is described.
@@ -39,6 +40,7 @@ pub mod kept_sandboxes;
 pub mod loaded_suites;
 pub mod nodes;
 pub mod per_caller;
+pub mod pinned_folders;
 pub mod revisions;
 pub mod revocations;
 pub mod runner;
