@@ -124,6 +124,9 @@ def main():
     # An image build (an `env` step only: no sandbox work), polled at GET /images/builds/{id}.
     build_file = "from: fuzz/imported:1\nsteps:\n  - env: {FUZZ: '1'}\n"
     build = call("POST", "/images/build?name=fuzz/built:1", build_file.encode(), ctype="application/yaml")["id"]
+    # A Judge0 submission (Bash, id 46), read back by its token.
+    judge0 = {"source_code": "echo hello", "language_id": 46, "expected_output": "hello"}
+    judge0_token = call("POST", "/judge0/submissions", judge0)["token"]
 
     doc = call("GET", "/openapi.json")
     param_example(doc, "GET", "/uploads/{id}", "id", upload)
@@ -153,6 +156,12 @@ def main():
     body_example(doc, "POST", "/images/build", "FUZZ_BUILD_FILE")  # replaced by hooks.py
     param_example(doc, "POST", "/images/build", "name", "fuzz/built:2")
     param_example(doc, "GET", "/images/builds/{id}", "id", build)
+    body_example(doc, "POST", "/judge0/submissions", judge0)
+    body_example(doc, "POST", "/judge0/submissions/batch", {"submissions": [judge0, {**judge0, "stdin": "x"}]})
+    param_example(doc, "GET", "/judge0/submissions/{token}", "token", judge0_token)
+    param_example(doc, "DELETE", "/judge0/submissions/{token}", "token", judge0_token)
+    param_example(doc, "GET", "/judge0/submissions/batch", "tokens", judge0_token)
+    param_example(doc, "GET", "/judge0/languages/{id}", "id", 46)
     with open(os.path.join(WORK, "openapi.json"), "w") as f:
         json.dump(doc, f, indent=1)
     print(f"FUZZ_WORKER_TOKEN={worker}")

@@ -1,7 +1,7 @@
 //! The OpenAPI 3 document, generated from the handlers' annotations (their examples and response
 //! links) and the body types.
 
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::error::ErrorBody;
 use crate::http::{checks, images, meta, revisions, runs, submissions, tokens, uploads};
+use crate::judge0::{self, doc::*};
 use crate::service::runs::{LimitValue, LimitsDoc, RunResponse, SandboxRef};
 use crate::service::submissions::accept::{SubmissionFile, SubmissionRequest};
 use crate::service::submissions::view::{CallbackInfo, SubmissionView};
@@ -38,6 +39,13 @@ impl Modify for Security {
                     ))
                     .build(),
             ),
+        );
+        components.add_security_scheme(
+            "judge0",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Auth-Token",
+                "Judge0's header, on the `/judge0/…` operations only: the same API token as `bearer`",
+            ))),
         );
         // Answers every authenticated operation can give, whatever it does.
         let error = |what: &str| {
@@ -118,7 +126,7 @@ impl Modify for Security {
             HMAC-SHA256 of the exact body bytes keyed with the SHA-256 of that token; without a \
             valid signature the answer is 401, so a client that cannot compute it only ever sees \
             401 or 403 there.",
-        license(name = "Apache-2.0")
+        license(name = "Apache-2.0", identifier = "Apache-2.0")
     ),
     paths(
         uploads::upload,
@@ -162,6 +170,7 @@ impl Modify for Security {
         corral_judge::ImageDoc,
     )),
     modifiers(&Security),
+    servers((url = "/", description = "The server this document was fetched from (the API is served at the root of its address)")),
     tags(
         (name = "sandbox", description = "Upload, run, interactive runs"),
         (name = "checks", description = "Check suites and grading"),
@@ -176,9 +185,12 @@ pub struct ApiDoc;
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
     doc.merge(QueueDoc::openapi());
+    doc.merge(Judge0Doc::openapi());
     exactly_one_mode(&mut doc);
+    websocket_messages_are_named(&mut doc);
     // The merged operations get the common answers too.
     Security.modify(&mut doc);
+    judge0_errors_are_judge0s(&mut doc);
     public_operations_say_so(&mut doc);
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
@@ -205,6 +217,127 @@ fn public_operations_say_so(doc: &mut utoipa::openapi::OpenApi) {
             op.security
                 .get_or_insert_with(|| vec![SecurityRequirement::default()]);
         }
+    }
+}
+
+/// The `/judge0/…` operations answer Judge0's error body, `{"error"}`, where the server's
+/// own refusals (a token, the rate limit, an overloaded server) carry corral's `message` too:
+/// the common answers [`Security`] gives every operation say [`judge0::doc::Judge0Error`],
+/// which takes both, instead of `ErrorBody`, which requires `message`.
+fn judge0_errors_are_judge0s(doc: &mut utoipa::openapi::OpenApi) {
+    let judge0 = doc
+        .paths
+        .paths
+        .iter_mut()
+        .filter(|(path, _)| path.starts_with("/judge0/"));
+    for (_, item) in judge0 {
+        let ops = [
+            item.get.as_mut(),
+            item.post.as_mut(),
+            item.put.as_mut(),
+            item.delete.as_mut(),
+            item.patch.as_mut(),
+        ];
+        for op in ops.into_iter().flatten() {
+            for response in op.responses.responses.values_mut() {
+                let RefOr::T(response) = response else {
+                    continue;
+                };
+                for content in response.content.values_mut() {
+                    if let Some(RefOr::Ref(r)) = &content.schema {
+                        if r.ref_location == "#/components/schemas/ErrorBody" {
+                            content.schema = Some(Ref::from_schema_name("Judge0Error").into());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The WebSocket's messages (`GET /ws`) as code generators read them: each message a schema of
+/// its own (`WsClientRun`, …, `WsServerExit`, …, named by the message's `type`), and each
+/// side's message `oneOf` them with `type`, the wire's tag, as its discriminator. The operation
+/// names both in `x-websocket-messages`. utoipa writes the variants inline: openapi-python-client
+/// then failed on the `exit` message (a `$ref` with a sibling description, in a union) and made
+/// two models of one name (the `run` message's `env`). A client's message with fields takes no
+/// field it does not declare (`additionalProperties: false`: the server refuses unknown fields).
+fn websocket_messages_are_named(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::schema::{AdditionalProperties, Discriminator, Schema};
+    /// The `type` a variant's schema requires (an object's, or in an `allOf`, one part's).
+    fn tag_of(schema: &Schema) -> Option<String> {
+        match schema {
+            Schema::Object(o) => match o.properties.get("type")? {
+                RefOr::T(Schema::Object(t)) => {
+                    t.enum_values.as_ref()?.first()?.as_str().map(String::from)
+                }
+                _ => None,
+            },
+            Schema::AllOf(all) => all.items.iter().find_map(|part| match part {
+                RefOr::T(s) => tag_of(s),
+                RefOr::Ref(_) => None,
+            }),
+            _ => None,
+        }
+    }
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    for (union, prefix, closed) in [
+        ("WsClientMessage", "WsClient", true),
+        ("WsServerMessage", "WsServer", false),
+    ] {
+        let Some(RefOr::T(Schema::OneOf(mut one))) = components.schemas.remove(union) else {
+            continue;
+        };
+        let mut mapping = Vec::new();
+        for variant in std::mem::take(&mut one.items) {
+            let RefOr::T(mut variant) = variant else {
+                one.items.push(variant);
+                continue;
+            };
+            let tag = tag_of(&variant).unwrap_or_else(|| panic!("a {union} without a type"));
+            match &mut variant {
+                // Serde refuses unknown fields of a message with fields (`kill` has none, and
+                // takes any).
+                Schema::Object(o) if closed && o.properties.len() > 1 => {
+                    o.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
+                }
+                // The variant says what it is; the object it extends says nothing beside it.
+                Schema::AllOf(all) => {
+                    for part in &mut all.items {
+                        if let RefOr::Ref(r) = part {
+                            r.description.clear();
+                        }
+                    }
+                }
+                _ => {}
+            }
+            let name = format!("{prefix}{}{}", tag[..1].to_uppercase(), &tag[1..]);
+            one.items.push(Ref::from_schema_name(&name).into());
+            mapping.push((tag, format!("#/components/schemas/{name}")));
+            components.schemas.insert(name, RefOr::T(variant));
+        }
+        one.discriminator = Some(Discriminator::with_mapping("type", mapping));
+        components
+            .schemas
+            .insert(union.into(), RefOr::T(Schema::OneOf(one)));
+    }
+    let ws = doc
+        .paths
+        .paths
+        .get_mut("/ws")
+        .and_then(|item| item.get.as_mut());
+    if let Some(op) = ws {
+        let messages = serde_json::json!({
+            "client": {"$ref": "#/components/schemas/WsClientMessage"},
+            "server": {"$ref": "#/components/schemas/WsServerMessage"},
+        });
+        op.extensions.get_or_insert_with(Default::default).merge(
+            utoipa::openapi::extensions::ExtensionsBuilder::new()
+                .add("x-websocket-messages", messages)
+                .build(),
+        );
     }
 }
 
@@ -272,6 +405,26 @@ fn exactly_one_mode(doc: &mut utoipa::openapi::OpenApi) {
     ),
 )]
 struct QueueDoc;
+
+/// The Judge0-compatible surface (merged into the rest): Judge0 CE 1.13.1's API on the queue.
+#[derive(OpenApi)]
+#[openapi(
+    paths(
+        judge0::create, judge0::create_batch, judge0::get_batch, judge0::get_one,
+        judge0::delete_one, judge0::languages, judge0::languages_all, judge0::language,
+        judge0::statuses, judge0::about, judge0::config_info,
+    ),
+    components(schemas(
+        Judge0SubmissionRequest, Judge0LanguageId, Judge0Submission, Judge0LanguageRef,
+        Judge0Status, Judge0BatchRequest, Judge0BatchItem, Judge0Refusal, Judge0Token,
+        Judge0Submissions, Judge0ValidationErrors, Judge0Error, Judge0Language,
+        Judge0LanguageDetail, Judge0About, Judge0ConfigInfo,
+    )),
+    tags(
+        (name = "judge0", description = "Judge0 CE 1.13.1's API (`/judge0/…`) on the submission queue: existing Judge0 clients work by changing their URL. `X-Auth-Token` or a bearer token; Judge0's shapes, status ids and error bodies"),
+    ),
+)]
+struct Judge0Doc;
 
 /// The OpenAPI 3 document of this API (generated from the code).
 #[utoipa::path(
@@ -726,6 +879,7 @@ mod tests {
                 Some("images") => &["image"][..],
                 Some("editor") => &["revision"][..],
                 Some("workers") => &["job", "worker"][..],
+                Some("judge0") => &["judge0"][..],
                 _ => continue,
             };
             assert!(
@@ -772,6 +926,100 @@ mod tests {
             public,
             ["/health", "/languages", "/metrics", "/openapi.json"]
         );
+    }
+
+    /// The WebSocket's messages are a schema each, and each side's message `oneOf` them with
+    /// `type` as its discriminator, mapped to every message: utoipa's inline variants made
+    /// openapi-python-client fail on `exit` (a `$ref` with a sibling description in a union) and
+    /// make two models of one name. The `/ws` operation names both; what the server sends and
+    /// what it takes validates, an unknown field of a client's message does not.
+    #[test]
+    fn websocket_messages_are_schemas_of_their_own() {
+        let doc = served(document());
+        let schemas = &doc["components"]["schemas"];
+        for (union, tags) in [
+            (
+                "WsClientMessage",
+                &["run", "resize", "stdin", "signal", "kill"][..],
+            ),
+            (
+                "WsServerMessage",
+                &[
+                    "stdout", "stderr", "stdin", "queued", "started", "exit", "error",
+                ][..],
+            ),
+        ] {
+            let one = &schemas[union];
+            assert_eq!(one["discriminator"]["propertyName"], "type", "{one}");
+            let mapping = one["discriminator"]["mapping"].as_object().unwrap();
+            let items = one["oneOf"].as_array().unwrap();
+            assert_eq!((mapping.len(), items.len()), (tags.len(), tags.len()));
+            for tag in tags {
+                let r = mapping[*tag].as_str().unwrap();
+                assert!(items.iter().any(|i| i["$ref"] == r), "{union}: {tag}");
+                let name = r.strip_prefix("#/components/schemas/").unwrap();
+                let text = schemas[name].to_string();
+                assert!(text.contains(&format!("[\"{tag}\"]")), "{name}: {text}");
+            }
+        }
+        // The exit message extends the run's answer, and says nothing beside the `$ref`.
+        let exit = &schemas["WsServerExit"]["allOf"];
+        assert_eq!(
+            exit[0],
+            serde_json::json!({"$ref": "#/components/schemas/RunResponse"})
+        );
+        let ws = &doc["paths"]["/ws"]["get"];
+        assert_eq!(
+            ws["x-websocket-messages"]["client"]["$ref"],
+            "#/components/schemas/WsClientMessage"
+        );
+        assert_eq!(
+            ws["x-websocket-messages"]["server"]["$ref"],
+            "#/components/schemas/WsServerMessage"
+        );
+        let validator = |name: &str| {
+            let mut schema = serde_json::json!({"$ref": format!("#/components/schemas/{name}")});
+            schema["components"] = doc["components"].clone();
+            jsonschema::validator_for(&schema).unwrap()
+        };
+        let server = validator("WsServerMessage");
+        for m in [
+            WsServerMessage::Stdout { data: "hi".into() },
+            WsServerMessage::Stdin {},
+            WsServerMessage::Queued {},
+            WsServerMessage::Started {},
+            WsServerMessage::Error {
+                error: "rate_limited".into(),
+                message: "later".into(),
+                retry_after: Some(3),
+            },
+        ] {
+            let v = serde_json::to_value(&m).unwrap();
+            assert!(server.is_valid(&v), "{v}");
+        }
+        let client = validator("WsClientMessage");
+        for text in [
+            r#"{"type": "run", "cmd": "cat", "limits": {"cpu_time": "1s"}, "tty": {"cols": 80, "rows": 24}, "queue_notices": true}"#,
+            r#"{"type": "run", "cmd": ["python3", "-i"], "sandbox": {"id": "0123456789abcdef0123456789abcdef"}}"#,
+            r#"{"type": "resize", "cols": 100, "rows": 30}"#,
+            r#"{"type": "stdin", "data": "x\n", "eof": true}"#,
+            r#"{"type": "signal", "name": "SIGINT"}"#,
+            r#"{"type": "kill"}"#,
+            r#"{"type": "kill", "now": true}"#,
+        ] {
+            assert!(WsClientMessage::parse(text).is_ok(), "{text}");
+            let v: Value = serde_json::from_str(text).unwrap();
+            assert!(client.is_valid(&v), "{text}");
+        }
+        for text in [
+            r#"{"type": "signal", "name": "SIGINT", "pid": 1}"#,
+            r#"{"type": "run", "cmd": "cat", "limit": {}}"#,
+            r#"{"type": "jump"}"#,
+        ] {
+            assert!(WsClientMessage::parse(text).is_err(), "{text}");
+            let v: Value = serde_json::from_str(text).unwrap();
+            assert!(!client.is_valid(&v), "{text}");
+        }
     }
 
     /// A batch's items are submissions, as typed clients should build them (they were `{}`:

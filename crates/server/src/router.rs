@@ -16,6 +16,21 @@ use crate::http::error::REQUEST_ID;
 use crate::state::SharedState;
 use crate::{http, judge0, openapi, worker_api, ws};
 
+/// The routes that need a token (`router` puts authentication in front of them); `upload_limit`
+/// is the body limit of the multipart routes. Every one of them is in the OpenAPI document
+/// (`crates/server/tests/openapi.rs` walks these).
+pub fn protected_routes(upload_limit: usize) -> Router<SharedState> {
+    http::routes(upload_limit)
+        .merge(ws::routes())
+        .merge(worker_api::routes())
+        .merge(judge0::routes())
+}
+
+/// The routes anyone may call: the public API operations and the editor's pages.
+pub fn public_routes() -> Router<SharedState> {
+    http::public_routes().merge(openapi::routes())
+}
+
 /// Every route, with authentication in front of the protected ones.
 pub fn router(state: SharedState) -> Router {
     let json_limit = state.config.max_json_bytes.bytes() as usize;
@@ -23,18 +38,12 @@ pub fn router(state: SharedState) -> Router {
     let upload_limit = state.config.upload.max_bytes.bytes() as usize
         + 64 * state.config.upload.max_files
         + (1 << 20);
-    let protected = http::routes(upload_limit)
-        .merge(ws::routes())
-        .merge(worker_api::routes())
-        .merge(judge0::routes())
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            http::auth::authenticate,
-        ));
-    let public = http::public_routes().merge(openapi::routes());
+    let protected = protected_routes(upload_limit).route_layer(
+        axum::middleware::from_fn_with_state(state.clone(), http::auth::authenticate),
+    );
     Router::new()
         .merge(protected)
-        .merge(public)
+        .merge(public_routes())
         .fallback(http::meta::not_found)
         .method_not_allowed_fallback(http::meta::method_not_allowed)
         .layer(DefaultBodyLimit::max(json_limit))

@@ -7,6 +7,7 @@
 //! Tokens are the submissions' ids written as UUIDs. Here: the routes and handlers; [`translate`]: Judge0's shapes into corral's and
 //! back.
 
+pub mod doc;
 mod translate;
 
 use std::time::Duration;
@@ -26,6 +27,11 @@ use crate::service::submissions::idempotency;
 use crate::service::submissions::view::wait_for;
 use crate::state::SharedState;
 use corral_judge::JobSpec;
+use doc::{
+    Judge0About, Judge0BatchItem, Judge0BatchRequest, Judge0ConfigInfo, Judge0Error,
+    Judge0Language, Judge0LanguageDetail, Judge0Refusal, Judge0Status, Judge0Submission,
+    Judge0SubmissionRequest, Judge0Submissions,
+};
 use translate::{
     convert, id_of, parse_request, render, token_of, Converted, Invalid, LANGUAGE_IDS, STATUSES,
 };
@@ -293,6 +299,28 @@ async fn with_additional_files(
 /// `POST /judge0/submissions`: 201 `{"token"}`; with `wait=true`, the finished submission. An
 /// `Idempotency-Key` works as on `POST /submissions` (a retry is answered the first request's
 /// submission, with `Idempotent-Replayed: true`); `base64_encoded` is part of the request.
+#[utoipa::path(
+    post, path = "/judge0/submissions", tag = "judge0", operation_id = "judge0_create_submission",
+    params(
+        ("base64_encoded" = Option<bool>, Query, description = "`source_code`, `stdin` and `expected_output` are base64, and so are the answer's text fields", example = false),
+        ("wait" = Option<bool>, Query, description = "Answer the finished submission instead of its token (waiting at most `submissions.wait_max`, 30 s; a submission still queued or running then is answered as it is)", example = false),
+        ("fields" = Option<String>, Query, description = "With `wait=true`: the fields to answer, comma-separated, or `*` for all", example = "stdout,stderr,status,time,memory"),
+        ("Idempotency-Key" = Option<String>, Header,
+            description = "Not Judge0's: a key of 1 to 255 visible ASCII characters naming this request, as on `POST /submissions`: its retries with the same key and body make no second submission",
+            example = "8e03978e-40d5-43e8-bc93-6894a57f9324"),
+    ),
+    request_body(content = Judge0SubmissionRequest),
+    responses(
+        (status = 201, description = "Queued: `{\"token\"}`; with `wait=true`, the submission (by default Judge0's default fields). For a retry under an `Idempotency-Key`, the first request's submission", body = Judge0Submission,
+            headers(("Idempotent-Replayed" = String, description = "`true` when the answer is an earlier request's submission (a retry under the same `Idempotency-Key`)")),
+            links(("GetJudge0Submission" = (operation_id = "judge0_get_submission", parameters(("token" = "$response.body#/token")))))),
+        (status = 400, description = "A body that is not a JSON object, a `fields` name Judge0 does not have (`invalid fields: [NAME]`), a query parameter twice, or a malformed `Idempotency-Key`", body = Judge0Error),
+        (status = 413, description = "A body over `max_json_bytes`, or `additional_files` past the upload limits", body = Judge0Error),
+        (status = 422, description = "A field Judge0's validations would refuse, with its messages (`{\"source_code\": [\"can't be blank\"]}`); or an `Idempotency-Key` this token sent before with another body (`idempotency_key_reused`)", body = Judge0Refusal),
+        (status = 503, description = "This token's queue is full (`{\"error\": \"queue is full\"}`, `config_info`'s `max_queue_size`), the server is shutting down, the database does not answer, or its storage is full: retry after `Retry-After`", body = Judge0Error),
+    ),
+    security(("bearer" = []), ("judge0" = []))
+)]
 pub async fn create(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
@@ -389,6 +417,24 @@ fn batch_size(n: usize, max: usize) -> Result<(), String> {
 
 /// `POST /judge0/submissions/batch`: 201 `[{"token"} | errors]`, 422 when no item was valid; an
 /// item's errors as a single submission's would be (`{"FIELD": [...]}` or `{"error"}`).
+#[utoipa::path(
+    post, path = "/judge0/submissions/batch", tag = "judge0", operation_id = "judge0_create_batch",
+    params(
+        ("base64_encoded" = Option<bool>, Query, description = "Every item's `source_code`, `stdin` and `expected_output` are base64", example = false),
+    ),
+    request_body(content = Judge0BatchRequest, example = json!({"submissions": [
+        {"source_code": "print(input()[::-1])", "language_id": 71, "stdin": "corral"},
+        {"source_code": "echo hello", "language_id": 46}
+    ]})),
+    responses(
+        (status = 201, description = "In the order of the request: each item's token, or why that item was refused (the others are queued)", body = Vec<Judge0BatchItem>),
+        (status = 400, description = "Not `{\"submissions\": [...]}`, an empty batch or one over `config_info`'s `max_submission_batch_size`, or an `Idempotency-Key` (not supported on batches)", body = Judge0Error),
+        (status = 413, description = "A body over `max_json_bytes`", body = Judge0Error),
+        (status = 422, description = "No item was valid: each item's refusal, in order", body = Vec<Judge0BatchItem>),
+        (status = 503, description = "The batch would take this token past its queue (`queue is full`: refused whole), the server is shutting down, or the database does not answer: retry after `Retry-After`", body = Judge0Error),
+    ),
+    security(("bearer" = []), ("judge0" = []))
+)]
 pub async fn create_batch(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
@@ -478,6 +524,20 @@ async fn source_of(st: &SharedState, job: &corral_store::Job) -> Option<Vec<u8>>
 }
 
 /// `GET /judge0/submissions/{token}`.
+#[utoipa::path(
+    get, path = "/judge0/submissions/{token}", tag = "judge0", operation_id = "judge0_get_submission",
+    params(
+        ("token" = String, Path, description = "A submission's token (its id as a UUID)", example = "5f0c9e4f-0b8f-4a55-a3a8-a1c64b3b8d2e"),
+        ("base64_encoded" = Option<bool>, Query, description = "The text fields in base64 (a program's output that is not UTF-8 comes back byte for byte)", example = false),
+        ("fields" = Option<String>, Query, description = "The fields to answer, comma-separated, or `*` for all (default: `stdout,time,memory,stderr,token,compile_output,message,status`)", example = "stdout,stderr,status,time,memory"),
+    ),
+    responses(
+        (status = 200, description = "The submission, with the fields asked for", body = Judge0Submission),
+        (status = 400, description = "A `fields` name Judge0 does not have (`invalid fields: [NAME]`), or a query parameter twice", body = Judge0Error),
+        (status = 404, description = "No such submission of this caller (`{\"error\": \"Not found\"}`)", body = Judge0Error),
+    ),
+    security(("bearer" = []), ("judge0" = []))
+)]
 pub async fn get_one(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
@@ -497,11 +557,34 @@ pub async fn get_one(
 
 /// `DELETE /judge0/submissions/{token}`: refused as Judge0 refuses it without
 /// `ENABLE_SUBMISSION_DELETE` — corral keeps every submission (the owner's record).
+#[utoipa::path(
+    delete, path = "/judge0/submissions/{token}", tag = "judge0", operation_id = "judge0_delete_submission",
+    params(
+        ("token" = String, Path, description = "A submission's token", example = "5f0c9e4f-0b8f-4a55-a3a8-a1c64b3b8d2e"),
+    ),
+    responses(
+        (status = 400, description = "Always `{\"error\": \"delete not allowed\"}`, as a Judge0 without `ENABLE_SUBMISSION_DELETE` answers (`config_info`'s `enable_submission_delete` is false): corral keeps every submission", body = Judge0Error),
+    ),
+    security(("bearer" = []), ("judge0" = []))
+)]
 pub async fn delete_one() -> Response {
     j0_error(StatusCode::BAD_REQUEST, "delete not allowed")
 }
 
 /// `GET /judge0/submissions/batch?tokens=a,b,c`: `{"submissions": [...]}` (null for unknown).
+#[utoipa::path(
+    get, path = "/judge0/submissions/batch", tag = "judge0", operation_id = "judge0_get_batch",
+    params(
+        ("tokens" = String, Query, description = "Tokens, comma-separated (at least one, at most `config_info`'s `max_submission_batch_size`)", example = "5f0c9e4f-0b8f-4a55-a3a8-a1c64b3b8d2e,0c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5"),
+        ("base64_encoded" = Option<bool>, Query, description = "The text fields in base64", example = false),
+        ("fields" = Option<String>, Query, description = "The fields to answer, comma-separated, or `*` for all", example = "stdout,status"),
+    ),
+    responses(
+        (status = 200, description = "The submissions in the order of `tokens` (null for a token that names none of this caller's)", body = Judge0Submissions),
+        (status = 400, description = "No tokens or too many, a `fields` name Judge0 does not have, or a query parameter twice", body = Judge0Error),
+    ),
+    security(("bearer" = []), ("judge0" = []))
+)]
 pub async fn get_batch(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
@@ -573,11 +656,21 @@ fn language_json(st: &SharedState, id: u32, reg: &str) -> Option<Value> {
 }
 
 /// `GET /judge0/languages`: the registry's languages this host has, with Judge0's ids.
+#[utoipa::path(
+    get, path = "/judge0/languages", tag = "judge0", operation_id = "judge0_list_languages",
+    responses((status = 200, description = "The languages this server has, under Judge0's ids (`{id, name}`)", body = Vec<Judge0Language>)),
+    security(("bearer" = []), ("judge0" = []))
+)]
 pub async fn languages(State(st): State<SharedState>) -> Response {
     language_list(st, false).await
 }
 
 /// `GET /judge0/languages/all`: the same with `is_archived` (corral archives none).
+#[utoipa::path(
+    get, path = "/judge0/languages/all", tag = "judge0", operation_id = "judge0_list_all_languages",
+    responses((status = 200, description = "The same languages with `is_archived` (false)", body = Vec<Judge0Language>)),
+    security(("bearer" = []), ("judge0" = []))
+)]
 pub async fn languages_all(State(st): State<SharedState>) -> Response {
     language_list(st, true).await
 }
@@ -616,6 +709,16 @@ async fn language_list(st: SharedState, all: bool) -> Response {
 }
 
 /// `GET /judge0/languages/{id}`.
+#[utoipa::path(
+    get, path = "/judge0/languages/{id}", tag = "judge0", operation_id = "judge0_get_language",
+    params(("id" = u32, Path, description = "A Judge0 language id", example = 71)),
+    responses(
+        (status = 200, description = "The language with its commands as this server runs them", body = Judge0LanguageDetail),
+        (status = 400, description = "The id is not a number", body = Judge0Error),
+        (status = 404, description = "No language of this server has that id (`{\"error\": \"Not found\"}`)", body = Judge0Error),
+    ),
+    security(("bearer" = []), ("judge0" = []))
+)]
 pub async fn language(State(st): State<SharedState>, J0Path(id): J0Path<u32>) -> Response {
     match LANGUAGE_IDS
         .iter()
@@ -628,6 +731,11 @@ pub async fn language(State(st): State<SharedState>, J0Path(id): J0Path<u32>) ->
 }
 
 /// `GET /judge0/statuses`.
+#[utoipa::path(
+    get, path = "/judge0/statuses", tag = "judge0", operation_id = "judge0_list_statuses",
+    responses((status = 200, description = "Judge0's 14 statuses", body = Vec<Judge0Status>)),
+    security(("bearer" = []), ("judge0" = []))
+)]
 pub async fn statuses() -> Response {
     Json(
         STATUSES
@@ -639,6 +747,11 @@ pub async fn statuses() -> Response {
 }
 
 /// `GET /judge0/about`.
+#[utoipa::path(
+    get, path = "/judge0/about", tag = "judge0", operation_id = "judge0_about",
+    responses((status = 200, description = "The Judge0 version this surface answers as", body = Judge0About)),
+    security(("bearer" = []), ("judge0" = []))
+)]
 pub async fn about() -> Response {
     Json(json!({
         "version": VERSION,
@@ -650,6 +763,11 @@ pub async fn about() -> Response {
 }
 
 /// `GET /judge0/config_info`: Judge0's configuration keys, from corral's caps and defaults.
+#[utoipa::path(
+    get, path = "/judge0/config_info", tag = "judge0", operation_id = "judge0_config_info",
+    responses((status = 200, description = "Judge0's configuration keys, from this server's caps and defaults", body = Judge0ConfigInfo)),
+    security(("bearer" = []), ("judge0" = []))
+)]
 pub async fn config_info(State(st): State<SharedState>) -> Response {
     let (d, c) = (&st.defaults, &st.caps);
     let q = &st.config.submissions;

@@ -721,6 +721,62 @@ mod tests {
         assert!(!wants(&None, "language"));
     }
 
+    /// A judged submission with every field (`fields=*`), and with the default fields, is what
+    /// the OpenAPI document's `Judge0Submission` says (`crates/server/tests/openapi.rs` reads
+    /// real answers of submissions no program ran for): each key declared, each value of its
+    /// type, in both encodings.
+    #[test]
+    fn a_judged_submission_is_as_documented() {
+        use crate::judge0::doc::{Judge0LanguageId, Judge0Submission};
+        #[derive(utoipa::OpenApi)]
+        #[openapi(components(schemas(Judge0Submission, Judge0LanguageId)))]
+        struct Doc;
+        let components = serde_json::to_value(<Doc as utoipa::OpenApi>::openapi()).unwrap()
+            ["components"]
+            .clone();
+        let schema =
+            json!({"$ref": "#/components/schemas/Judge0Submission", "components": components});
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let declared = &components["schemas"]["Judge0Submission"]["properties"];
+        let spec: JobSpec = serde_json::from_value(json!({
+            "language": "c", "stdin": "2 40", "expected_output": "42", "run_args": "-v",
+            "runs": 3, "judge0_language_id": 50,
+            "limits": corral_sandbox::Limits::default(),
+        }))
+        .unwrap();
+        let mut job = job_with_run(json!({"status": "nonzero_exit", "exit_code": 3,
+            "signal": null, "stdout": "4", "stderr": "\u{fffd}", "stderr_base64": "/w==",
+            "cpu_time_ms": 12, "cpu_time_ms_mean": 10.5, "wall_time_ms": 30,
+            "memory_peak_bytes": 2_000_000, "memory_peak_bytes_mean": 1_500_000.0}));
+        job.spec = serde_json::to_string(&spec).unwrap();
+        job.callback_url = Some("https://lms.example.org/hook".into());
+        let mut verdict: Verdict = serde_json::from_str(job.result.as_deref().unwrap()).unwrap();
+        verdict.verdict = VerdictKind::RuntimeError;
+        verdict.compile = Some(json!({"status": "ok", "script": "warning: unused"}));
+        verdict.message = Some("exited with 3".into());
+        job.result = Some(serde_json::to_string(&verdict).unwrap());
+        for fields in [Some("*".to_string()), None] {
+            for b64 in [false, true] {
+                let v = render(&job, &fields, b64);
+                for k in v.as_object().unwrap().keys() {
+                    assert!(declared[k].is_object(), "{k} is not declared");
+                }
+                let errors: Vec<String> =
+                    validator.iter_errors(&v).map(|e| e.to_string()).collect();
+                assert!(errors.is_empty(), "{errors:?}: {v}");
+            }
+        }
+        let all = render(&job, &Some("*".into()), false);
+        assert_eq!(all["status"]["id"], 11, "{all}");
+        assert!(all["time"].is_string() && all["memory"].is_i64(), "{all}");
+        // Queued, nothing judged yet.
+        job.state = JobState::Queued;
+        job.result = None;
+        job.finished_ms = None;
+        let v = render(&job, &Some("*".into()), true);
+        assert!(validator.is_valid(&v), "{v}");
+    }
+
     #[test]
     fn a_language_id_may_come_as_text() {
         let r: J0Request = serde_json::from_str(r#"{"language_id": "71"}"#).unwrap();

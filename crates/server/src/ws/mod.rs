@@ -52,6 +52,11 @@ const MAX_MESSAGE: usize = 1 << 20;
 /// `?token=`. When the token is revoked, the run is killed,
 /// `{"type": "error", "error": "token_revoked"}` is sent and the socket closed with 1008
 /// ("token revoked").
+///
+/// The messages' schemas are the components `WsClientMessage` (what a client sends) and
+/// `WsServerMessage` (what it receives), named by this operation's `x-websocket-messages`: each
+/// is `oneOf` one schema per message (`WsClientRun`, …, `WsServerExit`, …) with `type` as the
+/// discriminator.
 #[utoipa::path(
     get, path = "/ws", tag = "sandbox",
     params(("token" = Option<String>, Query, description = "The API token, for clients that cannot set headers", example = "corral_0123456789abcdef0123456789abcdef")),
