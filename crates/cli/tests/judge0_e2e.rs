@@ -136,6 +136,7 @@ fn judge0_requests_and_answers() {
         let (_, cfg) = j0(&s, Some(&t), Method::GET, "/judge0/config_info", None).await;
         assert_eq!(cfg["max_cpu_time_limit"], 10.0);
         assert_eq!(cfg["enable_network"], false);
+        assert_eq!(cfg["allow_enable_network"], false, "{cfg}");
         // What corral takes, as clients read it: a zip of additional files, repeated runs.
         assert_eq!(cfg["enable_additional_files"], true);
         assert_eq!(cfg["max_number_of_runs"], 20);
@@ -547,6 +548,20 @@ fn enable_network_is_refused_unless_the_operator_allows_it() {
     );
     rt().block_on(async {
         let t = online.token("staff").await;
+        // Clients read whether they may ask for the network here.
+        let (_, cfg) = j0(
+            &online,
+            Some(&t),
+            reqwest::Method::GET,
+            "/judge0/config_info",
+            None,
+        )
+        .await;
+        assert_eq!(
+            (&cfg["enable_network"], &cfg["allow_enable_network"]),
+            (&json!(false), &json!(true)),
+            "{cfg}"
+        );
         let (st, v) = j0_wait(
             &online,
             &t,

@@ -319,6 +319,8 @@ pub struct Judge0ConfigInfo {
     pub max_submission_batch_size: u64,
     pub submission_cache_duration: f64,
     pub use_docs_as_homepage: bool,
+    /// Whether a submission has network without asking (never).
     pub enable_network: bool,
+    /// Whether a submission may ask for it (`enable_network: true`): `[judge0] allow_network`.
     pub allow_enable_network: bool,
 }

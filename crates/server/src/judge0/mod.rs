@@ -810,8 +810,9 @@ pub async fn config_info(State(st): State<SharedState>) -> Response {
         "max_submission_batch_size": q.batch_max,
         "submission_cache_duration": 0.0,
         "use_docs_as_homepage": false,
+        // Submissions run without network unless they ask; they may ask where `[judge0]` allows.
         "enable_network": false,
-        "allow_enable_network": false,
+        "allow_enable_network": st.config.judge0.allow_network,
     }))
     .into_response()
 }
