@@ -11,6 +11,16 @@ pub enum SuiteError {
     File(#[from] corral_images::document::DocumentError),
 }
 
+impl SuiteError {
+    /// The same error naming the suite file relative to `folder`, the suite's own folder (see
+    /// `DocumentError::relative_to`).
+    pub fn relative_to(self, folder: &std::path::Path) -> Self {
+        match self {
+            SuiteError::File(e) => SuiteError::File(e.relative_to(folder)),
+        }
+    }
+}
+
 /// A language registry file that cannot be used, or a language that cannot be found.
 #[derive(Debug, thiserror::Error)]
 pub enum LanguageError {

@@ -25,6 +25,32 @@ pub enum DocumentError {
     },
 }
 
+impl DocumentError {
+    /// The same error naming its file relative to `folder` (when it is inside): a server names
+    /// a suite by its name in the suite's own folder, never by the host folder it was written to.
+    pub fn relative_to(self, folder: &Path) -> Self {
+        let rel = |path: PathBuf| match path.strip_prefix(folder) {
+            Ok(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => path,
+        };
+        match self {
+            DocumentError::Read { path, source } => DocumentError::Read {
+                path: rel(path),
+                source,
+            },
+            DocumentError::Parse {
+                path,
+                location,
+                message,
+            } => DocumentError::Parse {
+                path: rel(path),
+                location,
+                message,
+            },
+        }
+    }
+}
+
 /// The file's text, and whether it is JSON (a `.json` name; anything else is read as YAML).
 pub fn read(path: &Path) -> Result<(String, bool), DocumentError> {
     let text = std::fs::read_to_string(path).map_err(|source| DocumentError::Read {

@@ -263,7 +263,8 @@ fn grade_suite(
     };
     let mut suite = match Suite::load_in(&file, spec.image.as_deref()) {
         Ok(s) => s,
-        Err(e) => return Verdict::internal(format!("suite {:?}: {e}", s.id)),
+        // Named as in the suite's folder: the job's temporary folder is the host's business.
+        Err(e) => return Verdict::internal(format!("suite {:?}: {}", s.id, e.relative_to(dir))),
     };
     if spec.image.is_some() {
         suite.image = spec.image.clone();

@@ -770,3 +770,78 @@ async fn cross_origin_pages_are_let_in_only_when_named() {
     assert_eq!(acao(&r), None);
     s.stop().await;
 }
+
+/// A suite file that does not load is named as it is in the suite's folder (`suite.yaml:4:15`),
+/// never by the server's folders: registered (staff), checked or submitted against from the
+/// suites folder (students). Before, the staff read `DATA/tmp/suite-XXXX/suite.yaml:…`, and a
+/// student `DATA/suites/ID/suite.yaml:…` (`/check`) or `DATA/tmp/job-XXXX/suite/suite.yaml:…`
+/// (a submission's verdict).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_suite_that_does_not_load_is_named_without_the_servers_folders() {
+    let s = TestServer::start(|_| {}).await;
+    let data = s.data_dir().to_string_lossy().into_owned();
+    let bad =
+        "name: x\nchecks:\n  - id: a\n    depends: [nope]\n    steps:\n      - run: \"true\"\n";
+    let named = |v: &Value| {
+        let m = v["message"].as_str().unwrap_or_default().to_string();
+        assert!(
+            m.contains("suite.yaml:4:15: check \"a\": depends: unknown check \"nope\""),
+            "{v}"
+        );
+        assert!(!m.contains(&data) && !m.contains("/tmp/"), "{v}");
+    };
+    let staff = s.token(Role::Staff).await;
+    let (st, v) = json_of(
+        client()
+            .post(s.url("/suites"))
+            .bearer_auth(&staff)
+            .multipart(Form::new().text("id", "bad").part(
+                "suite",
+                Part::bytes(bad.as_bytes().to_vec()).file_name("suite.yaml"),
+            ))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    named(&v);
+
+    let folder = s.data_dir().join("suites/broken");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("suite.yaml"), bad).unwrap();
+    let student = s.token(Role::Student).await;
+    let (st, up) = upload(&s, &student, form(&[("a.txt", b"x")])).await;
+    assert_eq!(st, StatusCode::OK, "{up}");
+    let (st, v) = s
+        .post(
+            &student,
+            "/check",
+            json!({"checks": "broken", "sandbox": {"homedir": up["id"]}}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    named(&v);
+
+    let (st, v) = s
+        .post(
+            &student,
+            "/submissions",
+            json!({"suite": "broken", "files": [{"path": "a.txt", "content": "x"}]}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    let (st, v) = s
+        .get(
+            &student,
+            &format!(
+                "/submissions/{}?wait=true&timeout=20",
+                v["id"].as_str().unwrap()
+            ),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["status"], "failed", "{v}");
+    named(&v);
+    s.stop().await;
+}

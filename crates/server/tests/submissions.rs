@@ -663,3 +663,52 @@ async fn a_folder_suite_is_pinned_when_a_submission_is_accepted() {
     assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
     s.stop().await;
 }
+
+/// A suite's checks give their own input, expected output, limits and environment: a suite
+/// submission that also sends `stdin`, `expected_output`, `limits` or `env` is refused (422,
+/// naming them) like one with `seccomp`, in a batch too, and nothing is stored. Before, they
+/// were accepted and silently ignored: a student's `limits` or `stdin` did nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_suite_submission_refuses_what_only_a_run_reads() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    let files = json!([{"path": "a.txt", "content": "x"}]);
+    for (extra, named) in [
+        (json!({"stdin": "2 40"}), "stdin is"),
+        (json!({"expected_output": "42"}), "expected_output is"),
+        (json!({"limits": {"cpu_time": "1s"}}), "limits is"),
+        (json!({"env": {"K": "V"}}), "env is"),
+        (
+            json!({"stdin": "1", "limits": {"memory": "1G"}}),
+            "stdin, limits are",
+        ),
+    ] {
+        let mut body = json!({"suite": "nope", "files": files});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (st, v) = s.post(&t, "/submissions", &body).await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{body} -> {v}");
+        assert!(
+            v["message"].as_str().unwrap().starts_with(named)
+                && v["message"].as_str().unwrap().contains("a suite's checks"),
+            "{body} -> {v}"
+        );
+        let (st, v) = s
+            .post(&t, "/submissions/batch", json!({"submissions": [body]}))
+            .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+        assert_eq!(v["submissions"][0]["error"], "invalid", "{v}");
+    }
+    // An empty `stdin` and `env`, as a client filling every field sends them, say nothing.
+    let (st, v) = s
+        .post(
+            &t,
+            "/submissions",
+            json!({"suite": "nope", "files": files, "stdin": "", "env": {}}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "no suite \"nope\": {v}");
+    assert_eq!(stored(&s).await, 0);
+    s.stop().await;
+}

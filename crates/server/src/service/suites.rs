@@ -124,10 +124,15 @@ pub async fn file_of(st: &SharedState, id: &str, scratch: &Path) -> Result<PathB
 /// a check50 problem's Python (a process per problem, up to seconds on a pathological file);
 /// with a request's `image`, that image's Python compiles it when it runs (`Suite::load_in`).
 pub async fn load(path: PathBuf, image: Option<String>) -> Result<Suite, ApiError> {
-    tokio::task::spawn_blocking(move || Suite::load_in(&path, image.as_deref()))
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(suite_error)
+    tokio::task::spawn_blocking(move || {
+        // Errors name the suite file as in its folder, never the server's folders (its data
+        // folder, a temporary folder): students and staff read them.
+        Suite::load_in(&path, image.as_deref())
+            .map_err(|e| e.relative_to(path.parent().unwrap_or(&path)))
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(suite_error)
 }
 
 /// Registers (or replaces) a suite (staff): checks its files, loads the suite where it will be

@@ -65,18 +65,19 @@ pub struct SubmissionRequest {
     /// Or a check suite id (`GET /suites`): the files are graded by its checks.
     #[serde(default)]
     pub suite: Option<String>,
-    /// Standard input, all of it.
+    /// Standard input, all of it. Not with `suite` (its checks give their own).
     #[serde(default)]
     pub stdin: Option<String>,
     /// The expected standard output (compared ignoring `\r`, trailing spaces and trailing blank
-    /// lines); without it a clean exit is accepted.
+    /// lines); without it a clean exit is accepted. Not with `suite`.
     #[serde(default)]
     pub expected_output: Option<String>,
-    /// Limits of the run (the keys of `corral run`), within the server's caps.
+    /// Limits of the run (the keys of `corral run`), within the server's caps. Not with `suite`
+    /// (its checks have their own).
     #[serde(default)]
     #[schema(value_type = Option<LimitsDoc>)]
     pub limits: Option<LimitsRequest>,
-    /// Extra environment variables.
+    /// Extra environment variables. Not with `suite`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// An `http(s)` URL that receives the result (signed; see the README).
@@ -167,6 +168,26 @@ pub async fn accept(
         return Err(ApiError::unprocessable(
             "seccomp is for a language's or a command's run: a suite's checks name their own",
         ));
+    }
+    // What only a language's or a command's run reads: a suite's checks give their own input,
+    // expected output, limits and environment, so these were silently ignored.
+    if req.suite.is_some() {
+        let ignored: Vec<&str> = [
+            ("stdin", req.stdin.as_ref().is_some_and(|s| !s.is_empty())),
+            ("expected_output", req.expected_output.is_some()),
+            ("limits", req.limits.is_some()),
+            ("env", !req.env.is_empty()),
+        ]
+        .into_iter()
+        .filter_map(|(name, given)| given.then_some(name))
+        .collect();
+        if !ignored.is_empty() {
+            return Err(ApiError::unprocessable(format!(
+                "{} {} for a language's or a command's run: a suite's checks give their own",
+                ignored.join(", "),
+                if ignored.len() == 1 { "is" } else { "are" }
+            )));
+        }
     }
     let lang = match &req.language {
         Some(id) => {
