@@ -64,16 +64,7 @@ impl Modify for Security {
         for (path, item) in openapi.paths.paths.iter_mut() {
             // The body deadline (`http.body_timeout`) spares only image archives.
             let body_deadline = path.as_str() != crate::http::images::IMPORT_PATH;
-            for op in [
-                item.get.as_mut(),
-                item.post.as_mut(),
-                item.put.as_mut(),
-                item.delete.as_mut(),
-                item.patch.as_mut(),
-            ]
-            .into_iter()
-            .flatten()
-            {
+            for op in operations(item) {
                 if op.security.is_none() {
                     continue;
                 }
@@ -196,6 +187,21 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc
 }
 
+/// Every operation of a path (the methods the API uses).
+fn operations(
+    item: &mut utoipa::openapi::path::PathItem,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    [
+        item.get.as_mut(),
+        item.post.as_mut(),
+        item.put.as_mut(),
+        item.delete.as_mut(),
+        item.patch.as_mut(),
+    ]
+    .into_iter()
+    .flatten()
+}
+
 /// The public operations (`/health`, `/languages`, `/metrics`, this document) say that they need
 /// no token, `security: [{}]`, rather than saying nothing: a document with neither a global
 /// `security` nor one on each operation fails linters (`redocly lint`'s `security-defined` is an
@@ -204,16 +210,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
 fn public_operations_say_so(doc: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::security::SecurityRequirement;
     for item in doc.paths.paths.values_mut() {
-        for op in [
-            item.get.as_mut(),
-            item.post.as_mut(),
-            item.put.as_mut(),
-            item.delete.as_mut(),
-            item.patch.as_mut(),
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for op in operations(item) {
             op.security
                 .get_or_insert_with(|| vec![SecurityRequirement::default()]);
         }
@@ -231,14 +228,7 @@ fn judge0_errors_are_judge0s(doc: &mut utoipa::openapi::OpenApi) {
         .iter_mut()
         .filter(|(path, _)| path.starts_with("/judge0/"));
     for (_, item) in judge0 {
-        let ops = [
-            item.get.as_mut(),
-            item.post.as_mut(),
-            item.put.as_mut(),
-            item.delete.as_mut(),
-            item.patch.as_mut(),
-        ];
-        for op in ops.into_iter().flatten() {
+        for op in operations(item) {
             for response in op.responses.responses.values_mut() {
                 let RefOr::T(response) = response else {
                     continue;
