@@ -5,7 +5,8 @@
 #
 # Builds release, starts `corral serve` with no queue workers (nothing is judged: only the
 # acceptance is timed) and the suites folder holding examples/sum (plain checks) and
-# examples/check50-mario (a check50 problem, whose loading compiles Python), then for each:
+# examples/check50-mario (a check50 problem, whose loading compiles Python) and sum-20m
+# (examples/sum with 20 MB of data files beside it: pinning a folder suite reads it), then for each:
 # N single `POST /submissions`, then one `POST /submissions/batch` of N, and the same for a
 # plain `language: c` submission. Prints ms per accepted submission. Needs root.
 set -euo pipefail
@@ -34,7 +35,12 @@ for s in sum check50-mario; do
   cp -r "examples/$s" "$work/data/suites/$s"
   rm -rf "$work/data/suites/$s/submissions"
 done
-printf '[submissions]\nworkers = 0\nbatch_max = 1000\nmax_pending_per_owner = 100000\n' > "$work/config.toml"
+cp -r "$work/data/suites/sum" "$work/data/suites/sum-20m"
+mkdir "$work/data/suites/sum-20m/data"
+for i in $(seq 1 20); do head -c 1000000 /dev/urandom >"$work/data/suites/sum-20m/data/f$i.bin"; done
+# A folder changed within 2 s is read at every submission (its times may not tell the next edit).
+sleep 2.5
+printf '[submissions]\nworkers = 0\nbatch_max = 1000\nmax_pending_per_owner = 100000\n[upload]\nmax_bytes = "100M"\n' > "$work/config.toml"
 start_server "$target/release/corral" "$work"
 python3 - "http://$addr" "$admin" "$JOBS" <<'PY'
 import json, sys, time, urllib.request
@@ -48,6 +54,7 @@ src = "int main(void) { return 0; }\n"
 for name, item in [
     ("suite sum (plain checks)", {"suite": "sum", "files": [{"path": "sum.c", "content": src}]}),
     ("suite check50-mario", {"suite": "check50-mario", "files": [{"path": "mario.c", "content": src}]}),
+    ("suite sum-20m (20 MB folder)", {"suite": "sum-20m", "files": [{"path": "sum.c", "content": src}]}),
     ("language c", {"language": "c", "source_code": src}),
 ]:
     t0 = time.time()
