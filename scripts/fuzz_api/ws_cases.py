@@ -176,9 +176,14 @@ def case_text_not_utf8():
 
 
 def case_huge_message():
-    # Above the 1 MiB message cap: the connection ends; the server keeps its memory.
+    # Above the 1 MiB message cap: the connection ends; the server keeps its memory. The server
+    # may close while the 2 MiB are still being written: that write then fails with a broken pipe
+    # or a reset, which is the connection ending as required.
     c = connect()
-    c.send_raw(frame(TEXT, b"[" + b"1," * (1 << 20) + b"1]"))
+    try:
+        c.send_raw(frame(TEXT, b"[" + b"1," * (1 << 20) + b"1]"))
+    except (BrokenPipeError, ConnectionResetError):
+        return
     expect_closed(c)
 
 
