@@ -39,8 +39,10 @@ trap cleanup EXIT
 
 mkdir -p "$work/data/suites"
 cp -r examples/hello "$work/data/suites/hello"
+# No slots reserved for programs: POST /run is compared with the pool at the same parallelism.
 cat >"$work/config.toml" <<TOML
 parallelism = $PARALLEL
+reserved_run_slots = 0
 [submissions]
 workers = $PARALLEL
 TOML

@@ -184,7 +184,8 @@ fn interactive_run_prompts_for_stdin_over_websocket() {
 /// once gets neither, and a client that did not ask sees only the messages it knows.
 #[test]
 fn a_websocket_run_that_waits_for_a_sandbox_says_so() {
-    let s = Server::start("parallelism = 1\nqueue = 4\n", &[]);
+    // One slot and none reserved for programs: the second run must wait.
+    let s = Server::start("parallelism = 1\nreserved_run_slots = 0\nqueue = 4\n", &[]);
     rt().block_on(async {
         let t = s.token("student").await;
         let mut first = ws_connect(&s, &t).await;
@@ -230,7 +231,7 @@ fn a_websocket_run_that_waits_for_a_sandbox_says_so() {
 /// until the client left), and revoking the token closes the socket while it is backed up.
 #[test]
 fn a_client_that_never_reads_holds_no_run_slot() {
-    let s = Server::start("parallelism = 1\nqueue = 4\n", &[]);
+    let s = Server::start("parallelism = 1\nreserved_run_slots = 0\nqueue = 4\n", &[]);
     rt().block_on(async {
         let (t, tid) = s.token_with_id("student").await;
         let other = s.token("student").await;
@@ -822,6 +823,76 @@ fn a_tokens_concurrent_checks_are_capped_and_another_tokens_check_runs() {
     });
 }
 
+/// A storm of `/check`s does not hold back an editor's run: with one slot, two students'
+/// 45-second gradings hold it and wait for it, and a third student's `/run` (and a WebSocket run)
+/// still answers at once, in the slot reserved for programs (the default
+/// `reserved_run_slots = 1`). With the shared slots alone a 20 ms run waited ~35 s behind 30
+/// checks of mario. The gradings never take the reserved slot.
+#[test]
+fn an_editor_run_does_not_wait_behind_a_storm_of_checks() {
+    let s = Server::start("parallelism = 1\nshutdown_grace = \"1s\"\n", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let (st, v) = register_suite(&s, &staff, "slow", SLOW_SUITE).await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        let mut storm = Vec::new();
+        for expected in [(1, 0), (1, 1)] {
+            let t = s.token("student").await;
+            let up = s.upload(&t, &[("a.txt", b"a")]).await;
+            let (url, body) = (
+                s.url("/check"),
+                json!({"checks": "slow", "sandbox": {"homedir": up}}),
+            );
+            storm.push(tokio::spawn(async move {
+                let _ = client().post(url).bearer_auth(t).json(&body).send().await;
+            }));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let h = s.health().await;
+                if (h["runs_in_flight"].clone(), h["runs_queued"].clone())
+                    == (json!(expected.0), json!(expected.1))
+                {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the checks never got there: {h}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let editor = s.token("student").await;
+        let r = client()
+            .post(s.url("/run"))
+            .bearer_auth(&editor)
+            .json(&json!({"cmd": "echo mine"}))
+            .timeout(Duration::from_secs(25))
+            .send()
+            .await
+            .expect("the editor's run waited behind the checks");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            (&v["status"], &v["stdout"]),
+            (&json!("ok"), &json!("mine\n")),
+            "{v}"
+        );
+        let mut ws = ws_connect(&s, &editor).await;
+        ws_send(
+            &mut ws,
+            json!({"type": "run", "cmd": "echo typed", "queue_notices": true}),
+        )
+        .await;
+        let m = ws_next(&mut ws).await;
+        assert_eq!(m["type"], "stdout", "a WebSocket run waited: {m}");
+        let h = s.health().await;
+        assert_eq!(
+            (&h["runs_in_flight"], &h["runs_queued"]),
+            (&json!(1), &json!(1)),
+            "{h}"
+        );
+        for t in storm {
+            t.abort();
+        }
+    });
+}
+
 /// A WebSocket's runs count against its token's rate limit, as requests do: the upgrade used to
 /// be the only charge, and one socket ran 13,750 programs in 30 s on a student token. Past the
 /// bucket a run gets a `rate_limited` error with the wait; the socket stays open and, after the
@@ -871,7 +942,7 @@ fn websocket_runs_are_rate_limited_like_requests() {
 
 #[test]
 fn overload_is_refused_with_503_and_retry_after() {
-    let s = Server::start("parallelism = 1\nqueue = 0\n", &[]);
+    let s = Server::start("parallelism = 1\nreserved_run_slots = 0\nqueue = 0\n", &[]);
     rt().block_on(async {
         let t = s.token("student").await;
         let url = s.url("/run");

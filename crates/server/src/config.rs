@@ -79,8 +79,11 @@ pub struct Config {
     pub database_url: Option<String>,
     /// No authentication at all: every caller is the same admin. For local development only.
     pub dev_no_auth: bool,
-    /// Runs at once (default: the number of CPUs).
+    /// Runs and `/check` gradings at once (default: the number of CPUs).
     pub parallelism: usize,
+    /// Slots on top of `parallelism` that only programs (`/run`, WebSocket runs) take, so a
+    /// storm of `/check`s never makes an editor's run wait for a grading to end (0: none).
+    pub reserved_run_slots: usize,
     /// Runs waiting for a free slot; more are refused with 503.
     pub queue: usize,
     /// Sandboxes kept for follow-up runs, in total and per caller (per caller also: its `/check`
@@ -248,6 +251,7 @@ impl Default for Config {
             parallelism: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
+            reserved_run_slots: 1,
             queue: 64,
             max_sandboxes: 64,
             max_sandboxes_per_caller: 4,

@@ -113,7 +113,12 @@ impl AppState {
                 node.id(),
             ),
             node,
-            runner: Runner::new(config.parallelism, config.queue, metrics.clone()),
+            runner: Runner::new(
+                config.parallelism,
+                config.reserved_run_slots,
+                config.queue,
+                metrics.clone(),
+            ),
             gradings: PerCaller::default(),
             websockets: PerCaller::default(),
             metrics,

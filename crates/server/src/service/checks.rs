@@ -67,7 +67,7 @@ pub async fn grade(
     let st2 = st.clone();
     let report = st
         .runner
-        .run(&caller.id, move || {
+        .grade(&caller.id, move || {
             let started = std::time::Instant::now();
             let r = corral_checks::grade(
                 &st2.pool,

@@ -2,16 +2,31 @@
 //! a blocking thread, never on the async runtime), at most `queue` more wait; beyond that a run is
 //! refused as overloaded (503 + `Retry-After` over HTTP) instead of queueing without bound. The
 //! waiting runs get free slots by turns between callers ([`FairSlots`]).
+//!
+//! Two kinds of work share the slots: programs (`/run`, WebSocket runs: an editor's button,
+//! milliseconds each) and gradings (`/check`: a whole suite, seconds each). Programs may also
+//! take `reserved_run_slots` slots of their own on top of `parallelism`, so a storm of checks
+//! (a class checking at once, each holding a slot for seconds) does not put an editor's 20 ms run
+//! behind all of them: with the shared slots alone it waited ~35 s behind 30 checks.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::service::fair_slots::FairSlots;
+use crate::service::fair_slots::{Closed, FairSlots, Slot, Ticket};
+
+/// What a slot is asked for: programs may also take the reserved slots.
+#[derive(Clone, Copy)]
+enum Work {
+    Program,
+    Grading,
+}
 
 pub struct Runner {
     slots: FairSlots,
+    /// Only programs take these; `None` when none are reserved.
+    reserved: Option<FairSlots>,
     admitted: AtomicUsize,
     max_admitted: usize,
     metrics: Arc<Metrics>,
@@ -44,32 +59,65 @@ impl Drop for Waiting<'_> {
 }
 
 impl Runner {
-    pub fn new(parallelism: usize, queue: usize, metrics: Arc<Metrics>) -> Self {
+    /// `parallelism` slots for all work, `reserved` more for programs only, `queue` waiting.
+    pub fn new(parallelism: usize, reserved: usize, queue: usize, metrics: Arc<Metrics>) -> Self {
         Runner {
             slots: FairSlots::new(parallelism),
+            reserved: (reserved > 0).then(|| FairSlots::new(reserved)),
             admitted: AtomicUsize::new(0),
-            max_admitted: parallelism + queue,
+            max_admitted: parallelism + reserved + queue,
             metrics,
         }
     }
 
-    /// Runs `f` on a blocking thread once a slot is free and it is `caller`'s turn (the token's
-    /// id). The slot is held until `f` returns, even when the caller stops waiting (a client that
-    /// disconnects does not free a slot early).
-    pub async fn run<T: Send + 'static>(
+    /// Grades on a blocking thread once a shared slot is free and it is `caller`'s turn (the
+    /// token's id). The slot is held until `f` returns, even when the caller stops waiting (a
+    /// client that disconnects does not free a slot early).
+    pub async fn grade<T: Send + 'static>(
         &self,
         caller: &str,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ApiError> {
-        self.run_then(caller, move || (f(), ())).await
+        self.execute(Work::Grading, caller, move || (f(), ())).await
     }
 
-    /// [`run`](Self::run) for work with a tail: `f` returns the answer and what is left to drop
-    /// (leases to give back to the pool, which talks to their inits). The caller gets the answer
-    /// first; the tail is dropped after it on the same blocking thread, past the slot. Handing
-    /// the tail to a second blocking task instead costs another thread wake-up per request.
+    /// Runs a program as [`grade`](Self::grade) does, in a reserved slot when one is free, and
+    /// with a tail: `f` returns the answer and what is left to drop (leases to give back to the
+    /// pool, which talks to their inits). The caller gets the answer first; the tail is dropped
+    /// after it on the same blocking thread, past the slot. Handing the tail to a second
+    /// blocking task instead costs another thread wake-up per request.
     pub async fn run_then<T: Send + 'static, L: Send + 'static>(
         &self,
+        caller: &str,
+        f: impl FnOnce() -> (T, L) + Send + 'static,
+    ) -> Result<T, ApiError> {
+        self.execute(Work::Program, caller, f).await
+    }
+
+    /// A slot for `work`: a program takes a free reserved slot first (leaving the shared ones to
+    /// gradings), else whichever of the two frees for it first.
+    async fn slot(&self, work: Work, caller: &str) -> Result<Slot, Closed> {
+        let reserved = match (&self.reserved, work) {
+            (Some(r), Work::Program) => r,
+            _ => return self.slots.acquire(caller).await,
+        };
+        let in_reserve = match reserved.ticket(caller)? {
+            Ticket::Now(slot) => return Ok(slot),
+            Ticket::Queued(w) => w,
+        };
+        match self.slots.ticket(caller)? {
+            // Dropping the other place in line leaves that queue (or passes on a slot it got).
+            Ticket::Now(slot) => Ok(slot),
+            Ticket::Queued(shared) => tokio::select! {
+                s = in_reserve.granted() => s,
+                s = shared.granted() => s,
+            },
+        }
+    }
+
+    async fn execute<T: Send + 'static, L: Send + 'static>(
+        &self,
+        work: Work,
         caller: &str,
         f: impl FnOnce() -> (T, L) + Send + 'static,
     ) -> Result<T, ApiError> {
@@ -86,7 +134,7 @@ impl Runner {
         }
         let _admission = Admission(self);
         let waiting = Waiting::new(&self.metrics.queued);
-        let permit = self.slots.acquire(caller).await;
+        let permit = self.slot(work, caller).await;
         drop(waiting);
         let permit = permit.map_err(|_| ApiError::overloaded("the server is shutting down", 5))?;
         let metrics = self.metrics.clone();
@@ -112,12 +160,15 @@ impl Runner {
 
     /// Whether a run admitted now would start at once (else it waits in the queue). Only a
     /// hint: a slot may free or be taken in between.
-    pub fn has_free_slot(&self) -> bool {
-        self.slots.available() > 0
+    pub fn has_free_slot_for_a_program(&self) -> bool {
+        self.slots.available() > 0 || self.reserved.as_ref().is_some_and(|r| r.available() > 0)
     }
 
     pub fn close(&self) {
         self.slots.close();
+        if let Some(r) = &self.reserved {
+            r.close();
+        }
     }
 
     /// Waits until no run executes, or `grace` passes. True when all finished.
@@ -140,8 +191,15 @@ mod tests {
     use super::*;
 
     /// Yields until `gauge` reads `n` (the tasks this test spawned have reached that point).
+    /// Fails instead of hanging when the gauge never gets there (a slot given to the wrong work).
     async fn until(gauge: &prometheus::IntGauge, n: i64) {
+        let since = std::time::Instant::now();
         while gauge.get() != n {
+            assert!(
+                since.elapsed() < std::time::Duration::from_secs(20),
+                "the gauge stayed at {} (waited for {n})",
+                gauge.get()
+            );
             tokio::task::yield_now().await;
         }
     }
@@ -150,12 +208,12 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn one_callers_waiting_runs_do_not_hold_back_another_callers_run() {
         let metrics = Arc::new(Metrics::new());
-        let runner = Arc::new(Runner::new(1, 10, metrics.clone()));
+        let runner = Arc::new(Runner::new(1, 0, 10, metrics.clone()));
         let order = Arc::new(Mutex::new(Vec::new()));
         let (go, wait) = std::sync::mpsc::channel::<()>();
         let r = runner.clone();
         let mut tasks = vec![tokio::spawn(async move {
-            r.run("a", move || wait.recv().unwrap()).await.unwrap()
+            r.grade("a", move || wait.recv().unwrap()).await.unwrap()
         })];
         until(&metrics.in_flight, 1).await;
         // a queues three more (a /check flood), then b one run.
@@ -165,7 +223,7 @@ mod tests {
         {
             let (r, order) = (runner.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
-                r.run(caller, move || order.lock().unwrap().push(name))
+                r.grade(caller, move || order.lock().unwrap().push(name))
                     .await
                     .unwrap()
             }));
@@ -181,13 +239,13 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_run_dropped_while_queued_is_no_longer_counted_as_queued() {
         let metrics = Arc::new(Metrics::new());
-        let runner = Arc::new(Runner::new(1, 10, metrics.clone()));
+        let runner = Arc::new(Runner::new(1, 0, 10, metrics.clone()));
         let (go, wait) = std::sync::mpsc::channel::<()>();
         let r = runner.clone();
-        let busy = tokio::spawn(async move { r.run("a", move || wait.recv().unwrap()).await });
+        let busy = tokio::spawn(async move { r.grade("a", move || wait.recv().unwrap()).await });
         until(&metrics.in_flight, 1).await;
         let r = runner.clone();
-        let queued = tokio::spawn(async move { r.run("b", || ()).await });
+        let queued = tokio::spawn(async move { r.grade("b", || ()).await });
         until(&metrics.queued, 1).await;
         // The client goes away: its request's future is dropped while it waits.
         queued.abort();
@@ -195,5 +253,88 @@ mod tests {
         assert_eq!(metrics.queued.get(), 0);
         go.send(()).unwrap();
         busy.await.unwrap().unwrap();
+    }
+
+    /// Starts `f` as `work` for `caller` on `runner`, blocked until its sender is dropped or sent.
+    fn blocked(
+        runner: &Arc<Runner>,
+        work: Work,
+        caller: &'static str,
+    ) -> (std::sync::mpsc::Sender<()>, tokio::task::JoinHandle<()>) {
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let r = runner.clone();
+        let task = tokio::spawn(async move {
+            r.execute(work, caller, move || {
+                let _ = wait.recv();
+                ((), ())
+            })
+            .await
+            .unwrap()
+        });
+        (go, task)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_program_runs_in_a_reserved_slot_while_gradings_hold_and_wait_for_the_shared_ones() {
+        let metrics = Arc::new(Metrics::new());
+        let runner = Arc::new(Runner::new(1, 1, 10, metrics.clone()));
+        let (check_a, a) = blocked(&runner, Work::Grading, "a");
+        until(&metrics.in_flight, 1).await;
+        // A second grading waits, though the reserved slot is free: it is not for gradings.
+        let (check_b, b) = blocked(&runner, Work::Grading, "b");
+        until(&metrics.queued, 1).await;
+        tokio::task::yield_now().await;
+        assert_eq!(
+            metrics.in_flight.get(),
+            1,
+            "a grading took the reserved slot"
+        );
+        // A program does not wait for either grading.
+        let r = runner.clone();
+        let ran = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            r.run_then("c", || ("ran", ())),
+        )
+        .await
+        .expect("the program waited for a grading to end")
+        .unwrap();
+        assert_eq!(ran, "ran");
+        assert!(!a.is_finished() && !b.is_finished());
+        assert_eq!(metrics.queued.get(), 1);
+        check_a.send(()).unwrap();
+        a.await.unwrap();
+        check_b.send(()).unwrap();
+        b.await.unwrap();
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_waiting_program_takes_whichever_slot_frees_first_and_leaves_the_other_queue() {
+        let metrics = Arc::new(Metrics::new());
+        let runner = Arc::new(Runner::new(1, 1, 10, metrics.clone()));
+        let (check_a, a) = blocked(&runner, Work::Grading, "a");
+        until(&metrics.in_flight, 1).await;
+        let (run_c, c) = blocked(&runner, Work::Program, "c");
+        until(&metrics.in_flight, 2).await;
+        // Both slots busy: d waits in both lines; the reserved one frees first.
+        let (run_d, d) = blocked(&runner, Work::Program, "d");
+        until(&metrics.queued, 1).await;
+        run_c.send(()).unwrap();
+        c.await.unwrap();
+        until(&metrics.queued, 0).await;
+        until(&metrics.in_flight, 2).await;
+        assert!(!a.is_finished(), "the grading still holds the shared slot");
+        // d left the shared line: a grading queued now gets the shared slot when a ends.
+        let (check_e, e) = blocked(&runner, Work::Grading, "e");
+        until(&metrics.queued, 1).await;
+        check_a.send(()).unwrap();
+        a.await.unwrap();
+        until(&metrics.queued, 0).await;
+        assert_eq!(metrics.in_flight.get(), 2, "d and e run");
+        run_d.send(()).unwrap();
+        check_e.send(()).unwrap();
+        d.await.unwrap();
+        e.await.unwrap();
+        assert_eq!(runner.slots.available(), 1);
+        assert_eq!(runner.reserved.as_ref().unwrap().available(), 1);
     }
 }

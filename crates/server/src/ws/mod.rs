@@ -376,7 +376,7 @@ async fn handle(
             });
             // Said before the wait, so a client is not left with silence while the server is
             // busy (the editor says so); `started` ends it.
-            let queued = queue_notices && !st.runner.has_free_slot();
+            let queued = queue_notices && !st.runner.has_free_slot_for_a_program();
             let st = st.clone();
             let ev_tx = ev_tx.clone();
             let caller_id = caller.id.clone();
