@@ -142,6 +142,65 @@ fn a_follow_up_on_another_node_continues_in_the_sandbox_that_node_keeps() {
     });
 }
 
+/// A request waiting for a submission (`?wait=true`) on one node is answered when another node
+/// judges it: the store tells every node of each finished job (PostgreSQL `NOTIFY`), and only
+/// that job's waiters look. Node A has no workers; node B starts after A's request waits, so the
+/// verdict comes from B while A waits. The wait (25 s) is shorter than A's own look-again
+/// interval (30 s): only the notice can end it before its timeout. (Before, every waiter read the
+/// database every 200 ms.)
+#[test]
+fn a_submission_waited_for_on_one_node_is_answered_when_another_judges_it() {
+    rt().block_on(async {
+        let (db_url, db_name) = pg_support::fresh_postgres_database().await;
+        let blobs = tempfile::tempdir().unwrap();
+        let cfg = format!(
+            "database_url = \"{db_url}\"\nblobs_dir = \"{}\"\n",
+            blobs.path().display()
+        );
+        let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a = Server::start_in(da.path(), &format!("{cfg}[submissions]\nworkers = 0\n"), &[]);
+        let alice = a.token("student").await;
+        let (st, v) = a
+            .post(
+                &alice,
+                "/submissions",
+                json!({"language": "python", "source_code": "print(42)\n", "expected_output": "42\n"}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+        let id = v["id"].as_str().unwrap().to_string();
+        let asked = std::time::Instant::now();
+        let waiting = {
+            let (url, alice) = (a.url(&format!("/submissions/{id}?wait=true&timeout=25")), alice.clone());
+            tokio::spawn(async move {
+                let r = reqwest::Client::new().get(url).bearer_auth(alice).send().await.unwrap();
+                (r.status(), r.json::<Value>().await.unwrap())
+            })
+        };
+        // A has read the job as queued and waits; then B comes up and judges it.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        assert!(!waiting.is_finished());
+        let b = Server::start_in(db.path(), &cfg, &[]);
+        let (st, v) = waiting.await.unwrap();
+        assert_eq!(st, StatusCode::OK, "{v}");
+        // At its 25 s timeout the wait answers whatever the job is (by then judged too): the
+        // answer must have come well before, when B's verdict was told.
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(20),
+            "A's waiter was answered at its timeout, not when B judged: {v}"
+        );
+        assert_eq!(
+            (&v["status"], &v["verdict"]),
+            (&json!("done"), &json!("accepted")),
+            "A's waiter was not told of B's verdict: {v}\nA:\n{}\nB:\n{}",
+            a.log(),
+            b.log()
+        );
+        drop((a, b));
+        pg_support::drop_postgres_database(&db_name).await;
+    });
+}
+
 #[test]
 fn a_sandbox_kept_before_a_restart_is_said_to_have_ended_with_it() {
     let data = tempfile::tempdir().unwrap();

@@ -712,3 +712,78 @@ async fn a_suite_submission_refuses_what_only_a_run_reads() {
     assert_eq!(stored(&s).await, 0);
     s.stop().await;
 }
+
+/// A request waiting for a submission (`?wait=true`) is answered when its verdict is recorded
+/// (here by a remote worker's result), not at its timeout: each finish wakes that job's waiters,
+/// and a waiter no longer reads the database every 200 ms meanwhile (300 waiters cost ~21 % of a
+/// core). The wait (25 s) is shorter than the server's look-again interval (30 s): only the
+/// wake-up can end it before its timeout. A waiter for another job keeps waiting.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiting_request_is_answered_when_its_verdict_is_recorded() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    let worker = s.token(Role::Worker).await;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let (st, v) = s.post(&t, "/submissions", json!({"cmd": "true"})).await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+        ids.push(v["id"].as_str().unwrap().to_string());
+    }
+    let (st, claim) = s.post(&worker, "/worker/claim", json!({"wait": 0})).await;
+    assert_eq!(st, StatusCode::OK, "{claim}");
+    assert_eq!(claim["id"], ids[0].as_str());
+    let asked = std::time::Instant::now();
+    let wait = |id: &str| {
+        let (url, t) = (
+            s.url(&format!("/submissions/{id}?wait=true&timeout=25")),
+            t.clone(),
+        );
+        tokio::spawn(async move {
+            let r = reqwest::Client::new()
+                .get(url)
+                .bearer_auth(t)
+                .send()
+                .await
+                .unwrap();
+            json_of(r).await
+        })
+    };
+    let (judged, other) = (wait(&ids[0]), wait(&ids[1]));
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!judged.is_finished() && !other.is_finished());
+
+    let body = serde_json::to_vec(&json!({
+        "lease": claim["lease"],
+        "verdict": {"verdict": "accepted", "score": 1.0, "max_score": 1.0},
+    }))
+    .unwrap();
+    let key = corral_store::sha256_hex(worker.as_bytes());
+    let sig = corral_judge::signature_header(key.as_bytes(), corral_store::now(), &body);
+    let r = reqwest::Client::new()
+        .post(s.url(&format!("/worker/jobs/{}/result", ids[0])))
+        .bearer_auth(&worker)
+        .header("content-type", "application/json")
+        .header("Corral-Signature", sig)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+
+    let (st, v) = judged.await.unwrap();
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(
+        (&v["status"], &v["verdict"]),
+        (&json!("done"), &json!("accepted")),
+        "{v}"
+    );
+    // At its 25 s timeout the wait answers whatever the job is (judged by then too): the answer
+    // must have come well before, when the verdict was recorded.
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(20),
+        "the waiter was answered at its timeout, not when its verdict was recorded: {v}"
+    );
+    assert!(!other.is_finished(), "another job's waiter was answered");
+    other.abort();
+    s.stop().await;
+}

@@ -298,6 +298,20 @@ pub trait JobStore: Send + Sync {
     /// Tells every node's waiting workers that there is new work (PostgreSQL; nothing to tell on
     /// SQLite, whose one process wakes its own workers).
     async fn notify_work(&self);
+    /// Jobs finished by any node from now on, as each commits (PostgreSQL: `LISTEN
+    /// corral_finished`). `None` on SQLite: only this process finishes jobs, and it tells its
+    /// own waiters.
+    fn finished_jobs(&self) -> Option<tokio::sync::broadcast::Receiver<FinishNotice>>;
+}
+
+/// A job finished somewhere ([`JobStore::finished_jobs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishNotice {
+    /// This job (its id).
+    Job(String),
+    /// Some may have finished unheard (the listening connection was down, or the subscriber
+    /// fell behind): whoever waits should look.
+    Missed,
 }
 
 /// The result of one callback try.

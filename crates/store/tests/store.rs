@@ -407,6 +407,95 @@ async fn postgres_new_work_wakes_other_nodes() {
     support::drop_postgres_database(&name).await;
 }
 
+/// Two stores on one PostgreSQL database: a job finished on one (a verdict, or a lease that
+/// expired once too often) is heard on the other by its id, so the requests waiting for it there
+/// answer at once instead of polling the database. SQLite's one process tells its own waiters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_finished_jobs_are_heard_by_other_nodes() {
+    let d = tempfile::tempdir().unwrap();
+    let sqlite = corral_store::open(
+        &format!("sqlite://{}", d.path().join("x.db").display()),
+        &d.path().join("sqlite-blobs"),
+    )
+    .await
+    .unwrap();
+    assert!(sqlite.finished_jobs().is_none());
+    sqlite.close().await;
+
+    let (url, name) = support::fresh_postgres_database().await;
+    let a = corral_store::open(&url, &d.path().join("blobs"))
+        .await
+        .unwrap();
+    let b = corral_store::open(&url, &d.path().join("blobs"))
+        .await
+        .unwrap();
+    let mut heard = a
+        .finished_jobs()
+        .expect("PostgreSQL announces finished jobs");
+    let new_job = |n: usize, max_attempts: u32| NewJob {
+        owner: "o".into(),
+        spec: format!("{{\"n\":{n}}}"),
+        upload_id: None,
+        suite_upload_id: None,
+        callback_url: None,
+        max_attempts,
+        idempotency: None,
+    };
+    // Node A's listener may not be listening yet: finish jobs on B until A hears one (bounded).
+    let mut first = None;
+    'rounds: for n in 0..300 {
+        let id = b.enqueue(vec![new_job(n, 3)]).await.unwrap().remove(0);
+        let c = b
+            .claim_job("w", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.job.id, id);
+        let done = b
+            .complete_job(&id, &c.lease, corral_store::JobState::Done, "{}", None)
+            .await
+            .unwrap();
+        assert_eq!(done, corral_store::Completion::Recorded);
+        let until = tokio::time::Instant::now() + Duration::from_millis(100);
+        while let Ok(Ok(notice)) = tokio::time::timeout_at(until, heard.recv()).await {
+            if notice == corral_store::FinishNotice::Job(id.clone()) {
+                first = Some(n);
+                break 'rounds;
+            }
+        }
+    }
+    assert!(first.is_some(), "node A never heard node B's finished job");
+    // Failed by B's reaper: A hears that one too, and nothing about the requeued one.
+    let requeued = b.enqueue(vec![new_job(1000, 3)]).await.unwrap().remove(0);
+    let failing = b.enqueue(vec![new_job(1001, 1)]).await.unwrap().remove(0);
+    for _ in 0..2 {
+        b.claim_job("w", Duration::from_millis(1))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let e = b.expire_leases().await.unwrap();
+    assert_eq!(
+        (e.failed, e.requeued),
+        (vec![failing.clone()], vec![requeued])
+    );
+    let notice = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match heard.recv().await.unwrap() {
+                corral_store::FinishNotice::Missed => continue,
+                job => return job,
+            }
+        }
+    })
+    .await
+    .expect("node A heard the failed job");
+    assert_eq!(notice, corral_store::FinishNotice::Job(failing));
+    a.close().await;
+    b.close().await;
+    support::drop_postgres_database(&name).await;
+}
+
 /// A loopback TCP port forwarding to the test PostgreSQL server; once stopped, connections to it
 /// are refused, as to a database host whose server is down.
 struct PgProxy {

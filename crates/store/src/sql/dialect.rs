@@ -32,6 +32,9 @@ pub trait Dialect: sqlx::Database {
     /// Announces new work to every node (PostgreSQL `NOTIFY`; inside a transaction it is sent at
     /// commit). SQLite has no other nodes to tell.
     const NOTIFY_WORK: Option<&'static str>;
+    /// Announces a finished job (`$1`: its id) to every node's waiting requests, sent at commit
+    /// like [`Dialect::NOTIFY_WORK`]. SQLite: this process tells its own waiters.
+    const NOTIFY_FINISHED: Option<&'static str>;
 
     /// The database's clock, Unix milliseconds (an expression). Leases are given and expired by
     /// it: nodes whose clocks disagree (or one whose clock jumps) still agree on when a lease

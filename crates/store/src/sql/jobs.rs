@@ -14,8 +14,8 @@ use crate::clock::now_ms;
 use crate::error::{Result, StoreError};
 use crate::ids::random_hex;
 use crate::jobs::{
-    new_job_id, CallbackClaim, CallbackOutcome, Claim, Completion, Enqueued, Expired, Job,
-    JobEvent, JobImage, JobState, JobStore, KeyedJob, NewJob, QueueStats,
+    new_job_id, CallbackClaim, CallbackOutcome, Claim, Completion, Enqueued, Expired, FinishNotice,
+    Job, JobEvent, JobImage, JobState, JobStore, KeyedJob, NewJob, QueueStats,
 };
 
 #[async_trait::async_trait]
@@ -272,6 +272,9 @@ where
                 "failed"
             };
             record_event::<D>(&mut tx, id, kind, worker.as_deref(), None).await?;
+            if let Some(notify) = D::NOTIFY_FINISHED {
+                sqlx::query(notify).bind(id).execute(&mut *tx).await?;
+            }
             tx.commit().await?;
             return Ok(Completion::Recorded);
         }
@@ -366,6 +369,12 @@ where
             )
             .await?;
             record_event::<D>(&mut tx, id, "failed", None, Some("lease expired too often")).await?;
+            if let Some(notify) = D::NOTIFY_FINISHED {
+                sqlx::query(notify)
+                    .bind(id.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+            }
         }
         for id in &requeued {
             record_event::<D>(
@@ -487,6 +496,10 @@ where
                 false
             }
         }
+    }
+
+    fn finished_jobs(&self) -> Option<tokio::sync::broadcast::Receiver<FinishNotice>> {
+        self.listener.as_ref().map(|l| l.finished())
     }
 
     async fn notify_work(&self) {

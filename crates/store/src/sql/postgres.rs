@@ -6,8 +6,9 @@
 //! A claim locks the chosen row with `FOR UPDATE SKIP LOCKED` inside the statement that updates
 //! it: concurrent claimers on any number of nodes skip each other's rows instead of waiting or
 //! colliding. New work is announced with `NOTIFY corral_work` (inside the enqueuing transaction,
-//! so it arrives after the commit); one `LISTEN` connection per process
-//! ([`WorkListener`]) wakes that process's waiting workers.
+//! so it arrives after the commit), a finished job with `NOTIFY corral_finished` (its id); one
+//! `LISTEN` connection per process ([`Listener`]) wakes that process's waiting workers and the
+//! requests waiting for that job.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -17,8 +18,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::Postgres;
 
 use super::dialect::Dialect;
+use super::pg_listener::Listener;
 use super::store::SqlStore;
-use super::work_listener::WorkListener;
 use crate::error::Result;
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -39,7 +40,7 @@ impl SqlStore<Postgres> {
         // Several nodes starting at once: migrations take an advisory lock (sqlx does).
         super::migrate::migrate(&db, &MIGRATIONS, None).await?;
         let mut store = SqlStore::with_pool(db, blob_dir).await?;
-        store.listener = Some(WorkListener::start(store.db.clone()));
+        store.listener = Some(Listener::start(store.db.clone()));
         Ok(store)
     }
 }
@@ -77,6 +78,7 @@ impl Dialect for Postgres {
     const LOCK_KEY: Option<&'static str> =
         Some("SELECT pg_advisory_xact_lock(1668248178, hashtext($1))");
     const NOTIFY_WORK: Option<&'static str> = Some("SELECT pg_notify('corral_work', '')");
+    const NOTIFY_FINISHED: Option<&'static str> = Some("SELECT pg_notify('corral_finished', $1)");
     const NOW_MS: &'static str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
 
     fn rows_affected(r: &sqlx::postgres::PgQueryResult) -> u64 {
@@ -87,11 +89,20 @@ impl Dialect for Postgres {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::work_listener::WORK_CHANNEL;
+    use crate::sql::pg_listener::{FINISHED_CHANNEL, WORK_CHANNEL};
 
     #[test]
     fn work_is_announced_on_the_channel_listened_to() {
         let notify = <Postgres as Dialect>::NOTIFY_WORK.unwrap();
         assert!(notify.contains(&format!("'{WORK_CHANNEL}'")), "{notify}");
+    }
+
+    #[test]
+    fn finished_jobs_are_announced_on_the_channel_listened_to() {
+        let notify = <Postgres as Dialect>::NOTIFY_FINISHED.unwrap();
+        assert!(
+            notify.contains(&format!("'{FINISHED_CHANNEL}'")),
+            "{notify}"
+        );
     }
 }

@@ -127,6 +127,7 @@ impl Dialect for Sqlite {
     const NEXT_SERVED: &'static str = "(SELECT COALESCE(MAX(served), 0) + 1 FROM queue_owners)";
     const LOCK_KEY: Option<&'static str> = None;
     const NOTIFY_WORK: Option<&'static str> = None;
+    const NOTIFY_FINISHED: Option<&'static str> = None;
     // julianday('now') has millisecond resolution; day 2440587.5 is the Unix epoch.
     const NOW_MS: &'static str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use super::db_file::DbFile;
 use super::dialect::Dialect;
-use super::work_listener::WorkListener;
+use super::pg_listener::Listener;
 use crate::blobs::BlobStore;
 use crate::error::{Result, StoreError};
 
@@ -13,8 +13,9 @@ use crate::error::{Result, StoreError};
 pub struct SqlStore<D: sqlx::Database> {
     pub(super) db: sqlx::Pool<D>,
     blobs: BlobStore,
-    /// PostgreSQL: notifications of new work from every node. SQLite: none, workers poll.
-    pub(super) listener: Option<WorkListener>,
+    /// PostgreSQL: notifications of new work and finished jobs from every node. SQLite: none
+    /// (one process: it wakes its own workers and waiters).
+    pub(super) listener: Option<Listener>,
     /// SQLite: the database file as opened, for the write probe to see it deleted or replaced.
     pub(super) file: Option<DbFile>,
 }

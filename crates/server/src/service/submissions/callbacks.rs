@@ -129,7 +129,7 @@ pub async fn delivery_loop(st: SharedState) {
         };
         let Some(claim) = claim else {
             tokio::select! {
-                _ = st.queue.finished.notified() => {}
+                _ = st.queue.finished.any_finished() => {}
                 _ = tokio::time::sleep(Duration::from_millis(250)) => {}
                 _ = slots.one_finished() => {}
                 _ = stop.changed() => {}

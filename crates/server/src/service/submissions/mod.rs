@@ -4,7 +4,8 @@
 //!
 //! - [`accept`]: checking a submission and queueing it; [`idempotency`]: a client's
 //!   `Idempotency-Key`, so a retried request makes no second submission.
-//! - [`view`]: a submission as its owner sees it; waiting for it.
+//! - [`view`]: a submission as its owner sees it; waiting for it, woken per job by
+//!   [`finished_jobs`].
 //! - [`queue`]: the queue's in-process signals, metrics and callback key.
 //! - [`workers`]: in-process workers and the lease reaper.
 //! - [`remote`]: claims, heartbeats and results of remote workers.
@@ -15,6 +16,7 @@ pub mod accept;
 pub mod callback_slots;
 pub mod callback_targets;
 pub mod callbacks;
+pub mod finished_jobs;
 pub mod give_back;
 pub mod idempotency;
 pub mod queue;

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::finished_jobs::FinishedJobs;
 use crate::config::Config;
 use crate::error::ServerError;
 use crate::metrics::Metrics;
@@ -12,8 +13,9 @@ use crate::metrics::Metrics;
 pub struct QueueHandle {
     /// New work was enqueued here (local workers wake at once; other nodes poll or LISTEN).
     pub work: tokio::sync::Notify,
-    /// A job finished here (local `?wait=true` requests look again at once).
-    pub finished: tokio::sync::Notify,
+    /// The `?wait=true` requests here, woken when their job finishes (here or, told by the
+    /// store, on another node).
+    pub finished: FinishedJobs,
     /// Jobs being judged by this process's workers right now.
     pub in_flight: AtomicUsize,
     /// Those jobs' ids and leases: what a shutdown gives back to the queue when their runs

@@ -241,7 +241,7 @@ pub async fn record_result(
                 .inc();
             st.metrics.judged(v.verdict);
             tracing::info!(submission = %id, verdict = v.verdict.as_str(), worker = %caller.id, "judged by a remote worker");
-            st.queue.finished.notify_waiters();
+            st.queue.finished.finished(id);
             Ok(ResultResponse {
                 result: "recorded".into(),
             })

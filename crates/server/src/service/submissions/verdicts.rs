@@ -41,7 +41,7 @@ pub async fn record(st: &SharedState, id: &str, lease: &str, verdict: &Verdict) 
                     .inc();
                 st.metrics.judged(verdict.verdict);
                 tracing::info!(submission = %id, verdict = verdict.verdict.as_str(), "judged");
-                st.queue.finished.notify_waiters();
+                st.queue.finished.finished(id);
                 return;
             }
             Ok(Completion::AlreadyRecorded) => return,

@@ -126,6 +126,12 @@ impl SubmissionView {
     }
 }
 
+/// The longest a waiting request goes without reading its job: every finish is told (here, or
+/// by the store for other nodes, with a notice when some went unheard), so this only bounds what
+/// a lost notice could cost. As long as the default `wait_max`: a test that waits less than it
+/// sees only what it was told.
+const LOOK_AGAIN: Duration = Duration::from_secs(30);
+
 /// The caller's job, waiting up to `wait` for it to finish (401 as soon as the caller's token is
 /// revoked).
 pub async fn wait_for(
@@ -146,9 +152,10 @@ async fn wait_unrevoked(
     wait: Duration,
 ) -> Result<Job, ApiError> {
     let deadline = tokio::time::Instant::now() + wait;
+    let watch = st.queue.finished.watch(id);
     loop {
         // Register interest before looking, so a finish in between is not missed.
-        let finished = st.queue.finished.notified();
+        let finished = watch.notified();
         let job = st
             .store
             .get_job(id)
@@ -159,8 +166,7 @@ async fn wait_unrevoked(
         if job.state.is_finished() || now >= deadline {
             return Ok(job);
         }
-        // Another node may finish it: look again at least every 200 ms.
-        let nap = (deadline - now).min(Duration::from_millis(200));
+        let nap = (deadline - now).min(LOOK_AGAIN);
         tokio::select! {
             _ = finished => {}
             _ = tokio::time::sleep(nap) => {}

@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use corral_store::Claim;
+use corral_store::{Claim, FinishNotice};
 
 use super::give_back::{give_back, Unprepared};
 use super::queue::QueueHandle;
@@ -27,9 +27,29 @@ pub fn spawn(st: SharedState) -> Vec<tokio::task::JoinHandle<()>> {
         .map(|i| tokio::spawn(worker_loop(st.clone(), i)))
         .collect();
     tasks.push(tokio::spawn(reaper(st.clone())));
+    if let Some(heard) = st.store.finished_jobs() {
+        tasks.push(tokio::spawn(relay_finished(st.clone(), heard)));
+    }
     tasks.push(tokio::spawn(super::callbacks::delivery_loop(st.clone())));
     tracing::info!(workers = n, node = %st.queue.node, "submission workers started");
     tasks
+}
+
+/// Wakes the requests here waiting for jobs other nodes finished (PostgreSQL), as the store
+/// hears of them.
+async fn relay_finished(
+    st: SharedState,
+    mut heard: tokio::sync::broadcast::Receiver<FinishNotice>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match heard.recv().await {
+            Ok(FinishNotice::Job(id)) => st.queue.finished.finished_elsewhere(&id),
+            // Some went unheard: every waiter looks.
+            Ok(FinishNotice::Missed) | Err(RecvError::Lagged(_)) => st.queue.finished.all(),
+            Err(RecvError::Closed) => return,
+        }
+    }
 }
 
 /// Counts a job as in flight, and its lease as in hand, while it lives.
@@ -230,7 +250,9 @@ async fn reaper(st: SharedState) {
                         count = e.failed.len(),
                         "submissions failed: their workers stopped answering too often"
                     );
-                    st.queue.finished.notify_waiters();
+                    for id in &e.failed {
+                        st.queue.finished.finished(id);
+                    }
                 }
             }
             Err(e) => tracing::warn!(error = %e, "expiring leases failed"),
