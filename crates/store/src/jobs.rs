@@ -79,6 +79,8 @@ pub struct NewJob {
     /// The upload of the suite the job is graded with (a registered suite's files, pinned when
     /// the job was accepted), kept from retention likewise.
     pub suite_upload_id: Option<String>,
+    /// The id of the suite that grades it (staff list and grade submissions by it).
+    pub suite: Option<String>,
     pub callback_url: Option<String>,
     /// Claims after which an expired lease marks the job failed instead of queueing it again.
     pub max_attempts: u32,
@@ -137,6 +139,28 @@ pub struct Job {
     pub image_name: Option<String>,
     /// That image's manifest digest (`sha256:…`).
     pub image_digest: Option<String>,
+}
+
+/// Which jobs [`JobStore::list_jobs`] returns: every condition given must hold.
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    pub owner: Option<String>,
+    pub suite: Option<String>,
+    pub state: Option<JobState>,
+    /// Only jobs that arrived before this position (a page's last `seq`).
+    pub before: Option<i64>,
+    pub limit: u32,
+}
+
+/// A job in a list: where it is in the arrival order, its suite and its owner's token name.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct ListedJob {
+    pub seq: i64,
+    pub suite: Option<String>,
+    /// The owner's token name (`None` when the token is gone).
+    pub owner_name: Option<String>,
+    #[sqlx(flatten)]
+    pub job: Job,
 }
 
 /// The container image a job ran in, recorded with its verdict.
@@ -247,6 +271,11 @@ pub trait JobStore: Send + Sync {
     async fn enqueue_within(&self, jobs: Vec<NewJob>, max_pending: Option<u64>)
         -> Result<Enqueued>;
     async fn get_job(&self, id: &str) -> Result<Option<Job>>;
+    /// The jobs `filter` selects, newest first, at most `filter.limit`; a page ends at the
+    /// last one's `seq` (give it as the next page's `before`).
+    async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<ListedJob>>;
+    /// Each owner's latest finished (done or failed) job graded by suite `suite`, by owner name.
+    async fn gradebook(&self, suite: &str) -> Result<Vec<ListedJob>>;
     /// The job `owner` made under idempotency key `key`, while that job is kept (retention
     /// forgets the key with it).
     async fn job_by_key(&self, owner: &str, key: &str) -> Result<Option<KeyedJob>>;

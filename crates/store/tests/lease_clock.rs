@@ -22,6 +22,7 @@ async fn a_node_ahead_of_the_database_expires_no_live_lease(s: Arc<dyn Store>) {
         suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
+        suite: None,
         idempotency: None,
     }])
     .await

@@ -23,6 +23,7 @@ fn job(owner: &str, n: usize) -> NewJob {
         suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
+        suite: None,
         idempotency: None,
     }
 }
@@ -610,6 +611,7 @@ async fn the_pending_cap_holds_under_concurrent_enqueues(s: Arc<dyn Store>) {
 /// `job(owner, n)` under idempotency key `key`, its request's fingerprint `fingerprint`.
 fn keyed(owner: &str, n: usize, key: &str, fingerprint: &str) -> NewJob {
     NewJob {
+        suite: None,
         idempotency: Some(IdempotencyKey {
             key: key.into(),
             fingerprint: fingerprint.into(),
@@ -708,8 +710,139 @@ async fn concurrent_enqueues_with_one_key_store_one_job(s: Arc<dyn Store>) {
     }
 }
 
+/// Staff's view of the queue: a list newest first, paged by position, filtered by owner, suite
+/// and state (each with the owner's token name); and a suite's gradebook, each owner's latest
+/// finished submission (a later one still running does not replace it; a failed one does).
+async fn jobs_are_listed_by_page_and_filter_and_graded_per_owner(s: Arc<dyn Store>) {
+    use corral_store::{JobFilter, Role};
+    let ada = s.create_token(Role::Student, "ada").await.unwrap().info.id;
+    let bob = s.create_token(Role::Student, "bob").await.unwrap().info.id;
+    let of = |owner: &str, n: usize, suite: Option<&str>| NewJob {
+        suite: suite.map(str::to_string),
+        ..job(owner, n)
+    };
+    let mut ids = Vec::new();
+    for j in [
+        of(&ada, 0, Some("s1")),
+        of(&ada, 1, Some("s1")),
+        of(&bob, 2, Some("s1")),
+        of(&ada, 3, Some("s2")),
+        of(&bob, 4, None),
+        of(&ada, 5, Some("s1")),
+    ] {
+        ids.extend(s.enqueue(vec![j]).await.unwrap());
+    }
+    // Every job, two a page, newest first.
+    let mut seen = Vec::new();
+    let mut before = None;
+    loop {
+        let page = s
+            .list_jobs(&JobFilter {
+                before,
+                limit: 2,
+                ..JobFilter::default()
+            })
+            .await
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        assert!(page.len() <= 2);
+        before = Some(page.last().unwrap().seq);
+        seen.extend(page.into_iter().map(|l| l.job.id));
+    }
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(seen, newest_first);
+    let listed = |f: JobFilter| {
+        let s = s.clone();
+        async move {
+            s.list_jobs(&JobFilter { limit: 100, ..f })
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|l| l.job.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    let s1 = Some("s1".to_string());
+    assert_eq!(
+        listed(JobFilter {
+            suite: s1.clone(),
+            ..JobFilter::default()
+        })
+        .await,
+        [
+            ids[5].clone(),
+            ids[2].clone(),
+            ids[1].clone(),
+            ids[0].clone()
+        ]
+    );
+    assert_eq!(
+        listed(JobFilter {
+            suite: s1.clone(),
+            owner: Some(ada.clone()),
+            ..JobFilter::default()
+        })
+        .await,
+        [ids[5].clone(), ids[1].clone(), ids[0].clone()]
+    );
+    let one = s
+        .list_jobs(&JobFilter {
+            limit: 1,
+            ..JobFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (one[0].owner_name.as_deref(), one[0].suite.as_deref()),
+        (Some("ada"), Some("s1"))
+    );
+
+    // Judge: ada's first s1 job passes, her second fails, her third stays running; bob's passes.
+    let mut leases = std::collections::HashMap::new();
+    while let Some(c) = s.claim_job("w", LONG).await.unwrap() {
+        leases.insert(c.job.id.clone(), c.lease);
+    }
+    for (i, state) in [
+        (0, JobState::Done),
+        (1, JobState::Failed),
+        (2, JobState::Done),
+    ] {
+        let r = s
+            .complete_job(&ids[i], &leases[&ids[i]], state, "{}", None)
+            .await
+            .unwrap();
+        assert_eq!(r, Completion::Recorded);
+    }
+    assert_eq!(
+        listed(JobFilter {
+            state: Some(JobState::Running),
+            ..JobFilter::default()
+        })
+        .await,
+        [ids[5].clone(), ids[4].clone(), ids[3].clone()]
+    );
+    let book: Vec<(Option<String>, String)> = s
+        .gradebook("s1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.owner_name, l.job.id))
+        .collect();
+    assert_eq!(
+        book,
+        [
+            (Some("ada".to_string()), ids[1].clone()),
+            (Some("bob".to_string()), ids[2].clone())
+        ]
+    );
+    assert!(s.gradebook("nobody").await.unwrap().is_empty());
+}
+
 on_both_backends!(
     threads = 4;
+    jobs_are_listed_by_page_and_filter_and_graded_per_owner,
     one_key_of_an_owner_names_one_job,
     concurrent_enqueues_with_one_key_store_one_job,
     the_pending_cap_holds_under_concurrent_enqueues,

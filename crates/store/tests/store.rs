@@ -133,6 +133,7 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
         suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
+        suite: None,
         idempotency: None,
     }])
     .await
@@ -158,6 +159,7 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
         suite_upload_id: Some(pinned.id.clone()),
         callback_url: None,
         max_attempts: 3,
+        suite: None,
         idempotency: None,
     }])
     .await
@@ -247,6 +249,7 @@ async fn every_write_under_concurrency(s: Arc<dyn Store>) {
                         suite_upload_id: None,
                         callback_url: Some("http://callback.invalid/".into()),
                         max_attempts: 2,
+                        suite: None,
                         idempotency: None,
                     }])
                     .await?;
@@ -383,6 +386,7 @@ async fn postgres_new_work_wakes_other_nodes() {
             suite_upload_id: None,
             callback_url: None,
             max_attempts: 3,
+            suite: None,
             idempotency: None,
         }])
         .await
@@ -439,6 +443,7 @@ async fn postgres_finished_jobs_are_heard_by_other_nodes() {
         suite_upload_id: None,
         callback_url: None,
         max_attempts,
+        suite: None,
         idempotency: None,
     };
     // Node A's listener may not be listening yet: finish jobs on B until A hears one (bounded).
@@ -605,6 +610,7 @@ async fn postgres_sweeps_skip_rows_other_transactions_hold() {
         suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
+        suite: None,
         idempotency: None,
     };
     let ids = s.enqueue(vec![job(0), job(1)]).await.unwrap();
@@ -803,6 +809,7 @@ async fn postgres_disk_full_is_storage_full() {
         suite_upload_id: None,
         callback_url: None,
         max_attempts: 3,
+        suite: None,
         idempotency: None,
     };
     for (errcode, full) in [("disk_full", true), ("check_violation", false)] {

@@ -2,7 +2,7 @@
 //! through the store's API after the newer migrations ran. The old store is made here without
 //! an old binary: the migrations up to [`OLD_SCHEMA`] (the schema corral had before the
 //! migrations that changed existing tables: 40 backfills `submissions.suite_upload_id`, 60 adds
-//! the idempotency columns and a unique index), then rows written with that schema's SQL, as the
+//! the idempotency columns and a unique index, 80 backfills `submissions.suite`), then rows written with that schema's SQL, as the
 //! older corral wrote them. On SQLite and on PostgreSQL.
 
 mod support;
@@ -283,6 +283,20 @@ async fn read_back(s: &dyn Store, now: i64, blob_dir: &Path) {
         }
     }
 
+    // Schema 80 read each old submission's suite from its spec: staff list them by suite.
+    let by_suite = s
+        .list_jobs(&corral_store::JobFilter {
+            suite: Some("hello".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        by_suite.iter().map(|l| l.job.id.as_str()).collect::<Vec<_>>(),
+        ["j_queued"]
+    );
+
     // The queue goes on: the lease the old corral gave has expired and goes back; the queued
     // job and the expired one are claimed in arrival order and judged; the pending callback is
     // delivered.
@@ -349,6 +363,7 @@ async fn read_back(s: &dyn Store, now: i64, blob_dir: &Path) {
         suite_upload_id: Some("u_suite_v2".into()),
         callback_url: None,
         max_attempts: 3,
+        suite: None,
         idempotency: Some(IdempotencyKey {
             key: "hw3-alice".into(),
             fingerprint: fingerprint.into(),
@@ -371,6 +386,7 @@ async fn read_back(s: &dyn Store, now: i64, blob_dir: &Path) {
     assert!(s.job_by_key("t_student", "never").await.unwrap().is_none());
     // Old jobs have no key: many NULL keys of one owner are not one key.
     let plain = NewJob {
+        suite: None,
         idempotency: None,
         ..keyed("f2")
     };

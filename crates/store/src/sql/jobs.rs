@@ -15,7 +15,8 @@ use crate::error::{Result, StoreError};
 use crate::ids::random_hex;
 use crate::jobs::{
     new_job_id, CallbackClaim, CallbackOutcome, Claim, Completion, Enqueued, Expired, FinishNotice,
-    Job, JobEvent, JobImage, JobState, JobStore, KeyedJob, NewJob, QueueStats,
+    Job, JobEvent, JobFilter, JobImage, JobState, JobStore, KeyedJob, ListedJob, NewJob,
+    QueueStats,
 };
 
 #[async_trait::async_trait]
@@ -89,8 +90,9 @@ where
             let id = new_job_id();
             let inserted = sqlx::query(
                 "INSERT INTO submissions (id, owner, state, spec, upload_id, max_attempts, created_ms, \
-                 callback_url, callback_state, suite_upload_id, idempotency_key, request_fingerprint) \
-                 VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                 callback_url, callback_state, suite_upload_id, idempotency_key, request_fingerprint, \
+                 suite) \
+                 VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             )
             .bind(id.as_str())
             .bind(j.owner.as_str())
@@ -107,6 +109,7 @@ where
             .bind(j.suite_upload_id.as_deref())
             .bind(j.idempotency.as_ref().map(|k| k.key.as_str()))
             .bind(j.idempotency.as_ref().map(|k| k.fingerprint.as_str()))
+            .bind(j.suite.as_deref())
             .execute(&mut *tx)
             .await;
             if let Err(e) = inserted {
@@ -138,6 +141,39 @@ where
         }
         tx.commit().await?;
         Ok(Enqueued::Queued(ids))
+    }
+
+    async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<ListedJob>> {
+        // Each condition is off when its parameter is NULL: one statement for every filter.
+        Ok(sqlx::query_as(&format!(
+            "SELECT j.*, t.name AS owner_name FROM \
+             (SELECT seq, suite, {JOB_COLUMNS} FROM submissions \
+              WHERE ($1 IS NULL OR owner = $1) AND ($2 IS NULL OR suite = $2) \
+              AND ($3 IS NULL OR state = $3) AND ($4 IS NULL OR seq < $4) \
+              ORDER BY seq DESC LIMIT $5) j \
+             LEFT JOIN tokens t ON t.id = j.owner ORDER BY j.seq DESC"
+        ))
+        .bind(filter.owner.as_deref())
+        .bind(filter.suite.as_deref())
+        .bind(filter.state.map(|s| s.as_str()))
+        .bind(filter.before)
+        .bind(i64::from(filter.limit))
+        .fetch_all(&self.db)
+        .await?)
+    }
+
+    async fn gradebook(&self, suite: &str) -> Result<Vec<ListedJob>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT j.*, t.name AS owner_name FROM \
+             (SELECT seq, suite, {JOB_COLUMNS} FROM submissions s \
+              WHERE suite = $1 AND state IN ('done', 'failed') AND seq = \
+              (SELECT MAX(seq) FROM submissions l \
+               WHERE l.owner = s.owner AND l.suite = $1 AND l.state IN ('done', 'failed'))) j \
+             LEFT JOIN tokens t ON t.id = j.owner ORDER BY t.name, j.owner"
+        ))
+        .bind(suite)
+        .fetch_all(&self.db)
+        .await?)
     }
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {

@@ -373,6 +373,7 @@ pub async fn accept(
         spec: serde_json::to_string(&spec).expect("a job spec serialises"),
         upload_id,
         suite_upload_id: spec.suite.as_ref().and_then(|s| s.upload.clone()),
+        suite: spec.suite.as_ref().map(|s| s.id.clone()),
         callback_url: req.callback_url,
         max_attempts: st.config.submissions.max_attempts,
         idempotency: None,
