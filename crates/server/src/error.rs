@@ -48,6 +48,8 @@ pub enum ErrorKind {
     MethodNotAllowed,
     /// The thing is busy or in another state.
     Conflict,
+    /// The thing was there and is no longer kept (retention deleted it).
+    Gone,
     /// Too many files, bytes or items.
     TooLarge,
     /// A body of the wrong media type.
@@ -111,6 +113,9 @@ impl ApiError {
     }
     pub fn conflict(m: impl Into<String>) -> Self {
         Self::new(ErrorKind::Conflict, "conflict", m)
+    }
+    pub fn gone(m: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Gone, "gone", m)
     }
     pub fn too_large(m: impl Into<String>) -> Self {
         Self::new(ErrorKind::TooLarge, "too_large", m)

@@ -11,10 +11,13 @@ use axum::{Json, Router};
 use serde_json::Value;
 
 use crate::error::ErrorBody;
-use crate::http::{checks, images, meta, revisions, runs, submissions, tokens, uploads};
+use crate::http::{checks, gradebook, images, meta, revisions, runs, submissions, tokens, uploads};
 use crate::judge0::{self, doc::*};
 use crate::service::runs::{LimitValue, LimitsDoc, RunResponse, SandboxRef};
 use crate::service::submissions::accept::{SubmissionFile, SubmissionRequest};
+use crate::service::submissions::gradebook::{Gradebook, GradebookRow};
+use crate::service::submissions::listing::{SubmissionPage, SubmissionSummary};
+use crate::service::submissions::regrade::Regraded;
 use crate::service::submissions::view::{CallbackInfo, SubmissionView};
 use crate::service::suites::SuiteInfo;
 use crate::state::SharedState;
@@ -380,6 +383,8 @@ fn exactly_one_mode(doc: &mut utoipa::openapi::OpenApi) {
 #[openapi(
     paths(
         submissions::submit, submissions::submit_batch, submissions::get_submission,
+        submissions::list_submissions, submissions::regrade_submission,
+        gradebook::get_gradebook, gradebook::regrade_suite,
         crate::worker_api::claim, crate::worker_api::heartbeat, crate::worker_api::result,
         crate::worker_api::images::resolve, crate::worker_api::images::blob,
     ),
@@ -387,7 +392,8 @@ fn exactly_one_mode(doc: &mut utoipa::openapi::OpenApi) {
         SubmissionRequest, SubmissionFile, submissions::SubmissionCreated, submissions::BatchRequest,
         submissions::BatchResponse, submissions::BatchItem, SubmissionView, CallbackInfo, VerdictKind,
         Verdict, ClaimRequest, ClaimedJob, JobFile, LeaseRequest,
-        ResultRequest, ResultResponse,
+        ResultRequest, ResultResponse, SubmissionPage, SubmissionSummary, Regraded,
+        Gradebook, GradebookRow, gradebook::SuiteRegraded,
     )),
     tags(
         (name = "submissions", description = "The submission queue: submit, then get the verdict or a callback"),

@@ -787,3 +787,275 @@ async fn a_waiting_request_is_answered_when_its_verdict_is_recorded() {
     other.abort();
     s.stop().await;
 }
+
+/// `GET path` with `token`: the status and the body as text, with its content type.
+async fn get_text(s: &TestServer, token: &str, path: &str) -> (StatusCode, String, String) {
+    let r = reqwest::Client::new()
+        .get(s.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let st = r.status();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (st, ct, r.text().await.unwrap())
+}
+
+/// The ids of a `GET /submissions` answer.
+fn ids_of(v: &Value) -> Vec<&str> {
+    v["submissions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a page: {v}"))
+        .iter()
+        .map(|x| x["id"].as_str().unwrap())
+        .collect()
+}
+
+/// Staff see the queue through the server: every token's submissions by the page (a student
+/// only its own), any student's submission, a suite's gradebook (JSON, and CSV with a name a
+/// spreadsheet would run as a formula defused), and regrades after the suite was fixed — one
+/// submission, or the whole gradebook, each by the suite as it is now; a student can do none of
+/// it, an unfinished submission is not regraded (409) and one whose files retention deleted is
+/// said to be gone (410). Before, staff got 404 for a student's submission and had no list, no
+/// gradebook and no regrade (only `corral grade` on local folders).
+#[tokio::test(flavor = "multi_thread")]
+async fn staff_list_read_grade_and_regrade_students_submissions() {
+    let s = queue_only(|_| {}).await;
+    write_folder_suite(
+        &s,
+        "echo",
+        &[("suite.yaml", &folder_suite("v1")), ("data.txt", "v1")],
+    );
+    let ada = s.store.create_token(Role::Student, "ada").await.unwrap();
+    let bob = s.store.create_token(Role::Student, "=bob").await.unwrap();
+    let staff = s.token(Role::Staff).await;
+    let (ada_t, bob_t) = (ada.secret.clone(), bob.secret.clone());
+    let submit = |t: String, body: Value| {
+        let s = &s;
+        async move {
+            let (st, v) = s.post(&t, "/submissions", &body).await;
+            assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+            v["id"].as_str().unwrap().to_string()
+        }
+    };
+    let suite_body = json!({"suite": "echo", "files": [{"path": "answer.txt", "content": "42"}]});
+    let a1 = submit(ada_t.clone(), suite_body.clone()).await;
+    let a2 = submit(ada_t.clone(), suite_body.clone()).await;
+    let b1 = submit(bob_t.clone(), suite_body.clone()).await;
+    let a3 = submit(ada_t.clone(), json!({"cmd": "true"})).await;
+
+    // A student lists its own; another's only through staff.
+    let (st, v) = s.get(&ada_t, "/submissions").await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(ids_of(&v), [a3.as_str(), a2.as_str(), a1.as_str()]);
+    assert!(v.get("next_cursor").is_none(), "{v}");
+    let (st, v) = s
+        .get(&ada_t, &format!("/submissions?owner={}", bob.info.id))
+        .await;
+    assert_eq!(st, StatusCode::FORBIDDEN, "{v}");
+    let (st, v) = s.get(&bob_t, &format!("/submissions/{a1}")).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+    // Staff: everyone's, two a page; filtered by suite, owner and status.
+    let mut seen: Vec<String> = Vec::new();
+    let mut path = "/submissions?limit=2".to_string();
+    loop {
+        let (st, v) = s.get(&staff, &path).await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        seen.extend(ids_of(&v).into_iter().map(str::to_string));
+        match v["next_cursor"].as_str() {
+            Some(c) => path = format!("/submissions?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, [a3.as_str(), b1.as_str(), a2.as_str(), a1.as_str()]);
+    let (_, v) = s.get(&staff, "/submissions?suite=echo").await;
+    assert_eq!(ids_of(&v), [b1.as_str(), a2.as_str(), a1.as_str()]);
+    assert_eq!(v["submissions"][0]["owner_name"], "=bob", "{v}");
+    assert_eq!(v["submissions"][0]["suite"], "echo", "{v}");
+    let (_, v) = s
+        .get(
+            &staff,
+            &format!("/submissions?suite=echo&owner={}", ada.info.id),
+        )
+        .await;
+    assert_eq!(ids_of(&v), [a2.as_str(), a1.as_str()]);
+    let (_, v) = s.get(&staff, "/submissions?status=queued&limit=500").await;
+    assert_eq!(ids_of(&v).len(), 4);
+    for bad in [
+        "limit=0",
+        "limit=501",
+        "cursor=abc",
+        "status=finished",
+        "state=done",
+    ] {
+        let (st, v) = s.get(&staff, &format!("/submissions?{bad}")).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}: {v}");
+    }
+    let (st, v) = s.get(&staff, &format!("/submissions/{a1}")).await;
+    assert_eq!(
+        (st, &v["status"]),
+        (StatusCode::OK, &json!("queued")),
+        "{v}"
+    );
+
+    // Judged: ada's first passes, her second fails the test; bob's passes.
+    let mut leases = std::collections::HashMap::new();
+    while let Some(c) = s
+        .store
+        .claim_job("w", std::time::Duration::from_secs(60))
+        .await
+        .unwrap()
+    {
+        leases.insert(c.job.id.clone(), c.lease);
+    }
+    let verdict = |kind: &str, score: f64| {
+        json!({"verdict": kind, "score": score, "max_score": 1.0}).to_string()
+    };
+    for (id, v) in [
+        (&a1, verdict("accepted", 1.0)),
+        (&a2, verdict("wrong_answer", 0.0)),
+        (&b1, verdict("accepted", 1.0)),
+    ] {
+        s.store
+            .complete_job(id, &leases[id], corral_store::JobState::Done, &v, None)
+            .await
+            .unwrap();
+    }
+
+    // The gradebook: each student's latest judged submission, by name.
+    let (st, v) = s.get(&staff, "/suites/echo/gradebook").await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let rows: Vec<(&str, &str, f64)> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["student"].as_str().unwrap(),
+                r["submission"].as_str().unwrap(),
+                r["score"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [("=bob", b1.as_str(), 1.0), ("ada", a2.as_str(), 0.0)]
+    );
+    let (st, ct, csv) = get_text(&s, &staff, "/suites/echo/gradebook?format=csv").await;
+    assert_eq!(st, StatusCode::OK, "{csv}");
+    assert!(ct.starts_with("text/csv"), "{ct}");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines[0],
+        "student,owner,submission,score,max_score,percent,verdict,status,finished_at"
+    );
+    assert!(
+        lines[1].starts_with(&format!(
+            "'=bob,{},{b1},1,1,100.0,accepted,done,",
+            bob.info.id
+        )),
+        "{csv}"
+    );
+    assert!(
+        lines[2].starts_with(&format!(
+            "ada,{},{a2},0,1,0.0,wrong_answer,done,",
+            ada.info.id
+        )),
+        "{csv}"
+    );
+    for (token, path, want) in [
+        (&ada_t, "/suites/echo/gradebook", StatusCode::FORBIDDEN),
+        (&staff, "/suites/nope/gradebook", StatusCode::NOT_FOUND),
+        (
+            &staff,
+            "/suites/echo/gradebook?format=xml",
+            StatusCode::BAD_REQUEST,
+        ),
+    ] {
+        let (st, v) = s.get(token, path).await;
+        assert_eq!(st, want, "{path}: {v}");
+    }
+
+    // The suite is fixed; ada's failed submission is regraded by it as it is now.
+    write_folder_suite(
+        &s,
+        "echo",
+        &[("suite.yaml", &folder_suite("v2")), ("data.txt", "v2")],
+    );
+    let (st, v) = s
+        .post(&ada_t, &format!("/submissions/{a2}/regrade"), json!({}))
+        .await;
+    assert_eq!(st, StatusCode::FORBIDDEN, "{v}");
+    let (st, v) = s
+        .post(&staff, &format!("/submissions/{a2}/regrade"), json!({}))
+        .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["regrade_of"], a2.as_str(), "{v}");
+    let r = v["id"].as_str().unwrap().to_string();
+    let (old, new) = (
+        s.store.get_job(&a2).await.unwrap().unwrap(),
+        s.store.get_job(&r).await.unwrap().unwrap(),
+    );
+    assert_eq!(
+        (new.owner.as_str(), &new.upload_id),
+        (ada.info.id.as_str(), &old.upload_id)
+    );
+    let suite_upload = |spec: &str| {
+        serde_json::from_str::<Value>(spec).unwrap()["suite"]["upload"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let pinned = suite_upload(&new.spec);
+    assert_ne!(
+        pinned,
+        suite_upload(&old.spec),
+        "the regrade is graded by the suite as it is now"
+    );
+    let data = s.store.get_upload(&pinned).await.unwrap().unwrap();
+    assert_eq!(
+        s.store
+            .read_upload_file(&data, "data.txt")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"v2"[..])
+    );
+    let (st, v) = s
+        .post(&staff, &format!("/submissions/{r}/regrade"), json!({}))
+        .await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    // The old verdict stays, and the regrade waits in the list.
+    let (_, v) = s.get(&ada_t, &format!("/submissions/{a2}")).await;
+    assert_eq!(v["verdict"], "wrong_answer", "{v}");
+    let (_, v) = s.get(&ada_t, "/submissions?limit=1").await;
+    assert_eq!(ids_of(&v), [r.as_str()]);
+
+    // Retention deleted bob's files (his submission is judged; ada's stay for her regrade).
+    s.store.delete_uploads_before(i64::MAX).await.unwrap();
+    let (st, v) = s
+        .post(&staff, &format!("/submissions/{b1}/regrade"), json!({}))
+        .await;
+    assert_eq!(st, StatusCode::GONE, "{v}");
+    let (st, v) = s.post(&staff, "/suites/echo/regrade", json!({})).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    let items = v["submissions"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{v}");
+    let bobs = items
+        .iter()
+        .find(|i| i["regrade_of"] == b1.as_str())
+        .unwrap();
+    assert_eq!(bobs["error"], "gone", "{v}");
+    let adas = items
+        .iter()
+        .find(|i| i["regrade_of"] == a2.as_str())
+        .unwrap();
+    assert!(adas["id"].is_string(), "{v}");
+    let (st, v) = s.post(&bob_t, "/suites/echo/regrade", json!({})).await;
+    assert_eq!(st, StatusCode::FORBIDDEN, "{v}");
+    s.stop().await;
+}

@@ -293,7 +293,10 @@ async fn read_back(s: &dyn Store, now: i64, blob_dir: &Path) {
         .await
         .unwrap();
     assert_eq!(
-        by_suite.iter().map(|l| l.job.id.as_str()).collect::<Vec<_>>(),
+        by_suite
+            .iter()
+            .map(|l| l.job.id.as_str())
+            .collect::<Vec<_>>(),
         ["j_queued"]
     );
 

@@ -8,7 +8,8 @@ use crate::suite::Suite;
 
 use super::row::{columns_seen, result_file, Row, RowStatus, RESULTS_DIR};
 
-fn num(x: f64) -> String {
+/// A number as the gradebook writes it: whole numbers bare, others with two decimals.
+pub fn num(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e15 {
         format!("{}", x as i64)
     } else {
@@ -16,7 +17,8 @@ fn num(x: f64) -> String {
     }
 }
 
-fn csv_field(s: &str) -> String {
+/// One CSV field: quoted when it must be, and a would-be spreadsheet formula defused.
+pub fn csv_field(s: &str) -> String {
     // A leading =, +, - or @ would be a formula in a spreadsheet: quote it behind a '. So would
     // a leading tab or carriage return, which some spreadsheets skip before reading one (OWASP's
     // list of prefixes to defuse).

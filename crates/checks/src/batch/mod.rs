@@ -32,7 +32,9 @@ use serde_json::Value;
 mod exports;
 mod row;
 
-pub use exports::{gradebook_csv, histogram, html_report, pass_rates, write_outputs};
+pub use exports::{
+    csv_field, gradebook_csv, histogram, html_report, num, pass_rates, write_outputs,
+};
 pub use row::{columns, columns_seen, result_file, Row, RowStatus, RESULTS_DIR};
 
 use crate::engine::{self, GradeOptions};

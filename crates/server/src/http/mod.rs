@@ -7,8 +7,8 @@
 //! - [`forward`]: a request for a sandbox another node keeps, sent on to that node.
 //! - [`json`]: JSON bodies whose rejections are JSON errors; [`binary`]: raw byte bodies as the
 //!   OpenAPI document shows them.
-//! - [`uploads`], [`runs`], [`checks`], [`tokens`], [`submissions`], [`revisions`], [`images`],
-//!   [`meta`]: the endpoints; [`web`]: the browser editor's pages.
+//! - [`uploads`], [`runs`], [`checks`], [`tokens`], [`submissions`], [`gradebook`],
+//!   [`revisions`], [`images`], [`meta`]: the endpoints; [`web`]: the browser editor's pages.
 
 pub mod auth;
 pub mod binary;
@@ -17,6 +17,7 @@ pub mod checks;
 pub mod content_coding;
 pub mod error;
 pub mod forward;
+pub mod gradebook;
 pub mod images;
 pub mod json;
 pub mod meta;
@@ -55,9 +56,18 @@ pub fn routes(upload_limit: usize) -> Router<SharedState> {
         .route("/tokens", post(tokens::create_token))
         .route("/tokens/{id}", delete(tokens::revoke_token))
         .route("/whoami", get(tokens::whoami))
-        .route("/submissions", post(submissions::submit))
+        .route(
+            "/submissions",
+            post(submissions::submit).get(submissions::list_submissions),
+        )
         .route("/submissions/batch", post(submissions::submit_batch))
         .route("/submissions/{id}", get(submissions::get_submission))
+        .route(
+            "/submissions/{id}/regrade",
+            post(submissions::regrade_submission),
+        )
+        .route("/suites/{id}/gradebook", get(gradebook::get_gradebook))
+        .route("/suites/{id}/regrade", post(gradebook::regrade_suite))
         .merge(revisions::routes())
         .merge(images::routes())
 }

@@ -1,4 +1,5 @@
-//! `POST /submissions`, `POST /submissions/batch`, `GET /submissions/{id}`.
+//! `POST /submissions`, `POST /submissions/batch`, `GET /submissions/{id}`, `GET /submissions`
+//! (a page of them), `POST /submissions/{id}/regrade`.
 
 use std::time::Duration;
 
@@ -16,6 +17,8 @@ use crate::error::{ApiError, ErrorBody, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::submissions::accept::{self, SubmissionRequest, Submitted};
 use crate::service::submissions::idempotency;
+use crate::service::submissions::listing::{self, ListQuery, SubmissionPage};
+use crate::service::submissions::regrade::{self, Regraded};
 use crate::service::submissions::view::{wait_for, SubmissionView};
 use crate::state::SharedState;
 
@@ -283,4 +286,62 @@ pub async fn get_submission(
     };
     let job = wait_for(&st, &caller, &id, wait).await?;
     Ok(Json(SubmissionView::of(&job)))
+}
+
+/// A page of submissions, newest first.
+///
+/// Staff see every token's, filtered by `owner`, `suite` and `status`; a student sees its own.
+/// Follow `next_cursor` for the next page (absent on the last one).
+#[utoipa::path(
+    get, path = "/submissions", tag = "submissions", operation_id = "list_submissions",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of submissions", body = SubmissionPage),
+        (status = 400, description = "A bad filter, limit or cursor", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "A student asked for another token's submissions", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_submissions(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<SubmissionPage>, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    Ok(Json(listing::list(&st, &caller, q).await?))
+}
+
+/// Judge a finished submission again (staff).
+///
+/// A new submission of the same owner, files and request, graded by its suite as the suite is
+/// now (a fixed test, a changed weight); the old one keeps its verdict. No callback is sent.
+#[utoipa::path(
+    post, path = "/submissions/{id}/regrade", tag = "submissions", operation_id = "regrade_submission",
+    params(("id" = String, Path, description = "Submission id", example = "0123456789abcdef0123456789abcdef")),
+    responses(
+        (status = 202, description = "Queued: the new submission's id", body = Regraded),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not a staff token", body = ErrorBody),
+        (status = 404, description = "No such submission, or its suite is gone", body = ErrorBody),
+        (status = 409, description = "Still being judged", body = ErrorBody),
+        (status = 410, description = "Its files are no longer kept (retention)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn regrade_submission(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Regraded>), ApiError> {
+    let new = regrade::regrade(&st, &caller, &id).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(Regraded {
+            id: Some(new),
+            regrade_of: id,
+            error: None,
+            message: None,
+        }),
+    ))
 }

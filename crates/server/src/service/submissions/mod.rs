@@ -4,6 +4,8 @@
 //!
 //! - [`accept`]: checking a submission and queueing it; [`idempotency`]: a client's
 //!   `Idempotency-Key`, so a retried request makes no second submission.
+//! - [`listing`]: submissions by the page (staff: everyone's); [`gradebook`]: a suite's
+//!   latest grade per student; [`regrade`]: judging a submission again.
 //! - [`view`]: a submission as its owner sees it; waiting for it, woken per job by
 //!   [`finished_jobs`].
 //! - [`queue`]: the queue's in-process signals, metrics and callback key.
@@ -18,8 +20,11 @@ pub mod callback_targets;
 pub mod callbacks;
 pub mod finished_jobs;
 pub mod give_back;
+pub mod gradebook;
 pub mod idempotency;
+pub mod listing;
 pub mod queue;
+pub mod regrade;
 pub mod remote;
 pub mod verdicts;
 pub mod view;

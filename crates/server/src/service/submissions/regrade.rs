@@ -1,0 +1,131 @@
+//! Judging finished submissions again (`POST /submissions/{id}/regrade`, `POST
+//! /suites/{id}/regrade`): after staff fixed a suite, each student's files are graded by the
+//! suite as it is now. A regrade is a new submission of the same owner, files and request, with
+//! the suite (and the images it names) pinned anew; the old one and its verdict stay. A
+//! language or command submission runs again as it was asked, in the images it was pinned to.
+
+use corral_judge::JobSpec;
+use corral_store::NewJob;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::accept::enqueue;
+use crate::error::ApiError;
+use crate::service::caller::Caller;
+use crate::service::{folder_suites, images, suites};
+use crate::state::SharedState;
+
+/// A regrade queued, or why a submission could not be regraded.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Regraded {
+    /// The new submission (absent when refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The submission regraded.
+    pub regrade_of: String,
+    /// Why it was not regraded (absent when it was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Queues a regrade of submission `id` (staff only): 404 unknown, 409 still being judged, 410
+/// its files were deleted by retention.
+pub async fn regrade(st: &SharedState, caller: &Caller, id: &str) -> Result<String, ApiError> {
+    caller.require_staff()?;
+    let job = prepare(st, id).await?;
+    let new = enqueue(st, vec![job]).await?.remove(0);
+    tracing::info!(caller = %caller.id, submission = %new, regrade_of = %id, "regrade queued");
+    Ok(new)
+}
+
+/// Regrades each student's latest finished submission of suite `suite` (its gradebook's
+/// rows), each on its own: one whose files are gone is reported, the others are queued.
+pub async fn regrade_suite(
+    st: &SharedState,
+    caller: &Caller,
+    suite: &str,
+) -> Result<Vec<Regraded>, ApiError> {
+    caller.require_staff()?;
+    // The suite must load now: a broken edit is said once, not as every student's failure.
+    let now = folder_suites::pin(st, suites::resolve(st, suite).await?).await?;
+    suites::loaded(st, &now, None).await??;
+    let rows = st.store.gradebook(suite).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    let mut jobs = Vec::new();
+    let mut of = Vec::new();
+    for row in &rows {
+        match prepare(st, &row.job.id).await {
+            Ok(job) => {
+                jobs.push(job);
+                of.push(row.job.id.clone());
+            }
+            Err(e) => out.push(Regraded {
+                id: None,
+                regrade_of: row.job.id.clone(),
+                error: Some(e.code.to_string()),
+                message: Some(e.message.clone()),
+            }),
+        }
+    }
+    if !jobs.is_empty() {
+        let ids = enqueue(st, jobs).await?;
+        tracing::info!(caller = %caller.id, suite, count = ids.len(), "suite regrade queued");
+        out.extend(of.into_iter().zip(ids).map(|(old, new)| Regraded {
+            id: Some(new),
+            regrade_of: old,
+            error: None,
+            message: None,
+        }));
+    }
+    Ok(out)
+}
+
+/// The new job for a regrade of `id`.
+async fn prepare(st: &SharedState, id: &str) -> Result<NewJob, ApiError> {
+    let job = st
+        .store
+        .get_job(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no submission {id:?}")))?;
+    if !job.state.is_finished() {
+        return Err(ApiError::conflict(format!(
+            "submission {id} is still {}: regrade it once it is judged",
+            job.state.as_str()
+        )));
+    }
+    if let Some(upload) = &job.upload_id {
+        if st.store.get_upload(upload).await?.is_none() {
+            return Err(ApiError::gone(format!(
+                "submission {id}'s files are no longer kept (retention deleted them)"
+            )));
+        }
+    }
+    let mut spec: JobSpec = serde_json::from_str(&job.spec)
+        .map_err(|e| ApiError::internal(format!("submission {id}: its stored request: {e}")))?;
+    if let Some(old) = spec.suite.take() {
+        let now = folder_suites::pin(st, suites::resolve(st, &old.id).await?).await?;
+        // The images the suite names now, pinned to the digests this server has now.
+        if let Ok(loaded) = suites::loaded(st, &now, spec.image.as_deref()).await? {
+            let needed = corral_judge::suite_images(&loaded, &st.languages);
+            spec.image_digests = if needed.is_empty() {
+                Default::default()
+            } else {
+                images::pin(st, needed).await?
+            };
+        }
+        spec.suite = Some(now);
+    }
+    Ok(NewJob {
+        owner: job.owner,
+        upload_id: job.upload_id,
+        suite_upload_id: spec.suite.as_ref().and_then(|s| s.upload.clone()),
+        suite: spec.suite.as_ref().map(|s| s.id.clone()),
+        spec: serde_json::to_string(&spec).expect("a job spec serialises"),
+        // The owner's callback would announce a submission it never made.
+        callback_url: None,
+        max_attempts: st.config.submissions.max_attempts,
+        idempotency: None,
+    })
+}
