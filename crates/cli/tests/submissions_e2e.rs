@@ -395,6 +395,46 @@ fn a_folder_suite_edited_while_a_submission_waits_grades_it_as_it_was() {
     });
 }
 
+/// A suite fixed after the deadline: staff regrade each student's latest submission and the
+/// workers judge them by the suite as it is now (a student who had the right answer under the
+/// wrong test passes), while the old verdicts stay; the gradebook then shows the new grades.
+#[test]
+fn a_regrade_after_the_suite_was_fixed_is_judged_by_the_fixed_suite() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("suites/answer");
+    std::fs::create_dir_all(&dir).unwrap();
+    let suite = |want: &str| {
+        format!(
+            "name: answer\nchecks:\n  - id: answers\n    steps:\n      - run: cat answer.txt\n      \
+             - stdout: \"{want}\"\n      - exit: 0\n"
+        )
+    };
+    // The course's test expects the wrong answer.
+    std::fs::write(dir.join("suite.yaml"), suite("41")).unwrap();
+    let s = Server::start_in(data.path(), "[submissions]\nworkers = 1\n", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let staff = s.token("staff").await;
+        let body = json!({"suite": "answer", "files": [{"path": "answer.txt", "content": "42"}]});
+        let first = submit(&s, &t, body).await;
+        let v = finished(&s, &t, &first).await;
+        assert_eq!(v["verdict"], "wrong_answer", "{v}");
+        std::fs::write(dir.join("suite.yaml"), suite("42")).unwrap();
+        let (st, v) = s.post(&staff, "/suites/answer/regrade", json!({})).await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+        assert_eq!(v["submissions"][0]["regrade_of"], first.as_str(), "{v}");
+        let again = v["submissions"][0]["id"].as_str().unwrap().to_string();
+        let v = finished(&s, &t, &again).await;
+        assert_eq!(v["verdict"], "accepted", "graded by the fixed suite: {v}");
+        let v = finished(&s, &t, &first).await;
+        assert_eq!(v["verdict"], "wrong_answer", "the old verdict stays: {v}");
+        let (st, v) = s.get(&staff, "/suites/answer/gradebook").await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        assert_eq!(v["rows"][0]["submission"], again.as_str(), "{v}");
+        assert_eq!(v["rows"][0]["verdict"], "accepted", "{v}");
+    });
+}
+
 fn kill9(s: Server) {
     // SAFETY: kill(2) on our own child's pid.
     unsafe {
