@@ -1,9 +1,9 @@
-// The staff page: the assignments, and recent submissions with their status and score
-// (`GET /submissions` when the server has the submission queue, else the check revisions of everyone).
+// The staff page: the assignments (each with its gradebook as CSV), the checks run from the
+// editor (everyone's check revisions), and the submission queue (`GET /submissions`, by pages).
 
 import './style.css';
 
-import { api, ApiError, type RevisionMeta, type SuiteInfo, type WhoAmI } from './api';
+import { api, ApiError, getToken, type RevisionMeta, type SuiteInfo, type WhoAmI } from './api';
 import { $, banner, el, setupTheme, showError, signIn, timeAgo, timeFull, watchUnauthorized } from './ui';
 
 interface Row {
@@ -15,34 +15,86 @@ interface Row {
   max: number | null;
 }
 
-/** A submission of the queue, whatever its exact shape: the fields a table needs. */
-function fromSubmission(s: Record<string, unknown>): Row {
-  const num = (v: unknown) => (typeof v === 'number' ? v : null);
-  const str = (v: unknown) => (typeof v === 'string' ? v : v === null || v === undefined ? '' : String(v));
-  const when = num(s.created_at) ?? num(s.submitted_at) ?? num(s.finished_at) ?? 0;
-  return {
-    when: when > 1e12 ? Math.floor(when / 1000) : when,
-    who: str(s.owner ?? s.student ?? s.user),
-    suite: str(s.suite ?? s.checks ?? s.assignment),
-    status: str(s.status ?? s.state),
-    score: num(s.score),
-    max: num(s.max_score),
-  };
+/** A submission of the queue (`GET /submissions`). */
+interface Submission {
+  id: string;
+  owner: string;
+  owner_name: string | null;
+  suite: string | null;
+  language: string | null;
+  status: string;
+  verdict: string | null;
+  score: number | null;
+  max_score: number | null;
+  created_at: number;
 }
 
-async function recent(): Promise<{ rows: Row[]; source: string }> {
-  try {
-    const subs = await api<unknown>('GET', '/submissions?limit=100');
-    const list = Array.isArray(subs) ? subs : ((subs as { submissions?: unknown[] })?.submissions ?? []);
-    return { rows: (list as Record<string, unknown>[]).map(fromSubmission), source: 'From the submission queue (GET /submissions).' };
-  } catch (e) {
-    if (!(e instanceof ApiError) || (e.status !== 404 && e.status !== 405)) throw e;
-  }
+interface SubmissionPage {
+  submissions: Submission[];
+  next_cursor?: string;
+}
+
+/** Checks run from the editor: everyone's check revisions, newest first. */
+async function editorChecks(): Promise<Row[]> {
   const revs = await api<RevisionMeta[]>('GET', '/revisions?scope=all&kind=check&limit=100');
-  return {
-    rows: revs.map((r) => ({ when: r.created_at, who: r.owner ?? '', suite: r.suite ?? '', status: r.status, score: r.score, max: r.max_score })),
-    source: 'Checks run from the editor (their revisions), newest first.',
-  };
+  return revs.map((r) => ({ when: r.created_at, who: r.owner ?? '', suite: r.suite ?? '', status: r.status, score: r.score, max: r.max_score }));
+}
+
+function scoreText(score: number | null, max: number | null): string {
+  return score !== null && max !== null ? `${score}/${max}` : '';
+}
+
+function when(unix: number): HTMLElement {
+  return el('time', { datetime: new Date(unix * 1000).toISOString(), title: timeFull(unix) }, timeAgo(unix));
+}
+
+/** Saves the suite's gradebook as CSV (`GET /suites/{id}/gradebook?format=csv`). */
+async function downloadGradebook(suite: string): Promise<void> {
+  const r = await fetch(`/suites/${encodeURIComponent(suite)}/gradebook?format=csv`, {
+    headers: { Authorization: `Bearer ${getToken()}` },
+    cache: 'no-store',
+  });
+  if (!r.ok) {
+    let message = `HTTP ${r.status}`;
+    try {
+      message = ((await r.json()) as { message?: string }).message ?? message;
+    } catch {
+      // Not JSON: the status says enough.
+    }
+    throw new ApiError(message, r.status, `http_${r.status}`);
+  }
+  const url = URL.createObjectURL(await r.blob());
+  const a = el('a', { href: url, download: `gradebook-${suite}.csv` });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+let nextCursor: string | undefined;
+
+/** Appends a page of the queue's submissions (the first page replaces the table's rows). */
+async function loadQueue(first: boolean): Promise<void> {
+  const path = first || !nextCursor ? '/submissions?limit=50' : `/submissions?limit=50&cursor=${encodeURIComponent(nextCursor)}`;
+  const page = await api<SubmissionPage>('GET', path);
+  nextCursor = page.next_cursor;
+  const tbody = $('queue').querySelector('tbody')!;
+  const rows = page.submissions.map((s) =>
+    el(
+      'tr',
+      { class: s.status },
+      el('td', {}, when(Math.floor(s.created_at / 1000))),
+      el('td', { title: s.owner }, s.owner_name || s.owner),
+      el('td', {}, s.suite ?? s.language ?? ''),
+      el('td', {}, s.verdict ? `${s.status}: ${s.verdict.replace(/_/g, ' ')}` : s.status),
+      el('td', {}, scoreText(s.score, s.max_score)),
+      el('td', {}, el('code', {}, s.id)),
+    ),
+  );
+  if (first) tbody.replaceChildren(...rows);
+  else tbody.append(...rows);
+  if (first && !rows.length) tbody.append(el('tr', {}, el('td', { colspan: '6' }, 'No submissions in the queue yet.')));
+  $('more').hidden = !nextCursor;
 }
 
 async function load(): Promise<void> {
@@ -51,9 +103,8 @@ async function load(): Promise<void> {
   let rows: Row[] = [];
   try {
     suites = await api<SuiteInfo[]>('GET', '/suites');
-    const r = await recent();
-    rows = r.rows;
-    $('recent-source').textContent = r.source;
+    rows = await editorChecks();
+    await loadQueue(true);
   } catch (e) {
     showError(e);
     return;
@@ -63,25 +114,19 @@ async function load(): Promise<void> {
     ...suites.map((s) => {
       const mine = rows.filter((r) => r.suite === s.id);
       const passed = mine.filter((r) => r.status === 'passed').length;
-      return el('tr', {}, el('td', {}, s.id), el('td', {}, s.name), el('td', {}, s.source), el('td', {}, String(mine.length)), el('td', {}, String(passed)));
+      const book = el('button', { type: 'button', 'aria-label': `Download the gradebook of ${s.id} (CSV)` }, 'CSV');
+      book.addEventListener('click', () => void downloadGradebook(s.id).catch(showError));
+      return el('tr', {}, el('td', {}, s.id), el('td', {}, s.name), el('td', {}, s.source), el('td', {}, String(mine.length)), el('td', {}, String(passed)), el('td', {}, book));
     }),
   );
-  if (!suites.length) tbody.append(el('tr', {}, el('td', { colspan: '5' }, 'No assignments yet: register one with POST /suites or the suites folder.')));
+  if (!suites.length) tbody.append(el('tr', {}, el('td', { colspan: '6' }, 'No assignments yet: register one with POST /suites or the suites folder.')));
   const rbody = $('recent').querySelector('tbody')!;
   rbody.replaceChildren(
     ...rows.map((r) =>
-      el(
-        'tr',
-        { class: r.status },
-        el('td', {}, el('time', { datetime: new Date(r.when * 1000).toISOString(), title: timeFull(r.when) }, timeAgo(r.when))),
-        el('td', {}, r.who),
-        el('td', {}, r.suite),
-        el('td', {}, r.status),
-        el('td', {}, r.score !== null && r.max !== null ? `${r.score}/${r.max}` : ''),
-      ),
+      el('tr', { class: r.status }, el('td', {}, when(r.when)), el('td', {}, r.who), el('td', {}, r.suite), el('td', {}, r.status), el('td', {}, scoreText(r.score, r.max))),
     ),
   );
-  if (!rows.length) rbody.append(el('tr', {}, el('td', { colspan: '5' }, 'Nothing submitted yet.')));
+  if (!rows.length) rbody.append(el('tr', {}, el('td', { colspan: '5' }, 'Nothing checked from the editor yet.')));
 }
 
 async function start(): Promise<void> {
@@ -96,6 +141,7 @@ async function start(): Promise<void> {
     return;
   }
   $('refresh').addEventListener('click', () => void load());
+  $('more').addEventListener('click', () => void loadQueue(false).catch(showError));
   await load();
   document.body.dataset.ready = 'true';
 }

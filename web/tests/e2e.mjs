@@ -574,11 +574,25 @@ await test('a phone-sized screen: one column, no sideways scrolling, Run works',
 });
 
 const staff = await newPage(undefined, null, 'staff');
-await test('staff page: assignments and recent submissions with status and score', staff, async () => {
+await test('staff page: assignments, the queue, the editor\'s checks, a gradebook as CSV', staff, async () => {
+  // A student's submission to the queue, judged before the page loads.
+  const headers = { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' };
+  const sub = await (await fetch(`${BASE}/submissions`, { method: 'POST', headers, body: JSON.stringify({ language: 'python', source_code: 'print(6 * 7)\n', expected_output: '42\n' }) })).json();
+  const judged = await (await fetch(`${BASE}/submissions/${sub.id}?wait=true&timeout=25`, { headers })).json();
+  assert(judged.verdict === 'accepted', `the queued submission: ${JSON.stringify(judged)}`);
   await signIn(staff, STAFF, '/staff.html');
   await staff.locator('#suites tbody tr').filter({ hasText: 'greet' }).waitFor();
+  const queue = await staff.locator('#queue tbody tr').allInnerTexts();
+  assert(queue.some((r) => r.includes(sub.id) && r.includes('python') && r.includes('accepted') && r.includes('1/1')), `queue: ${queue}`);
   const rows = await staff.locator('#recent tbody tr').allInnerTexts();
   assert(rows.some((r) => r.includes('greet') && r.includes('failed') && r.includes('5/6')), `recent: ${rows}`);
+  const [download] = await Promise.all([
+    staff.waitForEvent('download'),
+    staff.getByRole('button', { name: 'Download the gradebook of greet (CSV)' }).click(),
+  ]);
+  assert(download.suggestedFilename() === 'gradebook-greet.csv', download.suggestedFilename());
+  const csv = await (await import('node:fs/promises')).readFile(await download.path(), 'utf8');
+  assert(csv.startsWith('student,owner,submission,score,max_score,percent,verdict,status,finished_at\n'), `gradebook: ${csv}`);
   await shot(staff, 'staff', true);
   // A student is told the page is not for them.
   const s2 = await newPage(undefined, null, 'staff-as-student');
