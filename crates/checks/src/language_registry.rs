@@ -76,8 +76,9 @@ pub struct Language {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RegistryFile {
+    /// Each with where it is in the file, so a language that is refused is named by its line.
     #[serde(default)]
-    languages: BTreeMap<String, Language>,
+    languages: BTreeMap<String, toml::Spanned<Language>>,
 }
 
 /// Whether a language can be used on this host.
@@ -211,10 +212,16 @@ impl LanguageRegistry {
             origin: origin.to_string(),
             message: e.to_string(),
         })?;
-        for (id, mut lang) in file.languages {
+        for (id, spanned) in file.languages {
+            // The line its table starts on (its first key for an inline table).
+            let line = text[..spanned.span().start.min(text.len())]
+                .matches('\n')
+                .count()
+                + 1;
+            let mut lang = spanned.into_inner();
             lang.id = id.clone();
             let bad = |message: String| LanguageError::Invalid {
-                origin: origin.to_string(),
+                origin: format!("{origin}:{line}"),
                 id: id.clone(),
                 message,
             };
@@ -727,5 +734,22 @@ mod tests {
             assert!(e.to_string().contains(says), "{extra}: {e}");
         }
         assert!(matches!(r.get("nope"), Err(LanguageError::Unknown(_))));
+    }
+
+    /// A language the registry refuses is named with the line its table starts on, as a TOML
+    /// syntax error is: an operator's file of twenty languages said only which language.
+    #[test]
+    fn a_refused_language_is_named_by_its_line() {
+        let mut r = LanguageRegistry::builtin();
+        let text = "# course languages\n\n[languages.ok]\nname = \"OK\"\nsource = \"a\"\nrun = \"true\"\n\n\
+                    [languages.broken]\nname = \"B\"\nsource = \"b\"\nrun = \"  \"\n";
+        let e = r.merge_str(text, "ops.toml").unwrap_err().to_string();
+        assert!(
+            e.starts_with("ops.toml:8: language \"broken\": `run` is empty"),
+            "{e}"
+        );
+        let inline = "languages.x = { name = \"X\", source = \"x\", run = \"\" }\n";
+        let e = r.merge_str(inline, "ops.toml").unwrap_err().to_string();
+        assert!(e.starts_with("ops.toml:1: language \"x\""), "{e}");
     }
 }
