@@ -4,7 +4,7 @@
 import './style.css';
 
 import { api, ApiError, getToken, type RevisionMeta, type SuiteInfo, type WhoAmI } from './api';
-import { $, banner, el, setupTheme, showError, signIn, timeAgo, timeFull, watchUnauthorized } from './ui';
+import { $, $as, banner, el, setupTheme, showError, signIn, timeAgo, timeFull, watchUnauthorized } from './ui';
 
 interface Row {
   when: number;
@@ -27,6 +27,7 @@ interface Submission {
   score: number | null;
   max_score: number | null;
   created_at: number;
+  regrade_of?: string;
 }
 
 interface SubmissionPage {
@@ -85,8 +86,8 @@ async function loadQueue(first: boolean): Promise<void> {
       { class: s.status },
       el('td', {}, when(Math.floor(s.created_at / 1000))),
       el('td', { title: s.owner }, s.owner_name || s.owner),
-      el('td', {}, s.suite ?? s.language ?? ''),
-      el('td', {}, s.verdict ? `${s.status}: ${s.verdict.replace(/_/g, ' ')}` : s.status),
+      el('td', {}, s.suite ?? s.language ?? 'a command'),
+      el('td', {}, (s.verdict ? `${s.status}: ${s.verdict.replace(/_/g, ' ')}` : s.status) + (s.regrade_of ? ' (regrade)' : '')),
       el('td', {}, scoreText(s.score, s.max_score)),
       el('td', {}, el('code', {}, s.id)),
     ),
@@ -141,7 +142,14 @@ async function start(): Promise<void> {
     return;
   }
   $('refresh').addEventListener('click', () => void load());
-  $('more').addEventListener('click', () => void loadQueue(false).catch(showError));
+  const more = $as<HTMLButtonElement>('more');
+  more.addEventListener('click', () => {
+    // One page at a time: a second click while one loads would append the same page twice.
+    more.disabled = true;
+    void loadQueue(false)
+      .catch(showError)
+      .finally(() => (more.disabled = false));
+  });
   await load();
   document.body.dataset.ready = 'true';
 }

@@ -592,7 +592,7 @@ await test('staff page: assignments, the queue, the editor\'s checks, a gradeboo
   ]);
   assert(download.suggestedFilename() === 'gradebook-greet.csv', download.suggestedFilename());
   const csv = await (await import('node:fs/promises')).readFile(await download.path(), 'utf8');
-  assert(csv.startsWith('student,owner,submission,score,max_score,percent,verdict,status,finished_at\n'), `gradebook: ${csv}`);
+  assert(csv.startsWith('student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at\n'), `gradebook: ${csv}`);
   await shot(staff, 'staff', true);
   // A student is told the page is not for them.
   const s2 = await newPage(undefined, null, 'staff-as-student');

@@ -210,9 +210,12 @@ fn judge0_requests_and_answers() {
         )
         .await;
         assert_eq!(v, json!({"source_code": b64("print(input() * 2)")}));
-        // Someone else's token is not found.
-        let (st, _) = j0(&s, Some(&other), Method::GET, &format!("/judge0/submissions/{token}"), None).await;
+        // Another student's token is not found; staff read it (as through GET /submissions/{id}).
+        let stranger = s.token("student").await;
+        let (st, _) = j0(&s, Some(&stranger), Method::GET, &format!("/judge0/submissions/{token}"), None).await;
         assert_eq!(st, StatusCode::NOT_FOUND);
+        let (st, v) = j0(&s, Some(&other), Method::GET, &format!("/judge0/submissions/{token}"), None).await;
+        assert_eq!(st, StatusCode::OK, "{v}");
         // Deleting is refused as a Judge0 without ENABLE_SUBMISSION_DELETE refuses it.
         let (st, v) = j0(&s, Some(&t), Method::DELETE, &format!("/judge0/submissions/{token}"), None).await;
         assert_eq!((st, &v), (StatusCode::BAD_REQUEST, &json!({"error": "delete not allowed"})));

@@ -893,6 +893,56 @@ fn an_editor_run_does_not_wait_behind_a_storm_of_checks() {
     });
 }
 
+/// One token's long runs do not hold an editor's run: with one shared slot, a student's two
+/// `sleep 30` runs take the shared slot and wait for it — never the reserved slot beside it — and
+/// another student's run answers at once. Before, the second took the reserved slot and every
+/// other editor's run waited ~38 s.
+#[test]
+fn one_tokens_long_runs_do_not_take_the_slot_reserved_for_others() {
+    let s = Server::start("parallelism = 1\nshutdown_grace = \"1s\"\n", &[]);
+    rt().block_on(async {
+        let hog = s.token("student").await;
+        let mut held = Vec::new();
+        for expected in [(1, 0), (1, 1)] {
+            let (url, t) = (s.url("/run"), hog.clone());
+            held.push(tokio::spawn(async move {
+                let body = json!({"cmd": "sleep 30", "sandbox": {"keep": false},
+                                  "limits": {"wall_time": "40s"}});
+                let _ = client().post(url).bearer_auth(t).json(&body).send().await;
+            }));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let h = s.health().await;
+                if (h["runs_in_flight"].clone(), h["runs_queued"].clone())
+                    == (json!(expected.0), json!(expected.1))
+                {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the runs never got there: {h}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let editor = s.token("student").await;
+        let r = client()
+            .post(s.url("/run"))
+            .bearer_auth(&editor)
+            .json(&json!({"cmd": "echo mine"}))
+            .timeout(Duration::from_secs(25))
+            .send()
+            .await
+            .expect("the editor's run waited behind another token's runs");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            (&v["status"], &v["stdout"]),
+            (&json!("ok"), &json!("mine\n")),
+            "{v}"
+        );
+        for t in held {
+            t.abort();
+        }
+    });
+}
+
 /// A WebSocket's runs count against its token's rate limit, as requests do: the upgrade used to
 /// be the only charge, and one socket ran 13,750 programs in 30 s on a student token. Past the
 /// bucket a run gets a `rate_limited` error with the wait; the socket stays open and, after the

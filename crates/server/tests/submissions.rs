@@ -902,7 +902,9 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
         "{v}"
     );
 
-    // Judged: ada's first passes, her second fails the test; bob's passes.
+    // Judged: ada's first passes, her second fails the test; bob's passes; staff's try of the
+    // suite passes too (a try, not a grade).
+    let tried = submit(staff.clone(), suite_body.clone()).await;
     let mut leases = std::collections::HashMap::new();
     while let Some(c) = s
         .store
@@ -919,6 +921,7 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
         (&a1, verdict("accepted", 1.0)),
         (&a2, verdict("wrong_answer", 0.0)),
         (&b1, verdict("accepted", 1.0)),
+        (&tried, verdict("accepted", 1.0)),
     ] {
         s.store
             .complete_job(id, &leases[id], corral_store::JobState::Done, &v, None)
@@ -951,7 +954,7 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(
         lines[0],
-        "student,owner,submission,score,max_score,percent,verdict,status,finished_at"
+        "student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at"
     );
     assert!(
         lines[1].starts_with(&format!(
@@ -1016,6 +1019,12 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
         suite_upload(&old.spec),
         "the regrade is graded by the suite as it is now"
     );
+    let (_, v) = s.get(&ada_t, &format!("/submissions/{r}")).await;
+    assert_eq!(
+        (&v["regrade_of"], &v["submitted_at"]),
+        (&json!(a2), &json!(old.created_ms)),
+        "the regrade names its original and when that was handed in: {v}"
+    );
     let data = s.store.get_upload(&pinned).await.unwrap().unwrap();
     assert_eq!(
         s.store
@@ -1057,5 +1066,37 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
     assert!(adas["id"].is_string(), "{v}");
     let (st, v) = s.post(&bob_t, "/suites/echo/regrade", json!({})).await;
     assert_eq!(st, StatusCode::FORBIDDEN, "{v}");
+    // A suite that no longer loads: nothing is queued (the grade is not replaced by a failure);
+    // a suite no longer on the server: said so, not "no such submission".
+    let before = stored(&s).await;
+    write_folder_suite(
+        &s,
+        "echo",
+        &[("suite.yaml", "checks: [ {id: x"), ("data.txt", "v2")],
+    );
+    for path in [
+        format!("/submissions/{a2}/regrade"),
+        "/suites/echo/regrade".to_string(),
+    ] {
+        let (st, v) = s.post(&staff, &path, json!({})).await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {v}");
+    }
+    assert_eq!(
+        stored(&s).await,
+        before,
+        "a refused regrade queued something"
+    );
+    std::fs::remove_dir_all(s.data_dir().join("suites/echo")).unwrap();
+    let (st, v) = s
+        .post(&staff, &format!("/submissions/{a2}/regrade"), json!({}))
+        .await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("no longer on this server"),
+        "{v}"
+    );
     s.stop().await;
 }

@@ -81,6 +81,9 @@ pub struct NewJob {
     pub suite_upload_id: Option<String>,
     /// The id of the suite that grades it (staff list and grade submissions by it).
     pub suite: Option<String>,
+    /// A regrade: the submission it judges again (the original of a regrade of a regrade is
+    /// recorded); it stands where that original stands in its owner's order.
+    pub regrade_of: Option<String>,
     pub callback_url: Option<String>,
     /// Claims after which an expired lease marks the job failed instead of queueing it again.
     pub max_attempts: u32,
@@ -139,6 +142,10 @@ pub struct Job {
     pub image_name: Option<String>,
     /// That image's manifest digest (`sha256:…`).
     pub image_digest: Option<String>,
+    /// A regrade: the original submission it judges again.
+    pub regrade_of: Option<String>,
+    /// A regrade: when the original was submitted (Unix ms).
+    pub submitted_ms: Option<i64>,
 }
 
 /// Which jobs [`JobStore::list_jobs`] returns: every condition given must hold.
@@ -274,7 +281,10 @@ pub trait JobStore: Send + Sync {
     /// The jobs `filter` selects, newest first, at most `filter.limit`; a page ends at the
     /// last one's `seq` (give it as the next page's `before`).
     async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<ListedJob>>;
-    /// Each owner's latest finished (done or failed) job graded by suite `suite`, by owner name.
+    /// Each student's latest finished (done or failed) job graded by suite `suite`, by name: of
+    /// its latest submission that has a verdict, the latest verdict (a regrade's; a regrade
+    /// stands where its original does, so regrading an older submission does not displace a
+    /// newer one). Staff's and admins' submissions are left out.
     async fn gradebook(&self, suite: &str) -> Result<Vec<ListedJob>>;
     /// The job `owner` made under idempotency key `key`, while that job is kept (retention
     /// forgets the key with it).

@@ -23,6 +23,7 @@ async fn a_node_ahead_of_the_database_expires_no_live_lease(s: Arc<dyn Store>) {
         callback_url: None,
         max_attempts: 3,
         suite: None,
+        regrade_of: None,
         idempotency: None,
     }])
     .await

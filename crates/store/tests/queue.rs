@@ -24,6 +24,7 @@ fn job(owner: &str, n: usize) -> NewJob {
         callback_url: None,
         max_attempts: 3,
         suite: None,
+        regrade_of: None,
         idempotency: None,
     }
 }
@@ -612,6 +613,7 @@ async fn the_pending_cap_holds_under_concurrent_enqueues(s: Arc<dyn Store>) {
 fn keyed(owner: &str, n: usize, key: &str, fingerprint: &str) -> NewJob {
     NewJob {
         suite: None,
+        regrade_of: None,
         idempotency: Some(IdempotencyKey {
             key: key.into(),
             fingerprint: fingerprint.into(),
@@ -838,6 +840,64 @@ async fn jobs_are_listed_by_page_and_filter_and_graded_per_owner(s: Arc<dyn Stor
         ]
     );
     assert!(s.gradebook("nobody").await.unwrap().is_empty());
+
+    // Regrades: of ada's older job, of her latest judged one, and of that regrade; and a staff
+    // token's try of the suite.
+    let regrade = |of_id: &str, n: usize| NewJob {
+        regrade_of: Some(of_id.to_string()),
+        ..of(&ada, n, Some("s1"))
+    };
+    let r_old = s
+        .enqueue(vec![regrade(&ids[0], 6)])
+        .await
+        .unwrap()
+        .remove(0);
+    let r_new = s
+        .enqueue(vec![regrade(&ids[1], 7)])
+        .await
+        .unwrap()
+        .remove(0);
+    let r_again = s.enqueue(vec![regrade(&r_new, 8)]).await.unwrap().remove(0);
+    let ann = s.create_token(Role::Staff, "Ann").await.unwrap().info.id;
+    let tried = s
+        .enqueue(vec![of(&ann, 9, Some("s1"))])
+        .await
+        .unwrap()
+        .remove(0);
+    let original = s.get_job(&ids[1]).await.unwrap().unwrap();
+    let again = s.get_job(&r_again).await.unwrap().unwrap();
+    assert_eq!(
+        (again.regrade_of.as_deref(), again.submitted_ms),
+        (Some(ids[1].as_str()), Some(original.created_ms)),
+        "a regrade of a regrade names the original"
+    );
+    assert_eq!(original.regrade_of, None);
+    // Judged in this order: the regrade of ada's latest, then the one of her older job.
+    while let Some(c) = s.claim_job("w", LONG).await.unwrap() {
+        leases.insert(c.job.id.clone(), c.lease);
+    }
+    for id in [&r_new, &r_old, &tried] {
+        let r = s
+            .complete_job(id, &leases[id], JobState::Done, "{}", None)
+            .await
+            .unwrap();
+        assert_eq!(r, Completion::Recorded);
+    }
+    let book: Vec<(Option<String>, String)> = s
+        .gradebook("s1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.owner_name, l.job.id))
+        .collect();
+    assert_eq!(
+        book,
+        [
+            (Some("ada".to_string()), r_new.clone()),
+            (Some("bob".to_string()), ids[2].clone())
+        ],
+        "the older job's regrade stands where that job does; staff's try is no grade"
+    );
 }
 
 on_both_backends!(

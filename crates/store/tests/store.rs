@@ -134,6 +134,7 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
         callback_url: None,
         max_attempts: 3,
         suite: None,
+        regrade_of: None,
         idempotency: None,
     }])
     .await
@@ -160,6 +161,7 @@ async fn uploads_suites_and_retention(s: Arc<dyn Store>) {
         callback_url: None,
         max_attempts: 3,
         suite: None,
+        regrade_of: None,
         idempotency: None,
     }])
     .await
@@ -250,6 +252,7 @@ async fn every_write_under_concurrency(s: Arc<dyn Store>) {
                         callback_url: Some("http://callback.invalid/".into()),
                         max_attempts: 2,
                         suite: None,
+                        regrade_of: None,
                         idempotency: None,
                     }])
                     .await?;
@@ -387,6 +390,7 @@ async fn postgres_new_work_wakes_other_nodes() {
             callback_url: None,
             max_attempts: 3,
             suite: None,
+            regrade_of: None,
             idempotency: None,
         }])
         .await
@@ -444,6 +448,7 @@ async fn postgres_finished_jobs_are_heard_by_other_nodes() {
         callback_url: None,
         max_attempts,
         suite: None,
+        regrade_of: None,
         idempotency: None,
     };
     // Node A's listener may not be listening yet: finish jobs on B until A hears one (bounded).
@@ -611,6 +616,7 @@ async fn postgres_sweeps_skip_rows_other_transactions_hold() {
         callback_url: None,
         max_attempts: 3,
         suite: None,
+        regrade_of: None,
         idempotency: None,
     };
     let ids = s.enqueue(vec![job(0), job(1)]).await.unwrap();
@@ -810,6 +816,7 @@ async fn postgres_disk_full_is_storage_full() {
         callback_url: None,
         max_attempts: 3,
         suite: None,
+        regrade_of: None,
         idempotency: None,
     };
     for (errcode, full) in [("disk_full", true), ("check_violation", false)] {

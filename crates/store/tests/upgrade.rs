@@ -367,6 +367,7 @@ async fn read_back(s: &dyn Store, now: i64, blob_dir: &Path) {
         callback_url: None,
         max_attempts: 3,
         suite: None,
+        regrade_of: None,
         idempotency: Some(IdempotencyKey {
             key: "hw3-alice".into(),
             fingerprint: fingerprint.into(),
@@ -390,6 +391,7 @@ async fn read_back(s: &dyn Store, now: i64, blob_dir: &Path) {
     // Old jobs have no key: many NULL keys of one owner are not one key.
     let plain = NewJob {
         suite: None,
+        regrade_of: None,
         idempotency: None,
         ..keyed("f2")
     };

@@ -25,9 +25,11 @@ pub struct GradebookQuery {
 
 /// A suite's gradebook (staff): each student's latest finished submission it graded.
 ///
-/// `?format=csv` answers the CSV a spreadsheet or an LMS imports (`student,owner,submission,
-/// score,max_score,percent,verdict,status,finished_at`), with the quoting and formula defusing
-/// of `corral grade`'s `gradebook.csv`.
+/// A regrade stands where its original stands (regrading an older submission does not replace a
+/// newer one's grade); staff's own submissions are left out. `?format=csv` answers the CSV a
+/// spreadsheet or an LMS imports (`student,owner,submission,score,max_score,percent,verdict,
+/// status,submitted_at,finished_at`), with the quoting and formula defusing of `corral grade`'s
+/// `gradebook.csv`.
 #[utoipa::path(
     get, path = "/suites/{id}/gradebook", tag = "suites", operation_id = "get_gradebook",
     params(("id" = String, Path, description = "Suite id", example = "hello"), GradebookQuery),

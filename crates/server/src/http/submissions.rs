@@ -315,7 +315,9 @@ pub async fn list_submissions(
 /// Judge a finished submission again (staff).
 ///
 /// A new submission of the same owner, files and request, graded by its suite as the suite is
-/// now (a fixed test, a changed weight); the old one keeps its verdict. No callback is sent.
+/// now (a fixed test, a changed weight); the old one keeps its verdict. The regrade names the
+/// original (`regrade_of`) and stands in its place in a gradebook. No callback is sent, and a
+/// student's cap on waiting submissions does not count it.
 #[utoipa::path(
     post, path = "/submissions/{id}/regrade", tag = "submissions", operation_id = "regrade_submission",
     params(("id" = String, Path, description = "Submission id", example = "0123456789abcdef0123456789abcdef")),
@@ -323,9 +325,10 @@ pub async fn list_submissions(
         (status = 202, description = "Queued: the new submission's id", body = Regraded),
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 403, description = "Not a staff token", body = ErrorBody),
-        (status = 404, description = "No such submission, or its suite is gone", body = ErrorBody),
-        (status = 409, description = "Still being judged", body = ErrorBody),
+        (status = 404, description = "No such submission", body = ErrorBody),
+        (status = 409, description = "Still being judged, or its suite is no longer on this server", body = ErrorBody),
         (status = 410, description = "Its files are no longer kept (retention)", body = ErrorBody),
+        (status = 422, description = "Its suite does not load (nothing is queued)", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]

@@ -678,6 +678,8 @@ mod tests {
             callback_error: None,
             image_name: None,
             image_digest: None,
+            regrade_of: None,
+            submitted_ms: None,
         }
     }
 

@@ -7,10 +7,14 @@
 //! milliseconds each) and gradings (`/check`: a whole suite, seconds each). Programs may also
 //! take `reserved_run_slots` slots of their own on top of `parallelism`, so a storm of checks
 //! (a class checking at once, each holding a slot for seconds) does not put an editor's 20 ms run
-//! behind all of them: with the shared slots alone it waited ~35 s behind 30 checks.
+//! behind all of them: with the shared slots alone it waited ~35 s behind 30 checks. A program
+//! takes a free shared slot first, and a reserved one only when its caller holds no slot: one
+//! token's long runs (four `sleep 20`s) took the shared slot and the reserved one and held every
+//! other editor's run for 38 s.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -27,9 +31,35 @@ pub struct Runner {
     slots: FairSlots,
     /// Only programs take these; `None` when none are reserved.
     reserved: Option<FairSlots>,
+    /// The slots each caller holds now (callers holding none are absent).
+    holding: Arc<Mutex<HashMap<String, usize>>>,
     admitted: AtomicUsize,
     max_admitted: usize,
     metrics: Arc<Metrics>,
+}
+
+/// A slot, counted as its caller's until dropped (the run ended, or its request went away).
+struct Held {
+    _slot: Slot,
+    holding: Arc<Mutex<HashMap<String, usize>>>,
+    caller: String,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut h = lock(&self.holding);
+        if let Some(n) = h.get_mut(&self.caller) {
+            *n -= 1;
+            if *n == 0 {
+                h.remove(&self.caller);
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Counts stay consistent between statements: a panic elsewhere cannot leave them half-done.
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Gives back an admission when dropped (however the request ends).
@@ -64,6 +94,7 @@ impl Runner {
         Runner {
             slots: FairSlots::new(parallelism),
             reserved: (reserved > 0).then(|| FairSlots::new(reserved)),
+            holding: Arc::default(),
             admitted: AtomicUsize::new(0),
             max_admitted: parallelism + reserved + queue,
             metrics,
@@ -94,21 +125,37 @@ impl Runner {
         self.execute(Work::Program, caller, f).await
     }
 
-    /// A slot for `work`: a program takes a free reserved slot first (leaving the shared ones to
-    /// gradings), else whichever of the two frees for it first.
-    async fn slot(&self, work: Work, caller: &str) -> Result<Slot, Closed> {
+    /// A slot for `work`, counted as `caller`'s while held.
+    async fn slot(&self, work: Work, caller: &str) -> Result<Held, Closed> {
+        let slot = self.take(work, caller).await?;
+        *lock(&self.holding).entry(caller.to_string()).or_default() += 1;
+        Ok(Held {
+            _slot: slot,
+            holding: self.holding.clone(),
+            caller: caller.to_string(),
+        })
+    }
+
+    /// A program takes a free shared slot; else, when its caller holds no slot, whichever frees
+    /// for it first of a reserved one and a shared one. A grading waits for a shared one.
+    async fn take(&self, work: Work, caller: &str) -> Result<Slot, Closed> {
         let reserved = match (&self.reserved, work) {
             (Some(r), Work::Program) => r,
             _ => return self.slots.acquire(caller).await,
         };
-        let in_reserve = match reserved.ticket(caller)? {
+        let shared = match self.slots.ticket(caller)? {
             Ticket::Now(slot) => return Ok(slot),
             Ticket::Queued(w) => w,
         };
-        match self.slots.ticket(caller)? {
+        // The reserved slots are for callers with nothing running: one token's many runs
+        // would otherwise hold them beside the shared ones.
+        if lock(&self.holding).contains_key(caller) {
+            return shared.granted().await;
+        }
+        match reserved.ticket(caller)? {
             // Dropping the other place in line leaves that queue (or passes on a slot it got).
             Ticket::Now(slot) => Ok(slot),
-            Ticket::Queued(shared) => tokio::select! {
+            Ticket::Queued(in_reserve) => tokio::select! {
                 s = in_reserve.granted() => s,
                 s = shared.granted() => s,
             },
@@ -336,5 +383,44 @@ mod tests {
         e.await.unwrap();
         assert_eq!(runner.slots.available(), 1);
         assert_eq!(runner.reserved.as_ref().unwrap().available(), 1);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_caller_running_a_program_does_not_take_the_reserved_slot_too() {
+        let metrics = Arc::new(Metrics::new());
+        let runner = Arc::new(Runner::new(1, 1, 10, metrics.clone()));
+        // The shared slot is free: a's first long run takes it.
+        let (first, a1) = blocked(&runner, Work::Program, "a");
+        until(&metrics.in_flight, 1).await;
+        assert_eq!(runner.slots.available(), 0);
+        // a's second run waits for the shared slot, though the reserved one is free...
+        let (second, a2) = blocked(&runner, Work::Program, "a");
+        until(&metrics.queued, 1).await;
+        tokio::task::yield_now().await;
+        assert_eq!(
+            metrics.in_flight.get(),
+            1,
+            "one caller took the reserved slot too"
+        );
+        // ...which another caller's run takes at once.
+        let r = runner.clone();
+        let ran = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            r.run_then("b", || ("ran", ())),
+        )
+        .await
+        .expect("b's run waited for a's")
+        .unwrap();
+        assert_eq!(ran, "ran");
+        first.send(()).unwrap();
+        a1.await.unwrap();
+        until(&metrics.queued, 0).await;
+        second.send(()).unwrap();
+        a2.await.unwrap();
+        assert!(
+            lock(&runner.holding).is_empty(),
+            "{:?}",
+            lock(&runner.holding)
+        );
     }
 }

@@ -91,8 +91,11 @@ where
             let inserted = sqlx::query(
                 "INSERT INTO submissions (id, owner, state, spec, upload_id, max_attempts, created_ms, \
                  callback_url, callback_state, suite_upload_id, idempotency_key, request_fingerprint, \
-                 suite) \
-                 VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                 suite, regrade_of, root_seq, submitted_ms) \
+                 VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+                 (SELECT COALESCE(o.regrade_of, o.id) FROM submissions o WHERE o.id = $13), \
+                 (SELECT COALESCE(o.root_seq, o.seq) FROM submissions o WHERE o.id = $13), \
+                 (SELECT COALESCE(o.submitted_ms, o.created_ms) FROM submissions o WHERE o.id = $13))",
             )
             .bind(id.as_str())
             .bind(j.owner.as_str())
@@ -110,6 +113,7 @@ where
             .bind(j.idempotency.as_ref().map(|k| k.key.as_str()))
             .bind(j.idempotency.as_ref().map(|k| k.fingerprint.as_str()))
             .bind(j.suite.as_deref())
+            .bind(j.regrade_of.as_deref())
             .execute(&mut *tx)
             .await;
             if let Err(e) = inserted {
@@ -163,13 +167,18 @@ where
     }
 
     async fn gradebook(&self, suite: &str) -> Result<Vec<ListedJob>> {
+        // Per owner, the finished job whose original came last, and of that original's judgements
+        // the last: a regrade stands where its original stands. One pass over the suite's rows
+        // (a correlated "latest of this owner" per row scanned the suite once per row: 15 s for
+        // 20,000 submissions). Staff's and admins' own submissions are tries, not grades.
         Ok(sqlx::query_as(&format!(
             "SELECT j.*, t.name AS owner_name FROM \
-             (SELECT seq, suite, {JOB_COLUMNS} FROM submissions s \
-              WHERE suite = $1 AND state IN ('done', 'failed') AND seq = \
-              (SELECT MAX(seq) FROM submissions l \
-               WHERE l.owner = s.owner AND l.suite = $1 AND l.state IN ('done', 'failed'))) j \
-             LEFT JOIN tokens t ON t.id = j.owner ORDER BY t.name, j.owner"
+             (SELECT seq, suite, {JOB_COLUMNS}, ROW_NUMBER() OVER \
+                (PARTITION BY owner ORDER BY COALESCE(root_seq, seq) DESC, seq DESC) AS latest \
+              FROM submissions WHERE suite = $1 AND state IN ('done', 'failed')) j \
+             LEFT JOIN tokens t ON t.id = j.owner \
+             WHERE j.latest = 1 AND COALESCE(t.role, 'student') = 'student' \
+             ORDER BY LOWER(COALESCE(t.name, '')), j.owner"
         ))
         .bind(suite)
         .fetch_all(&self.db)

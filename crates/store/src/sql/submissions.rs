@@ -12,7 +12,7 @@ use crate::jobs::KeyedJob;
 /// The columns a [`Job`](crate::jobs::Job) is read from.
 pub const JOB_COLUMNS: &str = "id, owner, state, spec, upload_id, result, error, attempts, \
     max_attempts, created_ms, started_ms, finished_ms, worker, callback_url, callback_state, \
-    callback_attempts, callback_error, image_name, image_digest";
+    callback_attempts, callback_error, image_name, image_digest, regrade_of, submitted_ms";
 
 /// Appends to a submission's audit trail (in the caller's transaction).
 pub async fn record_event<D>(

@@ -374,6 +374,7 @@ pub async fn accept(
         upload_id,
         suite_upload_id: spec.suite.as_ref().and_then(|s| s.upload.clone()),
         suite: spec.suite.as_ref().map(|s| s.id.clone()),
+        regrade_of: None,
         callback_url: req.callback_url,
         max_attempts: st.config.submissions.max_attempts,
         idempotency: None,

@@ -1,6 +1,8 @@
-//! A suite's gradebook (`GET /suites/{id}/gradebook`): each student's latest finished
-//! submission graded by it, as JSON or as the CSV `corral grade` writes for local folders
-//! (the same quoting, and the same defusing of cells a spreadsheet would run as formulas).
+//! A suite's gradebook (`GET /suites/{id}/gradebook`): each student token's latest finished
+//! submission graded by it (a regrade standing where its original stands; staff's tries left
+//! out), as JSON or as the CSV `corral grade` writes for local folders (the same quoting, and
+//! the same defusing of cells a spreadsheet would run as formulas). A row is a token: a student
+//! whose token was replaced has a row per token.
 
 use corral_checks::batch::{csv_field, num};
 use corral_judge::VerdictKind;
@@ -20,8 +22,13 @@ pub struct GradebookRow {
     pub student: String,
     /// The token's id.
     pub owner: String,
-    /// The submission the grade comes from.
+    /// The submission the grade comes from (a regrade, or the original).
     pub submission: String,
+    /// When that submission was handed in (a regrade's original's time), Unix ms.
+    pub submitted_at: i64,
+    /// When the grade comes from a regrade: the original it judged again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regrade_of: Option<String>,
     /// `done`, or `failed` (could not be judged).
     pub status: String,
     pub verdict: Option<VerdictKind>,
@@ -38,7 +45,7 @@ pub struct Gradebook {
     pub rows: Vec<GradebookRow>,
 }
 
-/// Suite `id`'s gradebook (staff only). A suite nobody submitted to and that this server does
+/// Suite `id`'s gradebook (staff only), by student name. A suite nobody submitted to and that this server does
 /// not know is a 404; one it no longer has still lists the submissions it graded.
 pub async fn gradebook(st: &SharedState, caller: &Caller, id: &str) -> Result<Gradebook, ApiError> {
     caller.require_staff()?;
@@ -57,6 +64,8 @@ pub async fn gradebook(st: &SharedState, caller: &Caller, id: &str) -> Result<Gr
                     .unwrap_or(s.owner.clone()),
                 owner: s.owner,
                 submission: s.id,
+                submitted_at: l.job.submitted_ms.unwrap_or(l.job.created_ms),
+                regrade_of: s.regrade_of,
                 status: s.status,
                 verdict: s.verdict,
                 score: s.score,
@@ -71,10 +80,11 @@ pub async fn gradebook(st: &SharedState, caller: &Caller, id: &str) -> Result<Gr
     })
 }
 
-/// The gradebook as CSV: `student,owner,submission,score,max_score,percent,verdict,status,finished_at`.
+/// The gradebook as CSV, one line per student:
+/// `student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at`.
 pub fn csv(book: &Gradebook) -> String {
     let mut out = String::from(
-        "student,owner,submission,score,max_score,percent,verdict,status,finished_at\n",
+        "student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at\n",
     );
     for r in &book.rows {
         let percent = match (r.score, r.max_score) {
@@ -92,6 +102,7 @@ pub fn csv(book: &Gradebook) -> String {
                 .map(|v| v.as_str().to_string())
                 .unwrap_or_default(),
             r.status.clone(),
+            r.submitted_at.to_string(),
             r.finished_at.map(|t| t.to_string()).unwrap_or_default(),
         ];
         let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();

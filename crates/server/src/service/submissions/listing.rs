@@ -58,6 +58,9 @@ pub struct SubmissionSummary {
     /// Unix milliseconds.
     pub created_at: i64,
     pub finished_at: Option<i64>,
+    /// A regrade: the original submission it judges again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regrade_of: Option<String>,
 }
 
 impl SubmissionSummary {
@@ -76,6 +79,7 @@ impl SubmissionSummary {
             max_score: view.max_score,
             created_at: view.created_at,
             finished_at: view.finished_at,
+            regrade_of: view.regrade_of,
         }
     }
 }

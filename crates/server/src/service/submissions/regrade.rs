@@ -1,8 +1,12 @@
 //! Judging finished submissions again (`POST /submissions/{id}/regrade`, `POST
 //! /suites/{id}/regrade`): after staff fixed a suite, each student's files are graded by the
 //! suite as it is now. A regrade is a new submission of the same owner, files and request, with
-//! the suite (and the images it names) pinned anew; the old one and its verdict stay. A
-//! language or command submission runs again as it was asked, in the images it was pinned to.
+//! the suite (and the images it names) pinned anew; the old one and its verdict stay. The new one
+//! names the original (`regrade_of`, with its submission time) and stands where the original
+//! stands in its owner's order: a gradebook takes a student's latest submission, and regrading an
+//! older one must not replace a newer one's grade. A language or command submission runs again
+//! as it was asked, in the images it was pinned to. Regrades are staff's: a student's cap on
+//! waiting submissions does not count them.
 
 use corral_judge::JobSpec;
 use corral_store::NewJob;
@@ -10,7 +14,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::accept::enqueue;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::{folder_suites, images, suites};
 use crate::state::SharedState;
@@ -30,8 +34,9 @@ pub struct Regraded {
     pub message: Option<String>,
 }
 
-/// Queues a regrade of submission `id` (staff only): 404 unknown, 409 still being judged, 410
-/// its files were deleted by retention.
+/// Queues a regrade of submission `id` (staff only): 404 unknown, 409 still being judged or its
+/// suite no longer on this server, 410 its files were deleted by retention, 422 its suite does
+/// not load (nothing is queued then: a broken edit is said to staff, not graded as a failure).
 pub async fn regrade(st: &SharedState, caller: &Caller, id: &str) -> Result<String, ApiError> {
     caller.require_staff()?;
     let job = prepare(st, id).await?;
@@ -105,16 +110,25 @@ async fn prepare(st: &SharedState, id: &str) -> Result<NewJob, ApiError> {
     let mut spec: JobSpec = serde_json::from_str(&job.spec)
         .map_err(|e| ApiError::internal(format!("submission {id}: its stored request: {e}")))?;
     if let Some(old) = spec.suite.take() {
-        let now = folder_suites::pin(st, suites::resolve(st, &old.id).await?).await?;
-        // The images the suite names now, pinned to the digests this server has now.
-        if let Ok(loaded) = suites::loaded(st, &now, spec.image.as_deref()).await? {
-            let needed = corral_judge::suite_images(&loaded, &st.languages);
-            spec.image_digests = if needed.is_empty() {
-                Default::default()
+        let found = suites::resolve(st, &old.id).await.map_err(|e| {
+            if e.kind == ErrorKind::NotFound {
+                ApiError::conflict(format!(
+                    "submission {id} was graded by suite {:?}, which is no longer on this server",
+                    old.id
+                ))
             } else {
-                images::pin(st, needed).await?
-            };
-        }
+                e
+            }
+        })?;
+        let now = folder_suites::pin(st, found).await?;
+        let loaded = suites::loaded(st, &now, spec.image.as_deref()).await??;
+        // The images the suite names now, pinned to the digests this server has now.
+        let needed = corral_judge::suite_images(&loaded, &st.languages);
+        spec.image_digests = if needed.is_empty() {
+            Default::default()
+        } else {
+            images::pin(st, needed).await?
+        };
         spec.suite = Some(now);
     }
     Ok(NewJob {
@@ -123,6 +137,7 @@ async fn prepare(st: &SharedState, id: &str) -> Result<NewJob, ApiError> {
         suite_upload_id: spec.suite.as_ref().and_then(|s| s.upload.clone()),
         suite: spec.suite.as_ref().map(|s| s.id.clone()),
         spec: serde_json::to_string(&spec).expect("a job spec serialises"),
+        regrade_of: Some(id.to_string()),
         // The owner's callback would announce a submission it never made.
         callback_url: None,
         max_attempts: st.config.submissions.max_attempts,

@@ -66,6 +66,12 @@ pub struct SubmissionView {
     /// absent on the host root and until judged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<corral_judge::ImageDoc>,
+    /// A regrade (staff's): the original submission it judges again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regrade_of: Option<String>,
+    /// A regrade: when the original was submitted (Unix ms; `created_at` is the regrade's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submitted_at: Option<i64>,
 }
 
 impl SubmissionView {
@@ -122,6 +128,8 @@ impl SubmissionView {
                 }),
                 _ => None,
             },
+            regrade_of: job.regrade_of.clone(),
+            submitted_at: job.submitted_ms,
         }
     }
 }
