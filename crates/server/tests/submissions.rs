@@ -732,6 +732,12 @@ async fn a_waiting_request_is_answered_when_its_verdict_is_recorded() {
     let (st, claim) = s.post(&worker, "/worker/claim", json!({"wait": 0})).await;
     assert_eq!(st, StatusCode::OK, "{claim}");
     assert_eq!(claim["id"], ids[0].as_str());
+    // A wait of no sense is refused (a negative one was taken as the longest).
+    for bad in ["-1", "NaN", "inf"] {
+        let path = format!("/submissions/{}?wait=true&timeout={bad}", ids[0]);
+        let (st, v) = s.get(&t, &path).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}: {v}");
+    }
     let asked = std::time::Instant::now();
     let wait = |id: &str| {
         let (url, t) = (

@@ -258,7 +258,7 @@ pub async fn submit_batch(
     params(
         ("id" = String, Path, description = "Submission id", example = "0123456789abcdef0123456789abcdef"),
         ("wait" = Option<bool>, Query, description = "Wait for the verdict (bounded)", example = false),
-        ("timeout" = Option<f64>, Query, description = "Seconds to wait at most", example = 1.0),
+        ("timeout" = Option<f64>, Query, description = "Seconds to wait at most", example = 1.0, minimum = 0),
     ),
     responses(
         (status = 200, description = "The submission", body = SubmissionView),
@@ -275,9 +275,14 @@ pub async fn get_submission(
 ) -> Result<Json<SubmissionView>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let max = st.config.submissions.wait_max.duration();
+    if let Some(t) = q.timeout.filter(|t| !t.is_finite() || *t < 0.0) {
+        // A negative wait was taken as the longest one.
+        return Err(ApiError::bad_request(format!(
+            "timeout {t}: seconds, 0 or more"
+        )));
+    }
     let wait = if is_true(&q.wait) {
         q.timeout
-            .filter(|t| t.is_finite() && *t >= 0.0)
             .map(|t| Duration::from_secs_f64(t.min(3600.0)))
             .unwrap_or(max)
             .min(max)
