@@ -9,11 +9,14 @@ follows the document's links from there). Prints `KEY=VALUE` lines for the shell
     python3 prepare.py BASE_URL ADMIN_TOKEN REGISTRY_ADDR WORKDIR
 """
 
+import hashlib
+import hmac
 import io
 import json
 import os
 import sys
 import tarfile
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -38,6 +41,21 @@ def call(method, path, body=None, token=ADMIN, ctype="application/json", expect=
     if status not in expect:
         sys.exit(f"prepare: {method} {path} answered {status}: {raw[:500]!r}")
     return json.loads(raw) if raw else None
+
+
+def signed_result(worker, job, body):
+    """POST /worker/jobs/{job}/result as `corral worker` sends it (signed with its token)."""
+    raw = json.dumps(body).encode()
+    t = int(time.time())
+    key = hashlib.sha256(worker.encode()).hexdigest().encode()
+    mac = hmac.new(key, f"{t}.".encode() + raw, hashlib.sha256).hexdigest()
+    req = urllib.request.Request(f"{BASE}/worker/jobs/{job}/result", data=raw, method="POST")
+    req.add_header("Authorization", f"Bearer {worker}")
+    req.add_header("Content-Type", "application/json")
+    req.add_header("Corral-Signature", f"t={t},v1={mac}")
+    with urllib.request.urlopen(req, timeout=60) as r:
+        if r.status != 200:
+            sys.exit(f"prepare: the result of {job} answered {r.status}")
 
 
 def multipart(parts):
@@ -109,10 +127,13 @@ def main():
     worker = made["token"]
     # The fuzzer's own tokens, which it must not revoke (hooks.py steers it away from them).
     keep = [call("GET", "/whoami")["id"], made["id"]]
-    # Two jobs claimed by the worker (one to renew, one to finish), one left for the claim.
-    for _ in range(3):
+    # Three jobs claimed by the worker (one to renew, one to finish, one finished here: staff
+    # regrade it), one left for the claim.
+    for _ in range(4):
         call("POST", "/submissions", {"cmd": "echo hi"})
-    claimed = [call("POST", "/worker/claim", {"worker": "fuzz", "wait": 5}, token=worker) for _ in range(2)]
+    claimed = [call("POST", "/worker/claim", {"worker": "fuzz", "wait": 5}, token=worker) for _ in range(3)]
+    judged = claimed[2]["id"]
+    signed_result(worker, judged, {"lease": claimed[2]["lease"], "verdict": {"verdict": "accepted", "score": 1.0, "max_score": 1.0}})
     # Images: one imported (the worker fetches it), one to remove; the pull comes from registry.py.
     archive = os.path.join(WORK, "import.tar")
     with open(archive, "wb") as f:
@@ -135,6 +156,7 @@ def main():
     body_example(doc, "POST", "/check", {"checks": "hello", "sandbox": {"homedir": upload}})
     body_example(doc, "POST", "/submissions", {"cmd": "sh greet.sh", "upload": upload, "expected_output": "hello"})
     param_example(doc, "GET", "/submissions/{id}", "id", submission)
+    param_example(doc, "POST", "/submissions/{id}/regrade", "id", judged)
     param_example(doc, "GET", "/revisions/{id}", "id", revision)
     param_example(doc, "DELETE", "/tokens/{id}", "id", doomed)
     body_example(doc, "POST", "/images", {"pull": f"{REGISTRY}/fuzz/tiny:1"})
