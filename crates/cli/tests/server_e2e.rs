@@ -823,6 +823,42 @@ fn a_tokens_concurrent_checks_are_capped_and_another_tokens_check_runs() {
     });
 }
 
+/// Waits (bounded) until the server has `(in flight, queued)` runs.
+async fn until_runs(s: &Server, expected: (i64, i64)) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let h = s.health().await;
+        if (h["runs_in_flight"].clone(), h["runs_queued"].clone())
+            == (json!(expected.0), json!(expected.1))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the runs never got to {expected:?}: {h}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An editor's `echo mine` answers within 25 s (else `waited` says why not).
+async fn editor_run_answers(s: &Server, editor: &str, waited: &str) {
+    let r = client()
+        .post(s.url("/run"))
+        .bearer_auth(editor)
+        .json(&json!({"cmd": "echo mine"}))
+        .timeout(Duration::from_secs(25))
+        .send()
+        .await
+        .expect(waited);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        (&v["status"], &v["stdout"]),
+        (&json!("ok"), &json!("mine\n")),
+        "{v}"
+    );
+}
+
 /// A storm of `/check`s does not hold back an editor's run: with one slot, two students'
 /// 45-second gradings hold it and wait for it, and a third student's `/run` (and a WebSocket run)
 /// still answers at once, in the slot reserved for programs (the default
@@ -846,33 +882,10 @@ fn an_editor_run_does_not_wait_behind_a_storm_of_checks() {
             storm.push(tokio::spawn(async move {
                 let _ = client().post(url).bearer_auth(t).json(&body).send().await;
             }));
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                let h = s.health().await;
-                if (h["runs_in_flight"].clone(), h["runs_queued"].clone())
-                    == (json!(expected.0), json!(expected.1))
-                {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "the checks never got there: {h}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            until_runs(&s, expected).await;
         }
         let editor = s.token("student").await;
-        let r = client()
-            .post(s.url("/run"))
-            .bearer_auth(&editor)
-            .json(&json!({"cmd": "echo mine"}))
-            .timeout(Duration::from_secs(25))
-            .send()
-            .await
-            .expect("the editor's run waited behind the checks");
-        let v: Value = r.json().await.unwrap();
-        assert_eq!(
-            (&v["status"], &v["stdout"]),
-            (&json!("ok"), &json!("mine\n")),
-            "{v}"
-        );
+        editor_run_answers(&s, &editor, "the editor's run waited behind the checks").await;
         let mut ws = ws_connect(&s, &editor).await;
         ws_send(
             &mut ws,
@@ -910,33 +923,15 @@ fn one_tokens_long_runs_do_not_take_the_slot_reserved_for_others() {
                                   "limits": {"wall_time": "40s"}});
                 let _ = client().post(url).bearer_auth(t).json(&body).send().await;
             }));
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                let h = s.health().await;
-                if (h["runs_in_flight"].clone(), h["runs_queued"].clone())
-                    == (json!(expected.0), json!(expected.1))
-                {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "the runs never got there: {h}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            until_runs(&s, expected).await;
         }
         let editor = s.token("student").await;
-        let r = client()
-            .post(s.url("/run"))
-            .bearer_auth(&editor)
-            .json(&json!({"cmd": "echo mine"}))
-            .timeout(Duration::from_secs(25))
-            .send()
-            .await
-            .expect("the editor's run waited behind another token's runs");
-        let v: Value = r.json().await.unwrap();
-        assert_eq!(
-            (&v["status"], &v["stdout"]),
-            (&json!("ok"), &json!("mine\n")),
-            "{v}"
-        );
+        editor_run_answers(
+            &s,
+            &editor,
+            "the editor's run waited behind another token's runs",
+        )
+        .await;
         for t in held {
             t.abort();
         }

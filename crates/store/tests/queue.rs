@@ -712,6 +712,16 @@ async fn concurrent_enqueues_with_one_key_store_one_job(s: Arc<dyn Store>) {
     }
 }
 
+/// Suite `s1`'s gradebook: each row's owner name and job.
+async fn book(s: &Arc<dyn Store>) -> Vec<(Option<String>, String)> {
+    s.gradebook("s1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.owner_name, l.job.id))
+        .collect()
+}
+
 /// Staff's view of the queue: a list newest first, paged by position, filtered by owner, suite
 /// and state (each with the owner's token name); and a suite's gradebook, each owner's latest
 /// finished submission (a later one still running does not replace it; a failed one does).
@@ -825,15 +835,8 @@ async fn jobs_are_listed_by_page_and_filter_and_graded_per_owner(s: Arc<dyn Stor
         .await,
         [ids[5].clone(), ids[4].clone(), ids[3].clone()]
     );
-    let book: Vec<(Option<String>, String)> = s
-        .gradebook("s1")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|l| (l.owner_name, l.job.id))
-        .collect();
     assert_eq!(
-        book,
+        book(&s).await,
         [
             (Some("ada".to_string()), ids[1].clone()),
             (Some("bob".to_string()), ids[2].clone())
@@ -883,15 +886,8 @@ async fn jobs_are_listed_by_page_and_filter_and_graded_per_owner(s: Arc<dyn Stor
             .unwrap();
         assert_eq!(r, Completion::Recorded);
     }
-    let book: Vec<(Option<String>, String)> = s
-        .gradebook("s1")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|l| (l.owner_name, l.job.id))
-        .collect();
     assert_eq!(
-        book,
+        book(&s).await,
         [
             (Some("ada".to_string()), r_new.clone()),
             (Some("bob".to_string()), ids[2].clone())
