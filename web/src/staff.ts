@@ -74,9 +74,13 @@ async function downloadGradebook(suite: string): Promise<void> {
 
 let nextCursor: string | undefined;
 
-/** Appends a page of the queue's submissions (the first page replaces the table's rows). */
+/** Appends a page of the queue's submissions (the first page replaces the table's rows), of the
+ * assignment the filter names (all when none). */
 async function loadQueue(first: boolean): Promise<void> {
-  const path = first || !nextCursor ? '/submissions?limit=50' : `/submissions?limit=50&cursor=${encodeURIComponent(nextCursor)}`;
+  const suite = $as<HTMLSelectElement>('queue-suite').value;
+  let path = '/submissions?limit=50';
+  if (suite) path += `&suite=${encodeURIComponent(suite)}`;
+  if (!first && nextCursor) path += `&cursor=${encodeURIComponent(nextCursor)}`;
   const page = await api<SubmissionPage>('GET', path);
   nextCursor = page.next_cursor;
   const tbody = $('queue').querySelector('tbody')!;
@@ -98,6 +102,25 @@ async function loadQueue(first: boolean): Promise<void> {
   $('more').hidden = !nextCursor;
 }
 
+/** After a fix to an assignment: every student's latest submission of it judged again
+ * (`POST /suites/{id}/regrade`), once staff confirm. */
+async function regradeSuite(suite: string, button: HTMLButtonElement): Promise<void> {
+  if (!window.confirm(`Regrade every student's latest submission of ${suite} with the assignment as it is now?`)) return;
+  button.disabled = true;
+  try {
+    const r = await api<{ submissions: { id?: string; regrade_of: string; message?: string }[] }>('POST', `/suites/${encodeURIComponent(suite)}/regrade`);
+    const queued = r.submissions.filter((x) => x.id).length;
+    const refused = r.submissions.filter((x) => !x.id);
+    const why = refused.length ? ` ${refused.length} not: ${refused[0].message ?? ''}` : '';
+    banner(`${suite}: ${queued} regrade${queued === 1 ? '' : 's'} queued.${why}`, 'info');
+    await loadQueue(true);
+  } catch (e) {
+    showError(e);
+  } finally {
+    button.disabled = false;
+  }
+}
+
 async function load(): Promise<void> {
   banner(null);
   let suites: SuiteInfo[] = [];
@@ -117,10 +140,16 @@ async function load(): Promise<void> {
       const passed = mine.filter((r) => r.status === 'passed').length;
       const book = el('button', { type: 'button', 'aria-label': `Download the gradebook of ${s.id} (CSV)` }, 'CSV');
       book.addEventListener('click', () => void downloadGradebook(s.id).catch(showError));
-      return el('tr', {}, el('td', {}, s.id), el('td', {}, s.name), el('td', {}, s.source), el('td', {}, String(mine.length)), el('td', {}, String(passed)), el('td', {}, book));
+      const again = el('button', { type: 'button', 'aria-label': `Regrade every student's latest submission of ${s.id}` }, 'Regrade');
+      again.addEventListener('click', () => void regradeSuite(s.id, again));
+      return el('tr', {}, el('td', {}, s.id), el('td', {}, s.name), el('td', {}, s.source), el('td', {}, String(mine.length)), el('td', {}, String(passed)), el('td', {}, book, ' ', again));
     }),
   );
   if (!suites.length) tbody.append(el('tr', {}, el('td', { colspan: '6' }, 'No assignments yet: register one with POST /suites or the suites folder.')));
+  const filter = $as<HTMLSelectElement>('queue-suite');
+  const chosen = filter.value;
+  filter.replaceChildren(el('option', { value: '' }, 'All'), ...suites.map((s) => el('option', { value: s.id }, s.id)));
+  filter.value = suites.some((s) => s.id === chosen) ? chosen : '';
   const rbody = $('recent').querySelector('tbody')!;
   rbody.replaceChildren(
     ...rows.map((r) =>
@@ -142,6 +171,7 @@ async function start(): Promise<void> {
     return;
   }
   $('refresh').addEventListener('click', () => void load());
+  $('queue-suite').addEventListener('change', () => void loadQueue(true).catch(showError));
   const more = $as<HTMLButtonElement>('more');
   more.addEventListener('click', () => {
     // One page at a time: a second click while one loads would append the same page twice.

@@ -580,6 +580,9 @@ await test('staff page: assignments, the queue, the editor\'s checks, a gradeboo
   const sub = await (await fetch(`${BASE}/submissions`, { method: 'POST', headers, body: JSON.stringify({ language: 'python', source_code: 'print(6 * 7)\n', expected_output: '42\n' }) })).json();
   const judged = await (await fetch(`${BASE}/submissions/${sub.id}?wait=true&timeout=25`, { headers })).json();
   assert(judged.verdict === 'accepted', `the queued submission: ${JSON.stringify(judged)}`);
+  const graded = await (await fetch(`${BASE}/submissions`, { method: 'POST', headers, body: JSON.stringify({ suite: 'greet', files: [{ path: 'main.c', content: GREET }] }) })).json();
+  const gradedDone = await (await fetch(`${BASE}/submissions/${graded.id}?wait=true&timeout=25`, { headers })).json();
+  assert(gradedDone.status === 'done', `the greet submission: ${JSON.stringify(gradedDone)}`);
   await signIn(staff, STAFF, '/staff.html');
   await staff.locator('#suites tbody tr').filter({ hasText: 'greet' }).waitFor();
   const queue = await staff.locator('#queue tbody tr').allInnerTexts();
@@ -593,6 +596,17 @@ await test('staff page: assignments, the queue, the editor\'s checks, a gradeboo
   assert(download.suggestedFilename() === 'gradebook-greet.csv', download.suggestedFilename());
   const csv = await (await import('node:fs/promises')).readFile(await download.path(), 'utf8');
   assert(csv.startsWith('student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at\n'), `gradebook: ${csv}`);
+  assert(csv.includes(graded.id), `the greet submission is in its gradebook: ${csv}`);
+  // The queue of one assignment, then that assignment regraded (after staff confirm).
+  await staff.getByRole('combobox', { name: 'Submissions of' }).selectOption('greet');
+  // The python submission is not greet's: it goes; greet's stays.
+  await staff.locator('#queue tbody tr').filter({ hasText: sub.id }).waitFor({ state: 'detached' });
+  const greetOnly = await staff.locator('#queue tbody tr').allInnerTexts();
+  assert(greetOnly.length === 1 && greetOnly[0].includes(graded.id), `greet's queue: ${greetOnly}`);
+  staff.once('dialog', (d) => void d.accept());
+  await staff.getByRole('button', { name: "Regrade every student's latest submission of greet" }).click();
+  await staff.locator('#banner').filter({ hasText: 'greet: 1 regrade queued.' }).waitFor();
+  await staff.locator('#queue tbody tr').filter({ hasText: '(regrade)' }).first().waitFor();
   await shot(staff, 'staff', true);
   // A student is told the page is not for them.
   const s2 = await newPage(undefined, null, 'staff-as-student');
