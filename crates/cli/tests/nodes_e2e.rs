@@ -51,15 +51,22 @@ async fn delete(s: &Server, token: &str, id: &str) -> (StatusCode, Option<String
     (r.status(), by)
 }
 
+/// A fresh PostgreSQL database and a blob folder for two nodes: the configuration they share,
+/// the database's name (to drop at the end) and the folder (kept while it lives).
+async fn shared_database() -> (String, String, tempfile::TempDir) {
+    let (db_url, db_name) = pg_support::fresh_postgres_database().await;
+    let blobs = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "database_url = \"{db_url}\"\nblobs_dir = \"{}\"\n",
+        blobs.path().display()
+    );
+    (cfg, db_name, blobs)
+}
+
 #[test]
 fn a_follow_up_on_another_node_continues_in_the_sandbox_that_node_keeps() {
     rt().block_on(async {
-        let (db_url, db_name) = pg_support::fresh_postgres_database().await;
-        let blobs = tempfile::tempdir().unwrap();
-        let cfg = format!(
-            "database_url = \"{db_url}\"\nblobs_dir = \"{}\"\n",
-            blobs.path().display()
-        );
+        let (cfg, db_name, _blobs) = shared_database().await;
         let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let a = Server::start_in(da.path(), &cfg, &[]);
         let b = Server::start_in(db.path(), &cfg, &[]);
@@ -151,12 +158,7 @@ fn a_follow_up_on_another_node_continues_in_the_sandbox_that_node_keeps() {
 #[test]
 fn a_submission_waited_for_on_one_node_is_answered_when_another_judges_it() {
     rt().block_on(async {
-        let (db_url, db_name) = pg_support::fresh_postgres_database().await;
-        let blobs = tempfile::tempdir().unwrap();
-        let cfg = format!(
-            "database_url = \"{db_url}\"\nblobs_dir = \"{}\"\n",
-            blobs.path().display()
-        );
+        let (cfg, db_name, _blobs) = shared_database().await;
         let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let a = Server::start_in(da.path(), &format!("{cfg}[submissions]\nworkers = 0\n"), &[]);
         let alice = a.token("student").await;

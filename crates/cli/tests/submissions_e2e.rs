@@ -353,6 +353,14 @@ fn suites_grade_submissions() {
     });
 }
 
+/// Suite `answer` of the suites folder: `answer.txt` must say `want`.
+fn answer_suite(want: &str) -> String {
+    format!(
+        "name: answer\nchecks:\n  - id: answers\n    steps:\n      - run: cat answer.txt\n      \
+         - stdout: \"{want}\"\n      - exit: 0\n"
+    )
+}
+
 /// A suite of the suites folder edited while a submission waits grades that submission as it
 /// was when it was accepted (its files are pinned then); one accepted after the edit is graded
 /// with the new suite. The folder used to be read when the job was judged, so the edit decided
@@ -362,13 +370,7 @@ fn a_folder_suite_edited_while_a_submission_waits_grades_it_as_it_was() {
     let data = tempfile::tempdir().unwrap();
     let dir = data.path().join("suites/answer");
     std::fs::create_dir_all(&dir).unwrap();
-    let suite = |want: &str| {
-        format!(
-            "name: answer\nchecks:\n  - id: answers\n    steps:\n      - run: cat answer.txt\n      \
-             - stdout: \"{want}\"\n      - exit: 0\n"
-        )
-    };
-    std::fs::write(dir.join("suite.yaml"), suite("v1")).unwrap();
+    std::fs::write(dir.join("suite.yaml"), answer_suite("v1")).unwrap();
     let body = json!({"suite": "answer", "files": [{"path": "answer.txt", "content": "v1"}]});
     // No workers: the submission waits while the course's staff edit the suite.
     let s = Server::start_in(data.path(), "[submissions]\nworkers = 0\n", &[]);
@@ -378,7 +380,7 @@ fn a_folder_suite_edited_while_a_submission_waits_grades_it_as_it_was() {
         (t, id)
     });
     assert!(s.stop().success());
-    std::fs::write(dir.join("suite.yaml"), suite("v2")).unwrap();
+    std::fs::write(dir.join("suite.yaml"), answer_suite("v2")).unwrap();
     let s = Server::start_in(data.path(), "[submissions]\nworkers = 1\n", &[]);
     rt().block_on(async {
         let v = finished(&s, &t, &waiting).await;
@@ -403,14 +405,8 @@ fn a_regrade_after_the_suite_was_fixed_is_judged_by_the_fixed_suite() {
     let data = tempfile::tempdir().unwrap();
     let dir = data.path().join("suites/answer");
     std::fs::create_dir_all(&dir).unwrap();
-    let suite = |want: &str| {
-        format!(
-            "name: answer\nchecks:\n  - id: answers\n    steps:\n      - run: cat answer.txt\n      \
-             - stdout: \"{want}\"\n      - exit: 0\n"
-        )
-    };
     // The course's test expects the wrong answer.
-    std::fs::write(dir.join("suite.yaml"), suite("41")).unwrap();
+    std::fs::write(dir.join("suite.yaml"), answer_suite("41")).unwrap();
     let s = Server::start_in(data.path(), "[submissions]\nworkers = 1\n", &[]);
     rt().block_on(async {
         let t = s.token("student").await;
@@ -419,7 +415,7 @@ fn a_regrade_after_the_suite_was_fixed_is_judged_by_the_fixed_suite() {
         let first = submit(&s, &t, body).await;
         let v = finished(&s, &t, &first).await;
         assert_eq!(v["verdict"], "wrong_answer", "{v}");
-        std::fs::write(dir.join("suite.yaml"), suite("42")).unwrap();
+        std::fs::write(dir.join("suite.yaml"), answer_suite("42")).unwrap();
         let (st, v) = s.post(&staff, "/suites/answer/regrade", json!({})).await;
         assert_eq!(st, StatusCode::ACCEPTED, "{v}");
         assert_eq!(v["submissions"][0]["regrade_of"], first.as_str(), "{v}");
