@@ -119,13 +119,18 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let result = rt.block_on(async move {
         let store = corral_store::open(&config.database_url(), &config.blobs_dir())
             .await
-            .with_context(|| format!("opening the store {}", config.database_url()))?;
+            .with_context(|| {
+                format!(
+                    "opening the store {}",
+                    corral_store::shown_url(&config.database_url())
+                )
+            })?;
         // A store it cannot write would answer reads and fail every write: refused at start.
         store.check_writable().await.with_context(|| {
             format!(
                 "the store {} cannot be written: corral serve writes it (tokens, uploads, the \
                  submission queue)",
-                config.database_url()
+                corral_store::shown_url(&config.database_url())
             )
         })?;
         // Everything that can still fail (the address, the state) comes before the first admin

@@ -79,7 +79,12 @@ async fn open(s: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
     crate::data_folder::prepare(&c.data_dir)?;
     corral_store::open(&c.database_url(), &c.blobs_dir())
         .await
-        .with_context(|| format!("opening the store {}", c.database_url()))
+        .with_context(|| {
+            format!(
+                "opening the store {}",
+                corral_store::shown_url(&c.database_url())
+            )
+        })
 }
 
 fn run(args: TokenArgs) -> anyhow::Result<()> {

@@ -730,3 +730,28 @@ fn a_program_failing_at_the_process_limit_is_told_which_limit() {
         "{json:#}"
     );
 }
+
+/// A database that refuses connections is said to (after the start-up wait), not "pool timed
+/// out", and the URL in the message hides its password: the text of a failed start ends up in
+/// journald or an orchestrator's events. Before, `opening the store
+/// postgres://corral:s3cret-pw@…: database: pool timed out while waiting for an open connection`.
+#[test]
+fn a_refused_database_is_named_without_its_password() {
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cwd = tempfile::tempdir().unwrap();
+    let url = format!("postgres://corral:s3cret-pw@127.0.0.1:{port}/corral");
+    let out = corral_in(
+        cwd.path(),
+        &["token", "create", "--role", "admin", "--database-url", &url],
+    );
+    let err = stderr(&out);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("refused"), "{err}");
+    assert!(err.contains("postgres://corral:***@127.0.0.1"), "{err}");
+    assert!(!err.contains("s3cret-pw"), "{err}");
+}

@@ -24,6 +24,7 @@ mod jobs;
 mod nodes;
 mod paths;
 mod revisions;
+mod shown_url;
 pub mod sql;
 mod store;
 
@@ -41,6 +42,7 @@ pub use revisions::{
     NewRevision, Revision, RevisionFile, RevisionFilter, RevisionKind, RevisionMeta,
     MAX_PER_OWNER as MAX_REVISIONS_PER_OWNER,
 };
+pub use shown_url::shown_url;
 pub use sql::{PgStore, SqliteStore};
 pub use store::{NewFile, NewToken, Role, Store, Suite, TokenInfo, Upload, UploadFile, WriteProbe};
 

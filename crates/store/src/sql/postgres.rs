@@ -35,8 +35,8 @@ impl SqlStore<Postgres> {
         let db = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_lazy_with(opts);
-        first_connection(&db).await?;
+            .connect_lazy_with(opts.clone());
+        first_connection(&opts).await?;
         // Several nodes starting at once: migrations take an advisory lock (sqlx does).
         super::migrate::migrate(&db, &MIGRATIONS, None).await?;
         let mut store = SqlStore::with_pool(db, blob_dir).await?;
@@ -54,17 +54,43 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a starting node waits for its database (still starting too, or restarting).
 const STARTUP_WAIT: Duration = Duration::from_secs(10);
 
-/// Opens the pool's first connection, waiting up to [`STARTUP_WAIT`] for a database that refuses
-/// connections or is starting up (each try waits [`ACQUIRE_TIMEOUT`]); any other error (a wrong
-/// password, no such database) at once.
-async fn first_connection(db: &sqlx::PgPool) -> Result<()> {
+/// Waits up to [`STARTUP_WAIT`] for a database that refuses connections, does not answer or is
+/// starting up (it may be starting with this node); any other error (a wrong password, no such
+/// database) at once. A connection of its own, not the pool's: the pool's error after its wait
+/// would be "pool timed out", where this one keeps the cause (connection refused, ...).
+async fn first_connection(opts: &PgConnectOptions) -> Result<()> {
+    use sqlx::{ConnectOptions, Connection};
     let deadline = tokio::time::Instant::now() + STARTUP_WAIT;
     loop {
-        match db.acquire().await {
-            Ok(_) => return Ok(()),
-            Err(sqlx::Error::PoolTimedOut) if tokio::time::Instant::now() < deadline => {}
-            Err(e) => return Err(e.into()),
+        let error = match tokio::time::timeout_at(deadline, opts.connect()).await {
+            Ok(Ok(c)) => {
+                let _ = c.close().await;
+                return Ok(());
+            }
+            Ok(Err(e)) if worth_waiting_for(&e) => e,
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {} s", STARTUP_WAIT.as_secs()),
+            )),
+        };
+        if tokio::time::Instant::now() + STARTUP_RETRY >= deadline {
+            return Err(error.into());
         }
+        tokio::time::sleep(STARTUP_RETRY).await;
+    }
+}
+
+/// The pause between two tries at the first connection.
+const STARTUP_RETRY: Duration = Duration::from_millis(250);
+
+/// A database that is not there yet (nothing listening, no route) or still starting
+/// (`57P03`, cannot_connect_now) may be there in a moment.
+fn worth_waiting_for(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(d) => d.code().as_deref() == Some("57P03"),
+        _ => false,
     }
 }
 
