@@ -2,7 +2,7 @@
 //! send a follow-up to any of them. Across two API nodes on one PostgreSQL database: a `/run`
 //! (and a `DELETE`) naming the other node's sandbox is sent on to it and answered from it, as
 //! that sandbox's owner only; a WebSocket run there is told where it is; once the node stopped,
-//! its sandbox's follow-ups say so. On one SQLite server, a restart says the same.
+//! its sandbox's follow-ups say so (at once when it was killed: its address refuses them). On one SQLite server, a restart says the same.
 
 #[path = "../../store/tests/support/mod.rs"]
 mod pg_support;
@@ -144,6 +144,26 @@ fn a_follow_up_on_another_node_continues_in_the_sandbox_that_node_keeps() {
         assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
         let msg = v["message"].as_str().unwrap();
         assert!(msg.contains(&node_b) && msg.contains("stopped"), "{v}");
+
+        // A node killed (no stop written, its heartbeat still fresh): its address refuses
+        // connections, which says at once that its sandboxes are gone, not "try again".
+        let dc = tempfile::tempdir().unwrap();
+        let c = Server::start_in(dc.path(), &cfg, &[]);
+        let node_c = node_id(&c);
+        let on_c = c.run_ok(&alice, json!({"cmd": "true"})).await;
+        let id_c = on_c["sandbox"].as_str().unwrap().to_string();
+        let (st, v) = a
+            .run(&alice, json!({"cmd": "true", "sandbox": {"id": id_c}}))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        c.kill();
+        let (st, v) = a
+            .run(&alice, json!({"cmd": "true", "sandbox": {"id": id_c}}))
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+        let msg = v["message"].as_str().unwrap();
+        assert!(msg.contains(&node_c) && msg.contains("refused"), "{v}");
+        assert_eq!(delete(&a, &alice, &id_c).await.0, StatusCode::NOT_FOUND);
         drop(a);
         pg_support::drop_postgres_database(&db_name).await;
     });

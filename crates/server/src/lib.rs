@@ -73,6 +73,16 @@ pub async fn serve(
         url = state.node.url().unwrap_or("-"),
         "this server's node"
     );
+    let shared = state.config.database_url().starts_with("postgres");
+    if shared && state.node.url().is_none() {
+        tracing::warn!(
+            node = state.node.id(),
+            "this server shares its database with others, which cannot reach it: it listens on \
+             every address and [http] node_url is not set, so a follow-up another server gets \
+             for one of this server's sandboxes is answered 421 instead of sent on; set \
+             [http] node_url to the URL the other servers reach this one at"
+        );
+    }
     let housekeeping = service::housekeeping::spawn(state.clone());
     let revocation_watch =
         service::revocations::spawn(state.store.clone(), state.revocations.clone());

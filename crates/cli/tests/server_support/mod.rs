@@ -336,6 +336,13 @@ impl Server {
         (status, log)
     }
 
+    /// SIGKILL (a crash, or an operator's `kill -9`): nothing said, nothing cleaned up.
+    pub fn kill(mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
     /// SIGTERM, then waits for a clean exit.
     pub fn stop(mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().unwrap();

@@ -107,8 +107,13 @@ pub async fn run(
     if let Some(id) = req.sandbox.as_ref().and_then(|s| s.id.as_deref()) {
         let forwarded = forward::was_forwarded(&headers);
         if let Owner::There { node, url } = nodes::owner(&st, id, forwarded).await? {
+            let keeper = forward::Keeper {
+                sandbox: id,
+                node: &node,
+                url: &url,
+            };
             let me = st.node.id();
-            return forward::send_on(me, &node, &url, Method::POST, &uri, &headers, body).await;
+            return forward::send_on(me, keeper, Method::POST, &uri, &headers, body).await;
         }
     }
     let input = runs::RunInput {
@@ -160,9 +165,14 @@ pub async fn delete_sandbox(
 ) -> Result<Response, ApiError> {
     let forwarded = forward::was_forwarded(&headers);
     if let Owner::There { node, url } = nodes::owner(&st, &id, forwarded).await? {
+        let keeper = forward::Keeper {
+            sandbox: &id,
+            node: &node,
+            url: &url,
+        };
         let me = st.node.id();
         let empty = Default::default();
-        return forward::send_on(me, &node, &url, Method::DELETE, &uri, &headers, empty).await;
+        return forward::send_on(me, keeper, Method::DELETE, &uri, &headers, empty).await;
     }
     runs::destroy(&st, &caller, &id)?;
     Ok(StatusCode::NO_CONTENT.into_response())

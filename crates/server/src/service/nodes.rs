@@ -16,7 +16,7 @@ use crate::state::AppState;
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
 
 /// A node not heard from for this long is taken for gone (it stopped without saying so).
-const GONE_AFTER: Duration = Duration::from_secs(35);
+pub(crate) const GONE_AFTER: Duration = Duration::from_secs(35);
 
 /// Where a kept sandbox is.
 #[derive(Debug, PartialEq, Eq)]
@@ -108,7 +108,7 @@ fn judge(id: &str, node: &str, row: Option<Node>, now: i64) -> Result<Owner, Api
 }
 
 /// Another node's sandbox that is gone with its node.
-fn gone(id: &str, node: &str, why: &str) -> ApiError {
+pub(crate) fn gone(id: &str, node: &str, why: &str) -> ApiError {
     ApiError::new(
         ErrorKind::NotFound,
         "not_found",
