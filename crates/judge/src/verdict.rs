@@ -19,6 +19,18 @@ pub enum VerdictKind {
 }
 
 impl VerdictKind {
+    /// Every verdict (for metrics that show each one from the start, at 0).
+    pub const ALL: [VerdictKind; 8] = [
+        VerdictKind::Accepted,
+        VerdictKind::WrongAnswer,
+        VerdictKind::CompileError,
+        VerdictKind::RuntimeError,
+        VerdictKind::TimeLimit,
+        VerdictKind::MemoryLimit,
+        VerdictKind::OutputLimit,
+        VerdictKind::InternalError,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             VerdictKind::Accepted => "accepted",

@@ -22,6 +22,19 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status (for metrics that show each one from the start, at 0).
+    pub const ALL: [Status; 9] = [
+        Status::Ok,
+        Status::NonzeroExit,
+        Status::Signaled,
+        Status::TimeLimit,
+        Status::WallTimeLimit,
+        Status::MemoryLimit,
+        Status::OutputLimit,
+        Status::BlockedSyscall,
+        Status::SandboxError,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Ok => "ok",

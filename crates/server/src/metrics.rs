@@ -91,6 +91,14 @@ impl Metrics {
         ] {
             m.registry.register(x).expect("metric registered once");
         }
+        // Each labelled series from the start, at 0: an alert on a rate (`runs_total`
+        // {status="sandbox_error"}) sees 0, not "no data", until the first one.
+        for s in Status::ALL {
+            m.runs.with_label_values(&[s.as_str()]);
+        }
+        for r in ["overloaded", "rate_limited"] {
+            m.rejected.with_label_values(&[r]);
+        }
         m
     }
 

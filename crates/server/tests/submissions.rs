@@ -1106,3 +1106,50 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
     );
     s.stop().await;
 }
+
+/// The value of one series of `/metrics` (`name{labels}` as it is printed).
+async fn series(s: &TestServer, name: &str) -> Option<f64> {
+    let m = corral_testkit::http::get_text(&s.url("/metrics")).await;
+    m.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// What an operator alerts on is there from the start: every labelled counter at 0 before its
+/// first event (an alert on a rate saw "no data"), how long the oldest queued submission has
+/// waited (nothing claims work: it grows) and the servers sharing the store. Before, a node
+/// with no workers showed only `corral_submissions{state="queued"}`.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_show_every_series_the_queues_wait_and_the_live_nodes() {
+    let s = queue_only(|c| c.submissions.lease = corral_sandbox::Millis::ms(400)).await;
+    for name in [
+        r#"corral_runs_total{status="sandbox_error"}"#,
+        r#"corral_rejected_total{reason="rate_limited"}"#,
+        r#"corral_submissions_judged_total{verdict="internal_error"}"#,
+        r#"corral_callbacks_total{outcome="gave_up"}"#,
+        r#"corral_submission_leases_expired_total{outcome="failed"}"#,
+        r#"corral_submissions{state="queued"}"#,
+    ] {
+        assert_eq!(series(&s, name).await, Some(0.0), "{name}");
+    }
+    let t = s.token(Role::Student).await;
+    let (st, v) = s.post(&t, "/submissions", json!({"cmd": "true"})).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    // The reaper refreshes the queue's gauges every lease/4 (100 ms here).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let waited = series(&s, "corral_submissions_oldest_queued_seconds").await;
+        let live = series(&s, "corral_nodes_live").await;
+        if waited.is_some_and(|w| w >= 0.3) && live == Some(1.0) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "oldest queued {waited:?}, live nodes {live:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        series(&s, r#"corral_submissions{state="queued"}"#).await,
+        Some(1.0)
+    );
+}

@@ -226,6 +226,8 @@ pub struct QueueStats {
     pub running: u64,
     pub done: u64,
     pub failed: u64,
+    /// When the queued submission that has waited longest was made (Unix ms); none queued.
+    pub oldest_queued_ms: Option<i64>,
 }
 
 /// A callback to deliver: the job and which try this is (1 = first).

@@ -24,6 +24,8 @@ pub trait NodeStore {
     /// Records that node `id` stopped (gracefully).
     async fn node_stopped(&self, id: &str) -> crate::error::Result<()>;
     async fn get_node(&self, id: &str) -> crate::error::Result<Option<Node>>;
+    /// The nodes that have not stopped and were heard from at `seen_since` (Unix ms) or later.
+    async fn count_live_nodes(&self, seen_since: i64) -> crate::error::Result<u64>;
     /// Forgets the nodes last seen before `before` (Unix ms); returns how many.
     async fn delete_nodes_seen_before(&self, before: i64) -> crate::error::Result<u64>;
 }

@@ -54,6 +54,14 @@ async fn enqueue_and_read(s: Arc<dyn Store>) {
     assert_eq!(ev[0].kind, "queued");
     let st = s.queue_stats().await.unwrap();
     assert_eq!((st.queued, st.running, st.done, st.failed), (2, 0, 0, 0));
+    assert_eq!(st.oldest_queued_ms, Some(j.created_ms));
+    // The oldest one claimed: the next is the oldest queued; none queued, none.
+    s.claim_job("w1", LONG).await.unwrap().unwrap();
+    let second = s.get_job(&ids[1]).await.unwrap().unwrap();
+    let st = s.queue_stats().await.unwrap();
+    assert_eq!(st.oldest_queued_ms, Some(second.created_ms));
+    s.claim_job("w1", LONG).await.unwrap().unwrap();
+    assert_eq!(s.queue_stats().await.unwrap().oldest_queued_ms, None);
 }
 
 async fn claims_in_order_and_once(s: Arc<dyn Store>) {

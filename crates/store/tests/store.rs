@@ -706,7 +706,11 @@ async fn nodes_announce_beat_stop_and_are_forgotten(s: Arc<dyn Store>) {
     let beat = s.get_node("n1").await.unwrap().unwrap();
     assert_eq!(beat.started_at, first.started_at);
     assert!(beat.seen_at > first.seen_at, "{beat:?} after {first:?}");
+    // Both live; n2's last word is older than n1's heartbeat.
+    assert_eq!(s.count_live_nodes(first.seen_at).await.unwrap(), 2);
+    assert_eq!(s.count_live_nodes(beat.seen_at).await.unwrap(), 1);
     s.node_stopped("n1").await.unwrap();
+    assert_eq!(s.count_live_nodes(first.seen_at).await.unwrap(), 1);
     let stopped = s.get_node("n1").await.unwrap().unwrap();
     assert!(stopped.stopped_at.is_some_and(|t| t >= beat.seen_at));
     // Forgetting goes by the last heartbeat.

@@ -468,6 +468,12 @@ where
                 JobState::Failed => s.failed = n,
             }
         }
+        // The queue's own order (its partial index): the first by seq is the oldest made.
+        s.oldest_queued_ms = sqlx::query_scalar(
+            "SELECT created_ms FROM submissions WHERE state = 'queued' ORDER BY seq LIMIT 1",
+        )
+        .fetch_optional(&self.db)
+        .await?;
         Ok(s)
     }
 

@@ -51,6 +51,17 @@ where
         .await?)
     }
 
+    async fn count_live_nodes(&self, seen_since: i64) -> Result<u64> {
+        use sqlx::Row;
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM nodes WHERE stopped_at IS NULL AND seen_at >= $1",
+        )
+        .bind(seen_since)
+        .fetch_one(&self.db)
+        .await?;
+        Ok(row.try_get::<i64, _>("n")? as u64)
+    }
+
     async fn delete_nodes_seen_before(&self, before: i64) -> Result<u64> {
         let r = sqlx::query("DELETE FROM nodes WHERE seen_at < $1")
             .bind(before)

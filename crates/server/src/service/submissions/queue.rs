@@ -39,6 +39,11 @@ pub struct QueueMetrics {
     pub expired: prometheus::IntCounterVec,
     /// Callback tries this node made, by outcome (`delivered`, `retry`, `gave_up`).
     pub callbacks: prometheus::IntCounterVec,
+    /// How long the queued submission that has waited longest has waited (0: none queued); with
+    /// `submissions`, refreshed by the reaper. Growing: nothing is claiming work.
+    pub oldest_queued_seconds: prometheus::Gauge,
+    /// The servers sharing this store that have not stopped and were heard from lately.
+    pub nodes_live: prometheus::IntGauge,
 }
 
 impl Default for QueueMetrics {
@@ -68,16 +73,42 @@ impl Default for QueueMetrics {
                 &["outcome"],
             )
             .expect("valid metric"),
+            oldest_queued_seconds: prometheus::Gauge::new(
+                "submissions_oldest_queued_seconds",
+                "How long the longest-waiting queued submission has waited (0: none queued)",
+            )
+            .expect("valid metric"),
+            nodes_live: prometheus::IntGauge::new(
+                "nodes_live",
+                "Servers sharing this store, not stopped and heard from within 35 s",
+            )
+            .expect("valid metric"),
         }
     }
 }
 
 impl QueueMetrics {
+    /// Registers the metrics, each labelled series at 0 from the start (an alert on a rate sees
+    /// 0, not "no data", until the first event).
     pub fn register(&self, m: &Metrics) {
+        for s in ["queued", "running", "done", "failed"] {
+            self.submissions.with_label_values(&[s]);
+        }
+        for v in corral_judge::VerdictKind::ALL {
+            self.judged.with_label_values(&[v.as_str()]);
+        }
+        for o in ["requeued", "failed"] {
+            self.expired.with_label_values(&[o]);
+        }
+        for o in ["delivered", "retry", "gave_up"] {
+            self.callbacks.with_label_values(&[o]);
+        }
         m.register(Box::new(self.submissions.clone()));
         m.register(Box::new(self.judged.clone()));
         m.register(Box::new(self.expired.clone()));
         m.register(Box::new(self.callbacks.clone()));
+        m.register(Box::new(self.oldest_queued_seconds.clone()));
+        m.register(Box::new(self.nodes_live.clone()));
     }
 }
 

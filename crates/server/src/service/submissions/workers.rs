@@ -11,6 +11,7 @@ use corral_store::{Claim, FinishNotice};
 use super::give_back::{give_back, Unprepared};
 use super::queue::QueueHandle;
 use super::verdicts::record;
+use crate::service::nodes;
 use crate::service::suites::suites_dir;
 use crate::state::SharedState;
 use corral_judge::{execute, Heartbeat, JobFiles, JobSpec, Verdict};
@@ -263,6 +264,15 @@ async fn reaper(st: SharedState) {
             g.with_label_values(&["running"]).set(s.running as i64);
             g.with_label_values(&["done"]).set(s.done as i64);
             g.with_label_values(&["failed"]).set(s.failed as i64);
+            let waited = s
+                .oldest_queued_ms
+                .map_or(0, |at| (corral_store::now_ms() - at).max(0));
+            let m = &st.queue.metrics;
+            m.oldest_queued_seconds.set(waited as f64 / 1000.0);
+        }
+        let heard_since = corral_store::now_ms() - nodes::GONE_AFTER.as_millis() as i64;
+        if let Ok(n) = st.store.count_live_nodes(heard_since).await {
+            st.queue.metrics.nodes_live.set(n as i64);
         }
         if last_retention.is_none_or(|t| t.elapsed() >= retention_every) {
             last_retention = Some(tokio::time::Instant::now());
