@@ -1116,14 +1116,20 @@ fn sigterm_kills_interactive_runs_and_leaves_nothing() {
         libc::kill(pid as i32, libc::SIGTERM);
     }
     rt.block_on(async {
-        // The client hears why, then the killed run's exit.
+        // The client hears why, then the killed run's exit, then a close saying the server
+        // goes away (1001).
         let mut seen = Vec::new();
+        let mut closed = None;
         loop {
             match tokio::time::timeout(Duration::from_secs(30), ws.next()).await {
                 Ok(Some(Ok(Message::Text(t)))) => {
                     seen.push(serde_json::from_str::<Value>(&t).unwrap())
                 }
-                Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) => break,
+                Ok(Some(Ok(Message::Close(c)))) => {
+                    closed = c.map(|c| u16::from(c.code));
+                    break;
+                }
+                Ok(None) | Ok(Some(Err(_))) => break,
                 Ok(Some(Ok(_))) => {}
                 Err(_) => panic!("the socket stayed open after SIGTERM: {seen:?}"),
             }
@@ -1136,7 +1142,15 @@ fn sigterm_kills_interactive_runs_and_leaves_nothing() {
             .iter()
             .find(|m| m["type"] == "exit")
             .unwrap_or_else(|| panic!("{seen:?}"));
-        assert_eq!(exit["status"], "signaled", "{exit}");
+        // Said as a cancelled run (it read `signaled` 9), with no sandbox to continue in: the
+        // shutdown destroys them all.
+        assert_eq!(exit["status"], "cancelled", "{exit}");
+        assert!(
+            exit["reason"].as_str().unwrap().contains("shutting down"),
+            "{exit}"
+        );
+        assert!(exit["sandbox"].is_null(), "{exit}");
+        assert_eq!(closed, Some(1001), "{seen:?}");
     });
     let status = s.stop();
     assert!(status.success(), "{status}");

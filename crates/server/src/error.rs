@@ -198,11 +198,21 @@ impl From<corral_store::StoreError> for ApiError {
             E::Conflict(m) => ApiError::conflict(m),
             // Lost for good: said as it is (no server path in it), not hidden as internal, so
             // the caller knows to send the files again rather than to retry.
-            E::BlobMissing(m) => ApiError::new(
-                ErrorKind::Internal,
-                "files_lost",
-                format!("{m}; upload the files again"),
-            ),
+            E::BlobMissing(m) => {
+                // The operator's side of it: with several servers, the usual cause is a server
+                // whose blobs_dir is its own folder, not the one the others write.
+                tracing::error!(
+                    detail = %m,
+                    "a stored file is missing from blobs_dir: deleted, not restored with the \
+                     database, or (servers sharing a database) this server's blobs_dir is not \
+                     the folder the others write"
+                );
+                ApiError::new(
+                    ErrorKind::Internal,
+                    "files_lost",
+                    format!("{m}; upload the files again"),
+                )
+            }
             // A full disk or database fails every write until there is room: a 503 to retry.
             e if e.is_storage_full() => ApiError::storage_full(e),
             // The database is down or unreachable: a quick 503 to retry, not a 500.

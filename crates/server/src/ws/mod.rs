@@ -18,7 +18,7 @@ use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpg
 use axum::extract::State;
 use axum::response::Response;
 use axum::Extension;
-use corral_sandbox::{Stdin, Waker};
+use corral_sandbox::{Status, Stdin, Waker};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
@@ -241,6 +241,7 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                         ev = ev_rx.recv() => match ev {
                             Some((ev, ends)) => {
                                 if ends { running = None; }
+                                let ev = killed_by_shutdown(ev);
                                 if !send_within(&mut tx, json(&ev), CLOSE_TIMEOUT).await {
                                     break;
                                 }
@@ -250,7 +251,11 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                         _ = &mut deadline => break,
                     }
                 }
-                send_within(&mut tx, Message::Close(None), CLOSE_TIMEOUT).await;
+                let close = Message::Close(Some(CloseFrame {
+                    code: close_code::AWAY,
+                    reason: "the server is shutting down".into(),
+                }));
+                send_within(&mut tx, close, CLOSE_TIMEOUT).await;
                 break;
             }
         }
@@ -264,6 +269,28 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
 /// long is disconnected and its run killed: it held its socket, the task and the run's backlog
 /// (and, before runs stopped waiting for their sockets, one of the server's run slots).
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The exit of a run the server's shutdown killed, said as such: `cancelled` with the reason
+/// (as a run whose sandbox was deleted), and no sandbox to continue in (the shutdown destroys
+/// every kept one). It read `signaled`, signal 9, with the id of a sandbox being destroyed.
+fn killed_by_shutdown(ev: WsServerMessage) -> WsServerMessage {
+    match ev {
+        WsServerMessage::Exit(mut r) => {
+            // A program that ended by itself meanwhile keeps its own status.
+            if r.status == Status::Signaled.as_str() {
+                r.status = crate::service::runs::CANCELLED.to_string();
+                r.reason = Some(
+                    "the server is shutting down: the program was killed and its sandbox \
+                     destroyed"
+                        .to_string(),
+                );
+            }
+            r.sandbox = None;
+            WsServerMessage::Exit(r)
+        }
+        other => other,
+    }
+}
 
 /// What a parting message (a close, a revocation, a shutdown notice) may wait for.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
