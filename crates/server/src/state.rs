@@ -101,6 +101,7 @@ impl AppState {
         })?;
         let caps = within_host(config.caps()?, corral_sandbox::host_open_files_max());
         let node = ThisNode::default();
+        let queue = QueueHandle::new(&config, node.id())?;
         Ok(Arc::new(AppState {
             defaults: config.default_limits()?.clamp_to(&caps),
             caps,
@@ -134,7 +135,7 @@ impl AppState {
             ),
             tmp_dir,
             shutdown,
-            queue: QueueHandle::new(&config)?,
+            queue,
             store_health: StoreHealth::default(),
             _data_lock: data_lock,
             config,

@@ -1116,8 +1116,8 @@ async fn series(s: &TestServer, name: &str) -> Option<f64> {
 
 /// What an operator alerts on is there from the start: every labelled counter at 0 before its
 /// first event (an alert on a rate saw "no data"), how long the oldest queued submission has
-/// waited (nothing claims work: it grows) and the servers sharing the store. Before, a node
-/// with no workers showed only `corral_submissions{state="queued"}`.
+/// waited (nothing claims work: it grows), the servers sharing the store and the workers, local
+/// and remote. Before, a node with no workers showed only `corral_submissions{state="queued"}`.
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_show_every_series_the_queues_wait_and_the_live_nodes() {
     let s = queue_only(|c| c.submissions.lease = corral_sandbox::Millis::ms(400)).await;
@@ -1152,4 +1152,28 @@ async fn metrics_show_every_series_the_queues_wait_and_the_live_nodes() {
         series(&s, r#"corral_submissions{state="queued"}"#).await,
         Some(1.0)
     );
+
+    // Who could judge it: no in-process worker here, and a remote one once it asks for work
+    // (its claim takes the submission; the count is of workers, not of claims).
+    assert_eq!(series(&s, "corral_local_workers").await, Some(0.0));
+    assert_eq!(series(&s, "corral_remote_workers").await, Some(0.0));
+    let w = s.token(Role::Worker).await;
+    for want in [StatusCode::OK, StatusCode::NO_CONTENT] {
+        let r = reqwest::Client::new()
+            .post(s.url("/worker/claim"))
+            .bearer_auth(&w)
+            .json(&json!({"worker": "lab-1", "wait": 0}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), want);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while series(&s, "corral_remote_workers").await != Some(1.0) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no remote worker counted"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

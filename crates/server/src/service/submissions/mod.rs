@@ -10,7 +10,8 @@
 //!   [`finished_jobs`].
 //! - [`queue`]: the queue's in-process signals, metrics and callback key.
 //! - [`workers`]: in-process workers and the lease reaper.
-//! - [`remote`]: claims, heartbeats and results of remote workers.
+//! - [`remote`]: claims, heartbeats and results of remote workers; [`workers_seen`]: which
+//!   of them asked for work lately.
 //! - [`callbacks`]: signed callbacks, retried; [`callback_targets`]: only to public addresses;
 //!   [`callback_slots`]: how many at once, in all and per owner.
 
@@ -29,3 +30,4 @@ pub mod remote;
 pub mod verdicts;
 pub mod view;
 pub mod workers;
+pub mod workers_seen;

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::finished_jobs::FinishedJobs;
+use super::workers_seen::WorkersSeen;
 use crate::config::Config;
 use crate::error::ServerError;
 use crate::metrics::Metrics;
@@ -21,8 +22,10 @@ pub struct QueueHandle {
     /// Those jobs' ids and leases: what a shutdown gives back to the queue when their runs
     /// outlast the grace period.
     pub in_hand: std::sync::Mutex<std::collections::HashMap<String, String>>,
-    /// A name for this process in leases and events.
+    /// A name for this process in leases and events: the host's name and the node's id.
     pub node: String,
+    /// The remote workers that asked this node for work lately.
+    pub workers_seen: WorkersSeen,
     /// The key callbacks are signed with.
     pub callback_secret: Vec<u8>,
     pub metrics: QueueMetrics,
@@ -44,6 +47,10 @@ pub struct QueueMetrics {
     pub oldest_queued_seconds: prometheus::Gauge,
     /// The servers sharing this store that have not stopped and were heard from lately.
     pub nodes_live: prometheus::IntGauge,
+    /// This node's in-process workers (`submissions.workers`).
+    pub local_workers: prometheus::IntGauge,
+    /// The remote workers that asked this node for work within the last minute.
+    pub remote_workers: prometheus::IntGauge,
 }
 
 impl Default for QueueMetrics {
@@ -83,6 +90,16 @@ impl Default for QueueMetrics {
                 "Servers sharing this store, not stopped and heard from within 35 s",
             )
             .expect("valid metric"),
+            local_workers: prometheus::IntGauge::new(
+                "local_workers",
+                "This node's in-process submission workers",
+            )
+            .expect("valid metric"),
+            remote_workers: prometheus::IntGauge::new(
+                "remote_workers",
+                "Remote workers (corral worker) that asked this node for work within the last minute",
+            )
+            .expect("valid metric"),
         }
     }
 }
@@ -109,13 +126,15 @@ impl QueueMetrics {
         m.register(Box::new(self.callbacks.clone()));
         m.register(Box::new(self.oldest_queued_seconds.clone()));
         m.register(Box::new(self.nodes_live.clone()));
+        m.register(Box::new(self.local_workers.clone()));
+        m.register(Box::new(self.remote_workers.clone()));
     }
 }
 
 impl QueueHandle {
-    /// The queue's state for a server with this configuration: the callback key is the
+    /// The queue's state for node `node_id` with this configuration: the callback key is the
     /// configured one, or the one kept in the data folder (made now when missing).
-    pub fn new(config: &Config) -> Result<Self, ServerError> {
+    pub fn new(config: &Config, node_id: &str) -> Result<Self, ServerError> {
         let callback_secret = match &config.submissions.callback_secret {
             Some(s) if s.len() >= 16 => s.clone().into_bytes(),
             Some(_) => {
@@ -126,10 +145,10 @@ impl QueueHandle {
             None => secret_file(&config.data_dir.join("callback-secret"))?,
         };
         Ok(QueueHandle {
+            // The node's id, as its log's "this server's node" line says it.
             node: format!(
-                "{}-{}",
-                hostname().unwrap_or_else(|| "corral".into()),
-                &corral_store::random_hex(3)
+                "{}-{node_id}",
+                hostname().unwrap_or_else(|| "corral".into())
             ),
             callback_secret,
             ..Default::default()

@@ -102,6 +102,7 @@ pub async fn claim(
         .take(64)
         .collect();
     let worker = format!("remote:{}:{}", caller.id, name);
+    st.queue.workers_seen.saw(&worker);
     let wait = Duration::from_secs_f64(req.wait.unwrap_or(25.0).clamp(0.0, 30.0));
     let deadline = tokio::time::Instant::now() + wait;
     let lease = st.config.submissions.lease();

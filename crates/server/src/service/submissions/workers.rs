@@ -24,6 +24,7 @@ pub fn spawn(st: SharedState) -> Vec<tokio::task::JoinHandle<()>> {
         .workers
         .unwrap_or(st.config.parallelism);
     st.queue.metrics.register(&st.metrics);
+    st.queue.metrics.local_workers.set(n as i64);
     let mut tasks: Vec<_> = (0..n)
         .map(|i| tokio::spawn(worker_loop(st.clone(), i)))
         .collect();
@@ -274,6 +275,8 @@ async fn reaper(st: SharedState) {
         if let Ok(n) = st.store.count_live_nodes(heard_since).await {
             st.queue.metrics.nodes_live.set(n as i64);
         }
+        let remote = st.queue.workers_seen.count();
+        st.queue.metrics.remote_workers.set(remote as i64);
         if last_retention.is_none_or(|t| t.elapsed() >= retention_every) {
             last_retention = Some(tokio::time::Instant::now());
             let cutoff = corral_store::now_ms() - st.config.retention.duration().as_millis() as i64;
