@@ -110,6 +110,8 @@ pub enum Dropped {
     ForNewerOnServer,
     /// Its token was revoked.
     Revoked,
+    /// Its owner deleted it (`DELETE /sandboxes/{id}`).
+    Deleted,
 }
 
 impl Dropped {
@@ -118,6 +120,7 @@ impl Dropped {
             Dropped::ForNewerOfCaller => "it was dropped for a newer one: a token keeps at most max_sandboxes_per_caller sandboxes, the least recently used idle one goes first",
             Dropped::ForNewerOnServer => "it was dropped for a newer one: the server keeps at most max_sandboxes sandboxes, the least recently used idle one goes first",
             Dropped::Revoked => "its token was revoked",
+            Dropped::Deleted => "it was deleted (DELETE /sandboxes/{id})",
         }
     }
     fn as_str(self) -> &'static str {
@@ -125,6 +128,7 @@ impl Dropped {
             Dropped::ForNewerOfCaller => "max_sandboxes_per_caller",
             Dropped::ForNewerOnServer => "max_sandboxes",
             Dropped::Revoked => "token_revoked",
+            Dropped::Deleted => "deleted",
         }
     }
 }
@@ -238,6 +242,11 @@ impl KeptSandboxes {
     /// Notes (and logs) a sandbox dropped before its time, for [`Self::missing_message`].
     fn note_dropped(&self, h: &Held, why: Dropped, by: &str) {
         tracing::info!(caller = %h.owner, sandbox = %h.id, why = why.as_str(), by, "evicted a kept sandbox");
+        self.remember(h, why);
+    }
+
+    /// Remembers why `h` is gone, for [`Self::missing_message`].
+    fn remember(&self, h: &Held, why: Dropped) {
         if let Ok(mut d) = self.dropped.lock() {
             if d.len() >= REMEMBER_DROPPED {
                 d.pop_front();
@@ -410,6 +419,7 @@ impl KeptSandboxes {
             inner.lease.take()
         };
         map.remove(id);
+        self.remember(&held, Dropped::Deleted);
         Ok(Evicted(lease.into_iter().collect()))
     }
 
@@ -568,8 +578,13 @@ mod tests {
         assert!(r.remove(&a.id, "a").unwrap().is_empty());
         assert!(a.cancel.requested());
         assert_eq!(r.len(), 0);
+        // Later requests are told it was deleted (not "expired, was deleted, or was dropped").
         let e = r.acquire(&a.id, "a").err().unwrap();
-        assert!(e.message.contains("was deleted"), "{}", e.message);
+        assert!(
+            e.message.contains("it was deleted (DELETE") && !e.message.contains("expired"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
