@@ -106,7 +106,7 @@ pub struct DataFolderArgs {
 }
 
 impl DataFolderArgs {
-    fn folder(&self) -> anyhow::Result<PathBuf> {
+    pub fn folder(&self) -> anyhow::Result<PathBuf> {
         crate::env::data_dir(self.data.as_deref(), self.config.as_deref())
     }
 

@@ -181,6 +181,8 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
     }
     let registry = crate::check::registry(args.languages.as_deref()).usage()?;
     let images = args.data.open_image_store()?;
+    // Said, not only done: without --data it is ./corral-data, where the worker was started.
+    let image_dir = args.data.folder()?.join("images");
     let pool = crate::sandboxes::service_pool(args.jobs)?;
     let name = args.name.clone().unwrap_or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -221,8 +223,11 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
             let _ = stop_tx.send(true);
         });
         eprintln!(
-            "corral worker: {} job(s) at once for {} as {:?}",
-            args.jobs, ctx.server, ctx.name
+            "corral worker: {} job(s) at once for {} as {:?}; images it fetches are kept in {}",
+            args.jobs,
+            ctx.server,
+            ctx.name,
+            image_dir.display()
         );
         let loops: Vec<_> = (0..args.jobs)
             .map(|i| tokio::spawn(claim_loop(ctx.clone(), i, stop.clone())))
