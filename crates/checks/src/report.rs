@@ -63,6 +63,10 @@ pub struct CheckResult {
     /// On a Gradescope check's own row: what its autograder's `results.json` says for the whole
     /// submission beyond rows, which `--format gradescope` carries through.
     pub gradescope: Option<Box<GradescopeExtras>>,
+    /// The grader refused the submission itself (PrairieLearn's `gradable: false`: a syntax
+    /// error, a missing file): the student's to fix, not corral's failure, so not an `error`.
+    /// `message` is the grader's, shown to students even on a hidden row.
+    pub not_gradable: bool,
     /// Rows of a pytest or check50 check's rubric items, while the engine runs; a [`Report`]
     /// lists them after their check and leaves this empty.
     pub children: Vec<CheckResult>,
@@ -199,7 +203,8 @@ fn num(x: f64) -> Value {
 impl CheckResult {
     /// The script as `view` may see it.
     pub fn visible_script(&self, view: View) -> &[ScriptEntry] {
-        if self.hidden && view == View::Student {
+        // A refused submission's script says why (CS50's format has no message).
+        if self.hidden && view == View::Student && !self.not_gradable {
             &[]
         } else {
             &self.script
@@ -216,6 +221,9 @@ impl CheckResult {
 
     /// The one-line explanation as `view` may see it.
     pub fn visible_message(&self, view: View) -> Option<String> {
+        if self.not_gradable {
+            return self.message.clone();
+        }
         match (self.hidden && view == View::Student, self.result) {
             (true, Some(false)) => Some(
                 self.error
@@ -260,6 +268,11 @@ impl Report {
         self.results.iter().any(|r| r.error.is_some())
     }
 
+    /// Some grader refused the submission as not gradable (and nothing failed in corral).
+    pub fn not_gradable(&self) -> bool {
+        self.results.iter().any(|r| r.not_gradable)
+    }
+
     /// The images the checks were graded in, each once, in suite order (empty: all on the host).
     pub fn used_images(&self) -> Vec<UsedImage> {
         let mut out: Vec<UsedImage> = Vec::new();
@@ -283,7 +296,8 @@ impl Report {
     }
 
     /// corral's JSON: CS50 Check's `{"results": {...}}` with added fields per check (`points`,
-    /// `max_points`, `time_ms`, `hidden`, `message`, `error`, `diagnostics` (staff view only),
+    /// `max_points`, `time_ms`, `hidden`, `message`, `error`, `not_gradable` (when a grader
+    /// refused the submission), `diagnostics` (staff view only),
     /// `image`, `runtime`) and at the top
     /// (`suite`, `score`, `max_score`, `passed`, `integrity`, `images`). `image` is `{"name",
     /// "digest"}` of the container image the check ran in (absent on the host root); `images`
@@ -301,6 +315,9 @@ impl Report {
             }
             if let Some(e) = &r.error {
                 m.insert("error".into(), json!(e));
+            }
+            if r.not_gradable {
+                m.insert("not_gradable".into(), json!(true));
             }
             if let Some(d) = r.visible_diagnostics(view) {
                 m.insert("diagnostics".into(), json!(d));
@@ -627,6 +644,7 @@ const KEY_ORDER: &[&str] = &[
     "hidden",
     "message",
     "error",
+    "not_gradable",
     "diagnostics",
     "image",
     "runtime",
@@ -790,6 +808,7 @@ mod tests {
             error: None,
             diagnostics: None,
             gradescope: None,
+            not_gradable: false,
             children: Vec::new(),
         }
     }

@@ -281,13 +281,54 @@ fn prairielearn_python_external_grader() {
         "0/2 points\nraised: RecursionError: too deep"
     );
 
-    // gradable: false is an error row with the grader's message.
+    // gradable: false is the student's to fix, not corral's failure: a failed row (no error)
+    // with the grader's message, in the staff and student views and CS50's format (its
+    // script), and `corral check` exits as for a failed check.
+    let why = "the grader marked the submission not gradable: no file named fib.py was submitted";
     let (code, json) = check("prairielearn-python", "missing");
-    assert_eq!(code, 125, "{json:#}");
-    assert_eq!(
-        json["results"]["fib"]["error"],
-        "the grader marked the submission not gradable: no file named fib.py was submitted"
+    assert_eq!(code, 1, "{json:#}");
+    assert_eq!(json["results"]["fib"]["error"], Value::Null, "{json:#}");
+    assert_eq!(json["results"]["fib"]["not_gradable"], true);
+    assert_eq!(message(&json, "fib"), why);
+    let dir = root().join("examples/prairielearn-python");
+    let missing = dir.join("submissions/missing");
+    let (code, json) = corral(&["check", "--json"], &dir.join("suite.yaml"), &missing);
+    assert_eq!((code, message(&json, "fib")), (1, why.to_string()));
+    let (_, cs50) = corral(
+        &["check", "--format", "cs50"],
+        &dir.join("suite.yaml"),
+        &missing,
     );
+    let script = cs50["results"]["fib"]["script"].to_string();
+    assert!(script.contains(why), "{cs50:#}");
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["check", "--no-color"])
+        .arg(dir.join("suite.yaml"))
+        .arg(&missing)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains(why), "{text}");
+    // corral grade: a not_gradable row, no infrastructure error.
+    let t = tempfile::tempdir().unwrap();
+    let subs = t.path().join("subs/missing");
+    std::fs::create_dir_all(&subs).unwrap();
+    std::fs::copy(missing.join("README.txt"), subs.join("README.txt")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["grade", "--no-progress", "-o"])
+        .arg(t.path().join("out"))
+        .arg(&dir)
+        .arg(t.path().join("subs"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains(", 0 with errors;"), "{err}");
+    let csv = std::fs::read_to_string(t.path().join("out/gradebook.csv")).unwrap();
+    let row = csv.lines().find(|l| l.starts_with("missing,")).unwrap();
+    assert!(row.starts_with("missing,0,6,0.0,not_gradable,"), "{csv}");
+    assert!(row.contains("no file named fib.py"), "{csv}");
 
     // Hostile: a score outside 0-1 is an error, never a pass.
     let (code, json) = check("prairielearn-python", "breaks_results");

@@ -694,6 +694,7 @@ mod tests {
             error: Some("the sandbox failed".into()),
             diagnostics: Some("stderr".into()),
             gradescope: None,
+            not_gradable: false,
             children: Vec::new(),
         };
         let image = UsedImage {

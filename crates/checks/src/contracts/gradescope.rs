@@ -315,6 +315,7 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
             error: None,
             diagnostics: None,
             gradescope: None,
+            not_gradable: false,
             children: Vec::new(),
         });
     }

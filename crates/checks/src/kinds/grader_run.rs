@@ -167,6 +167,7 @@ pub fn output_row(check: &Check, outcome: &Outcome, visible: bool) -> CheckResul
         error: None,
         diagnostics: None,
         gradescope: None,
+        not_gradable: false,
         children: Vec::new(),
     }
 }

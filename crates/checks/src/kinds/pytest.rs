@@ -962,6 +962,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
             error: None,
             diagnostics: None,
             gradescope: None,
+            not_gradable: false,
             children: Vec::new(),
         });
     }
@@ -1027,6 +1028,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
         error,
         diagnostics: (!diagnostics.is_empty()).then(|| diagnostics.join("\n")),
         gradescope: None,
+        not_gradable: false,
         children,
     };
     (parent, if ok { out } else { None })

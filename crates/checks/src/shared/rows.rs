@@ -20,6 +20,7 @@ pub fn row(check: &Check) -> CheckResult {
         error: None,
         diagnostics: None,
         gradescope: None,
+        not_gradable: false,
         children: Vec::new(),
     }
 }
@@ -66,6 +67,7 @@ pub fn items_not_run(
             error: None,
             diagnostics: None,
             gradescope: None,
+            not_gradable: false,
             children: Vec::new(),
         })
         .collect()
