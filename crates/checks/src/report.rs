@@ -67,6 +67,12 @@ pub struct CheckResult {
     /// error, a missing file): the student's to fix, not corral's failure, so not an `error`.
     /// `message` is the grader's, shown to students even on a hidden row.
     pub not_gradable: bool,
+    /// A Gradescope test's visibility (`visible`, `hidden`, `after_due_date`,
+    /// `after_published`: its own, else its results' default), which `--format gradescope`
+    /// keeps. A `hidden` row is left out of students' views entirely (its points still count),
+    /// as Gradescope never shows it; the others are hidden rows (pass/fail and points). `None`
+    /// on other rows.
+    pub visibility: Option<&'static str>,
     /// Rows of a pytest or check50 check's rubric items, while the engine runs; a [`Report`]
     /// lists them after their check and leaves this empty.
     pub children: Vec<CheckResult>,
@@ -202,13 +208,21 @@ fn num(x: f64) -> Value {
 
 impl CheckResult {
     /// The script as `view` may see it.
-    pub fn visible_script(&self, view: View) -> &[ScriptEntry] {
+    pub fn visible_script(&self, view: View) -> Vec<&ScriptEntry> {
         // A refused submission's script says why (CS50's format has no message).
         if self.hidden && view == View::Student && !self.not_gradable {
-            &[]
-        } else {
-            &self.script
+            return Vec::new();
         }
+        self.script
+            .iter()
+            // Gradescope never shows an autograder's `extra_data` to students.
+            .filter(|e| view == View::Staff || e.expected.kind != "extra_data")
+            .collect()
+    }
+
+    /// Left out of `view` entirely: a Gradescope `hidden` test, for students.
+    pub fn omitted(&self, view: View) -> bool {
+        view == View::Student && self.visibility == Some("hidden")
     }
 
     /// The diagnostics as `view` may see them: staff only.
@@ -304,7 +318,7 @@ impl Report {
     /// lists each once (absent when none); `runtime` is `native` or `gvisor`.
     pub fn to_json(&self, view: View) -> Value {
         let mut results = Map::new();
-        for r in &self.results {
+        for r in self.results.iter().filter(|r| !r.omitted(view)) {
             let mut m = r.cs50_json(view);
             m.insert("points".into(), num(r.points));
             m.insert("max_points".into(), num(r.max_points));
@@ -353,13 +367,15 @@ impl Report {
         let results: Map<String, Value> = self
             .results
             .iter()
+            .filter(|r| !r.omitted(view))
             .map(|r| (r.id.clone(), Value::Object(r.cs50_json(view))))
             .collect();
         json!({ "results": results })
     }
 
-    /// Gradescope's `results.json`. Hidden checks are `after_published`; their output has no
-    /// expected/actual values unless `view` is staff.
+    /// Gradescope's `results.json`. A Gradescope check's tests keep their own `visibility`
+    /// (students' view leaves `hidden` ones out); other hidden checks are `after_published`;
+    /// their output has no expected/actual values unless `view` is staff.
     ///
     /// A Gradescope check's own `leaderboard` and `extra_data` are carried through (in the
     /// student view only when its row is visible to students, as its script is): the
@@ -367,10 +383,11 @@ impl Report {
     /// took is named `CHECK/NAME`); the autograder's `extra_data` keys beside corral's own,
     /// which never move. A key corral's (or an earlier check's) already holds goes, with any
     /// `extra_data` that is not an object, under [`AUTOGRADER_EXTRA_DATA`]`.CHECK`, so nothing
-    /// of either side is lost.
+    /// of either side is lost. Students never get an autograder's `extra_data`, as on
+    /// Gradescope.
     pub fn to_gradescope(&self, view: View) -> Value {
-        let tests: Vec<Value> = self
-            .results
+        let shown: Vec<&CheckResult> = self.results.iter().filter(|r| !r.omitted(view)).collect();
+        let tests: Vec<Value> = shown
             .iter()
             .map(|r| {
                 let mut out = Vec::new();
@@ -396,17 +413,18 @@ impl Report {
                     "max_score": num(r.max_points),
                     "status": if r.result == Some(true) { "passed" } else { "failed" },
                     "output": out.join("\n"),
-                    "visibility": if r.hidden { "after_published" } else { "visible" },
+                    "visibility": match r.visibility {
+                        Some(v) if v != "visible" => v,
+                        _ if r.hidden => "after_published",
+                        _ => "visible",
+                    },
                 })
             })
             .collect();
         let mut output = format!(
             "{} of {} checks passed.",
-            self.results
-                .iter()
-                .filter(|r| r.result == Some(true))
-                .count(),
-            self.results.len()
+            shown.iter().filter(|r| r.result == Some(true)).count(),
+            shown.len()
         );
         if !self.integrity.ok {
             output.push_str("\nProtected assignment files were replaced by the submission: ");
@@ -458,6 +476,7 @@ impl Report {
                 leaderboard.push(entry);
             }
             match &x.extra_data {
+                _ if view == View::Student => {}
                 None | Some(Value::Null) => {}
                 Some(Value::Object(theirs)) => {
                     let ours = extra_data.as_object_mut().expect("an object");
@@ -506,7 +525,7 @@ impl Report {
             }
         };
         let mut out = String::new();
-        for r in &self.results {
+        for r in self.results.iter().filter(|r| !r.omitted(view)) {
             let (mark, code) = match r.result {
                 Some(true) => ("\u{2713}", "32"),
                 Some(false) => ("\u{2717}", "31"),
@@ -809,6 +828,7 @@ mod tests {
             diagnostics: None,
             gradescope: None,
             not_gradable: false,
+            visibility: None,
             children: Vec::new(),
         }
     }
@@ -955,7 +975,11 @@ mod tests {
             json!([{"name": "Time", "value": 3}]),
             json!({"seed": 8, "language": "c"}),
         );
+        // Students get the leaderboards, never an autograder's extra_data (as on Gradescope).
         let gs = r.to_gradescope(View::Student);
+        assert_eq!(gs["extra_data"].get("seed"), None, "{gs}");
+        assert_eq!(gs["extra_data"].get("autograder_extra_data"), None, "{gs}");
+        let gs = r.to_gradescope(View::Staff);
         assert_eq!(
             gs["leaderboard"],
             json!([
@@ -980,7 +1004,7 @@ mod tests {
         );
         // Not an object: kept whole under the check's id.
         r.results[2].gradescope = extras(json!([]), json!([1, 2]));
-        let gs = r.to_gradescope(View::Student);
+        let gs = r.to_gradescope(View::Staff);
         assert_eq!(
             gs["extra_data"]["autograder_extra_data"]["c"],
             json!([1, 2])

@@ -695,6 +695,7 @@ mod tests {
             diagnostics: Some("stderr".into()),
             gradescope: None,
             not_gradable: false,
+            visibility: None,
             children: Vec::new(),
         };
         let image = UsedImage {

@@ -963,6 +963,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
             diagnostics: None,
             gradescope: None,
             not_gradable: false,
+            visibility: None,
             children: Vec::new(),
         });
     }
@@ -1029,6 +1030,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
         diagnostics: (!diagnostics.is_empty()).then(|| diagnostics.join("\n")),
         gradescope: None,
         not_gradable: false,
+        visibility: None,
         children,
     };
     (parent, if ok { out } else { None })

@@ -21,6 +21,7 @@ pub fn row(check: &Check) -> CheckResult {
         diagnostics: None,
         gradescope: None,
         not_gradable: false,
+        visibility: None,
         children: Vec::new(),
     }
 }
@@ -68,6 +69,7 @@ pub fn items_not_run(
             diagnostics: None,
             gradescope: None,
             not_gradable: false,
+            visibility: None,
             children: Vec::new(),
         })
         .collect()
