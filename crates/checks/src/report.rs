@@ -63,6 +63,16 @@ pub struct CheckResult {
     /// On a Gradescope check's own row: what its autograder's `results.json` says for the whole
     /// submission beyond rows, which `--format gradescope` carries through.
     pub gradescope: Option<Box<GradescopeExtras>>,
+    /// The grader refused the submission itself (PrairieLearn's `gradable: false`: a syntax
+    /// error, a missing file): the student's to fix, not corral's failure, so not an `error`.
+    /// `message` is the grader's, shown to students even on a hidden row.
+    pub not_gradable: bool,
+    /// A Gradescope test's visibility (`visible`, `hidden`, `after_due_date`,
+    /// `after_published`: its own, else its results' default), which `--format gradescope`
+    /// keeps. A `hidden` row is left out of students' views entirely (its points still count),
+    /// as Gradescope never shows it; the others are hidden rows (pass/fail and points). `None`
+    /// on other rows.
+    pub visibility: Option<&'static str>,
     /// Rows of a pytest or check50 check's rubric items, while the engine runs; a [`Report`]
     /// lists them after their check and leaves this empty.
     pub children: Vec<CheckResult>,
@@ -198,12 +208,21 @@ fn num(x: f64) -> Value {
 
 impl CheckResult {
     /// The script as `view` may see it.
-    pub fn visible_script(&self, view: View) -> &[ScriptEntry] {
-        if self.hidden && view == View::Student {
-            &[]
-        } else {
-            &self.script
+    pub fn visible_script(&self, view: View) -> Vec<&ScriptEntry> {
+        // A refused submission's script says why (CS50's format has no message).
+        if self.hidden && view == View::Student && !self.not_gradable {
+            return Vec::new();
         }
+        self.script
+            .iter()
+            // Gradescope never shows an autograder's `extra_data` to students.
+            .filter(|e| view == View::Staff || e.expected.kind != "extra_data")
+            .collect()
+    }
+
+    /// Left out of `view` entirely: a Gradescope `hidden` test, for students.
+    pub fn omitted(&self, view: View) -> bool {
+        view == View::Student && self.visibility == Some("hidden")
     }
 
     /// The diagnostics as `view` may see them: staff only.
@@ -216,6 +235,9 @@ impl CheckResult {
 
     /// The one-line explanation as `view` may see it.
     pub fn visible_message(&self, view: View) -> Option<String> {
+        if self.not_gradable {
+            return self.message.clone();
+        }
         match (self.hidden && view == View::Student, self.result) {
             (true, Some(false)) => Some(
                 self.error
@@ -260,6 +282,11 @@ impl Report {
         self.results.iter().any(|r| r.error.is_some())
     }
 
+    /// Some grader refused the submission as not gradable (and nothing failed in corral).
+    pub fn not_gradable(&self) -> bool {
+        self.results.iter().any(|r| r.not_gradable)
+    }
+
     /// The images the checks were graded in, each once, in suite order (empty: all on the host).
     pub fn used_images(&self) -> Vec<UsedImage> {
         let mut out: Vec<UsedImage> = Vec::new();
@@ -283,14 +310,15 @@ impl Report {
     }
 
     /// corral's JSON: CS50 Check's `{"results": {...}}` with added fields per check (`points`,
-    /// `max_points`, `time_ms`, `hidden`, `message`, `error`, `diagnostics` (staff view only),
+    /// `max_points`, `time_ms`, `hidden`, `message`, `error`, `not_gradable` (when a grader
+    /// refused the submission), `diagnostics` (staff view only),
     /// `image`, `runtime`) and at the top
     /// (`suite`, `score`, `max_score`, `passed`, `integrity`, `images`). `image` is `{"name",
     /// "digest"}` of the container image the check ran in (absent on the host root); `images`
     /// lists each once (absent when none); `runtime` is `native` or `gvisor`.
     pub fn to_json(&self, view: View) -> Value {
         let mut results = Map::new();
-        for r in &self.results {
+        for r in self.results.iter().filter(|r| !r.omitted(view)) {
             let mut m = r.cs50_json(view);
             m.insert("points".into(), num(r.points));
             m.insert("max_points".into(), num(r.max_points));
@@ -301,6 +329,9 @@ impl Report {
             }
             if let Some(e) = &r.error {
                 m.insert("error".into(), json!(e));
+            }
+            if r.not_gradable {
+                m.insert("not_gradable".into(), json!(true));
             }
             if let Some(d) = r.visible_diagnostics(view) {
                 m.insert("diagnostics".into(), json!(d));
@@ -336,13 +367,15 @@ impl Report {
         let results: Map<String, Value> = self
             .results
             .iter()
+            .filter(|r| !r.omitted(view))
             .map(|r| (r.id.clone(), Value::Object(r.cs50_json(view))))
             .collect();
         json!({ "results": results })
     }
 
-    /// Gradescope's `results.json`. Hidden checks are `after_published`; their output has no
-    /// expected/actual values unless `view` is staff.
+    /// Gradescope's `results.json`. A Gradescope check's tests keep their own `visibility`
+    /// (students' view leaves `hidden` ones out); other hidden checks are `after_published`;
+    /// their output has no expected/actual values unless `view` is staff.
     ///
     /// A Gradescope check's own `leaderboard` and `extra_data` are carried through (in the
     /// student view only when its row is visible to students, as its script is): the
@@ -350,10 +383,11 @@ impl Report {
     /// took is named `CHECK/NAME`); the autograder's `extra_data` keys beside corral's own,
     /// which never move. A key corral's (or an earlier check's) already holds goes, with any
     /// `extra_data` that is not an object, under [`AUTOGRADER_EXTRA_DATA`]`.CHECK`, so nothing
-    /// of either side is lost.
+    /// of either side is lost. Students never get an autograder's `extra_data`, as on
+    /// Gradescope.
     pub fn to_gradescope(&self, view: View) -> Value {
-        let tests: Vec<Value> = self
-            .results
+        let shown: Vec<&CheckResult> = self.results.iter().filter(|r| !r.omitted(view)).collect();
+        let tests: Vec<Value> = shown
             .iter()
             .map(|r| {
                 let mut out = Vec::new();
@@ -379,17 +413,18 @@ impl Report {
                     "max_score": num(r.max_points),
                     "status": if r.result == Some(true) { "passed" } else { "failed" },
                     "output": out.join("\n"),
-                    "visibility": if r.hidden { "after_published" } else { "visible" },
+                    "visibility": match r.visibility {
+                        Some(v) if v != "visible" => v,
+                        _ if r.hidden => "after_published",
+                        _ => "visible",
+                    },
                 })
             })
             .collect();
         let mut output = format!(
             "{} of {} checks passed.",
-            self.results
-                .iter()
-                .filter(|r| r.result == Some(true))
-                .count(),
-            self.results.len()
+            shown.iter().filter(|r| r.result == Some(true)).count(),
+            shown.len()
         );
         if !self.integrity.ok {
             output.push_str("\nProtected assignment files were replaced by the submission: ");
@@ -441,6 +476,7 @@ impl Report {
                 leaderboard.push(entry);
             }
             match &x.extra_data {
+                _ if view == View::Student => {}
                 None | Some(Value::Null) => {}
                 Some(Value::Object(theirs)) => {
                     let ours = extra_data.as_object_mut().expect("an object");
@@ -489,7 +525,7 @@ impl Report {
             }
         };
         let mut out = String::new();
-        for r in &self.results {
+        for r in self.results.iter().filter(|r| !r.omitted(view)) {
             let (mark, code) = match r.result {
                 Some(true) => ("\u{2713}", "32"),
                 Some(false) => ("\u{2717}", "31"),
@@ -627,6 +663,7 @@ const KEY_ORDER: &[&str] = &[
     "hidden",
     "message",
     "error",
+    "not_gradable",
     "diagnostics",
     "image",
     "runtime",
@@ -790,6 +827,8 @@ mod tests {
             error: None,
             diagnostics: None,
             gradescope: None,
+            not_gradable: false,
+            visibility: None,
             children: Vec::new(),
         }
     }
@@ -936,7 +975,11 @@ mod tests {
             json!([{"name": "Time", "value": 3}]),
             json!({"seed": 8, "language": "c"}),
         );
+        // Students get the leaderboards, never an autograder's extra_data (as on Gradescope).
         let gs = r.to_gradescope(View::Student);
+        assert_eq!(gs["extra_data"].get("seed"), None, "{gs}");
+        assert_eq!(gs["extra_data"].get("autograder_extra_data"), None, "{gs}");
+        let gs = r.to_gradescope(View::Staff);
         assert_eq!(
             gs["leaderboard"],
             json!([
@@ -961,7 +1004,7 @@ mod tests {
         );
         // Not an object: kept whole under the check's id.
         r.results[2].gradescope = extras(json!([]), json!([1, 2]));
-        let gs = r.to_gradescope(View::Student);
+        let gs = r.to_gradescope(View::Staff);
         assert_eq!(
             gs["extra_data"]["autograder_extra_data"]["c"],
             json!([1, 2])

@@ -16,7 +16,7 @@ use std::process::Command;
 
 use corral_testkit::json_output;
 use example_support::{corral_cmd, root};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 fn corral(args: &[&str], suite: &Path, sub: &Path) -> (i32, Value) {
     let (code, json, _) = json_output(corral_cmd().args(args).arg(suite).arg(sub));
@@ -281,13 +281,54 @@ fn prairielearn_python_external_grader() {
         "0/2 points\nraised: RecursionError: too deep"
     );
 
-    // gradable: false is an error row with the grader's message.
+    // gradable: false is the student's to fix, not corral's failure: a failed row (no error)
+    // with the grader's message, in the staff and student views and CS50's format (its
+    // script), and `corral check` exits as for a failed check.
+    let why = "the grader marked the submission not gradable: no file named fib.py was submitted";
     let (code, json) = check("prairielearn-python", "missing");
-    assert_eq!(code, 125, "{json:#}");
-    assert_eq!(
-        json["results"]["fib"]["error"],
-        "the grader marked the submission not gradable: no file named fib.py was submitted"
+    assert_eq!(code, 1, "{json:#}");
+    assert_eq!(json["results"]["fib"]["error"], Value::Null, "{json:#}");
+    assert_eq!(json["results"]["fib"]["not_gradable"], true);
+    assert_eq!(message(&json, "fib"), why);
+    let dir = root().join("examples/prairielearn-python");
+    let missing = dir.join("submissions/missing");
+    let (code, json) = corral(&["check", "--json"], &dir.join("suite.yaml"), &missing);
+    assert_eq!((code, message(&json, "fib")), (1, why.to_string()));
+    let (_, cs50) = corral(
+        &["check", "--format", "cs50"],
+        &dir.join("suite.yaml"),
+        &missing,
     );
+    let script = cs50["results"]["fib"]["script"].to_string();
+    assert!(script.contains(why), "{cs50:#}");
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["check", "--no-color"])
+        .arg(dir.join("suite.yaml"))
+        .arg(&missing)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains(why), "{text}");
+    // corral grade: a not_gradable row, no infrastructure error.
+    let t = tempfile::tempdir().unwrap();
+    let subs = t.path().join("subs/missing");
+    std::fs::create_dir_all(&subs).unwrap();
+    std::fs::copy(missing.join("README.txt"), subs.join("README.txt")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["grade", "--no-progress", "-o"])
+        .arg(t.path().join("out"))
+        .arg(&dir)
+        .arg(t.path().join("subs"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains(", 0 with errors;"), "{err}");
+    let csv = std::fs::read_to_string(t.path().join("out/gradebook.csv")).unwrap();
+    let row = csv.lines().find(|l| l.starts_with("missing,")).unwrap();
+    assert!(row.starts_with("missing,0,6,0.0,not_gradable,"), "{csv}");
+    assert!(row.contains("no file named fib.py"), "{csv}");
 
     // Hostile: a score outside 0-1 is an error, never a pass.
     let (code, json) = check("prairielearn-python", "breaks_results");
@@ -540,7 +581,7 @@ fn gradescope_format_carries_the_autograders_leaderboard_and_extra_data() {
     ]);
     let sub = folder(&[("answer.txt", "x\n")]);
     let out = corral_cmd()
-        .args(["check", "--format", "gradescope"])
+        .args(["check", "--format", "gradescope", "--staff"])
         .arg(ag.path().join("suite.yaml"))
         .arg(sub.path())
         .output()
@@ -549,6 +590,20 @@ fn gradescope_format_carries_the_autograders_leaderboard_and_extra_data() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     let gs: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(gs["score"], 2, "{gs:#}");
+    // Students never get the autograder's extra_data (as on Gradescope); the leaderboard, yes.
+    let (_, student) = corral(
+        &["check", "--format", "gradescope"],
+        &ag.path().join("suite.yaml"),
+        sub.path(),
+    );
+    assert_eq!(student["leaderboard"], gs["leaderboard"], "{student:#}");
+    let x = &student["extra_data"];
+    assert_eq!(
+        (&x["seed"], &x["suite"]),
+        (&Value::Null, &json!("board")),
+        "{student:#}"
+    );
+    assert_eq!(x["autograder_extra_data"], Value::Null, "{student:#}");
     assert_eq!(
         gs["leaderboard"],
         serde_json::json!([
@@ -569,4 +624,107 @@ fn gradescope_format_carries_the_autograders_leaderboard_and_extra_data() {
         serde_json::json!({"autograder": {"suite": "spring"}}),
         "{gs:#}"
     );
+}
+
+/// Gradescope's visibilities for students: a `hidden` test is never shown (its points still
+/// count in the score), `after_due_date` and `after_published` are hidden rows (pass/fail and
+/// points: corral has no due dates nor publishing), and the autograder's `extra_data` (a test's
+/// or the whole result's) is never shown. Staff views keep everything, and `--format
+/// gradescope` keeps each test's own visibility.
+#[test]
+fn students_never_see_hidden_tests_or_extra_data() {
+    let results = r#"{"tests": [
+        {"score": 1, "max_score": 1, "name": "shown test", "number": "1", "extra_data": {"key": "SECRET-T"}},
+        {"score": 2, "max_score": 2, "name": "secret test", "number": "2", "visibility": "hidden", "output": "SECRET-O"},
+        {"score": 0, "max_score": 3, "name": "later test", "number": "3", "visibility": "after_due_date"},
+        {"score": 1, "max_score": 1, "name": "published test", "number": "4", "visibility": "after_published"}],
+        "extra_data": {"answer": "SECRET-X"}}"#;
+    let ag = folder(&[
+        (
+            "autograder/run_autograder",
+            &format!("#!/bin/sh\ncat > /autograder/results/results.json <<'EOF'\n{results}\nEOF\n"),
+        ),
+        (
+            "suite.yaml",
+            "name: vis\nchecks:\n  - id: ag\n    points: 7\n    gradescope:\n      autograder: autograder\n",
+        ),
+    ]);
+    let sub = folder(&[("answer.txt", "x\n")]);
+    let suite = ag.path().join("suite.yaml");
+    let (code, student) = corral(&["check", "--json"], &suite, sub.path());
+    assert_eq!((code, &student["score"]), (1, &json!(4)), "{student:#}");
+    let text = student.to_string();
+    for secret in ["secret test", "SECRET-O", "SECRET-T", "SECRET-X", "ag/2"] {
+        assert!(!text.contains(secret), "{secret}: {student:#}");
+    }
+    assert_eq!(student["results"]["ag/3"]["hidden"], true, "{student:#}");
+    assert_eq!(student["results"]["ag/4"]["hidden"], true, "{student:#}");
+    assert_eq!(student["results"]["ag/1"]["result"], true, "{student:#}");
+    let (_, staff) = corral(&["check", "--json", "--staff"], &suite, sub.path());
+    let text = staff.to_string();
+    for secret in ["secret test", "SECRET-O", "SECRET-T", "SECRET-X"] {
+        assert!(text.contains(secret), "{secret}: {staff:#}");
+    }
+    for (args, secret_shown) in [
+        (&["check", "--no-color"][..], false),
+        (&["check", "--no-color", "--staff"][..], true),
+    ] {
+        let out = corral_cmd()
+            .args(args)
+            .arg(&suite)
+            .arg(sub.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            text.contains("secret test"),
+            secret_shown,
+            "{args:?}: {text}"
+        );
+        assert!(
+            text.contains("later test") && text.contains("score: 4/7"),
+            "{text}"
+        );
+    }
+    let vis = |gs: &Value| -> Vec<(String, String)> {
+        gs["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["number"].as_str().unwrap().to_string(),
+                    t["visibility"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let (_, gs) = corral(&["check", "--format", "gradescope"], &suite, sub.path());
+    assert!(!gs.to_string().contains("SECRET"), "{gs:#}");
+    let (_, staff_gs) = corral(
+        &["check", "--format", "gradescope", "--staff"],
+        &suite,
+        sub.path(),
+    );
+    assert_eq!(staff_gs["extra_data"]["answer"], "SECRET-X", "{staff_gs:#}");
+    let own = [
+        ("ag/1", "visible"),
+        ("ag/2", "hidden"),
+        ("ag/3", "after_due_date"),
+        ("ag/4", "after_published"),
+    ];
+    let expect = |skip: &str| -> Vec<(String, String)> {
+        std::iter::once(("ag".to_string(), "visible".to_string()))
+            .chain(
+                own.iter()
+                    .filter(|(n, _)| *n != skip)
+                    .map(|(n, v)| (n.to_string(), v.to_string())),
+            )
+            // The autograder's output row (stdout_visibility not visible): a hidden row.
+            .chain([("ag/output".to_string(), "after_published".to_string())])
+            .collect()
+    };
+    assert_eq!(vis(&staff_gs), expect(""), "{staff_gs:#}");
+    assert_eq!(vis(&gs), expect("ag/2"), "{gs:#}");
+    assert_eq!(gs["score"], 4, "{gs:#}");
 }

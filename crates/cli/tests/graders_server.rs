@@ -256,6 +256,73 @@ fn registered_suites_grade_through_check_and_the_queue() {
     });
 }
 
+/// PrairieLearn's `gradable: false` over HTTP: the student's to fix, never an internal error.
+/// `/check` and `GET /submissions/{id}` carry the grader's message to the student, the verdict is
+/// `not_gradable` (status `done`), and the gradebook keeps the student's earlier grade, as
+/// PrairieLearn does not count an invalid submission.
+#[test]
+fn a_not_gradable_submission_reaches_the_student_and_keeps_the_earlier_grade() {
+    let s = Server::start("[submissions]\nworkers = 1\n", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let student = s.token("student").await;
+        register_example(&s, &staff, "prairielearn-python").await;
+        let why =
+            "the grader marked the submission not gradable: no file named fib.py was submitted";
+        let missing = submission("prairielearn-python", "missing");
+
+        let v = check(&s, &student, "prairielearn-python", &missing).await;
+        let row = &v["results"]["fib"];
+        assert_eq!(
+            (&row["message"], &row["error"]),
+            (&json!(why), &Value::Null),
+            "{v:#}"
+        );
+        let id = s
+            .upload(&student, &[("README.txt", &missing[0].1[..])])
+            .await;
+        let (st, cs50) = s
+            .post(
+                &student,
+                "/check",
+                json!({"checks": "prairielearn-python", "sandbox": {"homedir": id}}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK);
+        assert!(
+            cs50["results"]["fib"]["script"].to_string().contains(why),
+            "{cs50:#}"
+        );
+
+        let good = submit(
+            &s,
+            &student,
+            "prairielearn-python",
+            &submission("prairielearn-python", "correct"),
+        )
+        .await;
+        let good = finished(&s, &student, good["id"].as_str().unwrap(), "").await;
+        assert_eq!(good["score"], 6.0, "{good:#}");
+        let bad = submit(&s, &student, "prairielearn-python", &missing).await;
+        let bad = finished(&s, &student, bad["id"].as_str().unwrap(), "").await;
+        assert_eq!(
+            (&bad["status"], &bad["verdict"], &bad["message"]),
+            (&json!("done"), &json!("not_gradable"), &json!(why)),
+            "{bad:#}"
+        );
+        assert_eq!(bad["checks"]["results"]["fib"]["message"], why);
+        let (st, book) = s.get(&staff, "/suites/prairielearn-python/gradebook").await;
+        assert_eq!(st, StatusCode::OK, "{book}");
+        let rows = book["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{book:#}");
+        assert_eq!(
+            (&rows[0]["submission"], &rows[0]["score"]),
+            (&good["id"], &json!(6.0)),
+            "{book:#}"
+        );
+    });
+}
+
 #[test]
 fn a_remote_worker_runs_a_registered_autograder() {
     let s = Server::start("[submissions]\nworkers = 0\n", &[]);

@@ -286,6 +286,8 @@ fn grade_suite(
     };
     let verdict = if report.has_errors() {
         VerdictKind::InternalError
+    } else if report.not_gradable() {
+        VerdictKind::NotGradable
     } else if report.passed() {
         VerdictKind::Accepted
     } else {
@@ -297,8 +299,20 @@ fn grade_suite(
         max_score: report.max_score(),
         run: None,
         compile: None,
-        message: (verdict == VerdictKind::InternalError)
-            .then(|| "a check could not be judged; see checks".to_string()),
+        message: match verdict {
+            VerdictKind::InternalError => Some("a check could not be judged; see checks".into()),
+            // The grader's own words, for the student (as PrairieLearn shows them).
+            VerdictKind::NotGradable => Some(
+                report
+                    .results
+                    .iter()
+                    .filter(|r| r.not_gradable)
+                    .filter_map(|r| r.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            _ => None,
+        },
         checks: Some(report.to_json(view)),
         image: report.used_images().into_iter().next().map(Into::into),
     };

@@ -15,6 +15,9 @@ pub enum VerdictKind {
     TimeLimit,
     MemoryLimit,
     OutputLimit,
+    /// A grader refused the submission (PrairieLearn's `gradable: false`): the student's to fix,
+    /// judged (`done`), and left out of the gradebook's standing.
+    NotGradable,
     InternalError,
 }
 
@@ -40,6 +43,7 @@ impl VerdictKind {
             VerdictKind::TimeLimit => "time_limit",
             VerdictKind::MemoryLimit => "memory_limit",
             VerdictKind::OutputLimit => "output_limit",
+            VerdictKind::NotGradable => "not_gradable",
             VerdictKind::InternalError => "internal_error",
         }
     }

@@ -694,6 +694,8 @@ mod tests {
             error: Some("the sandbox failed".into()),
             diagnostics: Some("stderr".into()),
             gradescope: None,
+            not_gradable: false,
+            visibility: None,
             children: Vec::new(),
         };
         let image = UsedImage {

@@ -286,7 +286,8 @@ pub trait JobStore: Send + Sync {
     /// Each student's latest finished (done or failed) job graded by suite `suite`, by name: of
     /// its latest submission that has a verdict, the latest verdict (a regrade's; a regrade
     /// stands where its original does, so regrading an older submission does not displace a
-    /// newer one). Staff's and admins' submissions are left out.
+    /// newer one). Staff's and admins' submissions are left out, and so are judgements whose
+    /// verdict is `not_gradable` (the result's `verdict`; a grader refused the submission).
     async fn gradebook(&self, suite: &str) -> Result<Vec<ListedJob>>;
     /// The job `owner` made under idempotency key `key`, while that job is kept (retention
     /// forgets the key with it).

@@ -902,6 +902,28 @@ async fn jobs_are_listed_by_page_and_filter_and_graded_per_owner(s: Arc<dyn Stor
         ],
         "the older job's regrade stands where that job does; staff's try is no grade"
     );
+
+    // Ada's latest submission, still running, is refused by its grader: not counted (as on
+    // PrairieLearn), so her standing stays the regrade's.
+    let r = s
+        .complete_job(
+            &ids[5],
+            &leases[&ids[5]],
+            JobState::Done,
+            r#"{"verdict":"not_gradable","score":0.0,"max_score":1.0}"#,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r, Completion::Recorded);
+    assert_eq!(
+        book(&s).await,
+        [
+            (Some("ada".to_string()), r_new.clone()),
+            (Some("bob".to_string()), ids[2].clone())
+        ],
+        "a not-gradable submission does not replace a grade"
+    );
 }
 
 on_both_backends!(

@@ -268,6 +268,8 @@ pub fn grade_one(
     };
     let status = if report.has_errors() {
         RowStatus::Error
+    } else if report.not_gradable() {
+        RowStatus::NotGradable
     } else {
         RowStatus::Graded
     };

@@ -49,6 +49,9 @@ pub enum RowStatus {
     /// Some check could not be judged (sandbox failure, an invalid pytest/check50 run), or the
     /// submission could not be graded at all: look at `reason`.
     Error,
+    /// A grader refused the submission (PrairieLearn's `gradable: false`, a syntax error): the
+    /// student's to fix, not an infrastructure error; `reason` has the grader's message.
+    NotGradable,
 }
 
 impl RowStatus {
@@ -56,6 +59,7 @@ impl RowStatus {
         match self {
             RowStatus::Graded => "graded",
             RowStatus::Error => "error",
+            RowStatus::NotGradable => "not_gradable",
         }
     }
 }

@@ -33,9 +33,19 @@ pub enum Visibility {
 }
 
 impl Visibility {
-    /// Students see only pass/fail in corral (a hidden row) unless it is `visible`.
+    /// Students see only pass/fail in corral (a hidden row) unless it is `visible`; a `hidden`
+    /// row is left out of their views altogether (see [`CheckResult::visibility`]).
     pub fn hides(self) -> bool {
         self != Visibility::Visible
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Visibility::Visible => "visible",
+            Visibility::Hidden => "hidden",
+            Visibility::AfterDueDate => "after_due_date",
+            Visibility::AfterPublished => "after_published",
+        }
     }
 }
 
@@ -311,10 +321,14 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
             max_points: max,
             time_ms: 0,
             hidden: check_hidden || t.visibility.unwrap_or(default_vis).hides(),
+            // corral has no due dates nor publishing: after_due_date and after_published
+            // stay hidden rows (pass/fail, points) for students; hidden ones are left out.
+            visibility: Some(t.visibility.unwrap_or(default_vis).as_str()),
             message: (!message.is_empty()).then(|| message.join("\n")),
             error: None,
             diagnostics: None,
             gradescope: None,
+            not_gradable: false,
             children: Vec::new(),
         });
     }

@@ -5,8 +5,9 @@
 //! What is refused (the check errors, it never passes): a file over [`MAX_RESULTS_BYTES`], text
 //! that is not a JSON object, a known key of the wrong type, a `score` outside 0–1, a missing
 //! `score` on a gradable result, more than [`MAX_TESTS`] tests, a test without a `name`, negative
-//! points; and a result the grader itself marks `gradable: false` or `succeeded: false` is an
-//! error row with the grader's message. Unknown keys (`images`, …) are ignored.
+//! points; and a result the grader itself marks `succeeded: false` is an error row with the
+//! grader's message. `gradable: false` is no error: the grader refused the submission (a syntax
+//! error), a failed row with its message for the student. Unknown keys (`images`, …) are ignored.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -101,17 +102,22 @@ pub enum Mapped {
         message: String,
         passed: bool,
     },
-    /// `gradable: false` or `succeeded: false`: an error row with the grader's message.
+    /// `gradable: false`: the submission is invalid (PrairieLearn does not count it and shows
+    /// the student the grader's message), a failed row, not an error.
     NotGradable(String),
+    /// `succeeded: false`: grading itself failed, an error row with the grader's message.
+    Failed(String),
 }
 
 /// Maps validated results to rows of check `check_id` worth `points` in all.
 pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapped {
     if !results.judged() {
-        let what = if results.gradable == Some(false) {
-            "the grader marked the submission not gradable"
-        } else {
+        // A grader that failed may also say "not gradable": its failure comes first.
+        let failed = results.succeeded == Some(false);
+        let what = if failed {
             "the grader says grading did not succeed"
+        } else {
+            "the grader marked the submission not gradable"
         };
         let why = results
             .message
@@ -119,7 +125,11 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
             .filter(|m| !m.trim().is_empty())
             .map(|m| format!("{what}: {}", cap(m)))
             .unwrap_or_else(|| what.to_string());
-        return Mapped::NotGradable(why);
+        return if failed {
+            Mapped::Failed(why)
+        } else {
+            Mapped::NotGradable(why)
+        };
     }
     let score = results.score.unwrap_or(0.0);
     let tests: Vec<CheckResult> = results
@@ -164,6 +174,8 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
                 error: None,
                 diagnostics: None,
                 gradescope: None,
+                not_gradable: false,
+                visibility: None,
                 children: Vec::new(),
             }
         })
@@ -259,7 +271,7 @@ mod tests {
     }
 
     #[test]
-    fn not_gradable_is_an_error_with_the_graders_message() {
+    fn not_gradable_carries_the_graders_message_and_a_failure_is_apart() {
         let r = parse(r#"{"gradable": false, "message": "no file named fib.py"}"#).unwrap();
         assert_eq!(
             map(&r, "pl", 1.0, false),
@@ -268,7 +280,9 @@ mod tests {
             )
         );
         let r = parse(r#"{"succeeded": false, "score": 0}"#).unwrap();
-        assert!(matches!(map(&r, "pl", 1.0, false), Mapped::NotGradable(_)));
+        assert!(matches!(map(&r, "pl", 1.0, false), Mapped::Failed(_)));
+        let r = parse(r#"{"succeeded": false, "gradable": false}"#).unwrap();
+        assert!(matches!(map(&r, "pl", 1.0, false), Mapped::Failed(_)));
     }
 
     #[test]

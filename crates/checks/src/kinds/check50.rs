@@ -310,6 +310,8 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
         error,
         diagnostics: None,
         gradescope: None,
+        not_gradable: false,
+        visibility: None,
         children: Vec::new(),
     };
     match &run {
@@ -410,6 +412,8 @@ fn item_row(check: &Check, item: &Check50Item, row: &RubricItem, r: &Check50Resu
         error: None,
         diagnostics: None,
         gradescope: None,
+        not_gradable: false,
+        visibility: None,
         children: Vec::new(),
     }
 }

@@ -167,6 +167,8 @@ pub fn output_row(check: &Check, outcome: &Outcome, visible: bool) -> CheckResul
         error: None,
         diagnostics: None,
         gradescope: None,
+        not_gradable: false,
+        visibility: None,
         children: Vec::new(),
     }
 }

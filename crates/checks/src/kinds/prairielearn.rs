@@ -167,7 +167,19 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
         GraderRun::Results { bytes, .. } => match contract::Results::parse(bytes) {
             Err(e) => errored(parent, e.to_string()),
             Ok(results) => match contract::map(&results, &check.id, pc.points, check.hidden) {
-                Mapped::NotGradable(why) => errored(parent, why),
+                Mapped::Failed(why) => errored(parent, why),
+                // The student's to fix: a failed row with the grader's message, no error.
+                Mapped::NotGradable(why) => {
+                    parent.result = Some(false);
+                    parent.points = 0.0;
+                    parent.not_gradable = true;
+                    parent.script.push(ScriptEntry {
+                        expected: Observation::new("gradable", true),
+                        actual: Observation::new("not_gradable", why.clone()),
+                    });
+                    parent.message = Some(why);
+                    parent
+                }
                 Mapped::Graded {
                     points,
                     tests,

@@ -962,6 +962,8 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
             error: None,
             diagnostics: None,
             gradescope: None,
+            not_gradable: false,
+            visibility: None,
             children: Vec::new(),
         });
     }
@@ -1027,6 +1029,8 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
         error,
         diagnostics: (!diagnostics.is_empty()).then(|| diagnostics.join("\n")),
         gradescope: None,
+        not_gradable: false,
+        visibility: None,
         children,
     };
     (parent, if ok { out } else { None })

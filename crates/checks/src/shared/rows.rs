@@ -20,6 +20,8 @@ pub fn row(check: &Check) -> CheckResult {
         error: None,
         diagnostics: None,
         gradescope: None,
+        not_gradable: false,
+        visibility: None,
         children: Vec::new(),
     }
 }
@@ -66,6 +68,8 @@ pub fn items_not_run(
             error: None,
             diagnostics: None,
             gradescope: None,
+            not_gradable: false,
+            visibility: None,
             children: Vec::new(),
         })
         .collect()

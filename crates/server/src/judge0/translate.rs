@@ -486,7 +486,9 @@ fn status_id(job: &Job, v: Option<&Verdict>) -> u32 {
             VerdictKind::Accepted => 3,
             VerdictKind::WrongAnswer => 4,
             VerdictKind::TimeLimit => 5,
-            VerdictKind::CompileError => 6,
+            // Judge0 has no "not gradable": a grader's refusal is mostly a program that does
+            // not compile or load.
+            VerdictKind::CompileError | VerdictKind::NotGradable => 6,
             VerdictKind::RuntimeError => {
                 let run = v.run.as_ref();
                 let signal = run.and_then(|r| r["signal"].as_i64());

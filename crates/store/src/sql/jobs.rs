@@ -170,12 +170,14 @@ where
         // Per owner, the finished job whose original came last, and of that original's judgements
         // the last: a regrade stands where its original stands. One pass over the suite's rows
         // (a correlated "latest of this owner" per row scanned the suite once per row: 15 s for
-        // 20,000 submissions). Staff's and admins' own submissions are tries, not grades.
+        // 20,000 submissions). Staff's and admins' own submissions are tries, not grades; a
+        // submission a grader refused (`not_gradable`) is not counted, as on PrairieLearn.
         Ok(sqlx::query_as(&format!(
             "SELECT j.*, t.name AS owner_name FROM \
              (SELECT seq, suite, {JOB_COLUMNS}, ROW_NUMBER() OVER \
                 (PARTITION BY owner ORDER BY COALESCE(root_seq, seq) DESC, seq DESC) AS latest \
-              FROM submissions WHERE suite = $1 AND state IN ('done', 'failed')) j \
+              FROM submissions WHERE suite = $1 AND state IN ('done', 'failed') \
+              AND (verdict IS NULL OR verdict <> 'not_gradable')) j \
              LEFT JOIN tokens t ON t.id = j.owner \
              WHERE j.latest = 1 AND COALESCE(t.role, 'student') = 'student' \
              ORDER BY LOWER(COALESCE(t.name, '')), j.owner"
@@ -286,13 +288,17 @@ where
             ));
         }
         let now = now_ms();
+        // Kept beside the result for the gradebook's query (which judgements count).
+        let verdict = serde_json::from_str::<serde_json::Value>(result)
+            .ok()
+            .and_then(|v| v.get("verdict")?.as_str().map(str::to_string));
         // The lease stays on the row after completion: a retried request with the same lease is
         // recognised (AlreadyRecorded) instead of refused.
         let mut tx = self.begin_write().await?;
         let r = sqlx::query(
             "UPDATE submissions SET state = $1, result = $2, finished_ms = $3, lease_expires_ms = NULL, \
              callback_state = CASE WHEN callback_url IS NULL THEN 'none' ELSE 'pending' END, \
-             callback_next_ms = $4, image_name = $5, image_digest = $6 \
+             callback_next_ms = $4, image_name = $5, image_digest = $6, verdict = $9 \
              WHERE id = $7 AND lease = $8 AND state = 'running'",
         )
         .bind(state.as_str())
@@ -303,6 +309,7 @@ where
         .bind(image.map(|i| i.digest.as_str()))
         .bind(id)
         .bind(lease)
+        .bind(verdict.as_deref())
         .execute(&mut *tx)
         .await?;
         if D::rows_affected(&r) == 1 {

@@ -31,7 +31,8 @@ pub struct SubmissionView {
     /// `queued`, `running`, `done` or `failed` (could not be judged: `internal_error`).
     pub status: String,
     /// accepted, wrong_answer, compile_error, runtime_error, time_limit, memory_limit,
-    /// output_limit, internal_error; null until finished.
+    /// output_limit, not_gradable (a grader refused it: `message` says why), internal_error;
+    /// null until finished.
     pub verdict: Option<VerdictKind>,
     pub score: Option<f64>,
     pub max_score: Option<f64>,
