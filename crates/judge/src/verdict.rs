@@ -22,8 +22,9 @@ pub enum VerdictKind {
 }
 
 impl VerdictKind {
-    /// Every verdict (for metrics that show each one from the start, at 0).
-    pub const ALL: [VerdictKind; 8] = [
+    /// Every verdict (for metrics that show each one from the start, at 0), in the enum's order
+    /// (a test holds it to `as_str`'s arms).
+    pub const ALL: [VerdictKind; 9] = [
         VerdictKind::Accepted,
         VerdictKind::WrongAnswer,
         VerdictKind::CompileError,
@@ -31,6 +32,7 @@ impl VerdictKind {
         VerdictKind::TimeLimit,
         VerdictKind::MemoryLimit,
         VerdictKind::OutputLimit,
+        VerdictKind::NotGradable,
         VerdictKind::InternalError,
     ];
 
@@ -130,6 +132,19 @@ impl Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `ALL` names every verdict once: as many as `as_str` has arms (its match is exhaustive,
+    /// so a new verdict gets an arm there and must join `ALL` too).
+    #[test]
+    fn all_holds_every_verdict_once() {
+        let arms = include_str!("verdict.rs")
+            .lines()
+            .filter(|l| l.trim_start().starts_with("VerdictKind::") && l.contains(" => \""))
+            .count();
+        let names: std::collections::BTreeSet<_> =
+            VerdictKind::ALL.iter().map(|v| v.as_str()).collect();
+        assert_eq!((names.len(), VerdictKind::ALL.len()), (arms, arms));
+    }
 
     #[test]
     fn only_numbers_a_store_and_a_gradebook_can_hold_are_usable() {

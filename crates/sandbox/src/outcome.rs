@@ -237,6 +237,17 @@ impl Outcome {
 mod tests {
     use super::*;
 
+    /// `Status::ALL` names every status once: as many as `as_str` has arms.
+    #[test]
+    fn all_holds_every_status_once() {
+        let arms = include_str!("outcome.rs")
+            .lines()
+            .filter(|l| l.trim_start().starts_with("Status::") && l.contains(" => \""))
+            .count();
+        let names: std::collections::BTreeSet<_> = Status::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!((names.len(), Status::ALL.len()), (arms, arms));
+    }
+
     #[test]
     fn binary_output_stays_valid_json() {
         let mut o = Outcome::sandbox_error(Limits::default(), "x".into());
