@@ -350,6 +350,19 @@ fn suites_grade_submissions() {
             .find(|r| r["hidden"] == true)
             .expect("the suite has a hidden check");
         assert_eq!(hidden["script"], json!([]));
+        assert!(v.get("staff_checks").is_none(), "{v}");
+        // Staff reading the student's submission see the hidden check's steps (they saw the
+        // student's view: nothing of a hidden check but its result).
+        let staff = s.token("staff").await;
+        let v = finished(&s, &staff, &bad).await;
+        let hidden = v["checks"]["results"]
+            .as_object()
+            .unwrap()
+            .values()
+            .find(|r| r["hidden"] == true)
+            .expect("the suite has a hidden check");
+        assert_ne!(hidden["script"], json!([]), "{v}");
+        assert!(v.get("staff_checks").is_none(), "{v}");
     });
 }
 

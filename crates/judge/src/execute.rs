@@ -157,6 +157,7 @@ pub fn execute(
                 run: None,
                 compile,
                 checks: None,
+                staff_checks: None,
                 message: Some(why),
                 image: used,
             };
@@ -201,6 +202,7 @@ pub fn execute(
         run: Some(run),
         compile,
         checks: None,
+        staff_checks: None,
         message,
         image: used,
     }
@@ -314,6 +316,9 @@ fn grade_suite(
             _ => None,
         },
         checks: Some(report.to_json(view)),
+        // Staff reading a student's submission see what staff see (a second rendering of the
+        // same report; a staff submitter's `checks` already is).
+        staff_checks: (view == View::Student).then(|| report.to_json(View::Staff)),
         image: report.used_images().into_iter().next().map(Into::into),
     };
     // One rule for this process's workers and remote ones (whose results the server checks

@@ -67,10 +67,15 @@ pub struct Verdict {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub compile: Option<Value>,
-    /// The check report (corral's JSON report), for suites.
+    /// The check report (corral's JSON report), for suites, as the submitter sees it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub checks: Option<Value>,
+    /// The same report as staff see it (hidden checks' details), when the submitter is not staff:
+    /// a staff reader of the submission gets it as `checks`; the submitter never sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub staff_checks: Option<Value>,
     /// Why, in a sentence (wrong answer, which limit, what failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -123,6 +128,7 @@ impl Verdict {
             run: None,
             compile: None,
             checks: None,
+            staff_checks: None,
             message: Some(message.into()),
             image: None,
         }

@@ -290,7 +290,7 @@ pub async fn get_submission(
         Duration::ZERO
     };
     let job = wait_for(&st, &caller, &id, wait).await?;
-    Ok(Json(SubmissionView::of(&job)))
+    Ok(Json(SubmissionView::read_by(&job, caller.role.is_staff())))
 }
 
 /// A page of submissions, newest first.

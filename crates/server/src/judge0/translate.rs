@@ -662,6 +662,7 @@ mod tests {
                     run: Some(run),
                     compile: None,
                     checks: None,
+                    staff_checks: None,
                     message: None,
                     image: None,
                 })

@@ -76,7 +76,14 @@ pub struct SubmissionView {
 }
 
 impl SubmissionView {
+    /// The submission as its owner sees it (and its callback says it).
     pub fn of(job: &Job) -> SubmissionView {
+        Self::read_by(job, false)
+    }
+
+    /// The submission as its reader sees it: `staff` get a student's checks as staff see them
+    /// (hidden checks' details), everyone else the submitter's view.
+    pub fn read_by(job: &Job, staff: bool) -> SubmissionView {
         let spec: Option<JobSpec> = serde_json::from_str(&job.spec).ok();
         let verdict: Option<Verdict> = match (&job.result, job.state) {
             (Some(r), _) => Some(serde_json::from_str(r).unwrap_or_else(|e| {
@@ -95,7 +102,10 @@ impl SubmissionView {
                 v.message,
                 v.run,
                 v.compile,
-                v.checks,
+                match v.staff_checks {
+                    Some(all) if staff => Some(all),
+                    _ => v.checks,
+                },
             ),
             None => (None, None, None, None, None, None, None),
         };
