@@ -14,6 +14,9 @@
 //! When a finished submission has a callback URL, its callback becomes `pending`; a delivery loop
 //! claims callbacks with a lease too (several API nodes never deliver the same try twice at once)
 //! and records each try.
+//!
+//! A remote worker holds its claims under a name that starts with its token's id
+//! ([`remote_worker`]): revoking the token gives them back at once.
 
 use std::time::Duration;
 
@@ -233,6 +236,21 @@ pub struct QueueStats {
 pub struct CallbackClaim {
     pub job: Job,
     pub attempt: u32,
+}
+
+/// The start of every remote worker's name: `remote:{token id}:`.
+const REMOTE_WORKER: &str = "remote:";
+
+/// The name a remote worker's claims are held under: its worker token's public id, then the name
+/// it gave, so that revoking the token finds the jobs its workers hold
+/// ([`Store::revoke_token`](crate::Store::revoke_token)).
+pub fn remote_worker(token: &str, name: &str) -> String {
+    format!("{}{name}", remote_worker_prefix(token))
+}
+
+/// What the names of a token's remote workers start with.
+pub fn remote_worker_prefix(token: &str) -> String {
+    format!("{REMOTE_WORKER}{token}:")
 }
 
 /// What [`JobStore::enqueue_within`] did.

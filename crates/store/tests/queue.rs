@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral_store::{
-    CallbackOutcome, Completion, Enqueued, IdempotencyKey, JobImage, JobState, KeyedJob, NewJob,
-    Store,
+    remote_worker, CallbackOutcome, Completion, Enqueued, IdempotencyKey, JobImage, JobState,
+    KeyedJob, NewJob, Role, Store,
 };
 
 fn job(owner: &str, n: usize) -> NewJob {
@@ -269,6 +269,100 @@ async fn a_released_job_is_queued_at_once_without_using_an_attempt(s: Arc<dyn St
         s.get_job(&ids[0]).await.unwrap().unwrap().state,
         JobState::Done
     );
+}
+
+/// Revoking a worker token gives the jobs its remote workers hold back to the queue in the same
+/// step, the claims not counted, so another worker takes them now; the revoked worker's leases
+/// are void (a late result is refused). Jobs of other workers, and the revoked worker's finished
+/// ones, are left alone. Before, they waited for their leases to end (30 s), each counted as an
+/// attempt.
+async fn revoking_a_worker_token_gives_its_jobs_back_at_once(s: Arc<dyn Store>) {
+    let doomed = s
+        .create_token(Role::Worker, "doomed")
+        .await
+        .unwrap()
+        .info
+        .id;
+    let other = s.create_token(Role::Worker, "other").await.unwrap().info.id;
+    s.enqueue((0..4).map(|n| job("a", n)).collect())
+        .await
+        .unwrap();
+    let held = s
+        .claim_job(&remote_worker(&doomed, "host/0"), LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    let done = s
+        .claim_job(&remote_worker(&doomed, "host/1"), LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    let theirs = s
+        .claim_job(&remote_worker(&other, "host/0"), LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    let local = s.claim_job("node-1/w0", LONG).await.unwrap().unwrap();
+    assert_eq!(
+        s.complete_job(&done.job.id, &done.lease, JobState::Done, "{}", None)
+            .await
+            .unwrap(),
+        Completion::Recorded
+    );
+    assert!(s.revoke_token(&doomed).await.unwrap());
+    let j = s.get_job(&held.job.id).await.unwrap().unwrap();
+    assert_eq!((j.state, j.attempts), (JobState::Queued, 0), "{j:?}");
+    let last = s.job_events(&held.job.id).await.unwrap().pop().unwrap();
+    assert_eq!(last.kind, "released");
+    assert_eq!(last.worker, Some(remote_worker(&doomed, "host/0")));
+    assert_eq!(
+        last.detail.as_deref(),
+        Some("its worker's token was revoked")
+    );
+    assert_eq!(
+        s.get_job(&done.job.id).await.unwrap().unwrap().state,
+        JobState::Done
+    );
+    for c in [&theirs, &local] {
+        let j = s.get_job(&c.job.id).await.unwrap().unwrap();
+        assert_eq!((j.state, j.attempts), (JobState::Running, 1), "{j:?}");
+    }
+    // The revoked worker's lease is void: no heartbeat, no result.
+    assert!(!s
+        .heartbeat_job(&held.job.id, &held.lease, LONG)
+        .await
+        .unwrap());
+    assert_eq!(
+        s.complete_job(&held.job.id, &held.lease, JobState::Done, "{}", None)
+            .await
+            .unwrap(),
+        Completion::LeaseLost
+    );
+    // Another worker takes it at once, as its first attempt.
+    let again = s
+        .claim_job(&remote_worker(&other, "host/1"), LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (again.job.id.as_str(), again.job.attempts),
+        (held.job.id.as_str(), 1)
+    );
+    let kinds: Vec<String> = s
+        .job_events(&held.job.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        ["queued", "claimed", "released", "result_refused", "claimed"]
+    );
+    // Revoked once only; an unknown id gives nothing back.
+    assert!(!s.revoke_token(&doomed).await.unwrap());
+    assert!(!s.revoke_token("nope").await.unwrap());
+    assert_eq!(s.queue_stats().await.unwrap().running, 3);
 }
 
 async fn owners_share_fairly(s: Arc<dyn Store>) {
@@ -903,6 +997,7 @@ on_both_backends!(
     concurrent_enqueues_with_one_key_store_one_job,
     the_pending_cap_holds_under_concurrent_enqueues,
     a_released_job_is_queued_at_once_without_using_an_attempt,
+    revoking_a_worker_token_gives_its_jobs_back_at_once,
     a_cancelled_write_leaves_no_transaction_behind,
     enqueue_and_read,
     claims_in_order_and_once,

@@ -14,9 +14,9 @@ use crate::clock::now_ms;
 use crate::error::{Result, StoreError};
 use crate::ids::random_hex;
 use crate::jobs::{
-    new_job_id, CallbackClaim, CallbackOutcome, Claim, Completion, Enqueued, Expired, FinishNotice,
-    Job, JobEvent, JobFilter, JobImage, JobState, JobStore, KeyedJob, ListedJob, NewJob,
-    QueueStats,
+    new_job_id, remote_worker_prefix, CallbackClaim, CallbackOutcome, Claim, Completion, Enqueued,
+    Expired, FinishNotice, Job, JobEvent, JobFilter, JobImage, JobState, JobStore, KeyedJob,
+    ListedJob, NewJob, QueueStats,
 };
 
 #[async_trait::async_trait]
@@ -552,6 +552,56 @@ where
             // Best effort: waiting workers also poll.
             let _ = sqlx::query(notify).execute(&self.db).await;
         }
+    }
+}
+
+impl<D> SqlStore<D>
+where
+    D: Dialect,
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> D::Arguments<'q>: IntoArguments<'q, D>,
+    for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D> + ColumnIndex<D::Row>,
+    for<'q> Option<&'q str>: Encode<'q, D>,
+    for<'q> String: Decode<'q, D> + Type<D>,
+    usize: ColumnIndex<D::Row>,
+{
+    /// Gives back the jobs that token `token`'s remote workers hold, in the caller's transaction
+    /// (the one that revokes it): queued at once and the claim not counted, as
+    /// [`JobStore::release_job`] does; their leases are void, so a late heartbeat or result of
+    /// the revoked worker is refused. Returns their ids.
+    pub(super) async fn release_jobs_of_token(
+        conn: &mut D::Connection,
+        token: &str,
+    ) -> Result<Vec<String>> {
+        // A prefix compared as text, not a LIKE pattern: nothing in a name is a wildcard.
+        let prefix = remote_worker_prefix(token);
+        let released: Vec<(String, Option<String>)> = sqlx::query_as(
+            "UPDATE submissions SET state = 'queued', \
+             attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, \
+             lease = NULL, lease_expires_ms = NULL \
+             WHERE state = 'running' AND substr(worker, 1, length($1)) = $1 \
+             RETURNING id, worker",
+        )
+        .bind(prefix.as_str())
+        .fetch_all(&mut *conn)
+        .await?;
+        for (id, worker) in &released {
+            record_event::<D>(
+                conn,
+                id,
+                "released",
+                worker.as_deref(),
+                Some("its worker's token was revoked"),
+            )
+            .await?;
+        }
+        if !released.is_empty() {
+            if let Some(notify) = D::NOTIFY_WORK {
+                sqlx::query(notify).execute(&mut *conn).await?;
+            }
+        }
+        Ok(released.into_iter().map(|(id, _)| id).collect())
     }
 }
 
