@@ -1,7 +1,8 @@
 //! Signed callbacks end to end: the real `corral serve` calls a receiver on loopback (allowed by
 //! the operator's `callback_allow`), signs each delivery (checked with the README's own Python
 //! snippet, which also rejects tampered bodies and timestamps), retries failures with backoff,
-//! never follows a redirect, and refuses loopback targets unless allowed.
+//! never follows a redirect, and refuses loopback targets unless allowed (a literal address when
+//! the submission is made, a name when it is resolved).
 
 mod server_support;
 
@@ -324,23 +325,59 @@ fn private_targets_are_refused_unless_allowed() {
         let t = s.token("student").await;
         let r = Receiver::start(vec![status(200, "")]).await;
         let port = r.addr.port();
-        for url in [
-            r.url("/hook"),
-            format!("http://localhost:{port}/hook"),
-            format!("http://[::ffff:127.0.0.1]:{port}/hook"),
-            "http://169.254.169.254/latest/meta-data/".to_string(),
-            "http://10.0.0.1/hook".to_string(),
+        // A literal address is refused when the submission is made (nothing is queued), with the
+        // reason a delivery would give: accepted, it was judged and only then failed, unseen by
+        // the client that sent it.
+        for (url, why) in [
+            (r.url("/hook"), "127.0.0.1 is a loopback address"),
+            (
+                format!("http://[::ffff:127.0.0.1]:{port}/hook"),
+                "::ffff:127.0.0.1 is a loopback address",
+            ),
+            (
+                "http://169.254.169.254/latest/meta-data/".to_string(),
+                "169.254.169.254 is a link-local address",
+            ),
+            (
+                "http://10.1.2.3/x".to_string(),
+                "10.1.2.3 is a private address",
+            ),
         ] {
-            let id = submit(&s, &t, json!({"cmd": "true", "callback_url": url})).await;
-            let v = callback_settled(&s, &t, &id).await;
-            assert_eq!(v["callback"]["state"], "failed", "{url}: {v}");
+            let (st, v) = s
+                .post_lenient(
+                    &t,
+                    "/submissions",
+                    json!({"cmd": "true", "callback_url": url}),
+                )
+                .await;
+            assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{url}: {v}");
             assert_eq!(
-                v["callback"]["attempts"], 1,
-                "refused at once, not retried: {v}"
+                v["message"],
+                format!(
+                    "callback_url: refused: {why} (allow its range in \
+                     submissions.callback_allow to call it)"
+                ),
+                "{url}"
             );
-            let err = v["callback"]["error"].as_str().unwrap();
-            assert!(err.contains("refused"), "{url}: {err}");
         }
+        let (_, v) = s.get(&t, "/submissions").await;
+        assert_eq!(
+            v["submissions"],
+            json!([]),
+            "a refused submission was queued"
+        );
+        // A host name is resolved, and refused, at each delivery (what it resolves to may change
+        // after the submission is made).
+        let url = format!("http://localhost:{port}/hook");
+        let id = submit(&s, &t, json!({"cmd": "true", "callback_url": url})).await;
+        let v = callback_settled(&s, &t, &id).await;
+        assert_eq!(v["callback"]["state"], "failed", "{v}");
+        assert_eq!(
+            v["callback"]["attempts"], 1,
+            "refused at once, not retried: {v}"
+        );
+        let err = v["callback"]["error"].as_str().unwrap();
+        assert!(err.contains("refused: localhost resolves to"), "{err}");
         assert!(r.got().is_empty(), "a refused target was called");
     });
 }

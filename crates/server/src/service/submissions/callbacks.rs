@@ -5,7 +5,6 @@
 //! [`super::callback_targets`] allows (public addresses, unless the operator allowed a range),
 //! several at once ([`super::callback_slots`]).
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +22,9 @@ enum Failure {
     Permanent(String),
 }
 
-/// Sends one callback. Literal IP hosts never reach the resolver, so they are checked here.
+/// Sends one callback. Literal IP hosts never reach the resolver, so they are checked here (a
+/// submission accepted before such hosts were refused at acceptance, or before the operator took
+/// a range out of `callback_allow`).
 async fn deliver(
     st: &SharedState,
     http: &reqwest::Client,
@@ -34,16 +35,7 @@ async fn deliver(
         return Err(Failure::Permanent("no callback URL".into()));
     };
     let parsed = url::Url::parse(url).map_err(|e| Failure::Permanent(format!("bad URL: {e}")))?;
-    match parsed.host() {
-        Some(url::Host::Ipv4(a)) => policy
-            .check(IpAddr::V4(a))
-            .map_err(|e| Failure::Permanent(format!("refused: {e}")))?,
-        Some(url::Host::Ipv6(a)) => policy
-            .check(IpAddr::V6(a))
-            .map_err(|e| Failure::Permanent(format!("refused: {e}")))?,
-        Some(url::Host::Domain(_)) => {}
-        None => return Err(Failure::Permanent("the URL has no host".into())),
-    }
+    policy.check_literal(&parsed).map_err(Failure::Permanent)?;
     let body = serde_json::to_vec(&SubmissionView::of(&claim.job)).expect("serialisable");
     let t = corral_store::now();
     let sig = signature_header(&st.queue.callback_secret, t, &body);
@@ -93,13 +85,7 @@ pub fn backoff(base: Duration, attempt: u32) -> Duration {
 /// `callback_timeout`, not the whole node. Every API node runs one; claims keep them apart.
 pub async fn delivery_loop(st: SharedState) {
     let cfg = &st.config.submissions;
-    let policy = match TargetPolicy::parse(&cfg.callback_allow) {
-        Ok(p) => Arc::new(p),
-        Err(e) => {
-            tracing::error!(error = %e, "submissions.callback_allow is invalid; callbacks are off");
-            return;
-        }
-    };
+    let policy = st.queue.callback_policy.clone();
     let timeout = cfg.callback_timeout.duration();
     let http = client(policy.clone(), timeout);
     let mut slots = CallbackSlots::new(cfg.callback_concurrency, cfg.callback_per_owner);
