@@ -69,15 +69,15 @@ async fn deliver(
     }
 }
 
-/// The wait before try `attempt + 1`: the base doubled per try, capped at an hour, with up to
-/// 25 % jitter so many failing callbacks do not retry in step.
-pub fn backoff(base: Duration, attempt: u32) -> Duration {
+/// The wait before try `attempt + 1`: the base doubled per try, with up to 25 % jitter so many
+/// failing callbacks do not retry in step, never longer than `cap`. (The jitter of the doubling
+/// waits already spreads out callbacks that failed together; once capped, they keep that spread.)
+pub fn backoff(base: Duration, cap: Duration, attempt: u32) -> Duration {
     let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
-    let capped = exp.min(Duration::from_secs(3600));
     let mut b = [0u8; 2];
     let _ = getrandom::fill(&mut b);
-    let jitter = capped.mul_f64(u16::from_le_bytes(b) as f64 / u16::MAX as f64 * 0.25);
-    capped + jitter
+    let jitter = exp.mul_f64(u16::from_le_bytes(b) as f64 / u16::MAX as f64 * 0.25);
+    (exp + jitter).min(cap)
 }
 
 /// Delivers due callbacks until shutdown, several at once (`callback_concurrency`), at most
@@ -151,7 +151,11 @@ async fn deliver_and_record(
             format!("{why}; gave up after {} tries", claim.attempt),
         ),
         Err(Failure::Retry(why)) => {
-            let wait = backoff(cfg.callback_backoff.duration(), claim.attempt);
+            let wait = backoff(
+                cfg.callback_backoff.duration(),
+                cfg.callback_backoff_max.duration(),
+                claim.attempt,
+            );
             (
                 CallbackOutcome::Retry {
                     at_ms: corral_store::now_ms() + wait.as_millis() as i64,
@@ -178,9 +182,31 @@ mod tests {
 
     #[test]
     fn backoff_grows_and_is_capped() {
-        let b = Duration::from_secs(1);
-        assert!(backoff(b, 1) >= b && backoff(b, 1) <= b.mul_f64(1.25));
-        assert!(backoff(b, 4) >= Duration::from_secs(8));
-        assert!(backoff(b, 40) <= Duration::from_secs(4500));
+        let (b, cap) = (Duration::from_secs(1), Duration::from_secs(3600));
+        assert!(backoff(b, cap, 1) >= b && backoff(b, cap, 1) <= b.mul_f64(1.25));
+        assert!(backoff(b, cap, 4) >= Duration::from_secs(8));
+        assert_eq!(backoff(b, cap, 40), cap);
+        // The defaults (2 s doubling, capped at 10 minutes, 20 tries): 9 doubling waits
+        // (17 to 21 minutes in all), then 10 waits of the cap; about two hours from first try
+        // to last.
+        let d = crate::config::QueueConfig::default();
+        let (base, cap) = (
+            d.callback_backoff.duration(),
+            d.callback_backoff_max.duration(),
+        );
+        let waits: Vec<Duration> = (1..d.callback_max_attempts)
+            .map(|a| backoff(base, cap, a))
+            .collect();
+        assert!(waits.iter().all(|w| *w <= cap));
+        // (The ninth, 512 s with its jitter, may reach the cap too.)
+        assert!(
+            waits.iter().filter(|w| **w == cap).count() >= 10,
+            "{waits:?}"
+        );
+        let window: Duration = waits.iter().sum();
+        assert!(
+            window >= Duration::from_secs(7000) && window <= Duration::from_secs(7300),
+            "{window:?}"
+        );
     }
 }
