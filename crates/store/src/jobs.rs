@@ -13,7 +13,8 @@
 //!
 //! When a finished submission has a callback URL, its callback becomes `pending`; a delivery loop
 //! claims callbacks with a lease too (several API nodes never deliver the same try twice at once)
-//! and records each try.
+//! and records each try. Staff may put a finished submission's callback back to `pending`, its
+//! tries counted afresh ([`JobStore::redeliver_callback`]).
 //!
 //! A remote worker holds its claims under a name that starts with its token's id
 //! ([`remote_worker`]): revoking the token gives them back at once.
@@ -216,7 +217,7 @@ pub struct Expired {
 pub struct JobEvent {
     pub at_ms: i64,
     /// `queued`, `claimed`, `released`, `expired`, `completed`, `failed`, `result_refused`,
-    /// `callback`.
+    /// `callback`, `redelivery`.
     pub kind: String,
     pub worker: Option<String>,
     pub detail: Option<String>,
@@ -236,6 +237,20 @@ pub struct QueueStats {
 pub struct CallbackClaim {
     pub job: Job,
     pub attempt: u32,
+}
+
+/// What [`JobStore::redeliver_callback`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redelivery {
+    /// Pending again, its tries counted afresh and due now: the job as it is now.
+    Pending(Box<Job>),
+    NotFound,
+    /// Not finished: its callback goes out when it is.
+    NotFinished(JobState),
+    /// It has no callback URL.
+    NoCallback,
+    /// A try is under way (its outcome is recorded within its lease).
+    Delivering,
 }
 
 /// The start of every remote worker's name: `remote:{token id}:`.
@@ -348,6 +363,10 @@ pub trait JobStore: Send + Sync {
     /// Records a delivery try: delivered, failed for good, or to be tried again at `retry_at_ms`.
     async fn finish_callback(&self, id: &str, outcome: CallbackOutcome, detail: &str)
         -> Result<()>;
+    /// Puts a finished job's callback back to `pending`, due now, with its tries counted afresh
+    /// (whatever became of it: delivered, given up, waiting for a retry), recording who asked
+    /// (`by`) in its audit trail. Nothing changes while a try is under way.
+    async fn redeliver_callback(&self, id: &str, by: &str) -> Result<Redelivery>;
 
     /// Waits until new work may be there (PostgreSQL: a notification) or `timeout` passes; true
     /// when a notification came. Callers poll the queue after it returns either way.

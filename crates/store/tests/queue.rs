@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use corral_store::{
     remote_worker, CallbackOutcome, Completion, Enqueued, IdempotencyKey, JobImage, JobState,
-    KeyedJob, NewJob, Role, Store,
+    KeyedJob, NewJob, Redelivery, Role, Store,
 };
 
 fn job(owner: &str, n: usize) -> NewJob {
@@ -363,6 +363,94 @@ async fn revoking_a_worker_token_gives_its_jobs_back_at_once(s: Arc<dyn Store>) 
     assert!(!s.revoke_token(&doomed).await.unwrap());
     assert!(!s.revoke_token("nope").await.unwrap());
     assert_eq!(s.queue_stats().await.unwrap().running, 3);
+}
+
+/// Staff put a finished submission's callback back to be delivered anew: pending, due now, its
+/// tries counted afresh (the next is try 1), whatever became of it; not a submission still to be
+/// judged, one without a callback URL, or one whose try is under way (an expired one's is taken
+/// over). Who asked is in the audit trail.
+async fn a_callback_is_put_back_to_be_delivered_anew(s: Arc<dyn Store>) {
+    let mut j = job("a", 1);
+    j.callback_url = Some("https://example.invalid/hook".into());
+    let ids = s.enqueue(vec![j, job("a", 2)]).await.unwrap();
+    assert_eq!(
+        s.redeliver_callback(&ids[0], "staff1").await.unwrap(),
+        Redelivery::NotFinished(JobState::Queued)
+    );
+    assert_eq!(
+        s.redeliver_callback("nope", "staff1").await.unwrap(),
+        Redelivery::NotFound
+    );
+    for _ in 0..2 {
+        let c = s.claim_job("w", LONG).await.unwrap().unwrap();
+        s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}", None)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        s.redeliver_callback(&ids[1], "staff1").await.unwrap(),
+        Redelivery::NoCallback
+    );
+    for attempt in 1..=2 {
+        let c = s.claim_callback(LONG, &[]).await.unwrap().unwrap();
+        assert_eq!(c.attempt, attempt);
+        assert_eq!(
+            s.redeliver_callback(&ids[0], "staff1").await.unwrap(),
+            Redelivery::Delivering,
+            "a try under way is left to finish"
+        );
+        s.finish_callback(&ids[0], CallbackOutcome::Retry { at_ms: 0 }, "HTTP 500")
+            .await
+            .unwrap();
+    }
+    let c = s.claim_callback(LONG, &[]).await.unwrap().unwrap();
+    s.finish_callback(
+        &ids[0],
+        CallbackOutcome::GaveUp,
+        "HTTP 500; gave up after 3 tries",
+    )
+    .await
+    .unwrap();
+    assert_eq!(c.attempt, 3);
+    let Redelivery::Pending(j) = s.redeliver_callback(&ids[0], "staff1").await.unwrap() else {
+        panic!("not put back");
+    };
+    assert_eq!(
+        (
+            j.callback_state.as_str(),
+            j.callback_attempts,
+            j.callback_error.as_deref()
+        ),
+        ("pending", 0, None)
+    );
+    let c = s.claim_callback(LONG, &[]).await.unwrap().unwrap();
+    assert_eq!((c.job.id.as_str(), c.attempt), (ids[0].as_str(), 1));
+    s.finish_callback(&ids[0], CallbackOutcome::Delivered, "HTTP 200")
+        .await
+        .unwrap();
+    // Delivered, it can be sent again too; a try whose claim expired is taken over.
+    assert!(matches!(
+        s.redeliver_callback(&ids[0], "staff2").await.unwrap(),
+        Redelivery::Pending(_)
+    ));
+    let c = s.claim_callback(SHORT, &[]).await.unwrap().unwrap();
+    assert_eq!(c.attempt, 1);
+    let_expire().await;
+    assert!(matches!(
+        s.redeliver_callback(&ids[0], "staff2").await.unwrap(),
+        Redelivery::Pending(_)
+    ));
+    let asked: Vec<String> = s
+        .job_events(&ids[0])
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "redelivery")
+        .filter_map(|e| e.detail)
+        .collect();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert!(asked[0].ends_with("asked by staff1"), "{asked:?}");
+    assert!(asked[2].ends_with("asked by staff2"), "{asked:?}");
 }
 
 async fn owners_share_fairly(s: Arc<dyn Store>) {
@@ -998,6 +1086,7 @@ on_both_backends!(
     the_pending_cap_holds_under_concurrent_enqueues,
     a_released_job_is_queued_at_once_without_using_an_attempt,
     revoking_a_worker_token_gives_its_jobs_back_at_once,
+    a_callback_is_put_back_to_be_delivered_anew,
     a_cancelled_write_leaves_no_transaction_behind,
     enqueue_and_read,
     claims_in_order_and_once,

@@ -16,7 +16,7 @@ use crate::ids::random_hex;
 use crate::jobs::{
     new_job_id, remote_worker_prefix, CallbackClaim, CallbackOutcome, Claim, Completion, Enqueued,
     Expired, FinishNotice, Job, JobEvent, JobFilter, JobImage, JobState, JobStore, KeyedJob,
-    ListedJob, NewJob, QueueStats,
+    ListedJob, NewJob, QueueStats, Redelivery,
 };
 
 #[async_trait::async_trait]
@@ -530,6 +530,10 @@ where
         detail: &str,
     ) -> Result<()> {
         self.record_callback_try(id, outcome, detail).await
+    }
+
+    async fn redeliver_callback(&self, id: &str, by: &str) -> Result<Redelivery> {
+        self.reset_callback(id, by).await
     }
 
     async fn wait_for_work(&self, timeout: Duration) -> bool {

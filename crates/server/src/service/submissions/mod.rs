@@ -12,7 +12,8 @@
 //! - [`workers`]: in-process workers and the lease reaper.
 //! - [`remote`]: claims, heartbeats and results of remote workers.
 //! - [`callbacks`]: signed callbacks, retried; [`callback_targets`]: only to public addresses;
-//!   [`callback_slots`]: how many at once, in all and per owner.
+//!   [`callback_slots`]: how many at once, in all and per owner; [`redelivery`]: staff send a
+//!   finished submission's callback again.
 
 pub mod accept;
 pub mod callback_slots;
@@ -24,6 +25,7 @@ pub mod gradebook;
 pub mod idempotency;
 pub mod listing;
 pub mod queue;
+pub mod redelivery;
 pub mod regrade;
 pub mod remote;
 pub mod verdicts;
