@@ -258,7 +258,8 @@ const REMOTE_WORKER: &str = "remote:";
 
 /// The name a remote worker's claims are held under: its worker token's public id, then the name
 /// it gave, so that revoking the token finds the jobs its workers hold
-/// ([`Store::revoke_token`](crate::Store::revoke_token)).
+/// ([`Store::revoke_token`](crate::Store::revoke_token)), and a claim under it is refused once the
+/// token is revoked.
 pub fn remote_worker(token: &str, name: &str) -> String {
     format!("{}{name}", remote_worker_prefix(token))
 }
@@ -266,6 +267,12 @@ pub fn remote_worker(token: &str, name: &str) -> String {
 /// What the names of a token's remote workers start with.
 pub fn remote_worker_prefix(token: &str) -> String {
     format!("{REMOTE_WORKER}{token}:")
+}
+
+/// The token id in a remote worker's name (`None`: not a remote worker's).
+pub fn remote_worker_token(worker: &str) -> Option<&str> {
+    let (token, _) = worker.strip_prefix(REMOTE_WORKER)?.split_once(':')?;
+    Some(token)
 }
 
 /// What [`JobStore::enqueue_within`] did.
@@ -323,7 +330,8 @@ pub trait JobStore: Send + Sync {
     /// forgets the key with it).
     async fn job_by_key(&self, owner: &str, key: &str) -> Result<Option<KeyedJob>>;
     /// The oldest queued job of the owner served longest ago, now `running` under a new lease
-    /// of `lease` held by `worker`; `None` when nothing is queued.
+    /// of `lease` held by `worker`; `None` when nothing is queued, or when `worker` is a remote
+    /// worker ([`remote_worker`]) whose token is revoked.
     async fn claim_job(&self, worker: &str, lease: Duration) -> Result<Option<Claim>>;
     /// Extends a lease; false when it is no longer current (the worker should stop).
     async fn heartbeat_job(&self, id: &str, lease: &str, extend: Duration) -> Result<bool>;

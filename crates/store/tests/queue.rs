@@ -338,6 +338,13 @@ async fn revoking_a_worker_token_gives_its_jobs_back_at_once(s: Arc<dyn Store>) 
             .unwrap(),
         Completion::LeaseLost
     );
+    // The revoked token's other workers get nothing, though the job is queued (one long-polling
+    // when the revocation was made elsewhere took it back before its server heard of it).
+    assert!(s
+        .claim_job(&remote_worker(&doomed, "host/2"), LONG)
+        .await
+        .unwrap()
+        .is_none());
     // Another worker takes it at once, as its first attempt.
     let again = s
         .claim_job(&remote_worker(&other, "host/1"), LONG)

@@ -14,9 +14,9 @@ use crate::clock::now_ms;
 use crate::error::{Result, StoreError};
 use crate::ids::random_hex;
 use crate::jobs::{
-    new_job_id, remote_worker_prefix, CallbackClaim, CallbackOutcome, Claim, Completion, Enqueued,
-    Expired, FinishNotice, Job, JobEvent, JobFilter, JobImage, JobState, JobStore, KeyedJob,
-    ListedJob, NewJob, QueueStats, Redelivery,
+    new_job_id, remote_worker_prefix, remote_worker_token, CallbackClaim, CallbackOutcome, Claim,
+    Completion, Enqueued, Expired, FinishNotice, Job, JobEvent, JobFilter, JobImage, JobState,
+    JobStore, KeyedJob, ListedJob, NewJob, QueueStats, Redelivery,
 };
 
 #[async_trait::async_trait]
@@ -206,14 +206,20 @@ where
         let secret = random_hex(16);
         // One statement: the row is chosen and updated under SQLite's write lock, or chosen and
         // locked on PostgreSQL (rows other claimers hold are skipped, not waited for). The lease
-        // ends by the database's clock (`Dialect::NOW_MS`).
+        // ends by the database's clock (`Dialect::NOW_MS`). A remote worker whose token is revoked
+        // gets nothing, in the same statement: the jobs its revocation gave back became queued in
+        // the transaction that revoked it, so no claim sees them queued and the token live
+        // (were it checked by the server alone, the worker's idle long-poll would take them back
+        // before that server heard of a revocation made elsewhere, and hold them for a lease).
         let mut tx = self.begin_write().await?;
         let job: Option<Job> = sqlx::query_as(&format!(
             "UPDATE submissions SET state = 'running', attempts = attempts + 1, worker = $1, \
              lease = $2, lease_expires_ms = {} + $3, \
              started_ms = COALESCE(started_ms, CASE WHEN created_ms > $4 THEN created_ms ELSE $4 END) \
              WHERE seq = (SELECT s.seq FROM submissions s LEFT JOIN queue_owners o ON o.owner = s.owner \
-                          WHERE s.state = 'queued' ORDER BY COALESCE(o.served, 0), s.seq LIMIT 1{}) \
+                          WHERE s.state = 'queued' AND ($5 IS NULL OR NOT EXISTS \
+                            (SELECT 1 FROM tokens t WHERE t.id = $5 AND t.revoked_at IS NOT NULL)) \
+                          ORDER BY COALESCE(o.served, 0), s.seq LIMIT 1{}) \
              AND state = 'queued' \
              RETURNING {JOB_COLUMNS}",
             D::NOW_MS,
@@ -223,6 +229,7 @@ where
         .bind(secret.as_str())
         .bind(ms(lease))
         .bind(now)
+        .bind(remote_worker_token(worker))
         .fetch_optional(&mut *tx)
         .await?;
         let Some(job) = job else {
