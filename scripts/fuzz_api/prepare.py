@@ -128,12 +128,20 @@ def main():
     # The fuzzer's own tokens, which it must not revoke (hooks.py steers it away from them).
     keep = [call("GET", "/whoami")["id"], made["id"]]
     # Three jobs claimed by the worker (one to renew, one to finish, one finished here: staff
-    # regrade it), one left for the claim.
+    # regrade it and send its callback again), one left for the claim. Their callback names a host
+    # that resolves to loopback: accepted (a name is checked when it is called), then refused at
+    # once by each delivery, so no try is under way when the fuzzer asks for another.
     for _ in range(4):
-        call("POST", "/submissions", {"cmd": "echo hi"})
+        call("POST", "/submissions", {"cmd": "echo hi", "callback_url": "http://localhost:9/fuzz-hook"})
     claimed = [call("POST", "/worker/claim", {"worker": "fuzz", "wait": 5}, token=worker) for _ in range(3)]
     judged = claimed[2]["id"]
     signed_result(worker, judged, {"lease": claimed[2]["lease"], "verdict": {"verdict": "accepted", "score": 1.0, "max_score": 1.0}})
+    for _ in range(600):
+        if call("GET", f"/submissions/{judged}")["callback"]["state"] == "failed":
+            break
+        time.sleep(0.1)
+    else:
+        sys.exit(f"prepare: the callback of {judged} was never given up")
     # Images: one imported (the worker fetches it), one to remove; the pull comes from registry.py.
     archive = os.path.join(WORK, "import.tar")
     with open(archive, "wb") as f:
@@ -157,6 +165,7 @@ def main():
     body_example(doc, "POST", "/submissions", {"cmd": "sh greet.sh", "upload": upload, "expected_output": "hello"})
     param_example(doc, "GET", "/submissions/{id}", "id", submission)
     param_example(doc, "POST", "/submissions/{id}/regrade", "id", judged)
+    param_example(doc, "POST", "/submissions/{id}/callback", "id", judged)
     param_example(doc, "GET", "/revisions/{id}", "id", revision)
     param_example(doc, "DELETE", "/tokens/{id}", "id", doomed)
     body_example(doc, "POST", "/images", {"pull": f"{REGISTRY}/fuzz/tiny:1"})

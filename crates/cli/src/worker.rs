@@ -106,8 +106,9 @@ struct Ctx {
     /// This worker's own image store.
     images: corral_images::Store,
     tmp: PathBuf,
-    /// The server refused the token (revoked or unknown): every claim loop stops.
-    refused: std::sync::atomic::AtomicBool,
+    /// Why the server refused the token (revoked or unknown, or not a worker's): every claim
+    /// loop stops, and the worker exits saying this.
+    refused: std::sync::Mutex<Option<String>>,
     /// The server refused a signed result (401): claiming more would only lose them too.
     results_refused: std::sync::Mutex<Option<String>>,
     /// The server's clock minus ours (ms), from its `Date` header: results are signed in the
@@ -117,6 +118,15 @@ struct Ctx {
 }
 
 impl Ctx {
+    /// The server refused the token: every claim loop stops, and the worker exits with `why`
+    /// (the first reason given).
+    fn refuse(&self, why: String) {
+        self.refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(why);
+    }
+
     fn note_server_clock(&self, resp: &reqwest::Response) {
         let date = resp
             .headers()
@@ -206,7 +216,7 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         registry,
         images,
         tmp: tmp.path().to_path_buf(),
-        refused: std::sync::atomic::AtomicBool::new(false),
+        refused: std::sync::Mutex::new(None),
         results_refused: std::sync::Mutex::new(None),
         clock_offset_ms: std::sync::atomic::AtomicI64::new(0),
     });
@@ -237,10 +247,14 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
         }
     });
     drop(tmp);
-    anyhow::ensure!(
-        !ctx2.refused.load(std::sync::atomic::Ordering::SeqCst),
-        "the server refused the worker token (revoked or unknown): create a new one with `corral token create --role worker`"
-    );
+    if let Some(why) = ctx2
+        .refused
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    {
+        anyhow::bail!(why);
+    }
     if let Some(why) = ctx2
         .results_refused
         .lock()
@@ -258,7 +272,10 @@ async fn claim_loop(ctx: Arc<Ctx>, i: usize, mut stop: tokio::sync::watch::Recei
     let mut backoff = Duration::from_millis(500);
     let name = format!("{}/{i}", ctx.name);
     loop {
-        if *stop.borrow() || ctx.results_refused.lock().map_or(true, |r| r.is_some()) {
+        if *stop.borrow()
+            || ctx.results_refused.lock().map_or(true, |r| r.is_some())
+            || ctx.refused.lock().map_or(true, |r| r.is_some())
+        {
             return;
         }
         let req = ctx
@@ -294,7 +311,25 @@ async fn claim_loop(ctx: Arc<Ctx>, i: usize, mut stop: tokio::sync::watch::Recei
                 tracing::error!(
                     "the server refused the worker token (revoked or unknown); stopping"
                 );
-                ctx.refused.store(true, std::sync::atomic::Ordering::SeqCst);
+                ctx.refuse(
+                    "the server refused the worker token (revoked or unknown): create a new one \
+                     with `corral token create --role worker`"
+                        .into(),
+                );
+                return;
+            }
+            // Another role's token (a student's): no claim will ever succeed, so asking again
+            // every few seconds for ever only fills the log.
+            Ok(resp) if resp.status() == StatusCode::FORBIDDEN => {
+                let text = resp.text().await.unwrap_or_default();
+                tracing::error!(body = %text, "the server refused the claim (403): not a worker token; stopping");
+                ctx.refuse(
+                    "the server refused the claim (403): this token is not a worker token (it \
+                     is a student's, staff's or admin's); make one on the server with `corral \
+                     token create --role worker` and give it as CORRAL_WORKER_TOKEN or \
+                     --token-file"
+                        .into(),
+                );
                 return;
             }
             Ok(resp) => {

@@ -1,7 +1,9 @@
 //! Signed callbacks end to end: the real `corral serve` calls a receiver on loopback (allowed by
 //! the operator's `callback_allow`), signs each delivery (checked with the README's own Python
 //! snippet, which also rejects tampered bodies and timestamps), retries failures with backoff,
-//! never follows a redirect, and refuses loopback targets unless allowed.
+//! never follows a redirect, and refuses loopback targets unless allowed (a literal address when
+//! the submission is made, a name when it is resolved). Staff send a given-up callback again,
+//! its tries counted afresh.
 
 mod server_support;
 
@@ -324,24 +326,145 @@ fn private_targets_are_refused_unless_allowed() {
         let t = s.token("student").await;
         let r = Receiver::start(vec![status(200, "")]).await;
         let port = r.addr.port();
-        for url in [
-            r.url("/hook"),
-            format!("http://localhost:{port}/hook"),
-            format!("http://[::ffff:127.0.0.1]:{port}/hook"),
-            "http://169.254.169.254/latest/meta-data/".to_string(),
-            "http://10.0.0.1/hook".to_string(),
+        // A literal address is refused when the submission is made (nothing is queued), with the
+        // reason a delivery would give: accepted, it was judged and only then failed, unseen by
+        // the client that sent it.
+        for (url, why) in [
+            (r.url("/hook"), "127.0.0.1 is a loopback address"),
+            (
+                format!("http://[::ffff:127.0.0.1]:{port}/hook"),
+                "::ffff:127.0.0.1 is a loopback address",
+            ),
+            (
+                "http://169.254.169.254/latest/meta-data/".to_string(),
+                "169.254.169.254 is a link-local address",
+            ),
+            (
+                "http://10.1.2.3/x".to_string(),
+                "10.1.2.3 is a private address",
+            ),
         ] {
-            let id = submit(&s, &t, json!({"cmd": "true", "callback_url": url})).await;
-            let v = callback_settled(&s, &t, &id).await;
-            assert_eq!(v["callback"]["state"], "failed", "{url}: {v}");
+            let (st, v) = s
+                .post_lenient(
+                    &t,
+                    "/submissions",
+                    json!({"cmd": "true", "callback_url": url}),
+                )
+                .await;
+            assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{url}: {v}");
             assert_eq!(
-                v["callback"]["attempts"], 1,
-                "refused at once, not retried: {v}"
+                v["message"],
+                format!(
+                    "callback_url: refused: {why} (allow its range in \
+                     submissions.callback_allow to call it)"
+                ),
+                "{url}"
             );
-            let err = v["callback"]["error"].as_str().unwrap();
-            assert!(err.contains("refused"), "{url}: {err}");
         }
+        let (_, v) = s.get(&t, "/submissions").await;
+        assert_eq!(
+            v["submissions"],
+            json!([]),
+            "a refused submission was queued"
+        );
+        // A host name is resolved, and refused, at each delivery (what it resolves to may change
+        // after the submission is made).
+        let url = format!("http://localhost:{port}/hook");
+        let id = submit(&s, &t, json!({"cmd": "true", "callback_url": url})).await;
+        let v = callback_settled(&s, &t, &id).await;
+        assert_eq!(v["callback"]["state"], "failed", "{v}");
+        assert_eq!(
+            v["callback"]["attempts"], 1,
+            "refused at once, not retried: {v}"
+        );
+        let err = v["callback"]["error"].as_str().unwrap();
+        assert!(err.contains("refused: localhost resolves to"), "{err}");
         assert!(r.got().is_empty(), "a refused target was called");
+    });
+}
+
+/// A receiver that refused every try of a callback (down for longer than the tries last) has it
+/// given up; staff ask for it again and it is delivered, signed, as try 1 of a fresh count. A
+/// student may not ask; a submission not finished, or without a callback URL, is a 409.
+#[test]
+fn a_given_up_callback_is_delivered_again_when_staff_ask() {
+    let cfg = format!(
+        "[submissions]\nworkers = 1\ncallback_secret = \"{SECRET}\"\ncallback_allow = [\"127.0.0.1/32\"]\n\
+         callback_backoff = \"100ms\"\ncallback_backoff_max = \"200ms\"\ncallback_max_attempts = 3\n"
+    );
+    let s = Server::start(&cfg, &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let staff = s.token("staff").await;
+        let down_then_up = Receiver::start(vec![
+            status(503, ""),
+            status(503, ""),
+            status(503, ""),
+            status(200, ""),
+        ])
+        .await;
+        let id = submit(
+            &s,
+            &t,
+            json!({"cmd": "echo hi", "expected_output": "hi", "callback_url": down_then_up.url("/hook")}),
+        )
+        .await;
+        let v = callback_settled(&s, &t, &id).await;
+        assert_eq!(v["callback"]["state"], "failed", "{v}");
+        assert_eq!(v["callback"]["attempts"], 3, "{v}");
+        assert!(
+            v["callback"]["error"]
+                .as_str()
+                .unwrap()
+                .ends_with("HTTP 503; gave up after 3 tries"),
+            "{v}"
+        );
+        assert_eq!(down_then_up.got().len(), 3);
+
+        let again = format!("/submissions/{id}/callback");
+        let (st, v) = s.post_lenient(&t, &again, json!({})).await;
+        assert_eq!(st, StatusCode::FORBIDDEN, "a student asked: {v}");
+        let (st, v) = s
+            .post_lenient(&staff, "/submissions/0123456789abcdef0123456789abcdef/callback", json!({}))
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+        let plain = submit(&s, &t, json!({"cmd": "true"})).await;
+        s.judged(&t, &plain).await;
+        let (st, v) = s
+            .post_lenient(&staff, &format!("/submissions/{plain}/callback"), json!({}))
+            .await;
+        assert_eq!((st, v["error"].as_str()), (StatusCode::CONFLICT, Some("no_callback")), "{v}");
+        let slow = submit(
+            &s,
+            &t,
+            json!({"cmd": "sleep 30", "callback_url": down_then_up.url("/slow")}),
+        )
+        .await;
+        let (st, v) = s
+            .post_lenient(&staff, &format!("/submissions/{slow}/callback"), json!({}))
+            .await;
+        assert_eq!((st, v["error"].as_str()), (StatusCode::CONFLICT, Some("not_finished")), "{v}");
+
+        // Staff: pending again, its tries counted afresh; then delivered as try 1.
+        let (st, v) = s.post_lenient(&staff, &again, json!({})).await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        assert_eq!(v["id"], id.as_str(), "{v}");
+        assert_eq!(v["verdict"], "accepted", "the submission's view: {v}");
+        assert_eq!(v["callback"]["state"], "pending", "{v}");
+        assert_eq!(v["callback"]["attempts"], 0, "{v}");
+        let v = callback_settled(&s, &t, &id).await;
+        assert_eq!(v["callback"]["state"], "delivered", "{v}");
+        assert_eq!(v["callback"]["attempts"], 1, "{v}");
+        let got = down_then_up.got();
+        assert_eq!(got.len(), 4, "{got:?}");
+        let last = &got[3];
+        assert_eq!(last.path, "/hook");
+        assert_eq!(last.header("corral-delivery-attempt"), Some("1"));
+        assert_eq!(last.header("corral-submission"), Some(id.as_str()));
+        let body: Value = serde_json::from_slice(&last.body).unwrap();
+        assert_eq!((&body["id"], &body["status"]), (&json!(id), &json!("done")));
+        let sig = last.header("corral-signature").unwrap().to_string();
+        assert_eq!(python_verify(SECRET, &[(sig, last.body.clone())]), vec![true]);
     });
 }
 

@@ -1,9 +1,11 @@
 //! A revoked token stops working on connections opened before the revocation, within a second
 //! and a half: a WebSocket's run is killed and the socket closed (1008 "token revoked"), a
 //! `?wait` long-poll answers 401, a worker's claim long-poll answers 401 and its job's heartbeat
-//! and result are refused (the job is claimed again after its lease), and `corral worker` stops.
-//! Across two API nodes sharing one PostgreSQL database, a revocation on one node closes a
-//! socket held by the other.
+//! and result are refused, and `corral worker` stops. The jobs a revoked worker token's workers
+//! hold go back to the queue at once (the claim not counted), whether it is revoked over the API
+//! or with `corral token revoke`: another worker finishes them long before their leases would
+//! have ended. Across two API nodes sharing one PostgreSQL database, a revocation on one node
+//! closes a socket held by the other.
 
 #[path = "../../store/tests/support/mod.rs"]
 mod pg_support;
@@ -37,6 +39,18 @@ async fn revoke(s: &Server, admin: &str, id: &str) {
         .await
         .unwrap();
     assert!(r.status().is_success(), "revoking: {}", r.status());
+}
+
+/// A submission's audit trail as `(kind, worker)`, read from the server's store (SQLite in its
+/// data folder).
+async fn events(s: &Server, id: &str) -> Vec<(String, Option<String>)> {
+    let url = format!("sqlite://{}", s.data.join("corral.db").display());
+    let store = corral_store::open(&url, &s.data.join("blobs"))
+        .await
+        .unwrap();
+    let events = store.job_events(id).await.unwrap();
+    store.close().await;
+    events.into_iter().map(|e| (e.kind, e.worker)).collect()
 }
 
 /// A `sleep` whose command line no other test shares.
@@ -182,7 +196,8 @@ fn a_revoked_token_ends_its_wait_for_a_submission() {
 
 #[test]
 fn a_revoked_worker_token_loses_its_claim_its_job_and_its_worker() {
-    let s = Server::start("[submissions]\nworkers = 0\nlease = \"1s\"\n", &[]);
+    // A lease longer than the test: the job can only come back by the revocation.
+    let s = Server::start("[submissions]\nworkers = 0\nlease = \"10m\"\n", &[]);
     rt().block_on(async {
         let student = s.token("student").await;
         let (w, wid) = s.token_with_id("worker").await;
@@ -238,14 +253,27 @@ fn a_revoked_worker_token_loses_its_claim_its_job_and_its_worker() {
             )
             .await;
         assert_eq!(st, StatusCode::UNAUTHORIZED);
-        // The lease expires and another worker gets the job.
-        let w2 = s.token("worker").await;
+        // The job went back to the queue with the revocation, the claim not counted: another
+        // worker gets it now, as its first attempt (it used to wait for the lease to end, and
+        // count it).
+        let (w2, w2id) = s.token_with_id("worker").await;
         let (st, again) = s
             .post_lenient(&w2, "/worker/claim", json!({"worker": "w2", "wait": 10}))
             .await;
         assert_eq!(st, StatusCode::OK, "{again}");
         assert_eq!(again["id"], sub.as_str());
-        assert_eq!(again["attempt"], 2);
+        assert_eq!(again["attempt"], 1);
+        let w1 = corral_store::remote_worker(&wid, "w");
+        let w2 = corral_store::remote_worker(&w2id, "w2");
+        assert_eq!(
+            events(&s, &sub).await,
+            [
+                ("queued".to_string(), None),
+                ("claimed".to_string(), Some(w1.clone())),
+                ("released".to_string(), Some(w1)),
+                ("claimed".to_string(), Some(w2)),
+            ]
+        );
 
         // A running `corral worker` whose token is revoked stops, saying why.
         let (w3, w3id) = s.token_with_id("worker").await;
@@ -278,5 +306,110 @@ fn a_revoked_worker_token_loses_its_claim_its_job_and_its_worker() {
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
         assert!(!status.success(), "{err}");
         assert!(err.contains("revoked"), "{err}");
+    });
+}
+
+/// A child process killed when the test ends, however it ends.
+struct Reaped(Logged);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.child.kill();
+        let _ = self.0.child.wait();
+    }
+}
+
+/// A real `corral worker` judging a slow job loses it when its token is revoked with `corral
+/// token revoke` (the store, not the API): the job is queued again in the same step and another
+/// worker finishes it, while the first one's lease (10 minutes) would still have run; the first
+/// worker's result, sent when its run ends, is refused, and it exits saying its token was
+/// refused.
+#[test]
+fn a_job_held_by_a_revoked_worker_is_finished_by_another_at_once() {
+    let s = Server::start("[submissions]\nworkers = 0\nlease = \"10m\"\n", &[]);
+    rt().block_on(async {
+        let student = s.token("student").await;
+        let (t1, id1) = s.token_with_id("worker").await;
+        let (t2, id2) = s.token_with_id("worker").await;
+        let worker = |token: &str, name: &str| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_corral"));
+            cmd.args(["worker", "--server", &s.base, "--name", name])
+                .env("CORRAL_WORKER_TOKEN", token)
+                .env("CORRAL_LOG", "info");
+            Reaped(Logged::spawn(cmd))
+        };
+        let mut first = worker(&t1, "revoked");
+        let (st, v) = s
+            .post_lenient(
+                &student,
+                "/submissions",
+                json!({"cmd": "sleep 4; echo done", "expected_output": "done"}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+        let sub = v["id"].as_str().unwrap().to_string();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, v) = s.get(&student, &format!("/submissions/{sub}")).await;
+            if v["status"] == "running" {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never claimed: {v}\n{}",
+                first.0.log.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let second = worker(&t2, "rescuer");
+        corral_testkit::succeed(
+            Command::new(env!("CARGO_BIN_EXE_corral"))
+                .args(["token", "revoke", "--data"])
+                .arg(&s.data)
+                .arg(&id1),
+        );
+        let v = s
+            .finished(&student, &sub, Duration::from_secs(120), || {
+                format!("second worker:\n{}", second.0.log.lock().unwrap())
+            })
+            .await;
+        assert_eq!(v["verdict"], "accepted", "{v}");
+        assert_eq!(v["attempts"], 1, "the revoked claim is not counted: {v}");
+        let (w1, w2) = (
+            corral_store::remote_worker(&id1, "revoked/0"),
+            corral_store::remote_worker(&id2, "rescuer/0"),
+        );
+        assert_eq!(v["worker"], w2.as_str(), "{v}");
+        // The first worker ends its run, its result is refused, and it stops.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(st) = first.0.child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the revoked worker kept running:\n{}",
+                first.0.log.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(!status.success(), "{}", first.0.log.lock().unwrap());
+        let (_, after) = s.get(&student, &format!("/submissions/{sub}")).await;
+        assert_eq!(after["worker"], w2.as_str(), "{after}");
+        assert_eq!(after["finished_at"], v["finished_at"], "{after}");
+        let kinds: Vec<(String, Option<String>)> = events(&s, &sub).await;
+        assert_eq!(
+            kinds,
+            [
+                ("queued".to_string(), None),
+                ("claimed".to_string(), Some(w1.clone())),
+                ("released".to_string(), Some(w1)),
+                ("claimed".to_string(), Some(w2.clone())),
+                ("completed".to_string(), Some(w2)),
+            ],
+            "first worker:\n{}",
+            first.0.log.lock().unwrap()
+        );
+        drop(second);
     });
 }

@@ -4,7 +4,8 @@
 //! killed with `kill -9` mid-run loses its lease and another finishes the job; a server's
 //! `force_gvisor` travels with the job, so a remote worker grades a suite that names `native`
 //! under gVisor. A verdict the server refuses is followed by an internal-error verdict saying
-//! why, so the job ends at once rather than after its lease ran out.
+//! why, so the job ends at once rather than after its lease ran out. A worker whose token the
+//! server refuses (unknown, or another role's) exits 1 saying so instead of claiming for ever.
 
 mod server_support;
 
@@ -350,6 +351,48 @@ fn a_worker_killed_mid_run_loses_the_job_to_another() {
         assert_eq!(v["verdict"], "accepted", "{v}");
         assert_eq!(v["attempts"], 2);
         assert!(v["worker"].as_str().unwrap().ends_with(":rescuer/0"), "{v}");
+    });
+}
+
+/// A worker given a token the server refuses for claims exits 1 at its first claim, saying why:
+/// an unknown token, and a student's (403: it looped for ever, logging the refusal every 4 s).
+#[test]
+fn a_worker_whose_token_is_refused_exits_saying_why() {
+    let s = Server::start("[submissions]\nworkers = 0\n", &[]);
+    rt().block_on(async {
+        let student = s.token("student").await;
+        for (token, says) in [
+            (
+                student.as_str(),
+                "the server refused the claim (403): this token is not a worker token",
+            ),
+            (
+                "corral_00000000000000000000000000000000",
+                "the server refused the worker token (revoked or unknown)",
+            ),
+        ] {
+            // Two claim loops: both stop.
+            let mut w = Worker::start(&s, token, "refused", 2);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let status = loop {
+                if let Some(st) = w.child.try_wait().unwrap() {
+                    break st;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the worker kept claiming with a refused token:\n{}",
+                    w.log()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            // Its last line is the reason, after the log's own lines.
+            let log = w.log();
+            let last = log.lines().last().unwrap_or_default();
+            assert_eq!(status.code(), Some(1), "{log}");
+            assert!(last.starts_with("corral worker: "), "{log}");
+            assert!(last.contains(says), "{log}");
+            assert!(last.contains("corral token create --role worker"), "{log}");
+        }
     });
 }
 

@@ -426,6 +426,11 @@ impl Config {
                 "submissions.callback_concurrency and submissions.callback_per_owner must be at least 1",
             );
         }
+        if q.callback_backoff_max.duration() < q.callback_backoff.duration() {
+            return bad(
+                "submissions.callback_backoff_max must be at least submissions.callback_backoff",
+            );
+        }
         if self.http.max_connections == Some(0) {
             return bad("http.max_connections must be at least 1");
         }
@@ -497,6 +502,35 @@ mod tests {
             let c: Config = toml::from_str(&format!("[http]\n{bad}\n")).unwrap();
             assert!(c.validate().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn callback_backoff_is_capped_at_no_less_than_its_start() {
+        let c = Config::default();
+        assert_eq!(c.submissions.callback_backoff_max, Millis::ms(600_000));
+        assert_eq!(c.submissions.callback_max_attempts, 20);
+        let c: Config = toml::from_str(
+            r#"
+            [submissions]
+            callback_backoff = "1s"
+            callback_backoff_max = "1s"
+            "#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        let c: Config = toml::from_str(
+            r#"
+            [submissions]
+            callback_backoff = "2m"
+            callback_backoff_max = "1m"
+            "#,
+        )
+        .unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("submissions.callback_backoff_max must be at least"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -599,10 +633,16 @@ pub struct QueueConfig {
     pub callback_allow: Vec<String>,
     /// One callback request's time limit.
     pub callback_timeout: Millis,
-    /// Tries before a callback is given up.
+    /// Tries before a callback is given up. With the default backoff and cap, 20 tries span
+    /// about two hours: an LMS down for that long on deadline night still gets its callbacks
+    /// (and staff can send a given-up one again: `POST /submissions/{id}/callback`).
     pub callback_max_attempts: u32,
-    /// The wait before the second try; doubled for each further one (capped at 1 h).
+    /// The wait before the second try; doubled for each further one, up to
+    /// `callback_backoff_max`.
     pub callback_backoff: Millis,
+    /// The longest wait between two tries (at least `callback_backoff`): the doubling stops
+    /// there, so a long outage is tried every this often rather than once more hours later.
+    pub callback_backoff_max: Millis,
     /// Callbacks this node delivers at once.
     pub callback_concurrency: usize,
     /// Of those, at most this many of one token's submissions: a token whose targets never
@@ -622,8 +662,11 @@ impl Default for QueueConfig {
             callback_secret: None,
             callback_allow: Vec::new(),
             callback_timeout: Millis::ms(10_000),
-            callback_max_attempts: 8,
+            // 2 s doubling to the 10-minute cap takes 9 waits (17 min), then 10 waits of 10
+            // minutes: the 20th try comes about 2 hours after the first.
+            callback_max_attempts: 20,
             callback_backoff: Millis::ms(2_000),
+            callback_backoff_max: Millis::ms(600_000),
             callback_concurrency: 32,
             callback_per_owner: 4,
         }

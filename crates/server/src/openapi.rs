@@ -384,6 +384,7 @@ fn exactly_one_mode(doc: &mut utoipa::openapi::OpenApi) {
     paths(
         submissions::submit, submissions::submit_batch, submissions::get_submission,
         submissions::list_submissions, submissions::regrade_submission,
+        submissions::redeliver_callback,
         gradebook::get_gradebook, gradebook::regrade_suite,
         crate::worker_api::claim, crate::worker_api::heartbeat, crate::worker_api::result,
         crate::worker_api::images::resolve, crate::worker_api::images::blob,

@@ -1,7 +1,7 @@
 //! The OpenAPI document (`GET /openapi.json`) against the server it describes: every route the
 //! router serves is in it (or deliberately left out), what a client needs is there (operations,
-//! schemas, a server, the security schemes), the Judge0 surface's real answers are what its
-//! operations say, and the WebSocket's messages are described in a form code generators take.
+//! schemas, a server, the security schemes), the Judge0 surface's and a callback redelivery's
+//! real answers are what their operations say, and the WebSocket's messages are described in a form code generators take.
 //!
 //! The server is `support/mod.rs`'s (the real router, auth and store in this process), whose
 //! pool never runs a program.
@@ -534,5 +534,91 @@ async fn judge0_answers_are_what_the_document_says() {
     let v: Value = r.json().await.unwrap();
     assert_eq!(st, StatusCode::UNAUTHORIZED);
     answers_as_documented(&doc, "get", "/judge0/about", st, &v);
+    s.stop().await;
+}
+
+/// `POST /submissions/{id}/callback` answers what the document says: the submission, its
+/// callback pending again with no tries counted (staff); 403 for a student, 404 for an unknown
+/// id, 409 for a submission still to be judged.
+#[tokio::test(flavor = "multi_thread")]
+async fn redelivery_answers_are_what_the_document_says() {
+    // A receiver on loopback that takes every callback.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let receiver = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let app = axum::Router::new().fallback(|| async { "ok" });
+        axum::serve(listener, app).await.unwrap();
+    });
+    let s = TestServer::start(|c| {
+        c.submissions.workers = Some(0);
+        c.submissions.callback_allow = vec!["127.0.0.1/32".into()];
+    })
+    .await;
+    let (_, doc) = json_of(reqwest::get(s.url("/openapi.json")).await.unwrap()).await;
+    let student = s.token(Role::Student).await;
+    let staff = s.token(Role::Staff).await;
+    let hook = format!("http://{receiver}/hook");
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let (st, v) = s
+            .post(
+                &student,
+                "/submissions",
+                json!({"cmd": "true", "callback_url": hook}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+        ids.push(v["id"].as_str().unwrap().to_string());
+    }
+    // The first judged (here, by the store), and its callback delivered.
+    let c = s
+        .store
+        .claim_job("w", std::time::Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(c.job.id, ids[0]);
+    let verdict = json!({"verdict": "accepted", "score": 1.0, "max_score": 1.0}).to_string();
+    s.store
+        .complete_job(
+            &ids[0],
+            &c.lease,
+            corral_store::JobState::Done,
+            &verdict,
+            None,
+        )
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, v) = s.get(&student, &format!("/submissions/{}", ids[0])).await;
+        if v["callback"]["state"] == "delivered" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never delivered: {v}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let template = "/submissions/{id}/callback";
+    for (token, id, want) in [
+        (&student, ids[0].as_str(), StatusCode::FORBIDDEN),
+        (
+            &staff,
+            "0123456789abcdef0123456789abcdef",
+            StatusCode::NOT_FOUND,
+        ),
+        (&staff, ids[1].as_str(), StatusCode::CONFLICT),
+        (&staff, ids[0].as_str(), StatusCode::OK),
+    ] {
+        let (st, v) = s
+            .post(token, &format!("/submissions/{id}/callback"), json!({}))
+            .await;
+        assert_eq!(st, want, "{id}: {v}");
+        answers_as_documented(&doc, "post", template, st, &v);
+        if st == StatusCode::OK {
+            assert_eq!(v["id"], id, "{v}");
+            assert_eq!(v["callback"]["state"], "pending", "{v}");
+            assert_eq!(v["callback"]["attempts"], 0, "{v}");
+        }
+    }
     s.stop().await;
 }

@@ -13,7 +13,11 @@
 //!
 //! When a finished submission has a callback URL, its callback becomes `pending`; a delivery loop
 //! claims callbacks with a lease too (several API nodes never deliver the same try twice at once)
-//! and records each try.
+//! and records each try. Staff may put a finished submission's callback back to `pending`, its
+//! tries counted afresh ([`JobStore::redeliver_callback`]).
+//!
+//! A remote worker holds its claims under a name that starts with its token's id
+//! ([`remote_worker`]): revoking the token gives them back at once.
 
 use std::time::Duration;
 
@@ -213,7 +217,7 @@ pub struct Expired {
 pub struct JobEvent {
     pub at_ms: i64,
     /// `queued`, `claimed`, `released`, `expired`, `completed`, `failed`, `result_refused`,
-    /// `callback`.
+    /// `callback`, `redelivery`.
     pub kind: String,
     pub worker: Option<String>,
     pub detail: Option<String>,
@@ -235,6 +239,42 @@ pub struct QueueStats {
 pub struct CallbackClaim {
     pub job: Job,
     pub attempt: u32,
+}
+
+/// What [`JobStore::redeliver_callback`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redelivery {
+    /// Pending again, its tries counted afresh and due now: the job as it is now.
+    Pending(Box<Job>),
+    NotFound,
+    /// Not finished: its callback goes out when it is.
+    NotFinished(JobState),
+    /// It has no callback URL.
+    NoCallback,
+    /// A try is under way (its outcome is recorded within its lease).
+    Delivering,
+}
+
+/// The start of every remote worker's name: `remote:{token id}:`.
+const REMOTE_WORKER: &str = "remote:";
+
+/// The name a remote worker's claims are held under: its worker token's public id, then the name
+/// it gave, so that revoking the token finds the jobs its workers hold
+/// ([`Store::revoke_token`](crate::Store::revoke_token)), and a claim under it is refused once the
+/// token is revoked.
+pub fn remote_worker(token: &str, name: &str) -> String {
+    format!("{}{name}", remote_worker_prefix(token))
+}
+
+/// What the names of a token's remote workers start with.
+pub fn remote_worker_prefix(token: &str) -> String {
+    format!("{REMOTE_WORKER}{token}:")
+}
+
+/// The token id in a remote worker's name (`None`: not a remote worker's).
+pub fn remote_worker_token(worker: &str) -> Option<&str> {
+    let (token, _) = worker.strip_prefix(REMOTE_WORKER)?.split_once(':')?;
+    Some(token)
 }
 
 /// What [`JobStore::enqueue_within`] did.
@@ -293,7 +333,8 @@ pub trait JobStore: Send + Sync {
     /// forgets the key with it).
     async fn job_by_key(&self, owner: &str, key: &str) -> Result<Option<KeyedJob>>;
     /// The oldest queued job of the owner served longest ago, now `running` under a new lease
-    /// of `lease` held by `worker`; `None` when nothing is queued.
+    /// of `lease` held by `worker`; `None` when nothing is queued, or when `worker` is a remote
+    /// worker ([`remote_worker`]) whose token is revoked.
     async fn claim_job(&self, worker: &str, lease: Duration) -> Result<Option<Claim>>;
     /// Extends a lease; false when it is no longer current (the worker should stop).
     async fn heartbeat_job(&self, id: &str, lease: &str, extend: Duration) -> Result<bool>;
@@ -333,6 +374,10 @@ pub trait JobStore: Send + Sync {
     /// Records a delivery try: delivered, failed for good, or to be tried again at `retry_at_ms`.
     async fn finish_callback(&self, id: &str, outcome: CallbackOutcome, detail: &str)
         -> Result<()>;
+    /// Puts a finished job's callback back to `pending`, due now, with its tries counted afresh
+    /// (whatever became of it: delivered, given up, waiting for a retry), recording who asked
+    /// (`by`) in its audit trail. Nothing changes while a try is under way.
+    async fn redeliver_callback(&self, id: &str, by: &str) -> Result<Redelivery>;
 
     /// Waits until new work may be there (PostgreSQL: a notification) or `timeout` passes; true
     /// when a notification came. Callers poll the queue after it returns either way.

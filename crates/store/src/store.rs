@@ -147,7 +147,10 @@ pub trait Store: Send + Sync + JobStore + WriteProbe + NodeStore {
     async fn create_token(&self, role: Role, name: &str) -> Result<NewToken>;
     /// The live (not revoked) token whose secret this is.
     async fn token_by_secret(&self, secret: &str) -> Result<Option<TokenInfo>>;
-    /// Revokes a token by its public id; false when there was none.
+    /// Revokes a token by its public id; false when there was none. The jobs its remote workers
+    /// hold ([`remote_worker`](crate::remote_worker)) go back to the queue in the same step, the
+    /// claim not counted as an attempt (as [`JobStore::release_job`]): another worker takes them
+    /// now rather than when their leases end, and the revoked worker's leases are void.
     async fn revoke_token(&self, id: &str) -> Result<bool>;
     /// Public ids of the tokens revoked at or after `since` (Unix seconds): what a server polls
     /// to close the connections of tokens another node revoked.

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral_store::{
-    CallbackOutcome, Completion, Enqueued, IdempotencyKey, JobImage, JobState, KeyedJob, NewJob,
-    Store,
+    remote_worker, CallbackOutcome, Completion, Enqueued, IdempotencyKey, JobImage, JobState,
+    KeyedJob, NewJob, Redelivery, Role, Store,
 };
 
 fn job(owner: &str, n: usize) -> NewJob {
@@ -277,6 +277,195 @@ async fn a_released_job_is_queued_at_once_without_using_an_attempt(s: Arc<dyn St
         s.get_job(&ids[0]).await.unwrap().unwrap().state,
         JobState::Done
     );
+}
+
+/// Revoking a worker token gives the jobs its remote workers hold back to the queue in the same
+/// step, the claims not counted, so another worker takes them now; the revoked worker's leases
+/// are void (a late result is refused). Jobs of other workers, and the revoked worker's finished
+/// ones, are left alone. Before, they waited for their leases to end (30 s), each counted as an
+/// attempt.
+async fn revoking_a_worker_token_gives_its_jobs_back_at_once(s: Arc<dyn Store>) {
+    let doomed = s
+        .create_token(Role::Worker, "doomed")
+        .await
+        .unwrap()
+        .info
+        .id;
+    let other = s.create_token(Role::Worker, "other").await.unwrap().info.id;
+    s.enqueue((0..4).map(|n| job("a", n)).collect())
+        .await
+        .unwrap();
+    let held = s
+        .claim_job(&remote_worker(&doomed, "host/0"), LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    let done = s
+        .claim_job(&remote_worker(&doomed, "host/1"), LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    let theirs = s
+        .claim_job(&remote_worker(&other, "host/0"), LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    let local = s.claim_job("node-1/w0", LONG).await.unwrap().unwrap();
+    assert_eq!(
+        s.complete_job(&done.job.id, &done.lease, JobState::Done, "{}", None)
+            .await
+            .unwrap(),
+        Completion::Recorded
+    );
+    assert!(s.revoke_token(&doomed).await.unwrap());
+    let j = s.get_job(&held.job.id).await.unwrap().unwrap();
+    assert_eq!((j.state, j.attempts), (JobState::Queued, 0), "{j:?}");
+    let last = s.job_events(&held.job.id).await.unwrap().pop().unwrap();
+    assert_eq!(last.kind, "released");
+    assert_eq!(last.worker, Some(remote_worker(&doomed, "host/0")));
+    assert_eq!(
+        last.detail.as_deref(),
+        Some("its worker's token was revoked")
+    );
+    assert_eq!(
+        s.get_job(&done.job.id).await.unwrap().unwrap().state,
+        JobState::Done
+    );
+    for c in [&theirs, &local] {
+        let j = s.get_job(&c.job.id).await.unwrap().unwrap();
+        assert_eq!((j.state, j.attempts), (JobState::Running, 1), "{j:?}");
+    }
+    // The revoked worker's lease is void: no heartbeat, no result.
+    assert!(!s
+        .heartbeat_job(&held.job.id, &held.lease, LONG)
+        .await
+        .unwrap());
+    assert_eq!(
+        s.complete_job(&held.job.id, &held.lease, JobState::Done, "{}", None)
+            .await
+            .unwrap(),
+        Completion::LeaseLost
+    );
+    // The revoked token's other workers get nothing, though the job is queued (one long-polling
+    // when the revocation was made elsewhere took it back before its server heard of it).
+    assert!(s
+        .claim_job(&remote_worker(&doomed, "host/2"), LONG)
+        .await
+        .unwrap()
+        .is_none());
+    // Another worker takes it at once, as its first attempt.
+    let again = s
+        .claim_job(&remote_worker(&other, "host/1"), LONG)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (again.job.id.as_str(), again.job.attempts),
+        (held.job.id.as_str(), 1)
+    );
+    let kinds: Vec<String> = s
+        .job_events(&held.job.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        ["queued", "claimed", "released", "result_refused", "claimed"]
+    );
+    // Revoked once only; an unknown id gives nothing back.
+    assert!(!s.revoke_token(&doomed).await.unwrap());
+    assert!(!s.revoke_token("nope").await.unwrap());
+    assert_eq!(s.queue_stats().await.unwrap().running, 3);
+}
+
+/// Staff put a finished submission's callback back to be delivered anew: pending, due now, its
+/// tries counted afresh (the next is try 1), whatever became of it; not a submission still to be
+/// judged, one without a callback URL, or one whose try is under way (an expired one's is taken
+/// over). Who asked is in the audit trail.
+async fn a_callback_is_put_back_to_be_delivered_anew(s: Arc<dyn Store>) {
+    let mut j = job("a", 1);
+    j.callback_url = Some("https://example.invalid/hook".into());
+    let ids = s.enqueue(vec![j, job("a", 2)]).await.unwrap();
+    assert_eq!(
+        s.redeliver_callback(&ids[0], "staff1").await.unwrap(),
+        Redelivery::NotFinished(JobState::Queued)
+    );
+    assert_eq!(
+        s.redeliver_callback("nope", "staff1").await.unwrap(),
+        Redelivery::NotFound
+    );
+    for _ in 0..2 {
+        let c = s.claim_job("w", LONG).await.unwrap().unwrap();
+        s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}", None)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        s.redeliver_callback(&ids[1], "staff1").await.unwrap(),
+        Redelivery::NoCallback
+    );
+    for attempt in 1..=2 {
+        let c = s.claim_callback(LONG, &[]).await.unwrap().unwrap();
+        assert_eq!(c.attempt, attempt);
+        assert_eq!(
+            s.redeliver_callback(&ids[0], "staff1").await.unwrap(),
+            Redelivery::Delivering,
+            "a try under way is left to finish"
+        );
+        s.finish_callback(&ids[0], CallbackOutcome::Retry { at_ms: 0 }, "HTTP 500")
+            .await
+            .unwrap();
+    }
+    let c = s.claim_callback(LONG, &[]).await.unwrap().unwrap();
+    s.finish_callback(
+        &ids[0],
+        CallbackOutcome::GaveUp,
+        "HTTP 500; gave up after 3 tries",
+    )
+    .await
+    .unwrap();
+    assert_eq!(c.attempt, 3);
+    let Redelivery::Pending(j) = s.redeliver_callback(&ids[0], "staff1").await.unwrap() else {
+        panic!("not put back");
+    };
+    assert_eq!(
+        (
+            j.callback_state.as_str(),
+            j.callback_attempts,
+            j.callback_error.as_deref()
+        ),
+        ("pending", 0, None)
+    );
+    let c = s.claim_callback(LONG, &[]).await.unwrap().unwrap();
+    assert_eq!((c.job.id.as_str(), c.attempt), (ids[0].as_str(), 1));
+    s.finish_callback(&ids[0], CallbackOutcome::Delivered, "HTTP 200")
+        .await
+        .unwrap();
+    // Delivered, it can be sent again too; a try whose claim expired is taken over.
+    assert!(matches!(
+        s.redeliver_callback(&ids[0], "staff2").await.unwrap(),
+        Redelivery::Pending(_)
+    ));
+    let c = s.claim_callback(SHORT, &[]).await.unwrap().unwrap();
+    assert_eq!(c.attempt, 1);
+    let_expire().await;
+    assert!(matches!(
+        s.redeliver_callback(&ids[0], "staff2").await.unwrap(),
+        Redelivery::Pending(_)
+    ));
+    let asked: Vec<String> = s
+        .job_events(&ids[0])
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "redelivery")
+        .filter_map(|e| e.detail)
+        .collect();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert!(asked[0].ends_with("asked by staff1"), "{asked:?}");
+    assert!(asked[2].ends_with("asked by staff2"), "{asked:?}");
 }
 
 async fn owners_share_fairly(s: Arc<dyn Store>) {
@@ -933,6 +1122,8 @@ on_both_backends!(
     concurrent_enqueues_with_one_key_store_one_job,
     the_pending_cap_holds_under_concurrent_enqueues,
     a_released_job_is_queued_at_once_without_using_an_attempt,
+    revoking_a_worker_token_gives_its_jobs_back_at_once,
+    a_callback_is_put_back_to_be_delivered_anew,
     a_cancelled_write_leaves_no_transaction_behind,
     enqueue_and_read,
     claims_in_order_and_once,

@@ -66,6 +66,10 @@ pub fn routes(upload_limit: usize) -> Router<SharedState> {
             "/submissions/{id}/regrade",
             post(submissions::regrade_submission),
         )
+        .route(
+            "/submissions/{id}/callback",
+            post(submissions::redeliver_callback),
+        )
         .route("/suites/{id}/gradebook", get(gradebook::get_gradebook))
         .route("/suites/{id}/regrade", post(gradebook::regrade_suite))
         .merge(revisions::routes())

@@ -1,5 +1,5 @@
 //! `POST /submissions`, `POST /submissions/batch`, `GET /submissions/{id}`, `GET /submissions`
-//! (a page of them), `POST /submissions/{id}/regrade`.
+//! (a page of them), `POST /submissions/{id}/regrade`, `POST /submissions/{id}/callback`.
 
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use crate::service::caller::Caller;
 use crate::service::submissions::accept::{self, SubmissionRequest, Submitted};
 use crate::service::submissions::idempotency;
 use crate::service::submissions::listing::{self, ListQuery, SubmissionPage};
+use crate::service::submissions::redelivery;
 use crate::service::submissions::regrade::{self, Regraded};
 use crate::service::submissions::view::{wait_for, SubmissionView};
 use crate::state::SharedState;
@@ -352,4 +353,31 @@ pub async fn regrade_submission(
             message: None,
         }),
     ))
+}
+
+/// Send a finished submission's callback again (staff).
+///
+/// Its callback goes back to `pending`, due now, with its tries counted afresh: the next delivery
+/// carries `Corral-Delivery-Attempt: 1` and, failing, is retried as a first one is. For a
+/// receiver that was down for longer than the tries last (`failed`), or that lost what it was
+/// sent (`delivered`). Answers the submission as it is now.
+#[utoipa::path(
+    post, path = "/submissions/{id}/callback", tag = "submissions", operation_id = "redeliver_callback",
+    params(("id" = String, Path, description = "Submission id", example = "0123456789abcdef0123456789abcdef")),
+    responses(
+        (status = 200, description = "To be delivered again: the submission (`callback.state` is `pending`, `callback.attempts` 0)", body = SubmissionView),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not a staff token", body = ErrorBody),
+        (status = 404, description = "No such submission", body = ErrorBody),
+        (status = 409, description = "Not finished yet (`not_finished`), no `callback_url` (`no_callback`), or a try is under way (`callback_delivering`)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn redeliver_callback(
+    State(st): State<SharedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<SubmissionView>, ApiError> {
+    let job = redelivery::redeliver(&st, &caller, &id).await?;
+    Ok(Json(SubmissionView::of(&job)))
 }

@@ -25,7 +25,10 @@ pub async fn create(
 /// Revokes a live token (admins only; 404 when there is none with this id).
 pub async fn revoke(st: &SharedState, caller: &Caller, id: &str) -> Result<(), ApiError> {
     caller.require_admin()?;
+    // The store gives back the jobs its remote workers hold in the same step (other nodes'
+    // workers hear of them by the store's notification or their next poll).
     if st.store.revoke_token(id).await? {
+        st.queue.work.notify_waiters();
         // This node's connections hear of it at once; other nodes' at their next poll.
         st.revocations.note([id.to_string()]);
         // Its kept sandboxes go now (a busy one when its run ends): nobody may use them again.

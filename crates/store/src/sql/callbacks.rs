@@ -1,6 +1,6 @@
 //! Callback delivery: finished submissions with a callback URL are claimed under a lease (several
 //! API nodes never deliver the same try twice at once), skipping the owners the claimer already
-//! delivers enough of, and each try is recorded.
+//! delivers enough of, and each try is recorded; staff put one back to be delivered anew.
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use super::store::SqlStore;
 use super::submissions::{ms, record_event, JOB_COLUMNS};
 use crate::clock::now_ms;
 use crate::error::Result;
-use crate::jobs::{CallbackClaim, CallbackOutcome, Job};
+use crate::jobs::{CallbackClaim, CallbackOutcome, Job, JobStore, Redelivery};
 
 impl<D> SqlStore<D>
 where
@@ -23,6 +23,7 @@ where
     for<'q> &'q str: Encode<'q, D> + Type<D> + ColumnIndex<D::Row>,
     for<'q> Option<&'q str>: Encode<'q, D>,
     for<'q> String: Decode<'q, D> + Type<D>,
+    usize: ColumnIndex<D::Row>,
 {
     pub(super) async fn claim_next_callback(
         &self,
@@ -97,5 +98,49 @@ where
         .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    pub(super) async fn reset_callback(&self, id: &str, by: &str) -> Result<Redelivery> {
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        // A try under way (its claim not yet expired) is left to finish: reset under it, its
+        // outcome would be recorded over the new tries' count.
+        let job: Option<Job> = sqlx::query_as(&format!(
+            "UPDATE submissions SET callback_state = 'pending', callback_attempts = 0, \
+             callback_next_ms = $1, callback_error = NULL \
+             WHERE id = $2 AND state IN ('done', 'failed') AND callback_url IS NOT NULL \
+             AND NOT (callback_state = 'delivering' AND callback_next_ms > $3) \
+             RETURNING {JOB_COLUMNS}"
+        ))
+        .bind(now)
+        .bind(id)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(job) = job else {
+            drop(tx);
+            let Some(job) = self.get_job(id).await? else {
+                return Ok(Redelivery::NotFound);
+            };
+            return Ok(if !job.state.is_finished() {
+                Redelivery::NotFinished(job.state)
+            } else if job.callback_url.is_none() {
+                Redelivery::NoCallback
+            } else {
+                Redelivery::Delivering
+            });
+        };
+        record_event::<D>(
+            &mut tx,
+            id,
+            "redelivery",
+            None,
+            Some(&format!(
+                "pending again, its tries counted afresh: asked by {by}"
+            )),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Redelivery::Pending(Box::new(job)))
     }
 }

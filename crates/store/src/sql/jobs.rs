@@ -14,9 +14,9 @@ use crate::clock::now_ms;
 use crate::error::{Result, StoreError};
 use crate::ids::random_hex;
 use crate::jobs::{
-    new_job_id, CallbackClaim, CallbackOutcome, Claim, Completion, Enqueued, Expired, FinishNotice,
-    Job, JobEvent, JobFilter, JobImage, JobState, JobStore, KeyedJob, ListedJob, NewJob,
-    QueueStats,
+    new_job_id, remote_worker_prefix, remote_worker_token, CallbackClaim, CallbackOutcome, Claim,
+    Completion, Enqueued, Expired, FinishNotice, Job, JobEvent, JobFilter, JobImage, JobState,
+    JobStore, KeyedJob, ListedJob, NewJob, QueueStats, Redelivery,
 };
 
 #[async_trait::async_trait]
@@ -208,14 +208,20 @@ where
         let secret = random_hex(16);
         // One statement: the row is chosen and updated under SQLite's write lock, or chosen and
         // locked on PostgreSQL (rows other claimers hold are skipped, not waited for). The lease
-        // ends by the database's clock (`Dialect::NOW_MS`).
+        // ends by the database's clock (`Dialect::NOW_MS`). A remote worker whose token is revoked
+        // gets nothing, in the same statement: the jobs its revocation gave back became queued in
+        // the transaction that revoked it, so no claim sees them queued and the token live
+        // (were it checked by the server alone, the worker's idle long-poll would take them back
+        // before that server heard of a revocation made elsewhere, and hold them for a lease).
         let mut tx = self.begin_write().await?;
         let job: Option<Job> = sqlx::query_as(&format!(
             "UPDATE submissions SET state = 'running', attempts = attempts + 1, worker = $1, \
              lease = $2, lease_expires_ms = {} + $3, \
              started_ms = COALESCE(started_ms, CASE WHEN created_ms > $4 THEN created_ms ELSE $4 END) \
              WHERE seq = (SELECT s.seq FROM submissions s LEFT JOIN queue_owners o ON o.owner = s.owner \
-                          WHERE s.state = 'queued' ORDER BY COALESCE(o.served, 0), s.seq LIMIT 1{}) \
+                          WHERE s.state = 'queued' AND ($5 IS NULL OR NOT EXISTS \
+                            (SELECT 1 FROM tokens t WHERE t.id = $5 AND t.revoked_at IS NOT NULL)) \
+                          ORDER BY COALESCE(o.served, 0), s.seq LIMIT 1{}) \
              AND state = 'queued' \
              RETURNING {JOB_COLUMNS}",
             D::NOW_MS,
@@ -225,6 +231,7 @@ where
         .bind(secret.as_str())
         .bind(ms(lease))
         .bind(now)
+        .bind(remote_worker_token(worker))
         .fetch_optional(&mut *tx)
         .await?;
         let Some(job) = job else {
@@ -545,6 +552,10 @@ where
         self.record_callback_try(id, outcome, detail).await
     }
 
+    async fn redeliver_callback(&self, id: &str, by: &str) -> Result<Redelivery> {
+        self.reset_callback(id, by).await
+    }
+
     async fn wait_for_work(&self, timeout: Duration) -> bool {
         match &self.listener {
             Some(l) => l.wait(timeout).await,
@@ -565,6 +576,56 @@ where
             // Best effort: waiting workers also poll.
             let _ = sqlx::query(notify).execute(&self.db).await;
         }
+    }
+}
+
+impl<D> SqlStore<D>
+where
+    D: Dialect,
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    for<'q> D::Arguments<'q>: IntoArguments<'q, D>,
+    for<'q> i64: Encode<'q, D> + Decode<'q, D> + Type<D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D> + ColumnIndex<D::Row>,
+    for<'q> Option<&'q str>: Encode<'q, D>,
+    for<'q> String: Decode<'q, D> + Type<D>,
+    usize: ColumnIndex<D::Row>,
+{
+    /// Gives back the jobs that token `token`'s remote workers hold, in the caller's transaction
+    /// (the one that revokes it): queued at once and the claim not counted, as
+    /// [`JobStore::release_job`] does; their leases are void, so a late heartbeat or result of
+    /// the revoked worker is refused. Returns their ids.
+    pub(super) async fn release_jobs_of_token(
+        conn: &mut D::Connection,
+        token: &str,
+    ) -> Result<Vec<String>> {
+        // A prefix compared as text, not a LIKE pattern: nothing in a name is a wildcard.
+        let prefix = remote_worker_prefix(token);
+        let released: Vec<(String, Option<String>)> = sqlx::query_as(
+            "UPDATE submissions SET state = 'queued', \
+             attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END, \
+             lease = NULL, lease_expires_ms = NULL \
+             WHERE state = 'running' AND substr(worker, 1, length($1)) = $1 \
+             RETURNING id, worker",
+        )
+        .bind(prefix.as_str())
+        .fetch_all(&mut *conn)
+        .await?;
+        for (id, worker) in &released {
+            record_event::<D>(
+                conn,
+                id,
+                "released",
+                worker.as_deref(),
+                Some("its worker's token was revoked"),
+            )
+            .await?;
+        }
+        if !released.is_empty() {
+            if let Some(notify) = D::NOTIFY_WORK {
+                sqlx::query(notify).execute(&mut *conn).await?;
+            }
+        }
+        Ok(released.into_iter().map(|(id, _)| id).collect())
     }
 }
 

@@ -96,13 +96,24 @@ where
     }
 
     async fn revoke_token(&self, id: &str) -> Result<bool> {
+        // One step: no moment where the token is revoked and its workers' jobs still wait for
+        // their leases (30 s) to end, whichever path revokes it (the API, `corral token revoke`).
+        let mut tx = self.begin_write().await?;
         let r =
             sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
                 .bind(now())
                 .bind(id)
-                .execute(&self.db)
+                .execute(&mut *tx)
                 .await?;
-        Ok(D::rows_affected(&r) > 0)
+        if D::rows_affected(&r) == 0 {
+            return Ok(false);
+        }
+        let released = Self::release_jobs_of_token(&mut tx, id).await?;
+        tx.commit().await?;
+        for job in &released {
+            tracing::info!(submission = %job, token = %id, "its worker's token was revoked; queued again");
+        }
+        Ok(true)
     }
 
     async fn tokens_revoked_since(&self, since: i64) -> Result<Vec<String>> {

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::callback_targets::TargetPolicy;
 use super::idempotency::{self, Replay};
 use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
@@ -110,8 +111,9 @@ pub struct SubmissionRequest {
     pub runtime: Option<corral_sandbox::Runtime>,
 }
 
-/// Checks a callback URL's form (where it points is checked when it is called).
-pub fn check_callback_url(u: &str) -> Result<(), ApiError> {
+/// Checks a callback URL's form, and a literal address in it as its delivery would (a host name
+/// is resolved and checked when it is called: what it resolves to may change by then).
+pub fn check_callback_url(u: &str, policy: &TargetPolicy) -> Result<(), ApiError> {
     if u.len() > 2048 {
         return Err(ApiError::unprocessable(
             "callback_url is longer than 2048 bytes",
@@ -132,7 +134,10 @@ pub fn check_callback_url(u: &str) -> Result<(), ApiError> {
             "callback_url may not carry credentials; the signature authenticates corral",
         ));
     }
-    Ok(())
+    // Accepted, it would be judged and only then fail, unseen by the client that sent it.
+    policy
+        .check_literal(&parsed)
+        .map_err(|why| ApiError::unprocessable(format!("callback_url: {why}")))
 }
 
 /// Checks a request and turns it into a job (its inline files stored as an upload).
@@ -162,7 +167,7 @@ pub async fn accept(
         ));
     }
     if let Some(u) = &req.callback_url {
-        check_callback_url(u)?;
+        check_callback_url(u, &st.queue.callback_policy)?;
     }
     if req.suite.is_some() && req.seccomp.is_some() {
         return Err(ApiError::unprocessable(

@@ -160,6 +160,21 @@ impl TargetPolicy {
         })
     }
 
+    /// `Err(why)` when a callback URL's host is a literal address a callback may not reach
+    /// (`refused: …`, as a delivery records it), or when it has none. A literal address never
+    /// reaches the resolver, so it is checked here, when the submission is accepted and at each
+    /// delivery; a host name is checked when it is resolved, at each delivery (what it resolves to
+    /// may change).
+    pub fn check_literal(&self, url: &url::Url) -> Result<(), String> {
+        let ip = match url.host() {
+            Some(url::Host::Ipv4(a)) => IpAddr::V4(a),
+            Some(url::Host::Ipv6(a)) => IpAddr::V6(a),
+            Some(url::Host::Domain(_)) => return Ok(()),
+            None => return Err("the URL has no host".into()),
+        };
+        self.check(ip).map_err(|e| format!("refused: {e}"))
+    }
+
     /// `Err(why)` when a callback may not connect to `ip`.
     pub fn check(&self, ip: IpAddr) -> Result<(), String> {
         match non_public(ip) {
@@ -296,6 +311,22 @@ mod tests {
         assert!(p.check("192.168.0.1".parse().unwrap()).is_err());
         assert!(TargetPolicy::parse(&["10.0.0.0/33".into()]).is_err());
         assert!(TargetPolicy::parse(&["nonsense".into()]).is_err());
+    }
+
+    #[test]
+    fn literal_hosts_are_checked_and_names_left_to_the_resolver() {
+        let p = TargetPolicy::parse(&["10.20.0.0/16".into()]).unwrap();
+        let check = |u: &str| p.check_literal(&url::Url::parse(u).unwrap());
+        assert_eq!(
+            check("http://10.1.2.3/x").unwrap_err(),
+            "refused: 10.1.2.3 is a private address (allow its range in submissions.callback_allow to call it)"
+        );
+        assert!(check("http://[::ffff:127.0.0.1]:8080/x").is_err());
+        // The URL parser's reading of an IPv4 address written otherwise is the one checked.
+        assert!(check("http://0x7f.1/x").unwrap_err().contains("127.0.0.1"));
+        assert!(check("http://10.20.3.4/x").is_ok(), "an allowed range");
+        assert!(check("https://93.184.216.34/x").is_ok());
+        assert!(check("http://localhost/x").is_ok(), "resolved at delivery");
     }
 
     #[tokio::test]

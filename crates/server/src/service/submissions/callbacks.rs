@@ -5,7 +5,6 @@
 //! [`super::callback_targets`] allows (public addresses, unless the operator allowed a range),
 //! several at once ([`super::callback_slots`]).
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +22,9 @@ enum Failure {
     Permanent(String),
 }
 
-/// Sends one callback. Literal IP hosts never reach the resolver, so they are checked here.
+/// Sends one callback. Literal IP hosts never reach the resolver, so they are checked here (a
+/// submission accepted before such hosts were refused at acceptance, or before the operator took
+/// a range out of `callback_allow`).
 async fn deliver(
     st: &SharedState,
     http: &reqwest::Client,
@@ -34,16 +35,7 @@ async fn deliver(
         return Err(Failure::Permanent("no callback URL".into()));
     };
     let parsed = url::Url::parse(url).map_err(|e| Failure::Permanent(format!("bad URL: {e}")))?;
-    match parsed.host() {
-        Some(url::Host::Ipv4(a)) => policy
-            .check(IpAddr::V4(a))
-            .map_err(|e| Failure::Permanent(format!("refused: {e}")))?,
-        Some(url::Host::Ipv6(a)) => policy
-            .check(IpAddr::V6(a))
-            .map_err(|e| Failure::Permanent(format!("refused: {e}")))?,
-        Some(url::Host::Domain(_)) => {}
-        None => return Err(Failure::Permanent("the URL has no host".into())),
-    }
+    policy.check_literal(&parsed).map_err(Failure::Permanent)?;
     let body = serde_json::to_vec(&SubmissionView::of(&claim.job)).expect("serialisable");
     let t = corral_store::now();
     let sig = signature_header(&st.queue.callback_secret, t, &body);
@@ -77,15 +69,15 @@ async fn deliver(
     }
 }
 
-/// The wait before try `attempt + 1`: the base doubled per try, capped at an hour, with up to
-/// 25 % jitter so many failing callbacks do not retry in step.
-pub fn backoff(base: Duration, attempt: u32) -> Duration {
+/// The wait before try `attempt + 1`: the base doubled per try, with up to 25 % jitter so many
+/// failing callbacks do not retry in step, never longer than `cap`. (The jitter of the doubling
+/// waits already spreads out callbacks that failed together; once capped, they keep that spread.)
+pub fn backoff(base: Duration, cap: Duration, attempt: u32) -> Duration {
     let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
-    let capped = exp.min(Duration::from_secs(3600));
     let mut b = [0u8; 2];
     let _ = getrandom::fill(&mut b);
-    let jitter = capped.mul_f64(u16::from_le_bytes(b) as f64 / u16::MAX as f64 * 0.25);
-    capped + jitter
+    let jitter = exp.mul_f64(u16::from_le_bytes(b) as f64 / u16::MAX as f64 * 0.25);
+    (exp + jitter).min(cap)
 }
 
 /// Delivers due callbacks until shutdown, several at once (`callback_concurrency`), at most
@@ -93,13 +85,7 @@ pub fn backoff(base: Duration, attempt: u32) -> Duration {
 /// `callback_timeout`, not the whole node. Every API node runs one; claims keep them apart.
 pub async fn delivery_loop(st: SharedState) {
     let cfg = &st.config.submissions;
-    let policy = match TargetPolicy::parse(&cfg.callback_allow) {
-        Ok(p) => Arc::new(p),
-        Err(e) => {
-            tracing::error!(error = %e, "submissions.callback_allow is invalid; callbacks are off");
-            return;
-        }
-    };
+    let policy = st.queue.callback_policy.clone();
     let timeout = cfg.callback_timeout.duration();
     let http = client(policy.clone(), timeout);
     let mut slots = CallbackSlots::new(cfg.callback_concurrency, cfg.callback_per_owner);
@@ -165,7 +151,11 @@ async fn deliver_and_record(
             format!("{why}; gave up after {} tries", claim.attempt),
         ),
         Err(Failure::Retry(why)) => {
-            let wait = backoff(cfg.callback_backoff.duration(), claim.attempt);
+            let wait = backoff(
+                cfg.callback_backoff.duration(),
+                cfg.callback_backoff_max.duration(),
+                claim.attempt,
+            );
             (
                 CallbackOutcome::Retry {
                     at_ms: corral_store::now_ms() + wait.as_millis() as i64,
@@ -192,9 +182,31 @@ mod tests {
 
     #[test]
     fn backoff_grows_and_is_capped() {
-        let b = Duration::from_secs(1);
-        assert!(backoff(b, 1) >= b && backoff(b, 1) <= b.mul_f64(1.25));
-        assert!(backoff(b, 4) >= Duration::from_secs(8));
-        assert!(backoff(b, 40) <= Duration::from_secs(4500));
+        let (b, cap) = (Duration::from_secs(1), Duration::from_secs(3600));
+        assert!(backoff(b, cap, 1) >= b && backoff(b, cap, 1) <= b.mul_f64(1.25));
+        assert!(backoff(b, cap, 4) >= Duration::from_secs(8));
+        assert_eq!(backoff(b, cap, 40), cap);
+        // The defaults (2 s doubling, capped at 10 minutes, 20 tries): 9 doubling waits
+        // (17 to 21 minutes in all), then 10 waits of the cap; about two hours from first try
+        // to last.
+        let d = crate::config::QueueConfig::default();
+        let (base, cap) = (
+            d.callback_backoff.duration(),
+            d.callback_backoff_max.duration(),
+        );
+        let waits: Vec<Duration> = (1..d.callback_max_attempts)
+            .map(|a| backoff(base, cap, a))
+            .collect();
+        assert!(waits.iter().all(|w| *w <= cap));
+        // (The ninth, 512 s with its jitter, may reach the cap too.)
+        assert!(
+            waits.iter().filter(|w| **w == cap).count() >= 10,
+            "{waits:?}"
+        );
+        let window: Duration = waits.iter().sum();
+        assert!(
+            window >= Duration::from_secs(7000) && window <= Duration::from_secs(7300),
+            "{window:?}"
+        );
     }
 }

@@ -72,6 +72,11 @@ impl FinishedJobs {
         self.any.notify_waiters();
     }
 
+    /// A callback is due without a finish (staff asked for it again): the deliverer looks.
+    pub fn callback_due(&self) {
+        self.any.notify_waiters();
+    }
+
     /// Job `id` finished on another node: its waiters here look.
     pub fn finished_elsewhere(&self, id: &str) {
         if let Some(n) = self.lock().get(id).and_then(Weak::upgrade) {

@@ -13,7 +13,8 @@
 //! - [`remote`]: claims, heartbeats and results of remote workers; [`workers_seen`]: which
 //!   of them asked for work lately.
 //! - [`callbacks`]: signed callbacks, retried; [`callback_targets`]: only to public addresses;
-//!   [`callback_slots`]: how many at once, in all and per owner.
+//!   [`callback_slots`]: how many at once, in all and per owner; [`redelivery`]: staff send a
+//!   finished submission's callback again.
 
 pub mod accept;
 pub mod callback_slots;
@@ -25,6 +26,7 @@ pub mod gradebook;
 pub mod idempotency;
 pub mod listing;
 pub mod queue;
+pub mod redelivery;
 pub mod regrade;
 pub mod remote;
 pub mod verdicts;

@@ -1,8 +1,10 @@
 //! The submission queue's in-process state: wake-ups for workers and waiting requests, this
-//! node's name, the callback key, the queue's metrics.
+//! node's name, the callback key and where callbacks may go, the queue's metrics.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
+use super::callback_targets::TargetPolicy;
 use super::finished_jobs::FinishedJobs;
 use super::workers_seen::WorkersSeen;
 use crate::config::Config;
@@ -28,6 +30,9 @@ pub struct QueueHandle {
     pub workers_seen: WorkersSeen,
     /// The key callbacks are signed with.
     pub callback_secret: Vec<u8>,
+    /// Where callbacks may go (`submissions.callback_allow`), checked when a submission is
+    /// accepted and when its callback is delivered.
+    pub callback_policy: Arc<TargetPolicy>,
     pub metrics: QueueMetrics,
 }
 
@@ -144,6 +149,9 @@ impl QueueHandle {
             }
             None => secret_file(&config.data_dir.join("callback-secret"))?,
         };
+        // Refused at start: read later, a bad range turned every callback off.
+        let callback_policy = TargetPolicy::parse(&config.submissions.callback_allow)
+            .map_err(|e| ServerError::Config(format!("submissions.callback_allow: {e}")))?;
         Ok(QueueHandle {
             // The node's id, as its log's "this server's node" line says it.
             node: format!(
@@ -151,6 +159,7 @@ impl QueueHandle {
                 hostname().unwrap_or_else(|| "corral".into())
             ),
             callback_secret,
+            callback_policy: Arc::new(callback_policy),
             ..Default::default()
         })
     }

@@ -101,7 +101,8 @@ pub async fn claim(
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
         .take(64)
         .collect();
-    let worker = format!("remote:{}:{}", caller.id, name);
+    // Named after its token: revoking the token gives back what its workers hold.
+    let worker = corral_store::remote_worker(&caller.id, &name);
     st.queue.workers_seen.saw(&worker);
     let wait = Duration::from_secs_f64(req.wait.unwrap_or(25.0).clamp(0.0, 30.0));
     let deadline = tokio::time::Instant::now() + wait;
@@ -124,11 +125,24 @@ pub async fn claim(
             }
         }
     };
-    // A claim made as the revocation lands is given back by its lease's expiry.
+    // A claim made as the revocation lands is given back by its lease's expiry, unless this node
+    // knows of the revocation by the time the claim returns (the revocation's own give-back ran
+    // before the claim).
     let Some(claim) = caller.while_live(st, waiting).await? else {
         return Ok(None);
     };
     let id = claim.job.id.clone();
+    if st.revocations.is_revoked(&caller.id) {
+        if let Err(e) = st
+            .store
+            .release_job(&id, &claim.lease, "its worker's token was revoked")
+            .await
+        {
+            tracing::warn!(submission = %id, error = %e, "giving a job back failed; its lease will expire");
+        }
+        st.queue.work.notify_one();
+        return Err(crate::service::caller::revoked());
+    }
     // From here on the job is leased: what fails gives it back at once (the host's errors: the
     // worker gets a 503 and claims again) or fails it (the job's own), never leaves it to the
     // lease's expiry, which cost a lease and an attempt and then blamed the worker.
