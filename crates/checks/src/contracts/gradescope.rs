@@ -329,6 +329,7 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
             diagnostics: None,
             gradescope: None,
             not_gradable: false,
+            stopped_by: None,
             children: Vec::new(),
         });
     }

@@ -168,6 +168,7 @@ pub fn output_row(check: &Check, outcome: &Outcome, visible: bool) -> CheckResul
         diagnostics: None,
         gradescope: None,
         not_gradable: false,
+        stopped_by: None,
         visibility: None,
         children: Vec::new(),
     }

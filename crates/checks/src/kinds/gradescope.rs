@@ -230,11 +230,14 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
             Some(e.clone()),
             format!("could not be checked: {e}"),
         ),
-        GraderRun::Stopped { reason, .. } => fail(
-            parent,
-            None,
-            format!("run_autograder was stopped: {reason}"),
-        ),
+        GraderRun::Stopped { reason, outcome } => CheckResult {
+            stopped_by: Some(outcome.status),
+            ..fail(
+                parent,
+                None,
+                format!("run_autograder was stopped: {reason}"),
+            )
+        },
         GraderRun::NoResults { outcome } => {
             let why = format!(
                 "run_autograder ended ({}) without writing results/results.json (or left a link \

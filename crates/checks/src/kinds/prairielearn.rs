@@ -152,8 +152,9 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
     }];
     let mut out = match &run {
         GraderRun::Error(e) => errored(parent, e.clone()),
-        GraderRun::Stopped { reason, .. } => {
+        GraderRun::Stopped { reason, outcome } => {
             parent.message = Some(format!("the grader was stopped: {reason}"));
+            parent.stopped_by = Some(outcome.status);
             parent
         }
         GraderRun::NoResults { outcome } => errored(
