@@ -482,6 +482,36 @@ fn a_run_autograder_with_windows_line_endings_runs() {
     assert!(message(&json, "autograder").starts_with("kept"), "{json:#}");
 }
 
+/// run_autograder may `pip3 install` into the system Python as on Gradescope's images, where
+/// Debian's would refuse (PEP 668): it gets `PIP_BREAK_SYSTEM_PACKAGES=1` (so does setup.sh's
+/// build, see `grader_env`'s test).
+#[test]
+fn run_autograder_may_pip_install_into_the_system_python() {
+    let ag = folder(&[
+        (
+            "autograder/run_autograder",
+            "#!/bin/sh\nprintf '{\"score\": 1, \"output\": \"%s\"}' \"$(env | grep ^PIP_)\" \
+             > /autograder/results/results.json\n",
+        ),
+        (
+            "suite.yaml",
+            "name: pip\nchecks:\n  - id: autograder\n    points: 1\n    gradescope:\n      autograder: autograder\n",
+        ),
+    ]);
+    let sub = folder(&[("answer.txt", "x\n")]);
+    let (code, json) = corral(
+        &["check", "--json", "--staff"],
+        &ag.path().join("suite.yaml"),
+        sub.path(),
+    );
+    assert_eq!((code, json["score"].as_f64()), (0, Some(1.0)), "{json:#}");
+    assert_eq!(
+        message(&json, "autograder").lines().next(),
+        Some("PIP_BREAK_SYSTEM_PACKAGES=1"),
+        "{json:#}"
+    );
+}
+
 /// A results file over 4 MiB (here a valid one, giving full marks) is an error in both
 /// contracts, never a score: the host reads at most one byte past the cap.
 #[test]

@@ -24,6 +24,8 @@ pub struct Layout {
     /// `/autograder` or `/grade`.
     pub root: &'static str,
     pub names: &'static [&'static str],
+    /// Variables the platform gives every grader, under the check's own (its language's).
+    pub env: &'static [(&'static str, &'static str)],
 }
 
 /// What a grader runs on: `root` (the host's system folders or an image), and whether as root of
@@ -120,7 +122,7 @@ pub fn run_grader(
     // The root decides the environment: the image's `Env` under the check's own variables,
     // and root's `HOME` and `USER` in root mode.
     spec.root = root;
-    spec.env = cx.settings.env.clone();
+    spec.env = grader_env(layout, &cx.settings.env);
     // The check's or suite's `seccomp:` (a grader starts other programs, so a language's
     // `no_spawn` is left out, as for the other harnesses): Otter's Jupyter kernel needs the
     // `list_interfaces` grant, given there.
@@ -143,6 +145,17 @@ pub fn run_grader(
         Ok(None) => GraderRun::NoResults { outcome },
         Err(e) => GraderRun::Error(format!("reading {results}: {e}")),
     }
+}
+
+/// The grader's variables: the platform's (`layout.env`), then the check's own, which win.
+fn grader_env(layout: &Layout, own: &[(String, String)]) -> Vec<(String, String)> {
+    layout
+        .env
+        .iter()
+        .filter(|(k, _)| !own.iter().any(|(o, _)| o == k))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .chain(own.iter().cloned())
+        .collect()
 }
 
 /// The grader's own output (stdout and stderr, interleaved), as a row of its own worth no

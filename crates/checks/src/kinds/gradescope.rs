@@ -42,6 +42,7 @@ pub const LAYOUT: Layout = Layout {
         "run_autograder",
         "__init__.py",
     ],
+    env: contract::ENV,
 };
 
 /// Seconds since the epoch as RFC 3339 UTC (`created_at`); hand-written to avoid a date crate

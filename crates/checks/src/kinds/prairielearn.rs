@@ -30,6 +30,7 @@ use crate::suite::PrairieLearnCheck;
 pub const LAYOUT: Layout = Layout {
     root: "/grade",
     names: &["student", "tests", "serverFilesCourse", "data", "results"],
+    env: &[],
 };
 
 /// The submission's regular files (relative paths), for `data.json`, at most 64 MiB in all.
