@@ -512,6 +512,33 @@ fn run_autograder_may_pip_install_into_the_system_python() {
     );
 }
 
+/// A PrairieLearn entrypoint script that lost its executable bits (a suite registered over
+/// HTTP multipart carries no modes) still runs: corral makes it runnable when it lays out
+/// `/grade` (else `/bin/sh` answers 126, permission denied).
+#[test]
+fn a_prairielearn_entrypoint_without_its_executable_bits_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let suite = folder(&[
+        (
+            "tests/run.sh",
+            "#!/bin/sh\necho '{\"gradable\": true, \"score\": 1}' > /grade/results/results.json\n",
+        ),
+        (
+            "suite.yaml",
+            "name: modes\nchecks:\n  - id: q\n    points: 2\n    prairielearn:\n      tests: tests\n      entrypoint: /grade/tests/run.sh\n",
+        ),
+    ]);
+    let run = suite.path().join("tests/run.sh");
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let sub = folder(&[("answer.txt", "x\n")]);
+    let (code, json) = corral(
+        &["check", "--json", "--staff"],
+        &suite.path().join("suite.yaml"),
+        sub.path(),
+    );
+    assert_eq!((code, json["score"].as_f64()), (0, Some(2.0)), "{json:#}");
+}
+
 /// A results file over 4 MiB (here a valid one, giving full marks) is an error in both
 /// contracts, never a score: the host reads at most one byte past the cap.
 #[test]
