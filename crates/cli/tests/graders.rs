@@ -539,6 +539,57 @@ fn a_prairielearn_entrypoint_without_its_executable_bits_runs() {
     assert_eq!((code, json["score"].as_f64()), (0, Some(2.0)), "{json:#}");
 }
 
+/// A grader that ends without writing results: the staff text views (`corral check --staff`,
+/// `corral gradescope run`) show why — the end of its output, a `ModuleNotFoundError` here —
+/// under the check's row, and its output row is not a pass; students see neither.
+#[test]
+fn staff_text_views_show_why_a_grader_wrote_no_results() {
+    let ag = folder(&[
+        (
+            "autograder/run_autograder",
+            "#!/bin/sh\nfor i in $(seq 1 40); do echo \"noise $i\"; done\n\
+             echo 'Traceback (most recent call last):' >&2\n\
+             echo \"ModuleNotFoundError: No module named 'gradescope_utils'\" >&2\nexit 0\n",
+        ),
+        (
+            "suite.yaml",
+            "name: broken\nchecks:\n  - id: autograder\n    points: 1\n    gradescope:\n      autograder: autograder\n",
+        ),
+    ]);
+    let sub = folder(&[("answer.txt", "x\n")]);
+    let text = |args: &[&str], first: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(args)
+            .arg(first)
+            .arg(sub.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let suite = ag.path().join("suite.yaml");
+    for (code, t) in [
+        text(&["check", "--staff"], &suite),
+        text(&["gradescope", "run"], &ag.path().join("autograder")),
+    ] {
+        assert_eq!(code, Some(125), "{t}");
+        assert!(t.contains("without writing results/results.json"), "{t}");
+        assert!(
+            t.contains("ModuleNotFoundError: No module named 'gradescope_utils'"),
+            "{t}"
+        );
+        // The last 20 lines, not the whole output.
+        assert!(t.contains("noise 40") && !t.contains("noise 10\n"), "{t}");
+        assert!(!t.contains("\u{2713} the grader's output"), "{t}");
+        assert!(t.contains("\u{2717} the grader's output"), "{t}");
+    }
+    let (_, student) = text(&["check"], &suite);
+    assert!(!student.contains("ModuleNotFoundError"), "{student}");
+}
+
 /// A results file over 4 MiB (here a valid one, giving full marks) is an error in both
 /// contracts, never a score: the host reads at most one byte past the cap.
 #[test]

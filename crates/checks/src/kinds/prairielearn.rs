@@ -18,7 +18,7 @@ use corral_sandbox::Root;
 
 use crate::contracts::prairielearn::{self as contract, Mapped, MAX_RESULTS_BYTES};
 use crate::kinds::grader_run::{
-    ended, output_row, run_grader, runs_as_root_here, GraderRoot, GraderRun, Layout,
+    ended, output_row, output_tail, run_grader, runs_as_root_here, GraderRoot, GraderRun, Layout,
 };
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry};
@@ -225,7 +225,13 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
     | GraderRun::NoResults { outcome }
     | GraderRun::Stopped { outcome, .. } = &run
     {
-        out.children.push(output_row(check, outcome, false));
+        // Staff see the end of the grader's output under the check's row when it wrote no
+        // results.
+        if matches!(run, GraderRun::NoResults { .. } | GraderRun::Stopped { .. }) {
+            out.diagnostics = output_tail(outcome);
+        }
+        let ok = out.error.is_none() && out.stopped_by.is_none();
+        out.children.push(output_row(check, outcome, false, ok));
     }
     out
 }
