@@ -51,6 +51,16 @@ pub fn key(bundle: &Bundle, base: &ImageRoot) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The environment's name and digest, as results record the image a check ran in: the digest
+/// is the key, so it changes with the autograder and with the base's digest (a base name moved
+/// to another image records another environment, and `corral grade` grades again).
+pub fn recorded(bundle: &Bundle, base: &ImageRoot) -> crate::image_root::UsedImage {
+    crate::image_root::UsedImage {
+        name: format!("{}+autograder", base.name),
+        digest: format!("sha256:{}", key(bundle, base)),
+    }
+}
+
 /// An exclusive `flock`, held while the returned file lives.
 fn lock(path: &Path) -> std::io::Result<std::fs::File> {
     let f = std::fs::OpenOptions::new()
@@ -144,9 +154,10 @@ pub fn prepare(
     std::fs::create_dir_all(cache).map_err(|e| io(&format!("creating {}", cache.display()), e))?;
     let done = cache.join(&key);
     let _held = lock(&cache.join(format!("{key}.lock"))).map_err(|e| io("locking the cache", e))?;
+    let recorded = recorded(bundle, base);
     let layered = |layer: PathBuf| ImageRoot {
-        name: format!("{}+autograder", base.name),
-        digest: format!("sha256:{key}"),
+        name: recorded.name.clone(),
+        digest: recorded.digest.clone(),
         layers: std::iter::once(layer)
             .chain(base.layers.iter().cloned())
             .collect(),
