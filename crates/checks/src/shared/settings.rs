@@ -217,6 +217,21 @@ pub fn for_suite(
                 // Unless someone chose a wall-clock limit, a run may last as long as its check.
                 limits.wall_time = corral_sandbox::Millis(timeout);
             }
+            let cpu_given = check.limits.cpu_time.is_some()
+                || suite.limits.cpu_time.is_some()
+                || language
+                    .as_ref()
+                    .is_some_and(|l| l.limits.cpu_time.is_some());
+            let timeout_given = check.timeout.is_some() || suite.timeout.is_some();
+            let grader = matches!(
+                check.kind,
+                CheckKind::Gradescope(_) | CheckKind::PrairieLearn(_)
+            );
+            if grader && timeout_given && !cpu_given {
+                // On PrairieLearn (and Gradescope) the timeout is a grader's only clock: the
+                // default CPU limit would stop a grader they let finish.
+                limits.cpu_time = corral_sandbox::Millis(timeout);
+            }
             let runtime = choose_runtime(suite, check, language.as_ref(), runtime);
             // The language's commands and environment told this check's memory limit.
             let language = language.map(|lang| lang.sized(&limits));
@@ -362,6 +377,45 @@ mod tests {
         let two = planned();
         assert_ne!(two[0], one[0]);
         assert_eq!(two[1].as_ref().map(|i| &i.digest), Some(&second));
+    }
+
+    /// A grader's CPU limit follows its timeout when no one chose one (PrairieLearn's `timeout`
+    /// is its only clock); a CPU limit someone chose, another kind, or no timeout keep theirs.
+    #[test]
+    fn a_graders_cpu_limit_follows_its_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("tests")).unwrap();
+        let cpu = |text: &str| -> Vec<u64> {
+            let s = Suite::parse(text, &dir.path().join("suite.yaml"), false).unwrap();
+            for_suite(
+                &s,
+                &LanguageRegistry::builtin(),
+                None,
+                &BTreeMap::new(),
+                &RuntimePolicy::default(),
+            )
+            .unwrap()
+            .iter()
+            .map(|p| p.limits.cpu_time.0.as_secs())
+            .collect()
+        };
+        let pl = "  - id: pl\n    prairielearn: {tests: tests, entrypoint: x}\n";
+        let steps = "  - id: s\n    steps: [{run: ls}]\n";
+        assert_eq!(
+            cpu(&format!("name: x\ntimeout: 60s\nchecks:\n{pl}{steps}")),
+            vec![60, 5]
+        );
+        assert_eq!(
+            cpu(&format!("name: x\nchecks:\n{pl}    timeout: 30s\n")),
+            vec![30]
+        );
+        assert_eq!(
+            cpu(&format!(
+                "name: x\ntimeout: 60s\nlimits: {{cpu_time: 2s}}\nchecks:\n{pl}"
+            )),
+            vec![2]
+        );
+        assert_eq!(cpu(&format!("name: x\nchecks:\n{pl}")), vec![5]);
     }
 
     #[test]
