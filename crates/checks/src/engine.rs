@@ -74,7 +74,7 @@ pub fn plan(
 /// The images a plan runs in, each once, in suite order.
 pub fn planned_images(settings: &[RunSettings]) -> Vec<UsedImage> {
     let mut out: Vec<UsedImage> = Vec::new();
-    for i in settings.iter().filter_map(|s| UsedImage::of(&s.root)) {
+    for i in settings.iter().filter_map(RunSettings::used_image) {
         if !out.contains(&i) {
             out.push(i);
         }
@@ -113,7 +113,7 @@ pub fn grade(
         .checks
         .iter()
         .zip(&settings)
-        .filter_map(|(c, s)| Some((c, UsedImage::of(&s.root)?)))
+        .filter_map(|(c, s)| Some((c, s.used_image()?)))
         .flat_map(|(c, image)| {
             let items = c.rubric().unwrap_or_default();
             std::iter::once(c.id.clone())

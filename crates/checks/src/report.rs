@@ -67,6 +67,10 @@ pub struct CheckResult {
     /// error, a missing file): the student's to fix, not corral's failure, so not an `error`.
     /// `message` is the grader's, shown to students even on a hidden row.
     pub not_gradable: bool,
+    /// The sandbox limit that stopped the check's program before it could finish (a grader's
+    /// run: no results were read), so a queued submission's verdict can name it (`time_limit`,
+    /// `memory_limit`, …) as a run's does. Not in the JSON report: its script says the reason.
+    pub stopped_by: Option<corral_sandbox::Status>,
     /// A Gradescope test's visibility (`visible`, `hidden`, `after_due_date`,
     /// `after_published`: its own, else its results' default), which `--format gradescope`
     /// keeps. A `hidden` row is left out of students' views entirely (its points still count),
@@ -285,6 +289,13 @@ impl Report {
     /// Some grader refused the submission as not gradable (and nothing failed in corral).
     pub fn not_gradable(&self) -> bool {
         self.results.iter().any(|r| r.not_gradable)
+    }
+
+    /// The first row whose check a sandbox limit stopped (a grader's run), and that limit.
+    pub fn stopped(&self) -> Option<(&CheckResult, corral_sandbox::Status)> {
+        self.results
+            .iter()
+            .find_map(|r| r.stopped_by.map(|s| (r, s)))
     }
 
     /// The images the checks were graded in, each once, in suite order (empty: all on the host).
@@ -828,6 +839,7 @@ mod tests {
             diagnostics: None,
             gradescope: None,
             not_gradable: false,
+            stopped_by: None,
             visibility: None,
             children: Vec::new(),
         }

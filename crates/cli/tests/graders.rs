@@ -482,6 +482,114 @@ fn a_run_autograder_with_windows_line_endings_runs() {
     assert!(message(&json, "autograder").starts_with("kept"), "{json:#}");
 }
 
+/// run_autograder may `pip3 install` into the system Python as on Gradescope's images, where
+/// Debian's would refuse (PEP 668): it gets `PIP_BREAK_SYSTEM_PACKAGES=1` (so does setup.sh's
+/// build, see `grader_env`'s test).
+#[test]
+fn run_autograder_may_pip_install_into_the_system_python() {
+    let ag = folder(&[
+        (
+            "autograder/run_autograder",
+            "#!/bin/sh\nprintf '{\"score\": 1, \"output\": \"%s\"}' \"$(env | grep ^PIP_)\" \
+             > /autograder/results/results.json\n",
+        ),
+        (
+            "suite.yaml",
+            "name: pip\nchecks:\n  - id: autograder\n    points: 1\n    gradescope:\n      autograder: autograder\n",
+        ),
+    ]);
+    let sub = folder(&[("answer.txt", "x\n")]);
+    let (code, json) = corral(
+        &["check", "--json", "--staff"],
+        &ag.path().join("suite.yaml"),
+        sub.path(),
+    );
+    assert_eq!((code, json["score"].as_f64()), (0, Some(1.0)), "{json:#}");
+    assert_eq!(
+        message(&json, "autograder").lines().next(),
+        Some("PIP_BREAK_SYSTEM_PACKAGES=1"),
+        "{json:#}"
+    );
+}
+
+/// A PrairieLearn entrypoint script that lost its executable bits (a suite registered over
+/// HTTP multipart carries no modes) still runs: corral makes it runnable when it lays out
+/// `/grade` (else `/bin/sh` answers 126, permission denied).
+#[test]
+fn a_prairielearn_entrypoint_without_its_executable_bits_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let suite = folder(&[
+        (
+            "tests/run.sh",
+            "#!/bin/sh\necho '{\"gradable\": true, \"score\": 1}' > /grade/results/results.json\n",
+        ),
+        (
+            "suite.yaml",
+            "name: modes\nchecks:\n  - id: q\n    points: 2\n    prairielearn:\n      tests: tests\n      entrypoint: /grade/tests/run.sh\n",
+        ),
+    ]);
+    let run = suite.path().join("tests/run.sh");
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let sub = folder(&[("answer.txt", "x\n")]);
+    let (code, json) = corral(
+        &["check", "--json", "--staff"],
+        &suite.path().join("suite.yaml"),
+        sub.path(),
+    );
+    assert_eq!((code, json["score"].as_f64()), (0, Some(2.0)), "{json:#}");
+}
+
+/// A grader that ends without writing results: the staff text views (`corral check --staff`,
+/// `corral gradescope run`) show why — the end of its output, a `ModuleNotFoundError` here —
+/// under the check's row, and its output row is not a pass; students see neither.
+#[test]
+fn staff_text_views_show_why_a_grader_wrote_no_results() {
+    let ag = folder(&[
+        (
+            "autograder/run_autograder",
+            "#!/bin/sh\nfor i in $(seq 1 40); do echo \"noise $i\"; done\n\
+             echo 'Traceback (most recent call last):' >&2\n\
+             echo \"ModuleNotFoundError: No module named 'gradescope_utils'\" >&2\nexit 0\n",
+        ),
+        (
+            "suite.yaml",
+            "name: broken\nchecks:\n  - id: autograder\n    points: 1\n    gradescope:\n      autograder: autograder\n",
+        ),
+    ]);
+    let sub = folder(&[("answer.txt", "x\n")]);
+    let text = |args: &[&str], first: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(args)
+            .arg(first)
+            .arg(sub.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let suite = ag.path().join("suite.yaml");
+    for (code, t) in [
+        text(&["check", "--staff"], &suite),
+        text(&["gradescope", "run"], &ag.path().join("autograder")),
+    ] {
+        assert_eq!(code, Some(125), "{t}");
+        assert!(t.contains("without writing results/results.json"), "{t}");
+        assert!(
+            t.contains("ModuleNotFoundError: No module named 'gradescope_utils'"),
+            "{t}"
+        );
+        // The last 20 lines, not the whole output.
+        assert!(t.contains("noise 40") && !t.contains("noise 10\n"), "{t}");
+        assert!(!t.contains("\u{2713} the grader's output"), "{t}");
+        assert!(t.contains("\u{2717} the grader's output"), "{t}");
+    }
+    let (_, student) = text(&["check"], &suite);
+    assert!(!student.contains("ModuleNotFoundError"), "{student}");
+}
+
 /// A results file over 4 MiB (here a valid one, giving full marks) is an error in both
 /// contracts, never a score: the host reads at most one byte past the cap.
 #[test]

@@ -323,6 +323,54 @@ fn a_not_gradable_submission_reaches_the_student_and_keeps_the_earlier_grade() {
     });
 }
 
+/// A grader a limit stopped graded nothing: the queued submission's verdict names the limit
+/// (`time_limit` for the wall clock, `memory_limit`), as a run's does, with the reason in the
+/// message; never `wrong_answer`.
+#[test]
+fn a_grader_stopped_by_a_limit_gets_that_limits_verdict() {
+    let s = Server::start("[submissions]\nworkers = 1\n", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let student = s.token("student").await;
+        for (id, run, limits, verdict, reason) in [
+            (
+                "sleeps",
+                "#!/bin/sh\nsleep 30\n",
+                "{}",
+                "time_limit",
+                "wall time limit of 2s exceeded",
+            ),
+            (
+                "hog",
+                "#!/bin/sh\nexec python3 -c 'x = bytearray(512 << 20)'\n",
+                "{memory: 64M}",
+                "memory_limit",
+                "memory limit of 64M exceeded",
+            ),
+        ] {
+            let suite = format!(
+                "name: {id}\ntimeout: 2s\nchecks:\n  - id: autograder\n    points: 1\n    \
+                 limits: {limits}\n    gradescope: {{autograder: ag}}\n"
+            );
+            let files = [("ag/run_autograder".to_string(), run.as_bytes().to_vec())];
+            register(&s, &staff, id, &suite, &files).await;
+            let v = submit(&s, &student, id, &[("a.txt".into(), b"a".to_vec())]).await;
+            let v = finished(&s, &student, v["id"].as_str().unwrap(), "").await;
+            assert_eq!(
+                (&v["status"], &v["verdict"], v["score"].as_f64()),
+                (&json!("done"), &json!(verdict), Some(0.0)),
+                "{id}: {v:#}"
+            );
+            let m = v["message"].as_str().unwrap_or_default();
+            assert_eq!(
+                m,
+                format!("autograder: run_autograder was stopped: {reason}"),
+                "{id}: {v:#}"
+            );
+        }
+    });
+}
+
 #[test]
 fn a_remote_worker_runs_a_registered_autograder() {
     let s = Server::start("[submissions]\nworkers = 0\n", &[]);

@@ -286,12 +286,26 @@ fn grade_suite(
     } else {
         View::Student
     };
+    // A grader a limit stopped graded nothing: the verdict names the limit, as a run's does.
+    let stopped = report.stopped().and_then(|(row, status)| {
+        let kind = match status {
+            Status::TimeLimit | Status::WallTimeLimit => VerdictKind::TimeLimit,
+            Status::MemoryLimit => VerdictKind::MemoryLimit,
+            Status::OutputLimit => VerdictKind::OutputLimit,
+            Status::BlockedSyscall => VerdictKind::RuntimeError,
+            _ => return None,
+        };
+        let why = row.visible_message(view).unwrap_or_default();
+        Some((kind, format!("{}: {why}", row.id)))
+    });
     let verdict = if report.has_errors() {
         VerdictKind::InternalError
     } else if report.not_gradable() {
         VerdictKind::NotGradable
     } else if report.passed() {
         VerdictKind::Accepted
+    } else if let Some((kind, _)) = &stopped {
+        *kind
     } else {
         VerdictKind::WrongAnswer
     };
@@ -313,6 +327,10 @@ fn grade_suite(
                     .collect::<Vec<_>>()
                     .join("\n"),
             ),
+            VerdictKind::TimeLimit
+            | VerdictKind::MemoryLimit
+            | VerdictKind::OutputLimit
+            | VerdictKind::RuntimeError => stopped.map(|(_, why)| why),
             _ => None,
         },
         checks: Some(report.to_json(view)),

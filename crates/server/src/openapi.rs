@@ -696,6 +696,7 @@ mod tests {
             diagnostics: Some("stderr".into()),
             gradescope: None,
             not_gradable: false,
+            stopped_by: None,
             visibility: None,
             children: Vec::new(),
         };

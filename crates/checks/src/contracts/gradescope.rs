@@ -329,6 +329,7 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
             diagnostics: None,
             gradescope: None,
             not_gradable: false,
+            stopped_by: None,
             children: Vec::new(),
         });
     }
@@ -739,6 +740,12 @@ mod tests {
         assert!(m["previous_submissions"].as_array().unwrap().is_empty());
     }
 }
+
+/// Variables `setup.sh` and `run_autograder` get, as Gradescope's base images give them what
+/// they need: Gradescope's Ubuntu images let `pip3 install` write to the system Python, which
+/// Debian's and newer Ubuntu's refuse (PEP 668: `error: externally-managed-environment`), so an
+/// unmodified `setup.sh` that `pip3 install -r requirements.txt` works on such a base too.
+pub const ENV: &[(&str, &str)] = &[("PIP_BREAK_SYSTEM_PACKAGES", "1")];
 
 /// A script with Unix line endings: Gradescope's image build runs `dos2unix` on
 /// `/autograder/run_autograder` and `setup.sh`, so autograders written on Windows (CRLF) run

@@ -175,6 +175,7 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
                 diagnostics: None,
                 gradescope: None,
                 not_gradable: false,
+                stopped_by: None,
                 visibility: None,
                 children: Vec::new(),
             }

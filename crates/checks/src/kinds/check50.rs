@@ -311,6 +311,7 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
         diagnostics: None,
         gradescope: None,
         not_gradable: false,
+        stopped_by: None,
         visibility: None,
         children: Vec::new(),
     };
@@ -413,6 +414,7 @@ fn item_row(check: &Check, item: &Check50Item, row: &RubricItem, r: &Check50Resu
         diagnostics: None,
         gradescope: None,
         not_gradable: false,
+        stopped_by: None,
         visibility: None,
         children: Vec::new(),
     }

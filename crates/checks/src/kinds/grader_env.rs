@@ -51,6 +51,16 @@ pub fn key(bundle: &Bundle, base: &ImageRoot) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The environment's name and digest, as results record the image a check ran in: the digest
+/// is the key, so it changes with the autograder and with the base's digest (a base name moved
+/// to another image records another environment, and `corral grade` grades again).
+pub fn recorded(bundle: &Bundle, base: &ImageRoot) -> crate::image_root::UsedImage {
+    crate::image_root::UsedImage {
+        name: format!("{}+autograder", base.name),
+        digest: format!("sha256:{}", key(bundle, base)),
+    }
+}
+
 /// An exclusive `flock`, held while the returned file lives.
 fn lock(path: &Path) -> std::io::Result<std::fs::File> {
     let f = std::fs::OpenOptions::new()
@@ -103,6 +113,34 @@ fn defuse(dir: &Path, depth: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The build run of `setup.sh` (in `source`) on `base`, its changes landing in `upper`.
+fn setup_spec(base: &ImageRoot, upper: &Path, source: &Path) -> RunSpec {
+    let mut spec = RunSpec::new(vec!["/bin/sh".into(), "-c".into(), SETUP_COMMAND.into()]);
+    spec.root = Root::Image(ImageRoot {
+        upper: Some(upper.to_path_buf()),
+        ..base.clone()
+    });
+    spec.network = true;
+    spec.mounts = vec![Mount {
+        src: source.to_path_buf(),
+        dst: PathBuf::from("/autograder/source"),
+        writable: false,
+    }];
+    spec.env = crate::contracts::gradescope::ENV
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    // Gradescope gives setup.sh minutes; package installs need memory and processes.
+    spec.limits.wall_time = Millis(Duration::from_secs(900));
+    spec.limits.cpu_time = Millis(Duration::from_secs(600));
+    spec.limits.memory = Size(2 << 30);
+    spec.limits.pids = 512;
+    spec.limits.output = Size(16 << 20);
+    spec.limits.disk = Size(1 << 30);
+    spec.limits.file_size = Size(1 << 30);
+    spec
+}
+
 /// The environment of `bundle` on `base`: the cached layer, or `setup.sh` run now (in a fresh
 /// build sandbox of `host`) when there is none. `cache` is the folder of every key's layer.
 pub fn prepare(
@@ -116,9 +154,10 @@ pub fn prepare(
     std::fs::create_dir_all(cache).map_err(|e| io(&format!("creating {}", cache.display()), e))?;
     let done = cache.join(&key);
     let _held = lock(&cache.join(format!("{key}.lock"))).map_err(|e| io("locking the cache", e))?;
+    let recorded = recorded(bundle, base);
     let layered = |layer: PathBuf| ImageRoot {
-        name: format!("{}+autograder", base.name),
-        digest: format!("sha256:{key}"),
+        name: recorded.name.clone(),
+        digest: recorded.digest.clone(),
         layers: std::iter::once(layer)
             .chain(base.layers.iter().cloned())
             .collect(),
@@ -163,25 +202,7 @@ pub fn prepare(
         let _ = std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755));
         let _ = std::fs::set_permissions(&source, std::fs::Permissions::from_mode(0o755));
     }
-    let mut spec = RunSpec::new(vec!["/bin/sh".into(), "-c".into(), SETUP_COMMAND.into()]);
-    spec.root = Root::Image(ImageRoot {
-        upper: Some(upper.clone()),
-        ..base.clone()
-    });
-    spec.network = true;
-    spec.mounts = vec![Mount {
-        src: source.clone(),
-        dst: PathBuf::from("/autograder/source"),
-        writable: false,
-    }];
-    // Gradescope gives setup.sh minutes; package installs need memory and processes.
-    spec.limits.wall_time = Millis(Duration::from_secs(900));
-    spec.limits.cpu_time = Millis(Duration::from_secs(600));
-    spec.limits.memory = Size(2 << 30);
-    spec.limits.pids = 512;
-    spec.limits.output = Size(16 << 20);
-    spec.limits.disk = Size(1 << 30);
-    spec.limits.file_size = Size(1 << 30);
+    let spec = setup_spec(base, &upper, &source);
     tracing::info!(%key, base = %base.name, "running the autograder's setup.sh");
     let outcome = corral_sandbox::run_fresh(host, &spec, &mut NoSink);
     if outcome.status != Status::Ok {
@@ -210,4 +231,33 @@ pub fn prepare(
         built_now: true,
         key: format!("sha256:{key}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An unmodified `setup.sh` that `pip3 install`s works on a Debian base (PEP 668), as on
+    /// Gradescope's images: the build run says pip may.
+    #[test]
+    fn setup_sh_may_pip_install_into_the_system_python() {
+        let base = ImageRoot {
+            name: "debian:bookworm".into(),
+            digest: format!("sha256:{}", "ab".repeat(32)),
+            layers: vec![PathBuf::from("/nonexistent/layer")],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            working_dir: None,
+            upper: None,
+            as_root: false,
+            claim: Default::default(),
+        };
+        let spec = setup_spec(&base, Path::new("/tmp/upper"), Path::new("/tmp/source"));
+        assert!(
+            spec.env
+                .contains(&("PIP_BREAK_SYSTEM_PACKAGES".to_string(), "1".to_string())),
+            "{:?}",
+            spec.env
+        );
+        assert!(spec.network);
+    }
 }

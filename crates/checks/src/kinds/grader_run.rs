@@ -24,6 +24,8 @@ pub struct Layout {
     /// `/autograder` or `/grade`.
     pub root: &'static str,
     pub names: &'static [&'static str],
+    /// Variables the platform gives every grader, under the check's own (its language's).
+    pub env: &'static [(&'static str, &'static str)],
 }
 
 /// What a grader runs on: `root` (the host's system folders or an image), and whether as root of
@@ -120,7 +122,7 @@ pub fn run_grader(
     // The root decides the environment: the image's `Env` under the check's own variables,
     // and root's `HOME` and `USER` in root mode.
     spec.root = root;
-    spec.env = cx.settings.env.clone();
+    spec.env = grader_env(layout, &cx.settings.env);
     // The check's or suite's `seccomp:` (a grader starts other programs, so a language's
     // `no_spawn` is left out, as for the other harnesses): Otter's Jupyter kernel needs the
     // `list_interfaces` grant, given there.
@@ -145,16 +147,49 @@ pub fn run_grader(
     }
 }
 
+/// The grader's variables: the platform's (`layout.env`), then the check's own, which win.
+fn grader_env(layout: &Layout, own: &[(String, String)]) -> Vec<(String, String)> {
+    layout
+        .env
+        .iter()
+        .filter(|(k, _)| !own.iter().any(|(o, _)| o == k))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .chain(own.iter().cloned())
+        .collect()
+}
+
+/// Lines of the grader's output staff see when it wrote no results.
+const TAIL_LINES: usize = 20;
+
+/// The end of the grader's output (its last [`TAIL_LINES`] lines, 4 KiB at most), for the
+/// check's staff-only diagnostics when it wrote no results (or was stopped): why it failed (a
+/// traceback, `ModuleNotFoundError: No module named 'gradescope_utils'`) is usually there, and
+/// the text views show no script. `None` when it printed nothing.
+pub fn output_tail(outcome: &Outcome) -> Option<String> {
+    let text = outcome.script.text();
+    if text.trim().is_empty() {
+        return None;
+    }
+    let tail = crate::shared::text::output_tail(text.trim_end().as_bytes(), 4096);
+    let lines: Vec<&str> = tail.lines().collect();
+    Some(format!(
+        "the grader's output ends:\n{}",
+        lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
+    ))
+}
+
 /// The grader's own output (stdout and stderr, interleaved), as a row of its own worth no
 /// points: `CHECK/output`, hidden from students unless `visible` (Gradescope's
 /// `stdout_visibility`), so staff always see it and students see it only when the grader says.
-pub fn output_row(check: &Check, outcome: &Outcome, visible: bool) -> CheckResult {
+/// A failed row when the grader failed (`ok` false: no results, stopped, malformed), so no
+/// view shows it as passed.
+pub fn output_row(check: &Check, outcome: &Outcome, visible: bool, ok: bool) -> CheckResult {
     let text = crate::report::cut_text(&outcome.script.text(), MAX_VALUE, "\n[… cut]");
     CheckResult {
         id: format!("{}/output", check.id),
         description: "the grader's output".into(),
         dependencies: vec![check.id.clone()],
-        result: Some(true),
+        result: Some(ok),
         script: vec![ScriptEntry {
             expected: Observation::new("run", json!(null)),
             actual: Observation::new("output", text),
@@ -168,6 +203,7 @@ pub fn output_row(check: &Check, outcome: &Outcome, visible: bool) -> CheckResul
         diagnostics: None,
         gradescope: None,
         not_gradable: false,
+        stopped_by: None,
         visibility: None,
         children: Vec::new(),
     }

@@ -20,7 +20,7 @@ use corral_sandbox::Root;
 use crate::contracts::gradescope::{self as contract, Assignment, Visibility, MAX_RESULTS_BYTES};
 use crate::kinds::grader_env;
 use crate::kinds::grader_run::{
-    ended, output_row, run_grader, runs_as_root_here, GraderRoot, GraderRun, Layout,
+    ended, output_row, output_tail, run_grader, runs_as_root_here, GraderRoot, GraderRun, Layout,
 };
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, GradescopeExtras, Observation, ScriptEntry};
@@ -42,6 +42,7 @@ pub const LAYOUT: Layout = Layout {
         "run_autograder",
         "__init__.py",
     ],
+    env: contract::ENV,
 };
 
 /// Seconds since the epoch as RFC 3339 UTC (`created_at`); hand-written to avoid a date crate
@@ -230,11 +231,14 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
             Some(e.clone()),
             format!("could not be checked: {e}"),
         ),
-        GraderRun::Stopped { reason, .. } => fail(
-            parent,
-            None,
-            format!("run_autograder was stopped: {reason}"),
-        ),
+        GraderRun::Stopped { reason, outcome } => CheckResult {
+            stopped_by: Some(outcome.status),
+            ..fail(
+                parent,
+                None,
+                format!("run_autograder was stopped: {reason}"),
+            )
+        },
         GraderRun::NoResults { outcome } => {
             let why = format!(
                 "run_autograder ended ({}) without writing results/results.json (or left a link \
@@ -262,15 +266,19 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
                 }
                 let visible = results.stdout_visibility == Some(Visibility::Visible);
                 if let Some(o) = outcome {
-                    parent.children.push(output_row(check, o, visible));
+                    parent.children.push(output_row(check, o, visible, true));
                 }
                 return parent;
             }
         },
     };
-    // Staff see the autograder's output even when it failed.
+    // Staff see the autograder's output even when it failed, and its end under the check's
+    // row when it wrote no results.
     if let Some(o) = outcome {
-        out.children.push(output_row(check, o, false));
+        if matches!(run, GraderRun::NoResults { .. } | GraderRun::Stopped { .. }) {
+            out.diagnostics = output_tail(o);
+        }
+        out.children.push(output_row(check, o, false, false));
     }
     out
 }

@@ -18,7 +18,7 @@ use corral_sandbox::Root;
 
 use crate::contracts::prairielearn::{self as contract, Mapped, MAX_RESULTS_BYTES};
 use crate::kinds::grader_run::{
-    ended, output_row, run_grader, runs_as_root_here, GraderRoot, GraderRun, Layout,
+    ended, output_row, output_tail, run_grader, runs_as_root_here, GraderRoot, GraderRun, Layout,
 };
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry};
@@ -30,6 +30,7 @@ use crate::suite::PrairieLearnCheck;
 pub const LAYOUT: Layout = Layout {
     root: "/grade",
     names: &["student", "tests", "serverFilesCourse", "data", "results"],
+    env: &[],
 };
 
 /// The submission's regular files (relative paths), for `data.json`, at most 64 MiB in all.
@@ -63,6 +64,20 @@ fn student_files(dir: &Path) -> std::io::Result<Vec<(String, Vec<u8>)>> {
     Ok(out)
 }
 
+/// The grader's own file the entrypoint runs, relative to `/grade`, when its command is one
+/// (`/grade/tests/run.sh`, `tests/run.sh` from `/grade`): `None` for `python3 …` and the like.
+fn entry_script(entrypoint: &str) -> Option<&str> {
+    let first = entrypoint.split_whitespace().next()?;
+    let rel = match first.strip_prefix("/grade/") {
+        Some(rel) => rel,
+        None if first.starts_with('/') => return None,
+        None => first,
+    };
+    let rel = rel.trim_start_matches("./");
+    let own = rel.starts_with("tests/") || rel.starts_with("serverFilesCourse/");
+    (own && !rel.split('/').any(|c| c == ".." || c == ".")).then_some(rel)
+}
+
 /// `/grade`'s contents in `dir`. As root the grader makes `/grade/results` itself, as
 /// PrairieLearn documents ("not automatically created"); as the sandbox's user, `/grade` is
 /// read-only, so corral makes it.
@@ -80,6 +95,16 @@ fn stage_layout(
     std::fs::create_dir_all(&course)?;
     if let Some(b) = &pc.course_bundle {
         b.write_to(&course)?;
+    }
+    // PrairieLearn runs the entrypoint as its files' modes allow; a suite registered over HTTP
+    // multipart has no modes to keep (a tar archive has), so the script it names is made
+    // runnable whatever its mode said.
+    if let Some(rel) = entry_script(&pc.entrypoint) {
+        use std::os::unix::fs::PermissionsExt;
+        let script = dir.join(rel);
+        if std::fs::symlink_metadata(&script).is_ok_and(|m| m.is_file()) {
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+        }
     }
     if !as_root {
         std::fs::create_dir_all(dir.join("results"))?;
@@ -152,8 +177,9 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
     }];
     let mut out = match &run {
         GraderRun::Error(e) => errored(parent, e.clone()),
-        GraderRun::Stopped { reason, .. } => {
+        GraderRun::Stopped { reason, outcome } => {
             parent.message = Some(format!("the grader was stopped: {reason}"));
+            parent.stopped_by = Some(outcome.status);
             parent
         }
         GraderRun::NoResults { outcome } => errored(
@@ -199,7 +225,13 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
     | GraderRun::NoResults { outcome }
     | GraderRun::Stopped { outcome, .. } = &run
     {
-        out.children.push(output_row(check, outcome, false));
+        // Staff see the end of the grader's output under the check's row when it wrote no
+        // results.
+        if matches!(run, GraderRun::NoResults { .. } | GraderRun::Stopped { .. }) {
+            out.diagnostics = output_tail(outcome);
+        }
+        let ok = out.error.is_none() && out.stopped_by.is_none();
+        out.children.push(output_row(check, outcome, false, ok));
     }
     out
 }
@@ -207,5 +239,24 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
 impl CheckRunner for PrairieLearnCheck {
     fn run(&self, cx: &CheckContext<'_>) -> (CheckResult, Option<PathBuf>) {
         (run_check(cx, self), None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_entrypoints_script_is_found_among_the_graders_files() {
+        use super::entry_script;
+        assert_eq!(entry_script("/grade/tests/run.sh"), Some("tests/run.sh"));
+        assert_eq!(entry_script("tests/run.sh --x"), Some("tests/run.sh"));
+        assert_eq!(entry_script("./tests/run.sh"), Some("tests/run.sh"));
+        assert_eq!(
+            entry_script("/grade/serverFilesCourse/grade"),
+            Some("serverFilesCourse/grade")
+        );
+        assert_eq!(entry_script("python3 /grade/tests/grade.py"), None);
+        assert_eq!(entry_script("/python_autograder/run.sh"), None);
+        assert_eq!(entry_script("/grade/student/x.sh"), None);
+        assert_eq!(entry_script("/grade/tests/../student/x.sh"), None);
     }
 }

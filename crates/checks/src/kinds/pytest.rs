@@ -963,6 +963,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
             diagnostics: None,
             gradescope: None,
             not_gradable: false,
+            stopped_by: None,
             visibility: None,
             children: Vec::new(),
         });
@@ -1030,6 +1031,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
         diagnostics: (!diagnostics.is_empty()).then(|| diagnostics.join("\n")),
         gradescope: None,
         not_gradable: false,
+        stopped_by: None,
         visibility: None,
         children,
     };

@@ -21,6 +21,7 @@ pub fn row(check: &Check) -> CheckResult {
         diagnostics: None,
         gradescope: None,
         not_gradable: false,
+        stopped_by: None,
         visibility: None,
         children: Vec::new(),
     }
@@ -69,6 +70,7 @@ pub fn items_not_run(
             diagnostics: None,
             gradescope: None,
             not_gradable: false,
+            stopped_by: None,
             visibility: None,
             children: Vec::new(),
         })

@@ -9,7 +9,7 @@ use corral_images::Store as ImageStore;
 use corral_sandbox::{Limits, Mount, Restrictions, Root, Runtime, RuntimePolicy};
 
 use crate::error::GradeError;
-use crate::image_root;
+use crate::image_root::{self, UsedImage};
 use crate::language_registry::{Language, LanguageRegistry};
 use crate::suite::{Check, CheckKind, Command, Step, Suite};
 
@@ -31,9 +31,20 @@ pub struct RunSettings {
     /// The kernel of the check's sandboxes: the check's, else the suite's, else its language's,
     /// else the caller's default; gVisor whatever they say under the caller's `force_gvisor`.
     pub runtime: Runtime,
+    /// A grader's own image (its kind resolves it when it runs, not through `root`): a
+    /// Gradescope check's environment over its `base`, a PrairieLearn check's `image`. `None`
+    /// when it names none, or the store lacks it (the check says why when it runs).
+    pub grader_image: Option<UsedImage>,
 }
 
 impl RunSettings {
+    /// The image the check is graded in, as results record it (`None`: the host's folders).
+    pub fn used_image(&self) -> Option<UsedImage> {
+        self.grader_image
+            .clone()
+            .or_else(|| UsedImage::of(&self.root))
+    }
+
     /// What a `run` step of `cmd` (as the suite wrote it) executes, and under which seccomp
     /// profile: the check's or suite's when it names one; otherwise the language's for a run of
     /// the language's program (`{run}`), and the default for anything else (compilers, tools and
@@ -206,6 +217,21 @@ pub fn for_suite(
                 // Unless someone chose a wall-clock limit, a run may last as long as its check.
                 limits.wall_time = corral_sandbox::Millis(timeout);
             }
+            let cpu_given = check.limits.cpu_time.is_some()
+                || suite.limits.cpu_time.is_some()
+                || language
+                    .as_ref()
+                    .is_some_and(|l| l.limits.cpu_time.is_some());
+            let timeout_given = check.timeout.is_some() || suite.timeout.is_some();
+            let grader = matches!(
+                check.kind,
+                CheckKind::Gradescope(_) | CheckKind::PrairieLearn(_)
+            );
+            if grader && timeout_given && !cpu_given {
+                // On PrairieLearn (and Gradescope) the timeout is a grader's only clock: the
+                // default CPU limit would stop a grader they let finish.
+                limits.cpu_time = corral_sandbox::Millis(timeout);
+            }
             let runtime = choose_runtime(suite, check, language.as_ref(), runtime);
             // The language's commands and environment told this check's memory limit.
             let language = language.map(|lang| lang.sized(&limits));
@@ -222,9 +248,28 @@ pub fn for_suite(
                 root,
                 seccomp: suite.seccomp_of(check).cloned(),
                 runtime,
+                grader_image: grader_image(check, images, pins),
             })
         })
         .collect()
+}
+
+/// The image a grader check's kind will run in, resolved as the kind resolves it (pinned):
+/// results record it, and `corral grade` keeps a stored result only when it is unchanged.
+fn grader_image(
+    check: &Check,
+    images: Option<&ImageStore>,
+    pins: &BTreeMap<String, String>,
+) -> Option<UsedImage> {
+    let resolve = |r: &str| image_root::resolve(images?, &image_root::pinned(r, pins)).ok();
+    match &check.kind {
+        CheckKind::Gradescope(gc) => {
+            let base = resolve(gc.base.as_deref()?)?;
+            Some(crate::kinds::grader_env::recorded(&gc.bundle, &base))
+        }
+        CheckKind::PrairieLearn(pc) => UsedImage::of(&Root::Image(resolve(pc.image.as_deref()?)?)),
+        _ => None,
+    }
 }
 
 /// Whether a `run` step of the check mentions `placeholder`.
@@ -284,6 +329,93 @@ mod tests {
         let pins = BTreeMap::from([("course/numpy:1".to_string(), suite_digest.clone())]);
         let plans = plan(&s, &pins).unwrap();
         assert_eq!(digest_of(&plans[1].root), suite_digest);
+    }
+
+    /// A Gradescope check records its environment (over its base's digest), a PrairieLearn
+    /// check its image, so results name them and `corral grade` grades again when the base
+    /// name moves to another image.
+    #[test]
+    fn a_graders_image_is_planned_and_follows_its_bases_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ImageStore::open(&dir.path().join("data")).unwrap();
+        let ag = dir.path().join("course/autograder");
+        std::fs::create_dir_all(&ag).unwrap();
+        std::fs::write(ag.join("run_autograder"), "#!/bin/sh\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("course/tests")).unwrap();
+        let s = Suite::parse(
+            "name: x\nchecks:\n  - id: gs\n    gradescope: {autograder: autograder, base: \"course/base:1\"}\n  - id: pl\n    prairielearn: {tests: tests, entrypoint: x, image: \"course/base:1\"}\n  - id: plain\n    steps: [{run: ls}]\n",
+            &dir.path().join("course/suite.yaml"),
+            false,
+        )
+        .unwrap();
+        let registry = LanguageRegistry::builtin();
+        let planned = || {
+            let plans = for_suite(
+                &s,
+                &registry,
+                Some(&store),
+                &BTreeMap::new(),
+                &RuntimePolicy::default(),
+            )
+            .unwrap();
+            plans
+                .iter()
+                .map(RunSettings::used_image)
+                .collect::<Vec<_>>()
+        };
+        // Not in the store yet: nothing recorded (the check says why when it runs).
+        assert_eq!(planned(), vec![None, None, None]);
+        let first = test_image(&store, &dir.path().join("a"), "course/base:1");
+        let one = planned();
+        let gs = one[0].clone().unwrap();
+        assert_eq!(gs.name, "course/base:1+autograder");
+        assert_ne!(gs.digest, first);
+        assert_eq!(one[1].as_ref().map(|i| &i.digest), Some(&first));
+        assert_eq!(one[2], None);
+        // The base's name moves to another image: another environment.
+        let second = test_image(&store, &dir.path().join("b"), "course/base:1");
+        let two = planned();
+        assert_ne!(two[0], one[0]);
+        assert_eq!(two[1].as_ref().map(|i| &i.digest), Some(&second));
+    }
+
+    /// A grader's CPU limit follows its timeout when no one chose one (PrairieLearn's `timeout`
+    /// is its only clock); a CPU limit someone chose, another kind, or no timeout keep theirs.
+    #[test]
+    fn a_graders_cpu_limit_follows_its_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("tests")).unwrap();
+        let cpu = |text: &str| -> Vec<u64> {
+            let s = Suite::parse(text, &dir.path().join("suite.yaml"), false).unwrap();
+            for_suite(
+                &s,
+                &LanguageRegistry::builtin(),
+                None,
+                &BTreeMap::new(),
+                &RuntimePolicy::default(),
+            )
+            .unwrap()
+            .iter()
+            .map(|p| p.limits.cpu_time.0.as_secs())
+            .collect()
+        };
+        let pl = "  - id: pl\n    prairielearn: {tests: tests, entrypoint: x}\n";
+        let steps = "  - id: s\n    steps: [{run: ls}]\n";
+        assert_eq!(
+            cpu(&format!("name: x\ntimeout: 60s\nchecks:\n{pl}{steps}")),
+            vec![60, 5]
+        );
+        assert_eq!(
+            cpu(&format!("name: x\nchecks:\n{pl}    timeout: 30s\n")),
+            vec![30]
+        );
+        assert_eq!(
+            cpu(&format!(
+                "name: x\ntimeout: 60s\nlimits: {{cpu_time: 2s}}\nchecks:\n{pl}"
+            )),
+            vec![2]
+        );
+        assert_eq!(cpu(&format!("name: x\nchecks:\n{pl}")), vec![5]);
     }
 
     #[test]
