@@ -38,7 +38,7 @@ pub use corral_seccomp::{Restrictions, RestrictionsError};
 pub use error::{SandboxError, SpecError};
 pub use execution::Execution;
 pub use host::Host;
-pub use hostfs::exists as exists_beneath;
+pub use hostfs::{exists as exists_beneath, openat2_retrying};
 pub use inside::init::{init_main, INIT_ARG};
 pub use limits::{host_open_files_max, Limits, LimitsRequest, Millis, Size};
 pub use outcome::{Captured, Outcome, Status, Usage};

@@ -19,6 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
+use corral_sandbox::openat2_retrying;
 use nix::errno::Errno;
 use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstatat, FileStat, SFlag};
@@ -69,7 +70,7 @@ impl Source {
         let how = OpenHow::new()
             .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
             .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-        let root = openat2(base.as_fd(), src, how).map_err(|e| match e {
+        let root = openat2_retrying(base.as_fd(), src, how).map_err(|e| match e {
             Errno::EXDEV => {
                 format!("src {src:?} leaves the build file's folder (through '..' or a symlink)")
             }
