@@ -88,7 +88,20 @@ pub struct CheckResult {
 pub struct GradescopeExtras {
     pub leaderboard: Vec<Value>,
     pub extra_data: Option<Value>,
+    /// The autograder's own top-level `output` (what Gradescope shows above the tests).
+    pub output: Option<String>,
 }
+
+/// Script kinds of a grader's own bookkeeping, left out of a Gradescope test's `output`: its
+/// fields (name, score, status) or the export's other keys already carry them.
+const GRADER_BOOKKEEPING: [&str; 6] = [
+    "test",
+    "tags",
+    "extra_data",
+    "execution_time",
+    "leaderboard",
+    "setup",
+];
 
 /// The key of Gradescope's `extra_data` under which an autograder's own keys go when corral's
 /// (or an earlier autograder's) already hold their names, by check id (see
@@ -406,6 +419,19 @@ impl Report {
                     out.push(m);
                 }
                 for e in r.visible_script(view) {
+                    match (e.expected.kind.as_str(), e.actual.kind.as_str()) {
+                        // An autograder's own bookkeeping (its test's name and result, tags,
+                        // timing, the cached environment): the row's fields say it already.
+                        (k, _) if GRADER_BOOKKEEPING.contains(&k) => continue,
+                        // A grader's log: the text, as Gradescope shows a log.
+                        ("run", "output") => {
+                            if let Some(log) = e.actual.value.as_str().filter(|t| !t.is_empty()) {
+                                out.push(log.to_string());
+                            }
+                            continue;
+                        }
+                        _ => {}
+                    }
                     if e.expected != e.actual {
                         out.push(format!(
                             "expected {}: {}, actual {}: {}",
@@ -432,11 +458,18 @@ impl Report {
                 })
             })
             .collect();
-        let mut output = format!(
+        // The autograders' own top-level outputs first, as Gradescope shows them; then corral's
+        // count of the rows.
+        let mut output: String = shown
+            .iter()
+            .filter_map(|r| r.gradescope.as_deref()?.output.as_deref())
+            .map(|o| format!("{o}\n\n"))
+            .collect();
+        output.push_str(&format!(
             "{} of {} checks passed.",
             shown.iter().filter(|r| r.result == Some(true)).count(),
             shown.len()
-        );
+        ));
         if !self.integrity.ok {
             output.push_str("\nProtected assignment files were replaced by the submission: ");
             output.push_str(
@@ -970,6 +1003,55 @@ mod tests {
     /// corral's, a clashing key (corral's `suite`, an earlier autograder's `seed`) under
     /// `autograder_extra_data.CHECK`, a repeated leaderboard name as `CHECK/NAME`; a hidden
     /// row's only in the staff view.
+    /// Gradescope's own format keeps an autograder's words as it wrote them: its top-level
+    /// `output` first, each test's output alone (not "expected test: {…}, actual result: {…}",
+    /// the bookkeeping corral's rows carry), a grader's log as text.
+    #[test]
+    fn gradescope_export_keeps_an_autograders_own_output() {
+        let mut r = report();
+        r.results[0].gradescope = Some(Box::new(GradescopeExtras {
+            output: Some("Thanks for submitting!".into()),
+            ..GradescopeExtras::default()
+        }));
+        r.results[0].script = vec![
+            ScriptEntry {
+                expected: Observation::new("setup", "setup.sh"),
+                actual: Observation::new("setup", "cached: environment sha256:ab"),
+            },
+            ScriptEntry {
+                expected: Observation::new("execution_time", json!(null)),
+                actual: Observation::new("execution_time", json!(0.0)),
+            },
+        ];
+        r.results[2].message = Some("Test Failed: 0 != 0.3".into());
+        r.results[2].script = vec![ScriptEntry {
+            expected: Observation::new("test", json!({"name": "sum", "max_score": 2.0})),
+            actual: Observation::new("result", json!({"score": 0.0, "status": "failed"})),
+        }];
+        r.results[1].hidden = false;
+        r.results[1].message = None;
+        r.results[1].script = vec![ScriptEntry {
+            expected: Observation::new("run", json!(null)),
+            actual: Observation::new("output", "compiling...\nok\n"),
+        }];
+        let gs = r.to_gradescope(View::Student);
+        let output = gs["output"].as_str().unwrap();
+        assert!(
+            output.starts_with("Thanks for submitting!\n\n") && output.ends_with("checks passed."),
+            "{output}"
+        );
+        let tests = gs["tests"].as_array().unwrap();
+        let out = |number: &str| {
+            tests.iter().find(|t| t["number"] == number).unwrap()["output"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(out("a"), "");
+        assert_eq!(out("b"), "compiling...\nok\n");
+        assert_eq!(out("c"), "Test Failed: 0 != 0.3");
+    }
+
     #[test]
     fn autograders_leaderboards_and_extra_data_are_carried_through() {
         let mut r = report();
@@ -977,6 +1059,7 @@ mod tests {
             Some(Box::new(GradescopeExtras {
                 leaderboard: serde_json::from_value(board).unwrap(),
                 extra_data: Some(extra),
+                output: None,
             }))
         };
         r.results[0].gradescope = extras(

@@ -512,6 +512,41 @@ fn run_autograder_may_pip_install_into_the_system_python() {
     );
 }
 
+/// A grader's output past the output limit is dropped, not the end of the grading: its results
+/// still decide (Gradescope cuts the log), and staff see that the log was cut. A student module
+/// printing 50 MB at import scored 0 ("run_autograder was stopped: output limit of 1M
+/// exceeded") where Gradescope scored it.
+#[test]
+fn a_graders_flood_of_output_is_cut_and_its_results_still_count() {
+    let ag = folder(&[
+        (
+            "autograder/run_autograder",
+            "#!/bin/sh\nhead -c 3000000 /dev/zero | tr '\\0' x\necho; echo after the flood\n\
+             echo '{\"score\": 1, \"output\": \"graded\"}' > /autograder/results/results.json\n",
+        ),
+        (
+            "suite.yaml",
+            "name: flood\nlimits: {output: 1M}\nchecks:\n  - id: autograder\n    points: 1\n    \
+             gradescope:\n      autograder: autograder\n",
+        ),
+    ]);
+    let sub = folder(&[("answer.txt", "x\n")]);
+    let (code, json) = corral(
+        &["check", "--json", "--staff"],
+        &ag.path().join("suite.yaml"),
+        sub.path(),
+    );
+    assert_eq!((code, json["score"].as_f64()), (0, Some(1.0)), "{json:#}");
+    let out = json["results"]["autograder/output"]["script"][0]["actual"]["value"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{json:#}"));
+    assert!(
+        out.contains("3000017 bytes of output in all") && out.contains("was dropped"),
+        "{}",
+        &out[out.len().saturating_sub(300)..]
+    );
+}
+
 /// A PrairieLearn entrypoint script that lost its executable bits (a suite registered over
 /// HTTP multipart carries no modes) still runs: corral makes it runnable when it lays out
 /// `/grade` (else `/bin/sh` answers 126, permission denied).

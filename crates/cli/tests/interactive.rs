@@ -355,3 +355,33 @@ fn devpts_is_private_to_the_sandbox() {
     // SAFETY: closing the descriptor opened above.
     unsafe { libc::close(host_pty) };
 }
+
+/// Output past the limit ends the run (`output_limit`) unless the run asks for it to be
+/// dropped (a grader's log): then the program runs to its end, the capture keeps the limit's
+/// worth, says it was cut, and counts every byte.
+#[test]
+fn output_past_the_limit_ends_the_run_or_is_dropped() {
+    let pool = pool();
+    let mut s = RunSpec::new(
+        ["/bin/sh", "-c", "head -c 300000 /dev/zero; echo; echo done"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
+    );
+    s.limits.output = corral_sandbox::Size(64 * 1024);
+    let mut lease = pool.lease(&SandboxConfig::for_spec(&s)).unwrap();
+    let o = lease.sandbox().run(&s, &mut NoSink);
+    assert_eq!(o.status, Status::OutputLimit, "{o:?}");
+
+    s.output_overflow = corral_sandbox::OutputOverflow::Dropped;
+    let o = lease.sandbox().run(&s, &mut NoSink);
+    assert_eq!(
+        (o.status, o.exit_code),
+        (Status::Ok, Some(0)),
+        "{:?}",
+        o.error
+    );
+    assert_eq!(o.stdout.bytes.len(), 64 * 1024);
+    assert!(o.stdout.truncated);
+    assert_eq!(o.usage.output_bytes, 300_006);
+}

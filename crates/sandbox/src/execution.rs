@@ -20,7 +20,7 @@ use crate::limits::Limits;
 use crate::outcome::{Outcome, Status, Usage};
 use crate::placement::Turn;
 use crate::protocol::{Event, Request};
-use crate::spec::Runtime;
+use crate::spec::{OutputOverflow, Runtime};
 use crate::waker::Waker;
 
 /// How long output may keep trickling in after every process is dead (only a leaked pipe could).
@@ -42,6 +42,7 @@ pub struct Execution<'s> {
     cpu_check: Instant,
     cpus: u32,
     capture: Capture,
+    overflow: OutputOverflow,
     outs: [Option<(OwnedFd, Stream)>; 2],
     stdin: Option<OwnedFd>,
     /// stdin is a terminal (its master, or under gVisor a pipe PID 1 relays to it): "closing"
@@ -83,6 +84,8 @@ pub(crate) struct Streams {
     pub stderr: Option<OwnedFd>,
     pub stdin: Option<OwnedFd>,
     pub tty: Tty,
+    /// What output past the limit does.
+    pub overflow: OutputOverflow,
 }
 
 impl<'s> Execution<'s> {
@@ -99,6 +102,7 @@ impl<'s> Execution<'s> {
             stderr,
             stdin,
             tty,
+            overflow,
         } = streams;
         let cpus = cpus();
         Execution {
@@ -108,6 +112,7 @@ impl<'s> Execution<'s> {
             cpu_check: start + limits.cpu_time.duration() / cpus,
             cpus,
             capture: Capture::new(limits.output.bytes()),
+            overflow,
             limits,
             start,
             outs: [
@@ -445,6 +450,7 @@ impl<'s> Execution<'s> {
                     }
                 }
                 if !self.capture.push(stream, data)
+                    && self.overflow == OutputOverflow::Ends
                     && self.killed_for.is_none()
                     && self.finished.is_none()
                 {

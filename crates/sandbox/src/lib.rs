@@ -46,8 +46,8 @@ pub use pool::{Lease, Pool, PoolConfig};
 pub use sandbox::{open_stdin_file, run_fresh, run_in, Sandbox, SandboxConfig};
 pub use spawner::InitProgram;
 pub use spec::{
-    parse_env, validate_command, validate_env, ImageRoot, Mount, Root, RootClaim, RunSpec,
-    RunSpecJson, Runtime, RuntimePolicy, Stdin, DEFAULT_PATH, MAX_ARG_BYTES, MAX_COMMAND_BYTES,
-    WORKDIR,
+    parse_env, validate_command, validate_env, ImageRoot, Mount, OutputOverflow, Root, RootClaim,
+    RunSpec, RunSpecJson, Runtime, RuntimePolicy, Stdin, DEFAULT_PATH, MAX_ARG_BYTES,
+    MAX_COMMAND_BYTES, WORKDIR,
 };
 pub use waker::Waker;

@@ -711,6 +711,7 @@ impl Sandbox {
             stderr: err_r,
             stdin: stdin_w,
             tty,
+            overflow: spec.output_overflow,
         };
         let mut exec = Execution::new(
             &mut self.control,

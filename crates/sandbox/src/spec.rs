@@ -314,6 +314,21 @@ pub struct RunSpec {
     pub seccomp: corral_seccomp::Restrictions,
     /// Which kernel runs the program.
     pub runtime: Runtime,
+    /// What output past `limits.output` does.
+    pub output_overflow: OutputOverflow,
+}
+
+/// What a run's output past its limit (`limits.output`, stdout and stderr together) does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OutputOverflow {
+    /// The run ends, status `output_limit`: a program's output is what is judged, and a flood
+    /// is its failure (and a client's to be spared).
+    #[default]
+    Ends,
+    /// The rest is read and dropped (`stdout_truncated`/`stderr_truncated`, `output_bytes` the
+    /// whole count) and the run goes on to its end: a grader's log, which Gradescope cuts while
+    /// its results file decides. The time limits still bound the flood.
+    Dropped,
 }
 
 impl RunSpec {
@@ -331,6 +346,7 @@ impl RunSpec {
             root: Root::Host,
             seccomp: corral_seccomp::Restrictions::default(),
             runtime: Runtime::Native,
+            output_overflow: OutputOverflow::Ends,
         }
     }
 

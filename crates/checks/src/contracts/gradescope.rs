@@ -346,6 +346,11 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
     if let Some(o) = results.output.as_deref().filter(|o| !o.trim().is_empty()) {
         message.push(cap(o));
     }
+    let own_output = results
+        .output
+        .as_deref()
+        .filter(|o| !o.trim().is_empty())
+        .map(cap);
     let shown_max = total.unwrap_or(test_max);
     message.push(format!(
         "autograder score: {}/{}",
@@ -377,7 +382,10 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
         tests.iter().all(|t| t.result == Some(true)) && score >= shown_max
     };
     let mut script = Vec::new();
-    let mut extras = GradescopeExtras::default();
+    let mut extras = GradescopeExtras {
+        output: own_output,
+        ..GradescopeExtras::default()
+    };
     if let Some(t) = results.execution_time {
         script.push(ScriptEntry {
             expected: Observation::new("execution_time", json!(null)),

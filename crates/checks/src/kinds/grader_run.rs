@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use corral_sandbox::{Mount, NoSink, Outcome, Root, RunSpec, Status};
+use corral_sandbox::{Mount, NoSink, Outcome, OutputOverflow, Root, RunSpec, Status};
 use serde_json::json;
 
 use crate::kinds::runner::CheckContext;
@@ -127,6 +127,10 @@ pub fn run_grader(
     // `no_spawn` is left out, as for the other harnesses): Otter's Jupyter kernel needs the
     // `list_interfaces` grant, given there.
     spec.seccomp = cx.settings.harness_seccomp();
+    // Its output is a log (Gradescope cuts it; its results file decides): a flood past the
+    // output limit is dropped, not the end of the grading. A student's module printing 50 MB
+    // at import scored 0 where Gradescope scored it.
+    spec.output_overflow = OutputOverflow::Dropped;
     let outcome = sb.run(&spec, &mut NoSink);
     match outcome.status {
         Status::SandboxError => {
@@ -184,7 +188,13 @@ pub fn output_tail(outcome: &Outcome) -> Option<String> {
 /// A failed row when the grader failed (`ok` false: no results, stopped, malformed), so no
 /// view shows it as passed.
 pub fn output_row(check: &Check, outcome: &Outcome, visible: bool, ok: bool) -> CheckResult {
-    let text = crate::report::cut_text(&outcome.script.text(), MAX_VALUE, "\n[… cut]");
+    let mut text = crate::report::cut_text(&outcome.script.text(), MAX_VALUE, "\n[… cut]");
+    if outcome.script.truncated {
+        text.push_str(&format!(
+            "\n[… {} bytes of output in all: what came past the output limit ({}) was dropped]",
+            outcome.usage.output_bytes, outcome.limits.output
+        ));
+    }
     CheckResult {
         id: format!("{}/output", check.id),
         description: "the grader's output".into(),
