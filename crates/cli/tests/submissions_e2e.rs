@@ -342,26 +342,19 @@ fn suites_grade_submissions() {
         assert_eq!(v["verdict"], "wrong_answer", "{v}");
         assert_eq!(v["score"], 2.0);
         assert_eq!(v["max_score"], 6.0);
+        let hidden_steps = |v: &Value| {
+            let results = v["checks"]["results"].as_object().unwrap();
+            let hidden = results.values().find(|r| r["hidden"] == true);
+            hidden.expect("the suite has a hidden check")["script"].clone()
+        };
         // Students see hidden checks as pass/fail only.
-        let hidden = v["checks"]["results"]
-            .as_object()
-            .unwrap()
-            .values()
-            .find(|r| r["hidden"] == true)
-            .expect("the suite has a hidden check");
-        assert_eq!(hidden["script"], json!([]));
+        assert_eq!(hidden_steps(&v), json!([]));
         assert!(v.get("staff_checks").is_none(), "{v}");
         // Staff reading the student's submission see the hidden check's steps (they saw the
         // student's view: nothing of a hidden check but its result).
         let staff = s.token("staff").await;
         let v = finished(&s, &staff, &bad).await;
-        let hidden = v["checks"]["results"]
-            .as_object()
-            .unwrap()
-            .values()
-            .find(|r| r["hidden"] == true)
-            .expect("the suite has a hidden check");
-        assert_ne!(hidden["script"], json!([]), "{v}");
+        assert_ne!(hidden_steps(&v), json!([]), "{v}");
         assert!(v.get("staff_checks").is_none(), "{v}");
     });
 }
