@@ -248,3 +248,49 @@ fn a_sandbox_kept_before_a_restart_is_said_to_have_ended_with_it() {
         assert!(msg.contains(&old) && msg.contains("stopped"), "{v}");
     });
 }
+
+/// A server whose `blobs_dir` is not the folder the others sharing its database write says so
+/// at its start (every upload they stored would be `files_lost` there, with nothing to say
+/// why); servers that share it say nothing.
+#[test]
+fn a_server_with_its_own_blobs_dir_says_so_at_its_start() {
+    rt().block_on(async {
+        let (cfg, db_name, blobs) = shared_database().await;
+        let (da, db, dc) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        let a = Server::start_in(da.path(), &cfg, &[]);
+        let node_a = node_id(&a);
+        let b = Server::start_in(db.path(), &cfg, &[]);
+        node_id(&b);
+        let own = tempfile::tempdir().unwrap();
+        let cfg_c = cfg.replace(
+            &blobs.path().display().to_string(),
+            &own.path().display().to_string(),
+        );
+        assert_ne!(cfg_c, cfg);
+        let c = Server::start_in(dc.path(), &cfg_c, &[]);
+        node_id(&c);
+        let warned = |s: &Server| s.log().contains("blobs_dir is not the folder");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !warned(&c) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let log = c.log();
+        let line = log
+            .lines()
+            .find(|l| l.contains("blobs_dir is not the folder"))
+            .unwrap_or_else(|| panic!("no warning:\n{log}"));
+        assert!(line.contains(&node_a), "{line}");
+        assert!(
+            !warned(&a) && !warned(&b),
+            "A:\n{}\nB:\n{}",
+            a.log(),
+            b.log()
+        );
+        drop((a, b, c));
+        pg_support::drop_postgres_database(&db_name).await;
+    });
+}

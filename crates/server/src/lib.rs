@@ -74,6 +74,9 @@ pub async fn serve(
         "this server's node"
     );
     let shared = state.config.database_url().starts_with("postgres");
+    if shared {
+        service::shared_blobs::check(&state).await;
+    }
     if shared && state.node.url().is_none() {
         tracing::warn!(
             node = state.node.id(),
@@ -138,6 +141,9 @@ pub async fn serve(
     let evicted = state.sandboxes.close();
     let _ = tokio::task::spawn_blocking(move || drop(evicted.0)).await;
     service::nodes::stopped(&state).await;
+    if shared {
+        service::shared_blobs::unmark(&state);
+    }
     state.store.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -26,6 +26,8 @@ pub trait NodeStore {
     async fn get_node(&self, id: &str) -> crate::error::Result<Option<Node>>;
     /// The nodes that have not stopped and were heard from at `seen_since` (Unix ms) or later.
     async fn count_live_nodes(&self, seen_since: i64) -> crate::error::Result<u64>;
+    /// Those nodes' ids.
+    async fn live_node_ids(&self, seen_since: i64) -> crate::error::Result<Vec<String>>;
     /// Forgets the nodes last seen before `before` (Unix ms); returns how many.
     async fn delete_nodes_seen_before(&self, before: i64) -> crate::error::Result<u64>;
 }

@@ -709,6 +709,11 @@ async fn nodes_announce_beat_stop_and_are_forgotten(s: Arc<dyn Store>) {
     // Both live; n2's last word is older than n1's heartbeat.
     assert_eq!(s.count_live_nodes(first.seen_at).await.unwrap(), 2);
     assert_eq!(s.count_live_nodes(beat.seen_at).await.unwrap(), 1);
+    assert_eq!(
+        s.live_node_ids(first.seen_at).await.unwrap(),
+        ["n1".to_string(), "n2".to_string()]
+    );
+    assert_eq!(s.live_node_ids(beat.seen_at).await.unwrap(), ["n1"]);
     s.node_stopped("n1").await.unwrap();
     assert_eq!(s.count_live_nodes(first.seen_at).await.unwrap(), 1);
     let stopped = s.get_node("n1").await.unwrap().unwrap();

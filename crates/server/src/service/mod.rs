@@ -10,7 +10,8 @@
 //! - [`per_caller`]: counting what each caller has under way, for per-caller caps.
 //! - [`kept_sandboxes`]: sandboxes kept between runs, and their expiry; [`this_node`]: this
 //!   server's node id (the first part of the ids it gives them) and where it answers;
-//!   [`nodes`]: the servers sharing the database, and which one keeps a sandbox.
+//!   [`nodes`]: the servers sharing the database, and which one keeps a sandbox;
+//!   [`shared_blobs`]: whether they share this server's `blobs_dir` too.
 //! - [`suites`], [`checks`]: check suites and grading an upload with one; [`runtime_choice`]: a
 //!   grading request's runtime may not undo what a suite hides; [`folder_suites`]: a suite of
 //!   the suites folder pinned (its files stored) when a submission is accepted;
@@ -46,6 +47,7 @@ pub mod revocations;
 pub mod runner;
 pub mod runs;
 pub mod runtime_choice;
+pub mod shared_blobs;
 pub mod store_health;
 pub mod submissions;
 pub mod suites;

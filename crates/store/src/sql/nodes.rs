@@ -62,6 +62,19 @@ where
         Ok(row.try_get::<i64, _>("n")? as u64)
     }
 
+    async fn live_node_ids(&self, seen_since: i64) -> Result<Vec<String>> {
+        use sqlx::Row;
+        let rows = sqlx::query(
+            "SELECT id FROM nodes WHERE stopped_at IS NULL AND seen_at >= $1 ORDER BY id",
+        )
+        .bind(seen_since)
+        .fetch_all(&self.db)
+        .await?;
+        rows.iter()
+            .map(|r| Ok(r.try_get::<String, _>("id")?))
+            .collect()
+    }
+
     async fn delete_nodes_seen_before(&self, before: i64) -> Result<u64> {
         let r = sqlx::query("DELETE FROM nodes WHERE seen_at < $1")
             .bind(before)
