@@ -23,13 +23,18 @@ fn corral(args: &[&str], suite: &Path, sub: &Path) -> (i32, Value) {
     (code, json)
 }
 
-fn check(example: &str, case: &str) -> (i32, Value) {
-    let dir = root().join("examples").join(example);
+/// `corral check --json --staff` of the suite in folder `suite` on submission `sub`.
+fn staff_check(suite: &Path, sub: &Path) -> (i32, Value) {
     corral(
         &["check", "--json", "--staff"],
-        &dir.join("suite.yaml"),
-        &dir.join("submissions").join(case),
+        &suite.join("suite.yaml"),
+        sub,
     )
+}
+
+fn check(example: &str, case: &str) -> (i32, Value) {
+    let dir = root().join("examples").join(example);
+    staff_check(&dir, &dir.join("submissions").join(case))
 }
 
 /// Row id -> (result, points, max_points).
@@ -157,11 +162,7 @@ fn gradescope_limits_stop_the_whole_autograder() {
         )
         .unwrap();
     }
-    let (code, json) = corral(
-        &["check", "--json", "--staff"],
-        &t.path().join("suite.yaml"),
-        &src.join("submissions/looping"),
-    );
+    let (code, json) = staff_check(t.path(), &src.join("submissions/looping"));
     assert_eq!((code, json["score"].as_f64()), (1, Some(0.0)), "{json:#}");
     let m = message(&json, "autograder");
     assert!(m.starts_with("run_autograder was stopped: wall"), "{m}");
@@ -425,11 +426,7 @@ fn gradescope_layout_and_submission_metadata() {
         ),
     ]);
     let sub = folder(&[("answer.txt", "forty-two\n")]);
-    let (code, json) = corral(
-        &["check", "--json", "--staff"],
-        &ag.path().join("suite.yaml"),
-        sub.path(),
-    );
+    let (code, json) = staff_check(ag.path(), sub.path());
     assert_eq!((code, json["score"].as_f64()), (0, Some(3.0)), "{json:#}");
     let m = message(&json, "autograder");
     let seen: Value = serde_json::from_str(m.lines().next().unwrap()).unwrap();
@@ -473,11 +470,7 @@ fn a_run_autograder_with_windows_line_endings_runs() {
         ),
     ]);
     let sub = folder(&[("answer.txt", "x\n")]);
-    let (code, json) = corral(
-        &["check", "--json", "--staff"],
-        &ag.path().join("suite.yaml"),
-        sub.path(),
-    );
+    let (code, json) = staff_check(ag.path(), sub.path());
     assert_eq!((code, json["score"].as_f64()), (0, Some(1.0)), "{json:#}");
     assert!(message(&json, "autograder").starts_with("kept"), "{json:#}");
 }
@@ -499,11 +492,7 @@ fn run_autograder_may_pip_install_into_the_system_python() {
         ),
     ]);
     let sub = folder(&[("answer.txt", "x\n")]);
-    let (code, json) = corral(
-        &["check", "--json", "--staff"],
-        &ag.path().join("suite.yaml"),
-        sub.path(),
-    );
+    let (code, json) = staff_check(ag.path(), sub.path());
     assert_eq!((code, json["score"].as_f64()), (0, Some(1.0)), "{json:#}");
     assert_eq!(
         message(&json, "autograder").lines().next(),
@@ -531,11 +520,7 @@ fn a_graders_flood_of_output_is_cut_and_its_results_still_count() {
         ),
     ]);
     let sub = folder(&[("answer.txt", "x\n")]);
-    let (code, json) = corral(
-        &["check", "--json", "--staff"],
-        &ag.path().join("suite.yaml"),
-        sub.path(),
-    );
+    let (code, json) = staff_check(ag.path(), sub.path());
     assert_eq!((code, json["score"].as_f64()), (0, Some(1.0)), "{json:#}");
     let out = json["results"]["autograder/output"]["script"][0]["actual"]["value"]
         .as_str()
@@ -566,11 +551,7 @@ fn a_prairielearn_entrypoint_without_its_executable_bits_runs() {
     let run = suite.path().join("tests/run.sh");
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o644)).unwrap();
     let sub = folder(&[("answer.txt", "x\n")]);
-    let (code, json) = corral(
-        &["check", "--json", "--staff"],
-        &suite.path().join("suite.yaml"),
-        sub.path(),
-    );
+    let (code, json) = staff_check(suite.path(), sub.path());
     assert_eq!((code, json["score"].as_f64()), (0, Some(2.0)), "{json:#}");
 }
 
@@ -651,11 +632,7 @@ fn results_files_over_4_mib_are_errors() {
         ),
     ]);
     let sub = folder(&[("answer.txt", "x\n")]);
-    let (code, json) = corral(
-        &["check", "--json", "--staff"],
-        &ag.path().join("suite.yaml"),
-        sub.path(),
-    );
+    let (code, json) = staff_check(ag.path(), sub.path());
     assert_eq!((code, json["score"].as_f64()), (125, Some(0.0)), "{json:#}");
     for id in ["gs", "pl"] {
         let e = json["results"][id]["error"].as_str().unwrap_or_default();
@@ -689,11 +666,7 @@ fn a_grader_checks_seccomp_applies_to_the_grader() {
     );
     let dir = folder(&[("tests/probe.py", probe), ("suite.yaml", &suite)]);
     let sub = folder(&[("answer.txt", "x\n")]);
-    let (_, json) = corral(
-        &["check", "--json", "--staff"],
-        &dir.path().join("suite.yaml"),
-        sub.path(),
-    );
+    let (_, json) = staff_check(dir.path(), sub.path());
     let r = &json["results"];
     for (id, points) in [("granted", 1.0), ("default", 0.0), ("no_sockets", 0.0)] {
         assert_eq!(r[id]["points"].as_f64(), Some(points), "{id}: {json:#}");
