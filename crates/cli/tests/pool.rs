@@ -1065,6 +1065,72 @@ echo "LAST $(/bin/sh -c 'echo $$')""#);
 
 // ------------------------------------------------------------------ environment and rlimits
 
+/// Every run takes the first run's OOM score, the warm ones too: memory a program leaves in
+/// tmpfs belongs to no process, so the cgroup's OOM killer then chooses by score, and it must take
+/// the program, never PID 1 (see containment.rs `the_oom_killer_takes_the_program_not_the_sandbox`,
+/// a first run). A warm sandbox starts its programs from PID 1's confined thread, whose Landlock
+/// domain refused the score's write (`O_TRUNC` needs the truncate right): those runs kept PID 1's
+/// score, and where PID 1 exempts itself (`-1000`) the refused `0` would have failed every one.
+#[test]
+fn warm_runs_take_the_first_runs_oom_score_and_the_oom_killer_takes_the_program() {
+    let limits = json!({"memory": "32M", "disk": "512M", "wall_time": "20s"});
+    let score = with(
+        sh("echo SCORE $(cat /proc/self/oom_score_adj)"),
+        "limits",
+        limits.clone(),
+    );
+    let fill = with(
+        sh("echo before-the-fill; sleep 0.2; exec head -c 100000000 /dev/zero > /dev/shm/fill"),
+        "limits",
+        limits,
+    );
+    for mode in MODES {
+        let res = run_batch(&[score.clone(), score.clone(), fill.clone()], &mode.flags());
+        // The filled run's probe may go with its output: its sandbox is the one the batch names.
+        assert_served(mode, &[&res[0], &res[1]]);
+        let sandbox = |r: &Res| r.json["sandbox"]["id"].clone();
+        assert_eq!(
+            sandbox(&res[1]) == sandbox(&res[2]),
+            mode == Mode::Pool,
+            "[{mode:?}] the filled run's sandbox\n{}",
+            res[2].describe()
+        );
+        let scores: Vec<&str> = res[..2]
+            .iter()
+            .map(|r| {
+                assert_status(mode, r, "ok");
+                r.lines()
+                    .into_iter()
+                    .find_map(|l| l.strip_prefix("SCORE "))
+                    .unwrap_or_else(|| panic!("[{mode:?}] no score\n{}", r.describe()))
+            })
+            .collect();
+        assert!(
+            scores[0] == "0" || scores[0] == "1000",
+            "[{mode:?}] a program's OOM score is {}, neither the ordinary 0 nor the highest",
+            scores[0]
+        );
+        assert_eq!(
+            scores[0],
+            scores[1],
+            "[{mode:?}] the warm run's OOM score differs from the first run's\n{}",
+            res[1].describe()
+        );
+        let filled = &res[2];
+        assert_status(mode, filled, "memory_limit");
+        assert!(
+            filled.has("before-the-fill"),
+            "[{mode:?}] the output printed before the OOM kill was lost\n{}",
+            filled.describe()
+        );
+        assert!(
+            filled.int("wall_time_ms").unwrap_or(0) >= 200,
+            "[{mode:?}] the usage of the OOM-killed run was lost\n{}",
+            filled.describe()
+        );
+    }
+}
+
 #[test]
 fn environment_does_not_reach_the_next_run() {
     let m = marker("env");

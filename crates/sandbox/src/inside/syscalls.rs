@@ -145,7 +145,14 @@ impl Syscalls for Kernel<'_> {
     }
 
     fn write_proc_self(&mut self, file: &'static str, contents: &str) -> std::io::Result<()> {
-        std::fs::write(format!("/proc/self/{file}"), contents)
+        use std::io::Write;
+        // Opened for writing only: `std::fs::write` adds O_CREAT | O_TRUNC, and under the
+        // Landlock domain a warm run's process inherits from PID 1's confined thread the
+        // truncation is a right of its own that `/proc` is not given (EACCES, seen on 6.18).
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(format!("/proc/self/{file}"))?
+            .write_all(contents.as_bytes())
     }
 
     fn setsid(&mut self) -> Result<(), Errno> {
