@@ -1131,6 +1131,49 @@ fn warm_runs_take_the_first_runs_oom_score_and_the_oom_killer_takes_the_program(
     }
 }
 
+/// What a program's process is — ids, groups, capabilities, `no_new_privs`, seccomp, signal
+/// mask and dispositions, CPUs, umask, every rlimit, OOM score, scheduling policy and nice —
+/// is the same in a warm run as in the sandbox's first: the first run's process confines itself,
+/// later ones start from PID 1's confined thread and inherit part of it (a difference there
+/// once left warm runs without their OOM score, see above).
+const PROCESS_PROBE: &str = r#"grep -E '^(Uid|Gid|Groups|FDSize|Sig(Blk|Ign|Cgt)|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp|Seccomp_filters|Speculation.*|Cpus_allowed_list|Mems_allowed_list|THP_enabled|CoreDumping|TracerPid):' /proc/self/status
+echo "UMASK $(umask)"
+ulimit -a
+echo "OOM $(cat /proc/self/oom_score_adj)"
+grep -E '^policy' /proc/self/sched
+echo "NICE $(nice)"
+echo "CWD $(pwd)""#;
+
+#[test]
+fn a_warm_runs_process_is_the_first_runs() {
+    let probe = sh(PROCESS_PROBE);
+    let res = run_batch(&[probe.clone(), probe.clone(), probe], &Mode::Pool.flags());
+    assert_served(Mode::Pool, &res.iter().collect::<Vec<_>>());
+    for r in &res {
+        assert_status(Mode::Pool, r, "ok");
+        assert!(
+            r.lines().len() >= 30 && r.stdout().contains("NoNewPrivs:\t1"),
+            "the probe printed too little\n{}",
+            r.describe()
+        );
+    }
+    for warm in &res[1..] {
+        let (first, later) = (res[0].lines(), warm.lines());
+        let differ: Vec<String> = first
+            .iter()
+            .zip(&later)
+            .filter(|(a, b)| a != b)
+            .map(|(a, b)| format!("first: {a}\n later: {b}"))
+            .collect();
+        assert!(
+            differ.is_empty() && first.len() == later.len(),
+            "a warm run's process differs from the first run's:\n{}\n{}",
+            differ.join("\n"),
+            warm.describe()
+        );
+    }
+}
+
 #[test]
 fn environment_does_not_reach_the_next_run() {
     let m = marker("env");
