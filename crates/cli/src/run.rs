@@ -92,6 +92,11 @@ pub struct RunArgs {
     /// Build a new sandbox for every run instead of reusing warm ones from the pool.
     #[arg(long)]
     fresh: bool,
+    /// For tests: the sandbox is reset once before the run, so the command starts the way every
+    /// run of a reused sandbox does (from PID 1's confined thread), not the way a new sandbox's
+    /// first run does. Both paths must hold every limit and isolation layer.
+    #[arg(long, hide = true, conflicts_with_all = ["batch", "fresh"])]
+    warm: bool,
     /// The kernel the program talks to: `native` (the host's, behind namespaces, seccomp and
     /// Landlock) or `gvisor` (gVisor's user-space kernel, via runsc). With --batch: the default
     /// for lines without a "runtime" [default: $CORRAL_RUNTIME, else native].
@@ -303,12 +308,16 @@ pub fn main(args: RunArgs) -> i32 {
             ..Default::default()
         },
     );
+    let run = |sink: &mut dyn corral_sandbox::OutputSink| match args.warm {
+        true => pool.run_warm(&spec, sink),
+        false => pool.run(&spec, sink),
+    };
     if args.json {
-        let outcome = pool.run(&spec, &mut corral_sandbox::NoSink);
+        let outcome = run(&mut corral_sandbox::NoSink);
         return report(&args, &spec, &outcome);
     }
     let mut sink = PassThrough::default();
-    let outcome = pool.run(&spec, &mut sink);
+    let outcome = run(&mut sink);
     if let Some(e) = sink.failed {
         return crate::exit::stdout_failed(&e, || {
             format!("corral run: cannot write to standard output: {e} (the run was stopped)")

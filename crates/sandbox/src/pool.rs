@@ -217,6 +217,34 @@ impl Pool {
         }
     }
 
+    /// [`Pool::run`] in a sandbox that starts the run the way a reused one does: where this
+    /// pool would reset the sandbox between leases, it is reset once before the run (a new
+    /// sandbox's first run is started by PID 1 itself, every later one from its confined thread:
+    /// `inside/confined.rs`). For tests of what every run must hold, on both paths.
+    pub fn run_warm(self: &Arc<Self>, spec: &RunSpec, sink: &mut dyn OutputSink) -> Outcome {
+        let shape = SandboxConfig::for_spec(spec);
+        let fail = |e: SandboxError| {
+            Outcome::sandbox_error(spec.limits.clone(), e.to_string()).in_runtime(spec.runtime)
+        };
+        if let Err(e) = spec.validate() {
+            return fail(e.into());
+        }
+        let mut lease = match self.lease(&shape) {
+            Ok(l) => l,
+            Err(e) => return fail(e),
+        };
+        let s = lease.sandbox();
+        if self.reuses(&shape) && shape.runtime != Runtime::Gvisor {
+            if let Err(e) = s.reset(shape.disk_bytes, shape.inodes) {
+                return fail(e);
+            }
+        }
+        let who = (s.id().to_string(), s.leases());
+        let mut outcome = run_in(s, spec, sink);
+        outcome.sandbox = Some(who);
+        outcome
+    }
+
     /// An idle sandbox of this shape, preferring one whose reset has already finished (so the
     /// caller does not wait for it); otherwise the one given back first.
     fn take_idle(&self, shape: &SandboxConfig) -> Option<Sandbox> {
@@ -228,18 +256,24 @@ impl Pool {
         Some(idle.remove(i))
     }
 
+    /// Whether this pool resets a sandbox of this shape for another lease once it served one
+    /// (a gVisor sandbox serves one lease; one started ahead is given back before it).
+    fn reuses(&self, shape: &SandboxConfig) -> bool {
+        !(self.config.fresh
+            // Its root keeps what the last programs changed in it (build and root mode).
+            || matches!(&shape.root, Root::Image(i) if i.runs_as_root())
+            // A reset may make the working directory anew, which its second path would not follow.
+            || shape.workdir_alias.is_some()
+            // A reset makes the scratch folders anew, and the binds in them are gone with the old
+            // ones (PID 1 no longer sees the host to bind them again).
+            || shape.mounts.iter().any(|m| crate::inside::rootfs::on_scratch(&m.dst)))
+    }
+
     fn give_back(&self, mut s: Sandbox) {
-        let retire = self.config.fresh
+        let retire = !self.reuses(s.config())
             || s.config().runtime == Runtime::Gvisor && s.leases() > 0
             || s.is_broken()
             || s.memory_peak_spent()
-            // Its root keeps what the last programs changed in it (build and root mode).
-            || matches!(&s.config().root, Root::Image(i) if i.runs_as_root())
-            // A reset may make the working directory anew, which its second path would not follow.
-            || s.config().workdir_alias.is_some()
-            // A reset makes the scratch folders anew, and the binds in them are gone with the old
-            // ones (PID 1 no longer sees the host to bind them again).
-            || s.config().mounts.iter().any(|m| crate::inside::rootfs::on_scratch(&m.dst))
             || (self.config.recycle_after > 0 && s.leases() >= self.config.recycle_after);
         if retire {
             if s.is_broken() {

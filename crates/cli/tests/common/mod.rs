@@ -370,14 +370,23 @@ impl Outcome {
     }
 }
 
+/// With `CORRAL_TEST_WARM=1` (a step of `scripts/test`), every `corral run --json` of these tests
+/// takes the path of a reused sandbox's runs (`corral run --warm`: the program's process started
+/// from PID 1's confined thread) instead of a new sandbox's first run: the hostile programs meet
+/// both.
+pub fn warm_path() -> bool {
+    std::env::var("CORRAL_TEST_WARM").is_ok_and(|v| v == "1")
+}
+
 /// Run `corral run --json <args>` and parse its JSON.  Panics with a clear
 /// message if corral exits non-zero or prints something that is not one JSON
 /// object.
 pub fn run_json_with(mut cmd: Command, args: &[&str], timeout: Duration) -> Outcome {
-    cmd.arg("run")
-        .arg("--json")
-        .args(image::root_args())
-        .args(args);
+    cmd.arg("run").arg("--json").args(image::root_args());
+    if warm_path() && !args.contains(&"--fresh") {
+        cmd.arg("--warm");
+    }
+    cmd.args(args);
     let raw = run_command(cmd, timeout);
     let text = String::from_utf8_lossy(&raw.stdout).to_string();
     let json: Value = match serde_json::from_str(text.trim()) {
