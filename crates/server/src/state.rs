@@ -61,6 +61,9 @@ pub struct AppState {
     pub queue: QueueHandle,
     /// The store's last write probe, for `/health`.
     pub store_health: StoreHealth,
+    /// Held while a regrade looks for one already pending and queues its own, so two clicks at
+    /// once queue one (`service/submissions/regrade.rs`).
+    pub regrading: tokio::sync::Mutex<()>,
     /// The data folder, this server's alone while it runs.
     _data_lock: DataLock,
 }
@@ -137,6 +140,7 @@ impl AppState {
             shutdown,
             queue,
             store_health: StoreHealth::default(),
+            regrading: tokio::sync::Mutex::new(()),
             _data_lock: data_lock,
             config,
         }))

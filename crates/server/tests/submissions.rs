@@ -1005,6 +1005,20 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
     assert_eq!(st, StatusCode::ACCEPTED, "{v}");
     assert_eq!(v["regrade_of"], a2.as_str(), "{v}");
     let r = v["id"].as_str().unwrap().to_string();
+    // A second click while it waits answers that regrade (two at once too): one is queued.
+    let before = stored(&s).await;
+    let again = format!("/submissions/{a2}/regrade");
+    let ((st1, v1), (st2, v2)) = tokio::join!(
+        s.post(&staff, &again, json!({})),
+        s.post(&staff, &again, json!({}))
+    );
+    assert_eq!((st1, st2), (StatusCode::ACCEPTED, StatusCode::ACCEPTED));
+    assert_eq!(
+        (v1["id"].as_str(), v2["id"].as_str()),
+        (Some(r.as_str()), Some(r.as_str())),
+        "{v1} {v2}"
+    );
+    assert_eq!(stored(&s).await, before, "a second click queued a regrade");
     let (old, new) = (
         s.store.get_job(&a2).await.unwrap().unwrap(),
         s.store.get_job(&r).await.unwrap().unwrap(),
@@ -1069,7 +1083,7 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
         .iter()
         .find(|i| i["regrade_of"] == a2.as_str())
         .unwrap();
-    assert!(adas["id"].is_string(), "{v}");
+    assert_eq!(adas["id"], r.as_str(), "the pending regrade stands: {v}");
     let (st, v) = s.post(&bob_t, "/suites/echo/regrade", json!({})).await;
     assert_eq!(st, StatusCode::FORBIDDEN, "{v}");
     // A suite that no longer loads: nothing is queued (the grade is not replaced by a failure);

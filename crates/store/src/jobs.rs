@@ -158,6 +158,8 @@ pub struct JobFilter {
     pub owner: Option<String>,
     pub suite: Option<String>,
     pub state: Option<JobState>,
+    /// Only regrades of this original (a regrade of a regrade names the first original).
+    pub regrade_of: Option<String>,
     /// Only jobs that arrived before this position (a page's last `seq`).
     pub before: Option<i64>,
     pub limit: u32,

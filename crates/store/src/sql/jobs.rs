@@ -154,6 +154,7 @@ where
              (SELECT seq, suite, {JOB_COLUMNS} FROM submissions \
               WHERE ($1 IS NULL OR owner = $1) AND ($2 IS NULL OR suite = $2) \
               AND ($3 IS NULL OR state = $3) AND ($4 IS NULL OR seq < $4) \
+              AND ($6 IS NULL OR regrade_of = $6) \
               ORDER BY seq DESC LIMIT $5) j \
              LEFT JOIN tokens t ON t.id = j.owner ORDER BY j.seq DESC"
         ))
@@ -162,6 +163,7 @@ where
         .bind(filter.state.map(|s| s.as_str()))
         .bind(filter.before)
         .bind(i64::from(filter.limit))
+        .bind(filter.regrade_of.as_deref())
         .fetch_all(&self.db)
         .await?)
     }

@@ -140,6 +140,7 @@ pub async fn list(
             owner,
             suite: q.suite,
             state,
+            regrade_of: None,
             before,
             limit,
         })

@@ -9,7 +9,7 @@
 //! waiting submissions does not count them.
 
 use corral_judge::JobSpec;
-use corral_store::NewJob;
+use corral_store::{JobFilter, NewJob};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -37,12 +37,35 @@ pub struct Regraded {
 /// Queues a regrade of submission `id` (staff only): 404 unknown, 409 still being judged or its
 /// suite no longer on this server, 410 its files were deleted by retention, 422 its suite does
 /// not load (nothing is queued then: a broken edit is said to staff, not graded as a failure).
+/// While a regrade of the same original waits or is being judged, that one is the answer: a
+/// double click queues one.
 pub async fn regrade(st: &SharedState, caller: &Caller, id: &str) -> Result<String, ApiError> {
     caller.require_staff()?;
-    let job = prepare(st, id).await?;
+    let (job, original) = prepare(st, id).await?;
+    let _one_at_a_time = st.regrading.lock().await;
+    if let Some(pending) = pending_regrade(st, &original).await? {
+        tracing::info!(caller = %caller.id, submission = %pending, regrade_of = %id, "regrade already pending");
+        return Ok(pending);
+    }
     let new = enqueue(st, vec![job]).await?.remove(0);
     tracing::info!(caller = %caller.id, submission = %new, regrade_of = %id, "regrade queued");
     Ok(new)
+}
+
+/// A regrade of `original` that waits or is being judged, if there is one.
+async fn pending_regrade(st: &SharedState, original: &str) -> Result<Option<String>, ApiError> {
+    let regrades = st
+        .store
+        .list_jobs(&JobFilter {
+            regrade_of: Some(original.to_string()),
+            limit: 100,
+            ..JobFilter::default()
+        })
+        .await?;
+    Ok(regrades
+        .into_iter()
+        .find(|l| !l.job.state.is_finished())
+        .map(|l| l.job.id))
 }
 
 /// Regrades each student's latest finished submission of suite `suite` (its gradebook's
@@ -60,9 +83,18 @@ pub async fn regrade_suite(
     let mut out = Vec::with_capacity(rows.len());
     let mut jobs = Vec::new();
     let mut of = Vec::new();
+    let _one_at_a_time = st.regrading.lock().await;
     for row in &rows {
         match prepare(st, &row.job.id).await {
-            Ok(job) => {
+            // A row whose regrade waits or is being judged (a second click) keeps that one.
+            Ok((_, original)) if let Some(pending) = pending_regrade(st, &original).await? => out
+                .push(Regraded {
+                    id: Some(pending),
+                    regrade_of: row.job.id.clone(),
+                    error: None,
+                    message: None,
+                }),
+            Ok((job, _)) => {
                 jobs.push(job);
                 of.push(row.job.id.clone());
             }
@@ -87,8 +119,9 @@ pub async fn regrade_suite(
     Ok(out)
 }
 
-/// The new job for a regrade of `id`.
-async fn prepare(st: &SharedState, id: &str) -> Result<NewJob, ApiError> {
+/// The new job for a regrade of `id`, and the original it stands for (a regrade of a regrade
+/// stands for the first original, as the store records it).
+async fn prepare(st: &SharedState, id: &str) -> Result<(NewJob, String), ApiError> {
     let job = st
         .store
         .get_job(id)
@@ -131,7 +164,8 @@ async fn prepare(st: &SharedState, id: &str) -> Result<NewJob, ApiError> {
         };
         spec.suite = Some(now);
     }
-    Ok(NewJob {
+    let original = job.regrade_of.clone().unwrap_or_else(|| id.to_string());
+    let new = NewJob {
         owner: job.owner,
         upload_id: job.upload_id,
         suite_upload_id: spec.suite.as_ref().and_then(|s| s.upload.clone()),
@@ -142,5 +176,6 @@ async fn prepare(st: &SharedState, id: &str) -> Result<NewJob, ApiError> {
         callback_url: None,
         max_attempts: st.config.submissions.max_attempts,
         idempotency: None,
-    })
+    };
+    Ok((new, original))
 }
