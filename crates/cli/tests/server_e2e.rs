@@ -1392,7 +1392,11 @@ fn sigterm_keeps_answering_with_503_while_runs_finish() {
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     while !s.log().contains("shutting down") {
-        assert!(Instant::now() < deadline, "no shutdown logged:\n{}", s.log());
+        assert!(
+            Instant::now() < deadline,
+            "no shutdown logged:\n{}",
+            s.log()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     rt.block_on(async {

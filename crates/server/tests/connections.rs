@@ -365,7 +365,10 @@ async fn a_shutdown_answers_new_work_503_while_the_work_in_flight_finishes() {
         if r.status() == 503 {
             break r.json::<serde_json::Value>().await.unwrap();
         }
-        assert!(tokio::time::Instant::now() < deadline, "/health never said 503");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/health never said 503"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(health["status"], "shutting_down", "{health}");
@@ -384,7 +387,10 @@ async fn a_shutdown_answers_new_work_503_while_the_work_in_flight_finishes() {
     assert_eq!(r.headers()["connection"], "close");
     let (_, v) = support::json_of(r).await;
     assert_eq!(v["error"], "shutting_down", "{v}");
-    assert!(v["message"].as_str().unwrap().contains("shutting down"), "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("shutting down"),
+        "{v}"
+    );
     // Judge0's surface answers in Judge0's shape.
     let r = reqwest::Client::new()
         .post(s.url("/judge0/submissions"))
@@ -396,7 +402,10 @@ async fn a_shutdown_answers_new_work_503_while_the_work_in_flight_finishes() {
     assert_eq!(r.status(), 503);
     assert_eq!(r.headers()["retry-after"], "5");
     let v: serde_json::Value = r.json().await.unwrap();
-    assert!(v["error"].as_str().unwrap().contains("shutting down"), "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("shutting down"),
+        "{v}"
+    );
     // A read: answered as usual.
     let r = reqwest::get(s.url("/metrics")).await.unwrap();
     assert_eq!(r.status(), 200);
@@ -406,7 +415,10 @@ async fn a_shutdown_answers_new_work_503_while_the_work_in_flight_finishes() {
         .unwrap();
     let (head, _) = read_response(&mut kept).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(head.to_ascii_lowercase().contains("connection: close"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("connection: close"),
+        "{head}"
+    );
     read_until_closed(&mut kept, "a keep-alive connection during the grace period").await;
 
     // The work in flight finishes as usual.
@@ -417,5 +429,9 @@ async fn a_shutdown_answers_new_work_503_while_the_work_in_flight_finishes() {
     tokio::time::timeout(GENEROUS, s.stop())
         .await
         .expect("the server did not stop once its work was done");
-    assert!(started.elapsed() < Duration::from_secs(25), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -97,10 +97,8 @@ fn refusal(path: &str) -> Response {
             axum::Json(json!({"error": ApiError::shutting_down().message})),
         )
             .into_response();
-        r.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(SHUTTING_DOWN_RETRY),
-        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(SHUTTING_DOWN_RETRY));
         r
     } else {
         ApiError::shutting_down().into_response()
