@@ -1362,6 +1362,105 @@ fn sigterm_does_not_wait_for_a_run_past_the_grace_period() {
     let _ = request.join();
 }
 
+/// Through the grace period after SIGTERM the server still listens and answers: new work gets a
+/// clear 503 `shutting_down` (JSON, `Retry-After`), `/health` 503 `shutting_down` (a load
+/// balancer takes the node out), reads as usual, and the run in flight finishes with its real
+/// result; then it stops. It used to close its socket at the signal: every new client was
+/// refused (ECONNREFUSED) until the process exited.
+#[test]
+fn sigterm_keeps_answering_with_503_while_runs_finish() {
+    let s = Server::start("shutdown_grace = \"30s\"\n", &[]);
+    let marker = format!("corral_e2e_draining_{}", std::process::id());
+    let rt = rt();
+    let token = rt.block_on(s.token("student"));
+    let (url, t) = (s.url("/run"), token.clone());
+    let body = json!({"cmd": ["/bin/sh", "-c", "sleep 3; echo finished", &marker], "limits": {"wall_time": "20s"}});
+    let running = rt.spawn(async move {
+        let r = client().post(url).bearer_auth(t).json(&body).send().await;
+        let r = r.expect("the run in flight got no answer");
+        let status = r.status();
+        (status, r.json::<Value>().await.unwrap())
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while host_procs_with(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the run did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: kill(2) on the server process this test started.
+    unsafe {
+        libc::kill(s.pid() as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !s.log().contains("shutting down") {
+        assert!(
+            Instant::now() < deadline,
+            "no shutdown logged:\n{}",
+            s.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rt.block_on(async {
+        // New work: refused, clearly, and the connection closed after the answer.
+        let r = client()
+            .post(s.url("/run"))
+            .bearer_auth(&token)
+            .json(&json!({"cmd": "true"}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("a request during the grace period: {e}\n{}", s.log()));
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let retry: u64 = r.headers()[reqwest::header::RETRY_AFTER]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(retry >= 1, "Retry-After {retry}");
+        assert_eq!(r.headers()[reqwest::header::CONNECTION], "close");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"], "shutting_down", "{v}");
+        assert!(
+            v["message"].as_str().unwrap().contains("shutting down"),
+            "{v}"
+        );
+        // A submission and an interactive session are new work too.
+        let (st, v) = s.post(&token, "/submissions", json!({})).await;
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+        assert_eq!(v["error"], "shutting_down", "{v}");
+        let ws = format!("ws://{}/ws?token={token}", s.addr);
+        match tokio_tungstenite::connect_async(ws).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+                assert_eq!(r.status().as_u16(), 503)
+            }
+            Err(e) => panic!("a WebSocket upgrade during the grace period: {e}"),
+            Ok(_) => panic!("a WebSocket upgrade during the grace period was accepted"),
+        }
+        // /health says so with 503, for a load balancer.
+        let r = reqwest::get(s.url("/health")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let h: Value = r.json().await.unwrap();
+        assert_eq!(h["status"], "shutting_down", "{h}");
+        assert_eq!(h["shutting_down"], true, "{h}");
+        assert_eq!(h["runs_in_flight"], 1, "{h}");
+        // Reads are answered as usual.
+        let r = reqwest::get(s.url("/metrics")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        // The run in flight ends with its real result.
+        let (st, r) = running.await.unwrap();
+        assert_eq!(st, StatusCode::OK, "{r}\n{}", s.log());
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["stdout"], "finished\n", "{r}");
+    });
+    // Then it stops by itself, well before its 30 s grace period ends.
+    let done = Instant::now();
+    let (status, log) = s.stop_with_log();
+    assert!(status.success(), "exit status {status}\n{log}");
+    assert!(
+        done.elapsed() < Duration::from_secs(15),
+        "it took {:?} to stop after its work was done\n{log}",
+        done.elapsed()
+    );
+}
+
 #[test]
 fn held_sandboxes_are_bounded_least_recently_used_first() {
     let s = Server::start("max_sandboxes = 3\nmax_sandboxes_per_caller = 2\n", &[]);

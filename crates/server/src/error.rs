@@ -70,6 +70,9 @@ pub enum ErrorKind {
     BadGateway,
 }
 
+/// Seconds a client waits before retrying work a server shutting down refused: about a restart.
+pub const SHUTTING_DOWN_RETRY: u64 = 5;
+
 /// Seconds a client waits before retrying a write the full storage refused: room comes from an
 /// operator (or retention), not within seconds.
 pub const STORAGE_FULL_RETRY: u64 = 30;
@@ -124,6 +127,20 @@ impl ApiError {
         ApiError {
             retry_after: Some(retry_after),
             ..Self::new(ErrorKind::Unavailable, "overloaded", m)
+        }
+    }
+    /// The server is shutting down: the request would start work it may not finish (503).
+    pub fn shutting_down() -> Self {
+        ApiError {
+            retry_after: Some(SHUTTING_DOWN_RETRY),
+            ..Self::new(
+                ErrorKind::Unavailable,
+                "shutting_down",
+                format!(
+                    "the server is shutting down and starts no new work; retry in \
+                     {SHUTTING_DOWN_RETRY} s (another server or this one restarted will answer)"
+                ),
+            )
         }
     }
     pub fn rate_limited(retry_after: u64) -> Self {

@@ -57,8 +57,9 @@ pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, ServerError> {
     })
 }
 
-/// Serves until `stop` resolves, then shuts down gracefully: no new requests or runs, running
-/// programs get `shutdown_grace` to finish (WebSocket runs are killed), every kept sandbox is
+/// Serves until `stop` resolves, then shuts down gracefully: through `shutdown_grace` it still
+/// answers, refusing new work with 503 `shutting_down`, while the requests, runs and gradings in
+/// flight finish (WebSocket runs are killed); then it stops listening, every kept sandbox is
 /// destroyed and the store is closed.
 pub async fn serve(
     state: SharedState,
@@ -91,14 +92,23 @@ pub async fn serve(
         service::revocations::spawn(state.store.clone(), state.revocations.clone());
     let queue_tasks = service::submissions::workers::spawn(state.clone());
     let app = router(state.clone());
+    let grace = state.config.shutdown_grace.duration();
+    // The grace period's end, counted from the signal.
+    let (deadline_tx, deadline_rx) = tokio::sync::oneshot::channel::<tokio::time::Instant>();
     let st = state.clone();
+    // The listener stays open through the grace period: new work is answered 503
+    // `shutting_down` (`http::draining`), `/health` 503 and reads as usual, until the work in
+    // flight is done or the grace period ends.
     let stopping = async move {
         stop.await;
+        let deadline = tokio::time::Instant::now() + grace;
         tracing::info!("shutting down: refusing new work, finishing runs");
         let _ = st.shutdown.send(true);
+        let _ = deadline_tx.send(deadline);
+        if work_done(&st, deadline).await {
+            tracing::info!("shutting down: the work in flight is done; closing the listener");
+        }
     };
-    let grace = state.config.shutdown_grace.duration();
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
     let http = &state.config.http;
     let limits = connections::Limits {
         max_connections: http.max_connections(open_files_limit()),
@@ -109,22 +119,27 @@ pub async fn serve(
         app,
         limits,
         state.metrics.http_connections.clone(),
-        async move {
-            stopping.await;
-            let _ = done_tx.send(());
-        },
+        stopping,
     );
     tracing::info!(addr = ?addr, max_connections = limits.max_connections, "serving");
-    let server = tokio::spawn(server);
-    let _ = done_rx.await;
+    let mut server = tokio::spawn(server);
     // One grace period for everything in flight (requests, their runs, the queue's gradings),
     // counted from the signal; then everything is torn down.
-    let deadline = tokio::time::Instant::now() + grace;
+    let deadline = match deadline_rx.await {
+        Ok(d) => d,
+        // The server task ended before any signal (it failed).
+        Err(_) => tokio::time::Instant::now(),
+    };
     let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
-    match tokio::time::timeout(grace, server).await {
+    match tokio::time::timeout_at(deadline, &mut server).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "server task failed"),
-        Err(_) => tracing::warn!("requests still running after the grace period; stopping anyway"),
+        Err(_) => {
+            tracing::warn!("requests still running after the grace period; stopping anyway");
+            // Closes the listener if it is still open; the connections' own tasks go with the
+            // runtime.
+            server.abort();
+        }
     }
     state.runner.close();
     state.runner.drain(left()).await;
@@ -147,6 +162,23 @@ pub async fn serve(
     state.store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Waits until no request doing work, no run and no job of the in-process workers is in flight,
+/// or `deadline` passes. True when all finished.
+async fn work_done(st: &SharedState, deadline: tokio::time::Instant) -> bool {
+    loop {
+        let busy = st.work_requests.get() > 0
+            || st.metrics.in_flight.get() > 0
+            || st.queue.in_flight() > 0;
+        if !busy {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 /// Where the other servers sharing the database reach this one: `http.node_url`, else the

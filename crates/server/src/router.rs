@@ -59,6 +59,12 @@ pub fn router(state: SharedState) -> Router {
         .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| {
             axum::response::IntoResponse::into_response(ApiError::internal("a handler panicked"))
         }))
+        // During a shutdown's grace period: new work refused (503), every connection closed
+        // after its answer; the requests doing work counted for the shutdown to wait for.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            http::draining::refuse_new_work,
+        ))
         // Internal errors: logged with the request id, answered with the id only.
         .layer(axum::middleware::from_fn(http::error::hide_internal_errors))
         .layer(SetResponseHeaderLayer::overriding(

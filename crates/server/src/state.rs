@@ -57,6 +57,8 @@ pub struct AppState {
     pub tmp_dir: PathBuf,
     /// Fires once when the server starts shutting down.
     pub shutdown: tokio::sync::watch::Sender<bool>,
+    /// The requests in flight that do work: a shutdown keeps answering until they are done.
+    pub work_requests: crate::http::draining::WorkRequests,
     /// The submission queue's in-process signals.
     pub queue: QueueHandle,
     /// The store's last write probe, for `/health`.
@@ -138,6 +140,7 @@ impl AppState {
             ),
             tmp_dir,
             shutdown,
+            work_requests: Default::default(),
             queue,
             store_health: StoreHealth::default(),
             regrading: tokio::sync::Mutex::new(()),

@@ -315,3 +315,123 @@ async fn a_websocket_keeps_its_slot_and_outlives_the_header_timeout() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     s.stop().await;
 }
+
+/// Through a shutdown's grace period the server still accepts and answers: a request for new
+/// work gets 503 `shutting_down` (JSON, `Retry-After`, `Connection: close`), `/health` 503
+/// `shutting_down`, a read as usual; the request doing work when the signal came (here one whose
+/// body is still arriving) is answered as usual; then the server stops, long before its grace
+/// period ends. It used to close its listener at the signal: every new client was refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shutdown_answers_new_work_503_while_the_work_in_flight_finishes() {
+    let mut s = TestServer::start(|c| {
+        c.shutdown_grace = Millis::ms(30_000);
+        c.http.body_timeout = Millis::ms(30_000);
+    })
+    .await;
+    let admin = s.token(Role::Admin).await;
+    // Work in flight: POST /tokens whose body is only half sent.
+    let body = br#"{"role": "student"}"#;
+    let mut working = TcpStream::connect(addr(&s)).await.unwrap();
+    working
+        .write_all(
+            format!(
+                "POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {admin}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    working.write_all(&body[..5]).await.unwrap();
+    // A keep-alive connection opened before the signal.
+    let mut kept = TcpStream::connect(addr(&s)).await.unwrap();
+    kept.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (head, _) = read_response(&mut kept).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // The handler is reading the body (counted as work) before the signal.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = tokio::time::Instant::now();
+    s.signal_stop();
+
+    // /health: 503 shutting_down, once the signal is taken.
+    let deadline = tokio::time::Instant::now() + GENEROUS;
+    let health = loop {
+        let r = reqwest::get(s.url("/health"))
+            .await
+            .expect("/health during the grace period");
+        if r.status() == 503 {
+            break r.json::<serde_json::Value>().await.unwrap();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/health never said 503"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(health["status"], "shutting_down", "{health}");
+    assert_eq!(health["shutting_down"], true, "{health}");
+
+    // New work: 503 in the API's error shape, to retry later.
+    let r = reqwest::Client::new()
+        .post(s.url("/run"))
+        .bearer_auth(&admin)
+        .json(&serde_json::json!({"cmd": "true"}))
+        .send()
+        .await
+        .expect("POST /run during the grace period");
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "5");
+    assert_eq!(r.headers()["connection"], "close");
+    let (_, v) = support::json_of(r).await;
+    assert_eq!(v["error"], "shutting_down", "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("shutting down"),
+        "{v}"
+    );
+    // Judge0's surface answers in Judge0's shape.
+    let r = reqwest::Client::new()
+        .post(s.url("/judge0/submissions"))
+        .bearer_auth(&admin)
+        .json(&serde_json::json!({"source_code": "x", "language_id": 71}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "5");
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("shutting down"),
+        "{v}"
+    );
+    // A read: answered as usual.
+    let r = reqwest::get(s.url("/metrics")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    // The keep-alive connection: answered, then closed.
+    kept.write_all(b"GET /languages HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (head, _) = read_response(&mut kept).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("connection: close"),
+        "{head}"
+    );
+    read_until_closed(&mut kept, "a keep-alive connection during the grace period").await;
+
+    // The work in flight finishes as usual.
+    working.write_all(&body[5..]).await.unwrap();
+    let (head, created) = read_response(&mut working).await;
+    assert!(head.starts_with("HTTP/1.1 201"), "{head}\n{created}");
+    assert!(created.contains("\"token\""), "{created}");
+    tokio::time::timeout(GENEROUS, s.stop())
+        .await
+        .expect("the server did not stop once its work was done");
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -13,8 +13,9 @@ use crate::state::SharedState;
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Health {
-    /// `ok`, `shutting_down`, `store_unreachable` or `store_unwritable` (both answered with 503:
-    /// a load balancer stops sending work to a node that cannot write its database).
+    /// `ok`, `shutting_down`, `store_unreachable` or `store_unwritable` (all but `ok` answered
+    /// with 503: a load balancer stops sending work to a node that is stopping or cannot write
+    /// its database).
     #[schema(example = "ok")]
     pub status: String,
     pub version: String,
@@ -73,12 +74,13 @@ pub struct LanguageImageInfo {
     get, path = "/health", tag = "meta",
     responses(
         (status = 200, description = "Up", body = Health),
-        (status = 503, description = "Up, but its store (the database) does not answer or cannot be written", body = Health)
+        (status = 503, description = "Up, but shutting down (finishing its work, taking no new work), or its store (the database) does not answer or cannot be written", body = Health)
     )
 )]
 pub async fn health(State(st): State<SharedState>) -> Response {
     let store = st.store_health.check(st.store.as_ref()).await;
-    let code = if store.is_ok() {
+    // Shutting down: a load balancer takes the node out while it finishes its work.
+    let code = if store.is_ok() && !st.is_shutting_down() {
         axum::http::StatusCode::OK
     } else {
         axum::http::StatusCode::SERVICE_UNAVAILABLE

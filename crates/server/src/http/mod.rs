@@ -15,6 +15,7 @@ pub mod binary;
 pub mod body_deadline;
 pub mod checks;
 pub mod content_coding;
+pub mod draining;
 pub mod error;
 pub mod forward;
 pub mod gradebook;

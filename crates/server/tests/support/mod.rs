@@ -108,8 +108,15 @@ impl TestServer {
         send(reqwest::Client::new().delete(self.url(path)), token).await
     }
 
+    /// The shutdown signal, without waiting for the server to stop (its grace period begins).
+    pub fn signal_stop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+
     pub async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
+        self.signal_stop();
         self.task.take().unwrap().await.unwrap();
     }
 }
