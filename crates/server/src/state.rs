@@ -58,7 +58,7 @@ pub struct AppState {
     /// Fires once when the server starts shutting down.
     pub shutdown: tokio::sync::watch::Sender<bool>,
     /// The requests in flight that do work: a shutdown keeps answering until they are done.
-    pub work_requests: crate::http::draining::WorkRequests,
+    pub work_requests: crate::service::work_requests::WorkRequests,
     /// The submission queue's in-process signals.
     pub queue: QueueHandle,
     /// The store's last write probe, for `/health`.

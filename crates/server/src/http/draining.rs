@@ -7,10 +7,8 @@
 //! in hand). Every answer during the grace says `Connection: close`, so keep-alive connections
 //! end with it.
 //!
-//! The requests that do work are counted ([`WorkRequests`]): the shutdown closes the listener
+//! The requests that do work are counted (`service/work_requests.rs`): the shutdown closes the listener
 //! once none is left (and no run or job is in hand), or when `shutdown_grace` ends.
-
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
@@ -20,30 +18,6 @@ use serde_json::json;
 
 use crate::error::{ApiError, SHUTTING_DOWN_RETRY};
 use crate::state::SharedState;
-
-/// The requests in flight that do work (everything but reads), for a shutdown to wait for.
-#[derive(Debug, Default)]
-pub struct WorkRequests(AtomicUsize);
-
-impl WorkRequests {
-    /// How many are in flight now.
-    pub fn get(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
-
-    fn enter(&self) -> WorkGuard<'_> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        WorkGuard(self)
-    }
-}
-
-struct WorkGuard<'a>(&'a WorkRequests);
-
-impl Drop for WorkGuard<'_> {
-    fn drop(&mut self) {
-        (self.0).0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
 
 /// Counts the requests that do work; during a shutdown refuses new ones and closes connections
 /// after their answer.

@@ -28,6 +28,7 @@
 //! - [`housekeeping`]: expiring idle sandboxes and old uploads.
 //! - [`store_health`]: whether the store can be written (`/health`), probed at most once a
 //!   second.
+//! - [`work_requests`]: the requests in flight that do work, which a shutdown waits for.
 
 pub mod caller;
 pub mod checks;
@@ -55,3 +56,4 @@ pub mod this_node;
 pub mod token_cache;
 pub mod tokens;
 pub mod uploads;
+pub mod work_requests;
