@@ -44,15 +44,21 @@ impl Metrics {
         let m = Metrics {
             runs,
             run_seconds,
-            queued: g("runs_queued", "Runs waiting for a free slot"),
-            in_flight: g("runs_in_flight", "Runs executing now"),
+            queued: g(
+                "runs_queued",
+                "Runs and /check gradings waiting for a free slot (queued submissions: corral_submissions)",
+            ),
+            in_flight: g(
+                "runs_in_flight",
+                "Runs and /check gradings executing now (submissions being judged: corral_submissions)",
+            ),
             oom: c(
                 "oom_total",
-                "Runs and judged submissions ended by the memory limit",
+                "Runs ended by the memory limit, and submissions judged memory_limit (a suite's checks are not counted)",
             ),
             timeouts: c(
                 "timeouts_total",
-                "Runs and judged submissions ended by the CPU or wall time limit",
+                "Runs ended by the CPU or wall time limit, and submissions judged time_limit (a suite's checks are not counted)",
             ),
             held_sandboxes: g(
                 "held_sandboxes",
