@@ -976,6 +976,22 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
         )),
         "{csv}"
     );
+    // Times a spreadsheet reads: `2026-12-01T01:02:03.456Z`, the JSON's milliseconds.
+    let a2_job = s.store.get_job(&a2).await.unwrap().unwrap();
+    let when = |ms: i64| {
+        humantime::format_rfc3339_millis(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms as u64),
+        )
+        .to_string()
+    };
+    assert!(
+        lines[2].ends_with(&format!(
+            ",{},{}",
+            when(a2_job.created_ms),
+            when(a2_job.finished_ms.unwrap())
+        )),
+        "{csv}"
+    );
     for (token, path, want) in [
         (&ada_t, "/suites/echo/gradebook", StatusCode::FORBIDDEN),
         (&staff, "/suites/nope/gradebook", StatusCode::NOT_FOUND),

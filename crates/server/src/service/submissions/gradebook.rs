@@ -80,8 +80,15 @@ pub async fn gradebook(st: &SharedState, caller: &Caller, id: &str) -> Result<Gr
     })
 }
 
+/// A Unix time in milliseconds as a spreadsheet reads it: RFC 3339 in UTC, to the millisecond.
+fn utc(ms: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
 /// The gradebook as CSV, one line per student:
-/// `student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at`.
+/// `student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at`
+/// (times in UTC, RFC 3339; the JSON gradebook keeps Unix milliseconds).
 pub fn csv(book: &Gradebook) -> String {
     let mut out = String::from(
         "student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at\n",
@@ -102,8 +109,8 @@ pub fn csv(book: &Gradebook) -> String {
                 .map(|v| v.as_str().to_string())
                 .unwrap_or_default(),
             r.status.clone(),
-            r.submitted_at.to_string(),
-            r.finished_at.map(|t| t.to_string()).unwrap_or_default(),
+            utc(r.submitted_at),
+            r.finished_at.map(utc).unwrap_or_default(),
         ];
         let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
         out.push_str(&line.join(","));
