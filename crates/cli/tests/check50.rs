@@ -518,3 +518,153 @@ fn a_problem_is_compiled_at_load_only_for_the_host_root() {
     let error = json["results"]["hello"]["error"].as_str().unwrap_or("");
     assert!(error.contains("No module named 'check50'"), "{json}");
 }
+
+/// A check whose code raises something other than a check failure (a bug in the problem, a
+/// grader that could not do its job) is check50's own error, not the student's: the row is an
+/// `error` (the check could not be judged) with the exception's type and value, its dependents
+/// are skipped as check50 skips them, and `corral check` exits 125 so staff look at it. The
+/// traceback is staff's only. (It used to be a silent skip, `result: null`, scored as a failure.)
+#[test]
+fn a_check_check50_raised_in_could_not_be_judged() {
+    let t = tempfile::tempdir().unwrap();
+    let problem = t.path().join("problem");
+    std::fs::create_dir(&problem).unwrap();
+    std::fs::write(problem.join(".cs50.yml"), "check50: true\n").unwrap();
+    std::fs::write(
+        problem.join("__init__.py"),
+        r#"import check50
+
+
+@check50.check()
+def fine():
+    """passes"""
+
+
+@check50.check()
+def broken():
+    """raises"""
+    raise RuntimeError("the grader's own bug")
+
+
+@check50.check(broken)
+def after_broken():
+    """depends on the broken one"""
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        t.path().join("suite.yaml"),
+        "name: raises\nchecks:\n  - id: p\n    check50:\n      problem: problem\n",
+    )
+    .unwrap();
+    let sub = t.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    for staff in [false, true] {
+        let mut cmd = corral_cmd();
+        cmd.args(["check", "--json"]);
+        if staff {
+            cmd.arg("--staff");
+        }
+        let (code, json, _) = json_output(cmd.arg(t.path().join("suite.yaml")).arg(&sub));
+        assert_eq!(code, 125, "{json:#}");
+        let broken = &json["results"]["p/broken"];
+        let why = "check50 ran into an error while running this check: \
+                   RuntimeError: the grader's own bug";
+        assert_eq!(broken["result"], false, "{json:#}");
+        assert_eq!(broken["error"], why, "{json:#}");
+        assert_eq!(
+            broken["message"],
+            format!("could not be checked: {why}"),
+            "{json:#}"
+        );
+        assert_eq!(json["results"]["p/fine"]["result"], true, "{json:#}");
+        assert_eq!(json["results"]["p/after_broken"]["result"], Value::Null);
+        assert_eq!(
+            json["results"]["p/after_broken"]["message"],
+            "can't check until a frown turns upside down"
+        );
+        assert_eq!(json["score"].as_f64(), Some(1.0), "{json:#}");
+        // The traceback is for staff.
+        let text = json.to_string();
+        assert_eq!(
+            text.contains("Traceback") || text.contains("in wrapper"),
+            staff,
+            "{json:#}"
+        );
+    }
+}
+
+/// A fork bomb in check50's sandbox (mario.c prompts, then forks without end) took the pids limit
+/// check50 itself shares, and check50 crashed in whichever checks needed a process then
+/// (`BlockingIOError`): identical code scored 1 or 2 from run to run, the crashed checks silent
+/// skips. Now the submission's programs stop short of the limit, check50 keeps pids of its own,
+/// and every run grades the same: the prompt stays open, so the rejection check passes (as
+/// check50 itself would have it), the pyramids fail.
+#[test]
+fn a_fork_bomb_gets_the_same_grade_every_time() {
+    let dir = root().join("examples/check50-mario");
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(
+        t.path().join("mario.c"),
+        "#include <stdio.h>\n#include <unistd.h>\n\
+         int main(void){ printf(\"Height: \"); fflush(stdout); for(;;) fork(); }\n",
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    for run in 0..3 {
+        let (code, json, _) = json_output(
+            corral_cmd()
+                .args(["check", "--json", "--staff"])
+                .arg(dir.join("suite.yaml"))
+                .arg(t.path()),
+        );
+        let rows = example_support::results(&json, |v| {
+            (
+                v["result"].as_bool(),
+                v["points"].as_f64().unwrap(),
+                v["error"].as_str().map(str::to_string),
+                v["message"].as_str().map(str::to_string),
+            )
+        });
+        for (id, (result, _, _, message)) in &rows {
+            // No silent skips: a null row is check50's skip after a dependency, said so.
+            if result.is_none() {
+                assert_eq!(
+                    message.as_deref(),
+                    Some("can't check until a frown turns upside down"),
+                    "run {run}, {id}: {json:#}"
+                );
+            }
+            // check50 was never starved of a pid.
+            assert!(
+                !message
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("ran into an error"),
+                "run {run}, {id}: {json:#}"
+            );
+        }
+        let outcome: Vec<(String, Option<bool>, f64, bool)> = rows
+            .iter()
+            .map(|(id, (r, p, e, _))| (id.clone(), *r, *p, e.is_some()))
+            .collect();
+        seen.push((code, json["score"].as_f64(), outcome));
+        assert_eq!(seen[run], seen[0], "run {run} differs from run 0: {json:#}");
+    }
+    let (code, score, rows) = &seen[0];
+    assert_eq!((*code, *score), (1, Some(2.0)), "{rows:?}");
+    let passed: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.1 == Some(true))
+        .map(|r| r.0.as_str())
+        .collect();
+    assert_eq!(
+        passed,
+        [
+            "mario/compiles",
+            "mario/exists",
+            "mario/test_reject_negative"
+        ],
+        "{rows:?}"
+    );
+}

@@ -72,10 +72,11 @@ struct Check50Result {
 }
 
 enum Run {
-    Valid(Check50Json),
+    /// check50's results, and the sandbox's pids limit when the run filled it.
+    Valid(Check50Json, Option<u64>),
     /// Stopped by a limit, with the checks check50 had finished by then (recorded, sealed, as
-    /// each finished: see `_corral_record_progress`).
-    Stopped(String, Vec<Check50Result>),
+    /// each finished: see `_corral_record_progress`), and the pids limit when the run filled it.
+    Stopped(String, Vec<Check50Result>, Option<u64>),
     /// check50 refused the submission before any check ran (a file its `.cs50.yml` requires is
     /// missing): the student's doing, so every check fails with check50's reason.
     Refused(String),
@@ -109,16 +110,25 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
         "site": SITE,
         "problem": format!("{PROBLEM_DIR}/{}", cc.problem),
         "problem_root": PROBLEM_DIR,
+        // The runner keeps the submission's programs below it (`_corral_leave_pids_for_check50`).
+        "pids": cx.settings.limits.pids,
     });
     let mut spec = python_helper(BOOTSTRAP, &cfg, &nonce, cx.settings);
     spec.seccomp = cx.settings.harness_seccomp();
     let outcome = sb.run(&spec, &mut NoSink);
+    // check50 runs in the sandbox of the programs it starts and shares its pids limit: when they
+    // filled it, check50's own forks (a worker, the next program) could be refused too.
+    let pids_hit = outcome.usage.pids_limit_hit.then_some(outcome.limits.pids);
     match outcome.status {
         Status::SandboxError => return Run::Error(crate::shared::text::sandbox_error(&outcome)),
         Status::Ok | Status::NonzeroExit => {}
         _ => {
             let finished = finished_before_the_stop(sb, &out_dir, &nonce);
-            return Run::Stopped(crate::shared::text::stop_reason(&outcome), finished);
+            return Run::Stopped(
+                crate::shared::text::stop_reason(&outcome),
+                finished,
+                pids_hit,
+            );
         }
     }
     let summary = match sb.read_file(&Path::new(&out_dir).join("summary.json"), MAX_RESULTS + 1) {
@@ -166,6 +176,16 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
                 .collect();
             return Run::Refused(why.join(" "));
         }
+        if let Some(pids) = pids_hit {
+            // check50 itself failed once the submission's processes took every pid: the
+            // submission's doing, as a limit that stops check50 is (see `item_row`).
+            let finished = finished_before_the_stop(sb, &out_dir, &nonce);
+            return Run::Stopped(
+                format!("the submission's processes filled the pids limit of {pids} ({e})"),
+                finished,
+                pids_hit,
+            );
+        }
         return Run::Error(format!("check50 failed: {e}"));
     }
     let Some(json) = summary.check50 else {
@@ -203,7 +223,7 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
             missing.join(", ")
         ));
     }
-    Run::Valid(json)
+    Run::Valid(json, pids_hit)
 }
 
 /// A value of check50's results as text, at most [`MAX_VALUE`] bytes of it.
@@ -236,7 +256,7 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
     let mut children = Vec::new();
     let (mut ok, mut message, mut error) = (true, None, None);
     match &run {
-        Run::Valid(json) => {
+        Run::Valid(json, pids_hit) => {
             for (item, row) in cc.items.iter().zip(&rubric) {
                 let r = json
                     .results
@@ -246,17 +266,25 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
                 if r.passed != Some(true) {
                     ok = false;
                 }
-                children.push(item_row(check, item, row, r));
+                children.push(item_row(check, item, row, r, *pids_hit));
             }
             let passed = children.iter().filter(|c| c.result == Some(true)).count();
+            let unjudged = children.iter().filter(|c| c.error.is_some()).count();
             if !ok {
                 message = Some(format!(
                     "{passed} of {} check50 checks passed",
                     children.len()
                 ));
             }
+            if unjudged > 0 {
+                message = Some(format!(
+                    "{passed} of {} check50 checks passed, {unjudged} could not be judged \
+                     (check50 ran into an error)",
+                    children.len()
+                ));
+            }
         }
-        Run::Stopped(r, finished) => {
+        Run::Stopped(r, finished, _) => {
             ok = false;
             message = Some(match finished.len() {
                 0 => format!("check50 was stopped: {r}"),
@@ -291,11 +319,11 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
             actual: Observation::new(
                 "run",
                 match &run {
-                    Run::Valid(json) => format!(
+                    Run::Valid(json, _) => format!(
                         "check50 {} ran",
                         json.version.as_deref().unwrap_or("(unknown version)")
                     ),
-                    Run::Stopped(r, _) => format!("stopped: {r}"),
+                    Run::Stopped(r, ..) => format!("stopped: {r}"),
                     Run::Refused(r) => format!("refused: {r}"),
                     Run::Invalid(r) => format!("invalid: {r}"),
                     Run::Error(r) => format!("error: {r}"),
@@ -316,9 +344,9 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
         children: Vec::new(),
     };
     match &run {
-        Run::Valid(_) => {}
-        Run::Stopped(_, finished) if !finished.is_empty() => {
-            children = rows_when_stopped(check, cc, &rubric, &parent, finished);
+        Run::Valid(..) => {}
+        Run::Stopped(_, finished, pids_hit) if !finished.is_empty() => {
+            children = rows_when_stopped(check, cc, &rubric, &parent, finished, *pids_hit);
         }
         _ => children = items_not_run(check, &rubric, &parent),
     }
@@ -326,19 +354,46 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
     (parent, None)
 }
 
-/// The row of a check50 check from check50's result `r` for it.
-fn item_row(check: &Check, item: &Check50Item, row: &RubricItem, r: &Check50Result) -> CheckResult {
+/// The row of a check50 check from check50's result `r` for it; `pids_hit` is the sandbox's
+/// pids limit when the run filled it.
+///
+/// A check whose code raised something other than a check failure is not skipped by check50 but
+/// crashed: check50 reports `passed: null` with `cause.error` (`type`, `value`, `traceback`).
+/// Such a check could not be judged: an `error` row (no points; `corral check` exits 125, a
+/// queued submission's verdict is `internal_error`), the type and value in its `error` and
+/// message, check50's traceback in the staff-only `diagnostics`.
+///
+/// Unless the pids limit was hit: check50 runs in the sandbox of the programs it starts and
+/// shares its pids limit, so a fork bomb leaves check50 itself unable to fork, and whichever
+/// checks happen to need a process then crash (`BlockingIOError`). That is the submission's
+/// doing, as any limit it exhausts is, so such a check fails (not an error): the grade is the
+/// same for the same code, and course staff are not asked to look into a grader that a fork
+/// bomb starved. (The runner also keeps the submission's programs below the limit, so check50
+/// keeps pids of its own: see `_corral_leave_pids_for_check50`.)
+fn item_row(
+    check: &Check,
+    item: &Check50Item,
+    row: &RubricItem,
+    r: &Check50Result,
+    pids_hit: Option<u64>,
+) -> CheckResult {
     let cause = r.cause.as_ref();
     let rationale = text_of(cause.and_then(|c| c.get("rationale")));
     let help = text_of(cause.and_then(|c| c.get("help")));
     // check50's own errors (an exception in a check): its type and value.
-    let crashed = cause.and_then(|c| c.get("error")).map(|e| {
+    let raised = cause
+        .and_then(|c| c.get("error"))
+        .filter(|_| r.passed.is_none());
+    let crashed = raised.map(|e| {
         format!(
             "{}: {}",
             text_of(e.get("type")).unwrap_or_default(),
             text_of(e.get("value")).unwrap_or_default()
         )
     });
+    if let Some(crashed) = crashed {
+        return crashed_row(check, item, row, r, raised, &crashed, pids_hit);
+    }
     // check50's log ("running python3 hello.py...", "sending input David..."), then
     // what was expected and what happened.
     let mut script: Vec<ScriptEntry> = r
@@ -383,11 +438,7 @@ fn item_row(check: &Check, item: &Check50Item, row: &RubricItem, r: &Check50Resu
         .filter(|m| !m.is_empty())
         .or(Some("check failed".into())),
         None => Some(rationale.unwrap_or_else(|| SKIPPED.to_string())),
-    }
-    .map(|m| match &crashed {
-        Some(c) => format!("{m}\n{c}"),
-        None => m,
-    });
+    };
     CheckResult {
         id: item.id.clone(),
         description: if r.description.is_empty() {
@@ -420,6 +471,81 @@ fn item_row(check: &Check, item: &Check50Item, row: &RubricItem, r: &Check50Resu
     }
 }
 
+/// The row of a check in which check50 itself raised `crashed` (`TYPE: value`; `raised` is
+/// check50's `error` object): see [`item_row`].
+fn crashed_row(
+    check: &Check,
+    item: &Check50Item,
+    row: &RubricItem,
+    r: &Check50Result,
+    raised: Option<&Value>,
+    crashed: &str,
+    pids_hit: Option<u64>,
+) -> CheckResult {
+    let log = r.log.iter().take(100).map(|l| {
+        let l = cut_text(l, MAX_VALUE, "...");
+        ScriptEntry {
+            expected: Observation::new("log", l.clone()),
+            actual: Observation::new("log", l),
+        }
+    });
+    let (message, error) = match pids_hit {
+        Some(pids) => (
+            format!(
+                "check50 could not run this check: the submission's processes filled the pids \
+                 limit of {pids} ({crashed})"
+            ),
+            None,
+        ),
+        None => {
+            let e = format!("check50 ran into an error while running this check: {crashed}");
+            (format!("could not be checked: {e}"), Some(e))
+        }
+    };
+    let traceback = raised
+        .and_then(|e| e.get("traceback"))
+        .map(|t| match t {
+            Value::Array(lines) => lines
+                .iter()
+                .map(|l| l.as_str().map_or_else(|| l.to_string(), str::to_string))
+                .collect::<String>(),
+            other => text_of(Some(other)).unwrap_or_default(),
+        })
+        .filter(|t| !t.is_empty());
+    CheckResult {
+        id: item.id.clone(),
+        description: if r.description.is_empty() {
+            item.description.clone()
+        } else {
+            r.description.clone()
+        },
+        dependencies: match &r.dependency {
+            Some(d) => vec![format!("{}/{d}", check.id)],
+            None => row.dependencies.clone(),
+        },
+        result: Some(false),
+        script: log
+            .chain([ScriptEntry {
+                expected: Observation::new("check", r.description.clone()),
+                actual: Observation::new("error", crashed.to_string()),
+            }])
+            .collect(),
+        points: 0.0,
+        max_points: item.points,
+        time_ms: 0,
+        hidden: item.hidden || check.hidden,
+        message: Some(message),
+        error,
+        diagnostics: traceback
+            .map(|t| format!("check50's traceback:\n{}", cut_text(&t, MAX_VALUE, "..."))),
+        gradescope: None,
+        not_gradable: false,
+        stopped_by: None,
+        visibility: None,
+        children: Vec::new(),
+    }
+}
+
 /// The rows of a run a limit stopped: the checks that had finished keep their results; a check
 /// whose dependency finished without passing is skipped, as check50 would have skipped it; the
 /// others fail with the stop.
@@ -429,6 +555,7 @@ fn rows_when_stopped(
     rubric: &[RubricItem],
     parent: &CheckResult,
     finished: &[Check50Result],
+    pids_hit: Option<u64>,
 ) -> Vec<CheckResult> {
     let stopped = items_not_run(check, rubric, parent);
     // Whether each row's check ran (finished, or skipped after a dependency that did not pass)
@@ -439,7 +566,7 @@ fn rows_when_stopped(
     for ((item, row), stopped) in cc.items.iter().zip(rubric).zip(stopped) {
         if let Some(r) = finished.iter().find(|r| r.name == item.name) {
             ran.push(Some(r.passed == Some(true)));
-            rows.push(item_row(check, item, row, r));
+            rows.push(item_row(check, item, row, r, pids_hit));
             continue;
         }
         let dependency_ran = item
@@ -495,5 +622,151 @@ impl CheckRunner for Check50Check {
             &suite.dir,
             &self.files.iter().collect::<Vec<_>>(),
         )?])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A suite with a check50 problem of three checks: `exists`, `runs` (after `exists`) and
+    /// `greets` (after `runs`, hidden).
+    fn suite(dir: &Path) -> Suite {
+        let problem = dir.join("problem");
+        std::fs::create_dir_all(&problem).unwrap();
+        std::fs::write(problem.join(".cs50.yml"), "check50: true\n").unwrap();
+        std::fs::write(
+            problem.join("__init__.py"),
+            "import check50\n\n@check50.check()\ndef exists():\n    \"\"\"a.c exists\"\"\"\n\n\
+             @check50.check(exists)\ndef runs():\n    \"\"\"a runs\"\"\"\n\n\
+             @check50.check(runs)\ndef greets():\n    \"\"\"a greets\"\"\"\n",
+        )
+        .unwrap();
+        let text = "name: t\nchecks:\n  - id: p\n    check50:\n      problem: problem\n      \
+                    hidden: [greets]\n";
+        Suite::parse(text, &dir.join("suite.yaml"), false).unwrap()
+    }
+
+    /// check50's result for a check whose code raised something other than a check failure, as
+    /// its runner writes it (`check50/runner.py`: `passed: null`, `cause.error`).
+    fn raised(name: &str) -> Check50Result {
+        serde_json::from_value(serde_json::json!({
+            "name": name,
+            "description": "a runs",
+            "passed": null,
+            "log": ["running ./a..."],
+            "cause": {
+                "rationale": "check50 ran into an error while running checks!",
+                "error": {
+                    "type": "BlockingIOError",
+                    "value": "[Errno 11] Resource temporarily unavailable",
+                    "traceback": ["  File \"runner.py\", line 146, in wrapper\n", "    state = check(*args)\n"],
+                    "data": {}
+                }
+            },
+            "data": {},
+            "dependency": "exists"
+        }))
+        .unwrap()
+    }
+
+    fn rows(suite: &Suite) -> (&Check, &Check50Check, Vec<RubricItem<'_>>) {
+        let check = &suite.checks[0];
+        let crate::suite::CheckKind::Check50(cc) = &check.kind else {
+            panic!("not a check50 check")
+        };
+        (check, cc, check.rubric().unwrap())
+    }
+
+    /// A check in which check50 itself raised could not be judged: an error row (never a silent
+    /// skip), the exception's type and value in its error and message, the traceback for staff.
+    #[test]
+    fn a_check_check50_raised_in_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let suite = suite(dir.path());
+        let (check, cc, rubric) = rows(&suite);
+        let row = item_row(check, &cc.items[1], &rubric[1], &raised("runs"), None);
+        assert_eq!(row.id, "p/runs");
+        assert_eq!(row.result, Some(false));
+        assert_eq!(row.points, 0.0);
+        let why = "check50 ran into an error while running this check: BlockingIOError: \
+                   [Errno 11] Resource temporarily unavailable";
+        assert_eq!(row.error.as_deref(), Some(why));
+        assert_eq!(
+            row.message.as_deref(),
+            Some(format!("could not be checked: {why}").as_str())
+        );
+        let diagnostics = row.diagnostics.as_deref().unwrap();
+        assert!(
+            diagnostics.contains("line 146, in wrapper"),
+            "{diagnostics}"
+        );
+        assert_eq!(row.script.last().unwrap().actual.kind, "error");
+        // Students see that it could not be judged; the traceback is staff's only.
+        assert_eq!(row.visible_diagnostics(crate::report::View::Student), None);
+        assert!(row
+            .visible_message(crate::report::View::Student)
+            .unwrap()
+            .contains("could not be checked"));
+        // A hidden check says no more to students than that.
+        let hidden = item_row(check, &cc.items[2], &rubric[2], &raised("greets"), None);
+        assert!(hidden.hidden && hidden.error.is_some());
+        assert_eq!(
+            hidden
+                .visible_message(crate::report::View::Student)
+                .as_deref(),
+            Some("could not be checked (sandbox error)")
+        );
+        assert!(hidden
+            .visible_script(crate::report::View::Student)
+            .is_empty());
+    }
+
+    /// When the submission's processes filled the pids limit, check50's crash is the
+    /// submission's doing: a failure that names the cause, not an error.
+    #[test]
+    fn a_check_check50_raised_in_after_a_fork_bomb_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let suite = suite(dir.path());
+        let (check, cc, rubric) = rows(&suite);
+        let row = item_row(check, &cc.items[1], &rubric[1], &raised("runs"), Some(64));
+        assert_eq!(row.result, Some(false));
+        assert_eq!(row.error, None);
+        assert_eq!(
+            row.message.as_deref(),
+            Some(
+                "check50 could not run this check: the submission's processes filled the pids \
+                 limit of 64 (BlockingIOError: [Errno 11] Resource temporarily unavailable)"
+            )
+        );
+    }
+
+    /// check50's own skips and failures are untouched: a skip stays null with check50's words.
+    #[test]
+    fn skips_and_failures_are_not_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let suite = suite(dir.path());
+        let (check, cc, rubric) = rows(&suite);
+        let skip: Check50Result = serde_json::from_value(serde_json::json!({
+            "name": "greets", "description": "a greets", "passed": null, "log": [],
+            "cause": {"rationale": "can't check until a frown turns upside down"},
+            "dependency": "runs"
+        }))
+        .unwrap();
+        let row = item_row(check, &cc.items[2], &rubric[2], &skip, None);
+        assert_eq!(row.result, None);
+        assert_eq!(row.error, None);
+        assert_eq!(
+            row.message.as_deref(),
+            Some("can't check until a frown turns upside down")
+        );
+        let fail: Check50Result = serde_json::from_value(serde_json::json!({
+            "name": "runs", "description": "a runs", "passed": false, "log": [],
+            "cause": {"rationale": "expected exit code 0, not 1"}, "dependency": "exists"
+        }))
+        .unwrap();
+        let row = item_row(check, &cc.items[1], &rubric[1], &fail, Some(64));
+        assert_eq!((row.result, row.error), (Some(false), None));
+        assert_eq!(row.message.as_deref(), Some("expected exit code 0, not 1"));
     }
 }

@@ -30,7 +30,9 @@ def _corral_main():
     code = None
     error = None
     _corral_pipes_for_pexpect()
-    _corral_hide_the_problem(cfg["problem_root"])
+    _corral_confine_programs(
+        [_corral_hide_the_problem(cfg["problem_root"]), _corral_leave_pids_for_check50(cfg.get("pids"))]
+    )
     _corral_record_progress(nonce, out_dir)
     sys.argv = ["check50", "--dev", "--no-install-dependencies", "--output", "json", "--", cfg["problem"]]
     try:
@@ -129,8 +131,8 @@ def _corral_hide_the_problem(problem_root):
     theirs to read (and to print in a public check's output). Each program check50 starts gets a
     Landlock layer of its own that lets it read and execute files anywhere but under the
     problem's mount; check50 itself (this process and its workers) keeps reading it. The ruleset
-    is made once here and only applied in each child, after its fork. Where the kernel has no
-    Landlock (or gVisor) the folder stays readable, as the README says."""
+    is made once here; the function returned applies it in each child, after its fork. Where the
+    kernel has no Landlock (or gVisor) the folder stays readable, as the README says (None)."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -146,7 +148,7 @@ def _corral_hide_the_problem(problem_root):
     attr = RulesetAttr(read_exec)
     ruleset = libc.syscall(444, ctypes.byref(attr), ctypes.sizeof(attr), 0)
     if ruleset < 0:
-        return
+        return None
     hidden = os.path.realpath(problem_root).split("/")[1]
     for entry in os.listdir("/"):
         if entry == hidden:
@@ -159,7 +161,7 @@ def _corral_hide_the_problem(problem_root):
             rule = PathBeneath(read_exec, fd)
             if libc.syscall(445, ruleset, 1, ctypes.byref(rule), 0) != 0:
                 os.close(ruleset)
-                return
+                return None
         finally:
             os.close(fd)
 
@@ -168,10 +170,59 @@ def _corral_hide_the_problem(problem_root):
         if libc.syscall(446, ruleset, 0) != 0:
             os._exit(126)
 
+    confine.keep_fd = ruleset
+    return confine
+
+
+def _corral_leave_pids_for_check50(pids):
+    """check50 runs in the sandbox of the programs it starts and shares its pids limit: a
+    submission that forks without end (a fork bomb) took every pid, and check50 itself could then
+    not fork (a worker, the next check's program) — those checks crashed with BlockingIOError,
+    different ones each run, so the same code got different grades. Each program check50 starts
+    gets a lower RLIMIT_NPROC than the sandbox's: the sandbox's uid is its own, so that counts
+    the sandbox's processes and threads, and the submission's stop short of the pids limit by a
+    reserve that stays check50's. Only where the sandbox set RLIMIT_NPROC itself (just above the
+    pids limit): in rootless mode it counts the caller's processes, and is left alone."""
+    import resource
+
+    if not isinstance(pids, int) or pids <= 0:
+        return None
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    except (OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft > pids + 8:
+        return None
+    reserve = min(16, max(4, pids // 4))
+    room = pids - reserve
+    if room < 4:
+        return None
+
+    def leave_room():
+        try:
+            resource.setrlimit(resource.RLIMIT_NPROC, (room, room))
+        except (OSError, ValueError):
+            pass
+
+    return leave_room
+
+
+def _corral_confine_programs(steps):
+    """Runs `steps` (functions; None is skipped) in each program check50 starts, after its fork
+    and before its exec."""
+    steps = [s for s in steps if s is not None]
+    if not steps:
+        return
+
+    def confine():
+        for step in steps:
+            step()
+
     try:
         import ptyprocess
     except ImportError:
         return  # no check50 here (it needs ptyprocess): running it says so, as the summary's error
+    keep = tuple(s.keep_fd for s in steps if hasattr(s, "keep_fd"))
 
     real_spawn = ptyprocess.PtyProcess.spawn.__func__
 
@@ -185,7 +236,7 @@ def _corral_hide_the_problem(problem_root):
         # ptyprocess closes every other descriptor before it calls preexec_fn; the ruleset's is
         # close-on-exec, so the program never holds it.
         return real_spawn(cls, argv, cwd=cwd, env=env, echo=echo, preexec_fn=preexec,
-                          dimensions=dimensions, pass_fds=tuple(pass_fds) + (ruleset,))
+                          dimensions=dimensions, pass_fds=tuple(pass_fds) + keep)
 
     ptyprocess.PtyProcess.spawn = classmethod(spawn)
     global _corral_confine
