@@ -311,6 +311,18 @@ fn check50_problems_import_checks_and_drive_programs_through_a_terminal() {
     assert_eq!(last["actual"]["value"], " #\n##\n", "{json:#}");
 }
 
+/// A folder holding a check50 problem (`problem/`, its `__init__.py` from `checks`) and
+/// `suite.yaml` (`suite`).
+fn problem_folder(checks: &str, suite: &str) -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    let problem = t.path().join("problem");
+    std::fs::create_dir(&problem).unwrap();
+    std::fs::write(problem.join(".cs50.yml"), "check50: true\n").unwrap();
+    std::fs::write(problem.join("__init__.py"), checks).unwrap();
+    std::fs::write(t.path().join("suite.yaml"), suite).unwrap();
+    t
+}
+
 /// A limit that stops check50 keeps what it had finished: check50 writes its results only at its
 /// end, so corral's runner records each check as it finishes. Here a check that never ends holds
 /// the run past its wall limit: the checks that finished keep their results (a pass earns its
@@ -318,12 +330,7 @@ fn check50_problems_import_checks_and_drive_programs_through_a_terminal() {
 /// check and the one after it fail with the stop.
 #[test]
 fn a_limit_keeps_the_checks_that_had_finished() {
-    let t = tempfile::tempdir().unwrap();
-    let problem = t.path().join("problem");
-    std::fs::create_dir(&problem).unwrap();
-    std::fs::write(problem.join(".cs50.yml"), "check50: true\n").unwrap();
-    std::fs::write(
-        problem.join("__init__.py"),
+    let t = problem_folder(
         r#"import time
 import check50
 
@@ -354,15 +361,10 @@ def slow():
 def after_slow():
     """depends on the slow one"""
 "#,
-    )
-    .unwrap();
-    std::fs::write(
-        t.path().join("suite.yaml"),
         "name: stops\ntimeout: 60s\nlimits: {wall_time: 8s, cpu_time: 20s, memory: 512M}\n\
          checks:\n  - id: p\n    check50:\n      problem: problem\n      \
          points: {fast: 2, fails: 1, after_failure: 1, slow: 1, after_slow: 1}\n",
-    )
-    .unwrap();
+    );
     let sub = t.path().join("sub");
     std::fs::create_dir(&sub).unwrap();
     let mut cmd = corral_cmd();
@@ -526,12 +528,7 @@ fn a_problem_is_compiled_at_load_only_for_the_host_root() {
 /// traceback is staff's only. (It used to be a silent skip, `result: null`, scored as a failure.)
 #[test]
 fn a_check_check50_raised_in_could_not_be_judged() {
-    let t = tempfile::tempdir().unwrap();
-    let problem = t.path().join("problem");
-    std::fs::create_dir(&problem).unwrap();
-    std::fs::write(problem.join(".cs50.yml"), "check50: true\n").unwrap();
-    std::fs::write(
-        problem.join("__init__.py"),
+    let t = problem_folder(
         r#"import check50
 
 
@@ -550,13 +547,8 @@ def broken():
 def after_broken():
     """depends on the broken one"""
 "#,
-    )
-    .unwrap();
-    std::fs::write(
-        t.path().join("suite.yaml"),
         "name: raises\nchecks:\n  - id: p\n    check50:\n      problem: problem\n",
-    )
-    .unwrap();
+    );
     let sub = t.path().join("sub");
     std::fs::create_dir(&sub).unwrap();
     for staff in [false, true] {

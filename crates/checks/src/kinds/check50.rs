@@ -357,6 +357,35 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
 /// The row of a check50 check from check50's result `r` for it; `pids_hit` is the sandbox's
 /// pids limit when the run filled it.
 ///
+/// check50's log of a check ("running python3 hello.py...", "sending input David..."), its first
+/// 100 lines, as script entries.
+fn log_entries(r: &Check50Result) -> impl Iterator<Item = ScriptEntry> + '_ {
+    r.log.iter().take(100).map(|l| {
+        let l = cut_text(l, MAX_VALUE, "...");
+        ScriptEntry {
+            expected: Observation::new("log", l.clone()),
+            actual: Observation::new("log", l),
+        }
+    })
+}
+
+/// A check's description: check50's, else the problem's.
+fn description(item: &Check50Item, r: &Check50Result) -> String {
+    if r.description.is_empty() {
+        item.description.clone()
+    } else {
+        r.description.clone()
+    }
+}
+
+/// A check's dependencies: the check50 check it depends on, else the rubric row's.
+fn dependencies(check: &Check, row: &RubricItem, r: &Check50Result) -> Vec<String> {
+    match &r.dependency {
+        Some(d) => vec![format!("{}/{d}", check.id)],
+        None => row.dependencies.clone(),
+    }
+}
+
 /// A check whose code raised something other than a check failure is not skipped by check50 but
 /// crashed: check50 reports `passed: null` with `cause.error` (`type`, `value`, `traceback`).
 /// Such a check could not be judged: an `error` row (no points; `corral check` exits 125, a
@@ -396,18 +425,7 @@ fn item_row(
     }
     // check50's log ("running python3 hello.py...", "sending input David..."), then
     // what was expected and what happened.
-    let mut script: Vec<ScriptEntry> = r
-        .log
-        .iter()
-        .take(100)
-        .map(|l| {
-            let l = cut_text(l, MAX_VALUE, "...");
-            ScriptEntry {
-                expected: Observation::new("log", l.clone()),
-                actual: Observation::new("log", l),
-            }
-        })
-        .collect();
+    let mut script: Vec<ScriptEntry> = log_entries(r).collect();
     // A `Mismatch` says what was expected and what came; a `Missing` (output that never came
     // before the timeout) what was missing from what came.
     let field = |name: &str| cause.and_then(|c| c.get(name));
@@ -441,15 +459,8 @@ fn item_row(
     };
     CheckResult {
         id: item.id.clone(),
-        description: if r.description.is_empty() {
-            item.description.clone()
-        } else {
-            r.description.clone()
-        },
-        dependencies: match &r.dependency {
-            Some(d) => vec![format!("{}/{d}", check.id)],
-            None => row.dependencies.clone(),
-        },
+        description: description(item, r),
+        dependencies: dependencies(check, row, r),
         result: r.passed,
         script,
         points: if r.passed == Some(true) {
@@ -482,13 +493,7 @@ fn crashed_row(
     crashed: &str,
     pids_hit: Option<u64>,
 ) -> CheckResult {
-    let log = r.log.iter().take(100).map(|l| {
-        let l = cut_text(l, MAX_VALUE, "...");
-        ScriptEntry {
-            expected: Observation::new("log", l.clone()),
-            actual: Observation::new("log", l),
-        }
-    });
+    let log = log_entries(r);
     let (message, error) = match pids_hit {
         Some(pids) => (
             format!(
@@ -514,15 +519,8 @@ fn crashed_row(
         .filter(|t| !t.is_empty());
     CheckResult {
         id: item.id.clone(),
-        description: if r.description.is_empty() {
-            item.description.clone()
-        } else {
-            r.description.clone()
-        },
-        dependencies: match &r.dependency {
-            Some(d) => vec![format!("{}/{d}", check.id)],
-            None => row.dependencies.clone(),
-        },
+        description: description(item, r),
+        dependencies: dependencies(check, row, r),
         result: Some(false),
         script: log
             .chain([ScriptEntry {
