@@ -68,8 +68,9 @@ pub struct CheckResult {
     /// `message` is the grader's, shown to students even on a hidden row.
     pub not_gradable: bool,
     /// The sandbox limit that stopped the check's program before it could finish (a grader's
-    /// run: no results were read), so a queued submission's verdict can name it (`time_limit`,
-    /// `memory_limit`, …) as a run's does. Not in the JSON report: its script says the reason.
+    /// run: no results were read; a step's program, or the step's `timeout` as its wall time),
+    /// so a queued submission's verdict can name it (`time_limit`, `memory_limit`, …) as a
+    /// run's does. Not in the JSON report: its script says the reason.
     pub stopped_by: Option<corral_sandbox::Status>,
     /// A Gradescope test's visibility (`visible`, `hidden`, `after_due_date`,
     /// `after_published`: its own, else its results' default), which `--format gradescope`
@@ -304,11 +305,12 @@ impl Report {
         self.results.iter().any(|r| r.not_gradable)
     }
 
-    /// The first row whose check a sandbox limit stopped (a grader's run), and that limit.
+    /// When the first check that failed (in the report's order) failed because a sandbox limit
+    /// ended its program — a grader's run, a step's program, a step's `timeout` —, that row and
+    /// the limit: a queued submission's verdict names it, as a run's does.
     pub fn stopped(&self) -> Option<(&CheckResult, corral_sandbox::Status)> {
-        self.results
-            .iter()
-            .find_map(|r| r.stopped_by.map(|s| (r, s)))
+        let failed = self.results.iter().find(|r| r.result == Some(false))?;
+        failed.stopped_by.map(|s| (failed, s))
     }
 
     /// The images the checks were graded in, each once, in suite order (empty: all on the host).

@@ -334,10 +334,24 @@ fn suites_grade_submissions() {
             json!({"suite": "hello", "files": files("wrong_output")}),
         )
         .await;
+        let looping = submit(
+            &s,
+            &t,
+            json!({"suite": "hello", "files": files("infinite_loop")}),
+        )
+        .await;
         let v = finished(&s, &t, &good).await;
         assert_eq!(v["verdict"], "accepted", "{v}");
         assert_eq!(v["score"], v["max_score"]);
         assert_eq!(v["checks"]["results"]["compiles"]["result"], true);
+        // The first check that failed failed because its program ran out of time: the verdict
+        // says so (it said `wrong_answer`), and which check in its message.
+        let v = finished(&s, &t, &looping).await;
+        assert_eq!(v["verdict"], "time_limit", "{v}");
+        assert!(
+            v["message"].as_str().unwrap_or("").starts_with("greets: "),
+            "{v}"
+        );
         let v = finished(&s, &t, &bad).await;
         assert_eq!(v["verdict"], "wrong_answer", "{v}");
         assert_eq!(v["score"], 2.0);

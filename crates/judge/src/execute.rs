@@ -286,7 +286,8 @@ fn grade_suite(
     } else {
         View::Student
     };
-    // A grader a limit stopped graded nothing: the verdict names the limit, as a run's does.
+    // When a limit ended the program of the first check that failed (a grader that graded
+    // nothing, a step's program, a step's timeout), the verdict names it, as a run's does.
     let stopped = report.stopped().and_then(|(row, status)| {
         let kind = match status {
             Status::TimeLimit | Status::WallTimeLimit => VerdictKind::TimeLimit,

@@ -36,11 +36,15 @@ impl CheckRunner for Vec<Step> {
             script: Vec::new(),
             message: None,
             error: None,
+            stopped_by: None,
         };
         let passed = runner.run(sb, self);
         let mut result = row(check);
         result.script = runner.script;
         result.message = runner.message;
+        if !passed {
+            result.stopped_by = runner.stopped_by;
+        }
         if let Some(e) = runner.error {
             result.message = Some(format!("could not be checked: {e}"));
             result.error = Some(e);
@@ -145,6 +149,9 @@ struct Runner<'a> {
     script: Vec<ScriptEntry>,
     message: Option<String>,
     error: Option<String>,
+    /// The limit that ended the program the check failed on (the check's `timeout` while it
+    /// waited for the program counts as its wall time): a queued submission's verdict names it.
+    stopped_by: Option<Status>,
 }
 
 impl Runner<'_> {
@@ -165,6 +172,7 @@ impl Runner<'_> {
     /// The timeout passed while the step waited for the program `to` do something; the program
     /// was `doing` instead (`still running`, `not reading`).
     fn timed_out(&mut self, expected: Observation, doing: &str, to: &str) -> Flow {
+        self.stopped_by = Some(Status::WallTimeLimit);
         let t = self.timeout_text();
         self.fail(
             expected,
@@ -222,6 +230,18 @@ impl Runner<'_> {
             outcome: None,
         };
         let flow = self.talk(&mut live, steps, at + 1);
+        // The check failed on a program a limit had ended (not one stopped below, after it).
+        if let (Flow::Stop, Some(o)) = (&flow, &live.outcome) {
+            if matches!(
+                o.status,
+                Status::TimeLimit
+                    | Status::WallTimeLimit
+                    | Status::MemoryLimit
+                    | Status::OutputLimit
+            ) {
+                self.stopped_by.get_or_insert(o.status);
+            }
+        }
         let stopped = live.stop();
         if let Err(e) = stopped {
             if self.error.is_none() {
