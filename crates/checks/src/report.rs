@@ -215,6 +215,9 @@ impl SafetyReport {
 pub const SKIPPED: &str = "can't check until a frown turns upside down";
 /// The message students get for a failed hidden check.
 pub const HIDDEN_FAILED: &str = "hidden check failed";
+/// What a student is told of a hidden check that could not be judged: its error (a sandbox's,
+/// or an exception check50 or pytest raised in it, whose text may quote the check) is staff's.
+pub const HIDDEN_ERROR: &str = "hidden check could not be checked (staff see why)";
 
 fn num(x: f64) -> Value {
     if x.fract() == 0.0 && x.abs() < 1e15 {
@@ -260,7 +263,7 @@ impl CheckResult {
             (true, Some(false)) => Some(
                 self.error
                     .as_ref()
-                    .map(|_| "could not be checked (sandbox error)".to_string())
+                    .map(|_| HIDDEN_ERROR.to_string())
                     .unwrap_or_else(|| HIDDEN_FAILED.to_string()),
             ),
             (true, _) => self.result.is_none().then(|| SKIPPED.to_string()),
@@ -354,7 +357,8 @@ impl Report {
                 m.insert("message".into(), json!(msg));
             }
             if let Some(e) = &r.error {
-                m.insert("error".into(), json!(e));
+                let hidden = r.hidden && view == View::Student;
+                m.insert("error".into(), json!(if hidden { HIDDEN_ERROR } else { e }));
             }
             if r.not_gradable {
                 m.insert("not_gradable".into(), json!(true));

@@ -713,7 +713,22 @@ mod tests {
             hidden
                 .visible_message(crate::report::View::Student)
                 .as_deref(),
-            Some("could not be checked (sandbox error)")
+            Some(crate::report::HIDDEN_ERROR)
+        );
+        // Nor does its `error` (the exception's text may quote the hidden check).
+        let shown = crate::report::Report {
+            suite: "s".into(),
+            results: vec![hidden.clone()],
+            integrity: Default::default(),
+            safety: None,
+            images: Default::default(),
+            runtimes: Default::default(),
+        }
+        .to_json(crate::report::View::Student);
+        assert_eq!(
+            shown["results"][&hidden.id]["error"],
+            crate::report::HIDDEN_ERROR,
+            "{shown}"
         );
         assert!(hidden
             .visible_script(crate::report::View::Student)
