@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use corral_sandbox::{Mount, NoSink, Outcome, Status};
+use corral_sandbox::{Mount, NoSink, Outcome, Size, Status};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -803,6 +803,20 @@ fn headline(text: &str) -> String {
     clip(&e_line.unwrap_or_else(|| first.to_string()), 300)
 }
 
+/// Python ignores SIGXFSZ, so a write past the file size limit fails with `EFBIG`, and pytest's
+/// capture of a test's output is a file: a test that prints a flood fails with an `OSError`
+/// that names no limit. Say which one it met.
+fn name_file_size_limit(headline: String, limit: Size) -> String {
+    if headline.contains("[Errno 27]") {
+        format!(
+            "{headline} (a file, or the test's printed output, reached the file size limit of \
+             {limit})"
+        )
+    } else {
+        headline
+    }
+}
+
 /// Runs a pytest check: the public session, then the hidden one; one result for the check
 /// (`children`: one per rubric item).
 fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<PathBuf>) {
@@ -913,7 +927,10 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
                                 };
                                 match headline(text) {
                                     h if h.is_empty() => format!("{id} {verb}"),
-                                    h => format!("{id} {verb}: {h}"),
+                                    h => format!(
+                                        "{id} {verb}: {}",
+                                        name_file_size_limit(h, cx.settings.limits.file_size)
+                                    ),
                                 }
                             }),
                         )
