@@ -72,6 +72,10 @@ pub struct CheckResult {
     /// so a queued submission's verdict can name it (`time_limit`, `memory_limit`, …) as a
     /// run's does. Not in the JSON report: its script says the reason.
     pub stopped_by: Option<corral_sandbox::Status>,
+    /// The check failed while a `compile` step's program (or `run: "{compile}"`'s) was the one
+    /// it talked to (it exited with the wrong code, a limit ended it): a queued submission's
+    /// verdict is then `compile_error`. Not in the JSON report: its script says why.
+    pub compile_failed: bool,
     /// A Gradescope test's visibility (`visible`, `hidden`, `after_due_date`,
     /// `after_published`: its own, else its results' default), which `--format gradescope`
     /// keeps. A `hidden` row is left out of students' views entirely (its points still count),
@@ -306,6 +310,13 @@ impl Report {
     /// Some grader refused the submission as not gradable (and nothing failed in corral).
     pub fn not_gradable(&self) -> bool {
         self.results.iter().any(|r| r.not_gradable)
+    }
+
+    /// When the first check that failed (in the report's order) failed on the program of a
+    /// `compile` step, that row: a queued submission's verdict is `compile_error`.
+    pub fn failed_to_compile(&self) -> Option<&CheckResult> {
+        let failed = self.results.iter().find(|r| r.result == Some(false))?;
+        failed.compile_failed.then_some(failed)
     }
 
     /// When the first check that failed (in the report's order) failed because a sandbox limit
@@ -879,6 +890,7 @@ mod tests {
             gradescope: None,
             not_gradable: false,
             stopped_by: None,
+            compile_failed: false,
             visibility: None,
             children: Vec::new(),
         }

@@ -406,6 +406,22 @@ fn steps_and_paths_are_checked() {
         parse("name: x\nlanguage: c\nchecks:\n  - id: a\n    steps: [{run: \"{compile}\"}]\n")
             .is_ok()
     );
+    // A `compile` step is a `run`: the same placeholders, and the process steps after it.
+    let e = err("name: x\nchecks:\n  - id: a\n    steps: [{compile: \"{compile}\"}]\n");
+    assert!(
+        e.contains("steps[0].compile") && e.contains("language"),
+        "{e}"
+    );
+    let s =
+        parse("name: x\nchecks:\n  - id: a\n    steps: [{compile: gcc a.c}, {exit: 0}]\n").unwrap();
+    let CheckKind::Steps(steps) = &s.checks[0].kind else {
+        panic!("steps")
+    };
+    assert!(matches!(&steps[0], Step::Compile(Command::Shell(c)) if c == "gcc a.c"));
+    let e = err("name: x\nchecks:\n  - id: a\n    steps: [{exit: 0}, {compile: gcc a.c}]\n");
+    assert!(e.contains("steps[0].exit: needs a `run` step"), "{e}");
+    let e = err("name: x\nchecks:\n  - id: a\n    steps: [{compiles: gcc a.c}]\n");
+    assert!(e.contains("compile"), "{e}");
     let e = err("name: x\nchecks:\n  - id: a\n    steps: [{run: ls}, {stdin: {wait: false}}]\n");
     assert!(e.contains("steps[1].stdin"), "{e}");
     let s = parse("name: x\nchecks:\n  - id: a\n    steps: [{run: ls}, {stdin: {line: hi, wait: true}}, {stdin: {wait: true}}]\n").unwrap();

@@ -314,6 +314,14 @@ fn the_pending_cap_holds_under_parallel_requests() {
 #[test]
 fn suites_grade_submissions() {
     let data = data_with_hello_suite();
+    // The language's own compile command is a compilation too.
+    let lang = data.path().join("suites/c-main");
+    std::fs::create_dir_all(&lang).unwrap();
+    std::fs::write(
+        lang.join("suite.yaml"),
+        "name: c-main\nlanguage: c\nchecks:\n  - id: builds\n    steps:\n      - run: \"{compile}\"\n      - exit: 0\n",
+    )
+    .unwrap();
     let ex = hello_example();
     let s = Server::start_in(data.path(), "[submissions]\nworkers = 2\n", &[]);
     rt().block_on(async {
@@ -340,10 +348,31 @@ fn suites_grade_submissions() {
             json!({"suite": "hello", "files": files("infinite_loop")}),
         )
         .await;
+        let broken = submit(
+            &s,
+            &t,
+            json!({"suite": "hello", "files": files("no_compile")}),
+        )
+        .await;
+        let via_language = submit(
+            &s,
+            &t,
+            json!({"suite": "c-main", "files": [{"path": "main.c", "content": "int main(void) { return }"}]}),
+        )
+        .await;
         let v = finished(&s, &t, &good).await;
         assert_eq!(v["verdict"], "accepted", "{v}");
         assert_eq!(v["score"], v["max_score"]);
         assert_eq!(v["checks"]["results"]["compiles"]["result"], true);
+        // It failed on its `compile` step's program: a compile error, and the check's message
+        // (the compiler's first lines) says why.
+        let v = finished(&s, &t, &broken).await;
+        assert_eq!(v["verdict"], "compile_error", "{v}");
+        let m = v["message"].as_str().unwrap_or("");
+        assert!(m.starts_with("compiles: ") && m.contains("error"), "{v}");
+        let v = finished(&s, &t, &via_language).await;
+        assert_eq!(v["verdict"], "compile_error", "{v}");
+        assert!(v["message"].as_str().unwrap_or("").starts_with("builds: "), "{v}");
         // The first check that failed failed because its program ran out of time: the verdict
         // says so (it said `wrong_answer`), and which check in its message.
         let v = finished(&s, &t, &looping).await;

@@ -305,6 +305,8 @@ fn grade_suite(
         VerdictKind::NotGradable
     } else if report.passed() {
         VerdictKind::Accepted
+    } else if report.failed_to_compile().is_some() {
+        VerdictKind::CompileError
     } else if let Some((kind, _)) = &stopped {
         *kind
     } else {
@@ -332,6 +334,13 @@ fn grade_suite(
             | VerdictKind::MemoryLimit
             | VerdictKind::OutputLimit
             | VerdictKind::RuntimeError => stopped.map(|(_, why)| why),
+            VerdictKind::CompileError => report.failed_to_compile().map(|row| {
+                format!(
+                    "{}: {}",
+                    row.id,
+                    row.visible_message(view).unwrap_or_default()
+                )
+            }),
             _ => None,
         },
         checks: Some(report.to_json(view)),

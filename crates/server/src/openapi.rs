@@ -697,6 +697,7 @@ mod tests {
             gradescope: None,
             not_gradable: false,
             stopped_by: None,
+            compile_failed: false,
             visibility: None,
             children: Vec::new(),
         };

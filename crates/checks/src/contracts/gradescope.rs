@@ -330,6 +330,7 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
             gradescope: None,
             not_gradable: false,
             stopped_by: None,
+            compile_failed: false,
             children: Vec::new(),
         });
     }

@@ -176,6 +176,7 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
                 gradescope: None,
                 not_gradable: false,
                 stopped_by: None,
+                compile_failed: false,
                 visibility: None,
                 children: Vec::new(),
             }

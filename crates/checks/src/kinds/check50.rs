@@ -340,6 +340,7 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
         gradescope: None,
         not_gradable: false,
         stopped_by: None,
+        compile_failed: false,
         visibility: None,
         children: Vec::new(),
     };
@@ -477,6 +478,7 @@ fn item_row(
         gradescope: None,
         not_gradable: false,
         stopped_by: None,
+        compile_failed: false,
         visibility: None,
         children: Vec::new(),
     }
@@ -539,6 +541,7 @@ fn crashed_row(
         gradescope: None,
         not_gradable: false,
         stopped_by: None,
+        compile_failed: false,
         visibility: None,
         children: Vec::new(),
     }

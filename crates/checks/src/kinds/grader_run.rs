@@ -214,6 +214,7 @@ pub fn output_row(check: &Check, outcome: &Outcome, visible: bool, ok: bool) -> 
         gradescope: None,
         not_gradable: false,
         stopped_by: None,
+        compile_failed: false,
         visibility: None,
         children: Vec::new(),
     }

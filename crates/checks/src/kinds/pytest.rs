@@ -981,6 +981,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
             gradescope: None,
             not_gradable: false,
             stopped_by: None,
+            compile_failed: false,
             visibility: None,
             children: Vec::new(),
         });
@@ -1049,6 +1050,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
         gradescope: None,
         not_gradable: false,
         stopped_by: None,
+        compile_failed: false,
         visibility: None,
         children,
     };

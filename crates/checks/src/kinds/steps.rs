@@ -37,6 +37,7 @@ impl CheckRunner for Vec<Step> {
             message: None,
             error: None,
             stopped_by: None,
+            compile_failed: false,
         };
         let passed = runner.run(sb, self);
         let mut result = row(check);
@@ -44,6 +45,7 @@ impl CheckRunner for Vec<Step> {
         result.message = runner.message;
         if !passed {
             result.stopped_by = runner.stopped_by;
+            result.compile_failed = runner.compile_failed;
         }
         if let Some(e) = runner.error {
             result.message = Some(format!("could not be checked: {e}"));
@@ -152,6 +154,9 @@ struct Runner<'a> {
     /// The limit that ended the program the check failed on (the check's `timeout` while it
     /// waited for the program counts as its wall time): a queued submission's verdict names it.
     stopped_by: Option<Status>,
+    /// The check failed on the program of a `compile` step (or of `run: "{compile}"`, the
+    /// language's compile command): a queued submission's verdict is `compile_error`.
+    compile_failed: bool,
 }
 
 impl Runner<'_> {
@@ -186,7 +191,12 @@ impl Runner<'_> {
         let mut i = 0;
         while i < steps.len() {
             let flow = match &steps[i] {
-                Step::Run(cmd) => self.segment(sb, steps, i, cmd),
+                Step::Run(cmd) => {
+                    // The language's own compile command is a compilation however it is named.
+                    let compiles = matches!(cmd, Command::Shell(c) if c.trim() == "{compile}");
+                    self.segment(sb, steps, i, cmd, compiles)
+                }
+                Step::Compile(cmd) => self.segment(sb, steps, i, cmd, true),
                 Step::Exists(p) => self.exists(sb, p, true, i),
                 Step::NotExists(p) => self.exists(sb, p, false, i),
                 Step::Diff { actual, expected } => self.diff(sb, actual, expected, i),
@@ -204,8 +214,16 @@ impl Runner<'_> {
         true
     }
 
-    /// A `run` step and the process steps after it.
-    fn segment(&mut self, sb: &mut Sandbox, steps: &[Step], at: usize, cmd: &Command) -> Flow {
+    /// A `run` (or `compile`) step and the process steps after it.
+    /// `compiles`: the program compiles the submission (a `compile` step).
+    fn segment(
+        &mut self,
+        sb: &mut Sandbox,
+        steps: &[Step],
+        at: usize,
+        cmd: &Command,
+        compiles: bool,
+    ) -> Flow {
         let (argv, seccomp) = self.settings.launch(cmd);
         let cmd = &self.settings.expand(cmd);
         let mut spec = RunSpec::new(argv);
@@ -241,6 +259,9 @@ impl Runner<'_> {
             ) {
                 self.stopped_by.get_or_insert(o.status);
             }
+        }
+        if matches!(flow, Flow::Stop) && compiles && self.error.is_none() {
+            self.compile_failed = true;
         }
         let stopped = live.stop();
         if let Err(e) = stopped {

@@ -22,6 +22,7 @@ pub fn row(check: &Check) -> CheckResult {
         gradescope: None,
         not_gradable: false,
         stopped_by: None,
+        compile_failed: false,
         visibility: None,
         children: Vec::new(),
     }
@@ -71,6 +72,7 @@ pub fn items_not_run(
             gradescope: None,
             not_gradable: false,
             stopped_by: None,
+            compile_failed: false,
             visibility: None,
             children: Vec::new(),
         })

@@ -272,14 +272,14 @@ fn grader_image(
     }
 }
 
-/// Whether a `run` step of the check mentions `placeholder`.
+/// Whether a `run` or `compile` step of the check mentions `placeholder`.
 fn uses(check: &Check, placeholder: &str) -> bool {
     let CheckKind::Steps(steps) = &check.kind else {
         return false;
     };
     steps
         .iter()
-        .any(|s| matches!(s, Step::Run(Command::Shell(c)) if c.contains(placeholder)))
+        .any(|s| matches!(s, Step::Run(Command::Shell(c)) | Step::Compile(Command::Shell(c)) if c.contains(placeholder)))
 }
 
 #[cfg(test)]

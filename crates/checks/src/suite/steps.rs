@@ -18,6 +18,10 @@ use super::paths::{assignment_path, relative};
 pub enum Step {
     /// Start a program (the previous one, if still running, is first waited for).
     Run(Command),
+    /// Start a program that compiles the submission: a `run` whose failure (the check failing
+    /// while it is the program, a nonzero exit, a limit) makes a queued submission's verdict
+    /// `compile_error`.
+    Compile(Command),
     /// Type into the running program.
     Stdin(Input),
     /// Wait until the program's standard output matches.
@@ -184,6 +188,7 @@ impl fmt::Display for Command {
 
 const STEP_KINDS: &[&str] = &[
     "run",
+    "compile",
     "stdin",
     "stdout",
     "stderr",
@@ -199,14 +204,15 @@ impl<'de> Deserialize<'de> for Step {
         impl<'de> Visitor<'de> for V {
             type Value = Step;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a step: a map with one key (run, stdin, stdout, stderr, exit, exists, not_exists or diff)")
+                f.write_str("a step: a map with one key (run, compile, stdin, stdout, stderr, exit, exists, not_exists or diff)")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Step, A::Error> {
                 let Some(key) = map.next_key::<String>()? else {
-                    return Err(de::Error::custom("empty step: give one of run, stdin, stdout, stderr, exit, exists, not_exists, diff"));
+                    return Err(de::Error::custom("empty step: give one of run, compile, stdin, stdout, stderr, exit, exists, not_exists, diff"));
                 };
                 let step = match key.as_str() {
                     "run" => Step::Run(map.next_value()?),
+                    "compile" => Step::Compile(map.next_value()?),
                     "stdin" => Step::Stdin(map.next_value()?),
                     "stdout" => Step::Stdout(map.next_value()?),
                     "stderr" => Step::Stderr(map.next_value()?),
@@ -405,6 +411,7 @@ impl Step {
     pub fn key(&self) -> &'static str {
         match self {
             Step::Run(_) => "run",
+            Step::Compile(_) => "compile",
             Step::Stdin(_) => "stdin",
             Step::Stdout(_) => "stdout",
             Step::Stderr(_) => "stderr",
@@ -427,7 +434,7 @@ pub(crate) fn validate(steps: &[Step], has_language: bool, dir: &Path) -> Result
     for (j, s) in steps.iter().enumerate() {
         let at = |m: String| format!("steps[{j}].{m}");
         match s {
-            Step::Run(Command::Shell(c))
+            Step::Run(Command::Shell(c)) | Step::Compile(Command::Shell(c))
                 if !has_language
                     && [
                         "{compile}",
@@ -440,10 +447,11 @@ pub(crate) fn validate(steps: &[Step], has_language: bool, dir: &Path) -> Result
                         .any(|p| c.contains(p)) =>
             {
                 return Err(at(format!(
-                    "run: {c:?} uses a language placeholder but neither the check nor the suite names a `language`"
+                    "{}: {c:?} uses a language placeholder but neither the check nor the suite names a `language`",
+                    s.key()
                 )))
             }
-            Step::Run(_) => running = true,
+            Step::Run(_) | Step::Compile(_) => running = true,
             Step::Stdin(_) | Step::Stdout(_) | Step::Stderr(_) | Step::Exit(_) if !running => {
                 return Err(at(format!("{}: needs a `run` step before it", s.key())))
             }
