@@ -15,7 +15,7 @@ use crate::http::{checks, gradebook, images, meta, revisions, runs, submissions,
 use crate::judge0::{self, doc::*};
 use crate::service::runs::{LimitValue, LimitsDoc, RunResponse, SandboxRef};
 use crate::service::submissions::accept::{SubmissionFile, SubmissionRequest};
-use crate::service::submissions::gradebook::{Gradebook, GradebookRow};
+use crate::service::submissions::gradebook::{Gradebook, GradebookCheck, GradebookRow};
 use crate::service::submissions::listing::{SubmissionPage, SubmissionSummary};
 use crate::service::submissions::regrade::Regraded;
 use crate::service::submissions::view::{CallbackInfo, SubmissionView};
@@ -394,7 +394,7 @@ fn exactly_one_mode(doc: &mut utoipa::openapi::OpenApi) {
         submissions::BatchResponse, submissions::BatchItem, SubmissionView, CallbackInfo, VerdictKind,
         Verdict, ClaimRequest, ClaimedJob, JobFile, LeaseRequest,
         ResultRequest, ResultResponse, SubmissionPage, SubmissionSummary, Regraded,
-        Gradebook, GradebookRow, gradebook::SuiteRegraded,
+        Gradebook, GradebookRow, GradebookCheck, gradebook::SuiteRegraded,
     )),
     tags(
         (name = "submissions", description = "The submission queue: submit, then get the verdict or a callback"),

@@ -923,10 +923,38 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
     let verdict = |kind: &str, score: f64| {
         json!({"verdict": kind, "score": score, "max_score": 1.0}).to_string()
     };
+    // A suite's verdict carries its report: the student's view as `checks`, staff's (with the
+    // hidden check's row) as `staff_checks`.
+    let row = |result: Value, points: f64, max: f64| json!({"result": result, "points": points, "max_points": max});
+    let graded = |kind: &str, score: f64, answers: Value, hidden: Value| {
+        let student = json!({"results": {"exists": row(json!(true), 0.0, 0.0),
+                                         "answers": answers.clone()}});
+        let staff = json!({"results": {"exists": row(json!(true), 0.0, 0.0),
+                                       "answers": answers, "hidden_case": hidden}});
+        json!({"verdict": kind, "score": score, "max_score": 1.0,
+               "checks": student, "staff_checks": staff})
+        .to_string()
+    };
     for (id, v) in [
         (&a1, verdict("accepted", 1.0)),
-        (&a2, verdict("wrong_answer", 0.0)),
-        (&b1, verdict("accepted", 1.0)),
+        (
+            &a2,
+            graded(
+                "wrong_answer",
+                0.0,
+                row(json!(false), 0.0, 1.0),
+                row(Value::Null, 0.0, 0.0),
+            ),
+        ),
+        (
+            &b1,
+            graded(
+                "accepted",
+                1.0,
+                row(json!(true), 1.0, 1.0),
+                row(json!(false), 0.0, 0.0),
+            ),
+        ),
         (&tried, verdict("accepted", 1.0)),
     ] {
         s.store
@@ -954,26 +982,39 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
         rows,
         [("=bob", b1.as_str(), 1.0), ("ada", a2.as_str(), 0.0)]
     );
+    // Each row's report rows, as staff see them (the hidden check's included), by id.
+    assert_eq!(
+        v["rows"][0]["checks"],
+        json!([
+            {"id": "answers", "result": true, "points": 1.0, "max_points": 1.0},
+            {"id": "exists", "result": true, "points": 0.0, "max_points": 0.0},
+            {"id": "hidden_case", "result": false, "points": 0.0, "max_points": 0.0},
+        ]),
+        "{v}"
+    );
     let (st, ct, csv) = get_text(&s, &staff, "/suites/echo/gradebook?format=csv").await;
     assert_eq!(st, StatusCode::OK, "{csv}");
     assert!(ct.starts_with("text/csv"), "{ct}");
     let lines: Vec<&str> = csv.lines().collect();
+    // Then a column per report row, as `corral grade`'s gradebook: points for a row worth
+    // points, else pass / fail / skip.
     assert_eq!(
         lines[0],
-        "student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at"
+        "student,owner,submission,score,max_score,percent,verdict,status,submitted_at,\
+         finished_at,answers,exists,hidden_case"
     );
     assert!(
         lines[1].starts_with(&format!(
             "'=bob,{},{b1},1,1,100.0,accepted,done,",
             bob.info.id
-        )),
+        )) && lines[1].ends_with(",1,pass,fail"),
         "{csv}"
     );
     assert!(
         lines[2].starts_with(&format!(
             "ada,{},{a2},0,1,0.0,wrong_answer,done,",
             ada.info.id
-        )),
+        )) && lines[2].ends_with(",0,pass,skip"),
         "{csv}"
     );
     // Times a spreadsheet reads: `2026-12-01T01:02:03.456Z`, the JSON's milliseconds.
@@ -986,7 +1027,7 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
     };
     assert!(
         lines[2].ends_with(&format!(
-            ",{},{}",
+            ",{},{},0,pass,skip",
             when(a2_job.created_ms),
             when(a2_job.finished_ms.unwrap())
         )),

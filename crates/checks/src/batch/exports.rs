@@ -34,6 +34,17 @@ pub fn csv_field(s: &str) -> String {
     }
 }
 
+/// A report row's gradebook cell: its points when the row is worth points, else `pass`,
+/// `fail` or `skip` (a check whose dependency failed).
+pub fn check_cell(result: Option<bool>, points: f64, max_points: f64) -> String {
+    match result {
+        _ if max_points > 0.0 => num(points),
+        Some(true) => "pass".into(),
+        Some(false) => "fail".into(),
+        None => "skip".into(),
+    }
+}
+
 /// The gradebook: one line per student; per report row, the points (rows worth points) or
 /// `pass` / `fail` / `skip`.
 pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
@@ -89,10 +100,7 @@ pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
         for (id, _, max) in &cols {
             f.push(match r.checks.get(id) {
                 None => String::new(),
-                Some((_, p)) if *max > 0.0 => num(*p),
-                Some((Some(true), _)) => "pass".into(),
-                Some((Some(false), _)) => "fail".into(),
-                Some((None, _)) => "skip".into(),
+                Some((result, points)) => check_cell(*result, *points, *max),
             });
         }
         out.push_str(&f.iter().map(|x| csv_field(x)).collect::<Vec<_>>().join(","));

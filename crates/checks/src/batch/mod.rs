@@ -33,7 +33,7 @@ mod exports;
 mod row;
 
 pub use exports::{
-    csv_field, gradebook_csv, histogram, html_report, num, pass_rates, write_outputs,
+    check_cell, csv_field, gradebook_csv, histogram, html_report, num, pass_rates, write_outputs,
 };
 pub use row::{columns, columns_seen, result_file, Row, RowStatus, RESULTS_DIR};
 

@@ -28,8 +28,10 @@ pub struct GradebookQuery {
 /// A regrade stands where its original stands (regrading an older submission does not replace a
 /// newer one's grade); staff's own submissions are left out. `?format=csv` answers the CSV a
 /// spreadsheet or an LMS imports (`student,owner,submission,score,max_score,percent,verdict,
-/// status,submitted_at,finished_at`), with the quoting and formula defusing of `corral grade`'s
-/// `gradebook.csv`.
+/// status,submitted_at,finished_at`, then a column per report row: its points, or `pass` /
+/// `fail` / `skip`), with the quoting and formula defusing of `corral grade`'s `gradebook.csv`.
+/// Each row has the report's rows as staff see them (`checks`), so a course's export of every
+/// check's result is one request.
 #[utoipa::path(
     get, path = "/suites/{id}/gradebook", tag = "suites", operation_id = "get_gradebook",
     params(("id" = String, Path, description = "Suite id", example = "hello"), GradebookQuery),

@@ -4,7 +4,7 @@
 //! the same defusing of cells a spreadsheet would run as formulas). A row is a token: a student
 //! whose token was replaced has a row per token.
 
-use corral_checks::batch::{csv_field, num};
+use corral_checks::batch::{check_cell, csv_field, num};
 use corral_judge::VerdictKind;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -36,6 +36,21 @@ pub struct GradebookRow {
     pub max_score: Option<f64>,
     /// Unix milliseconds.
     pub finished_at: Option<i64>,
+    /// A suite's report rows as staff see them (hidden ones included), by id (as the stored
+    /// report keys them); empty when the grading wrote no report (a failure, a command
+    /// submission).
+    pub checks: Vec<GradebookCheck>,
+}
+
+/// One row of a graded submission's report.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GradebookCheck {
+    /// The report row's id (a check's, or `check/test` for a test of a pytest check).
+    pub id: String,
+    /// `true` passed, `false` failed, `null` not run (a dependency failed).
+    pub result: Option<bool>,
+    pub points: f64,
+    pub max_points: f64,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -71,6 +86,7 @@ pub async fn gradebook(st: &SharedState, caller: &Caller, id: &str) -> Result<Gr
                 score: s.score,
                 max_score: s.max_score,
                 finished_at: s.finished_at,
+                checks: report_rows(l.job.result.as_deref()),
             }
         })
         .collect();
@@ -78,6 +94,38 @@ pub async fn gradebook(st: &SharedState, caller: &Caller, id: &str) -> Result<Gr
         suite: id.to_string(),
         rows,
     })
+}
+
+/// The report rows of a stored verdict, the staff view's when it has both (a student's
+/// submission keeps the student's view as `checks` and staff's as `staff_checks`).
+fn report_rows(result: Option<&str>) -> Vec<GradebookCheck> {
+    let Some(v) = result.and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok()) else {
+        return Vec::new();
+    };
+    let report = v.get("staff_checks").unwrap_or(&v["checks"]);
+    let Some(rows) = report["results"].as_object() else {
+        return Vec::new();
+    };
+    rows.iter()
+        .map(|(id, r)| GradebookCheck {
+            id: id.clone(),
+            result: r["result"].as_bool(),
+            points: r["points"].as_f64().unwrap_or(0.0),
+            max_points: r["max_points"].as_f64().unwrap_or(0.0),
+        })
+        .collect()
+}
+
+/// Every report row id of the gradebook, by id (submissions graded before the suite changed
+/// may have rows the others lack).
+fn columns(book: &Gradebook) -> Vec<String> {
+    let ids: std::collections::BTreeSet<&str> = book
+        .rows
+        .iter()
+        .flat_map(|r| &r.checks)
+        .map(|c| c.id.as_str())
+        .collect();
+    ids.into_iter().map(str::to_string).collect()
 }
 
 /// A Unix time in milliseconds as a spreadsheet reads it: RFC 3339 in UTC, to the millisecond.
@@ -88,17 +136,29 @@ fn utc(ms: i64) -> String {
 
 /// The gradebook as CSV, one line per student:
 /// `student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at`
-/// (times in UTC, RFC 3339; the JSON gradebook keeps Unix milliseconds).
+/// (times in UTC, RFC 3339; the JSON gradebook keeps Unix milliseconds), then a column per report
+/// row, as `corral grade`'s: its points when it is worth points, else `pass` / `fail` / `skip`
+/// (empty: that submission's report has no such row).
 pub fn csv(book: &Gradebook) -> String {
-    let mut out = String::from(
-        "student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at\n",
-    );
+    let cols = columns(book);
+    let mut head: Vec<String> =
+        "student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at"
+            .split(',')
+            .map(str::to_string)
+            .collect();
+    head.extend(cols.iter().cloned());
+    let mut out = head
+        .iter()
+        .map(|h| csv_field(h))
+        .collect::<Vec<_>>()
+        .join(",");
+    out.push('\n');
     for r in &book.rows {
         let percent = match (r.score, r.max_score) {
             (Some(s), Some(m)) if m > 0.0 => format!("{:.1}", 100.0 * s / m),
             _ => String::new(),
         };
-        let fields = [
+        let mut fields = vec![
             r.student.clone(),
             r.owner.clone(),
             r.submission.clone(),
@@ -112,6 +172,12 @@ pub fn csv(book: &Gradebook) -> String {
             utc(r.submitted_at),
             r.finished_at.map(utc).unwrap_or_default(),
         ];
+        for id in &cols {
+            fields.push(match r.checks.iter().find(|c| &c.id == id) {
+                Some(c) => check_cell(c.result, c.points, c.max_points),
+                None => String::new(),
+            });
+        }
         let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
         out.push_str(&line.join(","));
         out.push('\n');
