@@ -15,7 +15,8 @@ pub struct Observation {
     #[serde(rename = "type")]
     pub kind: String,
     pub value: Value,
-    /// For output matchers: `contains`, `regex`, `exact` or `file`.
+    /// For output matchers: `contains`, `regex`, `exact` or `file`; for a `diff` step
+    /// `diff ACTUAL EXPECTED` (the two files it compared).
     #[serde(rename = "match", skip_serializing_if = "Option::is_none")]
     pub matcher: Option<String>,
 }

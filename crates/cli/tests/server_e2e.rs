@@ -640,6 +640,90 @@ fn last_step(v: &Value, check: &str) -> Value {
         .unwrap_or_else(|| panic!("{check} has no script: {v}"))
 }
 
+/// A suite with every kind of step and matcher, passing and failing, a hidden check and a
+/// skipped one: what `/check` answers for it is what the OpenAPI document says (`diff`'s
+/// observation once carried a `match` the document did not allow, so a client validating
+/// answers refused every grade of a suite with a `diff` step).
+const EVERY_STEP_SUITE: &str = r#"
+name: every-step
+files:
+  - {path: expected.txt}
+  - {path: want.txt}
+checks:
+  - id: talks
+    steps:
+      - run: "printf 'Name: '; read n; echo \"hi $n\"; echo oops >&2; printf 'hi\n' > out.txt"
+      - stdout: {regex: "Name: "}
+      - stdin: Ada
+      - stdout: hi Ada
+      - stderr: {exact: "oops"}
+      - exit: 0
+      - exists: out.txt
+      - not_exists: core
+      - diff: {actual: out.txt, expected: expected.txt}
+  - id: file_matcher
+    steps:
+      - run: cat want.txt
+      - stdout: {file: want.txt}
+  - id: differs
+    hidden: false
+    steps:
+      - run: "printf 'no\n' > out.txt"
+      - diff: {actual: out.txt, expected: expected.txt}
+  - id: after
+    depends: [differs]
+    steps:
+      - run: "true"
+  - id: secret
+    hidden: true
+    steps:
+      - run: echo nope
+      - stdout: {exact: "yes"}
+"#;
+
+#[test]
+fn check_answers_are_what_the_openapi_document_says() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let student = s.token("student").await;
+        let files = vec![
+            ("expected.txt".to_string(), b"hi\n".to_vec()),
+            ("want.txt".to_string(), b"wanted\n".to_vec()),
+        ];
+        let (st, text) = s
+            .register_suite(&staff, "every-step", EVERY_STEP_SUITE, &files)
+            .await;
+        assert_eq!(st, StatusCode::CREATED, "{text}");
+        let (_, doc) = s.get(&student, "/openapi.json").await;
+        // The student's view and staff's (the hidden check's script included).
+        for token in [&student, &staff] {
+            let up = s.upload(token, &[("want.txt", b"wanted\n")]).await;
+            let (st, v) = check(&s, token, "every-step", &up).await;
+            assert_eq!(st, StatusCode::OK, "{v}");
+            let r = &v["results"];
+            let got: Vec<(&str, &Value)> = ["talks", "file_matcher", "differs", "after", "secret"]
+                .iter()
+                .map(|c| (*c, &r[c]["result"]))
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    ("talks", &json!(true)),
+                    ("file_matcher", &json!(true)),
+                    ("differs", &json!(false)),
+                    ("after", &Value::Null),
+                    ("secret", &json!(false)),
+                ],
+                "{v}"
+            );
+            let errors =
+                corral_testkit::documented_answer_errors(&doc, "post", "/check", st.as_u16(), &v);
+            assert!(errors.is_empty(), "{errors:?} in {v}");
+        }
+    });
+}
+
 #[test]
 fn seed_check_examples_through_check() {
     let s = Server::start("", &[]);

@@ -317,21 +317,8 @@ fn properties(doc: &Value, name: &str) -> BTreeSet<String> {
 /// is what the document says that operation answers with that status, keys included: an
 /// object of a declared schema has no key the schema does not declare.
 fn answers_as_documented(doc: &Value, method: &str, path: &str, status: StatusCode, body: &Value) {
-    let op = &doc["paths"][path][method];
-    assert!(op.is_object(), "{method} {path} is not in the document");
-    let response = &op["responses"][status.as_str()];
-    assert!(
-        response.is_object(),
-        "{method} {path} answered {status}, which the document does not say: {body}"
-    );
-    let schema = &response["content"]["application/json"]["schema"];
-    assert!(schema.is_object(), "{method} {path} {status}: no schema");
-    let v = validator(doc, schema);
-    let errors: Vec<String> = v.iter_errors(body).map(|e| e.to_string()).collect();
-    assert!(
-        errors.is_empty(),
-        "{method} {path} {status}: {errors:?} in {body}"
-    );
+    let errors = corral_testkit::documented_answer_errors(doc, method, path, status.as_u16(), body);
+    assert!(errors.is_empty(), "{errors:?} in {body}");
 }
 
 /// The Judge0 surface answers what its operations in the document say: each status it gave is

@@ -17,4 +17,4 @@ pub mod tar;
 
 pub use command::{json_output, succeed};
 pub use debian::{debian_tar, lock, oci_layout_of_tar, sha256_file};
-pub use schema::{schema, schema_errors, workspace_root};
+pub use schema::{documented_answer_errors, schema, schema_errors, workspace_root};

@@ -21,3 +21,35 @@ pub fn schema_errors(v: &jsonschema::Validator, text: &str) -> Vec<String> {
         .map(|e| format!("{} at {}", e, e.instance_path))
         .collect()
 }
+
+/// What the OpenAPI document `doc` finds wrong with `body`, answered `status` by `method path`
+/// (`path` as the document writes it): the status must be documented for that operation and the
+/// body must match its JSON schema. One line an error, none when it is as documented.
+pub fn documented_answer_errors(
+    doc: &serde_json::Value,
+    method: &str,
+    path: &str,
+    status: u16,
+    body: &serde_json::Value,
+) -> Vec<String> {
+    let op = &doc["paths"][path][method];
+    if !op.is_object() {
+        return vec![format!("{method} {path} is not in the document")];
+    }
+    let response = &op["responses"][status.to_string()];
+    if !response.is_object() {
+        return vec![format!(
+            "{method} {path} answered {status}, which the document does not say"
+        )];
+    }
+    let mut schema = response["content"]["application/json"]["schema"].clone();
+    if !schema.is_object() {
+        return vec![format!("{method} {path} {status}: no JSON schema")];
+    }
+    // The schema's `$ref`s point into the document's components.
+    schema["components"] = doc["components"].clone();
+    let v = jsonschema::validator_for(&schema).expect("the document's schema is valid");
+    v.iter_errors(body)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect()
+}

@@ -88,9 +88,10 @@ pub struct Observation {
     /// Any JSON: a command line, an exit code, a text, …
     #[schema(value_type = Value)]
     pub value: Value,
-    /// For output matchers: `contains`, `regex`, `exact` or `file`.
+    /// For output matchers: `contains`, `regex`, `exact` or `file`; for a `diff` step
+    /// `diff ACTUAL EXPECTED` (the working directory's file and the assignment's it compared).
     #[serde(rename = "match")]
-    #[schema(pattern = "^(contains|regex|exact|file)$")]
+    #[schema(pattern = "^(contains|regex|exact|file|diff .+)$")]
     pub matcher: Option<String>,
 }
 
