@@ -806,6 +806,35 @@ async fn a_suite_that_does_not_load_is_named_without_the_servers_folders() {
     .await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     named(&v);
+    // A file the suite names but that was not sent: said without the server's folder either.
+    for (suite, says) in [
+        (
+            "name: x\nfiles: [{path: nope.txt}]\nchecks:\n  - id: a\n    steps: [{exists: x}]\n",
+            "suite.yaml:2:10: files[0].path: \"nope.txt\" is not in the assignment folder",
+        ),
+        (
+            "name: x\nchecks:\n  - id: t\n    pytest:\n      tests: [test_x.py]\n",
+            "\"test_x.py\" is not in the assignment folder",
+        ),
+    ] {
+        let (st, v) = json_of(
+            client()
+                .post(s.url("/suites"))
+                .bearer_auth(&staff)
+                .multipart(Form::new().text("id", "bad").part(
+                    "suite",
+                    Part::bytes(suite.as_bytes().to_vec()).file_name("suite.yaml"),
+                ))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        let m = v["message"].as_str().unwrap_or_default();
+        assert!(m.contains(says), "{v}");
+        assert!(!m.contains(&data) && !m.contains("/tmp/"), "{v}");
+    }
 
     let folder = s.data_dir().join("suites/broken");
     std::fs::create_dir_all(&folder).unwrap();

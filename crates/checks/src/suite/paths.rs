@@ -52,9 +52,11 @@ pub fn relative_in(p: &str, base: Base) -> Result<&Path, &'static str> {
 pub fn assignment_path(dir: &Path, key: &str, p: &str) -> Result<(), String> {
     relative_in(p, Base::Assignment).map_err(|why| format!("{key}: {p:?} {why}"))?;
     if std::fs::symlink_metadata(dir.join(p)).is_err() {
+        // The folder is not named: a server's is a temporary folder of its own (the suite's
+        // registered files), and the error's file name already says where the suite is.
         return Err(format!(
-            "{key}: {p:?} is not in the assignment folder {}",
-            dir.display()
+            "{key}: {p:?} is not in the assignment folder (the suite file's folder and the \
+             files registered with it)"
         ));
     }
     Ok(())

@@ -113,8 +113,12 @@ fn points_ok(p: f64) -> bool {
 /// Reads an assignment file (a path already checked to be relative).
 fn read_assignment(dir: &Path, p: &str) -> Result<String, String> {
     let full = dir.join(p);
-    let meta = std::fs::symlink_metadata(&full)
-        .map_err(|_| format!("{p:?} is not in the assignment folder {}", dir.display()))?;
+    let meta = std::fs::symlink_metadata(&full).map_err(|_| {
+        format!(
+            "{p:?} is not in the assignment folder (the suite file's folder and the files \
+                 registered with it)"
+        )
+    })?;
     if !meta.is_file() {
         return Err(format!("{p:?} is not a regular file"));
     }
