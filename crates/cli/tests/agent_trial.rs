@@ -466,6 +466,9 @@ fn deleting_a_busy_sandbox_cancels_its_run() {
         assert_eq!(v["status"], "cancelled", "{v}");
         assert!(v["sandbox"].is_null(), "{v}");
         assert!(v["wall_time_ms"].as_u64().unwrap() < 50_000, "{v}");
+        // Counted as what its answer says (it was counted `signaled`, as a crash).
+        assert_eq!(gauge(&s, r#"corral_runs_total{status="cancelled"}"#).await, 1);
+        assert_eq!(gauge(&s, r#"corral_runs_total{status="signaled"}"#).await, 0);
         let (st, v) = s.run(&t, json!({"cmd": "true", "sandbox": {"id": sid}})).await;
         assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
 

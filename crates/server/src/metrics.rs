@@ -3,6 +3,10 @@
 use std::time::Duration;
 
 use corral_sandbox::{Outcome, Status};
+
+/// The status of a run whose kept sandbox was deleted while it ran (an answer's, and a
+/// `runs_total` label). Here, not with the runs: this module is the state's, which the runs use.
+pub const CANCELLED: &str = "cancelled";
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder,
@@ -12,6 +16,8 @@ pub struct Metrics {
     registry: Registry,
     pub runs: IntCounterVec,
     pub run_seconds: Histogram,
+    pub checks: IntCounterVec,
+    pub check_seconds: Histogram,
     pub queued: IntGauge,
     pub in_flight: IntGauge,
     pub oom: IntCounter,
@@ -28,15 +34,39 @@ impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new_custom(Some("corral".into()), None).expect("valid prefix");
         let runs = IntCounterVec::new(
-            Opts::new("runs_total", "Finished runs by status"),
+            Opts::new(
+                "runs_total",
+                "Finished /run and WebSocket runs by status (cancelled: its sandbox was deleted while it ran)",
+            ),
             &["status"],
         )
         .expect("valid metric");
         let run_seconds = Histogram::with_opts(
-            HistogramOpts::new("run_duration_seconds", "Wall time of runs, start to result")
-                .buckets(vec![
-                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-                ]),
+            HistogramOpts::new(
+                "run_duration_seconds",
+                "Wall time of /run and WebSocket runs, start to result",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+            ]),
+        )
+        .expect("valid metric");
+        let checks = IntCounterVec::new(
+            Opts::new(
+                "checks_total",
+                "Finished /check gradings by result (passed: every check passed; error: a check could not be judged)",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
+        let check_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "check_duration_seconds",
+                "Wall time of /check gradings, start to report",
+            )
+            .buckets(vec![
+                0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+            ]),
         )
         .expect("valid metric");
         let g = |n: &str, h: &str| IntGauge::new(n, h).expect("valid metric");
@@ -44,6 +74,8 @@ impl Metrics {
         let m = Metrics {
             runs,
             run_seconds,
+            checks,
+            check_seconds,
             queued: g(
                 "runs_queued",
                 "Runs and /check gradings waiting for a free slot (queued submissions: corral_submissions)",
@@ -84,6 +116,8 @@ impl Metrics {
         for x in [
             Box::new(m.runs.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(m.run_seconds.clone()),
+            Box::new(m.checks.clone()),
+            Box::new(m.check_seconds.clone()),
             Box::new(m.queued.clone()),
             Box::new(m.in_flight.clone()),
             Box::new(m.oom.clone()),
@@ -102,20 +136,38 @@ impl Metrics {
         for s in Status::ALL {
             m.runs.with_label_values(&[s.as_str()]);
         }
+        m.runs.with_label_values(&[CANCELLED]);
+        for r in ["passed", "failed", "error"] {
+            m.checks.with_label_values(&[r]);
+        }
         for r in ["overloaded", "rate_limited"] {
             m.rejected.with_label_values(&[r]);
         }
         m
     }
 
-    pub fn observe(&self, o: &Outcome, elapsed: Duration) {
-        self.runs.with_label_values(&[o.status.as_str()]).inc();
+    /// A finished run; `cancelled`: its kept sandbox was deleted while it ran (the answer's
+    /// status is `cancelled`, not the kill's `signaled`).
+    pub fn observe(&self, o: &Outcome, cancelled: bool, elapsed: Duration) {
+        let status = if cancelled {
+            CANCELLED
+        } else {
+            o.status.as_str()
+        };
+        self.runs.with_label_values(&[status]).inc();
         self.run_seconds.observe(elapsed.as_secs_f64());
         match o.status {
             Status::MemoryLimit => self.oom.inc(),
             Status::TimeLimit | Status::WallTimeLimit => self.timeouts.inc(),
             _ => {}
         }
+    }
+
+    /// A finished `/check` grading: `passed` (every check), `failed`, or `error` (a check could
+    /// not be judged, or the grading itself failed).
+    pub fn checked(&self, result: &str, elapsed: Duration) {
+        self.checks.with_label_values(&[result]).inc();
+        self.check_seconds.observe(elapsed.as_secs_f64());
     }
 
     /// A submission's verdict recorded by this node (an in-process or a remote worker's): the

@@ -84,9 +84,13 @@ pub async fn grade(
             drop(work);
             // Counted until it ends, even when its client went away.
             drop(grading);
-            st2.metrics
-                .run_seconds
-                .observe(started.elapsed().as_secs_f64());
+            let result = match &r {
+                Ok(report) if report.has_errors() => "error",
+                Ok(report) if report.passed() => "passed",
+                Ok(_) => "failed",
+                Err(_) => "error",
+            };
+            st2.metrics.checked(result, started.elapsed());
             r
         })
         .await?

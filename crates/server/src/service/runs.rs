@@ -185,7 +185,7 @@ impl RunResponse {
 }
 
 /// The status of a run whose kept sandbox was deleted while it ran.
-pub const CANCELLED: &str = "cancelled";
+pub use crate::metrics::CANCELLED;
 
 /// Where a run happened: the kept sandbox to continue in, and its image.
 #[derive(Debug, Clone, Default)]
@@ -527,14 +527,14 @@ where
                 }
             };
             drop(upload_dir);
-            st2.metrics.observe(&outcome, started.elapsed());
+            // Said only when the kill ended the program (one that ended first reports its own end).
+            let cancelled = held2.cancel.requested()
+                && outcome.status == corral_sandbox::Status::Signaled;
+            st2.metrics.observe(&outcome, cancelled, started.elapsed());
             let image = UsedImage::of(&spec.root).map(ImageDoc::from);
             let (kept, evicted) = st2.sandboxes.finish(&held2, lease);
             st2.metrics.held_sandboxes.set(st2.sandboxes.len() as i64);
             // Given back (or torn down, when the pool is full) after the caller has its answer.
-            // Said only when the kill ended the program (one that ended first reports its own end).
-            let cancelled = held2.cancel.requested()
-                && outcome.status == corral_sandbox::Status::Signaled;
             let ran = Ran {
                 sandbox: kept.then(|| held2.id.clone()),
                 image,
