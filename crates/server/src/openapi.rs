@@ -77,6 +77,11 @@ impl Modify for Security {
                         "Malformed request (bad JSON or form, bad Authorization header)",
                     ),
                     ("401", "No, unknown or revoked token"),
+                    (
+                        "403",
+                        "The token's role may not do this (a worker token only claims jobs and \
+                         posts results, `/worker/…`; some operations are staff's or admins')",
+                    ),
                     ("413", "Request body too large"),
                     ("429", "Rate limited; see Retry-After"),
                     (
@@ -905,8 +910,9 @@ mod tests {
         );
     }
 
-    /// Every operation says its security: the bearer token, or (the public ones) none needed,
-    /// `[{}]`, and those answer no 401.
+    /// Every operation says its security: the bearer token (and then that it may answer 403),
+    /// or (the public ones) none needed, `[{}]`, and those answer no 401. A suite may be
+    /// registered without files.
     #[test]
     fn every_operation_says_whether_it_needs_a_token() {
         let doc = served(document());
@@ -916,6 +922,12 @@ mod tests {
                 .as_array()
                 .unwrap_or_else(|| panic!("{method} {path} says nothing of its security"));
             if security.iter().any(|r| r.get("bearer").is_some()) {
+                // Any token may be of a role refused there (a worker's is, everywhere but
+                // `/worker/…`, and only a worker's is accepted there).
+                assert!(
+                    op["responses"]["403"].is_object(),
+                    "{method} {path}: no 403"
+                );
                 continue;
             }
             assert_eq!(security, &[serde_json::json!({})], "{method} {path}");
@@ -927,6 +939,8 @@ mod tests {
             public,
             ["/health", "/languages", "/metrics", "/openapi.json"]
         );
+        let required = &doc["components"]["schemas"]["SuiteForm"]["required"];
+        assert_eq!(required, &serde_json::json!(["suite"]), "{required}");
     }
 
     /// The WebSocket's messages are a schema each, and each side's message `oneOf` them with

@@ -201,9 +201,10 @@ pub struct SuiteForm {
         pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*){0,3}$"
     )]
     pub id: Option<String>,
-    /// The assignment's files (file names are relative paths).
-    #[schema(value_type = Vec<String>, format = Binary)]
-    pub files: Vec<Vec<u8>>,
+    /// The assignment's files (file names are relative paths); none for a suite that needs no
+    /// file of its own.
+    #[schema(value_type = Option<Vec<String>>, format = Binary)]
+    pub files: Option<Vec<Vec<u8>>>,
     /// A tar archive of assignment files.
     #[schema(value_type = Option<String>, format = Binary)]
     pub archive: Option<Vec<u8>>,
