@@ -428,6 +428,66 @@ fn a_batch_lines_bad_field_is_named() {
     assert!(text.contains("limits: invalid type: sequence"), "{text}");
 }
 
+/// Waits (at most 20 s) until the gauge `name` reads `want`.
+async fn until_gauge(s: &Server, name: &str, want: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = gauge(s, name).await;
+        if now == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} stayed {now}, not {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A `POST /run` whose HTTP client gives up (its timeout, a closed tab) is killed instead of
+/// holding a run slot to its wall limit, and the sandbox built for it is not kept: its id was
+/// only in the answer nobody read, and it counted against the token's kept sandboxes until the
+/// TTL. A sandbox the client named stays (it knows its id); its run is killed too.
+#[test]
+fn a_run_whose_client_went_away_is_killed_and_its_new_sandbox_not_kept() {
+    let s = Server::start("", &[]);
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let impatient = reqwest::Client::builder()
+            .timeout(Duration::from_millis(1500))
+            .build()
+            .unwrap();
+        let long = |sandbox: Value| {
+            json!({"cmd": "sleep 50", "limits": {"wall_time": "55s"}, "sandbox": sandbox})
+        };
+        // A new kept sandbox, a one-off run, then a run in a sandbox the client named.
+        let named = s.run_ok(&t, json!({"cmd": "true"})).await["sandbox"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(held(&s).await, 1);
+        for (sandbox, kept_after) in [
+            (json!({}), 1),
+            (json!({"keep": false}), 1),
+            (json!({"id": named}), 1),
+        ] {
+            let r = impatient
+                .post(s.url("/run"))
+                .bearer_auth(&t)
+                .json(&long(sandbox.clone()))
+                .send()
+                .await;
+            assert!(r.is_err_and(|e| e.is_timeout()), "{sandbox}: answered");
+            until_gauge(&s, "corral_runs_in_flight", 0).await;
+            until_gauge(&s, "corral_held_sandboxes", kept_after).await;
+        }
+        // The named sandbox is still there, and runs again.
+        let r = s.run_ok(&t, json!({"cmd": "echo again", "sandbox": {"id": named}})).await;
+        assert_eq!(r["stdout"], "again\n", "{r}");
+        assert_eq!(gauge(&s, r#"corral_runs_total{status="cancelled"}"#).await, 3);
+    });
+}
+
 /// An agent whose HTTP client gave up on a step deletes the sandbox: the run in progress is
 /// killed and answers `cancelled`, and the sandbox is gone.
 #[test]

@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use corral_judge::Cmd;
-use corral_sandbox::{LimitsRequest, NoSink, Stdin};
+use corral_sandbox::{LimitsRequest, Stdin};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -133,12 +133,8 @@ pub async fn run(
     };
     let prepared = runs::prepare(&st, &caller, input).await?;
     let clamped = prepared.clamped.clone();
-    let (outcome, ran) = runs::execute(&st, prepared, |sb, spec, cancel| match cancel {
-        // A kept sandbox's run can be cancelled by deleting the sandbox.
-        Some(c) => runs::run_cancellable(sb, spec, c),
-        None => sb.run(spec, &mut NoSink),
-    })
-    .await?;
+    // Cancelled by deleting its kept sandbox, or by the client going away.
+    let (outcome, ran) = runs::execute(&st, prepared, runs::run_cancellable).await?;
     let answer = RunResponse::new(&outcome, ran, clamped);
     tracing::info!(caller = %caller.id, status = answer.status.as_str(), wall_ms = outcome.usage.wall_time_ms, "run");
     Ok(Json(answer).into_response())

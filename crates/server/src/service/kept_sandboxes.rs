@@ -23,8 +23,9 @@ struct Inner {
     last_used: Instant,
 }
 
-/// A request to stop the run in progress in a kept sandbox (its `DELETE /sandboxes/{id}`): the
-/// run's driver registers its waker and looks at the flag whenever it wakes.
+/// A request to stop the run in progress in a sandbox (its `DELETE /sandboxes/{id}`, or the
+/// run's caller gone): the run's driver registers its waker and looks at the flag whenever it
+/// wakes.
 #[derive(Default)]
 pub struct Cancel {
     requested: AtomicBool,
@@ -47,7 +48,16 @@ impl Cancel {
         }
     }
 
-    fn request(&self) {
+    /// The next run starts uncancelled (the last one's caller went away; the sandbox stays).
+    fn clear(&self) {
+        self.requested.store(false, Ordering::SeqCst);
+        if let Ok(mut w) = self.waker.lock() {
+            *w = None;
+        }
+    }
+
+    /// Asks for the run to be killed (its sandbox deleted, or its caller gone).
+    pub fn request(&self) {
         self.requested.store(true, Ordering::SeqCst);
         if let Ok(w) = self.waker.lock() {
             if let Some(w) = w.as_ref() {
@@ -60,7 +70,7 @@ impl Cancel {
 pub struct Held {
     pub id: String,
     pub owner: String,
-    /// Set when the sandbox is deleted while a run uses it.
+    /// Set when the sandbox is deleted while a run uses it, or the run's caller went away.
     pub cancel: Cancel,
     /// The language the sandbox was built with (its toolchain's paths are mounted only then).
     pub language: Option<String>,
@@ -91,6 +101,11 @@ impl Held {
     /// Takes the lease out for a run (None for a sandbox not built yet).
     pub fn take_lease(&self) -> Option<Lease> {
         self.inner.lock().ok().and_then(|mut i| i.lease.take())
+    }
+
+    /// Whether a sandbox is waiting for the next run (false for one not built yet).
+    pub fn has_sandbox(&self) -> bool {
+        self.inner.lock().is_ok_and(|i| i.lease.is_some())
     }
 
     /// The sandbox is dropped after the run in progress instead of kept (`sandbox.keep: false`
@@ -363,13 +378,21 @@ impl KeptSandboxes {
             .lock()
             .map(|r| r.contains(&held.owner))
             .unwrap_or(false);
+        // Deleted while it ran: its id is gone from the map (and its run was cancelled).
+        let listed = self
+            .map
+            .lock()
+            .map(|m| m.get(&held.id).is_some_and(|h| std::ptr::eq(&**h, held)))
+            .unwrap_or(false);
         let keep = held.keep.load(Ordering::SeqCst)
             && !self.closed.load(Ordering::SeqCst)
             && !revoked
-            && !held.cancel.requested();
+            && listed;
         let mut lease = lease;
         let healthy = lease.as_mut().is_some_and(|l| !l.sandbox().is_broken());
         if keep && healthy {
+            // A run killed because its caller went away leaves the sandbox for the next.
+            held.cancel.clear();
             if let Ok(mut i) = held.inner.lock() {
                 i.lease = lease.take();
                 i.busy = false;

@@ -456,7 +456,7 @@ fn no_room_message(total: u64, largest: Option<(&str, u64)>, disk: Size, cap: Si
 /// outcome, and the id of the kept sandbox with the image it runs in.
 pub async fn execute<F>(st: &SharedState, p: Prepared, drive: F) -> Result<(Outcome, Ran), ApiError>
 where
-    F: FnOnce(&mut Sandbox, &RunSpec, Option<&Cancel>) -> Outcome + Send + 'static,
+    F: FnOnce(&mut Sandbox, &RunSpec, &Cancel) -> Outcome + Send + 'static,
 {
     let Prepared {
         mut spec,
@@ -471,15 +471,19 @@ where
     // Undoes the reservation when the closure is dropped without running (the client went away
     // while the run was queued).
     let guard = Unreserve(Some((st.clone(), held.clone(), pushed_out)));
+    // Kills the run when this future is dropped before its answer (the caller went away).
+    let abandon = Abandon(Some((held.clone(), !held.has_sandbox())));
     let result = st
         .runner
         .run_then(&held.owner, move || {
             let pushed_out = guard.disarm();
             let started = Instant::now();
-            // Only a kept sandbox's run can be cancelled: its id is the caller's before the run.
-            let (lease, cancel) = match held2.take_lease() {
-                Some(l) => (Ok(l), Some(&held2.cancel)),
-                None => (st2.pool.lease(&SandboxConfig::for_spec(&spec)), None),
+            // Cancelled by deleting its sandbox (a kept one's id is the caller's before the run)
+            // or by the caller going away.
+            let cancel = &held2.cancel;
+            let lease = match held2.take_lease() {
+                Some(l) => Ok(l),
+                None => st2.pool.lease(&SandboxConfig::for_spec(&spec)),
             };
             let cap = st2.caps.disk;
             let mut disk_fixed = false;
@@ -545,10 +549,34 @@ where
         })
         .await
         .and_then(|r| r);
+    abandon.disarm();
     if result.is_err() {
         st.sandboxes.abort(&held);
     }
     result
+}
+
+/// A run whose caller went away before its answer — the request's future dropped: an HTTP
+/// client that disconnected or timed out — is killed rather than left to its wall limit on a
+/// run slot, and a sandbox built for it is not kept (its id was only in the answer nobody read;
+/// it would count against its token's kept sandboxes until the TTL). `bool`: built for this run.
+struct Abandon(Option<(Arc<Held>, bool)>);
+
+impl Abandon {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        if let Some((held, built_for_it)) = self.0.take() {
+            if built_for_it {
+                held.drop_after_run();
+            }
+            held.cancel.request();
+        }
+    }
 }
 
 enum CopyFailed {
@@ -559,7 +587,7 @@ enum CopyFailed {
 }
 
 /// Runs `spec` to its end like `Sandbox::run`, killing the program when `cancel` is requested
-/// (the kept sandbox was deleted while its run was in progress).
+/// (the kept sandbox was deleted while its run was in progress, or the caller went away).
 pub fn run_cancellable(sb: &mut Sandbox, spec: &RunSpec, cancel: &Cancel) -> Outcome {
     let fail = |e: corral_sandbox::SandboxError| {
         Outcome::sandbox_error(spec.limits.clone(), e.to_string()).in_runtime(spec.runtime)

@@ -177,7 +177,7 @@ pub fn drive(
     spec: &RunSpec,
     ctl: std_mpsc::Receiver<Ctl>,
     waker: &Waker,
-    cancel: Option<&Cancel>,
+    cancel: &Cancel,
     tx: mpsc::Sender<Event>,
     started: bool,
     leftover: &Leftover,
@@ -205,7 +205,7 @@ fn run(
     spec: &RunSpec,
     ctl: std_mpsc::Receiver<Ctl>,
     waker: &Waker,
-    cancel: Option<&Cancel>,
+    cancel: &Cancel,
     sink: &mut ChannelSink,
 ) -> Outcome {
     let mut exec = match sb.start(spec) {
@@ -227,7 +227,7 @@ fn run(
     let mut killed = false;
     loop {
         // The kept sandbox was deleted: the run is killed like a `kill` message.
-        if !killed && cancel.is_some_and(|c| c.requested()) {
+        if !killed && cancel.requested() {
             killed = true;
             if let Err(e) = exec.kill() {
                 return fail(e);

@@ -412,9 +412,7 @@ async fn handle(
                 let leftover = Leftover::default();
                 let left = leftover.clone();
                 let result = execute(&st, prepared, move |sb, spec, cancel| {
-                    if let Some(c) = cancel {
-                        c.wake_with(&waker);
-                    }
+                    cancel.wake_with(&waker);
                     drive(sb, spec, ctl_rx, &waker, cancel, out_tx, queued, &left)
                 })
                 .await;
