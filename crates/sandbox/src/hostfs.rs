@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
@@ -18,31 +18,14 @@ use nix::sys::stat::{fstat, mkdirat, Mode, SFlag};
 use nix::unistd::{fchownat, FchownatFlags, Gid, Uid};
 
 use crate::error::SandboxError;
+use crate::host_tree::{host_dir_names, open_host_dir, open_host_entry, HostEntry};
+use crate::openat2::openat2_retrying;
 
 fn resolve() -> ResolveFlag {
     ResolveFlag::RESOLVE_BENEATH
         | ResolveFlag::RESOLVE_NO_SYMLINKS
         | ResolveFlag::RESOLVE_NO_MAGICLINKS
         | ResolveFlag::RESOLVE_NO_XDEV
-}
-
-/// `openat2(dir, path, how)`, tried again while the kernel answers `EAGAIN`: with
-/// `RESOLVE_BENEATH` (or `RESOLVE_IN_ROOT`) it cannot always prove that a `..` reached through
-/// a symlink stayed beneath `dir` while a rename or mount happens anywhere on the machine, and
-/// says so rather than guess (openat2(2): "the caller may choose to retry"). A build's copy of
-/// a folder with such a link failed with "EAGAIN: Try again" while other tests renamed files.
-pub fn openat2_retrying<P: ?Sized + nix::NixPath>(
-    dir: BorrowedFd<'_>,
-    path: &P,
-    how: OpenHow,
-) -> nix::Result<OwnedFd> {
-    let mut tries = 0;
-    loop {
-        match openat2(dir, path, how) {
-            Err(nix::errno::Errno::EAGAIN) if tries < 64 => tries += 1,
-            r => return r,
-        }
-    }
 }
 
 /// Opens `name` (one path component) beneath `dir` without following anything.
@@ -74,12 +57,15 @@ fn pathio(path: &Path, why: impl std::fmt::Display) -> SandboxError {
 /// symlinks (they resolve inside the sandbox); other special files are skipped. Whatever already
 /// sits at a name is replaced — removed without being followed, never written through — so
 /// assignment files can be layered over a submission. A copy that does not fit the sandbox's disk
-/// limit fails with [`SandboxError::NoSpace`].
+/// limit fails with [`SandboxError::NoSpace`]. The source is read by descriptor
+/// ([`crate::host_tree`]): an entry swapped for a link or a FIFO while the copy runs is copied as
+/// that link, or skipped, never followed or waited on.
 pub fn copy_in(src: &Path, dst: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<(), SandboxError> {
     let meta = std::fs::metadata(src).map_err(|e| pathio(src, e))?;
     if !meta.is_dir() {
         return Err(pathio(src, "not a directory"));
     }
+    let from = open_host_dir(src).map_err(|e| pathio(src, e))?;
     let dst = open_beneath(
         dst,
         Path::new("."),
@@ -87,7 +73,7 @@ pub fn copy_in(src: &Path, dst: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<()
         Mode::empty(),
     )
     .map_err(|e| pathio(src, format!("opening the working directory: {e}")))?;
-    copy_in_dir(src, dst.as_fd(), uid, gid, 0)
+    copy_in_dir(from.as_fd(), src, dst.as_fd(), uid, gid, 0)
 }
 
 /// An error writing into the sandbox: running out of room is the copied files' fault, not ours.
@@ -101,7 +87,9 @@ fn write_err(path: &Path, e: impl Into<std::io::Error>) -> SandboxError {
     }
 }
 
+/// `src` is the host folder open as `from` (named in errors).
 fn copy_in_dir(
+    from: BorrowedFd<'_>,
     src: &Path,
     dst: BorrowedFd<'_>,
     uid: u32,
@@ -112,71 +100,70 @@ fn copy_in_dir(
         return Err(pathio(src, "folders nested more than 64 deep"));
     }
     let owner = (Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)));
-    for entry in std::fs::read_dir(src).map_err(|e| pathio(src, e))? {
-        let entry = entry.map_err(|e| pathio(src, e))?;
-        let path = entry.path();
-        let name = Path::new(entry.file_name().as_os_str()).to_path_buf();
-        let ft = entry.file_type().map_err(|e| pathio(&path, e))?;
-        if ft.is_dir() {
-            // An existing real folder is merged into; anything else there is replaced.
-            let sub = match open_beneath(
-                dst,
-                &name,
-                OFlag::O_DIRECTORY | OFlag::O_RDONLY,
-                Mode::empty(),
-            ) {
-                Ok(sub) => sub,
-                Err(_) => {
-                    remove_beneath(dst, &name, 0).map_err(|e| pathio(&path, e))?;
-                    let mode = std::fs::metadata(&path)
+    for name in host_dir_names(from).map_err(|e| pathio(src, e))? {
+        let path = src.join(&name);
+        let name = Path::new(&name);
+        let Some(entry) = open_host_entry(from, name).map_err(|e| pathio(&path, e))? else {
+            continue;
+        };
+        match entry {
+            HostEntry::Dir { mode, dir } => {
+                // An existing real folder is merged into; anything else there is replaced.
+                let sub = match open_beneath(
+                    dst,
+                    name,
+                    OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+                    Mode::empty(),
+                ) {
+                    Ok(sub) => sub,
+                    Err(_) => {
+                        remove_beneath(dst, name, 0).map_err(|e| pathio(&path, e))?;
+                        mkdirat(dst, name, Mode::from_bits_truncate((mode & 0o777) | 0o700))
+                            .map_err(|e| write_err(&path, e))?;
+                        open_beneath(
+                            dst,
+                            name,
+                            OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+                            Mode::empty(),
+                        )
                         .map_err(|e| pathio(&path, e))?
-                        .permissions()
-                        .mode()
-                        & 0o777;
-                    mkdirat(dst, &name, Mode::from_bits_truncate(mode | 0o700))
-                        .map_err(|e| write_err(&path, e))?;
-                    open_beneath(
-                        dst,
-                        &name,
-                        OFlag::O_DIRECTORY | OFlag::O_RDONLY,
-                        Mode::empty(),
-                    )
-                    .map_err(|e| pathio(&path, e))?
-                }
-            };
-            nix::unistd::fchown(&sub, owner.0, owner.1).map_err(|e| pathio(&path, e))?;
-            copy_in_dir(&path, sub.as_fd(), uid, gid, depth + 1)?;
-        } else if ft.is_symlink() {
-            remove_beneath(dst, &name, 0).map_err(|e| pathio(&path, e))?;
-            let target = std::fs::read_link(&path).map_err(|e| pathio(&path, e))?;
-            nix::unistd::symlinkat(&target, dst, &name).map_err(|e| write_err(&path, e))?;
-            fchownat(
-                dst,
-                &name,
-                owner.0,
-                owner.1,
-                FchownatFlags::AT_SYMLINK_NOFOLLOW,
-            )
-            .map_err(|e| pathio(&path, e))?;
-        } else if ft.is_file() {
-            remove_beneath(dst, &name, 0).map_err(|e| pathio(&path, e))?;
-            let mut from = File::open(&path).map_err(|e| pathio(&path, e))?;
-            let mode = from.metadata().map_err(|e| pathio(&path, e))?.mode() & 0o777;
-            let to = open_beneath(
-                dst,
-                &name,
-                OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
-                Mode::from_bits_truncate(mode),
-            )
-            .map_err(|e| write_err(&path, e))?;
-            nix::unistd::fchown(&to, owner.0, owner.1).map_err(|e| pathio(&path, e))?;
-            let mut to = File::from(to);
-            std::io::copy(&mut from, &mut to).map_err(|e| write_err(&path, e))?;
-            // Make sure no setuid/setgid bit survives.
-            to.set_permissions(std::fs::Permissions::from_mode(mode))
+                    }
+                };
+                nix::unistd::fchown(&sub, owner.0, owner.1).map_err(|e| pathio(&path, e))?;
+                copy_in_dir(dir.as_fd(), &path, sub.as_fd(), uid, gid, depth + 1)?;
+            }
+            HostEntry::Link(target) => {
+                remove_beneath(dst, name, 0).map_err(|e| pathio(&path, e))?;
+                nix::unistd::symlinkat(&target, dst, name).map_err(|e| write_err(&path, e))?;
+                fchownat(
+                    dst,
+                    name,
+                    owner.0,
+                    owner.1,
+                    FchownatFlags::AT_SYMLINK_NOFOLLOW,
+                )
                 .map_err(|e| pathio(&path, e))?;
+            }
+            HostEntry::File { mode, mut file } => {
+                // Make sure no setuid/setgid bit survives.
+                let mode = mode & 0o777;
+                remove_beneath(dst, name, 0).map_err(|e| pathio(&path, e))?;
+                let to = open_beneath(
+                    dst,
+                    name,
+                    OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
+                    Mode::from_bits_truncate(mode),
+                )
+                .map_err(|e| write_err(&path, e))?;
+                nix::unistd::fchown(&to, owner.0, owner.1).map_err(|e| pathio(&path, e))?;
+                let mut to = File::from(to);
+                std::io::copy(&mut file, &mut to).map_err(|e| write_err(&path, e))?;
+                to.set_permissions(std::fs::Permissions::from_mode(mode))
+                    .map_err(|e| pathio(&path, e))?;
+            }
+            // FIFOs, sockets and devices of the source are not copied.
+            HostEntry::Other => {}
         }
-        // FIFOs, sockets and devices of the source are not copied.
     }
     Ok(())
 }

@@ -1,13 +1,18 @@
 //! Host-side preparation of a check's working directory: the submission, the assignment's files
 //! (protected ones always win), and the working directories dependencies left.
 //!
-//! Nothing here follows a link the submission contains: links are recreated as links (they resolve
-//! inside the sandbox), FIFOs, sockets and devices are skipped, and a path that goes through a
-//! link is replaced by a real folder before anything is written under it.
+//! Nothing here follows a link the submission contains, even one swapped in while it is copied:
+//! links are recreated as links (they resolve inside the sandbox), FIFOs, sockets and devices are
+//! skipped, and a path that goes through a link is replaced by a real folder before anything is
+//! written under it.
 
 use std::fs;
 use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path};
+
+use corral_sandbox::host_tree::{host_dir_names, open_host_dir, open_host_entry, HostEntry};
 
 use crate::report::{Integrity, IntegrityFlag};
 use crate::suite::Suite;
@@ -15,33 +20,49 @@ use crate::suite::Suite;
 const MAX_DEPTH: usize = 64;
 
 /// Copies the tree `src` into `dst` (created if missing), overwriting what is there. Links are
-/// recreated as links, special files skipped.
+/// recreated as links, special files skipped. The source is read by descriptor
+/// ([`corral_sandbox::host_tree`]): an entry swapped for a link, a folder link or a FIFO while
+/// the copy runs is copied as that link, or skipped — never followed, never waited on.
 pub fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
     fs::create_dir_all(dst)?;
-    copy_dir(src, dst, 0)
+    let from = open_host_dir(src)?;
+    copy_dir(from.as_fd(), src, dst, 0)
 }
 
-fn copy_dir(src: &Path, dst: &Path, depth: usize) -> std::io::Result<()> {
+/// `src` is the host folder open as `from` (named in errors).
+fn copy_dir(from: BorrowedFd<'_>, src: &Path, dst: &Path, depth: usize) -> std::io::Result<()> {
     if depth > MAX_DEPTH {
         return Err(std::io::Error::other(format!(
             "{}: folders nested more than {MAX_DEPTH} deep",
             src.display()
         )));
     }
-    for entry in fs::read_dir(src)? {
-        let entry = entry?;
-        let from = entry.path();
-        let to = dst.join(entry.file_name());
-        let ft = entry.file_type()?; // does not follow links
-        if ft.is_dir() {
-            make_real_dir(&to)?;
-            copy_dir(&from, &to, depth + 1)?;
-        } else if ft.is_symlink() {
-            remove_any(&to)?;
-            std::os::unix::fs::symlink(fs::read_link(&from)?, &to)?;
-        } else if ft.is_file() {
-            remove_any(&to)?;
-            fs::copy(&from, &to)?;
+    for name in host_dir_names(from)? {
+        let at = src.join(&name);
+        let to = dst.join(&name);
+        let entry = open_host_entry(from, Path::new(&name))
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", at.display())))?;
+        match entry {
+            None | Some(HostEntry::Other) => {}
+            Some(HostEntry::Dir { dir, .. }) => {
+                make_real_dir(&to)?;
+                copy_dir(dir.as_fd(), &at, &to, depth + 1)?;
+            }
+            Some(HostEntry::Link(target)) => {
+                remove_any(&to)?;
+                std::os::unix::fs::symlink(target, &to)?;
+            }
+            Some(HostEntry::File { mode, mut file }) => {
+                remove_any(&to)?;
+                let mut out = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(mode & 0o777)
+                    .open(&to)?;
+                std::io::copy(&mut file, &mut out)?;
+                // Exactly the file's bits (the umask took some when it was made), no setuid.
+                out.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode & 0o777))?;
+            }
         }
     }
     Ok(())
