@@ -240,6 +240,31 @@ fn memory_limit_status() {
     );
     o.assert_status("memory_limit");
     assert!(!o.stdout().contains("ESCAPED"), "{}", o.describe());
+    assert_eq!(o.json["oom_killed"], true, "{}", o.describe());
+}
+
+/// A child the OOM killer took while the program went on and exited 0: the run is `ok` (the
+/// program's own end), and `oom_killed` says a part of it died at the memory limit (before,
+/// nothing did but a peak at the limit). A run the limit never touched says `false`.
+#[test]
+fn a_child_killed_at_the_memory_limit_is_reported_though_the_run_is_ok() {
+    let _g = shared();
+    let o = py(
+        "import os\n\
+         pid = os.fork()\n\
+         if pid == 0:\n\
+         \x20   x = bytearray(512 << 20)\n\
+         \x20   os._exit(0)\n\
+         _, st = os.waitpid(pid, 0)\n\
+         print('child', os.WTERMSIG(st) if os.WIFSIGNALED(st) else 'exited')\n",
+        &["--memory", "96M"],
+    );
+    o.assert_status("ok");
+    assert_eq!(o.stdout().trim(), "child 9", "{}", o.describe());
+    assert_eq!(o.json["oom_killed"], true, "{}", o.describe());
+    let o = py("print('fine')", &["--memory", "96M"]);
+    o.assert_status("ok");
+    assert_eq!(o.json["oom_killed"], false, "{}", o.describe());
 }
 
 #[test]

@@ -520,6 +520,7 @@ impl<'s> Execution<'s> {
                 // program's processes; gVisor's own pids cgroup keeps no peak and no event count.
                 pids_peak: usage.pids_peak.filter(|_| self.runtime == Runtime::Native),
                 pids_limit_hit: usage.pids_limit_hit && self.runtime == Runtime::Native,
+                oom_killed: usage.oom_killed,
                 disk_used_bytes: crate::hostfs::used_bytes(self.control.workdir()),
                 output_bytes: self.capture.total(),
             },

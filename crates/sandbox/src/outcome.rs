@@ -77,6 +77,10 @@ pub struct Usage {
     pub memory_peak_bytes: u64,
     pub pids_peak: Option<u64>,
     pub pids_limit_hit: bool,
+    /// The kernel's OOM killer killed a process of the run at its memory limit: the program
+    /// (then the status is `memory_limit`), or a child while the program went on (a run that
+    /// still exits 0 is `ok`, and only this says a part of it died).
+    pub oom_killed: bool,
     pub disk_used_bytes: u64,
     pub output_bytes: u64,
 }
@@ -188,6 +192,7 @@ impl Outcome {
             "memory_peak_bytes": self.usage.memory_peak_bytes,
             "pids_peak": self.usage.pids_peak,
             "pids_limit_hit": self.usage.pids_limit_hit,
+            "oom_killed": self.usage.oom_killed,
             "disk_used_bytes": self.usage.disk_used_bytes,
             "output_bytes": self.usage.output_bytes,
             "stdout": self.stdout.text(),

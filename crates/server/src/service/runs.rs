@@ -99,6 +99,9 @@ pub struct RunResponse {
     pub memory_peak_bytes: u64,
     pub pids_peak: Option<u64>,
     pub pids_limit_hit: bool,
+    /// The OOM killer killed a process of the run (the program: status `memory_limit`; a child
+    /// while the program went on: possibly `ok`).
+    pub oom_killed: bool,
     pub disk_used_bytes: u64,
     /// What the program wrote to stdout and stderr: may be more than is returned (the output
     /// limit caps what is kept).
@@ -163,6 +166,7 @@ impl RunResponse {
             memory_peak_bytes: o.usage.memory_peak_bytes,
             pids_peak: o.usage.pids_peak,
             pids_limit_hit: o.usage.pids_limit_hit,
+            oom_killed: o.usage.oom_killed,
             disk_used_bytes: o.usage.disk_used_bytes,
             output_bytes: o.usage.output_bytes,
             stdout_truncated: o.stdout.truncated,
