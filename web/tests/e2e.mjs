@@ -597,7 +597,9 @@ await test('staff page: assignments, the queue, the editor\'s checks, a gradeboo
   ]);
   assert(download.suggestedFilename() === 'gradebook-greet.csv', download.suggestedFilename());
   const csv = await (await import('node:fs/promises')).readFile(await download.path(), 'utf8');
-  assert(csv.startsWith('student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at\n'), `gradebook: ${csv}`);
+  // Then a column per report row (its points, or pass / fail / skip), as `corral grade`'s.
+  assert(csv.startsWith('student,owner,submission,score,max_score,percent,verdict,status,submitted_at,finished_at,'), `gradebook: ${csv}`);
+  assert(csv.split('\n')[0].split(',').includes('greets'), `a column per check: ${csv}`);
   assert(csv.includes(graded.id), `the greet submission is in its gradebook: ${csv}`);
   // The queue of one assignment, then that assignment regraded (after staff confirm).
   await staff.getByRole('combobox', { name: 'Submissions of' }).selectOption('greet');

@@ -488,6 +488,47 @@ fn a_run_whose_client_went_away_is_killed_and_its_new_sandbox_not_kept() {
     });
 }
 
+/// Idle kept sandboxes hold at most `kept_memory_max` together: files a run leaves in `/tmp` are
+/// memory (tmpfs) that no run limit counts once the run is over. Past the budget the least
+/// recently used idle sandbox goes, and a request for it says why. Before, one token's four
+/// sandboxes parked 1.5 GiB (a red-team trial), ~24 GiB within the defaults.
+#[test]
+fn idle_kept_sandboxes_hold_at_most_kept_memory_max() {
+    let s = Server::start("kept_memory_max = \"48M\"\n", &[]);
+    rt().block_on(async {
+        let (a, b) = (s.token("student").await, s.token("student").await);
+        let park =
+            json!({"cmd": "head -c 30000000 /dev/zero > /tmp/parked", "limits": {"disk": "64M"}});
+        let first = s.run_ok(&a, park.clone()).await["sandbox"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(held(&s).await, 1);
+        // Another token parks as much: together over the budget, the older one goes.
+        let second = s.run_ok(&b, park).await["sandbox"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(held(&s).await, 1);
+        let (st, v) = s
+            .run(&a, json!({"cmd": "true", "sandbox": {"id": first}}))
+            .await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+        assert!(
+            v["message"].as_str().unwrap().contains("kept_memory_max"),
+            "{v}"
+        );
+        // The newer one is there, its file too.
+        let r = s
+            .run_ok(
+                &b,
+                json!({"cmd": "wc -c < /tmp/parked", "sandbox": {"id": second}}),
+            )
+            .await;
+        assert_eq!(r["stdout"], "30000000\n", "{r}");
+    });
+}
+
 /// An agent whose HTTP client gave up on a step deletes the sandbox: the run in progress is
 /// killed and answers `cancelled`, and the sandbox is gone.
 #[test]

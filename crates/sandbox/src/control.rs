@@ -123,6 +123,15 @@ impl Control {
         self.broken = true;
     }
 
+    /// Memory charged to the cgroup now: between runs, what the sandbox keeps (files in its
+    /// tmpfs mounts, page cache, its init). 0 without a cgroup.
+    pub(crate) fn memory_held(&self) -> Result<u64, SandboxError> {
+        match self.cgroup.as_deref() {
+            Some(cg) => Ok(cg.memory_current()?),
+            None => Ok(0),
+        }
+    }
+
     /// Removes the cgroup (once every process in it is gone).
     pub(crate) fn destroy_cgroup(&mut self) {
         if let Some(cg) = self.cgroup.take() {

@@ -444,6 +444,12 @@ impl Sandbox {
         self.control.is_broken()
     }
 
+    /// Memory the sandbox holds between runs (its tmpfs files — RAM, never swapped out here —,
+    /// page cache and its init): what keeping it idle costs the host.
+    pub fn memory_held(&self) -> Result<u64, SandboxError> {
+        self.control.memory_held()
+    }
+
     /// Whether the next run here would be charged an earlier run's memory peak (cgroup v2 before
     /// Linux 6.12 cannot reset it): the pool retires such a sandbox instead of reusing it.
     pub fn memory_peak_spent(&self) -> bool {

@@ -92,6 +92,10 @@ pub struct Config {
     pub max_sandboxes_per_caller: usize,
     /// WebSockets (`/ws`) one token may have open at once; more are refused with 429.
     pub max_websockets_per_caller: usize,
+    /// The most memory idle kept sandboxes may hold together (files in their tmpfs mounts are
+    /// RAM): past it the least recently used idle ones are dropped. Default: a quarter of the
+    /// host's memory.
+    pub kept_memory_max: Option<Size>,
     /// Idle time after which a kept sandbox is destroyed.
     pub sandbox_ttl: Millis,
     /// Uploads older than this are deleted (suites' files are kept).
@@ -256,6 +260,7 @@ impl Default for Config {
             max_sandboxes: 64,
             max_sandboxes_per_caller: 4,
             max_websockets_per_caller: 8,
+            kept_memory_max: None,
             sandbox_ttl: Millis::ms(5 * 60 * 1000),
             retention: Millis::ms(7 * 24 * 3600 * 1000),
             default_limits: LimitsRequest::default(),
@@ -274,6 +279,22 @@ impl Default for Config {
             http: HttpConfig::default(),
         }
     }
+}
+
+/// `kept_memory_max`, or a quarter of the host's memory (`MemTotal`; 4 GiB when unreadable).
+pub fn kept_memory_max(c: &Config) -> u64 {
+    if let Some(s) = c.kept_memory_max {
+        return s.bytes();
+    }
+    let total_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .unwrap_or(16 << 20);
+    total_kib * 1024 / 4
 }
 
 /// The platform caps when the configuration sets none.

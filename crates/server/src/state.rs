@@ -115,6 +115,7 @@ impl AppState {
             sandboxes: KeptSandboxes::new(
                 config.max_sandboxes,
                 config.max_sandboxes_per_caller,
+                crate::config::kept_memory_max(&config),
                 config.sandbox_ttl.duration(),
                 node.id(),
             ),

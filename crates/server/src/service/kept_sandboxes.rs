@@ -21,6 +21,8 @@ struct Inner {
     /// A run uses it (or is about to); nobody else may.
     busy: bool,
     last_used: Instant,
+    /// Memory it held when its last run ended (its tmpfs files, page cache, its init).
+    held_bytes: u64,
 }
 
 /// A request to stop the run in progress in a sandbox (its `DELETE /sandboxes/{id}`, or the
@@ -94,6 +96,7 @@ impl Held {
                 lease: None,
                 busy: true,
                 last_used: Instant::now(),
+                held_bytes: 0,
             }),
         }
     }
@@ -123,6 +126,8 @@ pub enum Dropped {
     ForNewerOfCaller,
     /// For a newer sandbox of anyone, the server holding its most (`max_sandboxes`).
     ForNewerOnServer,
+    /// The idle kept sandboxes held more memory than `kept_memory_max`.
+    ForMemory,
     /// Its token was revoked.
     Revoked,
     /// Its owner deleted it (`DELETE /sandboxes/{id}`).
@@ -134,6 +139,7 @@ impl Dropped {
         match self {
             Dropped::ForNewerOfCaller => "it was dropped for a newer one: a token keeps at most max_sandboxes_per_caller sandboxes, the least recently used idle one goes first",
             Dropped::ForNewerOnServer => "it was dropped for a newer one: the server keeps at most max_sandboxes sandboxes, the least recently used idle one goes first",
+            Dropped::ForMemory => "it was dropped to free memory: the server's idle kept sandboxes held more than kept_memory_max (files in /tmp, /dev/shm and the working directory are memory), the least recently used idle one goes first",
             Dropped::Revoked => "its token was revoked",
             Dropped::Deleted => "it was deleted (DELETE /sandboxes/{id})",
         }
@@ -142,6 +148,7 @@ impl Dropped {
         match self {
             Dropped::ForNewerOfCaller => "max_sandboxes_per_caller",
             Dropped::ForNewerOnServer => "max_sandboxes",
+            Dropped::ForMemory => "kept_memory_max",
             Dropped::Revoked => "token_revoked",
             Dropped::Deleted => "deleted",
         }
@@ -157,6 +164,8 @@ pub struct KeptSandboxes {
     dropped: Mutex<std::collections::VecDeque<(String, String, Dropped)>>,
     max_total: usize,
     max_per_owner: usize,
+    /// The most memory idle kept sandboxes may hold together (their files are tmpfs: RAM).
+    max_memory: u64,
     ttl: Duration,
     closed: AtomicBool,
     /// Owners whose token was revoked: their busy sandboxes are dropped when their run ends.
@@ -188,13 +197,21 @@ fn new_id(node: &str) -> String {
 }
 
 impl KeptSandboxes {
-    /// Sandboxes kept by node `node` (the first part of their ids).
-    pub fn new(max_total: usize, max_per_owner: usize, ttl: Duration, node: &str) -> Self {
+    /// Sandboxes kept by node `node` (the first part of their ids); idle ones hold at most
+    /// `max_memory` bytes together.
+    pub fn new(
+        max_total: usize,
+        max_per_owner: usize,
+        max_memory: u64,
+        ttl: Duration,
+        node: &str,
+    ) -> Self {
         KeptSandboxes {
             map: Mutex::new(HashMap::new()),
             dropped: Mutex::new(std::collections::VecDeque::new()),
             max_total,
             max_per_owner,
+            max_memory,
             ttl,
             closed: AtomicBool::new(false),
             revoked: Mutex::new(std::collections::HashSet::new()),
@@ -393,17 +410,57 @@ impl KeptSandboxes {
         if keep && healthy {
             // A run killed because its caller went away leaves the sandbox for the next.
             held.cancel.clear();
+            // Unreadable: counted as nothing rather than dropping a session for it.
+            let bytes = lease
+                .as_mut()
+                .and_then(|l| l.sandbox().memory_held().ok())
+                .unwrap_or(0);
             if let Ok(mut i) = held.inner.lock() {
                 i.lease = lease.take();
                 i.busy = false;
                 i.last_used = Instant::now();
-                return (true, Evicted(Vec::new()));
+                i.held_bytes = bytes;
             }
+            return (true, self.within_memory(&held.id));
         }
         if let Ok(mut m) = self.map.lock() {
             m.remove(&held.id);
         }
         (false, Evicted(lease.into_iter().collect()))
+    }
+
+    /// Drops the least recently used idle sandboxes (never `kept`, the one just given back)
+    /// while the idle ones hold more than `max_memory` together: a kept sandbox's files live in
+    /// tmpfs mounts, RAM that no run limit counts once its run is over (a red-team trial parked
+    /// 1.5 GiB with one token's four sandboxes, ~24 GiB within the defaults' 64).
+    fn within_memory(&self, kept: &str) -> Evicted {
+        let Ok(mut map) = self.map.lock() else {
+            return Evicted(Vec::new());
+        };
+        let mut idle: Vec<(Instant, String, u64)> = map
+            .values()
+            .filter_map(|h| {
+                let i = h.inner.lock().ok()?;
+                (!i.busy).then(|| (i.last_used, h.id.clone(), i.held_bytes))
+            })
+            .collect();
+        let mut total: u64 = idle.iter().map(|(_, _, b)| b).sum();
+        idle.sort();
+        let mut evicted = Vec::new();
+        for (_, id, bytes) in idle {
+            if total <= self.max_memory {
+                break;
+            }
+            if id == kept {
+                continue;
+            }
+            if let Some(h) = map.remove(&id) {
+                self.note_dropped(&h, Dropped::ForMemory, "kept_memory_max");
+                evicted.extend(h.take_lease());
+                total -= bytes;
+            }
+        }
+        Evicted(evicted)
     }
 
     /// Undoes [`KeptSandboxes::acquire`] or [`KeptSandboxes::reserve`] when the run did not happen.
@@ -527,7 +584,7 @@ mod tests {
 
     #[test]
     fn reservations_are_bounded_per_caller_and_in_total() {
-        let r = KeptSandboxes::new(3, 2, Duration::from_secs(60), "n0");
+        let r = KeptSandboxes::new(3, 2, u64::MAX, Duration::from_secs(60), "n0");
         let (a1, _) = r.reserve("a", None).unwrap();
         let (_a2, _) = r.reserve("a", None).unwrap();
         // Both of a's are busy (being built): a third is refused.
@@ -561,9 +618,54 @@ mod tests {
         );
     }
 
+    /// Idle kept sandboxes hold at most `max_memory` together: past it the least recently used
+    /// idle ones go (never the one just given back, nor a busy one), and a later request for one
+    /// is told why.
+    #[test]
+    fn idle_sandboxes_over_the_memory_budget_are_dropped_oldest_first() {
+        let r = KeptSandboxes::new(8, 8, 100, Duration::from_secs(60), "n0");
+        let mut ids = Vec::new();
+        for (owner, bytes, busy) in [
+            ("a", 40, false),
+            ("b", 40, true),
+            ("c", 40, false),
+            ("d", 40, false),
+        ] {
+            let (h, _) = r.reserve(owner, None).unwrap();
+            let mut i = h.inner.lock().unwrap();
+            (i.busy, i.held_bytes, i.last_used) = (busy, bytes, Instant::now());
+            drop(i);
+            ids.push(h.id.clone());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // 120 held by idle ones (a, c, d; b is busy) over 100: a, the oldest idle one, goes.
+        let evicted = r.within_memory(&ids[3]);
+        assert_eq!(
+            evicted.0.len(),
+            0,
+            "a had no lease (unit test), but it is gone"
+        );
+        let map = r.map.lock().unwrap();
+        assert!(!map.contains_key(&ids[0]) && map.contains_key(&ids[1]));
+        assert!(map.contains_key(&ids[2]) && map.contains_key(&ids[3]));
+        drop(map);
+        assert!(r.missing_message(&ids[0], "a").contains("kept_memory_max"));
+        // 80 now: within the budget, nothing more goes; the one just given back never does.
+        r.within_memory(&ids[3]);
+        assert_eq!(r.len(), 3);
+        let tight = KeptSandboxes::new(8, 8, 10, Duration::from_secs(60), "n0");
+        let (only, _) = tight.reserve("a", None).unwrap();
+        {
+            let mut i = only.inner.lock().unwrap();
+            (i.busy, i.held_bytes) = (false, 50);
+        }
+        tight.within_memory(&only.id);
+        assert_eq!(tight.len(), 1);
+    }
+
     #[test]
     fn one_off_runs_take_no_kept_place_and_are_capped_per_caller() {
-        let r = KeptSandboxes::new(1, 1, Duration::from_secs(60), "n0");
+        let r = KeptSandboxes::new(1, 1, u64::MAX, Duration::from_secs(60), "n0");
         let (a, _) = r.reserve("a", None).unwrap();
         a.inner.lock().unwrap().busy = false;
         // The server and the caller are at their caps of kept sandboxes; a one-off run needs no
@@ -589,7 +691,7 @@ mod tests {
 
     #[test]
     fn a_busy_sandbox_deleted_is_cancelled_and_not_kept() {
-        let r = KeptSandboxes::new(3, 2, Duration::from_secs(60), "n0");
+        let r = KeptSandboxes::new(3, 2, u64::MAX, Duration::from_secs(60), "n0");
         let (a, _) = r.reserve("a", None).unwrap();
         // Someone else's: 404, nothing cancelled.
         assert_eq!(
@@ -612,7 +714,7 @@ mod tests {
 
     #[test]
     fn an_evicted_id_is_said_to_be_dropped_for_a_newer_one() {
-        let r = KeptSandboxes::new(8, 1, Duration::from_secs(60), "n0");
+        let r = KeptSandboxes::new(8, 1, u64::MAX, Duration::from_secs(60), "n0");
         let (a, _) = r.reserve("a", None).unwrap();
         // Idle, as after a run whose sandbox was kept.
         a.inner.lock().unwrap().busy = false;
@@ -627,7 +729,7 @@ mod tests {
             e.message
         );
         // The server's cap: the least recently used idle sandbox of anyone, said as such.
-        let r = KeptSandboxes::new(1, 4, Duration::from_secs(60), "n0");
+        let r = KeptSandboxes::new(1, 4, u64::MAX, Duration::from_secs(60), "n0");
         let (c, _) = r.reserve("c", None).unwrap();
         c.inner.lock().unwrap().busy = false;
         let (_d, _) = r.reserve("d", None).unwrap();
@@ -637,7 +739,7 @@ mod tests {
             "{}",
             e.message
         );
-        let r = KeptSandboxes::new(8, 1, Duration::from_secs(60), "n0");
+        let r = KeptSandboxes::new(8, 1, u64::MAX, Duration::from_secs(60), "n0");
         let (a, _) = r.reserve("a", None).unwrap();
         a.inner.lock().unwrap().busy = false;
         let (_b, _) = r.reserve("a", None).unwrap();

@@ -83,6 +83,7 @@ mod tests {
         let kept = crate::service::kept_sandboxes::KeptSandboxes::new(
             1,
             1,
+            u64::MAX,
             Duration::from_secs(60),
             me.id(),
         );
