@@ -74,7 +74,7 @@ impl Modify for Security {
                 let mut common = vec![
                     (
                         "400",
-                        "Malformed request (bad JSON or form, bad Authorization header)",
+                        "Malformed request (bad JSON or form, a body cut short (`bad_body`), bad Authorization header)",
                     ),
                     ("401", "No, unknown or revoked token"),
                     ("413", "Request body too large"),

@@ -146,7 +146,10 @@ pub async fn import(
     let mut stream = body.into_data_stream();
     let mut total: u64 = 0;
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
+        let chunk = chunk.map_err(|e| {
+            super::body::transport_failure(&e)
+                .unwrap_or_else(|| ApiError::bad_request(format!("reading the body: {e}")))
+        })?;
         total += chunk.len() as u64;
         if total > cap {
             return Err(ApiError::too_large(format!(

@@ -53,11 +53,18 @@ impl<S: Send + Sync> FromRequest<S> for JsonBytes {
             ));
         }
         let limit = req.extensions().get::<JsonLimit>().copied();
+        if let Some(JsonLimit(max)) = limit {
+            super::body::refuse_declared_over(req.headers(), max.bytes(), || {
+                too_large_message(limit)
+            })?;
+        }
         let bytes = Bytes::from_request(req, state).await.map_err(|r| {
             let status = r.status();
             match status.as_u16() {
                 413 => ApiError::rejected(status, "too_large", too_large_message(limit)),
-                _ => ApiError::rejected(status, "bad_json", r.body_text()),
+                // A body cut short is the transport's failure, not bad JSON.
+                _ => super::body::transport_failure(&r)
+                    .unwrap_or_else(|| ApiError::rejected(status, "bad_json", r.body_text())),
             }
         })?;
         Ok(JsonBytes(bytes))

@@ -82,7 +82,7 @@ pub struct RunRequest {
                 ("DeleteSandbox" = (operation_id = "delete_sandbox", description = "Destroy the kept sandbox",
                     parameters(("id" = "$response.body#/sandbox")))),
             )),
-        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 400, description = "Malformed JSON (`bad_json`), or a body that ended before its Content-Length or was badly chunked (`bad_body`)", body = ErrorBody),
         (status = 404, description = "No such upload or sandbox of this caller", body = ErrorBody),
         (status = 409, description = "The sandbox is busy with another run", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),

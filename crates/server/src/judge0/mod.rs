@@ -110,18 +110,29 @@ pub struct Params {
     pub tokens: Option<String>,
 }
 
-/// A request body whose rejection (too large for `max_json_bytes`) is a Judge0-style error too,
-/// not axum's plain text.
+/// A request body whose rejection (too large for `max_json_bytes`, cut short) is a Judge0-style
+/// error too, not axum's plain text.
 pub struct J0Body(axum::body::Bytes);
 
 impl<S: Send + Sync> axum::extract::FromRequest<S> for J0Body {
     type Rejection = Response;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Response> {
+        use crate::http::json::{too_large_message, JsonLimit};
+        let limit = req.extensions().get::<JsonLimit>().copied();
+        if let Some(JsonLimit(max)) = limit {
+            crate::http::body::refuse_declared_over(req.headers(), max.bytes(), || {
+                too_large_message(limit)
+            })
+            .map_err(|e| j0_error(e.status(), e.message))?;
+        }
         axum::body::Bytes::from_request(req, state)
             .await
             .map(J0Body)
-            .map_err(|r| j0_error(r.status(), r.body_text()))
+            .map_err(|r| match crate::http::body::transport_failure(&r) {
+                Some(e) => j0_error(e.status(), e.message),
+                None => j0_error(r.status(), r.body_text()),
+            })
     }
 }
 
@@ -314,7 +325,7 @@ async fn with_additional_files(
         (status = 201, description = "Queued: `{\"token\"}`; with `wait=true`, the submission (by default Judge0's default fields). For a retry under an `Idempotency-Key`, the first request's submission", body = Judge0Submission,
             headers(("Idempotent-Replayed" = String, description = "`true` when the answer is an earlier request's submission (a retry under the same `Idempotency-Key`)")),
             links(("GetJudge0Submission" = (operation_id = "judge0_get_submission", parameters(("token" = "$response.body#/token")))))),
-        (status = 400, description = "A body that is not a JSON object, a `fields` name Judge0 does not have (`invalid fields: [NAME]`), a query parameter twice, or a malformed `Idempotency-Key`", body = Judge0Error),
+        (status = 400, description = "A body that is not a JSON object or was cut short (it ended before its Content-Length, or its chunked encoding was malformed), a `fields` name Judge0 does not have (`invalid fields: [NAME]`), a query parameter twice, or a malformed `Idempotency-Key`", body = Judge0Error),
         (status = 413, description = "A body over `max_json_bytes`, or `additional_files` past the upload limits", body = Judge0Error),
         (status = 422, description = "A field Judge0's validations would refuse, with its messages (`{\"source_code\": [\"can't be blank\"]}`); or an `Idempotency-Key` this token sent before with another body (`idempotency_key_reused`)", body = Judge0Refusal),
         (status = 503, description = "This token's queue is full (`{\"error\": \"queue is full\"}`, `config_info`'s `max_queue_size`), the server is shutting down, the database does not answer, or its storage is full: retry after `Retry-After`", body = Judge0Error),
@@ -428,7 +439,7 @@ fn batch_size(n: usize, max: usize) -> Result<(), String> {
     ]})),
     responses(
         (status = 201, description = "In the order of the request: each item's token, or why that item was refused (the others are queued)", body = Vec<Judge0BatchItem>),
-        (status = 400, description = "Not `{\"submissions\": [...]}`, an empty batch or one over `config_info`'s `max_submission_batch_size`, or an `Idempotency-Key` (not supported on batches)", body = Judge0Error),
+        (status = 400, description = "Not `{\"submissions\": [...]}` (or a body cut short), an empty batch or one over `config_info`'s `max_submission_batch_size`, or an `Idempotency-Key` (not supported on batches)", body = Judge0Error),
         (status = 413, description = "A body over `max_json_bytes`", body = Judge0Error),
         (status = 422, description = "No item was valid: each item's refusal, in order", body = Vec<Judge0BatchItem>),
         (status = 503, description = "The batch would take this token past its queue (`queue is full`: refused whole), the server is shutting down, or the database does not answer: retry after `Retry-After`", body = Judge0Error),
