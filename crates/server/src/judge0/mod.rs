@@ -128,7 +128,7 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for J0Body {
         }
         axum::body::Bytes::from_request(req, state)
             .await
-            .map(J0Body)
+            .map(|b| J0Body(crate::http::json::strip_bom(b)))
             .map_err(|r| match crate::http::body::transport_failure(&r) {
                 Some(e) => j0_error(e.status(), e.message),
                 None => j0_error(r.status(), r.body_text()),
