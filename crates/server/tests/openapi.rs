@@ -296,6 +296,80 @@ fn every_route_is_documented() {
     }
 }
 
+/// A path parameter that is not UTF-8 once percent-decoded (`GET /submissions/%FF`: an id
+/// pasted with mangled bytes) is answered with the documented JSON error on every route that
+/// takes one, not axum's `text/plain` "Invalid URL": a 400 `bad_request` `ErrorBody` on the
+/// native API, Judge0's `{"error"}` on its surface. Every served route is tried, so a new
+/// handler that takes axum's own `Path` fails here.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_path_parameter_that_is_not_utf8_is_a_json_error_everywhere() {
+    let s = TestServer::start(|_| {}).await;
+    let doc = serde_json::to_value(corral_server::openapi::document()).unwrap();
+    let admin = s.token(Role::Admin).await;
+    let worker = s.token(Role::Worker).await;
+    let c = reqwest::Client::new();
+    let mut tried = 0;
+    for (path, methods) in served_routes() {
+        if !path.contains('{') {
+            continue;
+        }
+        let mut url = String::new();
+        for (i, piece) in path.split('{').enumerate() {
+            match piece.split_once('}') {
+                Some((_, rest)) if i > 0 => url.push_str(&format!("%FF{rest}")),
+                _ => url.push_str(piece),
+            }
+        }
+        let token = if path.starts_with("/worker/") {
+            &worker
+        } else {
+            &admin
+        };
+        for m in &methods {
+            let method = reqwest::Method::from_bytes(m.to_uppercase().as_bytes()).unwrap();
+            let r = c
+                .request(method, s.url(&url))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status();
+            let ct = r
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_string());
+            let text = r.text().await.unwrap();
+            let what = format!("{} {url}: {status} {ct:?} {text}", m.to_uppercase());
+            assert!(
+                ct.as_deref()
+                    .is_some_and(|c| c.starts_with("application/json")),
+                "{what}"
+            );
+            let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {what}"));
+            assert!(status.is_client_error(), "{what}");
+            if path.starts_with("/judge0/") {
+                assert!(v["error"].is_string(), "{what}");
+                continue;
+            }
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{what}");
+            assert_eq!(v["error"], "bad_request", "{what}");
+            assert!(
+                v["message"].as_str().unwrap().contains("not UTF-8"),
+                "{what}"
+            );
+            if !NOT_API.contains(&path.as_str()) {
+                answers_as_documented(&doc, m, &path, status, &v);
+            }
+            tried += 1;
+        }
+    }
+    assert!(
+        tried >= 13,
+        "only {tried} native routes with a path parameter"
+    );
+    s.stop().await;
+}
+
 /// A validator of `schema` (a JSON Schema of the document: `$ref`s into its components).
 fn validator(doc: &Value, schema: &Value) -> jsonschema::Validator {
     let mut schema = schema.clone();

@@ -4,7 +4,7 @@
 //! `/run`, `/check`, `/submissions`, WebSocket runs); nothing is ever pulled for a request.
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 
 use super::json::ApiJson;
 use crate::error::{ApiError, ErrorBody};
+use crate::http::path::Path;
 use crate::service::caller::Caller;
 use crate::service::image_builds::{self, BuildJob};
 use crate::service::images::{self, ImageInfo, Removed};

@@ -7,7 +7,7 @@
 //! - [`forward`]: a request for a sandbox another node keeps, sent on to that node.
 //! - [`json`]: JSON bodies whose rejections are JSON errors; [`body`]: bodies cut short or over
 //!   their cap by their declared length, for every endpoint; [`binary`]: raw byte bodies as the
-//!   OpenAPI document shows them.
+//!   OpenAPI document shows them; [`path`]: path parameters whose rejections are JSON errors.
 //! - [`uploads`], [`runs`], [`checks`], [`tokens`], [`submissions`], [`gradebook`],
 //!   [`revisions`], [`images`], [`meta`]: the endpoints; [`web`]: the browser editor's pages.
 
@@ -25,6 +25,7 @@ pub mod images;
 pub mod json;
 pub mod meta;
 pub mod objects_only;
+pub mod path;
 pub mod revisions;
 pub mod runs;
 pub mod submissions;

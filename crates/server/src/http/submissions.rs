@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 
 use super::json::{self, ApiJson, JsonBytes};
 use crate::error::{ApiError, ErrorBody, ErrorKind};
+use crate::http::path::Path;
 use crate::service::caller::Caller;
 use crate::service::submissions::accept::{self, SubmissionRequest, Submitted};
 use crate::service::submissions::idempotency;

@@ -1,7 +1,7 @@
 //! `POST /upload` (multipart files and tar archives) and `GET /uploads/{id}`.
 
 use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
-use axum::extract::{Multipart, Path, State};
+use axum::extract::{Multipart, State};
 use axum::{Extension, Json};
 use corral_store::NewFile;
 use serde::{Deserialize, Serialize};
@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use crate::config::UploadLimits;
 use crate::error::{ApiError, ErrorBody};
+use crate::http::path::Path;
 use crate::service::caller::Caller;
 use crate::service::uploads::{self, UploadFiles};
 use crate::state::SharedState;
