@@ -170,7 +170,7 @@ fn is_true(v: &Option<String>) -> bool {
         (status = 400, description = "A malformed `Idempotency-Key` (`bad_idempotency_key`), a body that is not JSON (`bad_json`), or one that ended before its Content-Length or was badly chunked (`bad_body`)", body = ErrorBody),
         (status = 404, description = "No such suite, or no such upload of this caller", body = ErrorBody),
         (status = 413, description = "Too many files or bytes", body = ErrorBody),
-        (status = 422, description = "Invalid: modes, language, limits, callback URL; or an `Idempotency-Key` this token sent before with another body (`idempotency_key_reused`)", body = ErrorBody),
+        (status = 422, description = "Invalid: modes, language, limits, callback URL, a `language` without its program (`source_code`, `files` or `upload`); or an `Idempotency-Key` this token sent before with another body (`idempotency_key_reused`)", body = ErrorBody),
         (status = 429, description = "Rate limited, or too many of this token's submissions are waiting", body = ErrorBody),
         (status = 503, description = "Shutting down, the database does not answer, or the server's storage is full (`storage_full`): retry after `Retry-After`", body = ErrorBody),
     ),
