@@ -450,7 +450,9 @@ async fn judge0_answers_are_what_the_document_says() {
     for (path, status) in [
         (format!("/judge0/languages/{first}"), StatusCode::OK),
         ("/judge0/languages/9999".to_string(), StatusCode::NOT_FOUND),
-        ("/judge0/languages/abc".to_string(), StatusCode::BAD_REQUEST),
+        // Not a number is no language either: Judge0's 404, not a parse error's 400.
+        ("/judge0/languages/abc".to_string(), StatusCode::NOT_FOUND),
+        ("/judge0/languages/-1".to_string(), StatusCode::NOT_FOUND),
     ] {
         let (st, v) = call("get", &path, None).await;
         assert_eq!(st, status, "{path}: {v}");
@@ -583,6 +585,59 @@ async fn judge0_answers_are_what_the_document_says() {
         assert_eq!(st, status, "{method} {path}: {v}");
         answers_as_documented(&doc, method, template, st, &v);
     }
+    // A time limit over the document's maximum says that bound (it was told "must be a
+    // positive number of seconds", which it is).
+    for limit in [json!(1e12), json!(100000)] {
+        let body = json!({"source_code": "x", "language_id": first, "cpu_time_limit": limit});
+        let (st, v) = call("post", "/judge0/submissions", Some(body)).await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        assert_eq!(
+            v,
+            json!({"cpu_time_limit": ["must be less than or equal to 86400 (seconds)"]}),
+            "{limit}"
+        );
+        answers_as_documented(&doc, "post", "/judge0/submissions", st, &v);
+    }
+    // Form fields, as Judge0 (Rails) takes them (`curl -d language_id=71 --data-urlencode
+    // source_code=…`): every value text, numbers read from it; a JSON body labelled as a form
+    // (what `curl -d '{…}'` sends) is still read as JSON.
+    for (body, source) in [
+        (
+            format!("language_id={first}&source_code=echo+hello%21&cpu_time_limit=2.5"),
+            "echo hello!",
+        ),
+        (
+            json!({"source_code": "echo hello", "language_id": first}).to_string(),
+            "echo hello",
+        ),
+    ] {
+        let r = client
+            .post(s.url("/judge0/submissions"))
+            .header("X-Auth-Token", &token)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let st = r.status();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(st, StatusCode::CREATED, "{body}: {v}");
+        answers_as_documented(&doc, "post", "/judge0/submissions", st, &v);
+        let t = v["token"].as_str().unwrap();
+        let (_, v) = call(
+            "get",
+            &format!("/judge0/submissions/{t}?fields=source_code,language_id"),
+            None,
+        )
+        .await;
+        assert_eq!(v["source_code"], source, "{v}");
+        assert_eq!(v["language_id"], first, "{v}");
+    }
+    let form_op = &doc["paths"]["/judge0/submissions"]["post"]["requestBody"]["content"];
+    assert!(
+        form_op["application/x-www-form-urlencoded"].is_object(),
+        "{form_op}"
+    );
     // A batch: an item refused does not fail the rest; read back, an unknown token is null.
     let (st, items) = call(
         "post",
