@@ -349,6 +349,7 @@ async fn a_path_parameter_that_is_not_utf8_is_a_json_error_everywhere() {
             assert!(status.is_client_error(), "{what}");
             if path.starts_with("/judge0/") {
                 assert!(v["error"].is_string(), "{what}");
+                answers_as_documented(&doc, m, &path, status, &v);
                 continue;
             }
             assert_eq!(status, StatusCode::BAD_REQUEST, "{what}");
@@ -453,6 +454,7 @@ async fn judge0_answers_are_what_the_document_says() {
         // Not a number is no language either: Judge0's 404, not a parse error's 400.
         ("/judge0/languages/abc".to_string(), StatusCode::NOT_FOUND),
         ("/judge0/languages/-1".to_string(), StatusCode::NOT_FOUND),
+        ("/judge0/languages/%FF".to_string(), StatusCode::BAD_REQUEST),
     ] {
         let (st, v) = call("get", &path, None).await;
         assert_eq!(st, status, "{path}: {v}");

@@ -757,6 +757,7 @@ async fn language_list(st: SharedState, all: bool) -> Response {
     params(("id" = u32, Path, description = "A Judge0 language id", example = 71)),
     responses(
         (status = 200, description = "The language with its commands as this server runs them", body = Judge0LanguageDetail),
+        (status = 400, description = "The id is not UTF-8 once percent-decoded", body = Judge0Error),
         (status = 404, description = "No language of this server has that id, or it is not a number (`{\"error\": \"Not found\"}`)", body = Judge0Error),
     ),
     security(("bearer" = []), ("judge0" = []))
