@@ -298,7 +298,7 @@ fn judge0_requests_and_answers() {
                                      "redirect_stderr_to_stdout": "true"}))).await;
         assert_eq!(st, StatusCode::CREATED, "{v}");
         // Errors of the path and the query are Judge0's JSON too, never plain text.
-        for path in ["/judge0/languages/abc", "/judge0/submissions/x?fields=stdout&fields=status",
+        for path in ["/judge0/languages/%FF", "/judge0/submissions/x?fields=stdout&fields=status",
                      "/judge0/submissions?wait=true&wait=false"] {
             let method = if path.ends_with("wait=false") { Method::POST } else { Method::GET };
             let body = (method == Method::POST).then(|| json!({"source_code": "x", "language_id": 71}));
@@ -306,6 +306,9 @@ fn judge0_requests_and_answers() {
             assert_eq!(st, StatusCode::BAD_REQUEST, "{path}: {v}");
             assert!(v["error"].as_str().is_some_and(|m| !m.is_empty()), "{path}: {v}");
         }
+        // An id that is no number is no language: Judge0's 404, not a parse error.
+        let (st, v) = j0(&s, Some(&t), Method::GET, "/judge0/languages/abc", None).await;
+        assert_eq!((st, v), (StatusCode::NOT_FOUND, json!({"error": "Not found"})));
     });
 }
 

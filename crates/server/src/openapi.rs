@@ -74,7 +74,8 @@ impl Modify for Security {
                 let mut common = vec![
                     (
                         "400",
-                        "Malformed request (bad JSON or form, bad Authorization header)",
+                        "Malformed request (bad JSON or form, a body cut short (`bad_body`), a path parameter \
+                         that is not UTF-8, bad Authorization header)",
                     ),
                     ("401", "No, unknown or revoked token"),
                     (

@@ -34,10 +34,7 @@ pub fn public_routes() -> Router<SharedState> {
 /// Every route, with authentication in front of the protected ones.
 pub fn router(state: SharedState) -> Router {
     let json_limit = state.config.max_json_bytes.bytes() as usize;
-    // Multipart framing adds a little per part; the content limit itself is checked exactly.
-    let upload_limit = state.config.upload.max_bytes.bytes() as usize
-        + 64 * state.config.upload.max_files
-        + (1 << 20);
+    let upload_limit = http::uploads::body_limit(&state.config.upload);
     let protected = protected_routes(upload_limit).route_layer(
         axum::middleware::from_fn_with_state(state.clone(), http::auth::authenticate),
     );

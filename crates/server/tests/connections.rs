@@ -61,7 +61,7 @@ async fn read_response(sock: &mut TcpStream) -> (String, String) {
                     k.eq_ignore_ascii_case("content-length")
                         .then(|| v.trim().parse().unwrap())
                 })
-                .expect("a Content-Length");
+                .unwrap_or_else(|| panic!("a response without a Content-Length: {head}"));
             if got.len() >= end + 4 + len {
                 let body = String::from_utf8_lossy(&got[end + 4..end + 4 + len]).into_owned();
                 return (head, body);
@@ -228,6 +228,147 @@ async fn a_body_sent_a_byte_at_a_time_is_answered_408_and_closed() {
     // A body that arrives in time is served as before.
     let (st, v) = s.post(&token, "/run", serde_json::json!({"cmd": ""})).await;
     assert_eq!(st, 422, "{v}");
+    s.stop().await;
+}
+
+/// Sends `request` on a new connection, half-closes it when `half_close` (a client that gave
+/// up), and reads one response: its head and its body as JSON (panics when it is not JSON).
+async fn exchange(s: &TestServer, request: &[u8], half_close: bool) -> (String, serde_json::Value) {
+    let mut sock = TcpStream::connect(addr(s)).await.unwrap();
+    sock.write_all(request).await.unwrap();
+    if half_close {
+        sock.shutdown().await.unwrap();
+    }
+    let (head, body) = tokio::time::timeout(GENEROUS, read_response(&mut sock))
+        .await
+        .unwrap_or_else(|_| panic!("no answer within {GENEROUS:?}"));
+    let v =
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("not JSON ({e}): {head}\n{body}"));
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{head}"
+    );
+    (head, v)
+}
+
+/// A body that ends before its `Content-Length` (the client half-closed: it crashed, or a proxy
+/// gave up mid-upload) or whose chunked encoding is malformed or unfinished is the client's
+/// failure: a 400 `bad_body` on every endpoint, multipart ones included (they answered 500
+/// `internal`, with an ERROR log line, as if the server had failed), Judge0's in its own shape.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_cut_short_or_badly_chunked_is_a_400_bad_body_everywhere() {
+    let s = TestServer::start(|_| {}).await;
+    let staff = s.token(Role::Staff).await;
+    let form = "multipart/form-data; boundary=b";
+    let part =
+        b"--b\r\nContent-Disposition: form-data; name=\"files\"; filename=\"a.txt\"\r\n\r\nhello";
+    let suite_part = b"--b\r\nContent-Disposition: form-data; name=\"suite\"; filename=\"s.yaml\"\r\n\r\nname: x";
+    let head = |path: &str, ct: &str, framing: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {staff}\r\n\
+             Content-Type: {ct}\r\n{framing}\r\n\r\n"
+        )
+        .into_bytes()
+    };
+    let short = "Content-Length: 5000";
+    let chunked = "Transfer-Encoding: chunked";
+    let mut ended_early = format!("{:x}\r\n", part.len()).into_bytes();
+    ended_early.extend_from_slice(part);
+    ended_early.extend_from_slice(b"\r\n");
+    let cases: Vec<(&str, &str, &str, &str, Vec<u8>)> = vec![
+        ("upload, short", "/upload", form, short, part.to_vec()),
+        ("suites, short", "/suites", form, short, suite_part.to_vec()),
+        (
+            "run, short",
+            "/run",
+            "application/json",
+            short,
+            b"{\"cmd\": \"echo".to_vec(),
+        ),
+        (
+            "submissions, short",
+            "/submissions",
+            "application/json",
+            short,
+            b"{\"language\": \"python\"".to_vec(),
+        ),
+        (
+            "upload, bad chunk size",
+            "/upload",
+            form,
+            chunked,
+            b"zz\r\nhello\r\n0\r\n\r\n".to_vec(),
+        ),
+        (
+            "run, bad chunk size",
+            "/run",
+            "application/json",
+            chunked,
+            b"zz\r\nhello\r\n0\r\n\r\n".to_vec(),
+        ),
+        (
+            "upload, no last chunk",
+            "/upload",
+            form,
+            chunked,
+            ended_early.clone(),
+        ),
+    ];
+    for (what, path, ct, framing, body) in cases {
+        let mut req = head(path, ct, framing);
+        req.extend_from_slice(&body);
+        let (head, v) = exchange(&s, &req, true).await;
+        assert!(head.starts_with("HTTP/1.1 400"), "{what}: {head}\n{v}");
+        assert_eq!(v["error"], "bad_body", "{what}: {v}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("ended early or was malformed"),
+            "{what}: {v}"
+        );
+    }
+    // Judge0's surface answers in Judge0's shape, `{"error": "..."}`.
+    let mut req = head("/judge0/submissions", "application/json", short);
+    req.extend_from_slice(b"{\"language_id\": 71");
+    let (head, v) = exchange(&s, &req, true).await;
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}\n{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("ended early or was malformed"),
+        "{v}"
+    );
+    assert_eq!(reqwest::get(s.url("/health")).await.unwrap().status(), 200);
+    s.stop().await;
+}
+
+/// `Expect: 100-continue` with a `Content-Length` over the route's cap is answered 413 at once:
+/// hyper sends `100 Continue` when a handler first reads the body, which invited a client (curl
+/// does this for large bodies) to send tens of megabytes only to have them refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expected_body_over_the_cap_is_refused_before_100_continue() {
+    let s = TestServer::start(|_| {}).await;
+    let staff = s.token(Role::Staff).await;
+    for (path, ct) in [
+        ("/upload", "multipart/form-data; boundary=b"),
+        ("/suites", "multipart/form-data; boundary=b"),
+        ("/run", "application/json"),
+        ("/judge0/submissions", "application/json"),
+    ] {
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {staff}\r\n\
+             Content-Type: {ct}\r\nExpect: 100-continue\r\nContent-Length: 999999999\r\n\r\n"
+        );
+        // No body is sent: a server that invites it answers `100 Continue` first (a head
+        // without a Content-Length, which `read_response` names).
+        let (head, v) = exchange(&s, req.as_bytes(), false).await;
+        assert!(head.starts_with("HTTP/1.1 413"), "{path}: {head}\n{v}");
+        let message = v["message"].as_str().or(v["error"].as_str()).unwrap();
+        assert!(message.contains("larger than"), "{path}: {v}");
+    }
     s.stop().await;
 }
 

@@ -296,6 +296,81 @@ fn every_route_is_documented() {
     }
 }
 
+/// A path parameter that is not UTF-8 once percent-decoded (`GET /submissions/%FF`: an id
+/// pasted with mangled bytes) is answered with the documented JSON error on every route that
+/// takes one, not axum's `text/plain` "Invalid URL": a 400 `bad_request` `ErrorBody` on the
+/// native API, Judge0's `{"error"}` on its surface. Every served route is tried, so a new
+/// handler that takes axum's own `Path` fails here.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_path_parameter_that_is_not_utf8_is_a_json_error_everywhere() {
+    let s = TestServer::start(|_| {}).await;
+    let doc = serde_json::to_value(corral_server::openapi::document()).unwrap();
+    let admin = s.token(Role::Admin).await;
+    let worker = s.token(Role::Worker).await;
+    let c = reqwest::Client::new();
+    let mut tried = 0;
+    for (path, methods) in served_routes() {
+        if !path.contains('{') {
+            continue;
+        }
+        let mut url = String::new();
+        for (i, piece) in path.split('{').enumerate() {
+            match piece.split_once('}') {
+                Some((_, rest)) if i > 0 => url.push_str(&format!("%FF{rest}")),
+                _ => url.push_str(piece),
+            }
+        }
+        let token = if path.starts_with("/worker/") {
+            &worker
+        } else {
+            &admin
+        };
+        for m in &methods {
+            let method = reqwest::Method::from_bytes(m.to_uppercase().as_bytes()).unwrap();
+            let r = c
+                .request(method, s.url(&url))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status();
+            let ct = r
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_string());
+            let text = r.text().await.unwrap();
+            let what = format!("{} {url}: {status} {ct:?} {text}", m.to_uppercase());
+            assert!(
+                ct.as_deref()
+                    .is_some_and(|c| c.starts_with("application/json")),
+                "{what}"
+            );
+            let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {what}"));
+            assert!(status.is_client_error(), "{what}");
+            if path.starts_with("/judge0/") {
+                assert!(v["error"].is_string(), "{what}");
+                answers_as_documented(&doc, m, &path, status, &v);
+                continue;
+            }
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{what}");
+            assert_eq!(v["error"], "bad_request", "{what}");
+            assert!(
+                v["message"].as_str().unwrap().contains("not UTF-8"),
+                "{what}"
+            );
+            if !NOT_API.contains(&path.as_str()) {
+                answers_as_documented(&doc, m, &path, status, &v);
+            }
+            tried += 1;
+        }
+    }
+    assert!(
+        tried >= 13,
+        "only {tried} native routes with a path parameter"
+    );
+    s.stop().await;
+}
+
 /// A validator of `schema` (a JSON Schema of the document: `$ref`s into its components).
 fn validator(doc: &Value, schema: &Value) -> jsonschema::Validator {
     let mut schema = schema.clone();
@@ -363,7 +438,10 @@ async fn judge0_answers_are_what_the_document_says() {
     for (path, status) in [
         (format!("/judge0/languages/{first}"), StatusCode::OK),
         ("/judge0/languages/9999".to_string(), StatusCode::NOT_FOUND),
-        ("/judge0/languages/abc".to_string(), StatusCode::BAD_REQUEST),
+        // Not a number is no language either: Judge0's 404, not a parse error's 400.
+        ("/judge0/languages/abc".to_string(), StatusCode::NOT_FOUND),
+        ("/judge0/languages/-1".to_string(), StatusCode::NOT_FOUND),
+        ("/judge0/languages/%FF".to_string(), StatusCode::BAD_REQUEST),
     ] {
         let (st, v) = call("get", &path, None).await;
         assert_eq!(st, status, "{path}: {v}");
@@ -496,6 +574,59 @@ async fn judge0_answers_are_what_the_document_says() {
         assert_eq!(st, status, "{method} {path}: {v}");
         answers_as_documented(&doc, method, template, st, &v);
     }
+    // A time limit over the document's maximum says that bound (it was told "must be a
+    // positive number of seconds", which it is).
+    for limit in [json!(1e12), json!(100000)] {
+        let body = json!({"source_code": "x", "language_id": first, "cpu_time_limit": limit});
+        let (st, v) = call("post", "/judge0/submissions", Some(body)).await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        assert_eq!(
+            v,
+            json!({"cpu_time_limit": ["must be less than or equal to 86400 (seconds)"]}),
+            "{limit}"
+        );
+        answers_as_documented(&doc, "post", "/judge0/submissions", st, &v);
+    }
+    // Form fields, as Judge0 (Rails) takes them (`curl -d language_id=71 --data-urlencode
+    // source_code=…`): every value text, numbers read from it; a JSON body labelled as a form
+    // (what `curl -d '{…}'` sends) is still read as JSON.
+    for (body, source) in [
+        (
+            format!("language_id={first}&source_code=echo+hello%21&cpu_time_limit=2.5"),
+            "echo hello!",
+        ),
+        (
+            json!({"source_code": "echo hello", "language_id": first}).to_string(),
+            "echo hello",
+        ),
+    ] {
+        let r = client
+            .post(s.url("/judge0/submissions"))
+            .header("X-Auth-Token", &token)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let st = r.status();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(st, StatusCode::CREATED, "{body}: {v}");
+        answers_as_documented(&doc, "post", "/judge0/submissions", st, &v);
+        let t = v["token"].as_str().unwrap();
+        let (_, v) = call(
+            "get",
+            &format!("/judge0/submissions/{t}?fields=source_code,language_id"),
+            None,
+        )
+        .await;
+        assert_eq!(v["source_code"], source, "{v}");
+        assert_eq!(v["language_id"], first, "{v}");
+    }
+    let form_op = &doc["paths"]["/judge0/submissions"]["post"]["requestBody"]["content"];
+    assert!(
+        form_op["application/x-www-form-urlencoded"].is_object(),
+        "{form_op}"
+    );
     // A batch: an item refused does not fail the rest; read back, an unknown token is null.
     let (st, items) = call(
         "post",

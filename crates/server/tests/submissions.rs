@@ -713,6 +713,45 @@ async fn a_suite_submission_refuses_what_only_a_run_reads() {
     s.stop().await;
 }
 
+/// A language submission without its program (no `source_code`, `files` or `upload`: an LMS
+/// that lost a field) is refused at once (422, saying what to give), in a batch too, as Judge0's
+/// surface refuses a blank `source_code`; it was queued and then graded the student's
+/// `runtime_error` ("can't open file '/home/sandbox/main.py'"). Nothing is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_language_submission_without_its_program_is_refused() {
+    let s = queue_only(|_| {}).await;
+    let t = s.token(Role::Student).await;
+    for body in [
+        json!({"language": "python"}),
+        json!({"language": "python", "files": [], "stdin": "1"}),
+    ] {
+        let (st, v) = s.post(&t, "/submissions", &body).await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{body} -> {v}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("give source_code, files or upload"),
+            "{body} -> {v}"
+        );
+        let (st, v) = s
+            .post(&t, "/submissions/batch", json!({"submissions": [body]}))
+            .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+        assert_eq!(v["submissions"][0]["error"], "invalid", "{v}");
+    }
+    assert_eq!(stored(&s).await, 0);
+    let (st, v) = s
+        .post(
+            &t,
+            "/submissions",
+            json!({"language": "python", "source_code": "print(1)"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    s.stop().await;
+}
+
 /// A request waiting for a submission (`?wait=true`) is answered when its verdict is recorded
 /// (here by a remote worker's result), not at its timeout: each finish wakes that job's waiters,
 /// and a waiter no longer reads the database every 200 ms meanwhile (300 waiters cost ~21 % of a

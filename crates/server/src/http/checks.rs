@@ -225,7 +225,7 @@ pub struct SuiteForm {
                 ("SubmitToSuite" = (operation_id = "submit", description = "Grade inline files with the suite",
                     request_body = json!({"suite": "$response.body#/id", "files": [{"path": "greet.sh", "content": "echo hello\n"}]}))),
             )),
-        (status = 400, description = "Bad form or file names", body = ErrorBody),
+        (status = 400, description = "Bad form (`bad_multipart`) or file names, or a body that ended before its Content-Length or was badly chunked (`bad_body`)", body = ErrorBody),
         (status = 403, description = "Not staff", body = ErrorBody),
         (status = 409, description = "Another caller registered this id", body = ErrorBody),
         (status = 422, description = "The suite is invalid (the message says where)", body = ErrorBody),
@@ -239,6 +239,7 @@ pub async fn register_suite(
     form: Result<Multipart, MultipartRejection>,
 ) -> Result<(StatusCode, Json<SuiteInfo>), ApiError> {
     let mut form = form.map_err(|e| super::uploads::rejection(&headers, e))?;
+    super::uploads::refuse_declared_over(&headers, &st.config.upload)?;
     // Split the form: `suite` and `id` parts here, the rest are assignment files.
     let mut parts = suites::SuiteParts::default();
     let limits = &st.config.upload;
@@ -246,14 +247,14 @@ pub async fn register_suite(
     while let Some(field) = form
         .next_field()
         .await
-        .map_err(|e| ApiError::rejected(e.status(), "bad_multipart", e.body_text()))?
+        .map_err(super::uploads::multipart_error)?
     {
         let name = field.name().unwrap_or("").to_string();
         let file_name = field.file_name().map(str::to_string);
         let data = field
             .bytes()
             .await
-            .map_err(|e| ApiError::rejected(e.status(), "bad_multipart", e.body_text()))?;
+            .map_err(super::uploads::multipart_error)?;
         total += data.len() as u64;
         if total > limits.max_bytes.bytes() {
             return Err(ApiError::too_large("the suite and its files are too large"));

@@ -1,7 +1,7 @@
 //! Staff's grading of a whole suite: `GET /suites/{id}/gradebook` (JSON or CSV) and `POST
 //! /suites/{id}/regrade`.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
+use crate::http::path::Path;
 use crate::service::caller::Caller;
 use crate::service::submissions::gradebook::{self, Gradebook};
 use crate::service::submissions::regrade::{self, Regraded};

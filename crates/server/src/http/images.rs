@@ -4,7 +4,7 @@
 //! `/run`, `/check`, `/submissions`, WebSocket runs); nothing is ever pulled for a request.
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 
 use super::json::ApiJson;
 use crate::error::{ApiError, ErrorBody};
+use crate::http::path::Path;
 use crate::service::caller::Caller;
 use crate::service::image_builds::{self, BuildJob};
 use crate::service::images::{self, ImageInfo, Removed};
@@ -146,7 +147,10 @@ pub async fn import(
     let mut stream = body.into_data_stream();
     let mut total: u64 = 0;
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
+        let chunk = chunk.map_err(|e| {
+            super::body::transport_failure(&e)
+                .unwrap_or_else(|| ApiError::bad_request(format!("reading the body: {e}")))
+        })?;
         total += chunk.len() as u64;
         if total > cap {
             return Err(ApiError::too_large(format!(

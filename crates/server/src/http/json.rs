@@ -53,20 +53,41 @@ impl<S: Send + Sync> FromRequest<S> for JsonBytes {
             ));
         }
         let limit = req.extensions().get::<JsonLimit>().copied();
+        if let Some(JsonLimit(max)) = limit {
+            super::body::refuse_declared_over(req.headers(), max.bytes(), || {
+                too_large_message(limit)
+            })?;
+        }
         let bytes = Bytes::from_request(req, state).await.map_err(|r| {
             let status = r.status();
             match status.as_u16() {
                 413 => ApiError::rejected(status, "too_large", too_large_message(limit)),
-                _ => ApiError::rejected(status, "bad_json", r.body_text()),
+                // A body cut short is the transport's failure, not bad JSON.
+                _ => super::body::transport_failure(&r)
+                    .unwrap_or_else(|| ApiError::rejected(status, "bad_json", r.body_text())),
             }
         })?;
-        Ok(JsonBytes(bytes))
+        Ok(JsonBytes(strip_bom(bytes)))
+    }
+}
+
+/// The UTF-8 byte order mark, which many Windows tools write before a JSON text.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// `bytes` without a leading byte order mark: RFC 8259 lets a parser ignore one, and serde_json
+/// would call it "expected value at line 1 column 1".
+pub fn strip_bom(bytes: Bytes) -> Bytes {
+    if bytes.starts_with(BOM) {
+        bytes.slice(BOM.len()..)
+    } else {
+        bytes
     }
 }
 
 /// `bytes` as a `T`: 400 when it is not JSON, 422 (with the field's path) when it is JSON of
 /// another shape, a struct written as an array included.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let bytes = bytes.strip_prefix(BOM).unwrap_or(bytes);
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let read = serde_path_to_error::deserialize(ObjectsOnly(&mut de))
         .map_err(|e| (e.inner().classify(), e.to_string()))
@@ -79,7 +100,8 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         Category::Data => ApiError::rejected(
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid",
-            format!("Failed to deserialize the JSON body into the target type: {text}"),
+            // serde's words with the field's path and the line, without axum's preamble.
+            text,
         ),
         Category::Syntax | Category::Eof | Category::Io => ApiError::rejected(
             StatusCode::BAD_REQUEST,

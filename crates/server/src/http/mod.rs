@@ -5,13 +5,15 @@
 //! - [`error`]: status codes, the JSON error body, hiding internal errors behind a request id.
 //! - [`body_deadline`]: the whole request body within `http.body_timeout`.
 //! - [`forward`]: a request for a sandbox another node keeps, sent on to that node.
-//! - [`json`]: JSON bodies whose rejections are JSON errors; [`binary`]: raw byte bodies as the
-//!   OpenAPI document shows them.
+//! - [`json`]: JSON bodies whose rejections are JSON errors; [`body`]: bodies cut short or over
+//!   their cap by their declared length, for every endpoint; [`binary`]: raw byte bodies as the
+//!   OpenAPI document shows them; [`path`]: path parameters whose rejections are JSON errors.
 //! - [`uploads`], [`runs`], [`checks`], [`tokens`], [`submissions`], [`gradebook`],
 //!   [`revisions`], [`images`], [`meta`]: the endpoints; [`web`]: the browser editor's pages.
 
 pub mod auth;
 pub mod binary;
+pub mod body;
 pub mod body_deadline;
 pub mod checks;
 pub mod content_coding;
@@ -23,6 +25,7 @@ pub mod images;
 pub mod json;
 pub mod meta;
 pub mod objects_only;
+pub mod path;
 pub mod revisions;
 pub mod runs;
 pub mod submissions;

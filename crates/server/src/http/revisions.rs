@@ -3,7 +3,7 @@
 //! lists and restores their own (another user's are a 404, like a missing id). Staff may list
 //! everyone's (`?scope=all`) for the staff page's recent submissions.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Extension, Json, Router};
@@ -13,6 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::json::ApiJson;
 use crate::error::{ApiError, ErrorBody};
+use crate::http::path::Path;
 use crate::service::caller::Caller;
 use crate::service::revisions;
 use crate::state::SharedState;

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 use super::forward;
 use super::json::{self, JsonBytes};
 use crate::error::{ApiError, ErrorBody};
+use crate::http::path::Path;
 use crate::service::caller::Caller;
 use crate::service::nodes::{self, Owner};
 use crate::service::runs::{self, LimitsDoc, RunResponse, SandboxRef};
@@ -82,7 +83,7 @@ pub struct RunRequest {
                 ("DeleteSandbox" = (operation_id = "delete_sandbox", description = "Destroy the kept sandbox",
                     parameters(("id" = "$response.body#/sandbox")))),
             )),
-        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 400, description = "Malformed JSON (`bad_json`), or a body that ended before its Content-Length or was badly chunked (`bad_body`)", body = ErrorBody),
         (status = 404, description = "No such upload or sandbox of this caller", body = ErrorBody),
         (status = 409, description = "The sandbox is busy with another run", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 
 use super::json::{self, ApiJson, JsonBytes};
 use crate::error::{ApiError, ErrorBody, ErrorKind};
+use crate::http::path::Path;
 use crate::service::caller::Caller;
 use crate::service::submissions::accept::{self, SubmissionRequest, Submitted};
 use crate::service::submissions::idempotency;
@@ -166,10 +167,10 @@ fn is_true(v: &Option<String>) -> bool {
         (status = 202, description = "Queued; or, for a retry under an `Idempotency-Key`, the submission the first request made (`replayed`)", body = SubmissionCreated,
             headers(("Idempotent-Replayed" = String, description = "`true` when the answer is an earlier request's submission (a retry under the same `Idempotency-Key`)")),
             links(("GetSubmission" = (operation_id = "get_submission", parameters(("id" = "$response.body#/id")))))),
-        (status = 400, description = "A malformed `Idempotency-Key` (`bad_idempotency_key`), or a body that is not JSON", body = ErrorBody),
+        (status = 400, description = "A malformed `Idempotency-Key` (`bad_idempotency_key`), a body that is not JSON (`bad_json`), or one that ended before its Content-Length or was badly chunked (`bad_body`)", body = ErrorBody),
         (status = 404, description = "No such suite, or no such upload of this caller", body = ErrorBody),
         (status = 413, description = "Too many files or bytes", body = ErrorBody),
-        (status = 422, description = "Invalid: modes, language, limits, callback URL; or an `Idempotency-Key` this token sent before with another body (`idempotency_key_reused`)", body = ErrorBody),
+        (status = 422, description = "Invalid: modes, language, limits, callback URL, a `language` without its program (`source_code`, `files` or `upload`); or an `Idempotency-Key` this token sent before with another body (`idempotency_key_reused`)", body = ErrorBody),
         (status = 429, description = "Rate limited, or too many of this token's submissions are waiting", body = ErrorBody),
         (status = 503, description = "Shutting down, the database does not answer, or the server's storage is full (`storage_full`): retry after `Retry-After`", body = ErrorBody),
     ),

@@ -1,6 +1,6 @@
 //! `POST /tokens`, `DELETE /tokens/{id}` (admins) and `GET /whoami`.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 
 use super::json::ApiJson;
 use crate::error::{ApiError, ErrorBody};
+use crate::http::path::Path;
 use crate::service::caller::Caller;
 use crate::service::tokens;
 use crate::state::SharedState;

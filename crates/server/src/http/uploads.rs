@@ -1,7 +1,7 @@
 //! `POST /upload` (multipart files and tar archives) and `GET /uploads/{id}`.
 
 use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
-use axum::extract::{Multipart, Path, State};
+use axum::extract::{Multipart, State};
 use axum::{Extension, Json};
 use corral_store::NewFile;
 use serde::{Deserialize, Serialize};
@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use crate::config::UploadLimits;
 use crate::error::{ApiError, ErrorBody};
+use crate::http::path::Path;
 use crate::service::caller::Caller;
 use crate::service::uploads::{self, UploadFiles};
 use crate::state::SharedState;
@@ -67,8 +68,8 @@ pub struct UploadInfo {
                 ("RunInUpload" = (operation_id = "run", description = "Run a command with the upload as $HOME",
                     request_body = json!({"cmd": "ls", "sandbox": {"homedir": "$response.body#/id"}}))),
             )),
-        (status = 400, description = "A bad name (`..`, absolute, NUL, backslash), a link or special file in an archive, or no files", body = ErrorBody),
-        (status = 413, description = "Too many files or bytes", body = ErrorBody),
+        (status = 400, description = "A bad name (`..`, absolute, NUL, backslash), a link or special file in an archive, no files (`bad_request`); a malformed form (`bad_multipart`); a body that ended before its Content-Length or was badly chunked (`bad_body`)", body = ErrorBody),
+        (status = 413, description = "Too many files or bytes (a Content-Length over the cap is refused before the body is read)", body = ErrorBody),
         (status = 415, description = "Not multipart/form-data", body = ErrorBody),
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 429, description = "Rate limited", body = ErrorBody),
@@ -82,6 +83,7 @@ pub async fn upload(
     form: Result<Multipart, MultipartRejection>,
 ) -> Result<Json<UploadResponse>, ApiError> {
     let form = form.map_err(|e| rejection(&headers, e))?;
+    refuse_declared_over(&headers, &st.config.upload)?;
     let files = collect(form, &st.config.upload).await?;
     let upload = uploads::store(&st, &caller, files).await?;
     Ok(Json(UploadResponse {
@@ -123,13 +125,40 @@ pub async fn get_upload(
     }))
 }
 
-fn multipart_error(e: MultipartError) -> ApiError {
+/// The most a multipart body (`POST /upload`, `POST /suites`) may be: the files' cap plus a
+/// little per part for the form's framing (the content limit itself is checked exactly).
+pub fn body_limit(limits: &UploadLimits) -> usize {
+    limits.max_bytes.bytes() as usize + 64 * limits.max_files + (1 << 20)
+}
+
+/// A form whose `Content-Length` is over [`body_limit`] is refused before any of it is read
+/// (an `Expect: 100-continue` client is not invited to send it).
+pub fn refuse_declared_over(
+    headers: &axum::http::HeaderMap,
+    limits: &UploadLimits,
+) -> Result<(), ApiError> {
+    let cap = body_limit(limits) as u64;
+    super::body::refuse_declared_over(headers, cap, || {
+        format!(
+            "the request body is larger than {cap} bytes, the most this server takes in a form: \
+             {} of files (the configuration file's upload.max_bytes) and the form's framing",
+            limits.max_bytes
+        )
+    })
+}
+
+/// A form's error: too large (413), a body cut short (400 `bad_body`, as on every endpoint), or
+/// a malformed form (400 `bad_multipart`).
+pub fn multipart_error(e: MultipartError) -> ApiError {
     let status = e.status();
     if status.as_u16() == 413 {
-        ApiError::too_large(e.body_text())
-    } else {
-        ApiError::rejected(status, "bad_multipart", e.body_text())
+        return ApiError::too_large(e.body_text());
     }
+    // axum calls a failed read of the body a 500 ("failed to read stream"); it is the client's.
+    if let Some(cut) = super::body::transport_failure(&e) {
+        return cut;
+    }
+    ApiError::rejected(status, "bad_multipart", e.body_text())
 }
 
 /// A form that is not multipart (415, as documented), or multipart without a boundary (400).

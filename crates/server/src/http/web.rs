@@ -6,13 +6,13 @@
 //! script, no `eval`), connections only back to it (the API and `/ws`), nothing from elsewhere.
 //! Inline *styles* are allowed because the editor and terminal libraries set them at run time.
 
-use axum::extract::Path;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
 use crate::error::ApiError;
+use crate::http::path::Path;
 use crate::state::SharedState;
 
 mod bundle {

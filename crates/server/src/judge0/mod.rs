@@ -110,18 +110,29 @@ pub struct Params {
     pub tokens: Option<String>,
 }
 
-/// A request body whose rejection (too large for `max_json_bytes`) is a Judge0-style error too,
-/// not axum's plain text.
+/// A request body whose rejection (too large for `max_json_bytes`, cut short) is a Judge0-style
+/// error too, not axum's plain text.
 pub struct J0Body(axum::body::Bytes);
 
 impl<S: Send + Sync> axum::extract::FromRequest<S> for J0Body {
     type Rejection = Response;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Response> {
+        use crate::http::json::{too_large_message, JsonLimit};
+        let limit = req.extensions().get::<JsonLimit>().copied();
+        if let Some(JsonLimit(max)) = limit {
+            crate::http::body::refuse_declared_over(req.headers(), max.bytes(), || {
+                too_large_message(limit)
+            })
+            .map_err(|e| j0_error(e.status(), e.message))?;
+        }
         axum::body::Bytes::from_request(req, state)
             .await
-            .map(J0Body)
-            .map_err(|r| j0_error(r.status(), r.body_text()))
+            .map(|b| J0Body(crate::http::json::strip_bom(b)))
+            .map_err(|r| match crate::http::body::transport_failure(&r) {
+                Some(e) => j0_error(e.status(), e.message),
+                None => j0_error(r.status(), r.body_text()),
+            })
     }
 }
 
@@ -309,12 +320,15 @@ async fn with_additional_files(
             description = "Not Judge0's: a key of 1 to 255 visible ASCII characters naming this request, as on `POST /submissions`: its retries with the same key and body make no second submission",
             example = "8e03978e-40d5-43e8-bc93-6894a57f9324"),
     ),
-    request_body(content = Judge0SubmissionRequest),
+    request_body(content(
+        (Judge0SubmissionRequest = "application/json"),
+        (Judge0SubmissionRequest = "application/x-www-form-urlencoded"),
+    ), description = "A JSON object, or the same fields form-encoded (every value as text), as Judge0 takes them"),
     responses(
         (status = 201, description = "Queued: `{\"token\"}`; with `wait=true`, the submission (by default Judge0's default fields). For a retry under an `Idempotency-Key`, the first request's submission", body = Judge0Submission,
             headers(("Idempotent-Replayed" = String, description = "`true` when the answer is an earlier request's submission (a retry under the same `Idempotency-Key`)")),
             links(("GetJudge0Submission" = (operation_id = "judge0_get_submission", parameters(("token" = "$response.body#/token")))))),
-        (status = 400, description = "A body that is not a JSON object, a `fields` name Judge0 does not have (`invalid fields: [NAME]`), a query parameter twice, or a malformed `Idempotency-Key`", body = Judge0Error),
+        (status = 400, description = "A body that is neither a JSON object nor form fields, or was cut short (it ended before its Content-Length, or its chunked encoding was malformed), a `fields` name Judge0 does not have (`invalid fields: [NAME]`), a query parameter twice, or a malformed `Idempotency-Key`", body = Judge0Error),
         (status = 413, description = "A body over `max_json_bytes`, or `additional_files` past the upload limits", body = Judge0Error),
         (status = 422, description = "A field Judge0's validations would refuse, with its messages (`{\"source_code\": [\"can't be blank\"]}`); or an `Idempotency-Key` this token sent before with another body (`idempotency_key_reused`)", body = Judge0Refusal),
         (status = 503, description = "This token's queue is full (`{\"error\": \"queue is full\"}`, `config_info`'s `max_queue_size`), the server is shutting down, the database does not answer, or its storage is full: retry after `Retry-After`", body = Judge0Error),
@@ -336,8 +350,12 @@ pub async fn create(
         Ok(k) => k,
         Err(e) => return e.into_response(),
     };
-    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return j0_error(StatusCode::BAD_REQUEST, "the body is not JSON");
+    let Some(body) = body_fields(&headers, &body) else {
+        return j0_error(
+            StatusCode::BAD_REQUEST,
+            "the body is not JSON: send a JSON object (Content-Type: application/json), or \
+             form fields (application/x-www-form-urlencoded)",
+        );
     };
     let key = key.map(|key| corral_store::IdempotencyKey {
         fingerprint: idempotency::fingerprint(
@@ -397,6 +415,31 @@ pub async fn create(
     )
 }
 
+/// A submission's fields: its JSON, or, as Judge0 (Rails) takes them, form fields
+/// (`curl -d language_id=71 --data-urlencode source_code@main.py`): every value is text, which
+/// the request's numbers and booleans are read from too (`"71"`, `"2.5"`, `"true"`). JSON comes
+/// first whatever the `Content-Type` (`curl -d '{…}'` labels JSON as a form).
+fn body_fields(headers: &axum::http::HeaderMap, body: &[u8]) -> Option<Value> {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        return Some(v);
+    }
+    let form = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|e| {
+            e.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        });
+    if !form {
+        return None;
+    }
+    let fields: serde_json::Map<String, Value> = url::form_urlencoded::parse(body)
+        .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+        .collect();
+    Some(Value::Object(fields))
+}
+
 #[derive(Debug, Deserialize)]
 pub struct J0Batch {
     pub submissions: Vec<Value>,
@@ -428,7 +471,7 @@ fn batch_size(n: usize, max: usize) -> Result<(), String> {
     ]})),
     responses(
         (status = 201, description = "In the order of the request: each item's token, or why that item was refused (the others are queued)", body = Vec<Judge0BatchItem>),
-        (status = 400, description = "Not `{\"submissions\": [...]}`, an empty batch or one over `config_info`'s `max_submission_batch_size`, or an `Idempotency-Key` (not supported on batches)", body = Judge0Error),
+        (status = 400, description = "Not `{\"submissions\": [...]}` (or a body cut short), an empty batch or one over `config_info`'s `max_submission_batch_size`, or an `Idempotency-Key` (not supported on batches)", body = Judge0Error),
         (status = 413, description = "A body over `max_json_bytes`", body = Judge0Error),
         (status = 422, description = "No item was valid: each item's refusal, in order", body = Vec<Judge0BatchItem>),
         (status = 503, description = "The batch would take this token past its queue (`queue is full`: refused whole), the server is shutting down, or the database does not answer: retry after `Retry-After`", body = Judge0Error),
@@ -714,15 +757,17 @@ async fn language_list(st: SharedState, all: bool) -> Response {
     params(("id" = u32, Path, description = "A Judge0 language id", example = 71)),
     responses(
         (status = 200, description = "The language with its commands as this server runs them", body = Judge0LanguageDetail),
-        (status = 400, description = "The id is not a number", body = Judge0Error),
-        (status = 404, description = "No language of this server has that id (`{\"error\": \"Not found\"}`)", body = Judge0Error),
+        (status = 400, description = "The id is not UTF-8 once percent-decoded", body = Judge0Error),
+        (status = 404, description = "No language of this server has that id, or it is not a number (`{\"error\": \"Not found\"}`)", body = Judge0Error),
     ),
     security(("bearer" = []), ("judge0" = []))
 )]
-pub async fn language(State(st): State<SharedState>, J0Path(id): J0Path<u32>) -> Response {
+pub async fn language(State(st): State<SharedState>, J0Path(id): J0Path<String>) -> Response {
+    // Judge0 answers any id it has no language of (`-1`, `abc`) 404, not a parse error.
+    let id = id.parse::<u32>().ok();
     match LANGUAGE_IDS
         .iter()
-        .find(|(i, _)| *i == id)
+        .find(|(i, _)| Some(*i) == id)
         .and_then(|(i, reg)| language_json(&st, *i, reg))
     {
         Some(v) => Json(v).into_response(),

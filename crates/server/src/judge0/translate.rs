@@ -337,12 +337,20 @@ fn decode(field: &str, v: Option<String>, b64: bool) -> Result<Option<String>, I
     }
 }
 
+/// The largest time limit taken, a day (the document's `maximum`); the server's caps apply after.
+const MAX_SECONDS: f64 = 86_400.0;
+
 fn seconds(field: &str, v: Option<f64>) -> Result<Option<Millis>, Invalid> {
     match v {
         None => Ok(None),
-        Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
+        Some(s) if s.is_finite() && s > 0.0 && s <= MAX_SECONDS => {
             Ok(Some(Millis::ms((s * 1000.0).round().max(1.0) as u64)))
         }
+        // A positive value too large was told "must be a positive number": say the bound.
+        Some(s) if s > MAX_SECONDS => Err(Invalid::new(
+            field,
+            format!("must be less than or equal to {MAX_SECONDS} (seconds)"),
+        )),
         Some(_) => Err(Invalid::new(field, "must be a positive number of seconds")),
     }
 }

@@ -3,7 +3,7 @@
 //! itself. Workers need no registry credentials, only their worker token.
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -12,6 +12,7 @@ use futures_util::stream;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::error::{ApiError, ErrorBody};
+use crate::http::path::Path;
 use crate::service::caller::Caller;
 use crate::state::SharedState;
 

@@ -8,7 +8,7 @@
 pub mod images;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,6 +19,7 @@ use corral_judge::{
 
 use crate::error::{ApiError, ErrorBody};
 use crate::http::json::ApiJson;
+use crate::http::path::Path;
 use crate::service::caller::Caller;
 use crate::service::submissions::remote;
 use crate::state::SharedState;

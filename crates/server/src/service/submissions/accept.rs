@@ -166,6 +166,16 @@ pub async fn accept(
             "give the files one way: files, source_code or upload",
         ));
     }
+    let gives_files = req.upload.is_some()
+        || req.source_code.is_some()
+        || req.files.as_ref().is_some_and(|f| !f.is_empty());
+    // Without its program a language's run fails as the student's runtime error ("can't open
+    // file main.py"): a missing field is the integrator's error, said now.
+    if req.language.is_some() && !gives_files {
+        return Err(ApiError::unprocessable(
+            "a language submission needs the program: give source_code, files or upload",
+        ));
+    }
     if let Some(u) = &req.callback_url {
         check_callback_url(u, &st.queue.callback_policy)?;
     }
@@ -286,9 +296,6 @@ pub async fn accept(
     // anything is stored.
     spec.validate()
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
-    let gives_files = req.upload.is_some()
-        || req.source_code.is_some()
-        || req.files.as_ref().is_some_and(|f| !f.is_empty());
     if spec.suite.is_some() && !gives_files {
         return Err(ApiError::unprocessable(
             "a suite grades files: give files or an upload",
