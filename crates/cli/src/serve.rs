@@ -13,7 +13,8 @@ use crate::errors::OrUsage;
 #[command(
     after_help = "Configuration: the TOML file (--config), then CORRAL_* environment variables \
     (CORRAL_LISTEN, CORRAL_DATA, CORRAL_DATABASE_URL, CORRAL_PARALLELISM, CORRAL_SANDBOX_TTL, \
-    CORRAL_RETENTION, CORRAL_DEV_NO_AUTH), then these flags. Logs: RUST_LOG-style filter in CORRAL_LOG."
+    CORRAL_RETENTION, CORRAL_LANGUAGES, CORRAL_DEV_NO_AUTH, CORRAL_DEFAULT_RUNTIME, \
+    CORRAL_FORCE_GVISOR), then these flags. Logs: RUST_LOG-style filter in CORRAL_LOG."
 )]
 pub struct ServeArgs {
     /// A TOML configuration file (keys as in the README: listen, data_dir, caps, default_limits, …).
