@@ -824,19 +824,18 @@ async fn a_suite_that_does_not_load_is_named_without_the_servers_folders() {
         assert!(!m.contains(&data) && !m.contains("/tmp/"), "{v}");
     };
     let staff = s.token(Role::Staff).await;
-    let (st, v) = json_of(
-        client()
+    let register = |suite: &str| {
+        let form = Form::new().text("id", "bad").part(
+            "suite",
+            Part::bytes(suite.as_bytes().to_vec()).file_name("suite.yaml"),
+        );
+        let req = client()
             .post(s.url("/suites"))
             .bearer_auth(&staff)
-            .multipart(Form::new().text("id", "bad").part(
-                "suite",
-                Part::bytes(bad.as_bytes().to_vec()).file_name("suite.yaml"),
-            ))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+            .multipart(form);
+        async move { json_of(req.send().await.unwrap()).await }
+    };
+    let (st, v) = register(bad).await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     named(&v);
     // A file the suite names but that was not sent: said without the server's folder either.
@@ -850,19 +849,7 @@ async fn a_suite_that_does_not_load_is_named_without_the_servers_folders() {
             "\"test_x.py\" is not in the assignment folder",
         ),
     ] {
-        let (st, v) = json_of(
-            client()
-                .post(s.url("/suites"))
-                .bearer_auth(&staff)
-                .multipart(Form::new().text("id", "bad").part(
-                    "suite",
-                    Part::bytes(suite.as_bytes().to_vec()).file_name("suite.yaml"),
-                ))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (st, v) = register(suite).await;
         assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
         let m = v["message"].as_str().unwrap_or_default();
         assert!(m.contains(says), "{v}");

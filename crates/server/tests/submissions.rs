@@ -687,18 +687,10 @@ async fn a_suite_submission_refuses_what_only_a_run_reads() {
         for (k, v) in extra.as_object().unwrap() {
             body[k] = v.clone();
         }
-        let (st, v) = s.post(&t, "/submissions", &body).await;
-        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{body} -> {v}");
-        assert!(
-            v["message"].as_str().unwrap().starts_with(named)
-                && v["message"].as_str().unwrap().contains("a suite's checks"),
-            "{body} -> {v}"
-        );
-        let (st, v) = s
-            .post(&t, "/submissions/batch", json!({"submissions": [body]}))
-            .await;
-        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
-        assert_eq!(v["submissions"][0]["error"], "invalid", "{v}");
+        refused_alone_and_in_a_batch(&s, &t, body, |m| {
+            m.starts_with(named) && m.contains("a suite's checks")
+        })
+        .await;
     }
     // An empty `stdin` and `env`, as a client filling every field sends them, say nothing.
     let (st, v) = s
@@ -713,6 +705,23 @@ async fn a_suite_submission_refuses_what_only_a_run_reads() {
     s.stop().await;
 }
 
+/// `body` is a 422 whose message `says` so on its own, and an `invalid` item in a batch.
+async fn refused_alone_and_in_a_batch(
+    s: &TestServer,
+    t: &str,
+    body: Value,
+    says: impl Fn(&str) -> bool,
+) {
+    let (st, v) = s.post(t, "/submissions", &body).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{body} -> {v}");
+    assert!(says(v["message"].as_str().unwrap()), "{body} -> {v}");
+    let (st, v) = s
+        .post(t, "/submissions/batch", json!({"submissions": [body]}))
+        .await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["submissions"][0]["error"], "invalid", "{v}");
+}
+
 /// A language submission without its program (no `source_code`, `files` or `upload`: an LMS
 /// that lost a field) is refused at once (422, saying what to give), in a batch too, as Judge0's
 /// surface refuses a blank `source_code`; it was queued and then graded the student's
@@ -725,20 +734,10 @@ async fn a_language_submission_without_its_program_is_refused() {
         json!({"language": "python"}),
         json!({"language": "python", "files": [], "stdin": "1"}),
     ] {
-        let (st, v) = s.post(&t, "/submissions", &body).await;
-        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{body} -> {v}");
-        assert!(
-            v["message"]
-                .as_str()
-                .unwrap()
-                .contains("give source_code, files or upload"),
-            "{body} -> {v}"
-        );
-        let (st, v) = s
-            .post(&t, "/submissions/batch", json!({"submissions": [body]}))
-            .await;
-        assert_eq!(st, StatusCode::ACCEPTED, "{v}");
-        assert_eq!(v["submissions"][0]["error"], "invalid", "{v}");
+        refused_alone_and_in_a_batch(&s, &t, body, |m| {
+            m.contains("give source_code, files or upload")
+        })
+        .await;
     }
     assert_eq!(stored(&s).await, 0);
     let (st, v) = s
