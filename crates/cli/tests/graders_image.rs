@@ -118,6 +118,14 @@ fn submission(example: &str, case: &str) -> PathBuf {
         .join(case)
 }
 
+/// Held by each test: the tests that build Gradescope environments one at a time (one of them
+/// removes every cached environment), and every test's sandboxes beside the host-state tests.
+fn one_builder_at_a_time() -> impl Sized {
+    static BUILDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let builds = BUILDS.lock().unwrap_or_else(|e| e.into_inner());
+    (builds, common::beside_the_host_state_tests())
+}
+
 /// Removes the cached environments, so the first run below must build.
 fn forget_environments() {
     let _ = std::fs::remove_dir_all(data_dir().join("graders/gradescope"));
@@ -125,7 +133,7 @@ fn forget_environments() {
 
 #[test]
 fn gradescope_utils_autograder_built_by_its_setup_sh() {
-    let _g = common::exclusive();
+    let _g = one_builder_at_a_time();
     forget_environments();
     let ex = example_on_base("gradescope-python");
     let (code, json) = check(ex.path(), &submission("gradescope-python", "correct"));
@@ -233,7 +241,7 @@ fn gradescope_utils_autograder_built_by_its_setup_sh() {
 /// it the kernel dies and the check is an error, never a score.
 #[test]
 fn otter_grader_autograder_runs_unmodified_with_pypi_packages() {
-    let _g = common::exclusive();
+    let _g = one_builder_at_a_time();
     let ex = example_on_base("otter-python");
     let suite = std::fs::read_to_string(ex.path().join("suite.yaml")).unwrap();
     assert!(
@@ -360,7 +368,7 @@ fn otter_grader_autograder_runs_unmodified_with_pypi_packages() {
 
 #[test]
 fn a_changed_autograder_builds_again() {
-    let _g = common::exclusive();
+    let _g = one_builder_at_a_time();
     let t = tempfile::tempdir().unwrap();
     let ag = t.path().join("autograder");
     std::fs::create_dir(&ag).unwrap();
@@ -456,6 +464,7 @@ fn a_changed_autograder_builds_again() {
 
 #[test]
 fn prairielearn_grader_in_its_image() {
+    let _g = common::beside_the_host_state_tests();
     let t = tempfile::tempdir().unwrap();
     copy(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/prairielearn-python"),
@@ -497,6 +506,7 @@ fn prairielearn_grader_in_its_image() {
 /// the same grader cannot make its folder and hands in its "could not be processed" result.
 #[test]
 fn prairielearn_grader_that_needs_root_runs_as_root_in_its_image() {
+    let _g = common::beside_the_host_state_tests();
     let t = tempfile::tempdir().unwrap();
     copy(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/prairielearn-root"),

@@ -15,7 +15,7 @@ pub fn debian_tar(include: &[&str]) -> PathBuf {
     std::fs::create_dir_all(cache).unwrap();
     let key: String = include.iter().map(|p| format!("-{p}")).collect();
     let path = cache.join(format!("mmdebstrap-minbase{key}-bookworm.tar"));
-    let _lock = lock(&cache.join(format!("mmdebstrap{key}.lock")));
+    let _lock = crate::file_lock::lock(&cache.join(format!("mmdebstrap{key}.lock")));
     if !path.is_file() {
         let partial = cache.join(format!("partial{key}-{}.tar", std::process::id()));
         let st = Command::new("mmdebstrap")
@@ -32,21 +32,6 @@ pub fn debian_tar(include: &[&str]) -> PathBuf {
         std::fs::rename(&partial, &path).unwrap();
     }
     path
-}
-
-/// An exclusive lock held while the returned file lives (other test processes wait).
-pub fn lock(path: &Path) -> std::fs::File {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .unwrap();
-    // SAFETY: flock on a descriptor we own.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(rc, 0, "flock {}", path.display());
-    f
 }
 
 /// `sha256:HEX` of a file's bytes.

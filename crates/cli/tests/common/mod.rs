@@ -27,12 +27,38 @@ use serde_json::Value;
 /// exclusively, so no other sandbox of this test binary runs meanwhile.
 static HOST_LOCK: RwLock<()> = RwLock::new(());
 
+/// The tests that check host state wait for the other test processes that make sandboxes beside
+/// them too: scripts/test runs a side lane (the graders' image tests, the benchmark's and the API
+/// fuzzer's smoke runs) beside the workspace's tests, and the side lane holds this file's lock
+/// shared while it makes sandboxes ([`beside_the_host_state_tests`], `flock -s` in scripts/test).
+pub fn host_lock_file() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("host-state.lock")
+}
+
 pub fn shared() -> RwLockReadGuard<'static, ()> {
     HOST_LOCK.read().unwrap_or_else(|e| e.into_inner())
 }
 
-pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
-    HOST_LOCK.write().unwrap_or_else(|e| e.into_inner())
+/// Held while a test looks at the whole host's state: the other test processes' sandboxes
+/// first (the file's lock, which this binary's other tests go on running without), then this
+/// binary's.
+pub struct Exclusive {
+    _in_process: RwLockWriteGuard<'static, ()>,
+    _across_processes: std::fs::File,
+}
+
+pub fn exclusive() -> Exclusive {
+    let across = corral_testkit::lock_fair(&host_lock_file());
+    Exclusive {
+        _in_process: HOST_LOCK.write().unwrap_or_else(|e| e.into_inner()),
+        _across_processes: across,
+    }
+}
+
+/// For a test of the side lane (see [`host_lock_file`]): its sandboxes wait while a test that
+/// checks host state runs in another process.
+pub fn beside_the_host_state_tests() -> std::fs::File {
+    corral_testkit::lock_shared_fair(&host_lock_file())
 }
 
 /// The hostile programs' folder.
