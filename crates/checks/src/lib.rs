@@ -5,6 +5,7 @@
 //! checks that no two import each other):
 //!
 //! - [`error`]: the typed errors.
+//! - [`check50_toolchain`]: what check50 problems need from the host (clang, libcs50), found or not.
 //! - [`image_root`]: a named container image resolved to a sandbox root (never pulled here).
 //! - [`language_registry`]: the language registry (built-in `data/languages.toml` + an operator file).
 //! - [`report`]: results and their exports (corral JSON, CS50 JSON, Gradescope, text).
@@ -35,6 +36,7 @@
 //! ```
 
 pub mod batch;
+pub mod check50_toolchain;
 pub mod contracts;
 pub mod engine;
 pub mod error;

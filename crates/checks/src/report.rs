@@ -429,7 +429,16 @@ impl Report {
     /// Gradescope.
     pub fn to_gradescope(&self, view: View) -> Value {
         let shown: Vec<&CheckResult> = self.results.iter().filter(|r| !r.omitted(view)).collect();
-        let tests: Vec<Value> = shown
+        // A pytest, check50 or grader check's own row says no more than its tests' rows when
+        // it went as they say: students get no test of its own (a 0/0 "failed" test they cannot
+        // fix), only when it has something to tell (an error, a stop, a refusal). Staff keep it
+        // (a grader's own log is there).
+        let tested: Vec<&CheckResult> = shown
+            .iter()
+            .copied()
+            .filter(|r| view == View::Staff || !self.said_by_its_rows(r))
+            .collect();
+        let tests: Vec<Value> = tested
             .iter()
             .map(|r| {
                 let mut out = Vec::new();
@@ -441,6 +450,16 @@ impl Report {
                         // An autograder's own bookkeeping (its test's name and result, tags,
                         // timing, the cached environment): the row's fields say it already.
                         (k, _) if GRADER_BOOKKEEPING.contains(&k) => continue,
+                        // check50's rationale for a failed check: the message already.
+                        ("check", "rationale") => continue,
+                        // check50's log of a failed check (what it ran, a compiler's errors),
+                        // as its own results page shows it.
+                        ("log", "log") => {
+                            if r.result == Some(false) {
+                                out.extend(e.actual.value.as_str().map(str::to_string));
+                            }
+                            continue;
+                        }
                         // A grader's log: the text, as Gradescope shows a log.
                         ("run", "output") => {
                             if let Some(log) = e.actual.value.as_str().filter(|t| !t.is_empty()) {
@@ -485,8 +504,8 @@ impl Report {
             .collect();
         output.push_str(&format!(
             "{} of {} checks passed.",
-            shown.iter().filter(|r| r.result == Some(true)).count(),
-            shown.len()
+            tested.iter().filter(|r| r.result == Some(true)).count(),
+            tested.len()
         ));
         if !self.integrity.ok {
             output.push_str("\nProtected assignment files were replaced by the submission: ");
@@ -576,8 +595,26 @@ impl Report {
         out
     }
 
+    /// Whether `r` is a check's own row whose rows (`ID/…`, listed after it) tell all it says:
+    /// it adds no points, corral could judge it (no error, no stop, no refusal), and it passed
+    /// or one of its rows failed.
+    fn said_by_its_rows(&self, r: &CheckResult) -> bool {
+        let prefix = format!("{}/", r.id);
+        let rows: Vec<&CheckResult> = self
+            .results
+            .iter()
+            .filter(|c| c.id.starts_with(&prefix))
+            .collect();
+        !rows.is_empty()
+            && r.max_points == 0.0
+            && r.error.is_none()
+            && !r.not_gradable
+            && r.stopped_by.is_none()
+            && (r.result == Some(true) || rows.iter().any(|c| c.result == Some(false)))
+    }
+
     /// check50-style text: ✓ (green) / ✗ (red) / `:|` (yellow, skipped), the description, and for
-    /// failures the reason and "expected X, not Y".
+    /// failures the reason, "expected X, not Y" and the end of check50's log.
     pub fn render_text(&self, view: View, color: bool) -> String {
         let paint = |code: &str, s: &str| {
             if color {
@@ -618,6 +655,28 @@ impl Report {
             if let Some(d) = r.visible_diagnostics(view) {
                 for l in d.lines() {
                     out.push_str(&format!("      {}\n", inert(l)));
+                }
+            }
+            if r.result == Some(false) {
+                // What check50 logged for a failed check (what it ran, sent and looked for; a
+                // compiler's errors; valgrind's findings), as its web page shows: the last lines.
+                let log: Vec<&str> = r
+                    .visible_script(view)
+                    .into_iter()
+                    .filter(|e| e.expected.kind == "log")
+                    .filter_map(|e| e.expected.value.as_str())
+                    .flat_map(str::lines)
+                    .collect();
+                if !log.is_empty() {
+                    let skip = log.len().saturating_sub(LOG_LINES);
+                    out.push_str(if skip > 0 {
+                        "    log (its end):\n"
+                    } else {
+                        "    log:\n"
+                    });
+                    for l in &log[skip..] {
+                        out.push_str(&format!("      {}\n", inert(l)));
+                    }
                 }
             }
             let said = r
@@ -682,6 +741,9 @@ impl Report {
         out
     }
 }
+
+/// The most lines of a failed check's log the text report shows (its last ones).
+const LOG_LINES: usize = 12;
 
 /// `s` with its control characters (C0 but the tab, DEL, C1) written out as `\u{1b}`: the text
 /// report goes to a person's terminal, and a submission's output, a grader's test names or a
@@ -916,6 +978,89 @@ mod tests {
                 .map(|id| (id.to_string(), Runtime::Native))
                 .collect(),
         }
+    }
+
+    /// On Gradescope a check's own row is no test for students when its rows say it all; one
+    /// with an error stays. check50's rationale is not repeated, its log ends a failed test.
+    #[test]
+    fn a_checks_own_row_is_a_gradescope_test_only_when_it_has_something_to_say() {
+        let mut r = report();
+        let mut parent = result("p", Some(false), false);
+        parent.max_points = 0.0;
+        parent.message = Some("1 of 2 check50 checks passed".into());
+        let mut passed = result("p/a", Some(true), false);
+        passed.dependencies = vec!["p".into()];
+        let mut failed = result("p/b", Some(false), false);
+        failed.dependencies = vec!["p".into()];
+        failed.script = vec![
+            ScriptEntry {
+                expected: Observation::new("log", "running ./b..."),
+                actual: Observation::new("log", "running ./b..."),
+            },
+            ScriptEntry {
+                expected: Observation::new("check", "b works"),
+                actual: Observation::new("rationale", "b crashed"),
+            },
+        ];
+        failed.message = Some("b crashed".into());
+        r.results = vec![parent, passed, failed];
+        let names = |v: &Value| -> Vec<String> {
+            v["tests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["number"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let student = r.to_gradescope(View::Student);
+        assert_eq!(names(&student), ["p/a", "p/b"], "{student:#}");
+        assert!(
+            student["output"]
+                .as_str()
+                .unwrap()
+                .ends_with("1 of 2 checks passed."),
+            "{student:#}"
+        );
+        assert_eq!(student["tests"][1]["output"], "b crashed\nrunning ./b...");
+        assert_eq!(names(&r.to_gradescope(View::Staff)), ["p", "p/a", "p/b"]);
+        r.results[0].error = Some("invalid check50 run: …".into());
+        assert_eq!(names(&r.to_gradescope(View::Student)), ["p", "p/a", "p/b"]);
+    }
+
+    /// A failed check's log (check50's) is shown in text, its last lines; never a hidden
+    /// check's to students.
+    #[test]
+    fn a_failed_checks_log_ends_its_text_row() {
+        let mut r = report();
+        let log = |n: usize| ScriptEntry {
+            expected: Observation::new("log", format!("log line {n}")),
+            actual: Observation::new("log", format!("log line {n}")),
+        };
+        r.results[1].script = (1..=14).map(log).collect();
+        r.results[0].script = vec![log(99)];
+        let staff = r.render_text(View::Staff, false);
+        assert!(
+            staff.contains("    log (its end):\n      log line 3\n"),
+            "{staff}"
+        );
+        assert!(staff.contains("      log line 14\n"), "{staff}");
+        assert!(!staff.contains("log line 2\n"), "{staff}");
+        assert!(
+            !staff.contains("log line 99"),
+            "a passed check's log: {staff}"
+        );
+        let student = r.render_text(View::Student, false);
+        assert!(
+            !student.contains("log line"),
+            "a hidden check's log: {student}"
+        );
+        r.results[1].hidden = false;
+        r.results[1].script.truncate(2);
+        let student = r.render_text(View::Student, false);
+        assert!(
+            student.contains("    log:\n      log line 1\n      log line 2\n"),
+            "{student}"
+        );
     }
 
     #[test]

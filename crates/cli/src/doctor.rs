@@ -23,6 +23,10 @@ pub fn main(args: DoctorArgs) -> i32 {
     };
     let enforcement = corral_sandbox::doctor::runtime_enforcement(&report, gvisor_smoke.is_ok());
     let ready = report.ready() && smoke.is_ok();
+    let check50_tools = corral_checks::check50_toolchain::probe(
+        std::path::Path::new(corral_checks::kinds::check50::SITE),
+        std::path::Path::new("/usr/bin/python3"),
+    );
     if args.json {
         let languages: serde_json::Map<String, serde_json::Value> = crate::check::registry(None)
             .map(|r| {
@@ -45,6 +49,12 @@ pub fn main(args: DoctorArgs) -> i32 {
             "level": report.level(),
             "checks": report.checks,
             "sandbox_smoke_test": match &smoke { Ok(s) => serde_json::json!({"ok": true, "detail": s}), Err(e) => serde_json::json!({"ok": false, "detail": e}) },
+            "check50_host_tools": check50_tools.iter().map(|t| serde_json::json!({
+                "name": t.name,
+                "found": t.found.is_ok(),
+                "detail": match &t.found { Ok(s) | Err(s) => s },
+                "needed_by": t.needed_by,
+            })).collect::<Vec<_>>(),
             "runtimes": {
                 "native": {"usable": smoke.is_ok(), "enforces": enforcement[0].1},
                 "gvisor": {
@@ -84,6 +94,15 @@ pub fn main(args: DoctorArgs) -> i32 {
                 registry.iter().map(|l| l.id.as_str()).zip(&exposures),
             );
             crate::languages::print_seccomp_profiles(registry.iter());
+        }
+        // Not required: only check50 problems on the host root use them, and one that needs a
+        // missing tool refuses to load, naming it.
+        println!("\ncheck50 problems on the host root use:");
+        for t in &check50_tools {
+            match &t.found {
+                Ok(s) => println!("  ok    {:<12} {s}", t.name),
+                Err(e) => println!("  warn  {:<12} {e}: needed by {}", t.name, t.needed_by),
+            }
         }
         println!();
         if ready {

@@ -29,7 +29,8 @@ pub struct GradeArgs {
     /// Where results, the gradebook and the report go.
     #[arg(long, short = 'o', value_name = "DIR", default_value = "grades")]
     output: PathBuf,
-    /// Grade again submissions that already have a result.
+    /// Grade again submissions that already have a result (after the host's toolchain
+    /// changed, say: what the checks run is not part of a result's fingerprint).
     #[arg(long)]
     force: bool,
     /// Submissions graded at once [default: the number of CPUs].

@@ -205,7 +205,13 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
     let mut seen = BTreeSet::new();
     for r in &json.results {
         if !cc.items.iter().any(|i| i.name == r.name) {
-            return Run::Invalid(format!("check50 reported an unknown check {:?}", r.name));
+            return Run::Invalid(format!(
+                "check50 reported a check {:?} that is not in the problem's source as corral reads \
+                 it (a function decorated with @check50.check, at the module's top level or in \
+                 its if/try/with blocks): checks made while the problem loads, in a loop or \
+                 through globals(), are not supported; define each with its own def",
+                r.name
+            ));
         }
         if !seen.insert(r.name.clone()) {
             return Run::Invalid(format!("check50 reported {:?} twice", r.name));
@@ -372,10 +378,11 @@ fn log_entries(r: &Check50Result) -> impl Iterator<Item = ScriptEntry> + '_ {
 
 /// A check's description: check50's, else the problem's.
 fn description(item: &Check50Item, r: &Check50Result) -> String {
-    if r.description.is_empty() {
+    let told = crate::suite::pyscan::one_line(&r.description);
+    if told.is_empty() {
         item.description.clone()
     } else {
-        r.description.clone()
+        told
     }
 }
 

@@ -136,6 +136,16 @@ fn load_problem(
     }
     // Python decodes by the file's coding declaration; the scan needs only its ASCII names.
     let src = String::from_utf8_lossy(&src);
+    if python.is_some() {
+        // On the host root, a tool the problem needs and the host lacks would fail every
+        // student's program as if it were theirs.
+        if let Some(why) = crate::check50_toolchain::missing_for(&src).first() {
+            return Err(format!(
+                "check50.problem: {} cannot run on this host: {why}",
+                init.display()
+            ));
+        }
+    }
     if !full.join(".cs50.yml").is_file() && !full.join(".cs50.yaml").is_file() {
         return Err(format!(
             "check50.problem: {p:?} has no .cs50.yml (write `check50: true` in it)"
@@ -197,7 +207,10 @@ impl Check50Check {
         let found = load_problem(dir, Path::new(p), python, &mut Vec::new(), &mut files)?;
         if found.is_empty() {
             return Err(format!(
-                "check50.problem: {p:?}/__init__.py defines no @check50.check function"
+                "check50.problem: corral found no check in {}: it reads a problem's checks from \
+                 its source, functions decorated with @check50.check (under any name check50 is \
+                 imported as) at the module's top level or in its if/try/with blocks",
+                Path::new(p).join("__init__.py").display()
             ));
         }
         let default_points = raw.default_points.unwrap_or(1.0);
@@ -237,7 +250,7 @@ impl Check50Check {
             }
             items.push(Check50Item {
                 id: format!("{check_id}/{}", c.name),
-                description: c.doc.clone().unwrap_or_else(|| c.name.clone()),
+                description: c.description.clone(),
                 hidden: raw.hidden.contains(&c.name),
                 dependency: c.dependency,
                 name: c.name,
@@ -280,6 +293,38 @@ mod tests {
 
     fn resolve(root: &Path, rel: &str) -> Result<Check50Check, String> {
         Check50Check::resolve(raw(rel), "c", root, Some(Path::new(python_syntax::PYTHON)))
+    }
+
+    /// On the host root, a problem whose C compiles with check50's default compiler loads only
+    /// where clang is; one that names its compiler, or runs in an image, loads anyway.
+    #[test]
+    fn a_problem_needing_a_compiler_the_host_lacks_is_a_load_error() {
+        let t = tempfile::tempdir().unwrap();
+        let checks = |compile: &str| {
+            format!(
+                "import check50\nimport check50.c\n\n@check50.check()\ndef compiles():\n    \
+                 \"compiles\"\n    {compile}\n"
+            )
+        };
+        problem(t.path(), "clang", &checks("check50.c.compile(\"a.c\")"));
+        problem(
+            t.path(),
+            "gcc",
+            &checks("check50.c.compile(\"a.c\", cc=\"gcc\")"),
+        );
+        match crate::check50_toolchain::clang() {
+            None => {
+                let e = resolve(t.path(), "clang").unwrap_err();
+                assert!(
+                    e.starts_with("check50.problem: clang/__init__.py cannot run on this host:")
+                        && e.contains("no clang"),
+                    "{e}"
+                );
+            }
+            Some(_) => assert!(resolve(t.path(), "clang").is_ok()),
+        }
+        assert!(resolve(t.path(), "gcc").is_ok());
+        assert!(Check50Check::resolve(raw("clang"), "c", t.path(), None).is_ok());
     }
 
     /// A problem check50 could not import is refused at load with Python's file, line and

@@ -34,6 +34,8 @@ pub struct Def {
     pub bases: String,
     /// First line of the docstring.
     pub doc: Option<String>,
+    /// The whole docstring, as written.
+    pub docstring: Option<String>,
     /// Methods (and nested classes) of a class.
     pub body: Vec<Def>,
 }
@@ -182,8 +184,37 @@ fn bases_of(text: &str) -> String {
     }
 }
 
+/// Where definitions are looked for: also inside the module's own `if` / `try` / `with` blocks
+/// (a module attribute still: check50 registers a check defined under
+/// `if sys.version_info >= (3, 8):`), or at the top level only.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Blocks {
+    Entered,
+    Skipped,
+}
+
+/// A statement that opens a block whose definitions are the module's (not a loop: a `def` in a
+/// loop is made once per turn, under one name).
+fn opens_module_block(text: &str) -> bool {
+    let word: String = text
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect();
+    matches!(
+        word.as_str(),
+        "if" | "elif" | "else" | "try" | "except" | "finally" | "with"
+    ) && text.trim_end().ends_with(':')
+}
+
 /// Definitions in `lines[from..to]` at exactly `indent`.
-fn defs_at(lines: &[Logical], from: usize, to: usize, indent: usize, depth: usize) -> Vec<Def> {
+fn defs_at(
+    lines: &[Logical],
+    from: usize,
+    to: usize,
+    indent: usize,
+    depth: usize,
+    blocks: Blocks,
+) -> Vec<Def> {
     let mut out = Vec::new();
     let mut decorators = Vec::new();
     let mut i = from;
@@ -198,6 +229,25 @@ fn defs_at(lines: &[Logical], from: usize, to: usize, indent: usize, depth: usiz
             i += 1;
             continue;
         }
+        if blocks == Blocks::Entered && depth == 0 && opens_module_block(&l.text) {
+            let mut end = i + 1;
+            while end < to && lines[end].indent > indent {
+                end += 1;
+            }
+            if end > i + 1 {
+                out.extend(defs_at(
+                    lines,
+                    i + 1,
+                    end,
+                    lines[i + 1].indent,
+                    depth,
+                    blocks,
+                ));
+            }
+            decorators.clear();
+            i = end;
+            continue;
+        }
         let Some((name, is_class)) = def_name(&l.text) else {
             decorators.clear();
             i += 1;
@@ -208,14 +258,16 @@ fn defs_at(lines: &[Logical], from: usize, to: usize, indent: usize, depth: usiz
         while end < to && lines[end].indent > indent {
             end += 1;
         }
-        let doc = lines
+        let docstring = lines
             .get(i + 1)
             .filter(|n| i + 1 < end && n.indent > indent)
-            .and_then(|n| n.string_only.as_ref())
+            .and_then(|n| n.string_only.clone());
+        let doc = docstring
+            .as_deref()
             .and_then(|s| s.lines().map(str::trim).find(|x| !x.is_empty()))
             .map(str::to_string);
         let body = if is_class && depth < 2 && end > i + 1 {
-            defs_at(lines, i + 1, end, lines[i + 1].indent, depth + 1)
+            defs_at(lines, i + 1, end, lines[i + 1].indent, depth + 1, blocks)
         } else {
             Vec::new()
         };
@@ -230,6 +282,7 @@ fn defs_at(lines: &[Logical], from: usize, to: usize, indent: usize, depth: usiz
                 String::new()
             },
             doc,
+            docstring,
             body,
         });
         i = end;
@@ -240,7 +293,7 @@ fn defs_at(lines: &[Logical], from: usize, to: usize, indent: usize, depth: usiz
 /// The top-level definitions of a Python source file.
 pub fn scan(src: &str) -> Vec<Def> {
     let lines = logical_lines(src);
-    defs_at(&lines, 0, lines.len(), 0, 0)
+    defs_at(&lines, 0, lines.len(), 0, 0, Blocks::Skipped)
 }
 
 /// A test pytest collects with its default settings (`python_functions = test*`,
@@ -285,29 +338,69 @@ pub fn pytest_tests(src: &str) -> Vec<TestFn> {
     out
 }
 
-/// A check of a check50 problem: a top-level function decorated with `@check50.check(...)` (or
-/// `@check(...)` when imported by name).
+/// A check of a check50 problem: a function of the module (at its top level, or in its own
+/// `if` / `try` / `with` blocks) decorated with `@check50.check(...)`, under any name check50 or
+/// its `check` is imported as (`import check50 as c5` → `@c5.check()`, `from check50 import
+/// check as chk` → `@chk()`; `@check(...)` always).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check50Fn {
     pub name: String,
     pub dependency: Option<String>,
-    pub doc: Option<String>,
+    /// Its description, as check50 gives it: the docstring (its lines joined by single spaces),
+    /// else the name with `_` as spaces.
+    pub description: String,
     /// 1-based line of the `def`.
     pub line: usize,
 }
 
+/// The names `check50.check` goes by in a module: `check50.check`, `check`, and the aliases its
+/// imports give.
+fn check50_decorators(lines: &[Logical]) -> Vec<String> {
+    let mut names = vec!["check50.check".to_string(), "check".to_string()];
+    for l in lines {
+        let text = l.text.trim();
+        if let Some(list) = text.strip_prefix("import ") {
+            for item in list.split(',') {
+                let words: Vec<&str> = item.split_whitespace().collect();
+                if let ["check50", "as", alias] = words[..] {
+                    names.push(format!("{alias}.check"));
+                }
+            }
+        } else if let Some(rest) = text.strip_prefix("from ") {
+            let Some(list) = rest.trim_start().strip_prefix("check50 import ") else {
+                continue;
+            };
+            let list = list.trim().trim_start_matches('(').trim_end_matches(')');
+            for item in list.split(',') {
+                let words: Vec<&str> = item.split_whitespace().collect();
+                if let ["check", "as", alias] = words[..] {
+                    names.push(alias.to_string());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// A description as check50 shows it, on one line: a docstring's lines joined by single spaces.
+pub fn one_line(description: &str) -> String {
+    description.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 pub fn check50_checks(src: &str) -> Vec<Check50Fn> {
+    let lines = logical_lines(src);
+    let decorators = check50_decorators(&lines);
     let mut out = Vec::new();
-    for d in scan(src) {
+    for d in defs_at(&lines, 0, lines.len(), 0, 0, Blocks::Entered) {
         if d.is_class {
             continue;
         }
         let Some(args) = d.decorators.iter().find_map(|dec| {
             let dec = dec.trim();
-            let rest = dec
-                .strip_prefix("check50.check")
-                .or_else(|| dec.strip_prefix("check"))?;
-            let rest = rest.trim();
+            let rest = decorators.iter().find_map(|name| {
+                let rest = dec.strip_prefix(name.as_str())?.trim();
+                (rest.is_empty() || rest.starts_with('(')).then_some(rest)
+            })?;
             if rest.is_empty() {
                 return Some(String::new());
             }
@@ -330,10 +423,16 @@ pub fn check50_checks(src: &str) -> Vec<Check50Fn> {
                 dependency = Some(v.to_string());
             }
         }
+        let description = d
+            .docstring
+            .as_deref()
+            .map(one_line)
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| d.name.replace('_', " "));
         out.push(Check50Fn {
             name: d.name,
             dependency,
-            doc: d.doc,
+            description,
             line: d.line,
         });
     }
@@ -456,8 +555,63 @@ def not_a_check(): pass
         assert_eq!(c[0].dependency, None);
         assert_eq!(c[1].dependency.as_deref(), Some("exists"));
         assert_eq!(c[2].dependency.as_deref(), Some("compiles"));
-        assert_eq!(c[0].doc.as_deref(), Some("hello.c exists"));
+        assert_eq!(c[0].description, "hello.c exists");
         assert_eq!((c[0].line, c[2].line), (6, 15));
+    }
+
+    /// The problems a course writes itself: check50 imported under another name, checks in
+    /// the module's own blocks, a docstring of several lines, a check without one.
+    #[test]
+    fn finds_check50_checks_under_aliases_and_in_module_blocks() {
+        let src = r#"
+import sys, check50 as c5
+from check50 import (exists as ex, check as chk)
+
+@c5.check()
+def exists():
+    """first line
+    and a second"""
+
+@chk(exists)
+def no_docstring():
+    pass
+
+if sys.version_info >= (3, 8):
+    @check50.check(exists)
+    def in_if():
+        "in an if"
+else:
+    @check50.check(exists)
+    def in_else(): pass
+
+try:
+    @c5.check(exists)
+    def in_try(): pass
+except ImportError:
+    pass
+
+for n in ["a", "b"]:
+    @check50.check()
+    def in_a_loop(): pass
+
+def helper():
+    @check50.check()
+    def in_a_function(): pass
+
+@checker()
+def not_a_check(): pass
+"#;
+        let c = check50_checks(src);
+        let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["exists", "no_docstring", "in_if", "in_else", "in_try"]
+        );
+        assert_eq!(c[0].description, "first line and a second");
+        assert_eq!(c[1].description, "no docstring");
+        assert_eq!(c[1].dependency.as_deref(), Some("exists"));
+        assert_eq!(c[2].description, "in an if");
+        assert_eq!(c[4].line, 24);
     }
 
     #[test]
