@@ -606,6 +606,48 @@ fn staff_text_views_show_why_a_grader_wrote_no_results() {
     assert!(!student.contains("ModuleNotFoundError"), "{student}");
 }
 
+/// A grader that leaves an empty results file (a Java autograder whose javac failed): staff see
+/// the end of its output there too. One whose disk filled (a student's flood) says which limit
+/// that is, in the error every view and the gradebook show.
+#[test]
+fn staff_see_why_results_are_malformed_and_a_full_disk_is_named() {
+    let text = |run_autograder: &str| {
+        let ag = folder(&[("autograder/run_autograder", run_autograder)]);
+        let sub = folder(&[("answer.txt", "x\n")]);
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(["gradescope", "run"])
+            .arg(ag.path().join("autograder"))
+            .arg(sub.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, t) = text(
+        "#!/bin/sh\necho 'IntList.java:33: error: expected ;' >&2\n\
+         : > /autograder/results/results.json\n",
+    );
+    assert_eq!(code, Some(125), "{t}");
+    assert!(t.contains("results.json is not valid JSON"), "{t}");
+    assert!(
+        t.contains("the grader's output ends:\n      IntList.java:33: error: expected ;"),
+        "{t}"
+    );
+    let (code, t) =
+        text("#!/bin/sh\nhead -c 100000000 /dev/zero > /autograder/results/flood\nexit 0\n");
+    assert_eq!(code, Some(125), "{t}");
+    assert!(
+        t.contains("without writing results/results.json")
+            && t.contains(
+                "its disk is full: the check's files live on a tmpfs of its disk limit, 64M"
+            ),
+        "{t}"
+    );
+}
+
 /// A results file over 4 MiB (here a valid one, giving full marks) is an error in both
 /// contracts, never a score: the host reads at most one byte past the cap.
 #[test]

@@ -7,12 +7,13 @@
 //! `score` on a gradable result, more than [`MAX_TESTS`] tests, a test without a `name`, negative
 //! points; and a result the grader itself marks `succeeded: false` is an error row with the
 //! grader's message. `gradable: false` is no error: the grader refused the submission (a syntax
-//! error), a failed row with its message for the student. Unknown keys (`images`, …) are ignored.
+//! error), a failed row with its message, format errors and output for the student. Unknown keys
+//! (`images`, …) are ignored.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::results_file::{cap, fmt_num as fmt, read};
+use super::results_file::{cap, fmt_num as fmt, read, without_colours};
 pub use super::results_file::{ResultsError, MAX_OUTPUT, MAX_RESULTS_BYTES, MAX_TESTS};
 use crate::report::{CheckResult, Observation, ScriptEntry};
 
@@ -46,13 +47,63 @@ pub struct Results {
     pub score: Option<f64>,
     #[serde(default)]
     pub message: Option<String>,
+    /// What the grader shows under "Output" (PrairieLearn's Python grader: the student code's
+    /// printed output, a syntax error's traceback).
     #[serde(default)]
     pub output: Option<String>,
+    /// Why the submission is not gradable, as PrairieLearn shows it ("Error: …"): a list of
+    /// texts (its Python grader's), or an object of them by element; kept as written.
+    #[serde(default)]
+    pub format_errors: Option<Value>,
     #[serde(default)]
     pub tests: Vec<Test>,
 }
 
 impl Results {
+    /// The texts of `format_errors`, in order (an object's with their keys).
+    pub fn format_errors(&self) -> Vec<String> {
+        fn texts(v: &Value, key: Option<&str>, out: &mut Vec<String>) {
+            match v {
+                Value::String(s) if !s.trim().is_empty() => out.push(match key {
+                    Some(k) => format!("{k}: {s}"),
+                    None => s.clone(),
+                }),
+                Value::Array(items) => items.iter().for_each(|i| texts(i, key, out)),
+                Value::Object(m) => m.iter().for_each(|(k, i)| texts(i, Some(k), out)),
+                Value::Null | Value::String(_) => {}
+                other => out.push(other.to_string()),
+            }
+        }
+        let mut out = Vec::new();
+        if let Some(v) = &self.format_errors {
+            texts(v, None, &mut out);
+        }
+        out
+    }
+
+    /// What the grader says beyond its tests, as PrairieLearn shows it: its `message`, its
+    /// format errors (`Error: …`), and its `output`.
+    fn said(&self) -> Vec<String> {
+        let mut said = Vec::new();
+        if let Some(m) = self.message.as_deref().filter(|m| !m.trim().is_empty()) {
+            said.push(cap(m));
+        }
+        said.extend(
+            self.format_errors()
+                .iter()
+                .map(|e| format!("Error: {}", cap(e))),
+        );
+        said
+    }
+
+    /// The grader's `output`, headed, when it wrote one.
+    fn output_shown(&self) -> Option<String> {
+        self.output
+            .as_deref()
+            .filter(|o| !o.trim().is_empty())
+            .map(|o| format!("output:\n{}", cap(&without_colours(o.trim_end()))))
+    }
+
     /// The contract's rules over the values, beyond their types.
     fn check(&self) -> Result<(), String> {
         match self.score {
@@ -119,12 +170,16 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
         } else {
             "the grader marked the submission not gradable"
         };
-        let why = results
-            .message
-            .as_deref()
-            .filter(|m| !m.trim().is_empty())
-            .map(|m| format!("{what}: {}", cap(m)))
-            .unwrap_or_else(|| what.to_string());
+        let said = results.said();
+        let mut why = if said.is_empty() {
+            what.to_string()
+        } else {
+            format!("{what}: {}", said.join("\n"))
+        };
+        if let Some(o) = results.output_shown() {
+            why.push('\n');
+            why.push_str(&o);
+        }
         return if failed {
             Mapped::Failed(why)
         } else {
@@ -148,7 +203,7 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
             }
             for m in [&t.message, &t.output].into_iter().flatten() {
                 if !m.trim().is_empty() {
-                    message.push(cap(m));
+                    message.push(cap(&without_colours(m)));
                 }
             }
             CheckResult {
@@ -182,14 +237,12 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
             }
         })
         .collect();
-    let mut message = Vec::new();
-    if let Some(m) = results.message.as_deref().filter(|m| !m.trim().is_empty()) {
-        message.push(cap(m));
-    }
+    let mut message = results.said();
     message.push(format!(
         "score: {}%",
         fmt((score * 10000.0).round() / 100.0)
     ));
+    message.extend(results.output_shown());
     Mapped::Graded {
         points: score * points,
         tests,
@@ -260,7 +313,10 @@ mod tests {
         };
         assert_eq!(points, 1.0);
         assert!(!passed);
-        assert_eq!(message, "Tests completed successfully.\nscore: 25%");
+        assert_eq!(
+            message,
+            "Tests completed successfully.\nscore: 25%\noutput:\nRunning tests..."
+        );
         assert_eq!(tests[0].id, "pl/1");
         assert_eq!(tests[0].description, "Test 1: adds");
         assert_eq!(tests[0].result, Some(true));
@@ -285,6 +341,32 @@ mod tests {
         assert!(matches!(map(&r, "pl", 1.0, false), Mapped::Failed(_)));
         let r = parse(r#"{"succeeded": false, "gradable": false}"#).unwrap();
         assert!(matches!(map(&r, "pl", 1.0, false), Mapped::Failed(_)));
+    }
+
+    /// PrairieLearn's Python grader says why a submission is not gradable in `format_errors`
+    /// and shows the traceback in `output`, with no `message`: both reach the row.
+    #[test]
+    fn not_gradable_carries_the_format_errors_and_the_output() {
+        let r = parse(
+            r#"{"tests": [], "score": 0.0, "succeeded": true, "gradable": false,
+                "output": "  File \"user_code.py\", line 1\nSyntaxError: '(' was never closed\n",
+                "format_errors": ["Your code has a syntax error."]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            map(&r, "pl", 1.0, false),
+            Mapped::NotGradable(
+                "the grader marked the submission not gradable: Error: Your code has a syntax \
+                 error.\noutput:\n  File \"user_code.py\", line 1\nSyntaxError: '(' was never \
+                 closed"
+                    .into()
+            )
+        );
+        let r = parse(
+            r#"{"gradable": false, "format_errors": {"x": "not a number", "y": ["a", "b"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.format_errors(), ["x: not a number", "y: a", "y: b"]);
     }
 
     #[test]

@@ -65,6 +65,30 @@ pub fn read<T: DeserializeOwned>(
     Ok(r)
 }
 
+/// `s` without its colours (SGR: ESC `[` digits and `;` then `m`), which a grader writes where
+/// its platform renders them (PrairieLearn's Python grader highlights the student's code); every
+/// other control character stays, for the views to show as they do.
+pub fn without_colours(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find("\x1b[") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let params = after
+            .bytes()
+            .take_while(|b| b.is_ascii_digit() || *b == b';')
+            .count();
+        if after.as_bytes().get(params) == Some(&b'm') {
+            rest = &after[params + 1..];
+        } else {
+            out.push_str("\x1b[");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Cuts `s` to at most [`MAX_OUTPUT`] bytes (on a character boundary), saying so.
 pub fn cap(s: &str) -> String {
     crate::report::cut_text(s, MAX_OUTPUT, &format!("\n[… cut at {MAX_OUTPUT} bytes]"))
@@ -76,5 +100,20 @@ pub fn fmt_num(x: f64) -> String {
         format!("{}", x as i64)
     } else {
         format!("{x}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colours_go_and_other_escapes_stay() {
+        assert_eq!(
+            without_colours("\x1b[38;5;15mx_sq\x1b[39m = \x1b[1mbold\x1b[0m"),
+            "x_sq = bold"
+        );
+        assert_eq!(without_colours("a\x1b[2Kb\x1b[c"), "a\x1b[2Kb\x1b[c");
+        assert_eq!(without_colours("\x1b["), "\x1b[");
     }
 }

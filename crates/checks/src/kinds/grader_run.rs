@@ -166,7 +166,7 @@ fn grader_env(layout: &Layout, own: &[(String, String)]) -> Vec<(String, String)
 const TAIL_LINES: usize = 20;
 
 /// The end of the grader's output (its last [`TAIL_LINES`] lines, 4 KiB at most), for the
-/// check's staff-only diagnostics when it wrote no results (or was stopped): why it failed (a
+/// check's staff-only diagnostics when it wrote no results, malformed ones, or was stopped: why it failed (a
 /// traceback, `ModuleNotFoundError: No module named 'gradescope_utils'`) is usually there, and
 /// the text views show no script. `None` when it printed nothing.
 pub fn output_tail(outcome: &Outcome) -> Option<String> {
@@ -180,6 +180,23 @@ pub fn output_tail(outcome: &Outcome) -> Option<String> {
         "the grader's output ends:\n{}",
         lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
     ))
+}
+
+/// When a grader that could not be judged says its disk filled (`No space left on device`, a
+/// student's flood of output, say), its error says which limit that is: its folders (and a root
+/// mode image's copy) live on a tmpfs of the check's `disk` limit.
+pub fn name_a_full_disk(out: &mut CheckResult, outcome: &Outcome) {
+    if out.error.is_none() || !outcome.script.text().contains("No space left on device") {
+        return;
+    }
+    let hint = format!(
+        " (the grader's output says its disk is full: the check's files live on a tmpfs of its \
+         disk limit, {}; a suite's `limits: {{disk: …}}` raises it)",
+        outcome.limits.disk
+    );
+    for text in [&mut out.error, &mut out.message].into_iter().flatten() {
+        text.push_str(&hint);
+    }
 }
 
 /// The grader's own output (stdout and stderr, interleaved), as a row of its own worth no

@@ -20,7 +20,8 @@ use corral_sandbox::Root;
 use crate::contracts::gradescope::{self as contract, Assignment, Visibility, MAX_RESULTS_BYTES};
 use crate::kinds::grader_env;
 use crate::kinds::grader_run::{
-    ended, output_row, output_tail, run_grader, runs_as_root_here, GraderRoot, GraderRun, Layout,
+    ended, name_a_full_disk, output_row, output_tail, run_grader, runs_as_root_here, GraderRoot,
+    GraderRun, Layout,
 };
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, GradescopeExtras, Observation, ScriptEntry};
@@ -273,11 +274,13 @@ fn run_check(cx: &CheckContext<'_>, gc: &GradescopeCheck) -> CheckResult {
         },
     };
     // Staff see the autograder's output even when it failed, and its end under the check's
-    // row when it wrote no results.
+    // row when it wrote no results or malformed ones (a Java grader whose javac failed leaves
+    // an empty file) or was stopped.
     if let Some(o) = outcome {
-        if matches!(run, GraderRun::NoResults { .. } | GraderRun::Stopped { .. }) {
+        if !matches!(run, GraderRun::Error(_)) {
             out.diagnostics = output_tail(o);
         }
+        name_a_full_disk(&mut out, o);
         out.children.push(output_row(check, o, false, false));
     }
     out

@@ -18,7 +18,8 @@ use corral_sandbox::Root;
 
 use crate::contracts::prairielearn::{self as contract, Mapped, MAX_RESULTS_BYTES};
 use crate::kinds::grader_run::{
-    ended, output_row, output_tail, run_grader, runs_as_root_here, GraderRoot, GraderRun, Layout,
+    ended, name_a_full_disk, output_row, output_tail, run_grader, runs_as_root_here, GraderRoot,
+    GraderRun, Layout,
 };
 use crate::kinds::runner::{CheckContext, CheckRunner};
 use crate::report::{CheckResult, Observation, ScriptEntry};
@@ -226,10 +227,13 @@ fn run_check(cx: &CheckContext<'_>, pc: &PrairieLearnCheck) -> CheckResult {
     | GraderRun::Stopped { outcome, .. } = &run
     {
         // Staff see the end of the grader's output under the check's row when it wrote no
-        // results.
-        if matches!(run, GraderRun::NoResults { .. } | GraderRun::Stopped { .. }) {
+        // results or malformed ones, or was stopped.
+        if matches!(run, GraderRun::NoResults { .. } | GraderRun::Stopped { .. })
+            || out.error.is_some()
+        {
             out.diagnostics = output_tail(outcome);
         }
+        name_a_full_disk(&mut out, outcome);
         let ok = out.error.is_none() && out.stopped_by.is_none();
         out.children.push(output_row(check, outcome, false, ok));
     }
