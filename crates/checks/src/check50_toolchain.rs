@@ -3,7 +3,8 @@
 //! (`lcs50=True`) and Python's `cs50` module (what CS50's Python problems' programs import).
 //! Without them every student's program fails to compile or to start, which check50 reports as
 //! the student's failure; so a problem that needs one refuses to load ([`missing_for`]) and
-//! `corral doctor` lists them ([`probe`]).
+//! `corral doctor` lists them ([`probe`]). So is a staff `.pyc` another Python compiled
+//! ([`foreign_pyc`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -140,6 +141,49 @@ pub fn missing_for(src: &str) -> Vec<String> {
     missing
 }
 
+/// The bytecode magic of `python` (what starts every `.pyc` it writes and can load), asked once.
+fn pyc_magic(python: &Path) -> Option<[u8; 4]> {
+    static MAGIC: std::sync::OnceLock<Option<[u8; 4]>> = std::sync::OnceLock::new();
+    *MAGIC.get_or_init(|| {
+        let out = Command::new(python)
+            .args(["-I", "-c"])
+            .arg("import importlib.util, sys; sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER)")
+            .output()
+            .ok()?;
+        out.stdout.get(..4)?.try_into().ok()
+    })
+}
+
+/// A `.pyc` among `files` (paths under `dir`) that `python` cannot load: compiled by another
+/// Python version (CS50P's `tests/` problems ship staff `.pyc` files), which on the host root
+/// fails every student's check as a crash of their own program. `None` when all load, or when
+/// `python` cannot be asked.
+pub fn foreign_pyc(python: &Path, dir: &Path, files: &[String]) -> Option<String> {
+    let magic = pyc_magic(python)?;
+    files.iter().filter(|f| f.ends_with(".pyc")).find_map(|f| {
+        let mut head = [0u8; 4];
+        let mut file = std::fs::File::open(dir.join(f)).ok()?;
+        std::io::Read::read_exact(&mut file, &mut head).ok()?;
+        (head != magic).then(|| {
+            format!(
+                "{f} was compiled by another Python version than {} (its bytecode magic is \
+                 {:02x}{:02x}{:02x}{:02x}, that Python's {:02x}{:02x}{:02x}{:02x}): every \
+                 student's run would fail; compile it with that Python, or name an image whose \
+                 Python wrote it",
+                python.display(),
+                head[0],
+                head[1],
+                head[2],
+                head[3],
+                magic[0],
+                magic[1],
+                magic[2],
+                magic[3]
+            )
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +201,28 @@ mod tests {
         assert!(missing_for("check50.run(\"python3 a.py\")\n").is_empty());
         let lib = missing_for("check50.c.compile(\"a.c\", cc=\"gcc\", lcs50=True)\n");
         assert_eq!(lib.len(), usize::from(libcs50().is_none()), "{lib:?}");
+    }
+
+    /// A `.pyc` of another Python is named; one this Python wrote is fine.
+    #[test]
+    fn a_pyc_of_another_python_is_named() {
+        let python = Path::new("/usr/bin/python3");
+        let Some(magic) = pyc_magic(python) else {
+            panic!("{} cannot be asked its bytecode magic", python.display());
+        };
+        let t = std::env::temp_dir().join(format!("corral-pyc-{}", std::process::id()));
+        std::fs::create_dir_all(&t).unwrap();
+        std::fs::write(t.join("ours.pyc"), [&magic[..], b"rest"].concat()).unwrap();
+        std::fs::write(t.join("other.pyc"), b"\xcb\x0d\x0d\x0arest").unwrap();
+        let files = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(foreign_pyc(python, &t, &files(&["ours.pyc", "a.py"])), None);
+        let e = foreign_pyc(python, &t, &files(&["ours.pyc", "other.pyc"])).unwrap();
+        assert!(
+            e.starts_with("other.pyc was compiled by another Python version"),
+            "{e}"
+        );
+        assert!(e.contains("magic is cb0d0d0a"), "{e}");
+        std::fs::remove_dir_all(&t).unwrap();
     }
 
     #[test]

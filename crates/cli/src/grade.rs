@@ -185,6 +185,18 @@ pub fn main(args: GradeArgs) -> i32 {
         args.output.join("report.html").display(),
         args.output.join(batch::RESULTS_DIR).display(),
     );
+    // A grader check without `points` takes each submission's maximum from its own results:
+    // percentages then compare nothing (a crash 0/4 beside 20/20, a stopped grader 0/0).
+    let (low, high) = rows.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), r| {
+        (lo.min(r.max_score), hi.max(r.max_score))
+    });
+    if rows.len() > 1 && low < high {
+        eprintln!(
+            "corral grade: warning: the maximum score differs between submissions ({low} to {high}): \
+             give each Gradescope or PrairieLearn check its `points` in the suite, so every \
+             submission is scored out of the same total"
+        );
+    }
     if errors > 0 {
         1
     } else {

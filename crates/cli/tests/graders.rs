@@ -265,20 +265,21 @@ fn prairielearn_python_external_grader() {
         assert_eq!(json["score"], score, "{case}: {json:#}");
         assert_eq!(json["max_score"], 6.0, "{case}");
         assert_eq!(code, exit, "{case}: {json:#}");
-        for (i, result) in tests.iter().enumerate() {
-            let id = format!("fib/{}", i + 1);
-            assert_eq!((r[&id].0, r[&id].1), (*result, 0.0), "{case} {id}");
+        // Each test's row is named by the test (the suite's n_max is 90).
+        for (name, result) in ["fib(0)", "fib(1)", "fib(10)", "fib(90)"].iter().zip(tests) {
+            let id = format!("fib/{name}");
+            assert_eq!((r[&id].0, r[&id].1), (result, 0.0), "{case} {id}");
         }
     }
     let (_, json) = check("prairielearn-python", "looping");
     assert_eq!(
-        message(&json, "fib/4"),
+        message(&json, "fib/fib(90)"),
         "0/2 points\ntook longer than 2 seconds"
     );
     assert_eq!(message(&json, "fib"), "4/6 points\nscore: 66.67%");
     let (_, json) = check("prairielearn-python", "crashing");
     assert_eq!(
-        message(&json, "fib/3"),
+        message(&json, "fib/fib(10)"),
         "0/2 points\nraised: RecursionError: too deep"
     );
 
@@ -384,6 +385,42 @@ fn graders_work_in_corral_grade() {
         html.contains("adds a negative number"),
         "the report lists the tests' rows"
     );
+    assert!(!err.contains("maximum score differs"), "{err}");
+}
+
+/// A Gradescope check without `points` takes each submission's maximum from its own results:
+/// `corral grade` warns that the percentages compare nothing, and the report's maximum is the
+/// largest seen.
+#[test]
+fn a_batch_whose_maximum_differs_between_submissions_says_so() {
+    let ag = folder(&[
+        (
+            "autograder/run_autograder",
+            "#!/bin/sh\nn=$(cat /autograder/submission/n.txt)\n\
+             echo \"{\\\"tests\\\": [{\\\"name\\\": \\\"t\\\", \\\"score\\\": 0, \\\"max_score\\\": $n}]}\" \
+             > /autograder/results/results.json\n",
+        ),
+        (
+            "suite.yaml",
+            "name: nopoints\nchecks:\n  - id: ag\n    gradescope:\n      autograder: autograder\n",
+        ),
+    ]);
+    let subs = folder(&[("ann/n.txt", "2\n"), ("bob/n.txt", "4\n")]);
+    let t = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["grade", "--no-progress", "-o"])
+        .arg(t.path())
+        .arg(ag.path())
+        .arg(subs.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning: the maximum score differs between submissions (2 to 4)"),
+        "{err}"
+    );
+    let html = std::fs::read_to_string(t.path().join("report.html")).unwrap();
+    assert!(html.contains("maximum score 4 "), "{html}");
 }
 
 /// A folder holding `files` (path, text), made readable for the sandbox's user.

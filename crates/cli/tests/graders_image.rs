@@ -255,8 +255,8 @@ fn otter_grader_autograder_runs_unmodified_with_pypi_packages() {
         "{json:#}"
     );
     assert_eq!((code, json["score"].as_f64()), (0, Some(2.0)), "{json:#}");
-    // Otter's rows: its "Public Tests" summary (a status, no score: worth nothing, as on
-    // Gradescope) and the question, hidden from students (Otter's default visibility for a
+    // Otter's rows, named by their tests (they have no numbers): its "Public Tests" summary (a
+    // status, no score: worth nothing, as on Gradescope) and the question, hidden from students (Otter's default visibility for a
     // question with a hidden case).
     let r = &json["results"];
     let row = |r: &Value, id: &str| {
@@ -269,7 +269,7 @@ fn otter_grader_autograder_runs_unmodified_with_pypi_packages() {
         )
     };
     assert_eq!(
-        row(r, "autograder/1"),
+        row(r, "autograder/Public Tests"),
         (
             Some("Public Tests".into()),
             Some(0.0),
@@ -280,7 +280,7 @@ fn otter_grader_autograder_runs_unmodified_with_pypi_packages() {
         "{json:#}"
     );
     assert_eq!(
-        row(r, "autograder/2"),
+        row(r, "autograder/q1"),
         (
             Some("q1".into()),
             Some(2.0),
@@ -315,22 +315,24 @@ fn otter_grader_autograder_runs_unmodified_with_pypi_packages() {
     let (_, json) = check(ex.path(), &submission("otter-python", "wrong"));
     let r = &json["results"];
     assert_eq!(
-        r["autograder/1"]["result"].as_bool(),
+        r["autograder/Public Tests"]["result"].as_bool(),
         Some(true),
         "{json:#}"
     );
     assert_eq!(
         (
-            r["autograder/2"]["points"].as_f64(),
-            r["autograder/2"]["result"].as_bool()
+            r["autograder/q1"]["points"].as_f64(),
+            r["autograder/q1"]["result"].as_bool()
         ),
         (Some(1.0), Some(false)),
         "{json:#}"
     );
-    let failed = r["autograder/2"]["message"].as_str().unwrap();
+    let failed = r["autograder/q1"]["message"].as_str().unwrap();
     assert!(failed.contains("assert square(-4) == 16"), "{failed}");
     let (_, json) = check(ex.path(), &submission("otter-python", "crashing"));
-    let public = json["results"]["autograder/1"]["message"].as_str().unwrap();
+    let public = json["results"]["autograder/Public Tests"]["message"]
+        .as_str()
+        .unwrap();
     assert!(
         public.contains("assert square(3) == 9") && public.contains("not done yet"),
         "{public}"
@@ -434,21 +436,31 @@ fn a_changed_autograder_builds_again() {
     );
     assert!(message(&json).starts_with("two / lists\n"), "{json:#}");
 
-    // A setup.sh that fails is an error, and nothing is cached.
+    // A setup.sh that fails is an error (its last line on the first, a gradebook's reason),
+    // and nothing is cached; the next submission's check is told of the same failure at once
+    // rather than building again.
     std::fs::write(
         ag.join("setup.sh"),
         "#!/bin/bash\necho broken >&2\nexit 3\n",
     )
     .unwrap();
-    for _ in 0..2 {
+    // (A failure an earlier run of this test recorded would stand for minutes.)
+    for e in std::fs::read_dir(data_dir().join("graders/gradescope")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "failed") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    for again in [false, true] {
         let (code, json) = check(t.path(), sub.path());
         assert_eq!(code, 125, "{json:#}");
         let e = json["results"]["autograder"]["error"].as_str().unwrap();
         assert!(
-            e.starts_with(&format!("setup.sh failed on {BASE} (exit code 3):")),
+            e.starts_with(&format!("setup.sh failed on {BASE} (exit code 3): broken")),
             "{e}"
         );
         assert!(e.ends_with("broken"), "{e}");
+        assert_eq!(e.contains("s ago and is tried again"), again, "{e}");
     }
     // A base the store lacks: a clear error.
     std::fs::write(

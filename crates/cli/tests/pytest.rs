@@ -424,11 +424,16 @@ fn hidden_tests_details_never_reach_students() {
             )
         })
         .collect();
-    assert_eq!(vis[2], ("tests/test_public.py::test_add", "visible"));
-    assert_eq!(
-        vis[5],
-        ("tests/test_hidden.py::test_add_negative", "after_published")
+    assert!(
+        vis.contains(&("tests/test_public.py::test_add", "visible")),
+        "{vis:?}"
     );
+    assert!(
+        vis.contains(&("tests/test_hidden.py::test_add_negative", "after_published")),
+        "{vis:?}"
+    );
+    // The pytest check's own row is no test for students: its tests' rows say it all.
+    assert!(!vis.iter().any(|(n, _)| *n == "tests"), "{vis:?}");
 }
 
 #[test]

@@ -18,7 +18,7 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 
-use super::results_file::{cap, fmt_num as fmt, read};
+use super::results_file::{cap, fmt_num as fmt, read, row_id};
 pub use super::results_file::{ResultsError, MAX_OUTPUT, MAX_RESULTS_BYTES, MAX_TESTS};
 use crate::report::{CheckResult, GradescopeExtras, Observation, ScriptEntry};
 
@@ -231,8 +231,8 @@ impl Results {
 /// The rows of a Gradescope check, from its results.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mapped {
-    /// One row per test, `CHECK/NUMBER` (or `CHECK/N`, N counted from 1, when the test has no
-    /// number; a repeated id gets `~2`, `~3`).
+    /// One row per test, `CHECK/NUMBER`, else `CHECK/NAME`, else `CHECK/N` (its place, from
+    /// 1; see [`row_id`]); by number when every test has one, as Gradescope shows them.
     pub tests: Vec<CheckResult>,
     /// The check's own row's points and maximum: what the tests' rows do not carry (the
     /// top-level score when there are no tests, or what it overrides of the tests' sum; the
@@ -251,27 +251,53 @@ pub struct Mapped {
     pub extras: GradescopeExtras,
 }
 
+/// A test number's parts, in comparing order: numbers (`false`, value) before words (`true`,
+/// text).
+type NumberKey<'a> = Vec<(bool, u64, &'a str)>;
+
+/// The order Gradescope shows tests in: by `number` when every test has one (`1.2` before
+/// `1.10`: numeric parts compare as numbers), else as the results list them.
+fn display_order(tests: &[Test]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..tests.len()).collect();
+    let keys: Option<Vec<NumberKey<'_>>> = tests
+        .iter()
+        .map(|t| {
+            let n = t
+                .number
+                .as_deref()
+                .map(str::trim)
+                .filter(|n| !n.is_empty())?;
+            Some(
+                n.split('.')
+                    .map(|part| match part.parse::<u64>() {
+                        Ok(v) => (false, v, ""),
+                        Err(_) => (true, 0, part),
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    if let Some(keys) = keys {
+        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+    }
+    order
+}
+
 /// Maps validated results to rows of check `check_id`. `total` is the check's declared maximum
 /// (the suite's `points`), when given; `check_hidden` hides every row.
 pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: bool) -> Mapped {
     let default_vis = results.visibility.unwrap_or(Visibility::Visible);
     let mut ids: Vec<String> = Vec::new();
     let mut tests = Vec::new();
-    for (i, t) in results.tests.iter().enumerate() {
-        let base = t
-            .number
-            .as_deref()
-            .map(str::trim)
-            .filter(|n| !n.is_empty() && !n.contains(['/', '\n']))
-            .map(str::to_string)
-            .unwrap_or_else(|| (i + 1).to_string());
-        let mut id = format!("{check_id}/{base}");
-        let mut k = 2;
-        while ids.contains(&id) {
-            id = format!("{check_id}/{base}~{k}");
-            k += 1;
-        }
-        ids.push(id.clone());
+    for i in display_order(&results.tests) {
+        let t = &results.tests[i];
+        let id = row_id(
+            check_id,
+            &[t.number.as_deref(), t.name.as_deref()],
+            i + 1,
+            &mut ids,
+        );
+        let base = id[check_id.len() + 1..].to_string();
         let score = t.score.unwrap_or(0.0);
         let max = t.max_score.unwrap_or(0.0);
         // Gradescope's rule: the status when given, else passed when the score reaches the
@@ -587,6 +613,42 @@ mod tests {
         let r = parse(r#"{"score": 1, "execution_time": "0.42"}"#).unwrap();
         assert_eq!(r.execution_time, Some(0.42));
         assert_eq!(r.total(), 1.0);
+    }
+
+    /// As Gradescope shows them: by number when every test has one (`1.2` before `1.10`); a
+    /// test without a number is its name's row, whichever tests came before it.
+    #[test]
+    fn rows_follow_the_numbers_and_unnumbered_tests_are_named() {
+        let r = parse(
+            r#"{"tests": [
+                 {"score": 1, "max_score": 1, "name": "c", "number": "2.1"},
+                 {"score": 1, "max_score": 1, "name": "b", "number": "1.10"},
+                 {"score": 1, "max_score": 1, "name": "a", "number": "1.2"},
+                 {"score": 1, "max_score": 1, "name": "z", "number": "1.x"}
+               ]}"#,
+        )
+        .unwrap();
+        let ids = |m: &Mapped| m.tests.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            ids(&map(&r, "gs", None, false)),
+            ["gs/1.2", "gs/1.10", "gs/1.x", "gs/2.1"]
+        );
+        let r = parse(
+            r#"{"tests": [
+                 {"score": 0, "max_score": 1, "name": "test_unknown (_FailedTest)"},
+                 {"score": 1, "max_score": 1, "name": "Check submitted files"},
+                 {"score": 1, "max_score": 1, "name": "b", "number": "1"}
+               ]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            ids(&map(&r, "gs", None, false)),
+            [
+                "gs/test_unknown (_FailedTest)",
+                "gs/Check submitted files",
+                "gs/1"
+            ]
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::results_file::{cap, fmt_num as fmt, read, without_colours};
+use super::results_file::{cap, fmt_num as fmt, read, row_id, without_colours};
 pub use super::results_file::{ResultsError, MAX_OUTPUT, MAX_RESULTS_BYTES, MAX_TESTS};
 use crate::report::{CheckResult, Observation, ScriptEntry};
 
@@ -146,7 +146,7 @@ pub enum Mapped {
     Graded {
         /// `score × points` of the check's `points`.
         points: f64,
-        /// One row per test, `CHECK/N` (N counted from 1), worth no points of their own: the
+        /// One row per test, `CHECK/NAME` (see [`row_id`]), worth no points of their own: the
         /// score is PrairieLearn's, the tests' points are shown in their messages.
         tests: Vec<CheckResult>,
         /// The grader's `message`, then the score.
@@ -187,6 +187,7 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
         };
     }
     let score = results.score.unwrap_or(0.0);
+    let mut ids = Vec::new();
     let tests: Vec<CheckResult> = results
         .tests
         .iter()
@@ -207,7 +208,7 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
                 }
             }
             CheckResult {
-                id: format!("{check_id}/{}", i + 1),
+                id: row_id(check_id, &[Some(t.name.as_str())], i + 1, &mut ids),
                 description: match &t.description {
                     Some(d) if !d.trim().is_empty() => format!("{}: {d}", t.name),
                     _ => t.name.clone(),
@@ -317,7 +318,7 @@ mod tests {
             message,
             "Tests completed successfully.\nscore: 25%\noutput:\nRunning tests..."
         );
-        assert_eq!(tests[0].id, "pl/1");
+        assert_eq!(tests[0].id, "pl/Test 1");
         assert_eq!(tests[0].description, "Test 1: adds");
         assert_eq!(tests[0].result, Some(true));
         assert_eq!(tests[1].result, Some(false));

@@ -65,6 +65,34 @@ pub fn read<T: DeserializeOwned>(
     Ok(r)
 }
 
+/// The id of a grader's test row, `CHECK/KEY`: the first usable of the test's `keys`
+/// (Gradescope's `number`, then its `name`; PrairieLearn's `name`) — one line without `/`, at
+/// most 120 characters — else its `place` (from 1). A test so keeps its row, and its column in a
+/// batch's gradebook, whichever tests ran before it (a submission that does not import makes
+/// unittest report other tests). A key taken already gets `~2`, `~3`.
+pub fn row_id(
+    check_id: &str,
+    keys: &[Option<&str>],
+    place: usize,
+    taken: &mut Vec<String>,
+) -> String {
+    let base = keys
+        .iter()
+        .flatten()
+        .map(|k| k.trim())
+        .find(|k| !k.is_empty() && !k.contains(['/', '\n', '\r']) && k.chars().count() <= 120)
+        .map(str::to_string)
+        .unwrap_or_else(|| place.to_string());
+    let mut id = format!("{check_id}/{base}");
+    let mut k = 2;
+    while taken.contains(&id) {
+        id = format!("{check_id}/{base}~{k}");
+        k += 1;
+    }
+    taken.push(id.clone());
+    id
+}
+
 /// `s` without its colours (SGR: ESC `[` digits and `;` then `m`), which a grader writes where
 /// its platform renders them (PrairieLearn's Python grader highlights the student's code); every
 /// other control character stays, for the views to show as they do.
@@ -106,6 +134,24 @@ pub fn fmt_num(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_row_id_is_the_tests_own_key_else_its_place() {
+        let mut taken = Vec::new();
+        let mut id = |keys: &[Option<&str>], place| row_id("ag", keys, place, &mut taken);
+        assert_eq!(id(&[Some("1.2"), Some("adds")], 1), "ag/1.2");
+        assert_eq!(
+            id(&[None, Some(" Check submitted files ")], 2),
+            "ag/Check submitted files"
+        );
+        assert_eq!(id(&[None, Some("a/b")], 3), "ag/3");
+        assert_eq!(id(&[Some(""), None], 4), "ag/4");
+        assert_eq!(
+            id(&[None, Some("Check submitted files")], 5),
+            "ag/Check submitted files~2"
+        );
+        assert_eq!(id(&[Some("1.2")], 6), "ag/1.2~2");
+    }
 
     #[test]
     fn colours_go_and_other_escapes_stay() {

@@ -167,6 +167,10 @@ pub fn prepare(
         as_root: false,
         claim: base.claim.clone(),
     };
+    let failed = cache.join(format!("{key}.failed"));
+    if let Some(why) = recent_failure(&failed) {
+        return Err(why);
+    }
     if done.join("layer").is_dir() {
         tracing::debug!(%key, "gradescope environment cached");
         return Ok(Environment {
@@ -206,25 +210,28 @@ pub fn prepare(
     tracing::info!(%key, base = %base.name, "running the autograder's setup.sh");
     let outcome = corral_sandbox::run_fresh(host, &spec, &mut NoSink);
     if outcome.status != Status::Ok {
-        let tail: String = {
-            let text = outcome.script.text();
-            let lines: Vec<&str> = text.lines().collect();
-            lines[lines.len().saturating_sub(20)..].join("\n")
-        };
-        return Err(format!(
-            "setup.sh failed on {} ({}):\n{tail}",
+        let text = outcome.script.text();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+        // Its last line on the first (a gradebook's reason is one line), then the tail.
+        let why = format!(
+            "setup.sh failed on {} ({}): {}\n{tail}",
             base.name,
             outcome
                 .reason()
                 .or_else(|| outcome.exit_code.map(|c| format!("exit code {c}")))
-                .unwrap_or_else(|| outcome.status.as_str().to_string())
-        ));
+                .unwrap_or_else(|| outcome.status.as_str().to_string()),
+            lines.last().map_or("", |l| l.trim())
+        );
+        let _ = std::fs::write(&failed, &why);
+        return Err(why);
     }
     defuse(&upper, 0).map_err(|e| io("clearing setuid bits in the layer", e))?;
     let target = work.path().join("ready");
     std::fs::create_dir(&target).map_err(|e| io("finishing the build", e))?;
     std::fs::rename(&upper, target.join("layer")).map_err(|e| io("finishing the build", e))?;
     std::fs::rename(&target, &done).map_err(|e| io("finishing the build", e))?;
+    let _ = std::fs::remove_file(&failed);
     tracing::info!(%key, secs = started.elapsed().as_secs_f64(), "gradescope environment built");
     Ok(Environment {
         root: layered(done.join("layer")),
@@ -233,9 +240,63 @@ pub fn prepare(
     })
 }
 
+/// How long a failed `setup.sh` stands for its autograder on its base: the same build fails
+/// the same way for every student of a batch (a package that does not exist), so it is not run
+/// again for each; a transient failure (the package index down) is tried again after this.
+const FAILURE_STANDS: Duration = Duration::from_secs(600);
+
+/// The failure recorded at `failed` when it is recent (see [`FAILURE_STANDS`]), saying so.
+fn recent_failure(failed: &Path) -> Option<String> {
+    let age = std::fs::metadata(failed)
+        .ok()?
+        .modified()
+        .ok()?
+        .elapsed()
+        .ok()?;
+    if age >= FAILURE_STANDS {
+        return None;
+    }
+    let why = std::fs::read_to_string(failed).ok()?;
+    let (first, rest) = why.split_once('\n').unwrap_or((&why, ""));
+    Some(format!(
+        "{first} (the build of this autograder on this base failed {} s ago and is tried again \
+         {} minutes after it failed, or once {} is removed)\n{rest}",
+        age.as_secs(),
+        FAILURE_STANDS.as_secs() / 60,
+        failed.display()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A recorded failure stands for a while, saying when it happened; an old one does not.
+    #[test]
+    fn a_recent_setup_failure_stands_and_an_old_one_is_tried_again() {
+        let t = tempfile::tempdir().unwrap();
+        let failed = t.path().join("k.failed");
+        assert_eq!(recent_failure(&failed), None);
+        std::fs::write(
+            &failed,
+            "setup.sh failed on b (exit code 3): E: no such package\ntail",
+        )
+        .unwrap();
+        let why = recent_failure(&failed).unwrap();
+        assert!(
+            why.starts_with("setup.sh failed on b (exit code 3): E: no such package (the build of this autograder on this base failed 0 s ago")
+                && why.ends_with("is removed)\ntail"),
+            "{why}"
+        );
+        let old = std::time::SystemTime::now() - FAILURE_STANDS - Duration::from_secs(1);
+        std::fs::File::options()
+            .write(true)
+            .open(&failed)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(recent_failure(&failed), None);
+    }
 
     /// An unmodified `setup.sh` that `pip3 install`s works on a Debian base (PEP 668), as on
     /// Gradescope's images: the build run says pip may.

@@ -205,6 +205,13 @@ impl Check50Check {
         relative_in(p, Base::Assignment).map_err(|why| format!("check50.problem: {p:?} {why}"))?;
         let mut files = Vec::new();
         let found = load_problem(dir, Path::new(p), python, &mut Vec::new(), &mut files)?;
+        if let Some(why) =
+            python.and_then(|py| crate::check50_toolchain::foreign_pyc(py, dir, &files))
+        {
+            return Err(format!(
+                "check50.problem: {p:?} cannot run on this host: {why}"
+            ));
+        }
         if found.is_empty() {
             return Err(format!(
                 "check50.problem: corral found no check in {}: it reads a problem's checks from \
