@@ -423,6 +423,21 @@ fn a_batch_whose_maximum_differs_between_submissions_says_so() {
     assert!(html.contains("maximum score 4 "), "{html}");
 }
 
+/// `corral ARGS FIRST SUBMISSION`'s exit code and text output, uncoloured.
+fn text_of(args: &[&str], first: &Path, submission: &Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .arg(first)
+        .arg(submission)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
 /// A folder holding `files` (path, text), made readable for the sandbox's user.
 fn folder(files: &[(&str, &str)]) -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
@@ -610,19 +625,7 @@ fn staff_text_views_show_why_a_grader_wrote_no_results() {
         ),
     ]);
     let sub = folder(&[("answer.txt", "x\n")]);
-    let text = |args: &[&str], first: &Path| {
-        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-            .args(args)
-            .arg(first)
-            .arg(sub.path())
-            .env("NO_COLOR", "1")
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
-    };
+    let text = |args: &[&str], first: &Path| text_of(args, first, sub.path());
     let suite = ag.path().join("suite.yaml");
     for (code, t) in [
         text(&["check", "--staff"], &suite),
@@ -651,16 +654,10 @@ fn staff_see_why_results_are_malformed_and_a_full_disk_is_named() {
     let text = |run_autograder: &str| {
         let ag = folder(&[("autograder/run_autograder", run_autograder)]);
         let sub = folder(&[("answer.txt", "x\n")]);
-        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-            .args(["gradescope", "run"])
-            .arg(ag.path().join("autograder"))
-            .arg(sub.path())
-            .env("NO_COLOR", "1")
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
+        text_of(
+            &["gradescope", "run"],
+            &ag.path().join("autograder"),
+            sub.path(),
         )
     };
     let (code, t) = text(
