@@ -349,13 +349,7 @@ fn prairielearn_python_external_grader() {
 fn graders_work_in_corral_grade() {
     let t = tempfile::tempdir().unwrap();
     let dir = root().join("examples/gradescope-c");
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["grade", "--no-progress", "-o"])
-        .arg(t.path())
-        .arg(&dir)
-        .arg(dir.join("submissions"))
-        .output()
-        .unwrap();
+    let out = grade(t.path(), &dir, &dir.join("submissions"));
     let err = String::from_utf8_lossy(&out.stderr);
     // breaks_results is an error row.
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -407,13 +401,7 @@ fn a_batch_whose_maximum_differs_between_submissions_says_so() {
     ]);
     let subs = folder(&[("ann/n.txt", "2\n"), ("bob/n.txt", "4\n")]);
     let t = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["grade", "--no-progress", "-o"])
-        .arg(t.path())
-        .arg(ag.path())
-        .arg(subs.path())
-        .output()
-        .unwrap();
+    let out = grade(t.path(), ag.path(), subs.path());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("warning: the maximum score differs between submissions (2 to 4)"),
@@ -421,6 +409,17 @@ fn a_batch_whose_maximum_differs_between_submissions_says_so() {
     );
     let html = std::fs::read_to_string(t.path().join("report.html")).unwrap();
     assert!(html.contains("maximum score 4 "), "{html}");
+}
+
+/// `corral grade -o OUT ASSIGNMENT SUBMISSIONS`, run to its end.
+fn grade(out: &Path, assignment: &Path, submissions: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(["grade", "--no-progress", "-o"])
+        .arg(out)
+        .arg(assignment)
+        .arg(submissions)
+        .output()
+        .unwrap()
 }
 
 /// `corral ARGS FIRST SUBMISSION`'s exit code and text output, uncoloured.
