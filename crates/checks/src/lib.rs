@@ -36,6 +36,7 @@
 //! ```
 
 pub mod batch;
+pub mod check50_export;
 pub mod check50_toolchain;
 pub mod contracts;
 pub mod engine;

@@ -233,6 +233,30 @@ fn num(x: f64) -> Value {
 }
 
 impl CheckResult {
+    /// A row that says nothing yet: failed, no points, no script, no dependency.
+    pub fn new(id: impl Into<String>, description: impl Into<String>) -> Self {
+        CheckResult {
+            id: id.into(),
+            description: description.into(),
+            dependencies: Vec::new(),
+            result: Some(false),
+            script: Vec::new(),
+            points: 0.0,
+            max_points: 0.0,
+            time_ms: 0,
+            hidden: false,
+            message: None,
+            error: None,
+            diagnostics: None,
+            gradescope: None,
+            not_gradable: false,
+            stopped_by: None,
+            compile_failed: false,
+            visibility: None,
+            children: Vec::new(),
+        }
+    }
+
     /// The script as `view` may see it.
     pub fn visible_script(&self, view: View) -> Vec<&ScriptEntry> {
         // A refused submission's script says why (CS50's format has no message).
@@ -934,8 +958,6 @@ mod tests {
             }]
         };
         CheckResult {
-            id: id.into(),
-            description: format!("{id} works"),
             dependencies: vec![],
             result: r,
             script,
@@ -948,14 +970,7 @@ mod tests {
                 Some(true) => None,
                 Some(false) => Some("expected \"secret answer 42\", not \"41\"".into()),
             },
-            error: None,
-            diagnostics: None,
-            gradescope: None,
-            not_gradable: false,
-            stopped_by: None,
-            compile_failed: false,
-            visibility: None,
-            children: Vec::new(),
+            ..CheckResult::new(id, format!("{id} works"))
         }
     }
 

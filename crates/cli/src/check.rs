@@ -22,6 +22,8 @@ pub enum Format {
     Cs50,
     /// Gradescope's results.json.
     Gradescope,
+    /// check50's JSON (`check50 --output json`): {"slug", "results": [...], "version"}.
+    Check50,
 }
 
 #[derive(Args, Debug)]
@@ -296,6 +298,7 @@ pub fn grade_and_print(
         Format::Json => report.pretty(&report.to_json(view)),
         Format::Cs50 => report.pretty(&report.to_cs50(view)),
         Format::Gradescope => report.pretty(&report.to_gradescope(view)),
+        Format::Check50 => report.check50_text(view),
     };
     if let Err(e) = emit(how.file.as_deref(), &text) {
         let said = || format!("corral {cmd}: {}", crate::errors::chain(&e));

@@ -44,6 +44,11 @@ struct RunArgs {
     /// The image setup.sh runs on (needs corral's image sandbox).
     #[arg(long, value_name = "IMAGE")]
     base: Option<String>,
+    /// A script run instead of the autograder's setup.sh on the --base image (a suite's
+    /// `gradescope.setup`): for a setup.sh that downloads from where the grading machine
+    /// cannot reach.
+    #[arg(long, value_name = "FILE", requires = "base")]
+    setup: Option<PathBuf>,
     /// How long run_autograder may take (wall clock and CPU).
     #[arg(long, value_name = "DURATION", default_value = "10m")]
     timeout: String,
@@ -66,10 +71,15 @@ pub fn main(args: GradescopeArgs) -> i32 {
     }
 }
 
-/// The one-check suite of an autograder, as YAML next to it (so its path is an assignment path).
-fn suite_text(name: &str, args: &RunArgs) -> String {
+/// The one-check suite of an autograder, as YAML in a folder holding the autograder (and the
+/// `--setup` script): `autograder` and `setup` are their paths from that folder.
+fn suite_text(autograder: &str, setup: Option<&str>, args: &RunArgs) -> String {
+    let name = Path::new(autograder)
+        .file_name()
+        .map_or_else(|| autograder.into(), |n| n.to_string_lossy());
     let mut text = format!(
         "name: {name}\ntimeout: {t}\nlimits: {{cpu_time: {t}}}\nchecks:\n  - id: autograder\n    description: the Gradescope autograder\n",
+        name = serde_json::Value::String(name.into_owned()),
         t = serde_json::Value::String(args.timeout.clone())
     );
     if let Some(p) = args.points {
@@ -88,7 +98,7 @@ fn suite_text(name: &str, args: &RunArgs) -> String {
     }
     text.push_str(&format!(
         "    gradescope:\n      autograder: {}\n",
-        serde_json::Value::String(name.to_string())
+        serde_json::Value::String(autograder.to_string())
     ));
     if let Some(b) = &args.base {
         text.push_str(&format!(
@@ -96,7 +106,30 @@ fn suite_text(name: &str, args: &RunArgs) -> String {
             serde_json::Value::String(b.clone())
         ));
     }
+    if let Some(s) = setup {
+        text.push_str(&format!(
+            "      setup: {}\n",
+            serde_json::Value::String(s.to_string())
+        ));
+    }
     text
+}
+
+/// The deepest folder holding both `a` and `b` (absolute paths).
+fn common_folder(a: &Path, b: &Path) -> PathBuf {
+    a.components()
+        .zip(b.components())
+        .take_while(|(x, y)| x == y)
+        .map(|(x, _)| x)
+        .collect()
+}
+
+/// `path` from `folder`, which holds it.
+fn from_folder(folder: &Path, path: &Path) -> String {
+    path.strip_prefix(folder)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn run(args: RunArgs) -> i32 {
@@ -107,26 +140,49 @@ fn run(args: RunArgs) -> i32 {
             return crate::exit::USAGE;
         }
     };
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+    let Some(mut dir) = path.parent().map(Path::to_path_buf) else {
         eprintln!("corral gradescope: {}: not an autograder", path.display());
         return crate::exit::USAGE;
     };
-    let name = name.to_string_lossy().into_owned();
-    let text = suite_text(&name, &args);
+    let setup = match &args.setup {
+        None => None,
+        Some(s) => match std::fs::canonicalize(s) {
+            Ok(p) => {
+                dir = common_folder(&dir, &p);
+                Some(p)
+            }
+            Err(e) => {
+                eprintln!("corral gradescope: --setup {}: {e}", s.display());
+                return crate::exit::USAGE;
+            }
+        },
+    };
+    let text = suite_text(
+        &from_folder(&dir, &path),
+        setup.as_deref().map(|s| from_folder(&dir, s)).as_deref(),
+        &args,
+    );
     let suite = match Suite::parse(&text, &dir.join(".corral-gradescope-run.yaml"), false) {
         Ok(s) => s,
         Err(e) => {
-            // The message names the made-up suite file; say what was given instead.
+            // The message names the made-up suite file and its keys; say what was given instead.
             let msg = e.to_string();
-            let msg = msg
-                .split_once("gradescope.autograder: ")
-                .or_else(|| msg.split_once(": "))
-                .map(|(_, rest)| rest.to_string())
-                .unwrap_or(msg);
-            eprintln!(
-                "corral gradescope: {}: {msg}",
-                Path::new(&args.autograder).display()
-            );
+            let (what, msg) = match (msg.split_once("gradescope.setup: "), &args.setup) {
+                (Some((_, rest)), Some(s)) => (
+                    format!("--setup {}", s.display()),
+                    rest.split_once(": ")
+                        .map_or(rest, |(_, why)| why)
+                        .to_string(),
+                ),
+                _ => (
+                    args.autograder.display().to_string(),
+                    msg.split_once("gradescope.autograder: ")
+                        .or_else(|| msg.split_once(": "))
+                        .map(|(_, rest)| rest.to_string())
+                        .unwrap_or(msg),
+                ),
+            };
+            eprintln!("corral gradescope: {what}: {msg}");
             return crate::exit::USAGE;
         }
     };

@@ -177,6 +177,60 @@ fn check50_details_descriptions_and_dependencies() {
         json["results"]["hello/greets"]["message"],
         "can't check until a frown turns upside down"
     );
+    // `--format check50`: check50's own JSON, its log and Mismatch as check50 gave them.
+    let c50 = |staff: bool| {
+        let dir = root().join("examples/check50-hello");
+        let mut cmd = corral_cmd();
+        cmd.args(["check", "--format", "check50"]);
+        if staff {
+            cmd.arg("--staff");
+        }
+        json_output(
+            cmd.arg(dir.join("suite.yaml"))
+                .arg(dir.join("submissions/wrong")),
+        )
+        .1
+    };
+    let staff = c50(true);
+    assert_eq!(staff["slug"], "check50-hello", "{staff:#}");
+    let names: Vec<&str> = staff["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, IDS, "{staff:#}");
+    let full = &staff["results"][3];
+    assert_eq!(
+        (&full["passed"], &full["dependency"], &full["data"]),
+        (
+            &Value::Bool(false),
+            &serde_json::json!("hello/exists"),
+            &serde_json::json!({})
+        ),
+        "{full:#}"
+    );
+    assert_eq!(
+        full["log"],
+        serde_json::json!([
+            "running python3 hello.py...",
+            "sending input Grace Hopper...",
+            "checking for output \"hello, Grace Hopper\"..."
+        ])
+    );
+    assert_eq!(full["cause"]["expected"], "hello, Grace Hopper");
+    assert_eq!(full["cause"]["actual"], "hello, Grace\n");
+    let student = c50(false);
+    assert_eq!(
+        (
+            &student["results"][3]["log"],
+            &student["results"][3]["cause"]
+        ),
+        (
+            &serde_json::json!([]),
+            &serde_json::json!({"rationale": "hidden check failed"})
+        )
+    );
     let (_, json) = check("forges_results", false);
     assert!(json["results"]["hello"]["error"]
         .as_str()

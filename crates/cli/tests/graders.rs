@@ -211,7 +211,8 @@ fn gradescope_run_is_a_quick_local_run() {
 
 /// `corral gradescope run --grant list_interfaces`: the quick run can give the autograder the
 /// NETLINK_ROUTE grant an Otter-Grader autograder needs; without it the socket is refused; an
-/// unknown grant is a usage error.
+/// unknown grant is a usage error, as is a `--setup` without `--base` or that is no file (the
+/// script's own run: graders_image.rs a_changed_autograder_builds_again).
 #[test]
 fn gradescope_run_takes_the_list_interfaces_grant() {
     let t = tempfile::tempdir().unwrap();
@@ -237,17 +238,40 @@ fn gradescope_run_takes_the_list_interfaces_grant() {
             "{grant:?}: {json:#}"
         );
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args(["gradescope", "run", "--grant", "raw_sockets"])
-        .arg(&ag)
-        .arg(sub.path())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    // A usage error (exit 2): its standard error.
+    let refused = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(["gradescope", "run"])
+            .args(args)
+            .arg(&ag)
+            .arg(sub.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        err
+    };
+    let err = refused(&["--grant".as_ref(), "raw_sockets".as_ref()]);
     assert!(
         err.contains("unknown seccomp grant \"raw_sockets\""),
         "{err}"
+    );
+    // --setup replaces setup.sh, which runs only on a --base image: without one, a usage
+    // error; a --setup that is no file is named as given.
+    let err = refused(&["--setup".as_ref(), ag.join("run_autograder").as_os_str()]);
+    assert!(err.contains("--base <IMAGE>"), "{err}");
+    let err = refused(&[
+        "--base".as_ref(),
+        "debian:bookworm".as_ref(),
+        "--setup".as_ref(),
+        sub.path().as_os_str(),
+    ]);
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "corral gradescope: --setup {}: not a regular file",
+            sub.path().display()
+        )
     );
 }
 

@@ -436,6 +436,37 @@ fn a_changed_autograder_builds_again() {
     );
     assert!(message(&json).starts_with("two / lists\n"), "{json:#}");
 
+    // `corral gradescope run --setup FILE`: the script runs instead of the autograder's
+    // setup.sh, from wherever it is (not beside the autograder here).
+    let elsewhere = tempfile::tempdir().unwrap();
+    let three = elsewhere.path().join("setup-three.sh");
+    std::fs::write(
+        &three,
+        "#!/bin/bash\necho three $(pwd) > /opt/built-by-setup\n",
+    )
+    .unwrap();
+    let (code, json, _) = corral_testkit::json_output(
+        Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args([
+                "gradescope",
+                "run",
+                "--json",
+                "--points",
+                "1",
+                "--base",
+                BASE,
+                "--setup",
+            ])
+            .arg(&three)
+            .arg("--data")
+            .arg(data_dir())
+            .arg(&ag)
+            .arg(sub.path()),
+    );
+    assert_eq!(code, 0, "{json:#}");
+    assert!(setup(&json).starts_with("ran on"), "{json:#}");
+    assert!(message(&json).starts_with("three /\n"), "{json:#}");
+
     // A setup.sh that fails is an error (its last line on the first, a gradebook's reason),
     // and nothing is cached; the next submission's check is told of the same failure at once
     // rather than building again.

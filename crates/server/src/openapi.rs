@@ -685,27 +685,18 @@ mod tests {
             matcher: Some("regex".into()),
         };
         let row = CheckResult {
-            id: "says".into(),
-            description: "prints hello".into(),
             dependencies: vec!["compiles".into()],
-            result: Some(false),
             script: vec![ScriptEntry {
                 expected: observation("stdout", "hello".into()),
                 actual: observation("stdout", "bye".into()),
             }],
-            points: 0.0,
             max_points: 1.0,
             time_ms: 12,
             hidden: true,
             message: Some("expected hello".into()),
             error: Some("the sandbox failed".into()),
             diagnostics: Some("stderr".into()),
-            gradescope: None,
-            not_gradable: false,
-            stopped_by: None,
-            compile_failed: false,
-            visibility: None,
-            children: Vec::new(),
+            ..CheckResult::new("says", "prints hello")
         };
         let image = UsedImage {
             name: "python:3.12-slim".into(),

@@ -338,26 +338,17 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
             });
         }
         tests.push(CheckResult {
-            id,
-            description: name,
             dependencies: vec![check_id.to_string()],
             result: Some(passed),
             script,
             points: score,
             max_points: max,
-            time_ms: 0,
             hidden: check_hidden || t.visibility.unwrap_or(default_vis).hides(),
             // corral has no due dates nor publishing: after_due_date and after_published
             // stay hidden rows (pass/fail, points) for students; hidden ones are left out.
             visibility: Some(t.visibility.unwrap_or(default_vis).as_str()),
             message: (!message.is_empty()).then(|| message.join("\n")),
-            error: None,
-            diagnostics: None,
-            gradescope: None,
-            not_gradable: false,
-            stopped_by: None,
-            compile_failed: false,
-            children: Vec::new(),
+            ..CheckResult::new(id, name)
         });
     }
 

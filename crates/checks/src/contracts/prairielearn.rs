@@ -207,12 +207,12 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
                     message.push(cap(&without_colours(m)));
                 }
             }
+            let id = row_id(check_id, &[Some(t.name.as_str())], i + 1, &mut ids);
+            let description = match &t.description {
+                Some(d) if !d.trim().is_empty() => format!("{}: {d}", t.name),
+                _ => t.name.clone(),
+            };
             CheckResult {
-                id: row_id(check_id, &[Some(t.name.as_str())], i + 1, &mut ids),
-                description: match &t.description {
-                    Some(d) if !d.trim().is_empty() => format!("{}: {d}", t.name),
-                    _ => t.name.clone(),
-                },
                 dependencies: vec![check_id.to_string()],
                 result: Some(passed),
                 script: vec![ScriptEntry {
@@ -222,19 +222,9 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
                     ),
                     actual: Observation::new("points", json!(t.points)),
                 }],
-                points: 0.0,
-                max_points: 0.0,
-                time_ms: 0,
                 hidden,
                 message: (!message.is_empty()).then(|| message.join("\n")),
-                error: None,
-                diagnostics: None,
-                gradescope: None,
-                not_gradable: false,
-                stopped_by: None,
-                compile_failed: false,
-                visibility: None,
-                children: Vec::new(),
+                ..CheckResult::new(id, description)
             }
         })
         .collect();

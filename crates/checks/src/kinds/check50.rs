@@ -316,8 +316,6 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
         }
     }
     let mut parent = CheckResult {
-        id: check.id.clone(),
-        description: check.description.clone(),
         dependencies: check.depends.clone(),
         result: Some(ok),
         script: vec![ScriptEntry {
@@ -336,19 +334,11 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
                 },
             ),
         }],
-        points: 0.0,
-        max_points: 0.0,
         time_ms: started.elapsed().as_millis() as u64,
         hidden: check.hidden,
         message,
         error,
-        diagnostics: None,
-        gradescope: None,
-        not_gradable: false,
-        stopped_by: None,
-        compile_failed: false,
-        visibility: None,
-        children: Vec::new(),
+        ..CheckResult::new(check.id.clone(), check.description.clone())
     };
     match &run {
         Run::Valid(..) => {}
@@ -466,8 +456,6 @@ fn item_row(
         None => Some(rationale.unwrap_or_else(|| SKIPPED.to_string())),
     };
     CheckResult {
-        id: item.id.clone(),
-        description: description(item, r),
         dependencies: dependencies(check, row, r),
         result: r.passed,
         script,
@@ -477,17 +465,9 @@ fn item_row(
             0.0
         },
         max_points: item.points,
-        time_ms: 0,
         hidden: item.hidden || check.hidden,
         message: msg,
-        error: None,
-        diagnostics: None,
-        gradescope: None,
-        not_gradable: false,
-        stopped_by: None,
-        compile_failed: false,
-        visibility: None,
-        children: Vec::new(),
+        ..CheckResult::new(item.id.clone(), description(item, r))
     }
 }
 
@@ -527,30 +507,20 @@ fn crashed_row(
         })
         .filter(|t| !t.is_empty());
     CheckResult {
-        id: item.id.clone(),
-        description: description(item, r),
         dependencies: dependencies(check, row, r),
-        result: Some(false),
         script: log
             .chain([ScriptEntry {
                 expected: Observation::new("check", r.description.clone()),
                 actual: Observation::new("error", crashed.to_string()),
             }])
             .collect(),
-        points: 0.0,
         max_points: item.points,
-        time_ms: 0,
         hidden: item.hidden || check.hidden,
         message: Some(message),
         error,
         diagnostics: traceback
             .map(|t| format!("check50's traceback:\n{}", cut_text(&t, MAX_VALUE, "..."))),
-        gradescope: None,
-        not_gradable: false,
-        stopped_by: None,
-        compile_failed: false,
-        visibility: None,
-        children: Vec::new(),
+        ..CheckResult::new(item.id.clone(), description(item, r))
     }
 }
 

@@ -213,27 +213,15 @@ pub fn output_row(check: &Check, outcome: &Outcome, visible: bool, ok: bool) -> 
         ));
     }
     CheckResult {
-        id: format!("{}/output", check.id),
-        description: "the grader's output".into(),
         dependencies: vec![check.id.clone()],
         result: Some(ok),
         script: vec![ScriptEntry {
             expected: Observation::new("run", json!(null)),
             actual: Observation::new("output", text),
         }],
-        points: 0.0,
-        max_points: 0.0,
         time_ms: outcome.usage.wall_time_ms,
         hidden: !visible || check.hidden,
-        message: None,
-        error: None,
-        diagnostics: None,
-        gradescope: None,
-        not_gradable: false,
-        stopped_by: None,
-        compile_failed: false,
-        visibility: None,
-        children: Vec::new(),
+        ..CheckResult::new(format!("{}/output", check.id), "the grader's output")
     }
 }
 

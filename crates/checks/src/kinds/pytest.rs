@@ -962,28 +962,18 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
             }
         }
         children.push(CheckResult {
-            id: item.id.clone(),
-            description: item.description.clone(),
             dependencies: vec![check.id.clone()],
             result: Some(ok),
             script: entries,
             points: if ok { item.points } else { 0.0 },
             max_points: item.points,
-            time_ms: 0,
             hidden: item.hidden || check.hidden,
             message: (!ok).then(|| {
                 let mut f = failures;
                 f.dedup();
                 f.join("\n")
             }),
-            error: None,
-            diagnostics: None,
-            gradescope: None,
-            not_gradable: false,
-            stopped_by: None,
-            compile_failed: false,
-            visibility: None,
-            children: Vec::new(),
+            ..CheckResult::new(item.id.clone(), item.description.clone())
         });
     }
 
@@ -1035,24 +1025,16 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
         message = e.clone();
     }
     let parent = CheckResult {
-        id: check.id.clone(),
-        description: check.description.clone(),
         dependencies: check.depends.clone(),
         result: Some(ok),
         script,
-        points: 0.0,
-        max_points: 0.0,
         time_ms: started.elapsed().as_millis() as u64,
         hidden: check.hidden,
         message: (!ok).then_some(message),
         error,
         diagnostics: (!diagnostics.is_empty()).then(|| diagnostics.join("\n")),
-        gradescope: None,
-        not_gradable: false,
-        stopped_by: None,
-        compile_failed: false,
-        visibility: None,
         children,
+        ..CheckResult::new(check.id.clone(), check.description.clone())
     };
     (parent, if ok { out } else { None })
 }

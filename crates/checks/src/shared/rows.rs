@@ -7,24 +7,10 @@ use crate::suite::{Check, RubricItem};
 /// The check's row before it ran: failed, no points, nothing said.
 pub fn row(check: &Check) -> CheckResult {
     CheckResult {
-        id: check.id.clone(),
-        description: check.description.clone(),
         dependencies: check.depends.clone(),
-        result: Some(false),
-        script: Vec::new(),
-        points: 0.0,
         max_points: check.points,
-        time_ms: 0,
         hidden: check.hidden,
-        message: None,
-        error: None,
-        diagnostics: None,
-        gradescope: None,
-        not_gradable: false,
-        stopped_by: None,
-        compile_failed: false,
-        visibility: None,
-        children: Vec::new(),
+        ..CheckResult::new(check.id.clone(), check.description.clone())
     }
 }
 
@@ -57,24 +43,12 @@ pub fn items_not_run(
     items
         .iter()
         .map(|item| CheckResult {
-            id: item.id.to_string(),
-            description: item.description.to_string(),
             dependencies: item.dependencies.clone(),
             result: parent.result.map(|_| false),
-            script: Vec::new(),
-            points: 0.0,
             max_points: item.points,
-            time_ms: 0,
             hidden: item.hidden || check.hidden,
             message: parent.message.clone(),
-            error: None,
-            diagnostics: None,
-            gradescope: None,
-            not_gradable: false,
-            stopped_by: None,
-            compile_failed: false,
-            visibility: None,
-            children: Vec::new(),
+            ..CheckResult::new(item.id.to_string(), item.description.to_string())
         })
         .collect()
 }
