@@ -36,6 +36,29 @@ fn node_id(s: &Server) -> String {
     id.trim_matches('"').to_string()
 }
 
+/// The messages until one `until` accepts, as text (the socket's run goes on).
+async fn ws_until(ws: &mut Ws, until: impl Fn(&Value) -> bool) -> String {
+    let mut seen = String::new();
+    loop {
+        let m = ws_next(ws).await;
+        seen.push_str(&format!("{m}\n"));
+        assert_ne!(m["type"], "exit", "{seen}");
+        if until(&m) {
+            return seen;
+        }
+    }
+}
+
+/// The socket's run's `exit` message (what came before it skipped).
+async fn ws_exit(ws: &mut Ws) -> Value {
+    loop {
+        let m = ws_next(ws).await;
+        if m["type"] == "exit" || m["type"] == "error" {
+            return m;
+        }
+    }
+}
+
 /// DELETE /sandboxes/{id}: the status, and the forwarding header of the answer.
 async fn delete(s: &Server, token: &str, id: &str) -> (StatusCode, Option<String>) {
     let r = reqwest::Client::new()
@@ -104,18 +127,70 @@ fn a_follow_up_on_another_node_continues_in_the_sandbox_that_node_keeps() {
         assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
         assert_eq!(delete(&b, &mallory, &id).await.0, StatusCode::NOT_FOUND);
 
-        // A WebSocket's runs stay on its own server: told where the sandbox is.
+        // A WebSocket's run in A's sandbox through B: relayed to A, input and output both ways,
+        // its exit naming the sandbox; the socket then runs on B as before.
         let mut ws = ws_connect(&b, &alice).await;
         ws_send(
             &mut ws,
+            json!({"type": "run", "cmd": "cat note; cat", "sandbox": {"id": id}}),
+        )
+        .await;
+        let seen = ws_until(&mut ws, |m| m["type"] == "stdin").await;
+        assert!(seen.contains("kept-on-a"), "{seen}");
+        ws_send(
+            &mut ws,
+            json!({"type": "stdin", "data": "typed\n", "eof": true}),
+        )
+        .await;
+        let exit = ws_exit(&mut ws).await;
+        assert_eq!(
+            (&exit["code"], &exit["stdout"], &exit["sandbox"]),
+            (&json!(0), &json!("kept-on-a\ntyped\n"), &json!(id)),
+            "{exit}\nB:\n{}",
+            b.log()
+        );
+        ws_send(&mut ws, json!({"type": "run", "cmd": "echo on-b"})).await;
+        let exit = ws_exit(&mut ws).await;
+        assert_eq!(exit["stdout"], "on-b\n", "{exit}");
+        assert!(
+            exit["sandbox"].as_str().unwrap().starts_with(&node_b),
+            "{exit}"
+        );
+        // Another caller's run there: A refuses it as its own, and B says so.
+        let mut other = ws_connect(&b, &mallory).await;
+        ws_send(
+            &mut other,
             json!({"type": "run", "cmd": "cat note", "sandbox": {"id": id}}),
         )
         .await;
-        let m: Value = ws_next(&mut ws).await;
-        assert_eq!(m["type"], "error", "{m}");
-        assert_eq!(m["error"], "sandbox_elsewhere", "{m}");
-        assert!(m["message"].as_str().unwrap().contains(&node_a), "{m}");
+        let m = ws_next(&mut other).await;
+        assert_eq!(
+            (&m["type"], &m["error"]),
+            (&json!("error"), &json!("not_found")),
+            "{m}"
+        );
+        // Closing B's socket during a relayed run ends the run on A: its sandbox is free again.
+        ws_send(
+            &mut ws,
+            json!({"type": "run", "cmd": "echo started; sleep 60", "sandbox": {"id": id}}),
+        )
+        .await;
+        ws_until(&mut ws, |m| m["type"] == "stdout").await;
         drop(ws);
+        let started = std::time::Instant::now();
+        loop {
+            let (st, v) = a
+                .run(&alice, json!({"cmd": "true", "sandbox": {"id": id}}))
+                .await;
+            if st == StatusCode::OK {
+                break;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "A's sandbox stays busy after B's socket closed: {st} {v}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
 
         // Deleted through B: gone on A.
         assert_eq!(

@@ -20,6 +20,7 @@ pub mod error;
 pub mod http;
 pub mod judge0;
 pub mod metrics;
+pub mod node_link;
 pub mod openapi;
 pub mod ratelimit;
 pub mod router;

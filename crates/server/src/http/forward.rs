@@ -9,27 +9,8 @@ use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use axum::response::Response;
 
-use crate::error::{ApiError, ErrorKind};
-use crate::http::error::REQUEST_ID;
-use crate::service::nodes;
-
-/// Marks a request one node sent on to another, which never sends it on again.
-pub const FORWARDED_BY: HeaderName = HeaderName::from_static("corral-forwarded-by");
-
-/// The request headers the answering node needs: credentials, the body's type, the request id
-/// (the two nodes' logs then name the same request).
-const PASSED_ON: [HeaderName; 5] = [
-    header::AUTHORIZATION,
-    HeaderName::from_static("x-auth-token"),
-    header::CONTENT_TYPE,
-    header::USER_AGENT,
-    REQUEST_ID,
-];
-
-/// Whether another node sent this request on.
-pub fn was_forwarded(headers: &HeaderMap) -> bool {
-    headers.contains_key(&FORWARDED_BY)
-}
+use crate::error::ApiError;
+use crate::node_link::{Keeper, FORWARDED_BY, PASSED_ON};
 
 fn client() -> &'static reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
@@ -44,14 +25,6 @@ fn client() -> &'static reqwest::Client {
     })
 }
 
-/// The node that keeps a sandbox a request names.
-pub struct Keeper<'a> {
-    pub sandbox: &'a str,
-    pub node: &'a str,
-    /// Its base URL.
-    pub url: &'a str,
-}
-
 /// Sends the request on from node `me` to the node that keeps the sandbox, and passes its
 /// answer back.
 pub async fn send_on(
@@ -62,7 +35,7 @@ pub async fn send_on(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let Keeper { sandbox, node, url } = keeper;
+    let (node, url) = (keeper.node, keeper.url);
     let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let target = format!("{}{path}", url.trim_end_matches('/'));
     let mut request = client().request(method, &target).body(body);
@@ -75,29 +48,7 @@ pub async fn send_on(
         .header(&FORWARDED_BY, me)
         .send()
         .await
-        .map_err(|e| {
-            // The caller is not told the other node's address (it is the operators' network).
-            tracing::warn!(node, url = %target, error = %e, "sending a request on to the node that keeps its sandbox failed");
-            if refused(&e) {
-                // Nothing listens at its address: it was killed or crashed (a stop it could say
-                // is in its row), and its sandboxes with it. "Try again" would be said until its
-                // heartbeat is old enough (35 s) to say the same.
-                return nodes::gone(
-                    sandbox,
-                    node,
-                    "refused the connection at its address (it is not running: it stopped \
-                     without saying so; or its [http] node_url is wrong)",
-                );
-            }
-            ApiError::new(
-                ErrorKind::BadGateway,
-                "node_unreachable",
-                format!(
-                    "the server that keeps this sandbox (node {node}) did not answer this one; \
-                     try again (this server's log has the detail)"
-                ),
-            )
-        })?;
+        .map_err(|e| keeper.unreachable(&target, &e))?;
     tracing::debug!(
         node,
         status = answer.status().as_u16(),
@@ -116,18 +67,6 @@ pub async fn send_on(
         )
         .body(Body::from_stream(answer.bytes_stream()))
         .map_err(ApiError::internal)
-}
-
-/// Whether nothing listened where the request was sent (the connection was refused).
-fn refused(e: &reqwest::Error) -> bool {
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return io.kind() == std::io::ErrorKind::ConnectionRefused;
-        }
-        source = s.source();
-    }
-    false
 }
 
 /// Headers of one connection, not of the answer (RFC 9110 §7.6.1), and the length, which the

@@ -15,6 +15,7 @@ use super::forward;
 use super::json::{self, JsonBytes};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::path::Path;
+use crate::node_link;
 use crate::service::caller::Caller;
 use crate::service::nodes::{self, Owner};
 use crate::service::runs::{self, LimitsDoc, RunResponse, SandboxRef};
@@ -106,9 +107,9 @@ pub async fn run(
     let req: RunRequest = json::parse(&body)?;
     // A follow-up in a sandbox another node keeps (a load balancer's choice) is that node's.
     if let Some(id) = req.sandbox.as_ref().and_then(|s| s.id.as_deref()) {
-        let forwarded = forward::was_forwarded(&headers);
+        let forwarded = node_link::was_forwarded(&headers);
         if let Owner::There { node, url } = nodes::owner(&st, id, forwarded).await? {
-            let keeper = forward::Keeper {
+            let keeper = node_link::Keeper {
                 sandbox: id,
                 node: &node,
                 url: &url,
@@ -160,9 +161,9 @@ pub async fn delete_sandbox(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let forwarded = forward::was_forwarded(&headers);
+    let forwarded = node_link::was_forwarded(&headers);
     if let Owner::There { node, url } = nodes::owner(&st, &id, forwarded).await? {
-        let keeper = forward::Keeper {
+        let keeper = node_link::Keeper {
             sandbox: &id,
             node: &node,
             url: &url,

@@ -355,17 +355,13 @@ pub async fn prepare(
             ))
         }
         (None, Some(id)) => {
-            // The HTTP API sends a follow-up on to the node that keeps its sandbox; what reaches
-            // here for another node's sandbox (a WebSocket's run) is told where it is.
+            // The adapters send a follow-up on to the node that keeps its sandbox before they
+            // get here; what still names another node's sandbox is told where it is.
             if let Owner::There { node, .. } = nodes::owner(st, &id, false).await? {
                 return Err(ApiError::new(
                     ErrorKind::Misdirected,
                     "sandbox_elsewhere",
-                    format!(
-                        "sandbox {id} is kept by another server (node {node}): a WebSocket's \
-                         runs continue only in sandboxes of the server it is connected to; \
-                         continue with POST /run, which is sent on to that server"
-                    ),
+                    format!("sandbox {id} is kept by another server (node {node})"),
                 ));
             }
             let held = st.sandboxes.acquire(&id, &caller.id)?;

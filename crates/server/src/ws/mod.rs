@@ -9,6 +9,7 @@
 
 mod driver;
 pub mod messages;
+mod relay;
 
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
+use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use axum::Extension;
 use corral_sandbox::{Status, Stdin, Waker};
@@ -23,11 +25,14 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
 use crate::error::{ApiError, ErrorBody, ErrorKind};
+use crate::node_link::{self, Keeper};
 use crate::service::caller::Caller;
+use crate::service::nodes::{self, Owner};
 use crate::service::runs::{execute, prepare, RunInput, RunResponse};
 use crate::state::SharedState;
 use driver::{drive, Ctl, Event, Leftover};
 use messages::{WsClientMessage, WsServerMessage};
+use relay::Relay;
 
 /// Standard input a client may send to one run.
 const MAX_STDIN: usize = 16 << 20;
@@ -71,6 +76,8 @@ const MAX_MESSAGE: usize = 1 << 20;
 pub async fn ws(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
+    uri: Uri,
+    headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let upgrade = upgrade.map_err(|e| {
@@ -93,7 +100,8 @@ pub async fn ws(
         // of up to tungstenite's default (16 MiB) was buffered.
         .max_frame_size(MAX_MESSAGE)
         .on_upgrade(move |socket| async move {
-            session(st, caller, socket).await;
+            let opened = Opened { uri, headers };
+            session(st, caller, opened, socket).await;
             drop(open);
         }))
 }
@@ -136,23 +144,57 @@ fn signal_number(name: &str) -> Option<i32> {
     })
 }
 
+/// How the socket was opened: what a run relayed to another node is sent with (credentials,
+/// whether another node sent this socket on).
+struct Opened {
+    uri: Uri,
+    headers: HeaderMap,
+}
+
+/// The socket's run under way.
 struct Running {
-    ctl: std_mpsc::Sender<Ctl>,
-    /// Wakes the driver thread out of its wait, so a control message is acted on at once.
-    waker: Waker,
+    to: RunsOn,
     stdin_sent: usize,
 }
 
+enum RunsOn {
+    /// This server: its driver thread.
+    Here {
+        ctl: std_mpsc::Sender<Ctl>,
+        /// Wakes the driver thread out of its wait, so a control message is acted on at once.
+        waker: Waker,
+    },
+    /// The node that keeps the sandbox, over a relay.
+    There(Relay),
+}
+
 impl Running {
-    fn send(&self, c: Ctl) {
-        let _ = self.ctl.send(c);
-        self.waker.wake();
+    /// Acts on a client's message `text` (parsed as `c`): here, through the driver; there, sent
+    /// on as it came.
+    fn send(&self, c: Ctl, text: &str) {
+        match &self.to {
+            RunsOn::Here { ctl, waker } => {
+                let _ = ctl.send(c);
+                waker.wake();
+            }
+            RunsOn::There(relay) => relay.send(text),
+        }
+    }
+
+    /// Ends the run: here, killed; there, the connection closed (which kills it there).
+    fn kill(self) {
+        if let RunsOn::Here { ctl, waker } = self.to {
+            let _ = ctl.send(Ctl::Kill);
+            waker.wake();
+        }
     }
 }
 
-async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
+async fn session(st: SharedState, caller: Caller, opened: Opened, socket: WebSocket) {
     let (mut tx, mut rx) = socket.split();
     let (ev_tx, mut ev_rx) = mpsc::channel::<Event>(64);
+    // A relayed run's messages, as the keeping node sent them.
+    let (relay_tx, mut relay_rx) = mpsc::channel::<(String, bool)>(64);
     let mut running: Option<Running> = None;
     let mut shutdown = st.shutdown.subscribe();
     // Noticed within the revocation watch's poll, without asking the store per message.
@@ -197,7 +239,10 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                 };
                 let reply = match WsClientMessage::parse(&text) {
                     Err(e) => Some(error("bad_message", format!("not a valid message: {e}"))),
-                    Ok(m) => handle(&st, &caller, m, &mut running, &ev_tx).await,
+                    Ok(m) => {
+                        let to = Replies { events: &ev_tx, relayed: &relay_tx };
+                        handle(&st, &caller, &opened, (m, &text), &mut running, to).await
+                    }
                 };
                 if let Some(r) = reply {
                     match send_or_revoked(&mut tx, json(&r), &mut revoked).await {
@@ -224,13 +269,33 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
                     }
                 }
             }
+            relayed = relay_rx.recv() => {
+                let Some((text, ends)) = relayed else { break };
+                if ends {
+                    running = None;
+                }
+                match send_or_revoked(&mut tx, Message::Text(text.into()), &mut revoked).await {
+                    Sent::Yes => {}
+                    Sent::No => break,
+                    Sent::Revoked => {
+                        close_revoked(&caller, &mut tx, &mut running).await;
+                        break;
+                    }
+                }
+            }
             _ = &mut revoked => {
                 close_revoked(&caller, &mut tx, &mut running).await;
                 break;
             }
             _ = shutdown.changed() => {
-                if let Some(r) = &running {
-                    r.send(Ctl::Kill);
+                match running.take() {
+                    // Closing the relay ends the run on the node that keeps the sandbox.
+                    Some(r @ Running { to: RunsOn::There(_), .. }) => r.kill(),
+                    Some(r) => {
+                        r.send(Ctl::Kill, "");
+                        running = Some(r);
+                    }
+                    None => {}
                 }
                 send_within(&mut tx, json(&error("shutting_down", "the server is shutting down")), CLOSE_TIMEOUT).await;
                 // Let the exit event of a killed run through, then close.
@@ -261,7 +326,7 @@ async fn session(st: SharedState, caller: Caller, socket: WebSocket) {
         }
     }
     if let Some(r) = running {
-        r.send(Ctl::Kill);
+        r.kill();
     }
 }
 
@@ -324,7 +389,7 @@ async fn send_or_revoked<R: std::future::Future<Output = ()>>(
 /// The token was revoked: the run is killed, the client told (if it still reads), the socket closed.
 async fn close_revoked(caller: &Caller, tx: &mut WsSink, running: &mut Option<Running>) {
     if let Some(r) = running.take() {
-        r.send(Ctl::Kill);
+        r.kill();
     }
     tracing::info!(caller = %caller.id, "token revoked: closing its WebSocket");
     send_within(
@@ -340,14 +405,23 @@ async fn close_revoked(caller: &Caller, tx: &mut WsSink, running: &mut Option<Ru
     send_within(tx, close, CLOSE_TIMEOUT).await;
 }
 
+/// Where a run's messages go: a run here sends events, a relayed one the keeper's messages.
+struct Replies<'a> {
+    events: &'a mpsc::Sender<Event>,
+    relayed: &'a mpsc::Sender<(String, bool)>,
+}
+
+/// Acts on a client's message `msg`, parsed from `text`; returns the reply to send at once.
 async fn handle(
     st: &SharedState,
     caller: &Caller,
-    msg: WsClientMessage,
+    opened: &Opened,
+    (msg, text): (WsClientMessage, &str),
     running: &mut Option<Running>,
-    ev_tx: &mpsc::Sender<Event>,
+    to: Replies<'_>,
 ) -> Option<WsServerMessage> {
-    let send = |r: &Running, c: Ctl| r.send(c);
+    let ev_tx = to.events;
+    let send = |r: &Running, c: Ctl| r.send(c, text);
     match msg {
         WsClientMessage::Run {
             cmd,
@@ -373,6 +447,42 @@ async fn handle(
                     "a program is already running on this socket; wait for its exit",
                 ));
             }
+            // A run in a sandbox another node keeps (a load balancer's choice) is that node's.
+            if let Some(id) = sandbox.as_ref().and_then(|s| s.id.as_deref()) {
+                let forwarded = node_link::was_forwarded(&opened.headers);
+                match nodes::owner(st, id, forwarded).await {
+                    Err(e) => return Some(api_error(e)),
+                    Ok(Owner::Here) => {}
+                    Ok(Owner::There { node, url }) => {
+                        let keeper = Keeper {
+                            sandbox: id,
+                            node: &node,
+                            url: &url,
+                        };
+                        let me = st.node.id();
+                        let (uri, headers) = (&opened.uri, &opened.headers);
+                        let relay = relay::open(
+                            me,
+                            keeper,
+                            uri,
+                            headers,
+                            text,
+                            to.relayed.clone(),
+                            MAX_MESSAGE,
+                        );
+                        return match relay.await {
+                            Ok(relay) => {
+                                *running = Some(Running {
+                                    to: RunsOn::There(relay),
+                                    stdin_sent: 0,
+                                });
+                                None
+                            }
+                            Err(e) => Some(api_error(e)),
+                        };
+                    }
+                }
+            }
             let input = RunInput {
                 cmd,
                 sandbox,
@@ -397,8 +507,10 @@ async fn handle(
                 Err(e) => return Some(api_error(ApiError::internal(e))),
             };
             *running = Some(Running {
-                ctl: ctl_tx,
-                waker: waker.clone(),
+                to: RunsOn::Here {
+                    ctl: ctl_tx,
+                    waker: waker.clone(),
+                },
                 stdin_sent: 0,
             });
             // Said before the wait, so a client is not left with silence while the server is
@@ -459,6 +571,12 @@ async fn handle(
                     return Some(error("too_large", m));
                 }
                 r.stdin_sent += data.len();
+            }
+            if let RunsOn::There(relay) = &r.to {
+                relay.send(text);
+                return None;
+            }
+            if !data.is_empty() {
                 send(r, Ctl::Stdin(data.into_bytes()));
             }
             if eof {
