@@ -9,6 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Where check50 (and what it needs) is installed for `/usr/bin/python3` (`scripts/setup`).
+pub const SITE: &str = "/usr/local/lib/corral/python";
+
 /// The folders a sandbox's `PATH` reaches on the host root (its `/usr` is the host's).
 const BIN_DIRS: [&str; 3] = ["/usr/local/bin", "/usr/bin", "/bin"];
 const INCLUDE_DIRS: [&str; 2] = ["/usr/local/include", "/usr/include"];

@@ -534,6 +534,50 @@ fn a_problem_that_does_not_compile_is_refused_when_the_suite_loads() {
     );
 }
 
+/// A problem that imports a module the host's Python lacks (CS50's SQL problems import
+/// `sqlparse`) would fail every check of every submission on the host root: a bad suite naming
+/// the module and the line. So is a module beside `__init__.py`, which check50 does not find
+/// either (it does not put the problem's folder on Python's path); an import a `try` guards is
+/// left alone.
+#[test]
+fn a_problem_that_imports_a_missing_module_is_refused_when_the_suite_loads() {
+    let (t, src, problem, init) = hello_problem_copy();
+    std::fs::write(problem.join("helpers.py"), "GREETING = 'hello'\n").unwrap();
+    let guarded = "try:\n    import no_such_module_x\nexcept ImportError:\n    pass\n";
+    let check = |head: &str| {
+        std::fs::write(
+            problem.join("__init__.py"),
+            format!("{guarded}{head}{init}"),
+        )
+        .unwrap();
+        let out = corral_cmd()
+            .args(["check", "--json"])
+            .arg(t.path().join("suite.yaml"))
+            .arg(src.join("submissions/correct"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), err)
+    };
+    let (code, err) = check("");
+    assert_eq!(code, Some(0), "{err}");
+    for (head, module) in [
+        ("import sqlparse_not_here.sql\n", "sqlparse_not_here"),
+        ("from helpers import GREETING\n", "helpers"),
+    ] {
+        let (code, err) = check(head);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(
+            err.contains(&format!(
+                "check50.problem: problem/__init__.py:5:1: ModuleNotFoundError: No module named \
+                 '{module}' ({:?}): /usr/bin/python3 here lacks it",
+                head.trim_end()
+            )),
+            "{err}"
+        );
+    }
+}
+
 /// The host's Python compiles a problem at load only when the suite runs on the host root:
 /// with `--image` the image's Python (which may be newer than the host's) imports it at the run.
 /// Here the problem uses Python 3.12's `type` statement: refused at load on the host root (the

@@ -31,8 +31,7 @@ use crate::shared::rows::items_not_run;
 use crate::shared::text::MAX_VALUE;
 use crate::suite::{Check, Check50Check, Check50Item, RubricItem, Suite};
 
-/// Where check50 (and what it needs) is installed for `/usr/bin/python3`.
-pub const SITE: &str = "/usr/local/lib/corral/python";
+pub use crate::check50_toolchain::SITE;
 /// Where the problem folder is mounted (read-only) inside the sandbox.
 pub const PROBLEM_DIR: &str = "/corral/check50";
 /// The most of check50's results read back (the runner keeps at most 8 KiB of each value, so a

@@ -122,8 +122,20 @@ fn load_problem(
         _ => format!("check50.problem: {}: {e}", init.display()),
     })?;
     if let Some(python) = python {
-        match python_syntax::check(python, &src, &init.to_string_lossy()) {
+        // Where check50 finds what the problem imports: its own site, then the interpreter's
+        // (not the problem's folder: check50 does not put it on the search path).
+        let search = [Path::new(crate::check50_toolchain::SITE)];
+        match python_syntax::check(python, &src, &init.to_string_lossy(), Some(&search)) {
             Ok(None) => {}
+            Ok(Some(problem)) if problem.kind == "ModuleNotFoundError" => {
+                return Err(format!(
+                    "check50.problem: {}: {} here lacks it, so every check would fail; install \
+                     it for that Python (a Debian python3-… package, or pip install \
+                     --break-system-packages), or grade in an image that has it",
+                    problem.describe(&init.to_string_lossy()),
+                    python.display()
+                ))
+            }
             Ok(Some(problem)) => {
                 return Err(format!(
                     "check50.problem: {}; check50 could not import the problem",
