@@ -158,6 +158,13 @@ fn check50_details_descriptions_and_dependencies() {
         r["hello"]["script"][0]["actual"]["value"],
         "check50 3.5.0 ran"
     );
+    // Each check's own time, timed where check50 ran it (greets starts a Python program, so it
+    // takes some), within the whole run's.
+    let time = |id: &str| r[id]["time_ms"].as_u64().unwrap();
+    assert!(
+        time("hello/greets") > 0 && time("hello/greets") <= time("hello"),
+        "{json:#}"
+    );
     assert!(full["message"]
         .as_str()
         .unwrap()

@@ -68,6 +68,20 @@ struct Check50Result {
     cause: Option<serde_json::Map<String, Value>>,
     #[serde(default)]
     dependency: Option<String>,
+    /// The check's own data; corral's runner adds `_corral_time_ms`, the check's time.
+    #[serde(default)]
+    data: Option<serde_json::Map<String, Value>>,
+}
+
+impl Check50Result {
+    /// How long the check took, as corral's runner timed it where it ran (0 when not known).
+    fn time_ms(&self) -> u64 {
+        self.data
+            .as_ref()
+            .and_then(|d| d.get("_corral_time_ms"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    }
 }
 
 enum Run {
@@ -464,6 +478,7 @@ fn item_row(
             0.0
         },
         max_points: item.points,
+        time_ms: r.time_ms(),
         hidden: item.hidden || check.hidden,
         message: msg,
         ..CheckResult::new(item.id.clone(), description(item, r))
@@ -514,6 +529,7 @@ fn crashed_row(
             }])
             .collect(),
         max_points: item.points,
+        time_ms: r.time_ms(),
         hidden: item.hidden || check.hidden,
         message: Some(message),
         error,
