@@ -28,6 +28,10 @@ impl Relay {
     }
 }
 
+/// How long the keeper may take to accept the connection and answer its handshake (the client's
+/// session waits meanwhile): a node that does not answer within it is not answering.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The error codes the keeper answers to input, a signal or a message it could not read: the
 /// run goes on. Any other `error` ends the relayed run (its `run` was refused, or it was cut).
 const ERRORS_DURING_A_RUN: [&str; 3] = ["too_large", "bad_signal", "bad_message"];
@@ -91,9 +95,14 @@ pub async fn open(
     let config = WebSocketConfig::default()
         .max_message_size(Some(max_message))
         .max_frame_size(Some(max_message));
-    let (mut socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(config), true)
-        .await
-        .map_err(|e| keeper.unreachable(&target, &e))?;
+    let connect = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
+    let (mut socket, _) = match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+        Ok(connected) => connected.map_err(|e| keeper.unreachable(&target, &e))?,
+        Err(_) => {
+            let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "no WebSocket within 10 s");
+            return Err(keeper.unreachable(&target, &e));
+        }
+    };
     socket
         .send(Message::text(run))
         .await
