@@ -322,10 +322,25 @@ fn suites_grade_submissions() {
         "name: c-main\nlanguage: c\nchecks:\n  - id: builds\n    steps:\n      - run: \"{compile}\"\n      - exit: 0\n",
     )
     .unwrap();
+    // A pytest suite: examples/pycalc's.
+    let pycalc = data.path().join("suites/pycalc");
+    std::fs::create_dir_all(&pycalc).unwrap();
+    let pycalc_example = hello_example().join("../pycalc");
+    for f in ["suite.yaml", "test_public.py", "test_hidden.py"] {
+        std::fs::copy(pycalc_example.join(f), pycalc.join(f)).unwrap();
+    }
     let ex = hello_example();
     let s = Server::start_in(data.path(), "[submissions]\nworkers = 2\n", &[]);
     rt().block_on(async {
         let t = s.token("student").await;
+        // Its tests' run stopped by the memory limit (calc.py fills memory as it is imported).
+        let hog = "x = bytearray(1 << 30)\n";
+        let hogging = submit(
+            &s,
+            &t,
+            json!({"suite": "pycalc", "files": [{"path": "calc.py", "content": hog}]}),
+        )
+        .await;
         let files = |case: &str| {
             let dir = ex.join("submissions").join(case);
             let mut out = Vec::new();
@@ -352,6 +367,14 @@ fn suites_grade_submissions() {
             &s,
             &t,
             json!({"suite": "hello", "files": files("no_compile")}),
+        )
+        .await;
+        // A program that never prints its prompt: the check's timeout ends the wait for it.
+        let silent = "#include <unistd.h>\nint main(void) { sleep(100); return 0; }\n";
+        let sleeping = submit(
+            &s,
+            &t,
+            json!({"suite": "hello", "files": [{"path": "hello.c", "content": silent}]}),
         )
         .await;
         let via_language = submit(
@@ -381,6 +404,17 @@ fn suites_grade_submissions() {
             v["message"].as_str().unwrap_or("").starts_with("greets: "),
             "{v}"
         );
+        // So does one whose output the check's timeout ended the wait for (it said
+        // `wrong_answer`, without a message).
+        let v = finished(&s, &t, &sleeping).await;
+        assert_eq!(v["verdict"], "time_limit", "{v}");
+        let m = v["message"].as_str().unwrap_or("");
+        assert!(m.starts_with("greets: timed out after 5s"), "{v}");
+        // A pytest check whose run a limit stopped: that limit's verdict (it said `wrong_answer`).
+        let v = finished(&s, &t, &hogging).await;
+        assert_eq!(v["verdict"], "memory_limit", "{v}");
+        let m = v["message"].as_str().unwrap_or("");
+        assert!(m.starts_with("tests: the tests were stopped: memory limit"), "{v}");
         let v = finished(&s, &t, &bad).await;
         assert_eq!(v["verdict"], "wrong_answer", "{v}");
         assert_eq!(v["score"], 2.0);

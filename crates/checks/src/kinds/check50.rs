@@ -88,8 +88,9 @@ enum Run {
     /// check50's results, and the sandbox's pids limit when the run filled it.
     Valid(Check50Json, Option<u64>),
     /// Stopped by a limit, with the checks check50 had finished by then (recorded, sealed, as
-    /// each finished: see `_corral_record_progress`), and the pids limit when the run filled it.
-    Stopped(String, Vec<Check50Result>, Option<u64>),
+    /// each finished: see `_corral_record_progress`), the pids limit when the run filled it,
+    /// and the limit that stopped the run (a queued submission's verdict names it).
+    Stopped(String, Vec<Check50Result>, Option<u64>, Option<Status>),
     /// check50 refused the submission before any check ran (a file its `.cs50.yml` requires is
     /// missing): the student's doing, so every check fails with check50's reason.
     Refused(String),
@@ -141,6 +142,7 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
                 crate::shared::text::stop_reason(&outcome),
                 finished,
                 pids_hit,
+                Some(outcome.status),
             );
         }
     }
@@ -197,6 +199,7 @@ fn run_check50(cx: &CheckContext<'_>, cc: &Check50Check) -> Run {
                 format!("the submission's processes filled the pids limit of {pids} ({e})"),
                 finished,
                 pids_hit,
+                None,
             );
         }
         return Run::Error(format!("check50 failed: {e}"));
@@ -274,6 +277,7 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
     let run = run_check50(cx, cc);
     let mut children = Vec::new();
     let (mut ok, mut message, mut error) = (true, None, None);
+    let mut stopped_by = None;
     match &run {
         Run::Valid(json, pids_hit) => {
             for (item, row) in cc.items.iter().zip(&rubric) {
@@ -303,8 +307,9 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
                 ));
             }
         }
-        Run::Stopped(r, finished, _) => {
+        Run::Stopped(r, finished, _, limit) => {
             ok = false;
+            stopped_by = *limit;
             message = Some(match finished.len() {
                 0 => format!("check50 was stopped: {r}"),
                 n => format!(
@@ -329,6 +334,7 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
         }
     }
     let mut parent = CheckResult {
+        stopped_by,
         dependencies: check.depends.clone(),
         result: Some(ok),
         script: vec![ScriptEntry {
@@ -355,7 +361,7 @@ fn run_check(cx: &CheckContext<'_>, cc: &Check50Check) -> (CheckResult, Option<P
     };
     match &run {
         Run::Valid(..) => {}
-        Run::Stopped(_, finished, pids_hit) if !finished.is_empty() => {
+        Run::Stopped(_, finished, pids_hit, _) if !finished.is_empty() => {
             children = rows_when_stopped(check, cc, &rubric, &parent, finished, *pids_hit);
         }
         _ => children = items_not_run(check, &rubric, &parent),

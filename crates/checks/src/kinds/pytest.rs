@@ -86,8 +86,9 @@ pub(crate) enum Session {
         collect_errors: BTreeMap<String, String>,
         exit: i32,
     },
-    /// The run was stopped (limit, timeout, signal): the submission's doing, its tests fail.
-    Stopped(String),
+    /// The run was stopped (limit, timeout, signal): the submission's doing, its tests fail;
+    /// with the limit that stopped it (a queued submission's verdict names it).
+    Stopped(String, Option<Status>),
     /// The run cannot be trusted (no or bad report, tampering, …): an error, never a point.
     /// `what` is corral's own wording (from what the host knows, never from the run), safe to
     /// show anyone; `detail` may quote what the submission controlled (names of its plugins, of
@@ -244,12 +245,18 @@ pub(crate) fn judge(
         Status::SandboxError => return Session::Error(crate::shared::text::sandbox_error(outcome)),
         Status::Ok | Status::NonzeroExit => {}
         Status::Signaled => {
-            return Session::Stopped(format!(
-                "pytest was killed by {}",
-                signal_name(outcome.signal.unwrap_or(0))
-            ))
+            return Session::Stopped(
+                format!(
+                    "pytest was killed by {}",
+                    signal_name(outcome.signal.unwrap_or(0))
+                ),
+                None,
+            )
         }
-        _ => return Session::Stopped(crate::shared::text::stop_reason(outcome)),
+        _ => {
+            let why = crate::shared::text::stop_reason(outcome);
+            return Session::Stopped(why, Some(outcome.status));
+        }
     }
     let code = outcome.exit_code.unwrap_or(-1);
     let Some(summary) = summary else {
@@ -499,10 +506,13 @@ fn session(cx: &CheckContext<'_>, pc: &PytestCheck, files: &[String]) -> Session
                 }
             }
             // The stops before this one are the reason it ran again: say so.
-            Session::Stopped(r) if !stopped_by.is_empty() => Session::Stopped(format!(
-                "{r} (in its run without the {} tests that had each stopped it before)",
-                stopped_by.len()
-            )),
+            Session::Stopped(r, limit) if !stopped_by.is_empty() => Session::Stopped(
+                format!(
+                    "{r} (in its run without the {} tests that had each stopped it before)",
+                    stopped_by.len()
+                ),
+                limit,
+            ),
             Session::Invalid { what, detail } if !stopped_by.is_empty() => Session::Invalid {
                 what,
                 detail: format!(
@@ -854,7 +864,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
                     collect_errors.len()
                 )
             }
-            Session::Stopped(r) => format!("stopped: {r}"),
+            Session::Stopped(r, _) => format!("stopped: {r}"),
             Session::Invalid { what, .. } if hidden => format!("invalid: {what}"),
             Session::Invalid { detail, .. } => format!("invalid: {detail}"),
             Session::Error(r) => format!("error: {r}"),
@@ -939,7 +949,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
                         (Observation::new("passed", ran.len() as u64), None)
                     }
                 }
-                Session::Stopped(r) => (
+                Session::Stopped(r, _) => (
                     Observation::new("stopped", r.clone()),
                     Some(format!("the test run was stopped: {r}")),
                 ),
@@ -996,7 +1006,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
     let stopped: Vec<String> = sessions
         .iter()
         .filter_map(|(hidden, s)| match s {
-            Session::Stopped(r) => Some(format!(
+            Session::Stopped(r, _) => Some(format!(
                 "the {} were stopped: {r}",
                 if *hidden { "hidden tests" } else { "tests" }
             )),
@@ -1024,10 +1034,16 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
     if let Some(e) = &error {
         message = e.clone();
     }
+    // The limit that stopped a run of the tests: a queued submission's verdict names it.
+    let stopped_by = sessions.iter().find_map(|(_, s)| match s {
+        Session::Stopped(_, limit) => *limit,
+        _ => None,
+    });
     let parent = CheckResult {
         dependencies: check.depends.clone(),
         result: Some(ok),
         script,
+        stopped_by: stopped_by.filter(|_| !ok),
         time_ms: started.elapsed().as_millis() as u64,
         hidden: check.hidden,
         message: (!ok).then_some(message),

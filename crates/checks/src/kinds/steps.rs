@@ -455,6 +455,8 @@ impl Runner<'_> {
                 return Ok(self.mismatch(live, expected, actual));
             }
             if Instant::now() >= self.deadline {
+                // The check's timeout ended the program's time as its wall limit would have.
+                self.stopped_by = Some(Status::WallTimeLimit);
                 let actual = Observation::new(key, clip(buf));
                 let msg = format!(
                     "timed out after {} while waiting for {key} to match {}",
