@@ -15,6 +15,7 @@ use corral_images::Store as ImageStore;
 use corral_sandbox::{Pool, Runtime, RuntimePolicy};
 
 use crate::error::GradeError;
+use crate::grading_slots::{GradingSlots, Priority};
 use crate::image_root::UsedImage;
 use crate::kinds::{runner_of, CheckContext};
 use crate::language_registry::LanguageRegistry;
@@ -44,6 +45,9 @@ pub struct GradeOptions {
     /// submission's stored runtime, `corral check --runtime`; under `force_gvisor` every check
     /// runs under gVisor, whatever its suite says (the server's public-instance switch).
     pub runtime: RuntimePolicy,
+    /// The process's cap on checks running at once across its gradings, and this grading's
+    /// place in line for it (`None`: only `jobs` bounds this grading).
+    pub slots: Option<(Arc<GradingSlots>, Priority)>,
 }
 
 impl Default for GradeOptions {
@@ -55,6 +59,7 @@ impl Default for GradeOptions {
             images: None,
             pins: BTreeMap::new(),
             runtime: Default::default(),
+            slots: None,
         }
     }
 }
@@ -215,6 +220,9 @@ pub fn grade(
                 let _span =
                     tracing::debug_span!(parent: &parent, "check", id = %check.id).entered();
                 let run = |stage: &Path| {
+                    // The check's clock starts once it has a slot (its timeout starts when its
+                    // runner leases a sandbox).
+                    let _slot = opts.slots.as_ref().map(|(s, p)| s.take(*p));
                     runner_of(&check.kind).run(&CheckContext {
                         images: opts.images.as_ref(),
                         pins: &opts.pins,

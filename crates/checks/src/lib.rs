@@ -41,6 +41,7 @@ pub mod check50_toolchain;
 pub mod contracts;
 pub mod engine;
 pub mod error;
+pub mod grading_slots;
 pub mod image_root;
 pub mod kinds;
 pub mod language_registry;
@@ -52,6 +53,7 @@ pub mod suite;
 
 pub use engine::{grade, GradeOptions};
 pub use error::{GradeError, LanguageError, SuiteError};
+pub use grading_slots::{GradingSlots, Priority};
 pub use image_root::UsedImage;
 pub use language_registry::{Exposure, Language, LanguageImage, LanguageRegistry, LanguageStatus};
 pub use report::{CheckResult, Integrity, Report, View};

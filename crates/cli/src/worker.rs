@@ -36,6 +36,11 @@ pub struct WorkerArgs {
     /// Jobs judged at once.
     #[arg(long, default_value_t = 1, value_name = "N")]
     jobs: usize,
+    /// Checks (and programs of language jobs) graded at once across those jobs [default: the
+    /// number of CPUs]: more CPU-bound programs than CPUs stretch each one's wall clock, so a
+    /// busy worker would fail a correct program's timeout.
+    #[arg(long, value_name = "N")]
+    grading_slots: Option<usize>,
     /// An operator's language registry added to the built-in one (also $CORRAL_LANGUAGES).
     #[arg(long, value_name = "FILE")]
     languages: Option<PathBuf>,
@@ -102,6 +107,8 @@ struct Ctx {
     name: String,
     http: reqwest::Client,
     pool: Arc<Pool>,
+    /// Checks graded at once across this worker's jobs.
+    slots: Arc<corral_checks::GradingSlots>,
     registry: corral_checks::LanguageRegistry,
     /// This worker's own image store.
     images: corral_images::Store,
@@ -189,6 +196,9 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
     if args.jobs == 0 {
         return Err(crate::errors::usage("--jobs must be at least 1"));
     }
+    if args.grading_slots == Some(0) {
+        return Err(crate::errors::usage("--grading-slots must be at least 1"));
+    }
     let registry = crate::check::registry(args.languages.as_deref()).usage()?;
     let images = args.data.open_image_store()?;
     // Said, not only done: without --data it is ./corral-data, where the worker was started.
@@ -213,6 +223,10 @@ fn run(args: WorkerArgs) -> anyhow::Result<()> {
             .user_agent(concat!("corral-worker/", env!("CARGO_PKG_VERSION")))
             .build()?,
         pool,
+        slots: corral_checks::GradingSlots::new(
+            args.grading_slots
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+        ),
         registry,
         images,
         tmp: tmp.path().to_path_buf(),
@@ -436,6 +450,7 @@ async fn judge(ctx: &Arc<Ctx>, job: ClaimedJob) {
                     &ctx2.pool,
                     &ctx2.registry,
                     Some(&ctx2.images),
+                    Some(&ctx2.slots),
                     &spec,
                     &JobFiles {
                         files: &files2,

@@ -813,3 +813,61 @@ fn old_submissions_are_deleted_after_the_retention_period() {
         let _ = s2;
     });
 }
+
+/// A server grades at most `grading_slots` checks at once across its queue workers (and
+/// `/check`): more CPU-bound programs than CPUs stretch each one's wall clock until a correct
+/// program fails its check's timeout, and its grade depends on the load. Here one slot, three
+/// workers and three submissions of a suite of two independent checks (up to six at once
+/// without the cap): the pool never has more than one sandbox leased, and all are judged.
+#[test]
+fn checks_wait_for_a_grading_slot() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("suites/naps");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("suite.yaml"),
+        "name: naps\nchecks:\n  - id: a\n    steps:\n      - run: sleep 0.3\n      - exit: 0\n  \
+         - id: b\n    steps:\n      - run: sleep 0.3\n      - exit: 0\n",
+    )
+    .unwrap();
+    let s = Server::start_in(
+        data.path(),
+        "grading_slots = 1\n[submissions]\nworkers = 3\n",
+        &[],
+    );
+    rt().block_on(async {
+        let t = s.token("student").await;
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let body = json!({"suite": "naps", "files": [{"path": "a.txt", "content": "a"}]});
+            ids.push(submit(&s, &t, body).await);
+        }
+        // Staff read the submissions (a student's rate limit would refuse this many reads).
+        let staff = s.token("staff").await;
+        let mut most = 0;
+        let started = std::time::Instant::now();
+        for round in 0.. {
+            most = most.max(s.health().await["pool_active"].as_u64().unwrap());
+            if round % 10 == 9 {
+                let mut done = 0;
+                for id in &ids {
+                    let (_, v) = s.get(&staff, &format!("/submissions/{id}")).await;
+                    if v["status"] == "done" {
+                        assert_eq!(v["verdict"], "accepted", "{v}");
+                        done += 1;
+                    }
+                }
+                if done == ids.len() {
+                    break;
+                }
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(120),
+                "not judged:\n{}",
+                s.log()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(most, 1, "more than one check graded at once");
+    });
+}

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use corral_checks::image_root::{self, UsedImage};
-use corral_checks::{GradeOptions, LanguageRegistry, Suite, View};
+use corral_checks::{GradeOptions, GradingSlots, LanguageRegistry, Priority, Suite, View};
 use corral_images::Store as ImageStore;
 use corral_sandbox::{Limits, NoSink, Outcome, Pool, RunSpec, SandboxConfig, Size, Status, Stdin};
 use serde_json::Value;
@@ -13,13 +13,15 @@ use serde_json::Value;
 use crate::job::{suite_file, JobFiles, JobSpec, SuiteRef};
 use crate::verdict::{Verdict, VerdictKind};
 
-/// Judges the job; its images are found (by the digests the job pins) in `images`. Never panics
-/// on bad input: anything that keeps it from being judged is an `internal_error` verdict that
-/// says why.
+/// Judges the job; its images are found (by the digests the job pins) in `images`; its programs
+/// (a suite's checks, a language's compile and run) wait their turn for one of `slots` when
+/// given, the process's cap on programs graded at once. Never panics on bad input: anything
+/// that keeps it from being judged is an `internal_error` verdict that says why.
 pub fn execute(
     pool: &Arc<Pool>,
     registry: &LanguageRegistry,
     images: Option<&ImageStore>,
+    slots: Option<&Arc<GradingSlots>>,
     spec: &JobSpec,
     at: &JobFiles,
 ) -> Verdict {
@@ -28,7 +30,7 @@ pub fn execute(
         return Verdict::internal(format!("the job cannot run: {e}"));
     }
     if let Some(s) = &spec.suite {
-        return grade_suite(pool, registry, images, spec, s, at);
+        return grade_suite(pool, registry, images, slots, spec, s, at);
     }
     let mut compile: Option<Value> = None;
     let mut mounts = Vec::new();
@@ -112,6 +114,8 @@ pub fn execute(
         runtime: spec.runtime_policy().choose(None),
         ..SandboxConfig::offline(mounts.clone(), disk.bytes())
     };
+    // Its clocks start once it has a slot.
+    let _slot = slots.map(|s| s.take(Priority::Queued));
     let mut lease = match pool.lease(&shape) {
         Ok(l) => l,
         Err(e) => return Verdict::internal(format!("no sandbox: {e}")),
@@ -253,6 +257,7 @@ fn grade_suite(
     pool: &Arc<Pool>,
     registry: &LanguageRegistry,
     images: Option<&ImageStore>,
+    slots: Option<&Arc<GradingSlots>>,
     spec: &JobSpec,
     s: &SuiteRef,
     at: &JobFiles,
@@ -276,6 +281,7 @@ fn grade_suite(
         images: images.cloned(),
         pins: spec.image_digests.clone(),
         runtime: spec.runtime_policy(),
+        slots: slots.map(|s| (s.clone(), Priority::Queued)),
     };
     let report = match corral_checks::grade(pool, registry, &suite, at.files, &opts) {
         Ok(r) => r,

@@ -84,6 +84,11 @@ pub struct Config {
     /// Slots on top of `parallelism` that only programs (`/run`, WebSocket runs) take, so a
     /// storm of `/check`s never makes an editor's run wait for a grading to end (0: none).
     pub reserved_run_slots: usize,
+    /// Checks (and language submissions' programs) this server grades at once, across `/check`
+    /// and its in-process queue workers (default: the number of CPUs): more CPU-bound programs
+    /// than CPUs would stretch each one's wall clock, and a busy machine would fail a correct
+    /// program's `timeout`. `/check` gradings are served first.
+    pub grading_slots: usize,
     /// Runs waiting for a free slot; more are refused with 503.
     pub queue: usize,
     /// Sandboxes kept for follow-up runs, in total and per caller (per caller also: its `/check`
@@ -256,6 +261,9 @@ impl Default for Config {
                 .map(|n| n.get())
                 .unwrap_or(2),
             reserved_run_slots: 1,
+            grading_slots: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
             queue: 64,
             max_sandboxes: 64,
             max_sandboxes_per_caller: 4,
@@ -346,6 +354,9 @@ impl Config {
         if let Some(v) = get("CORRAL_PARALLELISM") {
             self.parallelism = v.parse().map_err(|e| bad("CORRAL_PARALLELISM", &v, &e))?;
         }
+        if let Some(v) = get("CORRAL_GRADING_SLOTS") {
+            self.grading_slots = v.parse().map_err(|e| bad("CORRAL_GRADING_SLOTS", &v, &e))?;
+        }
         if let Some(v) = get("CORRAL_SANDBOX_TTL") {
             self.sandbox_ttl = v.parse().map_err(|e| bad("CORRAL_SANDBOX_TTL", &v, &e))?;
         }
@@ -409,6 +420,9 @@ impl Config {
         let bad = |m: &str| Err(ServerError::Config(m.into()));
         if self.parallelism == 0 {
             return bad("parallelism must be at least 1");
+        }
+        if self.grading_slots == 0 {
+            return bad("grading_slots must be at least 1");
         }
         if self.max_sandboxes == 0 || self.max_sandboxes_per_caller == 0 {
             return bad("max_sandboxes and max_sandboxes_per_caller must be at least 1");

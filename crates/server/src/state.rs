@@ -34,6 +34,9 @@ pub struct AppState {
     /// This server among those sharing its database.
     pub node: ThisNode,
     pub runner: Runner,
+    /// Checks graded at once, `/check`'s and the in-process queue workers' together
+    /// (`grading_slots`).
+    pub grading_slots: Arc<corral_checks::GradingSlots>,
     /// Each caller's `/check` gradings under way (capped at `max_sandboxes_per_caller`).
     pub gradings: PerCaller,
     /// Each caller's open WebSockets (capped at `max_websockets_per_caller`).
@@ -126,6 +129,7 @@ impl AppState {
                 config.queue,
                 metrics.clone(),
             ),
+            grading_slots: corral_checks::GradingSlots::new(config.grading_slots),
             gradings: PerCaller::default(),
             websockets: PerCaller::default(),
             metrics,

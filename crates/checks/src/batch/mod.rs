@@ -258,6 +258,8 @@ pub fn grade_one(
         images: opts.images.clone(),
         pins: BTreeMap::new(),
         runtime: opts.runtime,
+        // The pool's `max_active` (jobs × check jobs) bounds the checks at once.
+        slots: None,
     };
     let report = match engine::grade(pool, registry, suite, &sub.path, &grade_opts) {
         Ok(r) => r,

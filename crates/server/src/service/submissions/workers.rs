@@ -203,11 +203,13 @@ async fn judge(st: &SharedState, claim: &Claim) -> Result<Verdict, Unprepared> {
     let pool = st.pool.clone();
     let registry = st.languages.clone();
     let images = st.images.clone();
+    let slots = st.grading_slots.clone();
     tokio::task::spawn_blocking(move || {
         let v = execute(
             &pool,
             &registry,
             Some(&images),
+            Some(&slots),
             &spec,
             &JobFiles {
                 files: &files,
