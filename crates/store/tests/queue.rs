@@ -483,6 +483,48 @@ async fn owners_share_fairly(s: Arc<dyn Store>) {
     assert_eq!(owners, ["flood", "b", "c", "flood", "b", "flood"]);
 }
 
+/// Staff regrading a whole suite (after fixing a test) queue a regrade per student: what
+/// students hand in meanwhile goes first.
+async fn submissions_go_before_regrades(s: Arc<dyn Store>) {
+    let originals = s.enqueue(vec![job("a", 0), job("b", 0)]).await.unwrap();
+    for _ in 0..2 {
+        let c = s.claim_job("w", LONG).await.unwrap().unwrap();
+        s.complete_job(&c.job.id, &c.lease, JobState::Done, "{}", None)
+            .await
+            .unwrap();
+    }
+    let regrade = |of_id: &str, owner: &str, n: usize| NewJob {
+        regrade_of: Some(of_id.to_string()),
+        ..job(owner, n)
+    };
+    let regrades = s
+        .enqueue(vec![
+            regrade(&originals[0], "a", 1),
+            regrade(&originals[1], "b", 1),
+        ])
+        .await
+        .unwrap();
+    let fresh_a = s.enqueue(vec![job("a", 2)]).await.unwrap().remove(0);
+    let first = s.claim_job("w", LONG).await.unwrap().unwrap();
+    assert_eq!(
+        first.job.id, fresh_a,
+        "a's new submission waited behind regrades"
+    );
+    // Among regrades, the owner served longest ago first (b: a was just served).
+    let second = s.claim_job("w", LONG).await.unwrap().unwrap();
+    assert_eq!(second.job.id, regrades[1]);
+    // b and c hand in while a's regrade waits: both go first, c (never served) before b.
+    let fresh = s.enqueue(vec![job("b", 3), job("c", 3)]).await.unwrap();
+    let mut claimed = Vec::new();
+    for _ in 0..3 {
+        claimed.push(s.claim_job("w", LONG).await.unwrap().unwrap().job.id);
+    }
+    assert_eq!(
+        claimed,
+        [fresh[1].clone(), fresh[0].clone(), regrades[0].clone()]
+    );
+}
+
 async fn concurrent_claims_never_share_a_job(s: Arc<dyn Store>) {
     let ids = s
         .enqueue((0..60).map(|n| job(&format!("o{}", n % 3), n)).collect())
@@ -1131,6 +1173,7 @@ on_both_backends!(
     expired_lease_goes_back_to_the_queue,
     a_job_that_kills_its_workers_fails,
     owners_share_fairly,
+    submissions_go_before_regrades,
     concurrent_claims_never_share_a_job,
     callbacks_are_claimed_retried_and_finished,
     callbacks_of_skipped_owners_wait_for_their_turn,

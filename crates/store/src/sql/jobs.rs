@@ -215,6 +215,9 @@ where
         // the transaction that revoked it, so no claim sees them queued and the token live
         // (were it checked by the server alone, the worker's idle long-poll would take them back
         // before that server heard of a revocation made elsewhere, and hold them for a lease).
+        // The order: new submissions before regrades (a regrade of a whole suite, started by
+        // staff who fixed a test, must not hold back what students hand in meanwhile), then the
+        // owner served longest ago, then the oldest.
         let mut tx = self.begin_write().await?;
         let job: Option<Job> = sqlx::query_as(&format!(
             "UPDATE submissions SET state = 'running', attempts = attempts + 1, worker = $1, \
@@ -223,7 +226,7 @@ where
              WHERE seq = (SELECT s.seq FROM submissions s LEFT JOIN queue_owners o ON o.owner = s.owner \
                           WHERE s.state = 'queued' AND ($5 IS NULL OR NOT EXISTS \
                             (SELECT 1 FROM tokens t WHERE t.id = $5 AND t.revoked_at IS NOT NULL)) \
-                          ORDER BY COALESCE(o.served, 0), s.seq LIMIT 1{}) \
+                          ORDER BY s.regrade_of IS NOT NULL, COALESCE(o.served, 0), s.seq LIMIT 1{}) \
              AND state = 'queued' \
              RETURNING {JOB_COLUMNS}",
             D::NOW_MS,
@@ -244,14 +247,18 @@ where
                 .bind(job.id.as_str())
                 .fetch_one(&mut *tx)
                 .await?;
-        sqlx::query(&format!(
-            "INSERT INTO queue_owners (owner, served) VALUES ($1, {}) \
-             ON CONFLICT (owner) DO UPDATE SET served = excluded.served",
-            D::NEXT_SERVED
-        ))
-        .bind(job.owner.as_str())
-        .execute(&mut *tx)
-        .await?;
+        // A regrade staff started does not count as its owner's turn: their next submission
+        // keeps its place among the others'.
+        if job.regrade_of.is_none() {
+            sqlx::query(&format!(
+                "INSERT INTO queue_owners (owner, served) VALUES ($1, {}) \
+                 ON CONFLICT (owner) DO UPDATE SET served = excluded.served",
+                D::NEXT_SERVED
+            ))
+            .bind(job.owner.as_str())
+            .execute(&mut *tx)
+            .await?;
+        }
         record_event::<D>(
             &mut tx,
             &job.id,
