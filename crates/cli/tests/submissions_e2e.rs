@@ -814,6 +814,15 @@ fn old_submissions_are_deleted_after_the_retention_period() {
     });
 }
 
+/// A data folder whose suites folder holds suite `id` (its `suite.yaml`).
+fn data_with_suite(id: &str, yaml: &str) -> tempfile::TempDir {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("suites").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("suite.yaml"), yaml).unwrap();
+    data
+}
+
 /// A server grades at most `grading_slots` checks at once across its queue workers (and
 /// `/check`): more CPU-bound programs than CPUs stretch each one's wall clock until a correct
 /// program fails its check's timeout, and its grade depends on the load. Here one slot, three
@@ -821,15 +830,11 @@ fn old_submissions_are_deleted_after_the_retention_period() {
 /// without the cap): the pool never has more than one sandbox leased, and all are judged.
 #[test]
 fn checks_wait_for_a_grading_slot() {
-    let data = tempfile::tempdir().unwrap();
-    let dir = data.path().join("suites/naps");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("suite.yaml"),
+    let data = data_with_suite(
+        "naps",
         "name: naps\nchecks:\n  - id: a\n    steps:\n      - run: sleep 0.3\n      - exit: 0\n  \
          - id: b\n    steps:\n      - run: sleep 0.3\n      - exit: 0\n",
-    )
-    .unwrap();
+    );
     let s = Server::start_in(
         data.path(),
         "grading_slots = 1\n[submissions]\nworkers = 3\n",
@@ -869,5 +874,45 @@ fn checks_wait_for_a_grading_slot() {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         assert_eq!(most, 1, "more than one check graded at once");
+    });
+}
+
+/// A server killed while judging (`kill -9`): the one that starts next on its data folder (a
+/// SQLite store is one server's) puts the job back in the queue at once and judges it, where it
+/// used to wait for the dead worker's lease to run out (here 10 minutes, past this test's wait).
+#[test]
+fn a_job_a_killed_server_held_is_judged_at_the_next_start() {
+    let data = data_with_suite(
+        "nap",
+        "name: nap\nchecks:\n  - id: a\n    steps:\n      - run: sleep 2\n      - exit: 0\n",
+    );
+    let config = "[submissions]\nworkers = 1\nlease = \"10m\"\n";
+    let s = Server::start_in(data.path(), config, &[]);
+    let (t, id) = rt().block_on(async {
+        let t = s.token("student").await;
+        let body = json!({"suite": "nap", "files": [{"path": "a.txt", "content": "a"}]});
+        let id = submit(&s, &t, body).await;
+        for _ in 0..500 {
+            let (_, v) = s.get(&t, &format!("/submissions/{id}")).await;
+            if v["status"] == "running" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        (t, id)
+    });
+    s.kill();
+    let s = Server::start_in(data.path(), config, &[]);
+    rt().block_on(async {
+        let (st, v) = s
+            .get(&t, &format!("/submissions/{id}?wait=true&timeout=30"))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        assert_eq!(
+            (&v["status"], &v["verdict"], &v["attempts"]),
+            (&json!("done"), &json!("accepted"), &json!(2)),
+            "{v}\n{}",
+            s.log()
+        );
     });
 }

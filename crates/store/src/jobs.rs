@@ -258,7 +258,7 @@ pub enum Redelivery {
 }
 
 /// The start of every remote worker's name: `remote:{token id}:`.
-const REMOTE_WORKER: &str = "remote:";
+pub(crate) const REMOTE_WORKER: &str = "remote:";
 
 /// The name a remote worker's claims are held under: its worker token's public id, then the name
 /// it gave, so that revoking the token finds the jobs its workers hold
@@ -357,6 +357,12 @@ pub trait JobStore: Send + Sync {
     async fn release_job(&self, id: &str, lease: &str, why: &str) -> Result<bool>;
     /// Puts jobs whose lease expired back in the queue, or fails them after `max_attempts`.
     async fn expire_leases(&self) -> Result<Expired>;
+    /// At the start of server `node`: on a store only one server uses (SQLite), the leases of
+    /// other servers' in-process workers end now — that server was killed (a stopped one gave
+    /// its jobs back) — so their jobs go back to the queue at once rather than when the lease
+    /// runs out, through [`JobStore::expire_leases`] (an attempt counted, as for any expiry).
+    /// Remote workers' leases run on. On a shared store (PostgreSQL) nothing is known: none end.
+    async fn expire_predecessors_leases(&self, node: &str) -> Result<Expired>;
     /// The audit trail of a job, oldest first.
     async fn job_events(&self, id: &str) -> Result<Vec<JobEvent>>;
     async fn queue_stats(&self) -> Result<QueueStats>;

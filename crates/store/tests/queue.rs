@@ -1203,3 +1203,42 @@ async fn sqlite_queue_survives_reopening() {
         ids[0]
     );
 }
+
+/// The jobs `old/w0` holds, `new/w0` holds and a remote worker holds, each claimed with a long
+/// lease; then what a server `new` starting on the store ends.
+async fn predecessors_leases(s: &Arc<dyn Store>) -> (Vec<String>, corral_store::Expired) {
+    let ids = s
+        .enqueue(vec![job("a", 0), job("b", 0), job("c", 0)])
+        .await
+        .unwrap();
+    let remote = corral_store::remote_worker_prefix("t1");
+    for w in ["old/w0", "new/w0", &format!("{remote}judge1")] {
+        s.claim_job(w, LONG).await.unwrap().unwrap();
+    }
+    (ids, s.expire_predecessors_leases("new").await.unwrap())
+}
+
+/// A SQLite store is one server's: at its start, the jobs an earlier server's workers held
+/// (it was killed: `kill -9`) go back to the queue at once, an attempt counted, instead of
+/// when their 30 s leases run out; its own workers' and remote workers' leases run on.
+#[tokio::test]
+async fn sqlite_a_starting_server_requeues_its_predecessors_jobs() {
+    let b = support::Backend::sqlite().await;
+    let (ids, e) = predecessors_leases(&b.store).await;
+    assert_eq!((e.requeued, e.failed), (vec![ids[0].clone()], vec![]));
+    let again = b.store.claim_job("new/w1", LONG).await.unwrap().unwrap();
+    assert_eq!(
+        (again.job.id.as_str(), again.job.attempts),
+        (ids[0].as_str(), 2)
+    );
+    b.finish().await;
+}
+
+/// On PostgreSQL other servers may be alive: a starting server ends no lease.
+#[tokio::test]
+async fn postgres_a_starting_server_ends_no_other_servers_lease() {
+    let b = support::Backend::postgres().await;
+    let (_, e) = predecessors_leases(&b.store).await;
+    assert_eq!(e, corral_store::Expired::default());
+    b.finish().await;
+}

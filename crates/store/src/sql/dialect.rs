@@ -40,6 +40,10 @@ pub trait Dialect: sqlx::Database {
     /// it: nodes whose clocks disagree (or one whose clock jumps) still agree on when a lease
     /// ends — by their own clocks a node 20 s ahead expired every other node's 30 s leases.
     const NOW_MS: &'static str;
+    /// Whether one server alone uses the store: SQLite's database lives in its server's data
+    /// folder, whose lock keeps a second server off. Then, at a server's start, the jobs other
+    /// servers' in-process workers held were its predecessor's, which is gone.
+    const ONE_SERVER: bool;
 
     /// Rows a statement changed (each driver has its own result type).
     fn rows_affected(r: &Self::QueryResult) -> u64;

@@ -16,7 +16,7 @@ use crate::ids::random_hex;
 use crate::jobs::{
     new_job_id, remote_worker_prefix, remote_worker_token, CallbackClaim, CallbackOutcome, Claim,
     Completion, Enqueued, Expired, FinishNotice, Job, JobEvent, JobFilter, JobImage, JobState,
-    JobStore, KeyedJob, ListedJob, NewJob, QueueStats, Redelivery,
+    JobStore, KeyedJob, ListedJob, NewJob, QueueStats, Redelivery, REMOTE_WORKER,
 };
 
 #[async_trait::async_trait]
@@ -391,6 +391,23 @@ where
         }
         tx.commit().await?;
         Ok(true)
+    }
+
+    async fn expire_predecessors_leases(&self, node: &str) -> Result<Expired> {
+        if !D::ONE_SERVER {
+            return Ok(Expired::default());
+        }
+        let mut tx = self.begin_write().await?;
+        sqlx::query(&format!(
+            "UPDATE submissions SET lease_expires_ms = 0 \
+             WHERE state = 'running' AND worker NOT LIKE '{REMOTE_WORKER}%' \
+             AND worker NOT LIKE $1 || '/%'"
+        ))
+        .bind(node)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.expire_leases().await
     }
 
     async fn expire_leases(&self) -> Result<Expired> {

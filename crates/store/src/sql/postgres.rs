@@ -106,6 +106,7 @@ impl Dialect for Postgres {
     const NOTIFY_WORK: Option<&'static str> = Some("SELECT pg_notify('corral_work', '')");
     const NOTIFY_FINISHED: Option<&'static str> = Some("SELECT pg_notify('corral_finished', $1)");
     const NOW_MS: &'static str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
+    const ONE_SERVER: bool = false;
 
     fn rows_affected(r: &sqlx::postgres::PgQueryResult) -> u64 {
         r.rows_affected()

@@ -130,6 +130,7 @@ impl Dialect for Sqlite {
     const NOTIFY_FINISHED: Option<&'static str> = None;
     // julianday('now') has millisecond resolution; day 2440587.5 is the Unix epoch.
     const NOW_MS: &'static str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+    const ONE_SERVER: bool = true;
 
     fn rows_affected(r: &sqlx::sqlite::SqliteQueryResult) -> u64 {
         r.rows_affected()

@@ -230,35 +230,20 @@ async fn reaper(st: SharedState) {
         .clamp(Duration::from_millis(500), Duration::from_secs(600));
     let mut last_retention: Option<tokio::time::Instant> = None;
     let mut stop = st.shutdown.subscribe();
+    // Alone on its store (SQLite), a starting server knows the jobs its predecessor's workers
+    // held will never be answered (it was killed): they go back to the queue now, not when
+    // their leases run out.
+    match st.store.expire_predecessors_leases(&st.queue.node).await {
+        Ok(e) => put_back(&st, e, "the previous server's jobs queued again"),
+        Err(e) => tracing::warn!(error = %e, "expiring the previous server's leases failed"),
+    }
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = stop.changed() => break,
         }
         match st.store.expire_leases().await {
-            Ok(e) => {
-                let m = &st.queue.metrics.expired;
-                m.with_label_values(&["requeued"])
-                    .inc_by(e.requeued.len() as u64);
-                m.with_label_values(&["failed"])
-                    .inc_by(e.failed.len() as u64);
-                if !e.requeued.is_empty() {
-                    tracing::warn!(
-                        count = e.requeued.len(),
-                        "expired leases: submissions queued again"
-                    );
-                    st.queue.work.notify_waiters();
-                }
-                if !e.failed.is_empty() {
-                    tracing::warn!(
-                        count = e.failed.len(),
-                        "submissions failed: their workers stopped answering too often"
-                    );
-                    for id in &e.failed {
-                        st.queue.finished.finished(id);
-                    }
-                }
-            }
+            Ok(e) => put_back(&st, e, "expired leases: submissions queued again"),
             Err(e) => tracing::warn!(error = %e, "expiring leases failed"),
         }
         if let Ok(s) = st.store.queue_stats().await {
@@ -327,4 +312,26 @@ pub async fn drain(st: &SharedState, grace: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     true
+}
+
+/// Counts and announces the jobs an expiry put back (`requeued`, said as `what`) or failed.
+fn put_back(st: &SharedState, e: corral_store::Expired, what: &str) {
+    let m = &st.queue.metrics.expired;
+    m.with_label_values(&["requeued"])
+        .inc_by(e.requeued.len() as u64);
+    m.with_label_values(&["failed"])
+        .inc_by(e.failed.len() as u64);
+    if !e.requeued.is_empty() {
+        tracing::warn!(count = e.requeued.len(), "{what}");
+        st.queue.work.notify_waiters();
+    }
+    if !e.failed.is_empty() {
+        tracing::warn!(
+            count = e.failed.len(),
+            "submissions failed: their workers stopped answering too often"
+        );
+        for id in &e.failed {
+            st.queue.finished.finished(id);
+        }
+    }
 }
