@@ -112,7 +112,7 @@ fn cases() -> Vec<Case> {
             results: ALL_FAILED,
             points: ZERO,
             invalid: None,
-            message: Some("test_public.py could not be imported"),
+            message: Some("test_public.py could not be imported: SyntaxError: expected ':' (calc.py, line 1)"),
         },
         Case {
             name: "binary_junk",

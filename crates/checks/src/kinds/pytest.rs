@@ -813,6 +813,46 @@ fn headline(text: &str) -> String {
     clip(&e_line.unwrap_or_else(|| first.to_string()), 300)
 }
 
+/// The line that says why a test file could not be imported: pytest's report of it ends with
+/// the exception (`E   SyntaxError: invalid syntax`), after where it was raised (`E     File
+/// "/home/sandbox/stats.py", line 1` for a syntax error, which `headline` would pick): the
+/// exception, then the file's name and line when pytest gave them.
+fn import_headline(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("E "))
+        .map(str::trim)
+        .collect();
+    let exception = lines.iter().rev().find(|l| {
+        let name = l.split(':').next().unwrap_or("");
+        !name.is_empty()
+            && name.len() < l.len()
+            && name
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+            && ["Error", "Exception", "Exit", "Interrupt"]
+                .iter()
+                .any(|e| name.ends_with(e))
+    });
+    let Some(exception) = exception else {
+        return headline(text);
+    };
+    let place = lines.iter().find_map(|l| {
+        let rest = l.strip_prefix("File \"")?;
+        let (file, rest) = rest.split_once('"')?;
+        let line = rest.strip_prefix(", line ")?;
+        let name = file.rsplit('/').next().unwrap_or(file);
+        Some(format!("{name}, line {line}"))
+    });
+    clip(
+        &match place {
+            Some(p) => format!("{exception} ({p})"),
+            None => exception.to_string(),
+        },
+        300,
+    )
+}
+
 /// Python ignores SIGXFSZ, so a write past the file size limit fails with `EFBIG`, and pytest's
 /// capture of a test's output is a file: a test that prints a flood fails with an `OSError`
 /// that names no limit. Say which one it met.
@@ -921,7 +961,7 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
                             Some(format!(
                                 "{} could not be imported: {}",
                                 case.file,
-                                headline(err)
+                                import_headline(err)
                             )),
                         )
                     } else if let Some((id, (o, text))) =
@@ -1099,6 +1139,26 @@ impl CheckRunner for PytestCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_import_error_says_the_exception_and_where() {
+        let syntax = "test_public.py:1: in <module>\n    import stats\n\
+                      E     File \"/home/sandbox/stats.py\", line 1\n\
+                      E       def f(:\n\
+                      E             ^\n\
+                      E   SyntaxError: invalid syntax\n";
+        assert_eq!(
+            import_headline(syntax),
+            "SyntaxError: invalid syntax (stats.py, line 1)"
+        );
+        let missing = "E   ModuleNotFoundError: No module named 'nosuchmod'\n";
+        assert_eq!(
+            import_headline(missing),
+            "ModuleNotFoundError: No module named 'nosuchmod'"
+        );
+        // No exception line: the first line that says something, as for a failure.
+        assert_eq!(import_headline("E   something odd\n"), "something odd");
+    }
 
     #[test]
     fn junit_names_follow_pytest() {
