@@ -136,6 +136,19 @@ fn cases() -> Vec<Case> {
         // mean() is stuck in C (OpenSSL), where the timeout's SIGALRM handler never runs: the
         // watchdog ends pytest, each such test fails on its own, and the others run again
         // without it (public: three parametrized cases, each its own restart; hidden: two).
+        // The same after filling the pids limit: the message says so (it guessed at C code).
+        Case {
+            name: "fork_bomb_stuck_in_c",
+            exit: 1,
+            score: 5.0,
+            results: [T, F, T, F, T, T, F, F],
+            points: [0.0, 0.0, 1.0, 0.0, 3.0, 1.0, 0.0, 0.0],
+            invalid: None,
+            message: Some(
+                "test_public.py::test_mean[xs0-2.0] failed: the test did not stop within 1s \
+                 after its 1s timeout (its processes filled the pids limit of 16)",
+            ),
+        },
         Case {
             name: "stuck_in_c",
             exit: 1,

@@ -435,6 +435,8 @@ struct Attempt {
     /// faulthandler's watchdog wrote its traceback: the test outran its timeout in code the
     /// alarm could not interrupt.
     watchdog: bool,
+    /// The sandbox's pids limit, when the run's processes filled it (a fork bomb).
+    pids_hit: Option<u64>,
     output: Option<PathBuf>,
     /// The end of pytest's standard error when the run was not valid, for staff.
     stderr: Option<String>,
@@ -477,10 +479,13 @@ fn session(cx: &CheckContext<'_>, pc: &PytestCheck, files: &[String]) -> Session
         if let (Some(id), Some(why)) = (culprit, &a.cut_short) {
             let text = if a.watchdog {
                 let t = pc.test_timeout.map(|d| d.as_secs_f64()).unwrap_or(0.0);
+                let stuck = match a.pids_hit {
+                    Some(n) => format!("its processes filled the pids limit of {n}"),
+                    None => "stuck where the timeout cannot interrupt it, e.g. in C code".into(),
+                };
                 format!(
-                    "the test did not stop within 1s after its {t}s timeout (stuck where the \
-                     timeout cannot interrupt it, e.g. in C code); pytest was ended and the \
-                     other tests ran again without this one"
+                    "the test did not stop within 1s after its {t}s timeout ({stuck}); pytest \
+                     was ended and the other tests ran again without this one"
                 )
             } else {
                 format!("{why} while this test ran; the other tests ran again without this one")
@@ -543,6 +548,7 @@ fn attempt(
         cut_short: None,
         current: None,
         watchdog: false,
+        pids_hit: None,
         output: None,
         stderr: None,
     };
@@ -612,6 +618,7 @@ fn attempt(
         (Err(e), _) | (_, Err(e)) => return failed(Session::Error(e)),
     };
     let cut_short = cut_short(&outcome, summary.is_some());
+    let pids_hit = outcome.usage.pids_limit_hit.then_some(outcome.limits.pids);
     let (current, watchdog) = if cut_short.is_some() {
         let current = read("current", 4096)
             .ok()
@@ -667,6 +674,7 @@ fn attempt(
         cut_short,
         current,
         watchdog,
+        pids_hit,
         output: out,
         stderr,
     }
