@@ -15,7 +15,7 @@ use corral_images::Store as ImageStore;
 use corral_sandbox::{Pool, Runtime, RuntimePolicy};
 
 use crate::error::GradeError;
-use crate::grading_slots::{GradingSlots, Priority};
+use crate::grading_slots::{GradingKind, GradingSlots};
 use crate::image_root::UsedImage;
 use crate::kinds::{runner_of, CheckContext};
 use crate::language_registry::LanguageRegistry;
@@ -46,8 +46,8 @@ pub struct GradeOptions {
     /// runs under gVisor, whatever its suite says (the server's public-instance switch).
     pub runtime: RuntimePolicy,
     /// The process's cap on checks running at once across its gradings, and this grading's
-    /// place in line for it (`None`: only `jobs` bounds this grading).
-    pub slots: Option<(Arc<GradingSlots>, Priority)>,
+    /// kind (`None`: only `jobs` bounds this grading).
+    pub slots: Option<(Arc<GradingSlots>, GradingKind)>,
 }
 
 impl Default for GradeOptions {

@@ -2,17 +2,19 @@
 //! submissions and `/check` requests, a remote worker's jobs). More CPU-bound programs than
 //! CPUs stretch each one's wall clock: a correct program that needs a second of CPU misses its
 //! check's `timeout` when the machine is busy, and its grade depends on the load. A check waits
-//! for a slot before its sandbox is leased, so its timeout starts once it has one. Gradings a
-//! student watches (`/check`) are served before queued ones.
+//! for a slot before its sandbox is leased, so its timeout starts once it has one. When both
+//! wait, gradings a student watches (`/check`) and queued ones take turns: neither kind can
+//! hold every slot while the other waits (strict priority for `/check` let a class clicking
+//! Check stop the queue for minutes).
 //!
 //! Hand-written: the standard library has no semaphore, and tokio's is async while checks run
 //! on plain threads.
 
 use std::sync::{Arc, Condvar, Mutex};
 
-/// Who waits for a slot: a grading someone watches goes first.
+/// What waits for a slot: the two kinds take turns when both wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Priority {
+pub enum GradingKind {
     /// A `/check` request: its student waits for the answer.
     Interactive,
     /// A queued submission.
@@ -30,8 +32,21 @@ pub struct GradingSlots {
 #[derive(Debug)]
 struct State {
     free: usize,
-    /// Interactive gradings waiting: queued ones let them pass.
     interactive_waiting: usize,
+    queued_waiting: usize,
+    /// When both kinds wait, whose turn the next free slot is.
+    queued_turn: bool,
+}
+
+impl State {
+    /// The count of waiting gradings of one kind.
+    fn waiting(&mut self, queued: bool) -> &mut usize {
+        if queued {
+            &mut self.queued_waiting
+        } else {
+            &mut self.interactive_waiting
+        }
+    }
 }
 
 /// A slot held; given back when dropped.
@@ -47,6 +62,8 @@ impl GradingSlots {
             state: Mutex::new(State {
                 free: size,
                 interactive_waiting: 0,
+                queued_waiting: 0,
+                queued_turn: false,
             }),
             freed: Condvar::new(),
         })
@@ -56,27 +73,28 @@ impl GradingSlots {
         self.size
     }
 
-    /// Waits for a free slot: an interactive grading for any, a queued one also until no
-    /// interactive grading waits.
-    pub fn take(&self, priority: Priority) -> Slot<'_> {
+    /// Waits for a free slot, and for its kind's turn while the other kind waits too.
+    pub fn take(&self, kind: GradingKind) -> Slot<'_> {
+        let queued = kind == GradingKind::Queued;
         // The counts stay consistent between statements: a panic elsewhere cannot leave them
         // half-done, so a poisoned lock is taken as it is.
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match priority {
-            Priority::Interactive => {
-                st.interactive_waiting += 1;
-                while st.free == 0 {
-                    st = self.freed.wait(st).unwrap_or_else(|p| p.into_inner());
-                }
-                st.interactive_waiting -= 1;
+        *st.waiting(queued) += 1;
+        loop {
+            let others_wait = if queued {
+                st.interactive_waiting > 0
+            } else {
+                st.queued_waiting > 0
+            };
+            if st.free > 0 && (!others_wait || st.queued_turn == queued) {
+                break;
             }
-            Priority::Queued => {
-                while st.free == 0 || st.interactive_waiting > 0 {
-                    st = self.freed.wait(st).unwrap_or_else(|p| p.into_inner());
-                }
-            }
+            st = self.freed.wait(st).unwrap_or_else(|p| p.into_inner());
         }
+        *st.waiting(queued) -= 1;
         st.free -= 1;
+        // The next slot goes to the other kind if it waits.
+        st.queued_turn = !queued;
         Slot(self)
     }
 }
@@ -104,7 +122,7 @@ mod tests {
         std::thread::scope(|s| {
             for _ in 0..8 {
                 s.spawn(|| {
-                    let _slot = slots.take(Priority::Queued);
+                    let _slot = slots.take(GradingKind::Queued);
                     let n = now.fetch_add(1, Ordering::SeqCst) + 1;
                     most.fetch_max(n, Ordering::SeqCst);
                     std::thread::sleep(Duration::from_millis(20));
@@ -117,27 +135,32 @@ mod tests {
     }
 
     #[test]
-    fn an_interactive_grading_passes_queued_ones() {
+    fn the_two_kinds_take_turns_while_both_wait() {
         let slots = GradingSlots::new(1);
         let order = Mutex::new(Vec::new());
+        let waiting = || {
+            let st = slots.state.lock().unwrap();
+            (st.interactive_waiting, st.queued_waiting)
+        };
         std::thread::scope(|s| {
-            let held = slots.take(Priority::Queued);
-            let interactive_waiting = || slots.state.lock().unwrap().interactive_waiting;
-            s.spawn(|| {
-                let _slot = slots.take(Priority::Queued);
-                order.lock().unwrap().push("queued");
-            });
-            // The queued one waits first; then an interactive one comes.
-            std::thread::sleep(Duration::from_millis(50));
-            s.spawn(|| {
-                let _slot = slots.take(Priority::Interactive);
-                order.lock().unwrap().push("interactive");
-            });
-            while interactive_waiting() == 0 {
+            let held = slots.take(GradingKind::Queued);
+            // Three of each wait for the one slot.
+            for _ in 0..3 {
+                for p in [GradingKind::Queued, GradingKind::Interactive] {
+                    let (slots, order) = (&slots, &order);
+                    s.spawn(move || {
+                        let _slot = slots.take(p);
+                        order.lock().unwrap().push(p);
+                    });
+                }
+            }
+            while waiting() != (3, 3) {
                 std::thread::sleep(Duration::from_millis(1));
             }
             drop(held);
         });
-        assert_eq!(*order.lock().unwrap(), ["interactive", "queued"]);
+        // The last slot went to a queued grading: an interactive one first, then by turns.
+        use GradingKind::{Interactive as I, Queued as Q};
+        assert_eq!(*order.lock().unwrap(), [I, Q, I, Q, I, Q]);
     }
 }

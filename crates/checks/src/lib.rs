@@ -53,7 +53,7 @@ pub mod suite;
 
 pub use engine::{grade, GradeOptions};
 pub use error::{GradeError, LanguageError, SuiteError};
-pub use grading_slots::{GradingSlots, Priority};
+pub use grading_slots::{GradingKind, GradingSlots};
 pub use image_root::UsedImage;
 pub use language_registry::{Exposure, Language, LanguageImage, LanguageRegistry, LanguageStatus};
 pub use report::{CheckResult, Integrity, Report, View};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use corral_checks::image_root::{self, UsedImage};
-use corral_checks::{GradeOptions, GradingSlots, LanguageRegistry, Priority, Suite, View};
+use corral_checks::{GradeOptions, GradingKind, GradingSlots, LanguageRegistry, Suite, View};
 use corral_images::Store as ImageStore;
 use corral_sandbox::{Limits, NoSink, Outcome, Pool, RunSpec, SandboxConfig, Size, Status, Stdin};
 use serde_json::Value;
@@ -115,7 +115,7 @@ pub fn execute(
         ..SandboxConfig::offline(mounts.clone(), disk.bytes())
     };
     // Its clocks start once it has a slot.
-    let _slot = slots.map(|s| s.take(Priority::Queued));
+    let _slot = slots.map(|s| s.take(GradingKind::Queued));
     let mut lease = match pool.lease(&shape) {
         Ok(l) => l,
         Err(e) => return Verdict::internal(format!("no sandbox: {e}")),
@@ -281,7 +281,7 @@ fn grade_suite(
         images: images.cloned(),
         pins: spec.image_digests.clone(),
         runtime: spec.runtime_policy(),
-        slots: slots.map(|s| (s.clone(), Priority::Queued)),
+        slots: slots.map(|s| (s.clone(), GradingKind::Queued)),
     };
     let report = match corral_checks::grade(pool, registry, &suite, at.files, &opts) {
         Ok(r) => r,

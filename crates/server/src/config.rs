@@ -87,7 +87,7 @@ pub struct Config {
     /// Checks (and language submissions' programs) this server grades at once, across `/check`
     /// and its in-process queue workers (default: the number of CPUs): more CPU-bound programs
     /// than CPUs would stretch each one's wall clock, and a busy machine would fail a correct
-    /// program's `timeout`. `/check` gradings are served first.
+    /// program's `timeout`. `/check`'s and the queue's take turns while both wait.
     pub grading_slots: usize,
     /// Runs waiting for a free slot; more are refused with 503.
     pub queue: usize,

@@ -1,6 +1,6 @@
 //! Grading an upload against a check suite (`/check`), within the server's admission.
 
-use corral_checks::{GradeError, GradeOptions, Priority, Report, View};
+use corral_checks::{GradeError, GradeOptions, GradingKind, Report, View};
 
 use crate::error::ApiError;
 use crate::service::caller::Caller;
@@ -78,7 +78,7 @@ pub async fn grade(
                     jobs: 2,
                     images: Some(st2.images.clone()),
                     runtime,
-                    slots: Some((st2.grading_slots.clone(), Priority::Interactive)),
+                    slots: Some((st2.grading_slots.clone(), GradingKind::Interactive)),
                     ..GradeOptions::default()
                 },
             );
