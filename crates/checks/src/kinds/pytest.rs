@@ -1066,12 +1066,14 @@ fn run_check(cx: &CheckContext<'_>, pc: &PytestCheck) -> (CheckResult, Option<Pa
         && stopped.is_empty()
         && children.iter().all(|c| c.result == Some(true));
     let mut message = format!("{passed_tests} of {all} tests passed");
-    // The first public failure says why (hidden ones never reach this visible line).
+    // The first public failure says why (hidden ones never reach this visible line), unless
+    // it is the stop said on the line above.
     if let Some(first) = children
         .iter()
         .find(|c| !c.hidden && c.result == Some(false))
         .and_then(|c| c.message.as_deref())
         .and_then(|m| m.lines().next())
+        .filter(|m| stopped.is_empty() || !m.starts_with("the test run was stopped"))
     {
         message.push_str(&format!("; {first}"));
     }
