@@ -378,13 +378,17 @@ fn bad_requests_say_what_is_wrong_and_websocket_runs_are_logged() {
             ),
             "{msg}"
         );
-        // A body over the JSON cap names the cap and its setting.
+        // A body over the JSON cap names the cap and its setting, and where larger files go.
         let big = json!({"cmd": "true", "stdin": "x".repeat(3 << 20)});
         let (st, v) = s.run(&t, big).await;
         assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
         let msg = v["message"].as_str().unwrap();
         assert!(
-            msg.contains("max_json_bytes") && msg.contains("2M"),
+            msg.contains("max_json_bytes")
+                && msg.contains("2M")
+                && msg.contains(
+                    "send larger files with POST /upload (multipart or an archive, up to 32M)"
+                ),
             "{msg}"
         );
 

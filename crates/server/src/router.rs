@@ -44,7 +44,10 @@ pub fn router(state: SharedState) -> Router {
         .fallback(http::meta::not_found)
         .method_not_allowed_fallback(http::meta::method_not_allowed)
         .layer(DefaultBodyLimit::max(json_limit))
-        .layer(axum::Extension(http::json::JsonLimit(state.config.max_json_bytes)))
+        .layer(axum::Extension(http::json::JsonLimit(
+            state.config.max_json_bytes,
+            state.config.upload.max_bytes,
+        )))
         .layer(axum::middleware::from_fn_with_state(
             state.config.http.body_timeout.duration(),
             http::body_deadline::limit,

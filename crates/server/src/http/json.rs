@@ -9,15 +9,20 @@ use serde_json::error::Category;
 use crate::error::ApiError;
 use crate::http::objects_only::ObjectsOnly;
 
-/// The server's `max_json_bytes`, set on every request (a layer of the router) so a body over it
-/// is told the cap and its setting.
+/// The server's `max_json_bytes`, and what one upload may hold (`upload.max_bytes`), set on
+/// every request (a layer of the router) so a body over the cap is told it, its setting, and
+/// where larger files go.
 #[derive(Debug, Clone, Copy)]
-pub struct JsonLimit(pub corral_sandbox::Size);
+pub struct JsonLimit(pub corral_sandbox::Size, pub corral_sandbox::Size);
 
-/// What a body over the JSON cap is told.
-pub fn too_large_message(limit: Option<JsonLimit>) -> String {
+/// What a body over the JSON cap is told; with `upload_hint`, that files larger than it go
+/// through `POST /upload` (corral's own API; Judge0's has no uploads).
+pub fn too_large_message(limit: Option<JsonLimit>, upload_hint: bool) -> String {
     match limit {
-        Some(JsonLimit(max)) => format!(
+        Some(JsonLimit(max, upload)) if upload_hint => format!(
+            "the request body is larger than {max}, the most this server takes in a JSON body (the configuration file's max_json_bytes); send larger files with POST /upload (multipart or an archive, up to {upload}) and name the upload by its id"
+        ),
+        Some(JsonLimit(max, _)) => format!(
             "the request body is larger than {max}, the most this server takes in a JSON body (the configuration file's max_json_bytes)"
         ),
         None => "the request body is larger than this server's max_json_bytes".to_string(),
@@ -53,15 +58,15 @@ impl<S: Send + Sync> FromRequest<S> for JsonBytes {
             ));
         }
         let limit = req.extensions().get::<JsonLimit>().copied();
-        if let Some(JsonLimit(max)) = limit {
+        if let Some(JsonLimit(max, _)) = limit {
             super::body::refuse_declared_over(req.headers(), max.bytes(), || {
-                too_large_message(limit)
+                too_large_message(limit, true)
             })?;
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|r| {
             let status = r.status();
             match status.as_u16() {
-                413 => ApiError::rejected(status, "too_large", too_large_message(limit)),
+                413 => ApiError::rejected(status, "too_large", too_large_message(limit, true)),
                 // A body cut short is the transport's failure, not bad JSON.
                 _ => super::body::transport_failure(&r)
                     .unwrap_or_else(|| ApiError::rejected(status, "bad_json", r.body_text())),

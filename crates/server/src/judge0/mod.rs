@@ -120,9 +120,9 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for J0Body {
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Response> {
         use crate::http::json::{too_large_message, JsonLimit};
         let limit = req.extensions().get::<JsonLimit>().copied();
-        if let Some(JsonLimit(max)) = limit {
+        if let Some(JsonLimit(max, _)) = limit {
             crate::http::body::refuse_declared_over(req.headers(), max.bytes(), || {
-                too_large_message(limit)
+                too_large_message(limit, false)
             })
             .map_err(|e| j0_error(e.status(), e.message))?;
         }
