@@ -64,7 +64,11 @@ if [ "$DEBUG" = 0 ] && ! $PY -c 'import matplotlib' 2>/dev/null; then
 fi
 
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
-if [ "$DEBUG" = 1 ]; then
+if [ -n "${CORRAL_BIN_DIR:-}" ]; then
+  # Binaries built already (scripts/test's side lane: a build here would replace the `corral`
+  # under the tests running beside it).
+  CORRAL="$CORRAL_BIN_DIR/corral" BENCH="$CORRAL_BIN_DIR/corral-bench"
+elif [ "$DEBUG" = 1 ]; then
   say "building (debug: a smoke run, its numbers mean nothing)"
   cargo build -p corral-cli -p corral-bench >&2
   CORRAL="$TARGET/debug/corral" BENCH="$TARGET/debug/corral-bench"
