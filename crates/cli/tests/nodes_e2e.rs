@@ -149,6 +149,20 @@ fn a_follow_up_on_another_node_continues_in_the_sandbox_that_node_keeps() {
             "{exit}\nB:\n{}",
             b.log()
         );
+        // An exit larger than a client's message may be (its output JSON-escaped: 600,000
+        // control bytes are 3.6 MB) comes through whole.
+        ws_send(
+            &mut ws,
+            json!({"type": "run", "cmd": "head -c 600000 /dev/zero | tr '\\0' '\\1'", "sandbox": {"id": id}}),
+        )
+        .await;
+        let exit = ws_exit(&mut ws).await;
+        assert_eq!(
+            exit["stdout"].as_str().map(str::len),
+            Some(600_000),
+            "{}",
+            exit.to_string().chars().take(300).collect::<String>()
+        );
         ws_send(&mut ws, json!({"type": "run", "cmd": "echo on-b"})).await;
         let exit = ws_exit(&mut ws).await;
         assert_eq!(exit["stdout"], "on-b\n", "{exit}");

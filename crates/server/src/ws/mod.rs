@@ -461,15 +461,7 @@ async fn handle(
                         };
                         let me = st.node.id();
                         let (uri, headers) = (&opened.uri, &opened.headers);
-                        let relay = relay::open(
-                            me,
-                            keeper,
-                            uri,
-                            headers,
-                            text,
-                            to.relayed.clone(),
-                            MAX_MESSAGE,
-                        );
+                        let relay = relay::open(me, keeper, uri, headers, text, to.relayed.clone());
                         return match relay.await {
                             Ok(relay) => {
                                 *running = Some(Running {

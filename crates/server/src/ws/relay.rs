@@ -76,7 +76,6 @@ pub async fn open(
     headers: &HeaderMap,
     run: &str,
     to_client: mpsc::Sender<(String, bool)>,
-    max_message: usize,
 ) -> Result<Relay, ApiError> {
     let target = ws_url(keeper.url, uri.query());
     let mut request = target
@@ -92,9 +91,12 @@ pub async fn open(
         &FORWARDED_BY,
         HeaderValue::from_str(me).map_err(ApiError::internal)?,
     );
+    // The keeper is a server of this deployment (its address is in the shared database): its
+    // messages are bounded by its own output caps, and an `exit` carries the run's whole output,
+    // JSON-escaped (a byte of control output is six), well past what a client may send.
     let config = WebSocketConfig::default()
-        .max_message_size(Some(max_message))
-        .max_frame_size(Some(max_message));
+        .max_message_size(None)
+        .max_frame_size(None);
     let connect = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
     let (mut socket, _) = match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
         Ok(connected) => connected.map_err(|e| keeper.unreachable(&target, &e))?,
