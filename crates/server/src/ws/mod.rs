@@ -181,12 +181,17 @@ impl Running {
         }
     }
 
-    /// Ends the run: here, killed; there, the connection closed (which kills it there).
-    fn kill(self) {
-        if let RunsOn::Here { ctl, waker } = self.to {
+    /// Kills a run here (its exit event follows); a relayed run is ended by dropping it.
+    fn kill_here(&self) {
+        if let RunsOn::Here { ctl, waker } = &self.to {
             let _ = ctl.send(Ctl::Kill);
             waker.wake();
         }
+    }
+
+    /// Ends the run: here, killed; there, the connection closed (which kills it there).
+    fn kill(self) {
+        self.kill_here();
     }
 }
 
@@ -292,7 +297,7 @@ async fn session(st: SharedState, caller: Caller, opened: Opened, socket: WebSoc
                     // Closing the relay ends the run on the node that keeps the sandbox.
                     Some(r @ Running { to: RunsOn::There(_), .. }) => r.kill(),
                     Some(r) => {
-                        r.send(Ctl::Kill, "");
+                        r.kill_here();
                         running = Some(r);
                     }
                     None => {}
