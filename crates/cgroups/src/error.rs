@@ -135,4 +135,12 @@ impl Error {
             _ => None,
         }
     }
+
+    /// Whether this error says a cgroup directory went away under us: ENOENT once it is gone,
+    /// ENODEV for a file looked up while another process's rmdir was removing it (kernfs answers
+    /// that for a deactivated node). Another corral process removes the shared base when it
+    /// exits with the base empty, so setup that meets this starts again.
+    pub(crate) fn is_vanished(&self) -> bool {
+        matches!(self.raw_os_error(), Some(libc::ENOENT | libc::ENODEV))
+    }
 }

@@ -17,6 +17,13 @@ use crate::parse::{parse_pids, parse_u64};
 
 /// Reads a whole control file.
 pub(crate) fn read(path: &Path) -> Result<String, Error> {
+    #[cfg(test)]
+    if let Some(source) = crate::testfs::read_fault(path) {
+        return Err(Error::Read {
+            path: path.to_owned(),
+            source,
+        });
+    }
     std::fs::read_to_string(path).map_err(|source| Error::Read {
         path: path.to_owned(),
         source,

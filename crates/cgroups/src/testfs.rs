@@ -15,6 +15,29 @@ thread_local! {
     static FAULT: RefCell<Option<(PathBuf, i32, Option<String>)>> = const { RefCell::new(None) };
     /// A directory that vanishes right after it is next created (another process's rmdir).
     static VANISH: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
+    /// A read that fails once: path and errno.
+    static READ_FAULT: RefCell<Option<(PathBuf, i32)>> = const { RefCell::new(None) };
+}
+
+/// Makes the next `fs::read` of `path` fail with `errno`, as reading a file of a cgroup that
+/// another process is removing does (ENODEV).
+pub(crate) fn fail_next_read_of(path: &Path, errno: i32) {
+    READ_FAULT.with(|f| *f.borrow_mut() = Some((path.to_owned(), errno)));
+}
+
+/// Called by `fs::read`: the injected one-time failure for `path`, if any.
+pub(crate) fn read_fault(path: &Path) -> Option<std::io::Error> {
+    READ_FAULT.with(|f| {
+        let mut f = f.borrow_mut();
+        match f.as_ref() {
+            Some((p, errno)) if p == path => {
+                let e = std::io::Error::from_raw_os_error(*errno);
+                *f = None;
+                Some(e)
+            }
+            _ => None,
+        }
+    })
 }
 
 /// Makes the next creation of `path` be undone at once, as another corral process removing the

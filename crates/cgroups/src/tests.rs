@@ -1048,6 +1048,35 @@ fn v2_base_removed_by_another_process_during_setup_is_made_again() {
 }
 
 #[test]
+fn v2_base_being_removed_by_another_process_during_setup_is_retried() {
+    // Another corral process's rmdir of the empty base lands between our mkdir -p and the read
+    // of its controllers: the kernel answers ENODEV for the dying cgroup's file.
+    let h = pure_v2(true, true);
+    let base = h.p("sys/fs/cgroup/corral");
+    crate::testfs::fail_next_read_of(&base.join("cgroup.controllers"), libc::ENODEV);
+    let m = detect_with(
+        CONTAINER_V2_MOUNTINFO,
+        CONTAINER_V2_CGROUP,
+        h.root(),
+        &no_env(),
+    )
+    .unwrap();
+    let cg = m.create("a", &limits(MIB, 1)).unwrap();
+    cg.destroy().unwrap();
+    // Any other read error is not retried.
+    crate::testfs::fail_next_read_of(&base.join("cgroup.controllers"), libc::EIO);
+    let e = detect_with(
+        CONTAINER_V2_MOUNTINFO,
+        CONTAINER_V2_CGROUP,
+        h.root(),
+        &no_env(),
+    )
+    .err()
+    .expect("EIO is an error");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+}
+
+#[test]
 fn v2_container_at_root_uses_slash_corral() {
     let h = pure_v2(true, true);
     let m = detect_with(

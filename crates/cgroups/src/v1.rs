@@ -80,8 +80,19 @@ impl V1Manager {
         Ok(m)
     }
 
-    /// Creates the base directories (mkdir -p, 0755). Idempotent.
+    /// Creates the base directories (mkdir -p, 0755). Idempotent. Another corral process that
+    /// exits removes the bases while they are empty; if that happens half-way, start again.
     fn prepare(&self) -> Result<(), Error> {
+        let mut attempts = 0;
+        loop {
+            match self.prepare_once() {
+                Err(e) if e.is_vanished() && attempts < 3 => attempts += 1,
+                r => return r,
+            }
+        }
+    }
+
+    fn prepare_once(&self) -> Result<(), Error> {
         for h in &self.hiers {
             fs::mkdir_p(&h.mount, &h.base)?;
             if h.has("cpuset") {
@@ -158,7 +169,7 @@ impl Manager for V1Manager {
                 Ok(d) => break d,
                 // The base vanished (another corral process's manager removed it while empty):
                 // recreate it and retry.
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) && attempts < 3 => {
+                Err(e) if e.is_vanished() && attempts < 3 => {
                     attempts += 1;
                     self.prepare()?;
                 }

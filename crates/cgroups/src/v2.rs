@@ -91,7 +91,7 @@ impl V2Manager {
         let mut attempts = 0;
         loop {
             match self.prepare_once() {
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) && attempts < 3 => attempts += 1,
+                Err(e) if e.is_vanished() && attempts < 3 => attempts += 1,
                 r => return r,
             }
         }
@@ -228,7 +228,7 @@ impl Manager for V2Manager {
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) => return Err(Error::Exists(dir)),
                 // The base vanished (another corral process's manager removed it while empty):
                 // recreate and re-delegate, then retry.
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) && attempts < 3 => {
+                Err(e) if e.is_vanished() && attempts < 3 => {
                     attempts += 1;
                     self.prepare()?;
                 }
