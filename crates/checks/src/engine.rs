@@ -48,6 +48,25 @@ pub struct GradeOptions {
     /// The process's cap on checks running at once across its gradings, and this grading's
     /// kind (`None`: only `jobs` bounds this grading).
     pub slots: Option<(Arc<GradingSlots>, GradingKind)>,
+    /// Told each check's result as soon as it is decided (`None`: nobody is watching).
+    pub progress: Option<Progress>,
+}
+
+/// A watcher of a grading's progress: called, on the grading's thread, with each check's result
+/// as it is decided (a check that ran, or one skipped because a dependency failed) and how many
+/// of the suite's checks are decided by then. The server streams these to a client that waits
+/// (`POST /check` with `Accept: application/x-ndjson`). The check's own result: rubric items
+/// (pytest tests, check50 checks) come with the report.
+#[derive(Clone)]
+pub struct Progress(pub Arc<OnDecided>);
+
+/// What a [`Progress`] calls: a check's result and how many checks are decided.
+pub type OnDecided = dyn Fn(&CheckResult, usize) + Send + Sync;
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress(..)")
+    }
 }
 
 impl Default for GradeOptions {
@@ -60,6 +79,7 @@ impl Default for GradeOptions {
             pins: BTreeMap::new(),
             runtime: Default::default(),
             slots: None,
+            progress: None,
         }
     }
 }
@@ -196,6 +216,13 @@ pub fn grade(
         Skipped,
     }
     let mut state = vec![State::Waiting; n];
+    let mut decided = 0usize;
+    let mut tell = |r: &CheckResult| {
+        decided += 1;
+        if let Some(Progress(f)) = &opts.progress {
+            f(r, decided);
+        }
+    };
     let mut results: Vec<Option<CheckResult>> = vec![None; n];
     let mut outputs: Vec<Option<PathBuf>> = vec![None; n];
 
@@ -275,6 +302,7 @@ pub fn grade(
             };
             in_flight -= 1;
             state[i] = State::Done(result.result == Some(true));
+            tell(&result);
             results[i] = Some(result);
             outputs[i] = out;
             // Resolve dependents whose dependencies are now all decided, transitively for skips.
@@ -304,7 +332,9 @@ pub fn grade(
                     }
                     _ => {
                         state[j] = State::Skipped;
-                        results[j] = Some(skipped(&suite.checks[j]));
+                        let r = skipped(&suite.checks[j]);
+                        tell(&r);
+                        results[j] = Some(r);
                         todo.extend(dependents[j].iter().copied());
                     }
                 }

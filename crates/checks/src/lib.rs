@@ -51,7 +51,7 @@ pub mod safety_scan;
 pub mod shared;
 pub mod suite;
 
-pub use engine::{grade, GradeOptions};
+pub use engine::{grade, GradeOptions, Progress};
 pub use error::{GradeError, LanguageError, SuiteError};
 pub use grading_slots::{GradingKind, GradingSlots};
 pub use image_root::UsedImage;

@@ -923,6 +923,176 @@ fn a_tokens_concurrent_checks_are_capped_and_another_tokens_check_runs() {
     });
 }
 
+/// Three checks where the second fails and the third, which needs it, is skipped.
+const STEPS_SUITE: &str = r#"
+name: steps
+checks:
+  - id: first
+    description: passes
+    steps:
+      - run: "true"
+      - exit: 0
+  - id: second
+    description: fails
+    depends: [first]
+    steps:
+      - run: "false"
+      - exit: 0
+  - id: third
+    description: needs the second
+    depends: [second]
+    steps:
+      - run: "true"
+      - exit: 0
+"#;
+
+/// Reads an NDJSON answer's lines as they arrive; each is also checked against the OpenAPI
+/// document's `CheckEvent`.
+struct Lines {
+    r: reqwest::Response,
+    buf: Vec<u8>,
+    doc: Value,
+}
+
+impl Lines {
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                let v: Value = serde_json::from_slice(&line).expect("a JSON line");
+                let errors = corral_testkit::documented_answer_errors_as(
+                    &self.doc,
+                    "post",
+                    "/check",
+                    200,
+                    "application/x-ndjson",
+                    &v,
+                );
+                assert!(errors.is_empty(), "{errors:?} in {v}");
+                return Some(v);
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(60), self.r.chunk())
+                .await
+                .expect("a line within 60 s")
+                .unwrap()?;
+            self.buf.extend_from_slice(&chunk);
+        }
+    }
+}
+
+/// `POST /check` with `Accept: application/x-ndjson` answers the grading's progress as it goes
+/// (a class's checks waited up to two minutes with no word, and a proxy cuts a silent request
+/// after a minute): `queued` while another student's grading holds the only slot — sent at once,
+/// not held back until the grading ends — a `heartbeat` every 15 s of waiting, `started` with the
+/// suite's checks, each check as it is decided (the skipped one too), and last the report, the
+/// same as without streaming. A request refused before it is accepted is an ordinary error.
+#[test]
+fn a_check_streams_its_progress_when_asked() {
+    let s = Server::start("parallelism = 1\nshutdown_grace = \"1s\"\n", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let (st, v) = register_suite(&s, &staff, "steps", STEPS_SUITE).await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        let (st, v) = register_suite(
+            &s,
+            &staff,
+            "nap",
+            "name: nap\ntimeout: 30s\nlimits: {wall_time: 30s}\nchecks:\n  - id: waits\n    steps:\n      \
+             - run: sleep 17\n      - exit: 0\n",
+        )
+        .await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        let (_, doc) = s.get(&staff, "/openapi.json").await;
+        let student = s.token("student").await;
+        let up = s.upload(&student, &[("a.txt", b"a")]).await;
+        let ask = |suite: &str| {
+            client()
+                .post(s.url("/check?format=json"))
+                .bearer_auth(&student)
+                .header("accept", "application/x-ndjson")
+                .json(&json!({"checks": suite, "sandbox": {"homedir": up}}))
+        };
+        // Refused before it is accepted: its status and JSON error, no stream.
+        let r = ask("no-such-suite").send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"], "not_found", "{v}");
+
+        // Another student's grading holds the only slot for 17 s.
+        let other = s.token("student").await;
+        let up_other = s.upload(&other, &[("a.txt", b"a")]).await;
+        let (url, body) = (
+            s.url("/check"),
+            json!({"checks": "nap", "sandbox": {"homedir": up_other}}),
+        );
+        let held = tokio::spawn(async move {
+            let _ = client().post(url).bearer_auth(other).json(&body).send().await;
+        });
+        until_runs(&s, (1, 0)).await;
+
+        let r = ask("steps").send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(
+            r.headers()["content-type"].to_str().unwrap(),
+            "application/x-ndjson"
+        );
+        let mut lines = Lines {
+            r,
+            buf: Vec::new(),
+            doc,
+        };
+        assert_eq!(lines.next().await.unwrap(), json!({"event": "queued"}));
+        assert_eq!(
+            s.health().await["runs_in_flight"],
+            1,
+            "`queued` came only once the other grading had ended"
+        );
+        let beat = lines.next().await.unwrap();
+        assert_eq!(beat["event"], "heartbeat", "{beat}");
+        assert!(beat["elapsed_ms"].as_u64().unwrap() >= 15_000, "{beat}");
+        let mut events = Vec::new();
+        while let Some(v) = lines.next().await {
+            if v["event"] != "heartbeat" {
+                events.push(v);
+            }
+        }
+        held.await.unwrap();
+        let n = events.len();
+        assert_eq!(n, 5, "{events:#?}");
+        assert_eq!(
+            events[0],
+            json!({"event": "started", "checks": ["first", "second", "third"]})
+        );
+        assert_eq!(
+            events[1..4],
+            [
+                json!({"event": "check", "done": 1, "of": 3, "id": "first", "result": true}),
+                json!({"event": "check", "done": 2, "of": 3, "id": "second", "result": false}),
+                json!({"event": "check", "done": 3, "of": 3, "id": "third", "result": null}),
+            ]
+        );
+        let report = &events[4];
+        assert_eq!(report["event"], "report", "{report}");
+        // The report is the answer without streaming.
+        let r = client()
+            .post(s.url("/check?format=json"))
+            .bearer_auth(&student)
+            .json(&json!({"checks": "steps", "sandbox": {"homedir": up}}))
+            .send()
+            .await
+            .unwrap();
+        let mut plain: Value = r.json().await.unwrap();
+        let mut streamed = report["report"].clone();
+        for v in [&mut plain, &mut streamed] {
+            for id in ["first", "second", "third"] {
+                v["results"][id]["time_ms"] = Value::Null;
+            }
+        }
+        assert_eq!(streamed, plain);
+        assert_eq!(plain["order"], json!(["first", "second", "third"]), "{plain}");
+    });
+}
+
 /// Waits (bounded) until the server has `(in flight, queued)` runs.
 async fn until_runs(s: &Server, expected: (i64, i64)) {
     let deadline = Instant::now() + Duration::from_secs(30);

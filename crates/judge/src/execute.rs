@@ -282,6 +282,7 @@ fn grade_suite(
         pins: spec.image_digests.clone(),
         runtime: spec.runtime_policy(),
         slots: slots.map(|s| (s.clone(), GradingKind::Queued)),
+        progress: None,
     };
     let report = match corral_checks::grade(pool, registry, &suite, at.files, &opts) {
         Ok(r) => r,

@@ -158,7 +158,7 @@ impl Modify for Security {
         ErrorBody, runs::RunRequest, RunResponse, Cmd, SandboxRef, LimitsDoc, LimitValue, uploads::UploadResponse,
         uploads::UploadForm, uploads::UploadInfo, uploads::FileInfo, tokens::TokenRequest, tokens::TokenResponse, tokens::RoleName, tokens::WhoAmI, meta::Health,
         meta::LanguageInfo, meta::LanguageImageInfo, WsClientMessage, WsServerMessage, TermSize, checks::CheckRequest,
-        checks::CheckResponse, checks::CheckResultDoc, checks::ScriptEntry,
+        checks::CheckResponse, checks::CheckEvent, checks::CheckResultDoc, checks::ScriptEntry,
         checks::UsedImageDoc, checks::IntegrityDoc, checks::IntegrityFlagDoc,
         checks::Observation, checks::SuiteForm, SuiteInfo,
         revisions::RevisionRequest, revisions::RevisionMetaDoc,

@@ -20,4 +20,6 @@ pub mod tar;
 pub use command::{json_output, succeed};
 pub use debian::{debian_tar, oci_layout_of_tar, sha256_file};
 pub use file_lock::{lock, lock_fair, lock_shared_fair};
-pub use schema::{documented_answer_errors, schema, schema_errors, workspace_root};
+pub use schema::{
+    documented_answer_errors, documented_answer_errors_as, schema, schema_errors, workspace_root,
+};

@@ -32,6 +32,19 @@ pub fn documented_answer_errors(
     status: u16,
     body: &serde_json::Value,
 ) -> Vec<String> {
+    documented_answer_errors_as(doc, method, path, status, "application/json", body)
+}
+
+/// [`documented_answer_errors`] for an answer of media type `media` (for
+/// `application/x-ndjson`, one line of it: the document's schema is a line's).
+pub fn documented_answer_errors_as(
+    doc: &serde_json::Value,
+    method: &str,
+    path: &str,
+    status: u16,
+    media: &str,
+    body: &serde_json::Value,
+) -> Vec<String> {
     let op = &doc["paths"][path][method];
     if !op.is_object() {
         return vec![format!("{method} {path} is not in the document")];
@@ -42,9 +55,9 @@ pub fn documented_answer_errors(
             "{method} {path} answered {status}, which the document does not say"
         )];
     }
-    let mut schema = response["content"]["application/json"]["schema"].clone();
+    let mut schema = response["content"][media]["schema"].clone();
     if !schema.is_object() {
-        return vec![format!("{method} {path} {status}: no JSON schema")];
+        return vec![format!("{method} {path} {status}: no schema for {media}")];
     }
     // The schema's `$ref`s point into the document's components.
     schema["components"] = doc["components"].clone();

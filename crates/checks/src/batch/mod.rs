@@ -260,6 +260,7 @@ pub fn grade_one(
         runtime: opts.runtime,
         // The pool's `max_active` (jobs × check jobs) bounds the checks at once.
         slots: None,
+        progress: None,
     };
     let report = match engine::grade(pool, registry, suite, &sub.path, &grade_opts) {
         Ok(r) => r,

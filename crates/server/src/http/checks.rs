@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, Query, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use corral_checks::{Report, View};
 use corral_store::NewFile;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -188,6 +190,36 @@ pub struct CheckResponse {
     pub revision: Option<crate::http::revisions::RevisionMetaDoc>,
 }
 
+/// One line of `POST /check`'s progress stream (`Accept: application/x-ndjson`): `event` says
+/// which; the other fields are that event's.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[allow(dead_code)]
+pub struct CheckEvent {
+    /// `queued` (every runner slot is busy: it waits its turn), `started` (it has a slot),
+    /// `check` (one check decided), `heartbeat` (15 s with nothing else to say), then last either
+    /// `report` (the answer) or `error` (it failed after streaming began).
+    #[schema(pattern = "^(queued|started|check|heartbeat|report|error)$")]
+    pub event: String,
+    /// `started`: the suite's check ids, in order.
+    pub checks: Option<Vec<String>>,
+    /// `check`: how many of the suite's checks are decided.
+    pub done: Option<u64>,
+    /// `check`: how many checks the suite has.
+    pub of: Option<u64>,
+    /// `check`: the check decided (absent for a row the caller's view leaves out).
+    pub id: Option<String>,
+    /// `check`: true passed, false failed, null skipped or not judged.
+    pub result: Option<bool>,
+    /// `heartbeat`: since the request was accepted.
+    pub elapsed_ms: Option<u64>,
+    /// `report`: what `POST /check` answers without streaming (`?format=` applies).
+    pub report: Option<CheckResponse>,
+    /// `error`: a stable code, as in an error body.
+    pub error: Option<String>,
+    /// `error`: what went wrong.
+    pub message: Option<String>,
+}
+
 /// The multipart form of `POST /suites`.
 #[derive(Debug, ToSchema)]
 #[allow(dead_code)]
@@ -310,12 +342,19 @@ pub async fn list_suites(
 /// CS50 Check's `/check`: `{"results": {id: {dependencies, description, result, script}}}`, where
 /// `result` is true (passed), false (failed) or null (not run: a dependency failed). Staff see
 /// hidden checks' expected and actual values; students do not.
+///
+/// With `Accept: application/x-ndjson` the answer is the grading's progress as it goes, one
+/// `CheckEvent` per line: `queued` (only when it waits for a slot), `started`, one `check` per
+/// check decided, a `heartbeat` every 15 s of silence, and last `report` (the answer above) or
+/// `error`. A request refused before it is accepted gets its status and error body as without
+/// streaming.
 #[utoipa::path(
     post, path = "/check", tag = "checks",
     request_body(content = CheckRequest, example = json!({"checks": "hello", "sandbox": {"homedir": "UPLOAD_ID"}})),
     params(CheckQuery),
     responses(
-        (status = 200, description = "Graded", body = CheckResponse),
+        (status = 200, description = "Graded (with `Accept: application/x-ndjson`: its progress, one `CheckEvent` per line, the report last)",
+            content((CheckResponse = "application/json"), (CheckEvent = "application/x-ndjson"))),
         (status = 404, description = "No such suite, or no such upload of this caller", body = ErrorBody),
         (status = 422, description = "Bad request or suite", body = ErrorBody),
         (status = 429, description = "Rate limited, or this token has its most `/check` requests being graded at once (`max_sandboxes_per_caller`); see Retry-After", body = ErrorBody),
@@ -326,9 +365,10 @@ pub async fn list_suites(
 pub async fn check(
     State(st): State<SharedState>,
     Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
     query: Result<Query<CheckQuery>, axum::extract::rejection::QueryRejection>,
     ApiJson(req): ApiJson<CheckRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::unprocessable(e.body_text()))?;
     let corral_format = match query.format.as_deref() {
         None | Some("cs50") => false,
@@ -362,7 +402,7 @@ pub async fn check(
         )),
         None => None,
     };
-    let (report, view) = checks::grade(
+    let prepared = checks::prepare(
         &st,
         &caller,
         &req.checks,
@@ -371,8 +411,42 @@ pub async fn check(
         req.runtime,
     )
     .await?;
-    tracing::info!(caller = %caller.id, suite = %req.checks, passed = report.passed(), "check");
-    if corral_format {
+    let answer = Answer {
+        suite: req.checks,
+        corral_format,
+        revision,
+    };
+    if super::check_progress::wanted(&headers) {
+        return super::check_progress::stream(st, caller, prepared, answer, &headers).await;
+    }
+    let view = prepared.view();
+    let report = checks::run(&st, &caller, prepared, None).await?;
+    Ok(Json(answer.of(&st, &caller, &report, view).await?).into_response())
+}
+
+/// How a check's report is answered, once graded.
+pub(super) struct Answer {
+    /// The suite's id.
+    suite: String,
+    /// `?format=json` (else CS50's shape).
+    corral_format: bool,
+    /// The editor's language and the upload's files, to keep as a revision.
+    revision: Option<(String, Vec<corral_store::RevisionFile>)>,
+}
+
+impl Answer {
+    /// The answer's body for `report`; records the revision when one was asked for.
+    pub(super) async fn of(
+        self,
+        st: &SharedState,
+        caller: &Caller,
+        report: &Report,
+        view: View,
+    ) -> Result<Value, ApiError> {
+        tracing::info!(caller = %caller.id, suite = %self.suite, passed = report.passed(), "check");
+        if !self.corral_format {
+            return Ok(report.to_cs50(view));
+        }
         let mut v = report.to_json(view);
         // The suite's order of the checks (a JSON object's keys have none).
         v["order"] = Value::from(
@@ -382,12 +456,11 @@ pub async fn check(
                 .map(|r| r.id.clone())
                 .collect::<Vec<_>>(),
         );
-        if let Some((language, files)) = revision {
-            let meta = revisions::record_check(&st, &caller, language, &req.checks, files, &report)
-                .await?;
+        if let Some((language, files)) = self.revision {
+            let meta =
+                revisions::record_check(st, caller, language, &self.suite, files, report).await?;
             v["revision"] = serde_json::to_value(meta).map_err(ApiError::internal)?;
         }
-        return Ok(Json(v));
+        Ok(v)
     }
-    Ok(Json(report.to_cs50(view)))
 }

@@ -15,6 +15,7 @@ pub mod auth;
 pub mod binary;
 pub mod body;
 pub mod body_deadline;
+pub mod check_progress;
 pub mod checks;
 pub mod content_coding;
 pub mod draining;

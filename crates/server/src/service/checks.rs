@@ -1,12 +1,45 @@
 //! Grading an upload against a check suite (`/check`), within the server's admission.
 
-use corral_checks::{GradeError, GradeOptions, GradingKind, Report, View};
+use corral_checks::{GradeError, GradeOptions, GradingKind, Progress, Report, View};
 
 use crate::error::ApiError;
 use crate::service::caller::Caller;
+use crate::service::runner::Turn;
 use crate::service::runtime_choice::refuse_lost_hiding;
 use crate::service::suites::{self, is_valid_id};
 use crate::state::SharedState;
+
+/// A grading ready to run: everything that can refuse the request has been checked (the suite,
+/// the upload, the image, the caller's cap), so a client that watches its progress is only told
+/// "accepted" once it is.
+pub struct Prepared {
+    suite: corral_checks::Suite,
+    submission: std::path::PathBuf,
+    runtime: corral_sandbox::RuntimePolicy,
+    view: View,
+    /// Holds the submission and the suite's files until the grading ends.
+    work: tempfile::TempDir,
+    /// Counts against the caller's cap until the grading ends.
+    grading: crate::service::per_caller::Counted,
+}
+
+/// Who watches a grading: told its [`Turn`]s, then each check's result as it is decided.
+pub struct Watch {
+    pub turn: Box<dyn Fn(Turn) + Send>,
+    pub progress: Progress,
+}
+
+impl Prepared {
+    /// The suite's check ids, in its order.
+    pub fn check_ids(&self) -> Vec<String> {
+        self.suite.checks.iter().map(|c| c.id.clone()).collect()
+    }
+
+    /// Whose view the report is for (staff see hidden checks' details).
+    pub fn view(&self) -> View {
+        self.view
+    }
+}
 
 /// Grades the caller's upload `homedir` with suite `suite_id`, in `image` (over the suite's
 /// default) when given; `runtime` (or the server's default) is the runtime of checks that name
@@ -20,6 +53,20 @@ pub async fn grade(
     image: Option<&str>,
     runtime: Option<corral_sandbox::Runtime>,
 ) -> Result<(Report, View), ApiError> {
+    let prepared = prepare(st, caller, suite_id, homedir, image, runtime).await?;
+    let view = prepared.view;
+    Ok((run(st, caller, prepared, None).await?, view))
+}
+
+/// Everything [`grade`] checks before it grades.
+pub async fn prepare(
+    st: &SharedState,
+    caller: &Caller,
+    suite_id: &str,
+    homedir: &str,
+    image: Option<&str>,
+    runtime: Option<corral_sandbox::Runtime>,
+) -> Result<Prepared, ApiError> {
     let runtime_asked = runtime;
     let runtime = corral_sandbox::RuntimePolicy {
         default: st
@@ -64,10 +111,39 @@ pub async fn grade(
     } else {
         View::Student
     };
+    Ok(Prepared {
+        suite,
+        submission,
+        runtime,
+        view,
+        work,
+        grading,
+    })
+}
+
+/// Grades a prepared submission once a runner slot is free, telling `watch` (when given) how
+/// it goes.
+pub async fn run(
+    st: &SharedState,
+    caller: &Caller,
+    prepared: Prepared,
+    watch: Option<Watch>,
+) -> Result<Report, ApiError> {
+    let Prepared {
+        suite,
+        submission,
+        runtime,
+        work,
+        grading,
+        ..
+    } = prepared;
+    let (turn, progress) = match watch {
+        Some(w) => (w.turn, Some(w.progress)),
+        None => (Box::new(|_| {}) as Box<dyn Fn(Turn) + Send>, None),
+    };
     let st2 = st.clone();
-    let report = st
-        .runner
-        .grade(&caller.id, move || {
+    st.runner
+        .grade_watched(&caller.id, turn, move || {
             let started = std::time::Instant::now();
             let r = corral_checks::grade(
                 &st2.pool,
@@ -79,6 +155,7 @@ pub async fn grade(
                     images: Some(st2.images.clone()),
                     runtime,
                     slots: Some((st2.grading_slots.clone(), GradingKind::Interactive)),
+                    progress,
                     ..GradeOptions::default()
                 },
             );
@@ -102,6 +179,5 @@ pub async fn grade(
             GradeError::Io { .. } => ApiError::internal(e),
             GradeError::Submission { .. } => ApiError::bad_request(e.to_string()),
             other => ApiError::unprocessable(other.to_string()),
-        })?;
-    Ok((report, view))
+        })
 }

@@ -38,6 +38,14 @@ pub struct Runner {
     metrics: Arc<Metrics>,
 }
 
+/// Where a watched grading is, before its checks' own progress: it waits for a slot (others'
+/// work holds them all), or it has one and starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    Queued,
+    Started,
+}
+
 /// A slot, counted as its caller's until dropped (the run ended, or its request went away).
 struct Held {
     _slot: Slot,
@@ -109,7 +117,20 @@ impl Runner {
         caller: &str,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ApiError> {
-        self.execute(Work::Grading, caller, move || (f(), ())).await
+        self.execute(Work::Grading, caller, |_| {}, move || (f(), ()))
+            .await
+    }
+
+    /// [`grade`](Self::grade), telling `watch` when it must wait for a slot ([`Turn::Queued`],
+    /// only then) and when it has one ([`Turn::Started`]). Refused (overloaded) before either.
+    pub async fn grade_watched<T: Send + 'static>(
+        &self,
+        caller: &str,
+        watch: impl Fn(Turn) + Send,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        self.execute(Work::Grading, caller, watch, move || (f(), ()))
+            .await
     }
 
     /// Runs a program as [`grade`](Self::grade) does, in a reserved slot when one is free, and
@@ -122,7 +143,7 @@ impl Runner {
         caller: &str,
         f: impl FnOnce() -> (T, L) + Send + 'static,
     ) -> Result<T, ApiError> {
-        self.execute(Work::Program, caller, f).await
+        self.execute(Work::Program, caller, |_| {}, f).await
     }
 
     /// A slot for `work`, counted as `caller`'s while held.
@@ -166,6 +187,7 @@ impl Runner {
         &self,
         work: Work,
         caller: &str,
+        watch: impl Fn(Turn) + Send,
         f: impl FnOnce() -> (T, L) + Send + 'static,
     ) -> Result<T, ApiError> {
         if self.admitted.fetch_add(1, Ordering::SeqCst) >= self.max_admitted {
@@ -181,8 +203,20 @@ impl Runner {
         }
         let _admission = Admission(self);
         let waiting = Waiting::new(&self.metrics.queued);
-        let permit = self.slot(work, caller).await;
+        let slot = self.slot(work, caller);
+        tokio::pin!(slot);
+        // One poll tells whether a slot is free now; only a run that then waits is queued.
+        let permit = match futures_util::FutureExt::now_or_never(&mut slot) {
+            Some(p) => p,
+            None => {
+                watch(Turn::Queued);
+                slot.await
+            }
+        };
         drop(waiting);
+        if permit.is_ok() {
+            watch(Turn::Started);
+        }
         let permit = permit.map_err(|_| ApiError::overloaded("the server is shutting down", 5))?;
         let metrics = self.metrics.clone();
         metrics.in_flight.inc();
@@ -311,14 +345,46 @@ mod tests {
         let (go, wait) = std::sync::mpsc::channel::<()>();
         let r = runner.clone();
         let task = tokio::spawn(async move {
-            r.execute(work, caller, move || {
-                let _ = wait.recv();
-                ((), ())
-            })
+            r.execute(
+                work,
+                caller,
+                |_| {},
+                move || {
+                    let _ = wait.recv();
+                    ((), ())
+                },
+            )
             .await
             .unwrap()
         });
         (go, task)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_watched_grading_is_told_queued_only_when_it_waits() {
+        let metrics = Arc::new(Metrics::new());
+        let runner = Arc::new(Runner::new(1, 0, 10, metrics.clone()));
+        let turns = Arc::new(Mutex::new(Vec::new()));
+        let watch = |t: &Arc<Mutex<Vec<Turn>>>| {
+            let t = t.clone();
+            move |turn| t.lock().unwrap().push(turn)
+        };
+        runner
+            .grade_watched("a", watch(&turns), || ())
+            .await
+            .unwrap();
+        assert_eq!(*turns.lock().unwrap(), [Turn::Started], "a free slot");
+        turns.lock().unwrap().clear();
+        let (go, a) = blocked(&runner, Work::Grading, "a");
+        until(&metrics.in_flight, 1).await;
+        let (r, w) = (runner.clone(), watch(&turns));
+        let b = tokio::spawn(async move { r.grade_watched("b", w, || ()).await.unwrap() });
+        until(&metrics.queued, 1).await;
+        assert_eq!(*turns.lock().unwrap(), [Turn::Queued]);
+        go.send(()).unwrap();
+        a.await.unwrap();
+        b.await.unwrap();
+        assert_eq!(*turns.lock().unwrap(), [Turn::Queued, Turn::Started]);
     }
 
     #[tokio::test(flavor = "current_thread")]
