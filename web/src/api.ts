@@ -85,22 +85,66 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
     throw new ApiError('Cannot reach the server: check your connection, then try again.', 0, 'network');
   }
   const text = await r.text();
-  let data: unknown = null;
-  try {
-    data = text ? JSON.parse(text) : null;
-  } catch {
-    data = null;
-  }
-  if (!r.ok) {
-    const d = (data ?? {}) as { error?: string; message?: string };
-    const ra = r.headers.get('Retry-After');
-    const retryAfter = ra && /^\d+$/.test(ra) ? Number(ra) : null;
-    const code = d.error ?? `http_${r.status}`;
-    const err = new ApiError(explain(r.status, code, d.message ?? text.slice(0, 200), retryAfter), r.status, code, retryAfter);
-    if (r.status === 401) reportUnauthorized(err);
-    throw err;
-  }
+  const data = parseOrNull(text);
+  if (!r.ok) throw refusal(r, data, text);
   return data as T;
+}
+
+function parseOrNull(text: string): unknown {
+  try {
+    return text ? JSON.parse(text) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The error of a request the server refused (its JSON error body, or its text). */
+function refusal(r: Response, data: unknown, text: string): ApiError {
+  const d = (data ?? {}) as { error?: string; message?: string };
+  const ra = r.headers.get('Retry-After');
+  const retryAfter = ra && /^\d+$/.test(ra) ? Number(ra) : null;
+  const code = d.error ?? `http_${r.status}`;
+  const err = new ApiError(explain(r.status, code, d.message ?? text.slice(0, 200), retryAfter), r.status, code, retryAfter);
+  if (r.status === 401) reportUnauthorized(err);
+  return err;
+}
+
+/**
+ * Calls an API that answers its progress as it goes (`Accept: application/x-ndjson`): `onLine`
+ * gets each line's JSON as it arrives. A refusal throws as `api` does.
+ */
+export async function apiStream(method: string, path: string, body: unknown, onLine: (line: Record<string, unknown>) => void): Promise<void> {
+  const headers: Record<string, string> = { 'Content-Type': 'application/json', Accept: 'application/x-ndjson' };
+  const token = getToken();
+  if (token) headers['Authorization'] = `Bearer ${token}`;
+  let r: Response;
+  try {
+    r = await fetch(path, { method, headers, body: JSON.stringify(body), cache: 'no-store' });
+  } catch {
+    throw new ApiError('Cannot reach the server: check your connection, then try again.', 0, 'network');
+  }
+  if (!r.ok || !r.body) {
+    const text = await r.text();
+    throw refusal(r, parseOrNull(text), text);
+  }
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    let chunk: ReadableStreamReadResult<string>;
+    try {
+      chunk = await reader.read();
+    } catch {
+      throw new ApiError('The connection to the server was lost before the answer came: try again.', 0, 'network');
+    }
+    if (chunk.done) break;
+    buf += chunk.value;
+    let nl: number;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl).trim();
+      buf = buf.slice(nl + 1);
+      if (line) onLine(JSON.parse(line) as Record<string, unknown>);
+    }
+  }
 }
 
 export interface Language {

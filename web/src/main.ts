@@ -7,6 +7,7 @@ import './style.css';
 import {
   api,
   ApiError,
+  apiStream,
   upload,
   type EditorFile,
   type Language,
@@ -21,7 +22,7 @@ import { Editor, validName } from './editor';
 import { describeExit, Session, usage } from './session';
 import { template } from './templates';
 import { TerminalPanel } from './terminal';
-import { $, $as, banner, el, setupTheme, showError, signIn, timeAgo, timeFull, watchUnauthorized } from './ui';
+import { $, $as, banner, delayedNote, el, setupTheme, showError, signIn, timeAgo, timeFull, watchUnauthorized } from './ui';
 
 const DRAFT_KEY = 'corral.draft';
 const SUITE_KEY = 'corral.suite';
@@ -334,8 +335,13 @@ async function run(): Promise<void> {
   let outcome = 'error';
   let summary = '';
   let keep = true;
-  // What the status said before a `queued` message, said again at `started`.
+  // What the status said before a `queued` message, said again at `started`. The note waits
+  // 400 ms: most queue waits are a few milliseconds.
   let beforeQueue = '';
+  const queuedNote = delayedNote(() => {
+    beforeQueue = runStatus.textContent ?? '';
+    status('⏳ The server is busy: your program starts as soon as a sandbox is free (Stop cancels it).', 'waiting');
+  });
   try {
     const id = await upload(files);
     session = new Session({
@@ -346,11 +352,11 @@ async function run(): Promise<void> {
         document.body.classList.add('waiting');
         term.focus();
       },
-      queued: () => {
-        beforeQueue = runStatus.textContent ?? '';
-        status('⏳ The server is busy: your program starts as soon as a sandbox is free (Stop cancels it).', 'waiting');
+      queued: () => queuedNote.arm(),
+      started: () => {
+        queuedNote.cancel();
+        if (queuedNote.shown) status(beforeQueue);
       },
-      started: () => status(beforeQueue),
     });
     const s = session;
     await s.open();
@@ -453,12 +459,44 @@ async function check(): Promise<void> {
   const files = editor.getFiles();
   try {
     const id = await upload(files);
-    // The server keeps the check in the history itself, with its own report's score.
-    const report = await api<Report & { revision?: RevisionMeta }>('POST', '/check?format=json', {
-      checks: suite,
-      sandbox: { homedir: id },
-      revision: { language: languageSelect.value },
+    // The server keeps the check in the history itself, with its own report's score. Its
+    // progress comes as it goes: a class checking at once waits for free graders.
+    const got: { report?: Report & { revision?: RevisionMeta }; failure?: ApiError } = {};
+    let checks = 0;
+    const queuedNote = delayedNote(() => {
+      summaryEl.textContent = `⏳ Waiting for a free grader: other checks are running. Yours starts as soon as one is free.`;
     });
+    try {
+      await apiStream('POST', '/check?format=json', { checks: suite, sandbox: { homedir: id }, revision: { language: languageSelect.value } }, (e) => {
+        switch (e.event) {
+          case 'queued':
+            queuedNote.arm();
+            break;
+          case 'heartbeat':
+            if (queuedNote.shown) summaryEl.textContent = `⏳ Waiting for a free grader (${Math.round(Number(e.elapsed_ms) / 1000)} s): other checks are running.`;
+            break;
+          case 'started':
+            queuedNote.cancel();
+            checks = Array.isArray(e.checks) ? e.checks.length : 0;
+            summaryEl.textContent = `Checking against ${suite}: 0 of ${checks} checks done…`;
+            break;
+          case 'check':
+            summaryEl.textContent = `Checking against ${suite}: ${Number(e.done)} of ${checks} checks done…`;
+            break;
+          case 'report':
+            got.report = e.report as Report & { revision?: RevisionMeta };
+            break;
+          case 'error':
+            got.failure = new ApiError(String(e.message), 0, String(e.error));
+            break;
+        }
+      });
+    } finally {
+      queuedNote.cancel();
+    }
+    if (got.failure) throw got.failure;
+    const report = got.report;
+    if (!report) throw new ApiError('The server ended the check without its report: try again.', 0, 'network');
     renderReport(list, summaryEl, report);
     if (report.revision) {
       lastStored = snapshot(files);

@@ -199,3 +199,28 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   }
   return e;
 }
+
+/** Shows a waiting note only if it is still due `ms` after `arm`: a queue wait of a few
+ * milliseconds is not worth a flash of "the server is busy". */
+export function delayedNote(show: () => void, ms = 400): { arm(): void; cancel(): void; readonly shown: boolean } {
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  let shown = false;
+  return {
+    arm() {
+      if (timer === null && !shown) {
+        timer = setTimeout(() => {
+          timer = null;
+          shown = true;
+          show();
+        }, ms);
+      }
+    },
+    cancel() {
+      if (timer !== null) clearTimeout(timer);
+      timer = null;
+    },
+    get shown() {
+      return shown;
+    },
+  };
+}

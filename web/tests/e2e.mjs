@@ -428,10 +428,23 @@ await test('other languages: Python (no compile step), Java, Ruby and Go, picked
 await test('Check: results with one failing check, expected vs actual, points and total', page, async () => {
   await setCode(page, GREET);
   await page.locator('#suite').selectOption('greet');
+  // Every text the summary shows on the way (the checks' progress streams in).
+  await page.evaluate(() => {
+    const el = document.getElementById('check-summary');
+    window.summaries = [];
+    // From the records: lines read in one go set the text several times before an observer runs.
+    new MutationObserver((records) => {
+      for (const r of records) for (const n of r.addedNodes) window.summaries.push(n.textContent);
+    }).observe(el, { childList: true, subtree: true });
+  });
   // Keyboard only: Ctrl+Shift+Enter checks.
   await page.locator('.cm-content').click();
   await page.keyboard.press('Control+Shift+Enter');
   await page.waitForFunction(() => /Score/.test(document.getElementById('check-summary')?.textContent ?? ''), null, { timeout: LONG });
+  const seen = await page.evaluate(() => window.summaries);
+  for (const done of [0, 1, 5]) {
+    assert(seen.includes(`Checking against greet: ${done} of 5 checks done…`), `progress ${done} of 5 was shown: ${JSON.stringify(seen)}`);
+  }
   const summary = await page.locator('#check-summary').innerText();
   assert(summary.includes('Score 5/6'), `score: ${summary}`);
   assert(summary.includes('4 passed, 1 failed'), summary);
@@ -509,6 +522,21 @@ await test('errors: 429 and 503 are explained, with when to try again', page, as
   await page.locator('#banner').filter({ hasText: 'busy right now' }).waitFor();
   await page.unroute('**/upload');
   assert(!(await page.locator('#run').isDisabled()), 'Run is usable again');
+});
+
+await test('Check: a grading that fails after it started says why', page, async () => {
+  const isCheck = (url) => url.pathname === '/check';
+  await page.route(isCheck, (r) =>
+    r.fulfill({
+      status: 200,
+      headers: { 'Content-Type': 'application/x-ndjson' },
+      body: '{"event":"started","checks":["a","b"]}\n{"event":"check","done":1,"of":2,"id":"a","result":true}\n{"event":"error","error":"invalid","message":"the suite broke half-way"}\n',
+    }),
+  );
+  await page.getByRole('button', { name: /Check/ }).click();
+  await page.locator('#check-summary').filter({ hasText: 'the suite broke half-way' }).waitFor();
+  await page.unroute(isCheck);
+  assert(!(await page.locator('#check').isDisabled()), 'Check is usable again');
 });
 
 await test('a revoked or expired token (401) asks to sign in again', page, async () => {
