@@ -463,17 +463,25 @@ async function check(): Promise<void> {
     // progress comes as it goes: a class checking at once waits for free graders.
     const got: { report?: Report & { revision?: RevisionMeta }; failure?: ApiError } = {};
     let checks = 0;
-    const queuedNote = delayedNote(() => {
-      summaryEl.textContent = `⏳ Waiting for a free grader: other checks are running. Yours starts as soon as one is free.`;
-    });
+    // While it waits: how many go first, and for how long it has waited.
+    let ahead: number | null = null;
+    let waited = 0;
+    const sayQueued = () => {
+      const first = ahead === null ? 'other checks are running' : ahead === 0 ? 'yours is next' : `${ahead} ${ahead === 1 ? 'check' : 'checks'} ahead of yours`;
+      summaryEl.textContent = `⏳ Waiting for a free grader: ${first}${waited ? ` (${waited} s)` : ''}.`;
+    };
+    const queuedNote = delayedNote(sayQueued);
     try {
       await apiStream('POST', '/check?format=json', { checks: suite, sandbox: { homedir: id }, revision: { language: languageSelect.value } }, (e) => {
         switch (e.event) {
           case 'queued':
-            queuedNote.arm();
+            ahead = typeof e.ahead === 'number' ? e.ahead : null;
+            if (queuedNote.shown) sayQueued();
+            else queuedNote.arm();
             break;
           case 'heartbeat':
-            if (queuedNote.shown) summaryEl.textContent = `⏳ Waiting for a free grader (${Math.round(Number(e.elapsed_ms) / 1000)} s): other checks are running.`;
+            waited = Math.round(Number(e.elapsed_ms) / 1000);
+            if (queuedNote.shown) sayQueued();
             break;
           case 'started':
             queuedNote.cancel();

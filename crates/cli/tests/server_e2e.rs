@@ -982,10 +982,11 @@ impl Lines {
 
 /// `POST /check` with `Accept: application/x-ndjson` answers the grading's progress as it goes
 /// (a class's checks waited up to two minutes with no word, and a proxy cuts a silent request
-/// after a minute): `queued` while another student's grading holds the only slot — sent at once,
-/// not held back until the grading ends — a `heartbeat` every 15 s of waiting, `started` with the
-/// suite's checks, each check as it is decided (the skipped one too), and last the report, the
-/// same as without streaming. A request refused before it is accepted is an ordinary error.
+/// after a minute): `queued` while another student's grading holds the only slot, with how many
+/// go first — sent at once, not held back until the grading ends, and again when it moves up —
+/// a `heartbeat` every 15 s of waiting, `started` with the suite's checks, each check as it is
+/// decided (the skipped one too), and last the report, the same as without streaming. A request
+/// refused before it is accepted is an ordinary error.
 #[test]
 fn a_check_streams_its_progress_when_asked() {
     let s = Server::start("parallelism = 1\nshutdown_grace = \"1s\"\n", &[]);
@@ -999,6 +1000,14 @@ fn a_check_streams_its_progress_when_asked() {
             "nap",
             "name: nap\ntimeout: 30s\nlimits: {wall_time: 30s}\nchecks:\n  - id: waits\n    steps:\n      \
              - run: sleep 17\n      - exit: 0\n",
+        )
+        .await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        let (st, v) = register_suite(
+            &s,
+            &staff,
+            "short_nap",
+            "name: short_nap\nchecks:\n  - id: waits\n    steps:\n      - run: sleep 3\n      - exit: 0\n",
         )
         .await;
         assert_eq!(st, StatusCode::CREATED, "{v}");
@@ -1018,7 +1027,7 @@ fn a_check_streams_its_progress_when_asked() {
         let v: Value = r.json().await.unwrap();
         assert_eq!(v["error"], "not_found", "{v}");
 
-        // Another student's grading holds the only slot for 17 s.
+        // Another student's grading holds the only slot for 17 s, and a third's waits for it.
         let other = s.token("student").await;
         let up_other = s.upload(&other, &[("a.txt", b"a")]).await;
         let (url, body) = (
@@ -1029,6 +1038,16 @@ fn a_check_streams_its_progress_when_asked() {
             let _ = client().post(url).bearer_auth(other).json(&body).send().await;
         });
         until_runs(&s, (1, 0)).await;
+        let third = s.token("student").await;
+        let up_third = s.upload(&third, &[("a.txt", b"a")]).await;
+        let (url, body) = (
+            s.url("/check"),
+            json!({"checks": "short_nap", "sandbox": {"homedir": up_third}}),
+        );
+        let before = tokio::spawn(async move {
+            let _ = client().post(url).bearer_auth(third).json(&body).send().await;
+        });
+        until_runs(&s, (1, 1)).await;
 
         let r = ask("steps").send().await.unwrap();
         assert_eq!(r.status(), StatusCode::OK);
@@ -1041,7 +1060,10 @@ fn a_check_streams_its_progress_when_asked() {
             buf: Vec::new(),
             doc,
         };
-        assert_eq!(lines.next().await.unwrap(), json!({"event": "queued"}));
+        assert_eq!(
+            lines.next().await.unwrap(),
+            json!({"event": "queued", "ahead": 1})
+        );
         assert_eq!(
             s.health().await["runs_in_flight"],
             1,
@@ -1050,6 +1072,7 @@ fn a_check_streams_its_progress_when_asked() {
         let beat = lines.next().await.unwrap();
         assert_eq!(beat["event"], "heartbeat", "{beat}");
         assert!(beat["elapsed_ms"].as_u64().unwrap() >= 15_000, "{beat}");
+        // The first grading ends; the one queued before runs for 3 s: this one is next.
         let mut events = Vec::new();
         while let Some(v) = lines.next().await {
             if v["event"] != "heartbeat" {
@@ -1057,6 +1080,9 @@ fn a_check_streams_its_progress_when_asked() {
             }
         }
         held.await.unwrap();
+        before.await.unwrap();
+        assert_eq!(events[0], json!({"event": "queued", "ahead": 0}));
+        events.remove(0);
         let n = events.len();
         assert_eq!(n, 5, "{events:#?}");
         assert_eq!(

@@ -3,8 +3,8 @@
 //! for the server's runner slots; a Check button that spins for two minutes with no word looks
 //! broken, and proxies cut a silent connection after a minute or so. The lines:
 //!
-//! - `{"event":"queued"}`: every slot is busy with others' work; it waits its turn (only sent
-//!   when it does wait).
+//! - `{"event":"queued","ahead":N}`: every slot is busy with others' work; it waits its turn,
+//!   N requests before it (only sent when it does wait; again each time N changes).
 //! - `{"event":"started","checks":[ID, …]}`: it has a slot; the suite's checks, in order.
 //! - `{"event":"check","done":K,"of":N,"id":ID,"result":true|false|null}`: one check decided
 //!   (`null`: skipped, a dependency failed, or it could not be judged), K of the N in all.
@@ -16,7 +16,7 @@
 //! is answered as without streaming: its status and JSON error, no stream.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
@@ -31,6 +31,7 @@ use super::error::REQUEST_ID;
 use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::checks::{self, Prepared, Watch};
+use crate::service::fair_slots::Place;
 use crate::service::runner::Turn;
 use crate::state::SharedState;
 
@@ -40,6 +41,10 @@ pub const NDJSON: &str = "application/x-ndjson";
 /// Silence after which a heartbeat line is sent: well under the minute after which common
 /// proxies (nginx's `proxy_read_timeout`) close an idle connection.
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// How often a waiting check's place in the queue is looked at (a `queued` line says it again
+/// when it moved).
+const PLACE_EVERY: Duration = Duration::from_millis(500);
 
 /// Whether the request asks for the progress stream (`Accept: application/x-ndjson`).
 pub(super) fn wanted(headers: &HeaderMap) -> bool {
@@ -79,13 +84,23 @@ pub(super) async fn stream(
     let view = prepared.view();
     let ids = prepared.check_ids();
     let of = ids.len();
+    // While it waits: where it stands, and what the stream last said of it.
+    let queue: Arc<Mutex<(Option<Place>, Option<usize>)>> = Arc::default();
     let turn = {
-        let tx = tx.clone();
+        let (tx, queue) = (tx.clone(), queue.clone());
         let started = json!({"event": "started", "checks": ids});
         Box::new(move |t: Turn| {
+            let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
             let line = match t {
-                Turn::Queued => json!({"event": "queued"}),
-                Turn::Started => started.clone(),
+                Turn::Queued(place) => {
+                    let ahead = place.ahead();
+                    *q = (Some(place), ahead);
+                    json!({"event": "queued", "ahead": ahead})
+                }
+                Turn::Started => {
+                    *q = (None, None);
+                    started.clone()
+                }
             };
             let _ = tx.send(Note::Line(line));
         })
@@ -111,9 +126,18 @@ pub(super) async fn stream(
         };
         tokio::pin!(work);
         let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
+        let mut look = tokio::time::interval(PLACE_EVERY);
         let end = loop {
             tokio::select! {
                 end = &mut work => break end,
+                _ = look.tick() => {
+                    let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
+                    let ahead = q.0.as_ref().and_then(Place::ahead);
+                    if q.0.is_some() && ahead.is_some() && ahead != q.1 {
+                        q.1 = ahead;
+                        let _ = tx.send(Note::Line(json!({"event": "queued", "ahead": ahead})));
+                    }
+                }
                 // The client went away: stop as the handler of an answer without streaming
                 // would be stopped (a grading already running finishes on its thread).
                 () = tx.closed() => return,

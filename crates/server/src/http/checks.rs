@@ -195,11 +195,15 @@ pub struct CheckResponse {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[allow(dead_code)]
 pub struct CheckEvent {
-    /// `queued` (every runner slot is busy: it waits its turn), `started` (it has a slot),
+    /// `queued` (every runner slot is busy: it waits its turn, `ahead` says how far off),
+    /// `started` (it has a slot),
     /// `check` (one check decided), `heartbeat` (15 s with nothing else to say), then last either
     /// `report` (the answer) or `error` (it failed after streaming began).
     #[schema(pattern = "^(queued|started|check|heartbeat|report|error)$")]
     pub event: String,
+    /// `queued`: how many waiting requests get a slot before this one if no one else comes
+    /// (the waiting tokens take turns); sent again each time it changes.
+    pub ahead: Option<u64>,
     /// `started`: the suite's check ids, in order.
     pub checks: Option<Vec<String>>,
     /// `check`: how many of the suite's checks are decided.
@@ -344,7 +348,8 @@ pub async fn list_suites(
 /// hidden checks' expected and actual values; students do not.
 ///
 /// With `Accept: application/x-ndjson` the answer is the grading's progress as it goes, one
-/// `CheckEvent` per line: `queued` (only when it waits for a slot), `started`, one `check` per
+/// `CheckEvent` per line: `queued` with how many go before it (only when it waits for a slot;
+/// again when that changes), `started`, one `check` per
 /// check decided, a `heartbeat` every 15 s of silence, and last `report` (the answer above) or
 /// `error`. A request refused before it is accepted gets its status and error body as without
 /// streaming.

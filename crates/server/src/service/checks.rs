@@ -25,7 +25,7 @@ pub struct Prepared {
 
 /// Who watches a grading: told its [`Turn`]s, then each check's result as it is decided.
 pub struct Watch {
-    pub turn: Box<dyn Fn(Turn) + Send>,
+    pub turn: Box<dyn Fn(Turn) + Send + Sync>,
     pub progress: Progress,
 }
 
@@ -139,7 +139,7 @@ pub async fn run(
     } = prepared;
     let (turn, progress) = match watch {
         Some(w) => (w.turn, Some(w.progress)),
-        None => (Box::new(|_| {}) as Box<dyn Fn(Turn) + Send>, None),
+        None => (Box::new(|_| {}) as Box<dyn Fn(Turn) + Send + Sync>, None),
     };
     let st2 = st.clone();
     st.runner

@@ -77,7 +77,51 @@ pub struct Waiting {
     done: bool,
 }
 
+/// Where a waiting request stands, readable while it waits (a progress stream says it).
+#[derive(Clone)]
+pub struct Place {
+    inner: Arc<Mutex<Inner>>,
+    caller: String,
+    ticket: u64,
+}
+
+impl Place {
+    /// How many waiting requests get a slot before this one, if no other caller comes: its
+    /// caller's `k` older requests, and of every other waiting caller as many as it gets in the
+    /// `k` rounds before (one more when its turn comes first), at most as many as it has.
+    /// `None` once it has its slot or left the queue.
+    pub fn ahead(&self) -> Option<usize> {
+        let i = lock(&self.inner);
+        let k = i
+            .waiting
+            .get(&self.caller)?
+            .iter()
+            .position(|(t, _)| *t == self.ticket)?;
+        let mine = i.turns.iter().position(|c| *c == self.caller)?;
+        let others: usize = i
+            .turns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c != self.caller)
+            .map(|(at, c)| {
+                let has = i.waiting.get(c).map_or(0, VecDeque::len);
+                has.min(k + usize::from(at < mine))
+            })
+            .sum();
+        Some(k + others)
+    }
+}
+
 impl Waiting {
+    /// Where this request stands while it waits.
+    pub fn place(&self) -> Place {
+        Place {
+            inner: self.inner.clone(),
+            caller: self.caller.clone(),
+            ticket: self.ticket,
+        }
+    }
+
     /// Waits for this request's turn.
     pub async fn granted(mut self) -> Result<Slot, Closed> {
         let r = (&mut self.rx).await;
@@ -222,6 +266,23 @@ mod tests {
             .into_iter()
             .map(|name| (name, queued(&s, &name[..1])))
             .collect();
+        // Each knows how many go before it.
+        let ahead: Vec<(&str, usize)> = waiting
+            .iter()
+            .map(|(name, w)| (*name, w.place().ahead().unwrap()))
+            .collect();
+        assert_eq!(
+            ahead,
+            [
+                ("a1", 0),
+                ("a2", 3),
+                ("a3", 5),
+                ("b1", 1),
+                ("c1", 2),
+                ("b2", 4)
+            ]
+        );
+        let places: Vec<Place> = waiting.iter().map(|(_, w)| w.place()).collect();
         let mut order = Vec::new();
         drop(held);
         while !waiting.is_empty() {
@@ -231,6 +292,12 @@ mod tests {
             assert_eq!(granted.len(), 1, "one slot, one request served at a time");
             let (name, w) = waiting.remove(granted[0]);
             order.push(name);
+            // The rest move up by one, and still know their place exactly.
+            let rest = &["a1", "b1", "c1", "a2", "b2", "a3"][order.len()..];
+            for (name, w) in &waiting {
+                let at = rest.iter().position(|n| n == name);
+                assert_eq!(w.place().ahead(), at, "{name} after {order:?}");
+            }
             // That request runs, then frees its slot.
             let slot = futures_util::FutureExt::now_or_never(w.granted())
                 .expect("granted without waiting")
@@ -238,6 +305,7 @@ mod tests {
             drop(slot);
         }
         assert_eq!(order, ["a1", "b1", "c1", "a2", "b2", "a3"]);
+        assert!(places.iter().all(|p| p.ahead().is_none()), "none waits");
         assert_eq!(s.available(), 1);
     }
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::service::fair_slots::{Closed, FairSlots, Slot, Ticket};
+use crate::service::fair_slots::{Closed, FairSlots, Place, Slot, Ticket};
 
 /// What a slot is asked for: programs may also take the reserved slots.
 #[derive(Clone, Copy)]
@@ -40,9 +40,10 @@ pub struct Runner {
 
 /// Where a watched grading is, before its checks' own progress: it waits for a slot (others'
 /// work holds them all), or it has one and starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum Turn {
-    Queued,
+    /// Waiting, at this place in the queue.
+    Queued(Place),
     Started,
 }
 
@@ -121,12 +122,12 @@ impl Runner {
             .await
     }
 
-    /// [`grade`](Self::grade), telling `watch` when it must wait for a slot ([`Turn::Queued`],
-    /// only then) and when it has one ([`Turn::Started`]). Refused (overloaded) before either.
+    /// [`grade`](Self::grade), telling `watch` when it must wait for a slot ([`Turn::Queued`]
+    /// with its place, only then) and when it has one ([`Turn::Started`]). Refused (overloaded) before either.
     pub async fn grade_watched<T: Send + 'static>(
         &self,
         caller: &str,
-        watch: impl Fn(Turn) + Send,
+        watch: impl Fn(Turn) + Send + Sync,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ApiError> {
         self.execute(Work::Grading, caller, watch, move || (f(), ()))
@@ -146,9 +147,9 @@ impl Runner {
         self.execute(Work::Program, caller, |_| {}, f).await
     }
 
-    /// A slot for `work`, counted as `caller`'s while held.
-    async fn slot(&self, work: Work, caller: &str) -> Result<Held, Closed> {
-        let slot = self.take(work, caller).await?;
+    /// A slot for `work`, counted as `caller`'s while held; `watch` is told when it must wait.
+    async fn slot(&self, work: Work, caller: &str, watch: &impl Fn(Turn)) -> Result<Held, Closed> {
+        let slot = self.take(work, caller, watch).await?;
         *lock(&self.holding).entry(caller.to_string()).or_default() += 1;
         Ok(Held {
             _slot: slot,
@@ -159,27 +160,34 @@ impl Runner {
 
     /// A program takes a free shared slot; else, when its caller holds no slot, whichever frees
     /// for it first of a reserved one and a shared one. A grading waits for a shared one.
-    async fn take(&self, work: Work, caller: &str) -> Result<Slot, Closed> {
-        let reserved = match (&self.reserved, work) {
-            (Some(r), Work::Program) => r,
-            _ => return self.slots.acquire(caller).await,
-        };
+    async fn take(&self, work: Work, caller: &str, watch: &impl Fn(Turn)) -> Result<Slot, Closed> {
         let shared = match self.slots.ticket(caller)? {
             Ticket::Now(slot) => return Ok(slot),
             Ticket::Queued(w) => w,
         };
+        let reserved = match (&self.reserved, work) {
+            (Some(r), Work::Program) => r,
+            _ => {
+                watch(Turn::Queued(shared.place()));
+                return shared.granted().await;
+            }
+        };
         // The reserved slots are for callers with nothing running: one token's many runs
         // would otherwise hold them beside the shared ones.
         if lock(&self.holding).contains_key(caller) {
+            watch(Turn::Queued(shared.place()));
             return shared.granted().await;
         }
         match reserved.ticket(caller)? {
             // Dropping the other place in line leaves that queue (or passes on a slot it got).
             Ticket::Now(slot) => Ok(slot),
-            Ticket::Queued(in_reserve) => tokio::select! {
-                s = in_reserve.granted() => s,
-                s = shared.granted() => s,
-            },
+            Ticket::Queued(in_reserve) => {
+                watch(Turn::Queued(shared.place()));
+                tokio::select! {
+                    s = in_reserve.granted() => s,
+                    s = shared.granted() => s,
+                }
+            }
         }
     }
 
@@ -187,7 +195,7 @@ impl Runner {
         &self,
         work: Work,
         caller: &str,
-        watch: impl Fn(Turn) + Send,
+        watch: impl Fn(Turn) + Send + Sync,
         f: impl FnOnce() -> (T, L) + Send + 'static,
     ) -> Result<T, ApiError> {
         if self.admitted.fetch_add(1, Ordering::SeqCst) >= self.max_admitted {
@@ -203,16 +211,7 @@ impl Runner {
         }
         let _admission = Admission(self);
         let waiting = Waiting::new(&self.metrics.queued);
-        let slot = self.slot(work, caller);
-        tokio::pin!(slot);
-        // One poll tells whether a slot is free now; only a run that then waits is queued.
-        let permit = match futures_util::FutureExt::now_or_never(&mut slot) {
-            Some(p) => p,
-            None => {
-                watch(Turn::Queued);
-                slot.await
-            }
-        };
+        let permit = self.slot(work, caller, &watch).await;
         drop(waiting);
         if permit.is_ok() {
             watch(Turn::Started);
@@ -364,27 +363,42 @@ mod tests {
     async fn a_watched_grading_is_told_queued_only_when_it_waits() {
         let metrics = Arc::new(Metrics::new());
         let runner = Arc::new(Runner::new(1, 0, 10, metrics.clone()));
+        // What the watch was told; a queued turn with its place read when told.
         let turns = Arc::new(Mutex::new(Vec::new()));
-        let watch = |t: &Arc<Mutex<Vec<Turn>>>| {
-            let t = t.clone();
-            move |turn| t.lock().unwrap().push(turn)
+        let places = Arc::new(Mutex::new(Vec::new()));
+        let watch = || {
+            let (t, p) = (turns.clone(), places.clone());
+            move |turn: Turn| match turn {
+                Turn::Queued(place) => {
+                    t.lock()
+                        .unwrap()
+                        .push(format!("queued, {:?} ahead", place.ahead()));
+                    p.lock().unwrap().push(place);
+                }
+                Turn::Started => t.lock().unwrap().push("started".to_string()),
+            }
         };
-        runner
-            .grade_watched("a", watch(&turns), || ())
-            .await
-            .unwrap();
-        assert_eq!(*turns.lock().unwrap(), [Turn::Started], "a free slot");
+        runner.grade_watched("a", watch(), || ()).await.unwrap();
+        assert_eq!(*turns.lock().unwrap(), ["started"], "a free slot");
         turns.lock().unwrap().clear();
         let (go, a) = blocked(&runner, Work::Grading, "a");
         until(&metrics.in_flight, 1).await;
-        let (r, w) = (runner.clone(), watch(&turns));
-        let b = tokio::spawn(async move { r.grade_watched("b", w, || ()).await.unwrap() });
+        let (go_c, c) = blocked(&runner, Work::Grading, "c");
         until(&metrics.queued, 1).await;
-        assert_eq!(*turns.lock().unwrap(), [Turn::Queued]);
+        let (r, w) = (runner.clone(), watch());
+        let b = tokio::spawn(async move { r.grade_watched("b", w, || ()).await.unwrap() });
+        until(&metrics.queued, 2).await;
+        assert_eq!(*turns.lock().unwrap(), ["queued, Some(1) ahead"]);
+        // a ends: c runs, b is next.
         go.send(()).unwrap();
         a.await.unwrap();
+        until(&metrics.queued, 1).await;
+        assert_eq!(places.lock().unwrap()[0].ahead(), Some(0));
+        go_c.send(()).unwrap();
+        c.await.unwrap();
         b.await.unwrap();
-        assert_eq!(*turns.lock().unwrap(), [Turn::Queued, Turn::Started]);
+        assert_eq!(*turns.lock().unwrap(), ["queued, Some(1) ahead", "started"]);
+        assert_eq!(places.lock().unwrap()[0].ahead(), None, "b waits no more");
     }
 
     #[tokio::test(flavor = "current_thread")]
