@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use corral_images::Store as ImageStore;
@@ -50,6 +51,9 @@ pub struct GradeOptions {
     pub slots: Option<(Arc<GradingSlots>, GradingKind)>,
     /// Told each check's result as soon as it is decided (`None`: nobody is watching).
     pub progress: Option<Progress>,
+    /// Set when nobody wants the report any more (the client went away): checks not started
+    /// yet are not run (a check already running ends as it would).
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 /// A watcher of a grading's progress: called, on the grading's thread, with each check's result
@@ -80,6 +84,7 @@ impl Default for GradeOptions {
             runtime: Default::default(),
             slots: None,
             progress: None,
+            cancel: None,
         }
     }
 }
@@ -246,6 +251,17 @@ pub fn grade(
                 let check = &suite.checks[job.index];
                 let _span =
                     tracing::debug_span!(parent: &parent, "check", id = %check.id).entered();
+                if opts
+                    .cancel
+                    .as_ref()
+                    .is_some_and(|c| c.load(Ordering::Relaxed))
+                {
+                    let r = errored(check, "not run: the grading was cancelled".to_string());
+                    if done_tx.send((job.index, r, None)).is_err() {
+                        break;
+                    }
+                    continue;
+                }
                 let run = |stage: &Path| {
                     // The check's clock starts once it has a slot (its timeout starts when its
                     // runner leases a sandbox).

@@ -1048,6 +1048,19 @@ fn a_check_streams_its_progress_when_asked() {
             let _ = client().post(url).bearer_auth(third).json(&body).send().await;
         });
         until_runs(&s, (1, 1)).await;
+        // An image the server lacks is refused at once, not after a wait in the queue.
+        let r = client()
+            .post(s.url("/check?format=json"))
+            .bearer_auth(&student)
+            .header("accept", "application/x-ndjson")
+            .json(&json!({"checks": "steps", "sandbox": {"homedir": up}, "image": "nowhere:1"}))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .expect("answered while the slots are busy");
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let v: Value = r.json().await.unwrap();
+        assert!(v["message"].as_str().unwrap().contains("nowhere:1"), "{v}");
 
         let r = ask("steps").send().await.unwrap();
         assert_eq!(r.status(), StatusCode::OK);
@@ -1116,6 +1129,140 @@ fn a_check_streams_its_progress_when_asked() {
         }
         assert_eq!(streamed, plain);
         assert_eq!(plain["order"], json!(["first", "second", "third"]), "{plain}");
+    });
+}
+
+/// A shutdown ends every progress stream with a last word: a check still waiting for a slot
+/// leaves the queue at once (`shutting_down`, so its client can try again elsewhere), and one
+/// still running past most of the grace period says it was stopped, where the connection used
+/// to be cut with neither a report nor an error.
+#[test]
+fn a_shutdown_ends_progress_streams_with_a_reason() {
+    let s = Server::start("parallelism = 1\nshutdown_grace = \"4s\"\n", &[]);
+    let rt = rt();
+    let (mut running, mut queued) = rt.block_on(async {
+        let staff = s.token("staff").await;
+        let nap = "name: nap\ntimeout: 30s\nlimits: {wall_time: 30s}\nchecks:\n  - id: waits\n    \
+                   steps:\n      - run: sleep 20\n      - exit: 0\n";
+        let (st, v) = register_suite(&s, &staff, "nap", nap).await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        let (_, doc) = s.get(&staff, "/openapi.json").await;
+        let mut streams = Vec::new();
+        for first in ["started", "queued"] {
+            let t = s.token("student").await;
+            let up = s.upload(&t, &[("a.txt", b"a")]).await;
+            let r = client()
+                .post(s.url("/check"))
+                .bearer_auth(&t)
+                .header("accept", "application/x-ndjson")
+                .json(&json!({"checks": "nap", "sandbox": {"homedir": up}}))
+                .send()
+                .await
+                .unwrap();
+            let mut lines = Lines {
+                r,
+                buf: Vec::new(),
+                doc: doc.clone(),
+            };
+            assert_eq!(lines.next().await.unwrap()["event"], first);
+            streams.push(lines);
+        }
+        let queued = streams.pop().unwrap();
+        (streams.pop().unwrap(), queued)
+    });
+    let stopping = Instant::now();
+    // SAFETY: kill(2) on the server process this test started.
+    unsafe {
+        libc::kill(s.pid() as i32, libc::SIGTERM);
+    }
+    rt.block_on(async {
+        let last = queued.next().await.unwrap();
+        assert_eq!(
+            (&last["event"], &last["error"]),
+            (&json!("error"), &json!("shutting_down")),
+            "{last}"
+        );
+        assert!(
+            stopping.elapsed() < Duration::from_secs(2),
+            "the queued check waited for the grace period"
+        );
+        assert_eq!(queued.next().await, None, "the stream ends after its error");
+        let last = loop {
+            let v = running.next().await.expect("a last word before the end");
+            if v["event"] != "heartbeat" && v["event"] != "check" {
+                break v;
+            }
+        };
+        assert_eq!(
+            (&last["event"], &last["error"]),
+            (&json!("error"), &json!("shutting_down")),
+            "{last}"
+        );
+        assert!(
+            last["message"]
+                .as_str()
+                .unwrap()
+                .contains("stopped before this check ended"),
+            "{last}"
+        );
+        assert_eq!(
+            running.next().await,
+            None,
+            "the stream ends after its error"
+        );
+    });
+    let (status, log) = s.stop_with_log();
+    assert!(status.success(), "{status:?}\n{log}");
+}
+
+/// A check whose client goes away does not run the checks it had not started: its slot comes
+/// back when the running one ends (2 s here), not after the whole suite (12 s), and it is
+/// counted as `cancelled`.
+#[test]
+fn a_check_whose_client_went_away_runs_no_more_checks() {
+    let s = Server::start("parallelism = 1\nshutdown_grace = \"1s\"\n", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let pair = "name: pair\ntimeout: 30s\nlimits: {wall_time: 30s}\nchecks:\n  - id: a\n    \
+                    steps:\n      - run: sleep 2\n      - exit: 0\n  - id: b\n    depends: [a]\n    \
+                    steps:\n      - run: sleep 10\n      - exit: 0\n";
+        let (st, v) = register_suite(&s, &staff, "pair", pair).await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        let (_, doc) = s.get(&staff, "/openapi.json").await;
+        let t = s.token("student").await;
+        let up = s.upload(&t, &[("a.txt", b"a")]).await;
+        let r = client()
+            .post(s.url("/check"))
+            .bearer_auth(&t)
+            .header("accept", "application/x-ndjson")
+            .json(&json!({"checks": "pair", "sandbox": {"homedir": up}}))
+            .send()
+            .await
+            .unwrap();
+        let mut lines = Lines {
+            r,
+            buf: Vec::new(),
+            doc,
+        };
+        assert_eq!(lines.next().await.unwrap()["event"], "started");
+        let left = Instant::now();
+        drop(lines);
+        let deadline = left + Duration::from_secs(8);
+        while s.health().await["runs_in_flight"] != 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the grading went on after its client left"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let m = reqwest::get(s.url("/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let line = "corral_checks_total{result=\"cancelled\"} 1";
+        assert!(m.lines().any(|l| l == line), "{line} not in {m}");
     });
 }
 

@@ -283,6 +283,7 @@ fn grade_suite(
         runtime: spec.runtime_policy(),
         slots: slots.map(|s| (s.clone(), GradingKind::Queued)),
         progress: None,
+        cancel: None,
     };
     let report = match corral_checks::grade(pool, registry, &suite, at.files, &opts) {
         Ok(r) => r,

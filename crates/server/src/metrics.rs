@@ -54,7 +54,7 @@ impl Metrics {
         let checks = IntCounterVec::new(
             Opts::new(
                 "checks_total",
-                "Finished /check gradings by result (passed: every check passed; error: a check could not be judged)",
+                "Finished /check gradings by result (passed: every check passed; error: a check could not be judged; cancelled: its client went away, the checks not started were not run)",
             ),
             &["result"],
         )
@@ -137,7 +137,7 @@ impl Metrics {
             m.runs.with_label_values(&[s.as_str()]);
         }
         m.runs.with_label_values(&[CANCELLED]);
-        for r in ["passed", "failed", "error"] {
+        for r in ["passed", "failed", "error", "cancelled"] {
             m.checks.with_label_values(&[r]);
         }
         for r in ["overloaded", "rate_limited"] {

@@ -261,6 +261,7 @@ pub fn grade_one(
         // The pool's `max_active` (jobs × check jobs) bounds the checks at once.
         slots: None,
         progress: None,
+        cancel: None,
     };
     let report = match engine::grade(pool, registry, suite, &sub.path, &grade_opts) {
         Ok(r) => r,

@@ -8,12 +8,15 @@
 //! - `{"event":"started","checks":[ID, …]}`: it has a slot; the suite's checks, in order.
 //! - `{"event":"check","done":K,"of":N,"id":ID,"result":true|false|null}`: one check decided
 //!   (`null`: skipped, a dependency failed, or it could not be judged), K of the N in all.
-//! - `{"event":"heartbeat","elapsed_ms":MS}`: after [`HEARTBEAT`] with nothing else to say.
+//! - `{"event":"heartbeat","elapsed_ms":MS}`: every [`HEARTBEAT`], whatever else was said.
 //! - `{"event":"report","report":{…}}`: the answer `POST /check` gives without streaming, last.
 //! - `{"event":"error","error":CODE,"message":…}`: it failed after streaming began, last.
 //!
-//! Everything that refuses the request (a bad suite or upload, a caller at its cap, a full queue)
-//! is answered as without streaming: its status and JSON error, no stream.
+//! Everything that refuses the request (a bad suite or upload, an image or language the server
+//! lacks, a caller at its cap, a full queue) is answered as without streaming: its status and
+//! JSON error, no stream. A client that goes away stops the grading's checks not started yet
+//! (`service/checks.rs`). A shutdown ends a waiting check at once and a running one before the
+//! grace period does, each with an `error` line `shutting_down`.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -25,8 +28,9 @@ use axum::response::Response;
 use corral_checks::{CheckResult, Progress};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
-use super::checks::Answer;
+use super::check_answer::Answer;
 use super::error::REQUEST_ID;
 use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
@@ -38,7 +42,7 @@ use crate::state::SharedState;
 /// The media type of the progress stream.
 pub const NDJSON: &str = "application/x-ndjson";
 
-/// Silence after which a heartbeat line is sent: well under the minute after which common
+/// How often a heartbeat line is sent: well under the minute after which common
 /// proxies (nginx's `proxy_read_timeout`) close an idle connection.
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
@@ -46,18 +50,44 @@ pub const HEARTBEAT: Duration = Duration::from_secs(15);
 /// when it moved).
 const PLACE_EVERY: Duration = Duration::from_millis(500);
 
-/// Whether the request asks for the progress stream (`Accept: application/x-ndjson`).
+/// Whether the request asks for the progress stream: `Accept` names `application/x-ndjson`
+/// (a wildcard never does) with a weight above 0 and at least JSON's (`application/json`, else
+/// `application/*`, else `*/*`; equal weights stream: the client named it).
 pub(super) fn wanted(headers: &HeaderMap) -> bool {
-    headers
+    // (type, weight) of each media range.
+    let ranges: Vec<(String, f32)> = headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|t| {
-            t.split(';')
-                .next()
-                .is_some_and(|m| m.trim().eq_ignore_ascii_case(NDJSON))
+        .filter_map(|range| {
+            let mut parts = range.split(';');
+            let media = parts.next()?.trim().to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+                .map_or(Some(1.0), |(_, v)| v.trim().parse::<f32>().ok())?;
+            Some((media, q.clamp(0.0, 1.0)))
         })
+        .collect();
+    let weight = |media: &str| ranges.iter().find(|(m, _)| m == media).map(|(_, q)| *q);
+    let Some(ndjson) = weight(NDJSON) else {
+        return false;
+    };
+    let json = weight("application/json")
+        .or_else(|| weight("application/*"))
+        .or_else(|| weight("*/*"))
+        .unwrap_or(0.0);
+    ndjson > 0.0 && ndjson >= json
+}
+
+/// Where a grading stands before it runs: its place while it waits, what the stream last said
+/// of it, and whether it has started.
+#[derive(Default)]
+struct Standing {
+    place: Option<Place>,
+    told: Option<usize>,
+    started: bool,
 }
 
 /// What the grading's task tells the stream.
@@ -84,21 +114,23 @@ pub(super) async fn stream(
     let view = prepared.view();
     let ids = prepared.check_ids();
     let of = ids.len();
-    // While it waits: where it stands, and what the stream last said of it.
-    let queue: Arc<Mutex<(Option<Place>, Option<usize>)>> = Arc::default();
+    let standing: Arc<Mutex<Standing>> = Arc::default();
     let turn = {
-        let (tx, queue) = (tx.clone(), queue.clone());
+        let (tx, standing) = (tx.clone(), standing.clone());
         let started = json!({"event": "started", "checks": ids});
         Box::new(move |t: Turn| {
-            let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
+            let mut s = standing.lock().unwrap_or_else(|e| e.into_inner());
             let line = match t {
                 Turn::Queued(place) => {
-                    let ahead = place.ahead();
-                    *q = (Some(place), ahead);
-                    json!({"event": "queued", "ahead": ahead})
+                    s.told = place.ahead();
+                    s.place = Some(place);
+                    json!({"event": "queued", "ahead": s.told})
                 }
                 Turn::Started => {
-                    *q = (None, None);
+                    *s = Standing {
+                        started: true,
+                        ..Standing::default()
+                    };
                     started.clone()
                 }
             };
@@ -118,7 +150,9 @@ pub(super) async fn stream(
         }))
     };
     let since = Instant::now();
-    tokio::spawn(async move {
+    let grace = st.config.shutdown_grace.duration();
+    let mut stopping = st.shutdown.subscribe();
+    let task = async move {
         let work = async {
             let report =
                 checks::run(&st, &caller, prepared, Some(Watch { turn, progress })).await?;
@@ -127,14 +161,28 @@ pub(super) async fn stream(
         tokio::pin!(work);
         let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
         let mut look = tokio::time::interval(PLACE_EVERY);
+        // Set when the server starts shutting down with this grading under way: its last word
+        // before the grace period ends and the connection with it.
+        let mut cut: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+        let mut shutting_down = *stopping.borrow();
         let end = loop {
+            if shutting_down && cut.is_none() {
+                if !standing.lock().unwrap_or_else(|e| e.into_inner()).started {
+                    // Still waiting: it leaves the queue now, rather than at the end of the
+                    // grace period, so the client can try another server at once.
+                    break Err(ApiError::shutting_down());
+                }
+                cut = Some(Box::pin(tokio::time::sleep(
+                    grace.saturating_sub(grace / 4),
+                )));
+            }
             tokio::select! {
                 end = &mut work => break end,
                 _ = look.tick() => {
-                    let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
-                    let ahead = q.0.as_ref().and_then(Place::ahead);
-                    if q.0.is_some() && ahead.is_some() && ahead != q.1 {
-                        q.1 = ahead;
+                    let mut s = standing.lock().unwrap_or_else(|e| e.into_inner());
+                    let ahead = s.place.as_ref().and_then(Place::ahead);
+                    if ahead.is_some() && ahead != s.told {
+                        s.told = ahead;
                         let _ = tx.send(Note::Line(json!({"event": "queued", "ahead": ahead})));
                     }
                 }
@@ -145,10 +193,27 @@ pub(super) async fn stream(
                     let ms = since.elapsed().as_millis() as u64;
                     let _ = tx.send(Note::Line(json!({"event": "heartbeat", "elapsed_ms": ms})));
                 }
+                r = stopping.wait_for(|s| *s), if !shutting_down => {
+                    // A dropped sender (the state went first) is a shutdown too.
+                    let _ = r;
+                    shutting_down = true;
+                }
+                () = async { cut.as_mut().expect("guarded").await }, if cut.is_some() => {
+                    let mut e = ApiError::new(
+                        ErrorKind::Unavailable,
+                        "shutting_down",
+                        "the server is shutting down and stopped before this check ended; \
+                         check again in a few seconds",
+                    );
+                    e.retry_after = Some(crate::error::SHUTTING_DOWN_RETRY);
+                    break Err(e);
+                }
             }
         };
         let _ = tx.send(Note::End(end));
-    });
+    };
+    // Its log lines keep the request's id.
+    tokio::spawn(task.instrument(tracing::Span::current()));
     // The grading tells its turn before anything else; an error first is a refusal.
     let first = match rx.recv().await {
         Some(Note::End(Err(e))) => return Err(e),
@@ -165,9 +230,16 @@ pub(super) async fn stream(
         b.push(b'\n');
         Bytes::from(b)
     };
-    let rest = futures_util::stream::unfold(rx, |mut rx| async move {
+    // Ends after the last word: the grading's own senders (its watch) may outlive it, held by
+    // a grading that goes on on its thread after a shutdown's cut.
+    let ended = matches!(first, Note::End(_));
+    let rest = futures_util::stream::unfold((rx, ended), |(mut rx, ended)| async move {
+        if ended {
+            return None;
+        }
         let note = rx.recv().await?;
-        Some((note, rx))
+        let ends = matches!(note, Note::End(_));
+        Some((note, (rx, ends)))
     });
     let lines = futures_util::StreamExt::map(
         futures_util::StreamExt::chain(futures_util::stream::once(async { first }), rest),
@@ -194,4 +266,37 @@ fn error_line(e: ApiError, request_id: &str) -> Value {
         });
     }
     json!({"event": "error", "error": e.code, "message": e.message})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(values: &[&str]) -> bool {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(header::ACCEPT, HeaderValue::from_str(v).unwrap());
+        }
+        wanted(&h)
+    }
+
+    #[test]
+    fn the_stream_is_what_accept_prefers() {
+        assert!(accept(&["application/x-ndjson"]));
+        assert!(accept(&["Application/X-NDJSON; charset=utf-8"]));
+        assert!(accept(&["application/json, application/x-ndjson"]));
+        assert!(accept(&["application/json", "application/x-ndjson"]));
+        assert!(accept(&["application/json;q=0.5, application/x-ndjson"]));
+        assert!(accept(&["*/*, application/x-ndjson;q=1.0"]));
+        // Not named, refused, or weighed below JSON: the plain answer.
+        assert!(!accept(&[]));
+        assert!(!accept(&["*/*"]));
+        assert!(!accept(&["application/*"]));
+        assert!(!accept(&["application/json"]));
+        assert!(!accept(&["application/x-ndjson;q=0"]));
+        assert!(!accept(&["application/x-ndjson; q=0.0"]));
+        assert!(!accept(&["application/x-ndjson;q=0.1, application/json"]));
+        assert!(!accept(&["application/x-ndjson;q=0.1, */*"]));
+        assert!(!accept(&["application/x-ndjson;q=bad"]));
+    }
 }

@@ -10,12 +10,12 @@ use axum::extract::{Multipart, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use corral_checks::{Report, View};
 use corral_store::NewFile;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::check_answer::Answer;
 use super::json::ApiJson;
 use crate::error::{ApiError, ErrorBody};
 use crate::service::caller::Caller;
@@ -197,7 +197,7 @@ pub struct CheckResponse {
 pub struct CheckEvent {
     /// `queued` (every runner slot is busy: it waits its turn, `ahead` says how far off),
     /// `started` (it has a slot),
-    /// `check` (one check decided), `heartbeat` (15 s with nothing else to say), then last either
+    /// `check` (one check decided), `heartbeat` (every 15 s), then last either
     /// `report` (the answer) or `error` (it failed after streaming began).
     #[schema(pattern = "^(queued|started|check|heartbeat|report|error)$")]
     pub event: String,
@@ -210,7 +210,8 @@ pub struct CheckEvent {
     pub done: Option<u64>,
     /// `check`: how many checks the suite has.
     pub of: Option<u64>,
-    /// `check`: the check decided (absent for a row the caller's view leaves out).
+    /// `check`: the check decided (absent for a row the caller's view leaves out: then only
+    /// `done` and `of` are said).
     pub id: Option<String>,
     /// `check`: true passed, false failed, null skipped or not judged.
     pub result: Option<bool>,
@@ -350,7 +351,7 @@ pub async fn list_suites(
 /// With `Accept: application/x-ndjson` the answer is the grading's progress as it goes, one
 /// `CheckEvent` per line: `queued` with how many go before it (only when it waits for a slot;
 /// again when that changes), `started`, one `check` per
-/// check decided, a `heartbeat` every 15 s of silence, and last `report` (the answer above) or
+/// check decided, a `heartbeat` every 15 s, and last `report` (the answer above) or
 /// `error`. A request refused before it is accepted gets its status and error body as without
 /// streaming.
 #[utoipa::path(
@@ -427,45 +428,4 @@ pub async fn check(
     let view = prepared.view();
     let report = checks::run(&st, &caller, prepared, None).await?;
     Ok(Json(answer.of(&st, &caller, &report, view).await?).into_response())
-}
-
-/// How a check's report is answered, once graded.
-pub(super) struct Answer {
-    /// The suite's id.
-    suite: String,
-    /// `?format=json` (else CS50's shape).
-    corral_format: bool,
-    /// The editor's language and the upload's files, to keep as a revision.
-    revision: Option<(String, Vec<corral_store::RevisionFile>)>,
-}
-
-impl Answer {
-    /// The answer's body for `report`; records the revision when one was asked for.
-    pub(super) async fn of(
-        self,
-        st: &SharedState,
-        caller: &Caller,
-        report: &Report,
-        view: View,
-    ) -> Result<Value, ApiError> {
-        tracing::info!(caller = %caller.id, suite = %self.suite, passed = report.passed(), "check");
-        if !self.corral_format {
-            return Ok(report.to_cs50(view));
-        }
-        let mut v = report.to_json(view);
-        // The suite's order of the checks (a JSON object's keys have none).
-        v["order"] = Value::from(
-            report
-                .results
-                .iter()
-                .map(|r| r.id.clone())
-                .collect::<Vec<_>>(),
-        );
-        if let Some((language, files)) = self.revision {
-            let meta =
-                revisions::record_check(st, caller, language, &self.suite, files, report).await?;
-            v["revision"] = serde_json::to_value(meta).map_err(ApiError::internal)?;
-        }
-        Ok(v)
-    }
 }

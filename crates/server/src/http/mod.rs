@@ -8,6 +8,7 @@
 //! - [`json`]: JSON bodies whose rejections are JSON errors; [`body`]: bodies cut short or over
 //!   their cap by their declared length, for every endpoint; [`binary`]: raw byte bodies as the
 //!   OpenAPI document shows them; [`path`]: path parameters whose rejections are JSON errors.
+//! - [`check_progress`]: `/check`'s answer streamed as it goes; [`check_answer`]: its report.
 //! - [`uploads`], [`runs`], [`checks`], [`tokens`], [`submissions`], [`gradebook`],
 //!   [`revisions`], [`images`], [`meta`]: the endpoints; [`web`]: the browser editor's pages.
 
@@ -15,6 +16,7 @@ pub mod auth;
 pub mod binary;
 pub mod body;
 pub mod body_deadline;
+pub mod check_answer;
 pub mod check_progress;
 pub mod checks;
 pub mod content_coding;

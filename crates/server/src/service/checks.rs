@@ -1,5 +1,8 @@
 //! Grading an upload against a check suite (`/check`), within the server's admission.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use corral_checks::{GradeError, GradeOptions, GradingKind, Progress, Report, View};
 
 use crate::error::ApiError;
@@ -87,7 +90,7 @@ pub async fn prepare(
     // server's queue. The same cap as a caller's busy sandboxes (`/run`, WebSocket runs).
     let max = st.config.max_sandboxes_per_caller;
     let grading = st.gradings.take(&caller.id, max).map_err(|has| {
-        let m = format!("this token has {has} /check requests being graded, the most it may have at once ({max}); retry when one is done");
+        let m = format!("this token has {has} /check requests in progress (being graded or waiting for a slot), the most it may have at once ({max}); retry when one is done");
         ApiError::too_many("too_many_checks", m, 5)
     })?;
     let upload = crate::service::uploads::owned(st, caller, homedir).await?;
@@ -106,6 +109,18 @@ pub async fn prepare(
     if let Some(image) = image {
         suite.image = Some(image.to_string());
     }
+    // A check's language or image the server lacks is refused now, not after a wait in the
+    // queue (the grading would fail on it at its first check).
+    let plan = {
+        let (st, suite) = (st.clone(), suite.clone());
+        tokio::task::spawn_blocking(move || {
+            corral_checks::engine::plan(&suite, &st.languages, Some(&st.images), &runtime)
+                .map(|_| ())
+        })
+    };
+    plan.await
+        .map_err(ApiError::internal)?
+        .map_err(grade_error)?;
     let view = if caller.role.is_staff() {
         View::Staff
     } else {
@@ -141,8 +156,13 @@ pub async fn run(
         Some(w) => (w.turn, Some(w.progress)),
         None => (Box::new(|_| {}) as Box<dyn Fn(Turn) + Send + Sync>, None),
     };
+    // The client went away (this future dropped): the checks not started yet are not run, so
+    // the slot is given back sooner; one already running ends as it would.
+    let cancel = Arc::new(AtomicBool::new(false));
+    let gone = CancelOnDrop(Some(cancel.clone()));
     let st2 = st.clone();
-    st.runner
+    let graded = st
+        .runner
         .grade_watched(&caller.id, turn, move || {
             let started = std::time::Instant::now();
             let r = corral_checks::grade(
@@ -156,6 +176,7 @@ pub async fn run(
                     runtime,
                     slots: Some((st2.grading_slots.clone(), GradingKind::Interactive)),
                     progress,
+                    cancel: Some(cancel.clone()),
                     ..GradeOptions::default()
                 },
             );
@@ -163,6 +184,7 @@ pub async fn run(
             // Counted until it ends, even when its client went away.
             drop(grading);
             let result = match &r {
+                _ if cancel.load(Ordering::Relaxed) => "cancelled",
                 Ok(report) if report.has_errors() => "error",
                 Ok(report) if report.passed() => "passed",
                 Ok(_) => "failed",
@@ -171,13 +193,36 @@ pub async fn run(
             st2.metrics.checked(result, started.elapsed());
             r
         })
-        .await?
-        .map_err(|e| match e {
-            GradeError::Io { ref source, .. } if corral_store::is_storage_full_io(source) => {
-                ApiError::storage_full(e)
-            }
-            GradeError::Io { .. } => ApiError::internal(e),
-            GradeError::Submission { .. } => ApiError::bad_request(e.to_string()),
-            other => ApiError::unprocessable(other.to_string()),
-        })
+        .await;
+    gone.disarm();
+    graded?.map_err(grade_error)
+}
+
+/// Cancels a grading when dropped before it is disarmed.
+struct CancelOnDrop(Option<Arc<AtomicBool>>);
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A grading's error as the caller is told it.
+fn grade_error(e: GradeError) -> ApiError {
+    match e {
+        GradeError::Io { ref source, .. } if corral_store::is_storage_full_io(source) => {
+            ApiError::storage_full(e)
+        }
+        GradeError::Io { .. } => ApiError::internal(e),
+        GradeError::Submission { .. } => ApiError::bad_request(e.to_string()),
+        other => ApiError::unprocessable(other.to_string()),
+    }
 }

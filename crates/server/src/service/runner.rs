@@ -216,7 +216,7 @@ impl Runner {
         if permit.is_ok() {
             watch(Turn::Started);
         }
-        let permit = permit.map_err(|_| ApiError::overloaded("the server is shutting down", 5))?;
+        let permit = permit.map_err(|_| ApiError::shutting_down())?;
         let metrics = self.metrics.clone();
         metrics.in_flight.inc();
         let (answer, answered) = tokio::sync::oneshot::channel();
