@@ -144,3 +144,15 @@ impl Error {
         matches!(self.raw_os_error(), Some(libc::ENOENT | libc::ENODEV))
     }
 }
+
+/// Runs `step` again, up to three more times, while it fails because a directory went away under
+/// it ([`Error::is_vanished`]): setup that another corral process's cleanup raced.
+pub(crate) fn again_if_vanished<T>(mut step: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
+    let mut attempts = 0;
+    loop {
+        match step() {
+            Err(e) if e.is_vanished() && attempts < 3 => attempts += 1,
+            r => return r,
+        }
+    }
+}

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::detect::{cg_join, v1_for, V1Hierarchy};
-use crate::error::Error;
+use crate::error::{again_if_vanished, Error};
 use crate::fs;
 use crate::leaf::{leaf_cgroup_methods, validate_name, Leaf};
 use crate::model::{Baseline, Cgroup, Limits, Manager, MemoryBaseline, Usage, Version};
@@ -83,13 +83,7 @@ impl V1Manager {
     /// Creates the base directories (mkdir -p, 0755). Idempotent. Another corral process that
     /// exits removes the bases while they are empty; if that happens half-way, start again.
     fn prepare(&self) -> Result<(), Error> {
-        let mut attempts = 0;
-        loop {
-            match self.prepare_once() {
-                Err(e) if e.is_vanished() && attempts < 3 => attempts += 1,
-                r => return r,
-            }
-        }
+        again_if_vanished(|| self.prepare_once())
     }
 
     fn prepare_once(&self) -> Result<(), Error> {

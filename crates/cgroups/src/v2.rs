@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::detect::{cg_join, cg_parent, V2Hierarchy, V2_REQUIRED};
-use crate::error::Error;
+use crate::error::{again_if_vanished, Error};
 use crate::fs;
 use crate::leaf::{leaf_cgroup_methods, validate_name, Leaf};
 use crate::model::{Baseline, Cgroup, Limits, Manager, MemoryBaseline, Usage, Version};
@@ -88,13 +88,7 @@ impl V2Manager {
     /// children. Idempotent: only writes what is missing. Another corral process that exits
     /// removes the base while it is empty; if that happens half-way, start again.
     fn prepare(&self) -> Result<(), Error> {
-        let mut attempts = 0;
-        loop {
-            match self.prepare_once() {
-                Err(e) if e.is_vanished() && attempts < 3 => attempts += 1,
-                r => return r,
-            }
-        }
+        again_if_vanished(|| self.prepare_once())
     }
 
     fn prepare_once(&self) -> Result<(), Error> {

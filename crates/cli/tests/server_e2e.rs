@@ -955,6 +955,28 @@ struct Lines {
 }
 
 impl Lines {
+    /// `POST path` with `body` asking for the progress stream, answered 200 as NDJSON.
+    async fn open(s: &Server, token: &str, path: &str, body: Value, doc: &Value) -> Lines {
+        let r = client()
+            .post(s.url(path))
+            .bearer_auth(token)
+            .header("accept", "application/x-ndjson")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(
+            r.headers()["content-type"].to_str().unwrap(),
+            "application/x-ndjson"
+        );
+        Lines {
+            r,
+            buf: Vec::new(),
+            doc: doc.clone(),
+        }
+    }
+
     async fn next(&mut self) -> Option<Value> {
         loop {
             if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
@@ -1062,17 +1084,8 @@ fn a_check_streams_its_progress_when_asked() {
         let v: Value = r.json().await.unwrap();
         assert!(v["message"].as_str().unwrap().contains("nowhere:1"), "{v}");
 
-        let r = ask("steps").send().await.unwrap();
-        assert_eq!(r.status(), StatusCode::OK);
-        assert_eq!(
-            r.headers()["content-type"].to_str().unwrap(),
-            "application/x-ndjson"
-        );
-        let mut lines = Lines {
-            r,
-            buf: Vec::new(),
-            doc,
-        };
+        let body = json!({"checks": "steps", "sandbox": {"homedir": up}});
+        let mut lines = Lines::open(&s, &student, "/check?format=json", body, &doc).await;
         assert_eq!(
             lines.next().await.unwrap(),
             json!({"event": "queued", "ahead": 1})
@@ -1151,19 +1164,8 @@ fn a_shutdown_ends_progress_streams_with_a_reason() {
         for first in ["started", "queued"] {
             let t = s.token("student").await;
             let up = s.upload(&t, &[("a.txt", b"a")]).await;
-            let r = client()
-                .post(s.url("/check"))
-                .bearer_auth(&t)
-                .header("accept", "application/x-ndjson")
-                .json(&json!({"checks": "nap", "sandbox": {"homedir": up}}))
-                .send()
-                .await
-                .unwrap();
-            let mut lines = Lines {
-                r,
-                buf: Vec::new(),
-                doc: doc.clone(),
-            };
+            let body = json!({"checks": "nap", "sandbox": {"homedir": up}});
+            let mut lines = Lines::open(&s, &t, "/check", body, &doc).await;
             assert_eq!(lines.next().await.unwrap()["event"], first);
             streams.push(lines);
         }
@@ -1231,19 +1233,8 @@ fn a_check_whose_client_went_away_runs_no_more_checks() {
         let (_, doc) = s.get(&staff, "/openapi.json").await;
         let t = s.token("student").await;
         let up = s.upload(&t, &[("a.txt", b"a")]).await;
-        let r = client()
-            .post(s.url("/check"))
-            .bearer_auth(&t)
-            .header("accept", "application/x-ndjson")
-            .json(&json!({"checks": "pair", "sandbox": {"homedir": up}}))
-            .send()
-            .await
-            .unwrap();
-        let mut lines = Lines {
-            r,
-            buf: Vec::new(),
-            doc,
-        };
+        let body = json!({"checks": "pair", "sandbox": {"homedir": up}});
+        let mut lines = Lines::open(&s, &t, "/check", body, &doc).await;
         assert_eq!(lines.next().await.unwrap()["event"], "started");
         let left = Instant::now();
         drop(lines);

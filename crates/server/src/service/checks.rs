@@ -44,24 +44,11 @@ impl Prepared {
     }
 }
 
-/// Grades the caller's upload `homedir` with suite `suite_id`, in `image` (over the suite's
-/// default) when given; `runtime` (or the server's default) is the runtime of checks that name
-/// none, and the server's `force_gvisor` puts every check under gVisor; the view is the
-/// caller's (staff see hidden checks' details).
-pub async fn grade(
-    st: &SharedState,
-    caller: &Caller,
-    suite_id: &str,
-    homedir: &str,
-    image: Option<&str>,
-    runtime: Option<corral_sandbox::Runtime>,
-) -> Result<(Report, View), ApiError> {
-    let prepared = prepare(st, caller, suite_id, homedir, image, runtime).await?;
-    let view = prepared.view;
-    Ok((run(st, caller, prepared, None).await?, view))
-}
-
-/// Everything [`grade`] checks before it grades.
+/// Checks everything about grading the caller's upload `homedir` with suite `suite_id` that
+/// can refuse it, before it waits for a slot: in `image` (over the suite's default) when given;
+/// `runtime` (or the server's default) is the runtime of checks that name none, and the
+/// server's `force_gvisor` puts every check under gVisor; the view is the caller's (staff see
+/// hidden checks' details). [`run`] grades it.
 pub async fn prepare(
     st: &SharedState,
     caller: &Caller,
