@@ -29,8 +29,12 @@ impl SqlStore<Sqlite> {
     /// [`open`](Self::open) with the caller's connection options (tests: a database size cap).
     async fn open_with(opts: SqliteConnectOptions, blob_dir: &Path) -> Result<Self> {
         let file = opts.get_filename().to_path_buf();
+        create_if_missing(&file);
+        // The pool's connections never create the file: one opened while the database was
+        // deleted (or moved aside) under the server made a new empty one there, and kept
+        // answering "no such table" after the real one was back.
         let opts = opts
-            .create_if_missing(true)
+            .create_if_missing(false)
             .journal_mode(SqliteJournalMode::Wal)
             .foreign_keys(true)
             .busy_timeout(BUSY_TIMEOUT);
@@ -50,6 +54,19 @@ impl SqlStore<Sqlite> {
         store.file = DbFile::opened(file.as_path());
         Ok(store)
     }
+}
+
+/// Creates an empty database file at `file` when there is none: a file of no bytes is an empty
+/// SQLite database, which the first connection then sets up. In-memory databases have no file.
+/// Errors are left to SQLite's own open, which says them best (a missing or read-only folder).
+fn create_if_missing(file: &Path) {
+    if file.as_os_str().is_empty() || file == Path::new(":memory:") {
+        return;
+    }
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(file);
 }
 
 /// How long a statement waits for another connection's lock before it fails.
@@ -322,6 +339,39 @@ mod tests {
         let e = s.check_writable().await.unwrap_err();
         assert!(e.to_string().contains("corral.db was replaced"), "{e}");
         std::fs::rename(&aside, &db).unwrap();
+        s.check_writable().await.unwrap();
+    }
+
+    /// A connection the pool opens while the database file is away (deleted, or moved aside
+    /// and back) makes no new empty database at its path: one did, and after the real file was
+    /// back that connection still answered "no such table" to every write it got.
+    #[tokio::test]
+    async fn a_connection_opened_while_the_file_is_away_makes_no_new_database() {
+        let d = tempfile::tempdir().unwrap();
+        let s = store(d.path()).await;
+        let (db, aside) = (d.path().join("corral.db"), d.path().join("aside.db"));
+        std::fs::rename(&db, &aside).unwrap();
+        // Every connection the pool may have, held at once: those it opens now find no file.
+        let mut held = Vec::new();
+        for _ in 0..8 {
+            if let Ok(c) = s.db.acquire().await {
+                held.push(c);
+            }
+        }
+        assert!(!db.exists(), "a new database was made at {}", db.display());
+        drop(held);
+        std::fs::rename(&aside, &db).unwrap();
+        // Every connection the pool has reads the real file again.
+        let mut held = Vec::new();
+        for _ in 0..8 {
+            let mut c = s.db.acquire().await.unwrap();
+            sqlx::query("SELECT count(*) FROM tokens")
+                .fetch_one(&mut *c)
+                .await
+                .unwrap();
+            held.push(c);
+        }
+        drop(held);
         s.check_writable().await.unwrap();
     }
 
