@@ -9,11 +9,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use corral_images::Store as ImageStore;
-use corral_sandbox::{Pool, Runtime, RuntimePolicy};
+use corral_sandbox::{Cancel, Pool, Runtime, RuntimePolicy};
 
 use crate::error::GradeError;
 use crate::grading_slots::{GradingKind, GradingSlots};
@@ -51,9 +50,10 @@ pub struct GradeOptions {
     pub slots: Option<(Arc<GradingSlots>, GradingKind)>,
     /// Told each check's result as soon as it is decided (`None`: nobody is watching).
     pub progress: Option<Progress>,
-    /// Set when nobody wants the report any more (the client went away): checks not started
-    /// yet are not run (a check already running ends as it would).
-    pub cancel: Option<Arc<AtomicBool>>,
+    /// Requested when nobody wants the report any more (the client went away): checks not
+    /// started yet are not run, and the programs of those running are killed (their rows say
+    /// the grading was cancelled, never a verdict on the submission).
+    pub cancel: Option<Arc<Cancel>>,
 }
 
 /// A watcher of a grading's progress: called, on the grading's thread, with each check's result
@@ -251,13 +251,10 @@ pub fn grade(
                 let check = &suite.checks[job.index];
                 let _span =
                     tracing::debug_span!(parent: &parent, "check", id = %check.id).entered();
-                if opts
-                    .cancel
-                    .as_ref()
-                    .is_some_and(|c| c.load(Ordering::Relaxed))
-                {
-                    let r = errored(check, "not run: the grading was cancelled".to_string());
-                    if done_tx.send((job.index, r, None)).is_err() {
+                let cancelled = || opts.cancel.as_ref().is_some_and(|c| c.requested());
+                let not_run = || errored(check, "not run: the grading was cancelled".to_string());
+                if cancelled() {
+                    if done_tx.send((job.index, not_run(), None)).is_err() {
                         break;
                     }
                     continue;
@@ -266,7 +263,10 @@ pub fn grade(
                     // The check's clock starts once it has a slot (its timeout starts when its
                     // runner leases a sandbox).
                     let _slot = opts.slots.as_ref().map(|(s, p)| s.take(*p));
-                    runner_of(&check.kind).run(&CheckContext {
+                    if cancelled() {
+                        return (not_run(), None);
+                    }
+                    let (result, out) = runner_of(&check.kind).run(&CheckContext {
                         images: opts.images.as_ref(),
                         pins: &opts.pins,
                         pool,
@@ -275,7 +275,14 @@ pub fn grade(
                         settings: &settings[job.index],
                         stage,
                         output: job.output.as_deref(),
-                    })
+                        cancel: opts.cancel.as_ref(),
+                    });
+                    if cancelled() {
+                        // Its programs were killed (or it ended as the request came): no verdict.
+                        let why = "stopped: the grading was cancelled while this check ran";
+                        return (errored(check, why.to_string()), None);
+                    }
+                    (result, out)
                 };
                 let (result, out) = if job.sources.len() == 1 && &job.sources[0] == base {
                     run(base)

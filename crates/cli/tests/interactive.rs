@@ -385,3 +385,63 @@ fn output_past_the_limit_ends_the_run_or_is_dropped() {
     assert!(o.stdout.truncated);
     assert_eq!(o.usage.output_bytes, 300_006);
 }
+
+/// One `Cancel` stops every run that watches it, in several sandboxes at once (a grading's
+/// checks), its whole tree included; a run started after the request is killed as it starts;
+/// and a sandbox given back to the pool watches it no more.
+#[test]
+fn a_cancel_kills_every_run_that_watches_it() {
+    let pool = pool();
+    let cancel = Arc::new(corral_sandbox::Cancel::new().unwrap());
+    // Limits far off: a kill that waited for the next look at the CPU clock would come late.
+    let long = |mut s: RunSpec| {
+        s.limits.cpu_time = corral_sandbox::Millis::ms(60_000);
+        s.limits.wall_time = corral_sandbox::Millis::ms(60_000);
+        s
+    };
+    let s = long(spec(&["/bin/sh", "-c", "sleep 30 & sleep 30; wait"]));
+    let shape = SandboxConfig::for_spec(&s);
+    let began = Instant::now();
+    let runs: Vec<_> = (0..2)
+        .map(|_| {
+            let (pool, cancel, s, shape) = (pool.clone(), cancel.clone(), s.clone(), shape.clone());
+            std::thread::spawn(move || {
+                let mut lease = pool.lease(&shape).unwrap();
+                lease.sandbox().cancel_runs_on(Some(cancel));
+                lease.sandbox().run(&s, &mut NoSink)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!cancel.requested());
+    cancel.request();
+    for r in runs {
+        let out = r.join().unwrap();
+        assert_eq!(
+            (out.status, out.signal),
+            (Status::Signaled, Some(9)),
+            "{out:?}"
+        );
+    }
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        began.elapsed()
+    );
+
+    let mut lease = pool.lease(&shape).unwrap();
+    lease.sandbox().cancel_runs_on(Some(cancel.clone()));
+    let out = lease
+        .sandbox()
+        .run(&spec(&["/bin/sleep", "30"]), &mut NoSink);
+    assert_eq!(
+        (out.status, out.signal),
+        (Status::Signaled, Some(9)),
+        "{out:?}"
+    );
+    assert!(out.usage.wall_time_ms < 20_000, "{out:?}");
+    drop(lease);
+    let mut lease = pool.lease(&shape).unwrap();
+    let out = lease.sandbox().run(&spec(&["/bin/true"]), &mut NoSink);
+    assert_eq!(out.status, Status::Ok, "{out:?}");
+}

@@ -8,11 +8,13 @@
 //! so a limit fires within a millisecond or so of being reached.
 
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags};
 use nix::sys::time::TimeSpec;
 
+use crate::cancel::Cancel;
 use crate::capture::{Capture, OutputSink, Stream};
 use crate::control::Control;
 use crate::error::SandboxError;
@@ -66,6 +68,10 @@ pub struct Execution<'s> {
     buf: Vec<u8>,
     /// Another thread's way to end a wait early (see [`Execution::wake_on`]).
     waker: Option<Waker>,
+    /// Kills the run when requested (the grading it is part of was abandoned).
+    cancel: Option<Arc<Cancel>>,
+    /// The kill for `cancel` was sent.
+    cancelled: bool,
 }
 
 /// Whether a run has a terminal, and how the supervisor reaches it.
@@ -134,6 +140,8 @@ impl<'s> Execution<'s> {
             done: false,
             buf: vec![0u8; 64 * 1024],
             waker: None,
+            cancel: None,
+            cancelled: false,
         }
     }
 
@@ -141,6 +149,12 @@ impl<'s> Execution<'s> {
     /// at once, so the caller can act on what it was woken for (input, a kill).
     pub fn wake_on(&mut self, waker: &Waker) {
         self.waker = Some(waker.clone());
+    }
+
+    /// The run is killed (its whole tree, as for a limit) once `cancel` is requested — at once
+    /// when it already is. It then ends as `signaled` (SIGKILL), unless a limit fired first.
+    pub fn cancel_on(&mut self, cancel: &Arc<Cancel>) {
+        self.cancel = Some(cancel.clone());
     }
 
     /// Queues bytes for the program's standard input (written as the pipe accepts them).
@@ -255,6 +269,18 @@ impl<'s> Execution<'s> {
         }
     }
 
+    fn kill_if_cancelled(&mut self) -> Result<(), SandboxError> {
+        if self.cancelled || self.finished.is_some() {
+            return Ok(());
+        }
+        if self.cancel.as_ref().is_some_and(|c| c.requested()) {
+            self.cancelled = true;
+            tracing::debug!("the run was cancelled: it is killed");
+            return self.control.send(&Request::Kill);
+        }
+        Ok(())
+    }
+
     fn enforce_limits(&mut self, now: Instant) -> Result<(), SandboxError> {
         if self.finished.is_some() || self.killed_for.is_some() {
             return Ok(());
@@ -290,6 +316,7 @@ impl<'s> Execution<'s> {
         sink: &mut dyn OutputSink,
     ) -> Result<bool, SandboxError> {
         let now = Instant::now();
+        self.kill_if_cancelled()?;
         self.enforce_limits(now)?;
         let mut deadline = match self.drain_deadline {
             Some(d) => d,
@@ -323,6 +350,15 @@ impl<'s> Execution<'s> {
             pfds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
             pfds.len() - 1
         });
+        // Watched until the kill is sent (the next turn sends it): the pipe stays readable once
+        // requested.
+        if let Some(c) = self
+            .cancel
+            .as_ref()
+            .filter(|_| !self.cancelled && self.finished.is_none())
+        {
+            pfds.push(PollFd::new(c.fd(), PollFlags::POLLIN));
+        }
         match nix::poll::ppoll(&mut pfds, Some(TimeSpec::from_duration(timeout)), None) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(SandboxError::io("ppoll", e.into())),

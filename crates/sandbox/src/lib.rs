@@ -12,6 +12,7 @@
 //! what runs in the sandbox lives in `inside` (see there). No HTTP, storage or async runtime
 //! lives here.
 
+mod cancel;
 mod capture;
 mod control;
 mod cpu_clock;
@@ -35,6 +36,7 @@ mod spec;
 mod uids;
 mod waker;
 
+pub use cancel::Cancel;
 pub use capture::{NoSink, OutputSink};
 pub use corral_seccomp::{Restrictions, RestrictionsError};
 pub use error::{SandboxError, SpecError};

@@ -358,6 +358,7 @@ impl Drop for Lease {
     fn drop(&mut self) {
         if let Some(mut s) = self.sandbox.take() {
             s.count_lease();
+            s.cancel_runs_on(None);
             let gvisor_shape = (s.config().runtime == Runtime::Gvisor).then(|| s.config().clone());
             self.pool.give_back(s);
             if let Some(shape) = gvisor_shape {

@@ -109,6 +109,8 @@ pub struct Sandbox {
     /// A gVisor sandbox's folder on the host (bundle, working directory); removed after the
     /// keeper (runsc) has exited.
     gvisor: Option<crate::gvisor::HostDirs>,
+    /// Every run started in it is killed when this is requested (see [`Sandbox::cancel_runs_on`]).
+    cancel: Option<Arc<crate::Cancel>>,
 }
 
 impl Sandbox {
@@ -335,6 +337,7 @@ impl Sandbox {
             root_prepared: false,
             span: tracing::debug_span!("sandbox", id = %name),
             gvisor,
+            cancel: None,
         };
         if let Some(clock) = clock {
             sandbox.control.set_clock(clock);
@@ -438,6 +441,13 @@ impl Sandbox {
 
     pub(crate) fn count_lease(&mut self) {
         self.leases += 1;
+    }
+
+    /// From now on every run started in the sandbox — by [`Sandbox::run`] or [`Sandbox::start`]
+    /// — is killed once `cancel` is requested (see [`Execution::cancel_on`]); `None` stops that.
+    /// A pool's lease clears it when the sandbox goes back.
+    pub fn cancel_runs_on(&mut self, cancel: Option<Arc<crate::Cancel>>) {
+        self.cancel = cancel;
     }
 
     pub fn is_broken(&self) -> bool {
@@ -727,6 +737,9 @@ impl Sandbox {
             sent_at,
             turn,
         );
+        if let Some(cancel) = &self.cancel {
+            exec.cancel_on(cancel);
+        }
         if !stdin_data.is_empty() {
             exec.write_stdin(&stdin_data);
         }

@@ -32,6 +32,8 @@ pub struct CheckContext<'a> {
     /// References pinned to digests (a queued job's): a grader's image resolves through them,
     /// so every worker grades in the digest the server pinned.
     pub pins: &'a std::collections::BTreeMap<String, String>,
+    /// The grading's cancel: every run in the check's sandboxes is killed when it is requested.
+    pub cancel: Option<&'a Arc<corral_sandbox::Cancel>>,
 }
 
 impl CheckContext<'_> {
@@ -75,6 +77,7 @@ impl CheckContext<'_> {
             .pool
             .lease(&shape)
             .map_err(|e| format!("sandbox error: {e}"))?;
+        lease.sandbox().cancel_runs_on(self.cancel.cloned());
         tracing::trace!(
             sandbox = lease.sandbox().id(),
             "leased a sandbox for the check"

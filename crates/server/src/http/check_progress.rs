@@ -14,8 +14,8 @@
 //!
 //! Everything that refuses the request (a bad suite or upload, an image or language the server
 //! lacks, a caller at its cap, a full queue) is answered as without streaming: its status and
-//! JSON error, no stream. A client that goes away stops the grading's checks not started yet
-//! (`service/checks.rs`). A shutdown ends a waiting check at once and a running one before the
+//! JSON error, no stream. A client that goes away stops the grading: its running checks'
+//! programs are killed and the checks not started are not run (`service/checks.rs`). A shutdown ends a waiting check at once and a running one before the
 //! grace period does, each with an `error` line `shutting_down`.
 
 use std::convert::Infallible;
@@ -187,7 +187,7 @@ pub(super) async fn stream(
                     }
                 }
                 // The client went away: stop as the handler of an answer without streaming
-                // would be stopped (a grading already running finishes on its thread).
+                // would be stopped (the grading's drop guard cancels it: `service/checks.rs`).
                 () = tx.closed() => return,
                 _ = beat.tick() => {
                     let ms = since.elapsed().as_millis() as u64;

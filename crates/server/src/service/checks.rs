@@ -1,9 +1,9 @@
 //! Grading an upload against a check suite (`/check`), within the server's admission.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use corral_checks::{GradeError, GradeOptions, GradingKind, Progress, Report, View};
+use corral_sandbox::Cancel;
 
 use crate::error::ApiError;
 use crate::service::caller::Caller;
@@ -143,9 +143,9 @@ pub async fn run(
         Some(w) => (w.turn, Some(w.progress)),
         None => (Box::new(|_| {}) as Box<dyn Fn(Turn) + Send + Sync>, None),
     };
-    // The client went away (this future dropped): the checks not started yet are not run, so
-    // the slot is given back sooner; one already running ends as it would.
-    let cancel = Arc::new(AtomicBool::new(false));
+    // The client went away (this future dropped): the checks not started yet are not run and
+    // the programs of those running are killed, so the slots are given back at once.
+    let cancel = Arc::new(Cancel::new().map_err(ApiError::internal)?);
     let gone = CancelOnDrop(Some(cancel.clone()));
     let st2 = st.clone();
     let graded = st
@@ -171,7 +171,7 @@ pub async fn run(
             // Counted until it ends, even when its client went away.
             drop(grading);
             let result = match &r {
-                _ if cancel.load(Ordering::Relaxed) => "cancelled",
+                _ if cancel.requested() => "cancelled",
                 Ok(report) if report.has_errors() => "error",
                 Ok(report) if report.passed() => "passed",
                 Ok(_) => "failed",
@@ -186,7 +186,7 @@ pub async fn run(
 }
 
 /// Cancels a grading when dropped before it is disarmed.
-struct CancelOnDrop(Option<Arc<AtomicBool>>);
+struct CancelOnDrop(Option<Arc<Cancel>>);
 
 impl CancelOnDrop {
     fn disarm(mut self) {
@@ -197,7 +197,7 @@ impl CancelOnDrop {
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         if let Some(c) = self.0.take() {
-            c.store(true, Ordering::Relaxed);
+            c.request();
         }
     }
 }
