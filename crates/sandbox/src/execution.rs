@@ -352,12 +352,13 @@ impl<'s> Execution<'s> {
         });
         // Watched until the kill is sent (the next turn sends it): the pipe stays readable once
         // requested.
-        if let Some(c) = self
+        if let Some(fd) = self
             .cancel
             .as_ref()
             .filter(|_| !self.cancelled && self.finished.is_none())
+            .and_then(|c| c.fd())
         {
-            pfds.push(PollFd::new(c.fd(), PollFlags::POLLIN));
+            pfds.push(PollFd::new(fd, PollFlags::POLLIN));
         }
         match nix::poll::ppoll(&mut pfds, Some(TimeSpec::from_duration(timeout)), None) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}

@@ -136,7 +136,7 @@ pub async fn run(
     let prepared = runs::prepare(&st, &caller, input).await?;
     let clamped = prepared.clamped.clone();
     // Cancelled by deleting its kept sandbox, or by the client going away.
-    let (outcome, ran) = runs::execute(&st, prepared, runs::run_cancellable).await?;
+    let (outcome, ran) = runs::execute(&st, prepared, runs::run_to_end).await?;
     let answer = RunResponse::new(&outcome, ran, clamped);
     tracing::info!(caller = %caller.id, status = answer.status.as_str(), wall_ms = outcome.usage.wall_time_ms, "run");
     Ok(Json(answer).into_response())

@@ -145,7 +145,7 @@ pub async fn run(
     };
     // The client went away (this future dropped): the checks not started yet are not run and
     // the programs of those running are killed, so the slots are given back at once.
-    let cancel = Arc::new(Cancel::new().map_err(ApiError::internal)?);
+    let cancel = Arc::new(Cancel::default());
     let gone = CancelOnDrop(Some(cancel.clone()));
     let st2 = st.clone();
     let graded = st

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use corral_sandbox::{Lease, Waker};
+use corral_sandbox::{Cancel, Lease};
 
 use crate::error::ApiError;
 use crate::service::per_caller::{Counted, PerCaller};
@@ -25,55 +25,12 @@ struct Inner {
     held_bytes: u64,
 }
 
-/// A request to stop the run in progress in a sandbox (its `DELETE /sandboxes/{id}`, or the
-/// run's caller gone): the run's driver registers its waker and looks at the flag whenever it
-/// wakes.
-#[derive(Default)]
-pub struct Cancel {
-    requested: AtomicBool,
-    waker: Mutex<Option<Waker>>,
-}
-
-impl Cancel {
-    /// Whether the run should be killed.
-    pub fn requested(&self) -> bool {
-        self.requested.load(Ordering::SeqCst)
-    }
-
-    /// `waker` ends the driver's wait when the run is cancelled (at once when it already is).
-    pub fn wake_with(&self, waker: &Waker) {
-        if let Ok(mut w) = self.waker.lock() {
-            *w = Some(waker.clone());
-        }
-        if self.requested() {
-            waker.wake();
-        }
-    }
-
-    /// The next run starts uncancelled (the last one's caller went away; the sandbox stays).
-    fn clear(&self) {
-        self.requested.store(false, Ordering::SeqCst);
-        if let Ok(mut w) = self.waker.lock() {
-            *w = None;
-        }
-    }
-
-    /// Asks for the run to be killed (its sandbox deleted, or its caller gone).
-    pub fn request(&self) {
-        self.requested.store(true, Ordering::SeqCst);
-        if let Ok(w) = self.waker.lock() {
-            if let Some(w) = w.as_ref() {
-                w.wake();
-            }
-        }
-    }
-}
-
 pub struct Held {
     pub id: String,
     pub owner: String,
-    /// Set when the sandbox is deleted while a run uses it, or the run's caller went away.
-    pub cancel: Cancel,
+    /// Requested when the sandbox is deleted while a run uses it, or the run's caller went
+    /// away: the run watches it ([`Sandbox::cancel_runs_on`](corral_sandbox::Sandbox)).
+    pub cancel: Arc<Cancel>,
     /// The language the sandbox was built with (its toolchain's paths are mounted only then).
     pub language: Option<String>,
     /// Whether the sandbox stays for follow-up runs after this run (`sandbox.keep`).
@@ -88,7 +45,7 @@ impl Held {
         Held {
             id,
             owner: owner.to_string(),
-            cancel: Cancel::default(),
+            cancel: Arc::default(),
             language,
             keep: AtomicBool::new(one_off.is_none()),
             _one_off: one_off,

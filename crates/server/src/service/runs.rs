@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
-use crate::service::kept_sandboxes::{Cancel, Evicted, Held};
+use crate::service::kept_sandboxes::{Evicted, Held};
 use crate::service::nodes::{self, Owner};
 use crate::state::SharedState;
 
@@ -453,10 +453,11 @@ fn no_room_message(total: u64, largest: Option<(&str, u64)>, disk: Size, cap: Si
 
 /// Runs a prepared request on a blocking thread (admission first): takes or builds the sandbox,
 /// copies the upload in, calls `drive`, and keeps the sandbox for follow-up runs. Returns the
-/// outcome, and the id of the kept sandbox with the image it runs in.
+/// outcome, and the id of the kept sandbox with the image it runs in. The run `drive` starts is
+/// killed when it is cancelled (its sandbox deleted, its caller gone).
 pub async fn execute<F>(st: &SharedState, p: Prepared, drive: F) -> Result<(Outcome, Ran), ApiError>
 where
-    F: FnOnce(&mut Sandbox, &RunSpec, &Cancel) -> Outcome + Send + 'static,
+    F: FnOnce(&mut Sandbox, &RunSpec) -> Outcome + Send + 'static,
 {
     let Prepared {
         mut spec,
@@ -478,9 +479,6 @@ where
         .run_then(&held.owner, move || {
             let pushed_out = guard.disarm();
             let started = Instant::now();
-            // Cancelled by deleting its sandbox (a kept one's id is the caller's before the run)
-            // or by the caller going away.
-            let cancel = &held2.cancel;
             let lease = match held2.take_lease() {
                 Some(l) => Ok(l),
                 None => st2.pool.lease(&SandboxConfig::for_spec(&spec)),
@@ -509,7 +507,14 @@ where
                         None => Ok(()),
                     };
                     match copied {
-                        Ok(()) => (drive(sb, &spec, cancel), Some(l)),
+                        Ok(()) => {
+                            // Cancelled by deleting its sandbox (a kept one's id is the caller's
+                            // before the run) or by the caller going away.
+                            sb.cancel_runs_on(Some(held2.cancel.clone()));
+                            let outcome = drive(sb, &spec);
+                            sb.cancel_runs_on(None);
+                            (outcome, Some(l))
+                        }
                         Err(CopyFailed::Server) => (
                             Outcome::sandbox_error(
                                 spec.limits.clone(),
@@ -586,37 +591,9 @@ enum CopyFailed {
     Server,
 }
 
-/// Runs `spec` to its end like `Sandbox::run`, killing the program when `cancel` is requested
-/// (the kept sandbox was deleted while its run was in progress, or the caller went away).
-pub fn run_cancellable(sb: &mut Sandbox, spec: &RunSpec, cancel: &Cancel) -> Outcome {
-    let fail = |e: corral_sandbox::SandboxError| {
-        Outcome::sandbox_error(spec.limits.clone(), e.to_string()).in_runtime(spec.runtime)
-    };
-    let waker = match corral_sandbox::Waker::new() {
-        Ok(w) => w,
-        Err(e) => return fail(e),
-    };
-    let mut exec = match sb.start(spec) {
-        Ok(e) => e,
-        Err(e) => return fail(e),
-    };
-    exec.wake_on(&waker);
-    cancel.wake_with(&waker);
-    exec.close_stdin();
-    let mut killed = false;
-    loop {
-        if !killed && cancel.requested() {
-            killed = true;
-            if let Err(e) = exec.kill() {
-                return fail(e);
-            }
-        }
-        match exec.step(None, &mut corral_sandbox::NoSink) {
-            Ok(Some(o)) => return o,
-            Ok(None) => {}
-            Err(e) => return fail(e),
-        }
-    }
+/// Runs `spec` to its end, or its limit, or its cancel (the `drive` of a plain `/run`).
+pub fn run_to_end(sb: &mut Sandbox, spec: &RunSpec) -> Outcome {
+    sb.run(spec, &mut corral_sandbox::NoSink)
 }
 
 /// A failed copy of the upload's files into the new sandbox: not fitting the disk limit is the

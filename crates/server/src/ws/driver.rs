@@ -11,7 +11,6 @@ use corral_sandbox::{Outcome, OutputSink, RunSpec, Sandbox, Waker};
 use tokio::sync::mpsc;
 
 use super::messages::WsServerMessage;
-use crate::service::kept_sandboxes::Cancel;
 
 /// How often the driver looks at control messages while the program runs.
 const TICK: Duration = Duration::from_millis(20);
@@ -171,13 +170,11 @@ pub type Leftover = std::sync::Arc<std::sync::Mutex<VecDeque<WsServerMessage>>>;
 
 /// Drives one interactive run on a blocking thread; `started` is said first. Never waits for
 /// the socket (see [`ChannelSink`]).
-#[allow(clippy::too_many_arguments)]
 pub fn drive(
     sb: &mut Sandbox,
     spec: &RunSpec,
     ctl: std_mpsc::Receiver<Ctl>,
     waker: &Waker,
-    cancel: &Cancel,
     tx: mpsc::Sender<Event>,
     started: bool,
     leftover: &Leftover,
@@ -191,7 +188,7 @@ pub fn drive(
     if started {
         sink.send(WsServerMessage::Started {});
     }
-    let outcome = run(sb, spec, ctl, waker, cancel, &mut sink);
+    let outcome = run(sb, spec, ctl, waker, &mut sink);
     sink.flush();
     leftover
         .lock()
@@ -205,7 +202,6 @@ fn run(
     spec: &RunSpec,
     ctl: std_mpsc::Receiver<Ctl>,
     waker: &Waker,
-    cancel: &Cancel,
     sink: &mut ChannelSink,
 ) -> Outcome {
     let mut exec = match sb.start(spec) {
@@ -226,13 +222,6 @@ fn run(
     let mut announced = false;
     let mut killed = false;
     loop {
-        // The kept sandbox was deleted: the run is killed like a `kill` message.
-        if !killed && cancel.requested() {
-            killed = true;
-            if let Err(e) = exec.kill() {
-                return fail(e);
-            }
-        }
         loop {
             let c = match ctl.try_recv() {
                 Ok(c) => c,

@@ -520,9 +520,9 @@ async fn handle(
                 let out_tx = ev_tx.clone();
                 let leftover = Leftover::default();
                 let left = leftover.clone();
-                let result = execute(&st, prepared, move |sb, spec, cancel| {
-                    cancel.wake_with(&waker);
-                    drive(sb, spec, ctl_rx, &waker, cancel, out_tx, queued, &left)
+                // The sandbox's deletion kills the run (`execute` has it watch the cancel).
+                let result = execute(&st, prepared, move |sb, spec| {
+                    drive(sb, spec, ctl_rx, &waker, out_tx, queued, &left)
                 })
                 .await;
                 // Output the socket had no room for while the program ran: sent now, the run's
