@@ -110,7 +110,7 @@ pub struct Sandbox {
     /// keeper (runsc) has exited.
     gvisor: Option<crate::gvisor::HostDirs>,
     /// Every run started in it is killed when this is requested (see [`Sandbox::cancel_runs_on`]).
-    cancel: Option<Arc<crate::Cancel>>,
+    cancel: Option<Arc<crate::cancel::Cancel>>,
 }
 
 impl Sandbox {
@@ -446,7 +446,7 @@ impl Sandbox {
     /// From now on every run started in the sandbox — by [`Sandbox::run`] or [`Sandbox::start`]
     /// — is killed once `cancel` is requested (see [`Execution::cancel_on`]); `None` stops that.
     /// A pool's lease clears it when the sandbox goes back.
-    pub fn cancel_runs_on(&mut self, cancel: Option<Arc<crate::Cancel>>) {
+    pub fn cancel_runs_on(&mut self, cancel: Option<Arc<crate::cancel::Cancel>>) {
         self.cancel = cancel;
     }
 
