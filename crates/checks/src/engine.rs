@@ -24,6 +24,7 @@ use crate::safety_scan;
 use crate::shared::rows::{errored, items_not_run, row, skipped};
 use crate::shared::settings::{self, RunSettings};
 use crate::shared::stage;
+pub use crate::shared::submitted::Submitted;
 use crate::suite::{Check, Suite};
 
 // Kept here for the server, which compares and names program outcomes the same way.
@@ -54,6 +55,9 @@ pub struct GradeOptions {
     /// started yet are not run, and the programs of those running are killed (their rows say
     /// the grading was cancelled, never a verdict on the submission).
     pub cancel: Option<Arc<Cancel>>,
+    /// When and by whom the submission was made (a Gradescope autograder reads both in its
+    /// `submission_metadata.json`); unknown: now, and nobody's name.
+    pub submitted: Submitted,
 }
 
 /// A watcher of a grading's progress: called, on the grading's thread, with each check's result
@@ -85,6 +89,7 @@ impl Default for GradeOptions {
             slots: None,
             progress: None,
             cancel: None,
+            submitted: Submitted::default(),
         }
     }
 }
@@ -276,6 +281,7 @@ pub fn grade(
                         stage,
                         output: job.output.as_deref(),
                         cancel: opts.cancel.as_ref(),
+                        submitted: &opts.submitted,
                     });
                     if cancelled() {
                         // Its programs were killed (or it ended as the request came): no verdict.

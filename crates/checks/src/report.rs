@@ -995,6 +995,25 @@ mod tests {
         }
     }
 
+    /// Reports list their checks in the suite's order, as check50 does (`exists` before
+    /// `compiles`), not by name: the editor and a client showing the keys in order follow it.
+    #[test]
+    fn the_results_keep_the_suites_order() {
+        let mut r = report();
+        r.results.reverse();
+        for v in [r.to_json(View::Staff), r.to_cs50(View::Staff)] {
+            let keys: Vec<&str> = v["results"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            assert_eq!(keys, ["c", "b", "a"], "{v}");
+            let text = serde_json::to_string(&v).unwrap();
+            assert!(text.find("\"c\"") < text.find("\"a\""), "{text}");
+        }
+    }
+
     /// On Gradescope a check's own row is no test for students when its rows say it all; one
     /// with an error stays. check50's rationale is not repeated, its log ends a failed test.
     #[test]

@@ -477,8 +477,10 @@ fn folder(files: &[(&str, &str)]) -> tempfile::TempDir {
 
 /// Gradescope's documented layout as the autograder sees it: `run_autograder` runs from
 /// `/autograder`; `source/` holds the autograder's files, `submission/` the student's, and
-/// `submission_metadata.json` the assignment's title and total, an RFC 3339 `created_at`, and
-/// empty `users` and `previous_submissions` (corral does not know them).
+/// `submission_metadata.json` the assignment's title and total, `created_at` in Gradescope's
+/// format, the suite's release date (else `created_at`), a due date a year on when the suite
+/// gives none, one user (unnamed: `corral check` does not know who) and no
+/// `previous_submissions`.
 #[test]
 fn gradescope_layout_and_submission_metadata() {
     let ag = folder(&[
@@ -487,8 +489,10 @@ fn gradescope_layout_and_submission_metadata() {
             "autograder/grade.py",
             "import json, os\n\
              m = json.load(open('/autograder/submission_metadata.json'))\n\
-             seen = {'title': m['assignment']['title'], 'total_points': m['assignment']['total_points'],\n\
+             a = m['assignment']\n\
+             seen = {'title': a['title'], 'total_points': a['total_points'],\n\
                      'created_at': m['created_at'], 'users': m['users'], 'previous': m['previous_submissions'],\n\
+                     'release': a['release_date'], 'due': a['due_date'], 'late_due': a['late_due_date'],\n\
                      'source': sorted(os.listdir('/autograder/source')),\n\
                      'submission': sorted(os.listdir('/autograder/submission')),\n\
                      'answer': open('/autograder/submission/answer.txt').read(), 'cwd': os.getcwd()}\n\
@@ -497,7 +501,7 @@ fn gradescope_layout_and_submission_metadata() {
         ),
         (
             "suite.yaml",
-            "name: layout\nchecks:\n  - id: autograder\n    points: 3\n    gradescope:\n      autograder: autograder\n",
+            "name: layout\nchecks:\n  - id: autograder\n    points: 3\n    gradescope:\n      autograder: autograder\n      release_date: 2026-09-01T09:00:00+02:00\n",
         ),
     ]);
     let sub = folder(&[("answer.txt", "forty-two\n")]);
@@ -507,7 +511,16 @@ fn gradescope_layout_and_submission_metadata() {
     let seen: Value = serde_json::from_str(m.lines().next().unwrap()).unwrap();
     assert_eq!(seen["title"], "layout", "{seen}");
     assert_eq!(seen["total_points"], "3.0", "{seen}");
-    assert_eq!(seen["users"], serde_json::json!([]), "{seen}");
+    assert_eq!(
+        seen["users"],
+        serde_json::json!([{"email": "", "id": 0, "name": "", "assigned_sections": []}]),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["release"], "2026-09-01T07:00:00.000000+00:00",
+        "{seen}"
+    );
+    assert_eq!(seen["late_due"], Value::Null, "{seen}");
     assert_eq!(seen["previous"], serde_json::json!([]), "{seen}");
     assert_eq!(
         seen["source"],
@@ -521,10 +534,14 @@ fn gradescope_layout_and_submission_metadata() {
     );
     assert_eq!(seen["answer"], "forty-two\n", "{seen}");
     assert_eq!(seen["cwd"], "/autograder", "{seen}");
-    let at = seen["created_at"].as_str().unwrap();
+    let at: jiff::Timestamp = seen["created_at"].as_str().unwrap().parse().unwrap();
+    let due: jiff::Timestamp = seen["due"].as_str().unwrap().parse().unwrap();
+    assert_eq!(due.duration_since(at).as_hours(), 24 * 365, "{seen}");
+    // Gradescope's shape: six digits of fraction and a numeric offset.
+    let text = seen["created_at"].as_str().unwrap();
     assert!(
-        at.len() == 20 && at.ends_with('Z') && &at[10..11] == "T",
-        "{at}"
+        text.len() == 32 && &text[19..20] == "." && text.ends_with("+00:00"),
+        "{text}"
     );
 }
 

@@ -528,3 +528,74 @@ fn a_checks_revision_carries_the_reports_score_and_no_client_can_write_one() {
         assert_eq!(all[0]["id"], rev["id"]);
     });
 }
+
+/// What a late-penalty autograder reads: a queued submission's `submission_metadata.json` says
+/// when it was handed in (Gradescope's format, which Python 3.10's `fromisoformat` reads) and by
+/// whom (the token's name), and the suite's due date; a regrade after the deadline keeps the
+/// original's time, so the penalty does not change when staff regrade.
+#[test]
+fn a_gradescope_submission_is_dated_and_named_for_its_autograder() {
+    let s = Server::start("[submissions]\nworkers = 1\n", &[]);
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let (st, v) = s
+            .post(
+                &s.admin,
+                "/tokens",
+                json!({"role": "student", "name": "ada"}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        let ada = v["token"].as_str().unwrap().to_string();
+        let grade = "import json, re\n\
+             m = json.load(open('/autograder/submission_metadata.json'))\n\
+             a = m['assignment']\n\
+             f = r'\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{6}[+-]\\d\\d:\\d\\d$'\n\
+             ok = all(re.match(f, t) for t in (m['created_at'], a['due_date'], a['release_date']))\n\
+             late = m['created_at'] > a['due_date']\n\
+             seen = {'created_at': m['created_at'], 'due': a['due_date'], 'late_due': a['late_due_date'],\n\
+                     'total': float(a['total_points']), 'user': m['users'][0]['name'], 'formats': ok}\n\
+             json.dump({'tests': [{'number': '1', 'score': 0.5 if late else 1, 'max_score': 1,\n\
+                                   'output': json.dumps(seen, sort_keys=True)}]},\n\
+                       open('/autograder/results/results.json', 'w'))\n";
+        let files = vec![
+            (
+                "autograder/run_autograder".to_string(),
+                b"#!/bin/sh\nexec python3 /autograder/source/grade.py\n".to_vec(),
+            ),
+            ("autograder/grade.py".to_string(), grade.as_bytes().to_vec()),
+        ];
+        let suite = "name: dated\nchecks:\n  - id: autograder\n    points: 1\n    gradescope:\n      \
+                     autograder: autograder\n      due_date: 2020-01-31T23:59:00-05:00\n";
+        register(&s, &staff, "dated", suite, &files).await;
+        let sub = vec![("answer.txt".to_string(), b"42\n".to_vec())];
+        let before = jiff::Timestamp::now();
+        let first = submit(&s, &ada, "dated", &sub).await;
+        let first = first["id"].as_str().unwrap().to_string();
+        let v = finished(&s, &ada, &first, "").await;
+        let after = jiff::Timestamp::now();
+        let seen = |v: &Value| -> Value {
+            let m = &v["checks"]["results"]["autograder/1"]["message"];
+            serde_json::from_str(m.as_str().unwrap_or_else(|| panic!("{v}"))).unwrap()
+        };
+        let was = seen(&v);
+        assert_eq!(was["user"], "ada", "{was}");
+        assert_eq!(was["due"], "2020-02-01T04:59:00.000000+00:00", "{was}");
+        assert_eq!((&was["late_due"], &was["total"]), (&Value::Null, &json!(1.0)), "{was}");
+        assert_eq!(was["formats"], true, "{was}");
+        let at: jiff::Timestamp = was["created_at"].as_str().unwrap().parse().unwrap();
+        assert!(before.checked_sub(jiff::SignedDuration::from_secs(1)).unwrap() <= at && at <= after, "{at} not in {before}..{after}");
+        assert_eq!(v["score"], 0.5, "late: {v}");
+
+        // Regraded later: the same time, so the same penalty.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let (st, r) = s
+            .post(&staff, &format!("/submissions/{first}/regrade"), json!({}))
+            .await;
+        assert_eq!(st, StatusCode::ACCEPTED, "{r}");
+        let again = r["id"].as_str().unwrap().to_string();
+        let v = finished(&s, &ada, &again, "").await;
+        assert_eq!(seen(&v)["created_at"], was["created_at"], "{v}");
+        assert_eq!(seen(&v)["user"], "ada", "{v}");
+    });
+}

@@ -284,6 +284,10 @@ fn grade_suite(
         slots: slots.map(|s| (s.clone(), GradingKind::Queued)),
         progress: None,
         cancel: None,
+        submitted: corral_checks::engine::Submitted::at_ms(
+            spec.submitted_ms,
+            spec.submitter.clone(),
+        ),
     };
     let report = match corral_checks::grade(pool, registry, &suite, at.files, &opts) {
         Ok(r) => r,

@@ -148,6 +148,12 @@ pub struct JobSpec {
     /// otherwise, so a job a worker that predates it receives is one it knows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge0_language_id: Option<u32>,
+    /// When the submission was made (Unix ms; a regrade keeps its original's) and the name of
+    /// the token that made it: a Gradescope autograder reads both in its metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitter: Option<String>,
 }
 
 fn one() -> u32 {

@@ -262,6 +262,11 @@ pub fn grade_one(
         slots: None,
         progress: None,
         cancel: None,
+        // Graded now, the folder named for its student.
+        submitted: engine::Submitted {
+            at: None,
+            by: Some(sub.student.clone()),
+        },
     };
     let report = match engine::grade(pool, registry, suite, &sub.path, &grade_opts) {
         Ok(r) => r,

@@ -15,6 +15,7 @@
 //! #519 and #539, "it's never had a point value assigned to it"). So does corral: such a test is
 //! a row worth no points (0 of its `max_score` when it has one, so never a pass by accident).
 
+use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 
@@ -391,6 +392,13 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
     }
     if total.is_none() && tests.is_empty() {
         message.push("no tests and no `points` for the check: the maximum is unknown".into());
+    } else if total.is_none() {
+        // A run that fails before its tests (a module that does not import) reports fewer of
+        // them, and so a smaller maximum than a good one: 0/0 where Gradescope says 0/14.
+        message.push(format!(
+            "the maximum {} is the sum of the tests this run reported; set the check's `points` to the assignment's total so that every submission is out of the same",
+            fmt(test_max)
+        ));
     }
     // Passed: every test passed and the score reached the maximum (with no tests and no
     // declared maximum, nothing says it passed).
@@ -405,8 +413,10 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
         ..GradescopeExtras::default()
     };
     if let Some(t) = results.execution_time {
+        // A record, not an expectation: the same both sides (as tags), so no view reads it as
+        // what went wrong.
         script.push(ScriptEntry {
-            expected: Observation::new("execution_time", json!(null)),
+            expected: Observation::new("execution_time", json!(t)),
             actual: Observation::new("execution_time", json!(t)),
         });
     }
@@ -450,30 +460,88 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
 pub struct Assignment {
     pub title: String,
     pub total_points: Option<f64>,
+    pub dates: AssignmentDates,
 }
 
-/// `submission_metadata.json` in Gradescope's documented shape. corral does not know the
-/// submitters, course or due dates of a check: `users` and `previous_submissions` are empty, ids
-/// 0, dates `null`, `created_at` now.
-pub fn submission_metadata(assignment: &Assignment, created_at: &str) -> Value {
+/// An assignment's dates as a suite gives them (each `None` when it does not).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AssignmentDates {
+    pub release: Option<Timestamp>,
+    pub due: Option<Timestamp>,
+    pub late_due: Option<Timestamp>,
+}
+
+/// How long after its submission a submission is due when the suite gives no due date: nothing
+/// is late and nothing is past due, and adding a grace period cannot overflow a date type.
+const DUE_BY_DEFAULT_AFTER: SignedDuration = SignedDuration::from_hours(24 * 365);
+
+/// `submission_metadata.json` in Gradescope's documented shape, every field a type Gradescope
+/// gives it (an autograder that computes a late penalty parses the dates; one that scales reads
+/// `float(total_points)`; one that seeds per student reads `users[0]`). corral knows no course
+/// nor previous submissions: ids 0, `previous_submissions` empty. `created` is when the
+/// submission was made; the release date the suite's, else `created`; the due date the suite's,
+/// else a year after `created`; the late due date the suite's or `null` (as Gradescope, when
+/// none is set); one user, named `by` when the submitter is known.
+pub fn submission_metadata(assignment: &Assignment, created: Timestamp, by: Option<&str>) -> Value {
+    let dates = &assignment.dates;
+    let due = dates
+        .due
+        .unwrap_or_else(|| created.checked_add(DUE_BY_DEFAULT_AFTER).unwrap_or(created));
     json!({
         "id": 0,
-        "created_at": created_at,
+        "created_at": gradescope_time(created),
         "assignment": {
-            "due_date": null,
+            "due_date": gradescope_time(due),
             "group_size": null,
             "group_submission": false,
             "id": 0,
             "course_id": 0,
-            "late_due_date": null,
-            "release_date": null,
+            "late_due_date": dates.late_due.map(gradescope_time),
+            "release_date": gradescope_time(dates.release.unwrap_or(created)),
             "title": assignment.title,
             "total_points": assignment.total_points.map(|p| format!("{p:.1}")),
         },
         "submission_method": "upload",
-        "users": [],
+        "users": [{
+            "email": "",
+            "id": 0,
+            "name": by.unwrap_or(""),
+            "assigned_sections": [],
+        }],
         "previous_submissions": [],
     })
+}
+
+/// A time as Gradescope writes them (`2018-07-31T23:00:00.000000-07:00`), in UTC: six digits of
+/// fraction and a numeric offset are what `datetime.fromisoformat` reads on the Pythons of
+/// Gradescope's images (before 3.11 it refuses a `Z`).
+pub fn gradescope_time(t: Timestamp) -> String {
+    let d = t.to_zoned(jiff::tz::TimeZone::UTC).datetime();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}+00:00",
+        d.year(),
+        d.month(),
+        d.day(),
+        d.hour(),
+        d.minute(),
+        d.second(),
+        d.subsec_nanosecond() / 1000
+    )
+}
+
+/// A suite's date (`gradescope.due_date` …): a date and time with its offset, as RFC 3339 or
+/// Gradescope write them (`2026-12-05T23:59:00-05:00`, `…Z`).
+pub fn parse_date(key: &str, text: &str) -> Result<Timestamp, String> {
+    let t: Timestamp = text.trim().parse().map_err(|e| {
+        format!("{key}: {text:?} is not a date and time with its offset, like 2026-12-05T23:59:00-05:00 ({e})")
+    })?;
+    let year = t.to_zoned(jiff::tz::TimeZone::UTC).year();
+    if !(1970..=9000).contains(&year) {
+        return Err(format!(
+            "{key}: {text:?} is out of range (years 1970 to 9000)"
+        ));
+    }
+    Ok(t)
 }
 
 #[cfg(test)]
@@ -787,19 +855,75 @@ mod tests {
     }
 
     #[test]
-    fn metadata_has_the_documented_keys() {
+    fn metadata_has_the_documented_keys_each_of_gradescopes_type() {
+        let t = |s: &str| parse_date("t", s).unwrap();
+        let now = t("2026-11-26T08:00:00Z");
         let m = submission_metadata(
             &Assignment {
                 title: "hw1".into(),
                 total_points: Some(20.0),
+                dates: AssignmentDates::default(),
             },
-            "2026-11-26T08:00:00Z",
+            now,
+            None,
         );
         assert_eq!(m["assignment"]["title"], "hw1");
         assert_eq!(m["assignment"]["total_points"], "20.0");
-        assert_eq!(m["created_at"], "2026-11-26T08:00:00Z");
-        assert!(m["users"].as_array().unwrap().is_empty());
+        // Python 3.10's fromisoformat reads these (no `Z`, six digits of fraction).
+        assert_eq!(m["created_at"], "2026-11-26T08:00:00.000000+00:00");
+        assert_eq!(m["assignment"]["release_date"], m["created_at"]);
+        assert_eq!(
+            m["assignment"]["due_date"],
+            "2027-11-26T08:00:00.000000+00:00"
+        );
+        assert_eq!(m["assignment"]["late_due_date"], Value::Null);
+        assert_eq!(m["users"][0]["name"], "");
+        assert_eq!(m["users"].as_array().unwrap().len(), 1);
         assert!(m["previous_submissions"].as_array().unwrap().is_empty());
+
+        // A suite's dates and a known submission: theirs, in UTC.
+        let m = submission_metadata(
+            &Assignment {
+                title: "hw1".into(),
+                total_points: None,
+                dates: AssignmentDates {
+                    release: Some(t("2026-11-01T00:00:00-05:00")),
+                    due: Some(t("2026-12-05T23:59:00.5-05:00")),
+                    late_due: Some(t("2026-12-07T23:59:00-05:00")),
+                },
+            },
+            t("2026-12-06T01:00:00-05:00"),
+            Some("ada"),
+        );
+        assert_eq!(m["created_at"], "2026-12-06T06:00:00.000000+00:00");
+        assert_eq!(
+            m["assignment"]["release_date"],
+            "2026-11-01T05:00:00.000000+00:00"
+        );
+        assert_eq!(
+            m["assignment"]["due_date"],
+            "2026-12-06T04:59:00.500000+00:00"
+        );
+        assert_eq!(
+            m["assignment"]["late_due_date"],
+            "2026-12-08T04:59:00.000000+00:00"
+        );
+        assert_eq!(m["assignment"]["total_points"], Value::Null);
+        assert_eq!(m["users"][0]["name"], "ada");
+    }
+
+    #[test]
+    fn a_suites_date_needs_its_offset() {
+        for bad in [
+            "2026-12-05",
+            "2026-12-05T23:59:00",
+            "tomorrow",
+            "0001-01-01T00:00:00Z",
+        ] {
+            let e = parse_date("gradescope.due_date", bad).unwrap_err();
+            assert!(e.starts_with("gradescope.due_date: "), "{e}");
+        }
+        assert!(parse_date("d", "2026-12-05T23:59:00Z").is_ok());
     }
 }
 

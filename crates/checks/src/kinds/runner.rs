@@ -34,6 +34,8 @@ pub struct CheckContext<'a> {
     pub pins: &'a std::collections::BTreeMap<String, String>,
     /// The grading's cancel: every run in the check's sandboxes is killed when it is requested.
     pub cancel: Option<&'a Arc<corral_sandbox::Cancel>>,
+    /// When and by whom the submission was made, as far as the caller knows.
+    pub submitted: &'a crate::shared::submitted::Submitted,
 }
 
 impl CheckContext<'_> {

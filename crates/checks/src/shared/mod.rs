@@ -8,6 +8,7 @@
 //! - [`host_folders`]: what both keep: host folders shared while in use, one per content.
 //! - [`private_temp`]: private staging folders, and the removal of those a dead process left.
 //! - [`rows`]: a check's rows in the report before and without running it.
+//! - [`submitted`]: when and by whom a submission was made.
 //! - [`text`]: output comparison, signal names, value sizes.
 
 pub mod host_folders;
@@ -18,4 +19,5 @@ pub mod python;
 pub mod rows;
 pub mod settings;
 pub mod stage;
+pub mod submitted;
 pub mod text;

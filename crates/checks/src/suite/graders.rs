@@ -32,6 +32,7 @@ use serde_json::Value;
 
 use super::paths::assignment_path;
 use crate::contracts::bundle::Bundle;
+use crate::contracts::gradescope::{parse_date, AssignmentDates};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -43,6 +44,12 @@ pub(crate) struct RawGradescope {
     setup: Option<String>,
     #[serde(default, deserialize_with = "super::values::opt_flag")]
     root: Option<bool>,
+    #[serde(default)]
+    release_date: Option<String>,
+    #[serde(default)]
+    due_date: Option<String>,
+    #[serde(default)]
+    late_due_date: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,6 +84,8 @@ pub struct GradescopeCheck {
     pub files: Vec<String>,
     /// `root:` as written (the default is decided where it runs: see [`runs_as_root`]).
     pub root: Option<bool>,
+    /// The assignment's dates its `submission_metadata.json` gives.
+    pub dates: AssignmentDates,
 }
 
 /// A PrairieLearn external grader.
@@ -190,6 +199,16 @@ impl GradescopeCheck {
             ));
         }
         image_name("gradescope.base", &raw.base)?;
+        let date = |key: &str, text: &Option<String>| {
+            text.as_deref()
+                .map(|t| parse_date(&format!("gradescope.{key}"), t))
+                .transpose()
+        };
+        let dates = AssignmentDates {
+            release: date("release_date", &raw.release_date)?,
+            due: date("due_date", &raw.due_date)?,
+            late_due: date("late_due_date", &raw.late_due_date)?,
+        };
         if raw.root == Some(true) && raw.base.is_none() {
             return Err(
                 "gradescope.root: run_autograder runs as root only on a `base` image: name one"
@@ -222,6 +241,7 @@ impl GradescopeCheck {
             bundle,
             files,
             root: raw.root,
+            dates,
         })
     }
 }

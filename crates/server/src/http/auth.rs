@@ -82,6 +82,7 @@ pub async fn authenticate(
         Caller {
             id: "dev".into(),
             role: Role::Admin,
+            name: "dev".into(),
         }
     } else {
         let token = match bearer(&req)? {

@@ -4,6 +4,7 @@
 use corral_store::Role;
 
 use crate::error::ApiError;
+use crate::service::token_cache::Vouched;
 use crate::state::SharedState;
 
 /// Who is calling. Everything a caller owns is keyed by `id` (the token's public id).
@@ -11,6 +12,8 @@ use crate::state::SharedState;
 pub struct Caller {
     pub id: String,
     pub role: Role,
+    /// The token's name (a student's: what the gradebook shows).
+    pub name: String,
 }
 
 /// The answer to a request whose token was revoked while it waited.
@@ -25,18 +28,30 @@ impl Caller {
             return Err(ApiError::unauthorized("unknown or revoked token"));
         }
         let hash = corral_store::sha256_hex(secret.as_bytes());
-        if let Some((id, role)) = st.token_cache.get(&hash, &st.revocations) {
-            return Ok(Caller { id, role });
+        if let Some(t) = st.token_cache.get(&hash, &st.revocations) {
+            return Ok(Caller {
+                id: t.id,
+                role: t.role,
+                name: t.name,
+            });
         }
         let info = st
             .store
             .token_by_secret(secret)
             .await?
             .ok_or_else(|| ApiError::unauthorized("unknown or revoked token"))?;
-        st.token_cache.put(hash, info.id.clone(), info.role);
+        st.token_cache.put(
+            hash,
+            Vouched {
+                id: info.id.clone(),
+                role: info.role,
+                name: info.name.clone(),
+            },
+        );
         Ok(Caller {
             id: info.id,
             role: info.role,
+            name: info.name,
         })
     }
 

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use corral_checks::engine::Submitted;
 use corral_checks::{GradeError, GradeOptions, GradingKind, Progress, Report, View};
 use corral_sandbox::Cancel;
 
@@ -148,6 +149,7 @@ pub async fn run(
     let cancel = Arc::new(Cancel::default());
     let gone = CancelOnDrop(Some(cancel.clone()));
     let st2 = st.clone();
+    let submitter = caller.name.clone();
     let graded = st
         .runner
         .grade_watched(&caller.id, turn, move || {
@@ -164,6 +166,11 @@ pub async fn run(
                     slots: Some((st2.grading_slots.clone(), GradingKind::Interactive)),
                     progress,
                     cancel: Some(cancel.clone()),
+                    // Submitted now, by the caller.
+                    submitted: Submitted {
+                        at: None,
+                        by: Some(submitter),
+                    },
                     ..GradeOptions::default()
                 },
             );

@@ -37,14 +37,21 @@ pub struct TokenCache {
 }
 
 struct Entry {
-    id: String,
-    role: Role,
+    token: Vouched,
     at: Instant,
 }
 
+/// What the store said of a token: its public id, role and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vouched {
+    pub id: String,
+    pub role: Role,
+    pub name: String,
+}
+
 impl TokenCache {
-    /// The token's public id and role, when authenticated within [`TTL`] and not revoked since.
-    pub fn get(&self, hash: &str, revocations: &Revocations) -> Option<(String, Role)> {
+    /// The token, when authenticated within [`TTL`] and not revoked since.
+    pub fn get(&self, hash: &str, revocations: &Revocations) -> Option<Vouched> {
         let ttl = if revocations.known_within(TTL) {
             TTL_POLLED
         } else {
@@ -53,8 +60,8 @@ impl TokenCache {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let fresh = entries
             .get(hash)
-            .filter(|e| e.at.elapsed() < ttl && !revocations.is_revoked(&e.id))
-            .map(|e| (e.id.clone(), e.role));
+            .filter(|e| e.at.elapsed() < ttl && !revocations.is_revoked(&e.token.id))
+            .map(|e| e.token.clone());
         if fresh.is_none() {
             entries.remove(hash);
         }
@@ -62,7 +69,7 @@ impl TokenCache {
     }
 
     /// Remembers a token the store just vouched for.
-    pub fn put(&self, hash: String, id: String, role: Role) {
+    pub fn put(&self, hash: String, token: Vouched) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= MAX_ENTRIES {
             entries.retain(|_, e| e.at.elapsed() < TTL_POLLED);
@@ -73,8 +80,7 @@ impl TokenCache {
         entries.insert(
             hash,
             Entry {
-                id,
-                role,
+                token,
                 at: Instant::now(),
             },
         );
@@ -85,15 +91,20 @@ impl TokenCache {
 mod tests {
     use super::*;
 
+    fn vouched(role: Role) -> Vouched {
+        Vouched {
+            id: "tok1".into(),
+            role,
+            name: "ada".into(),
+        }
+    }
+
     #[test]
     fn an_entry_is_trusted_until_revoked() {
         let (cache, revocations) = (TokenCache::default(), Revocations::default());
         assert!(cache.get("h", &revocations).is_none());
-        cache.put("h".into(), "tok1".into(), Role::Student);
-        assert_eq!(
-            cache.get("h", &revocations),
-            Some(("tok1".to_string(), Role::Student))
-        );
+        cache.put("h".into(), vouched(Role::Student));
+        assert_eq!(cache.get("h", &revocations), Some(vouched(Role::Student)));
         revocations.note(["tok1".to_string()]);
         assert!(
             cache.get("h", &revocations).is_none(),
@@ -104,11 +115,11 @@ mod tests {
     #[test]
     fn a_fresh_poll_extends_the_trust_and_a_stale_one_does_not() {
         let (cache, revocations) = (TokenCache::default(), Revocations::default());
-        cache.put("h".into(), "tok1".into(), Role::Student);
+        cache.put("h".into(), vouched(Role::Student));
         cache.entries.lock().unwrap().get_mut("h").unwrap().at -= TTL * 5;
         // Nothing polls: past TTL the store must be asked again.
         assert!(cache.get("h", &revocations).is_none());
-        cache.put("h".into(), "tok1".into(), Role::Student);
+        cache.put("h".into(), vouched(Role::Student));
         cache.entries.lock().unwrap().get_mut("h").unwrap().at -= TTL * 5;
         // The last successful poll was sent longer ago than TTL: same.
         revocations.polled(Instant::now() - TTL * 2);
@@ -116,17 +127,14 @@ mod tests {
             cache.get("h", &revocations).is_none(),
             "a stale poll vouched"
         );
-        cache.put("h".into(), "tok1".into(), Role::Student);
+        cache.put("h".into(), vouched(Role::Student));
         cache.entries.lock().unwrap().get_mut("h").unwrap().at -= TTL * 5;
         revocations.polled(Instant::now());
-        assert_eq!(
-            cache.get("h", &revocations),
-            Some(("tok1".to_string(), Role::Student))
-        );
+        assert_eq!(cache.get("h", &revocations), Some(vouched(Role::Student)));
         // Never past TTL_POLLED, and never once revoked.
         cache.entries.lock().unwrap().get_mut("h").unwrap().at -= TTL_POLLED;
         assert!(cache.get("h", &revocations).is_none());
-        cache.put("h".into(), "tok1".into(), Role::Student);
+        cache.put("h".into(), vouched(Role::Student));
         revocations.note(["tok1".to_string()]);
         assert!(
             cache.get("h", &revocations).is_none(),
@@ -137,7 +145,7 @@ mod tests {
     #[test]
     fn an_entry_expires() {
         let (cache, revocations) = (TokenCache::default(), Revocations::default());
-        cache.put("h".into(), "tok1".into(), Role::Staff);
+        cache.put("h".into(), vouched(Role::Staff));
         cache.entries.lock().unwrap().get_mut("h").unwrap().at -= TTL;
         assert!(
             cache.get("h", &revocations).is_none(),

@@ -291,6 +291,8 @@ pub async fn accept(
         ),
         force_gvisor: st.config.runtime.force_gvisor,
         judge0_language_id: None,
+        submitted_ms: Some(corral_store::now_ms()),
+        submitter: Some(caller.name.clone()),
     };
     // The rules every run request meets (`/run` and the WebSocket check the same), before
     // anything is stored.

@@ -164,6 +164,9 @@ async fn prepare(st: &SharedState, id: &str) -> Result<(NewJob, String), ApiErro
         };
         spec.suite = Some(now);
     }
+    // Graded as the original was submitted (a job from before specs kept it: its own times).
+    spec.submitted_ms
+        .get_or_insert(job.submitted_ms.unwrap_or(job.created_ms));
     let original = job.regrade_of.clone().unwrap_or_else(|| id.to_string());
     let new = NewJob {
         owner: job.owner,
