@@ -96,17 +96,20 @@ pub struct GradescopeExtras {
     pub extra_data: Option<Value>,
     /// The autograder's own top-level `output` (what Gradescope shows above the tests).
     pub output: Option<String>,
+    /// How Gradescope renders that output (`md`, `html`, …), when the autograder said.
+    pub output_format: Option<&'static str>,
 }
 
 /// Script kinds of a grader's own bookkeeping, left out of a Gradescope test's `output`: its
 /// fields (name, score, status) or the export's other keys already carry them.
-const GRADER_BOOKKEEPING: [&str; 6] = [
+const GRADER_BOOKKEEPING: [&str; 7] = [
     "test",
     "tags",
     "extra_data",
     "execution_time",
     "leaderboard",
     "setup",
+    "output_format",
 ];
 
 /// The key of Gradescope's `extra_data` under which an autograder's own keys go when corral's
@@ -504,7 +507,7 @@ impl Report {
                     }
                 }
                 out.extend(r.visible_diagnostics(view).map(str::to_string));
-                json!({
+                let mut test = json!({
                     "name": r.description,
                     "number": r.id,
                     "score": num(r.points),
@@ -516,7 +519,21 @@ impl Report {
                         _ if r.hidden => "after_published",
                         _ => "visible",
                     },
-                })
+                });
+                // An autograder test's own fields, as it wrote them (its `extra_data` never to
+                // students, as on Gradescope).
+                for e in r.visible_script(view) {
+                    match e.actual.kind.as_str() {
+                        "output_format" | "tags" => {
+                            test[e.actual.kind.as_str()] = e.actual.value.clone()
+                        }
+                        "extra_data" if view == View::Staff => {
+                            test["extra_data"] = e.actual.value.clone()
+                        }
+                        _ => {}
+                    }
+                }
+                test
             })
             .collect();
         // The autograders' own top-level outputs first, as Gradescope shows them; then corral's
@@ -613,6 +630,15 @@ impl Report {
             "tests": tests,
             "extra_data": extra_data,
         });
+        // The format of the autograders' own output, which comes first (corral's count of the
+        // rows after it reads the same in text, Markdown or HTML); the first that says.
+        if let Some(f) = shown
+            .iter()
+            .filter_map(|r| r.gradescope.as_deref())
+            .find_map(|x| x.output_format.filter(|_| x.output.is_some()))
+        {
+            out["output_format"] = json!(f);
+        }
         if !leaderboard.is_empty() {
             out["leaderboard"] = json!(leaderboard);
         }
@@ -995,6 +1021,49 @@ mod tests {
         }
     }
 
+    /// `--format gradescope` says how the autograder asked its output be rendered (the top-level
+    /// and each test's `output_format`) and keeps a test's `tags`, and its `extra_data` for staff.
+    #[test]
+    fn gradescope_export_keeps_a_tests_format_tags_and_extra_data() {
+        let mut r = report();
+        r.results[0].gradescope = Some(Box::new(GradescopeExtras {
+            output: Some("## greet".into()),
+            output_format: Some("md"),
+            ..GradescopeExtras::default()
+        }));
+        let same = |kind: &str, v: Value| ScriptEntry {
+            expected: Observation::new(kind, v.clone()),
+            actual: Observation::new(kind, v),
+        };
+        r.results[2].script = vec![
+            same("output_format", json!("html")),
+            same("tags", json!(["loops"])),
+            same("extra_data", json!({"seed": 7})),
+        ];
+        let staff = r.to_gradescope(View::Staff);
+        assert_eq!(staff["output_format"], "md", "{staff}");
+        let t = &staff["tests"][2];
+        assert_eq!(
+            (&t["output_format"], &t["tags"], &t["extra_data"]),
+            (&json!("html"), &json!(["loops"]), &json!({"seed": 7})),
+            "{staff}"
+        );
+        let text = t["output"].as_str().unwrap();
+        assert!(
+            !text.contains("html") && !text.contains("loops") && !text.contains("seed"),
+            "bookkeeping is no output: {staff}"
+        );
+        let student = r.to_gradescope(View::Student);
+        let t = student["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["number"] == "c")
+            .unwrap();
+        assert_eq!(t["output_format"], "html", "{student}");
+        assert!(t.get("extra_data").is_none(), "{student}");
+    }
+
     /// Reports list their checks in the suite's order, as check50 does (`exists` before
     /// `compiles`), not by name: the editor and a client showing the keys in order follow it.
     #[test]
@@ -1258,6 +1327,7 @@ mod tests {
                 leaderboard: serde_json::from_value(board).unwrap(),
                 extra_data: Some(extra),
                 output: None,
+                output_format: None,
             }))
         };
         r.results[0].gradescope = extras(

@@ -61,6 +61,18 @@ pub enum Format {
     Ansi,
 }
 
+impl Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Html => "html",
+            Format::SimpleFormat => "simple_format",
+            Format::Md => "md",
+            Format::Ansi => "ansi",
+        }
+    }
+}
+
 /// A test's `status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -338,6 +350,14 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
                 actual: Observation::new("extra_data", x.clone()),
             });
         }
+        // How Gradescope renders the test's output (its own, else the results' default for
+        // tests): `--format gradescope` says it again.
+        if let Some(f) = t.output_format.or(results.test_output_format) {
+            script.push(ScriptEntry {
+                expected: Observation::new("output_format", f.as_str()),
+                actual: Observation::new("output_format", f.as_str()),
+            });
+        }
         tests.push(CheckResult {
             dependencies: vec![check_id.to_string()],
             result: Some(passed),
@@ -410,6 +430,7 @@ pub fn map(results: &Results, check_id: &str, total: Option<f64>, check_hidden: 
     let mut script = Vec::new();
     let mut extras = GradescopeExtras {
         output: own_output,
+        output_format: results.output_format.map(Format::as_str),
         ..GradescopeExtras::default()
     };
     if let Some(t) = results.execution_time {
