@@ -7,8 +7,9 @@
 //! `score` on a gradable result, more than [`MAX_TESTS`] tests, a test without a `name`, negative
 //! points; and a result the grader itself marks `succeeded: false` is an error row with the
 //! grader's message. `gradable: false` is no error: the grader refused the submission (a syntax
-//! error), a failed row with its message, format errors and output for the student. Unknown keys
-//! (`images`, …) are ignored.
+//! error), a failed row with its message, format errors and output for the student. `images`
+//! (the whole result's and a test's) are not kept — a report carries text — but counted in the
+//! row's message, so nobody wonders where the plot went. Unknown keys are ignored.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -31,6 +32,36 @@ pub struct Test {
     pub message: Option<String>,
     #[serde(default)]
     pub output: Option<String>,
+    #[serde(default)]
+    pub images: Images,
+}
+
+/// A result's or a test's `images` (data URLs or links), only counted.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(from = "Value")]
+pub struct Images(usize);
+
+impl From<Value> for Images {
+    fn from(v: Value) -> Self {
+        Images(match v {
+            Value::Array(a) => a.len(),
+            Value::Null => 0,
+            _ => 1,
+        })
+    }
+}
+
+impl Images {
+    /// What the row says of them, when there are any.
+    fn note(&self) -> Option<String> {
+        match self.0 {
+            0 => None,
+            1 => Some("(the grader attached an image, which corral's reports do not carry)".into()),
+            n => Some(format!(
+                "(the grader attached {n} images, which corral's reports do not carry)"
+            )),
+        }
+    }
 }
 
 /// A whole `results.json`, validated.
@@ -57,6 +88,8 @@ pub struct Results {
     pub format_errors: Option<Value>,
     #[serde(default)]
     pub tests: Vec<Test>,
+    #[serde(default)]
+    pub images: Images,
 }
 
 impl Results {
@@ -207,6 +240,7 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
                     message.push(cap(&without_colours(m)));
                 }
             }
+            message.extend(t.images.note());
             let id = row_id(check_id, &[Some(t.name.as_str())], i + 1, &mut ids);
             let description = match &t.description {
                 Some(d) if !d.trim().is_empty() => format!("{}: {d}", t.name),
@@ -234,6 +268,7 @@ pub fn map(results: &Results, check_id: &str, points: f64, hidden: bool) -> Mapp
         fmt((score * 10000.0).round() / 100.0)
     ));
     message.extend(results.output_shown());
+    message.extend(results.images.note());
     Mapped::Graded {
         points: score * points,
         tests,
@@ -317,6 +352,30 @@ mod tests {
             Some("0/3 points\nexpected 4, got 5")
         );
         assert!(tests.iter().all(|t| t.points == 0.0 && t.max_points == 0.0));
+    }
+
+    /// Images are not kept, but said: the check's row and a test's count theirs.
+    #[test]
+    fn images_are_counted_where_they_were_attached() {
+        let r = parse(
+            r#"{"score": 1, "images": ["data:image/png;base64,iVBOR", "data:image/png;base64,iVBOR"],
+                "tests": [{"name": "plot", "points": 1, "max_points": 1, "images": ["data:image/png;base64,iVBOR"]}]}"#,
+        )
+        .unwrap();
+        let Mapped::Graded { tests, message, .. } = map(&r, "pl", 1.0, false) else {
+            panic!("graded")
+        };
+        assert!(
+            message
+                .ends_with("(the grader attached 2 images, which corral's reports do not carry)"),
+            "{message}"
+        );
+        let m = tests[0].message.as_deref().unwrap();
+        assert!(
+            m.ends_with("(the grader attached an image, which corral's reports do not carry)"),
+            "{m}"
+        );
+        assert!(!format!("{message}{m}").contains("iVBOR"));
     }
 
     #[test]
