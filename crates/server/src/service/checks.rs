@@ -10,6 +10,7 @@ use crate::error::ApiError;
 use crate::service::caller::Caller;
 use crate::service::runner::Turn;
 use crate::service::runtime_choice::refuse_lost_hiding;
+use crate::service::scratch::Scratch;
 use crate::service::suites::{self, is_valid_id};
 use crate::state::SharedState;
 
@@ -22,7 +23,7 @@ pub struct Prepared {
     runtime: corral_sandbox::RuntimePolicy,
     view: View,
     /// Holds the submission and the suite's files until the grading ends.
-    work: tempfile::TempDir,
+    work: Scratch,
     /// Counts against the caller's cap until the grading ends.
     grading: crate::service::per_caller::Counted,
 }
@@ -82,16 +83,13 @@ pub async fn prepare(
         ApiError::too_many("too_many_checks", m, 5)
     })?;
     let upload = crate::service::uploads::owned(st, caller, homedir).await?;
-    let work = tempfile::Builder::new()
-        .prefix("check-")
-        .tempdir_in(&st.tmp_dir)
-        .map_err(ApiError::io)?;
+    let work = Scratch::new(st, "check-").map_err(ApiError::io)?;
     let submission = work.path().join("submission");
     std::fs::create_dir(&submission).map_err(ApiError::io)?;
-    st.store.materialize(&upload, &submission).await?;
+    work.materialize(st, &upload, &submission).await?;
     let dir = work.path().join("suite");
     std::fs::create_dir(&dir).map_err(ApiError::io)?;
-    let suite_path = suites::file_of(st, suite_id, &dir).await?;
+    let suite_path = suites::file_of(st, suite_id, &work, &dir).await?;
     let mut suite = suites::load(suite_path, image.map(str::to_string)).await?;
     refuse_lost_hiding(st, &suite, runtime_asked)?;
     if let Some(image) = image {

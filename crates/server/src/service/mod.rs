@@ -3,7 +3,8 @@
 //! workers' endpoints) and the background workers call it.
 //!
 //! - [`caller`]: who is calling (a token's id and role) and the role checks.
-//! - [`uploads`]: checking files and archives, storing and finding uploads.
+//! - [`uploads`]: checking files and archives, storing and finding uploads; [`scratch`]:
+//!   temporary folders uploads are copied into, removed after the copy, never under it.
 //! - [`runs`]: a run request into a sandboxed run (limits, kept sandboxes, admission).
 //! - [`runner`]: bounded parallelism for sandbox work (blocking threads, a bounded queue);
 //!   [`fair_slots`]: its free slots go to waiting callers by turns.
@@ -48,6 +49,7 @@ pub mod revocations;
 pub mod runner;
 pub mod runs;
 pub mod runtime_choice;
+pub mod scratch;
 pub mod shared_blobs;
 pub mod store_health;
 pub mod submissions;

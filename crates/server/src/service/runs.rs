@@ -19,6 +19,7 @@ use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::kept_sandboxes::{Evicted, Held};
 use crate::service::nodes::{self, Owner};
+use crate::service::scratch::Scratch;
 use crate::state::SharedState;
 
 /// Where to run: a fresh sandbox with an upload's files as `$HOME` (`homedir`), or the sandbox a
@@ -207,7 +208,7 @@ pub struct Prepared {
     pub spec: RunSpec,
     pub held: Arc<Held>,
     /// The upload's files, to be copied into a new sandbox.
-    pub upload_dir: Option<tempfile::TempDir>,
+    pub upload_dir: Option<Scratch>,
     pub clamped: Vec<String>,
     /// The disk limit the request named (after the caps), if it named one: a kept sandbox keeps
     /// the one it was built with.
@@ -388,11 +389,8 @@ pub async fn prepare(
                 Some(h) => {
                     let upload = crate::service::uploads::owned(st, caller, &h).await?;
                     upload_fits(&upload, spec.limits.disk, st.caps.disk)?;
-                    let dir = tempfile::Builder::new()
-                        .prefix("home-")
-                        .tempdir_in(&st.tmp_dir)
-                        .map_err(ApiError::internal)?;
-                    st.store.materialize(&upload, dir.path()).await?;
+                    let dir = Scratch::new(st, "home-").map_err(ApiError::internal)?;
+                    dir.materialize(st, &upload, dir.path()).await?;
                     Some(dir)
                 }
                 None => None,

@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 use crate::error::ApiError;
 use crate::service::caller::Caller;
 use crate::service::loaded_suites;
+use crate::service::scratch::Scratch;
 use crate::service::uploads::{self, UploadFiles};
 use crate::state::SharedState;
 
@@ -89,20 +90,22 @@ pub async fn resolve(st: &SharedState, id: &str) -> Result<SuiteRef, ApiError> {
     })
 }
 
-/// The folder holding a resolved suite's files: a registered suite's are written under
-/// `scratch` (which must outlive their use); one of the suites folder is read in place.
+/// The folder holding a resolved suite's files: a registered suite's are written in `dest`,
+/// a folder of `scratch` (which must outlive their use); one of the suites folder is read in
+/// place.
 pub async fn folder_of(
     st: &SharedState,
     suite: &SuiteRef,
-    scratch: &Path,
+    scratch: &Scratch,
+    dest: &Path,
 ) -> Result<PathBuf, ApiError> {
     match &suite.upload {
         Some(u) => {
             let upload = st.store.get_upload(u).await?.ok_or_else(|| {
                 ApiError::internal(format!("suite {} lost its files (upload {u})", suite.id))
             })?;
-            st.store.materialize(&upload, scratch).await?;
-            Ok(scratch.to_path_buf())
+            scratch.materialize(st, &upload, dest).await?;
+            Ok(dest.to_path_buf())
         }
         None => Ok(suites_dir(st).join(&suite.id)),
     }
@@ -113,11 +116,17 @@ pub fn file_in(suite: &SuiteRef, folder: &Path) -> Result<PathBuf, ApiError> {
     suite_file(folder).ok_or_else(|| ApiError::not_found(format!("no suite {:?}", suite.id)))
 }
 
-/// The suite file of suite `id`: a registered suite's files are written under `scratch` first
-/// (which must outlive the use of the file); one of the suites folder is read in place.
-pub async fn file_of(st: &SharedState, id: &str, scratch: &Path) -> Result<PathBuf, ApiError> {
+/// The suite file of suite `id`: a registered suite's files are written in `dest`, a folder of
+/// `scratch`, first (which must outlive the use of the file); one of the suites folder is read
+/// in place.
+pub async fn file_of(
+    st: &SharedState,
+    id: &str,
+    scratch: &Scratch,
+    dest: &Path,
+) -> Result<PathBuf, ApiError> {
     let suite = resolve(st, id).await?;
-    file_in(&suite, &folder_of(st, &suite, scratch).await?)
+    file_in(&suite, &folder_of(st, &suite, scratch, dest).await?)
 }
 
 /// Loads the suite file at `path` off the async workers: loading reads its files and compiles
@@ -263,11 +272,8 @@ pub async fn loaded(
     if let Some(found) = st.loaded_suites.get(&key) {
         return Ok(Ok(found));
     }
-    let scratch = tempfile::Builder::new()
-        .prefix("suite-")
-        .tempdir_in(&st.tmp_dir)
-        .map_err(ApiError::io)?;
-    st.store.materialize(&upload, scratch.path()).await?;
+    let scratch = Scratch::new(st, "suite-").map_err(ApiError::io)?;
+    scratch.materialize(st, &upload, scratch.path()).await?;
     let loaded = load_from(suite, scratch.path(), image).await;
     if let Ok(found) = &loaded {
         st.loaded_suites.insert(key, found.clone());

@@ -16,6 +16,7 @@ use crate::config::UploadLimits;
 use crate::error::{ApiError, ErrorKind};
 use crate::service::caller::Caller;
 use crate::service::folder_suites::{self, ReadError};
+use crate::service::scratch::Scratch;
 use crate::service::suites::suites_dir;
 use crate::state::SharedState;
 
@@ -49,13 +50,10 @@ async fn upload_files(
         .await
         .map_err(|e| Unprepared::host("reading the store", e))?
         .ok_or_else(|| Unprepared::Job(format!("the files of {whose} ({id}) are gone")))?;
-    let dir = tempfile::Builder::new()
-        .prefix("claim-")
-        .tempdir_in(&st.tmp_dir)
-        .map_err(|e| Unprepared::host("a temporary folder", e))?;
+    // A worker that went away mid-copy leaves nothing behind (see `Scratch`).
+    let dir = Scratch::new(st, "claim-").map_err(|e| Unprepared::host("a temporary folder", e))?;
     let copying = format!("copying the files of {whose}");
-    st.store
-        .materialize(&upload, dir.path())
+    dir.materialize(st, &upload, dir.path())
         .await
         .map_err(|e| Unprepared::copying(&format!("the files of {whose}"), e))?;
     let mut out = Vec::new();
