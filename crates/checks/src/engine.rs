@@ -267,7 +267,13 @@ pub fn grade(
                 let run = |stage: &Path| {
                     // The check's clock starts once it has a slot (its timeout starts when its
                     // runner leases a sandbox).
-                    let _slot = opts.slots.as_ref().map(|(s, p)| s.take(*p));
+                    let _slot = match &opts.slots {
+                        Some((s, p)) => match s.take_unless(*p, &cancelled) {
+                            Some(slot) => Some(slot),
+                            None => return (not_run(), None),
+                        },
+                        None => None,
+                    };
                     if cancelled() {
                         return (not_run(), None);
                     }
@@ -302,7 +308,12 @@ pub fn grade(
                         ),
                     }
                 };
-                log_result(&result);
+                if cancelled() {
+                    // Nobody's concern: the client that wanted it went away.
+                    tracing::debug!(check = %check.id, "check cancelled");
+                } else {
+                    log_result(&result);
+                }
                 if done_tx.send((job.index, result, out)).is_err() {
                     break;
                 }

@@ -11,6 +11,11 @@
 //! on plain threads.
 
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// How often a waiting grading looks whether it was given up (a client gone frees its place
+/// within this).
+const GIVE_UP_POLL: Duration = Duration::from_millis(100);
 
 /// What waits for a slot: the two kinds take turns when both wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +80,14 @@ impl GradingSlots {
 
     /// Waits for a free slot, and for its kind's turn while the other kind waits too.
     pub fn take(&self, kind: GradingKind) -> Slot<'_> {
+        self.take_unless(kind, &|| false)
+            .expect("a wait that is never given up ends with a slot")
+    }
+
+    /// [`take`](Self::take), giving up (`None`) once `gave_up` says so — a grading whose client
+    /// went away — looked at every [`GIVE_UP_POLL`]: it then neither waits on nor takes a slot,
+    /// nor the turn of its kind.
+    pub fn take_unless(&self, kind: GradingKind, gave_up: &dyn Fn() -> bool) -> Option<Slot<'_>> {
         let queued = kind == GradingKind::Queued;
         // The counts stay consistent between statements: a panic elsewhere cannot leave them
         // half-done, so a poisoned lock is taken as it is.
@@ -89,13 +102,24 @@ impl GradingSlots {
             if st.free > 0 && (!others_wait || st.queued_turn == queued) {
                 break;
             }
-            st = self.freed.wait(st).unwrap_or_else(|p| p.into_inner());
+            if gave_up() {
+                *st.waiting(queued) -= 1;
+                drop(st);
+                // The other kind may have been waiting for this one's turn to pass.
+                self.freed.notify_all();
+                return None;
+            }
+            st = self
+                .freed
+                .wait_timeout(st, GIVE_UP_POLL)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         *st.waiting(queued) -= 1;
         st.free -= 1;
         // The next slot goes to the other kind if it waits.
         st.queued_turn = !queued;
-        Slot(self)
+        Some(Slot(self))
     }
 }
 
@@ -132,6 +156,34 @@ mod tests {
         });
         assert_eq!(most.load(Ordering::SeqCst), 2);
         assert_eq!(GradingSlots::new(0).size(), 1);
+    }
+
+    /// A grading whose client left stops waiting: it takes no slot, and it is no longer counted
+    /// as waiting, so it holds no turn from the other kind.
+    #[test]
+    fn a_wait_given_up_leaves_without_a_slot_or_a_turn() {
+        let slots = GradingSlots::new(1);
+        let held = slots.take(GradingKind::Queued);
+        let gone = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                slots
+                    .take_unless(GradingKind::Interactive, &|| gone.load(Ordering::SeqCst))
+                    .is_none()
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            gone.store(true, Ordering::SeqCst);
+            assert!(waiter.join().unwrap(), "it got a slot");
+        });
+        {
+            let st = slots.state.lock().unwrap();
+            assert_eq!(
+                (st.interactive_waiting, st.queued_waiting, st.free),
+                (0, 0, 0)
+            );
+        }
+        drop(held);
+        let _again = slots.take(GradingKind::Queued);
     }
 
     #[test]

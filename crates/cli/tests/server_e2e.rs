@@ -1259,6 +1259,77 @@ fn a_check_whose_client_went_away_stops_its_checks() {
     });
 }
 
+/// A `/check` whose checks wait for a grading slot (another student's long check holds the only
+/// one) stops waiting when its client leaves: its runner slot and the student's turn come back
+/// at once, not when the other check ends (20 s here; a red-team trial saw 8 s of 429s).
+#[test]
+fn a_check_waiting_for_a_grading_slot_stops_when_its_client_leaves() {
+    let s = Server::start(
+        "parallelism = 2\ngrading_slots = 1\nshutdown_grace = \"1s\"\n",
+        &[],
+    );
+    rt().block_on(async {
+        let staff = s.token("staff").await;
+        let slow = "name: slow\ntimeout: 30s\nlimits: {wall_time: 30s}\nchecks:\n  - id: a\n    \
+                    steps:\n      - run: sleep 20\n      - exit: 0\n";
+        let quick = "name: quick\nchecks:\n  - id: a\n    steps:\n      - run: \"true\"\n";
+        for (id, text) in [("slow", slow), ("quick", quick)] {
+            let (st, v) = register_suite(&s, &staff, id, text).await;
+            assert_eq!(st, StatusCode::CREATED, "{v}");
+        }
+        let (_, doc) = s.get(&staff, "/openapi.json").await;
+        let other = s.token("student").await;
+        let up = s.upload(&other, &[("a.txt", b"a")]).await;
+        let body = json!({"checks": "slow", "sandbox": {"homedir": up}});
+        let mut holder = Lines::open(&s, &other, "/check", body, &doc).await;
+        assert_eq!(holder.next().await.unwrap()["event"], "started");
+        until_runs(&s, (1, 0)).await;
+        let t = s.token("student").await;
+        let up = s.upload(&t, &[("a.txt", b"a")]).await;
+        let body = json!({"checks": "quick", "sandbox": {"homedir": up}});
+        let lines = Lines::open(&s, &t, "/check", body, &doc).await;
+        until_runs(&s, (2, 0)).await;
+        drop(lines);
+        let deadline = Instant::now() + Duration::from_secs(8);
+        while s.health().await["runs_in_flight"] != 1 {
+            assert!(
+                Instant::now() < deadline,
+                "the grading went on waiting after its client left"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // One that leaves while it waits in the server's queue (both runner slots taken) is
+        // counted as cancelled too, as the first was.
+        let t = s.token("student").await;
+        let up = s.upload(&t, &[("a.txt", b"a")]).await;
+        let body = json!({"checks": "quick", "sandbox": {"homedir": up}});
+        let _second = Lines::open(&s, &t, "/check", body.clone(), &doc).await;
+        until_runs(&s, (2, 0)).await;
+        let t = s.token("student").await;
+        let up = s.upload(&t, &[("a.txt", b"a")]).await;
+        let body = json!({"checks": "quick", "sandbox": {"homedir": up}});
+        let mut queued = Lines::open(&s, &t, "/check", body, &doc).await;
+        assert_eq!(queued.next().await.unwrap()["event"], "queued");
+        drop(queued);
+        let line = "corral_checks_total{result=\"cancelled\"} 2";
+        let deadline = Instant::now() + Duration::from_secs(8);
+        loop {
+            let m = reqwest::get(s.url("/metrics"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            if m.lines().any(|l| l == line) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{line} not in {m}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        drop(holder);
+    });
+}
+
 /// Waits (bounded) until the server has `(in flight, queued)` runs.
 async fn until_runs(s: &Server, expected: (i64, i64)) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -1302,7 +1373,7 @@ async fn editor_run_answers(s: &Server, editor: &str, waited: &str) {
 /// checks of mario. The gradings never take the reserved slot.
 #[test]
 fn an_editor_run_does_not_wait_behind_a_storm_of_checks() {
-    let s = Server::start("parallelism = 1\nshutdown_grace = \"1s\"\n", &[]);
+    let s = Server::start("parallelism = 1\nqueue = 1\nshutdown_grace = \"1s\"\n", &[]);
     rt().block_on(async {
         let staff = s.token("staff").await;
         let (st, v) = register_suite(&s, &staff, "slow", SLOW_SUITE).await;
@@ -1320,6 +1391,13 @@ fn an_editor_run_does_not_wait_behind_a_storm_of_checks() {
             }));
             until_runs(&s, expected).await;
         }
+        // The queue is full for checks; the reserved slot's place in it is not theirs to take
+        // (a red-team trial: a storm that filled it got an editor's run a 503 while the
+        // reserved slot idled).
+        let t = s.token("student").await;
+        let up = s.upload(&t, &[("a.txt", b"a")]).await;
+        let (st, v) = check(&s, &t, "slow", &up).await;
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{v}");
         let editor = s.token("student").await;
         editor_run_answers(&s, &editor, "the editor's run waited behind the checks").await;
         let mut ws = ws_connect(&s, &editor).await;

@@ -167,7 +167,11 @@ impl Metrics {
     /// not be judged, or the grading itself failed).
     pub fn checked(&self, result: &str, elapsed: Duration) {
         self.checks.with_label_values(&[result]).inc();
-        self.check_seconds.observe(elapsed.as_secs_f64());
+        // A cancelled grading's time says how long its client waited, not how long a grading
+        // takes.
+        if result != "cancelled" {
+            self.check_seconds.observe(elapsed.as_secs_f64());
+        }
     }
 
     /// A submission's verdict recorded by this node (an in-process or a remote worker's): the

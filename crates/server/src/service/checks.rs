@@ -1,5 +1,6 @@
 //! Grading an upload against a check suite (`/check`), within the server's admission.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use corral_checks::engine::Submitted;
@@ -7,6 +8,7 @@ use corral_checks::{GradeError, GradeOptions, GradingKind, Progress, Report, Vie
 use corral_sandbox::Cancel;
 
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 use crate::service::caller::Caller;
 use crate::service::runner::Turn;
 use crate::service::runtime_choice::refuse_lost_hiding;
@@ -145,13 +147,17 @@ pub async fn run(
     // The client went away (this future dropped): the checks not started yet are not run and
     // the programs of those running are killed, so the slots are given back at once.
     let cancel = Arc::new(Cancel::default());
-    let gone = CancelOnDrop(Some(cancel.clone()));
+    // Whoever sets it counts the grading in the metrics: the grading when it starts, else the
+    // guard (its client left while it waited for a slot).
+    let counted = Arc::new(AtomicBool::new(false));
+    let gone = CancelOnDrop(Some((cancel.clone(), counted.clone(), st.metrics.clone())));
     let st2 = st.clone();
     let submitter = caller.name.clone();
     let graded = st
         .runner
         .grade_watched(&caller.id, turn, move || {
             let started = std::time::Instant::now();
+            let counts = !counted.swap(true, Ordering::SeqCst);
             let r = corral_checks::grade(
                 &st2.pool,
                 &st2.languages,
@@ -182,7 +188,9 @@ pub async fn run(
                 Ok(_) => "failed",
                 Err(_) => "error",
             };
-            st2.metrics.checked(result, started.elapsed());
+            if counts {
+                st2.metrics.checked(result, started.elapsed());
+            }
             r
         })
         .await;
@@ -190,8 +198,9 @@ pub async fn run(
     graded?.map_err(grade_error)
 }
 
-/// Cancels a grading when dropped before it is disarmed.
-struct CancelOnDrop(Option<Arc<Cancel>>);
+/// Cancels a grading when dropped before it is disarmed, and counts it as cancelled when it had
+/// not started.
+struct CancelOnDrop(Option<(Arc<Cancel>, Arc<AtomicBool>, Arc<Metrics>)>);
 
 impl CancelOnDrop {
     fn disarm(mut self) {
@@ -201,8 +210,11 @@ impl CancelOnDrop {
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        if let Some(c) = self.0.take() {
-            c.request();
+        if let Some((cancel, counted, metrics)) = self.0.take() {
+            cancel.request();
+            if !counted.swap(true, Ordering::SeqCst) {
+                metrics.checked("cancelled", std::time::Duration::ZERO);
+            }
         }
     }
 }

@@ -35,6 +35,9 @@ pub struct Runner {
     holding: Arc<Mutex<HashMap<String, usize>>>,
     admitted: AtomicUsize,
     max_admitted: usize,
+    /// Admissions gradings may not take: the reserved slots' (a storm of checks that filled the
+    /// queue would otherwise refuse an editor's run while its reserved slot idled).
+    for_programs_only: usize,
     metrics: Arc<Metrics>,
 }
 
@@ -106,6 +109,7 @@ impl Runner {
             holding: Arc::default(),
             admitted: AtomicUsize::new(0),
             max_admitted: parallelism + reserved + queue,
+            for_programs_only: reserved,
             metrics,
         }
     }
@@ -198,7 +202,11 @@ impl Runner {
         watch: impl Fn(Turn) + Send + Sync,
         f: impl FnOnce() -> (T, L) + Send + 'static,
     ) -> Result<T, ApiError> {
-        if self.admitted.fetch_add(1, Ordering::SeqCst) >= self.max_admitted {
+        let cap = match work {
+            Work::Grading => self.max_admitted - self.for_programs_only,
+            Work::Program => self.max_admitted,
+        };
+        if self.admitted.fetch_add(1, Ordering::SeqCst) >= cap {
             self.admitted.fetch_sub(1, Ordering::SeqCst);
             self.metrics
                 .rejected
