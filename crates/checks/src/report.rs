@@ -729,6 +729,30 @@ impl Report {
                     }
                 }
             }
+            if view == View::Staff && r.result == Some(true) {
+                // A grader's own output when it worked (the check's row says its end when it
+                // did not): the first place staff look, as Gradescope's "Autograder Output".
+                let output: Vec<&str> = r
+                    .script
+                    .iter()
+                    .filter(|e| {
+                        (e.expected.kind.as_str(), e.actual.kind.as_str()) == ("run", "output")
+                    })
+                    .filter_map(|e| e.actual.value.as_str())
+                    .flat_map(str::lines)
+                    .collect();
+                if !output.is_empty() {
+                    let skip = output.len().saturating_sub(LOG_LINES);
+                    out.push_str(if skip > 0 {
+                        "    output (its end):\n"
+                    } else {
+                        "    output:\n"
+                    });
+                    for l in &output[skip..] {
+                        out.push_str(&format!("      {}\n", inert(l)));
+                    }
+                }
+            }
             let said = r
                 .visible_message(view)
                 // "expected X, not Y", or a file check's "out.txt differs ...: expected X, not Y".
@@ -1062,6 +1086,29 @@ mod tests {
             .unwrap();
         assert_eq!(t["output_format"], "html", "{student}");
         assert!(t.get("extra_data").is_none(), "{student}");
+    }
+
+    /// Staff's text shows a grader's own output when it worked (its last lines): the first
+    /// place they look, as Gradescope's "Autograder Output". Students never see it there.
+    #[test]
+    fn staff_text_shows_a_graders_output_that_worked() {
+        let mut r = report();
+        let lines: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        r.results[0].script = vec![ScriptEntry {
+            expected: Observation::new("run", json!(null)),
+            actual: Observation::new("output", lines),
+        }];
+        let staff = r.render_text(View::Staff, false);
+        assert!(
+            staff.contains("    output (its end):\n      line 9\n"),
+            "{staff}"
+        );
+        assert!(
+            staff.contains("      line 20\n") && !staff.contains("line 8\n"),
+            "{staff}"
+        );
+        let student = r.render_text(View::Student, false);
+        assert!(!student.contains("line 20"), "{student}");
     }
 
     /// Reports list their checks in the suite's order, as check50 does (`exists` before

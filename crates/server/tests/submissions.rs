@@ -1020,12 +1020,13 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
         rows,
         [("=bob", b1.as_str(), 1.0), ("ada", a2.as_str(), 0.0)]
     );
-    // Each row's report rows, as staff see them (the hidden check's included), by id.
+    // Each row's report rows, as staff see them (the hidden check's included), in the suite's
+    // order.
     assert_eq!(
         v["rows"][0]["checks"],
         json!([
-            {"id": "answers", "result": true, "points": 1.0, "max_points": 1.0},
             {"id": "exists", "result": true, "points": 0.0, "max_points": 0.0},
+            {"id": "answers", "result": true, "points": 1.0, "max_points": 1.0},
             {"id": "hidden_case", "result": false, "points": 0.0, "max_points": 0.0},
         ]),
         "{v}"
@@ -1034,25 +1035,25 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
     assert_eq!(st, StatusCode::OK, "{csv}");
     assert!(ct.starts_with("text/csv"), "{ct}");
     let lines: Vec<&str> = csv.lines().collect();
-    // Then a column per report row, as `corral grade`'s gradebook: points for a row worth
-    // points, else pass / fail / skip.
+    // Then a column per report row in the suite's order, as `corral grade`'s gradebook: points
+    // for a row worth points, else pass / fail / skip.
     assert_eq!(
         lines[0],
         "student,owner,submission,score,max_score,percent,verdict,status,submitted_at,\
-         finished_at,answers,exists,hidden_case"
+         finished_at,exists,answers,hidden_case"
     );
     assert!(
         lines[1].starts_with(&format!(
             "'=bob,{},{b1},1,1,100.0,accepted,done,",
             bob.info.id
-        )) && lines[1].ends_with(",1,pass,fail"),
+        )) && lines[1].ends_with(",pass,1,fail"),
         "{csv}"
     );
     assert!(
         lines[2].starts_with(&format!(
             "ada,{},{a2},0,1,0.0,wrong_answer,done,",
             ada.info.id
-        )) && lines[2].ends_with(",0,pass,skip"),
+        )) && lines[2].ends_with(",pass,0,skip"),
         "{csv}"
     );
     // Times a spreadsheet reads: `2026-12-01T01:02:03.456Z`, the JSON's milliseconds.
@@ -1065,7 +1066,7 @@ async fn staff_list_read_grade_and_regrade_students_submissions() {
     };
     assert!(
         lines[2].ends_with(&format!(
-            ",{},{},0,pass,skip",
+            ",{},{},pass,0,skip",
             when(a2_job.created_ms),
             when(a2_job.finished_ms.unwrap())
         )),

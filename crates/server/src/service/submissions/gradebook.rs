@@ -36,9 +36,9 @@ pub struct GradebookRow {
     pub max_score: Option<f64>,
     /// Unix milliseconds.
     pub finished_at: Option<i64>,
-    /// A suite's report rows as staff see them (hidden ones included), by id (as the stored
-    /// report keys them); empty when the grading wrote no report (a failure, a command
-    /// submission).
+    /// A suite's report rows as staff see them (hidden ones included), in the report's order
+    /// (the suite's; a report stored before corral kept it: by id); empty when the grading wrote
+    /// no report (a failure, a command submission).
     pub checks: Vec<GradebookCheck>,
 }
 
@@ -118,14 +118,18 @@ fn report_rows(result: Option<&str>) -> Vec<GradebookCheck> {
 
 /// Every report row id of the gradebook, by id (submissions graded before the suite changed
 /// may have rows the others lack).
-fn columns(book: &Gradebook) -> Vec<String> {
-    let ids: std::collections::BTreeSet<&str> = book
-        .rows
-        .iter()
-        .flat_map(|r| &r.checks)
-        .map(|c| c.id.as_str())
-        .collect();
-    ids.into_iter().map(str::to_string).collect()
+fn columns(book: &Gradebook) -> Vec<(String, f64)> {
+    // In the reports' order (the suite's, an autograder's tests by number), each once, with the
+    // most points any row is worth there: a cell holds points when the column is worth any, as
+    // `corral grade`'s does, whatever this student's row is worth.
+    let mut cols: Vec<(String, f64)> = Vec::new();
+    for c in book.rows.iter().flat_map(|r| &r.checks) {
+        match cols.iter_mut().find(|(id, _)| *id == c.id) {
+            Some((_, max)) => *max = max.max(c.max_points),
+            None => cols.push((c.id.clone(), c.max_points)),
+        }
+    }
+    cols
 }
 
 /// A Unix time in milliseconds as a spreadsheet reads it: RFC 3339 in UTC, to the millisecond.
@@ -146,7 +150,7 @@ pub fn csv(book: &Gradebook) -> String {
             .split(',')
             .map(str::to_string)
             .collect();
-    head.extend(cols.iter().cloned());
+    head.extend(cols.iter().map(|(id, _)| id.clone()));
     let mut out = head
         .iter()
         .map(|h| csv_field(h))
@@ -172,9 +176,9 @@ pub fn csv(book: &Gradebook) -> String {
             utc(r.submitted_at),
             r.finished_at.map(utc).unwrap_or_default(),
         ];
-        for id in &cols {
+        for (id, max) in &cols {
             fields.push(match r.checks.iter().find(|c| &c.id == id) {
-                Some(c) => check_cell(c.result, c.points, c.max_points),
+                Some(c) => check_cell(c.result, c.points, *max),
                 None => String::new(),
             });
         }
@@ -183,4 +187,62 @@ pub fn csv(book: &Gradebook) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(student: &str, checks: &[(&str, Option<bool>, f64, f64)]) -> GradebookRow {
+        GradebookRow {
+            student: student.into(),
+            owner: format!("{student}-id"),
+            submission: format!("{student}-sub"),
+            submitted_at: 0,
+            regrade_of: None,
+            status: "done".into(),
+            verdict: None,
+            score: Some(0.0),
+            max_score: Some(14.0),
+            finished_at: None,
+            checks: checks
+                .iter()
+                .map(|(id, result, points, max_points)| GradebookCheck {
+                    id: id.to_string(),
+                    result: *result,
+                    points: *points,
+                    max_points: *max_points,
+                })
+                .collect(),
+        }
+    }
+
+    /// Columns in the reports' order (an autograder's `1.2` before `1.10`), and a column worth
+    /// points in any row holds points in every row (the autograder's own row is worth the
+    /// whole total when its tests never ran, 0 when they did), as `corral grade`'s gradebook.
+    #[test]
+    fn columns_keep_the_reports_order_and_a_columns_points() {
+        let book = Gradebook {
+            suite: "calc".into(),
+            rows: vec![
+                row(
+                    "alice",
+                    &[
+                        ("ag", Some(false), 0.0, 0.0),
+                        ("ag/1.2", Some(true), 2.0, 2.0),
+                        ("ag/1.10", Some(false), 0.0, 12.0),
+                    ],
+                ),
+                row("bob", &[("ag", Some(false), 0.0, 14.0)]),
+            ],
+        };
+        let csv = csv(&book);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(
+            lines[0].ends_with(",finished_at,ag,ag/1.2,ag/1.10"),
+            "{csv}"
+        );
+        assert!(lines[1].ends_with(",0,2,0"), "{csv}");
+        assert!(lines[2].ends_with(",0,,"), "{csv}");
+    }
 }
