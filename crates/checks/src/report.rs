@@ -717,17 +717,7 @@ impl Report {
                     .filter_map(|e| e.expected.value.as_str())
                     .flat_map(str::lines)
                     .collect();
-                if !log.is_empty() {
-                    let skip = log.len().saturating_sub(LOG_LINES);
-                    out.push_str(if skip > 0 {
-                        "    log (its end):\n"
-                    } else {
-                        "    log:\n"
-                    });
-                    for l in &log[skip..] {
-                        out.push_str(&format!("      {}\n", inert(l)));
-                    }
-                }
+                last_lines(&mut out, "log", &log);
             }
             if view == View::Staff && r.result == Some(true) {
                 // A grader's own output when it worked (the check's row says its end when it
@@ -741,17 +731,7 @@ impl Report {
                     .filter_map(|e| e.actual.value.as_str())
                     .flat_map(str::lines)
                     .collect();
-                if !output.is_empty() {
-                    let skip = output.len().saturating_sub(LOG_LINES);
-                    out.push_str(if skip > 0 {
-                        "    output (its end):\n"
-                    } else {
-                        "    output:\n"
-                    });
-                    for l in &output[skip..] {
-                        out.push_str(&format!("      {}\n", inert(l)));
-                    }
-                }
+                last_lines(&mut out, "output", &output);
             }
             let said = r
                 .visible_message(view)
@@ -818,6 +798,20 @@ impl Report {
 
 /// The most lines of a failed check's log the text report shows (its last ones).
 const LOG_LINES: usize = 12;
+
+/// `name:` and `lines` under it, indented, or their last [`LOG_LINES`] (`name (its end):`);
+/// nothing when there are none.
+fn last_lines(out: &mut String, name: &str, lines: &[&str]) {
+    if lines.is_empty() {
+        return;
+    }
+    let skip = lines.len().saturating_sub(LOG_LINES);
+    let end = if skip > 0 { " (its end)" } else { "" };
+    out.push_str(&format!("    {name}{end}:\n"));
+    for l in &lines[skip..] {
+        out.push_str(&format!("      {}\n", inert(l)));
+    }
+}
 
 /// `s` with its control characters (C0 but the tab, DEL, C1) written out as `\u{1b}`: the text
 /// report goes to a person's terminal, and a submission's output, a grader's test names or a

@@ -1261,7 +1261,7 @@ fn a_check_whose_client_went_away_stops_its_checks() {
 
 /// A `/check` whose checks wait for a grading slot (another student's long check holds the only
 /// one) stops waiting when its client leaves: its runner slot and the student's turn come back
-/// at once, not when the other check ends (20 s here; a red-team trial saw 8 s of 429s).
+/// at once, not when the other check ends (45 s here; a red-team trial saw 8 s of 429s).
 #[test]
 fn a_check_waiting_for_a_grading_slot_stops_when_its_client_leaves() {
     let s = Server::start(
@@ -1270,24 +1270,25 @@ fn a_check_waiting_for_a_grading_slot_stops_when_its_client_leaves() {
     );
     rt().block_on(async {
         let staff = s.token("staff").await;
-        let slow = "name: slow\ntimeout: 30s\nlimits: {wall_time: 30s}\nchecks:\n  - id: a\n    \
-                    steps:\n      - run: sleep 20\n      - exit: 0\n";
-        let quick = "name: quick\nchecks:\n  - id: a\n    steps:\n      - run: \"true\"\n";
-        for (id, text) in [("slow", slow), ("quick", quick)] {
-            let (st, v) = register_suite(&s, &staff, id, text).await;
+        for (id, suite) in [("slow", SLOW_SUITE), ("quick", QUICK_SUITE)] {
+            let (st, v) = register_suite(&s, &staff, id, suite).await;
             assert_eq!(st, StatusCode::CREATED, "{v}");
         }
         let (_, doc) = s.get(&staff, "/openapi.json").await;
-        let other = s.token("student").await;
-        let up = s.upload(&other, &[("a.txt", b"a")]).await;
-        let body = json!({"checks": "slow", "sandbox": {"homedir": up}});
-        let mut holder = Lines::open(&s, &other, "/check", body, &doc).await;
+        // A new student's streamed check of `suite`.
+        let stream = |suite: &'static str| {
+            let (s, doc) = (&s, &doc);
+            async move {
+                let t = s.token("student").await;
+                let up = s.upload(&t, &[("a.txt", b"a")]).await;
+                let body = json!({"checks": suite, "sandbox": {"homedir": up}});
+                Lines::open(s, &t, "/check", body, doc).await
+            }
+        };
+        let mut holder = stream("slow").await;
         assert_eq!(holder.next().await.unwrap()["event"], "started");
         until_runs(&s, (1, 0)).await;
-        let t = s.token("student").await;
-        let up = s.upload(&t, &[("a.txt", b"a")]).await;
-        let body = json!({"checks": "quick", "sandbox": {"homedir": up}});
-        let lines = Lines::open(&s, &t, "/check", body, &doc).await;
+        let lines = stream("quick").await;
         until_runs(&s, (2, 0)).await;
         drop(lines);
         let deadline = Instant::now() + Duration::from_secs(8);
@@ -1300,15 +1301,9 @@ fn a_check_waiting_for_a_grading_slot_stops_when_its_client_leaves() {
         }
         // One that leaves while it waits in the server's queue (both runner slots taken) is
         // counted as cancelled too, as the first was.
-        let t = s.token("student").await;
-        let up = s.upload(&t, &[("a.txt", b"a")]).await;
-        let body = json!({"checks": "quick", "sandbox": {"homedir": up}});
-        let _second = Lines::open(&s, &t, "/check", body.clone(), &doc).await;
+        let _second = stream("quick").await;
         until_runs(&s, (2, 0)).await;
-        let t = s.token("student").await;
-        let up = s.upload(&t, &[("a.txt", b"a")]).await;
-        let body = json!({"checks": "quick", "sandbox": {"homedir": up}});
-        let mut queued = Lines::open(&s, &t, "/check", body, &doc).await;
+        let mut queued = stream("quick").await;
         assert_eq!(queued.next().await.unwrap()["event"], "queued");
         drop(queued);
         let line = "corral_checks_total{result=\"cancelled\"} 2";
