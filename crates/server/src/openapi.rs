@@ -413,9 +413,9 @@ struct QueueDoc;
 #[derive(OpenApi)]
 #[openapi(
     paths(
-        judge0::create, judge0::create_batch, judge0::get_batch, judge0::get_one,
-        judge0::delete_one, judge0::languages, judge0::languages_all, judge0::language,
-        judge0::statuses, judge0::about, judge0::config_info,
+        judge0::submissions::create, judge0::submissions::create_batch, judge0::submissions::get_batch, judge0::submissions::get_one,
+        judge0::submissions::delete_one, judge0::languages::languages, judge0::languages::languages_all, judge0::languages::language,
+        judge0::about::statuses, judge0::about::about, judge0::about::config_info,
     ),
     components(schemas(
         Judge0SubmissionRequest, Judge0LanguageId, Judge0Submission, Judge0LanguageRef,

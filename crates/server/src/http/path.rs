@@ -1,7 +1,7 @@
 //! Path parameters whose every rejection is the JSON error body: axum's own `Path` answers
 //! `text/plain` "Invalid URL: …" (`GET /submissions/%FF`), which clients that parse every error
 //! as JSON (generated OpenAPI clients) cannot read. The native API's handlers take this `Path`;
-//! Judge0's routes answer in Judge0's shape (`judge0::J0Path`).
+//! Judge0's routes answer in Judge0's shape (`judge0::extract::J0Path`).
 
 use axum::extract::path::ErrorKind as PathErrorKind;
 use axum::extract::rejection::PathRejection;
