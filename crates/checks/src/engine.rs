@@ -166,8 +166,9 @@ pub fn grade(
         .map_err(io("creating a temporary folder"))?;
     let base = tmp.path().join("base");
     stage::copy_tree(submission, &base).map_err(io("copying the submission"))?;
-    stage::place_assignment_files(suite, &base, false)
+    stage::place_assignment_files(suite, &base, false, false)
         .map_err(io("copying the assignment files"))?;
+    let has_hidden_files = suite.files.iter().any(|f| f.hidden);
     let mut integrity = stage::integrity(suite, submission);
     integrity
         .flagged
@@ -296,11 +297,16 @@ pub fn grade(
                     }
                     (result, out)
                 };
-                let (result, out) = if job.sources.len() == 1 && &job.sources[0] == base {
+                // A check without dependencies runs in the base folder itself, unless it is a
+                // hidden one that gets the hidden files too.
+                let in_base = job.sources.len() == 1
+                    && &job.sources[0] == base
+                    && !(check.hidden && has_hidden_files);
+                let (result, out) = if in_base {
                     run(base)
                 } else {
                     let dir = tmp.join(format!("stage-{}", job.index));
-                    match stage_from(suite, &job.sources, &dir) {
+                    match stage_from(suite, &job.sources, &dir, check.hidden) {
                         Ok(()) => run(&dir),
                         Err(e) => (
                             errored(check, format!("preparing the working directory: {e}")),
@@ -433,14 +439,15 @@ fn log_result(r: &CheckResult) {
     }
 }
 
-/// A dependent check's working directory: its dependencies' directories in order, then the
-/// protected assignment files on top.
-fn stage_from(suite: &Suite, sources: &[PathBuf], dir: &Path) -> std::io::Result<()> {
+/// A check's working directory when it is not the base folder: its dependencies' directories
+/// (or the base folder) in order, then the protected assignment files on top, and a hidden
+/// check's hidden files.
+fn stage_from(suite: &Suite, sources: &[PathBuf], dir: &Path, hidden: bool) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     for s in sources {
         stage::copy_tree(s, dir)?;
     }
-    stage::place_assignment_files(suite, dir, true)
+    stage::place_assignment_files(suite, dir, true, hidden)
 }
 
 /// A check's rows in the report: its own, then (pytest and check50 checks) one per rubric item.

@@ -643,3 +643,63 @@ fn a_check50_problem_that_does_not_compile_is_a_load_error() {
         Suite::load(&path).unwrap_or_else(|e| panic!("{text}: {e}"));
     }
 }
+
+/// A hidden check's input or expected output listed under `files` would be in every check's
+/// working directory, where a visible check's program can print it to its student: refused
+/// unless marked `hidden` (or read by a visible check too, then it is no secret); a check that
+/// depends on a hidden one is hidden too (it starts in that check's folder).
+#[test]
+fn a_hidden_checks_files_stay_out_of_visible_checks() {
+    let suite = |entry: &str, second_hidden: bool| {
+        format!(
+            r#"
+name: secret
+files:
+  - {entry}
+checks:
+  - id: visible
+    steps:
+      - run: cat
+      - stdin: {{text: "x", eof: true}}
+      - exit: 0
+  - id: secret
+    hidden: true
+    steps:
+      - run: cat
+      - stdin: {{file: in.txt, eof: true}}
+      - stdout: {{file: expected.txt}}
+      - exit: 0
+  - id: after
+    depends: [secret]
+    hidden: {second_hidden}
+    steps:
+      - exists: in.txt
+"#
+        )
+    };
+    let e = err(&suite("{path: expected.txt, protected: true}", false));
+    assert!(e.contains("suite.yaml:4:"), "{e}");
+    assert!(
+        e.contains("files[0].path: \"expected.txt\" is read by the hidden check \"secret\""),
+        "{e}"
+    );
+    assert!(e.contains("add `hidden: true`"), "{e}");
+    let e = err(&suite("{path: in.txt}", false));
+    assert!(e.contains("\"in.txt\" is read by the hidden check"), "{e}");
+
+    let s = parse(&suite("{path: expected.txt, hidden: true}", false)).unwrap();
+    assert!(s.files[0].hidden);
+    let hidden: Vec<(&str, bool)> = s.checks.iter().map(|c| (c.id.as_str(), c.hidden)).collect();
+    assert_eq!(
+        hidden,
+        [("visible", false), ("secret", true), ("after", true)],
+        "a dependent of a hidden check is hidden"
+    );
+
+    // Read by a visible check as well: not a hidden check's secret.
+    let shared = suite("{path: expected.txt}", true).replace(
+        "      - stdin: {text: \"x\", eof: true}\n      - exit: 0",
+        "      - stdin: {text: \"x\", eof: true}\n      - stdout: {file: expected.txt}",
+    );
+    assert!(parse(&shared).is_ok(), "{:?}", parse(&shared).err());
+}

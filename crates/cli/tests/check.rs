@@ -882,3 +882,75 @@ checks:
         .clone();
     assert_eq!(last["actual"]["type"], "missing", "{last}");
 }
+
+/// A hidden check's input and expected output (`files` marked `hidden`) are only in hidden
+/// checks' working directories: a submission that prints every file it finds shows a visible
+/// check's student nothing of them, while the hidden check still reads and passes with them —
+/// and a check that depends on the hidden one (which starts in its folder, where the program
+/// may have stashed what it was given) is hidden too.
+#[test]
+fn a_hidden_checks_files_never_reach_a_visible_checks_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("assignment");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::write(a.join("secret_in.txt"), "swordfish\n").unwrap();
+    std::fs::write(a.join("secret_out.txt"), "SWORDFISH\n").unwrap();
+    std::fs::write(
+        a.join("suite.yaml"),
+        r#"
+name: secret
+files:
+  - {path: secret_in.txt, protected: true, hidden: true}
+  - {path: secret_out.txt, hidden: true}
+checks:
+  - id: public
+    steps:
+      - run: sh ./snoop.sh
+      - stdout: {exact: "nothing"}
+  - id: secret
+    hidden: true
+    steps:
+      - run: sh ./snoop.sh
+      - stdin: {file: secret_in.txt, eof: true}
+      - stdout: {file: secret_out.txt}
+  - id: after
+    depends: [secret]
+    steps:
+      - run: cat stash.txt
+      - stdout: {exact: "nothing"}
+"#,
+    )
+    .unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    // Upper-cases its input when it has one (the hidden check), and prints (and stashes) every
+    // secret file it can find.
+    std::fs::write(
+        sub.join("snoop.sh"),
+        "found=$(cat secret_in.txt secret_out.txt 2>/dev/null)\n\
+         echo \"$found\" > stash.txt\n\
+         if [ -n \"$found\" ]; then tr a-z A-Z; else echo leaked: $found; fi\n",
+    )
+    .unwrap();
+    let suite = a.join("suite.yaml");
+    let (_, json, _) = check_json(&suite, &sub, &[]);
+    let out = json.to_string();
+    assert!(
+        !out.contains("swordfish") && !out.contains("SWORDFISH"),
+        "{json:#}"
+    );
+    let public = &json["results"]["public"];
+    assert_eq!(public["result"], false, "{json:#}");
+    assert_eq!(
+        public["script"][1]["actual"]["value"], "leaked:\n",
+        "the visible check's program finds no secret file: {json:#}"
+    );
+    assert_eq!(json["results"]["secret"]["result"], true, "{json:#}");
+    let after = &json["results"]["after"];
+    assert_eq!(after["hidden"], true, "{json:#}");
+    assert_eq!(after["result"], false, "{json:#}");
+    assert_eq!(after["script"], serde_json::json!([]), "{json:#}");
+    // Staff see what the dependent's program found in the hidden check's folder.
+    let (_, staff, _) = check_json(&suite, &sub, &["--staff"]);
+    assert!(staff.to_string().contains("swordfish"), "{staff:#}");
+}

@@ -157,7 +157,12 @@ pub fn fingerprint(suite: &Suite, submission: &Path) -> String {
         names.extend(c.kind.assignment_files().iter().map(|f| suite.dir.join(f)));
     }
     for n in names {
-        std::fs::read(&n).unwrap_or_default().hash(&mut h);
+        // A folder of the assignment (`files: [{path: tests/}]`) by its files, as a submission.
+        if n.is_dir() {
+            walk(&n, &mut h, 0);
+        } else {
+            std::fs::read(&n).unwrap_or_default().hash(&mut h);
+        }
     }
     walk(submission, &mut h, 0);
     format!("{:016x}", h.finish())
@@ -469,6 +474,34 @@ pub fn grade_all(
 mod tests {
     use super::row::test_rows::graded;
     use super::*;
+
+    /// What the grade depends on changes the fingerprint: a file a step reads that `files`
+    /// does not list (an expected output), and a file inside a folder that `files` lists.
+    #[test]
+    fn every_assignment_file_a_grade_depends_on_is_in_the_fingerprint() {
+        let a = tempfile::tempdir().unwrap();
+        let sub = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(a.path().join("data")).unwrap();
+        std::fs::write(a.path().join("data/words.txt"), "apple\n").unwrap();
+        std::fs::write(a.path().join("hidden_out.txt"), "42\n").unwrap();
+        std::fs::write(
+            a.path().join("suite.yaml"),
+            "name: t\nfiles: [{path: data}]\nchecks:\n  - id: c\n    hidden: true\n    steps:\n      - run: cat\n      - stdout: {file: hidden_out.txt}\n",
+        )
+        .unwrap();
+        let suite = Suite::load(&a.path().join("suite.yaml")).unwrap();
+        let before = fingerprint(&suite, sub.path());
+        assert_eq!(before, fingerprint(&suite, sub.path()), "stable");
+        std::fs::write(a.path().join("hidden_out.txt"), "43\n").unwrap();
+        let after_expected = fingerprint(&suite, sub.path());
+        assert_ne!(before, after_expected, "a step's expected output changed");
+        std::fs::write(a.path().join("data/words.txt"), "apricot\n").unwrap();
+        assert_ne!(
+            after_expected,
+            fingerprint(&suite, sub.path()),
+            "a file of a listed folder changed"
+        );
+    }
 
     #[test]
     fn a_stored_row_graded_in_another_digest_is_graded_again() {

@@ -118,14 +118,21 @@ fn exists_no_follow(root: &Path, rel: &Path) -> bool {
 }
 
 /// Puts the assignment's files into `dst`: protected ones always (replacing what is there),
-/// the others only where nothing is.
+/// the others only where nothing is. `protected_only`: the visible files that are not protected
+/// are left out (a dependent check's folder has them from its dependencies). Files marked
+/// `hidden` go only into a hidden check's folder (`for_hidden`), and all of them there: visible
+/// checks' folders, which dependents start from, never had them.
 pub fn place_assignment_files(
     suite: &Suite,
     dst: &Path,
     protected_only: bool,
+    for_hidden: bool,
 ) -> std::io::Result<()> {
     for f in &suite.files {
-        if protected_only && !f.protected {
+        if f.hidden && !for_hidden {
+            continue;
+        }
+        if protected_only && !f.protected && !f.hidden {
             continue;
         }
         let rel = Path::new(&f.path);
@@ -284,7 +291,7 @@ mod tests {
 
         let stage = t.path().join("stage");
         copy_tree(&sub, &stage).unwrap();
-        place_assignment_files(&suite, &stage, false).unwrap();
+        place_assignment_files(&suite, &stage, false, false).unwrap();
         assert_eq!(
             fs::read_to_string(stage.join("data/expected.txt")).unwrap(),
             "right\n"

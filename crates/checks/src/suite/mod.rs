@@ -91,6 +91,10 @@ pub struct AssignmentFile {
     /// submission's copy differs). Unprotected files are only copied when the submission lacks them.
     #[serde(default, deserialize_with = "values::flag")]
     pub protected: bool,
+    /// Copied only into hidden checks' working directories: a hidden check's input or expected
+    /// output, which a visible check's program could otherwise read and print to its student.
+    #[serde(default, deserialize_with = "values::flag")]
+    pub hidden: bool,
 }
 
 /// One check.
@@ -206,7 +210,7 @@ impl CheckKind {
     /// problem's files), relative to the assignment folder: a change to one changes the grade.
     pub fn assignment_files(&self) -> Vec<&String> {
         match self {
-            CheckKind::Steps(_) => Vec::new(),
+            CheckKind::Steps(steps) => steps::files_read(steps),
             CheckKind::Pytest(pc) => pc
                 .tests
                 .iter()
@@ -281,6 +285,69 @@ struct RawCheck {
     gradescope: Option<graders::RawGradescope>,
     #[serde(default)]
     prairielearn: Option<graders::RawPrairieLearn>,
+}
+
+/// Hides every check that depends, directly or not, on a hidden check: it starts in a copy of
+/// that check's working directory, where the hidden run's program could have left what it was
+/// given (its input, its expected output's files), and a visible check's messages would show it.
+fn hide_dependents_of_hidden(checks: &mut [Check]) {
+    loop {
+        let hidden: BTreeSet<String> = checks
+            .iter()
+            .filter(|c| c.hidden)
+            .map(|c| c.id.clone())
+            .collect();
+        let mut changed = false;
+        for c in checks.iter_mut().filter(|c| !c.hidden) {
+            if c.depends.iter().any(|d| hidden.contains(d)) {
+                c.hidden = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
+/// An assignment file, not marked `hidden`, that a hidden check's steps read (its input or
+/// expected output) and no visible check's do: every check's program could read it in its
+/// working directory and print it where a student reads. Its index in `files` and why.
+fn hidden_checks_file_in_view(
+    files: &[AssignmentFile],
+    checks: &[Check],
+) -> Option<(usize, String)> {
+    let within = |entry: &str, read: &str| {
+        // Path::starts_with compares whole components: `data` holds `data/a.txt`, not `data2`.
+        normalize_rel(read).starts_with(normalize_rel(entry))
+    };
+    let readers = |f: &AssignmentFile, hidden: bool| -> Vec<&Check> {
+        checks
+            .iter()
+            .filter(|c| c.hidden == hidden)
+            .filter(|c| {
+                let CheckKind::Steps(steps) = &c.kind else {
+                    return false;
+                };
+                steps::files_read(steps)
+                    .iter()
+                    .any(|read| within(&f.path, read))
+            })
+            .collect()
+    };
+    files.iter().enumerate().find_map(|(i, f)| {
+        if f.hidden || !readers(f, false).is_empty() {
+            return None;
+        }
+        let check = readers(f, true).first().map(|c| c.id.clone())?;
+        Some((
+            i,
+            format!(
+                "{:?} is read by the hidden check {check:?}, but every check's program finds the files listed here in its working directory, where a visible check's program can print it to its student: add `hidden: true` to copy it only into hidden checks' working directories, or leave it out of `files` (a step reads it from the assignment folder itself)",
+                f.path
+            ),
+        ))
+    })
 }
 
 // ------------------------------------------------------------------------------------ loading
@@ -558,6 +625,10 @@ impl Suite {
                 &format!("depends[{j}]"),
                 format!("depends: dependency cycle {}", cycle.join(" -> ")),
             ));
+        }
+        hide_dependents_of_hidden(&mut checks);
+        if let Some((i, why)) = hidden_checks_file_in_view(&raw.files, &checks) {
+            return Err(invalid(&format!("files[{i}].path"), why));
         }
         Ok(Suite {
             name: raw.name,

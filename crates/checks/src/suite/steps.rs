@@ -85,6 +85,23 @@ impl Input {
     }
 }
 
+/// The assignment files `steps` read on the host (typed into stdin, compared with output or with
+/// a file the program wrote), in step order: a change to one changes the grade.
+pub fn files_read(steps: &[Step]) -> Vec<&String> {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Stdin(input) => match input.inner() {
+                Input::File(f, _) => Some(f),
+                _ => None,
+            },
+            Step::Stdout(Matcher::File(f)) | Step::Stderr(Matcher::File(f)) => Some(f),
+            Step::Diff { expected, .. } => Some(expected),
+            _ => None,
+        })
+        .collect()
+}
+
 /// How output is matched. See the README for the exact semantics.
 #[derive(Debug, Clone)]
 pub enum Matcher {
