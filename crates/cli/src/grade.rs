@@ -13,7 +13,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 #[command(
     after_help = "ASSIGNMENT_DIR holds the suite (suite.yaml, suite.yml or suite.json) and the files it \
     names; SUBMISSIONS_DIR holds one folder per student, named by the student's id.\n\n\
-    Writes OUTPUT/results/STUDENT.json (one per student), OUTPUT/gradebook.csv and OUTPUT/report.html. \
+    Writes OUTPUT/results/STUDENT.json (one per student, staff's view), OUTPUT/feedback/STUDENT.txt \
+    (what the student may read: hidden checks pass/fail only), OUTPUT/gradebook.csv and OUTPUT/report.html. \
     A submission already graded (same suite, same files) keeps its stored result unless --force.\n\n\
     Exit status: 0 when every submission was graded, 1 when some could not be judged (status `error` \
     in the gradebook: a sandbox failure, an invalid test run, a submission that is not a folder), \
@@ -176,7 +177,7 @@ pub fn main(args: GradeArgs) -> i32 {
     }
     let errors = rows.iter().filter(|r| r.status == RowStatus::Error).count();
     eprintln!(
-        "corral grade: {} submissions ({} graded, {} kept), {} with errors; wrote {}, {} and {}",
+        "corral grade: {} submissions ({} graded, {} kept), {} with errors; wrote {}, {}, {} and {}",
         rows.len(),
         graded.load(Ordering::Relaxed),
         kept.load(Ordering::Relaxed),
@@ -184,6 +185,7 @@ pub fn main(args: GradeArgs) -> i32 {
         args.output.join("gradebook.csv").display(),
         args.output.join("report.html").display(),
         args.output.join(batch::RESULTS_DIR).display(),
+        args.output.join(batch::FEEDBACK_DIR).display(),
     );
     // A grader check without `points` takes each submission's maximum from its own results:
     // percentages then compare nothing (a crash 0/4 beside 20/20, a stopped grader 0/0).

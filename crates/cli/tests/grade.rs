@@ -224,6 +224,25 @@ fn broken_and_hostile_submissions_each_get_their_row() {
         }
     }
 
+    // One feedback file per student, in the students' view: the hidden check's pass/fail,
+    // never its input ("Grace Hopper") or its expected output; why an entry was not graded.
+    let feedback = |student: &str| {
+        std::fs::read_to_string(out.path().join("feedback").join(format!("{student}.txt"))).unwrap()
+    };
+    let wrong = feedback("wrong_output");
+    assert!(wrong.contains("expected \"hello, David\""), "{wrong}");
+    assert!(wrong.contains("hidden check failed"), "{wrong}");
+    assert!(wrong.contains("score: 2/6"), "{wrong}");
+    for (student, ..) in want {
+        let text = feedback(student);
+        assert!(!text.contains("Grace Hopper"), "{student}: {text}");
+    }
+    assert!(
+        feedback("notes.zip").contains("could not be graded: not a folder"),
+        "{}",
+        feedback("notes.zip")
+    );
+
     // The HTML report: self-contained, a histogram and per-check pass rates.
     let html = std::fs::read_to_string(out.path().join("report.html")).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));

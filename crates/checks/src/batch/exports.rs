@@ -6,7 +6,9 @@ use std::path::Path;
 use crate::image_root::UsedImage;
 use crate::suite::Suite;
 
-use super::row::{columns_seen, result_file, Row, RowStatus, RESULTS_DIR};
+use super::row::{
+    columns_seen, feedback_file, result_file, Row, RowStatus, FEEDBACK_DIR, RESULTS_DIR,
+};
 
 /// A number as the gradebook writes it: whole numbers bare, others with two decimals.
 pub fn num(x: f64) -> String {
@@ -312,10 +314,19 @@ pub fn html_report(suite: &Suite, rows: &[Row]) -> String {
     h
 }
 
-/// Writes `gradebook.csv` and `report.html` into `out_dir`.
+/// Writes `gradebook.csv`, `report.html` and each student's `feedback/STUDENT.txt` into
+/// `out_dir`.
 pub fn write_outputs(suite: &Suite, rows: &[Row], out_dir: &Path) -> std::io::Result<()> {
     std::fs::write(out_dir.join("gradebook.csv"), gradebook_csv(suite, rows))?;
-    std::fs::write(out_dir.join("report.html"), html_report(suite, rows))
+    std::fs::write(out_dir.join("report.html"), html_report(suite, rows))?;
+    let feedback = out_dir.join(FEEDBACK_DIR);
+    std::fs::create_dir_all(&feedback)?;
+    for r in rows {
+        if let Some(text) = &r.feedback {
+            std::fs::write(feedback.join(feedback_file(&r.student)), text)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -369,6 +380,7 @@ mod tests {
             report: serde_json::json!({}),
             images,
             gvisor: vec![],
+            feedback: None,
         };
         let used = UsedImage {
             name: "course/numpy:1".into(),

@@ -35,7 +35,9 @@ mod row;
 pub use exports::{
     check_cell, csv_field, gradebook_csv, histogram, html_report, num, pass_rates, write_outputs,
 };
-pub use row::{columns, columns_seen, result_file, Row, RowStatus, RESULTS_DIR};
+pub use row::{
+    columns, columns_seen, feedback_file, result_file, Row, RowStatus, FEEDBACK_DIR, RESULTS_DIR,
+};
 
 use crate::engine::{self, GradeOptions};
 use crate::error::{GradeError, SuiteError};
@@ -230,7 +232,7 @@ fn failed_row(suite: &Suite, sub: &Submission, why: String, fp: String) -> Row {
         status: RowStatus::Error,
         score: 0.0,
         max_score: suite.max_score(),
-        reason: Some(why),
+        reason: Some(why.clone()),
         integrity: Vec::new(),
         safety: None,
         checks: BTreeMap::new(),
@@ -240,6 +242,10 @@ fn failed_row(suite: &Suite, sub: &Submission, why: String, fp: String) -> Row {
         report: Value::Null,
         images: Vec::new(),
         gvisor: Vec::new(),
+        feedback: Some(format!(
+            "{}: your submission could not be graded: {why}\n",
+            suite.name
+        )),
     }
 }
 
@@ -354,6 +360,7 @@ pub fn grade_one(
         report: report.to_json(View::Staff),
         images: report.used_images(),
         gvisor: gvisor_checks(suite, |id| report.runtimes.get(id).copied()),
+        feedback: Some(report.render_text(View::Student, false)),
     }
 }
 
@@ -378,6 +385,7 @@ struct Planned {
 /// (`fingerprint`), graded in the planned images and runtimes.
 fn still_valid(row: &Row, sub: &Submission, fingerprint: &str, planned: &Planned) -> bool {
     row.student == sub.student
+        && row.feedback.is_some()
         && row.fingerprint == fingerprint
         && row.images == planned.images
         && row.gvisor == planned.gvisor

@@ -40,6 +40,15 @@ pub fn result_file(student: &str) -> String {
     format!("{safe}-{digest}.json")
 }
 
+/// The name of `student`'s feedback file in `feedback/`: [`result_file`]'s, as text.
+pub fn feedback_file(student: &str) -> String {
+    let json = result_file(student);
+    format!("{}.txt", json.strip_suffix(".json").unwrap_or(&json))
+}
+
+/// The folder of the students' feedback files, in the output folder.
+pub const FEEDBACK_DIR: &str = "feedback";
+
 /// How a submission's grading went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -92,6 +101,11 @@ pub struct Row {
     /// The checks graded under gVisor, in suite order (empty: every check ran natively).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gvisor: Vec<String>,
+    /// What the student may read (`feedback/STUDENT.txt`): the text report in the students'
+    /// view (hidden checks pass/fail only), or why the submission could not be graded. `None`
+    /// in a result stored before feedback was written: it is graded again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
 }
 
 /// The rows every report of this suite has, in order: (id, description, max points).
@@ -196,6 +210,7 @@ pub(crate) mod test_rows {
             report: Value::Null,
             images: vec![],
             gvisor: vec![],
+            feedback: Some(String::new()),
         }
     }
 }
