@@ -27,7 +27,7 @@ pub enum Error {
     // No `#[source]`: the message says it already (a chain would print it twice).
     #[error("layer stream: {0}")]
     LayerStream(std::io::Error),
-    #[error("not an image reference: {0:?} (expected NAME[:TAG], NAME@sha256:…, or a digest or ≥12-hex prefix)")]
+    #[error("not an image reference: {0:?} (expected NAME[:TAG], NAME@sha256:…, or a digest or ≥12-hex prefix; a NAME of 12 or more hex digits alone would read as a digest)")]
     BadReference(String),
     #[error("no image {0:?} in this store (see `corral env ls`)")]
     NotFound(String),

@@ -354,6 +354,46 @@ fn an_archive_may_not_take_a_name_from_another_image_unless_the_name_is_given() 
     assert_eq!(digest_of("deb:12"), evil_digest);
 }
 
+/// An archive that names itself after another image's digest (its short form, as `corral env
+/// ls` prints it, or the whole hex) takes over nothing: a name of hex alone is no name, and hex
+/// (`sha256:` or not) always names by digest.
+#[test]
+fn an_archive_named_like_a_digest_takes_over_no_image() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let good = tmp.path().join("good");
+    let good_digest = layout_named(&good, &layers(), "deb:12");
+    import(&store, &good, None).unwrap();
+    let hex = good_digest.strip_prefix("sha256:").unwrap().to_string();
+    for (i, name) in [format!("{}:latest", &hex[..12]), hex.clone()]
+        .iter()
+        .enumerate()
+    {
+        let evil = tmp.path().join(format!("evil-{i}"));
+        docker_archive_named(&evil, &two_layers("evil", b"evil")[0], name);
+        import(&store, &evil, None).unwrap();
+        for reference in [
+            &hex[..12],
+            &format!("sha256:{}", &hex[..12]),
+            &hex,
+            &good_digest,
+        ] {
+            let (by, record) = store.resolve(reference).unwrap();
+            assert_eq!(
+                record.digest.to_string(),
+                good_digest,
+                "{reference} after {name}"
+            );
+            assert_eq!(by, None, "{reference}");
+        }
+    }
+    // Nor may one be given.
+    let e = import(&store, &good, Some(&hex[..16]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("12 or more hex digits alone"), "{e}");
+}
+
 #[test]
 fn a_folder_import_follows_no_symbolic_link() {
     let tmp = scratch();

@@ -124,13 +124,8 @@ impl Store {
                 Ok((None, r.ok_or_else(not_found)?))
             }
             Ref::Prefix(p) => {
-                // A name that happens to look like hex wins over a prefix.
-                let names = self.read_names()?;
-                if let Some((name, d)) =
-                    normalise_name(&p).and_then(|n| names.names.get_key_value(&n))
-                {
-                    return Ok((Some(name.clone()), self.record(d)?.ok_or_else(not_found)?));
-                }
+                // Hex is a digest prefix, never a name (no name can be hex alone: a store of an
+                // older corral that let an archive name itself so is not asked).
                 let mut hits: Vec<ImageRecord> = self
                     .records()?
                     .into_iter()

@@ -62,6 +62,12 @@ pub fn normalise_name(s: &str) -> Option<String> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
         && !tag.starts_with(['.', '-']);
+    // A lone name of 12 to 64 hex digits reads as a digest (or its prefix): an archive's own
+    // name must never take over the way `corral env ls` names an image (Docker refuses a
+    // 64-hex repository name for the same reason).
+    if !path.contains('/') && prefix(path).is_some() {
+        return None;
+    }
     let mut comps = path.split('/').peekable();
     let mut first = true;
     while let Some(c) = comps.next() {
@@ -109,6 +115,21 @@ mod tests {
             Ref::Prefix("0123456789ab".into())
         );
         assert!(Ref::parse("UPPER").is_err());
+        // A name that reads as a digest or its prefix is none: hex is always a digest.
+        for hexname in ["0123456789ab:latest", &format!("{}:v1", "a".repeat(64))] {
+            assert!(Ref::parse(hexname).is_err(), "{hexname}");
+            assert_eq!(normalise_name(hexname), None, "{hexname}");
+        }
+        assert_eq!(
+            normalise_name("course/0123456789ab").as_deref(),
+            Some("course/0123456789ab:latest"),
+            "a path is no digest"
+        );
+        assert_eq!(
+            normalise_name("0123456789a").as_deref(),
+            Some("0123456789a:latest"),
+            "shorter than a prefix"
+        );
         assert!(Ref::parse("a/../b").is_err());
         assert!(Ref::parse("a:").is_err());
     }
