@@ -165,6 +165,47 @@ fn whiteouts_and_opaque_folders_use_overlayfs_format() {
     assert_eq!(buf[0], b'y');
 }
 
+/// `.wh.data` then `data/` in one layer (`rm -r data && mkdir data`): the whiteout is for the
+/// lower layers, so the new folder is opaque and shows none of their `data` (a secret its
+/// author deleted stays deleted); a folder over no whiteout is not.
+#[test]
+fn a_folder_over_a_whiteout_of_the_same_layer_is_opaque() {
+    let t = tar(&[
+        file(".wh.data", b""),
+        dir("data/"),
+        file("data/new", b"new"),
+        dir("other/"),
+    ]);
+    let tmp = scratch();
+    let target = tmp.path().join("layer");
+    unpack(&t, &target, &Limits::default()).unwrap();
+    let opaque = |folder: &str| {
+        let path =
+            std::ffi::CString::new(target.join(folder).into_os_string().into_encoded_bytes())
+                .unwrap();
+        let mut buf = [0u8; 4];
+        // SAFETY: valid NUL-terminated strings and a buffer whose length is passed.
+        let n = unsafe {
+            libc::getxattr(
+                path.as_ptr(),
+                c"trusted.overlay.opaque".as_ptr(),
+                buf.as_mut_ptr().cast(),
+                4,
+            )
+        };
+        n == 1 && buf[0] == b'y'
+    };
+    assert!(std::fs::symlink_metadata(target.join("data"))
+        .unwrap()
+        .is_dir());
+    assert_eq!(std::fs::read(target.join("data/new")).unwrap(), b"new");
+    assert!(
+        opaque("data"),
+        "the folder that replaced the whiteout hides the lower data/"
+    );
+    assert!(!opaque("other"));
+}
+
 #[test]
 fn traversal_and_absolute_names_are_refused() {
     let e = refused(&tar(&[file("../escaped", b"x")]), "..");

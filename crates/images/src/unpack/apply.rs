@@ -35,6 +35,9 @@ pub struct Tree {
     root: OwnedFd,
     /// Regular files created by this layer (normalised paths): the only valid hardlink targets.
     files: HashSet<Vec<u8>>,
+    /// Whiteouts created by this layer (normalised paths): a folder entry that replaces one
+    /// must hide the lower layers' folder, so it is made opaque.
+    whiteouts: HashSet<Vec<u8>>,
     chown: bool,
 }
 
@@ -43,6 +46,7 @@ impl Tree {
         Tree {
             root,
             files: HashSet::new(),
+            whiteouts: HashSet::new(),
             chown: nix::unistd::geteuid().is_root(),
         }
     }
@@ -164,6 +168,9 @@ impl Tree {
             return self.root_attributes(mode, uid, gid);
         };
         let parent = self.dir(parents)?;
+        // `.wh.d` then `d/` in one layer (`rm -r d && mkdir d`): the whiteout applies to the
+        // lower layers, so the new folder shows none of their `d`.
+        let over_whiteout = self.whiteouts.remove(path);
         if !self.clear(parent.as_fd(), name, path, true)? {
             mkdirat(parent.as_fd(), os(name), Mode::from_bits_truncate(0o700))
                 .map_err(|e| format!("cannot create folder: {e}"))?;
@@ -171,7 +178,11 @@ impl Tree {
         self.owner(parent.as_fd(), name, uid, gid)?;
         let dir = self.open_dir(parent.as_fd(), name)?;
         nix::sys::stat::fchmod(dir.as_fd(), Mode::from_bits_truncate(mode))
-            .map_err(|e| format!("cannot set mode: {e}"))
+            .map_err(|e| format!("cannot set mode: {e}"))?;
+        if over_whiteout {
+            self.opaque(comps)?;
+        }
+        Ok(())
     }
 
     /// Mode (and owner, as root) of the layer's root folder.
@@ -328,7 +339,9 @@ impl Tree {
         let parent = self.dir(parent_comps)?;
         self.clear(parent.as_fd(), name, path, false)?;
         mknodat(parent.as_fd(), os(name), SFlag::S_IFCHR, Mode::empty(), 0)
-            .map_err(|e| format!("cannot create whiteout: {e}"))
+            .map_err(|e| format!("cannot create whiteout: {e}"))?;
+        self.whiteouts.insert(path.to_vec());
+        Ok(())
     }
 
     /// `.wh..wh..opq`: overlayfs's opaque folder, marked for both kinds of mount: the
