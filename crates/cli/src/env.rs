@@ -189,6 +189,7 @@ fn run(args: EnvArgs) -> anyhow::Result<()> {
                 insecure_registries,
                 auth_file,
                 progress,
+                stall: None,
             };
             let r = corral_images::pull(&store, &reference, &opts)
                 .map_err(|e| image_error(e, None))

@@ -25,6 +25,7 @@ fn with_credentials(dir: &Path, registry: &str) -> PullOptions {
         auth_file: Some(file),
         progress: None,
         insecure_registries: Vec::new(),
+        stall: None,
     }
 }
 
@@ -119,6 +120,41 @@ fn endless_error_and_token_bodies_are_cut_short() {
     let reg = bearer_registry(|_| REALM.get().unwrap().clone());
     let e = fails_quickly(&store, &format!("{}/a/b:v1", reg.addr), &opts, 20);
     assert!(e.contains("the reply is larger than 1048576 bytes"), "{e}");
+}
+
+/// A registry that answers and then goes silent, or sends its manifest a byte at a time, fails
+/// the pull once it has stalled for the stall time (a minute by default; a second here), not
+/// after the hour a whole request may take: the store's writer lock, which `env gc` waits for,
+/// is not held for as long as a registry likes.
+#[test]
+fn a_stalling_registry_fails_the_pull_within_the_stall_time() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let opts = PullOptions {
+        stall: Some(std::time::Duration::from_secs(1)),
+        ..with_credentials(tmp.path(), "nowhere")
+    };
+    let silent = start_fake(|_, s| {
+        use std::io::Write;
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n{");
+        std::thread::sleep(std::time::Duration::from_secs(30));
+    });
+    let e = fails_quickly(&store, &format!("{}/a/b:v1", silent.addr), &opts, 10);
+    assert!(e.contains("sent nothing for 1 s: it is stalling"), "{e}");
+    let drip = start_fake(|_, s| {
+        use std::io::Write;
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n");
+        for _ in 0..5000 {
+            if s.write_all(b" ").and_then(|()| s.flush()).is_err() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    });
+    let e = fails_quickly(&store, &format!("{}/a/b:v1", drip.addr), &opts, 10);
+    assert!(e.contains("it is stalling"), "{e}");
+    // The store is free again: a gc runs at once.
+    store.gc().unwrap();
 }
 
 /// A registry serving one image, `v1`: a manifest with one layer stated as `stated` bytes (its

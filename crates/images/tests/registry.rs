@@ -34,6 +34,7 @@ fn insecure() -> PullOptions {
         auth_file: Some(PathBuf::from("/nonexistent")),
         progress: None,
         insecure_registries: Vec::new(),
+        stall: None,
     }
 }
 
@@ -283,6 +284,7 @@ fn pulls_with_bearer_token_auth_and_credentials_from_a_config_file() {
         auth_file: Some(file.clone()),
         progress: None,
         insecure_registries: Vec::new(),
+        stall: None,
     };
     assert!(pull(&store, &reference, &opts).is_err());
 

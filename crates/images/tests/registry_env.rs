@@ -29,6 +29,7 @@ fn credentials_from_the_environment_get_a_token_from_the_registry_they_name_only
         auth_file: Some(tmp.path().join("none.json")),
         progress: None,
         insecure_registries: Vec::new(),
+        stall: None,
     };
     let reference = format!("{}/env/img:v1", tokens.addr);
     assert!(

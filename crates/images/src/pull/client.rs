@@ -11,6 +11,7 @@ use reqwest::{StatusCode, Url};
 
 use super::auth::{parse_challenge, Challenge, Credentials};
 use super::reference::RemoteRef;
+use super::steady::Steady;
 use crate::digest::{excerpt, Digest};
 use crate::error::Error;
 use crate::error::IoContext;
@@ -32,6 +33,8 @@ pub struct Registry {
     creds_note: Option<String>,
     bearer: Option<String>,
     basic: bool,
+    /// How long a reply may stall (see [`Steady`]).
+    stall: Duration,
 }
 
 #[derive(Deserialize)]
@@ -43,10 +46,12 @@ struct TokenReply {
 use serde::Deserialize;
 
 impl Registry {
+    /// `stall`: how long the registry may be silent (or nearly so) before a request fails.
     pub fn new(
         remote: &RemoteRef,
         insecure: bool,
         creds: Option<Credentials>,
+        stall: Duration,
     ) -> Result<Registry, Error> {
         let scheme = if insecure { "http" } else { "https" };
         let base = format!("{scheme}://{}", remote.registry);
@@ -74,7 +79,9 @@ impl Registry {
         let http = Client::builder()
             .redirect(redirects)
             .connect_timeout(Duration::from_secs(30))
-            .timeout(Duration::from_secs(3600))
+            // The blocking client's timeout bounds the wait for the answer's headers and each
+            // read of its body, not the whole download.
+            .timeout(stall)
             .user_agent(concat!("corral/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| Error::Registry {
@@ -94,6 +101,7 @@ impl Registry {
             creds,
             bearer: None,
             basic: false,
+            stall,
         })
     }
 
@@ -169,7 +177,7 @@ impl Registry {
         }
         // A hostile registry's body may never end: read a little of it, then hang up.
         let mut bytes = Vec::new();
-        let _ = resp.take(MAX_ERROR_BODY).read_to_end(&mut bytes);
+        let _ = Steady::new(resp.take(MAX_ERROR_BODY), self.stall).read_to_end(&mut bytes);
         let body: String = String::from_utf8_lossy(&bytes).chars().take(300).collect();
         let hint = match status {
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
@@ -217,7 +225,7 @@ impl Registry {
             )));
         }
         let mut body = Vec::new();
-        resp.take(MAX_TOKEN_REPLY + 1)
+        Steady::new(resp.take(MAX_TOKEN_REPLY + 1), self.stall)
             .read_to_end(&mut body)
             .map_err(|e| self.err(format!("token from {realm}: {e}")))?;
         if body.len() as u64 > MAX_TOKEN_REPLY {
@@ -243,7 +251,7 @@ impl Registry {
         let path = format!("{}/manifests/{reference}", self.remote.repository);
         let resp = self.get(&path, Some(&accept), 0)?;
         let mut body = Vec::new();
-        resp.take(MAX_DOCUMENT + 1)
+        Steady::new(resp.take(MAX_DOCUMENT + 1), self.stall)
             .read_to_end(&mut body)
             .map_err(|e| self.err(e))?;
         if body.len() as u64 > MAX_DOCUMENT {
@@ -286,7 +294,7 @@ impl Registry {
             .at(part)?;
         let start = if resumed { have } else { 0 };
         // One byte more than is due, to tell a blob larger than stated.
-        let mut body = resp.take((size - start).saturating_add(1));
+        let mut body = Steady::new(resp.take((size - start).saturating_add(1)), self.stall);
         let mut buf = vec![0u8; 256 << 10];
         let mut got = start;
         loop {

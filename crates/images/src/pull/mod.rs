@@ -8,6 +8,7 @@
 pub mod auth;
 mod client;
 pub mod reference;
+pub mod steady;
 
 use std::path::PathBuf;
 
@@ -32,6 +33,9 @@ pub struct PullOptions {
     /// A Docker `config.json`-format credentials file (see [`auth`]).
     pub auth_file: Option<PathBuf>,
     pub progress: Option<Progress>,
+    /// How long a registry may send nothing, or next to nothing, before the pull fails
+    /// (`None`: [`steady::STALL`], a minute).
+    pub stall: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for PullOptions {
@@ -41,6 +45,7 @@ impl std::fmt::Debug for PullOptions {
             .field("insecure_registries", &self.insecure_registries)
             .field("auth_file", &self.auth_file)
             .field("progress", &self.progress.is_some())
+            .field("stall", &self.stall)
             .finish()
     }
 }
@@ -88,7 +93,8 @@ pub fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<ImageR
     let remote = RemoteRef::parse(reference)?;
     let file = auth::auth_file(opts.auth_file.as_deref());
     let creds = auth::credentials(&remote.registry, file.as_deref())?;
-    let mut registry = Registry::new(&remote, insecure(&remote.registry, opts), creds)?;
+    let stall = opts.stall.unwrap_or(steady::STALL);
+    let mut registry = Registry::new(&remote, insecure(&remote.registry, opts), creds, stall)?;
     let _writer = store.writer_lock()?;
     let (mut body, mut digest) = registry.manifest(&remote.reference())?;
     let mut index: Option<Digest> = None;
