@@ -84,6 +84,9 @@ pub(crate) fn ingest(
         });
     }
     let mut layers = Vec::new();
+    // A layer listed again (the same blob and diff-id) was fetched and checked already: an
+    // image listing one blob thousands of times must not cost thousands of decompressions.
+    let mut done = std::collections::HashSet::new();
     for (i, (d, diff_id)) in m.layers.iter().zip(&config.rootfs.diff_ids).enumerate() {
         media_type::check_media_type(d.media_type.as_deref())?;
         let layer = LayerRecord {
@@ -95,10 +98,12 @@ pub(crate) fn ingest(
             size: d.size,
             diff_id: diff_id.clone(),
         };
-        let what = format!("layer {}", i + 1);
-        src.fetch(store, d, &what)?;
-        store.check_blob_size(&d.digest, d.size, &what)?;
-        store.ensure_layer(&layer, !src.vouches(&layer))?;
+        if done.insert((d.digest.clone(), diff_id.clone())) {
+            let what = format!("layer {}", i + 1);
+            src.fetch(store, d, &what)?;
+            store.check_blob_size(&d.digest, d.size, &what)?;
+            store.ensure_layer(&layer, !src.vouches(&layer))?;
+        }
         layers.push(layer);
     }
     let run = config.config.clone().unwrap_or_default();
@@ -120,6 +125,10 @@ pub(crate) fn ingest(
     store.save_image_as(&record, name)?;
     Ok(record)
 }
+
+/// The most layers an image may have: a sandbox mounts them as one overlay, and its options
+/// (a `/proc/self/fd/N` per layer) must fit in the page `mount(2)` copies; ~230 would.
+pub const MAX_LAYERS: usize = 128;
 
 /// Refuses, before any layer is read, an image whose programs could never run here: another
 /// platform (every run would fail with "Exec format error"), no layers (no root to mount), or an
@@ -143,6 +152,11 @@ fn check_runnable(config: &ImageConfig, layers: usize) -> Result<(), Error> {
         return Err(Error::Unusable(
             "it has no layers (no root filesystem to run in)".into(),
         ));
+    }
+    if layers > MAX_LAYERS {
+        return Err(Error::Unusable(format!(
+            "it has {layers} layers, over the {MAX_LAYERS} a sandbox's root stacks (the overlay mount's options must fit in one page; Docker stops at 125): rebuild it with fewer layers, or flatten it (`docker export` of a container, imported as a root-filesystem tar)"
+        )));
     }
     let run = config.config.clone().unwrap_or_default();
     let mut total = 0usize;

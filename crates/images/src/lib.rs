@@ -17,6 +17,7 @@ pub mod import;
 mod ingest;
 
 pub use import::{import, import_as};
+pub use ingest::MAX_LAYERS;
 pub mod pull;
 
 pub use pull::{pull, Progress, PullOptions};

@@ -394,6 +394,45 @@ fn an_archive_named_like_a_digest_takes_over_no_image() {
     assert!(e.contains("12 or more hex digits alone"), "{e}");
 }
 
+/// An image of more layers than a sandbox's overlay can stack is refused when imported, saying
+/// so (it used to import and then fail every run with a bare EINVAL); one layer listed many
+/// times, within the bound, imports once and stacks as listed.
+#[test]
+fn too_many_layers_are_refused_and_a_repeated_layer_is_one_layer() {
+    let tmp = scratch();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let one = layers()[0].clone();
+    let many = tmp.path().join("many");
+    oci_layout(
+        &many,
+        &vec![one.clone(); corral_images::MAX_LAYERS + 1],
+        "gzip",
+        "v1",
+    );
+    let e = import(&store, &many, Some("t/many:1"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!(
+            "it has {} layers, over the {}",
+            corral_images::MAX_LAYERS + 1,
+            corral_images::MAX_LAYERS
+        )),
+        "{e}"
+    );
+    assert!(store.resolve("t/many:1").is_err());
+    let repeated = tmp.path().join("repeated");
+    oci_layout(
+        &repeated,
+        &vec![one; corral_images::MAX_LAYERS],
+        "gzip",
+        "v1",
+    );
+    import(&store, &repeated, Some("t/rep:1")).unwrap();
+    let (_, r) = store.resolve("t/rep:1").unwrap();
+    assert_eq!(r.layers.len(), corral_images::MAX_LAYERS);
+}
+
 #[test]
 fn a_folder_import_follows_no_symbolic_link() {
     let tmp = scratch();
