@@ -229,15 +229,19 @@ fn an_empty_archive_is_refused() {
     std::fs::write(&empty_tar, [0u8; 10240]).unwrap();
     let empty_gz = tmp.path().join("empty.tar.gz");
     std::fs::write(&empty_gz, gzip(&[0u8; 1024])).unwrap();
-    for p in [
-        empty.as_path(),
-        &empty_tar,
-        &empty_gz,
-        Path::new("/dev/null"),
-    ] {
+    for p in [empty.as_path(), &empty_tar, &empty_gz] {
         let e = import(&store, p, Some("b/empty")).unwrap_err();
         assert!(matches!(e, Error::Unusable(_)), "{}: {e}", p.display());
         assert!(e.to_string().contains("holds no files"), "{e}");
+    }
+    // A device (or a FIFO) is refused before it is read: `/dev/zero` would never end.
+    for dev in ["/dev/null", "/dev/zero"] {
+        let e = import(&store, Path::new(dev), Some("b/empty")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("neither a regular file nor a folder"),
+            "{dev}: {e}"
+        );
     }
     assert!(store.list().unwrap().is_empty());
 }

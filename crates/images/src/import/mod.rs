@@ -18,7 +18,6 @@ use std::path::Path;
 use crate::error::Error;
 use crate::error::IoContext;
 use crate::store::{ImageRecord, Store};
-use corral_archive::decompress::{self, Compression};
 
 /// Imports the image at `path`; `name` (if given) wins over a name recorded in the archive. The
 /// record's `source` is `import PATH`.
@@ -40,16 +39,14 @@ pub fn import_as(
     if meta.is_dir() {
         return import_folder(store, path, name, source);
     }
-    let mut head = [0u8; 4];
-    {
-        use std::io::Read;
-        let mut f = std::fs::File::open(path).at(path)?;
-        let n = f.read(&mut head).at(path)?;
-        if decompress::sniff(&head[..n]) != Compression::None {
-            return rootfs::import(store, path, name, source);
-        }
+    // `/dev/zero` or a FIFO would be read for ever, past any size the store allows.
+    if !meta.is_file() {
+        return Err(Error::UnknownImport {
+            path: path.to_path_buf(),
+            reason: "neither a regular file nor a folder".into(),
+        });
     }
-    if staging::is_image_archive(path)? {
+    if staging::is_image_archive(store, path)? {
         let staged = staging::Staged::extract(store, path)?;
         return import_folder(store, staged.path(), name, source);
     }

@@ -24,14 +24,32 @@ fn tar_error(path: &Path, e: TarError) -> Error {
     }
 }
 
-/// Whether the plain tar at `path` has a top-level `index.json` or `manifest.json`.
-pub(super) fn is_image_archive(path: &Path) -> Result<bool, Error> {
+/// The tar at `path`, plain, gzip or zstd (`docker save | gzip` is as common as a plain one),
+/// decompressed within the store's caps on a layer.
+fn open_tar<'a>(store: &Store, path: &Path) -> Result<TarStream<impl Read + 'a>, Error> {
     let f = std::fs::File::open(path).at(path)?;
-    let mut tar = TarStream::new(std::io::BufReader::new(f), MAX_HEADER);
+    let limits = store.limits();
+    let (stream, _) =
+        corral_archive::decompress::open(f, limits.max_bytes, limits.max_ratio).at(path)?;
+    Ok(TarStream::new(std::io::BufReader::new(stream), MAX_HEADER))
+}
+
+/// Top-level folders of a root filesystem, which no image archive has: seeing one ends the
+/// search for `index.json` early (a docker-archive writes its `manifest.json` last).
+const ROOTFS_FOLDERS: [&[u8]; 6] = [b"bin", b"etc", b"lib", b"sbin", b"usr", b"var"];
+
+/// Whether the tar at `path` (plain or compressed) has a top-level `index.json` or
+/// `manifest.json`.
+pub(super) fn is_image_archive(store: &Store, path: &Path) -> Result<bool, Error> {
+    let mut tar = open_tar(store, path)?;
     while let Some(h) = tar.next_entry().map_err(|e| tar_error(path, e))? {
         let p = h.path.strip_prefix(b"./").unwrap_or(&h.path);
         if h.kind == Kind::File && (p == b"index.json" || p == b"manifest.json") {
             return Ok(true);
+        }
+        let top = p.split(|b| *b == b'/').next().unwrap_or_default();
+        if ROOTFS_FOLDERS.contains(&top) {
+            return Ok(false);
         }
     }
     Ok(false)
@@ -48,8 +66,7 @@ impl Staged {
             .prefix("archive-")
             .tempdir_in(store.tmp_dir())
             .at(store.tmp_dir())?;
-        let f = std::fs::File::open(path).at(path)?;
-        let mut tar = TarStream::new(std::io::BufReader::new(f), MAX_HEADER);
+        let mut tar = open_tar(store, path)?;
         while let Some(h) = tar.next_entry().map_err(|e| tar_error(path, e))? {
             if h.kind != Kind::File {
                 continue; // folders are made as needed; links and the rest are not part of a layout
