@@ -94,14 +94,34 @@ struct Entry {
 
 /// Writes the changes in `upper` as a layer into `store` (blob + unpacked folder) and returns it.
 /// `None` when the folder holds no change at all (a step that changed nothing adds no layer).
+///
+/// `max_bytes`: the step's disk limit, held to the files' *apparent* sizes. The upper folder is
+/// a tmpfs of that size, but tmpfs charges only the blocks a file uses: a sparse file (`truncate
+/// -s 4G`, the `lastlog` of `useradd -u 100000`) costs it nothing, while the layer carries every
+/// zero and its unpacked folder writes them all to the host's disk.
 pub fn layer_from_changes(
     store: &Store,
     upper: &Path,
     ids: IdMap,
+    max_bytes: Option<u64>,
 ) -> Result<Option<NewLayer>, Error> {
     let (entries, dropped) = collect(upper)?;
     if entries.is_empty() {
         return Ok(None);
+    }
+    if let Some(max) = max_bytes {
+        let files = entries.iter().filter(|e| matches!(e.kind, Kind::File));
+        let total: u64 = files.clone().map(|e| e.meta.len()).sum();
+        if total > max {
+            let largest = files
+                .max_by_key(|e| e.meta.len())
+                .expect("a file when over");
+            return Err(Error::Unusable(format!(
+                "the step's files add up to {total} bytes, over its disk limit of {max}: files count at their full size, holes of sparse files included (the largest: /{} of {} bytes; `useradd --no-log-init` makes no sparse lastlog)",
+                String::from_utf8_lossy(&largest.path),
+                largest.meta.len()
+            )));
+        }
     }
     let dir = store.root().join("blobs/sha256");
     let tmp = tempfile::Builder::new()

@@ -247,10 +247,10 @@ fn the_same_changes_give_the_same_layer_digests() {
     std::os::unix::fs::symlink("/etc/passwd", upper.join("a/link")).unwrap();
     let one = Store::open(&tmp.path().join("one")).unwrap();
     let two = Store::open(&tmp.path().join("two")).unwrap();
-    let l1 = layer_from_changes(&one, &upper, IdMap::IDENTITY)
+    let l1 = layer_from_changes(&one, &upper, IdMap::IDENTITY, None)
         .unwrap()
         .unwrap();
-    let l2 = layer_from_changes(&two, &upper, IdMap::IDENTITY)
+    let l2 = layer_from_changes(&two, &upper, IdMap::IDENTITY, None)
         .unwrap()
         .unwrap();
     assert_eq!(l1.layer, l2.layer);
@@ -261,15 +261,45 @@ fn the_same_changes_give_the_same_layer_digests() {
         gid_base: 200_000,
         count: 65536,
     };
-    let l3 = layer_from_changes(&one, &upper, shifted).unwrap().unwrap();
+    let l3 = layer_from_changes(&one, &upper, shifted, None)
+        .unwrap()
+        .unwrap();
     let m = std::fs::metadata(one.layer_path(&l3.layer.diff_id).join("a/b/f")).unwrap();
     assert_eq!((m.uid(), m.gid()), (123, 7));
     // No change at all: no layer.
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    assert!(layer_from_changes(&one, &empty, IdMap::IDENTITY)
+    assert!(layer_from_changes(&one, &empty, IdMap::IDENTITY, None)
         .unwrap()
         .is_none());
+}
+
+/// A step's changes are held to its disk limit at their apparent sizes: a sparse file (free on
+/// the step's tmpfs) that would unpack to gigabytes of zeros on the host's disk is refused,
+/// named; the same files within the limit make a layer.
+#[test]
+fn sparse_files_count_at_their_full_size_against_a_steps_disk_limit() {
+    let tmp = common::scratch();
+    let upper = tmp.path().join("upper");
+    std::fs::create_dir_all(upper.join("var/log")).unwrap();
+    std::fs::write(upper.join("small"), "x").unwrap();
+    let lastlog = std::fs::File::create(upper.join("var/log/lastlog")).unwrap();
+    lastlog.set_len(1 << 30).unwrap();
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let e = layer_from_changes(&store, &upper, IdMap::IDENTITY, Some(64 << 20))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("over its disk limit of 67108864")
+            && e.contains("/var/log/lastlog of 1073741824 bytes"),
+        "{e}"
+    );
+    lastlog.set_len(1 << 20).unwrap();
+    assert!(
+        layer_from_changes(&store, &upper, IdMap::IDENTITY, Some(64 << 20))
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[test]

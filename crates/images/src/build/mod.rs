@@ -240,7 +240,7 @@ fn apply(
                     total,
                     message,
                 })?;
-            layer_from_changes(store, &upper, IdMap::IDENTITY).map_err(layer_err)?
+            layer_from_changes(store, &upper, IdMap::IDENTITY, None).map_err(layer_err)?
         }
         Step::Run { command, .. } => {
             let request = RunRequest {
@@ -271,7 +271,8 @@ fn apply(
                     })
                 }
                 StepOutcome::Succeeded(changes) => {
-                    let layer = layer_from_changes(store, &changes.upper, changes.ids)
+                    let disk = file.limits_of(step).disk.bytes();
+                    let layer = layer_from_changes(store, &changes.upper, changes.ids, Some(disk))
                         .map_err(layer_err)?;
                     drop(changes);
                     layer
