@@ -116,7 +116,7 @@ pub fn layer_from_changes(
             let largest = files
                 .max_by_key(|e| e.meta.len())
                 .expect("a file when over");
-            return Err(Error::Unusable(format!(
+            return Err(Error::LayerLimit(format!(
                 "the step's files add up to {total} bytes, over its disk limit of {max}: files count at their full size, holes of sparse files included (the largest: /{} of {} bytes; `useradd --no-log-init` makes no sparse lastlog)",
                 String::from_utf8_lossy(&largest.path),
                 largest.meta.len()

@@ -39,6 +39,11 @@ pub enum Error {
     MissingBlob { what: String, digest: String },
     #[error("the archive has no file {file:?} for {what} (only regular files are read from an archive; links are not followed)")]
     MissingFile { what: String, file: String },
+    #[error("{path}: only {left} left on its filesystem, under the 5% kept free for the host: remove images (`corral env rm`, then `corral env gc`) or give the store more room")]
+    NoRoom {
+        path: std::path::PathBuf,
+        left: String,
+    },
     #[error("the image is for {image} and this host is {host}: its programs cannot run here (import or pull its {host} variant)")]
     WrongPlatform { image: String, host: String },
     #[error("the image could never run: {0}")]

@@ -298,3 +298,48 @@ fn an_env_no_run_could_pass_is_refused() {
     );
     import(&store, &dir, Some("b/fits")).unwrap();
 }
+
+/// Each layer is capped, but an image may have many: unpacking stops while the store's
+/// filesystem still has 5% of its inodes (and space) free, saying so, rather than taking every
+/// inode of the host's disk with a few megabytes of empty files.
+#[test]
+fn unpacking_stops_before_the_stores_disk_runs_out_of_inodes() {
+    use nix::mount::{mount, umount2, MntFlags, MsFlags};
+    let tmp = scratch();
+    let small = tmp.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    mount(
+        Some("tmpfs"),
+        &small,
+        Some("tmpfs"),
+        MsFlags::empty(),
+        Some("size=64m,nr_inodes=20000"),
+    )
+    .expect("a tmpfs of 20,000 inodes (the tests run as root)");
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = umount2(self.0, MntFlags::MNT_DETACH);
+        }
+    }
+    let _unmount = Unmount(&small);
+    let store = Store::open(&small.join("data")).unwrap();
+    // 12,000 files: unpacked with room to spare; a second such layer stops once under 5% (1,000
+    // inodes) are left, before the disk is full.
+    let many = |tag: &str| {
+        let names: Vec<String> = (0..12_000).map(|i| format!("{tag}/f{i}")).collect();
+        let mut entries = vec![dir(&format!("{tag}/"))];
+        entries.extend(names.iter().map(|n| file(n, b"")));
+        tar(&entries)
+    };
+    let first = layout(&tmp.path().join("a"), &[Layer::gz(&many("a"))], json!({}));
+    import(&store, &first, Some("t/a:1")).unwrap();
+    let second = layout(&tmp.path().join("b"), &[Layer::gz(&many("b"))], json!({}));
+    let e = import(&store, &second, Some("t/b:1")).unwrap_err();
+    assert!(matches!(e, Error::NoRoom { .. }), "{e}");
+    assert!(
+        e.to_string().contains("inodes left on its filesystem"),
+        "{e}"
+    );
+    assert!(store.resolve("t/b:1").is_err());
+}

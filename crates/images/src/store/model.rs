@@ -135,6 +135,7 @@ impl Store {
             }
             return Ok(());
         }
+        unpack::room::check(self.root())?;
         let f = std::fs::File::open(&path).at(&path)?;
         unpack::unpack_layer(
             f,

@@ -26,6 +26,7 @@
 
 mod apply;
 pub mod media_type;
+pub mod room;
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
@@ -120,6 +121,7 @@ pub fn unpack_layer(
         dropped: 0,
     };
     let mut budget = limits.max_bytes;
+    let mut room_looked = 0u64;
     let mut path_bytes = 0u64;
     loop {
         let header = match tar.next_entry() {
@@ -131,6 +133,12 @@ pub fn unpack_layer(
             }
         };
         out.entries += 1;
+        // The disk's room, looked at as the layer grows (a statvfs every 256 entries or 16 MiB).
+        let written = limits.max_bytes - budget;
+        if out.entries.is_multiple_of(256) || written >= room_looked + (16 << 20) {
+            room::check(parent)?;
+            room_looked = written;
+        }
         let refuse = |reason: String| Error::LayerRefused {
             entry: excerpt(&String::from_utf8_lossy(&header.path)),
             reason,

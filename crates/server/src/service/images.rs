@@ -71,6 +71,7 @@ fn store_error(e: corral_images::Error) -> ApiError {
         E::Io { ref source, .. } if corral_store::is_storage_full_io(source) => {
             ApiError::storage_full(e)
         }
+        E::NoRoom { .. } => ApiError::storage_full(e),
         E::Io { .. } | E::Index { .. } => ApiError::internal(e),
         // Everything else is about what was pulled or uploaded: the caller's to fix.
         other => ApiError::unprocessable(other.to_string()),
