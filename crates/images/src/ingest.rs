@@ -159,6 +159,16 @@ fn check_runnable(config: &ImageConfig, layers: usize) -> Result<(), Error> {
         )));
     }
     let run = config.config.clone().unwrap_or_default();
+    // chdir(2) takes at most PATH_MAX; a longer one would fail every run, and fill its errors.
+    if let Some(w) = run.working_dir.as_deref() {
+        if w.len() >= 4096 || w.contains('\0') {
+            return Err(Error::Unusable(format!(
+                "its WorkingDir ({} bytes: {}) is no path a program can start in",
+                w.len(),
+                excerpt(w)
+            )));
+        }
+    }
     let mut total = 0usize;
     for (i, e) in run.env.iter().flatten().enumerate() {
         let name = excerpt(e.split('=').next().unwrap_or(""));

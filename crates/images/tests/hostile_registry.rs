@@ -248,6 +248,14 @@ fn redirects_go_to_https_or_the_registry_itself_only() {
     assert!(!e.contains("TARGET-SECRET-BODY"), "{e}");
     assert!(target.seen().is_empty(), "{:?}", target.seen());
 
+    // To `file://`: refused, and the error says where it pointed.
+    let reg = redirecting_registry(|_| "file:///etc/shadow".into());
+    let e = fails_quickly(&store, &format!("{}/a/b:v1", reg.addr), &opts, 20);
+    assert!(
+        e.contains("a redirect to file:///etc/shadow, not followed"),
+        "{e}"
+    );
+
     // Within the registry's own address: followed.
     let reg = redirecting_registry(|me| format!("http://{me}/moved"));
     let e = fails_quickly(&store, &format!("{}/a/b:v1", reg.addr), &opts, 20);

@@ -289,6 +289,16 @@ fn an_env_no_run_could_pass_is_refused() {
         assert!(e.to_string().contains(says), "{e}");
     }
     assert!(store.list().unwrap().is_empty());
+    // A WorkingDir no program could start in (chdir takes at most PATH_MAX): refused, and the
+    // message stays short.
+    let dir = layout(
+        &tmp.path().join("wd"),
+        &[Layer::gz(&base_tar())],
+        json!({"config": {"WorkingDir": format!("/{}", "a".repeat(100_000))}}),
+    );
+    let e = import(&store, &dir, Some("b/wd")).unwrap_err().to_string();
+    assert!(e.contains("its WorkingDir (100001 bytes"), "{e}");
+    assert!(e.len() < 1000, "{} bytes of error", e.len());
     // Variables up to the bounds import.
     let fits = vec![format!("OK={}", "z".repeat((128 << 10) - 5))];
     let dir = layout(

@@ -219,7 +219,14 @@ fn a_cut_off_pull_continues_from_its_part_file() {
     let store = Store::open(&tmp.path().join("data")).unwrap();
     let layer = &layers()[0];
     let big = &gzip(layer);
-    let part = store.tmp_dir().join(format!("{}.part", &sha(big)[7..]));
+    // Partial files are kept per registry and repository.
+    let part_of = |repository: &str| {
+        let source = sha(format!("{}/{repository}", reg.addr).as_bytes());
+        store
+            .tmp_dir()
+            .join(format!("{}-{}.part", &source[7..19], &sha(big)[7..]))
+    };
+    let part = part_of("resume/img");
 
     // A wrong first half: if the pull continued with Range (as it must), the result is refused
     // and the part file deleted; were the blob fetched whole, this would pass.
@@ -232,6 +239,19 @@ fn a_cut_off_pull_continues_from_its_part_file() {
         .to_string();
     assert!(e.contains("digest mismatch"), "{e}");
     assert!(!part.exists());
+
+    // Another repository's (another registry's) wrong half is not continued: the pull starts
+    // afresh and succeeds.
+    let store2 = Store::open(&tmp.path().join("data2")).unwrap();
+    let elsewhere = store2
+        .tmp_dir()
+        .join(part_of("other/img").file_name().unwrap());
+    std::fs::write(&elsewhere, &wrong).unwrap();
+    pull(&store2, &reference, &insecure()).unwrap();
+    assert!(
+        elsewhere.exists(),
+        "another source's part file is left alone"
+    );
 
     // The right first half: the pull completes it.
     std::fs::write(&part, &big[..big.len() / 2]).unwrap();

@@ -79,10 +79,13 @@ fn a_normal_layer_unpacks_with_its_diff_id_modes_and_links() {
                 .nlink(),
             2
         );
-        assert!(std::fs::symlink_metadata(target.join("fifo"))
-            .unwrap()
-            .file_type()
-            .is_fifo());
+        let fifo = std::fs::symlink_metadata(target.join("fifo")).unwrap();
+        assert!(fifo.file_type().is_fifo());
+        assert_eq!(
+            fifo.permissions().mode() & 0o7777,
+            0o666,
+            "the tar's mode, not the umask's"
+        );
         assert_eq!(
             std::fs::metadata(target.join("usr/bin/tool"))
                 .unwrap()

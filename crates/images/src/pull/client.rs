@@ -175,6 +175,13 @@ impl Registry {
         if status.is_success() {
             return Ok(resp);
         }
+        // A redirect the policy did not follow (to plain HTTP elsewhere, to `file://`) comes
+        // back as it is: say where it pointed.
+        let location = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map(excerpt);
         // A hostile registry's body may never end: read a little of it, then hang up.
         let mut bytes = Vec::new();
         let _ = Steady::new(resp.take(MAX_ERROR_BODY), self.stall).read_to_end(&mut bytes);
@@ -184,6 +191,13 @@ impl Registry {
                 format!(" (check the credentials){}", self.note())
             }
             StatusCode::NOT_FOUND => " (no such repository, tag or blob)".into(),
+            s if s.is_redirection() => match location {
+                Some(to) => format!(
+                    " (a redirect to {to}, not followed: only https, or {} itself, is)",
+                    self.base
+                ),
+                None => " (a redirect without a Location)".into(),
+            },
             _ => String::new(),
         };
         Err(self.err(format!("GET {url}: {status}{hint}: {}", excerpt(&body))))
@@ -253,7 +267,7 @@ impl Registry {
         let mut body = Vec::new();
         Steady::new(resp.take(MAX_DOCUMENT + 1), self.stall)
             .read_to_end(&mut body)
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.err(format!("manifest {reference}: {}", with_sources(&e))))?;
         if body.len() as u64 > MAX_DOCUMENT {
             return Err(self.err(format!(
                 "manifest {reference} is larger than {MAX_DOCUMENT} bytes"
@@ -272,6 +286,12 @@ impl Registry {
         Ok((body, actual))
     }
 
+    /// A short name of where blobs come from (registry and repository), for partial files.
+    pub fn source_key(&self) -> String {
+        let source = format!("{}/{}", self.remote.registry, self.remote.repository);
+        Digest::of_bytes(source.as_bytes()).hex()[..12].to_string()
+    }
+
     /// Downloads blob `digest` (`size` bytes) into `part`, continuing a partial file.
     pub fn download(&mut self, digest: &Digest, size: u64, part: &Path) -> Result<(), Error> {
         let have = std::fs::metadata(part).map(|m| m.len()).unwrap_or(0);
@@ -284,7 +304,20 @@ impl Registry {
         }
         let path = format!("{}/blobs/{digest}", self.remote.repository);
         let resp = self.get(&path, None, have)?;
-        let resumed = resp.status() == StatusCode::PARTIAL_CONTENT;
+        // A 206 continues the file only when it starts where the file ends (`Content-Range:
+        // bytes HAVE-…`); any other answer is the whole blob again.
+        let resumed = resp.status() == StatusCode::PARTIAL_CONTENT
+            && resp
+                .headers()
+                .get(reqwest::header::CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|r| r.starts_with(&format!("bytes {have}-")));
+        if resp.status() == StatusCode::PARTIAL_CONTENT && !resumed {
+            let _ = std::fs::remove_file(part);
+            return Err(self.err(format!(
+                "blob {digest}: a partial answer that does not start at byte {have} (run the pull again to start over)"
+            )));
+        }
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(resumed)
@@ -300,7 +333,8 @@ impl Registry {
         loop {
             let n = body.read(&mut buf).map_err(|e| {
                 self.err(format!(
-                    "blob {digest}: {e} (run the pull again to continue)"
+                    "blob {digest}: {} (run the pull again to continue)",
+                    with_sources(&e)
                 ))
             })?;
             if n == 0 {

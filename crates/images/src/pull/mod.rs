@@ -60,7 +60,13 @@ impl BlobSource for Remote<'_> {
         if store.has_blob(&d.digest) {
             return Ok(());
         }
-        let part = store.tmp_dir().join(format!("{}.part", d.digest.hex()));
+        // Kept per registry and repository: another registry's partial download (a hostile
+        // one's garbage) is never continued.
+        let part = store.tmp_dir().join(format!(
+            "{}-{}.part",
+            self.registry.source_key(),
+            d.digest.hex()
+        ));
         if let Some(p) = self.progress {
             let have = std::fs::metadata(&part).map_or(0, |m| m.len());
             let resume = if have > 0 {

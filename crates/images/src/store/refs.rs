@@ -75,8 +75,19 @@ pub fn normalise_name(s: &str) -> Option<String> {
             && comps.peek().is_some()
             && (c.contains('.') || c.contains(':') || c == "localhost");
         let ok = if is_host {
-            c.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b".-:".contains(&b))
+            // `host[:port]`, the host starting and ending with a letter or digit (as Docker's
+            // grammar: no `..` or `-x.` host).
+            let (host, port) = c.split_once(':').unwrap_or((c, "1"));
+            let edges = |h: &str| {
+                h.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+                    && h.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+            };
+            edges(host)
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".-".contains(&b))
+                && !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
         } else {
             !c.is_empty()
                 && c.bytes()
@@ -131,6 +142,13 @@ mod tests {
             "shorter than a prefix"
         );
         assert!(Ref::parse("a/../b").is_err());
+        for bad in ["../x", "..:5000/x", "-a.b/x", "a.b:/x", "a.b:5x/y"] {
+            assert_eq!(normalise_name(bad), None, "{bad}");
+        }
+        assert_eq!(
+            normalise_name("localhost:5000/a").as_deref(),
+            Some("localhost:5000/a:latest")
+        );
         assert!(Ref::parse("a:").is_err());
     }
 }

@@ -326,7 +326,16 @@ impl Tree {
             0,
         )
         .map_err(|e| format!("cannot create fifo: {e}"))?;
-        self.owner(parent.as_fd(), name, uid, gid)
+        self.owner(parent.as_fd(), name, uid, gid)?;
+        // mknod's mode passed through the umask; the layer's is the tar's (a FIFO is never a
+        // link, so following is no concern).
+        nix::sys::stat::fchmodat(
+            parent.as_fd(),
+            os(name),
+            Mode::from_bits_truncate(mode),
+            nix::sys::stat::FchmodatFlags::FollowSymlink,
+        )
+        .map_err(|e| format!("cannot set mode: {e}"))
     }
 
     /// `.wh.NAME`: overlayfs's whiteout, a 0/0 character device named NAME.
