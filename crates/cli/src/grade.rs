@@ -95,10 +95,31 @@ pub fn main(args: GradeArgs) -> i32 {
     if let Err(e) = engine::plan(&suite, &registry, images.as_ref(), &runtime) {
         return usage(format!("{}: {e}", suite_path.display()));
     }
+    if args.submissions.is_file() {
+        return usage(format!(
+            "{}: a file, not a folder of submissions: extract it into a folder that holds one \
+             folder (or one .zip) per student",
+            args.submissions.display()
+        ));
+    }
     let submissions = match batch::discover(&args.submissions) {
         Ok(s) => s,
         Err(e) => return usage(format!("{}: {e}", args.submissions.display())),
     };
+    // Loose files and no folder: one student's submission given where the class's go.
+    if !submissions.is_empty()
+        && submissions
+            .iter()
+            .all(|s| s.problem.is_some() && s.unpacked.is_none())
+    {
+        return usage(format!(
+            "{}: no folder or .zip in it, only files: SUBMISSIONS_DIR holds one folder per \
+             student (to grade one submission: corral check {} {})",
+            args.submissions.display(),
+            suite_path.display(),
+            args.submissions.display()
+        ));
+    }
     if let Err(e) = std::fs::create_dir_all(&args.output) {
         return usage(format!("{}: {e}", args.output.display()));
     }

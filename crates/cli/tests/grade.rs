@@ -9,6 +9,7 @@ mod example_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process::Command;
 
 use example_support::{corral, root, text};
 use serde_json::Value;
@@ -117,7 +118,7 @@ fn broken_and_hostile_submissions_each_get_their_row() {
         .collect();
     std::fs::write(junk.join("hello.c"), bytes).unwrap();
     std::fs::create_dir(subs.path().join("empty")).unwrap();
-    std::fs::write(subs.path().join("notes.zip"), b"PK\x03\x04").unwrap();
+    std::fs::write(subs.path().join("notes.txt"), b"my notes").unwrap();
     let out = tempfile::tempdir().unwrap();
     let (code, err, rows) = grade("hello", subs.path(), out.path(), &[]);
     // One row cannot be graded (the file): exit 1, and the batch still did everything.
@@ -157,7 +158,7 @@ fn broken_and_hostile_submissions_each_get_their_row() {
             "graded",
             "compiles: expected exit code 0, not 1",
         ),
-        ("notes.zip", "0", "error", "not a folder"),
+        ("notes.txt", "0", "error", "not a folder or a zip"),
         ("prints_too_much", "2", "graded", "greets: "),
         (
             "replaces_protected",
@@ -217,7 +218,7 @@ fn broken_and_hostile_submissions_each_get_their_row() {
             j["score"].as_f64().unwrap().to_string(),
             rows[student]["score"]
         );
-        if student == "notes.zip" {
+        if student == "notes.txt" {
             assert!(j["report"].is_null());
         } else {
             assert_eq!(j["report"]["suite"], "hello");
@@ -238,9 +239,9 @@ fn broken_and_hostile_submissions_each_get_their_row() {
         assert!(!text.contains("Grace Hopper"), "{student}: {text}");
     }
     assert!(
-        feedback("notes.zip").contains("could not be graded: not a folder"),
+        feedback("notes.txt").contains("could not be graded: not a folder"),
         "{}",
-        feedback("notes.zip")
+        feedback("notes.txt")
     );
 
     // The HTML report: self-contained, a histogram and per-check pass rates.
@@ -256,7 +257,7 @@ fn broken_and_hostile_submissions_each_get_their_row() {
             || html.contains("xmlns=\"http://www.w3.org/2000/svg\"")
     );
     assert!(!html.contains("https://"));
-    // compiles passed in 8 of the 13 rows that have it (12 graded + the zip has none).
+    // compiles passed in 8 of the 13 rows that have it (12 graded + the file has none).
     assert!(
         html.contains(
             "<td><code>compiles</code></td><td>hello.c compiles</td><td class=\"num\">8/12</td>"
@@ -264,7 +265,72 @@ fn broken_and_hostile_submissions_each_get_their_row() {
         "{html}"
     );
     assert!(html.contains("13 submissions"), "{html}");
-    assert!(html.contains("<a href=\"results/notes.zip.json\">notes.zip</a>"));
+    assert!(html.contains("<a href=\"results/notes.txt.json\">notes.txt</a>"));
+}
+
+/// A student's zip (what an LMS's download holds) is that student's submission: unpacked,
+/// without the Mac's `__MACOSX` and `.DS_Store`, from inside the one folder it holds; a zip
+/// that is none is a row saying so; a zip named as a folder keeps its `.zip`.
+#[test]
+fn students_zips_are_unpacked_and_graded() {
+    let subs = submissions("hello", &["correct"]);
+    let correct = std::fs::read(subs.path().join("correct/hello.c")).unwrap();
+    let zip = |name: &str, files: &[(&str, &[u8])]| {
+        let script = "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1], 'w', zipfile.ZIP_DEFLATED)\nfor i in range(2, len(sys.argv), 2):\n    z.writestr(sys.argv[i], open(sys.argv[i + 1], 'rb').read())\nz.close()\n";
+        let tmp = tempfile::tempdir().unwrap();
+        let mut args = vec![subs.path().join(name).display().to_string()];
+        for (i, (path, data)) in files.iter().enumerate() {
+            let f = tmp.path().join(i.to_string());
+            std::fs::write(&f, data).unwrap();
+            args.push(path.to_string());
+            args.push(f.display().to_string());
+        }
+        let st = Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .args(&args)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    zip(
+        "alice.zip",
+        &[
+            ("hello/hello.c", &correct),
+            ("__MACOSX/hello/._hello.c", b"junk"),
+            ("hello/.DS_Store", b"junk"),
+        ],
+    );
+    zip(
+        "correct.zip",
+        &[("hello.c", b"int main(void) { return 1; }")],
+    );
+    std::fs::write(subs.path().join("broken.zip"), b"PK\x03\x04 not really").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (code, err, rows) = grade("hello", subs.path(), out.path(), &[]);
+    assert_eq!(code, 1, "{err}");
+    let got: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|(k, r)| (k.as_str(), r["score"].as_str(), r["status"].as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("alice", "6", "graded"),
+            ("broken", "0", "error"),
+            ("correct", "6", "graded"),
+            ("correct.zip", "2", "graded"),
+        ],
+        "{err}"
+    );
+    assert!(
+        rows["broken"]["reason"].contains("the zip could not be unpacked: not a zip archive"),
+        "{:?}",
+        rows["broken"]["reason"]
+    );
+    // Graded again unchanged: the unpacked copy fingerprints the same.
+    let (_, err, _) = grade("hello", subs.path(), out.path(), &[]);
+    assert!(err.contains("(0 graded, 4 kept)"), "{err}");
 }
 
 #[test]
@@ -368,4 +434,24 @@ fn bad_assignment_folders_are_usage_errors() {
         "/nonexistent/submissions",
     ]);
     assert_eq!(o.status.code(), Some(2));
+    // The LMS's download itself (a file), and one student's folder given as the class's: said
+    // so, nothing graded.
+    let zip = empty.path().join("download.zip");
+    std::fs::write(&zip, b"PK\x03\x04").unwrap();
+    let pycalc = root().join("examples/pycalc");
+    let one = root().join("examples/pycalc/submissions/correct");
+    for (subs, says) in [
+        (zip.as_path(), "a file, not a folder of submissions: extract it"),
+        (one.as_path(), "no folder or .zip in it, only files"),
+    ] {
+        let o = corral(&[
+            "grade",
+            "-o",
+            out.path().to_str().unwrap(),
+            pycalc.to_str().unwrap(),
+            subs.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(says), "{}", text(&o.stderr));
+    }
 }

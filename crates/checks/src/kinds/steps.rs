@@ -31,6 +31,7 @@ impl CheckRunner for Vec<Step> {
         let sb = lease.sandbox();
         let mut runner = Runner {
             suite: cx.suite,
+            stage: cx.stage,
             settings,
             deadline: Instant::now() + settings.timeout,
             script: Vec::new(),
@@ -146,6 +147,8 @@ enum Flow {
 
 struct Runner<'a> {
     suite: &'a Suite,
+    /// The host's copy the working directory started as (what a missing file's hint searches).
+    stage: &'a Path,
     settings: &'a RunSettings,
     deadline: Instant,
     script: Vec<ScriptEntry>,
@@ -566,9 +569,12 @@ impl Runner<'_> {
             return Flow::Next(at + 1);
         }
         let (actual, msg) = if want {
+            let hint = near_miss(self.stage, p)
+                .map(|h| format!(" ({h})"))
+                .unwrap_or_default();
             (
                 Observation::new("missing", p),
-                format!("{p} does not exist"),
+                format!("{p} does not exist{hint}"),
             )
         } else {
             (
@@ -657,4 +663,99 @@ fn clip(b: &[u8]) -> Value {
         s.push_str("...");
     }
     Value::String(s)
+}
+
+/// Where a missing file may be instead, in the submission as it started (`stage`, never
+/// following links): the same name in a folder (an archive unpacked with its top folder), the
+/// name in other letters' case, or an archive at the top that nobody unpacked — what a student
+/// (and a TA grading an LMS download) needs to see beside "does not exist".
+fn near_miss(stage: &Path, wanted: &str) -> Option<String> {
+    let name = Path::new(wanted).file_name()?.to_str()?.to_string();
+    let mut found: (Option<String>, Option<String>, Option<String>) = (None, None, None);
+    let mut seen = 0usize;
+    let mut todo = vec![(stage.to_path_buf(), String::new(), 0usize)];
+    while let Some((dir, rel, depth)) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.filter_map(Result::ok) {
+            seen += 1;
+            if seen > 5000 {
+                break;
+            }
+            let Ok(n) = e.file_name().into_string() else {
+                continue;
+            };
+            let path = if rel.is_empty() {
+                n.clone()
+            } else {
+                format!("{rel}/{n}")
+            };
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                if depth < 3 && n != "__MACOSX" {
+                    todo.push((e.path(), path, depth + 1));
+                }
+                continue;
+            }
+            if path == wanted {
+                continue;
+            }
+            let lower = n.to_ascii_lowercase();
+            if n == name && found.0.is_none() {
+                found.0 = Some(path);
+            } else if lower == name.to_ascii_lowercase() && found.1.is_none() {
+                found.1 = Some(path);
+            } else if depth == 0
+                && found.2.is_none()
+                && [".zip", ".tar", ".tar.gz", ".tgz", ".rar", ".7z"]
+                    .iter()
+                    .any(|x| lower.ends_with(x))
+            {
+                found.2 = Some(path);
+            }
+        }
+    }
+    match found {
+        (Some(p), ..) => Some(format!(
+            "the submission has {p}: the file must be at {wanted}, not in a folder"
+        )),
+        (None, Some(p), _) => Some(format!("the submission has {p}: names are case-sensitive")),
+        (None, None, Some(p)) => Some(format!(
+            "the submission has {p}: archives are not unpacked, submit the files themselves"
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::near_miss;
+
+    #[test]
+    fn a_missing_file_is_looked_for_where_students_put_it() {
+        let d = tempfile::tempdir().unwrap();
+        let at = |files: &[&str]| {
+            let sub = tempfile::tempdir_in(d.path()).unwrap();
+            for f in files {
+                let p = sub.path().join(f);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, "x").unwrap();
+            }
+            near_miss(sub.path(), "caesar.c")
+        };
+        assert_eq!(
+            at(&["caesar/caesar.c"]).unwrap(),
+            "the submission has caesar/caesar.c: the file must be at caesar.c, not in a folder"
+        );
+        assert!(at(&["Caesar.c"])
+            .unwrap()
+            .contains("has Caesar.c: names are case-sensitive"));
+        assert!(at(&["caesar.zip"])
+            .unwrap()
+            .contains("archives are not unpacked"));
+        // The Mac's resource forks are no submission's files.
+        assert_eq!(at(&["__MACOSX/caesar.c", "notes.txt"]), None);
+        assert_eq!(at(&[]), None);
+    }
 }
