@@ -219,7 +219,34 @@ fn compare(assignment: &Path, submission: &Path, rel: &Path) -> Option<&'static 
             return Some("not_a_file");
         }
     }
-    (!same_contents(assignment, &at)).then_some("modified")
+    (!same_contents(assignment, &at) && !same_text(assignment, &at)).then_some("modified")
+}
+
+/// The same text in Windows form: equal once `\r\n` is `\n` and a leading UTF-8 BOM is gone
+/// (a student on Windows who hands in the whole folder, the assignment's test file included,
+/// replaced nothing; the assignment's copy is used anyway). Files over 4 MiB are not compared.
+fn same_text(a: &Path, b: &Path) -> bool {
+    const MAX: u64 = 4 << 20;
+    let read = |p: &Path| -> Option<Vec<u8>> {
+        let f = fs::File::open(p).ok()?;
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX + 1), &mut data).ok()?;
+        (data.len() as u64 <= MAX).then_some(data)
+    };
+    let unix = |d: Vec<u8>| -> Vec<u8> {
+        let d = d.strip_prefix(b"\xef\xbb\xbf").map(<[u8]>::to_vec).unwrap_or(d);
+        let mut out = Vec::with_capacity(d.len());
+        for (i, &c) in d.iter().enumerate() {
+            if !(c == b'\r' && d.get(i + 1) == Some(&b'\n')) {
+                out.push(c);
+            }
+        }
+        out
+    };
+    match (read(a), read(b)) {
+        (Some(x), Some(y)) => unix(x) == unix(y),
+        _ => false,
+    }
 }
 
 fn same_contents(a: &Path, b: &Path) -> bool {
@@ -319,5 +346,10 @@ mod tests {
         fs::write(sub.join("data/expected.txt"), "wrong\n").unwrap();
         let integ = integrity(&suite, &sub);
         assert_eq!(integ.flagged[0].reason, "modified");
+        // The same text saved on Windows (CRLF, a BOM) replaced nothing; other text did.
+        fs::write(sub.join("data/expected.txt"), "\u{feff}right\r\n").unwrap();
+        assert!(integrity(&suite, &sub).ok);
+        fs::write(sub.join("data/expected.txt"), "right\r\r\n").unwrap();
+        assert!(!integrity(&suite, &sub).ok);
     }
 }
