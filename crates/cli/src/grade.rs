@@ -208,6 +208,32 @@ pub fn main(args: GradeArgs) -> i32 {
         args.output.join(batch::RESULTS_DIR).display(),
         args.output.join(batch::FEEDBACK_DIR).display(),
     );
+    // Results of entries not graded now: another assignment graded into the same folder, or
+    // students removed since. Left as they are, but said, as the folder mixes them.
+    let current: std::collections::BTreeSet<String> = rows
+        .iter()
+        .map(|r| batch::result_file(&r.student))
+        .collect();
+    let stale = std::fs::read_dir(args.output.join(batch::RESULTS_DIR))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.ends_with(".json") && !current.contains(&n)
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    if stale > 0 {
+        eprintln!(
+            "corral grade: warning: {} holds {stale} result(s) of entries not in {} (another \
+             assignment graded into the same folder, or removed submissions): left as they are; \
+             the gradebook and the report list only these submissions (give each assignment its \
+             own -o folder)",
+            args.output.join(batch::RESULTS_DIR).display(),
+            args.submissions.display()
+        );
+    }
     // A grader check without `points` takes each submission's maximum from its own results:
     // percentages then compare nothing (a crash 0/4 beside 20/20, a stopped grader 0/0).
     let (low, high) = rows.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), r| {

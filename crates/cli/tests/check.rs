@@ -954,3 +954,22 @@ checks:
     let (_, staff, _) = check_json(&suite, &sub, &["--staff"]);
     assert!(staff.to_string().contains("swordfish"), "{staff:#}");
 }
+
+/// A regex expectation is said as the suite wrote it, not quoted again as a string (a student
+/// read `\\d` and `\\n` where the suite has `\d` and `\n`).
+#[test]
+fn a_failed_regex_says_its_pattern_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("suite.yaml"),
+        "name: re\nchecks:\n  - id: total\n    steps:\n      - run: \"echo total: x\"\n      - stdout: {regex: '^total: \\d+\\n'}\n",
+    )
+    .unwrap();
+    let sub = tempfile::tempdir().unwrap();
+    let (_, json, _) = check_json(&dir.path().join("suite.yaml"), sub.path(), &[]);
+    let msg = json["results"]["total"]["message"].as_str().unwrap();
+    assert_eq!(
+        msg, "expected a match of /^total: \\d+\\n/, not \"total: x\\n\"",
+        "{json:#}"
+    );
+}

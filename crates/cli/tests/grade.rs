@@ -382,6 +382,12 @@ fn grading_resumes_and_regrades_what_changed() {
     // --force grades everything again.
     let (_, err, _) = grade("pycalc", subs.path(), out.path(), &["--force"]);
     assert!(err.contains("(3 graded, 0 kept)"), "{err}");
+    assert!(!err.contains("warning"), "{err}");
+
+    // A submission no longer there: its stored result stays, and the output says so.
+    std::fs::remove_dir_all(subs.path().join("exit_early")).unwrap();
+    let (_, err, _) = grade("pycalc", subs.path(), out.path(), &[]);
+    assert!(err.contains("holds 1 result(s) of entries not in"), "{err}");
 }
 
 #[test]
@@ -441,7 +447,10 @@ fn bad_assignment_folders_are_usage_errors() {
     let pycalc = root().join("examples/pycalc");
     let one = root().join("examples/pycalc/submissions/correct");
     for (subs, says) in [
-        (zip.as_path(), "a file, not a folder of submissions: extract it"),
+        (
+            zip.as_path(),
+            "a file, not a folder of submissions: extract it",
+        ),
         (one.as_path(), "no folder or .zip in it, only files"),
     ] {
         let o = corral(&[

@@ -487,11 +487,22 @@ impl Runner<'_> {
     /// and what it printed). Always `false`.
     fn mismatch(&mut self, live: &Live<'_>, expected: Observation, actual: Observation) -> bool {
         let msg = self.ended_message(live).unwrap_or_else(|| {
-            format!(
-                "expected {}, not {}",
-                show(&expected.value, 200),
-                show(&actual.value, 200)
-            )
+            // A pattern as the suite wrote it (`\d+\n`), not quoted again as a string (`\\d+`).
+            let want = match (expected.matcher.as_deref(), expected.value.as_str()) {
+                (Some("regex"), Some(p)) => format!(
+                    "a match of /{}/",
+                    p.chars()
+                        .map(|c| match c {
+                            '\n' => "\\n".to_string(),
+                            '\t' => "\\t".to_string(),
+                            c if c.is_control() => c.escape_default().to_string(),
+                            c => c.to_string(),
+                        })
+                        .collect::<String>()
+                ),
+                _ => show(&expected.value, 200),
+            };
+            format!("expected {want}, not {}", show(&actual.value, 200))
         });
         self.fail(expected, actual, msg);
         false

@@ -81,12 +81,13 @@ impl Report {
                 .is_some_and(|m| m.starts_with("expected") || m.contains(": expected "));
             if r.result == Some(false) && !said {
                 if let Some(e) = r.visible_script(view).last() {
-                    if e.expected.kind == e.actual.kind && e.expected.value != e.actual.value {
-                        out.push_str(&format!(
-                            "    expected {}, not {}\n",
-                            show(&e.expected.value, 200),
-                            show(&e.actual.value, 200)
-                        ));
+                    let (want, got) = (show(&e.expected.value, 200), show(&e.actual.value, 200));
+                    // Cut to the same preview, the two would read alike and say nothing.
+                    if e.expected.kind == e.actual.kind
+                        && e.expected.value != e.actual.value
+                        && want != got
+                    {
+                        out.push_str(&format!("    expected {want}, not {got}\n"));
                     }
                 }
             }

@@ -234,7 +234,10 @@ fn same_text(a: &Path, b: &Path) -> bool {
         (data.len() as u64 <= MAX).then_some(data)
     };
     let unix = |d: Vec<u8>| -> Vec<u8> {
-        let d = d.strip_prefix(b"\xef\xbb\xbf").map(<[u8]>::to_vec).unwrap_or(d);
+        let d = d
+            .strip_prefix(b"\xef\xbb\xbf")
+            .map(<[u8]>::to_vec)
+            .unwrap_or(d);
         let mut out = Vec::with_capacity(d.len());
         for (i, &c) in d.iter().enumerate() {
             if !(c == b'\r' && d.get(i + 1) == Some(&b'\n')) {

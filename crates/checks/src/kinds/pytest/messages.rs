@@ -7,8 +7,23 @@ pub(super) fn clip(s: &str, max: usize) -> String {
     crate::report::cut_text(s, max, "...")
 }
 
+/// pytest's own words for a student's program that reads its input while tested (`input()`
+/// in a tested function, or at import), which end "Consider using `-s`", a flag students do
+/// not control: said as what their code did.
+fn reads_stdin(text: &str) -> Option<String> {
+    text.contains("reading from stdin while output is captured")
+        .then(|| {
+            "the code reads standard input (input()) while it is tested: a tested function, or the \
+         module as it is imported, must not wait for what a user types"
+                .to_string()
+        })
+}
+
 /// The first meaningful line of a failure text (pytest's `E   ...` line when there is one).
 pub(super) fn headline(text: &str) -> String {
+    if let Some(said) = reads_stdin(text) {
+        return said;
+    }
     let e_line = text
         .lines()
         .find(|l| l.trim_start().starts_with("E "))
@@ -26,6 +41,9 @@ pub(super) fn headline(text: &str) -> String {
 /// "/home/sandbox/stats.py", line 1` for a syntax error, which `headline` would pick): the
 /// exception, then the file's name and line when pytest gave them.
 pub(super) fn import_headline(text: &str) -> String {
+    if let Some(said) = reads_stdin(text) {
+        return said;
+    }
     let lines: Vec<&str> = text
         .lines()
         .filter_map(|l| l.trim_start().strip_prefix("E "))

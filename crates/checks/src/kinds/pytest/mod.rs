@@ -361,5 +361,14 @@ mod tests {
         );
         // No exception line: the first line that says something, as for a failure.
         assert_eq!(import_headline("E   something odd\n"), "something odd");
+        // input() while tested: what the code did, not pytest's advice to pass `-s`.
+        let input = "E   OSError: pytest: reading from stdin while output is captured!  Consider using `-s`.\n";
+        for said in [import_headline(input), headline(input)] {
+            assert!(
+                said.starts_with("the code reads standard input (input())"),
+                "{said}"
+            );
+            assert!(!said.contains("-s"), "{said}");
+        }
     }
 }
