@@ -95,7 +95,7 @@ impl CheckContext<'_> {
                     .map(|p| p.display().to_string())
                     .unwrap_or_default();
                 format!(
-                    "the files do not fit the check's disk limit ({}): {name:?} did not fit",
+                    "the files do not fit the check's disk limit ({}): {name:?} did not fit (submit only the assignment's files; staff may raise the suite's `limits: {{disk: …}}`)",
                     self.settings.limits.disk
                 )
             }
