@@ -973,3 +973,22 @@ fn a_failed_regex_says_its_pattern_as_written() {
         "{json:#}"
     );
 }
+
+/// A submission's file left unreadable by the tool that unpacked it (mode 000) is the student's
+/// work all the same: the sandbox's user, which owns its copy, reads it.
+#[test]
+fn a_submissions_unreadable_file_is_read_in_the_sandbox() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("suite.yaml"),
+        "name: m\nchecks:\n  - id: reads\n    steps:\n      - run: cat answer.txt\n      - stdout: {exact: \"42\"}\n",
+    )
+    .unwrap();
+    let sub = tempfile::tempdir().unwrap();
+    let f = sub.path().join("answer.txt");
+    std::fs::write(&f, "42\n").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let (_, json, _) = check_json(&dir.path().join("suite.yaml"), sub.path(), &[]);
+    assert_eq!(json["results"]["reads"]["result"], true, "{json:#}");
+}

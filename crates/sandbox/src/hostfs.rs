@@ -145,8 +145,10 @@ fn copy_in_dir(
                 .map_err(|e| pathio(&path, e))?;
             }
             HostEntry::File { mode, mut file } => {
-                // Make sure no setuid/setgid bit survives.
-                let mode = mode & 0o777;
+                // Make sure no setuid/setgid bit survives. The owner (the sandbox's user) may
+                // always read its copy: a file an unzip left at mode 000 is the student's work
+                // all the same, and its owner could chmod it anyway.
+                let mode = (mode & 0o777) | 0o400;
                 remove_beneath(dst, name, 0).map_err(|e| pathio(&path, e))?;
                 let to = open_beneath(
                     dst,
