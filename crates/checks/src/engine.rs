@@ -165,7 +165,8 @@ pub fn grade(
     let tmp = crate::shared::private_temp::private_tempdir("corral-check-")
         .map_err(io("creating a temporary folder"))?;
     let base = tmp.path().join("base");
-    stage::copy_tree(submission, &base).map_err(io("copying the submission"))?;
+    stage::copy_submission(submission, &base, &suite.submission)
+        .map_err(io("copying the submission"))?;
     stage::place_assignment_files(suite, &base, false, false)
         .map_err(io("copying the assignment files"))?;
     let has_hidden_files = suite.files.iter().any(|f| f.hidden);

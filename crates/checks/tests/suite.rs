@@ -703,3 +703,18 @@ checks:
     );
     assert!(parse(&shared).is_ok(), "{:?}", parse(&shared).err());
 }
+
+/// `submission` patterns are checked at load: a bad glob names its key, line and column.
+#[test]
+fn submission_patterns_are_checked_at_load() {
+    let ok = parse("name: s\nsubmission: {include: [\"*.c\"], exclude: [node_modules/]}\nchecks:\n  - id: a\n    steps: [{exists: a.c}]\n");
+    assert!(!ok.unwrap().submission.is_everything());
+    let e = err("name: s\nsubmission:\n  include:\n    - \"*.c\"\n    - \"[oops\"\nchecks:\n  - id: a\n    steps: [{exists: a.c}]\n");
+    assert!(e.contains("suite.yaml:5:"), "{e}");
+    assert!(e.contains("submission.include[1]: \"[oops\""), "{e}");
+    let e = err("name: s\nsubmission: {include: [\"../x\"]}\nchecks:\n  - id: a\n    steps: [{exists: a.c}]\n");
+    assert!(e.contains("without `..`"), "{e}");
+    let e =
+        err("name: s\nsubmission: {only: [a]}\nchecks:\n  - id: a\n    steps: [{exists: a.c}]\n");
+    assert!(e.contains("unknown field `only`"), "{e}");
+}

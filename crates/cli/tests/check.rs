@@ -992,3 +992,42 @@ fn a_submissions_unreadable_file_is_read_in_the_sandbox() {
     let (_, json, _) = check_json(&dir.path().join("suite.yaml"), sub.path(), &[]);
     assert_eq!(json["results"]["reads"]["result"], true, "{json:#}");
 }
+
+/// A suite's `submission: {include, exclude}` grades only the files it names: a large file
+/// beside the code (which alone would not fit the disk limit) and excluded ones never reach a
+/// check's folder.
+#[test]
+fn a_suite_grades_only_the_submission_files_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = |filter: &str| {
+        let p = dir.path().join(format!("suite{}.yaml", filter.len()));
+        std::fs::write(
+            &p,
+            format!("name: only\nlimits: {{disk: 16M}}\n{filter}checks:\n  - id: sees\n    steps:\n      - run: ls -R\n      - stdout: {{exact: \".:\\na.c\\nsrc\\n\\n./src:\\nb.c\\n\"}}\n"),
+        )
+        .unwrap();
+        p
+    };
+    let sub = tempfile::tempdir().unwrap();
+    std::fs::write(sub.path().join("a.c"), "int a;").unwrap();
+    std::fs::create_dir(sub.path().join("src")).unwrap();
+    std::fs::write(sub.path().join("src/b.c"), "int b;").unwrap();
+    std::fs::write(sub.path().join("secret_answers.c"), "int c;").unwrap();
+    std::fs::write(sub.path().join("notes.txt"), "notes").unwrap();
+    std::fs::File::create(sub.path().join("demo.mp4"))
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let (_, json, _) = check_json(
+        &suite("submission: {include: [\"*.c\"], exclude: [\"secret*\"]}\n"),
+        sub.path(),
+        &[],
+    );
+    assert_eq!(json["results"]["sees"]["result"], true, "{json:#}");
+    // Without it, everything is copied, and the video does not fit.
+    let (_, json, _) = check_json(&suite(""), sub.path(), &[]);
+    let error = json["results"]["sees"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(error.contains("\"demo.mp4\" did not fit"), "{json:#}");
+}

@@ -45,7 +45,7 @@ use crate::image_root::UsedImage;
 use crate::kinds;
 use crate::language_registry::LanguageRegistry;
 use crate::report::View;
-use crate::suite::{CheckKind, Suite};
+use crate::suite::{CheckKind, SubmissionFiles, Suite, Take};
 
 /// Suite file names looked for in an assignment folder, in this order.
 pub const SUITE_FILES: &[&str] = &["suite.yaml", "suite.yml", "suite.json"];
@@ -235,7 +235,8 @@ pub fn fingerprint(suite: &Suite, submission: &Path) -> String {
             }
         }
     }
-    fn walk(p: &Path, h: &mut Fnv, depth: usize) {
+    // Only what is graded: a file the suite's `submission` leaves out changes no grade.
+    fn walk(p: &Path, h: &mut Fnv, depth: usize, files: &SubmissionFiles, rel: &Path, taken: Take) {
         let Ok(rd) = std::fs::read_dir(p) else {
             return;
         };
@@ -243,10 +244,15 @@ pub fn fingerprint(suite: &Suite, submission: &Path) -> String {
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let Ok(ft) = e.file_type() else { continue };
+            let rel = rel.join(e.file_name());
+            let take = files.take(&rel, ft.is_dir(), taken);
+            if take == Take::No {
+                continue;
+            }
             e.file_name().to_string_lossy().hash(h);
             if ft.is_dir() && depth < 32 {
                 1u8.hash(h);
-                walk(&e.path(), h, depth + 1);
+                walk(&e.path(), h, depth + 1, files, &rel, take);
             } else if ft.is_symlink() {
                 2u8.hash(h);
                 std::fs::read_link(e.path())
@@ -272,12 +278,26 @@ pub fn fingerprint(suite: &Suite, submission: &Path) -> String {
     for n in names {
         // A folder of the assignment (`files: [{path: tests/}]`) by its files, as a submission.
         if n.is_dir() {
-            walk(&n, &mut h, 0);
+            walk(
+                &n,
+                &mut h,
+                0,
+                &SubmissionFiles::default(),
+                Path::new(""),
+                Take::Yes,
+            );
         } else {
             std::fs::read(&n).unwrap_or_default().hash(&mut h);
         }
     }
-    walk(submission, &mut h, 0);
+    walk(
+        submission,
+        &mut h,
+        0,
+        &suite.submission,
+        Path::new(""),
+        Take::Yes,
+    );
     format!("{:016x}", h.finish())
 }
 
@@ -593,6 +613,26 @@ pub fn grade_all(
 mod tests {
     use super::row::test_rows::graded;
     use super::*;
+
+    /// A file the suite's `submission` leaves out changes no grade, nor the fingerprint; a file
+    /// it takes does.
+    #[test]
+    fn files_a_suite_does_not_grade_leave_the_fingerprint_alone() {
+        let a = tempfile::tempdir().unwrap();
+        let sub = tempfile::tempdir().unwrap();
+        std::fs::write(
+            a.path().join("suite.yaml"),
+            "name: t\nsubmission: {include: [\"*.c\"]}\nchecks:\n  - id: c\n    steps: [{exists: a.c}]\n",
+        )
+        .unwrap();
+        let suite = Suite::load(&a.path().join("suite.yaml")).unwrap();
+        std::fs::write(sub.path().join("a.c"), "int a;").unwrap();
+        let before = fingerprint(&suite, sub.path());
+        std::fs::write(sub.path().join("notes.txt"), "left out").unwrap();
+        assert_eq!(before, fingerprint(&suite, sub.path()));
+        std::fs::write(sub.path().join("a.c"), "int b;").unwrap();
+        assert_ne!(before, fingerprint(&suite, sub.path()));
+    }
 
     /// What the grade depends on changes the fingerprint: a file a step reads that `files`
     /// does not list (an expected output), and a file inside a folder that `files` lists.

@@ -10,12 +10,12 @@ use std::fs;
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 use corral_sandbox::host_tree::{host_dir_names, open_host_dir, open_host_entry, HostEntry};
 
 use crate::report::{Integrity, IntegrityFlag};
-use crate::suite::Suite;
+use crate::suite::{SubmissionFiles, Suite, Take};
 
 const MAX_DEPTH: usize = 64;
 
@@ -24,13 +24,36 @@ const MAX_DEPTH: usize = 64;
 /// ([`corral_sandbox::host_tree`]): an entry swapped for a link, a folder link or a FIFO while
 /// the copy runs is copied as that link, or skipped — never followed, never waited on.
 pub fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
+    copy_submission(src, dst, &SubmissionFiles::default())
+}
+
+/// [`copy_tree`] of the submission's files that `files` takes (a suite's `submission`).
+pub fn copy_submission(src: &Path, dst: &Path, files: &SubmissionFiles) -> std::io::Result<()> {
     fs::create_dir_all(dst)?;
     let from = open_host_dir(src)?;
-    copy_dir(from.as_fd(), src, dst, 0)
+    let walk = Walk {
+        files,
+        rel: PathBuf::new(),
+        taken: Take::Yes,
+    };
+    copy_dir(from.as_fd(), src, dst, 0, &walk)
+}
+
+/// Where a copy is in the submission, and what its folder's verdict was.
+struct Walk<'a> {
+    files: &'a SubmissionFiles,
+    rel: PathBuf,
+    taken: Take,
 }
 
 /// `src` is the host folder open as `from` (named in errors).
-fn copy_dir(from: BorrowedFd<'_>, src: &Path, dst: &Path, depth: usize) -> std::io::Result<()> {
+fn copy_dir(
+    from: BorrowedFd<'_>,
+    src: &Path,
+    dst: &Path,
+    depth: usize,
+    walk: &Walk<'_>,
+) -> std::io::Result<()> {
     if depth > MAX_DEPTH {
         return Err(std::io::Error::other(format!(
             "{}: folders nested more than {MAX_DEPTH} deep",
@@ -42,11 +65,22 @@ fn copy_dir(from: BorrowedFd<'_>, src: &Path, dst: &Path, depth: usize) -> std::
         let to = dst.join(&name);
         let entry = open_host_entry(from, Path::new(&name))
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", at.display())))?;
+        let rel = walk.rel.join(&name);
+        let is_dir = matches!(entry, Some(HostEntry::Dir { .. }));
+        let taken = walk.files.take(&rel, is_dir, walk.taken);
+        if taken == Take::No {
+            continue;
+        }
         match entry {
             None | Some(HostEntry::Other) => {}
             Some(HostEntry::Dir { dir, .. }) => {
                 make_real_dir(&to)?;
-                copy_dir(dir.as_fd(), &at, &to, depth + 1)?;
+                let inner = Walk {
+                    files: walk.files,
+                    rel,
+                    taken,
+                };
+                copy_dir(dir.as_fd(), &at, &to, depth + 1, &inner)?;
             }
             Some(HostEntry::Link(target)) => {
                 remove_any(&to)?;

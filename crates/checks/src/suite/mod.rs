@@ -28,6 +28,7 @@ pub mod pytest;
 pub mod safety;
 mod spans;
 pub mod steps;
+pub mod submission;
 mod values;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -47,6 +48,7 @@ use paths::{assignment_path, normalize_rel};
 pub use pytest::{Item, PytestCheck, TestCase};
 pub use safety::SafetyConfig;
 pub use steps::{Command, Input, Matcher, Step};
+pub use submission::{SubmissionFiles, Take};
 
 /// How long a check may take, start to end, when neither the check nor the suite says.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -71,6 +73,9 @@ pub struct Suite {
     pub runtime: Option<Runtime>,
     /// Files of the assignment copied in next to the submission.
     pub files: Vec<AssignmentFile>,
+    /// Which of the submission's files are graded (`submission: {include, exclude}`; all by
+    /// default).
+    pub submission: SubmissionFiles,
     /// The checks, in file order.
     pub checks: Vec<Check>,
     /// The optional static safety check of Python files (off unless the suite asks for it).
@@ -247,6 +252,8 @@ struct RawSuite {
     runtime: Option<Runtime>,
     #[serde(default)]
     files: Vec<AssignmentFile>,
+    #[serde(default)]
+    submission: Option<submission::RawSubmissionFiles>,
     #[serde(default)]
     safety: Option<safety::RawSafety>,
     checks: Vec<RawCheck>,
@@ -640,6 +647,12 @@ impl Suite {
             seccomp: raw.seccomp,
             runtime: raw.runtime,
             files: raw.files,
+            submission: SubmissionFiles::resolve(raw.submission.unwrap_or_default()).map_err(
+                |m| {
+                    let key = format!("submission.{}", leading_key(&m));
+                    at(&key, format!("submission.{m}"))
+                },
+            )?,
             checks,
             safety: raw
                 .safety
