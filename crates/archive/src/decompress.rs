@@ -61,7 +61,20 @@ const RATIO_FREE: u64 = 64 << 20;
 
 impl Read for Capped<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
+        let n = self.inner.read(buf).map_err(|e| {
+            // gzip streams may follow each other; what follows the last one must be another.
+            if self.out > 0 && e.to_string().contains("invalid gzip header") {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "bytes after the end of the gzip stream (after {} bytes of output) are not another gzip stream (trailing padding?)",
+                        self.out
+                    ),
+                )
+            } else {
+                e
+            }
+        })?;
         self.out += n as u64;
         if self.out > self.max_out {
             return Err(io::Error::other(format!(

@@ -119,6 +119,32 @@ fn decompression_stops_at_the_size_cap() {
     assert!(e.to_string().contains("exceeds"), "{e}");
 }
 
+/// Bytes after a gzip stream that are not another one (a layer padded with zeros): refused,
+/// saying so, not as an "invalid gzip header"; two streams one after the other are one.
+#[test]
+fn bytes_after_a_gzip_stream_are_named() {
+    let gz = |data: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    };
+    let mut padded = gz(b"layer");
+    padded.extend(vec![0u8; 4096]);
+    let (mut stream, _) = decompress::open(&padded[..], 1 << 20, 200).unwrap();
+    let e = std::io::copy(&mut stream, &mut std::io::sink()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("after the end of the gzip stream (after 5 bytes of output)"),
+        "{e}"
+    );
+    let mut two = gz(b"one ");
+    two.extend(gz(b"two"));
+    let (mut stream, _) = decompress::open(&two[..], 1 << 20, 200).unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    assert_eq!(out, "one two");
+}
+
 /// A PAX header setting `key=value`, then a regular-file header.
 fn pax_then_file(key: &str, value: &str) -> Vec<u8> {
     let body = format!(" {key}={value}\n");
