@@ -683,7 +683,10 @@ checks:
         e.contains("files[0].path: \"expected.txt\" is read by the hidden check \"secret\""),
         "{e}"
     );
-    assert!(e.contains("add `hidden: true`"), "{e}");
+    assert!(
+        e.contains("an entry of their own with `hidden: true`"),
+        "{e}"
+    );
     let e = err(&suite("{path: in.txt}", false));
     assert!(e.contains("\"in.txt\" is read by the hidden check"), "{e}");
 
@@ -694,6 +697,37 @@ checks:
         hidden,
         [("visible", false), ("secret", true), ("after", true)],
         "a dependent of a hidden check is hidden"
+    );
+
+    // A listed folder holding a visible check's input and a hidden check's: the hidden one's
+    // file is named.
+    let (dir, path) = suite_file(
+        r#"
+name: folder
+files:
+  - {path: data}
+checks:
+  - id: visible
+    steps:
+      - run: cat
+      - stdin: {file: data/public_in.txt, eof: true}
+      - exit: 0
+  - id: secret
+    hidden: true
+    steps:
+      - run: cat
+      - stdin: {file: data/secret_in.txt, eof: true}
+      - exit: 0
+"#,
+        "suite.yaml",
+    );
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::fs::write(dir.path().join("data/public_in.txt"), "1").unwrap();
+    std::fs::write(dir.path().join("data/secret_in.txt"), "2").unwrap();
+    let e = Suite::load(&path).unwrap_err().to_string();
+    assert!(
+        e.contains("\"data/secret_in.txt\" (in the listed folder \"data\") is read by the hidden check \"secret\""),
+        "{e}"
     );
 
     // Read by a visible check as well: not a hidden check's secret.

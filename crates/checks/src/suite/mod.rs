@@ -318,40 +318,48 @@ fn hide_dependents_of_hidden(checks: &mut [Check]) {
 }
 
 /// An assignment file, not marked `hidden`, that a hidden check's steps read (its input or
-/// expected output) and no visible check's do: every check's program could read it in its
-/// working directory and print it where a student reads. Its index in `files` and why.
+/// expected output) and no visible check's do — listed itself, or inside a listed folder: every
+/// check's program could read it in its working directory and print it where a student reads.
+/// The index of its entry in `files` and why.
 fn hidden_checks_file_in_view(
     files: &[AssignmentFile],
     checks: &[Check],
 ) -> Option<(usize, String)> {
-    let within = |entry: &str, read: &str| {
-        // Path::starts_with compares whole components: `data` holds `data/a.txt`, not `data2`.
-        normalize_rel(read).starts_with(normalize_rel(entry))
-    };
-    let readers = |f: &AssignmentFile, hidden: bool| -> Vec<&Check> {
-        checks
-            .iter()
-            .filter(|c| c.hidden == hidden)
-            .filter(|c| {
-                let CheckKind::Steps(steps) = &c.kind else {
-                    return false;
-                };
-                steps::files_read(steps)
-                    .iter()
-                    .any(|read| within(&f.path, read))
-            })
-            .collect()
-    };
+    // Every file steps read, normalised, with whether a visible check reads it and the first
+    // hidden check that does.
+    let mut read: BTreeMap<PathBuf, (bool, Option<&str>)> = BTreeMap::new();
+    for c in checks {
+        let CheckKind::Steps(steps) = &c.kind else {
+            continue;
+        };
+        for f in steps::files_read(steps) {
+            let e = read.entry(normalize_rel(f)).or_default();
+            if c.hidden {
+                e.1.get_or_insert(c.id.as_str());
+            } else {
+                e.0 = true;
+            }
+        }
+    }
     files.iter().enumerate().find_map(|(i, f)| {
-        if f.hidden || !readers(f, false).is_empty() {
+        if f.hidden {
             return None;
         }
-        let check = readers(f, true).first().map(|c| c.id.clone())?;
+        let entry = normalize_rel(&f.path);
+        // Path::starts_with compares whole components: `data` holds `data/a.txt`, not `data2`.
+        let (path, check) = read
+            .iter()
+            .filter(|(p, _)| p.starts_with(&entry))
+            .find_map(|(p, (visible, hidden))| Some((p, (*hidden).filter(|_| !visible)?)))?;
+        let what = if *path == entry {
+            format!("{:?}", f.path)
+        } else {
+            format!("{:?} (in the listed folder {:?})", path.display().to_string(), f.path)
+        };
         Some((
             i,
             format!(
-                "{:?} is read by the hidden check {check:?}, but every check's program finds the files listed here in its working directory, where a visible check's program can print it to its student: add `hidden: true` to copy it only into hidden checks' working directories, or leave it out of `files` (a step reads it from the assignment folder itself)",
-                f.path
+                "{what} is read by the hidden check {check:?}, but every check's program finds the files listed here in its working directory, where a visible check's program can print it to its student: give a hidden check's files an entry of their own with `hidden: true` (copied only into hidden checks' working directories), or leave them out of `files` (a step reads them from the assignment folder itself)"
             ),
         ))
     })
