@@ -107,11 +107,7 @@ pub fn main(args: GradeArgs) -> i32 {
         Err(e) => return usage(format!("{}: {e}", args.submissions.display())),
     };
     // Loose files and no folder: one student's submission given where the class's go.
-    if !submissions.is_empty()
-        && submissions
-            .iter()
-            .all(|s| s.problem.is_some() && s.unpacked.is_none())
-    {
+    if !submissions.is_empty() && submissions.iter().all(|s| s.problem.is_some()) {
         return usage(format!(
             "{}: no folder or .zip in it, only files: SUBMISSIONS_DIR holds one folder per \
              student (to grade one submission: corral check {} {})",

@@ -305,6 +305,9 @@ fn students_zips_are_unpacked_and_graded() {
         "correct.zip",
         &[("hello.c", b"int main(void) { return 1; }")],
     );
+    // Two zips of one name in other cases: each keeps its whole name, nothing is merged.
+    zip("gina.zip", &[("hello.c", &correct)]);
+    zip("gina.ZIP", &[("hello.c", b"int main(void) { return 1; }")]);
     std::fs::write(subs.path().join("broken.zip"), b"PK\x03\x04 not really").unwrap();
     let out = tempfile::tempdir().unwrap();
     let (code, err, rows) = grade("hello", subs.path(), out.path(), &[]);
@@ -320,6 +323,8 @@ fn students_zips_are_unpacked_and_graded() {
             ("broken", "0", "error"),
             ("correct", "6", "graded"),
             ("correct.zip", "2", "graded"),
+            ("gina.ZIP", "2", "graded"),
+            ("gina.zip", "6", "graded"),
         ],
         "{err}"
     );
@@ -330,7 +335,18 @@ fn students_zips_are_unpacked_and_graded() {
     );
     // Graded again unchanged: the unpacked copy fingerprints the same.
     let (_, err, _) = grade("hello", subs.path(), out.path(), &[]);
-    assert!(err.contains("(0 graded, 4 kept)"), "{err}");
+    assert!(err.contains("(0 graded, 6 kept)"), "{err}");
+    // Unpacked only while graded: no copy is left behind.
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("corral-grade-zip-")
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]

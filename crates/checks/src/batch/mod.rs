@@ -31,6 +31,7 @@ use serde_json::Value;
 
 mod exports;
 mod row;
+pub mod zips;
 
 pub use exports::{
     check_cell, csv_field, gradebook_csv, histogram, html_report, num, pass_rates, write_outputs,
@@ -78,126 +79,39 @@ pub struct Submission {
     pub path: PathBuf,
     /// Set when the entry cannot be graded as it is (not a folder, …).
     pub problem: Option<String>,
-    /// A zip's unpacked copy, which `path` is in: removed with the last copy of this value.
-    pub unpacked: Option<Unpacked>,
-}
-
-/// A student's zip unpacked into a private temporary folder.
-#[derive(Debug, Clone)]
-pub struct Unpacked(Arc<tempfile::TempDir>);
-
-impl PartialEq for Unpacked {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.path() == other.0.path()
-    }
-}
-
-impl Eq for Unpacked {}
-
-/// What one student's zip may unpack to: the upload limits of a server, about.
-const ZIP_LIMITS: corral_archive::zip_files::ZipLimits = corral_archive::zip_files::ZipLimits {
-    max_entries: 10_000,
-    max_total: 256 << 20,
-    max_name: 4096,
-    max_ratio: 200,
-};
-
-/// Entries of an archive made on a Mac that are no one's work.
-fn mac_junk(name: &str) -> bool {
-    name == "__MACOSX" || name == ".DS_Store" || name.starts_with("._")
-}
-
-/// Unpacks a student's zip (regular files only, paths and sizes checked by corral-archive's
-/// reader) without the Mac's `__MACOSX` and `.DS_Store`; a zip of one folder (`caesar/…`, what
-/// "compress this folder" makes) is graded from inside that folder.
-fn unpack_zip(zip: &Path) -> Result<(Unpacked, PathBuf), String> {
-    let meta = std::fs::metadata(zip).map_err(|e| e.to_string())?;
-    if meta.len() > ZIP_LIMITS.max_total {
-        return Err(format!(
-            "a zip of {} bytes, over {}",
-            meta.len(),
-            ZIP_LIMITS.max_total
-        ));
-    }
-    let data = std::fs::read(zip).map_err(|e| e.to_string())?;
-    let files = corral_archive::zip_files::read(&data, &ZIP_LIMITS).map_err(|e| e.to_string())?;
-    let tmp = tempfile::Builder::new()
-        .prefix("corral-grade-zip-")
-        .tempdir()
-        .map_err(|e| e.to_string())?;
-    for f in files {
-        if f.path.split('/').any(mac_junk) {
-            continue;
-        }
-        let to = tmp.path().join(&f.path);
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", f.path))?;
-        }
-        std::fs::write(&to, &f.data).map_err(|e| format!("{}: {e}", f.path))?;
-        if f.executable {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755));
-        }
-    }
-    let top: Vec<std::fs::DirEntry> = std::fs::read_dir(tmp.path())
-        .map_err(|e| e.to_string())?
-        .filter_map(Result::ok)
-        .collect();
-    let root = match top.as_slice() {
-        [only] if only.file_type().is_ok_and(|t| t.is_dir()) => only.path(),
-        _ => tmp.path().to_path_buf(),
-    };
-    Ok((Unpacked(Arc::new(tmp)), root))
+    /// `path` is a student's zip, unpacked when it is graded (see [`zips`]).
+    pub zip: bool,
 }
 
 /// The submissions folder's entries, sorted by name; hidden entries (`.…`) are ignored. A
-/// student's `.zip` is unpacked and graded as that student's folder (named without `.zip`,
-/// unless a folder has that name too).
+/// student's `.zip` is that student's submission, named without `.zip` — unless another entry
+/// has that name too (a folder `gina` and `gina.zip`, or `gina.zip` and `gina.ZIP`), when each
+/// keeps its whole name.
 pub fn discover(dir: &Path) -> std::io::Result<Vec<Submission>> {
-    let mut out = Vec::new();
-    let names: std::collections::BTreeSet<String> = std::fs::read_dir(dir)?
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut entries = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
+        if !name.starts_with('.') {
+            entries.push((name, entry.file_type()?, entry.path()));
         }
-        let ft = entry.file_type()?;
-        let zip_stem = name
-            .len()
-            .checked_sub(4)
-            .filter(|&i| name.is_char_boundary(i) && name[i..].eq_ignore_ascii_case(".zip"))
-            .map(|i| name[..i].to_string())
-            .filter(|stem| !stem.is_empty());
-        if ft.is_file() {
-            if let Some(stem) = zip_stem {
-                let student = if names.contains(&stem) {
-                    name.clone()
-                } else {
-                    stem
-                };
-                let sub = match unpack_zip(&entry.path()) {
-                    Ok((unpacked, root)) => Submission {
-                        student,
-                        path: root,
-                        problem: None,
-                        unpacked: Some(unpacked),
-                    },
-                    Err(why) => Submission {
-                        student,
-                        path: entry.path(),
-                        problem: Some(format!("the zip could not be unpacked: {why}")),
-                        unpacked: None,
-                    },
-                };
-                out.push(sub);
-                continue;
+    }
+    let id_of = |name: &str, zip: bool| -> String {
+        match zips::stem(name).filter(|_| zip) {
+            Some(stem) => {
+                let taken = entries.iter().any(|(other, ft, _)| {
+                    other != name
+                        && (other == stem || (ft.is_file() && zips::stem(other) == Some(stem)))
+                });
+                if taken { name } else { stem }.to_string()
             }
+            None => name.to_string(),
         }
-        let problem = if ft.is_dir() {
+    };
+    let mut out = Vec::new();
+    for (name, ft, path) in &entries {
+        let zip = ft.is_file() && zips::stem(name).is_some();
+        let problem = if ft.is_dir() || zip {
             None
         } else if ft.is_symlink() {
             Some("a symbolic link, not a folder (not followed)".to_string())
@@ -208,10 +122,10 @@ pub fn discover(dir: &Path) -> std::io::Result<Vec<Submission>> {
             )
         };
         out.push(Submission {
-            student: name,
-            path: entry.path(),
+            student: id_of(name, zip),
+            path: path.clone(),
             problem,
-            unpacked: None,
+            zip,
         });
     }
     out.sort_by(|a, b| a.student.cmp(&b.student));
@@ -290,14 +204,19 @@ pub fn fingerprint(suite: &Suite, submission: &Path) -> String {
             std::fs::read(&n).unwrap_or_default().hash(&mut h);
         }
     }
-    walk(
-        submission,
-        &mut h,
-        0,
-        &suite.submission,
-        Path::new(""),
-        Take::Yes,
-    );
+    if submission.is_file() {
+        // A student's zip: its bytes (unpacked only when graded).
+        std::fs::read(submission).unwrap_or_default().hash(&mut h);
+    } else {
+        walk(
+            submission,
+            &mut h,
+            0,
+            &suite.submission,
+            Path::new(""),
+            Take::Yes,
+        );
+    }
     format!("{:016x}", h.finish())
 }
 
@@ -410,7 +329,28 @@ pub fn grade_one(
             by: Some(sub.student.clone()),
         },
     };
-    let report = match engine::grade(pool, registry, suite, &sub.path, &grade_opts) {
+    // A zip is unpacked for its grading only; a top folder the suite names is not entered.
+    let unpacked = if sub.zip {
+        let text = std::fs::read_to_string(&suite.path).unwrap_or_default();
+        let named = |folder: &str| text.contains(&format!("{folder}/"));
+        match zips::unpack(&sub.path, &named) {
+            Ok(u) => Some(u),
+            Err(why) => {
+                return failed_row(
+                    suite,
+                    sub,
+                    format!("the zip could not be unpacked: {why}"),
+                    fp,
+                )
+            }
+        }
+    } else {
+        None
+    };
+    let path = unpacked
+        .as_ref()
+        .map_or(sub.path.as_path(), |u| u.root.as_path());
+    let report = match engine::grade(pool, registry, suite, path, &grade_opts) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "grading the submission failed");
@@ -677,7 +617,7 @@ mod tests {
             student: "ann".into(),
             path: PathBuf::from("/nonexistent"),
             problem: None,
-            unpacked: None,
+            zip: false,
         };
         let planned = |images: Vec<UsedImage>, gvisor: &[&str]| Planned {
             images,
