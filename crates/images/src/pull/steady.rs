@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 pub const STALL: Duration = Duration::from_secs(60);
 /// The bytes a reply must bring in every stall period while it lasts (about 1 KiB/s).
 pub const MIN_PROGRESS: u64 = 64 << 10;
+/// The longest a reply may take at all, however steadily it trickles.
+pub const MAX_REPLY: Duration = Duration::from_secs(3600);
 
 /// `inner`, failing with `TimedOut` when a period of `stall` brought less than
 /// [`MIN_PROGRESS`] bytes and the reply has not ended.
@@ -20,6 +22,8 @@ pub struct Steady<R> {
     got: u64,
     /// When the last read returned.
     last: Instant,
+    /// When the reply began.
+    began: Instant,
 }
 
 impl<R: Read> Steady<R> {
@@ -30,6 +34,7 @@ impl<R: Read> Steady<R> {
             since: Instant::now(),
             got: 0,
             last: Instant::now(),
+            began: Instant::now(),
         }
     }
 }
@@ -52,8 +57,21 @@ impl<R: Read> Read for Steady<R> {
         };
         self.last = Instant::now();
         self.got += n as u64;
-        if n > 0 && self.since.elapsed() >= self.stall {
-            if self.got < MIN_PROGRESS {
+        if n > 0 && self.began.elapsed() > MAX_REPLY {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the reply took more than {} s: the registry is too slow",
+                    MAX_REPLY.as_secs()
+                ),
+            ));
+        }
+        let window = self.since.elapsed();
+        if n > 0 && window >= self.stall {
+            // At least MIN_PROGRESS per stall period on average over the window (which may be
+            // longer than one period when reads come seldom).
+            let due = u128::from(MIN_PROGRESS) * window.as_millis() / self.stall.as_millis().max(1);
+            if u128::from(self.got) < due {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
@@ -103,6 +121,22 @@ mod tests {
             .read_to_end(&mut Vec::new())
             .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(e.to_string().contains("stalling"), "{e}");
+        // Half the floor each time, just within a period each (a read seldom enough that the
+        // window grows past one period): still too slow on average.
+        let trickle = Drip {
+            chunk: 32 << 10,
+            pause: Duration::from_millis(45),
+            left: 1 << 20,
+        };
+        let (mut reader, mut buf) = (Steady::new(trickle, stall), vec![0; 64 << 10]);
+        let e = loop {
+            match reader.read(&mut buf) {
+                Ok(0) => panic!("a trickle at half the floor was read to its end"),
+                Ok(_) => {}
+                Err(e) => break e,
+            }
+        };
         assert!(e.to_string().contains("stalling"), "{e}");
         // Plenty every period: read to the end, however long it takes in all.
         let steady = Drip {
