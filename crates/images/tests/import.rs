@@ -432,13 +432,44 @@ fn too_many_layers_are_refused_and_a_repeated_layer_is_one_layer() {
     let repeated = tmp.path().join("repeated");
     oci_layout(
         &repeated,
-        &vec![one; corral_images::MAX_LAYERS],
+        &vec![one.clone(); corral_images::MAX_LAYERS],
         "gzip",
         "v1",
     );
     import(&store, &repeated, Some("t/rep:1")).unwrap();
     let (_, r) = store.resolve("t/rep:1").unwrap();
     assert_eq!(r.layers.len(), corral_images::MAX_LAYERS);
+    assert_eq!(store.rootfs("t/rep:1").unwrap().lower_dirs.len(), 1);
+
+    // A, then B deleting A's file, then A again (`echo x >/a; rm /a; echo x >/a`): overlayfs
+    // refuses one folder twice, so A stacks once, where it is highest, and shows the same.
+    let b = tar(&[dir("etc/"), file("etc/.wh.os-release", b"")]);
+    let aba = tmp.path().join("aba");
+    oci_layout(&aba, &[one.clone(), b, one], "gzip", "v1");
+    import(&store, &aba, Some("t/aba:1")).unwrap();
+    let root = store.rootfs("t/aba:1").unwrap();
+    assert_eq!(root.lower_dirs.len(), 2);
+    let lower: Vec<String> = root
+        .lower_dirs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let merged = tmp.path().join("aba-merged");
+    std::fs::create_dir(&merged).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o"])
+        .arg(format!("ro,lowerdir={}", lower.join(":")))
+        .arg(&merged)
+        .status()
+        .unwrap();
+    let back = std::fs::read_to_string(merged.join("etc/os-release")).ok();
+    let _ = Command::new("umount").arg(&merged).status();
+    assert!(st.success(), "overlay mount of A, B, A");
+    assert_eq!(
+        back.as_deref(),
+        Some("ID=corraltest\n"),
+        "the top A's file is back"
+    );
 }
 
 #[test]

@@ -155,10 +155,16 @@ impl Store {
         // holding its layers.
         let _writing = self.writer_lock()?;
         let (_, rec) = self.resolve(reference)?;
+        // Top first; a layer listed again (the same diff-id: `echo x >/a; rm /a; echo x >/a`,
+        // or an archive that lists one twice) only where it is highest. overlayfs refuses a
+        // folder twice in `lowerdir` (ELOOP), and the lower copy shows nothing the higher one
+        // does not: its every entry is in the higher one, which covers it.
+        let mut seen = std::collections::HashSet::new();
         let lower_dirs: Vec<PathBuf> = rec
             .layers
             .iter()
             .rev()
+            .filter(|l| seen.insert(&l.diff_id))
             .map(|l| self.layer_path(&l.diff_id))
             .collect();
         let blobs = [Some(&rec.digest), Some(&rec.config), rec.index.as_ref()]
