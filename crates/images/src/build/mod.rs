@@ -206,12 +206,7 @@ fn apply(
 ) -> Result<State, BuildError> {
     let mut next = before.clone();
     next.history.push(config::history_entry(step, false));
-    let lower_dirs: Vec<PathBuf> = before
-        .layers
-        .iter()
-        .rev()
-        .map(|l| store.layer_path(&l.diff_id))
-        .collect();
+    let lower_dirs: Vec<PathBuf> = store.stack(&before.layers);
     let layer_err = |source| BuildError::Layer {
         step: n,
         total,

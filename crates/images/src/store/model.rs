@@ -150,23 +150,27 @@ impl Store {
 
     /// The ordered layer folders, Env and WorkingDir of `reference`: what a sandbox mounts, with
     /// a claim on them.
+    /// The layer folders of `layers` (bottom first, as an image lists them) as an overlay's
+    /// `lowerdir` wants them: top first, and a layer listed again (the same diff-id: `echo x
+    /// >/a; rm /a; echo x >/a`, or an archive that lists one twice) only where it is highest.
+    /// overlayfs refuses a folder twice (ELOOP), and the lower copy shows nothing the higher
+    /// one does not: its every entry is in the higher one, which covers it.
+    pub fn stack(&self, layers: &[LayerRecord]) -> Vec<PathBuf> {
+        let mut seen = std::collections::HashSet::new();
+        layers
+            .iter()
+            .rev()
+            .filter(|l| seen.insert(&l.diff_id))
+            .map(|l| self.layer_path(&l.diff_id))
+            .collect()
+    }
+
     pub fn rootfs(&self, reference: &str) -> Result<RootFs, Error> {
         // Resolved and claimed under `gc.lock`: no gc can run between reading the record and
         // holding its layers.
         let _writing = self.writer_lock()?;
         let (_, rec) = self.resolve(reference)?;
-        // Top first; a layer listed again (the same diff-id: `echo x >/a; rm /a; echo x >/a`,
-        // or an archive that lists one twice) only where it is highest. overlayfs refuses a
-        // folder twice in `lowerdir` (ELOOP), and the lower copy shows nothing the higher one
-        // does not: its every entry is in the higher one, which covers it.
-        let mut seen = std::collections::HashSet::new();
-        let lower_dirs: Vec<PathBuf> = rec
-            .layers
-            .iter()
-            .rev()
-            .filter(|l| seen.insert(&l.diff_id))
-            .map(|l| self.layer_path(&l.diff_id))
-            .collect();
+        let lower_dirs = self.stack(&rec.layers);
         let blobs = [Some(&rec.digest), Some(&rec.config), rec.index.as_ref()]
             .into_iter()
             .flatten()
