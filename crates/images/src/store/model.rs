@@ -151,10 +151,10 @@ impl Store {
     /// The ordered layer folders, Env and WorkingDir of `reference`: what a sandbox mounts, with
     /// a claim on them.
     /// The layer folders of `layers` (bottom first, as an image lists them) as an overlay's
-    /// `lowerdir` wants them: top first, and a layer listed again (the same diff-id: `echo x
-    /// >/a; rm /a; echo x >/a`, or an archive that lists one twice) only where it is highest.
-    /// overlayfs refuses a folder twice (ELOOP), and the lower copy shows nothing the higher
-    /// one does not: its every entry is in the higher one, which covers it.
+    /// `lowerdir` wants them: top first, and a layer listed again (the same diff-id, as build
+    /// steps `echo x > /a`, `rm /a`, `echo x > /a` make, or an archive that lists one twice)
+    /// only where it is highest. overlayfs refuses a folder twice (ELOOP), and the lower copy
+    /// shows nothing the higher one does not: its every entry is in the higher one.
     pub fn stack(&self, layers: &[LayerRecord]) -> Vec<PathBuf> {
         let mut seen = std::collections::HashSet::new();
         layers
