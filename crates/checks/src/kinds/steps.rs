@@ -502,7 +502,15 @@ impl Runner<'_> {
                 ),
                 _ => show(&expected.value, 200),
             };
-            format!("expected {want}, not {}", show(&actual.value, 200))
+            let got = show(&actual.value, 200);
+            if want != got {
+                return format!("expected {want}, not {got}");
+            }
+            // Cut to the same 200 characters, the two read alike: say where they part.
+            match (expected.value.as_str(), actual.value.as_str()) {
+                (Some(e), Some(a)) => first_difference(e, a),
+                _ => format!("expected {want}, not {got}"),
+            }
         });
         self.fail(expected, actual, msg);
         false
@@ -676,6 +684,27 @@ fn clip(b: &[u8]) -> Value {
     Value::String(s)
 }
 
+/// Where two texts that begin alike part: the character's place and a little of each from a
+/// few characters before it.
+fn first_difference(expected: &str, actual: &str) -> String {
+    let (e, a): (Vec<char>, Vec<char>) = (expected.chars().collect(), actual.chars().collect());
+    let at = e.iter().zip(&a).take_while(|(x, y)| x == y).count();
+    let from = at.saturating_sub(20);
+    let piece = |t: &[char]| -> Value {
+        Value::from(
+            t[from.min(t.len())..(at + 40).min(t.len())]
+                .iter()
+                .collect::<String>(),
+        )
+    };
+    format!(
+        "the output differs from what was expected at character {}: expected …{}, not …{}",
+        at + 1,
+        show(&piece(&e), 200),
+        show(&piece(&a), 200)
+    )
+}
+
 /// Where a missing file may be instead, in the submission as it started (`stage`, never
 /// following links): the same name in a folder (an archive unpacked with its top folder), the
 /// name in other letters' case, or an archive at the top that nobody unpacked — what a student
@@ -741,7 +770,19 @@ fn near_miss(stage: &Path, wanted: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::near_miss;
+    use super::{first_difference, near_miss};
+
+    #[test]
+    fn long_outputs_that_begin_alike_say_where_they_part() {
+        let e = format!("{}XYZ tail", "a".repeat(300));
+        let a = format!("{}XQZ tail", "a".repeat(300));
+        let said = first_difference(&e, &a);
+        assert!(said.contains("at character 302"), "{said}");
+        assert!(said.contains("\"aaaaaaaaaaaaaaaaaaaXYZ tail\""), "{said}");
+        assert!(said.contains("\"aaaaaaaaaaaaaaaaaaaXQZ tail\""), "{said}");
+        // One a prefix of the other: it parts where the shorter ends.
+        assert!(first_difference("abc", "abcd").contains("at character 4"));
+    }
 
     #[test]
     fn a_missing_file_is_looked_for_where_students_put_it() {
