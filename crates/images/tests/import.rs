@@ -63,6 +63,19 @@ fn every_import_form_gives_the_same_layers() {
         let r3 = import(&store, &p, Some(&format!("course/base:packed{i}"))).unwrap();
         assert_eq!(r3.digest, r.digest, "compressed archive {i}");
     }
+    // xz and bzip2 (which `docker load` takes too): said, not read as a tar of garbage.
+    for (magic, kind) in [
+        (&b"\xfd7zXZ\x00rest"[..], "xz"),
+        (&b"BZh91AY&SY"[..], "bzip2"),
+    ] {
+        let p = tmp.path().join(format!("image.tar.{kind}"));
+        std::fs::write(&p, magic).unwrap();
+        let e = import(&store, &p, Some("t/x:1")).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{kind}-compressed: decompress it first")),
+            "{e}"
+        );
+    }
     // A device or a FIFO is no archive: refused at once, not read for ever.
     let e = import(&store, Path::new("/dev/zero"), Some("t/zero:1"))
         .unwrap_err()

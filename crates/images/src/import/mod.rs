@@ -46,6 +46,22 @@ pub fn import_as(
             reason: "neither a regular file nor a folder".into(),
         });
     }
+    // What `docker load` also takes but corral does not read: said, not parsed as a tar.
+    let mut head = [0u8; 6];
+    let n = std::io::Read::read(&mut std::fs::File::open(path).at(path)?, &mut head).at(path)?;
+    let other = match &head[..n] {
+        [0xfd, b'7', b'z', b'X', b'Z', 0] => Some("xz"),
+        [b'B', b'Z', b'h', ..] => Some("bzip2"),
+        _ => None,
+    };
+    if let Some(kind) = other {
+        return Err(Error::UnknownImport {
+            path: path.to_path_buf(),
+            reason: format!(
+                "{kind}-compressed: decompress it first (archives are read plain, gzip or zstd)"
+            ),
+        });
+    }
     if staging::is_image_archive(store, path)? {
         let staged = staging::Staged::extract(store, path)?;
         return import_folder(store, staged.path(), name, source);
