@@ -207,6 +207,9 @@ fn broken_and_hostile_submissions_each_get_their_row() {
         rows["replaces_protected"]["integrity"],
         "expected.txt (modified)"
     );
+    // Nothing was looked at in an entry that could not be graded.
+    assert_eq!(rows["notes.txt"]["integrity"], "");
+    assert_eq!(rows["correct"]["integrity"], "ok");
     assert_eq!(rows["missing_file"]["greets"], "0");
 
     // One JSON per student, with the staff report.

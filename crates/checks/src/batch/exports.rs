@@ -86,7 +86,10 @@ pub fn gradebook_csv(suite: &Suite, rows: &[Row]) -> String {
             pct,
             r.status.as_str().to_string(),
             r.reason.clone().unwrap_or_default(),
-            if r.integrity.is_empty() {
+            // Nothing was looked at in a submission that could not be graded at all.
+            if r.report.is_null() {
+                String::new()
+            } else if r.integrity.is_empty() {
                 "ok".into()
             } else {
                 r.integrity.join("; ")

@@ -684,6 +684,30 @@ fn clip(b: &[u8]) -> Value {
     Value::String(s)
 }
 
+/// `found` is `wanted` renamed the ways downloads and uploads rename a file: a browser's
+/// `caesar (1).c`, an LMS's resubmission `caesar-1.c`, a hidden extension's `caesar.c.txt`.
+fn renamed(found: &str, wanted: &str) -> bool {
+    let (stem, ext) = match wanted.rsplit_once('.') {
+        Some((s, e)) if !s.is_empty() => (s, format!(".{e}")),
+        _ => (wanted, String::new()),
+    };
+    if found == format!("{wanted}.txt") {
+        return true;
+    }
+    let Some(middle) = found
+        .strip_prefix(stem)
+        .and_then(|rest| rest.strip_suffix(ext.as_str()))
+    else {
+        return false;
+    };
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    middle
+        .strip_prefix(" (")
+        .and_then(|m| m.strip_suffix(')'))
+        .is_some_and(number)
+        || middle.strip_prefix('-').is_some_and(number)
+}
+
 /// Where two texts that begin alike part: the character's place and a little of each from a
 /// few characters before it.
 fn first_difference(expected: &str, actual: &str) -> String {
@@ -744,7 +768,9 @@ fn near_miss(stage: &Path, wanted: &str) -> Option<String> {
             let lower = n.to_ascii_lowercase();
             if n == name && found.0.is_none() {
                 found.0 = Some(path);
-            } else if lower == name.to_ascii_lowercase() && found.1.is_none() {
+            } else if (lower == name.to_ascii_lowercase() || renamed(&n, &name))
+                && found.1.is_none()
+            {
                 found.1 = Some(path);
             } else if depth == 0
                 && found.2.is_none()
@@ -760,7 +786,9 @@ fn near_miss(stage: &Path, wanted: &str) -> Option<String> {
         (Some(p), ..) => Some(format!(
             "the submission has {p}: the file must be at {wanted}, not in a folder"
         )),
-        (None, Some(p), _) => Some(format!("the submission has {p}: names are case-sensitive")),
+        (None, Some(p), _) => Some(format!(
+            "the submission has {p}: the file must be named exactly {name}"
+        )),
         (None, None, Some(p)) => Some(format!(
             "the submission has {p}: archives are not unpacked, submit the files themselves"
         )),
@@ -802,7 +830,15 @@ mod tests {
         );
         assert!(at(&["Caesar.c"])
             .unwrap()
-            .contains("has Caesar.c: names are case-sensitive"));
+            .contains("has Caesar.c: the file must be named exactly caesar.c"));
+        for renamed in ["caesar (1).c", "caesar-2.c", "caesar.c.txt"] {
+            let said = at(&[renamed]).unwrap_or_default();
+            assert!(
+                said.contains(&format!("has {renamed}: the file must be named exactly")),
+                "{renamed}: {said}"
+            );
+        }
+        assert_eq!(at(&["caesar-x.c", "caesar (a).c"]), None);
         assert!(at(&["caesar.zip"])
             .unwrap()
             .contains("archives are not unpacked"));
