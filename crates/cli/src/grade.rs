@@ -223,9 +223,9 @@ pub fn main(args: GradeArgs) -> i32 {
     if stale > 0 {
         eprintln!(
             "corral grade: warning: {} holds {stale} result(s) of entries not in {} (another \
-             assignment graded into the same folder, or removed submissions): left as they are; \
-             the gradebook and the report list only these submissions (give each assignment its \
-             own -o folder)",
+             assignment graded into the same folder, or removed submissions): left as they are, \
+             with their feedback files; the gradebook and the report list only these submissions \
+             (give each assignment its own -o folder)",
             args.output.join(batch::RESULTS_DIR).display(),
             args.submissions.display()
         );
