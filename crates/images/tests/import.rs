@@ -29,6 +29,27 @@ fn tar_folder(dir: &Path, out: &Path) {
     assert!(st.success());
 }
 
+/// What `look` reads in the overlay of `root`'s layers, mounted read-only at `at` (unmounted
+/// after).
+fn in_overlay<T>(root: &corral_images::RootFs, at: &Path, look: impl FnOnce(&Path) -> T) -> T {
+    let lower: Vec<String> = root
+        .lower_dirs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    std::fs::create_dir(at).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o"])
+        .arg(format!("ro,lowerdir={}", lower.join(":")))
+        .arg(at)
+        .status()
+        .unwrap();
+    assert!(st.success(), "overlay mount of the stored layers");
+    let seen = look(at);
+    let _ = Command::new("umount").arg(at).status();
+    seen
+}
+
 #[test]
 fn every_import_form_gives_the_same_layers() {
     let tmp = scratch();
@@ -253,27 +274,14 @@ fn stored_layers_stack_with_overlayfs_whiteouts_and_opaque_folders_applied() {
     oci_layout(&layout, &l, "gzip", "v1");
     import(&store, &layout, Some("stack")).unwrap();
     let root = store.rootfs("stack").unwrap();
-    let lower: Vec<String> = root
-        .lower_dirs
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let merged = tmp.path().join("merged");
-    std::fs::create_dir(&merged).unwrap();
-    let st = Command::new("mount")
-        .args(["-t", "overlay", "overlay", "-o"])
-        .arg(format!("ro,lowerdir={}", lower.join(":")))
-        .arg(&merged)
-        .status()
-        .unwrap();
-    assert!(st.success(), "overlay mount of the stored layers");
-    let seen = (
-        merged.join("etc/os-release").exists(),
-        std::fs::read_to_string(merged.join("etc/motd")).ok(),
-        merged.join("bin/hello").exists(),
-        std::fs::read_to_string(merged.join("bin/only")).ok(),
-    );
-    let _ = Command::new("umount").arg(&merged).status();
+    let seen = in_overlay(&root, &tmp.path().join("merged"), |merged| {
+        (
+            merged.join("etc/os-release").exists(),
+            std::fs::read_to_string(merged.join("etc/motd")).ok(),
+            merged.join("bin/hello").exists(),
+            std::fs::read_to_string(merged.join("bin/only")).ok(),
+        )
+    });
     assert_eq!(
         seen,
         (
@@ -462,22 +470,9 @@ fn too_many_layers_are_refused_and_a_repeated_layer_is_one_layer() {
     import(&store, &aba, Some("t/aba:1")).unwrap();
     let root = store.rootfs("t/aba:1").unwrap();
     assert_eq!(root.lower_dirs.len(), 2);
-    let lower: Vec<String> = root
-        .lower_dirs
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let merged = tmp.path().join("aba-merged");
-    std::fs::create_dir(&merged).unwrap();
-    let st = Command::new("mount")
-        .args(["-t", "overlay", "overlay", "-o"])
-        .arg(format!("ro,lowerdir={}", lower.join(":")))
-        .arg(&merged)
-        .status()
-        .unwrap();
-    let back = std::fs::read_to_string(merged.join("etc/os-release")).ok();
-    let _ = Command::new("umount").arg(&merged).status();
-    assert!(st.success(), "overlay mount of A, B, A");
+    let back = in_overlay(&root, &tmp.path().join("aba-merged"), |merged| {
+        std::fs::read_to_string(merged.join("etc/os-release")).ok()
+    });
     assert_eq!(
         back.as_deref(),
         Some("ID=corraltest\n"),
